@@ -1,0 +1,86 @@
+"""Options a ``dpone_clickhouse`` connection carries in its ``extra`` JSON.
+
+One model is the single source for three things: the connection form (``conn-fields`` in provider info is generated
+from it), the hook's parsing of the extra, and the documentation. Secrets never live here: the password stays in the
+connection's password field and in memory only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+_ENDPOINT_KEY_HELP = "'<shard_num>:<replica_num>' as system.clusters reports them"
+
+
+class ClickHouseConnectionOptions(BaseModel):
+    """Transport options of one ClickHouse cluster connection (coordinator plus derived member connections)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    secure: bool = Field(
+        default=False,
+        title="Use HTTPS",
+        description="Speak HTTPS to the coordinator and every member; never downgraded to plain HTTP.",
+    )
+    verify: bool = Field(
+        default=True,
+        title="Verify server certificate",
+        description="Verify the certificate chain and host name when HTTPS is used.",
+    )
+    ca_cert: str | None = Field(
+        default=None,
+        title="CA bundle path",
+        description="Path to a CA bundle on the worker for HTTPS verification (default: the system bundle).",
+    )
+    member_http_port: int | None = Field(
+        default=None,
+        ge=1,
+        le=65535,
+        title="Member HTTP port",
+        description="HTTP(S) port of each member; member hosts come from system.clusters. Default: the connection port.",
+    )
+    member_endpoints: dict[str, str] | None = Field(
+        default=None,
+        title="Member endpoint map",
+        description="Optional explicit map from " + _ENDPOINT_KEY_HELP + " to 'host:port' for each member.",
+    )
+    connect_timeout_seconds: int = Field(
+        default=10, ge=1, le=600, title="Connect timeout (s)", description="Bound on opening a connection."
+    )
+    send_receive_timeout_seconds: int = Field(
+        default=300,
+        ge=1,
+        le=86400,
+        title="Send/receive timeout (s)",
+        description="Bound on sending a request and on waiting for each response chunk.",
+    )
+
+    @field_validator("member_endpoints")
+    @classmethod
+    def _check_endpoints(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        if value is None:
+            return value
+        for key, endpoint in value.items():
+            shard, _, replica = key.partition(":")
+            if not (shard.isdigit() and replica.isdigit()):
+                raise ValueError(f"member_endpoints key must be {_ENDPOINT_KEY_HELP}")
+            host, _, port = endpoint.rpartition(":")
+            if not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ValueError("member_endpoints value must be 'host:port'")
+        return value
+
+
+def connection_form_fields() -> dict[str, Any]:
+    """``conn-fields`` for provider info, generated from :class:`ClickHouseConnectionOptions`."""
+    type_names = {bool: "boolean", int: "integer", str: "string"}
+    fields: dict[str, Any] = {}
+    for name, info in ClickHouseConnectionOptions.model_fields.items():
+        annotation = info.annotation
+        base = next((t for t in type_names if annotation is t or annotation == (t | None)), None)
+        schema: dict[str, Any] = {"type": [type_names[base], "null"] if base else ["object", "null"]}
+        if info.default is not None:
+            schema["default"] = info.default
+        fields[name] = {"label": info.title or name, "description": info.description or "", "schema": schema}
+    return fields

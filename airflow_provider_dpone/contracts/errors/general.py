@@ -1,0 +1,57 @@
+"""Codes for input that is malformed before any domain rule applies: manifests, canonical JSON, identifiers."""
+
+from __future__ import annotations
+
+CODES: tuple[tuple[str, str, str], ...] = (
+    (
+        "DPONE_MANIFEST_UNREADABLE",
+        "the manifest file cannot be read",
+        "check the path and file permissions",
+    ),
+    (
+        "DPONE_MANIFEST_YAML_INVALID",
+        "the manifest is not valid YAML or is not a mapping at the top level",
+        "fix the YAML syntax at the reported line and column",
+    ),
+    (
+        "DPONE_MANIFEST_UNKNOWN_FIELD",
+        "the manifest contains a field the schema does not define",
+        "remove or correct the reported field; see docs/manifest-reference.md",
+    ),
+    (
+        "DPONE_MANIFEST_FIELD_INVALID",
+        "a manifest field has a wrong type or a value outside its allowed set",
+        "correct the reported field; see docs/manifest-reference.md",
+    ),
+    (
+        "DPONE_MANIFEST_FIELD_MISSING",
+        "a required manifest field is absent",
+        "add the reported field; see docs/manifest-reference.md",
+    ),
+    (
+        "DPONE_IDENTIFIER_INVALID",
+        "a database, table, column or cluster name is not a plain identifier "
+        "(letters, digits, underscore; at most 128 characters; no quotes, backticks, NUL or look-alike characters)",
+        "rename the object or reference it by a plain identifier",
+    ),
+    (
+        "DPONE_CANONICAL_JSON_INVALID",
+        "a value cannot be encoded as canonical JSON (floats, non-string keys or unsupported types)",
+        "encode decimals as strings and use only JSON objects, arrays, strings, integers, booleans and null",
+    ),
+    (
+        "DPONE_CANONICAL_JSON_NONCANONICAL",
+        "stored bytes are not the canonical encoding of their value",
+        "preserve the stored bytes and investigate who rewrote them; never re-encode to make them pass",
+    ),
+    (
+        "DPONE_CANONICAL_JSON_OVERSIZE",
+        "a canonical JSON document exceeds its size bound",
+        "reduce the document (fewer members or columns) or investigate a corrupt payload",
+    ),
+    (
+        "DPONE_CONNECTION_INVALID",
+        "the Airflow connection's extra is not a JSON object of known dpone_clickhouse options",
+        "fix the connection's extra fields; see docs/connections.md",
+    ),
+)

@@ -1,0 +1,1 @@
+"""Airflow hooks: read connections and build adapters; no protocol decisions live here."""

@@ -1,0 +1,49 @@
+"""Provider metadata that Airflow's ProvidersManager reads through the ``apache_airflow_provider`` entry point.
+
+Kept import-light on purpose: Airflow calls this while discovering providers, before any hook is used.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow_provider_dpone import __version__
+from airflow_provider_dpone.contracts.connection import connection_form_fields
+
+HOOK_CLASS = "airflow_provider_dpone.hooks.clickhouse.DponeClickHouseHook"
+
+
+def get_provider_info() -> dict[str, Any]:
+    """Return the provider's package name, integrations, hooks, operators, triggers and connection type."""
+    return {
+        "package-name": "airflow-provider-dpone",
+        "name": "dpone",
+        "description": "Fenced, exactly-once ClickHouse cluster publication and ClickHouse -> SQL Server transfer.",
+        "versions": [__version__],
+        "integrations": [
+            {
+                "integration-name": "dpone ClickHouse cluster publication",
+                "external-doc-url": "https://clickhouse.com/docs",
+                "tags": ["software"],
+            },
+        ],
+        "hooks": [
+            {
+                "integration-name": "dpone ClickHouse cluster publication",
+                "python-modules": ["airflow_provider_dpone.hooks.clickhouse"],
+            },
+        ],
+        "connection-types": [
+            {
+                "connection-type": "dpone_clickhouse",
+                "hook-class-name": HOOK_CLASS,
+                "hook-name": "dpone ClickHouse cluster",
+                "conn-fields": connection_form_fields(),
+                "ui-field-behaviour": {
+                    "hidden-fields": ["extra"],
+                    "relabeling": {"host": "Coordinator host", "port": "HTTP(S) port", "schema": "Database"},
+                    "placeholders": {"host": "clickhouse-0.internal", "port": "8123", "schema": "default"},
+                },
+            },
+        ],
+    }

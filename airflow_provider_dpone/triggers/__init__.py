@@ -1,0 +1,1 @@
+"""Airflow triggers: deferrable, async pollers that observe without mutating."""

@@ -1,0 +1,37 @@
+"""The error registry: every code documented, families well formed, messages one line."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from airflow_provider_dpone.contracts.errors import REGISTRY, DponeError
+
+_CODE = re.compile(r"^(DPONE_[A-Z0-9_]+|mssql_native\.[a-z0-9_]+)$")
+
+
+@pytest.mark.parametrize("code", sorted(REGISTRY))
+def test_every_code_is_well_formed_and_documented(code: str) -> None:
+    entry = REGISTRY[code]
+    assert _CODE.match(code)
+    assert entry.cause and entry.action
+    assert "\n" not in entry.cause + entry.action
+
+
+def test_unregistered_code_fails_at_raise_site() -> None:
+    with pytest.raises(KeyError):
+        DponeError("DPONE_NOT_A_CODE")
+
+
+def test_message_is_one_line_with_next_action() -> None:
+    error = DponeError("DPONE_MANIFEST_UNKNOWN_FIELD", "sink.bogus")
+    text = str(error)
+    assert text.startswith("DPONE_MANIFEST_UNKNOWN_FIELD: ")
+    assert "[sink.bogus]" in text and ". Next: " in text and "\n" not in text
+    assert error.as_dict()["code"] == "DPONE_MANIFEST_UNKNOWN_FIELD"
+
+
+def test_seed_families_are_present() -> None:
+    families = {entry.family for entry in REGISTRY.values()}
+    assert {"DPONE_REPLAY_QUALITY_EVIDENCE", "mssql_native", "DPONE"} <= families
