@@ -1,0 +1,1 @@
+"""A local ClickHouse cluster on the real engine (chdb), for the demo and the tests."""
