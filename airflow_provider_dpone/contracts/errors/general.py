@@ -54,4 +54,9 @@ CODES: tuple[tuple[str, str, str], ...] = (
         "the Airflow connection's extra is not a JSON object of known dpone_clickhouse options",
         "fix the connection's extra fields; see docs/connections.md",
     ),
+    (
+        "DPONE_TYPED_VALUE_INVALID",
+        "a value does not fit its column's logical type (or NULL in a non-nullable column)",
+        "check the column type mapping; floats and nested types are not supported by exact verification",
+    ),
 )
