@@ -29,6 +29,27 @@ CODES: tuple[tuple[str, str, str], ...] = (
         "add the reported field; see docs/manifest-reference.md",
     ),
     (
+        "DPONE_MANIFEST_DUPLICATE_KEY",
+        "a YAML mapping in the manifest repeats a key (YAML would silently keep only the last value)",
+        "remove the repeated key at the reported line",
+    ),
+    (
+        "DPONE_MANIFEST_OVERSIZE",
+        "the manifest file exceeds the size bound for manifests",
+        "a manifest declares one job; move data and long SQL out of it",
+    ),
+    (
+        "DPONE_MANIFEST_VERSION_UNSUPPORTED",
+        "the manifest's version is not one this provider reads",
+        "set version: 1; see docs/manifest-reference.md",
+    ),
+    (
+        "DPONE_MANIFEST_WINDOW_INVALID",
+        "load.window is not a fixed UTC half-open interval, or is absent/present for the wrong strategy",
+        "give column, start and end as explicit UTC timestamps (e.g. 2026-09-01T00:00:00Z) with start < end, "
+        "only with strategy partition_replace",
+    ),
+    (
         "DPONE_IDENTIFIER_INVALID",
         "a database, table, column or cluster name is not a plain identifier "
         "(letters, digits, underscore; at most 128 characters; no quotes, backticks, NUL or look-alike characters)",

@@ -1,0 +1,179 @@
+"""Manifest of the ClickHouse cluster full-refresh publication route (seed 000, ADR 0069, seed 002).
+
+The model accepts every *well-formed* declaration, including ones static admission will refuse (a ``local`` DDL
+scope, a Distributed engine, a missing byte bound): a well-formed but inadmissible manifest gets a domain code from
+``protocol/admission`` that explains the rule, rather than a generic "invalid field".
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from typing import Annotated, Final, Literal
+
+from pydantic import AfterValidator, Field, StrictInt, StrictStr, model_validator
+
+from airflow_provider_dpone.contracts.manifest_types import (
+    Closed,
+    ConnectionId,
+    DocType,
+    Identifier,
+    LoadStrategy,
+    ManifestName,
+    ManifestVersion,
+    Sha256Hex,
+    SinkOptions,
+    SqlQuery,
+    StoreUri,
+    Window,
+    check_window_for_strategy,
+    identifier_value,
+)
+
+
+class ReplicationMode(StrEnum):
+    INTERNAL = "internal"
+    EXTERNAL = "external"
+
+
+class DdlScope(StrEnum):
+    CLUSTER = "cluster"
+    LOCAL = "local"
+
+
+class ClickHouseQuerySource(Closed):
+    """Extract the rows of one query through a ClickHouse connection into a sealed, replayable artifact."""
+
+    type: Literal["clickhouse"] = Field(description="Source kind.")
+    connection_id: ConnectionId = Field(description="Airflow connection id of the ClickHouse server to read from.")
+    query: SqlQuery = Field(
+        description="The SELECT whose result is published. Only its SHA-256 enters the normalized plan."
+    )
+
+
+class ArtifactSource(Closed):
+    """Publish an already sealed, content-addressed artifact instead of extracting."""
+
+    type: Literal["artifact"] = Field(description="Source kind.")
+    sha256: Sha256Hex = Field(description="SHA-256 of the artifact bytes (its content address).")
+    store_uri: StoreUri = Field(
+        description="Root of the content-addressed artifact store (file://, s3://, gs://, ...); never credentials."
+    )
+    store_connection_id: ConnectionId | None = Field(
+        default=None, description="Airflow connection id that grants access to the store, if it needs one."
+    )
+
+
+PublicationSource = Annotated[ClickHouseQuerySource | ArtifactSource, Field(discriminator="type")]
+
+
+class ClickHouseSink(Closed):
+    """The publication target: one table on every member of one ClickHouse cluster."""
+
+    type: Literal["clickhouse"] = Field(description="Sink kind.")
+    connection_id: ConnectionId = Field(description="Airflow connection id (dpone_clickhouse) of the coordinator.")
+    database: Identifier = Field(description="Target database (Atomic) on every member.")
+    table: Identifier = Field(description="Target table, a direct *MergeTree table on every member.")
+    staging_database: Identifier | None = Field(
+        default=None, description="Database of the staging candidates; must equal database (default: database)."
+    )
+    options: SinkOptions = Field(default_factory=SinkOptions, description="Sink options.")
+
+    @property
+    def effective_staging_database(self) -> str:
+        return self.staging_database if self.staging_database is not None else self.database
+
+
+class ClusterLoad(Closed):
+    strategy: LoadStrategy = Field(description="full_refresh (partition_replace is not a cluster publication).")
+    max_source_bytes: StrictInt | None = Field(
+        default=None, description="Upper bound on the extracted artifact in bytes; required, positive."
+    )
+    window: Window | None = Field(default=None, description="Only with partition_replace.")
+
+    @model_validator(mode="after")
+    def _window_matches_strategy(self) -> ClusterLoad:
+        check_window_for_strategy(self.strategy, self.window)
+        return self
+
+
+class ClusterSettings(Closed):
+    name: Identifier = Field(description="Cluster name as system.clusters reports it.")
+    ddl_scope: DdlScope | None = Field(
+        default=None, description="Must be 'cluster': publication is one correlated ON CLUSTER operation."
+    )
+    replication_mode: ReplicationMode = Field(
+        default=ReplicationMode.INTERNAL,
+        description="internal: Replicated*MergeTree and internal_replication=true. external: direct non-replicated "
+        "*MergeTree on every member and internal_replication=false. Omitted means internal.",
+    )
+    access_table: Identifier | None = Field(
+        default=None, description="Distributed read facade; not supported (must be omitted)."
+    )
+
+
+PARTITION_FUNCTIONS: Final[frozenset[str]] = frozenset(
+    {
+        "toYYYYMM",
+        "toYYYYMMDD",
+        "toYear",
+        "toDate",
+        "toMonday",
+        "toStartOfDay",
+        "toStartOfWeek",
+        "toStartOfMonth",
+        "toStartOfQuarter",
+        "toStartOfYear",
+    }
+)
+_PARTITION_CALL: Final[re.Pattern[str]] = re.compile(r"^([A-Za-z]+)\(([^()]*)\)$")
+
+
+def _partition_expression(value: str) -> str:
+    call = _PARTITION_CALL.fullmatch(value)
+    if call is None:
+        return identifier_value(value)
+    function, column = call.groups()
+    if function not in PARTITION_FUNCTIONS:
+        raise ValueError("partition_by function must be one of " + ", ".join(sorted(PARTITION_FUNCTIONS)))
+    identifier_value(column)
+    return value
+
+
+PartitionExpression = Annotated[StrictStr, AfterValidator(_partition_expression), DocType("column or function(column)")]
+
+
+class ClickHouseStorage(Closed):
+    engine: StrictStr = Field(
+        pattern=r"^[A-Za-z][A-Za-z0-9]{0,63}$",
+        description="Table engine name without parameters, e.g. ReplicatedMergeTree (internal) or MergeTree "
+        "(external).",
+    )
+    order_by: tuple[Identifier, ...] = Field(description="Sorting key columns; [] means tuple().")
+    partition_by: PartitionExpression | None = Field(
+        default=None, description="A column, or one of the date functions of a column (toYYYYMM(ts), ...)."
+    )
+    cluster: ClusterSettings | None = Field(default=None, description="The target cluster; required.")
+
+
+class Storage(Closed):
+    clickhouse: ClickHouseStorage = Field(description="ClickHouse physical design of the target.")
+
+
+class PhysicalDesign(Closed):
+    storage: Storage = Field(description="Storage of the target.")
+
+
+class ClusterPublicationManifest(Closed):
+    """Full refresh of one ClickHouse cluster table, fenced in Keeper and published by one ON CLUSTER operation."""
+
+    version: ManifestVersion = Field(description="Manifest schema version; 1.")
+    name: ManifestName = Field(description="Job name (a label; not part of the normalized plan).")
+    source: PublicationSource = Field(description="Where the rows come from: a query, or a sealed artifact.")
+    sink: ClickHouseSink = Field(description="The cluster table to publish.")
+    load: ClusterLoad = Field(description="Load strategy and bounds.")
+    physical_design: PhysicalDesign = Field(description="Engine, keys and cluster topology of the target.")
+
+    @property
+    def cluster(self) -> ClusterSettings | None:
+        return self.physical_design.storage.clickhouse.cluster
