@@ -5,12 +5,20 @@ Kept import-light on purpose: Airflow calls this while discovering providers, be
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from airflow_provider_dpone import __version__
 from airflow_provider_dpone.contracts.connection import connection_form_fields
 
 HOOK_CLASS = "airflow_provider_dpone.hooks.clickhouse.DponeClickHouseHook"
+
+UI_FIELD_BEHAVIOUR: dict[str, Any] = {
+    "hidden-fields": ["extra"],
+    "relabeling": {"host": "Coordinator host", "port": "HTTP(S) port", "schema": "Database"},
+    "placeholders": {"host": "clickhouse-0.internal", "port": "8123", "schema": "default"},
+}
+"""Connection form behaviour, declared once (provider info, and the hook's ``get_ui_field_behaviour``)."""
 
 
 def get_provider_info() -> dict[str, Any]:
@@ -39,11 +47,7 @@ def get_provider_info() -> dict[str, Any]:
                 "hook-class-name": HOOK_CLASS,
                 "hook-name": "dpone ClickHouse cluster",
                 "conn-fields": connection_form_fields(),
-                "ui-field-behaviour": {
-                    "hidden-fields": ["extra"],
-                    "relabeling": {"host": "Coordinator host", "port": "HTTP(S) port", "schema": "Database"},
-                    "placeholders": {"host": "clickhouse-0.internal", "port": "8123", "schema": "default"},
-                },
+                "ui-field-behaviour": copy.deepcopy(UI_FIELD_BEHAVIOUR),
             },
         ],
     }

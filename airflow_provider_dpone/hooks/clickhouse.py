@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from airflow_provider_dpone.contracts.connection import ClickHouseConnectionOptions
 from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.provider_info import UI_FIELD_BEHAVIOUR
 
 CONNECTION_TYPES = ("dpone_clickhouse", "clickhouse")
 """Accepted connection types: ours, and the official ClickHouse provider's (same fields, no dpone extras)."""
@@ -31,6 +32,15 @@ class DponeClickHouseHook(BaseHook):
     def __init__(self, dpone_clickhouse_conn_id: str = default_conn_name, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.dpone_clickhouse_conn_id = dpone_clickhouse_conn_id
+
+    @classmethod
+    def get_ui_field_behaviour(cls) -> dict[str, Any]:
+        """Connection form behaviour in the hook-method form; the same data provider info declares."""
+        return {
+            "hidden_fields": list(UI_FIELD_BEHAVIOUR["hidden-fields"]),
+            "relabeling": dict(UI_FIELD_BEHAVIOUR["relabeling"]),
+            "placeholders": dict(UI_FIELD_BEHAVIOUR["placeholders"]),
+        }
 
     @classmethod
     def parse_options(cls, extra: str | dict[str, Any] | None) -> ClickHouseConnectionOptions:
