@@ -151,6 +151,8 @@ def _reason(err: ErrorDetails) -> str:
         return "required"
     if kind == "extra_forbidden":
         return "not a field of this object"
+    if kind == "invalid_key":
+        return "mapping key is not a string"
     if kind in (IDENTIFIER_ERROR, WINDOW_ERROR):
         return err["msg"]
     if kind == "value_error":

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Callable
 from typing import Any
 
 import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from airflow_provider_dpone.contracts.canonical import canonical_json_bytes, sha256_hex
 from airflow_provider_dpone.contracts.manifest import (
@@ -205,3 +209,22 @@ def test_transfer_plan_records_window_in_one_utc_spelling() -> None:
     raw["load"]["window"]["start"] = "2026-09-01T00:00:00.5+00:00"
     window = normalized_plan(load(raw))["load"]["window"]
     assert window == {"column": "event_time", "start": "2026-09-01T00:00:00.500000Z", "end": "2026-09-02T00:00:00Z"}
+
+
+def _shuffled(value: Any, rng: random.Random) -> Any:
+    if isinstance(value, dict):
+        items = list(value.items())
+        rng.shuffle(items)
+        return {key: _shuffled(item, rng) for key, item in items}
+    if isinstance(value, list):
+        return [_shuffled(item, rng) for item in value]
+    return value
+
+
+@given(seed=st.integers(min_value=0, max_value=2**32 - 1), style=st.sampled_from([None, True, False]))
+@settings(max_examples=60, deadline=None)
+def test_key_order_and_flow_style_never_change_the_digest(seed: int, style: bool | None) -> None:
+    for base in (external, transfer):
+        raw = base()
+        text = yaml.safe_dump(_shuffled(raw, random.Random(seed)), sort_keys=False, default_flow_style=style)
+        assert normalized_plan_digest(parse_manifest(text)) == _digest(raw)
