@@ -7,7 +7,6 @@ PY := $(VENV)/bin/python
 UV := $(VENV)/bin/uv
 export AIRFLOW_HOME ?= $(CURDIR)/.airflow
 export AIRFLOW__CORE__LOAD_EXAMPLES ?= False
-export AIRFLOW__CORE__UNIT_TEST_MODE ?= True
 
 .PHONY: install lint test demo clean
 

@@ -32,8 +32,9 @@ def providers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[s
     if not AIRFLOW.exists():
         pytest.fail(f"the airflow CLI is not installed next to {sys.executable}")
     home = tmp_path_factory.mktemp("airflow_home")
+    inherited = {k: v for k, v in os.environ.items() if k != "AIRFLOW__CORE__UNIT_TEST_MODE"}
     env = {
-        **os.environ,
+        **inherited,
         "AIRFLOW_HOME": str(home),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "PYTHONPATH": PACKAGE_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
