@@ -7,7 +7,6 @@ same ``target_key``, ``operation_id`` and candidate name without reading XCom.
 
 from __future__ import annotations
 
-from functools import cached_property
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, model_validator
@@ -43,11 +42,11 @@ class PublicationRequest(BaseModel):
             raise ValueError("table columns must be unique")
         return self
 
-    @cached_property
+    @property
     def target_key(self) -> str:
         return target_key(self.cluster, self.database, self.target)
 
-    @cached_property
+    @property
     def operation_id(self) -> str:
         return operation_id(
             dag_id=self.dag_id,
@@ -56,6 +55,6 @@ class PublicationRequest(BaseModel):
             normalized_plan_digest=self.normalized_plan_digest,
         )
 
-    @cached_property
+    @property
     def candidate_name(self) -> str:
         return candidate_name(self.target, self.operation_id)
