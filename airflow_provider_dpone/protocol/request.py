@@ -12,9 +12,11 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, model_validator
 
 from airflow_provider_dpone.contracts.authority_fields import Hex64
+from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.contracts.identifiers import validate_identifier
 from airflow_provider_dpone.contracts.identities import candidate_name, operation_id, target_key
 from airflow_provider_dpone.ports.publication import TableSpec
+from airflow_provider_dpone.protocol.runtime_admission import is_direct_mergetree
 
 
 class PublicationRequest(BaseModel):
@@ -37,9 +39,13 @@ class PublicationRequest(BaseModel):
         validate_identifier(self.target, what="target")
         for index, column in enumerate(self.table.columns):
             validate_identifier(column.name, what=f"table.columns[{index}]")
+        for index, name in enumerate(self.table.order_by):
+            validate_identifier(name, what=f"table.order_by[{index}]")
         names = [column.name for column in self.table.columns]
-        if len(set(names)) != len(names):
-            raise ValueError("table columns must be unique")
+        if len(set(names)) != len(names) or not set(self.table.order_by) <= set(names):
+            raise ValueError("table columns must be unique and order_by must name table columns")
+        if not is_direct_mergetree(self.table.engine):
+            raise DponeError("DPONE_CLICKHOUSE_CLUSTER_TARGET_ENGINE_UNSUPPORTED", "table.engine")
         return self
 
     @property

@@ -28,6 +28,7 @@ import uuid as uuidlib
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from airflow_provider_dpone.contracts.authority_row import (
     AUTHORITY_COLUMNS,
@@ -51,6 +52,7 @@ from airflow_provider_dpone.ports.publication import (
     AuthorityConflictError,
     DdlIntent,
     DispatchOutcome,
+    DispatchSettings,
     HostDdlState,
     MutationRejectedError,
     QueueEntryStatus,
@@ -87,6 +89,12 @@ def typed_columns(columns: Sequence[tuple[str, str]]) -> list[TypedColumn]:
 
 
 def content_digest(columns: Sequence[tuple[str, str]], rows: Sequence[Row]) -> str:
+    """What the server computes for a table (the fake memoizes it: a pure function of schema and rows)."""
+    return _content_digest(tuple(columns), tuple(rows))
+
+
+@lru_cache(maxsize=4096)
+def _content_digest(columns: tuple[tuple[str, str], ...], rows: tuple[Row, ...]) -> str:
     acc = MultisetDigest(typed_columns(columns))
     acc.add_rows(rows)
     return acc.hexdigest
@@ -177,6 +185,7 @@ class FakeEntropy:
         return value
 
 
+@lru_cache(maxsize=64)
 def exact_authority_facts(path: str = "/dpone/authority") -> TableFacts:
     return TableFacts(
         engine="KeeperMap",
@@ -204,6 +213,7 @@ class FakeWorld:
         self.entropy = FakeEntropy(seed)
         self.calls: Counter[str] = Counter()
         self.effects: list[Effect] = []
+        self.dispatched: list[DispatchSettings] = []
         self.authority_facts: dict[str, TableFacts | None] = {}
         self._uuid_counter = 0
 
@@ -456,11 +466,11 @@ class FakeClusterDDL:
     def __init__(self, world: FakeWorld) -> None:
         self.world = world
 
-    def dispatch(
-        self, inventory: AdmittedInventory, intent: DdlIntent, *, correlation_token: str, query_digest: str
-    ) -> DispatchOutcome:
+    def dispatch(self, inventory: AdmittedInventory, intent: DdlIntent, settings: DispatchSettings) -> DispatchOutcome:
         self.world.calls["ddl.dispatch"] += 1
         world = self.world
+        world.dispatched.append(settings)
+        correlation_token, query_digest = settings.correlation_token, settings.query_digest
 
         def effect() -> DispatchOutcome:
             entry = QueueEntry(

@@ -12,10 +12,12 @@ import pytest
 
 from airflow_provider_dpone.contracts.authority_codec import encode
 from airflow_provider_dpone.contracts.authority_phases import Phase
+from airflow_provider_dpone.contracts.inventory import AdmittedInventory
 from airflow_provider_dpone.ports.publication import (
     ArtifactInvalidError,
     AuthorityConflictError,
     ColumnSpec,
+    DispatchSettings,
     DropTable,
     ExchangeTables,
     HostDdlState,
@@ -27,7 +29,7 @@ from airflow_provider_dpone.ports.publication import (
 )
 from airflow_provider_dpone.protocol.runtime_admission import admit_inventory
 from tests.fakes.faults import FaultKind, SimulatedCrash
-from tests.fakes.publication import FakeWorld, content_digest
+from tests.fakes.publication import FakeMemberSession, FakeWorld, content_digest
 from tests.fakes.records import external_record
 from tests.protocol.sim import COLUMNS, NEW_ROWS
 
@@ -35,7 +37,15 @@ SPEC = TableSpec(columns=tuple(ColumnSpec(name=n, type=t) for n, t in COLUMNS), 
 DB = "analytics_db"
 
 
-def _setup(members: int = 2) -> tuple[FakeWorld, object, list[object]]:
+def _token(n: int) -> str:
+    return f"{n:032x}"
+
+
+def _settings(n: int) -> DispatchSettings:
+    return DispatchSettings(correlation_token=_token(n), query_digest="d" * 64, log_comment="{}")
+
+
+def _setup(members: int = 2) -> tuple[FakeWorld, AdmittedInventory, list[FakeMemberSession]]:
     world = FakeWorld(members=members)
     ports = world.ports()
     inventory = admit_inventory(ports.catalog.inventory(world.cluster), cluster=world.cluster, mode="external")
@@ -49,12 +59,12 @@ def test_keeper_map_strict_insert_and_versioned_cas() -> None:
     first, second = encode(external_record(Phase.LOCKED)), encode(external_record(Phase.LOCKED, version_seed=2))
     assert store.read(first.target_key) is None
     store.create(first)
-    assert store.read(first.target_key).version == 0  # type: ignore[union-attr]
+    assert store.read(first.target_key).version == 0
     with pytest.raises(AuthorityConflictError):
         store.create(second)
     with pytest.raises(AuthorityConflictError):
         store.compare_and_set(second, expected_version=5)
-    assert store.read(first.target_key).row == first  # type: ignore[union-attr]
+    assert store.read(first.target_key).row == first
     store.compare_and_set(second, expected_version=0)
     observed = store.read(first.target_key)
     assert observed is not None and observed.row == second and observed.version == 1
@@ -63,17 +73,17 @@ def test_keeper_map_strict_insert_and_versioned_cas() -> None:
 def test_create_with_exact_uuid_observe_and_refusals() -> None:
     world, _, (session, other) = _setup()
     uuid = world.entropy.uuid()
-    session.create_table(DB, "cand", uuid, SPEC)  # type: ignore[attr-defined]
-    obs = session.observe_table(DB, "cand", with_content=True)  # type: ignore[attr-defined]
+    session.create_table(DB, "cand", uuid, SPEC)
+    obs = session.observe_table(DB, "cand", with_content=True)
     assert (obs.exists, obs.uuid, obs.engine, obs.columns, obs.row_count) == (True, uuid, "MergeTree", COLUMNS, 0)
     assert obs.content_digest == content_digest(COLUMNS, ())
     with pytest.raises(MutationRejectedError):
-        session.create_table(DB, "cand", world.entropy.uuid(), SPEC)  # type: ignore[attr-defined]
+        session.create_table(DB, "cand", world.entropy.uuid(), SPEC)
     with pytest.raises(MutationRejectedError):
-        session.create_table(DB, "other_name", uuid, SPEC)  # type: ignore[attr-defined]
-    other.create_table(DB, "cand", world.entropy.uuid(), SPEC)  # type: ignore[attr-defined]
-    assert other.observe_table(DB, "cand", with_content=False).uuid != uuid  # type: ignore[attr-defined]
-    assert session.observe_table(DB, "absent", with_content=True).exists is False  # type: ignore[attr-defined]
+        session.create_table(DB, "other_name", uuid, SPEC)
+    other.create_table(DB, "cand", world.entropy.uuid(), SPEC)
+    assert other.observe_table(DB, "cand", with_content=False).uuid != uuid
+    assert session.observe_table(DB, "absent", with_content=True).exists is False
 
 
 def test_load_appends_without_deduplication_and_checks_the_uuid() -> None:
@@ -81,27 +91,27 @@ def test_load_appends_without_deduplication_and_checks_the_uuid() -> None:
     receipt = world.source(COLUMNS, NEW_ROWS).seal()
     handle = world.ports().artifacts.open(receipt)
     uuid = world.entropy.uuid()
-    session.create_table(DB, "cand", uuid, SPEC)  # type: ignore[attr-defined]
-    session.load(DB, "cand", uuid, handle, query_id="q1", dedup_token="t")  # type: ignore[attr-defined]
-    assert session.observe_table(DB, "cand", with_content=True).content_digest == receipt.content_digest  # type: ignore[attr-defined]
-    session.load(DB, "cand", uuid, handle, query_id="q2", dedup_token="t")  # type: ignore[attr-defined]
-    obs = session.observe_table(DB, "cand", with_content=True)  # type: ignore[attr-defined]
+    session.create_table(DB, "cand", uuid, SPEC)
+    session.load(DB, "cand", uuid, handle, query_id="q1", dedup_token="t")
+    assert session.observe_table(DB, "cand", with_content=True).content_digest == receipt.content_digest
+    session.load(DB, "cand", uuid, handle, query_id="q2", dedup_token="t")
+    obs = session.observe_table(DB, "cand", with_content=True)
     assert obs.row_count == 2 * len(NEW_ROWS) and obs.content_digest != receipt.content_digest
     with pytest.raises(MutationRejectedError):
-        session.load(DB, "cand", world.entropy.uuid(), handle, query_id="q3", dedup_token="t")  # type: ignore[attr-defined]
-    assert session.observe_table(DB, "cand", with_content=False).row_count == 2 * len(NEW_ROWS)  # type: ignore[attr-defined]
+        session.load(DB, "cand", world.entropy.uuid(), handle, query_id="q3", dedup_token="t")
+    assert session.observe_table(DB, "cand", with_content=False).row_count == 2 * len(NEW_ROWS)
 
 
 def test_drop_is_exact_by_uuid() -> None:
     world, _, (session, _) = _setup()
     uuid = world.entropy.uuid()
-    session.create_table(DB, "cand", uuid, SPEC)  # type: ignore[attr-defined]
+    session.create_table(DB, "cand", uuid, SPEC)
     with pytest.raises(MutationRejectedError):
-        session.drop_table(DB, "cand", world.entropy.uuid())  # type: ignore[attr-defined]
-    session.drop_table(DB, "cand", uuid)  # type: ignore[attr-defined]
-    assert not session.observe_table(DB, "cand", with_content=False).exists  # type: ignore[attr-defined]
+        session.drop_table(DB, "cand", world.entropy.uuid())
+    session.drop_table(DB, "cand", uuid)
+    assert not session.observe_table(DB, "cand", with_content=False).exists
     with pytest.raises(MutationRejectedError):
-        session.drop_table(DB, "cand", uuid)  # type: ignore[attr-defined]
+        session.drop_table(DB, "cand", uuid)
 
 
 def test_on_cluster_exchange_rename_and_drop_with_queue_status() -> None:
@@ -110,69 +120,64 @@ def test_on_cluster_exchange_rename_and_drop_with_queue_status() -> None:
     before = {}
     for index, session in enumerate(sessions):
         a, b = world.entropy.uuid(), world.entropy.uuid()
-        session.create_table(DB, "t", a, SPEC)  # type: ignore[attr-defined]
-        session.create_table(DB, "c", b, SPEC)  # type: ignore[attr-defined]
+        session.create_table(DB, "t", a, SPEC)
+        session.create_table(DB, "c", b, SPEC)
         before[index] = (a, b)
     outcome = ddl.dispatch(
         inventory,
         ExchangeTables(cluster="analytics", database=DB, left="t", right="c"),
-        correlation_token="tok1",
-        query_digest="d" * 64,
-    )  # type: ignore[arg-type]
+        _settings(1),
+    )
     assert outcome.entry == "query-0000000000" and not outcome.timed_out and len(outcome.finished) == 3
     for index, session in enumerate(sessions):
-        assert session.observe_table(DB, "t", with_content=False).uuid == before[index][1]  # type: ignore[attr-defined]
-        assert session.observe_table(DB, "c", with_content=False).uuid == before[index][0]  # type: ignore[attr-defined]
-    status = ddl.queue_status(inventory, "tok1")  # type: ignore[arg-type]
+        assert session.observe_table(DB, "t", with_content=False).uuid == before[index][1]
+        assert session.observe_table(DB, "c", with_content=False).uuid == before[index][0]
+    status = ddl.queue_status(inventory, _token(1))
     assert status is not None and all(host.succeeded for host in status.hosts)
-    assert ddl.queue_status(inventory, "unknown") is None  # type: ignore[arg-type]
+    assert ddl.queue_status(inventory, "unknown") is None
     ddl.dispatch(
         inventory,
         DropTable(cluster="analytics", database=DB, table="c"),
-        correlation_token="tok2",
-        query_digest="d" * 64,
-    )  # type: ignore[arg-type]
+        _settings(2),
+    )
     ddl.dispatch(
         inventory,
         RenameTable(cluster="analytics", database=DB, source="t", target="u"),
-        correlation_token="tok3",
-        query_digest="d" * 64,
-    )  # type: ignore[arg-type]
+        _settings(3),
+    )
     for index, session in enumerate(sessions):
-        assert not session.observe_table(DB, "c", with_content=False).exists  # type: ignore[attr-defined]
-        assert session.observe_table(DB, "u", with_content=False).uuid == before[index][1]  # type: ignore[attr-defined]
+        assert not session.observe_table(DB, "c", with_content=False).exists
+        assert session.observe_table(DB, "u", with_content=False).uuid == before[index][1]
     again = ddl.dispatch(
         inventory,
         DropTable(cluster="analytics", database=DB, table="c"),
-        correlation_token="tok4",
-        query_digest="d" * 64,
-    )  # type: ignore[arg-type]
+        _settings(4),
+    )
     assert len(again.failed) == 3
-    assert all(host.failed for host in ddl.queue_status(inventory, "tok4").hosts)  # type: ignore[arg-type, union-attr]
+    assert all(host.failed for host in ddl.queue_status(inventory, _token(4)).hosts)
 
 
 def test_a_paused_member_keeps_its_entry_inactive_until_resumed() -> None:
     world, inventory, sessions = _setup(2)
     for session in sessions:
-        session.create_table(DB, "c", world.entropy.uuid(), SPEC)  # type: ignore[attr-defined]
+        session.create_table(DB, "c", world.entropy.uuid(), SPEC)
     world.members[1].paused = True
     outcome = world.ports().ddl.dispatch(
         inventory,
         RenameTable(cluster="analytics", database=DB, source="c", target="t"),
-        correlation_token="tok",
-        query_digest="d" * 64,
-    )  # type: ignore[arg-type]
+        _settings(5),
+    )
     assert outcome.timed_out
-    states = {h.member_id: h.state for h in world.ports().ddl.queue_status(inventory, "tok").hosts}  # type: ignore[arg-type, union-attr]
+    states = {h.member_id: h.state for h in world.ports().ddl.queue_status(inventory, _token(5)).hosts}
     assert states[world.members[1].member_id] is HostDdlState.INACTIVE
     world.resume(world.members[1])
-    assert all(h.succeeded for h in world.ports().ddl.queue_status(inventory, "tok").hosts)  # type: ignore[arg-type, union-attr]
+    assert all(h.succeeded for h in world.ports().ddl.queue_status(inventory, _token(5)).hosts)
 
 
 def test_artifact_store_verifies_bytes() -> None:
     world = FakeWorld()
     receipt = world.source(COLUMNS, NEW_ROWS).seal()
-    assert Counter(world.ports().artifacts.open(receipt).rows) == Counter(NEW_ROWS)  # type: ignore[attr-defined]
+    assert Counter(world.ports().artifacts.open(receipt).rows) == Counter(NEW_ROWS)
     world.artifacts[receipt.sha256].data += b"x"
     with pytest.raises(ArtifactInvalidError):
         world.ports().artifacts.open(receipt)
@@ -192,8 +197,8 @@ def test_fault_kinds_on_a_mutation(kind: FaultKind, raised: type[BaseException],
     world, _, (session, _) = _setup()
     world.faults.schedule([(0, kind)])
     with pytest.raises(raised):
-        session.create_table(DB, "cand", world.entropy.uuid(), SPEC)  # type: ignore[attr-defined]
-    assert session.observe_table(DB, "cand", with_content=False).exists is applied  # type: ignore[attr-defined]
+        session.create_table(DB, "cand", world.entropy.uuid(), SPEC)
+    assert session.observe_table(DB, "cand", with_content=False).exists is applied
     assert world.faults.fired == [(0, "member.create", kind)]
 
 
@@ -202,15 +207,15 @@ def test_partial_fault_applies_half_a_load() -> None:
     rows = tuple((i, str(i)) for i in range(10))
     handle = world.ports().artifacts.open(world.source(COLUMNS, rows).seal())
     uuid = world.entropy.uuid()
-    session.create_table(DB, "cand", uuid, SPEC)  # type: ignore[attr-defined]
+    session.create_table(DB, "cand", uuid, SPEC)
     world.faults.schedule([(1, FaultKind.PARTIAL)])
     with pytest.raises(OutcomeUnknownError):
-        session.load(DB, "cand", uuid, handle, query_id="q", dedup_token="t")  # type: ignore[attr-defined]
-    assert session.observe_table(DB, "cand", with_content=False).row_count == 5  # type: ignore[attr-defined]
+        session.load(DB, "cand", uuid, handle, query_id="q", dedup_token="t")
+    assert session.observe_table(DB, "cand", with_content=False).row_count == 5
 
 
 def test_lost_queue_read_is_an_unanswered_read() -> None:
     world, inventory, _ = _setup()
     world.faults.schedule([(0, FaultKind.LOSE_RESPONSE)])
     with pytest.raises(UnavailableError):
-        world.ports().ddl.queue_status(inventory, "tok")  # type: ignore[arg-type]
+        world.ports().ddl.queue_status(inventory, _token(5))

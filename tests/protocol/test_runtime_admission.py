@@ -163,3 +163,21 @@ def test_every_entry_point_runs_admission_before_touching_authority() -> None:
         sim.service().fence()
     assert raised.value.code == "DPONE_CLICKHOUSE_CLUSTER_REPLICATION_MODE_MISMATCH"
     assert sim.world.keeper == {}
+
+
+def test_request_validates_names_engine_and_order_by() -> None:
+    sim = Sim.build()
+    base = sim.request
+    for changes, code in (
+        ({"target": "bad name"}, "DPONE_IDENTIFIER_INVALID"),
+        ({"database": "db`x"}, "DPONE_IDENTIFIER_INVALID"),
+        (
+            {"table": base.table.model_copy(update={"engine": "ReplicatedMergeTree"})},
+            "DPONE_CLICKHOUSE_CLUSTER_TARGET_ENGINE_UNSUPPORTED",
+        ),
+    ):
+        with pytest.raises(DponeError) as raised:
+            type(base).model_validate({**base.model_dump(), **changes})
+        assert raised.value.code == code
+    with pytest.raises(ValueError, match="order_by"):
+        type(base).model_validate({**base.model_dump(), "table": {**base.table.model_dump(), "order_by": ("missing",)}})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 
 import pytest
@@ -364,3 +365,35 @@ def test_tampered_artifact_stops_staging() -> None:
     artifact = next(iter(sim.world.artifacts.values()))
     artifact.data = artifact.data + b" "
     assert _code(lambda: sim.service().stage(sim.source)) == "DPONE_CLICKHOUSE_CLUSTER_ARTIFACT_INVALID"
+
+
+def test_every_dispatch_carries_the_fixed_settings_and_its_bound_token() -> None:
+    sim = Sim.build()
+    assert sim.run_dag() == "completed"
+    record = sim.record()
+    assert record.publication is not None and record.cleanup is not None
+    tokens = [record.publication.correlation_token, record.cleanup.correlation_token]
+    assert [s.correlation_token for s in sim.world.dispatched] == tokens
+    for settings, binding in zip(sim.world.dispatched, (record.publication, record.cleanup), strict=True):
+        assert settings.distributed_ddl_output_mode == "throw" and settings.skip_unavailable_shards == 0
+        assert settings.query_digest == binding.query_digest
+        comment = json.loads(settings.log_comment)
+        assert comment == {
+            "dpone": "cluster-external-full-refresh",
+            "epoch": binding.epoch,
+            "operation": record.operation_id[:16],
+            "token": binding.correlation_token,
+        }
+
+
+def test_abort_applies_only_to_this_runs_operation_and_is_idempotent() -> None:
+    sim = Sim.build()
+    assert _code(lambda: sim.service().abort()) == "DPONE_CLICKHOUSE_CLUSTER_PHASE_NOT_READY"
+    sim.service().fence()
+    rival = sim.request.model_copy(update={"run_id": "manual__rival"})
+    assert _code(lambda: sim.service(rival).abort()) == "DPONE_CLICKHOUSE_CLUSTER_OPERATION_FENCED"
+    assert sim.service().abort().phase == "ABORTED"
+    version = sim.world.keeper[sim.request.target_key][1]
+    assert sim.service().abort().phase == "ABORTED"
+    assert sim.world.keeper[sim.request.target_key][1] == version
+    assert sim.service(rival).fence().phase == "LOCKED"  # ABORTED is terminal: a new operation takes the slot
