@@ -9,7 +9,10 @@ against the fake world's physical state, never against what the protocol says ab
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
+
+import pytest
 
 from airflow_provider_dpone.contracts.authority_codec import decode
 from airflow_provider_dpone.contracts.authority_external import ExternalAuthorityRecord
@@ -30,6 +33,25 @@ RETRY_DELAY_MS = 300_000
 POLL_MS = 30_000
 SETTINGS = ProtocolSettings(dispatch_quiet_ms=120_000)
 PLAN_DIGEST = "5" * 64
+
+
+def point_of(sim: Sim, name: str, occurrence: int = 0) -> int:
+    """Index of the ``occurrence``-th fault point called ``name`` in a fault-free run of the same scenario."""
+    clean = Sim.build(members=len(sim.world.members), baseline=sim.baseline, rows=sim.rows)
+    assert clean.run_dag() == "completed"
+    return [i for i, n in enumerate(clean.world.faults.trace) if n == name][occurrence]
+
+
+def error_code(call: Callable[[], object]) -> str:
+    """The stable code ``call`` fails with (it must fail with a ``DponeError``)."""
+    with pytest.raises(DponeError) as raised:
+        call()
+    return raised.value.code
+
+
+def rows_of(sim: Sim, member: int, name: str) -> Counter[Row] | None:
+    table = sim.world.table(sim.world.members[member], name)
+    return None if table is None else Counter(table.rows)
 
 
 class Deferred(Exception):  # noqa: N818
