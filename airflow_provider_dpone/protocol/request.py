@@ -7,9 +7,10 @@ same ``target_key``, ``operation_id`` and candidate name without reading XCom.
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError, model_validator
 
 from airflow_provider_dpone.contracts.authority_fields import Hex64
 from airflow_provider_dpone.contracts.errors import DponeError
@@ -47,6 +48,15 @@ class PublicationRequest(BaseModel):
         if not is_direct_mergetree(self.table.engine):
             raise DponeError("DPONE_CLICKHOUSE_CLUSTER_TARGET_ENGINE_UNSUPPORTED", "table.engine")
         return self
+
+    @classmethod
+    def parse(cls, values: Mapping[str, Any]) -> PublicationRequest:
+        """Validate untrusted values; failures carry a stable code and field paths, never the offending values."""
+        try:
+            return cls.model_validate(dict(values))
+        except ValidationError as error:
+            paths = sorted({".".join(str(part) for part in item["loc"]) or "$" for item in error.errors()})
+            raise DponeError("DPONE_CLICKHOUSE_CLUSTER_REQUEST_INVALID", f"fields: {paths[:8]}") from None
 
     @property
     def target_key(self) -> str:

@@ -181,3 +181,13 @@ def test_request_validates_names_engine_and_order_by() -> None:
         assert raised.value.code == code
     with pytest.raises(ValueError, match="order_by"):
         type(base).model_validate({**base.model_dump(), "table": {**base.table.model_dump(), "order_by": ("missing",)}})
+
+
+def test_parse_maps_malformed_requests_to_a_stable_code_without_values() -> None:
+    values = Sim.build().request.model_dump()
+    assert type(Sim.build().request).parse(values) == Sim.build().request
+    for changes in ({"normalized_plan_digest": "NOT-A-DIGEST"}, {"max_source_bytes": 0}, {"surprise": 1}):
+        with pytest.raises(DponeError) as raised:
+            type(Sim.build().request).parse({**values, **changes})
+        assert raised.value.code == "DPONE_CLICKHOUSE_CLUSTER_REQUEST_INVALID"
+        assert "NOT-A-DIGEST" not in str(raised.value)

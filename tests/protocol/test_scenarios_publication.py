@@ -270,3 +270,12 @@ def test_unresolved_internal_v2_record_blocks_external_mode(phase: Phase) -> Non
     sim.world.keeper[sim.request.target_key] = (encode(internal_v2(phase)), 2)
     assert error_code(lambda: sim.service().fence()) == "DPONE_CLICKHOUSE_CLUSTER_INTERNAL_RECORD_UNRESOLVED"
     assert error_code(lambda: sim.service().stage(sim.source)) == "DPONE_CLICKHOUSE_CLUSTER_INTERNAL_RECORD_UNRESOLVED"
+
+
+def test_a_completed_operation_still_answers_after_later_topology_changes() -> None:
+    sim = Sim.build()
+    assert sim.run_dag() == "completed"
+    scaled_out = sim.world.add_member(3)
+    sim.world.put_table(scaled_out, "target_table", COLUMNS, NEW_ROWS)
+    assert isinstance(sim.service().cleanup(), Completed)
+    assert sim.service().fence().phase == "COMPLETED"

@@ -10,6 +10,11 @@ CODES: tuple[tuple[str, str, str], ...] = (
         "pass the normalized plan digest (64 hex) and non-empty dag/run ids exactly as the scheduler produced them",
     ),
     (
+        "DPONE_CLICKHOUSE_CLUSTER_REQUEST_INVALID",
+        "the publication request (names, plan digest, table definition or byte bound) is malformed",
+        "fix the reported fields of the task's publication request",
+    ),
+    (
         "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_INCOMPLETE",
         "system.clusters returned no rows for the cluster, or a member did not answer an admission read",
         "check the cluster name and that every member is reachable; partial inventory is never sufficient",
