@@ -45,25 +45,30 @@ class InvocationSettled(_Body):
     stage_retired: bool
 
 
-class TargetPrepareIntent(_Body):
+class TargetAttempt(_Body):
+    """One attempt at staging the sealed chunks into the target (the target's staging is per invocation)."""
+
     invocation_id: str = _Id
     attempt: int = Field(ge=1)
-    staging_id: str
 
 
-class TargetVerified(_Body):
-    staging_id: str
+class TargetPrepareIntent(TargetAttempt):
+    """Journaled before ``prepare``: the target may hold staging of this invocation from now on."""
+
+
+class TargetVerified(TargetAttempt):
+    """Every chunk was read back from staging and matched; totals as the target computed them."""
+
     rows: int = Field(ge=0)
     typed_sum: str = _Sha
 
 
-class TargetDiscarded(_Body):
-    staging_id: str
+class TargetCleaned(TargetAttempt):
+    """The attempt's staging was dropped (after a failed verification)."""
 
 
-class PublishIntent(_Body):
-    staging_id: str
-    publication_id: str
+class PublishIntent(TargetAttempt):
+    """Journaled before ``publish``: from now on the outcome is unknown until recorded."""
 
 
 class Published(_Body):
@@ -73,8 +78,8 @@ class Published(_Body):
     receipt_sha256: str = _Sha
 
 
-class PublishAbsent(_Body):
-    publication_id: str
+class PublishAbsent(TargetAttempt):
+    """``reconcile`` proved the attempt's publication absent (final)."""
 
 
 class Succeeded(_Body):
@@ -93,7 +98,7 @@ _BODIES: Final[dict[str, type[BaseModel]]] = {
     "invocation_settled": InvocationSettled,
     "target_prepare_intent": TargetPrepareIntent,
     "target_verified": TargetVerified,
-    "target_discarded": TargetDiscarded,
+    "target_cleaned": TargetCleaned,
     "publish_intent": PublishIntent,
     "published": Published,
     "publish_absent": PublishAbsent,
@@ -108,7 +113,7 @@ RecordKind = Literal[
     "invocation_settled",
     "target_prepare_intent",
     "target_verified",
-    "target_discarded",
+    "target_cleaned",
     "publish_intent",
     "published",
     "publish_absent",

@@ -103,36 +103,32 @@ class Clock(Protocol):
 
 
 @dataclass(frozen=True)
-class TypedChunk:
-    """One sealed chunk, decoded from the durable stage for the target (values are plain Python objects)."""
+class TargetInvocation:
+    """What the target needs to derive every name it owns for one invocation (its staging, its publication id).
 
-    ordinal: int
-    columns: tuple[NativeColumn, ...]
-    rows: list[tuple[object, ...]]
-    typed_sum: str
+    The target binding (schema, table, string mapping) is held by the target adapter; ``window`` selects window
+    replacement, ``None`` a full refresh.
+    """
 
-
-@dataclass(frozen=True)
-class TargetStagingPlan:
     operation_id: str
     invocation_id: str
-    staging_id: str
     columns: tuple[NativeColumn, ...]
     window: UtcWindow | None
-    expected_rows: int
-    expected_workload_digest: str
 
 
 @dataclass(frozen=True)
-class TargetVerification:
-    """Count and typed sum (hex) computed by the target over its staged rows."""
+class ChunkEvidence:
+    """A sealed chunk's count and typed sum (hex), as its receipt records them."""
 
+    ordinal: int
     rows: int
     typed_sum: str
 
 
 @dataclass(frozen=True)
 class TargetPublicationReceipt:
+    """Proof, read from the target, that the invocation's one publication committed."""
+
     publication_id: str
     rows: int
     workload_digest: str
@@ -140,20 +136,29 @@ class TargetPublicationReceipt:
 
 
 class TransferTargetExpectation(Protocol):
-    """What the route needs from a target; every mutation is one-shot, ambiguity is resolved by ``reconcile``."""
+    """This route's narrow expectation of the target port (ports/transfer_target.py mirrors it one to one).
 
-    def prepare(self, plan: TargetStagingPlan) -> None: ...
+    Every mutation is one-shot. ``prepare`` recreates the invocation's staging empty; ``publish`` writes the data and
+    its receipt in one transaction and commits at most once per invocation; ``reconcile`` returns the receipt, or
+    ``None`` when absence is final, and raises while a publication may still be in flight.
+    """
 
-    def load_chunk(self, staging_id: str, chunk: TypedChunk) -> None: ...
-
-    def verify(self, staging_id: str) -> TargetVerification: ...
-
-    def publish(self, staging_id: str, publication_id: str) -> TargetPublicationReceipt: ...
-
-    def reconcile(self, publication_id: str) -> TargetPublicationReceipt | None:
-        """The committed receipt, ``None`` when absence is proven; raise ``publication_outcome_unknown`` otherwise."""
+    def admit(self, invocation: TargetInvocation) -> None:
+        """Refuse a column layout or window the target cannot store losslessly (pure, before any row I/O)."""
         ...
 
-    def discard(self, staging_id: str) -> None:
-        """Remove a staging area if present (absent is fine); never touches published data."""
+    def prepare(self, invocation: TargetInvocation) -> None: ...
+
+    def load_chunk(self, invocation: TargetInvocation, ordinal: int, rows: Sequence[Sequence[object]]) -> None: ...
+
+    def verify_chunk(self, invocation: TargetInvocation, expected: ChunkEvidence) -> ChunkEvidence:
+        """Read the staged rows of one ordinal back and return their count and typed sum as the target computes them."""
+        ...
+
+    def publish(self, invocation: TargetInvocation, chunks: Sequence[ChunkEvidence]) -> TargetPublicationReceipt: ...
+
+    def reconcile(self, invocation: TargetInvocation) -> TargetPublicationReceipt | None: ...
+
+    def cleanup(self, invocation: TargetInvocation) -> None:
+        """Drop the invocation's staging objects (idempotent); never touches published data."""
         ...

@@ -21,7 +21,14 @@ from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.contracts.native_chunk import NativeStageComplete
 from airflow_provider_dpone.contracts.native_journal import InvocationSettled
 from airflow_provider_dpone.contracts.raw_snapshot import decode_source_marker
-from airflow_provider_dpone.ports.transfer import Clock, JournalStore, SnapshotSourceConnector, StageStore
+from airflow_provider_dpone.ports.transfer import (
+    Clock,
+    JournalStore,
+    SnapshotSourceConnector,
+    StageStore,
+    TargetInvocation,
+    TransferTargetExpectation,
+)
 from airflow_provider_dpone.protocol.native_transfer.admission import SourceRequest, admit
 from airflow_provider_dpone.protocol.native_transfer.custody import LeaseKeeper
 from airflow_provider_dpone.protocol.native_transfer.extraction import Checkpoint, Producer, stage_prefix
@@ -76,6 +83,13 @@ class NativeTransferRoute:
         self._new_id = new_id
         self._lease = LeaseKeeper(self._journal, clock, new_id(), lease_duration)
         self.source_connections = 0
+        self._bound_target: TransferTargetExpectation | None = None
+
+    def _target(self) -> TransferTargetExpectation:
+        """Bind the target (runtime bindings, connection) on first use only."""
+        if self._bound_target is None:
+            self._bound_target = self._target_factory()
+        return self._bound_target
 
     def run(self) -> RouteResult:
         views = fold(self._journal.load())
@@ -96,9 +110,9 @@ class NativeTransferRoute:
                 current = self._extract()
             complete = validate_sealed_bindings(current, self._request)
             validate_stage(current, self._stage)
-            publisher = Publisher(self._journal, self._stage, self._target_factory(), self._lease, self._checkpoint)
+            publisher = Publisher(self._journal, self._stage, self._target(), self._lease, self._checkpoint)
             publisher.complete(current, complete)
-            retired = publisher.retire_stage(current)
+            retired = publisher.retire(current)
             self._lease.release()
             return self._result(current, resumed_from, settled, stage_retired=retired)
         except Exception as exc:
@@ -111,6 +125,8 @@ class NativeTransferRoute:
         self.source_connections += 1
         try:
             admitted = admit(session, self._request, invocation_id, f"dpone-{invocation_id}")
+            plan = admitted.plan
+            self._target().admit(TargetInvocation(plan.operation_id, invocation_id, plan.columns, plan.window))
             Producer(self._journal, self._stage, self._lease, self._checkpoint).extract(session, admitted)
         finally:
             session.close()

@@ -28,6 +28,8 @@ _DECIMAL: Final[re.Pattern[str]] = re.compile(r"Decimal\((\d+),\s*(\d+)\)")
 _DECIMAL_N: Final[re.Pattern[str]] = re.compile(r"Decimal(32|64|128)\((\d+)\)")
 _DT64: Final[re.Pattern[str]] = re.compile(r"DateTime64\((\d+)(?:,\s*'([^']*)')?\)")
 _DT: Final[re.Pattern[str]] = re.compile(r"DateTime(?:\('([^']*)'\))?")
+_FIXED: Final[re.Pattern[str]] = re.compile(r"FixedString\((\d+)\)")
+MAX_FIXED_STRING: Final = 8000
 _DECIMAL_N_PRECISION: Final = {"32": 9, "64": 18, "128": 38}
 MAX_DECIMAL_PRECISION: Final = 38
 MAX_DATETIME_SCALE: Final = 6
@@ -84,6 +86,8 @@ def map_type(name: str, type_text: str, *, implicit_utc: bool) -> NativeColumn:
             scale=int(match.group(2)),
         )
     if inner == "String":
+        return NativeColumn(**common, logical=LogicalType.STRING)
+    if (match := _FIXED.fullmatch(inner)) and 1 <= int(match.group(1)) <= MAX_FIXED_STRING:
         return NativeColumn(**common, logical=LogicalType.STRING)
     if inner == "UUID":
         return NativeColumn(**common, logical=LogicalType.UUID)

@@ -20,7 +20,7 @@ from airflow_provider_dpone.contracts.native_journal import (
     Published,
     PublishIntent,
     Succeeded,
-    TargetDiscarded,
+    TargetCleaned,
     TargetPrepareIntent,
     TargetVerified,
 )
@@ -44,11 +44,11 @@ class InvocationView:
     stage_complete: NativeStageComplete | None = None
     settled: InvocationSettled | None = None
     prepares: list[TargetPrepareIntent] = field(default_factory=list)
-    verified: dict[str, TargetVerified] = field(default_factory=dict)
-    discarded: set[str] = field(default_factory=set)
+    verified: dict[int, TargetVerified] = field(default_factory=dict)
+    cleaned: set[int] = field(default_factory=set)
     publish_intents: list[PublishIntent] = field(default_factory=list)
+    absent: set[int] = field(default_factory=set)
     published: Published | None = None
-    absent: set[str] = field(default_factory=set)
     succeeded: Succeeded | None = None
 
     @property
@@ -56,19 +56,18 @@ class InvocationView:
         return self.plan.invocation_id
 
     @property
-    def pending_publication(self) -> PublishIntent | None:
-        """The last publish intent whose outcome is not yet recorded (unknown commit)."""
-        if self.publish_intents and self.published is None:
-            last = self.publish_intents[-1]
-            if last.publication_id not in self.absent:
-                return last
-        return None
+    def attempt(self) -> int:
+        """The current target attempt (0 before the first prepare intent)."""
+        return len(self.prepares)
 
     @property
-    def live_stagings(self) -> list[str]:
-        """Prepared stagings that may still exist on the target and are not the published one."""
-        published = {i.staging_id for i in self.publish_intents if self.published is not None}
-        return [p.staging_id for p in self.prepares if p.staging_id not in self.discarded | published]
+    def pending_publication(self) -> PublishIntent | None:
+        """The publish intent whose outcome is not recorded yet (an unknown commit)."""
+        if self.publish_intents and self.published is None:
+            last = self.publish_intents[-1]
+            if last.attempt not in self.absent:
+                return last
+        return None
 
     def state(self) -> RouteState:
         if self.succeeded is not None:
@@ -112,40 +111,49 @@ def apply_record(view: InvocationView, body: object, kind: str) -> None:
 
 
 def _apply_target(view: InvocationView, body: object, kind: str) -> None:
-    staged = {intent.staging_id for intent in view.prepares}
-    if isinstance(body, TargetPrepareIntent):
-        if body.invocation_id != view.invocation_id or body.staging_id in staged or view.published is not None:
-            raise _corrupt("prepare intent repeated or after publication")
-        if view.pending_publication is not None:
-            raise _corrupt("prepare intent while a publication outcome is unknown")
-        view.prepares.append(body)
-    elif isinstance(body, TargetVerified | TargetDiscarded):
-        if body.staging_id not in staged:
-            raise _corrupt(f"{kind} for an unknown staging")
-        if isinstance(body, TargetVerified):
-            view.verified[body.staging_id] = body
-        else:
-            view.discarded.add(body.staging_id)
-    elif isinstance(body, PublishIntent):
-        if body.staging_id not in view.verified or body.staging_id in view.discarded:
-            raise _corrupt("publish intent for an unverified staging")
-        if view.pending_publication is not None or view.published is not None:
-            raise _corrupt("second publish intent while one is outstanding")
-        view.publish_intents.append(body)
-    elif isinstance(body, Published | PublishAbsent):
-        pending = view.pending_publication
-        if pending is None or pending.publication_id != body.publication_id:
-            raise _corrupt(f"{kind} without its publish intent")
-        if isinstance(body, Published):
-            view.published = body
-        else:
-            view.absent.add(body.publication_id)
-    elif isinstance(body, Succeeded):
+    if isinstance(body, Published):
+        if view.pending_publication is None:
+            raise _corrupt("published without a pending publish intent")
+        view.published = body
+        return
+    if isinstance(body, Succeeded):
         if view.published is None or body.invocation_id != view.invocation_id:
             raise _corrupt("succeeded before publication")
         view.succeeded = body
-    else:
+        return
+    if not isinstance(body, TargetPrepareIntent | TargetVerified | TargetCleaned | PublishIntent | PublishAbsent):
         raise _corrupt(f"unexpected {kind} record")
+    if body.invocation_id != view.invocation_id:
+        raise _corrupt(f"{kind} of another invocation")
+    if view.published is not None:
+        raise _corrupt(f"{kind} after publication")
+    pending = view.pending_publication
+    if isinstance(body, TargetPrepareIntent):
+        if pending is not None or body.attempt != view.attempt + 1:
+            raise _corrupt("prepare intent out of order or while a publication outcome is unknown")
+        view.prepares.append(body)
+        return
+    if body.attempt != view.attempt or view.attempt == 0:
+        raise _corrupt(f"{kind} for an attempt that is not current")
+    if isinstance(body, TargetVerified | TargetCleaned):
+        if body.attempt in view.cleaned or pending is not None:
+            raise _corrupt(f"{kind} after cleanup or during publication")
+        if isinstance(body, TargetVerified):
+            if body.attempt in view.verified:
+                raise _corrupt("attempt verified twice")
+            view.verified[body.attempt] = body
+        else:
+            view.cleaned.add(body.attempt)
+    elif isinstance(body, PublishIntent):
+        if body.attempt not in view.verified or body.attempt in view.cleaned or pending is not None:
+            raise _corrupt("publish intent for an unverified attempt or while one is outstanding")
+        if any(intent.attempt == body.attempt for intent in view.publish_intents):
+            raise _corrupt("second publish intent in one attempt")
+        view.publish_intents.append(body)
+    else:
+        if pending is None or pending.attempt != body.attempt:
+            raise _corrupt("publish-absent without its publish intent")
+        view.absent.add(body.attempt)
 
 
 def fold(records: list[JournalRecord]) -> list[InvocationView]:
