@@ -2,7 +2,7 @@
 
 Strings are read as bytes (``query_formats={"String": "bytes"}``): decoding to text on the way in would replace
 invalid UTF-8 and change the typed multiset. The result header is checked against the admitted projection before
-the first row is used; ``_part``/``_part_offset`` are removed from the block and handed over separately, so they can
+the first row is used (an empty result may come without a header); ``_part``/``_part_offset`` are removed from the block and handed over separately, so they can
 never reach a stage object or the target. Leaving the context closes the stream (also on error or cancellation).
 """
 
@@ -54,11 +54,15 @@ def stream_blocks(client: Client, query: SnapshotQuery) -> Iterator[Iterator[Sou
         raise DponeError("mssql_native.source_query_failed", f"server code {getattr(exc, 'code', None)}") from None
     with context:
         result: Any = context.source
-        _check_header(query, tuple(result.column_names), [column_type.name for column_type in result.column_types])
+        names = tuple(result.column_names)
+        if names:
+            _check_header(query, names, [column_type.name for column_type in result.column_types])
 
         def blocks() -> Iterator[SourceBlock]:
             try:
                 for block in context:
+                    if not names:
+                        raise DponeError("mssql_native.source_snapshot_drift", "rows without a result header")
                     rows = len(block[0]) if block else 0
                     if not query.provenance:
                         yield SourceBlock(columns=block, rows=rows)
