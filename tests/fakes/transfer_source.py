@@ -98,22 +98,45 @@ class FakeTable:
         order = self.sorting_key or "tuple()"
         return f"{self.engine}{args}{partition} ORDER BY {order} SETTINGS index_granularity = 8192"
 
+    @property
+    def replacing(self) -> bool:
+        return "Replacing" in self.engine
+
+    def _replace(self, rows: list[tuple[object, ...]]) -> list[tuple[object, ...]]:
+        """ReplacingMergeTree's merge rule: per sorting key keep the highest version (the last one on a tie)."""
+        names = [name for name, _ in self.columns]
+        keys = [names.index(part.strip()) for part in self.sorting_key.split(",") if part.strip() in names]
+        arguments = [argument.strip() for argument in self.engine_args.split(",") if argument.strip()]
+        version = names.index(arguments[0]) if arguments else None
+        kept: dict[tuple[object, ...], tuple[object, ...]] = {}
+        for row in rows:
+            key = tuple(row[i] for i in keys)
+            current = kept.get(key)
+            if current is None or version is None or row[version] >= current[version]:  # type: ignore[operator]
+                kept[key] = row
+        return list(kept.values())
+
     def insert(self, rows: Sequence[tuple[object, ...]]) -> None:
-        """One insert = one new level-0 part per partition (like a MergeTree INSERT)."""
+        """One insert = one new part per partition; a Replacing engine collapses the block (optimize_on_insert)."""
         by_partition: dict[str, list[tuple[object, ...]]] = {}
         for row in rows:
             by_partition.setdefault(self.partition(row), []).append(tuple(row))
+        level = 1 if self.replacing else 0
         for partition_id, part_rows in sorted(by_partition.items()):
             self.block += 1
-            name = f"{partition_id}_{self.block}_{self.block}_0"
-            self.parts.append(FakePart(name, partition_id, part_rows, min_block=self.block, max_block=self.block))
+            name = f"{partition_id}_{self.block}_{self.block}_{level}"
+            stored = self._replace(part_rows) if self.replacing else part_rows
+            self.parts.append(
+                FakePart(name, partition_id, stored, level=level, min_block=self.block, max_block=self.block)
+            )
 
     def merge(self) -> None:
-        """Merge each partition's parts into one (keeping every row: no replacement), like a changed physical set."""
+        """OPTIMIZE FINAL: merge each partition's parts into one, applying the Replacing rule."""
         merged: list[FakePart] = []
         for partition_id in sorted({part.partition_id for part in self.parts}):
             members = [part for part in self.parts if part.partition_id == partition_id]
             rows = [row for part in members for i, row in enumerate(part.rows) if i not in part.deleted]
+            rows = self._replace(rows) if self.replacing else rows
             low, high = min(p.min_block for p in members), max(p.max_block for p in members)
             level = max(p.level for p in members) + 1
             merged.append(FakePart(f"{partition_id}_{low}_{high}_{level}", partition_id, rows, level, 0, low, high))

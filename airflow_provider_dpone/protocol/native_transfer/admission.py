@@ -63,7 +63,11 @@ class SourceRequest:
 
 @dataclass(frozen=True)
 class AuthorityFingerprint:
-    """Digests of everything that must stay unchanged until EOF (in memory only, never persisted)."""
+    """Digests of everything that must stay unchanged until EOF (in memory only, never persisted).
+
+    Replica status (read-only, session expired) is diagnostic context only: the identity must not change, its
+    health may.
+    """
 
     relation: str
     access: str
@@ -117,7 +121,10 @@ def fingerprint(
         relation=tagged_digest("dpone.authority.relation.v1", relation.model_dump(mode="json")),
         access=tagged_digest("dpone.authority.access.v1", access.model_dump(mode="json")),
         settings=tagged_digest("dpone.authority.settings.v1", settings.model_dump(mode="json")),
-        replica=tagged_digest("dpone.authority.replica.v1", replica.model_dump(mode="json")),
+        replica=tagged_digest(
+            "dpone.authority.replica.v1",
+            replica.model_dump(mode="json", exclude={"is_readonly", "is_session_expired"}),
+        ),
         server=tagged_digest("dpone.authority.server.v1", server.model_dump(mode="json")),
     )
 
