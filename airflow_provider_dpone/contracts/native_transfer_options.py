@@ -88,3 +88,45 @@ def parse_source_snapshot(raw: object) -> SourceSnapshot | None:
     except ValidationError as exc:
         fields = sorted({".".join(str(p) for p in err["loc"]) for err in exc.errors()})
         raise DponeError("mssql_native.source_snapshot_mode_invalid", "fields: " + ", ".join(fields)) from None
+
+
+def parse_native_transfer_options(raw: object) -> NativeTransferOptions:
+    """Parse ``source.options.native_transfer``; selector problems get the selector's stable code.
+
+    A wrong ``source_snapshot`` (shape, values, or exact_raw_rows without target_local verification) is
+    ``mssql_native.source_snapshot_mode_invalid``; any other wrong field is ``DPONE_MANIFEST_FIELD_INVALID``.
+    """
+    if raw is None:
+        return NativeTransferOptions()
+    if not isinstance(raw, dict):
+        raise DponeError("DPONE_MANIFEST_FIELD_INVALID", "source.options.native_transfer must be a mapping")
+    parse_source_snapshot(raw.get("source_snapshot"))
+    try:
+        return NativeTransferOptions.model_validate(raw)
+    except ValidationError as exc:
+        locations = [err["loc"] for err in exc.errors()]
+        fields = sorted({".".join(str(p) for p in loc) or "native_transfer" for loc in locations})
+        if any(not loc for loc in locations):
+            raise DponeError("mssql_native.source_snapshot_mode_invalid", "exact_raw_rows needs target_local") from None
+        raise DponeError("DPONE_MANIFEST_FIELD_INVALID", "fields: " + ", ".join(fields)) from None
+
+
+def declared_plan_section(options: NativeTransferOptions) -> dict[str, object]:
+    """The sanitized, credential-free ``source_snapshot`` section of ``dpone plan`` output.
+
+    It states only what was declared. Engine, TLS endpoint, permissions, policies and replica identity are observed
+    by runtime admission, so the plan reports them as ``UNVERIFIED`` and never claims them.
+    """
+    snapshot = options.source_snapshot
+    declared = (
+        None if snapshot is None else {"mode": snapshot.mode.value, "replica_scope": snapshot.replica_scope.value}
+    )
+    effective = "exact_raw_rows" if snapshot is not None and snapshot.mode is SnapshotMode.EXACT_RAW_ROWS else "legacy"
+    return {
+        "source_snapshot": {
+            "declared": declared,
+            "effective_route": effective,
+            "final": False if effective == "exact_raw_rows" else None,
+            "live_admission": "UNVERIFIED",
+        }
+    }

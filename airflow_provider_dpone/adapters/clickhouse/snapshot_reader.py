@@ -67,7 +67,9 @@ def stream_blocks(client: Client, query: SnapshotQuery) -> Iterator[Iterator[Sou
                     if not query.provenance:
                         yield SourceBlock(columns=block, rows=rows)
                         continue
-                    parts = [part.decode("ascii") if isinstance(part, bytes) else part for part in block[width]]
+                    raw_parts = block[width]
+                    decoded = {raw: raw.decode("ascii") if isinstance(raw, bytes) else raw for raw in set(raw_parts)}
+                    parts = [decoded[raw] for raw in raw_parts]
                     yield SourceBlock(columns=block[:width], rows=rows, parts=parts, offsets=block[width + 1])
             except ClickHouseError as exc:
                 raise DponeError(

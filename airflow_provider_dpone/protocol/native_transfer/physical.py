@@ -8,6 +8,7 @@ count and an order-independent fingerprint of the selected offsets; row values a
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from typing import Final
 
@@ -73,6 +74,10 @@ class CoverageTracker:
     def observe(self, parts: Sequence[str] | None, offsets: Sequence[int] | None, rows: int) -> None:
         if parts is None or offsets is None or len(parts) != rows or len(offsets) != rows:
             raise DponeError("mssql_native.source_provenance_incomplete", "a block lacks part provenance")
+        if rows and len(set(parts)) == 1:
+            self._observe_run(parts[0], offsets)
+            self.rows += rows
+            return
         limits = self._limits
         accumulators = self._parts
         for part, offset in zip(parts, offsets, strict=True):
@@ -92,6 +97,23 @@ class CoverageTracker:
             acc.min_offset = min(acc.min_offset, offset)
             acc.max_offset = max(acc.max_offset, offset)
         self.rows += rows
+
+    def _observe_run(self, part: str, offsets: Sequence[int]) -> None:
+        """A block from one part (the common case): aggregate with builtins instead of per-row bookkeeping."""
+        if part not in self._limits:
+            raise DponeError("mssql_native.source_provenance_incomplete", "a part outside the pre-query profile")
+        low, high = min(offsets), max(offsets)
+        if low < 0 or high >= self._limits[part]:
+            raise DponeError("mssql_native.source_provenance_incomplete", "an offset outside its part")
+        acc = self._parts.get(part)
+        if acc is None:
+            acc = self._parts[part] = _Acc()
+            acc.min_offset = low
+        acc.rows += len(offsets)
+        acc.total = (acc.total + sum(offsets)) & _MASK
+        acc.square_sum = (acc.square_sum + sum(map(operator.mul, offsets, offsets))) & _MASK
+        acc.min_offset = min(acc.min_offset, low)
+        acc.max_offset = max(acc.max_offset, high)
 
     def entries(self) -> list[PartCoverage]:
         return [

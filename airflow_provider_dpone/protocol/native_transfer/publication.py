@@ -113,6 +113,7 @@ class Publisher:
         self._checkpoint("prepared")
         rows, total = 0, 0
         for evidence in chunk_evidence(view):
+            self._lease.ensure()
             chunk = load_verified_chunk(view, evidence.ordinal, self._stage, decode_rows=True)
             self._target.load_chunk(invocation, evidence.ordinal, chunk.rows)
             observed = self._target.verify_chunk(invocation, evidence)
