@@ -18,7 +18,7 @@ import hashlib
 import struct
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from decimal import Decimal
+from decimal import MAX_EMAX, MAX_PREC, MIN_EMIN, Context, Decimal
 from typing import Any, Final
 
 from airflow_provider_dpone.contracts.canonical import canonical_json_bytes, parse_canonical_json
@@ -38,6 +38,8 @@ _INT_ONLY: Final = frozenset({int})
 _BYTES_ONLY: Final = frozenset({bytes})
 _DATETIME_ONLY: Final = frozenset({dt.datetime})
 _DECIMAL_ONLY: Final = frozenset({Decimal})
+_EXACT: Final = Context(prec=MAX_PREC, Emax=MAX_EMAX, Emin=MIN_EMIN)
+"""Decimal scaling must be exact: the default context would round DECIMAL(38, s) values to 28 digits."""
 
 FieldEncoder = Callable[[object], bytes]
 
@@ -87,7 +89,7 @@ def field_encoder(column: TypedColumn) -> FieldEncoder:
 
         def encode_decimal(value: object) -> bytes:
             if type(value) is Decimal:
-                scaled = value.scaleb(scale)
+                scaled = value.scaleb(scale, context=_EXACT)
                 integral = int(scaled)
                 if scaled == integral:
                     text = b"\x01" + str(integral).encode("ascii")
@@ -153,7 +155,7 @@ def column_encoder(column: TypedColumn) -> Callable[[Sequence[object]], list[byt
             ):
                 # At exactly the column's scale, shifting the exponent to zero is exact: no rounding, no check.
                 texts = [
-                    None if value is None else str(int(value.scaleb(scale))).encode("ascii")  # type: ignore[attr-defined]
+                    None if value is None else str(int(value.scaleb(scale, context=_EXACT))).encode("ascii")  # type: ignore[attr-defined]
                     for value in values
                 ]
                 if column.nullable or len(present) == len(values):
@@ -254,7 +256,7 @@ def _decode_value(column: TypedColumn, raw: bytes) -> object:
     if logical is LogicalType.INTEGER:
         return int(text)
     if logical is LogicalType.DECIMAL:
-        return Decimal(int(text)).scaleb(-column.scale)
+        return Decimal(int(text)).scaleb(-column.scale, context=_EXACT)
     if logical is LogicalType.STRING:
         try:
             return text.decode("utf-8")

@@ -6,7 +6,6 @@ import collections
 import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -93,8 +92,6 @@ def normalize(value: object) -> object:
         return value.encode()
     if isinstance(value, dt.datetime):
         return (value.astimezone(dt.UTC) if value.tzinfo else value.replace(tzinfo=dt.UTC)).isoformat()
-    if isinstance(value, Decimal):
-        return value.normalize()
     return value
 
 

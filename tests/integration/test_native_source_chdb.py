@@ -99,6 +99,8 @@ def test_typed_boundaries_round_trip_exactly(admin, db, tmp_path) -> None:
     result, _ = route.run()
     assert multiset(route.target.table) == read_rows(admin, f"SELECT * FROM {db}.typed")
     assert result.rows == 2
+    extreme = Decimal("-9999999999999999999999999999.9999999999")
+    assert any(row[2] == extreme and row[2].as_tuple() == extreme.as_tuple() for row in route.target.table)
 
 
 def test_window_is_half_open_and_profiles_only_its_partitions(admin, db, tmp_path) -> None:

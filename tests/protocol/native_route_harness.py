@@ -60,8 +60,6 @@ def multiset(rows: list[tuple[object, ...]]) -> collections.Counter[tuple[object
             return value.decode()
         if isinstance(value, dt.datetime) and value.tzinfo is not None:
             return value.astimezone(dt.UTC).replace(tzinfo=None)
-        if isinstance(value, Decimal):
-            return value.normalize()
         return value
 
     return collections.Counter(tuple(norm(v) for v in row) for row in rows)

@@ -113,3 +113,15 @@ def test_chunk_of_another_column_layout_is_refused() -> None:
     with pytest.raises(DponeError) as info:
         decode_chunk(sealed(), [*COLUMNS[:-1], map_type("id", "String", implicit_utc=False)])
     assert info.value.code == "mssql_native.stage_integrity_failed"
+
+
+def test_wide_decimal_neighbours_stay_distinct_and_exact() -> None:
+    column = [map_type("d", "Decimal(38, 4)", implicit_utc=False)]
+    low, high = Decimal("9999999999999999999999999999999999.9998"), Decimal("9999999999999999999999999999999999.9999")
+    sealed_values = []
+    for value in (low, high):
+        encoder = ChunkEncoder(column)
+        encoder.add_columns([[value]], 0, 1)
+        sealed_values.append((encoder.total, decode_chunk(encoder.seal("a" * 32, 0), column).rows[0][0]))
+    assert sealed_values[0][0] != sealed_values[1][0]
+    assert [value for _, value in sealed_values] == [low, high]
