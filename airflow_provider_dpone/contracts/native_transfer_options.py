@@ -88,4 +88,3 @@ def parse_source_snapshot(raw: object) -> SourceSnapshot | None:
     except ValidationError as exc:
         fields = sorted({".".join(str(p) for p in err["loc"]) for err in exc.errors()})
         raise DponeError("mssql_native.source_snapshot_mode_invalid", "fields: " + ", ".join(fields)) from None
-
