@@ -101,6 +101,29 @@ def inprocess_transport(path: str) -> Callable[[Client], TransportObservation]:
     return observe
 
 
+def http_transport(
+    host: str, port: int, options: ClickHouseConnectionOptions
+) -> Callable[[Client], TransportObservation]:
+    """Observe the HTTP(S) client actually built: its URL scheme and its redirect policy, not the caller's intent."""
+    from urllib3.util import Retry
+
+    def observe(client: Client) -> TransportObservation:
+        url = str(getattr(client, "url", ""))
+        retries = getattr(getattr(client, "_backend", None), "http_retries", None)
+        no_redirects = isinstance(retries, Retry) and retries.redirect == 0 and retries.total == 0
+        secure = url.startswith("https://")
+        return TransportObservation(
+            scheme="https" if secure else "http",
+            tls_verified=secure and options.verify,
+            requires_tls=options.secure,
+            bounded_timeouts=True,
+            follows_redirects=not no_redirects,
+            endpoint_authority=f"{host}:{port}",
+        )
+
+    return observe
+
+
 def http_connector(
     host: str, port: int, username: str, password: str, options: ClickHouseConnectionOptions
 ) -> ClickHouseSnapshotConnector:
@@ -124,21 +147,7 @@ def http_connector(
         )
         backend = getattr(client, "_backend", None)
         if backend is not None and hasattr(backend, "http_retries"):
-            backend.http_retries = Retry(total=0, redirect=False, raise_on_redirect=True)
+            backend.http_retries = Retry(total=0, redirect=0, raise_on_redirect=True)
         return client
 
-    def observe(client: Client) -> TransportObservation:
-        url = str(getattr(client, "url", ""))
-        backend = getattr(client, "_backend", None)
-        retries = getattr(backend, "http_retries", None)
-        no_redirects = isinstance(retries, Retry) and retries.redirect is False
-        return TransportObservation(
-            scheme="https" if url.startswith("https://") else "http",
-            tls_verified=url.startswith("https://") and options.verify,
-            requires_tls=options.secure,
-            bounded_timeouts=True,
-            follows_redirects=not no_redirects,
-            endpoint_authority=f"{host}:{port}",
-        )
-
-    return ClickHouseSnapshotConnector(build, observe)
+    return ClickHouseSnapshotConnector(build, http_transport(host, port, options))

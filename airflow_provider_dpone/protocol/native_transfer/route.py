@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import uuid
 from collections.abc import Callable
@@ -144,7 +145,12 @@ class NativeTransferRoute:
         apply_record(view, record.body, "invocation_settled")
 
     def _stop_cleanly(self, error: Exception) -> None:
-        """After a clean failure this process has stopped writing: settle what it owns; never mask ``error``."""
+        """After a clean failure this process has stopped writing: settle what it owns; never mask ``error``.
+
+        A fenced writer (journal conflict) owns nothing any more and writes nothing. If settling fails, the lease is
+        still released only when the invocation was settled; otherwise it stays held until expiry, and the next run
+        settles it after fencing.
+        """
         if isinstance(error, DponeError) and error.code == "mssql_native.journal_conflict":
             return
         try:
@@ -152,9 +158,10 @@ class NativeTransferRoute:
             if views and views[-1].state() is RouteState.EXTRACTING:
                 reason = error.code if isinstance(error, DponeError) else type(error).__name__
                 self._settle_unsealed(views[-1], reason)
+        except Exception:  # noqa: BLE001 - cleanup failure never replaces the primary error; the lease stays held
+            return
+        with contextlib.suppress(Exception):
             self._lease.release()
-        except Exception:  # noqa: BLE001, S110 - cleanup failure never replaces the primary error; lease expiry remains
-            pass
 
     def _result(
         self, view: InvocationView, resumed_from: RouteState, settled: tuple[str, ...], *, stage_retired: bool
