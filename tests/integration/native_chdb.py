@@ -46,7 +46,25 @@ def engine() -> tuple[str, str]:
 
 def client() -> Client:
     path, config = engine()
-    return clickhouse_connect.get_client(interface="chdb", path=path, chdb_options={"config-file": config})
+    created = clickhouse_connect.get_client(interface="chdb", path=path, chdb_options={"config-file": config})
+    if not _CHECKED:
+        _check_config_applied(created)
+        _CHECKED.append(True)
+    return created
+
+
+_CHECKED: list[bool] = []
+
+
+def _check_config_applied(created: Client) -> None:
+    """The engine reads its config once: fail clearly if another module started it first with another config."""
+    try:
+        created.query("SELECT count() FROM system.row_policies")
+    except Exception as exc:
+        raise RuntimeError(
+            "the in-process engine was started without this module's config (access_management); start it through "
+            "tests/integration/native_chdb.engine() or run these tests in their own process"
+        ) from exc
 
 
 def fresh_database(admin: Client, prefix: str = "t") -> str:

@@ -249,6 +249,18 @@ def test_merge_between_preflight_and_select_is_incomplete_provenance(admin, db, 
     assert journal_kinds(tmp_path)[-2:] == ["invocation_settled", "lease"]
 
 
+def test_relation_dropped_before_the_select_fails_the_query(admin, db, tmp_path) -> None:
+    relation = events_table(admin, db)
+    route = ChdbRoute(tmp_path, relation)
+
+    def drop(point: str) -> None:
+        if point == "admitted":
+            admin.command(f"DROP TABLE {db}.events SYNC")
+
+    assert refused(route, drop) == "mssql_native.source_query_failed"
+    assert journal_kinds(tmp_path)[-2:] == ["invocation_settled", "lease"]
+
+
 def test_insert_between_preflight_and_select_is_incomplete_provenance(admin, db, tmp_path) -> None:
     relation = events_table(admin, db)
     route = ChdbRoute(tmp_path, relation)

@@ -109,8 +109,10 @@ class NativeTransferRoute:
                 current = last
             if current is None:
                 current = self._extract()
-            complete = validate_sealed_bindings(current, self._request)
-            validate_stage(current, self._stage)
+                complete = validate_sealed_bindings(current, self._request)
+            else:
+                complete = validate_sealed_bindings(current, self._request)
+                validate_stage(current, self._stage)
             publisher = Publisher(self._journal, self._stage, self._target(), self._lease, self._checkpoint)
             publisher.complete(current, complete)
             retired = publisher.retire(current)
