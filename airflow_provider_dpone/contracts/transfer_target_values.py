@@ -14,12 +14,13 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 from collections.abc import Callable, Sequence
-from decimal import Decimal, InvalidOperation
+from decimal import MAX_EMAX, MAX_PREC, MIN_EMIN, Context, Decimal, InvalidOperation
 
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.contracts.transfer_target_types import ColumnType, StorageKind
 
 Converter = Callable[[object], object]
+_EXACT = Context(prec=MAX_PREC, Emax=MAX_EMAX, Emin=MIN_EMIN)  # no rounding while checking a decimal
 
 
 class _InvalidValueError(Exception):
@@ -46,7 +47,7 @@ def _decimal(column: ColumnType) -> Converter:
             raise _InvalidValueError("not a Decimal")
         number = Decimal(value)
         try:
-            unscaled = number.scaleb(column.scale)
+            unscaled = number.scaleb(column.scale, context=_EXACT)
             exact = number.is_finite() and unscaled == unscaled.to_integral_value() and abs(unscaled) < limit
         except InvalidOperation:
             exact = False

@@ -1,6 +1,8 @@
-"""The transfer-target contract: one scenario suite, the same outcomes on the in-memory fake and on real PostgreSQL.
+"""The transfer-target contract: one scenario suite, the same outcomes on every backend.
 
-(The SQL Server adapter runs the same scenario list at the call-sequence level: tests/unit/test_mssql_target_*.)
+Backends: the in-memory fake, real PostgreSQL (a throwaway cluster), and the SQL Server adapter (both import backends)
+over the recording DB-API fake, which cannot be a real server here; its call sequences are asserted separately in
+tests/unit/test_mssql_target_calls.py.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from decimal import Decimal
 import pytest
 
 from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.contracts.native_transfer_options import ImportBackend
 from airflow_provider_dpone.contracts.transfer_target import PublicationMode, TargetColumn, TargetPlan, UtcWindow
 from airflow_provider_dpone.contracts.transfer_target_receipts import (
     ChunkExpectation,
@@ -24,7 +27,7 @@ from airflow_provider_dpone.contracts.transfer_target_receipts import (
 from airflow_provider_dpone.contracts.transfer_target_types import StringMapping
 from airflow_provider_dpone.contracts.typed_digest import MultisetDigest
 from tests.fakes.transfer_target import Fault, SimulatedCrash
-from tests.fixtures.target_harness import FakeHarness, PostgresHarness, Rows, TargetHarness
+from tests.fixtures.target_harness import FakeHarness, MsSqlHarness, PostgresHarness, Rows, TargetHarness
 
 UTC = dt.UTC
 DAY = dt.datetime(2026, 3, 1, tzinfo=UTC)
@@ -38,6 +41,7 @@ COLUMNS = (
     TargetColumn(name="d", source_type="Date"),
     TargetColumn(name="u", source_type="Nullable(UUID)"),
     TargetColumn(name="flag", source_type="Bool"),
+    TargetColumn(name="micros", source_type="Nullable(DateTime64(6, 'UTC'))"),
 )
 
 
@@ -54,6 +58,7 @@ def make_row(i: int, *, day: dt.datetime = DAY, variant: int = 0) -> tuple[objec
         ts.date(),
         None if i % 6 == 0 else uuid.UUID(int=i + 1),
         i % 2 == 0,
+        None if i % 7 == 0 else ts + dt.timedelta(microseconds=i * 37 + 1),
     )
 
 
@@ -74,10 +79,12 @@ def digest_of(plan: TargetPlan, rows: Rows | None) -> tuple[int, str]:
     return acc.rows, acc.hexdigest
 
 
-@pytest.fixture(params=["fake", "postgres"])
+@pytest.fixture(params=["fake", "postgres", "mssql-bcp", "mssql-mssql_sqlclient"])
 def harness(request: pytest.FixtureRequest) -> Iterator[TargetHarness]:
     if request.param == "fake":
         made: TargetHarness = FakeHarness()
+    elif request.param.startswith("mssql-"):
+        made = MsSqlHarness(ImportBackend(request.param.removeprefix("mssql-")))
     else:
         server = request.getfixturevalue("postgres_server")
         made = PostgresHarness(server.dsn)
