@@ -48,7 +48,7 @@ def _decimal(column: ColumnType) -> Converter:
         number = Decimal(value)
         try:
             unscaled = number.scaleb(column.scale, context=_EXACT)
-            exact = number.is_finite() and unscaled == unscaled.to_integral_value() and abs(unscaled) < limit
+            exact = number.is_finite() and unscaled == unscaled.to_integral_value() and unscaled.copy_abs() < limit
         except InvalidOperation:
             exact = False
         if not exact:

@@ -87,3 +87,9 @@ def test_typed_digest_distinguishes_38_digit_decimals() -> None:
     column = [TypedColumn(name="x", logical=LogicalType.DECIMAL, scale=10)]
     a = Decimal("1234567890123456789012345678.0123456789")
     assert row_hash(column, (a,)) != row_hash(column, (a + Decimal("1E-10"),))
+
+
+def test_a_38_digit_decimal_at_the_limit_fits() -> None:
+    """Regression: abs() under the default 28-digit context rounded a 38-digit value up to 10**38."""
+    value = Decimal("-9999999999999999999999999999.9999999999")
+    assert _convert("Decimal(38, 10)", value) == value

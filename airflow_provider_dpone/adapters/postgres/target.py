@@ -15,12 +15,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Final, Literal
 
 import psycopg
 import psycopg.errors
 
 from airflow_provider_dpone.adapters.postgres import statements as sql
+from airflow_provider_dpone.adapters.postgres.digest import chunk_digest, fold_limbs
 from airflow_provider_dpone.contracts.canonical import tagged_digest
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.contracts.transfer_target import RECEIPT_TABLE, PublicationMode, TargetPlan
@@ -39,6 +40,7 @@ from airflow_provider_dpone.contracts.transfer_target_values import RowConverter
 from airflow_provider_dpone.contracts.typed_digest import LogicalType, MultisetDigest, native_multiset_digest
 from airflow_provider_dpone.ports.transfer_target import Row
 
+SERVER_DIGEST_MIN_VERSION: Final[int] = 140000  # extract(epoch ...) returns exact numeric from PostgreSQL 14
 Connection = psycopg.Connection[Any]
 ConnectionFactory = Callable[[], Connection]
 
@@ -65,9 +67,19 @@ def _short(plan: TargetPlan) -> str:
 class PostgresTransferTarget:
     """Stage, verify and atomically publish into one PostgreSQL database."""
 
-    def __init__(self, connect: ConnectionFactory, *, lock_timeout_ms: int = 30_000) -> None:
+    def __init__(
+        self,
+        connect: ConnectionFactory,
+        *,
+        lock_timeout_ms: int = 30_000,
+        verification: Literal["server", "readback"] = "server",
+    ) -> None:
+        """``verification``: ``server`` hashes the staged chunk inside PostgreSQL (14+; older servers read back),
+        ``readback`` streams the chunk to the worker and hashes it there. Both recompute the same typed digest.
+        """
         self._connect = connect
         self._lock_timeout = f"{int(lock_timeout_ms)}ms"
+        self._verification = verification
 
     # -- plumbing ------------------------------------------------------------------------------------------------
     @contextmanager
@@ -194,26 +206,39 @@ class PostgresTransferTarget:
         return ChunkLoad(ordinal=ordinal, rows_sent=sent)
 
     def verify_chunk(self, plan: TargetPlan, expectation: ChunkExpectation) -> ChunkVerification:
-        types = [sql.copy_type(c.column_type) for c in plan.columns]
-        observed = MultisetDigest(plan.typed_columns)
-        normalize = readback_normalizer([c.column_type for c in plan.columns])
         with self._session() as conn:
             try:
                 self._require_staging(conn, plan)
-                with conn.cursor() as cursor, cursor.copy(sql.copy_out_chunk(plan, expectation.ordinal)) as copy:
-                    copy.set_types(types)
-                    observed.add_rows(normalize(row) for row in copy.rows())
+                if self._verification == "server" and conn.info.server_version >= SERVER_DIGEST_MIN_VERSION:
+                    rows, total = self._server_digest(conn, plan, expectation.ordinal)
+                else:
+                    rows, total = self._readback_digest(conn, plan, expectation.ordinal)
                 conn.rollback()
             except psycopg.Error as exc:
                 raise DponeError("mssql_native.target_unavailable", f"verify: {_sanitized(exc)}") from None
         return ChunkVerification(
             ordinal=expectation.ordinal,
             expected_rows=expectation.rows,
-            observed_rows=observed.rows,
+            observed_rows=rows,
             expected_digest=expectation.digest,
-            observed_digest=native_multiset_digest(observed.rows, observed.total),
-            observed_typed_sum=f"{observed.total:064x}",
+            observed_digest=native_multiset_digest(rows, total),
+            observed_typed_sum=f"{total:064x}",
         )
+
+    @staticmethod
+    def _server_digest(conn: Connection, plan: TargetPlan, ordinal: int) -> tuple[int, int]:
+        row = conn.execute(chunk_digest(plan, ordinal)).fetchone()
+        assert row is not None
+        return int(row[0]), fold_limbs([int(value) for value in row[1:]])
+
+    @staticmethod
+    def _readback_digest(conn: Connection, plan: TargetPlan, ordinal: int) -> tuple[int, int]:
+        observed = MultisetDigest(plan.typed_columns)
+        normalize = readback_normalizer([c.column_type for c in plan.columns])
+        with conn.cursor() as cursor, cursor.copy(sql.copy_out_chunk(plan, ordinal)) as copy:
+            copy.set_types([sql.copy_type(c.column_type) for c in plan.columns])
+            observed.add_rows(normalize(row) for row in copy.rows())
+        return observed.rows, observed.total
 
     def discard_chunk(self, plan: TargetPlan, ordinal: int) -> int:
         with self._session() as conn:
