@@ -32,9 +32,9 @@ def _integer(column: ColumnType) -> Converter:
     assert low is not None and high is not None
 
     def convert(value: object) -> object:
-        if type(value) is not int or not low <= value <= high:
-            raise _InvalidValueError("not an integer in range")
-        return value
+        if type(value) is int and low <= value <= high:
+            return value
+        raise _InvalidValueError("not an integer in range")
 
     return convert
 
@@ -42,7 +42,13 @@ def _integer(column: ColumnType) -> Converter:
 def _decimal(column: ColumnType) -> Converter:
     limit = Decimal(10) ** column.precision
 
+    integer_digits = column.precision - column.scale
+
     def convert(value: object) -> object:
+        if type(value) is Decimal:
+            _sign, digits, exponent = value.as_tuple()
+            if type(exponent) is int and exponent >= -column.scale and len(digits) + exponent <= integer_digits:
+                return value  # at most `scale` fractional digits and fewer than P-S integer digits: fits exactly
         if isinstance(value, bool) or not isinstance(value, Decimal | int):
             raise _InvalidValueError("not a Decimal")
         number = Decimal(value)
@@ -62,6 +68,8 @@ def _binary(column: ColumnType) -> Converter:
     length = column.fixed_length
 
     def convert(value: object) -> object:
+        if type(value) is bytes and (length is None or len(value) == length):
+            return value
         if isinstance(value, str):
             try:
                 data = value.encode("utf-8")
@@ -116,6 +124,8 @@ def _datetime(column: ColumnType) -> Converter:
     step = 10 ** (6 - column.scale)
 
     def convert(value: object) -> object:
+        if type(value) is dt.datetime and value.tzinfo is dt.UTC and not value.microsecond % step:
+            return value
         if not isinstance(value, dt.datetime):
             raise _InvalidValueError("not a datetime")
         aware = value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
@@ -158,35 +168,48 @@ def _base_converter(column: ColumnType, *, text_allows_nul: bool) -> Converter:
     return _uuid
 
 
+def _with_nulls(convert: Converter, *, nullable: bool) -> Converter:
+    def convert_or_null(value: object) -> object:
+        if value is None:
+            if nullable:
+                return None
+            raise _InvalidValueError("NULL in a non-nullable column")
+        return convert(value)
+
+    return convert_or_null
+
+
 class RowConverter:
-    """Converts rows of one plan to canonical values; built once, applied to every row of every chunk."""
+    """Converts rows of one plan to canonical values; built once, applied to every row of every chunk.
+
+    The common case (every value fits) is one comprehension over per-column converters, each with a fast path for the
+    exact canonical type; only a failing row is walked again, column by column, to name the column that failed.
+    """
 
     def __init__(self, names: Sequence[str], columns: Sequence[ColumnType], *, text_allows_nul: bool = True) -> None:
         self._names = tuple(names)
-        self._nullable = tuple(column.nullable for column in columns)
-        self._converters = tuple(_base_converter(column, text_allows_nul=text_allows_nul) for column in columns)
+        self._converters = tuple(
+            _with_nulls(_base_converter(column, text_allows_nul=text_allows_nul), nullable=column.nullable)
+            for column in columns
+        )
 
     def __call__(self, row: Sequence[object], row_index: int = 0) -> tuple[object, ...]:
+        try:
+            return tuple([convert(value) for convert, value in zip(self._converters, row, strict=True)])
+        except (_InvalidValueError, ValueError):
+            raise self._explain(row, row_index) from None
+
+    def _explain(self, row: Sequence[object], row_index: int) -> DponeError:
         if len(row) != len(self._converters):
-            raise DponeError(
+            return DponeError(
                 "mssql_native.target_value_invalid", f"row {row_index}: {len(row)} values for {len(self._names)}"
             )
-        out: list[object] = []
-        for position, value in enumerate(row):
-            if value is None:
-                if not self._nullable[position]:
-                    raise DponeError(
-                        "mssql_native.target_value_invalid", f"row {row_index} column {self._names[position]}: NULL"
-                    )
-                out.append(None)
-                continue
+        for name, convert, value in zip(self._names, self._converters, row, strict=True):
             try:
-                out.append(self._converters[position](value))
+                convert(value)
             except _InvalidValueError as exc:
-                raise DponeError(
-                    "mssql_native.target_value_invalid", f"row {row_index} column {self._names[position]}: {exc}"
-                ) from None
-        return tuple(out)
+                return DponeError("mssql_native.target_value_invalid", f"row {row_index} column {name}: {exc}")
+        return DponeError("mssql_native.target_value_invalid", f"row {row_index}")
 
 
 def readback_normalizer(columns: Sequence[ColumnType]) -> Callable[[Sequence[object]], Sequence[object]]:

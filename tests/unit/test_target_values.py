@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from decimal import Decimal
+from decimal import Context, Decimal, localcontext
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.contracts.transfer_target_types import StringMapping, parse_column_type
 from airflow_provider_dpone.contracts.transfer_target_values import RowConverter, readback_normalizer
 from airflow_provider_dpone.contracts.typed_digest import LogicalType, TypedColumn, row_hash
+
+WIDE = Context(prec=200)
 
 
 def _convert(source_type: str, value: object, *, text: bool = False, allow_nul: bool = True) -> object:
@@ -93,3 +97,24 @@ def test_a_38_digit_decimal_at_the_limit_fits() -> None:
     """Regression: abs() under the default 28-digit context rounded a 38-digit value up to 10**38."""
     value = Decimal("-9999999999999999999999999999.9999999999")
     assert _convert("Decimal(38, 10)", value) == value
+
+
+@given(
+    st.integers(min_value=-(10**40), max_value=10**40),
+    st.integers(min_value=-45, max_value=5),
+    st.integers(min_value=1, max_value=38),
+    st.data(),
+)
+def test_decimal_fit_is_exactly_the_mathematical_rule(
+    unscaled: int, exponent: int, precision: int, data: st.DataObject
+) -> None:
+    scale = data.draw(st.integers(min_value=0, max_value=precision))
+    value = Decimal(unscaled).scaleb(exponent, context=WIDE)
+    with localcontext(WIDE):
+        fits = value * (Decimal(10) ** scale) % 1 == 0 and abs(value) < Decimal(10) ** (precision - scale)
+    try:
+        _convert(f"Decimal({precision}, {scale})", value)
+        accepted = True
+    except DponeError:
+        accepted = False
+    assert accepted == fits
