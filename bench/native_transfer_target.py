@@ -10,7 +10,7 @@ It prints rows/s for each and the ratio target/baseline (total, and load alone).
 computed before timing starts: they are the source's cost, recorded in its chunk receipts.
 
     .venv/bin/python bench/native_transfer_target.py [--rows 1000000] [--chunk-rows 100000]
-        [--verification server|readback] [--dsn DSN]
+        [--verification server|readback] [--shapes narrow,wide] [--dsn DSN]
 
 ``--verification server`` (the default) hashes each staged chunk inside PostgreSQL; ``readback`` streams it to the
 worker and hashes it there.
@@ -94,6 +94,15 @@ def expectations(plan: TargetPlan, total: int, chunk_rows: int) -> list[ChunkExp
     return out
 
 
+def settle(dsn: str) -> None:
+    """Flush dirty buffers before a timed phase, so one phase does not pay for the previous one's checkpoint."""
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("CHECKPOINT")
+    except psycopg.errors.InsufficientPrivilege:
+        pass
+
+
 def baseline(dsn: str, plan: TargetPlan, total: int) -> float:
     table = qualified(plan.target_schema, "baseline_" + plan.target_table)
     definitions = ", ".join(f"{quote_postgres(c.name)} {c.column_type.postgres}" for c in plan.columns)
@@ -132,11 +141,13 @@ def target_run(
     return phases
 
 
-def run(dsn: str, total: int, chunk_rows: int, verification: str) -> None:
+def run(dsn: str, total: int, chunk_rows: int, verification: str, shapes: list[str]) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("DROP SCHEMA IF EXISTS bench CASCADE")
         conn.execute("CREATE SCHEMA bench")
     for name, columns in (("narrow", narrow_columns()), ("wide", wide_columns())):
+        if name not in shapes:
+            continue
         plan = TargetPlan(
             invocation_id=f"bench-{name}-{total}-{verification}",
             target_schema="bench",
@@ -145,7 +156,9 @@ def run(dsn: str, total: int, chunk_rows: int, verification: str) -> None:
             mode=PublicationMode.FULL_REFRESH,
         )
         expected = expectations(plan, total, chunk_rows)
+        settle(dsn)
         base = baseline(dsn, plan, total)
+        settle(dsn)
         ours = target_run(dsn, plan, total, chunk_rows, expected, verification)
         print(
             f"{name:6} cols={len(columns):3} rows={total:,} verify={verification} | baseline COPY {base:7.2f}s {total / base:10,.0f} rows/s"
@@ -161,15 +174,16 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--chunk-rows", type=int, default=100_000)
     parser.add_argument("--verification", choices=["server", "readback"], default="server")
+    parser.add_argument("--shapes", default="narrow,wide", help="comma-separated: narrow, wide")
     parser.add_argument("--dsn", help="an existing PostgreSQL (default: a throwaway cluster started here)")
     args = parser.parse_args()
     if args.dsn:
-        run(args.dsn, args.rows, args.chunk_rows, args.verification)
+        run(args.dsn, args.rows, args.chunk_rows, args.verification, args.shapes.split(","))
         return
     from tests.fixtures.postgres import throwaway_cluster
 
     with throwaway_cluster() as server:
-        run(server.dsn, args.rows, args.chunk_rows, args.verification)
+        run(server.dsn, args.rows, args.chunk_rows, args.verification, args.shapes.split(","))
 
 
 if __name__ == "__main__":

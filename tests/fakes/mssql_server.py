@@ -134,6 +134,7 @@ class EmulatedServer:
         self.mutex = threading.RLock()
         self.locks: dict[str, dict[int, str]] = {}
         self.drop_at: str | None = None
+        self.fail_at: str | None = None  # the statement fails with a server error; the connection stays open
         self.held: list[FakeConnection] = []
         self._ids = itertools.count(1)
 
@@ -254,6 +255,9 @@ class FakeConnection:
             raise db_error(20047, "DBPROCESS is dead or not enabled")
 
     def _maybe_drop(self, kind: str) -> None:
+        if self.server.fail_at == kind:
+            self.server.fail_at = None
+            raise db_error(50000, "injected statement failure")
         if self.server.drop_at == kind:
             self.server.drop_at = None
             self.close()

@@ -14,6 +14,7 @@ import pytest
 
 from airflow_provider_dpone.adapters.mssql import tsql
 from airflow_provider_dpone.adapters.mssql.loaders import BCP_SINGLE_BATCH, sqlclient_rows_per_statement
+from airflow_provider_dpone.adapters.mssql.schema import describe_tsql_type
 from airflow_provider_dpone.adapters.mssql.target import MsSqlTransferTarget
 from airflow_provider_dpone.adapters.mssql.values import bcp_row_encoder, sqlclient_row_encoder
 from airflow_provider_dpone.contracts.errors import DponeError
@@ -191,3 +192,31 @@ def test_encoders_carry_exact_text_where_pymssql_would_lose_precision() -> None:
     assert bcp == ["18446744073709551615", "1234567890123456789012345678.0123456789", "2026-03-01 12:00:00.123456"]
     sqlclient = sqlclient_row_encoder(columns)(ROWS[0])
     assert sqlclient[0] == 2**64 - 1 and sqlclient[2] == "2026-03-01T12:00:00.123456"
+
+
+@pytest.mark.parametrize(
+    ("row", "spelled"),
+    [
+        (("decimal", 13, 20, 0), "DECIMAL(20,0)"),
+        (("numeric", 9, 18, 4), "DECIMAL(18,4)"),
+        (("datetime2", 7, 23, 3), "DATETIME2(3)"),
+        (("varbinary", -1, 0, 0), "VARBINARY(MAX)"),
+        (("nvarchar", -1, 0, 0), "NVARCHAR(MAX)"),
+        (("nvarchar", 200, 0, 0), "NVARCHAR(200)"),
+        (("binary", 16, 0, 0), "BINARY(16)"),
+        (("uniqueidentifier", 16, 0, 0), "UNIQUEIDENTIFIER"),
+        (("tinyint", 1, 3, 0), "TINYINT"),
+        (("datetime", 8, 23, 3), "DATETIME"),
+    ],
+)
+def test_sys_columns_rows_are_spelled_like_the_type_mapping(row: tuple[str, int, int, int], spelled: str) -> None:
+    assert describe_tsql_type(*row) == spelled
+
+
+def test_a_failing_session_setup_closes_the_connection() -> None:
+    server = EmulatedServer()
+    server.fail_at = "session"
+    target = MsSqlTransferTarget(server.connect)
+    with pytest.raises(DponeError, match="target_unavailable"):
+        target.reconcile(PLAN)
+    assert [c.kind for c in server.calls] == ["connect", "execute", "close"]

@@ -79,11 +79,14 @@ class MsSqlTransferTarget:
     def _session(self) -> Iterator[_Session]:
         try:
             conn = self._connect()
-            session = _Session(conn, conn.cursor())
-            session.run(tsql.session_settings(self._lock_timeout_ms))
         except DRIVER_ERRORS as exc:
             raise DponeError("mssql_native.target_unavailable", sanitized(exc)) from None
         try:
+            try:
+                session = _Session(conn, conn.cursor())
+                session.run(tsql.session_settings(self._lock_timeout_ms))
+            except DRIVER_ERRORS as exc:
+                raise DponeError("mssql_native.target_unavailable", sanitized(exc)) from None
             yield session
         finally:
             # Closing a broken connection may fail: the server rolls back whatever was not committed anyway.
