@@ -1,0 +1,3 @@
+"""Shared pytest configuration: fixture plugins used across test packages."""
+
+pytest_plugins = ["tests.fixtures.postgres"]
