@@ -28,7 +28,7 @@ from typing import Any
 
 import chdb
 
-from airflow_provider_dpone.embedded.sqltext import quote_identifier, quote_string
+from airflow_provider_dpone.embedded.sqltext import quote_identifier, quote_string, replicated_engine
 
 _CODE_RE = re.compile(r"Code: (\d+)\.")
 _NAME_RE = re.compile(r"\(([A-Z][A-Z0-9_]+)\)\s*$")
@@ -131,6 +131,10 @@ class Engine:
         params: Mapping[str, str] | None = None,
     ) -> EngineResult:
         """Run one statement; ``handle`` is a session's handle, ``None`` for a one-request handle."""
+        engine_name = replicated_engine(sql) if "Replicated" in sql else None
+        if engine_name is not None:
+            # chdb has no replication: such a table would hang the engine, so refuse it as an unsupported feature
+            raise self.error(48, f"{engine_name} is not available in the embedded cluster; use the real-cluster suite")
         with self.lock:
             own = handle is None
             current = self.open_handle() if handle is None else handle

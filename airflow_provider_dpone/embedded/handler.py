@@ -132,7 +132,7 @@ class EndpointHandler(BaseHTTPRequestHandler):
                 ) as handle,
             ):
                 answer, statement = self._execute(method, params, body, handle)
-            self._after_effect(statement)
+                self._after_effect(statement)  # a delayed response keeps its query id and session busy
         except _LostResponseError:
             self._drop_connection()
             return
