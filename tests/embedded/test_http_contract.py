@@ -184,3 +184,23 @@ def test_running_query_id_and_busy_session_are_refused(embedded_cluster: Embedde
         assert locked.value.code == 373
     finally:
         thread.join()
+
+
+@pytest.mark.parametrize("coding", ["zstd", "lz4", "gzip", "deflate"])
+def test_response_compression_follows_accept_encoding(embedded_cluster: EmbeddedCluster, coding: str) -> None:
+    import urllib3
+
+    from airflow_provider_dpone.embedded.httpwire import _Decoder
+
+    endpoint = embedded_cluster.endpoint("member2")
+    response = urllib3.request(
+        "POST",
+        f"http://{endpoint.address}/?enable_http_compression=1",
+        body=b"SELECT repeat('x', 100000) FORMAT RawBLOB",
+        headers={"Accept-Encoding": coding},
+        decode_content=False,
+    )
+    assert response.status == 200
+    assert response.headers["Content-Encoding"] == coding
+    assert len(response.data) < 10_000
+    assert _Decoder(coding).decompress(response.data) == b"x" * 100_000
