@@ -323,6 +323,12 @@ def any_alive(directory: Path) -> bool:
     return any(alive(int(state["pids"].get(name, 0)), spec) for name, spec in specs.items())
 
 
+def stopped(directory: Path) -> list[str]:
+    """Names of the processes that are not running (killed, or crashed)."""
+    state = read_state(directory)
+    return [name for name, spec in specs_of(directory).items() if not alive(int(state["pids"].get(name, 0)), spec)]
+
+
 def kill(directory: Path, name: str) -> None:
     """Crash one process (SIGKILL): no shutdown, like a host losing power."""
     specs = specs_of(directory)
