@@ -68,3 +68,14 @@ def test_a_second_cluster_in_the_same_directory_is_refused(tmp_path: Path) -> No
         EmbeddedCluster.start(tmp_path / "c")
     with pytest.raises(ValueError, match="at least two"):
         EmbeddedCluster.start(tmp_path / "d", members=1)
+
+
+def test_down_and_up_again_keeps_ports_and_tables(tmp_path: Path) -> None:
+    with EmbeddedCluster.start(tmp_path / "c") as first:
+        ports = [e.port for e in first.endpoints]
+        first.client("member1").command("CREATE DATABASE keep ENGINE = Atomic")
+        first.client("member1").command("CREATE TABLE keep.t (a UInt8) ENGINE = MergeTree ORDER BY a")
+        first.client("member1").command("INSERT INTO keep.t VALUES (1), (2)")
+    with EmbeddedCluster.start(tmp_path / "c") as second:
+        assert [e.port for e in second.endpoints] == ports
+        assert second.client("member1").command("SELECT count() FROM keep.t") == 2
