@@ -1,3 +1,6 @@
-"""Shared pytest configuration: fixture plugins used across test packages."""
+"""Shared pytest configuration: fixture plugins used across test packages.
 
-pytest_plugins = ["tests.fixtures.postgres"]
+Each plugin's fixtures start their service (embedded ClickHouse cluster, throwaway PostgreSQL) only when a test asks.
+"""
+
+pytest_plugins = ["airflow_provider_dpone.embedded.pytest_plugin", "tests.fixtures.postgres"]
