@@ -27,6 +27,10 @@ import chdb
 from airflow_provider_dpone.embedded.sinks import FifoSink, Sink, SpoolSink
 from airflow_provider_dpone.embedded.sqltext import quote_identifier, quote_string, replicated_engine
 
+# chdb and chdb-core both ship ``chdb/__init__.py``; whichever was installed last wins, and one of them declares
+# ``connect`` untyped. Binding it to a typed name keeps type checking independent of the install order.
+_connect: Callable[[str], Any] = chdb.connect
+
 _CODE_RE = re.compile(r"Code: (\d+)\.")
 _NAME_RE = re.compile(r"\(([A-Z][A-Z0-9_]+)\)\s*$")
 _SETTING_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -88,7 +92,7 @@ class Engine:
         self._spool = Path(spool_dir)
         self._spool.mkdir(parents=True, exist_ok=True)
         self.lock = threading.RLock()
-        self._root = chdb.connect(self._uri)  # keeps the engine alive while handles come and go
+        self._root = _connect(self._uri)  # keeps the engine alive while handles come and go
         self.version = self._root.query("SELECT version()", "TabSeparated").bytes().decode().strip()
         rows = self._root.query(
             "SELECT number, errorCodeToName(number) FROM numbers(2000) WHERE errorCodeToName(number) != ''",
@@ -107,7 +111,7 @@ class Engine:
 
     def open_handle(self) -> Handle:
         with self.lock:
-            return Handle(chdb.connect(self._uri))
+            return Handle(_connect(self._uri))
 
     def close(self) -> None:
         with self.lock, contextlib.suppress(Exception):
