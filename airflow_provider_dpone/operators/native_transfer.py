@@ -189,7 +189,7 @@ class DponeNativeTransferOperator(BaseOperator):
             raise AirflowFailException(str(error)) from None
         try:
             summary = summarize(journal)
-        except DponeError:
+        except Exception:  # noqa: BLE001 - an unreadable journal must not replace the primary error
             summary = None
         if summary is not None and summary.state is RouteState.REEXTRACT_REQUIRED:
             settled = DponeError(

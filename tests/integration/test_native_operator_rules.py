@@ -153,3 +153,51 @@ def test_terminal_codes_fail_without_retry(admin, harness, tmp_path) -> None:
     with pytest.raises(AirflowFailException, match=r"mssql_native\.source_snapshot_mode_invalid"):
         operator(harness, tmp_path, seam, manifest=blocked).execute(context())
     assert seam.connector.connections == 0, "static admission refuses before any connection"
+
+
+def test_guide_shows_the_real_plan_output() -> None:
+    import io
+    import json
+    import re
+
+    from airflow_provider_dpone.cli import run
+    from tests.unit.manifest_samples import REPO
+
+    guide = (REPO / "docs" / "clickhouse-to-mssql.md").read_text(encoding="utf-8")
+    documented = [json.loads(block) for block in re.findall(r"```json\n(.*?)```", guide, re.DOTALL)]
+    out, err = io.StringIO(), io.StringIO()
+    assert run("plan", str(EXAMPLES / "clickhouse_to_mssql_raw_snapshot.yaml"), out, err) == 0
+    actual = json.loads(out.getvalue())
+    assert {"decision": actual["decision"], "declared": actual["declared"]} in documented
+
+
+def test_hook_builds_the_adapters_from_airflow_connections(monkeypatch) -> None:
+    import json
+
+    from airflow_provider_dpone.adapters.mssql.target import MsSqlTransferTarget
+    from airflow_provider_dpone.adapters.postgres.target import PostgresTransferTarget
+    from airflow_provider_dpone.hooks.native_transfer import DponeNativeTransferHook, stage_base
+
+    postgres = {"conn_type": "postgres", "host": "db.internal", "port": 5433, "login": "loader", "password": "pw-x9"}
+    postgres |= {"schema": "warehouse", "extra": {"sslmode": "verify-full", "unrelated": "dropped"}}
+    clickhouse = {"conn_type": "dpone_clickhouse", "host": "ch.internal", "port": 8443, "login": "reader"}
+    clickhouse |= {"password": "pw-y7", "extra": {"secure": True}}
+    monkeypatch.setenv("AIRFLOW_CONN_POSTGRES_DEFAULT", json.dumps(postgres))
+    monkeypatch.setenv("AIRFLOW_CONN_DPONE_CLICKHOUSE_DEFAULT", json.dumps(clickhouse))
+    manifest = load_manifest(EXAMPLES / "clickhouse_to_postgres_raw_snapshot.yaml")
+    assert isinstance(manifest, NativeTransferManifest)
+    hook = DponeNativeTransferHook(manifest)
+    dsn = hook.postgres_dsn(manifest.sink)  # type: ignore[arg-type]
+    assert "host=db.internal" in dsn and "port=5433" in dsn and "dbname=warehouse" in dsn
+    assert "sslmode=verify-full" in dsn and "unrelated" not in dsn
+    assert isinstance(hook.target(), PostgresTransferTarget)
+    assert hook.source_connector().connections == 0, "building the connector opens nothing"
+    mssql = load_manifest(EXAMPLES / "clickhouse_to_mssql_raw_snapshot.yaml")
+    assert isinstance(mssql, NativeTransferManifest)
+    assert isinstance(DponeNativeTransferHook(mssql).target(), MsSqlTransferTarget)
+    monkeypatch.setenv("AIRFLOW_CONN_DPONE_CLICKHOUSE_DEFAULT", json.dumps({**clickhouse, "conn_type": "postgres"}))
+    with pytest.raises(DponeError) as wrong:
+        hook.source_connector()
+    assert wrong.value.code == "DPONE_CONNECTION_INVALID"
+    monkeypatch.setenv("AIRFLOW__DPONE__NATIVE_TRANSFER_BASE", "s3://bucket/dpone/")
+    assert stage_base() == "s3://bucket/dpone" and stage_base("file:///x") == "file:///x"
