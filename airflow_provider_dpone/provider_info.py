@@ -11,6 +11,7 @@ from typing import Any
 from airflow_provider_dpone import __version__
 from airflow_provider_dpone.contracts.connection import connection_form_fields
 
+NATIVE_TRANSFER = "dpone ClickHouse native transfer"
 HOOK_CLASS = "airflow_provider_dpone.hooks.clickhouse.DponeClickHouseHook"
 
 UI_FIELD_BEHAVIOUR: dict[str, Any] = {
@@ -34,11 +35,23 @@ def get_provider_info() -> dict[str, Any]:
                 "external-doc-url": "https://clickhouse.com/docs",
                 "tags": ["software"],
             },
+            {
+                "integration-name": NATIVE_TRANSFER,
+                "external-doc-url": "https://clickhouse.com/docs",
+                "tags": ["software"],
+            },
         ],
         "hooks": [
             {
                 "integration-name": "dpone ClickHouse cluster publication",
                 "python-modules": ["airflow_provider_dpone.hooks.clickhouse"],
+            },
+            {"integration-name": NATIVE_TRANSFER, "python-modules": ["airflow_provider_dpone.hooks.native_transfer"]},
+        ],
+        "operators": [
+            {
+                "integration-name": NATIVE_TRANSFER,
+                "python-modules": ["airflow_provider_dpone.operators.native_transfer"],
             },
         ],
         "connection-types": [

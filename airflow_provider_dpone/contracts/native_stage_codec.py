@@ -274,22 +274,77 @@ def _decode_value(column: TypedColumn, raw: bytes) -> object:
     return uuid.UUID(text.decode("ascii"))
 
 
-def _decode_frame(columns: Sequence[TypedColumn], frame: bytes) -> tuple[object, ...]:
-    values: list[object] = []
-    offset = 0
-    for column in columns:
-        if offset + 4 > len(frame):
-            raise DponeError("mssql_native.stage_integrity_failed", "truncated field")
-        (size,) = _U32.unpack_from(frame, offset)
-        offset += 4
-        raw = frame[offset : offset + size]
-        if len(raw) != size or not raw or raw[:1] not in (b"\x00", b"\x01"):
-            raise DponeError("mssql_native.stage_integrity_failed", "malformed field")
-        values.append(_decode_value(column, raw))
-        offset += size
-    if offset != len(frame):
-        raise DponeError("mssql_native.stage_integrity_failed", "trailing bytes in frame")
-    return tuple(values)
+def _split_fields(frames: Sequence[bytes], width: int) -> list[list[bytes]]:
+    """The fields of every frame, column-major (each field without its length prefix; presence byte included)."""
+    columns: list[list[bytes]] = [[] for _ in range(width)]
+    appenders = [column.append for column in columns]
+    unpack = _U32.unpack_from
+    for frame in frames:
+        offset = 0
+        end = len(frame)
+        for append in appenders:
+            if offset + 4 > end:
+                raise DponeError("mssql_native.stage_integrity_failed", "truncated field")
+            (size,) = unpack(frame, offset)
+            offset += 4
+            stop = offset + size
+            if not size or stop > end or frame[offset] > 1:
+                raise DponeError("mssql_native.stage_integrity_failed", "malformed field")
+            append(frame[offset:stop])
+            offset = stop
+        if offset != end:
+            raise DponeError("mssql_native.stage_integrity_failed", "trailing bytes in frame")
+    return columns
+
+
+def _decode_column(column: TypedColumn, raws: list[bytes]) -> list[object]:
+    """Decode one column's fields, then prove each value re-encodes to exactly its stored field.
+
+    Fast paths decode and re-encode whole columns with comprehensions; any other type goes value by value through
+    :func:`_decode_value` and the digest's own encoder. Either way a decoder defect cannot reach the target.
+    """
+    null = _NULL_FIELD[4:]
+    if not column.nullable and null in raws:
+        raise DponeError("mssql_native.stage_integrity_failed", f"column {column.name}: NULL in a non-nullable column")
+    logical = column.logical
+    values: list[Any]
+    encoded: list[bytes]
+    if logical is LogicalType.INTEGER:
+        values = [None if raw == null else int(raw[1:]) for raw in raws]
+        encoded = [null if value is None else b"\x01" + str(value).encode("ascii") for value in values]
+    elif logical is LogicalType.DECIMAL:
+        scale = column.scale
+        values = [None if raw == null else Decimal(int(raw[1:])).scaleb(-scale, context=_EXACT) for raw in raws]
+        encoded = [
+            null if value is None else b"\x01" + str(int(value.scaleb(scale, context=_EXACT))).encode("ascii")
+            for value in values
+        ]
+    elif logical is LogicalType.STRING:
+        values = [None if raw == null else _text_or_bytes(raw[1:]) for raw in raws]
+        encoded = [
+            null if value is None else _PRESENT + (value.encode("utf-8") if type(value) is str else value)
+            for value in values
+        ]
+    elif logical is LogicalType.DATETIME and column.scale <= 6:
+        factor = 10 ** (6 - column.scale)
+        values = [None if raw == null else _EPOCH + dt.timedelta(microseconds=int(raw[1:]) * factor) for raw in raws]
+        encoded = [
+            null if value is None else b"\x01" + str((value - _EPOCH) // _MICRO // factor).encode("ascii")
+            for value in values
+        ]
+    else:
+        values = [_decode_value(column, raw) for raw in raws]
+        encoded = [_encode(column, value) for value in values]
+    if encoded != raws:
+        raise DponeError("mssql_native.stage_integrity_failed", f"column {column.name}: a value does not re-encode")
+    return values
+
+
+def _text_or_bytes(text: bytes) -> object:
+    try:
+        return text.decode("utf-8")
+    except UnicodeDecodeError:
+        return bytes(text)
 
 
 class DecodedChunk:
@@ -304,26 +359,26 @@ class DecodedChunk:
 def decode_chunk(data: bytes, columns: Sequence[NativeColumn], *, decode_rows: bool = True) -> DecodedChunk:
     """Verify a stage object against its header (row count, typed sum, column layout) and decode it.
 
-    The typed sum is recomputed from the stored frames; decoded values are then re-encoded and compared, so a
-    decoder defect can never hand the target a row whose digest differs from the sealed one.
+    The typed sum is recomputed from the stored frames and checked against the header before anything is decoded;
+    decoded values are then re-encoded and compared field by field, so a decoder defect can never hand the target a
+    row whose digest differs from the sealed one.
     """
     header, body = _split(data)
     if header.get("columns_sha256") != columns_sha256(columns):
         raise DponeError("mssql_native.stage_integrity_failed", "chunk column layout differs from the plan")
-    typed = [column.typed for column in columns]
-    encoders = [field_encoder(column) for column in typed]
-    rows: list[tuple[object, ...]] = []
-    total = 0
-    count = 0
-    for frame in _frames(body):
-        total += int.from_bytes(hashlib.sha256(_ROW_TAG + frame).digest(), "big")
-        count += 1
-        if decode_rows:
-            row = _decode_frame(typed, frame)
-            if b"".join(encoder(value) for encoder, value in zip(encoders, row, strict=True)) != frame:
-                raise DponeError("mssql_native.stage_integrity_failed", "decoded row does not re-encode exactly")
-            rows.append(row)
-    total %= MODULUS
-    if count != header.get("rows") or typed_sum_hex(total) != header.get("typed_sum"):
+    frames = list(_frames(body))
+    sha = hashlib.sha256
+    tag = _ROW_TAG
+    total = sum([int.from_bytes(sha(tag + frame).digest(), "big") for frame in frames]) % MODULUS
+    if len(frames) != header.get("rows") or typed_sum_hex(total) != header.get("typed_sum"):
         raise DponeError("mssql_native.stage_integrity_failed", "chunk rows or typed sum differ from its header")
+    rows: list[tuple[object, ...]] = []
+    if decode_rows and frames:
+        typed = [column.typed for column in columns]
+        fields = _split_fields(frames, len(typed))
+        try:
+            decoded = [_decode_column(column, raws) for column, raws in zip(typed, fields, strict=True)]
+        except (ValueError, OverflowError, IndexError):
+            raise DponeError("mssql_native.stage_integrity_failed", "a field does not decode") from None
+        rows = list(zip(*decoded, strict=True))
     return DecodedChunk(header, rows, total)

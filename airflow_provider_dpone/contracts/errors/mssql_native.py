@@ -217,4 +217,12 @@ CODES += (
         "the stored publication receipt disagrees with the expected rows or digest",
         "stop and investigate: the receipt table was changed or the plan differs from the committed one",
     ),
+    # --- Airflow surface of the route ---
+    (
+        "mssql_native.reextract_required",
+        "an invocation failed before source EOF and was settled (its writer stopped, its stage retired, no target "
+        "custody existed)",
+        "let Airflow retry (or clear the task): the next try re-extracts as a new invocation; fix the cause first if "
+        "it repeats",
+    ),
 )

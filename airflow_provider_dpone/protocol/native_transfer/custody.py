@@ -36,6 +36,15 @@ class LeaseKeeper:
         self.skew = duration / 10
         self.expires_at: dt.datetime | None = None
         self.fenced_holder: str | None = None
+        self._companions: list[LeaseKeeper] = []
+
+    def join(self, companion: LeaseKeeper) -> None:
+        """Keep ``companion`` (an already acquired lease, e.g. the target's) checked and renewed with this one.
+
+        Every ``ensure`` also ensures the companion, so a writer that may have lost either custody stops before its
+        next durable write; ``release`` releases the companion first.
+        """
+        self._companions.append(companion)
 
     def acquire(self) -> None:
         """Take custody, fencing an expired lease; refuse while another lease may still be live."""
@@ -58,8 +67,13 @@ class LeaseKeeper:
             raise DponeError("mssql_native.journal_conflict", "writer lease expired before the write")
         if now >= self.expires_at - self.duration / 2:
             self._write("renewed", now, None)
+        for companion in self._companions:
+            companion.ensure()
 
     def release(self) -> None:
+        for companion in self._companions:
+            companion.release()
+        self._companions.clear()
         if self.expires_at is None:
             return
         self._write("released", self._clock.now(), None)

@@ -8,6 +8,9 @@
 * a sealed invocation is validated from the journal alone (marker, extension, profile, EOF, counts) BEFORE the target
   is bound, then from the stage, and completed with zero source connections;
 * a succeeded operation returns its recorded outcome.
+
+With a :class:`TargetCustody`, the run also holds the target table's lease (taken after the operation lease, checked
+and renewed with it), so two operations never work on one target table at the same time.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from airflow_provider_dpone.protocol.native_transfer.journal import RouteJournal
 from airflow_provider_dpone.protocol.native_transfer.publication import Publisher, TargetFactory
 from airflow_provider_dpone.protocol.native_transfer.recovery import validate_sealed_bindings, validate_stage
 from airflow_provider_dpone.protocol.native_transfer.states import InvocationView, RouteState, apply_record, fold
+from airflow_provider_dpone.protocol.native_transfer.target_custody import TargetCustody
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,7 @@ class NativeTransferRoute:
         lease_duration: dt.timedelta = dt.timedelta(minutes=10),
         checkpoint: Checkpoint = _no_checkpoint,
         new_id: Callable[[], str] = _new_id,
+        target_custody: TargetCustody | None = None,
     ) -> None:
         self._request = request
         self._connector = connector
@@ -83,6 +88,7 @@ class NativeTransferRoute:
         self._checkpoint = checkpoint
         self._new_id = new_id
         self._lease = LeaseKeeper(self._journal, clock, new_id(), lease_duration)
+        self._target_custody = target_custody
         self.source_connections = 0
         self._bound_target: TransferTargetExpectation | None = None
 
@@ -99,6 +105,7 @@ class NativeTransferRoute:
         if last is not None and last.succeeded is not None:
             return self._result(last, resumed_from, (), stage_retired=False)
         self._lease.acquire()
+        self._acquire_target_custody()
         current: InvocationView | None = None
         try:
             settled: tuple[str, ...] = ()
@@ -121,6 +128,18 @@ class NativeTransferRoute:
         except Exception as exc:
             self._stop_cleanly(exc)
             raise
+
+    def _acquire_target_custody(self) -> None:
+        """Take the target table's lease; on refusal give the operation lease back (nothing was written)."""
+        if self._target_custody is None:
+            return
+        try:
+            self._target_custody.acquire()
+        except BaseException:
+            with contextlib.suppress(Exception):
+                self._lease.release()
+            raise
+        self._lease.join(self._target_custody)
 
     def _extract(self) -> InvocationView:
         invocation_id = self._new_id()

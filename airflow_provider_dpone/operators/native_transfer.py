@@ -1,0 +1,227 @@
+"""``DponeNativeTransferOperator``: one ClickHouse table (or one fixed UTC window) into SQL Server or PostgreSQL.
+
+The task runs the native transfer route of seed 003 once per try:
+
+* the operation id is derived from dag_id + run_id + target table + normalized plan (never the try number), so an
+  Airflow retry or a clear of the run is the same operation: it resumes from the journal. After source EOF that
+  resume is source-free (it completes from the durable stage); a failure before EOF was settled by the failing try,
+  and the next try re-extracts as a new invocation (``mssql_native.reextract_required``);
+* retryable codes raise :class:`AirflowException` (Airflow retries); terminal codes raise
+  :class:`AirflowFailException` (no retry), each as one line with the code, the cause and the next action;
+* XCom gets redacted evidence only: ids, counts, digests, phase names. Never hosts, credentials, SQL, values or rows;
+* the log shows the phases and each chunk's progress (rows, bytes).
+
+Stage and journal live under ``stage_base`` (``s3://bucket/prefix`` in production; see
+:func:`~airflow_provider_dpone.hooks.native_transfer.stage_base` for the default).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from airflow.sdk import BaseOperator, Context
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
+
+from airflow_provider_dpone.adapters.storage.native_journal import ObjectJournalStore
+from airflow_provider_dpone.adapters.storage.native_stage import ObjectStageStore
+from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.contracts.manifest import load_manifest, manifest_from_mapping
+from airflow_provider_dpone.contracts.manifest_transfer import NativeTransferManifest
+from airflow_provider_dpone.contracts.native_chunk import RelationRef
+from airflow_provider_dpone.contracts.native_window import UtcWindow
+from airflow_provider_dpone.hooks.native_transfer import DponeNativeTransferHook, stage_base
+from airflow_provider_dpone.operators.native_transfer_support import (
+    OperationIdentity,
+    ProgressJournal,
+    ProgressTarget,
+    UtcClock,
+    is_retryable,
+)
+from airflow_provider_dpone.ports.transfer import SnapshotSourceConnector
+from airflow_provider_dpone.ports.transfer_target import TransferTarget
+from airflow_provider_dpone.protocol.admission import admit_static
+from airflow_provider_dpone.protocol.native_transfer.admission import SourceRequest
+from airflow_provider_dpone.protocol.native_transfer.inspection import summarize
+from airflow_provider_dpone.protocol.native_transfer.route import NativeTransferRoute, RouteResult
+from airflow_provider_dpone.protocol.native_transfer.states import RouteState
+from airflow_provider_dpone.protocol.native_transfer.target_bridge import TargetTable
+from airflow_provider_dpone.protocol.native_transfer.target_custody import TargetCustody
+
+ManifestInput = str | os.PathLike[str] | Mapping[str, Any] | NativeTransferManifest
+ConnectorFactory = Callable[[NativeTransferManifest], SnapshotSourceConnector]
+TargetFactory = Callable[[NativeTransferManifest], TransferTarget]
+_PHASES_LOGGED = frozenset({"admitted", "eof", "stage_complete", "prepared", "loaded", "publish_intent", "succeeded"})
+
+
+def load_transfer_manifest(manifest: ManifestInput) -> NativeTransferManifest:
+    """A native transfer manifest from a path, a mapping or a model (anything else is a terminal error)."""
+    if isinstance(manifest, NativeTransferManifest):
+        return manifest
+    loaded = manifest_from_mapping(dict(manifest)) if isinstance(manifest, Mapping) else load_manifest(Path(manifest))
+    if not isinstance(loaded, NativeTransferManifest):
+        raise DponeError("DPONE_MANIFEST_FIELD_INVALID", "source/sink: not a native transfer manifest")
+    return loaded
+
+
+class DponeNativeTransferOperator(BaseOperator):
+    """Move one ClickHouse table (seed 003 route) into the manifest's SQL Server or PostgreSQL table.
+
+    :param manifest: path to the YAML manifest, an inline mapping, or a loaded :class:`NativeTransferManifest`.
+    :param stage_base: ``ObjectStoragePath`` URL of the durable stage and journal (``s3://...`` in production).
+    :param lease_minutes: writer lease; a crashed try's custody is taken over only after it expires.
+    :param connector_factory: optional source connector builder (default: the manifest's ClickHouse connection).
+    :param target_factory: optional target adapter builder (default: the manifest's SQL Server/PostgreSQL connection).
+    """
+
+    template_fields: Sequence[str] = ("stage_base",)
+    ui_color = "#e8f1fb"
+
+    def __init__(
+        self,
+        *,
+        manifest: ManifestInput,
+        stage_base: str | None = None,
+        lease_minutes: float = 10.0,
+        connector_factory: ConnectorFactory | None = None,
+        target_factory: TargetFactory | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.manifest = manifest
+        self.stage_base = stage_base
+        self.lease_minutes = lease_minutes
+        self.connector_factory = connector_factory
+        self.target_factory = target_factory
+
+    # -- wiring --------------------------------------------------------------------------------------------------
+    def _manifest(self) -> NativeTransferManifest:
+        manifest = load_transfer_manifest(self.manifest)
+        admission = admit_static(manifest)
+        if not admission.admissible:
+            first = admission.blockers[0]
+            raise DponeError(first.code, f"{first.field}: {first.detail}")
+        return manifest
+
+    def _connector(self, manifest: NativeTransferManifest) -> SnapshotSourceConnector:
+        if self.connector_factory is not None:
+            return self.connector_factory(manifest)
+        return DponeNativeTransferHook(manifest).source_connector()
+
+    def _target(self, manifest: NativeTransferManifest) -> TransferTarget:
+        if self.target_factory is not None:
+            return self.target_factory(manifest)
+        return DponeNativeTransferHook(manifest).target()
+
+    @staticmethod
+    def request(manifest: NativeTransferManifest, identity: OperationIdentity) -> SourceRequest:
+        window = manifest.load.window
+        return SourceRequest(
+            operation_id=identity.operation_id,
+            route_fingerprint=identity.plan_digest,
+            relation=RelationRef(database=manifest.source.database, table=manifest.source.table),
+            window=None if window is None else UtcWindow.of(window.column, window.start, window.end),
+            options=manifest.source.options.native_transfer,
+        )
+
+    def build_route(
+        self, manifest: NativeTransferManifest, identity: OperationIdentity, base: str
+    ) -> tuple[NativeTransferRoute, ProgressJournal]:
+        clock = UtcClock()
+        lease = dt.timedelta(minutes=self.lease_minutes)
+        journal = ProgressJournal(ObjectJournalStore(base, identity.operation_id), self.log)
+        custody = TargetCustody(
+            ObjectJournalStore(f"{base}/targets", identity.target_key),
+            identity.operation_id,
+            clock,
+            lease,
+            lambda operation: ObjectJournalStore(base, operation),
+        )
+        table = TargetTable(schema=manifest.sink.target_schema, table=manifest.sink.table)
+        route = NativeTransferRoute(
+            self.request(manifest, identity),
+            connector=self._connector(manifest),
+            journal_store=journal,
+            stage=ObjectStageStore(base, identity.operation_id),
+            target_factory=lambda: ProgressTarget(self._target(manifest), table, self.log),
+            clock=clock,
+            lease_duration=lease,
+            checkpoint=self._checkpoint,
+            target_custody=custody,
+        )
+        return route, journal
+
+    def _checkpoint(self, point: str) -> None:
+        if point in _PHASES_LOGGED:
+            self.log.info("route checkpoint %s", point)
+
+    # -- execution -----------------------------------------------------------------------------------------------
+    def execute(self, context: Context) -> dict[str, Any]:
+        try:
+            manifest = self._manifest()
+        except DponeError as exc:
+            raise AirflowFailException(str(exc)) from None
+        dag_run = context["dag_run"]
+        identity = OperationIdentity(manifest, dag_run.dag_id, dag_run.run_id)
+        base = stage_base(self.stage_base)
+        self.log.info(
+            "native transfer: operation %s, plan %s, sink %s",
+            identity.operation_id,
+            identity.plan_digest,
+            manifest.sink.type,
+        )
+        route, journal = self.build_route(manifest, identity, base)
+        try:
+            result = route.run()
+        except DponeError as exc:
+            self._fail(exc, journal)
+        evidence = self.evidence(manifest, identity, result, journal)
+        self.log.info("native transfer succeeded: %d rows, workload digest %s", result.rows, result.workload_digest)
+        return evidence
+
+    def _fail(self, error: DponeError, journal: ProgressJournal) -> Any:
+        """Raise the Airflow outcome of ``error``: terminal codes never retry; a settled pre-EOF failure says so."""
+        if not is_retryable(error.code):
+            self.log.error("%s (terminal)", error)
+            raise AirflowFailException(str(error)) from None
+        try:
+            summary = summarize(journal)
+        except Exception:  # noqa: BLE001 - an unreadable journal must not replace the primary error
+            summary = None
+        if summary is not None and summary.state is RouteState.REEXTRACT_REQUIRED:
+            settled = DponeError(
+                "mssql_native.reextract_required",
+                f"invocation {summary.invocation_id} settled before EOF after {error.code}",
+            )
+            self.log.warning("%s (retryable)", settled)
+            raise AirflowException(str(settled)) from None
+        self.log.warning("%s (retryable)", error)
+        raise AirflowException(str(error)) from None
+
+    @staticmethod
+    def evidence(
+        manifest: NativeTransferManifest, identity: OperationIdentity, result: RouteResult, journal: ProgressJournal
+    ) -> dict[str, Any]:
+        """Redacted evidence for XCom: ids, counts, digests and phases only."""
+        snapshot = manifest.source.options.native_transfer.source_snapshot
+        return {
+            "kind": "dpone.native-transfer-result.v1",
+            "route": f"native_transfer_{manifest.sink.type}",
+            "source_snapshot": None if snapshot is None else snapshot.mode.value,
+            "replica_scope": None if snapshot is None else snapshot.replica_scope.value,
+            "normalized_plan_digest": identity.plan_digest,
+            "operation_id": result.operation_id,
+            "invocation_id": result.invocation_id,
+            "rows": result.rows,
+            "workload_digest": result.workload_digest,
+            "publication_id": result.publication_id,
+            "resumed_from": result.resumed_from.value,
+            "settled_invocations": list(result.settled_invocations),
+            "source_connections": result.source_connections,
+            "endpoint_authority_agreement": result.endpoint_authority_agreement,
+            "stage_retired": result.stage_retired,
+            **summarize(journal).evidence(),
+        }

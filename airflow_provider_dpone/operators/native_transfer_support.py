@@ -1,0 +1,109 @@
+"""Helpers of the native transfer operator: identity, failure classification, progress logging, the clock.
+
+Identity: an operation is (dag_id, run_id, target table, normalized plan); the try number never enters it, so an
+Airflow retry or a clear of the run is the same operation and resumes from its journal.
+
+Classification: a code is *retryable* when a later try can succeed without a human changing anything (held custody
+expires, an unknown outcome is reconciled, an absent publication is republished from the stage, a settled pre-EOF
+invocation is re-extracted); every other code is *terminal* and fails the task without retry.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import Any, Final
+
+from airflow_provider_dpone.contracts.manifest import normalized_plan_digest
+from airflow_provider_dpone.contracts.manifest_transfer import NativeTransferManifest
+from airflow_provider_dpone.contracts.native_chunk import ChunkReceipt, operation_id
+from airflow_provider_dpone.contracts.native_journal import LeaseRecord, decode_record
+from airflow_provider_dpone.ports.transfer import ChunkEvidence, JournalStore, TargetInvocation
+from airflow_provider_dpone.ports.transfer_target import TransferTarget
+from airflow_provider_dpone.protocol.native_transfer.target_bridge import TargetPortBridge, TargetTable
+from airflow_provider_dpone.protocol.native_transfer.target_custody import target_key
+
+RETRYABLE: Final[frozenset[str]] = frozenset(
+    f"mssql_native.{name}"
+    for name in (
+        "custody_held",
+        "journal_conflict",
+        "reextract_required",
+        "publication_absent",
+        "publication_outcome_unknown",
+        "source_metadata_unavailable",
+        "source_query_failed",
+        "source_snapshot_drift",
+        "source_provenance_incomplete",
+        "source_eof_mismatch",
+        "target_unavailable",
+        "target_prepare_failed",
+        "target_load_failed",
+        "target_chunk_already_loaded",
+        "target_chunk_verification_failed",
+        "target_verification_failed",
+        "target_staging_missing",
+        "target_staging_incomplete",
+        "target_publication_failed",
+        "target_publication_outcome_unknown",
+        "target_publication_in_flight",
+    )
+)
+
+
+def is_retryable(code: str) -> bool:
+    return code in RETRYABLE
+
+
+class OperationIdentity:
+    """The deterministic ids of one operation of a DAG run."""
+
+    def __init__(self, manifest: NativeTransferManifest, dag_id: str, run_id: str) -> None:
+        sink = manifest.sink
+        self.plan_digest = normalized_plan_digest(manifest)
+        self.target_key = target_key(sink.type, sink.connection_id, sink.target_schema, sink.table)
+        self.operation_id = operation_id(dag_id, run_id, self.target_key, self.plan_digest)
+
+
+class UtcClock:
+    def now(self) -> dt.datetime:
+        return dt.datetime.now(dt.UTC)
+
+
+class ProgressJournal:
+    """A journal store that logs every record it appends: phases, and per-chunk rows and bytes (no values)."""
+
+    def __init__(self, store: JournalStore, log: Any) -> None:
+        self._store = store
+        self._log = log
+
+    def append(self, seq: int, data: bytes) -> None:
+        self._store.append(seq, data)
+        record = decode_record(data)
+        body = record.body
+        if isinstance(body, LeaseRecord):
+            return
+        if isinstance(body, ChunkReceipt):
+            self._log.info("chunk %d sealed: %d rows, %d bytes", body.ordinal, body.rows, body.object_bytes)
+        else:
+            self._log.info("phase %s", record.kind)
+
+    def read_all(self) -> list[tuple[int, bytes]]:
+        return self._store.read_all()
+
+
+class ProgressTarget(TargetPortBridge):
+    """The bridge, logging each chunk as the target verified it."""
+
+    def __init__(self, target: TransferTarget, table: TargetTable, log: Any) -> None:
+        super().__init__(target, table)
+        self._log = log
+
+    def load_chunk(self, invocation: TargetInvocation, ordinal: int, rows: Sequence[Sequence[object]]) -> None:
+        super().load_chunk(invocation, ordinal, rows)
+        self._log.info("chunk %d loaded into target staging: %d rows", ordinal, len(rows))
+
+    def verify_chunk(self, invocation: TargetInvocation, expected: ChunkEvidence) -> ChunkEvidence:
+        observed = super().verify_chunk(invocation, expected)
+        self._log.info("chunk %d verified by the target: %d rows", observed.ordinal, observed.rows)
+        return observed

@@ -1,0 +1,293 @@
+"""Benchmark: the whole native transfer route, ClickHouse -> durable stage -> PostgreSQL, vs a plain stream read.
+
+For each shape (``narrow``: 5 columns; ``wide``: 100 columns) and row count, a fresh worker process starts one
+in-process ClickHouse engine (chdb), loads a ReplacingMergeTree over four inserts, and runs one warmup plus N measured
+trials of:
+
+* baseline: clickhouse-connect's ``query_column_block_stream`` of exactly the route's data SELECT (same projection,
+  provenance columns and frozen settings), consuming every block;
+* ours: ``NativeTransferRoute.run()`` (full refresh, ``exact_raw_rows``): runtime admission and the raw-snapshot
+  profile, the one SELECT, typed chunks sealed into a file:// stage with their journal, EOF sealing, then source-free
+  prepare, binary COPY of every chunk into PostgreSQL, target-local verification, the atomic publication with its
+  receipt, evidence and cleanup.
+
+Printed per shape and size: median/min/max seconds, rows/s and bytes/s (bytes = the typed stage bytes, the same
+logical bytes for both), the ratio ours/baseline measured in the same run, each phase's share of the route
+(preflight = admission and the pre-query physical profile; sealing = authority re-observation and the post-query
+profile), and the peak RSS growth of the process during each trial: bounded chunks keep it flat from the small to the
+large row count. A throwaway PostgreSQL server is started once (``tests/fixtures/postgres.py``) unless ``--dsn`` is
+given. Not part of the pytest suite.
+
+    .venv/bin/python bench/native_transfer.py [--rows 100000 1000000] [--shapes narrow wide] [--trials 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import itertools
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+PHASES = ("admitted", "eof", "stage_complete", "loaded", "succeeded")
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+class PeakSampler:
+    """Samples VmRSS every 5 ms in a thread; ``peak`` is the highest value seen while running."""
+
+    def __init__(self) -> None:
+        self.peak = _rss_bytes()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, _rss_bytes())
+            time.sleep(0.005)
+
+    def __enter__(self) -> PeakSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, _rss_bytes())
+
+
+def _columns(shape: str) -> tuple[str, str]:
+    """(column definitions, SELECT expressions over ``number`` and the insert batch ``b``)."""
+    if shape == "narrow":
+        return (
+            "id UInt64, ver UInt64, payload String, amount Nullable(Decimal(18, 4)), ts DateTime64(3, 'UTC')",
+            "number, b, concat('payload-', toString(number)), if(number % 7 = 0, NULL, toDecimal64(number, 4) / 3), "
+            "toDateTime64('2026-01-01 00:00:00', 3, 'UTC') + number",
+        )
+    definitions = ["id UInt64", "ver UInt64"]
+    expressions = ["number", "b"]
+    for i in range(98):
+        kind = i % 4
+        if kind == 0:
+            definitions.append(f"i{i} Int64")
+            expressions.append(f"toInt64(number * {i + 3}) - 1000")
+        elif kind == 1:
+            definitions.append(f"s{i} String")
+            expressions.append(f"toString(number % {i + 11})")
+        elif kind == 2:
+            definitions.append(f"d{i} Nullable(Decimal(18, 4))")
+            expressions.append(f"if(number % {i + 5} = 0, NULL, toDecimal64(number % 100000, 4) / 7)")
+        else:
+            definitions.append(f"t{i} DateTime64(3, 'UTC')")
+            expressions.append(f"toDateTime64('2026-01-01 00:00:00', 3, 'UTC') + number + {i}")
+    return ", ".join(definitions), ", ".join(expressions)
+
+
+def worker(shape: str, rows: int, trials: int, dsn: str, chunk_rows: int) -> dict[str, Any]:
+    import clickhouse_connect
+    import psycopg
+
+    from airflow_provider_dpone.adapters.clickhouse.snapshot_session import (
+        ClickHouseSnapshotConnector,
+        inprocess_transport,
+    )
+    from airflow_provider_dpone.adapters.clickhouse.snapshot_sql import render_select
+    from airflow_provider_dpone.adapters.postgres.target import PostgresTransferTarget, postgres_connection_factory
+    from airflow_provider_dpone.adapters.storage.native_journal import ObjectJournalStore
+    from airflow_provider_dpone.adapters.storage.native_stage import ObjectStageStore
+    from airflow_provider_dpone.contracts.native_chunk import RelationRef
+    from airflow_provider_dpone.contracts.native_transfer_options import NativeTransferOptions
+    from airflow_provider_dpone.protocol.native_transfer.admission import SourceRequest, admit
+    from airflow_provider_dpone.protocol.native_transfer.route import NativeTransferRoute
+    from airflow_provider_dpone.protocol.native_transfer.target_bridge import TargetPortBridge, TargetTable
+
+    class Clock:
+        def now(self) -> dt.datetime:
+            return dt.datetime.now(dt.UTC)
+
+    path = tempfile.mkdtemp(prefix="dpone-bench-chdb-")
+    stage_root = tempfile.mkdtemp(prefix="dpone-bench-stage-")
+    config = Path(path) / "config.xml"
+    config.write_text(
+        "<clickhouse><users><default><password></password><networks><ip>::/0</ip></networks>"
+        "<profile>default</profile><quota>default</quota><access_management>1</access_management></default></users>"
+        "<profiles><default></default></profiles><quotas><default></default></quotas>"
+        f"<user_directories><users_xml><path>{config}</path></users_xml></user_directories></clickhouse>"
+    )
+    engine = {"interface": "chdb", "path": path, "chdb_options": {"config-file": str(config)}}
+    admin = clickhouse_connect.get_client(**engine)
+    admin.command("CREATE DATABASE bench ENGINE = Atomic")
+    definitions, expressions = _columns(shape)
+    admin.command(f"CREATE TABLE bench.events ({definitions}) ENGINE = ReplacingMergeTree(ver) ORDER BY id")
+    for batch in range(4):
+        select = expressions.replace(", b,", f", {batch},", 1)
+        admin.command(f"INSERT INTO bench.events SELECT {select} FROM numbers({rows // 4})")
+    schema = f"bench_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    connector = ClickHouseSnapshotConnector(lambda: clickhouse_connect.get_client(**engine), inprocess_transport(path))
+    options = NativeTransferOptions.model_validate(
+        {"source_snapshot": {"mode": "exact_raw_rows"}, "execution": {"chunk_rows": chunk_rows}}
+    )
+    target = PostgresTransferTarget(postgres_connection_factory(dsn))
+    results: dict[str, list[Any]] = {"baseline_s": [], "ours_s": [], "ours_peak": [], "phases": [], "stage_bytes": []}
+    for trial in range(trials + 1):
+        operation = uuid.uuid4().hex
+        request = SourceRequest(
+            operation_id=operation,
+            route_fingerprint="0" * 64,
+            relation=RelationRef(database="bench", table="events"),
+            window=None,
+            options=options,
+        )
+        probe = connector.connect()
+        admitted = admit(probe, request, uuid.uuid4().hex, f"bench-{uuid.uuid4().hex}")
+        probe.close()
+        sql, parameters = render_select(admitted.query)
+        settings = {**admitted.query.settings_dict(), "max_block_size": admitted.query.block_rows}
+        plain = clickhouse_connect.get_client(**engine)
+        started = time.perf_counter()
+        count = 0
+        with plain.query_column_block_stream(
+            sql, parameters=parameters, settings=settings, query_formats={"String": "bytes"}
+        ) as stream:
+            for block in stream:
+                count += len(block[0])
+        baseline = time.perf_counter() - started
+        plain.close()
+        assert count == rows, (count, rows)
+        marks: dict[str, float] = {}
+
+        def checkpoint(point: str, marks: dict[str, float] = marks) -> None:
+            if point in PHASES:
+                marks[point] = time.perf_counter()
+
+        stage_bytes = {"total": 0}
+        stage = ObjectStageStore(f"file://{stage_root}", operation)
+        original_put = stage.put
+
+        def counting_put(
+            key: str, data: bytes, original_put: Any = original_put, stage_bytes: dict[str, int] = stage_bytes
+        ) -> None:
+            if key.endswith(".chunk"):
+                stage_bytes["total"] += len(data)
+            original_put(key, data)
+
+        stage.put = counting_put  # type: ignore[method-assign]
+        route = NativeTransferRoute(
+            request,
+            connector=connector,
+            journal_store=ObjectJournalStore(f"file://{stage_root}", operation),
+            stage=stage,
+            target_factory=lambda: TargetPortBridge(target, TargetTable(schema=schema, table="events")),
+            clock=Clock(),
+            lease_duration=dt.timedelta(hours=1),
+            checkpoint=checkpoint,
+        )
+        start_rss = _rss_bytes()
+        with PeakSampler() as memory:
+            started = time.perf_counter()
+            result = route.run()
+            ours = time.perf_counter() - started
+        assert result.rows == rows
+        if trial == 0:
+            continue
+        points = [started, *(marks[name] for name in PHASES)]
+        results["baseline_s"].append(baseline)
+        results["ours_s"].append(ours)
+        results["ours_peak"].append(memory.peak - start_rss)
+        results["stage_bytes"].append(stage_bytes["total"])
+        results["phases"].append([b - a for a, b in itertools.pairwise(points)])
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+    return {"shape": shape, "rows": rows, "trials": trials, **results}
+
+
+def summarize(result: dict[str, Any]) -> None:
+    def spread(values: list[float]) -> str:
+        return f"median {statistics.median(values):.3f} s (min {min(values):.3f}, max {max(values):.3f})"
+
+    rows = result["rows"]
+    baseline, ours = statistics.median(result["baseline_s"]), statistics.median(result["ours_s"])
+    data = statistics.median(result["stage_bytes"])
+    print(f"\n== {result['shape']}, {rows:,} rows, {result['trials']} measured trials (+1 warmup) ==")
+    print(
+        f"baseline stream read : {spread(result['baseline_s'])}  {rows / baseline:,.0f} rows/s  {data / baseline / 2**20:,.1f} MiB/s"
+    )
+    print(
+        f"route into PostgreSQL: {spread(result['ours_s'])}  {rows / ours:,.0f} rows/s  {data / ours / 2**20:,.1f} MiB/s"
+    )
+    print(f"ratio route / stream : {ours / baseline:.2f}x   (typed stage bytes {data / 2**20:.1f} MiB)")
+    shares = [statistics.median(phase[i] for phase in result["phases"]) for i in range(len(PHASES))]
+    total = sum(shares)
+    names = ("preflight", "stream+stage", "sealing", "load+verify", "publish+evidence")
+    print("phase shares         : " + ", ".join(f"{n} {s / total:.1%}" for n, s in zip(names, shares, strict=True)))
+    print(f"raw-profile overhead : {(shares[0] + shares[2]) / total:.1%} of the route (preflight + EOF sealing)")
+    print(f"peak RSS growth      : {max(result['ours_peak']) / 2**20:.1f} MiB")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, nargs="+", default=[100_000, 1_000_000])
+    parser.add_argument("--shapes", nargs="+", default=["narrow", "wide"], choices=["narrow", "wide"])
+    parser.add_argument("--trials", type=int, default=3)
+    parser.add_argument("--chunk-rows", type=int, default=100_000)
+    parser.add_argument("--dsn", default=None)
+    parser.add_argument("--worker", nargs=2, metavar=("SHAPE", "DSN"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        shape, dsn = args.worker
+        print(json.dumps(worker(shape, args.rows[0], args.trials, dsn, args.chunk_rows)))
+        return
+    sys.path.insert(0, str(REPO))
+    import airflow_provider_dpone
+
+    env = {**os.environ, "PYTHONPATH": str(Path(airflow_provider_dpone.__file__).resolve().parent.parent)}
+
+    def run_all(dsn: str) -> None:
+        for shape in args.shapes:
+            results = []
+            for rows in args.rows:
+                command = [sys.executable, __file__, "--worker", shape, dsn, "--rows", str(rows)]
+                command += ["--trials", str(args.trials), "--chunk-rows", str(args.chunk_rows)]
+                output = subprocess.run(command, env=env, capture_output=True, text=True)
+                if output.returncode:
+                    raise SystemExit(f"worker {shape}/{rows} failed:\n{output.stderr[-4000:]}")
+                results.append(json.loads(output.stdout.strip().splitlines()[-1]))
+                summarize(results[-1])
+            if len(results) >= 2:
+                small, large = results[0], results[-1]
+                print(
+                    f"\n{shape}: peak RSS growth {max(small['ours_peak']) / 2**20:.1f} MiB at {small['rows']:,} rows vs "
+                    f"{max(large['ours_peak']) / 2**20:.1f} MiB at {large['rows']:,} rows "
+                    f"(rows x{large['rows'] / small['rows']:.0f})"
+                )
+
+    if args.dsn:
+        run_all(args.dsn)
+        return
+    from tests.fixtures.postgres import throwaway_cluster
+
+    with throwaway_cluster() as server:
+        run_all(server.dsn)
+
+
+if __name__ == "__main__":
+    main()

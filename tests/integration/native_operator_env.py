@@ -1,0 +1,93 @@
+"""Shared setup of the operator tests: the examples' source table on the in-process engine, seams, a task context."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+from airflow_provider_dpone.adapters.clickhouse.snapshot_session import ClickHouseSnapshotConnector, inprocess_transport
+from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.contracts.manifest_transfer import NativeTransferManifest
+from airflow_provider_dpone.contracts.transfer_target import TargetPlan
+from airflow_provider_dpone.contracts.transfer_target_receipts import PublicationReceipt, PublicationRequest
+from airflow_provider_dpone.ports.transfer_target import TransferTarget
+from tests.integration import native_chdb
+
+SOURCE_DATABASE = "events"
+SOURCE_TABLE = "raw_events"
+RAW_EVENTS = (
+    "(id UInt64, ver UInt64, is_deleted UInt8, payload Nullable(String), event_time DateTime64(3, 'UTC'), "
+    "amount Nullable(Decimal(18, 4)))"
+)
+BATCHES = (
+    "(1, 1, 0, 'a', '2026-09-01 00:00:00.001', 1.5), (2, 1, 0, NULL, '2026-09-01 08:00:00', 0)",
+    "(1, 2, 0, 'b', '2026-09-01 09:00:00', 2), (3, 1, 0, '', '2026-08-31 23:59:59.999', NULL)",
+    "(1, 2, 0, 'b', '2026-09-01 09:00:00', 2), (4, 1, 0, '0', '2026-09-02 00:00:00', -0.0001)",
+    "(2, 2, 1, NULL, '2026-09-01 10:00:00', 0)",
+)
+"""Separate inserts: 7 raw rows, 5 of them inside the examples' window ``[2026-09-01, 2026-09-02)``."""
+
+
+def create_source(admin: Any) -> None:
+    """(Re)create the examples' source table ``events.raw_events`` (a ReplacingMergeTree) with its 4 inserts."""
+    admin.command(f"DROP DATABASE IF EXISTS {SOURCE_DATABASE} SYNC")
+    admin.command(f"CREATE DATABASE {SOURCE_DATABASE} ENGINE = Atomic")
+    admin.command(
+        f"CREATE TABLE {SOURCE_DATABASE}.{SOURCE_TABLE} {RAW_EVENTS} ENGINE = ReplacingMergeTree(ver, is_deleted) "
+        "PARTITION BY toYYYYMMDD(event_time) ORDER BY id"
+    )
+    for batch in BATCHES:
+        admin.command(f"INSERT INTO {SOURCE_DATABASE}.{SOURCE_TABLE} VALUES {batch}")
+
+
+@dataclass
+class SourceSeam:
+    """One connector for every try of a test, so its count is the total number of source connections."""
+
+    deny: bool = False
+    connector: ClickHouseSnapshotConnector = field(init=False)
+
+    def __post_init__(self) -> None:
+        path, _ = native_chdb.engine()
+        self.connector = ClickHouseSnapshotConnector(self._client, inprocess_transport(path))
+
+    def _client(self) -> Any:
+        if self.deny:
+            raise AssertionError("the source was opened")
+        return native_chdb.client()
+
+    def __call__(self, manifest: NativeTransferManifest) -> ClickHouseSnapshotConnector:
+        return self.connector
+
+
+class FlakyPublish:
+    """A target whose first ``publish`` fails before anything is committed (then behaves normally)."""
+
+    def __init__(self, target: TransferTarget, failures: int = 1) -> None:
+        self._target = target
+        self.failures = failures
+
+    def publish(self, plan: TargetPlan, request: PublicationRequest) -> PublicationReceipt:
+        if self.failures:
+            self.failures -= 1
+            raise DponeError("mssql_native.target_publication_failed", "connection refused before BEGIN (simulated)")
+        return self._target.publish(plan, request)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._target, name)
+
+
+def context(dag_id: str = "dag", run_id: str = "manual__2026-09-30", try_number: int = 1) -> dict[str, Any]:
+    return {"dag_run": SimpleNamespace(dag_id=dag_id, run_id=run_id), "ti": SimpleNamespace(try_number=try_number)}
+
+
+def factory(target: TransferTarget) -> Callable[[NativeTransferManifest], TransferTarget]:
+    return lambda manifest: target
+
+
+def redaction_problems(evidence: dict[str, Any], secrets: list[str]) -> list[str]:
+    text = json.dumps(evidence)
+    return [secret for secret in secrets if secret and secret in text]

@@ -1,0 +1,161 @@
+"""The native transfer route end to end: ClickHouse (in-process engine) -> durable file:// stage -> real PostgreSQL.
+
+Everything on the data path is real: the ClickHouse engine and clickhouse-connect, the route, the stage and journal
+on ``ObjectStoragePath``, the bridge, the PostgreSQL adapter and server. Faults are injected only where a real
+failure cannot be produced deterministically: process deaths at named route checkpoints (:class:`Crash`) and the
+PostgreSQL COMMIT outcome (the target harness's connection proxy).
+"""
+
+from __future__ import annotations
+
+import collections
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from airflow_provider_dpone.adapters.clickhouse.snapshot_session import ClickHouseSnapshotConnector, inprocess_transport
+from airflow_provider_dpone.adapters.storage.native_journal import ObjectJournalStore
+from airflow_provider_dpone.adapters.storage.native_stage import ObjectStageStore
+from airflow_provider_dpone.contracts.identifiers import quote_postgres
+from airflow_provider_dpone.contracts.native_chunk import RelationRef
+from airflow_provider_dpone.contracts.native_transfer_options import NativeTransferOptions
+from airflow_provider_dpone.contracts.native_window import UtcWindow
+from airflow_provider_dpone.protocol.native_transfer.admission import SourceRequest
+from airflow_provider_dpone.protocol.native_transfer.route import NativeTransferRoute, RouteResult
+from airflow_provider_dpone.protocol.native_transfer.target_bridge import TargetPortBridge, TargetTable
+from airflow_provider_dpone.protocol.native_transfer.target_custody import TargetCustody, target_key
+from tests.fakes.transfer_source import ManualClock
+from tests.fixtures.target_harness import PostgresHarness
+from tests.integration import native_chdb
+from tests.integration.native_route_chdb import RAW, RecordingClient, multiset
+
+LEASE = dt.timedelta(minutes=10)
+EVENTS = (
+    "(id UInt64, ver UInt64, is_deleted UInt8, payload Nullable(String), ts DateTime64(3, 'UTC'), "
+    "amount Nullable(Decimal(18, 4)))"
+)
+EVENT_BATCHES = (
+    "(1, 1, 0, 'a', '2026-01-01 00:00:00.001', 1.5), (2, 1, 0, NULL, '2026-01-02 00:00:00', 0)",
+    "(1, 2, 0, 'b', '2026-01-03 00:00:00', 2), (3, 1, 0, '', '2026-01-04 00:00:00', NULL)",
+    "(1, 2, 0, 'b', '2026-01-03 00:00:00', 2), (4, 1, 0, '0', '2026-02-05 00:00:00', -0.0001)",
+    "(2, 2, 1, NULL, '2026-02-06 00:00:00', 0)",
+)
+
+
+def events_table(admin: Any, db: str) -> RelationRef:
+    """A ReplacingMergeTree with duplicate keys, identical duplicates, versions and a delete marker (4 inserts)."""
+    admin.command(
+        f"CREATE TABLE {db}.events {EVENTS} ENGINE = ReplacingMergeTree(ver, is_deleted) "
+        "PARTITION BY toYYYYMM(ts) ORDER BY id"
+    )
+    for batch in EVENT_BATCHES:
+        admin.command(f"INSERT INTO {db}.events VALUES {batch}")
+    return RelationRef(database=db, table="events")
+
+
+class Crash(BaseException):
+    """A process death at a route checkpoint: no cleanup handler of the route runs."""
+
+
+def crash_at(name: str, occurrence: int = 1, before: Callable[[], None] | None = None) -> Callable[[str], None]:
+    seen = {"count": 0}
+
+    def checkpoint(point: str) -> None:
+        if point == name:
+            seen["count"] += 1
+            if seen["count"] == occurrence:
+                if before is not None:
+                    before()
+                raise Crash(point)
+
+    return checkpoint
+
+
+@dataclass
+class PgRoute:
+    """One operation (``operation``) of the route into ``harness``'s schema; each ``run`` is one try."""
+
+    root: Path
+    relation: RelationRef
+    harness: PostgresHarness
+    table: str = "events_copy"
+    operation: str = "fedcba9876543210fedcba9876543210"
+    options: dict[str, Any] = field(default_factory=lambda: dict(RAW))
+    window: UtcWindow | None = None
+    clock: ManualClock = field(default_factory=ManualClock)
+    streams: list[str] = field(default_factory=list)
+    deny_source: bool = False
+    last_connections: int = 0
+
+    def _client(self) -> Any:
+        if self.deny_source:
+            raise AssertionError("the source was opened after EOF")
+        return RecordingClient(native_chdb.client(), self.streams)
+
+    def journal(self, operation: str | None = None) -> ObjectJournalStore:
+        return ObjectJournalStore(f"file://{self.root}", operation or self.operation)
+
+    def route(self, checkpoint: Callable[[str], None] | None = None, chunk_rows: int = 2) -> NativeTransferRoute:
+        path, _ = native_chdb.engine()
+        self.connector = ClickHouseSnapshotConnector(self._client, inprocess_transport(path))
+        options = {**self.options, "execution": {"chunk_rows": chunk_rows}}
+        table = TargetTable(schema=self.harness.schema, table=self.table)
+        custody = TargetCustody(
+            ObjectJournalStore(f"file://{self.root}/targets", target_key("postgres", "pg", table.schema, table.table)),
+            self.operation,
+            self.clock,
+            LEASE,
+            self.journal,
+        )
+        return NativeTransferRoute(
+            SourceRequest(
+                operation_id=self.operation,
+                route_fingerprint="e" * 64,
+                relation=self.relation,
+                window=self.window,
+                options=NativeTransferOptions.model_validate(options),
+                block_rows=3,
+            ),
+            connector=self.connector,
+            journal_store=self.journal(),
+            stage=ObjectStageStore(f"file://{self.root}", self.operation),
+            target_factory=lambda: TargetPortBridge(self.harness.target, table),
+            clock=self.clock,
+            lease_duration=LEASE,
+            target_custody=custody,
+            **({} if checkpoint is None else {"checkpoint": checkpoint}),
+        )
+
+    def run(self, checkpoint: Callable[[str], None] | None = None, chunk_rows: int = 2) -> RouteResult:
+        route = self.route(checkpoint, chunk_rows)
+        try:
+            return route.run()
+        finally:
+            self.last_connections = self.connector.connections
+
+    def expire_leases(self) -> None:
+        self.clock.advance(LEASE * 2)
+
+    def target_rows(self) -> collections.Counter[tuple[object, ...]]:
+        with psycopg.connect(self.harness.dsn, autocommit=True) as conn:
+            found = conn.execute(
+                f"SELECT * FROM {quote_postgres(self.harness.schema)}.{quote_postgres(self.table)}"
+            ).fetchall()
+        return multiset(found)
+
+    def receipts(self) -> int:
+        with psycopg.connect(self.harness.dsn, autocommit=True) as conn:
+            row = conn.execute(
+                f"SELECT count(*) FROM {quote_postgres(self.harness.schema)}.__dpone_publication_receipts"
+            ).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    def journal_kinds(self) -> list[str]:
+        import json
+
+        return [json.loads(raw)["kind"] for _, raw in self.journal().read_all()]

@@ -1,0 +1,203 @@
+"""``DponeNativeTransferOperator.execute`` on the real engine and a real PostgreSQL: identity, retry, failure rules.
+
+Each call of ``execute`` is one Airflow try of the same task instance (same dag_id and run_id); the seams replace
+only the connection lookups (the in-process engine has no network endpoint).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
+
+from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.contracts.manifest import load_manifest
+from airflow_provider_dpone.contracts.manifest_transfer import NativeTransferManifest
+from airflow_provider_dpone.operators.native_transfer import DponeNativeTransferOperator
+from airflow_provider_dpone.operators.native_transfer_support import OperationIdentity
+from tests.fixtures.target_harness import PostgresHarness
+from tests.integration import native_chdb
+from tests.integration.native_operator_env import (
+    FlakyPublish,
+    SourceSeam,
+    context,
+    create_source,
+    factory,
+    redaction_problems,
+)
+from tests.integration.native_route_chdb import read_rows
+from tests.integration.native_route_pg import PgRoute
+from tests.unit.manifest_samples import EXAMPLES
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+@pytest.fixture(scope="module")
+def admin():
+    client = native_chdb.client()
+    create_source(client)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def harness(postgres_server):
+    created = PostgresHarness(postgres_server.dsn)
+    yield created
+    created.close()
+
+
+def manifest_for(harness: PostgresHarness, **source_options: Any) -> NativeTransferManifest:
+    loaded = load_manifest(EXAMPLES / "clickhouse_to_postgres_raw_snapshot.yaml")
+    assert isinstance(loaded, NativeTransferManifest)
+    raw = loaded.model_dump(mode="json", by_alias=True, exclude_none=True)
+    raw["sink"]["schema"] = harness.schema
+    if source_options:
+        raw["source"]["options"]["native_transfer"] = source_options
+    return NativeTransferManifest.model_validate(raw)
+
+
+def operator(harness: PostgresHarness, tmp_path, seam: SourceSeam, target: Any = None, **kwargs: Any):
+    return DponeNativeTransferOperator(
+        task_id="transfer",
+        manifest=kwargs.pop("manifest", None) or manifest_for(harness),
+        stage_base=f"file://{tmp_path}",
+        connector_factory=seam,
+        target_factory=factory(target or harness.target),
+        **kwargs,
+    )
+
+
+def published(harness: PostgresHarness, tmp_path) -> Any:
+    return PgRoute(tmp_path, None, harness, table="raw_events").target_rows()  # type: ignore[arg-type]
+
+
+def test_identity_is_the_run_and_the_plan_never_the_try(harness) -> None:
+    manifest = manifest_for(harness)
+    first = OperationIdentity(manifest, "dag", "run-1")
+    assert first.operation_id == OperationIdentity(manifest, "dag", "run-1").operation_id
+    assert first.operation_id != OperationIdentity(manifest, "dag", "run-2").operation_id
+    assert first.operation_id != OperationIdentity(manifest, "other", "run-1").operation_id
+    changed = manifest_for(harness, execution={"chunk_rows": 3})
+    assert first.operation_id != OperationIdentity(changed, "dag", "run-1").operation_id
+    assert first.target_key == OperationIdentity(changed, "dag", "run-1").target_key
+
+
+def test_success_returns_redacted_evidence(admin, harness, tmp_path, postgres_server) -> None:
+    evidence = operator(harness, tmp_path, SourceSeam()).execute(context())
+    assert evidence["rows"] == 7 and evidence["chunks"] == 1 and evidence["state"] == "succeeded"
+    assert evidence["source_snapshot"] == "exact_raw_rows" and evidence["source_connections"] == 1
+    assert evidence["source_snapshot_profile_sha256"] and evidence["source_eof_descriptor_sha256"]
+    assert published(harness, tmp_path) == read_rows(admin, "SELECT * FROM events.raw_events")
+    secrets = [postgres_server.password, postgres_server.host, str(postgres_server.port), "raw_events", "events"]
+    assert redaction_problems(evidence, secrets) == []
+
+
+def test_retry_after_eof_completes_from_the_stage_without_the_source(admin, harness, tmp_path) -> None:
+    seam = SourceSeam()
+    flaky = FlakyPublish(harness.target)
+    task = operator(harness, tmp_path, seam, flaky)
+    with pytest.raises(AirflowException, match=r"mssql_native\.publication_absent") as first:
+        task.execute(context(try_number=1))
+    assert not isinstance(first.value, AirflowFailException), "an absent publication is retryable"
+    seam.deny = True
+    evidence = task.execute(context(try_number=2))
+    assert evidence["source_connections"] == 0 and seam.connector.connections == 1
+    assert evidence["resumed_from"] == "publishing" and evidence["rows"] == 7
+    assert published(harness, tmp_path) == read_rows(admin, "SELECT * FROM events.raw_events")
+
+
+class _FailingStream:
+    """Delegates to a real session; its data stream fails after the first block (a dropped connection)."""
+
+    def __init__(self, session: Any) -> None:
+        self._session = session
+
+    @contextmanager
+    def stream(self, query: Any) -> Iterator[Iterator[Any]]:
+        with self._session.stream(query) as blocks:
+
+            def failing() -> Iterator[Any]:
+                yield next(iter(blocks))
+                raise DponeError("mssql_native.source_query_failed", "server code 210 (simulated)")
+
+            yield failing()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._session, name)
+
+
+def test_failure_before_eof_is_reextract_required_then_a_new_invocation(admin, harness, tmp_path) -> None:
+    seam = SourceSeam()
+    real_connect = seam.connector.connect
+    seam.connector.connect = lambda: _FailingStream(real_connect())  # type: ignore[method-assign]
+    manifest = manifest_for(harness, source_snapshot={"mode": "exact_raw_rows"}, execution={"chunk_rows": 2})
+    task = operator(harness, tmp_path, seam, manifest=manifest)
+    with pytest.raises(AirflowException, match=r"mssql_native\.reextract_required") as failed:
+        task.execute(context(try_number=1))
+    assert "source_query_failed" in str(failed.value) and not isinstance(failed.value, AirflowFailException)
+    seam.connector.connect = real_connect  # type: ignore[method-assign]
+    evidence = task.execute(context(try_number=2))
+    assert evidence["invocations"] == 2 and evidence["rows"] == 7 and seam.connector.connections == 2
+
+
+def test_terminal_codes_fail_without_retry(admin, harness, tmp_path) -> None:
+    legacy = manifest_for(harness, execution={"chunk_rows": 2})
+    with pytest.raises(AirflowFailException, match=r"mssql_native\.replacing_raw_snapshot_required"):
+        operator(harness, tmp_path, SourceSeam(), manifest=legacy).execute(context())
+    blocked = manifest_for(harness, source_snapshot={"mode": "query_visible", "replica_scope": "connected_replica"})
+    seam = SourceSeam(deny=True)
+    with pytest.raises(AirflowFailException, match=r"mssql_native\.source_snapshot_mode_invalid"):
+        operator(harness, tmp_path, seam, manifest=blocked).execute(context())
+    assert seam.connector.connections == 0, "static admission refuses before any connection"
+
+
+def test_guide_shows_the_real_plan_output() -> None:
+    import io
+    import json
+    import re
+
+    from airflow_provider_dpone.cli import run
+    from tests.unit.manifest_samples import REPO
+
+    guide = (REPO / "docs" / "clickhouse-to-mssql.md").read_text(encoding="utf-8")
+    documented = [json.loads(block) for block in re.findall(r"```json\n(.*?)```", guide, re.DOTALL)]
+    out, err = io.StringIO(), io.StringIO()
+    assert run("plan", str(EXAMPLES / "clickhouse_to_mssql_raw_snapshot.yaml"), out, err) == 0
+    actual = json.loads(out.getvalue())
+    assert {"decision": actual["decision"], "declared": actual["declared"]} in documented
+
+
+def test_hook_builds_the_adapters_from_airflow_connections(monkeypatch) -> None:
+    import json
+
+    from airflow_provider_dpone.adapters.mssql.target import MsSqlTransferTarget
+    from airflow_provider_dpone.adapters.postgres.target import PostgresTransferTarget
+    from airflow_provider_dpone.hooks.native_transfer import DponeNativeTransferHook, stage_base
+
+    postgres = {"conn_type": "postgres", "host": "db.internal", "port": 5433, "login": "loader", "password": "pw-x9"}
+    postgres |= {"schema": "warehouse", "extra": {"sslmode": "verify-full", "unrelated": "dropped"}}
+    clickhouse = {"conn_type": "dpone_clickhouse", "host": "ch.internal", "port": 8443, "login": "reader"}
+    clickhouse |= {"password": "pw-y7", "extra": {"secure": True}}
+    monkeypatch.setenv("AIRFLOW_CONN_POSTGRES_DEFAULT", json.dumps(postgres))
+    monkeypatch.setenv("AIRFLOW_CONN_DPONE_CLICKHOUSE_DEFAULT", json.dumps(clickhouse))
+    manifest = load_manifest(EXAMPLES / "clickhouse_to_postgres_raw_snapshot.yaml")
+    assert isinstance(manifest, NativeTransferManifest)
+    hook = DponeNativeTransferHook(manifest)
+    dsn = hook.postgres_dsn(manifest.sink)  # type: ignore[arg-type]
+    assert "host=db.internal" in dsn and "port=5433" in dsn and "dbname=warehouse" in dsn
+    assert "sslmode=verify-full" in dsn and "unrelated" not in dsn
+    assert isinstance(hook.target(), PostgresTransferTarget)
+    assert hook.source_connector().connections == 0, "building the connector opens nothing"
+    mssql = load_manifest(EXAMPLES / "clickhouse_to_mssql_raw_snapshot.yaml")
+    assert isinstance(mssql, NativeTransferManifest)
+    assert isinstance(DponeNativeTransferHook(mssql).target(), MsSqlTransferTarget)
+    monkeypatch.setenv("AIRFLOW_CONN_DPONE_CLICKHOUSE_DEFAULT", json.dumps({**clickhouse, "conn_type": "postgres"}))
+    with pytest.raises(DponeError) as wrong:
+        hook.source_connector()
+    assert wrong.value.code == "DPONE_CONNECTION_INVALID"
+    monkeypatch.setenv("AIRFLOW__DPONE__NATIVE_TRANSFER_BASE", "s3://bucket/dpone/")
+    assert stage_base() == "s3://bucket/dpone" and stage_base("file:///x") == "file:///x"
