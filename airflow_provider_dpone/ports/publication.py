@@ -1,0 +1,303 @@
+"""Ports of the external-replication publication protocol.
+
+The ports speak in *intents* and *observations*, never SQL: "create this table with this exact UUID", "exchange these
+two tables on the cluster", "what does this member hold under this name". The ClickHouse adapter renders the SQL;
+the in-memory fakes (``tests/fakes/publication.py``) implement the same contracts for the fault simulation.
+
+Failure contract shared by every mutating method (each is one-shot: no retry, no reconnect replay, no async insert):
+
+* returns normally        -> the effect happened (acknowledged);
+* :class:`MutationRejectedError` / :class:`AuthorityConflictError` -> the server refused; no effect;
+* :class:`OutcomeUnknownError` -> the request may or may not have taken effect (lost response, timeout, broken
+  connection). The caller resolves it by *observation*, never by repeating the mutation.
+
+Read methods raise :class:`UnavailableError` when they cannot answer; a read has no effect to be unsure about.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from enum import StrEnum
+from typing import Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
+
+from airflow_provider_dpone.contracts.authority_fields import Hex64, MemberId, NonNegative, UuidText
+from airflow_provider_dpone.contracts.authority_row import AuthorityRow, VersionedAuthorityRow
+from airflow_provider_dpone.contracts.inventory import AdmittedInventory, AdmittedMember, InventoryRow, TableFacts
+from airflow_provider_dpone.contracts.receipts import ArtifactReceipt
+
+_CLOSED = ConfigDict(frozen=True, extra="forbid")
+
+
+# --- failures -----------------------------------------------------------------------------------------------------
+
+
+class OutcomeUnknownError(Exception):
+    """A one-shot mutation's outcome is unknown: it may have taken effect. Resolve by observation only."""
+
+
+class MutationRejectedError(Exception):
+    """The server refused a mutation (for example: name taken, UUID mismatch); nothing changed."""
+
+
+class AuthorityConflictError(Exception):
+    """Strict insert found the key, or a compare-and-set found another version; nothing changed."""
+
+
+class UnavailableError(Exception):
+    """A read could not be answered (connection, timeout, missing table)."""
+
+
+class ArtifactInvalidError(Exception):
+    """The sealed artifact is missing from the store or its bytes do not match the receipt."""
+
+
+# --- values -------------------------------------------------------------------------------------------------------
+
+
+class ColumnSpec(BaseModel):
+    model_config = _CLOSED
+
+    name: StrictStr
+    type: StrictStr
+
+
+class TableSpec(BaseModel):
+    """The physical definition a candidate is created with (validated names; the adapter renders and quotes)."""
+
+    model_config = _CLOSED
+
+    columns: tuple[ColumnSpec, ...] = Field(min_length=1)
+    engine: StrictStr = "MergeTree"
+    order_by: tuple[StrictStr, ...] = ()
+
+    @property
+    def schema_pairs(self) -> tuple[tuple[str, str], ...]:
+        return tuple((column.name, column.type) for column in self.columns)
+
+
+class TableObservation(BaseModel):
+    """What one member holds under one name: physical UUID, engine, ordered schema, and (if asked) content.
+
+    ``content_digest`` is the canonical typed multiset digest computed by the server over all rows (the same function
+    that produced the artifact receipt's ``content_digest``); rows never travel to the worker.
+    """
+
+    model_config = _CLOSED
+
+    exists: StrictBool
+    uuid: UuidText | None = None
+    engine: StrictStr | None = None
+    columns: tuple[tuple[str, str], ...] = ()
+    row_count: NonNegative | None = None
+    content_digest: Hex64 | None = None
+
+    @classmethod
+    def absent(cls) -> TableObservation:
+        return cls(exists=False)
+
+
+class ExchangeTables(BaseModel):
+    """``EXCHANGE TABLES left AND right ON CLUSTER``: both names keep existing, their UUIDs swap on every member."""
+
+    model_config = _CLOSED
+
+    kind: Literal["exchange"] = "exchange"
+    cluster: StrictStr
+    database: StrictStr
+    left: StrictStr
+    right: StrictStr
+
+
+class RenameTable(BaseModel):
+    """``RENAME TABLE source TO target ON CLUSTER``: the UUID moves to the new name on every member."""
+
+    model_config = _CLOSED
+
+    kind: Literal["rename"] = "rename"
+    cluster: StrictStr
+    database: StrictStr
+    source: StrictStr
+    target: StrictStr
+
+
+class DropTable(BaseModel):
+    """``DROP TABLE name ON CLUSTER ... SYNC``: the protocol proves beforehand which UUID each member holds there."""
+
+    model_config = _CLOSED
+
+    kind: Literal["drop"] = "drop"
+    cluster: StrictStr
+    database: StrictStr
+    table: StrictStr
+
+
+DdlIntent = ExchangeTables | RenameTable | DropTable
+
+
+class DispatchOutcome(BaseModel):
+    """What the initiator answered (``distributed_ddl_output_mode=throw``). A hint only: decisions come from the queue
+    entry and from physical observation of every member."""
+
+    model_config = _CLOSED
+
+    entry: StrictStr | None = None
+    finished: tuple[MemberId, ...] = ()
+    failed: tuple[MemberId, ...] = ()
+    timed_out: StrictBool = False
+
+
+class HostDdlState(StrEnum):
+    """Per-host status of a distributed DDL queue entry (``system.distributed_ddl_queue.status``)."""
+
+    INACTIVE = "Inactive"
+    ACTIVE = "Active"
+    FINISHED = "Finished"
+    REMOVING = "Removing"
+    UNKNOWN = "Unknown"
+
+
+class QueueHostStatus(BaseModel):
+    model_config = _CLOSED
+
+    member_id: MemberId
+    state: HostDdlState
+    exception_code: StrictInt | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.state is HostDdlState.FINISHED and bool(self.exception_code)
+
+    @property
+    def succeeded(self) -> bool:
+        return self.state is HostDdlState.FINISHED and not self.exception_code
+
+
+class QueueEntryStatus(BaseModel):
+    """The one queue entry that carries a correlation token, with one status per host mapped to member ids."""
+
+    model_config = _CLOSED
+
+    entry: StrictStr
+    correlation_token: StrictStr
+    hosts: tuple[QueueHostStatus, ...]
+
+
+# --- ports --------------------------------------------------------------------------------------------------------
+
+
+class AuthorityStore(Protocol):
+    """The KeeperMap authority table (strict mode). Writes are one-shot; versions are KeeperMap ``_version``."""
+
+    def read(self, target_key: str) -> VersionedAuthorityRow | None:
+        """The row and its version, or ``None``. Raises :class:`UnavailableError`."""
+        ...
+
+    def create(self, row: AuthorityRow) -> None:
+        """Strict insert (version 0). Raises :class:`AuthorityConflictError` if the key exists."""
+        ...
+
+    def compare_and_set(self, row: AuthorityRow, expected_version: int) -> None:
+        """Replace the row iff its version is ``expected_version`` (then version + 1)."""
+        ...
+
+
+class ClusterCatalog(Protocol):
+    """Topology and catalog facts (read-only)."""
+
+    def inventory(self, cluster: str) -> tuple[InventoryRow, ...]:
+        """Every ``system.clusters`` row of the cluster (sorted by shard, replica)."""
+        ...
+
+    def database_engine(self, member: AdmittedMember, database: str) -> str | None:
+        """The database engine on one member, or ``None`` when the database is absent."""
+        ...
+
+    def table_facts(self, member: AdmittedMember, database: str, table: str) -> TableFacts | None:
+        """Engine, key and columns of one table on one member, or ``None`` when absent."""
+        ...
+
+
+class ArtifactHandle(Protocol):
+    """An opened, verified sealed artifact, streamed as raw bytes in large chunks."""
+
+    @property
+    def receipt(self) -> ArtifactReceipt: ...
+
+    def chunks(self) -> Iterator[bytes]: ...
+
+
+class MemberSession(Protocol):
+    """A direct connection to one member (no load balancer, no retries, no async insert)."""
+
+    def observe_table(self, database: str, table: str, *, with_content: bool) -> TableObservation:
+        """What the member holds under ``database.table`` (content digest only when ``with_content``)."""
+        ...
+
+    def create_table(self, database: str, table: str, uuid: str, spec: TableSpec) -> None:
+        """``CREATE TABLE ... UUID uuid`` (never ``IF NOT EXISTS``: a taken name is :class:`MutationRejectedError`)."""
+        ...
+
+    def load(
+        self, database: str, table: str, uuid: str, artifact: ArtifactHandle, *, query_id: str, dedup_token: str
+    ) -> None:
+        """One INSERT of the whole artifact into the table, refused unless the name still holds ``uuid``."""
+        ...
+
+    def drop_table(self, database: str, table: str, uuid: str) -> None:
+        """Drop the table iff it holds exactly ``uuid`` (``SYNC``); otherwise :class:`MutationRejectedError`."""
+        ...
+
+
+class MemberSessions(Protocol):
+    """Opens member sessions from the resolved coordinator connection and an admitted member's endpoint."""
+
+    def session(self, member: AdmittedMember) -> MemberSession: ...
+
+
+class ClusterDDL(Protocol):
+    """One-shot ``ON CLUSTER`` dispatch and read-only queue observation.
+
+    ``dispatch`` runs with ``distributed_ddl_output_mode=throw``, ``skip_unavailable_shards=0`` and the correlation token
+    in ``log_comment`` (and in the query text, so the queue entry can be found); it raises
+    :class:`OutcomeUnknownError` when the initiator's answer is lost.
+    """
+
+    def dispatch(
+        self, inventory: AdmittedInventory, intent: DdlIntent, *, correlation_token: str, query_digest: str
+    ) -> DispatchOutcome: ...
+
+    def queue_status(self, inventory: AdmittedInventory, correlation_token: str) -> QueueEntryStatus | None:
+        """The one entry carrying ``correlation_token`` or ``None``; raises :class:`UnavailableError`."""
+        ...
+
+
+class ArtifactStore(Protocol):
+    """The content-addressed durable artifact store."""
+
+    def open(self, receipt: ArtifactReceipt) -> ArtifactHandle:
+        """Reopen by ``receipt.sha256`` and verify size and digest; raises :class:`ArtifactInvalidError`."""
+        ...
+
+
+class ArtifactSource(Protocol):
+    """Extraction: produces and seals the artifact. Called only while no artifact is bound to the operation."""
+
+    def seal(self) -> ArtifactReceipt: ...
+
+
+class Clock(Protocol):
+    def now_ms(self) -> int: ...
+
+
+class Entropy(Protocol):
+    """Randomness, injected so the simulation is deterministic. Random values are recorded, never derived."""
+
+    def token(self) -> str:
+        """32 lower-case hex digits (128 bits)."""
+        ...
+
+    def uuid(self) -> str:
+        """A random UUID in canonical lower-case text."""
+        ...

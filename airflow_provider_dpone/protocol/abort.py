@@ -1,0 +1,40 @@
+"""Operator abort before publication (seed 000 §6.7): drop exactly the owned candidates, then CAS ABORTED.
+
+Only LOCKED, STAGING and STAGED may be aborted: once a publication permit exists, the DDL may have reached a member.
+A table under the candidate name with a UUID the operation never intended is foreign and is left alone (the abort
+stops). ABORTED is terminal, never success, and lets a new operation take the target slot.
+"""
+
+from __future__ import annotations
+
+from airflow_provider_dpone.contracts.authority_external import ErrorClassification
+from airflow_provider_dpone.contracts.authority_phases import PRE_PUBLICATION_PHASES, Phase
+from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.protocol.authority_io import Held
+from airflow_provider_dpone.protocol.context import Context
+from airflow_provider_dpone.protocol.member_mutation import mutate_once
+from airflow_provider_dpone.protocol.observe import observe_candidate
+
+ABORT_CODE = "DPONE_CLICKHOUSE_CLUSTER_OPERATION_ABORTED"
+
+
+def abort_before_publication(ctx: Context, held: Held) -> Held:
+    record = held.record
+    if record.phase not in PRE_PUBLICATION_PHASES:
+        raise DponeError("DPONE_CLICKHOUSE_CLUSTER_ABORT_AFTER_PUBLICATION", f"phase {record.phase}")
+    for member in record.members:
+        obs = observe_candidate(ctx, member.member_id)
+        if not obs.exists:
+            continue
+        if obs.uuid not in member.owned_candidate_uuids or obs.uuid is None:
+            raise DponeError("DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_FOREIGN", f"member {member.member_id}")
+        _drop_exact(ctx, member.member_id, record.candidate_name, obs.uuid)
+        if observe_candidate(ctx, member.member_id).exists:
+            raise DponeError("DPONE_CLICKHOUSE_CLUSTER_MEMBER_OUTCOME_UNKNOWN", f"member {member.member_id}: drop")
+    classification = ErrorClassification(code=ABORT_CODE, phase=record.phase, at_ms=ctx.now())
+    return ctx.commit(held, phase=Phase.ABORTED, last_error=classification)
+
+
+def _drop_exact(ctx: Context, member_id: str, name: str, uuid: str) -> None:
+    session = ctx.session(member_id)
+    mutate_once(member_id, "drop", lambda: session.drop_table(ctx.request.database, name, uuid))

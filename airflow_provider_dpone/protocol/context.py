@@ -1,0 +1,92 @@
+"""The per-invocation context of one entry point: ports, request, admitted inventory and the write helper."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_provider_dpone.contracts.authority_external import ErrorClassification, ExternalAuthorityRecord
+from airflow_provider_dpone.contracts.authority_phases import Phase, is_allowed
+from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.contracts.inventory import AdmittedInventory
+from airflow_provider_dpone.ports.publication import (
+    ArtifactStore,
+    AuthorityStore,
+    Clock,
+    ClusterCatalog,
+    ClusterDDL,
+    Entropy,
+    MemberSession,
+    MemberSessions,
+)
+from airflow_provider_dpone.protocol.authority_io import Held, write_record
+from airflow_provider_dpone.protocol.request import PublicationRequest
+
+
+@dataclass(frozen=True)
+class PublicationPorts:
+    authority: AuthorityStore
+    catalog: ClusterCatalog
+    sessions: MemberSessions
+    ddl: ClusterDDL
+    artifacts: ArtifactStore
+    clock: Clock
+    entropy: Entropy
+
+
+@dataclass(frozen=True)
+class ProtocolSettings:
+    dispatch_quiet_ms: int = 120_000
+    """A dispatch permit whose token never reached the DDL queue, with no member effect, is voided only after this
+    long; it must exceed the dispatch request's send timeout, so a request still in flight cannot arrive later."""
+
+    max_member_steps: int = 10
+    """Observe/act steps per member per attempt before the attempt stops and leaves the rest to a retry."""
+
+
+class Context:
+    """Everything one entry-point invocation needs; sessions are opened lazily, once per member."""
+
+    def __init__(
+        self,
+        ports: PublicationPorts,
+        request: PublicationRequest,
+        inventory: AdmittedInventory,
+        settings: ProtocolSettings,
+    ) -> None:
+        self.ports = ports
+        self.request = request
+        self.inventory = inventory
+        self.settings = settings
+        self._sessions: dict[str, MemberSession] = {}
+
+    def session(self, member_id: str) -> MemberSession:
+        if member_id not in self._sessions:
+            self._sessions[member_id] = self.ports.sessions.session(self.inventory.member(member_id))
+        return self._sessions[member_id]
+
+    def now(self) -> int:
+        return self.ports.clock.now_ms()
+
+    def commit(self, held: Held, **changes: Any) -> Held:
+        """CAS the held record to a validated copy with ``changes``, a fresh write identity and timestamp."""
+        record = held.record.evolve(write_id=self.ports.entropy.token(), updated_at_ms=self.now(), **changes)
+        return write_record(
+            self.ports.authority, record, previous_phase=held.record.phase, previous_version=held.version
+        )
+
+    def create(self, record: ExternalAuthorityRecord, *, previous: tuple[Phase, int] | None) -> Held:
+        """Strict-insert ``record`` (no previous row) or CAS it over a terminal record of another operation."""
+        if previous is None:
+            return write_record(self.ports.authority, record, previous_phase=None, previous_version=None)
+        return write_record(self.ports.authority, record, previous_phase=previous[0], previous_version=previous[1])
+
+    def fail_closed(self, held: Held, code: str, detail: str) -> DponeError:
+        """Record the redacted classification (best effort, only where the phase may loop) and return the error."""
+        phase = held.record.phase
+        if is_allowed(phase, phase):
+            classification = ErrorClassification(code=code, phase=phase, at_ms=self.now())
+            with contextlib.suppress(DponeError):
+                self.commit(held, last_error=classification)
+        return DponeError(code, detail)

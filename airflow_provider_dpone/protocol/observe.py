@@ -1,0 +1,24 @@
+"""Member observations with the port failures mapped to stable codes (reads have no effect to be unsure about)."""
+
+from __future__ import annotations
+
+from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.ports.publication import TableObservation, UnavailableError
+from airflow_provider_dpone.protocol.context import Context
+
+
+def observe(ctx: Context, member_id: str, table: str, *, with_content: bool) -> TableObservation:
+    try:
+        return ctx.session(member_id).observe_table(ctx.request.database, table, with_content=with_content)
+    except UnavailableError:
+        raise DponeError(
+            "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_INCOMPLETE", f"member {member_id} did not answer"
+        ) from None
+
+
+def observe_target(ctx: Context, member_id: str, *, with_content: bool = False) -> TableObservation:
+    return observe(ctx, member_id, ctx.request.target, with_content=with_content)
+
+
+def observe_candidate(ctx: Context, member_id: str, *, with_content: bool = False) -> TableObservation:
+    return observe(ctx, member_id, ctx.request.candidate_name, with_content=with_content)

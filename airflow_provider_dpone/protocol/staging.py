@@ -1,0 +1,163 @@
+"""STAGING -> STAGED: direct per-member staging of the one sealed artifact (seed 000 §4).
+
+Each member converges by repeated *observe, then at most one mutation* steps, in stable member-id order:
+
+* a table under the candidate name whose UUID this operation never intended is foreign: stop, touch nothing;
+* an owned but stale UUID (an earlier intent) is dropped exactly by UUID;
+* PENDING  -> persist a fresh candidate UUID intent (CAS) *before* any CREATE;
+* INTENDED -> CREATE with exactly that UUID; once observed empty with the right schema, CAS CREATED (the complete
+  candidate identity) and send the one load, with deterministic ``query_id`` and ``insert_deduplication_token``;
+* CREATED  -> exact schema, row count and content digest equal to the artifact's -> CAS READY. Anything else (empty
+  after a lost load, partial, duplicated, vanished) is rebuilt: a new intent is persisted first, then the old UUID is
+  dropped as stale, and the same immutable artifact is loaded into the new table. Nothing is ever appended to a
+  candidate that may already hold rows.
+
+A lost response is resolved by the next step's observation; a process death by the next attempt's observation.
+"""
+
+from __future__ import annotations
+
+from airflow_provider_dpone.contracts.authority_external import MAX_REBUILDS_PER_MEMBER, MemberRecord
+from airflow_provider_dpone.contracts.authority_phases import MemberStage, Phase
+from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.contracts.identities import load_dedup_token, load_query_id
+from airflow_provider_dpone.contracts.receipts import ArtifactReceipt
+from airflow_provider_dpone.ports.publication import ArtifactHandle, ArtifactInvalidError, TableObservation
+from airflow_provider_dpone.protocol.authority_io import Held
+from airflow_provider_dpone.protocol.context import Context
+from airflow_provider_dpone.protocol.member_mutation import mutate_once
+from airflow_provider_dpone.protocol.observe import observe_candidate
+
+
+def stage_all(ctx: Context, held: Held) -> Held:
+    """Stage every member to READY, then CAS STAGED."""
+    for member_id in held.record.member_ids():
+        held = stage_member(ctx, held, member_id)
+    return ctx.commit(held, phase=Phase.STAGED)
+
+
+def stage_member(ctx: Context, held: Held, member_id: str) -> Held:
+    for _ in range(ctx.settings.max_member_steps):
+        member = held.record.member(member_id)
+        if member.stage is MemberStage.READY:
+            return held
+        obs = observe_candidate(ctx, member_id, with_content=member.stage is MemberStage.CREATED)
+        if obs.exists:
+            if obs.uuid not in member.owned_candidate_uuids:
+                raise ctx.fail_closed(held, "DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_FOREIGN", f"member {member_id}")
+            if obs.uuid != member.candidate_uuid_intent:
+                _drop_stale(ctx, member_id, obs)
+                continue
+        if member.stage is MemberStage.PENDING:
+            held = _intend(ctx, held, member, rebuild=False)
+        elif member.stage is MemberStage.INTENDED:
+            if not obs.exists:
+                _create(ctx, member)
+            elif _is_fresh(ctx, obs):
+                held = _commit_member(
+                    ctx, held, member.model_copy(update={"stage": MemberStage.CREATED, "candidate_uuid": obs.uuid})
+                )
+                _load_once(ctx, held, member_id)
+            else:
+                held = _intend(ctx, held, member, rebuild=True)
+        elif obs.exists and is_exact(obs, member, _artifact(held)):
+            ready = member.model_copy(
+                update={"stage": MemberStage.READY, "row_count": obs.row_count, "content_digest": obs.content_digest}
+            )
+            return _commit_member(ctx, held, ready)
+        else:
+            held = _intend(ctx, held, member, rebuild=True)
+    raise DponeError("DPONE_CLICKHOUSE_CLUSTER_MEMBER_OUTCOME_UNKNOWN", f"member {member_id} did not settle")
+
+
+def _artifact(held: Held) -> ArtifactReceipt:
+    artifact = held.record.artifact
+    if artifact is None:  # excluded by the record invariants in STAGING
+        raise DponeError("DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_RECORD_INVALID", "STAGING without an artifact")
+    return artifact
+
+
+def _intend(ctx: Context, held: Held, member: MemberRecord, *, rebuild: bool) -> Held:
+    """Persist a fresh candidate UUID intent; on rebuild the previous UUID becomes stale (dropped next step)."""
+    if rebuild and member.rebuilds >= MAX_REBUILDS_PER_MEMBER:
+        raise ctx.fail_closed(held, "DPONE_CLICKHOUSE_CLUSTER_STAGING_REBUILD_LIMIT", f"member {member.member_id}")
+    intent = ctx.ports.entropy.uuid()
+    updated = MemberRecord(
+        member_id=member.member_id,
+        stage=MemberStage.INTENDED,
+        candidate_uuid_intent=intent,
+        owned_candidate_uuids=(*member.owned_candidate_uuids, intent),
+        target_uuid=member.target_uuid,
+        target_row_count=member.target_row_count,
+        target_content_digest=member.target_content_digest,
+        rebuilds=member.rebuilds + int(rebuild),
+    )
+    return _commit_member(ctx, held, updated)
+
+
+def _commit_member(ctx: Context, held: Held, member: MemberRecord) -> Held:
+    return ctx.commit(held, phase=Phase.STAGING, members=held.record.with_member(member))
+
+
+def _create(ctx: Context, member: MemberRecord) -> None:
+    intent = member.candidate_uuid_intent
+    assert intent is not None
+    session = ctx.session(member.member_id)
+    request = ctx.request
+    mutate_once(
+        member.member_id,
+        "create",
+        lambda: session.create_table(request.database, request.candidate_name, intent, request.table),
+    )
+
+
+def _drop_stale(ctx: Context, member_id: str, obs: TableObservation) -> None:
+    stale = obs.uuid
+    assert stale is not None
+    session = ctx.session(member_id)
+    mutate_once(member_id, "drop", lambda: session.drop_table(ctx.request.database, ctx.request.candidate_name, stale))
+
+
+def _load_once(ctx: Context, held: Held, member_id: str) -> None:
+    """The single load into a freshly bound candidate, after re-verifying the sealed artifact."""
+    member = held.record.member(member_id)
+    candidate = member.candidate_uuid
+    assert candidate is not None
+    artifact = _artifact(held)
+    try:
+        handle: ArtifactHandle = ctx.ports.artifacts.open(artifact)
+    except ArtifactInvalidError:
+        raise DponeError("DPONE_CLICKHOUSE_CLUSTER_ARTIFACT_INVALID", f"sha256 {artifact.sha256[:16]}") from None
+    operation = held.record.operation_id
+    session = ctx.session(member_id)
+    mutate_once(
+        member_id,
+        "load",
+        lambda: session.load(
+            ctx.request.database,
+            ctx.request.candidate_name,
+            candidate,
+            handle,
+            query_id=load_query_id(operation_id_hex=operation, member=member_id, candidate_uuid=candidate),
+            dedup_token=load_dedup_token(
+                operation_id_hex=operation, member=member_id, candidate_uuid=candidate, artifact_sha256=artifact.sha256
+            ),
+        ),
+    )
+
+
+def _is_fresh(ctx: Context, obs: TableObservation) -> bool:
+    """A just-created candidate: the requested engine and schema, and no rows."""
+    return (
+        obs.row_count == 0 and obs.engine == ctx.request.table.engine and obs.columns == ctx.request.table.schema_pairs
+    )
+
+
+def is_exact(obs: TableObservation, member: MemberRecord, artifact: ArtifactReceipt) -> bool:
+    """The bound candidate holds exactly the artifact: schema, row count and canonical content digest."""
+    return (
+        obs.uuid == member.candidate_uuid
+        and obs.columns == artifact.schema_pairs
+        and obs.row_count == artifact.row_count
+        and obs.content_digest == artifact.content_digest
+    )

@@ -1,0 +1,163 @@
+"""Builders of valid authority records in every phase (for codec, receipt and fencing tests)."""
+
+from __future__ import annotations
+
+from airflow_provider_dpone.contracts.authority_external import DdlBinding, ExternalAuthorityRecord, MemberRecord
+from airflow_provider_dpone.contracts.authority_internal import (
+    InternalAuthorityRecordV1,
+    InternalAuthorityRecordV2,
+    QualityBinding,
+)
+from airflow_provider_dpone.contracts.authority_phases import MemberStage, Phase
+from airflow_provider_dpone.contracts.identities import candidate_name, member_id, target_key
+from airflow_provider_dpone.contracts.receipts import ArtifactColumn, ArtifactReceipt
+
+TARGET_KEY = target_key("analytics", "analytics_db", "target_table")
+OPERATION = "6c47dd41409baff80f32c405d93fcee5804c6b1b2b20a736707dfe8a4de6c3ce"
+OTHER_OPERATION = "7" * 64
+T0 = 1_790_000_000_000
+
+
+def token(n: int) -> str:
+    return f"{n:032x}"
+
+
+def uuid(n: int) -> str:
+    return f"00000000-0000-4000-8000-{n:012x}"
+
+
+def artifact(rows: int = 3) -> ArtifactReceipt:
+    return ArtifactReceipt(
+        sha256="a" * 64,
+        byte_size=100 + rows,
+        row_count=rows,
+        columns=(ArtifactColumn(name="id", type="UInt64"), ArtifactColumn(name="name", type="String")),
+        content_digest="c" * 64,
+        replayable=True,
+    )
+
+
+_ORDER = [
+    Phase.LOCKED,
+    Phase.STAGING,
+    Phase.STAGED,
+    Phase.PUBLICATION_DISPATCHING,
+    Phase.COMMITTED,
+    Phase.CLEANUP_DISPATCHING,
+    Phase.COMPLETED,
+]
+
+
+def external_record(
+    phase: Phase = Phase.STAGED,
+    *,
+    members: int = 2,
+    existing: bool = True,
+    operation: str = OPERATION,
+    version_seed: int = 1,
+) -> ExternalAuthorityRecord:
+    """A valid external record in ``phase`` (ABORTED is built from LOCKED)."""
+    rank = _ORDER.index(phase) if phase is not Phase.ABORTED else 0
+    art = artifact()
+    records = []
+    for index, mid in enumerate(sorted(member_id(1, replica) for replica in range(1, members + 1))):
+        member = MemberRecord(member_id=mid)
+        if rank >= 1:
+            member = MemberRecord(
+                member_id=mid,
+                target_uuid=uuid(100 + index) if existing else None,
+                target_row_count=2 if existing else None,
+                target_content_digest="d" * 64 if existing else None,
+            )
+        if rank >= 2:
+            candidate = uuid(200 + index)
+            member = member.model_copy(
+                update={
+                    "stage": MemberStage.READY,
+                    "candidate_uuid_intent": candidate,
+                    "candidate_uuid": candidate,
+                    "owned_candidate_uuids": (candidate,),
+                    "row_count": art.row_count,
+                    "content_digest": art.content_digest,
+                }
+            )
+        if rank >= 4:
+            member = member.model_copy(update={"published_uuid": member.candidate_uuid})
+        if rank >= 6:
+            member = member.model_copy(update={"predecessor_absent": True})
+        records.append(member)
+    publication = None
+    cleanup = None
+    epoch = 0
+    if rank >= 3:
+        epoch = 1
+        publication = DdlBinding(
+            kind="exchange" if existing else "rename",
+            epoch=1,
+            correlation_token=token(9),
+            query_digest="e" * 64,
+            permitted_at_ms=T0 + 10,
+            entry="query-0000000001" if rank >= 4 else None,
+        )
+    if rank >= 5:
+        epoch = 2 if existing else 1
+        cleanup = (
+            DdlBinding(
+                kind="drop", epoch=2, correlation_token=token(10), query_digest="f" * 64, permitted_at_ms=T0 + 20
+            )
+            if existing
+            else DdlBinding(kind="none", epoch=1, correlation_token=None, query_digest=None, permitted_at_ms=T0 + 20)
+        )
+    return ExternalAuthorityRecord(
+        target_key=TARGET_KEY,
+        operation_id=operation,
+        fence_token=token(1),
+        phase=phase,
+        dispatch_epoch=epoch,
+        write_id=token(version_seed + 100),
+        inventory_digest="9" * 64,
+        normalized_plan_digest="5" * 64,
+        candidate_name=candidate_name("target_table", operation),
+        artifact=art if rank >= 1 else None,
+        schema_digest=art.schema_digest if rank >= 1 else None,
+        generation_id="4" * 64 if rank >= 1 else None,
+        baseline=("existing" if existing else "absent") if rank >= 1 else None,
+        members=tuple(records),
+        publication=publication,
+        cleanup=cleanup,
+        created_at_ms=T0,
+        updated_at_ms=T0 + 30,
+        committed_at_ms=T0 + 15 if rank >= 4 else None,
+    )
+
+
+def internal_v1(phase: Phase, *, operation: str = OTHER_OPERATION) -> InternalAuthorityRecordV1:
+    return InternalAuthorityRecordV1(
+        target_key=TARGET_KEY,
+        operation_id=operation,
+        fence_token=token(3),
+        phase=phase,
+        dispatch_epoch=4,
+        write_id=token(4),
+        inventory_digest="8" * 64,
+        normalized_plan_digest="6" * 64,
+        created_at_ms=T0,
+        updated_at_ms=T0,
+    )
+
+
+def internal_v2(phase: Phase, *, with_quality: bool = True) -> InternalAuthorityRecordV2:
+    quality = QualityBinding(core_digest="3" * 64, state="PREPARED") if with_quality else None
+    return InternalAuthorityRecordV2(
+        target_key=TARGET_KEY,
+        operation_id=OTHER_OPERATION,
+        fence_token=token(5),
+        phase=phase,
+        dispatch_epoch=2,
+        write_id=token(6),
+        inventory_digest="8" * 64,
+        normalized_plan_digest="6" * 64,
+        created_at_ms=T0,
+        updated_at_ms=T0,
+        quality=quality,
+    )

@@ -1,0 +1,190 @@
+"""Simulation harness: one external full refresh on a fake world, driven like Airflow drives the DAG.
+
+``run_dag`` runs ``fence >> stage >> publish >> cleanup``; each task gets ``tries`` attempts (a fresh service object per
+attempt, as a fresh worker process would build), a failed attempt (simulated crash or ``DponeError``) is retried after
+a retry delay, and a deferred publish/cleanup polls the read-only reconcile entry point. The invariants are checked
+against the fake world's physical state, never against what the protocol says about itself.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from airflow_provider_dpone.contracts.authority_codec import decode
+from airflow_provider_dpone.contracts.authority_external import ExternalAuthorityRecord
+from airflow_provider_dpone.contracts.authority_phases import Phase
+from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.ports.publication import ColumnSpec, TableSpec
+from airflow_provider_dpone.protocol.context import ProtocolSettings
+from airflow_provider_dpone.protocol.request import PublicationRequest
+from airflow_provider_dpone.protocol.results import Committed, Completed, InProgress
+from airflow_provider_dpone.protocol.service import ExternalPublicationService
+from tests.fakes.publication import FakeSource, FakeWorld, Row, SimulatedCrash
+
+COLUMNS: tuple[tuple[str, str], ...] = (("id", "UInt64"), ("name", "String"))
+BASELINE_ROWS: tuple[Row, ...] = ((1, "old-1"), (2, "old-2"))
+NEW_ROWS: tuple[Row, ...] = ((10, "new-10"), (11, "new-11"), (12, "new-12"))
+UNRELATED_ROWS: tuple[Row, ...] = ((99, "keep"),)
+RETRY_DELAY_MS = 300_000
+POLL_MS = 30_000
+SETTINGS = ProtocolSettings(dispatch_quiet_ms=120_000)
+PLAN_DIGEST = "5" * 64
+
+
+class Deferred(Exception):  # noqa: N818
+    """A deferred task ran out of polls (the trigger timed out): the attempt fails and Airflow retries it."""
+
+
+def make_request(
+    world: FakeWorld, *, target: str = "target_table", run_id: str = "scheduled__2026-09-18"
+) -> PublicationRequest:
+    return PublicationRequest(
+        cluster=world.cluster,
+        database=world.database,
+        target=target,
+        dag_id="external_refresh",
+        run_id=run_id,
+        normalized_plan_digest=PLAN_DIGEST,
+        table=TableSpec(columns=tuple(ColumnSpec(name=n, type=t) for n, t in COLUMNS), order_by=("id",)),
+        max_source_bytes=1_000_000,
+    )
+
+
+@dataclass
+class Sim:
+    world: FakeWorld
+    request: PublicationRequest
+    source: FakeSource
+    rows: tuple[Row, ...]
+    baseline: tuple[Row, ...] | None
+    initial: dict[tuple[str, str], tuple[str, tuple[Row, ...]]] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    successes: int = 0
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        members: int = 2,
+        baseline: tuple[Row, ...] | None = BASELINE_ROWS,
+        rows: tuple[Row, ...] = NEW_ROWS,
+        seed: int = 0,
+        run_id: str = "scheduled__2026-09-18",
+    ) -> Sim:
+        world = FakeWorld(members=members, seed=seed)
+        for member in world.members:
+            world.put_table(member, "unrelated", COLUMNS, UNRELATED_ROWS)
+            if baseline is not None:
+                world.put_table(member, "target_table", COLUMNS, baseline)
+        sim = cls(world, make_request(world, run_id=run_id), world.source(COLUMNS, rows), rows, baseline)
+        for member in world.members:
+            for (_, name), table in member.tables.items():
+                sim.initial[(member.member_id, name)] = (table.uuid, tuple(table.rows))
+        return sim
+
+    def service(self, request: PublicationRequest | None = None) -> ExternalPublicationService:
+        return ExternalPublicationService(self.world.ports(), request or self.request, SETTINGS)
+
+    # --- driving --------------------------------------------------------------------------------------------------
+
+    def run_dag(self, *, tries: int = 3, polls: int = 3) -> str:
+        """Run the four tasks with Airflow-like retries; "completed" or "stopped at <task>: <reason>"."""
+        tasks = (
+            ("fence", lambda: self.service().fence()),
+            ("stage", lambda: self.service().stage(self.source)),
+            ("publish", lambda: self._deferrable("publish", polls)),
+            ("cleanup", lambda: self._deferrable("cleanup", polls)),
+        )
+        for name, task in tasks:
+            reason = ""
+            for _ in range(tries):
+                try:
+                    task()
+                    break
+                except SimulatedCrash:
+                    reason = "crash"
+                except Deferred:
+                    reason = "deferred"
+                except DponeError as error:
+                    reason = error.code
+                    self.errors.append(error.code)
+                self.world.clock.advance(RETRY_DELAY_MS)
+            else:
+                return f"stopped at {name}: {reason}"
+        return "completed"
+
+    def _deferrable(self, task: str, polls: int) -> None:
+        result = self.service().publish() if task == "publish" else self.service().cleanup()
+        self.check_success(result)
+        for _ in range(polls):
+            if not isinstance(result, InProgress):
+                return
+            self.world.clock.advance(POLL_MS)
+            service = self.service()
+            if result.redispatch_due:
+                result = service.publish() if task == "publish" else service.cleanup()
+            else:
+                result = service.reconcile_publication() if task == "publish" else service.reconcile_cleanup()
+            self.check_success(result)
+        if isinstance(result, InProgress):
+            raise Deferred(task)
+
+    # --- observation ----------------------------------------------------------------------------------------------
+
+    def record(self) -> ExternalAuthorityRecord:
+        row, _ = self.world.keeper[self.request.target_key]
+        record = decode(row)
+        assert isinstance(record, ExternalAuthorityRecord)
+        return record
+
+    def check_success(self, result: object) -> None:
+        """No success while any member lacks the generation."""
+        if not isinstance(result, Committed | Completed):
+            return
+        self.successes += 1
+        expected = Counter(self.rows)
+        for member in self.world.members:
+            target = self.world.table(member, self.request.target)
+            assert target is not None, f"success reported while {member.member_id} has no target"
+            assert Counter(target.rows) == expected, f"success reported while {member.member_id} differs"
+        assert result.receipt.row_count == len(self.rows)
+        if isinstance(result, Completed):
+            self.check_converged()
+
+    def check_invariants(self) -> None:
+        """No duplicate row anywhere, and no object touched that the operation does not own."""
+        issued = set(self.world.entropy.issued_uuids)
+        artifact = Counter(self.rows)
+        predecessors = {mid: uuid for (mid, name), (uuid, _) in self.initial.items() if name == self.request.target}
+        foreign = {uuid for (uuid, _) in self.initial.values()} - set(predecessors.values())
+        for member in self.world.members:
+            for (_, name), table in member.tables.items():
+                if table.uuid in issued:
+                    extra = Counter(table.rows) - artifact
+                    assert not extra, f"duplicate or foreign rows in {name} on {member.member_id}"
+                else:
+                    _, rows = next(v for v in self.initial.values() if v[0] == table.uuid)
+                    assert tuple(table.rows) == rows, f"pre-existing table {name} changed on {member.member_id}"
+        for effect in self.world.effects:
+            assert effect.uuid not in foreign, f"foreign object touched: {effect}"
+            if effect.via == "member":
+                assert effect.uuid in issued and effect.name == self.request.candidate_name, effect
+            elif effect.op == "drop":
+                assert effect.name == self.request.candidate_name, effect
+                assert effect.uuid == predecessors.get(effect.member_id), f"cleanup dropped a non-predecessor: {effect}"
+            else:
+                assert effect.name in (self.request.target, self.request.candidate_name), effect
+
+    def check_converged(self) -> None:
+        """COMPLETED, every member's target equals the artifact, nothing else of ours is left behind."""
+        record = self.record()
+        assert record.phase is Phase.COMPLETED
+        expected = Counter(self.rows)
+        for member in self.world.members:
+            target = self.world.table(member, self.request.target)
+            assert target is not None and Counter(target.rows) == expected
+            names = {name for (_, name) in member.tables}
+            assert names == {self.request.target, "unrelated"}, f"left behind on {member.member_id}: {names}"
+            assert target.uuid == record.member(member.member_id).candidate_uuid
+        self.check_invariants()

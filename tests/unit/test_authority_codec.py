@@ -1,0 +1,174 @@
+"""Authority codec: round trips for every phase and schema, and fail-closed decoding with stable codes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from airflow_provider_dpone.contracts.authority_codec import (
+    MAX_AUTHORITY_PAYLOAD_BYTES,
+    decode,
+    encode,
+    encode_payload,
+)
+from airflow_provider_dpone.contracts.authority_external import EXTERNAL_SCHEMA, ExternalAuthorityRecord
+from airflow_provider_dpone.contracts.authority_internal import INTERNAL_SCHEMA_V1, INTERNAL_SCHEMA_V2
+from airflow_provider_dpone.contracts.authority_phases import Phase
+from airflow_provider_dpone.contracts.authority_row import AUTHORITY_COLUMNS, AuthorityRow
+from airflow_provider_dpone.contracts.canonical import canonical_json, sha256_hex
+from airflow_provider_dpone.contracts.errors import DponeError
+from tests.fakes.records import external_record, internal_v1, internal_v2
+
+
+def _row_with_payload(row: AuthorityRow, payload: str, *, fix_digest: bool = True) -> AuthorityRow:
+    digest = sha256_hex(payload) if fix_digest else row.payload_sha256
+    return row.model_copy(update={"payload": payload, "payload_sha256": digest})
+
+
+def _code(row: AuthorityRow) -> str:
+    with pytest.raises(DponeError) as raised:
+        decode(row)
+    return raised.value.code
+
+
+@pytest.mark.parametrize("phase", list(Phase))
+@pytest.mark.parametrize("existing", [True, False])
+def test_external_records_round_trip_in_every_phase(phase: Phase, existing: bool) -> None:
+    record = external_record(phase, existing=existing, members=3)
+    row = encode(record)
+    assert decode(row) == record
+    assert row.phase == phase.value and row.operation_id == record.operation_id
+    assert row.payload_sha256 == sha256_hex(row.payload)
+    assert json.loads(row.payload)["schema"] == EXTERNAL_SCHEMA
+    assert canonical_json(json.loads(row.payload)) == row.payload
+
+
+def test_row_shape_matches_the_keeper_map_table() -> None:
+    assert [name for name, _ in AUTHORITY_COLUMNS] == list(AuthorityRow.model_fields)
+    assert dict(AUTHORITY_COLUMNS)["dispatch_epoch"] == "UInt64"
+    assert dict(AUTHORITY_COLUMNS)["payload_sha256"] == "FixedString(64)"
+
+
+def test_v1_and_v2_internal_records_coexist_in_the_namespace() -> None:
+    v1, v2, v2_bare = (
+        internal_v1(Phase.STAGED),
+        internal_v2(Phase.COMMITTED),
+        internal_v2(Phase.LOCKED, with_quality=False),
+    )
+    for record, schema in ((v1, INTERNAL_SCHEMA_V1), (v2, INTERNAL_SCHEMA_V2), (v2_bare, INTERNAL_SCHEMA_V2)):
+        row = encode(record)
+        assert row.target_key == external_record().target_key
+        assert json.loads(row.payload)["schema"] == schema
+        assert decode(row) == record
+    assert "quality" not in json.loads(encode(v1).payload)  # v1 keeps its own encoding
+
+
+def test_tampered_digest_fails_closed() -> None:
+    row = encode(external_record())
+    assert (
+        _code(row.model_copy(update={"payload_sha256": "0" * 64}))
+        == "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_DIGEST_MISMATCH"
+    )
+    tampered = row.payload.replace('"phase":"STAGED"', '"phase":"COMMITTED"')
+    assert (
+        _code(_row_with_payload(row, tampered, fix_digest=False))
+        == "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_DIGEST_MISMATCH"
+    )
+
+
+def test_unknown_schema_version_fails_closed() -> None:
+    row = encode(external_record())
+    value = json.loads(row.payload)
+    value["schema"] = "dpone.clickhouse.cluster-external-full-refresh.v9"
+    assert _code(_row_with_payload(row, canonical_json(value))) == "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_SCHEMA_UNKNOWN"
+    del value["schema"]
+    assert _code(_row_with_payload(row, canonical_json(value))) == "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_RECORD_INVALID"
+
+
+def test_oversize_payload_fails_closed_before_parsing() -> None:
+    row = encode(external_record())
+    huge = '{"schema":"' + "x" * MAX_AUTHORITY_PAYLOAD_BYTES + '"}'
+    assert _code(_row_with_payload(row, huge)) == "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_PAYLOAD_OVERSIZE"
+    assert MAX_AUTHORITY_PAYLOAD_BYTES <= 256 * 1024
+
+
+@pytest.mark.parametrize(
+    "rewrite",
+    [
+        lambda text: text.replace(",", ", ", 1),  # whitespace
+        lambda text: json.dumps(dict(reversed(json.loads(text).items())), separators=(",", ":")),  # unsorted keys
+        lambda text: text.replace('"dispatch_epoch":0', '"dispatch_epoch":"0"'),  # value validation would coerce
+        lambda text: text.replace('"replayable":true', '"replayable":1'),
+    ],
+)
+def test_non_canonical_payload_fails_closed(rewrite: object) -> None:
+    row = encode(external_record(Phase.STAGING))
+    payload = rewrite(row.payload)  # type: ignore[operator]
+    assert payload != row.payload
+    assert _code(_row_with_payload(row, payload)) in {
+        "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_PAYLOAD_NONCANONICAL",
+        "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_RECORD_INVALID",
+    }
+
+
+def test_coercible_values_are_refused_as_non_canonical() -> None:
+    row = encode(external_record(Phase.STAGING))
+    payload = row.payload.replace('"predecessor_absent":false', '"predecessor_absent":0')
+    assert _code(_row_with_payload(row, payload)) == "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_PAYLOAD_NONCANONICAL"
+
+
+def test_projection_columns_must_agree_with_the_payload() -> None:
+    row = encode(external_record())
+    for field, value in (
+        ("phase", "COMMITTED"),
+        ("operation_id", "0" * 64),
+        ("fence_token", "x"),
+        ("dispatch_epoch", 7),
+    ):
+        assert _code(row.model_copy(update={field: value})) == "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_RECORD_INVALID"
+
+
+def test_malformed_records_fail_closed_without_echoing_values() -> None:
+    row = encode(external_record())
+    value = json.loads(row.payload)
+    value["members"][0]["member_id"] = "host-a.internal:9000"
+    with pytest.raises(DponeError) as raised:
+        decode(_row_with_payload(row, canonical_json(value)))
+    assert raised.value.code == "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_RECORD_INVALID"
+    assert "host-a" not in str(raised.value)
+    for payload in ("[]", "not json", '{"schema":1}', "{}"):
+        assert _code(_row_with_payload(row, payload)) == "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_RECORD_INVALID"
+
+
+def test_unknown_fields_are_refused() -> None:
+    row = encode(external_record())
+    value = json.loads(row.payload)
+    value["hosts"] = ["a"]
+    assert _code(_row_with_payload(row, canonical_json(value))) == "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_RECORD_INVALID"
+
+
+def test_encode_refuses_records_over_the_bound() -> None:
+    record = external_record(Phase.LOCKED)
+    big = record.model_copy(update={"candidate_name": "x" * MAX_AUTHORITY_PAYLOAD_BYTES})
+    with pytest.raises(DponeError) as raised:
+        encode_payload(big)
+    assert raised.value.code == "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_PAYLOAD_OVERSIZE"
+
+
+def test_payload_contains_no_endpoint_sql_or_path_fields() -> None:
+    payload = json.loads(encode(external_record(Phase.COMPLETED, members=3)).payload)
+    keys: set[str] = set()
+
+    def walk(value: object) -> None:
+        if isinstance(value, dict):
+            keys.update(value)
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    walk(payload)
+    assert not keys & {"host", "hostname", "port", "endpoint", "sql", "query", "path", "password", "user"}
+    assert isinstance(ExternalAuthorityRecord.model_validate(payload), ExternalAuthorityRecord)
