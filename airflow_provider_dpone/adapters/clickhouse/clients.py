@@ -93,8 +93,8 @@ def _pool(connection: ResolvedConnection) -> Any:
     )
 
 
-def _one_shot(client: HttpClient) -> None:
-    backend = client._backend
+def make_one_shot(backend: Any) -> None:
+    """Wrap ``backend.request`` so no call can be replayed by the driver (see module docstring)."""
     original = backend.request
 
     def request(*args: Any, **kwargs: Any) -> Any:
@@ -122,7 +122,7 @@ def build_client(
         raise DponeError("DPONE_CLICKHOUSE_TRANSPORT_INSECURE", "client url scheme")
     client.http_retries = NO_RETRY  # type: ignore[assignment]
     if purpose is not Purpose.READ:
-        _one_shot(client)
+        make_one_shot(client._backend)
     return client
 
 
