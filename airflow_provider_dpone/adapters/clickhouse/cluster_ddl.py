@@ -34,6 +34,7 @@ from airflow_provider_dpone.contracts.inventory import AdmittedInventory
 from airflow_provider_dpone.ports.publication import (
     DdlIntent,
     DispatchOutcome,
+    DispatchSettings,
     HostDdlState,
     OutcomeUnknownError,
     QueueEntryStatus,
@@ -64,15 +65,8 @@ class ClickHouseClusterDDL:
         self.guard = guard
         self.task_timeout_seconds = task_timeout_seconds
 
-    def dispatch(
-        self, inventory: AdmittedInventory, intent: DdlIntent, *, correlation_token: str, query_digest: str
-    ) -> DispatchOutcome:
-        statement = sql_cluster_ddl.render(
-            intent,
-            correlation_token=correlation_token,
-            query_digest=query_digest,
-            task_timeout_seconds=self.task_timeout_seconds,
-        )
+    def dispatch(self, inventory: AdmittedInventory, intent: DdlIntent, settings: DispatchSettings) -> DispatchOutcome:
+        statement = sql_cluster_ddl.render(intent, settings, task_timeout_seconds=self.task_timeout_seconds)
         query_id = mutation_query_id("ddl", f"cluster:{intent.cluster}", statement)
         self.guard.claim(query_id)
         try:
