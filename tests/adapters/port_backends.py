@@ -44,6 +44,12 @@ class PortBackend(Protocol):
 
     def lose_next_response(self, point: LossPoint, member_id: str | None = None) -> None: ...
 
+    def pause(self, member_id: str) -> None:
+        """The member's DDL worker stops taking queue entries (a host that is down for the queue)."""
+        ...
+
+    def resume(self, member_id: str) -> None: ...
+
     def close(self) -> None: ...
 
 
@@ -65,6 +71,12 @@ class FakeBackend:
     def lose_next_response(self, point: LossPoint, member_id: str | None = None) -> None:
         faults = self.world.faults
         faults.schedule([(faults.counter, FaultKind.LOSE_RESPONSE)])
+
+    def pause(self, member_id: str) -> None:
+        self.world.member(member_id).paused = True
+
+    def resume(self, member_id: str) -> None:
+        self.world.resume(self.world.member(member_id))
 
     def close(self) -> None:
         return None
@@ -93,7 +105,7 @@ class EmbeddedBackend:
 
     name = "embedded"
 
-    def __init__(self, cluster: Any, database: str, directory: Path, *, ddl_timeout_seconds: int = 5) -> None:
+    def __init__(self, cluster: Any, database: str, directory: Path, *, ddl_timeout_seconds: int = 2) -> None:
         self.embedded = cluster
         self.cluster = cluster.cluster_name
         self.database = database
@@ -145,6 +157,12 @@ class EmbeddedBackend:
             assert member_id is not None
             statement = {"create": "^CREATE TABLE", "load": "^INSERT INTO", "drop": "^DROP TABLE"}[point]
             faults.lose_response(self.process_of(member_id), match=statement)
+
+    def pause(self, member_id: str) -> None:
+        self.embedded.faults.pause(self.process_of(member_id))
+
+    def resume(self, member_id: str) -> None:
+        self.embedded.faults.resume(self.process_of(member_id))
 
     def close(self) -> None:
         self.adapters.close()

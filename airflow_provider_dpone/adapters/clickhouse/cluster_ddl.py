@@ -68,11 +68,15 @@ class ClickHouseClusterDDL:
     def dispatch(self, inventory: AdmittedInventory, intent: DdlIntent, settings: DispatchSettings) -> DispatchOutcome:
         statement = sql_cluster_ddl.render(intent, settings, task_timeout_seconds=self.task_timeout_seconds)
         query_id = mutation_query_id("ddl", f"cluster:{intent.cluster}", statement)
+        # the same settings also as request settings: identical values, so a server (or an emulation) that reads
+        # either place applies them; ``wait_end_of_query`` makes a late host error an HTTP error, not a 200 body
+        request_settings: dict[str, Any] = {
+            **sql_cluster_ddl.ddl_settings(settings, task_timeout_seconds=self.task_timeout_seconds),
+            "wait_end_of_query": 1,
+        }
         self.guard.claim(query_id)
         try:
-            body = self.coordinator.mutator().raw_query(
-                statement, settings={"query_id": query_id, "wait_end_of_query": 1}
-            )
+            body = self.coordinator.mutator().raw_query(statement, settings={**request_settings, "query_id": query_id})
         except Error as error:
             failure = classify(error)
             if isinstance(failure, Refused) and failure.code == TIMEOUT_EXCEEDED:
