@@ -213,7 +213,7 @@ def test_reference_table_fails_loudly_on_a_missing_column() -> None:
         " defaultValueOfTypeName('UInt64'), defaultValueOfTypeName('UInt64')), "
         "`at` DateTime64(3, 'UTC') DEFAULT if(throwIf(1, 'dpone: a declared column is missing from the artifact')"
         " = 0, defaultValueOfTypeName('DateTime64(3, \\'UTC\\')'), defaultValueOfTypeName('DateTime64(3, \\'UTC\\')'))"
-        ") ENGINE = Memory"
+        ") ENGINE = MergeTree ORDER BY tuple()"
     )
 
 
