@@ -27,14 +27,7 @@ from airflow_provider_dpone.ports.publication import (
 )
 from tests.adapters.port_backends import EmbeddedBackend, FakeBackend, PortBackend, Row
 
-try:  # the embedded cluster's fixtures come from its pytest plugin (registered in tests/conftest.py)
-    from airflow_provider_dpone.embedded import EmbeddedCluster  # noqa: F401
-
-    EMBEDDED = True
-except ImportError:  # pragma: no cover - only on a branch without the embedded cluster
-    EMBEDDED = False
-
-pytestmark = [pytest.mark.embedded_cluster(members=2)] if EMBEDDED else []
+pytestmark = pytest.mark.embedded_cluster(members=2)
 
 COLUMNS = (("id", "UInt64"), ("s", "Nullable(String)"))
 SPEC = TableSpec(columns=tuple(ColumnSpec(name=n, type=t) for n, t in COLUMNS), order_by=("id",))
@@ -45,8 +38,6 @@ ROWS: tuple[Row, ...] = ((1, "a"), (2, None), (3, "c"))
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[PortBackend]:
     if request.param == "fake":
         instance: PortBackend = FakeBackend()
-    elif not EMBEDDED:  # pragma: no cover
-        pytest.skip("the embedded cluster is not on this branch yet")
     else:
         cluster = request.getfixturevalue("embedded_cluster")
         instance = EmbeddedBackend(cluster, request.getfixturevalue("fresh_database"), tmp_path)

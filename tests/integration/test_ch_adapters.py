@@ -27,11 +27,6 @@ from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.ports.publication import ColumnSpec, OutcomeUnknownError, TableSpec
 from tests.adapters.http_servers import redirect_reply, serve
 
-try:  # the embedded cluster's fixtures come from its pytest plugin (registered in tests/conftest.py)
-    from airflow_provider_dpone.embedded import EmbeddedCluster  # noqa: F401
-except ImportError:  # pragma: no cover - only on a branch without the embedded cluster
-    pytest.skip("the embedded cluster is not on this branch yet", allow_module_level=True)
-
 pytestmark = pytest.mark.embedded_cluster(members=2)
 
 COLUMNS = (("id", "UInt64"), ("name", "String"))

@@ -20,11 +20,6 @@ from airflow_provider_dpone.ports.publication import ColumnSpec, TableSpec
 from airflow_provider_dpone.protocol.results import Committed, Completed
 from airflow_provider_dpone.protocol.service import ExternalPublicationService
 
-try:  # the embedded cluster's fixtures come from its pytest plugin (registered in tests/conftest.py)
-    from airflow_provider_dpone.embedded import EmbeddedCluster  # noqa: F401
-except ImportError:  # pragma: no cover - only on a branch without the embedded cluster
-    pytest.skip("the embedded cluster is not on this branch yet", allow_module_level=True)
-
 pytestmark = pytest.mark.embedded_cluster(members=2)
 
 COLUMNS = (("id", "UInt64"), ("name", "String"), ("amount", "Nullable(Decimal(18, 4))"), ("at", "DateTime64(3, 'UTC')"))
