@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from airflow_provider_dpone.adapters.clickhouse.types import canonical_columns
 from airflow_provider_dpone.contracts.authority_row import AUTHORITY_TABLE, AuthorityRow, VersionedAuthorityRow
 from airflow_provider_dpone.contracts.inventory import (
     AdmittedInventory,
@@ -30,6 +31,7 @@ from airflow_provider_dpone.ports.publication import (
     DispatchSettings,
     HostDdlState,
     MutationRejectedError,
+    OutcomeUnknownError,
     QueueEntryStatus,
     QueueHostStatus,
     TableObservation,
@@ -156,7 +158,9 @@ class FakeMemberSession:
                 raise MutationRejectedError("unknown database")
             if (database, table) in self.member.tables or uuid in self.member.used_uuids:
                 raise MutationRejectedError("table or UUID exists")
-            self.member.tables[(database, table)] = FakeTable(uuid=uuid, engine=spec.engine, columns=spec.schema_pairs)
+            # ClickHouse reports types in its own spelling (``Decimal(18, 4)``), whatever spacing was declared
+            columns = canonical_columns(spec.schema_pairs)
+            self.member.tables[(database, table)] = FakeTable(uuid=uuid, engine=spec.engine, columns=columns)
             self.member.used_uuids.add(uuid)
             self.world.effects.append(Effect(self.member.member_id, "member", "create", table, uuid))
 
@@ -221,6 +225,9 @@ class FakeClusterDDL:
                 world._run_worker(member)
             finished = tuple(mid for mid, (state, code) in entry.hosts.items() if state is HostDdlState.FINISHED)
             failed = tuple(mid for mid, (_, code) in entry.hosts.items() if code)
+            if failed:
+                # distributed_ddl_output_mode=throw: the initiator raises a host's error; other hosts may have applied
+                raise OutcomeUnknownError("a host reported an error (throw mode)")
             return DispatchOutcome(
                 entry=entry.name, finished=finished, failed=failed, timed_out=len(finished) < len(entry.hosts)
             )
