@@ -497,6 +497,7 @@ def test_unreadable_paths(tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------------------------- properties --
 _BASELINE = external()
 _BASELINE["sink"]["table"] = "bad`name"
+_BASELINE["sink"]["bad\x00key"] = "an unknown hostile key, so the fixed placeholder text is part of the baseline"
 with pytest.raises(DponeError) as _baseline_info:
     manifest_from_mapping(_BASELINE)
 _BASELINE_SAID = _everything_said(_baseline_info.value)
