@@ -12,6 +12,7 @@ between polls (for example, resume a paused member), like an operator fixing a m
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -21,6 +22,7 @@ from airflow_provider_dpone.ports.publication import ColumnSpec, TableSpec
 from airflow_provider_dpone.protocol.context import ProtocolSettings
 from airflow_provider_dpone.protocol.request import PublicationRequest
 from airflow_provider_dpone.triggers.ddl_queue_readers import HostState, QueueSnapshot
+from tests.fakes.faults import FaultInjector, FaultKind
 from tests.fakes.publication import FakeSource, FakeWorld, Row
 
 COLUMNS: tuple[tuple[str, str], ...] = (("id", "UInt64"), ("name", "String"), ("amount", "Nullable(Int64)"))
@@ -124,3 +126,34 @@ class FakeQueueReader:
 
 def fake_queue_reader(conn_id: str) -> FakeQueueReader:
     return FakeQueueReader(conn_id)
+
+
+class NamedFaults(FaultInjector):
+    """Faults by name and occurrence ("the first ``member.load``"), plus callbacks at named points.
+
+    The protocol suite numbers fault points globally; a DAG-level scenario names the boundary it means instead.
+    """
+
+    def __init__(
+        self,
+        faults: dict[tuple[str, int], FaultKind] | None = None,
+        callbacks: dict[tuple[str, int], Callable[[], None]] | None = None,
+    ) -> None:
+        super().__init__()
+        self.named = dict(faults or {})
+        self.callbacks = dict(callbacks or {})
+        self.seen: Counter[str] = Counter()
+
+    def _next(self, name: str) -> FaultKind | None:
+        index = self.counter
+        self.counter += 1
+        self.trace.append(name)
+        self.seen[name] += 1
+        occurrence = (name, self.seen[name])
+        callback = self.callbacks.get(occurrence)
+        if callback is not None:
+            callback()
+        kind = self.named.get(occurrence)
+        if kind is not None:
+            self.fired.append((index, name, kind))
+        return kind

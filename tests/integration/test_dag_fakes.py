@@ -16,8 +16,9 @@ import pytest
 from airflow_provider_dpone.contracts.authority_codec import decode
 from airflow_provider_dpone.contracts.authority_external import ExternalAuthorityRecord
 from airflow_provider_dpone.contracts.manifest import ClusterPublicationManifest, load_manifest
+from tests.fakes.faults import FaultKind
 from tests.integration.dag_runner import configure, load_example, run_example
-from tests.integration.dpone_airflow_fakes import FakeDeployment
+from tests.integration.dpone_airflow_fakes import FakeDeployment, NamedFaults
 
 ROWS = ((1, "a", 10), (2, "b", None), (3, "c", 30))
 BASELINE = ((7, "old", 1),)
@@ -66,3 +67,177 @@ def test_full_run_completes_and_every_member_holds_the_generation(
     # the predecessor generation is gone everywhere; nothing else was touched
     assert all(len(member.tables) == 1 for member in deployment.world.members)
     assert Counter(effect.op for effect in deployment.world.effects)["drop"] == 2
+
+
+def _exact_everywhere(deployment: FakeDeployment, rows: tuple[tuple[object, ...], ...]) -> None:
+    expected = sorted(rows, key=repr)
+    assert deployment.content("target_table") == [expected] * len(deployment.world.members)
+
+
+def _queue_kinds(deployment: FakeDeployment) -> list[str]:
+    return [entry.intent.kind for entry in deployment.world.queue]
+
+
+def test_lost_load_response_on_member_one_never_duplicates(
+    example: ModuleType, manifest: ClusterPublicationManifest
+) -> None:
+    deployment = FakeDeployment.build(manifest, rows=ROWS, baseline=BASELINE)
+    deployment.world.faults = NamedFaults({("member.load", 1): FaultKind.LOSE_RESPONSE})
+    configure(example, deployment.factory())
+    outcome = run_example(example, logical_date=_when(2))
+    assert outcome.succeeded, outcome.states
+    assert deployment.world.faults.fired, "the fault must have fired"
+    _exact_everywhere(deployment, ROWS)
+    assert deployment.source is not None and deployment.source.seals == 1
+
+
+def test_crash_after_create_before_the_candidate_cas_is_retried_by_airflow(
+    example: ModuleType, manifest: ClusterPublicationManifest
+) -> None:
+    deployment = FakeDeployment.build(manifest, rows=ROWS, baseline=BASELINE)
+    deployment.world.faults = NamedFaults({("member.create", 1): FaultKind.CRASH_AFTER})
+    configure(example, deployment.factory())
+    outcome = run_example(example, logical_date=_when(3))
+    assert outcome.succeeded, outcome.states
+    assert outcome.tries["stage"] == 2
+    _exact_everywhere(deployment, ROWS)
+    # the retry adopted the exact intended candidate: one CREATE per member, no foreign table, nothing left behind
+    creates = [e for e in deployment.world.effects if e.op == "create"]
+    assert len(creates) == 2
+    assert all(len(member.tables) == 1 for member in deployment.world.members)
+
+
+def test_member_paused_during_the_exchange_defers_then_completes_after_resume(
+    example: ModuleType, manifest: ClusterPublicationManifest
+) -> None:
+    deployment = FakeDeployment.build(manifest, rows=ROWS, baseline=BASELINE)
+    paused = deployment.world.members[1]
+
+    def pause() -> None:
+        paused.paused = True
+
+    def resume_on_second_poll(poll: int) -> None:
+        if poll == 2:
+            deployment.world.resume(paused)
+
+    deployment.world.faults = NamedFaults(callbacks={("ddl.dispatch", 1): pause})
+    deployment.on_poll = resume_on_second_poll
+    configure(example, deployment.factory())
+    outcome = run_example(example, logical_date=_when(4))
+    assert outcome.succeeded, outcome.states
+    assert outcome.tries["publish"] == 1, "the wait is a deferral, not a retry"
+    assert deployment.polls >= 2, "the trigger polled the bound entry"
+    assert _queue_kinds(deployment) == ["exchange", "drop"], "one publication DDL, one cleanup DDL"
+    _exact_everywhere(deployment, ROWS)
+
+
+def test_non_deferrable_publish_polls_in_process_until_the_paused_member_resumes(
+    example: ModuleType, manifest: ClusterPublicationManifest
+) -> None:
+    deployment = FakeDeployment.build(manifest, rows=ROWS, baseline=BASELINE)
+    paused = deployment.world.members[0]
+
+    def pause() -> None:
+        paused.paused = True
+
+    def resume() -> None:
+        deployment.world.resume(paused)
+
+    deployment.world.faults = NamedFaults(
+        callbacks={("ddl.dispatch", 1): pause, ("ddl.queue_status", 3): resume},
+    )
+    configure(example, deployment.factory(), deferrable=False)
+    outcome = run_example(example, logical_date=_when(5))
+    assert outcome.succeeded, outcome.states
+    assert outcome.tries["publish"] == 1
+    assert deployment.polls == 0, "no trigger ran"
+    assert _queue_kinds(deployment) == ["exchange", "drop"]
+    _exact_everywhere(deployment, ROWS)
+
+
+@pytest.mark.parametrize(("dispatch", "kind"), [(1, "exchange"), (2, "drop")], ids=["exchange", "cleanup"])
+def test_lost_ddl_response_is_resolved_by_observation_without_redispatch(
+    example: ModuleType, manifest: ClusterPublicationManifest, dispatch: int, kind: str
+) -> None:
+    deployment = FakeDeployment.build(manifest, rows=ROWS, baseline=BASELINE)
+    deployment.world.faults = NamedFaults({("ddl.dispatch", dispatch): FaultKind.LOSE_RESPONSE})
+    configure(example, deployment.factory())
+    outcome = run_example(example, logical_date=_when(6 + dispatch))
+    assert outcome.succeeded, outcome.states
+    assert deployment.world.faults.fired
+    assert _queue_kinds(deployment) == ["exchange", "drop"], f"the lost {kind} was never sent again"
+    _exact_everywhere(deployment, ROWS)
+    assert all(len(member.tables) == 1 for member in deployment.world.members)
+
+
+def test_absent_target_is_published_by_rename_and_empty_input_is_a_generation(
+    example: ModuleType, manifest: ClusterPublicationManifest
+) -> None:
+    deployment = FakeDeployment.build(manifest, rows=(), baseline=None)
+    configure(example, deployment.factory())
+    outcome = run_example(example, logical_date=_when(10))
+    assert outcome.succeeded, outcome.states
+    receipt = outcome.xcom["cleanup"]
+    assert (receipt["baseline"], receipt["publication_kind"], receipt["row_count"]) == ("absent", "rename", 0)
+    assert deployment.content("target_table") == [[], []]
+
+
+def test_second_run_racing_an_unresolved_one_is_fenced_then_both_complete_in_order(
+    example: ModuleType, manifest: ClusterPublicationManifest, capfd: pytest.CaptureFixture[str]
+) -> None:
+    deployment = FakeDeployment.build(manifest, rows=ROWS, baseline=BASELINE)
+    deployment.world.faults = NamedFaults({("member.load", 1): FaultKind.CRASH_BEFORE})
+    configure(example, deployment.factory(), retries=0)
+    first = run_example(example, logical_date=_when(11))
+    assert first.states["stage"] == "failed"
+    assert first.xcom.get("publish") is None
+
+    configure(example, deployment.factory(), retries=3)
+    capfd.readouterr()
+    second = run_example(example, logical_date=_when(12))
+    log = capfd.readouterr()
+    assert second.states["fence"] == "failed"
+    assert second.tries["fence"] == 1, "a fenced operation is terminal: Airflow must not spend retries"
+    assert "DPONE_CLICKHOUSE_CLUSTER_OPERATION_FENCED" in log.out + log.err
+    assert deployment.content("target_table") == [list(BASELINE)] * 2, "the fenced run touched nothing"
+
+    resumed = run_example(example, logical_date=_when(11))  # a clear of the whole first run: same operation
+    assert resumed.succeeded, resumed.states
+    assert resumed.xcom["cleanup"]["operation_id"] == first.xcom["fence"]["operation_id"]
+    _exact_everywhere(deployment, ROWS)
+
+    again = run_example(example, logical_date=_when(12))  # the second run, cleared, now takes the free target
+    assert again.succeeded, again.states
+    assert again.xcom["cleanup"]["operation_id"] != resumed.xcom["cleanup"]["operation_id"]
+    assert again.xcom["cleanup"]["baseline"] == "existing"
+
+
+def test_inventory_drift_fences_the_operation(example: ModuleType, manifest: ClusterPublicationManifest) -> None:
+    deployment = FakeDeployment.build(manifest, rows=ROWS, baseline=BASELINE)
+    deployment.world.faults = NamedFaults({("member.load", 1): FaultKind.CRASH_BEFORE})
+    configure(example, deployment.factory(), retries=0)
+    first = run_example(example, logical_date=_when(13))
+    assert first.states["fence"] == "success" and first.states["stage"] == "failed"
+
+    deployment.world.add_member(3)
+    configure(example, deployment.factory(), retries=3)
+    cleared = run_example(example, logical_date=_when(13))
+    assert cleared.states["fence"] == "failed" and cleared.tries["fence"] == 1
+    assert deployment.content("target_table")[:2] == [list(BASELINE)] * 2, "no target was touched"
+    assert not deployment.world.queue, "nothing was dispatched"
+
+
+def test_two_runs_publish_twice_and_the_second_replaces_the_first(
+    example: ModuleType, manifest: ClusterPublicationManifest
+) -> None:
+    deployment = FakeDeployment.build(manifest, rows=ROWS, baseline=None)
+    configure(example, deployment.factory())
+    first = run_example(example, logical_date=_when(14))
+    assert first.succeeded, first.states
+    deployment.source = deployment.world.source(deployment.columns, ((4, "d", 40),))
+    second = run_example(example, logical_date=_when(15))
+    assert second.succeeded, second.states
+    assert second.xcom["cleanup"]["generation_id"] != first.xcom["cleanup"]["generation_id"]
+    assert second.xcom["cleanup"]["baseline"] == "existing"
+    _exact_everywhere(deployment, ((4, "d", 40),))
+    assert all(len(member.tables) == 1 for member in deployment.world.members)
