@@ -241,3 +241,30 @@ def test_two_runs_publish_twice_and_the_second_replaces_the_first(
     assert second.xcom["cleanup"]["baseline"] == "existing"
     _exact_everywhere(deployment, ((4, "d", 40),))
     assert all(len(member.tables) == 1 for member in deployment.world.members)
+
+
+def test_logs_xcom_receipts_and_errors_never_show_hosts_uuids_or_row_values(
+    example: ModuleType, manifest: ClusterPublicationManifest, capfd: pytest.CaptureFixture[str]
+) -> None:
+    secret_rows = ((101, "ROWVALUE-alpha-7d1e", 424242),)
+    deployment = FakeDeployment.build(manifest, rows=secret_rows, baseline=((9, "ROWVALUE-old-3c9b", 777777),))
+    configure(example, deployment.factory())
+    capfd.readouterr()
+    completed = run_example(example, logical_date=_when(16))
+    assert completed.succeeded, completed.states
+    deployment.world.faults = NamedFaults({("member.load", 1): FaultKind.CRASH_BEFORE})
+    configure(example, deployment.factory(), retries=0)
+    unresolved = run_example(example, logical_date=_when(17))
+    configure(example, deployment.factory())
+    fenced = run_example(example, logical_date=_when(18))
+    assert unresolved.states["stage"] == "failed" and fenced.states["fence"] == "failed"
+    captured = capfd.readouterr()
+    texts = [captured.out, captured.err, repr(completed.xcom), repr(unresolved.xcom), repr(fenced.xcom)]
+    assert "DPONE_CLICKHOUSE_CLUSTER_OPERATION_FENCED" in captured.out + captured.err, "the failure was logged"
+    forbidden = [member.host for member in deployment.world.members]
+    forbidden += ["ROWVALUE", "424242", "777777"]
+    forbidden += [table.uuid for member in deployment.world.members for table in member.tables.values()]
+    forbidden += [e.uuid for e in deployment.world.effects]
+    for text in texts:
+        for value in forbidden:
+            assert value not in text, f"{value!r} leaked"
