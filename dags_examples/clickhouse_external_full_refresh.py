@@ -40,14 +40,28 @@ from airflow_provider_dpone.operators import (
 DAG_ID = "clickhouse_external_full_refresh"
 CONN_ID = "dpone_clickhouse_default"
 MANIFEST = Path(__file__).resolve().parent / "manifests" / "clickhouse_external_full_refresh.yaml"
-CLUSTER = "analytics_cluster"
 DATABASE = "analytics"
+
+CLUSTER_OVERRIDE = "DPONE_EXAMPLE_CLUSTER"
+"""Environment variable that renames the manifest's cluster (the embedded demo cluster is named ``dpone_cluster``)."""
 
 DEMO_ROWS = 1000
 """Rows the demo source gets when it is absent (ids 1..DEMO_ROWS, a few NULL amounts)."""
 
 
-def ensure_demo_source(conn_id: str = CONN_ID, *, rows: int = DEMO_ROWS) -> int:
+def example_manifest() -> Path | dict[str, Any]:
+    """The manifest file, or its content with the cluster renamed when ``DPONE_EXAMPLE_CLUSTER`` is set."""
+    cluster = os.environ.get(CLUSTER_OVERRIDE)
+    if not cluster:
+        return MANIFEST
+    from airflow_provider_dpone.operators.publication_inputs import read_manifest
+
+    content = read_manifest(MANIFEST).model_dump(mode="json", exclude_none=True)
+    content["physical_design"]["storage"]["clickhouse"]["cluster"]["name"] = cluster
+    return content
+
+
+def ensure_demo_source(conn_id: str = CONN_ID, *, cluster: str, rows: int = DEMO_ROWS) -> int:
     """Create the demo database on every member and the source table on the coordinator, filled once; idempotent.
 
     Returns the source row count. Demo scaffolding only: the publication protocol never creates its own source.
@@ -64,7 +78,8 @@ def ensure_demo_source(conn_id: str = CONN_ID, *, rows: int = DEMO_ROWS) -> int:
         autogenerate_session_id=False,
     )
     try:
-        client.command(f"CREATE DATABASE IF NOT EXISTS {DATABASE} ON CLUSTER {CLUSTER} ENGINE = Atomic")
+        client.command(f"CREATE DATABASE IF NOT EXISTS {DATABASE} ON CLUSTER {cluster} ENGINE = Atomic")
+        client.command(f"CREATE DATABASE IF NOT EXISTS {DATABASE} ENGINE = Atomic")
         client.command(
             f"CREATE TABLE IF NOT EXISTS {DATABASE}.source_table "
             "(id UInt64, name String, amount Nullable(Decimal(18, 4)), updated_at DateTime64(3, 'UTC')) "
@@ -84,6 +99,8 @@ def ensure_demo_source(conn_id: str = CONN_ID, *, rows: int = DEMO_ROWS) -> int:
         client.close()
 
 
+manifest = example_manifest()
+
 with DAG(
     dag_id=DAG_ID,
     schedule=None,
@@ -97,12 +114,14 @@ with DAG(
 
     @task(task_id="demo_source")
     def demo_source() -> int:
-        return ensure_demo_source()
+        from airflow_provider_dpone.operators.publication_inputs import cluster_name, read_manifest
 
-    fence = DponeFenceOperator(task_id="fence", manifest=MANIFEST)
-    stage = DponeStageOperator(task_id="stage", manifest=MANIFEST)
-    publish = DponePublishOperator(task_id="publish", manifest=MANIFEST, poll_interval=1.0)
-    cleanup = DponeCleanupOperator(task_id="cleanup", manifest=MANIFEST, poll_interval=1.0)
+        return ensure_demo_source(cluster=cluster_name(read_manifest(manifest)))
+
+    fence = DponeFenceOperator(task_id="fence", manifest=manifest)
+    stage = DponeStageOperator(task_id="stage", manifest=manifest)
+    publish = DponePublishOperator(task_id="publish", manifest=manifest, poll_interval=1.0)
+    cleanup = DponeCleanupOperator(task_id="cleanup", manifest=manifest, poll_interval=1.0)
 
     [fence, demo_source()] >> stage >> publish >> cleanup
 
