@@ -1,0 +1,304 @@
+"""The real ClickHouse engine of one process (chdb), serialized behind one lock, with per-session handles.
+
+chdb hosts one engine per OS process. Each chdb connection handle keeps its own ``USE`` and ``SET`` state, which is
+exactly what a ClickHouse HTTP session is, so a session gets its own handle and a session-less request gets a fresh
+handle that is closed afterwards (its ``SET``/``USE`` die with it, as on a server). Calls into the engine are
+serialized per process: the HTTP server stays threaded, so pings and slow clients never wait for the engine, but
+two statements never run inside the engine at once.
+
+Insert data reaches the engine as a stream: the endpoint writes the request body into a FIFO that the engine reads
+with ``INSERT ... FROM INFILE``, so the body is parsed while it is still arriving and never held in memory whole.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import re
+import select
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import chdb
+
+from airflow_provider_dpone.embedded.sqltext import quote_identifier, quote_string
+
+_CODE_RE = re.compile(r"Code: (\d+)\.")
+_NAME_RE = re.compile(r"\(([A-Z][A-Z0-9_]+)\)\s*$")
+_SETTING_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_F_SETPIPE_SZ = 1031
+_PIPE_SIZE = 1 << 20
+
+SEEK_FORMATS = frozenset({"parquet", "arrow", "orc", "npy"})
+"""Input formats whose readers need a seekable file: their bodies are spooled to a file, not streamed via a FIFO."""
+
+
+class EngineError(Exception):
+    """A ClickHouse exception: numeric code, symbolic name and ClickHouse's message text (``Code: N. DB::...``)."""
+
+    def __init__(self, code: int, message: str, name: str = "") -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.name = name
+
+    @classmethod
+    def from_engine(cls, exc: BaseException) -> EngineError:
+        text = str(exc).strip()
+        start = text.find("Code: ")
+        if start > 0:
+            text = text[start:]
+        match = _CODE_RE.search(text)
+        code = int(match.group(1)) if match else 1001
+        name_match = _NAME_RE.search(text)
+        if not match:
+            text = f"Code: 1001. DB::Exception: {text}. (STD_EXCEPTION)"
+        return cls(code, text, name_match.group(1) if name_match else "STD_EXCEPTION")
+
+
+@dataclass(frozen=True)
+class EngineResult:
+    data: bytes
+    rows_read: int = 0
+    bytes_read: int = 0
+    rows_written: int = 0
+    bytes_written: int = 0
+    elapsed_ns: int = 0
+
+
+class Handle:
+    """One chdb connection: a session's (or one request's) ``USE``/``SET`` state."""
+
+    def __init__(self, connection: Any) -> None:
+        self.connection = connection
+        self.database: str | None = None
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.connection.close()
+
+
+class Engine:
+    """The process's engine. ``execute`` and ``insert_stream`` are the only ways in."""
+
+    def __init__(self, data_dir: Path, config_file: Path, spool_dir: Path) -> None:
+        self._uri = f"file:{data_dir}?config-file={config_file}"
+        self._spool = Path(spool_dir)
+        self._spool.mkdir(parents=True, exist_ok=True)
+        self.lock = threading.RLock()
+        self._root = chdb.connect(self._uri)  # keeps the engine alive while handles come and go
+        self.version = self._root.query("SELECT version()", "TabSeparated").bytes().decode().strip()
+        rows = self._root.query(
+            "SELECT number, errorCodeToName(number) FROM numbers(2000) WHERE errorCodeToName(number) != ''",
+            "TabSeparated",
+        )
+        self.error_names: dict[int, str] = {}
+        for line in rows.bytes().decode().splitlines():
+            code, name = line.split("\t")
+            self.error_names[int(code)] = name
+        self.error_codes = {name: code for code, name in self.error_names.items()}
+
+    def error(self, code: int, text: str) -> EngineError:
+        """An emulated ClickHouse exception with the engine's own name for ``code``."""
+        name = self.error_names.get(code, "UNKNOWN_EXCEPTION")
+        return EngineError(code, f"Code: {code}. DB::Exception: {text}. ({name})", name)
+
+    def open_handle(self) -> Handle:
+        with self.lock:
+            return Handle(chdb.connect(self._uri))
+
+    def close(self) -> None:
+        with self.lock, contextlib.suppress(Exception):
+            self._root.close()
+
+    # -- statements -----------------------------------------------------------------------------------------------
+
+    def execute(
+        self,
+        sql: str,
+        fmt: str = "TabSeparated",
+        *,
+        handle: Handle | None = None,
+        database: str | None = None,
+        settings: Mapping[str, str] | None = None,
+        params: Mapping[str, str] | None = None,
+    ) -> EngineResult:
+        """Run one statement; ``handle`` is a session's handle, ``None`` for a one-request handle."""
+        with self.lock:
+            own = handle is None
+            current = self.open_handle() if handle is None else handle
+            try:
+                return self._run(current, own, sql, fmt, database, dict(settings or {}), dict(params or {}))
+            finally:
+                if own:
+                    current.close()
+
+    def insert_stream(
+        self,
+        statement: Callable[[str], str],
+        fmt: str,
+        body: Iterable[bytes],
+        *,
+        handle: Handle | None = None,
+        database: str | None = None,
+        settings: Mapping[str, str] | None = None,
+    ) -> EngineResult:
+        """Run ``statement(path)`` (an ``INSERT ... FROM INFILE path``) while ``body`` is fed into ``path``.
+
+        Streamable formats go through a FIFO that the engine reads while the body still arrives; formats that need
+        a seekable file are spooled first. The engine's error wins over a feeding error, and ``body`` is always
+        consumed to its end, so the HTTP connection stays usable after a failed insert.
+        """
+        path = self._spool / f"insert-{uuid.uuid4().hex}"
+        if fmt.lower() in SEEK_FORMATS:
+            try:
+                with open(path, "wb") as spool:
+                    for chunk in body:
+                        spool.write(chunk)
+                return self.execute(statement(str(path)), handle=handle, database=database, settings=settings)
+            finally:
+                path.unlink(missing_ok=True)
+        os.mkfifo(path)
+        outcome: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                outcome["result"] = self.execute(
+                    statement(str(path)), handle=handle, database=database, settings=settings
+                )
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the calling thread
+                outcome["error"] = exc
+
+        runner = threading.Thread(target=run, name="engine-insert", daemon=True)
+        runner.start()
+        fd = _open_writer(path, runner)
+        try:
+            for chunk in body:
+                if fd is not None and not _write_all(fd, chunk, runner):
+                    os.close(fd)
+                    fd = None
+        finally:
+            if fd is not None:
+                os.close(fd)  # end of data: the engine reads EOF
+            runner.join()
+            path.unlink(missing_ok=True)
+        if "error" in outcome:
+            raise outcome["error"]
+        result: EngineResult = outcome["result"]
+        return result
+
+    # -- internals ------------------------------------------------------------------------------------------------
+
+    def _run(
+        self,
+        handle: Handle,
+        own: bool,
+        sql: str,
+        fmt: str,
+        database: str | None,
+        settings: dict[str, str],
+        params: dict[str, str],
+    ) -> EngineResult:
+        connection = handle.connection
+        try:
+            if database and database != handle.database:
+                connection.query(f"USE {quote_identifier(database)}", "TabSeparated")
+                handle.database = database
+            restore: dict[str, tuple[str, bool]] = {}
+            if settings:
+                if not own:
+                    restore = self._snapshot(connection, settings)
+                connection.query("SET " + _assignments(settings), "TabSeparated")
+            try:
+                result = connection.query(sql, fmt, params=params)
+            finally:
+                if restore:
+                    self._restore(connection, restore)
+        except EngineError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - chdb raises plain exceptions carrying ClickHouse errors
+            raise EngineError.from_engine(exc) from None
+        return EngineResult(
+            data=result.bytes() or b"",
+            rows_read=int(result.rows_read()),
+            bytes_read=int(result.bytes_read()),
+            rows_written=int(result.rows_written()),
+            bytes_written=int(result.bytes_written()),
+            elapsed_ns=int(result.elapsed() * 1e9),
+        )
+
+    @staticmethod
+    def _snapshot(connection: Any, settings: Mapping[str, str]) -> dict[str, tuple[str, bool]]:
+        names = ", ".join(quote_string(_setting_name(name)) for name in settings)
+        rows = connection.query(
+            f"SELECT name, value, changed FROM system.settings WHERE name IN ({names})", "TabSeparatedRaw"
+        )
+        snapshot = dict.fromkeys(settings, ("", False))
+        for line in rows.bytes().decode().splitlines():
+            name, value, changed = line.split("\t")
+            snapshot[name] = (value, changed == "1")
+        return snapshot
+
+    @staticmethod
+    def _restore(connection: Any, snapshot: Mapping[str, tuple[str, bool]]) -> None:
+        for name, (value, changed) in snapshot.items():
+            with contextlib.suppress(Exception):
+                literal = quote_string(value) if changed else "DEFAULT"
+                connection.query(f"SET {name} = {literal}", "TabSeparated")
+
+
+def _setting_name(name: str) -> str:
+    if not _SETTING_NAME_RE.match(name):
+        raise EngineError(
+            115, f"Code: 115. DB::Exception: Unknown setting '{name}'. (UNKNOWN_SETTING)", "UNKNOWN_SETTING"
+        )
+    return name
+
+
+def _assignments(settings: Mapping[str, str]) -> str:
+    return ", ".join(f"{_setting_name(name)} = {quote_string(str(value))}" for name, value in settings.items())
+
+
+def _open_writer(path: Path, runner: threading.Thread) -> int | None:
+    """Open the FIFO's write end once the engine has opened its read end; ``None`` if the engine never does.
+
+    Data written before the reader exists would be discarded with the pipe, so the writer waits for the reader.
+    """
+    while True:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError as exc:
+            if exc.errno != errno.ENXIO:
+                raise
+            if not runner.is_alive():
+                return None
+            time.sleep(0.0005)
+            continue
+        with contextlib.suppress(OSError):
+            fcntl.fcntl(fd, _F_SETPIPE_SZ, _PIPE_SIZE)
+        return fd
+
+
+def _write_all(fd: int, chunk: bytes, runner: threading.Thread) -> bool:
+    """Write ``chunk`` into the FIFO; ``False`` once the engine has stopped reading (its outcome is final)."""
+    view = memoryview(chunk)
+    while view:
+        try:
+            written = os.write(fd, view)
+            view = view[written:]
+            continue
+        except BlockingIOError:
+            pass
+        except BrokenPipeError:
+            return False
+        if not runner.is_alive():
+            return False
+        select.select([], [fd], [], 0.05)
+    return True

@@ -1,0 +1,90 @@
+"""Fault controls of an embedded cluster, for tests and the CLI.
+
+Armed faults live in the cluster's shared state, so they take effect in whichever process they target, survive a
+restart of that process, and can be armed from any process (a test, the CLI). A *target* is a process name
+(``"coordinator"``, ``"member1"``...), an :class:`~airflow_provider_dpone.embedded.cluster.Endpoint`, or a member's
+``replica_num``. ``match`` is a regular expression searched (case-insensitively) in the statement text -- for an
+``INSERT`` the statement without its data; empty matches every statement.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from airflow_provider_dpone.embedded import launcher
+from airflow_provider_dpone.embedded.layout import COORDINATOR
+from airflow_provider_dpone.embedded.store import Store
+
+
+def target_name(target: Any) -> str:
+    """Normalize a target to a process name."""
+    if isinstance(target, bool):
+        raise TypeError("target must be a process name, an Endpoint or a replica number")
+    if isinstance(target, int):
+        return f"member{target}"
+    name = getattr(target, "name", target)
+    if not isinstance(name, str):
+        raise TypeError("target must be a process name, an Endpoint or a replica number")
+    return name
+
+
+class Faults:
+    """Deterministic fault injection; every control is undone by :meth:`reset`."""
+
+    def __init__(self, directory: Path) -> None:
+        self._directory = Path(directory)
+        self._store = Store(self._directory / "state.sqlite")
+
+    def _known(self, target: Any, *, member_only: bool = False) -> str:
+        name = target_name(target)
+        names = launcher.read_state(self._directory)["processes"]
+        if name not in names or (member_only and name == COORDINATOR):
+            raise ValueError(f"unknown {'member' if member_only else 'process'}: {name}")
+        return name
+
+    def pause(self, member: Any) -> None:
+        """The member's DDL worker stops taking queue entries (an unavailable host: its rows stay Inactive)."""
+        name = self._known(member, member_only=True)
+        if not self._store.has_fault(name, "pause"):
+            self._store.arm(name, "pause", count=-1)
+
+    def resume(self, member: Any) -> None:
+        self._store.disarm(self._known(member, member_only=True), "pause")
+
+    def fail_next_ddl(self, member: Any, code: int, *, match: str = "", count: int = 1) -> None:
+        """The member's next ``count`` queue entries (matching ``match``) finish with exception ``code``, unexecuted."""
+        self._store.arm(self._known(member, member_only=True), "fail_ddl", pattern=match, code=code, count=count)
+
+    def fail_next_statement(self, target: Any, code: int, *, match: str = "", count: int = 1) -> None:
+        """The next matching statement sent to ``target`` over HTTP fails with ``code`` and has no effect."""
+        self._store.arm(self._known(target), "fail_statement", pattern=match, code=code, count=count)
+
+    def lose_response(self, target: Any, *, match: str = "", count: int = 1) -> None:
+        """The next matching statement takes full effect, then the connection closes without a response."""
+        self._store.arm(self._known(target), "lose_response", pattern=match, count=count)
+
+    def delay_response(self, target: Any, seconds: float, *, match: str = "", count: int = 1) -> None:
+        """The next matching statement takes effect, then its response waits ``seconds`` before it is sent."""
+        self._store.arm(self._known(target), "delay", pattern=match, seconds=seconds, count=count)
+
+    def kill(self, target: Any) -> None:
+        """Crash the process (SIGKILL). Its tables survive on disk; in-process KeeperMap state does not."""
+        launcher.kill(self._directory, self._known(target))
+
+    def restart(self, target: Any) -> None:
+        """Start the process again on the same ports and data directory; returns once it answers ``/ping``."""
+        launcher.restart(self._directory, self._known(target))
+
+    def armed(self) -> list[dict[str, Any]]:
+        return [asdict(fault) for fault in self._store.faults()]
+
+    def killed(self) -> list[str]:
+        return list(launcher.read_state(self._directory).get("killed", []))
+
+    def reset(self) -> None:
+        """Disarm everything, resume every worker and restart killed processes."""
+        self._store.disarm()
+        for name in self.killed():
+            launcher.restart(self._directory, name)

@@ -1,0 +1,343 @@
+"""ClickHouse's HTTP interface in front of one process's engine: what clickhouse-connect's clients talk to.
+
+Per request: authenticate, reassemble the query (URL ``query`` + body, or multipart fields), split settings,
+``param_*`` values and transport parameters, take the session and the query id, consult armed faults, then either
+stream an ``INSERT``'s data into the engine, initiate an ``ON CLUSTER`` statement, or run the statement and send its
+result with ClickHouse's headers. Every exception leaves as ClickHouse's error response (status, exception-code
+header, one-line body) so clients raise the same exception types with the same codes.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import socket
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, BinaryIO, cast
+from urllib.parse import parse_qsl, urlsplit
+
+from airflow_provider_dpone.embedded import httpwire
+from airflow_provider_dpone.embedded.ddl import QUEUE_TABLE_SQL, Initiator, queue_params
+from airflow_provider_dpone.embedded.engine import Engine, EngineError, EngineResult, Handle
+from airflow_provider_dpone.embedded.layout import ProcessSpec
+from airflow_provider_dpone.embedded.sessions import Sessions
+from airflow_provider_dpone.embedded.sqltext import (
+    first_keyword,
+    insert_with_data,
+    on_cluster,
+    output_format,
+    produces_result,
+    quote_string,
+    replace_table_reference,
+)
+from airflow_provider_dpone.embedded.store import Store
+
+PREFIX_BYTES = 64 * 1024
+_NOT_DDL = frozenset({"SELECT", "WITH", "INSERT", "SHOW", "DESCRIBE", "DESC", "EXISTS", "EXPLAIN", "SET", "USE", "("})
+_NO_HANDLER = (
+    "There is no handle {path}\n\nUse / or /ping for health checks.\nOr /replicas_status for more sophisticated "
+    "health checks.\n\nSend queries from your program with POST method or GET /?query=...\n"
+)
+
+
+@dataclass
+class EndpointContext:
+    """What every request thread of one process shares."""
+
+    spec: ProcessSpec
+    engine: Engine
+    store: Store
+    sessions: Sessions = field(init=False)
+    initiator: Initiator = field(init=False)
+    timezone: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.sessions = Sessions(self.engine)
+        self.initiator = Initiator(self.spec, self.engine, self.store)
+        self.timezone = self.engine.execute("SELECT timezone()").data.decode().strip()
+
+
+@dataclass
+class Answer:
+    """A successful response before encoding: body, format header (result statements only) and counters."""
+
+    data: bytes
+    fmt: str | None
+    result: EngineResult | None = None
+
+
+class _LostResponseError(Exception):
+    """The statement took effect; the armed fault says the client must not learn that."""
+
+
+class EndpointServer(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 128
+
+    def __init__(self, sock: socket.socket, context: EndpointContext) -> None:
+        super().__init__(sock.getsockname()[:2], EndpointHandler, bind_and_activate=False)
+        self.socket.close()
+        self.socket = sock
+        self.context = context
+
+
+class EndpointHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: EndpointServer
+
+    def setup(self) -> None:
+        super().setup()
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+    def do_GET(self) -> None:
+        self._dispatch("GET")
+
+    def do_POST(self) -> None:
+        self._dispatch("POST")
+
+    # -- routing --------------------------------------------------------------------------------------------------
+
+    def _dispatch(self, method: str) -> None:
+        url = urlsplit(self.path)
+        params = dict(parse_qsl(url.query, keep_blank_values=True))
+        if url.path in ("/ping", "/replicas_status") or (url.path == "/" and method == "GET" and "query" not in params):
+            httpwire.RequestBody(cast(BinaryIO, self.rfile), self.headers).drain()
+            self._send(200, {"Content-Type": "text/html; charset=UTF-8"}, b"Ok.\n")
+            return
+        if url.path != "/":
+            httpwire.RequestBody(cast(BinaryIO, self.rfile), self.headers).drain()
+            self._send(404, {"Content-Type": "text/plain; charset=UTF-8"}, _NO_HANDLER.format(path=url.path).encode())
+            return
+        self._query(method, params)
+
+    def _query(self, method: str, params: dict[str, str]) -> None:
+        context = self.server.context
+        query_id = params.get("query_id") or str(uuid.uuid4())
+        body = None
+        try:
+            body = httpwire.RequestBody(cast(BinaryIO, self.rfile), self.headers)
+            self._authenticate(params)
+            session_check = params.get("session_check") in ("1", "true")
+            with (
+                context.sessions.running(query_id),
+                context.sessions.session(
+                    params.get("session_id"), params.get("session_timeout"), session_check
+                ) as handle,
+            ):
+                answer, statement = self._execute(method, params, body, handle)
+            self._after_effect(statement)
+        except _LostResponseError:
+            self._drop_connection()
+            return
+        except EngineError as exc:
+            self._send_error(exc, query_id, body)
+            return
+        except httpwire.UnsupportedCodingError as exc:
+            self._send_error(context.engine.error(48, f"Unsupported Content-Encoding '{exc}'"), query_id, body)
+            return
+        except (ConnectionError, OSError):
+            self.close_connection = True
+            return
+        except Exception as exc:  # noqa: BLE001 - a server answers every failure with an exception, never a hang-up
+            failure = context.engine.error(1001, f"{type(exc).__name__}: {exc}")
+            self._send_error(failure, query_id, body)
+            return
+        self._send_answer(answer, query_id, params)
+
+    # -- the query pipeline ---------------------------------------------------------------------------------------
+
+    def _execute(
+        self, method: str, params: dict[str, str], body: httpwire.RequestBody, handle: Handle | None
+    ) -> tuple[Answer, str]:
+        context = self.server.context
+        engine = context.engine
+        content_type = self.headers.get("Content-Type") or ""
+        if content_type.lower().startswith("multipart/form-data"):
+            fields, files = httpwire.multipart_fields(content_type, body.read_all())
+            if files:
+                raise engine.error(48, "External data is not supported by the embedded cluster")
+            params = {**params, **fields}
+        settings = {
+            key: value
+            for key, value in params.items()
+            if key not in httpwire.RESERVED_PARAMS and not key.startswith("param_")
+        }
+        query_params = {key[6:]: value for key, value in params.items() if key.startswith("param_")}
+        if method == "GET" and settings.get("readonly", "0") == "0":
+            settings["readonly"] = "2"
+        database = params.get("database") or None
+        lead = params.get("query", "").encode()
+        prefix = body.read_prefix(PREFIX_BYTES)
+        if lead and prefix:
+            lead += b"\n"
+        head = lead + prefix
+        shape = insert_with_data(head.decode("latin-1"))
+        if shape is not None:
+            statement = head[: shape.data_start].decode(errors="replace").strip()
+            self._before_effect(statement)
+            answer = self._insert(shape, head, body, handle, database, settings)
+            return answer, statement
+        sql = (lead + body.read_all()).decode(errors="replace")
+        if not sql.strip():
+            raise engine.error(62, "Empty query")
+        self._before_effect(sql)
+        if first_keyword(sql) not in _NOT_DDL:
+            clause = on_cluster(sql)
+            if clause is not None:
+                ddl = context.initiator.run(sql, handle=handle, database=database, settings=settings)
+                if ddl.select is None:
+                    return Answer(b"", None), sql
+                fmt = output_format(sql) or params.get("default_format") or "TabSeparated"
+                result = engine.execute(ddl.select, fmt, params=ddl.params)
+                return Answer(result.data, fmt, result), sql
+        if "distributed_ddl_queue" in sql:
+            rewritten = replace_table_reference(sql, "system", "distributed_ddl_queue", QUEUE_TABLE_SQL)
+            if rewritten != sql:
+                query_params.update(queue_params(context.store))
+                sql = rewritten
+        is_result = produces_result(sql)
+        fmt = output_format(sql) or params.get("default_format") or "TabSeparated"
+        result = engine.execute(sql, fmt, handle=handle, database=database, settings=settings, params=query_params)
+        return Answer(result.data, fmt if is_result else None, result), sql
+
+    def _insert(
+        self,
+        shape: Any,
+        head: bytes,
+        body: httpwire.RequestBody,
+        handle: Handle | None,
+        database: str | None,
+        settings: dict[str, str],
+    ) -> Answer:
+        statement_head = shape.head.encode("latin-1").decode(errors="replace")
+        insert_settings = shape.settings.encode("latin-1").decode(errors="replace")
+        first = head[shape.data_start :]
+
+        def statement(path: str) -> str:
+            clause = f" SETTINGS {insert_settings}" if insert_settings else ""
+            return f"{statement_head} FROM INFILE {quote_string(path)}{clause} FORMAT {shape.fmt}"
+
+        def data() -> Iterator[bytes]:
+            body.forget_prefix()  # the prefix is already part of ``head``
+            if first:
+                yield first
+            yield from body.chunks()
+
+        result = self.server.context.engine.insert_stream(
+            statement, shape.fmt, data(), handle=handle, database=database, settings=settings
+        )
+        return Answer(b"", None, result)
+
+    # -- faults ---------------------------------------------------------------------------------------------------
+
+    def _before_effect(self, statement: str) -> None:
+        context = self.server.context
+        fault = context.store.take(context.spec.name, ("fail_statement",), statement)
+        if fault is not None:
+            raise context.engine.error(int(fault.code or 0), f"Fault injected on {context.spec.name}")
+
+    def _after_effect(self, statement: str) -> None:
+        context = self.server.context
+        fault = context.store.take(context.spec.name, ("lose_response", "delay"), statement)
+        if fault is None:
+            return
+        if fault.kind == "delay":
+            time.sleep(float(fault.seconds or 0.0))
+            return
+        raise _LostResponseError
+
+    def _drop_connection(self) -> None:
+        self.close_connection = True
+        with contextlib.suppress(OSError):
+            self.connection.shutdown(socket.SHUT_RDWR)
+
+    # -- responses ------------------------------------------------------------------------------------------------
+
+    def _authenticate(self, params: dict[str, str]) -> None:
+        spec = self.server.context.spec
+        user = params.get("user") or self.headers.get("X-ClickHouse-User")
+        password = params.get("password") or self.headers.get("X-ClickHouse-Key") or ""
+        authorization = self.headers.get("Authorization") or ""
+        if authorization.startswith("Basic "):
+            try:
+                user, _, password = base64.b64decode(authorization[6:]).decode().partition(":")
+            except ValueError:
+                user, password = "", "?"
+        user = user or "default"
+        if user != spec.user or password != spec.password:
+            raise self.server.context.engine.error(
+                516, f"{user}: Authentication failed: password is incorrect, or there is no user with such name"
+            )
+
+    def _common_headers(self, query_id: str) -> dict[str, str]:
+        context = self.server.context
+        return {
+            "X-ClickHouse-Server-Display-Name": context.spec.name,
+            "X-ClickHouse-Query-Id": query_id,
+            "X-ClickHouse-Timezone": context.timezone,
+        }
+
+    def _send_answer(self, answer: Answer, query_id: str, params: dict[str, str]) -> None:
+        headers = self._common_headers(query_id)
+        result = answer.result
+        if result is not None:
+            headers["X-ClickHouse-Summary"] = httpwire.summary_header(
+                read_rows=result.rows_read,
+                read_bytes=result.bytes_read,
+                written_rows=result.rows_written,
+                written_bytes=result.bytes_written,
+                total_rows_to_read=result.rows_read,
+                elapsed_ns=result.elapsed_ns,
+            )
+        data = answer.data
+        if answer.fmt is not None:
+            headers["X-ClickHouse-Format"] = answer.fmt
+            headers["Content-Type"] = httpwire.content_type(answer.fmt)
+        else:
+            headers["Content-Type"] = "text/plain; charset=UTF-8"
+        if data and params.get("enable_http_compression", "1") == "1":
+            coding = httpwire.choose_coding(self.headers.get("Accept-Encoding") or "")
+            if coding is not None:
+                data = httpwire.encode(data, coding)
+                headers["Content-Encoding"] = coding
+        self._send(200, headers, data)
+
+    def _send_error(self, exc: EngineError, query_id: str, body: httpwire.RequestBody | None) -> None:
+        if body is None:
+            self.close_connection = True
+        else:
+            try:
+                body.drain()
+            except (ConnectionError, OSError, ValueError):
+                self.close_connection = True
+        headers = self._common_headers(query_id)
+        headers["X-ClickHouse-Exception-Code"] = str(exc.code)
+        headers["Content-Type"] = "text/plain; charset=UTF-8"
+        self._send(
+            httpwire.http_status(exc.name),
+            headers,
+            httpwire.error_body(exc.message, self.server.context.engine.version),
+        )
+
+    def _send(self, status: int, headers: dict[str, str], data: bytes) -> None:
+        lines = [f"HTTP/1.1 {status} {self.responses.get(status, ('',))[0]}"]
+        headers = {**headers, "Content-Length": str(len(data))}
+        if self.close_connection:
+            headers["Connection"] = "close"
+        lines += [f"{name}: {value}" for name, value in headers.items()]
+        head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        try:
+            if len(data) <= PREFIX_BYTES:
+                self.wfile.write(head + data)
+            else:
+                self.wfile.write(head)
+                self.wfile.write(data)
+        except OSError:
+            self.close_connection = True

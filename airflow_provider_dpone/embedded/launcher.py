@@ -1,0 +1,324 @@
+"""Starting, stopping, killing and restarting the processes of an embedded cluster.
+
+Ports are ephemeral: the launcher binds each process's HTTP socket (listening) and native socket (reserved) on
+port 0 of the loopback interface, writes every process's spec with the ports it got, then spawns the processes with
+the sockets as inherited descriptors. A restart binds the same ports again (``SO_REUSEADDR``). ``cluster.json`` in
+the cluster directory records the topology and the pids, so ``status``/``down`` and other processes can find them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import airflow_provider_dpone
+from airflow_provider_dpone.embedded.layout import CLUSTER_FILE, COORDINATOR, HOST, ProcessSpec
+from airflow_provider_dpone.embedded.store import Store
+from airflow_provider_dpone.embedded.topology import TOPOLOGY, ClusterTopology
+
+READY_TIMEOUT = 60.0
+
+
+class LaunchError(RuntimeError):
+    """A cluster process did not come up; the message carries the tail of its log."""
+
+
+def package_root() -> str:
+    """The directory that contains the ``airflow_provider_dpone`` package this code was imported from."""
+    return str(Path(airflow_provider_dpone.__file__).resolve().parent.parent)
+
+
+def _bind(port: int = 0, listen: bool = True) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((HOST, port))
+    if listen:
+        sock.listen(128)
+    sock.set_inheritable(True)
+    return sock
+
+
+def plan(
+    directory: Path,
+    members: int,
+    internal_replication: bool,
+    *,
+    password: str,
+    owner_pid: int,
+    topology: ClusterTopology = TOPOLOGY,
+) -> tuple[list[ProcessSpec], dict[str, tuple[socket.socket, socket.socket]]]:
+    """Bind every process's sockets and build the specs that name them."""
+    names = [COORDINATOR] + [slot.name for slot in topology.slots(members)]
+    sockets = {name: (_bind(), _bind(listen=False)) for name in names}
+    replicas = [(HOST, sockets[slot.name][1].getsockname()[1]) for slot in topology.slots(members)]
+    clusters = {topology.external_cluster: replicas, topology.internal_cluster: replicas}
+    default_cluster = topology.cluster_name(internal_replication)
+    specs = [
+        ProcessSpec(
+            name=COORDINATOR,
+            role="coordinator",
+            cluster_dir=str(directory),
+            http_port=sockets[COORDINATOR][0].getsockname()[1],
+            native_port=sockets[COORDINATOR][1].getsockname()[1],
+            user=topology.user,
+            password=password,
+            owner_pid=owner_pid,
+            clusters=clusters,
+            default_cluster=default_cluster,
+        )
+    ]
+    for slot in topology.slots(members):
+        specs.append(
+            ProcessSpec(
+                name=slot.name,
+                role="member",
+                cluster_dir=str(directory),
+                http_port=sockets[slot.name][0].getsockname()[1],
+                native_port=sockets[slot.name][1].getsockname()[1],
+                shard_num=slot.shard_num,
+                replica_num=slot.replica_num,
+                user=topology.user,
+                password=password,
+                owner_pid=owner_pid,
+                clusters=clusters,
+                default_cluster=default_cluster,
+            )
+        )
+    return specs, sockets
+
+
+def spawn(spec: ProcessSpec, http: socket.socket, native: socket.socket) -> subprocess.Popen[bytes]:
+    """Start one process with its sockets; the caller closes its own copies afterwards."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root(), env.get("PYTHONPATH", "")) if p)
+    log = open(spec.log_file, "ab")  # noqa: SIM115 - handed to the child
+    try:
+        return subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "airflow_provider_dpone.embedded.server",
+                str(spec.spec_file),
+                "--http-fd",
+                str(http.fileno()),
+                "--native-fd",
+                str(native.fileno()),
+            ],
+            pass_fds=(http.fileno(), native.fileno()),
+            env=env,
+            cwd=spec.root,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    finally:
+        log.close()
+
+
+def wait_ready(spec: ProcessSpec, process: subprocess.Popen[bytes] | None, deadline: float) -> None:
+    url = f"http://{spec.host}:{spec.http_port}/ping"
+    while True:
+        if process is not None and process.poll() is not None:
+            raise LaunchError(f"{spec.name} exited with {process.returncode}: {log_tail(spec)}")
+        try:
+            with urllib.request.urlopen(url, timeout=1.0) as response:
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, OSError, TimeoutError):
+            pass
+        if time.monotonic() > deadline:
+            raise LaunchError(f"{spec.name} not ready after {READY_TIMEOUT:.0f}s: {log_tail(spec)}")
+        time.sleep(0.05)
+
+
+def log_tail(spec: ProcessSpec, lines: int = 20) -> str:
+    try:
+        return "\n".join(spec.log_file.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def alive(pid: int, spec: ProcessSpec | None = None) -> bool:
+    """Whether ``pid`` is a running process of this cluster (its command line names the spec file)."""
+    if pid <= 0:
+        return False
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    if stat.rsplit(")", 1)[-1].split()[0] == "Z":
+        return False
+    return spec is None or str(spec.spec_file).encode() in cmdline
+
+
+def terminate(pid: int, spec: ProcessSpec, *, hard: bool, timeout: float = 10.0) -> None:
+    """Stop one process: SIGKILL when ``hard`` (a crash), else SIGTERM with SIGKILL as the fallback."""
+    if not alive(pid, spec):
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL if hard else signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while alive(pid, spec):
+        _reap(pid)
+        if time.monotonic() > deadline:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            deadline = time.monotonic() + timeout
+        time.sleep(0.02)
+    _reap(pid)
+
+
+def _reap(pid: int) -> None:
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+# -- cluster.json -------------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def locked_state(directory: Path) -> Iterator[dict[str, Any]]:
+    """Read-modify-write ``cluster.json`` under an exclusive lock (the test process and the CLI may both edit it)."""
+    directory = Path(directory)
+    with open(directory / (CLUSTER_FILE + ".lock"), "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        path = directory / CLUSTER_FILE
+        state = json.loads(path.read_text()) if path.exists() else {}
+        yield state
+        temporary = path.with_suffix(".tmp")
+        temporary.write_text(json.dumps(state, indent=2, sort_keys=True))
+        temporary.replace(path)
+
+
+def read_state(directory: Path) -> dict[str, Any]:
+    path = Path(directory) / CLUSTER_FILE
+    if not path.exists():
+        raise FileNotFoundError(f"no embedded cluster in {directory} (missing {CLUSTER_FILE})")
+    state: dict[str, Any] = json.loads(path.read_text())
+    return state
+
+
+def start_processes(
+    directory: Path,
+    members: int,
+    internal_replication: bool,
+    *,
+    password: str = "",
+    owner_pid: int = 0,
+    topology: ClusterTopology = TOPOLOGY,
+) -> dict[str, Any]:
+    """Create the cluster in ``directory`` and return once every process answers ``/ping``."""
+    directory = Path(directory).resolve()
+    directory.mkdir(parents=True, exist_ok=True)
+    if (directory / CLUSTER_FILE).exists() and any_alive(directory):
+        raise LaunchError(f"an embedded cluster is already running in {directory}")
+    Store(directory / "state.sqlite").initialize()
+    specs, sockets = plan(
+        directory, members, internal_replication, password=password, owner_pid=owner_pid, topology=topology
+    )
+    processes: dict[str, subprocess.Popen[bytes]] = {}
+    try:
+        for spec in specs:
+            spec.write()
+        for spec in specs:
+            http, native = sockets[spec.name]
+            processes[spec.name] = spawn(spec, http, native)
+        for http, native in sockets.values():
+            http.close()
+            native.close()
+        deadline = time.monotonic() + READY_TIMEOUT
+        for spec in specs:
+            wait_ready(spec, processes[spec.name], deadline)
+    except BaseException:
+        for spec in specs:
+            if spec.name in processes:
+                terminate(processes[spec.name].pid, spec, hard=True)
+        for http, native in sockets.values():
+            http.close()
+            native.close()
+        raise
+    with locked_state(directory) as state:
+        state.clear()
+        state.update(
+            {
+                "cluster": topology.cluster_name(internal_replication),
+                "internal_replication": internal_replication,
+                "members": members,
+                "owner_pid": owner_pid,
+                "processes": {spec.name: str(spec.spec_file) for spec in specs},
+                "pids": {name: process.pid for name, process in processes.items()},
+                "killed": [],
+            }
+        )
+        return dict(state)
+
+
+def specs_of(directory: Path) -> dict[str, ProcessSpec]:
+    state = read_state(directory)
+    return {name: ProcessSpec.read(Path(path)) for name, path in state["processes"].items()}
+
+
+def any_alive(directory: Path) -> bool:
+    try:
+        state = read_state(directory)
+        specs = specs_of(directory)
+    except (FileNotFoundError, KeyError, ValueError):
+        return False
+    return any(alive(int(state["pids"].get(name, 0)), spec) for name, spec in specs.items())
+
+
+def kill(directory: Path, name: str) -> None:
+    """Crash one process (SIGKILL): no shutdown, like a host losing power."""
+    specs = specs_of(directory)
+    with locked_state(directory) as state:
+        terminate(int(state["pids"].get(name, 0)), specs[name], hard=True)
+        if name not in state["killed"]:
+            state["killed"].append(name)
+
+
+def restart(directory: Path, name: str) -> int:
+    """Start a stopped (or running: it is killed first) process again on its ports; returns its new pid."""
+    specs = specs_of(directory)
+    spec = specs[name]
+    with locked_state(directory) as state:
+        terminate(int(state["pids"].get(name, 0)), spec, hard=True)
+        http, native = _bind(spec.http_port), _bind(spec.native_port, listen=False)
+        try:
+            process = spawn(spec, http, native)
+        finally:
+            http.close()
+            native.close()
+        wait_ready(spec, process, time.monotonic() + READY_TIMEOUT)
+        state["pids"][name] = process.pid
+        state["killed"] = [k for k in state["killed"] if k != name]
+        return process.pid
+
+
+def stop_all(directory: Path) -> list[str]:
+    """Stop every process of the cluster (gracefully, then forcibly); returns the names that were running."""
+    state = read_state(directory)
+    specs = specs_of(directory)
+    stopped = []
+    for name, spec in specs.items():
+        pid = int(state["pids"].get(name, 0))
+        if alive(pid, spec):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+            stopped.append(name)
+    for name, spec in specs.items():
+        terminate(int(state["pids"].get(name, 0)), spec, hard=False, timeout=10.0)
+    return stopped

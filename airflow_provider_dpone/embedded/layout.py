@@ -1,0 +1,113 @@
+"""What one process of the embedded cluster is: its spec (written as JSON) and its generated chdb config.
+
+The launcher writes one spec per process into the cluster directory; the process reads it at start and again on
+every restart, so a restarted member comes back with the same ports, data directory and config.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from airflow_provider_dpone.embedded.topology import (
+    TOPOLOGY,
+    ClusterTopology,
+    MemberSlot,
+    macros_xml,
+    remote_servers_xml,
+)
+
+HOST = "127.0.0.1"
+COORDINATOR = "coordinator"
+STATE_DB = "state.sqlite"
+CLUSTER_FILE = "cluster.json"
+
+
+@dataclass(frozen=True)
+class ProcessSpec:
+    """Everything a cluster process needs to start (and to restart identically)."""
+
+    name: str
+    role: str  # "coordinator" | "member"
+    cluster_dir: str
+    http_port: int
+    native_port: int
+    host: str = HOST
+    shard_num: int = 0
+    replica_num: int = 0
+    user: str = "default"
+    password: str = ""
+    owner_pid: int = 0
+    clusters: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
+    default_cluster: str = ""
+
+    @property
+    def root(self) -> Path:
+        return Path(self.cluster_dir) / self.name
+
+    @property
+    def data_dir(self) -> Path:
+        return self.root / "data"
+
+    @property
+    def config_file(self) -> Path:
+        return self.root / "config.xml"
+
+    @property
+    def spool_dir(self) -> Path:
+        return self.root / "spool"
+
+    @property
+    def spec_file(self) -> Path:
+        return self.root / "spec.json"
+
+    @property
+    def log_file(self) -> Path:
+        return self.root / "process.log"
+
+    @property
+    def state_db(self) -> Path:
+        return Path(self.cluster_dir) / STATE_DB
+
+    @property
+    def host_id(self) -> tuple[str, int]:
+        """How ``remote_servers`` and the DDL queue name this process: host and native (TCP) port."""
+        return (self.host, self.native_port)
+
+    def write(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.spool_dir.mkdir(parents=True, exist_ok=True)
+        self.config_file.write_text(render_chdb_config(self))
+        temporary = self.spec_file.with_suffix(".tmp")
+        temporary.write_text(json.dumps(asdict(self), indent=2))
+        temporary.replace(self.spec_file)
+
+    @classmethod
+    def read(cls, path: Path) -> ProcessSpec:
+        raw = json.loads(Path(path).read_text())
+        raw["clusters"] = {name: [tuple(r) for r in replicas] for name, replicas in raw["clusters"].items()}
+        return cls(**raw)
+
+
+def render_chdb_config(spec: ProcessSpec, topology: ClusterTopology = TOPOLOGY) -> str:
+    """The process's ClickHouse config: cluster topology, macros, in-process Keeper, KeeperMap prefix.
+
+    ``tcp_port`` is the process's native port as ``remote_servers`` names it, so ``system.clusters.is_local`` is 1
+    on exactly the member's own row, as on a server. Nothing listens on it: clients use the HTTP port.
+    """
+    slot = MemberSlot(spec.shard_num, spec.replica_num) if spec.role == "member" else None
+    replicas = spec.clusters[topology.external_cluster]
+    return "\n".join(
+        [
+            "<clickhouse>",
+            f"    <display_name>{spec.name}</display_name>",
+            f"    <tcp_port>{spec.native_port}</tcp_port>",
+            remote_servers_xml(topology, [(host, port) for host, port in replicas]),
+            macros_xml(topology, spec.default_cluster, slot),
+            "    <zookeeper><implementation>testkeeper</implementation></zookeeper>",
+            f"    <keeper_map_path_prefix>{topology.keeper_map_path_prefix}</keeper_map_path_prefix>",
+            "</clickhouse>",
+            "",
+        ]
+    )

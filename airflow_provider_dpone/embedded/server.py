@@ -1,0 +1,83 @@
+"""Entry point of one cluster process: ``python -m airflow_provider_dpone.embedded.server SPEC --http-fd N ...``.
+
+The launcher binds the process's listening HTTP socket and its reserved native port and hands both over as
+inherited file descriptors, so ports are chosen without races and a restart reuses them. The process starts its
+engine first and serves HTTP only afterwards: a successful ``/ping`` means the engine is ready. A member also runs
+its DDL worker. With an owner pid, the process exits when its owner is gone, so a crashed test run leaves nothing
+behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import faulthandler
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+
+from airflow_provider_dpone.embedded.ddl import DdlWorker
+from airflow_provider_dpone.embedded.engine import Engine
+from airflow_provider_dpone.embedded.handler import EndpointContext, EndpointServer
+from airflow_provider_dpone.embedded.layout import ProcessSpec
+from airflow_provider_dpone.embedded.store import Store
+
+
+def _watch_owner(owner_pid: int) -> None:
+    while True:
+        time.sleep(0.5)
+        try:
+            os.kill(owner_pid, 0)
+        except ProcessLookupError:
+            os._exit(0)
+        except PermissionError:
+            continue
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="airflow_provider_dpone.embedded.server")
+    parser.add_argument("spec", type=Path)
+    parser.add_argument("--http-fd", type=int, required=True)
+    parser.add_argument("--native-fd", type=int, required=True)
+    args = parser.parse_args(argv)
+    spec = ProcessSpec.read(args.spec)
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # stacks into the process log, for diagnosis
+    native = socket.socket(fileno=args.native_fd)  # held, never listened on: reserves the port system.clusters names
+    http = socket.socket(fileno=args.http_fd)
+    if spec.owner_pid:
+        threading.Thread(target=_watch_owner, args=(spec.owner_pid,), daemon=True, name="owner-watch").start()
+    engine = Engine(spec.data_dir, spec.config_file, spec.spool_dir)
+    store = Store(spec.state_db)
+    context = EndpointContext(spec, engine, store)
+    worker = DdlWorker(spec, engine, store) if spec.role == "member" else None
+    if worker is not None:
+        worker.start()
+    server = EndpointServer(http, context)
+
+    def stop(signum: int, frame: object) -> None:
+        if worker is not None:
+            worker.stop()
+        threading.Thread(target=server.shutdown, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    print(f"{spec.name} serving on {spec.host}:{spec.http_port}", flush=True)
+    try:
+        server.serve_forever(poll_interval=0.2)
+    finally:
+        server.server_close()
+        native.close()
+        if worker is not None:
+            worker.join(timeout=5)
+        with contextlib.suppress(Exception):
+            engine.close()
+    sys.stdout.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,95 @@
+"""HTTP sessions and running query ids, with ClickHouse's rules for both.
+
+A session (``session_id``) owns one engine handle, so ``SET`` and ``USE`` persist across its requests; it expires
+after ``session_timeout`` seconds of idleness and admits one request at a time (``SESSION_IS_LOCKED`` otherwise).
+A ``query_id`` may not be reused while a query with that id is still running.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from airflow_provider_dpone.embedded.engine import Engine, EngineError, Handle
+
+DEFAULT_SESSION_TIMEOUT = 60
+MAX_SESSION_TIMEOUT = 3600
+
+
+@dataclass
+class _Session:
+    handle: Handle
+    timeout: float
+    last_used: float
+    busy: bool = False
+
+
+class Sessions:
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._lock = threading.Lock()
+        self._sessions: dict[str, _Session] = {}
+        self._running: set[str] = set()
+
+    @contextmanager
+    def session(self, session_id: str | None, timeout: str | None, check: bool) -> Iterator[Handle | None]:
+        """The session's handle for the duration of one request (``None`` without a ``session_id``)."""
+        if not session_id:
+            yield None
+            return
+        seconds = _timeout(self._engine, timeout)
+        expired: list[_Session] = []
+        with self._lock:
+            now = time.monotonic()
+            for key, other in list(self._sessions.items()):
+                if not other.busy and now - other.last_used > other.timeout:
+                    expired.append(self._sessions.pop(key))
+            current = self._sessions.get(session_id)
+            if current is None:
+                if check:
+                    raise self._engine.error(372, f"Session {session_id} not found")
+                current = _Session(self._engine.open_handle(), seconds, now)
+                self._sessions[session_id] = current
+            elif current.busy:
+                raise self._engine.error(373, f"Session {session_id} is locked by a concurrent client")
+            current.busy = True
+            current.timeout = seconds
+        for old in expired:
+            with self._engine.lock:
+                old.handle.close()
+        try:
+            yield current.handle
+        finally:
+            with self._lock:
+                current.busy = False
+                current.last_used = time.monotonic()
+
+    @contextmanager
+    def running(self, query_id: str) -> Iterator[None]:
+        with self._lock:
+            if query_id in self._running:
+                raise self._engine.error(216, f"Query with id = {query_id} is already running")
+            self._running.add(query_id)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._running.discard(query_id)
+
+
+def _timeout(engine: Engine, raw: str | None) -> float:
+    if raw is None or raw == "":
+        return DEFAULT_SESSION_TIMEOUT
+    try:
+        value = int(raw)
+    except ValueError:
+        raise engine.error(374, f"Invalid session timeout: '{raw}'") from None
+    if value < 0 or value > MAX_SESSION_TIMEOUT:
+        raise engine.error(374, f"Session timeout '{raw}' is larger than max_session_timeout: {MAX_SESSION_TIMEOUT}")
+    return value
+
+
+__all__ = ["EngineError", "Sessions"]

@@ -1,0 +1,318 @@
+"""Just enough ClickHouse SQL lexing for the HTTP endpoint and the distributed-DDL emulation.
+
+The engine parses every statement itself; this module only finds the few places the endpoint must act on before the
+engine sees the text: where an ``INSERT``'s data begins, which output format a query asks for, the ``ON CLUSTER``
+clause of a DDL statement, and references to ``system.distributed_ddl_queue``. It works on tokens outside string
+literals, quoted identifiers and comments, so a keyword inside a literal is never mistaken for a clause.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+WORD = "word"
+QUOTED = "quoted"  # `identifier` or "identifier"
+STRING = "string"  # 'literal'
+NUMBER = "number"
+PUNCT = "punct"
+
+_WORD_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*")
+_NUMBER_RE = re.compile(r"[0-9][0-9A-Za-z_.]*")
+_SPACE = " \t\r\n\f\v"
+
+RESULT_KEYWORDS = frozenset({"SELECT", "WITH", "SHOW", "DESCRIBE", "DESC", "EXISTS", "EXPLAIN", "CHECK", "WATCH", "("})
+"""First keywords of statements that answer with a result set (and so an ``X-ClickHouse-Format`` header)."""
+
+
+@dataclass(frozen=True)
+class Token:
+    kind: str
+    text: str
+    start: int
+    end: int
+    depth: int
+
+    @property
+    def upper(self) -> str:
+        return self.text.upper() if self.kind == WORD else ""
+
+    @property
+    def name(self) -> str:
+        """The identifier a word or quoted token spells (quotes removed, escapes resolved)."""
+        if self.kind == QUOTED or self.kind == STRING:
+            return _unquote(self.text)
+        return self.text
+
+
+def _unquote(text: str) -> str:
+    quote = text[0]
+    body = text[1:-1]
+    out: list[str] = []
+    i = 0
+    while i < len(body):
+        ch = body[i]
+        if ch == "\\" and i + 1 < len(body):
+            out.append(body[i + 1])
+            i += 2
+            continue
+        if ch == quote and i + 1 < len(body) and body[i + 1] == quote:
+            out.append(quote)
+            i += 2
+            continue
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+def _scan_quoted(text: str, pos: int) -> int:
+    """End offset (exclusive) of the quoted token starting at ``pos``; the text end if it is unterminated."""
+    quote = text[pos]
+    i = pos + 1
+    n = len(text)
+    while i < n:
+        ch = text[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if ch == quote:
+            if i + 1 < n and text[i + 1] == quote:
+                i += 2
+                continue
+            return i + 1
+        i += 1
+    return n
+
+
+def tokens(text: str) -> Iterator[Token]:
+    """Tokens of ``text`` lazily, skipping whitespace and comments; ``depth`` is the parenthesis depth."""
+    i = 0
+    n = len(text)
+    depth = 0
+    while i < n:
+        ch = text[i]
+        if ch in _SPACE:
+            i += 1
+            continue
+        if text.startswith(("--", "#!", "# "), i):
+            newline = text.find("\n", i)
+            i = n if newline < 0 else newline + 1
+            continue
+        if ch == "/" and text.startswith("/*", i):
+            close = text.find("*/", i + 2)
+            i = n if close < 0 else close + 2
+            continue
+        if ch in "`\"'":
+            end = _scan_quoted(text, i)
+            yield Token(STRING if ch == "'" else QUOTED, text[i:end], i, end, depth)
+            i = end
+            continue
+        if ch == "$" and text.startswith("$$", i):
+            close = text.find("$$", i + 2)
+            end = n if close < 0 else close + 2
+            yield Token(STRING, text[i:end], i, end, depth)
+            i = end
+            continue
+        match = _WORD_RE.match(text, i)
+        if match:
+            yield Token(WORD, match.group(), i, match.end(), depth)
+            i = match.end()
+            continue
+        match = _NUMBER_RE.match(text, i)
+        if match:
+            yield Token(NUMBER, match.group(), i, match.end(), depth)
+            i = match.end()
+            continue
+        if ch == "(" or ch == "[":
+            yield Token(PUNCT, ch, i, i + 1, depth)
+            depth += 1
+        elif ch == ")" or ch == "]":
+            depth = max(0, depth - 1)
+            yield Token(PUNCT, ch, i, i + 1, depth)
+        else:
+            yield Token(PUNCT, ch, i, i + 1, depth)
+        i += 1
+
+
+def first_keyword(text: str) -> str:
+    """The statement's first keyword in upper case (``(`` for a parenthesised select), or ``""``."""
+    for token in tokens(text):
+        return token.upper or token.text
+    return ""
+
+
+def produces_result(text: str) -> bool:
+    """Whether the statement answers with a result set (SELECT-like), as opposed to DDL, INSERT, SET, USE."""
+    return first_keyword(text) in RESULT_KEYWORDS
+
+
+def output_format(text: str) -> str | None:
+    """The format named by the statement's top-level ``FORMAT`` clause, if any (the last one wins)."""
+    found: str | None = None
+    previous: Token | None = None
+    for token in tokens(text):
+        if (
+            previous is not None
+            and previous.upper == "FORMAT"
+            and previous.depth == 0
+            and token.kind in (WORD, QUOTED)
+            and token.depth == 0
+        ):
+            found = token.name
+        previous = token
+    return found
+
+
+@dataclass(frozen=True)
+class InsertShape:
+    """Where an ``INSERT``'s parts are, so the endpoint can feed the data to the engine as a stream.
+
+    ``head`` is the statement up to (not including) its ``SETTINGS``/``FORMAT`` clauses, ``settings`` the text of a
+    top-level ``SETTINGS`` clause (without the keyword), ``fmt`` the input format and ``data_start`` the offset of the
+    first data byte in the text the shape was computed from.
+    """
+
+    head: str
+    settings: str
+    fmt: str
+    data_start: int
+
+
+def insert_with_data(text: str) -> InsertShape | None:
+    """The shape of ``INSERT ... FORMAT <fmt>`` followed by data, or ``None`` for other statements.
+
+    ``INSERT ... VALUES``, ``INSERT ... SELECT`` and ``INSERT ... FROM INFILE`` carry their data in the statement
+    itself (or need none) and are executed as text.
+    """
+    stream = tokens(text)
+    first = next(stream, None)
+    if first is None or first.upper != "INSERT":
+        return None
+    settings_at: Token | None = None
+    previous: Token | None = None
+    for token in stream:
+        if token.depth == 0 and token.kind == WORD:
+            upper = token.upper
+            if upper in ("VALUES", "SELECT", "WITH", "INFILE") and (previous is None or previous.upper != "FORMAT"):
+                return None
+            if upper == "SETTINGS" and settings_at is None:
+                settings_at = token
+        if previous is not None and previous.upper == "FORMAT" and previous.depth == 0 and token.depth == 0:
+            if token.kind not in (WORD, QUOTED):
+                return None
+            data_start = token.end
+            n = len(text)
+            while data_start < n and text[data_start] in " \t\f":
+                data_start += 1
+            if data_start < n and text[data_start] == "\r":
+                data_start += 1
+            if data_start < n and text[data_start] == "\n":
+                data_start += 1
+            head_end = settings_at.start if settings_at is not None else previous.start
+            settings = text[settings_at.end : previous.start].strip() if settings_at is not None else ""
+            return InsertShape(text[:head_end].rstrip(), settings, token.name, data_start)
+        previous = token
+    return None
+
+
+@dataclass(frozen=True)
+class OnCluster:
+    """A statement's ``ON CLUSTER`` clause: the cluster it names and the statement without the clause."""
+
+    cluster: str
+    local_text: str
+    start: int
+    end: int
+
+
+def on_cluster(text: str) -> OnCluster | None:
+    """Find a top-level ``ON CLUSTER <name>`` clause; ``None`` when the statement has none."""
+    window: list[Token] = []
+    for token in tokens(text):
+        window.append(token)
+        if len(window) > 3:
+            window.pop(0)
+        if len(window) == 3:
+            on, cluster, name = window
+            if (
+                on.upper == "ON"
+                and cluster.upper == "CLUSTER"
+                and on.depth == 0
+                and name.kind in (WORD, QUOTED, STRING)
+                and name.depth == 0
+            ):
+                local = (text[: on.start].rstrip() + " " + text[name.end :].lstrip()).strip()
+                return OnCluster(name.name, local, on.start, name.end)
+    return None
+
+
+_CREATE_OBJECT = frozenset({"TABLE", "DATABASE"})
+
+
+def insert_uuid(text: str, uuid: str) -> str:
+    """Give ``CREATE TABLE|DATABASE`` without an explicit UUID the initiator's UUID, as ClickHouse's initiator does.
+
+    Other statements, and ``CREATE`` statements that already name a UUID, are returned unchanged.
+    """
+    stream = list(_head_tokens(text, 12))
+    if not stream or stream[0].upper != "CREATE":
+        return text
+    index = 1
+    while index < len(stream) and stream[index].upper in ("OR", "REPLACE", "TEMPORARY"):
+        index += 1
+    if index >= len(stream) or stream[index].upper not in _CREATE_OBJECT:
+        return text
+    index += 1
+    if index + 2 < len(stream) and [t.upper for t in stream[index : index + 3]] == ["IF", "NOT", "EXISTS"]:
+        index += 3
+    if index >= len(stream):
+        return text
+    name_end = stream[index].end
+    index += 1
+    if index + 1 < len(stream) and stream[index].text == ".":
+        name_end = stream[index + 1].end
+        index += 2
+    if index < len(stream) and stream[index].upper == "UUID":
+        return text
+    return f"{text[:name_end]} UUID '{uuid}'{text[name_end:]}"
+
+
+def _head_tokens(text: str, count: int) -> Iterator[Token]:
+    for number, token in enumerate(tokens(text)):
+        if number >= count:
+            return
+        yield token
+
+
+def replace_table_reference(text: str, database: str, table: str, replacement: str) -> str:
+    """Replace every ``database.table`` reference (bare or quoted parts, any case for the database) with text."""
+    window: list[Token] = []
+    spans: list[tuple[int, int]] = []
+    for token in tokens(text):
+        window.append(token)
+        if len(window) > 3:
+            window.pop(0)
+        if len(window) == 3:
+            db, dot, name = window
+            if (
+                db.kind in (WORD, QUOTED)
+                and db.name.lower() == database
+                and dot.text == "."
+                and name.kind in (WORD, QUOTED)
+                and name.name == table
+            ):
+                spans.append((db.start, name.end))
+    for start, end in reversed(spans):
+        text = text[:start] + replacement + text[end:]
+    return text
+
+
+def quote_string(value: str) -> str:
+    """A ClickHouse single-quoted string literal."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def quote_identifier(name: str) -> str:
+    """A ClickHouse backtick-quoted identifier."""
+    return "`" + name.replace("\\", "\\\\").replace("`", "\\`") + "`"

@@ -1,0 +1,92 @@
+"""The one description of the test cluster's topology, shared by the embedded cluster and the docker-compose files.
+
+The embedded cluster renders its per-process chdb configs from :data:`TOPOLOGY`, and ``deploy/`` plus
+``docker-compose.yaml`` are rendered from the same object (``python -m airflow_provider_dpone.embedded compose``);
+a test compares the checked-in files with a fresh rendering, so the two cannot drift.
+
+Both cluster definitions cover the same servers of one shard: ``external_cluster`` reports
+``internal_replication=false`` (independent non-replicated tables, the external publication route) and
+``internal_cluster`` reports ``true`` (Replicated tables, the internal route). ``--internal-replication`` only selects
+which of the two is *the* cluster a caller is handed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from airflow_provider_dpone.embedded.sqltext import quote_string
+
+__all__ = ["IMAGES", "TOPOLOGY", "ClusterTopology", "MemberSlot", "remote_servers_xml"]
+
+
+@dataclass(frozen=True)
+class MemberSlot:
+    """One server of the shard: its numbers as ``system.clusters`` reports them and its replica macro."""
+
+    shard_num: int
+    replica_num: int
+
+    @property
+    def name(self) -> str:
+        """Stable member name: ``member<replica_num>`` (also the compose service suffix)."""
+        return f"member{self.replica_num}"
+
+    @property
+    def replica_macro(self) -> str:
+        return f"r{self.replica_num}"
+
+
+@dataclass(frozen=True)
+class ClusterTopology:
+    external_cluster: str = "dpone_cluster"
+    internal_cluster: str = "dpone_cluster_replicated"
+    shard_num: int = 1
+    default_members: int = 2
+    keeper_map_path_prefix: str = "/keeper_map_tables"
+    user: str = "default"
+
+    def cluster_name(self, internal_replication: bool) -> str:
+        return self.internal_cluster if internal_replication else self.external_cluster
+
+    def slots(self, members: int) -> tuple[MemberSlot, ...]:
+        if members < 2:
+            raise ValueError("a cluster needs at least two members")
+        return tuple(MemberSlot(self.shard_num, replica) for replica in range(1, members + 1))
+
+
+TOPOLOGY = ClusterTopology()
+
+IMAGES = {
+    "clickhouse-server": "clickhouse/clickhouse-server:25.8",
+    "clickhouse-keeper": "clickhouse/clickhouse-keeper:25.8",
+    "mssql": "mcr.microsoft.com/mssql/server:2022-CU14-ubuntu-22.04",
+}
+"""Pinned images of the real cluster (docker-compose)."""
+
+
+def remote_servers_xml(topology: ClusterTopology, replicas: list[tuple[str, int]], indent: str = "    ") -> str:
+    """``<remote_servers>`` with both cluster definitions over the given ``(host, native_port)`` replicas."""
+    lines = [f"{indent}<remote_servers>"]
+    for name, internal in ((topology.external_cluster, False), (topology.internal_cluster, True)):
+        lines.append(f"{indent}    <{name}>")
+        lines.append(f"{indent}        <shard>")
+        lines.append(f"{indent}            <internal_replication>{str(internal).lower()}</internal_replication>")
+        for host, port in replicas:
+            lines.append(f"{indent}            <replica><host>{host}</host><port>{port}</port></replica>")
+        lines.append(f"{indent}        </shard>")
+        lines.append(f"{indent}    </{name}>")
+    lines.append(f"{indent}</remote_servers>")
+    return "\n".join(lines)
+
+
+def macros_xml(topology: ClusterTopology, cluster: str, slot: MemberSlot | None, indent: str = "    ") -> str:
+    """``<macros>`` for one server (``slot`` is ``None`` for the embedded coordinator, which is no replica)."""
+    items = [f"<cluster>{cluster}</cluster>"]
+    if slot is not None:
+        items += [f"<shard>{slot.shard_num}</shard>", f"<replica>{slot.replica_macro}</replica>"]
+    return f"{indent}<macros>{''.join(items)}</macros>"
+
+
+def keeper_map_settings_sql(topology: ClusterTopology) -> str:
+    """The prefix as a SQL literal, for documentation and checks."""
+    return quote_string(topology.keeper_map_path_prefix)

@@ -1,0 +1,158 @@
+"""clickhouse-connect's sync client against the embedded HTTP endpoint: the server behaviour the product relies on."""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import uuid
+from decimal import Decimal
+
+import pytest
+from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError
+
+from airflow_provider_dpone.embedded import EmbeddedCluster
+
+ROWS = [
+    (1, "one", Decimal("1.5000"), dt.datetime(2024, 1, 2, 3, 4, 5, 6000, tzinfo=dt.UTC)),
+    (2, "two", None, dt.datetime(2024, 6, 7, 8, 9, 10, 0, tzinfo=dt.UTC)),
+]
+COLUMNS = ["id", "name", "amount", "ts"]
+DDL = "(id UInt64, name String, amount Nullable(Decimal(18,4)), ts DateTime64(3,'UTC')) ENGINE = MergeTree ORDER BY id"
+
+
+def _table(client, database: str, name: str = "t") -> str:
+    client.command(f"CREATE TABLE `{database}`.`{name}` {DDL}")
+    return f"`{database}`.`{name}`"
+
+
+def test_ping_version_and_engine(embedded_cluster: EmbeddedCluster) -> None:
+    client = embedded_cluster.client("member1")
+    assert client.ping()
+    version, timezone, display = client.query("SELECT version(), timezone(), displayName()").result_rows[0]
+    assert version.startswith("26.")
+    assert timezone == client.server_tz.key if hasattr(client.server_tz, "key") else timezone
+    assert display == "member1"
+
+
+def test_query_insert_round_trip_with_typed_values(embedded_cluster: EmbeddedCluster, fresh_database: str) -> None:
+    client = embedded_cluster.client("member1")
+    table = _table(client, fresh_database)
+    summary = client.insert(table, ROWS, column_names=COLUMNS)
+    assert summary.written_rows == 2
+    result = client.query(f"SELECT id, name, amount, ts FROM {table} ORDER BY id")
+    assert [row[:3] for row in result.result_rows] == [(1, "one", Decimal("1.5000")), (2, "two", None)]
+    assert result.result_rows[0][3].replace(tzinfo=dt.UTC) == dt.datetime(2024, 1, 2, 3, 4, 5, 6000, tzinfo=dt.UTC)
+
+
+def test_raw_insert_of_native_bytes_and_raw_stream(embedded_cluster: EmbeddedCluster, fresh_database: str) -> None:
+    source = embedded_cluster.client("coordinator")
+    native = source.raw_query(
+        "SELECT number AS id, toString(number) AS name, if(number % 3 = 0, NULL, toDecimal64(number, 4)) AS amount,"
+        " toDateTime64(number, 3, 'UTC') AS ts FROM numbers(50000)",
+        fmt="Native",
+    )
+    client = embedded_cluster.client("member2")
+    table = _table(client, fresh_database)
+    summary = client.raw_insert(table, COLUMNS, native, fmt="Native")
+    assert summary.written_rows == 50000
+    stream = client.raw_stream(f"SELECT * FROM {table} ORDER BY id", fmt="Native")
+    streamed = b"".join(iter(lambda: stream.read(1 << 16), b""))
+    copy = _table(client, fresh_database, "copy")
+    client.raw_insert(copy, COLUMNS, streamed, fmt="Native")
+    digest = "SELECT count(), countIf(amount IS NULL), sum(cityHash64(tuple(*))) FROM {}"
+    assert client.command(digest.format(table)) == client.command(digest.format(copy))
+    assert client.command(digest.format(table))[:2] == ["50000", "16667"]
+
+
+def test_raw_insert_from_a_stream_and_compressed_bodies(embedded_cluster: EmbeddedCluster, fresh_database: str) -> None:
+    client = embedded_cluster.client("member1", compress="lz4")
+    table = _table(client, fresh_database)
+    tsv = "".join(f"{i}\tname{i}\t\\N\t2024-01-01 00:00:00.000\n" for i in range(1000)).encode()
+    client.raw_insert(table, COLUMNS, io.BytesIO(tsv), fmt="TabSeparated")
+    codecs = ("lz4", "zstd", "gzip")  # what clickhouse-connect can send; each body holds several frames
+    for number, codec in enumerate(codecs):
+        other = embedded_cluster.client("member1", compress=codec)
+        rows = [(10_000 + i, codec * 50, None, ROWS[0][3]) for i in range(20_000)]
+        other.insert(table, rows, column_names=COLUMNS)
+        expected = 1000 + 20_000 * (number + 1)
+        assert other.query(f"SELECT count() FROM {table}").result_rows == [(expected,)]
+        # and the response came back compressed with the client's coding where ClickHouse would choose it
+        assert other.query(f"SELECT name FROM {table} WHERE name = '{codec * 50}' LIMIT 1").result_rows
+
+
+def test_settings_query_id_and_summary_round_trip(embedded_cluster: EmbeddedCluster) -> None:
+    client = embedded_cluster.client("coordinator")
+    query_id = f"q-{uuid.uuid4()}"
+    result = client.query(
+        "SELECT getSetting('max_threads'), getSetting('log_comment')",
+        settings={"max_threads": 1, "log_comment": "dpone-check", "query_id": query_id},
+    )
+    assert result.result_rows == [(1, "dpone-check")]
+    assert result.query_id == query_id
+    assert result.summary["query_id"] == query_id
+    # settings of one request do not leak into the next
+    assert client.query("SELECT getSetting('log_comment')").result_rows == [("",)]
+
+
+def test_server_side_parameters(embedded_cluster: EmbeddedCluster) -> None:
+    client = embedded_cluster.client("member2")
+    result = client.query("SELECT {a:UInt32} + 1, {s:String}", parameters={"a": 41, "s": "it's\ttab"})
+    assert result.result_rows == [(42, "it's\ttab")]
+
+
+def test_server_errors_keep_their_code(embedded_cluster: EmbeddedCluster) -> None:
+    client = embedded_cluster.client("member1")
+    with pytest.raises(DatabaseError) as unknown_table:
+        client.query("SELECT * FROM no_such_db.no_such_table")
+    assert unknown_table.value.code == 81 or unknown_table.value.code == 60
+    with pytest.raises(DatabaseError) as syntax:
+        client.command("SELEC 1")
+    assert syntax.value.code == 62
+    assert "SYNTAX_ERROR" in str(syntax.value)
+    with pytest.raises(DatabaseError) as setting:
+        client.query("SELECT 1", settings={"no_such_setting_xyz": 1})
+    assert setting.value.code == 115
+
+
+def test_get_is_readonly_like_a_server(embedded_cluster: EmbeddedCluster, fresh_database: str) -> None:
+    client = embedded_cluster.client("member1")
+    endpoint = embedded_cluster.endpoint("member1")
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    query = urllib.parse.urlencode({"query": f"CREATE TABLE `{fresh_database}`.g (a UInt8) ENGINE = Memory"})
+    with pytest.raises(urllib.error.HTTPError) as error:
+        urllib.request.urlopen(f"http://{endpoint.address}/?{query}")
+    assert error.value.headers["X-ClickHouse-Exception-Code"] == "164"
+    assert client.command(f"EXISTS TABLE `{fresh_database}`.g") == 0
+
+
+def test_sessions_keep_state_and_refuse_concurrency(embedded_cluster: EmbeddedCluster) -> None:
+    session = f"s-{uuid.uuid4()}"
+    client = embedded_cluster.client("coordinator", session_id=session)
+    client.command("SET max_threads = 3")
+    client.command("CREATE TEMPORARY TABLE tmp (a UInt8)")
+    client.command("INSERT INTO tmp VALUES (7)")
+    assert client.query("SELECT getSetting('max_threads'), (SELECT a FROM tmp)").result_rows == [(3, 7)]
+    other = embedded_cluster.client("coordinator")
+    assert other.query("SELECT getSetting('max_threads')").result_rows != [(3,)]
+
+
+def test_formats_arrow_parquet_json(embedded_cluster: EmbeddedCluster) -> None:
+    client = embedded_cluster.client("member1")
+    table = client.query_arrow("SELECT number AS n, toString(number) AS s FROM numbers(5)")
+    assert table.column("n").to_pylist() == [0, 1, 2, 3, 4]
+    parquet = client.raw_query("SELECT number AS n FROM numbers(3)", fmt="Parquet")
+    assert parquet[:4] == b"PAR1"
+    json_rows = client.raw_query("SELECT 1 AS a FORMAT JSONEachRow")
+    assert json_rows == b'{"a":1}\n'
+
+
+def test_authentication_is_checked(embedded_cluster: EmbeddedCluster) -> None:
+    endpoint = embedded_cluster.coordinator
+    import clickhouse_connect
+
+    with pytest.raises((DatabaseError, OperationalError)) as error:
+        clickhouse_connect.get_client(host=endpoint.host, port=endpoint.port, username="intruder", password="x")
+    assert getattr(error.value, "code", None) == 516
