@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from airflow_provider_dpone.contracts.errors import cluster, general, mssql_native, replay
+from airflow_provider_dpone.contracts.errors import adapters, cluster, general, mssql_native, replay
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,9 @@ def _build(families: Iterable[tuple[tuple[str, str, str], ...]]) -> dict[str, Er
     return registry
 
 
-REGISTRY: dict[str, ErrorCode] = _build((general.CODES, cluster.CODES, replay.CODES, mssql_native.CODES))
+REGISTRY: dict[str, ErrorCode] = _build(
+    (general.CODES, cluster.CODES, replay.CODES, mssql_native.CODES, adapters.CODES)
+)
 
 
 def lookup(code: str) -> ErrorCode:

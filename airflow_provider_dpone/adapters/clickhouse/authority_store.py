@@ -1,0 +1,107 @@
+""":class:`~airflow_provider_dpone.ports.publication.AuthorityStore` on the KeeperMap authority table.
+
+* ``read`` -- one ``SELECT`` with ``_version``; any failure is :class:`UnavailableError`.
+* ``create`` -- the strict insert, one-shot. ``KEEPER_EXCEPTION`` (the key exists) is an
+  :class:`AuthorityConflictError`; another server error a :class:`MutationRejectedError`; no answer an
+  :class:`OutcomeUnknownError`. A strict insert that was acknowledged *is* the proof of creation.
+* ``compare_and_set`` -- read, one-shot ``ALTER ... UPDATE ... WHERE _version = N``, read again. The update statement
+  succeeds *without effect* when its ``WHERE`` matches nothing, so the outcome is proven by the versions:
+
+  ===============================================  ===============================================
+  observed                                         outcome
+  ===============================================  ===============================================
+  before: absent or version != N                   conflict, nothing sent
+  after: version N + 1 and exactly our row         applied
+  after: version N + 1, another row                conflict (another writer made N -> N + 1)
+  after: version N, the row read before            conflict (nothing matched; it cannot apply later)
+  after: anything else, or no answer               outcome unknown
+  ===============================================  ===============================================
+
+  "Exactly our row" includes the caller-specific write id inside the payload, so another writer's equal-looking
+  row cannot be mistaken for ours.
+"""
+
+from __future__ import annotations
+
+from clickhouse_connect.driver.exceptions import Error
+
+from airflow_provider_dpone.adapters.clickhouse import sql_authority
+from airflow_provider_dpone.adapters.clickhouse.endpoint import Endpoint
+from airflow_provider_dpone.adapters.clickhouse.oneshot import (
+    KEEPER_EXCEPTION,
+    PROCESS_GUARD,
+    MutationGuard,
+    Refused,
+    classify,
+    mutation_query_id,
+    sanitized,
+)
+from airflow_provider_dpone.contracts.authority_row import AuthorityRow, VersionedAuthorityRow
+from airflow_provider_dpone.ports.publication import (
+    AuthorityConflictError,
+    MutationRejectedError,
+    OutcomeUnknownError,
+    UnavailableError,
+)
+
+SCOPE = "authority"
+
+
+class ClickHouseAuthorityStore:
+    """The authority table in ``database`` on the coordinator (the KeeperMap facade the protocol writes through)."""
+
+    def __init__(self, endpoint: Endpoint, database: str, *, guard: MutationGuard = PROCESS_GUARD) -> None:
+        self.endpoint = endpoint
+        self.database = database
+        self.guard = guard
+
+    def read(self, target_key: str) -> VersionedAuthorityRow | None:
+        try:
+            rows = self.endpoint.reader().query(sql_authority.read_row(self.database, target_key)).result_rows
+            if not rows:
+                return None
+            if len(rows) > 1:
+                raise UnavailableError(f"{len(rows)} rows under one primary key")
+            values = dict(zip(sql_authority.READ_COLUMNS, rows[0], strict=True))
+            version = values.pop("_version")
+            return VersionedAuthorityRow(row=AuthorityRow.model_validate(values), version=version)
+        except UnavailableError:
+            raise
+        except Exception as error:  # noqa: BLE001 -- every read failure is "unavailable"
+            raise UnavailableError(f"authority read failed ({type(error).__name__})") from None
+
+    def create(self, row: AuthorityRow) -> None:
+        self._send("authority-create", sql_authority.strict_insert(self.database, row))
+
+    def compare_and_set(self, row: AuthorityRow, expected_version: int) -> None:
+        try:
+            before = self.read(row.target_key)
+        except UnavailableError:
+            raise OutcomeUnknownError("authority read before compare-and-set failed; nothing was sent") from None
+        if before is None or before.version != expected_version:
+            raise AuthorityConflictError("version check failed before sending")
+        self._send("authority-cas", sql_authority.compare_and_set(self.database, row, expected_version))
+        try:
+            after = self.read(row.target_key)
+        except UnavailableError:
+            raise OutcomeUnknownError("authority read after compare-and-set failed") from None
+        if after is not None and after.version == expected_version + 1 and after.row == row:
+            return
+        if after is not None and (
+            after.version == expected_version + 1 or (after.version == expected_version and after.row == before.row)
+        ):
+            raise AuthorityConflictError("another write holds the next version")
+        raise OutcomeUnknownError("authority version moved on; the outcome of this write is not provable")
+
+    def _send(self, kind: str, statement: str) -> None:
+        query_id = mutation_query_id(kind, SCOPE, statement)
+        self.guard.claim(query_id)
+        try:
+            self.endpoint.mutator().command(statement, settings={"query_id": query_id})
+        except Error as error:
+            failure = classify(error)
+            if isinstance(failure, Refused) and failure.code == KEEPER_EXCEPTION:
+                raise AuthorityConflictError("strict mode refused the write (Code 999)") from None
+            if isinstance(failure, Refused):
+                raise MutationRejectedError(sanitized(failure)) from None
+            raise OutcomeUnknownError(sanitized(failure)) from None

@@ -1,0 +1,68 @@
+""":class:`~airflow_provider_dpone.ports.publication.ClusterCatalog`: topology from the coordinator, catalog facts
+from each member's own direct connection (a fact about member B is never read through member A).
+
+Every failure is :class:`UnavailableError` (the protocol blocks: partial inventory is never sufficient).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from airflow_provider_dpone.adapters.clickhouse import sql_catalog
+from airflow_provider_dpone.adapters.clickhouse.endpoint import Endpoint
+from airflow_provider_dpone.contracts.inventory import (
+    AdmittedMember,
+    ColumnFact,
+    InventoryRow,
+    MemberEndpoint,
+    TableFacts,
+)
+from airflow_provider_dpone.ports.publication import UnavailableError
+
+MemberEndpoints = Callable[[AdmittedMember], Endpoint]
+
+
+def _rows(endpoint: Endpoint, statement: str, what: str) -> list[Any]:
+    try:
+        return list(endpoint.reader().query(statement).result_rows)
+    except Exception as error:  # noqa: BLE001 -- every read failure is "unavailable"
+        raise UnavailableError(f"{what} read failed ({type(error).__name__})") from None
+
+
+class ClickHouseCatalog:
+    def __init__(self, coordinator: Endpoint, members: MemberEndpoints) -> None:
+        self.coordinator = coordinator
+        self.members = members
+
+    def inventory(self, cluster: str) -> tuple[InventoryRow, ...]:
+        rows = _rows(self.coordinator, sql_catalog.inventory(cluster), "system.clusters")
+        try:
+            return tuple(
+                InventoryRow(
+                    cluster=name,
+                    shard_num=int(shard),
+                    replica_num=int(replica),
+                    internal_replication=bool(internal),
+                    endpoint=MemberEndpoint(host=host, port=int(port)),
+                )
+                for name, shard, replica, internal, host, port in rows
+            )
+        except ValueError:
+            raise UnavailableError("system.clusters returned a malformed row") from None
+
+    def database_engine(self, member: AdmittedMember, database: str) -> str | None:
+        rows = _rows(self.members(member), sql_catalog.database_engine(database), "system.databases")
+        return str(rows[0][0]) if rows else None
+
+    def table_facts(self, member: AdmittedMember, database: str, table: str) -> TableFacts | None:
+        rows = _rows(self.members(member), sql_catalog.table_facts(database, table), "system.tables")
+        if not rows:
+            return None
+        engine, engine_full, primary_key, columns = rows[0]
+        return TableFacts(
+            engine=engine,
+            engine_full=engine_full,
+            primary_key=primary_key,
+            columns=tuple(ColumnFact(name=name, type=type_, default_kind=kind) for name, type_, kind in columns),
+        )

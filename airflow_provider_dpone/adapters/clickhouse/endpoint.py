@@ -1,0 +1,58 @@
+"""One ClickHouse endpoint as the adapters use it: a read client, a one-shot mutation client, scratch sessions.
+
+Clients are created lazily and reused for the endpoint's lifetime (each costs a connect round trip), and closed
+together. The adapters never build clients themselves, so a test can hand them an endpoint over any
+clickhouse-connect client (for example the in-process engine, which has no network to lose a response on).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from airflow_provider_dpone.adapters.clickhouse.clients import Purpose, build_client, close_client
+from airflow_provider_dpone.adapters.clickhouse.connection import ResolvedConnection
+
+ClientFactory = Callable[[Purpose, str | None], Any]
+
+
+class Endpoint:
+    """Clients of one server, by purpose (see :mod:`clients`)."""
+
+    def __init__(self, factory: ClientFactory, *, closer: Callable[[Any], None] = close_client) -> None:
+        self._factory = factory
+        self._closer = closer
+        self._clients: dict[Purpose, Any] = {}
+
+    @classmethod
+    def of(cls, connection: ResolvedConnection) -> Endpoint:
+        """An endpoint over HTTP(S) with the hardened clients of :func:`clients.build_client`."""
+        return cls(lambda purpose, session: build_client(connection, purpose, session_id=session))
+
+    @classmethod
+    def over(cls, client: Any) -> Endpoint:
+        """An endpoint that uses one existing client for every purpose and never closes it (tests, in-process)."""
+        return cls(lambda purpose, session: client, closer=lambda _client: None)
+
+    def reader(self) -> Any:
+        return self._client(Purpose.READ)
+
+    def mutator(self) -> Any:
+        return self._client(Purpose.MUTATION)
+
+    def scratch(self, session_id: str) -> Any:
+        """A new one-shot client bound to ``session_id``; the caller closes it with :meth:`release`."""
+        return self._factory(Purpose.SCRATCH, session_id)
+
+    def release(self, client: Any) -> None:
+        self._closer(client)
+
+    def _client(self, purpose: Purpose) -> Any:
+        if purpose not in self._clients:
+            self._clients[purpose] = self._factory(purpose, None)
+        return self._clients[purpose]
+
+    def close(self) -> None:
+        clients, self._clients = self._clients, {}
+        for client in clients.values():
+            self._closer(client)

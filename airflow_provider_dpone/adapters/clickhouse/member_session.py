@@ -1,0 +1,148 @@
+""":class:`~airflow_provider_dpone.ports.publication.MemberSession` on one member's direct connection.
+
+Failure mapping of the mutations (each sent once, under the process-wide guard):
+
+* ``create_table`` / ``drop_table`` -- an error answered by the server is a refusal (:class:`MutationRejectedError`):
+  single-table DDL in an Atomic database either happens or not. No answer is :class:`OutcomeUnknownError`.
+* ``load`` -- *any* failure after the request left is :class:`OutcomeUnknownError`: an INSERT of several blocks can
+  fail after some blocks were written, so even an error answer does not prove "no effect". The protocol observes
+  the candidate and rebuilds it when it is not exact; nothing is ever appended to a candidate twice.
+* the UUID guard of ``load`` and ``drop_table`` (the probe right before) refuses with
+  :class:`MutationRejectedError` when the name does not hold exactly the expected UUID: nothing is sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from clickhouse_connect.driver.exceptions import Error
+
+from airflow_provider_dpone.adapters.clickhouse import sql_digest, sql_member
+from airflow_provider_dpone.adapters.clickhouse.endpoint import Endpoint
+from airflow_provider_dpone.adapters.clickhouse.oneshot import (
+    PROCESS_GUARD,
+    MutationGuard,
+    Refused,
+    classify,
+    mutation_query_id,
+    sanitized,
+)
+from airflow_provider_dpone.contracts.inventory import AdmittedMember
+from airflow_provider_dpone.ports.publication import (
+    ArtifactHandle,
+    ArtifactInvalidError,
+    MutationRejectedError,
+    OutcomeUnknownError,
+    TableObservation,
+    TableSpec,
+    UnavailableError,
+)
+
+SYNC_DDL: dict[str, Any] = {"wait_end_of_query": 1}
+
+
+class ClickHouseMemberSession:
+    def __init__(self, endpoint: Endpoint, member_id: str, *, guard: MutationGuard = PROCESS_GUARD) -> None:
+        self.endpoint = endpoint
+        self.member_id = member_id
+        self.guard = guard
+
+    # --- reads --------------------------------------------------------------------------------------------------
+
+    def _rows(self, statement: str, what: str) -> list[Any]:
+        try:
+            return list(self.endpoint.reader().query(statement).result_rows)
+        except Exception as error:  # noqa: BLE001 -- every read failure is "unavailable"
+            raise UnavailableError(f"member {self.member_id}: {what} failed ({type(error).__name__})") from None
+
+    def current_uuid(self, database: str, table: str) -> str | None:
+        """The UUID the name holds right now, or ``None`` when the name is free."""
+        rows = self._rows(sql_member.uuid_probe(database, table), "UUID probe")
+        return str(rows[0][0]) if rows else None
+
+    def observe_table(self, database: str, table: str, *, with_content: bool) -> TableObservation:
+        meta = self._rows(sql_member.observe_metadata(database, table), "metadata read")
+        if not meta:
+            return TableObservation.absent()
+        uuid, engine, columns = meta[0]
+        content = self._rows(sql_digest.table_content(database, table, with_digest=with_content), "content read")
+        count, *digest, bound_uuid = content[0]
+        if bound_uuid != uuid:
+            raise UnavailableError(f"member {self.member_id}: the table changed during observation")
+        return TableObservation(
+            exists=True,
+            uuid=str(uuid),
+            engine=str(engine),
+            columns=tuple((str(name), str(type_)) for name, type_, _ in columns),
+            row_count=int(count),
+            content_digest=sql_digest.content_digest(int(count), int(digest[0])) if with_content else None,
+        )
+
+    # --- mutations ----------------------------------------------------------------------------------------------
+
+    def create_table(self, database: str, table: str, uuid: str, spec: TableSpec) -> None:
+        statement = sql_member.create_table(database, table, uuid, spec)
+        self._ddl("create", statement)
+
+    def drop_table(self, database: str, table: str, uuid: str) -> None:
+        statement = sql_member.drop_table(database, table, uuid)
+        self._require_uuid(database, table, uuid)
+        self._ddl("drop", statement)
+
+    def load(
+        self,
+        database: str,
+        table: str,
+        uuid: str,
+        artifact: ArtifactHandle,
+        *,
+        query_id: str,
+        dedup_token: str,
+    ) -> None:
+        self._require_uuid(database, table, uuid)
+        self.guard.claim(query_id)
+        try:
+            self.endpoint.mutator().raw_insert(
+                sql_member.load_target(database, table),
+                column_names=[column.name for column in artifact.receipt.columns],
+                insert_block=iter(artifact.chunks()),
+                fmt="Native",
+                settings=sql_member.load_settings(query_id=query_id, dedup_token=dedup_token),
+            )
+        except ArtifactInvalidError:
+            raise OutcomeUnknownError(f"member {self.member_id}: the artifact changed while it was sent") from None
+        except Error as error:
+            raise OutcomeUnknownError(f"member {self.member_id}: load {sanitized(classify(error))}") from None
+
+    def _require_uuid(self, database: str, table: str, uuid: str) -> None:
+        try:
+            current = self.current_uuid(database, table)
+        except UnavailableError:
+            raise OutcomeUnknownError(f"member {self.member_id}: UUID probe failed; nothing was sent") from None
+        if current != uuid:
+            raise MutationRejectedError(f"member {self.member_id}: the name does not hold the expected UUID")
+
+    def _ddl(self, kind: str, statement: str) -> None:
+        query_id = mutation_query_id(kind, self.member_id, statement)
+        self.guard.claim(query_id)
+        try:
+            self.endpoint.mutator().command(statement, settings={"query_id": query_id, **SYNC_DDL})
+        except Error as error:
+            failure = classify(error)
+            if isinstance(failure, Refused):
+                raise MutationRejectedError(f"member {self.member_id}: {kind} {sanitized(failure)}") from None
+            raise OutcomeUnknownError(f"member {self.member_id}: {kind} {sanitized(failure)}") from None
+
+
+class ClickHouseMemberSessions:
+    """Opens one session per admitted member, over the endpoint the resolver gives for that member."""
+
+    def __init__(
+        self, endpoints: Callable[[AdmittedMember], Endpoint], *, guard: MutationGuard = PROCESS_GUARD
+    ) -> None:
+        self.endpoints = endpoints
+        self.guard = guard
+
+    def session(self, member: AdmittedMember) -> ClickHouseMemberSession:
+        return ClickHouseMemberSession(self.endpoints(member), member.member_id, guard=self.guard)

@@ -1,0 +1,105 @@
+"""SQL of per-member staging: observe, create, load and drop a candidate table on one member (seed 000 §4).
+
+Every statement here runs on one member's direct connection, never ``ON CLUSTER`` and never through a facade:
+
+* **observe** -- the physical UUID, engine and ordered ``(name, type)`` columns from ``system.tables`` /
+  ``system.columns``; then count (and content digest) with the UUID re-read in the same statement (``sql_digest``);
+* **UUID probe** -- the UUID a name holds right now: the guard run immediately before a load or a drop, so a load
+  never appends to, and a drop never removes, a table other than the exact one the protocol named;
+* **create** -- ``CREATE TABLE ... UUID '<intent>'`` with the exact column list, engine and ``ORDER BY``. Never
+  ``IF NOT EXISTS`` (a taken name must be refused, not silently kept) and never ``OR REPLACE``;
+* **load** -- one ``INSERT INTO ... (columns) FORMAT Native`` whose body is the artifact's bytes, with a deterministic
+  ``query_id`` and ``insert_deduplication_token``, ``async_insert = 0``, and the strict Native input settings: a
+  column the table lacks, a declared column the bytes lack, or a type that differs is an error, never a silent
+  conversion or default;
+* **drop** -- ``DROP TABLE ... SYNC`` after the UUID probe showed the exact UUID. The UUID is carried in
+  ``log_comment`` so the statement (and its one-shot guard key) names the physical table it is meant for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+from airflow_provider_dpone.adapters.clickhouse.literals import settings_clause, string_literal, uuid_literal
+from airflow_provider_dpone.adapters.clickhouse.sql_catalog import columns_array
+from airflow_provider_dpone.adapters.clickhouse.types import canonical_type
+from airflow_provider_dpone.contracts.clickhouse_engines import EngineClass, classify_engine
+from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.contracts.identifiers import qualified_clickhouse, quote_clickhouse, validate_identifier
+from airflow_provider_dpone.ports.publication import TableSpec
+
+STRICT_NATIVE_INPUT: Final[dict[str, str | int]] = {
+    "input_format_skip_unknown_fields": 0,
+    "input_format_native_allow_types_conversion": 0,
+}
+"""Native input maps columns *by name*: without these, an unknown column is skipped and a type is converted."""
+
+
+def _names(database: str, table: str) -> tuple[str, str]:
+    return (
+        string_literal(validate_identifier(database, what="database")),
+        string_literal(validate_identifier(table, what="table")),
+    )
+
+
+def observe_metadata(database: str, table: str) -> str:
+    """UUID, engine and ordered columns of one table (no row when the name is free)."""
+    db, name = _names(database, table)
+    return (
+        f"SELECT toString(uuid), engine, {columns_array(database, table)}"
+        f" FROM system.tables WHERE database = {db} AND name = {name}"
+    )
+
+
+def uuid_probe(database: str, table: str) -> str:
+    """The UUID ``database.table`` holds right now (no row when the name is free)."""
+    db, name = _names(database, table)
+    return f"SELECT toString(uuid) FROM system.tables WHERE database = {db} AND name = {name}"
+
+
+def create_table(database: str, table: str, uuid: str, spec: TableSpec) -> str:
+    """``CREATE TABLE`` with the exact UUID, columns, engine and sorting key (refused if the name is taken)."""
+    if classify_engine(spec.engine) is not EngineClass.MERGE_TREE:
+        raise DponeError("DPONE_CLICKHOUSE_CLUSTER_TARGET_ENGINE_UNSUPPORTED", "candidate engine")
+    names = {column.name for column in spec.columns}
+    columns = ", ".join(
+        f"{quote_clickhouse(column.name)} {canonical_type(column.type, what=f'columns[{index}]')}"
+        for index, column in enumerate(spec.columns)
+    )
+    for key in spec.order_by:
+        if key not in names:
+            raise DponeError("DPONE_IDENTIFIER_INVALID", "order_by: not a declared column")
+    order_by = "tuple()" if not spec.order_by else "(" + ", ".join(quote_clickhouse(key) for key in spec.order_by) + ")"
+    return (
+        f"CREATE TABLE {qualified_clickhouse(database, table)} UUID {uuid_literal(uuid)}"
+        f" ({columns}) ENGINE = {spec.engine} ORDER BY {order_by}"
+    )
+
+
+def load_target(database: str, table: str) -> str:
+    """The table expression of the load (clickhouse-connect appends the quoted column list and ``FORMAT Native``)."""
+    return qualified_clickhouse(database, table)
+
+
+def load_statement(database: str, table: str, columns: Sequence[str]) -> str:
+    """The exact INSERT statement text of one load (sent as the ``query`` parameter; the body is the artifact)."""
+    names = ", ".join(quote_clickhouse(name) for name in columns)
+    return f"INSERT INTO {load_target(database, table)} ({names}) FORMAT Native"
+
+
+def load_settings(*, query_id: str, dedup_token: str) -> dict[str, str | int]:
+    """Request settings of one load: deterministic ids, synchronous insert, strict Native input."""
+    return {
+        "query_id": query_id,
+        "insert_deduplication_token": dedup_token,
+        "insert_deduplicate": 1,
+        "async_insert": 0,
+        **STRICT_NATIVE_INPUT,
+    }
+
+
+def drop_table(database: str, table: str, uuid: str) -> str:
+    """``DROP TABLE ... SYNC`` of the table the UUID probe just proved to be ``uuid``."""
+    uuid_literal(uuid)  # validates: only a canonical UUID reaches the comment
+    return f"DROP TABLE {qualified_clickhouse(database, table)} SYNC{settings_clause({'log_comment': f'dpone:drop:{uuid}'})}"

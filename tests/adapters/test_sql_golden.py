@@ -1,0 +1,264 @@
+"""Golden text of every statement the publication adapters send (one module per phase renders them)."""
+
+from __future__ import annotations
+
+import pytest
+from clickhouse_connect.driver._backend.httpcommon import embed_insert_query
+
+from airflow_provider_dpone.adapters.clickhouse import (
+    reference_digest,
+    sql_authority,
+    sql_catalog,
+    sql_cluster_ddl,
+    sql_digest,
+    sql_member,
+)
+from airflow_provider_dpone.contracts.authority_row import AuthorityRow
+from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.ports.publication import ColumnSpec, DropTable, ExchangeTables, RenameTable, TableSpec
+
+KEY = "ab" * 32
+UUID = "00000000-0000-4000-8000-000000000001"
+TOKEN = "0123456789abcdef" * 2
+DIGEST = "e" * 64
+AUTH = "`db`.`__dpone_cluster_publication_authority`"
+COLUMNS_OF_T = (
+    "(SELECT arrayMap(c -> (c.2, c.3, c.4), arraySort(c -> c.1, groupArray((position, name, type, default_kind))))"
+    " FROM system.columns WHERE database = 'db' AND table = 't')"
+)
+DDL_SETTINGS = (
+    "SETTINGS distributed_ddl_output_mode = 'throw', distributed_ddl_task_timeout = 120, "
+    "skip_unavailable_shards = 0, log_comment = 'dpone-ddl:0123456789abcdef0123456789abcdef:" + DIGEST + "'"
+)
+
+
+def row(payload: str = '{"n":"it\'s"}') -> AuthorityRow:
+    return AuthorityRow(
+        target_key=KEY,
+        operation_id="op",
+        fence_token="fence",
+        phase="LOCKED",
+        dispatch_epoch=3,
+        payload=payload,
+        payload_sha256="a" * 64,
+    )
+
+
+# --- authority -------------------------------------------------------------------------------------------------
+
+
+def test_authority_read() -> None:
+    assert sql_authority.read_row("db", KEY) == (
+        "SELECT `target_key`, `operation_id`, `fence_token`, `phase`, `dispatch_epoch`, `payload`,"
+        f" toString(`payload_sha256`), `_version` FROM {AUTH} WHERE `target_key` = '{KEY}'"
+        " SETTINGS keeper_map_strict_mode = 1"
+    )
+
+
+def test_authority_strict_insert() -> None:
+    assert sql_authority.strict_insert("db", row()) == (
+        f"INSERT INTO {AUTH} (`target_key`, `operation_id`, `fence_token`, `phase`, `dispatch_epoch`, `payload`,"
+        " `payload_sha256`) SETTINGS keeper_map_strict_mode = 1"
+        f" VALUES ('{KEY}', 'op', 'fence', 'LOCKED', 3, '{{\"n\":\"it\\'s\"}}', '{'a' * 64}')"
+    )
+
+
+def test_authority_compare_and_set() -> None:
+    assert sql_authority.compare_and_set("db", row(), 7) == (
+        f"ALTER TABLE {AUTH} UPDATE `operation_id` = 'op', `fence_token` = 'fence', `phase` = 'LOCKED',"
+        f" `dispatch_epoch` = 3, `payload` = '{{\"n\":\"it\\'s\"}}', `payload_sha256` = '{'a' * 64}'"
+        f" WHERE `target_key` = '{KEY}' AND `_version` = 7 SETTINGS keeper_map_strict_mode = 1"
+    )
+
+
+def test_authority_compare_and_set_never_updates_the_key() -> None:
+    assert "`target_key` =" not in sql_authority.compare_and_set("db", row(), 0).split(" WHERE ")[0]
+
+
+# --- catalog ---------------------------------------------------------------------------------------------------
+
+
+def test_catalog_statements() -> None:
+    assert sql_catalog.inventory("analytics") == (
+        "SELECT cluster, shard_num, replica_num, toUInt8(internal_replication), host_name, port"
+        " FROM system.clusters WHERE cluster = 'analytics' ORDER BY shard_num, replica_num"
+        " SETTINGS skip_unavailable_shards = 0"
+    )
+    assert sql_catalog.database_engine("db") == "SELECT engine FROM system.databases WHERE name = 'db'"
+    assert sql_catalog.table_facts("db", "t") == (
+        f"SELECT engine, engine_full, primary_key, {COLUMNS_OF_T} FROM system.tables"
+        " WHERE database = 'db' AND name = 't'"
+    )
+
+
+def test_catalog_never_skips_unavailable_shards() -> None:
+    assert "skip_unavailable_shards = 1" not in sql_catalog.inventory("c")
+
+
+# --- member staging --------------------------------------------------------------------------------------------
+
+SPEC = TableSpec(
+    columns=(
+        ColumnSpec(name="id", type="UInt64"),
+        ColumnSpec(name="amount", type="Nullable(Decimal(18,4))"),
+        ColumnSpec(name="at", type="DateTime64(3,'UTC')"),
+    ),
+    order_by=("id",),
+)
+
+
+def test_member_observation_statements() -> None:
+    assert sql_member.observe_metadata("db", "t") == (
+        f"SELECT toString(uuid), engine, {COLUMNS_OF_T} FROM system.tables WHERE database = 'db' AND name = 't'"
+    )
+    assert sql_member.uuid_probe("db", "t") == (
+        "SELECT toString(uuid) FROM system.tables WHERE database = 'db' AND name = 't'"
+    )
+
+
+def test_member_create_with_exact_uuid_columns_engine_and_key() -> None:
+    assert sql_member.create_table("db", "cand", UUID, SPEC) == (
+        f"CREATE TABLE `db`.`cand` UUID '{UUID}' (`id` UInt64, `amount` Nullable(Decimal(18, 4)),"
+        " `at` DateTime64(3, 'UTC')) ENGINE = MergeTree ORDER BY (`id`)"
+    )
+    keyless = SPEC.model_copy(update={"order_by": ()})
+    assert sql_member.create_table("db", "cand", UUID, keyless).endswith("ENGINE = MergeTree ORDER BY tuple()")
+
+
+def test_member_create_never_if_not_exists_or_replace() -> None:
+    statement = sql_member.create_table("db", "cand", UUID, SPEC)
+    assert "IF NOT EXISTS" not in statement and "OR REPLACE" not in statement
+
+
+@pytest.mark.parametrize("engine", ["ReplicatedMergeTree", "Distributed", "Memory", "MergeTree()", "Log"])
+def test_member_create_refuses_engines_other_than_direct_mergetree(engine: str) -> None:
+    with pytest.raises(DponeError) as caught:
+        sql_member.create_table("db", "cand", UUID, SPEC.model_copy(update={"engine": engine}))
+    assert caught.value.code == "DPONE_CLICKHOUSE_CLUSTER_TARGET_ENGINE_UNSUPPORTED"
+
+
+def test_member_create_refuses_an_order_by_outside_the_columns() -> None:
+    with pytest.raises(DponeError):
+        sql_member.create_table("db", "cand", UUID, SPEC.model_copy(update={"order_by": ("missing",)}))
+
+
+def test_member_load_statement_is_what_clickhouse_connect_sends() -> None:
+    expected = "INSERT INTO `db`.`cand` (`id`, `amount`) FORMAT Native"
+    assert sql_member.load_statement("db", "cand", ["id", "amount"]) == expected
+    body, query = embed_insert_query(sql_member.load_target("db", "cand"), ["id", "amount"], "Native", None, iter(()))
+    assert query == expected
+
+
+def test_member_load_settings() -> None:
+    assert sql_member.load_settings(query_id="dpone-load-1", dedup_token="tok") == {
+        "query_id": "dpone-load-1",
+        "insert_deduplication_token": "tok",
+        "insert_deduplicate": 1,
+        "async_insert": 0,
+        "input_format_skip_unknown_fields": 0,
+        "input_format_native_allow_types_conversion": 0,
+    }
+
+
+def test_member_drop_names_the_uuid_it_is_meant_for() -> None:
+    assert sql_member.drop_table("db", "cand", UUID) == (
+        f"DROP TABLE `db`.`cand` SYNC SETTINGS log_comment = 'dpone:drop:{UUID}'"
+    )
+    with pytest.raises(ValueError):
+        sql_member.drop_table("db", "cand", "not-a-uuid")
+
+
+# --- content digest --------------------------------------------------------------------------------------------
+
+
+def test_digest_statements() -> None:
+    uuid_of_t = "(SELECT toString(uuid) FROM system.tables WHERE database = 'db' AND name = 't')"
+    assert sql_digest.table_content("db", "t", with_digest=True) == (
+        f"SELECT count(), toString(sum(reinterpretAsUInt128(sipHash128(tuple(*))))), {uuid_of_t} FROM `db`.`t`"
+    )
+    assert sql_digest.table_content("db", "t", with_digest=False) == f"SELECT count(), {uuid_of_t} FROM `db`.`t`"
+    assert sql_digest.temporary_content("tmp") == (
+        "SELECT count(), toString(sum(reinterpretAsUInt128(sipHash128(tuple(*))))) FROM `tmp`"
+    )
+
+
+def test_digest_never_uses_null_skipping_or_cancelling_aggregates() -> None:
+    text = sql_digest.table_content("db", "t", with_digest=True)
+    assert "sipHash64(*)" not in text and "groupBitXor" not in text and "tuple(*)" in text
+
+
+def test_canonical_digest_binds_count_and_sum() -> None:
+    base = sql_digest.content_digest(2, 5)
+    assert len(base) == 64
+    assert base != sql_digest.content_digest(3, 5)
+    assert base != sql_digest.content_digest(2, 6)
+    assert sql_digest.EMPTY_CONTENT_DIGEST == sql_digest.content_digest(0, 0)
+    with pytest.raises(ValueError):
+        sql_digest.content_digest(1, 2**128)
+
+
+def test_reference_table_fails_loudly_on_a_missing_column() -> None:
+    assert reference_digest.create_reference_table("tmp", [("id", "UInt64"), ("at", "DateTime64(3,'UTC')")]) == (
+        "CREATE TEMPORARY TABLE `tmp` ("
+        "`id` UInt64 DEFAULT if(throwIf(1, 'dpone: a declared column is missing from the artifact') = 0,"
+        " defaultValueOfTypeName('UInt64'), defaultValueOfTypeName('UInt64')), "
+        "`at` DateTime64(3, 'UTC') DEFAULT if(throwIf(1, 'dpone: a declared column is missing from the artifact')"
+        " = 0, defaultValueOfTypeName('DateTime64(3, \\'UTC\\')'), defaultValueOfTypeName('DateTime64(3, \\'UTC\\')'))"
+        ") ENGINE = Memory"
+    )
+
+
+# --- cluster DDL -----------------------------------------------------------------------------------------------
+
+
+def test_cluster_ddl_statements() -> None:
+    exchange = ExchangeTables(cluster="c", database="db", left="t", right="cand")
+    rename = RenameTable(cluster="c", database="db", source="cand", target="t")
+    drop = DropTable(cluster="c", database="db", table="cand")
+    render = sql_cluster_ddl.render
+    assert render(exchange, correlation_token=TOKEN, query_digest=DIGEST) == (
+        f"EXCHANGE TABLES `db`.`t` AND `db`.`cand` ON CLUSTER `c` {DDL_SETTINGS}"
+    )
+    assert render(rename, correlation_token=TOKEN, query_digest=DIGEST) == (
+        f"RENAME TABLE `db`.`cand` TO `db`.`t` ON CLUSTER `c` {DDL_SETTINGS}"
+    )
+    assert render(drop, correlation_token=TOKEN, query_digest=DIGEST) == (
+        f"DROP TABLE `db`.`cand` ON CLUSTER `c` SYNC {DDL_SETTINGS}"
+    )
+
+
+def test_queue_observation_statement() -> None:
+    assert sql_cluster_ddl.queue_entry("c", TOKEN) == (
+        "SELECT entry, host, port, toString(status), exception_code FROM system.distributed_ddl_queue"
+        f" WHERE cluster = 'c' AND position(query, 'dpone-ddl:{TOKEN}:') > 0 ORDER BY entry, host, port"
+    )
+
+
+@pytest.mark.parametrize("token", ["", "0" * 31, "G" * 32, "0" * 32 + "'"])
+def test_correlation_token_is_validated(token: str) -> None:
+    with pytest.raises(ValueError):
+        sql_cluster_ddl.correlation_comment(token, DIGEST)
+
+
+# --- identifiers -----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["a`b", "a b", "a;DROP", "tаble", ""])
+def test_every_statement_validates_names(name: str) -> None:
+    renderers = [
+        lambda: sql_authority.read_row(name, KEY),
+        lambda: sql_catalog.inventory(name),
+        lambda: sql_catalog.table_facts("db", name),
+        lambda: sql_member.observe_metadata(name, "t"),
+        lambda: sql_member.create_table("db", name, UUID, SPEC),
+        lambda: sql_member.drop_table(name, "t", UUID),
+        lambda: sql_digest.table_content("db", name, with_digest=True),
+        lambda: sql_cluster_ddl.render(
+            DropTable(cluster=name, database="db", table="t"), correlation_token=TOKEN, query_digest=DIGEST
+        ),
+        lambda: sql_cluster_ddl.queue_entry(name, TOKEN),
+    ]
+    for render in renderers:
+        with pytest.raises(DponeError) as caught:
+            render()
+        assert caught.value.code == "DPONE_IDENTIFIER_INVALID"
