@@ -54,15 +54,10 @@ class PortsFactory(Protocol):
 
 
 def hook_environment(manifest: ClusterPublicationManifest, conn_id: str) -> PublicationEnvironment:
-    """The default factory: real ClickHouse adapters from the ``dpone_clickhouse`` connection ``conn_id``."""
-    from airflow_provider_dpone.hooks.clickhouse import DponeClickHouseHook
+    """The default factory: real ClickHouse adapters from the ``dpone_clickhouse`` connection ``conn_id``.
 
-    hook = DponeClickHouseHook(dpone_clickhouse_conn_id=conn_id)
-    build = getattr(hook, "publication_environment", None)
-    if build is None:
-        raise NotImplementedError(
-            "DPONE_CLICKHOUSE_CLUSTER_REQUIRED: this build has no ClickHouse publication adapters; "
-            "pass ports_factory= to the operator"
-        )
-    environment: PublicationEnvironment = build(manifest)
-    return environment
+    Imported lazily, so parsing a DAG file never imports the adapters or opens a connection.
+    """
+    from airflow_provider_dpone.operators.publication_clickhouse import hook_environment as build
+
+    return build(manifest, conn_id)

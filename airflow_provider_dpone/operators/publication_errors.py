@@ -30,6 +30,10 @@ RETRYABLE_CODES: Final[frozenset[str]] = frozenset(
         "DPONE_CLICKHOUSE_CLUSTER_DDL_QUEUE_UNAVAILABLE",
         "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_INCOMPLETE",
         "DPONE_CLICKHOUSE_CLUSTER_PHASE_NOT_READY",
+        "DPONE_ARTIFACT_EXTRACTION_FAILED",
+        "DPONE_ARTIFACT_STORE_FAILED",
+        "DPONE_ARTIFACT_DIGEST_FAILED",
+        "DPONE_CLICKHOUSE_MUTATION_REPLAY_REFUSED",
     }
 )
 """Codes a retry of the same task can resolve; every other code is terminal for the task."""

@@ -16,9 +16,9 @@ async def async_coordinator_client(conn_id: str) -> Any:
 
     from airflow_provider_dpone.hooks.clickhouse import DponeClickHouseHook
 
-    hook_async_client = getattr(DponeClickHouseHook, "async_coordinator_client", None)
+    hook_async_client = getattr(DponeClickHouseHook(dpone_clickhouse_conn_id=conn_id), "async_coordinator_client", None)
     if hook_async_client is not None:
-        return await hook_async_client(conn_id)
+        return await hook_async_client()
     connection = await BaseHook.aget_connection(conn_id)
     options = DponeClickHouseHook.parse_options(connection.extra)
     return await clickhouse_connect.get_async_client(

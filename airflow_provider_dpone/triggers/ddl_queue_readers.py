@@ -16,12 +16,6 @@ from typing import Any, Protocol
 
 FINISHED = "Finished"
 
-QUEUE_QUERY = (
-    "SELECT entry, status, exception_code FROM system.distributed_ddl_queue "
-    "WHERE cluster = {cluster:String} AND position(query, {token:String}) > 0"
-)
-"""Only the entry whose query carries the correlation token (the adapter puts it in ``log_comment`` and a comment)."""
-
 
 @dataclass(frozen=True)
 class HostState:
@@ -67,9 +61,10 @@ QueueReaderFactory = Callable[[str], QueueReader]
 
 
 def snapshot_from_rows(rows: Sequence[Sequence[Any]], entry: str | None) -> QueueSnapshot | None:
-    """Group ``(entry, status, exception_code)`` rows; keep the bound entry when its name is known."""
+    """Group ``(entry, host, port, status, exception_code)`` rows (the adapter's queue query); keep the bound entry
+    when its name is known. Hosts are counted, never kept."""
     by_entry: dict[str, list[HostState]] = {}
-    for name, status, code in rows:
+    for name, _host, _port, status, code in rows:
         if entry is not None and name != entry:
             continue
         by_entry.setdefault(str(name), []).append(HostState(str(status), None if code is None else int(code)))
@@ -94,8 +89,10 @@ class ClickHouseQueueReader:
         return self._client
 
     async def read(self, cluster: str, correlation_token: str, entry: str | None) -> QueueSnapshot | None:
+        from airflow_provider_dpone.adapters.clickhouse.sql_cluster_ddl import queue_entry
+
         client = await self._connect()
-        result = await client.query(QUEUE_QUERY, parameters={"cluster": cluster, "token": correlation_token})
+        result = await client.query(queue_entry(cluster, correlation_token))
         return snapshot_from_rows(result.result_rows, entry)
 
     async def close(self) -> None:

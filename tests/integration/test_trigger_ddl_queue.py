@@ -152,7 +152,11 @@ def test_invalid_bounds_and_reader_paths_are_refused() -> None:
 
 
 def test_snapshot_from_rows_keeps_only_the_bound_entry() -> None:
-    rows = [("query-1", "Finished", 0), ("query-1", "Active", None), ("query-2", "Finished", 0)]
+    rows = [
+        ("query-1", "h1", 9000, "Finished", 0),
+        ("query-1", "h2", 9000, "Active", None),
+        ("query-2", "h1", 9000, "Finished", 0),
+    ]
     assert snapshot_from_rows(rows, "query-2") == QueueSnapshot("query-2", (HostState("Finished", 0),), 1)
     unbound = snapshot_from_rows(rows, None)
     assert unbound is not None and unbound.entries == 2
