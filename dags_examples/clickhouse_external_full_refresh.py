@@ -61,11 +61,42 @@ def example_manifest() -> Path | dict[str, Any]:
     return content
 
 
-def ensure_demo_source(conn_id: str = CONN_ID, *, cluster: str, rows: int = DEMO_ROWS) -> int:
-    """Create the demo database on every member and the source table on the coordinator, filled once; idempotent.
+def prepare_demo(client: Any, *, cluster: str, database: str = DATABASE, rows: int = DEMO_ROWS) -> int:
+    """Create what the demo needs when absent, idempotently; return the source row count.
 
-    Returns the source row count. Demo scaffolding only: the publication protocol never creates its own source.
+    On every member (``ON CLUSTER``) and on the coordinator: the Atomic database and the KeeperMap authority table
+    the protocol fences with (one shared Keeper path). On the coordinator: the source table, filled once. Demo
+    scaffolding only: the publication protocol never creates its own source or authority.
     """
+    from airflow_provider_dpone.contracts.authority_row import AUTHORITY_COLUMNS, AUTHORITY_TABLE
+
+    authority_columns = ", ".join(f"`{name}` {type_}" for name, type_ in AUTHORITY_COLUMNS)
+    authority = (
+        f"CREATE TABLE IF NOT EXISTS `{database}`.`{AUTHORITY_TABLE}` ({authority_columns}) "
+        f"ENGINE = KeeperMap('/dpone/authority/{database}') PRIMARY KEY target_key"
+    )
+    for on_cluster in (f" ON CLUSTER `{cluster}`", ""):
+        client.command(f"CREATE DATABASE IF NOT EXISTS `{database}`{on_cluster} ENGINE = Atomic")
+        client.command(authority.replace(" (", f"{on_cluster} (", 1))
+    client.command(
+        f"CREATE TABLE IF NOT EXISTS `{database}`.source_table "
+        "(id UInt64, name String, amount Nullable(Decimal(18, 4)), updated_at DateTime64(3, 'UTC')) "
+        "ENGINE = MergeTree ORDER BY id"
+    )
+    count = int(client.command(f"SELECT count() FROM `{database}`.source_table"))
+    if count == 0:
+        client.command(
+            f"INSERT INTO `{database}`.source_table SELECT number + 1, concat('item-', toString(number + 1)), "
+            "if(number % 10 = 0, NULL, toDecimal64(number, 4) / 100), "
+            "toDateTime64('2026-01-01 00:00:00', 3, 'UTC') + toIntervalSecond(number) "
+            f"FROM numbers({int(rows)})"
+        )
+        count = int(client.command(f"SELECT count() FROM `{database}`.source_table"))
+    return count
+
+
+def ensure_demo_source(conn_id: str = CONN_ID, *, cluster: str) -> int:
+    """``prepare_demo`` through the Airflow connection ``conn_id`` (its coordinator)."""
     import clickhouse_connect
 
     connection = BaseHook.get_connection(conn_id)
@@ -78,23 +109,7 @@ def ensure_demo_source(conn_id: str = CONN_ID, *, cluster: str, rows: int = DEMO
         autogenerate_session_id=False,
     )
     try:
-        client.command(f"CREATE DATABASE IF NOT EXISTS {DATABASE} ON CLUSTER {cluster} ENGINE = Atomic")
-        client.command(f"CREATE DATABASE IF NOT EXISTS {DATABASE} ENGINE = Atomic")
-        client.command(
-            f"CREATE TABLE IF NOT EXISTS {DATABASE}.source_table "
-            "(id UInt64, name String, amount Nullable(Decimal(18, 4)), updated_at DateTime64(3, 'UTC')) "
-            "ENGINE = MergeTree ORDER BY id"
-        )
-        count = int(client.command(f"SELECT count() FROM {DATABASE}.source_table"))
-        if count == 0:
-            client.command(
-                f"INSERT INTO {DATABASE}.source_table SELECT number + 1, concat('item-', toString(number + 1)), "
-                "if(number % 10 = 0, NULL, toDecimal64(number, 4) / 100), "
-                "toDateTime64('2026-01-01 00:00:00', 3, 'UTC') + toIntervalSecond(number) "
-                f"FROM numbers({int(rows)})"
-            )
-            count = int(client.command(f"SELECT count() FROM {DATABASE}.source_table"))
-        return count
+        return prepare_demo(client, cluster=cluster)
     finally:
         client.close()
 
