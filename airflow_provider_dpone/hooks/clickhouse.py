@@ -1,19 +1,29 @@
 """``DponeClickHouseHook``: the ``dpone_clickhouse`` connection type.
 
-The hook resolves one Airflow connection into transport options. Member clients, the one-shot mutation client and
-the authority adapter are built from it by the publication layer; the hook itself holds no protocol state.
+The hook resolves one Airflow connection (types ``dpone_clickhouse`` and ``clickhouse``) into an in-memory
+:class:`ResolvedConnection`, and builds from it: the coordinator's read client, one-shot mutation clients, the async
+client of deferrable pollers, member sessions, and the complete adapter set of the external publication service.
+It holds no protocol state and makes no protocol decision: what to read, write or publish is the protocol's.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from typing import Any, ClassVar
 
 from airflow.sdk import BaseHook
 from pydantic import ValidationError
 
+from airflow_provider_dpone.adapters.clickhouse.adapter_set import MemberEndpoints, PublicationAdapters, adapters_for
+from airflow_provider_dpone.adapters.clickhouse.clients import Purpose, build_async_client, build_client
+from airflow_provider_dpone.adapters.clickhouse.connection import ResolvedConnection
+from airflow_provider_dpone.adapters.clickhouse.member_session import ClickHouseMemberSessions
+from airflow_provider_dpone.adapters.clickhouse.sql_cluster_ddl import DEFAULT_TASK_TIMEOUT_SECONDS
+from airflow_provider_dpone.adapters.storage.artifact_store import ObjectStorageArtifactStore
 from airflow_provider_dpone.contracts.connection import ClickHouseConnectionOptions
 from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.contracts.inventory import AdmittedInventory, AdmittedMember
 from airflow_provider_dpone.provider_info import UI_FIELD_BEHAVIOUR
 
 CONNECTION_TYPES = ("dpone_clickhouse", "clickhouse")
@@ -59,3 +69,95 @@ class DponeClickHouseHook(BaseHook):
         except ValidationError as exc:
             fields = sorted({".".join(str(p) for p in err["loc"]) for err in exc.errors()})
             raise DponeError("DPONE_CONNECTION_INVALID", "fields: " + ", ".join(fields)) from None
+
+    # --- resolution -------------------------------------------------------------------------------------------
+
+    @classmethod
+    def resolve(cls, connection: Any) -> ResolvedConnection:
+        """An Airflow connection (``dpone_clickhouse`` or ``clickhouse``) as an in-memory resolved connection.
+
+        The ``clickhouse`` type belongs to another provider: only the keys dpone defines are read from its extra.
+        The port defaults to 8443 with ``secure`` and 8123 without; the database is the connection's schema.
+        """
+        conn_type = (getattr(connection, "conn_type", None) or "").replace("-", "_")
+        if conn_type not in CONNECTION_TYPES:
+            raise DponeError("DPONE_CONNECTION_INVALID", "conn_type must be dpone_clickhouse or clickhouse")
+        extra = connection.extra_dejson if conn_type == "clickhouse" else connection.extra
+        if conn_type == "clickhouse":
+            known = set(ClickHouseConnectionOptions.model_fields)
+            extra = {k: v for k, v in (extra or {}).items() if k.removeprefix(cls._EXTRA_PREFIX) in known}
+        options = cls.parse_options(extra)
+        if not connection.host:
+            raise DponeError("DPONE_CONNECTION_INVALID", "fields: host")
+        return ResolvedConnection(
+            host=connection.host,
+            port=int(connection.port or (8443 if options.secure else 8123)),
+            username=connection.login or "default",
+            password=connection.password or "",
+            database=connection.schema or "",
+            options=options,
+        )
+
+    def resolved(self) -> ResolvedConnection:
+        """The coordinator connection (secrets stay in memory; nothing is logged)."""
+        return self.resolve(self.get_connection(self.dpone_clickhouse_conn_id))
+
+    async def aresolved(self) -> ResolvedConnection:
+        """The same resolution through the SDK's async connection lookup (for triggers)."""
+        return self.resolve(await BaseHook.aget_connection(self.dpone_clickhouse_conn_id))
+
+    # --- clients ----------------------------------------------------------------------------------------------
+
+    def get_conn(self) -> Any:
+        """Airflow's generic accessor: the coordinator's read client."""
+        return self.coordinator_client()
+
+    def coordinator_client(self) -> Any:
+        """A read client of the coordinator (close it with ``close_client``)."""
+        return build_client(self.resolved(), Purpose.READ)
+
+    def mutation_client(self, member: AdmittedMember | None = None) -> Any:
+        """A one-shot mutation client of the coordinator, or of ``member``'s direct endpoint."""
+        connection = self.resolved()
+        return build_client(connection.for_member(member) if member else connection, Purpose.MUTATION)
+
+    async def async_coordinator_client(self) -> Any:
+        """An async read client of the coordinator for deferrable pollers."""
+        return await build_async_client(await self.aresolved())
+
+    def member_sessions(self, inventory: AdmittedInventory) -> ClickHouseMemberSessions:
+        """Member sessions over direct endpoints; every member of ``inventory`` must resolve to an endpoint."""
+        connection = self.resolved()
+        for member in inventory.members:
+            connection.for_member(member)
+        return ClickHouseMemberSessions(MemberEndpoints.derived_from(connection))
+
+    # --- composition ------------------------------------------------------------------------------------------
+
+    def publication_adapters(
+        self,
+        *,
+        database: str,
+        artifact_base: str | None = None,
+        ddl_task_timeout_seconds: int = DEFAULT_TASK_TIMEOUT_SECONDS,
+    ) -> PublicationAdapters:
+        """The adapter set of the external publication service for the target ``database`` (close it after use)."""
+        store = ObjectStorageArtifactStore(artifact_base or default_artifact_base())
+        return adapters_for(
+            self.resolved(), database=database, store=store, ddl_task_timeout_seconds=ddl_task_timeout_seconds
+        )
+
+
+def default_artifact_base() -> str:
+    """``[dpone] artifact_base`` (env ``AIRFLOW__DPONE__ARTIFACT_BASE``), else ``file://$AIRFLOW_HOME/dpone/artifacts``.
+
+    Production points it at durable shared object storage (``s3://bucket/prefix``): the artifact must be reopenable
+    by whichever worker runs a later attempt.
+    """
+    from airflow.configuration import conf
+
+    configured = conf.get("dpone", "artifact_base", fallback=None)
+    if configured:
+        return str(configured)
+    home = os.environ.get("AIRFLOW_HOME") or os.path.expanduser("~/airflow")
+    return f"file://{os.path.abspath(home)}/dpone/artifacts"

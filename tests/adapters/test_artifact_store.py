@@ -74,10 +74,15 @@ def test_the_byte_bound_stops_the_write_at_the_bound_and_keeps_nothing(tmp_path:
     store = store_at(tmp_path)
     writer = store.writer(10)
     written: list[int] = []
-    with pytest.raises(DponeError) as caught, writer:
-        for chunk in (b"aaaa", b"bbbb", b"cccc", b"dddd"):
-            writer.write(chunk)
-            written.append(writer.size)
+
+    def feed() -> None:
+        with writer:
+            for chunk in (b"aaaa", b"bbbb", b"cccc", b"dddd"):
+                writer.write(chunk)
+                written.append(writer.size)
+
+    with pytest.raises(DponeError) as caught:
+        feed()
     assert caught.value.code == "DPONE_ARTIFACT_SOURCE_BYTES_EXCEEDED"
     assert written == [4, 8]  # the third chunk would cross 10 bytes: nothing of it was written
     assert files_under(tmp_path / "artifacts") == []
@@ -116,11 +121,15 @@ def test_bytes_changed_after_open_never_complete_the_stream(tmp_path: Path) -> N
     handle = store.open(receipt_for(data))
     path = tmp_path / "artifacts" / "sha256" / sha[:2] / f"{sha}.native"
     path.write_bytes(data[:-1] + b"X")
-    received = b""
-    with pytest.raises(ArtifactInvalidError):
+    received: list[bytes] = []
+
+    def consume() -> None:
         for chunk in handle.chunks():
-            received += chunk
-    assert len(received) < len(data)  # the final chunk was withheld
+            received.append(chunk)
+
+    with pytest.raises(ArtifactInvalidError):
+        consume()
+    assert len(b"".join(received)) < len(data)  # the final chunk was withheld
 
 
 def test_a_fresh_process_reopens_the_artifact_from_the_receipt_alone(tmp_path: Path) -> None:

@@ -48,24 +48,22 @@ def send_insert(instance: HttpSyncBackend) -> Any:
 
 
 def test_stock_transport_replays_an_insert_whose_response_was_lost() -> None:
-    with serve(reply=None) as server:
-        with pytest.raises(OperationalError):
-            send_insert(backend(server.port, hardened=False))
+    with serve(reply=None) as server, pytest.raises(OperationalError):
+        send_insert(backend(server.port, hardened=False))
     assert len(server.requests) == 2
 
 
 def test_one_shot_transport_sends_an_insert_once_when_the_response_is_lost() -> None:
-    with serve(reply=None) as server:
-        with pytest.raises(OperationalError):
-            send_insert(backend(server.port, hardened=True))
+    with serve(reply=None) as server, pytest.raises(OperationalError):
+        send_insert(backend(server.port, hardened=True))
     assert len(server.requests) == 1
 
 
 def test_one_shot_transport_does_not_retry_a_retryable_status() -> None:
     unavailable = b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
     with serve(reply=unavailable) as server:
+        instance = backend(server.port, hardened=True)
         with pytest.raises(OperationalError):
-            instance = backend(server.port, hardened=True)
             instance.request(b"SELECT 1", {}, retries=3, retryable=True)
     assert len(server.requests) == 1
 
@@ -79,8 +77,9 @@ def test_stock_transport_follows_a_redirect_to_another_server() -> None:
 
 def test_hardened_transport_refuses_a_redirect() -> None:
     with serve(reply=ok_reply()) as elsewhere, serve(reply=redirect_reply(elsewhere.port)) as server:
+        instance = backend(server.port, hardened=True)
         with pytest.raises(OperationalError):
-            backend(server.port, hardened=True).request(b"SELECT 1", {}, retryable=True)
+            instance.request(b"SELECT 1", {}, retryable=True)
     assert len(server.requests) == 1
     assert elsewhere.requests == []
 

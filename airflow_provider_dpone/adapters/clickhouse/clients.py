@@ -23,6 +23,7 @@ redirects.
 
 from __future__ import annotations
 
+import logging
 import warnings
 from enum import StrEnum
 from typing import Any, Final
@@ -42,6 +43,31 @@ NO_RETRY: Final[Retry] = Retry(total=0, connect=0, read=0, redirect=0, status=0,
 BASE_SETTINGS: Final[dict[str, Any]] = {"async_insert": 0}
 CLIENT_NAME: Final[str] = "airflow-provider-dpone"
 POOL_SIZE: Final[int] = 4
+
+
+class _WithholdDetails(logging.Filter):
+    """clickhouse-connect logs transport failures with tracebacks whose text names the server (host, port, URL).
+    Keep the record (level, logger, a fixed message) and withhold everything that could carry an endpoint."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info or record.args or "://" in str(record.msg):
+            record.msg = f"clickhouse-connect {record.levelname.lower()} (details withheld: they may name the server)"
+            record.args = None
+            record.exc_info = None
+            record.exc_text = None
+        return True
+
+
+def withhold_driver_log_details() -> None:
+    """Attach the filter to every clickhouse-connect logger that exists (filters do not inherit)."""
+    names = [name for name in logging.root.manager.loggerDict if name.startswith("clickhouse_connect")]
+    for name in ["clickhouse_connect", *names]:
+        logger = logging.getLogger(name)
+        if not any(isinstance(existing, _WithholdDetails) for existing in logger.filters):
+            logger.addFilter(_WithholdDetails())
+
+
+withhold_driver_log_details()
 
 
 class Purpose(StrEnum):
@@ -103,7 +129,7 @@ def make_one_shot(backend: Any) -> None:
         kwargs["retry_body"] = None
         return original(*args, **kwargs)
 
-    backend.request = request  # type: ignore[method-assign]
+    backend.request = request
 
 
 def build_client(
