@@ -34,26 +34,53 @@ def describe_query(endpoint: Any, query: str) -> tuple[tuple[str, str], ...]:
     return canonical_columns(tuple((str(row[0]), str(row[1])) for row in rows))
 
 
+def ddl_task_timeout_seconds() -> int:
+    """``[dpone] ddl_task_timeout_seconds``: how long the initiator of a publication/cleanup DDL waits for the hosts.
+
+    After that the dispatching task returns "in progress" and (deferrable) waits in the triggerer instead of holding
+    a worker slot. The entry keeps running on the hosts either way.
+    """
+    from airflow.sdk import conf
+
+    from airflow_provider_dpone.adapters.clickhouse.sql_cluster_ddl import DEFAULT_TASK_TIMEOUT_SECONDS
+
+    return conf.getint("dpone", "ddl_task_timeout_seconds", fallback=DEFAULT_TASK_TIMEOUT_SECONDS)
+
+
 def hook_environment(manifest: ClusterPublicationManifest, conn_id: str) -> PublicationEnvironment:
-    """Real adapters for the coordinator connection ``conn_id`` (closed when the task try ends)."""
+    """Real adapters for the coordinator connection ``conn_id`` (closed when the task try ends).
+
+    The connection is resolved by the hook; the adapter set is composed with a mutation guard of this task try.
+    The guard refuses to send any one-shot mutation twice; a task try is one worker process in production, and a
+    guard per try keeps exactly that scope where several tries share a process (``dag.test()``, in-process
+    executors): a later try may re-send a statement the server *refused*, which the protocol decides by observation.
+    """
+    from airflow_provider_dpone.adapters.clickhouse.adapter_set import adapters_for
     from airflow_provider_dpone.adapters.clickhouse.endpoint import Endpoint
-    from airflow_provider_dpone.hooks.clickhouse import DponeClickHouseHook
+    from airflow_provider_dpone.adapters.clickhouse.oneshot import MutationGuard
+    from airflow_provider_dpone.adapters.storage.artifact_store import ObjectStorageArtifactStore
+    from airflow_provider_dpone.hooks.clickhouse import DponeClickHouseHook, default_artifact_base
 
     if isinstance(manifest.source, ArtifactManifestSource):
         raise NotImplementedError(
             "DPONE_MANIFEST_FIELD_INVALID: source.type 'artifact' is not wired to the Airflow operators yet; "
             "use a clickhouse query source"
         )
-    hook: Any = DponeClickHouseHook(dpone_clickhouse_conn_id=conn_id)
-    adapters = hook.publication_adapters(database=manifest.sink.database)
+    hook = DponeClickHouseHook(dpone_clickhouse_conn_id=conn_id)
+    adapters = adapters_for(
+        hook.resolved(),
+        database=manifest.sink.database,
+        store=ObjectStorageArtifactStore(default_artifact_base()),
+        guard=MutationGuard(),
+        ddl_task_timeout_seconds=ddl_task_timeout_seconds(),
+    )
     query = manifest.source.query
     source_conn_id = manifest.source.connection_id
     endpoints: list[Any] = []
     if source_conn_id == conn_id:
         source_endpoint = adapters.coordinator
     else:
-        source_hook: Any = DponeClickHouseHook(dpone_clickhouse_conn_id=source_conn_id)
-        source_endpoint = Endpoint.of(source_hook.resolved())
+        source_endpoint = Endpoint.of(DponeClickHouseHook(dpone_clickhouse_conn_id=source_conn_id).resolved())
         endpoints.append(source_endpoint)
     resolved: list[TableSpec] = []
 

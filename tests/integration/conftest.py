@@ -37,6 +37,7 @@ os.environ.update(
         "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{_DB}",
         "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(_HOME / "logs"),
+        "AIRFLOW__DPONE__ARTIFACT_BASE": f"file://{_HOME / 'artifacts'}",
     }
 )
 os.environ.setdefault("AIRFLOW_HOME", str(_HOME))

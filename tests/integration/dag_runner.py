@@ -55,13 +55,13 @@ def configure(
     poll_interval: float = 0.0,
     manifest: Any = None,
 ) -> None:
+    """Set every task's retry policy and ports factory, and the publication tasks' manifest (default: the DAG's own)."""
     for task in module.dag.tasks:
         task.retries = retries
         task.retry_delay = timedelta(0)
         if isinstance(task, DponePublicationOperator):
             task.ports_factory = factory
-            if manifest is not None:
-                task.manifest = manifest
+            task.manifest = module.manifest if manifest is None else manifest
         if isinstance(task, _WaitingOperator):
             task.deferrable = deferrable
             task.poll_interval = poll_interval
