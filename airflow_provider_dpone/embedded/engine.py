@@ -13,28 +13,23 @@ with ``INSERT ... FROM INFILE``, so the body is parsed while it is still arrivin
 from __future__ import annotations
 
 import contextlib
-import errno
-import fcntl
 import os
 import re
-import select
 import threading
-import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import chdb
 
-from airflow_provider_dpone.embedded.sqltext import quote_identifier, quote_string
+from airflow_provider_dpone.embedded.sinks import FifoSink, Sink, SpoolSink
+from airflow_provider_dpone.embedded.sqltext import quote_identifier, quote_string, replicated_engine
 
 _CODE_RE = re.compile(r"Code: (\d+)\.")
 _NAME_RE = re.compile(r"\(([A-Z][A-Z0-9_]+)\)\s*$")
 _SETTING_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_F_SETPIPE_SZ = 1031
-_PIPE_SIZE = 1 << 20
 
 SEEK_FORMATS = frozenset({"parquet", "arrow", "orc", "npy"})
 """Input formats whose readers need a seekable file: their bodies are spooled to a file, not streamed via a FIFO."""
@@ -131,6 +126,10 @@ class Engine:
         params: Mapping[str, str] | None = None,
     ) -> EngineResult:
         """Run one statement; ``handle`` is a session's handle, ``None`` for a one-request handle."""
+        engine_name = replicated_engine(sql) if "Replicated" in sql else None
+        if engine_name is not None:
+            # chdb has no replication: such a table would hang the engine, so refuse it as an unsupported feature
+            raise self.error(48, f"{engine_name} is not available in the embedded cluster; use the real-cluster suite")
         with self.lock:
             own = handle is None
             current = self.open_handle() if handle is None else handle
@@ -144,24 +143,26 @@ class Engine:
         self,
         statement: Callable[[str], str],
         fmt: str,
-        body: Iterable[bytes],
+        feed: Callable[[Sink], None],
         *,
         handle: Handle | None = None,
         database: str | None = None,
         settings: Mapping[str, str] | None = None,
     ) -> EngineResult:
-        """Run ``statement(path)`` (an ``INSERT ... FROM INFILE path``) while ``body`` is fed into ``path``.
+        """Run ``statement(path)`` (an ``INSERT ... FROM INFILE path``) while ``feed`` writes the data into a sink.
 
-        Streamable formats go through a FIFO that the engine reads while the body still arrives; formats that need
-        a seekable file are spooled first. The engine's error wins over a feeding error, and ``body`` is always
-        consumed to its end, so the HTTP connection stays usable after a failed insert.
+        Streamable formats go through a FIFO that the engine reads while the data still arrives; formats that need
+        a seekable file are spooled first. ``feed`` must deliver all of its data even after the sink stops reading
+        (the sink then discards it); the engine's outcome is what the caller gets.
         """
         path = self._spool / f"insert-{uuid.uuid4().hex}"
         if fmt.lower() in SEEK_FORMATS:
+            spool = SpoolSink(path)
             try:
-                with open(path, "wb") as spool:
-                    for chunk in body:
-                        spool.write(chunk)
+                try:
+                    feed(spool)
+                finally:
+                    spool.close()
                 return self.execute(statement(str(path)), handle=handle, database=database, settings=settings)
             finally:
                 path.unlink(missing_ok=True)
@@ -178,15 +179,11 @@ class Engine:
 
         runner = threading.Thread(target=run, name="engine-insert", daemon=True)
         runner.start()
-        fd = _open_writer(path, runner)
+        sink = FifoSink(path, runner)
         try:
-            for chunk in body:
-                if fd is not None and not _write_all(fd, chunk, runner):
-                    os.close(fd)
-                    fd = None
+            feed(sink)
         finally:
-            if fd is not None:
-                os.close(fd)  # end of data: the engine reads EOF
+            sink.close()
             runner.join()
             path.unlink(missing_ok=True)
         if "error" in outcome:
@@ -264,41 +261,3 @@ def _setting_name(name: str) -> str:
 
 def _assignments(settings: Mapping[str, str]) -> str:
     return ", ".join(f"{_setting_name(name)} = {quote_string(str(value))}" for name, value in settings.items())
-
-
-def _open_writer(path: Path, runner: threading.Thread) -> int | None:
-    """Open the FIFO's write end once the engine has opened its read end; ``None`` if the engine never does.
-
-    Data written before the reader exists would be discarded with the pipe, so the writer waits for the reader.
-    """
-    while True:
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
-        except OSError as exc:
-            if exc.errno != errno.ENXIO:
-                raise
-            if not runner.is_alive():
-                return None
-            time.sleep(0.0005)
-            continue
-        with contextlib.suppress(OSError):
-            fcntl.fcntl(fd, _F_SETPIPE_SZ, _PIPE_SIZE)
-        return fd
-
-
-def _write_all(fd: int, chunk: bytes, runner: threading.Thread) -> bool:
-    """Write ``chunk`` into the FIFO; ``False`` once the engine has stopped reading (its outcome is final)."""
-    view = memoryview(chunk)
-    while view:
-        try:
-            written = os.write(fd, view)
-            view = view[written:]
-            continue
-        except BlockingIOError:
-            pass
-        except BrokenPipeError:
-            return False
-        if not runner.is_alive():
-            return False
-        select.select([], [fd], [], 0.05)
-    return True

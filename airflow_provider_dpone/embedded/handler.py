@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import io
 import socket
 import time
+import traceback
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, BinaryIO, cast
+from typing import Any, cast
 from urllib.parse import parse_qsl, urlsplit
 
 from airflow_provider_dpone.embedded import httpwire
@@ -25,6 +26,7 @@ from airflow_provider_dpone.embedded.ddl import QUEUE_TABLE_SQL, Initiator, queu
 from airflow_provider_dpone.embedded.engine import Engine, EngineError, EngineResult, Handle
 from airflow_provider_dpone.embedded.layout import ProcessSpec
 from airflow_provider_dpone.embedded.sessions import Sessions
+from airflow_provider_dpone.embedded.sinks import Sink
 from airflow_provider_dpone.embedded.sqltext import (
     first_keyword,
     insert_with_data,
@@ -108,11 +110,11 @@ class EndpointHandler(BaseHTTPRequestHandler):
         url = urlsplit(self.path)
         params = dict(parse_qsl(url.query, keep_blank_values=True))
         if url.path in ("/ping", "/replicas_status") or (url.path == "/" and method == "GET" and "query" not in params):
-            httpwire.RequestBody(cast(BinaryIO, self.rfile), self.headers).drain()
+            httpwire.RequestBody(cast(io.BufferedReader, self.rfile), self.headers).drain()
             self._send(200, {"Content-Type": "text/html; charset=UTF-8"}, b"Ok.\n")
             return
         if url.path != "/":
-            httpwire.RequestBody(cast(BinaryIO, self.rfile), self.headers).drain()
+            httpwire.RequestBody(cast(io.BufferedReader, self.rfile), self.headers).drain()
             self._send(404, {"Content-Type": "text/plain; charset=UTF-8"}, _NO_HANDLER.format(path=url.path).encode())
             return
         self._query(method, params)
@@ -122,7 +124,7 @@ class EndpointHandler(BaseHTTPRequestHandler):
         query_id = params.get("query_id") or str(uuid.uuid4())
         body = None
         try:
-            body = httpwire.RequestBody(cast(BinaryIO, self.rfile), self.headers)
+            body = httpwire.RequestBody(cast(io.BufferedReader, self.rfile), self.headers)
             self._authenticate(params)
             session_check = params.get("session_check") in ("1", "true")
             with (
@@ -132,7 +134,7 @@ class EndpointHandler(BaseHTTPRequestHandler):
                 ) as handle,
             ):
                 answer, statement = self._execute(method, params, body, handle)
-            self._after_effect(statement)
+                self._after_effect(statement)  # a delayed response keeps its query id and session busy
         except _LostResponseError:
             self._drop_connection()
             return
@@ -146,6 +148,7 @@ class EndpointHandler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         except Exception as exc:  # noqa: BLE001 - a server answers every failure with an exception, never a hang-up
+            traceback.print_exc()  # into the process log, for diagnosis
             failure = context.engine.error(1001, f"{type(exc).__name__}: {exc}")
             self._send_error(failure, query_id, body)
             return
@@ -224,14 +227,14 @@ class EndpointHandler(BaseHTTPRequestHandler):
             clause = f" SETTINGS {insert_settings}" if insert_settings else ""
             return f"{statement_head} FROM INFILE {quote_string(path)}{clause} FORMAT {shape.fmt}"
 
-        def data() -> Iterator[bytes]:
+        def feed(sink: Sink) -> None:
             body.forget_prefix()  # the prefix is already part of ``head``
             if first:
-                yield first
-            yield from body.chunks()
+                sink.write(first)
+            body.feed(sink)
 
         result = self.server.context.engine.insert_stream(
-            statement, shape.fmt, data(), handle=handle, database=database, settings=settings
+            statement, shape.fmt, feed, handle=handle, database=database, settings=settings
         )
         return Answer(b"", None, result)
 

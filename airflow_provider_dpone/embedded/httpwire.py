@@ -7,14 +7,17 @@ order over ``Accept-Encoding``), which HTTP status an exception code maps to, an
 
 from __future__ import annotations
 
+import io
 import json
 import zlib
 from collections.abc import Iterator
 from email.parser import BytesParser
 from email.policy import HTTP
-from typing import Any, BinaryIO
+from typing import Any
 
 import lz4.frame
+
+from airflow_provider_dpone.embedded.sinks import Sink
 
 try:  # clickhouse-connect depends on backports.zstd below Python 3.14
     from backports import zstd as _zstd
@@ -189,7 +192,7 @@ class _Decoder:
 class RequestBody:
     """The request body as a stream of decoded chunks; it can always be drained to keep the connection in sync."""
 
-    def __init__(self, rfile: BinaryIO, headers: Any) -> None:
+    def __init__(self, rfile: io.BufferedReader, headers: Any) -> None:
         self._rfile = rfile
         self._chunked = "chunked" in (headers.get("Transfer-Encoding") or "").lower()
         length = headers.get("Content-Length")
@@ -205,11 +208,11 @@ class RequestBody:
     def raw_empty(self) -> bool:
         return self._done and not self._pushback
 
-    def _raw(self) -> bytes:
+    def _raw(self, limit: int = CHUNK) -> bytes:
         if self._done:
             return b""
         if not self._chunked:
-            data = self._rfile.read(min(CHUNK, self._remaining))
+            data = self._rfile.read(min(limit, self._remaining))
             if not data:
                 raise ConnectionError("request body ended early")
             self._remaining -= len(data)
@@ -224,7 +227,7 @@ class RequestBody:
                 self._done = True
                 return b""
             self._chunk_left = size
-        data = self._rfile.read(min(CHUNK, self._chunk_left))
+        data = self._rfile.read(min(limit, self._chunk_left))
         if not data:
             raise ConnectionError("request body ended early")
         self._chunk_left -= len(data)
@@ -232,11 +235,11 @@ class RequestBody:
             self._rfile.readline(16)
         return data
 
-    def chunks(self) -> Iterator[bytes]:
+    def chunks(self, limit: int = CHUNK) -> Iterator[bytes]:
         while self._pushback:
             yield self._pushback.pop(0)
         while not self._done:
-            data = self._raw()
+            data = self._raw(limit)
             if self._decode is not None:
                 data = self._decode.decompress(data)
             if data:
@@ -246,8 +249,7 @@ class RequestBody:
         """At least ``size`` decoded bytes (or all of them); they are handed out again by ``chunks``."""
         parts: list[bytes] = []
         total = 0
-        stream = self.chunks()
-        for chunk in stream:
+        for chunk in self.chunks(size):
             parts.append(chunk)
             total += len(chunk)
             if total >= size:
@@ -255,6 +257,29 @@ class RequestBody:
         prefix = b"".join(parts)
         self._pushback = [prefix] if prefix else []
         return prefix
+
+    def feed(self, sink: Sink) -> None:
+        """Deliver the rest of the body into ``sink``: spliced from the socket when the body is plain bytes with a
+        known length, chunk by chunk otherwise."""
+        for chunk in self._pushback:
+            sink.write(chunk)
+        self._pushback = []
+        if self._chunked or self._decode is not None or not sink.can_splice:
+            for chunk in self.chunks():
+                sink.write(chunk)
+            return
+        if self._remaining:
+            buffered = self._rfile.peek(1)[: self._remaining]  # what the reader already holds of the body
+            if buffered:
+                sink.write(self._rfile.read(len(buffered)))
+                self._remaining -= len(buffered)
+        source = self._rfile.fileno()
+        while self._remaining:
+            moved = sink.splice_from(source, min(self._remaining, CHUNK))
+            if moved <= 0:
+                raise ConnectionError("request body ended early")
+            self._remaining -= moved
+        self._done = True
 
     def forget_prefix(self) -> None:
         """Drop the bytes :meth:`read_prefix` handed back: the caller has consumed them."""

@@ -1,8 +1,9 @@
 """Starting, stopping, killing and restarting the processes of an embedded cluster.
 
-Ports are ephemeral: the launcher binds each process's HTTP socket (listening) and native socket (reserved) on
-port 0 of the loopback interface, writes every process's spec with the ports it got, then spawns the processes with
-the sockets as inherited descriptors. A restart binds the same ports again (``SO_REUSEADDR``). ``cluster.json`` in
+Ports are chosen per cluster, never fixed: the launcher binds each process's HTTP socket (listening) and native
+socket (reserved) on free loopback ports picked at random below the kernel's ephemeral range (so a killed process's
+port cannot be taken by some outgoing connection before its restart), writes every process's spec with the ports it
+got, then spawns the processes with the sockets as inherited descriptors. A restart binds the same ports again. ``cluster.json`` in
 the cluster directory records the topology and the pids, so ``status``/``down`` and other processes can find them.
 """
 
@@ -12,6 +13,7 @@ import contextlib
 import fcntl
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -40,14 +42,54 @@ def package_root() -> str:
     return str(Path(airflow_provider_dpone.__file__).resolve().parent.parent)
 
 
-def _bind(port: int = 0, listen: bool = True) -> socket.socket:
+def _bind(port: int, listen: bool = True) -> socket.socket:
+    """Bind (and for HTTP, listen on) ``port``. Only listening sockets use ``SO_REUSEADDR`` (to rebind over
+    TIME_WAIT on a restart); the reserved native port is bound exclusively, so no two processes share it."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((HOST, port))
-    if listen:
-        sock.listen(128)
+    try:
+        if listen:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((HOST, port))
+        if listen:
+            sock.listen(128)
+    except OSError:
+        sock.close()
+        raise
     sock.set_inheritable(True)
     return sock
+
+
+def _rebind(port: int, listen: bool, patience: float = 10.0) -> socket.socket:
+    """Bind a restarted process's own port again, waiting briefly if the old socket is still being torn down."""
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            return _bind(port, listen)
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def _port_pool() -> range:
+    """Ports to pick from: below the kernel's ephemeral range, so that while a killed process is down no outgoing
+    connection can be handed its port, and the restart gets the same port back."""
+    try:
+        low, high = (int(x) for x in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999
+    return range(10000, low) if low - 10000 >= 4096 else range(high + 1, 65536)
+
+
+def _bind_free(listen: bool) -> socket.socket:
+    """A socket on a currently free, randomly chosen port of :func:`_port_pool`."""
+    pool = _port_pool()
+    for _ in range(500):
+        try:
+            return _bind(random.choice(pool), listen)
+        except OSError:
+            continue
+    return _bind(0, listen)
 
 
 def plan(
@@ -61,7 +103,7 @@ def plan(
 ) -> tuple[list[ProcessSpec], dict[str, tuple[socket.socket, socket.socket]]]:
     """Bind every process's sockets and build the specs that name them."""
     names = [COORDINATOR] + [slot.name for slot in topology.slots(members)]
-    sockets = {name: (_bind(), _bind(listen=False)) for name in names}
+    sockets = {name: (_bind_free(listen=True), _bind_free(listen=False)) for name in names}
     replicas = [(HOST, sockets[slot.name][1].getsockname()[1]) for slot in topology.slots(members)]
     clusters = {topology.external_cluster: replicas, topology.internal_cluster: replicas}
     default_cluster = topology.cluster_name(internal_replication)
@@ -296,7 +338,7 @@ def restart(directory: Path, name: str) -> int:
     spec = specs[name]
     with locked_state(directory) as state:
         terminate(int(state["pids"].get(name, 0)), spec, hard=True)
-        http, native = _bind(spec.http_port), _bind(spec.native_port, listen=False)
+        http, native = _rebind(spec.http_port, listen=True), _rebind(spec.native_port, listen=False)
         try:
             process = spawn(spec, http, native)
         finally:

@@ -308,6 +308,22 @@ def replace_table_reference(text: str, database: str, table: str, replacement: s
     return text
 
 
+def replicated_engine(text: str) -> str | None:
+    """The ``Replicated*`` engine a ``CREATE``/``ATTACH`` statement asks for, if any (chdb cannot run them)."""
+    found = list(tokens(text))
+    if not found or found[0].upper not in ("CREATE", "ATTACH"):
+        return None
+    for index, token in enumerate(found):
+        if token.upper != "ENGINE":
+            continue
+        following = index + 1
+        if following < len(found) and found[following].text == "=":
+            following += 1
+        if following < len(found) and found[following].kind == WORD and found[following].text.startswith("Replicated"):
+            return found[following].text
+    return None
+
+
 def quote_string(value: str) -> str:
     """A ClickHouse single-quoted string literal."""
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"

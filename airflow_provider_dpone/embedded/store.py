@@ -136,6 +136,7 @@ class Store:
         db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
         try:
             db.execute("PRAGMA busy_timeout=30000")
+            db.execute("PRAGMA synchronous=NORMAL")  # WAL: durable across process crashes, no fsync per commit
             yield db
         finally:
             db.close()
@@ -276,6 +277,12 @@ class Store:
     def take(self, target: str, kinds: tuple[str, ...], statement: str) -> Fault | None:
         """Consume one use of the oldest armed fault of ``kinds`` on ``target`` that matches ``statement``."""
         marks = ", ".join("?" for _ in kinds)
+        with self._connect() as db:  # the common case -- nothing armed -- takes no write lock
+            armed = db.execute(
+                f"SELECT 1 FROM faults WHERE target = ? AND kind IN ({marks}) LIMIT 1", (target, *kinds)
+            ).fetchone()
+        if armed is None:
+            return None
         with self._transaction() as db:
             rows = db.execute(
                 f"SELECT * FROM faults WHERE target = ? AND kind IN ({marks}) ORDER BY id", (target, *kinds)

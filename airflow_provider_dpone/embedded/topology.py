@@ -14,8 +14,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from airflow_provider_dpone.embedded.sqltext import quote_string
-
 __all__ = ["IMAGES", "TOPOLOGY", "ClusterTopology", "MemberSlot", "remote_servers_xml"]
 
 
@@ -44,6 +42,10 @@ class ClusterTopology:
     default_members: int = 2
     keeper_map_path_prefix: str = "/keeper_map_tables"
     user: str = "default"
+    compose_http_port_base: int = 18123
+    """The real cluster publishes member N's HTTP port on ``127.0.0.1:<base + N - 1>`` (docker-compose)."""
+    compose_keeper_port: int = 19181
+    compose_mssql_port: int = 11433
 
     def cluster_name(self, internal_replication: bool) -> str:
         return self.internal_cluster if internal_replication else self.external_cluster
@@ -57,11 +59,10 @@ class ClusterTopology:
 TOPOLOGY = ClusterTopology()
 
 IMAGES = {
-    "clickhouse-server": "clickhouse/clickhouse-server:25.8",
-    "clickhouse-keeper": "clickhouse/clickhouse-keeper:25.8",
+    "clickhouse": "clickhouse/clickhouse-server:25.8",
     "mssql": "mcr.microsoft.com/mssql/server:2022-CU14-ubuntu-22.04",
 }
-"""Pinned images of the real cluster (docker-compose)."""
+"""Pinned images of the real cluster (docker-compose); Keeper runs from the ClickHouse image (``clickhouse keeper``)."""
 
 
 def remote_servers_xml(topology: ClusterTopology, replicas: list[tuple[str, int]], indent: str = "    ") -> str:
@@ -85,8 +86,3 @@ def macros_xml(topology: ClusterTopology, cluster: str, slot: MemberSlot | None,
     if slot is not None:
         items += [f"<shard>{slot.shard_num}</shard>", f"<replica>{slot.replica_macro}</replica>"]
     return f"{indent}<macros>{''.join(items)}</macros>"
-
-
-def keeper_map_settings_sql(topology: ClusterTopology) -> str:
-    """The prefix as a SQL literal, for documentation and checks."""
-    return quote_string(topology.keeper_map_path_prefix)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import time
 import uuid
 from decimal import Decimal
 
@@ -156,3 +157,50 @@ def test_authentication_is_checked(embedded_cluster: EmbeddedCluster) -> None:
     with pytest.raises((DatabaseError, OperationalError)) as error:
         clickhouse_connect.get_client(host=endpoint.host, port=endpoint.port, username="intruder", password="x")
     assert getattr(error.value, "code", None) == 516
+
+
+def test_form_encoded_parameters(embedded_cluster: EmbeddedCluster) -> None:
+    client = embedded_cluster.client("member1", form_encode_query_params=True)
+    assert client.query("SELECT {a:String} || '!'", parameters={"a": "form"}).result_rows == [("form!",)]
+
+
+def test_running_query_id_and_busy_session_are_refused(embedded_cluster: EmbeddedCluster) -> None:
+    import threading
+
+    embedded_cluster.faults.delay_response("coordinator", 1.0, match="slow-one")
+    session = f"busy-{uuid.uuid4()}"
+    first = embedded_cluster.client("coordinator", session_id=session)
+    thread = threading.Thread(target=lambda: first.query("SELECT 'slow-one'", settings={"query_id": "fixed-id"}))
+    thread.start()
+    try:
+        time.sleep(0.3)
+        same_id = embedded_cluster.client("coordinator")
+        with pytest.raises(DatabaseError) as running:
+            same_id.query("SELECT 1", settings={"query_id": "fixed-id"})
+        assert running.value.code == 216
+        same_session = embedded_cluster.client("coordinator", session_id=session)
+        with pytest.raises(DatabaseError) as locked:
+            same_session.query("SELECT 1")
+        assert locked.value.code == 373
+    finally:
+        thread.join()
+
+
+@pytest.mark.parametrize("coding", ["zstd", "lz4", "gzip", "deflate"])
+def test_response_compression_follows_accept_encoding(embedded_cluster: EmbeddedCluster, coding: str) -> None:
+    import urllib3
+
+    from airflow_provider_dpone.embedded.httpwire import _Decoder
+
+    endpoint = embedded_cluster.endpoint("member2")
+    response = urllib3.request(
+        "POST",
+        f"http://{endpoint.address}/?enable_http_compression=1",
+        body=b"SELECT repeat('x', 100000) FORMAT RawBLOB",
+        headers={"Accept-Encoding": coding},
+        decode_content=False,
+    )
+    assert response.status == 200
+    assert response.headers["Content-Encoding"] == coding
+    assert len(response.data) < 10_000
+    assert _Decoder(coding).decompress(response.data) == b"x" * 100_000

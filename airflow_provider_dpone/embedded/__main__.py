@@ -1,0 +1,124 @@
+"""Command line of the embedded cluster.
+
+``up --dir DIR [--members N] [--internal-replication true|false]`` starts a cluster and prints one JSON object
+(cluster name, coordinator, members, Airflow connection as URI and JSON) once it is ready; the processes keep
+running after the command returns. ``status --dir DIR`` prints the same object plus pids; ``down --dir DIR`` stops
+every process. ``fault --dir DIR <action> ...`` drives the fault controls; ``compose`` renders the docker-compose
+files from the shared topology (``--check`` fails when the checked-in files differ).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from airflow_provider_dpone.embedded import compose, launcher
+from airflow_provider_dpone.embedded.cluster import EmbeddedCluster
+
+
+def _bool(text: str) -> bool:
+    lowered = text.lower()
+    if lowered in ("true", "1", "yes"):
+        return True
+    if lowered in ("false", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError("expected true or false")
+
+
+def _target(text: str) -> str | int:
+    return int(text) if text.isdigit() else text
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m airflow_provider_dpone.embedded", description=__doc__.split("\n")[0]
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    up = commands.add_parser("up", help="start a cluster and print its description as JSON")
+    up.add_argument("--dir", required=True, type=Path)
+    up.add_argument("--members", type=int, default=2)
+    up.add_argument("--internal-replication", type=_bool, default=False)
+    up.add_argument("--password", default="")
+    for name, text in (("status", "print the cluster description and process ids"), ("down", "stop every process")):
+        sub = commands.add_parser(name, help=text)
+        sub.add_argument("--dir", required=True, type=Path)
+
+    fault = commands.add_parser("fault", help="arm, list or reset faults")
+    fault.add_argument("--dir", required=True, type=Path)
+    actions = fault.add_subparsers(dest="action", required=True)
+    for name in ("pause", "resume", "kill", "restart"):
+        actions.add_parser(name).add_argument("target", type=_target)
+    fail_ddl = actions.add_parser("fail-ddl", help="the member's next DDL queue entry fails with CODE")
+    fail_ddl.add_argument("target", type=_target)
+    fail_ddl.add_argument("code", type=int)
+    fail_statement = actions.add_parser("fail-statement", help="the next matching statement fails with CODE")
+    fail_statement.add_argument("target", type=_target)
+    fail_statement.add_argument("code", type=int)
+    lose = actions.add_parser("lose-response", help="the next matching statement's response is lost")
+    lose.add_argument("target", type=_target)
+    delay = actions.add_parser("delay", help="the next matching statement's response waits SECONDS")
+    delay.add_argument("target", type=_target)
+    delay.add_argument("seconds", type=float)
+    for sub in (fail_ddl, fail_statement, lose, delay):
+        sub.add_argument("--match", default="", help="regular expression searched in the statement text")
+        sub.add_argument("--count", type=int, default=1)
+    actions.add_parser("list")
+    actions.add_parser("reset")
+
+    render = commands.add_parser("compose", help="render docker-compose.yaml and deploy/ from the topology")
+    render.add_argument("--out", type=Path, default=Path("."))
+    render.add_argument("--check", action="store_true", help="fail if the files in --out differ from a rendering")
+    return parser
+
+
+def _fault(cluster: EmbeddedCluster, args: argparse.Namespace) -> object:
+    faults = cluster.faults
+    action = args.action
+    if action == "list":
+        return {"armed": faults.armed(), "killed": faults.killed()}
+    if action == "reset":
+        faults.reset()
+    elif action in ("pause", "resume", "kill", "restart"):
+        getattr(faults, action)(args.target)
+    elif action == "fail-ddl":
+        faults.fail_next_ddl(args.target, args.code, match=args.match, count=args.count)
+    elif action == "fail-statement":
+        faults.fail_next_statement(args.target, args.code, match=args.match, count=args.count)
+    elif action == "lose-response":
+        faults.lose_response(args.target, match=args.match, count=args.count)
+    elif action == "delay":
+        faults.delay_response(args.target, args.seconds, match=args.match, count=args.count)
+    return {"armed": faults.armed(), "killed": faults.killed()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "compose":
+            differences = compose.write(args.out, check=args.check)
+            for path in differences:
+                print(f"differs from the topology: {path}", file=sys.stderr)
+            return 1 if differences else 0
+        if args.command == "up":
+            cluster = EmbeddedCluster.start(
+                args.dir, args.members, args.internal_replication, password=args.password, owned=False
+            )
+            output: object = cluster.describe()
+        elif args.command == "status":
+            cluster = EmbeddedCluster.attach(args.dir)
+            output = {**cluster.describe(), "processes": cluster.processes()}
+        elif args.command == "down":
+            output = {"stopped": launcher.stop_all(args.dir.resolve())}
+        else:
+            output = _fault(EmbeddedCluster.attach(args.dir), args)
+    except (launcher.LaunchError, FileNotFoundError, ValueError, KeyError) as exc:
+        print(json.dumps({"error": type(exc).__name__, "detail": str(exc)}), file=sys.stderr)
+        return 2
+    print(json.dumps(output, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,207 @@
+"""Render the real cluster (``docker-compose.yaml`` and ``deploy/``) from the shared topology.
+
+The real thing for a developer's machine: ClickHouse Keeper, one shard of ClickHouse servers with both cluster
+definitions (``internal_replication`` false and true), and SQL Server 2022; images pinned, ports on loopback only,
+healthchecks on every service. ``deploy/real-cluster.json`` tells the opt-in real-cluster test suite where the
+servers are. Everything here is derived from :data:`~airflow_provider_dpone.embedded.topology.TOPOLOGY`, the same
+object the embedded cluster renders its configs from.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from airflow_provider_dpone.embedded.topology import (
+    IMAGES,
+    TOPOLOGY,
+    ClusterTopology,
+    MemberSlot,
+    macros_xml,
+    remote_servers_xml,
+)
+
+HEADER = (
+    "# Rendered by `python -m airflow_provider_dpone.embedded compose` from airflow_provider_dpone/embedded/topology.py."
+    "\n# Do not edit by hand: tests/embedded/test_compose.py fails when these files and the topology drift apart.\n"
+)
+XML_HEADER = (
+    "<!-- Rendered by `python -m airflow_provider_dpone.embedded compose` from airflow_provider_dpone/embedded/"
+    "topology.py; do not edit. -->\n"
+)
+NATIVE_PORT = 9000
+HTTP_PORT = 8123
+KEEPER_PORT = 9181
+
+
+def _server_xml(topology: ClusterTopology, slot: MemberSlot, members: int) -> str:
+    replicas = [(other.name, NATIVE_PORT) for other in topology.slots(members)]
+    return XML_HEADER + "\n".join(
+        [
+            "<clickhouse>",
+            f"    <display_name>{slot.name}</display_name>",
+            "    <listen_host>0.0.0.0</listen_host>",
+            remote_servers_xml(topology, replicas),
+            macros_xml(topology, topology.external_cluster, slot),
+            f"    <zookeeper><node><host>keeper</host><port>{KEEPER_PORT}</port></node></zookeeper>",
+            f"    <keeper_map_path_prefix>{topology.keeper_map_path_prefix}</keeper_map_path_prefix>",
+            "    <distributed_ddl><path>/clickhouse/task_queue/ddl</path></distributed_ddl>",
+            "</clickhouse>",
+            "",
+        ]
+    )
+
+
+def _keeper_xml() -> str:
+    return XML_HEADER + "\n".join(
+        [
+            "<clickhouse>",
+            "    <listen_host>0.0.0.0</listen_host>",
+            "    <logger><level>information</level><console>1</console></logger>",
+            "    <keeper_server>",
+            f"        <tcp_port>{KEEPER_PORT}</tcp_port>",
+            "        <server_id>1</server_id>",
+            "        <log_storage_path>/var/lib/clickhouse/coordination/log</log_storage_path>",
+            "        <snapshot_storage_path>/var/lib/clickhouse/coordination/snapshots</snapshot_storage_path>",
+            "        <coordination_settings>",
+            "            <operation_timeout_ms>10000</operation_timeout_ms>",
+            "            <session_timeout_ms>30000</session_timeout_ms>",
+            "        </coordination_settings>",
+            "        <raft_configuration>",
+            "            <server><id>1</id><hostname>keeper</hostname><port>9234</port></server>",
+            "        </raft_configuration>",
+            "    </keeper_server>",
+            "</clickhouse>",
+            "",
+        ]
+    )
+
+
+def _users_xml(topology: ClusterTopology) -> str:
+    return XML_HEADER + "\n".join(
+        [
+            "<clickhouse>",
+            "    <users>",
+            f"        <{topology.user}>",
+            "            <password></password>",
+            '            <networks replace="replace"><ip>::/0</ip></networks>',
+            "            <access_management>1</access_management>",
+            f"        </{topology.user}>",
+            "    </users>",
+            "</clickhouse>",
+            "",
+        ]
+    )
+
+
+def _compose_yaml(topology: ClusterTopology, members: int) -> str:
+    lines = [
+        HEADER.rstrip("\n"),
+        "name: dpone",
+        "services:",
+        "  keeper:",
+        f"    image: {IMAGES['clickhouse']}",
+        "    hostname: keeper",
+        '    command: ["clickhouse", "keeper", "--config-file=/etc/clickhouse-keeper/keeper.xml"]',
+        "    volumes:",
+        "      - ./deploy/clickhouse/keeper.xml:/etc/clickhouse-keeper/keeper.xml:ro",
+        "    ports:",
+        f'      - "127.0.0.1:{topology.compose_keeper_port}:{KEEPER_PORT}"',
+        "    healthcheck:",
+        f'      test: ["CMD", "clickhouse", "keeper-client", "--host", "127.0.0.1", "--port", "{KEEPER_PORT}",'
+        ' "--query", "ls /"]',
+        "      interval: 3s",
+        "      timeout: 5s",
+        "      retries: 40",
+    ]
+    for slot in topology.slots(members):
+        host_port = topology.compose_http_port_base + slot.replica_num - 1
+        lines += [
+            f"  {slot.name}:",
+            f"    image: {IMAGES['clickhouse']}",
+            f"    hostname: {slot.name}",
+            "    environment:",
+            '      CLICKHOUSE_SKIP_USER_SETUP: "1"',
+            "    volumes:",
+            f"      - ./deploy/clickhouse/{slot.name}.xml:/etc/clickhouse-server/config.d/dpone.xml:ro",
+            "      - ./deploy/clickhouse/users.xml:/etc/clickhouse-server/users.d/dpone.xml:ro",
+            "    ports:",
+            f'      - "127.0.0.1:{host_port}:{HTTP_PORT}"',
+            "    depends_on:",
+            "      keeper:",
+            "        condition: service_healthy",
+            "    healthcheck:",
+            '      test: ["CMD", "clickhouse", "client", "--query", "SELECT 1"]',
+            "      interval: 3s",
+            "      timeout: 5s",
+            "      retries: 40",
+        ]
+    lines += [
+        "  mssql:",
+        f"    image: {IMAGES['mssql']}",
+        "    hostname: mssql",
+        "    environment:",
+        '      ACCEPT_EULA: "Y"',
+        "      MSSQL_SA_PASSWORD: ${DPONE_MSSQL_SA_PASSWORD:-Dpone-Local-2022}",
+        "    ports:",
+        f'      - "127.0.0.1:{topology.compose_mssql_port}:1433"',
+        "    healthcheck:",
+        '      test: ["CMD-SHELL", "/opt/mssql-tools18/bin/sqlcmd -C -S localhost -U sa -P \\"$$MSSQL_SA_PASSWORD\\"'
+        ' -Q \\"SELECT 1\\" -b -o /dev/null"]',
+        "      interval: 5s",
+        "      timeout: 5s",
+        "      retries: 40",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _real_cluster_json(topology: ClusterTopology, members: int) -> str:
+    slots = topology.slots(members)
+    description = {
+        "cluster": topology.external_cluster,
+        "internal_cluster": topology.internal_cluster,
+        "coordinator": slots[0].name,
+        "members": [
+            {
+                "name": slot.name,
+                "host": "127.0.0.1",
+                "port": topology.compose_http_port_base + slot.replica_num - 1,
+                "host_name": slot.name,
+                "native_port": NATIVE_PORT,
+                "shard_num": slot.shard_num,
+                "replica_num": slot.replica_num,
+            }
+            for slot in slots
+        ],
+        "mssql": {"host": "127.0.0.1", "port": topology.compose_mssql_port, "user": "sa"},
+    }
+    return json.dumps(description, indent=2) + "\n"
+
+
+def render(topology: ClusterTopology = TOPOLOGY, members: int | None = None) -> dict[str, str]:
+    """Every rendered file, by path relative to the repository root."""
+    count = members or topology.default_members
+    files = {
+        "docker-compose.yaml": _compose_yaml(topology, count),
+        "deploy/clickhouse/keeper.xml": _keeper_xml(),
+        "deploy/clickhouse/users.xml": _users_xml(topology),
+        "deploy/real-cluster.json": _real_cluster_json(topology, count),
+    }
+    for slot in topology.slots(count):
+        files[f"deploy/clickhouse/{slot.name}.xml"] = _server_xml(topology, slot, count)
+    return files
+
+
+def write(out: Path, *, check: bool = False) -> list[str]:
+    """Write the rendering under ``out``; with ``check``, write nothing and return the paths that differ."""
+    differences = []
+    for relative, text in render().items():
+        path = Path(out) / relative
+        if check:
+            if not path.exists() or path.read_text() != text:
+                differences.append(relative)
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return differences

@@ -1,0 +1,80 @@
+"""The command line: ``up`` prints the cluster, a plain clickhouse-connect client creates a table on every member
+through one ON CLUSTER statement, ``status`` adds pids, ``fault`` drives faults, ``down`` stops everything."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import clickhouse_connect
+
+import airflow_provider_dpone
+from airflow_provider_dpone.embedded.launcher import alive
+
+ROOT = str(Path(airflow_provider_dpone.__file__).resolve().parent.parent)
+
+
+def _cli(*args: str) -> dict:
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    done = subprocess.run(
+        [sys.executable, "-m", "airflow_provider_dpone.embedded", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_up_status_fault_down(tmp_path: Path) -> None:
+    directory = str(tmp_path / "cluster")
+    described = _cli("up", "--dir", directory, "--members", "3", "--internal-replication", "false")
+    try:
+        assert described["cluster"] == "dpone_cluster"
+        assert [(m["shard_num"], m["replica_num"]) for m in described["members"]] == [(1, 1), (1, 2), (1, 3)]
+        assert described["airflow_connection_uri"].startswith("dpone-clickhouse://default@127.0.0.1:")
+        extra = described["airflow_connection_json"]["extra"]
+        assert sorted(extra["member_endpoints"]) == ["1:1", "1:2", "1:3"]
+
+        coordinator = described["coordinator"]
+        client = clickhouse_connect.get_client(host=coordinator["host"], port=coordinator["port"])
+        client.command("CREATE DATABASE cli_db ON CLUSTER dpone_cluster ENGINE = Atomic")
+        client.command("CREATE TABLE cli_db.t ON CLUSTER dpone_cluster (a UInt8) ENGINE = MergeTree ORDER BY a")
+        for member in described["members"]:
+            member_client = clickhouse_connect.get_client(host=member["host"], port=member["port"])
+            assert member_client.command("EXISTS TABLE cli_db.t") == 1
+
+        status = _cli("status", "--dir", directory)
+        assert {k: v for k, v in status.items() if k != "processes"} == described
+        assert sorted(status["processes"]) == ["coordinator", "member1", "member2", "member3"]
+        assert all(process["alive"] for process in status["processes"].values())
+
+        armed = _cli("fault", "--dir", directory, "pause", "2")
+        assert [(f["target"], f["kind"]) for f in armed["armed"]] == [("member2", "pause")]
+        armed = _cli("fault", "--dir", directory, "lose-response", "coordinator", "--match", "INSERT")
+        assert len(armed["armed"]) == 2
+        assert _cli("fault", "--dir", directory, "reset") == {"armed": [], "killed": []}
+    finally:
+        stopped = _cli("down", "--dir", directory)
+    assert sorted(stopped["stopped"]) == ["coordinator", "member1", "member2", "member3"]
+    after = json.loads((Path(directory) / "cluster.json").read_text())
+    assert not any(alive(pid) for pid in after["pids"].values())
+
+
+def test_errors_are_json_on_stderr(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    done = subprocess.run(
+        [sys.executable, "-m", "airflow_provider_dpone.embedded", "status", "--dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert json.loads(done.stderr)["error"] == "FileNotFoundError"

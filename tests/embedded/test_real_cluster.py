@@ -1,0 +1,141 @@
+"""The same cluster contract against the real docker-compose cluster (opt-in: ``pytest -m real_cluster``).
+
+Start it with ``docker compose up -d --wait`` in the repository root. Without it every test here is skipped and
+says why; a skipped test is not a pass.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import clickhouse_connect
+import pytest
+from clickhouse_connect.driver.exceptions import DatabaseError
+
+pytestmark = pytest.mark.real_cluster
+
+ROOT = Path(__file__).resolve().parents[2]
+QUEUE_COLUMNS_DOCUMENTED = [
+    "entry", "entry_version", "initiator_host", "initiator_port", "cluster", "query", "settings",
+    "query_create_time", "host", "port", "status", "exception_code", "exception_text", "query_finish_time",
+    "query_duration_ms",
+]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class RealMember:
+    name: str
+    host: str
+    port: int
+    host_name: str
+    native_port: int
+    shard_num: int
+    replica_num: int
+
+
+@dataclass(frozen=True)
+class RealCluster:
+    cluster_name: str
+    members: tuple[RealMember, ...]
+
+    @property
+    def coordinator(self) -> RealMember:
+        return self.members[0]
+
+    def client(self, member: RealMember, database: str = "") -> clickhouse_connect.driver.Client:
+        return clickhouse_connect.get_client(host=member.host, port=member.port, database=database, connect_timeout=3)
+
+
+@pytest.fixture(scope="module")
+def real_cluster() -> RealCluster:
+    description = json.loads((ROOT / "deploy/real-cluster.json").read_text())
+    members = tuple(RealMember(**member) for member in description["members"])
+    cluster = RealCluster(description["cluster"], members)
+    for member in members:
+        try:
+            reachable = cluster.client(member).ping()
+        except Exception as exc:  # noqa: BLE001 - any failure to connect means: not available here
+            reachable = False
+            reason = type(exc).__name__
+        else:
+            reason = "ping failed"
+        if not reachable:
+            pytest.skip(
+                f"real cluster not reachable at {member.host}:{member.port} ({reason}); "
+                "start it with `docker compose up -d --wait`"
+            )
+    return cluster
+
+
+@pytest.fixture
+def real_database(real_cluster: RealCluster) -> Iterator[str]:
+    name = f"real_{uuid.uuid4().hex[:12]}"
+    coordinator = real_cluster.client(real_cluster.coordinator)
+    coordinator.command(f"CREATE DATABASE `{name}` ON CLUSTER {real_cluster.cluster_name} ENGINE = Atomic")
+    yield name
+    coordinator.command(f"DROP DATABASE IF EXISTS `{name}` ON CLUSTER {real_cluster.cluster_name} SYNC")
+
+
+def test_system_clusters_topology(real_cluster: RealCluster) -> None:
+    rows = (
+        real_cluster.client(real_cluster.coordinator)
+        .query(
+            "SELECT shard_num, replica_num, host_name, port, internal_replication FROM system.clusters"
+            " WHERE cluster = {c:String} ORDER BY replica_num",
+            parameters={"c": real_cluster.cluster_name},
+        )
+        .result_rows
+    )
+    assert rows == [(m.shard_num, m.replica_num, m.host_name, m.native_port, 0) for m in real_cluster.members]
+
+
+def test_on_cluster_create_reaches_every_member_with_one_uuid(real_cluster: RealCluster, real_database: str) -> None:
+    coordinator = real_cluster.client(real_cluster.coordinator)
+    answer = coordinator.command(
+        f"CREATE TABLE `{real_database}`.t ON CLUSTER {real_cluster.cluster_name} (a UInt8) ENGINE = MergeTree ORDER BY a",
+        settings={"log_comment": f"real-{real_database}"},
+    )
+    assert isinstance(answer, list) and len(answer) == 6 * len(real_cluster.members) - (len(real_cluster.members) - 1)
+    uuids = {
+        real_cluster.client(m).command(f"SELECT toString(uuid) FROM system.tables WHERE database = '{real_database}'")
+        for m in real_cluster.members
+    }
+    assert len(uuids) == 1
+    statuses = coordinator.query(
+        "SELECT status, exception_code FROM system.distributed_ddl_queue WHERE settings['log_comment'] = {c:String}",
+        parameters={"c": f"real-{real_database}"},
+    ).result_rows
+    assert statuses == [("Finished", 0)] * len(real_cluster.members)
+    described = coordinator.query("DESCRIBE TABLE system.distributed_ddl_queue").result_rows
+    assert [row[0] for row in described] == QUEUE_COLUMNS_DOCUMENTED
+
+
+def test_member_error_keeps_its_code(real_cluster: RealCluster, real_database: str) -> None:
+    real_cluster.client(real_cluster.members[-1]).command(
+        f"CREATE TABLE `{real_database}`.dup (a UInt8) ENGINE = Memory"
+    )
+    with pytest.raises(DatabaseError) as error:
+        real_cluster.client(real_cluster.coordinator).command(
+            f"CREATE TABLE `{real_database}`.dup ON CLUSTER {real_cluster.cluster_name} (a UInt8) ENGINE = Memory"
+        )
+    assert error.value.code == 57
+
+
+def test_keeper_map_cas(real_cluster: RealCluster, real_database: str) -> None:
+    client = real_cluster.client(real_cluster.coordinator)
+    table = f"`{real_database}`.authority"
+    client.command(
+        f"CREATE TABLE {table} (k String, v String) ENGINE = KeeperMap('/dpone/{real_database}') PRIMARY KEY k"
+    )
+    strict = {"keeper_map_strict_mode": 1}
+    client.command(f"INSERT INTO {table} VALUES ('k', 'v0')", settings=strict)
+    with pytest.raises(DatabaseError) as duplicate:
+        client.command(f"INSERT INTO {table} VALUES ('k', 'v1')", settings=strict)
+    assert duplicate.value.code == 999
+    client.command(f"ALTER TABLE {table} UPDATE v = 'v1' WHERE k = 'k' AND _version = 0", settings=strict)
+    client.command(f"ALTER TABLE {table} UPDATE v = 'stale' WHERE k = 'k' AND _version = 0", settings=strict)
+    assert client.query(f"SELECT v, _version FROM {table}").result_rows == [("v1", 1)]
