@@ -56,6 +56,7 @@ def require_hex64(value: str, *, what: str) -> str:
     return value
 
 
+@lru_cache(maxsize=1024, typed=True)
 def target_key(cluster: str, database: str, target: str) -> str:
     """``H(cluster, database, target)``: the Keeper authority slot shared by V1 internal and V2 external records."""
     return tagged_digest(
@@ -66,6 +67,7 @@ def target_key(cluster: str, database: str, target: str) -> str:
     )
 
 
+@lru_cache(maxsize=1024, typed=True)
 def operation_id(
     *,
     dag_id: str,
@@ -99,6 +101,7 @@ def member_id(shard_num: int, replica_num: int) -> str:
     return MEMBER_ID_PREFIX + tagged_digest(TAG_MEMBER_ID, shard_num, replica_num)[:MEMBER_ID_HEX]
 
 
+@lru_cache(maxsize=1024, typed=True)
 def candidate_name(target: str, operation_id_hex: str) -> str:
     """``bounded(target + "__dpone_ext_" + operation_id_prefix)``, at most :data:`MAX_CANDIDATE_NAME` characters."""
     validate_identifier(target, what="target")
@@ -111,6 +114,11 @@ def schema_digest(columns: Sequence[tuple[str, str]]) -> str:
     """Digest of the ordered ``(name, type)`` column list: order is part of the schema."""
     if not columns:
         raise DponeError("DPONE_CLICKHOUSE_CLUSTER_IDENTITY_INVALID", "schema: no columns")
+    return _schema_digest(tuple((str(name), str(type_)) for name, type_ in columns))
+
+
+@lru_cache(maxsize=1024)
+def _schema_digest(columns: tuple[tuple[str, str], ...]) -> str:
     return tagged_digest(TAG_SCHEMA_DIGEST, [[name, type_] for name, type_ in columns])
 
 
@@ -134,11 +142,16 @@ def inventory_digest(*, cluster: str, internal_replication: bool, members: Itera
     position is caught by physical UUID observation instead. A member added or removed changes this digest, and a
     changed digest fences the operation (it never derives a second operation id).
     """
-    positions = sorted({(int(shard), int(replica)) for shard, replica in members})
+    positions = tuple(sorted({(int(shard), int(replica)) for shard, replica in members}))
+    return _inventory_digest(validate_identifier(cluster, what="cluster"), bool(internal_replication), positions)
+
+
+@lru_cache(maxsize=1024)
+def _inventory_digest(cluster: str, internal_replication: bool, positions: tuple[tuple[int, int], ...]) -> str:
     return tagged_digest(
         TAG_INVENTORY_DIGEST,
-        validate_identifier(cluster, what="cluster"),
-        bool(internal_replication),
+        cluster,
+        internal_replication,
         [[shard, replica, member_id(shard, replica)] for shard, replica in positions],
     )
 

@@ -126,7 +126,7 @@ class DponeClickHouseHook(BaseHook):
         return await build_async_client(await self.aresolved())
 
     def member_sessions(self, inventory: AdmittedInventory) -> ClickHouseMemberSessions:
-        """Member sessions over direct endpoints; every member of ``inventory`` must resolve to an endpoint."""
+        """Member sessions over direct endpoints (close them with ``close()``); every member must resolve."""
         connection = self.resolved()
         for member in inventory.members:
             connection.for_member(member)

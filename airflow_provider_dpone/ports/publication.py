@@ -64,7 +64,11 @@ class ColumnSpec(BaseModel):
 
 
 class TableSpec(BaseModel):
-    """The physical definition a candidate is created with (validated names; the adapter renders and quotes)."""
+    """The physical definition a candidate is created with (validated names; the adapter renders and quotes).
+
+    ``engine`` is a bare engine name (``MergeTree``, ``ReplacingMergeTree``, ...) exactly as ``system.tables.engine``
+    reports it, so a created candidate can be recognized by observation.
+    """
 
     model_config = _CLOSED
 
@@ -134,6 +138,22 @@ class DropTable(BaseModel):
 
 
 DdlIntent = ExchangeTables | RenameTable | DropTable
+
+
+class DispatchSettings(BaseModel):
+    """The settings every ON CLUSTER dispatch carries; fixed values are typed so an adapter cannot weaken them.
+
+    ``log_comment`` is canonical JSON binding the correlation token, epoch and operation prefix, so the queue entry and
+    ``system.query_log`` rows of this dispatch are attributable without any host, SQL value or credential.
+    """
+
+    model_config = _CLOSED
+
+    correlation_token: StrictStr = Field(pattern=r"^[0-9a-f]{32}$")
+    query_digest: Hex64
+    log_comment: StrictStr
+    distributed_ddl_output_mode: Literal["throw"] = "throw"
+    skip_unavailable_shards: Literal[0] = 0
 
 
 class DispatchOutcome(BaseModel):
@@ -259,13 +279,13 @@ class MemberSessions(Protocol):
 class ClusterDDL(Protocol):
     """One-shot ``ON CLUSTER`` dispatch and read-only queue observation.
 
-    ``dispatch`` runs with ``distributed_ddl_output_mode=throw``, ``skip_unavailable_shards=0`` and the correlation token
-    in ``log_comment`` (and in the query text, so the queue entry can be found); it raises
-    :class:`OutcomeUnknownError` when the initiator's answer is lost.
+    ``dispatch`` applies :class:`DispatchSettings` exactly (``distributed_ddl_output_mode=throw``,
+    ``skip_unavailable_shards=0``, ``log_comment``) and also carries the correlation token in the query text, so the one
+    queue entry can be found again; it raises :class:`OutcomeUnknownError` when the initiator's answer is lost.
     """
 
     def dispatch(
-        self, inventory: AdmittedInventory, intent: DdlIntent, *, correlation_token: str, query_digest: str
+        self, inventory: AdmittedInventory, intent: DdlIntent, settings: DispatchSettings
     ) -> DispatchOutcome: ...
 
     def queue_status(self, inventory: AdmittedInventory, correlation_token: str) -> QueueEntryStatus | None:

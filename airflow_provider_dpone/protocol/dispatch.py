@@ -13,10 +13,12 @@ from typing import Literal
 
 from airflow_provider_dpone.contracts.authority_external import DdlBinding
 from airflow_provider_dpone.contracts.authority_phases import Phase
+from airflow_provider_dpone.contracts.canonical import canonical_json
 from airflow_provider_dpone.contracts.identities import ddl_intent_digest
 from airflow_provider_dpone.ports.publication import (
     DdlIntent,
     DispatchOutcome,
+    DispatchSettings,
     MutationRejectedError,
     OutcomeUnknownError,
 )
@@ -50,9 +52,19 @@ def dispatch_once(ctx: Context, binding: DdlBinding, intent: DdlIntent) -> Dispa
     """The single dispatch of a permit. ``None`` when the initiator's answer is unknown or a refusal: either way the
     queue entry and the members are observed next, never the dispatch repeated."""
     assert binding.correlation_token is not None and binding.query_digest is not None
+    settings = DispatchSettings(
+        correlation_token=binding.correlation_token,
+        query_digest=binding.query_digest,
+        log_comment=canonical_json(
+            {
+                "dpone": "cluster-external-full-refresh",
+                "operation": ctx.request.operation_id[:16],
+                "epoch": binding.epoch,
+                "token": binding.correlation_token,
+            }
+        ),
+    )
     try:
-        return ctx.ports.ddl.dispatch(
-            ctx.inventory, intent, correlation_token=binding.correlation_token, query_digest=binding.query_digest
-        )
+        return ctx.ports.ddl.dispatch(ctx.inventory, intent, settings)
     except (OutcomeUnknownError, MutationRejectedError):
         return None

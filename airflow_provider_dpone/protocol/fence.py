@@ -46,7 +46,8 @@ def require_resumable(ctx: Context, held: Held) -> Held:
         raise DponeError("DPONE_CLICKHOUSE_CLUSTER_OPERATION_ABORTED", f"operation {record.operation_id[:16]}")
     if record.target_key != ctx.request.target_key or record.candidate_name != ctx.request.candidate_name:
         raise DponeError("DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_RECORD_INVALID", "record does not match the request")
-    if record.inventory_digest != ctx.inventory.digest or record.member_ids() != ctx.inventory.member_ids:
+    drifted = record.inventory_digest != ctx.inventory.digest or record.member_ids() != ctx.inventory.member_ids
+    if drifted and record.phase is not Phase.COMPLETED:  # a completed operation is resolved; its receipt stands
         raise DponeError(
             "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_DRIFT",
             f"bound {len(record.members)} members, live {len(ctx.inventory.members)}; phase {record.phase}",

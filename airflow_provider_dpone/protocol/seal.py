@@ -5,12 +5,15 @@ bound one. An unsupported artifact (not replayable, over ``max_source_bytes``, o
 aborts the operation before any member mutation. The baseline is the existing target on every member (equal schema
 and content, distinct UUIDs allowed) or absent on every member; anything mixed blocks without mutating. Empty input
 is a valid generation: the empty artifact's digests identify it like any other.
+
+The same CAS persists every member's first candidate UUID intent, so no CREATE can ever precede its intent and the
+staging of N members needs one authority write fewer per member.
 """
 
 from __future__ import annotations
 
-from airflow_provider_dpone.contracts.authority_external import ErrorClassification
-from airflow_provider_dpone.contracts.authority_phases import Phase
+from airflow_provider_dpone.contracts.authority_external import ErrorClassification, MemberRecord
+from airflow_provider_dpone.contracts.authority_phases import MemberStage, Phase
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.contracts.identities import generation_id
 from airflow_provider_dpone.contracts.receipts import ArtifactReceipt
@@ -50,13 +53,16 @@ def bind_artifact_and_baseline(ctx: Context, held: Held, source: ArtifactSource)
             raise DponeError("DPONE_CLICKHOUSE_CLUSTER_TARGET_ENGINE_UNSUPPORTED", f"target on members {bad}")
     for member in held.record.members:
         obs = observations[member.member_id]
+        intent = ctx.ports.entropy.uuid()
         members.append(
-            member.model_copy(
-                update={
-                    "target_uuid": obs.uuid if obs.exists else None,
-                    "target_row_count": obs.row_count if obs.exists else None,
-                    "target_content_digest": obs.content_digest if obs.exists else None,
-                }
+            MemberRecord(
+                member_id=member.member_id,
+                stage=MemberStage.INTENDED,
+                candidate_uuid_intent=intent,
+                owned_candidate_uuids=(intent,),
+                target_uuid=obs.uuid if obs.exists else None,
+                target_row_count=obs.row_count if obs.exists else None,
+                target_content_digest=obs.content_digest if obs.exists else None,
             )
         )
     return ctx.commit(

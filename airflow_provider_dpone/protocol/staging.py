@@ -4,7 +4,8 @@ Each member converges by repeated *observe, then at most one mutation* steps, in
 
 * a table under the candidate name whose UUID this operation never intended is foreign: stop, touch nothing;
 * an owned but stale UUID (an earlier intent) is dropped exactly by UUID;
-* PENDING  -> persist a fresh candidate UUID intent (CAS) *before* any CREATE;
+* PENDING  -> persist a fresh candidate UUID intent (CAS) *before* any CREATE (the STAGING CAS already persists the
+  first intent of every member, so this is only a safeguard);
 * INTENDED -> CREATE with exactly that UUID; once observed empty with the right schema, CAS CREATED (the complete
   candidate identity) and send the one load, with deterministic ``query_id`` and ``insert_deduplication_token``;
 * CREATED  -> exact schema, row count and content digest equal to the artifact's -> CAS READY. Anything else (empty

@@ -85,6 +85,7 @@ def coordinator(**options: object) -> ResolvedConnection:
         port=8443,
         username="u",
         password="p",
+        database="target_db",
         options=ClickHouseConnectionOptions.model_validate(options),
     )
 
@@ -93,6 +94,7 @@ def test_member_host_comes_from_the_inventory_and_port_from_the_connection() -> 
     resolved = coordinator(secure=True).for_member(member(1, 2, host="ch-1-2.internal"))
     assert (resolved.host, resolved.port, resolved.scheme) == ("ch-1-2.internal", 8443, "https")
     assert (resolved.username, resolved.password) == ("u", "p")
+    assert resolved.database == ""  # member statements are fully qualified; a missing database must not fail a connect
 
 
 def test_member_http_port_overrides_the_connection_port() -> None:

@@ -15,7 +15,14 @@ from airflow_provider_dpone.adapters.clickhouse import (
 )
 from airflow_provider_dpone.contracts.authority_row import AuthorityRow
 from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.ports.publication import ColumnSpec, DropTable, ExchangeTables, RenameTable, TableSpec
+from airflow_provider_dpone.ports.publication import (
+    ColumnSpec,
+    DispatchSettings,
+    DropTable,
+    ExchangeTables,
+    RenameTable,
+    TableSpec,
+)
 
 KEY = "ab" * 32
 UUID = "00000000-0000-4000-8000-000000000001"
@@ -26,9 +33,11 @@ COLUMNS_OF_T = (
     "(SELECT arrayMap(c -> (c.2, c.3, c.4), arraySort(c -> c.1, groupArray((position, name, type, default_kind))))"
     " FROM system.columns WHERE database = 'db' AND table = 't')"
 )
+COMMENT = '{"dpone":"cluster-external-full-refresh","epoch":1,"token":"' + TOKEN + '"}'
+DISPATCH = DispatchSettings(correlation_token=TOKEN, query_digest=DIGEST, log_comment=COMMENT)
 DDL_SETTINGS = (
     "SETTINGS distributed_ddl_output_mode = 'throw', distributed_ddl_task_timeout = 120, "
-    "skip_unavailable_shards = 0, log_comment = 'dpone-ddl:0123456789abcdef0123456789abcdef:" + DIGEST + "'"
+    f"skip_unavailable_shards = 0, log_comment = '{COMMENT}'"
 )
 
 
@@ -204,7 +213,7 @@ def test_reference_table_fails_loudly_on_a_missing_column() -> None:
         " defaultValueOfTypeName('UInt64'), defaultValueOfTypeName('UInt64')), "
         "`at` DateTime64(3, 'UTC') DEFAULT if(throwIf(1, 'dpone: a declared column is missing from the artifact')"
         " = 0, defaultValueOfTypeName('DateTime64(3, \\'UTC\\')'), defaultValueOfTypeName('DateTime64(3, \\'UTC\\')'))"
-        ") ENGINE = Memory"
+        ") ENGINE = MergeTree ORDER BY tuple()"
     )
 
 
@@ -216,28 +225,28 @@ def test_cluster_ddl_statements() -> None:
     rename = RenameTable(cluster="c", database="db", source="cand", target="t")
     drop = DropTable(cluster="c", database="db", table="cand")
     render = sql_cluster_ddl.render
-    assert render(exchange, correlation_token=TOKEN, query_digest=DIGEST) == (
-        f"EXCHANGE TABLES `db`.`t` AND `db`.`cand` ON CLUSTER `c` {DDL_SETTINGS}"
-    )
-    assert render(rename, correlation_token=TOKEN, query_digest=DIGEST) == (
-        f"RENAME TABLE `db`.`cand` TO `db`.`t` ON CLUSTER `c` {DDL_SETTINGS}"
-    )
-    assert render(drop, correlation_token=TOKEN, query_digest=DIGEST) == (
-        f"DROP TABLE `db`.`cand` ON CLUSTER `c` SYNC {DDL_SETTINGS}"
-    )
+    assert render(exchange, DISPATCH) == f"EXCHANGE TABLES `db`.`t` AND `db`.`cand` ON CLUSTER `c` {DDL_SETTINGS}"
+    assert render(rename, DISPATCH) == f"RENAME TABLE `db`.`cand` TO `db`.`t` ON CLUSTER `c` {DDL_SETTINGS}"
+    assert render(drop, DISPATCH) == f"DROP TABLE `db`.`cand` ON CLUSTER `c` SYNC {DDL_SETTINGS}"
+
+
+def test_cluster_ddl_refuses_a_log_comment_without_the_token() -> None:
+    settings = DISPATCH.model_copy(update={"log_comment": "{}"})
+    with pytest.raises(ValueError):
+        sql_cluster_ddl.render(DropTable(cluster="c", database="db", table="cand"), settings)
 
 
 def test_queue_observation_statement() -> None:
     assert sql_cluster_ddl.queue_entry("c", TOKEN) == (
         "SELECT entry, host, port, toString(status), exception_code FROM system.distributed_ddl_queue"
-        f" WHERE cluster = 'c' AND position(query, 'dpone-ddl:{TOKEN}:') > 0 ORDER BY entry, host, port"
+        f" WHERE cluster = 'c' AND position(query, '{TOKEN}') > 0 ORDER BY entry, host, port"
     )
 
 
 @pytest.mark.parametrize("token", ["", "0" * 31, "G" * 32, "0" * 32 + "'"])
 def test_correlation_token_is_validated(token: str) -> None:
     with pytest.raises(ValueError):
-        sql_cluster_ddl.correlation_comment(token, DIGEST)
+        sql_cluster_ddl.queue_entry("c", token)
 
 
 # --- identifiers -----------------------------------------------------------------------------------------------
@@ -253,9 +262,7 @@ def test_every_statement_validates_names(name: str) -> None:
         lambda: sql_member.create_table("db", name, UUID, SPEC),
         lambda: sql_member.drop_table(name, "t", UUID),
         lambda: sql_digest.table_content("db", name, with_digest=True),
-        lambda: sql_cluster_ddl.render(
-            DropTable(cluster=name, database="db", table="t"), correlation_token=TOKEN, query_digest=DIGEST
-        ),
+        lambda: sql_cluster_ddl.render(DropTable(cluster=name, database="db", table="t"), DISPATCH),
         lambda: sql_cluster_ddl.queue_entry(name, TOKEN),
     ]
     for render in renderers:

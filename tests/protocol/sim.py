@@ -9,7 +9,10 @@ against the fake world's physical state, never against what the protocol says ab
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
+
+import pytest
 
 from airflow_provider_dpone.contracts.authority_codec import decode
 from airflow_provider_dpone.contracts.authority_external import ExternalAuthorityRecord
@@ -30,6 +33,25 @@ RETRY_DELAY_MS = 300_000
 POLL_MS = 30_000
 SETTINGS = ProtocolSettings(dispatch_quiet_ms=120_000)
 PLAN_DIGEST = "5" * 64
+
+
+def point_of(sim: Sim, name: str, occurrence: int = 0) -> int:
+    """Index of the ``occurrence``-th fault point called ``name`` in a fault-free run of the same scenario."""
+    clean = Sim.build(members=len(sim.world.members), baseline=sim.baseline, rows=sim.rows)
+    assert clean.run_dag() == "completed"
+    return [i for i, n in enumerate(clean.world.faults.trace) if n == name][occurrence]
+
+
+def error_code(call: Callable[[], object]) -> str:
+    """The stable code ``call`` fails with (it must fail with a ``DponeError``)."""
+    with pytest.raises(DponeError) as raised:
+        call()
+    return raised.value.code
+
+
+def rows_of(sim: Sim, member: int, name: str) -> Counter[Row] | None:
+    table = sim.world.table(sim.world.members[member], name)
+    return None if table is None else Counter(table.rows)
 
 
 class Deferred(Exception):  # noqa: N818
@@ -61,6 +83,8 @@ class Sim:
     initial: dict[tuple[str, str], tuple[str, tuple[Row, ...]]] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     successes: int = 0
+    issued_from: int = 0
+    effects_from: int = 0
 
     @classmethod
     def build(
@@ -78,10 +102,25 @@ class Sim:
             if baseline is not None:
                 world.put_table(member, "target_table", COLUMNS, baseline)
         sim = cls(world, make_request(world, run_id=run_id), world.source(COLUMNS, rows), rows, baseline)
-        for member in world.members:
-            for (_, name), table in member.tables.items():
-                sim.initial[(member.member_id, name)] = (table.uuid, tuple(table.rows))
+        sim.snapshot()
         return sim
+
+    @classmethod
+    def successor(cls, previous: Sim, *, run_id: str, rows: tuple[Row, ...]) -> Sim:
+        """A later operation (new DAG run) on the same world, its invariants relative to the world as it is now."""
+        request = previous.request.model_copy(update={"run_id": run_id})
+        sim = cls(previous.world, request, previous.world.source(COLUMNS, rows), rows, previous.rows)
+        sim.snapshot()
+        return sim
+
+    def snapshot(self) -> None:
+        """Record every existing table as pre-existing (foreign, or the predecessor) and where our UUIDs start."""
+        self.initial = {}
+        for member in self.world.members:
+            for (_, name), table in member.tables.items():
+                self.initial[(member.member_id, name)] = (table.uuid, tuple(table.rows))
+        self.issued_from = len(self.world.entropy.issued_uuids)
+        self.effects_from = len(self.world.effects)
 
     def service(self, request: PublicationRequest | None = None) -> ExternalPublicationService:
         return ExternalPublicationService(self.world.ports(), request or self.request, SETTINGS)
@@ -154,7 +193,7 @@ class Sim:
 
     def check_invariants(self) -> None:
         """No duplicate row anywhere, and no object touched that the operation does not own."""
-        issued = set(self.world.entropy.issued_uuids)
+        issued = set(self.world.entropy.issued_uuids[self.issued_from :])
         artifact = Counter(self.rows)
         predecessors = {mid: uuid for (mid, name), (uuid, _) in self.initial.items() if name == self.request.target}
         foreign = {uuid for (uuid, _) in self.initial.values()} - set(predecessors.values())
@@ -166,7 +205,7 @@ class Sim:
                 else:
                     _, rows = next(v for v in self.initial.values() if v[0] == table.uuid)
                     assert tuple(table.rows) == rows, f"pre-existing table {name} changed on {member.member_id}"
-        for effect in self.world.effects:
+        for effect in self.world.effects[self.effects_from :]:
             assert effect.uuid not in foreign, f"foreign object touched: {effect}"
             if effect.via == "member":
                 assert effect.uuid in issued and effect.name == self.request.candidate_name, effect
@@ -185,6 +224,7 @@ class Sim:
             target = self.world.table(member, self.request.target)
             assert target is not None and Counter(target.rows) == expected
             names = {name for (_, name) in member.tables}
-            assert names == {self.request.target, "unrelated"}, f"left behind on {member.member_id}: {names}"
+            before = {name for (mid, name) in self.initial if mid == member.member_id}
+            assert names == before | {self.request.target}, f"left behind on {member.member_id}: {names}"
             assert target.uuid == record.member(member.member_id).candidate_uuid
         self.check_invariants()

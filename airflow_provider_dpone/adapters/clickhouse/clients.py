@@ -4,9 +4,9 @@ Every client:
 
 * speaks ``https`` with certificate and host-name verification exactly when the connection says ``secure`` (an
   explicit ``verify: false`` is honoured, an implicit downgrade to ``http`` never happens);
-* uses its own urllib3 pool (no environment proxy, one pinned server) whose requests carry
-  ``Retry(total=0, redirect=0)``: no urllib3 retry and **no redirect** -- a 3xx fails the request instead of sending
-  it to another server;
+* uses its own urllib3 pool (no environment proxy, one pinned server) that forces ``Retry(total=0)`` and
+  ``redirect=False`` on every request, including the ones clickhouse-connect sends while connecting: no urllib3
+  retry and **no redirect** -- a 3xx fails the request instead of sending it to another server;
 * has bounded connect and send/receive timeouts, response compression, ``async_insert = 0`` and no automatic
   session id; errors are reported without URLs or hosts (``show_clickhouse_errors="scrub"``).
 
@@ -31,7 +31,8 @@ from typing import Any, Final
 import aiohttp
 from clickhouse_connect.driver.asyncclient import AsyncClient
 from clickhouse_connect.driver.httpclient import HttpClient
-from clickhouse_connect.driver.httputil import get_pool_manager
+from clickhouse_connect.driver.httputil import get_pool_manager_options
+from urllib3 import PoolManager
 from urllib3.util.retry import Retry
 
 from airflow_provider_dpone.adapters.clickhouse.connection import ResolvedConnection
@@ -109,13 +110,29 @@ def client_kwargs(connection: ResolvedConnection, purpose: Purpose, *, session_i
     return kwargs
 
 
-def _pool(connection: ResolvedConnection) -> Any:
+class PinnedPoolManager(PoolManager):
+    """A urllib3 pool manager that never resends and never follows a redirect, whatever a caller asks for.
+
+    clickhouse-connect passes its own ``retries`` with every request (an integer, 1 by default, also while the client
+    connects), which would override a pool-level policy; this manager overrides it back. A 3xx is returned as is and
+    fails the query as an HTTP error.
+    """
+
+    def urlopen(self, method: str, url: str, redirect: bool = True, **kw: Any) -> Any:  # type: ignore[override]
+        kw["retries"] = NO_RETRY
+        return super().urlopen(method, url, redirect=False, **kw)
+
+
+def _pool(connection: ResolvedConnection) -> PinnedPoolManager:
     options = connection.options
-    return get_pool_manager(
-        ca_cert=options.ca_cert if connection.scheme == "https" else None,
-        verify=options.verify if connection.scheme == "https" else True,
-        retries=NO_RETRY,
-        maxsize=POOL_SIZE,
+    secure = connection.scheme == "https"
+    return PinnedPoolManager(
+        **get_pool_manager_options(
+            ca_cert=options.ca_cert if secure else None,
+            verify=options.verify if secure else True,
+            retries=NO_RETRY,
+            maxsize=POOL_SIZE,
+        )
     )
 
 

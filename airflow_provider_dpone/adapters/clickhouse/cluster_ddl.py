@@ -34,6 +34,7 @@ from airflow_provider_dpone.contracts.inventory import AdmittedInventory
 from airflow_provider_dpone.ports.publication import (
     DdlIntent,
     DispatchOutcome,
+    DispatchSettings,
     HostDdlState,
     OutcomeUnknownError,
     QueueEntryStatus,
@@ -64,21 +65,18 @@ class ClickHouseClusterDDL:
         self.guard = guard
         self.task_timeout_seconds = task_timeout_seconds
 
-    def dispatch(
-        self, inventory: AdmittedInventory, intent: DdlIntent, *, correlation_token: str, query_digest: str
-    ) -> DispatchOutcome:
-        statement = sql_cluster_ddl.render(
-            intent,
-            correlation_token=correlation_token,
-            query_digest=query_digest,
-            task_timeout_seconds=self.task_timeout_seconds,
-        )
+    def dispatch(self, inventory: AdmittedInventory, intent: DdlIntent, settings: DispatchSettings) -> DispatchOutcome:
+        statement = sql_cluster_ddl.render(intent, settings, task_timeout_seconds=self.task_timeout_seconds)
         query_id = mutation_query_id("ddl", f"cluster:{intent.cluster}", statement)
+        # the same settings also as request settings: identical values, so a server (or an emulation) that reads
+        # either place applies them; ``wait_end_of_query`` makes a late host error an HTTP error, not a 200 body
+        request_settings: dict[str, Any] = {
+            **sql_cluster_ddl.ddl_settings(settings, task_timeout_seconds=self.task_timeout_seconds),
+            "wait_end_of_query": 1,
+        }
         self.guard.claim(query_id)
         try:
-            body = self.coordinator.mutator().raw_query(
-                statement, settings={"query_id": query_id, "wait_end_of_query": 1}
-            )
+            body = self.coordinator.mutator().raw_query(statement, settings={**request_settings, "query_id": query_id})
         except Error as error:
             failure = classify(error)
             if isinstance(failure, Refused) and failure.code == TIMEOUT_EXCEEDED:

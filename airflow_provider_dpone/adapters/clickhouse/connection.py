@@ -42,12 +42,16 @@ class ResolvedConnection:
         return replace(self, host=host, port=port)
 
     def for_member(self, member: AdmittedMember) -> ResolvedConnection:
-        """The direct connection of one admitted member (see module docstring)."""
+        """The direct connection of one admitted member (see module docstring).
+
+        It has no default database: every statement sent to a member names its database, and a member that lacks the
+        target database must still answer (so that admission can say so) instead of refusing the connection.
+        """
         endpoints = self.options.member_endpoints
         if endpoints is not None:
             key = f"{member.shard_num}:{member.replica_num}"
             if key not in endpoints:
                 raise DponeError("DPONE_CLICKHOUSE_MEMBER_ENDPOINT_UNRESOLVED", f"member {member.member_id}")
             host, _, port = endpoints[key].rpartition(":")
-            return self.at(host.removeprefix("[").removesuffix("]"), int(port))
-        return self.at(member.endpoint.host, self.options.member_http_port or self.port)
+            return replace(self.at(host.removeprefix("[").removesuffix("]"), int(port)), database="")
+        return replace(self.at(member.endpoint.host, self.options.member_http_port or self.port), database="")

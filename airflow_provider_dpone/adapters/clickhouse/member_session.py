@@ -146,3 +146,9 @@ class ClickHouseMemberSessions:
 
     def session(self, member: AdmittedMember) -> ClickHouseMemberSession:
         return ClickHouseMemberSession(self.endpoints(member), member.member_id, guard=self.guard)
+
+    def close(self) -> None:
+        """Close the member endpoints when the resolver owns them (``MemberEndpoints``)."""
+        close = getattr(self.endpoints, "close", None)
+        if callable(close):
+            close()

@@ -5,8 +5,9 @@ Why server-side, and why from the artifact: a member's candidate is verified by 
 loaded wrong data would otherwise vouch for itself), and it has to be computed by the *same* engine function over the
 *same* typed values -- a Python re-implementation of ``sipHash128(tuple(*))`` over decoded rows could differ in a
 corner of a type's binary form, and decoding rows in Python is what the publication path avoids. So the artifact's
-bytes are streamed once into a session-scoped ``TEMPORARY`` table (engine ``Memory``) on the coordinator and the
-same ``count(), sum(...)`` query runs there; the temporary table vanishes with its session.
+bytes are streamed once into a session-scoped ``TEMPORARY`` table on the coordinator and the same ``count(), sum(...)``
+query runs there; the temporary table vanishes with its session. Its engine is ``MergeTree`` (on disk), not
+``Memory``: an artifact may be as large as ``max_source_bytes`` allows, and the coordinator's RAM is not a bound.
 
 The temporary table is also the artifact's schema check. ClickHouse's Native input maps columns *by name*, so the
 load runs with the strict input settings of member loads (an unknown column or a different type is an error) and
@@ -48,7 +49,7 @@ def create_reference_table(table: str, columns: Sequence[tuple[str, str]]) -> st
             f"{quote_clickhouse(name)} {canonical} DEFAULT if(throwIf(1, {string_literal(MISSING_COLUMN_MESSAGE)}) = 0,"
             f" defaultValueOfTypeName({default}), defaultValueOfTypeName({default}))"
         )
-    return f"CREATE TEMPORARY TABLE {quote_clickhouse(table)} ({', '.join(parts)}) ENGINE = Memory"
+    return f"CREATE TEMPORARY TABLE {quote_clickhouse(table)} ({', '.join(parts)}) ENGINE = MergeTree ORDER BY tuple()"
 
 
 def drop_reference_table(table: str) -> str:

@@ -6,12 +6,12 @@ Dispatch (seed 000 §5.3, §6.3) renders exactly one of::
     RENAME TABLE db.candidate TO db.target ON CLUSTER c SETTINGS ...       -- absent target: the UUID moves
     DROP TABLE db.candidate ON CLUSTER c SYNC SETTINGS ...                 -- cleanup of the exact predecessor
 
-with ``distributed_ddl_output_mode = 'throw'`` (the initiator reports per-host results and fails loudly),
-``skip_unavailable_shards = 0`` and a bounded ``distributed_ddl_task_timeout``. The correlation token travels in
-``log_comment``, and because the settings are a *query-level* ``SETTINGS`` clause they are part of the formatted
-query text that ClickHouse stores in the distributed DDL queue entry: ``system.distributed_ddl_queue.query``
-contains the token, so the one entry of a permit is found by the token alone (a SQL comment would not survive
-formatting). Queue observation reads only that entry's rows, one per host.
+with the protocol's typed :class:`DispatchSettings` -- ``distributed_ddl_output_mode = 'throw'`` (the initiator
+reports per-host results and fails loudly), ``skip_unavailable_shards = 0`` and the ``log_comment`` that carries the
+correlation token -- plus a bounded ``distributed_ddl_task_timeout``. The settings are a *query-level* ``SETTINGS``
+clause, so they are part of the formatted query text ClickHouse stores in the distributed DDL queue entry:
+``system.distributed_ddl_queue.query`` contains the token, and the one entry of a permit is found by the token alone
+(a SQL comment would not survive formatting). Queue observation reads only that entry's rows, one per host.
 """
 
 from __future__ import annotations
@@ -21,44 +21,34 @@ from typing import Final
 
 from airflow_provider_dpone.adapters.clickhouse.literals import settings_clause, string_literal
 from airflow_provider_dpone.contracts.identifiers import qualified_clickhouse, quote_clickhouse, validate_identifier
-from airflow_provider_dpone.ports.publication import DdlIntent
+from airflow_provider_dpone.ports.publication import DdlIntent, DispatchSettings
 
-COMMENT_PREFIX: Final[str] = "dpone-ddl"
 DEFAULT_TASK_TIMEOUT_SECONDS: Final[int] = 120
 _TOKEN: Final[re.Pattern[str]] = re.compile(r"[0-9a-f]{32}")
-_DIGEST: Final[re.Pattern[str]] = re.compile(r"[0-9a-f]{64}")
 
 
-def correlation_comment(correlation_token: str, query_digest: str) -> str:
-    """``dpone-ddl:<token>:<intent digest>``: what ``log_comment`` (and so the queue entry's query) carries."""
-    if not _TOKEN.fullmatch(correlation_token):
-        raise ValueError("correlation token must be 32 lower-case hex digits")
-    if not _DIGEST.fullmatch(query_digest):
-        raise ValueError("query digest must be 64 lower-case hex digits")
-    return f"{COMMENT_PREFIX}:{correlation_token}:{query_digest}"
+def ddl_settings(settings: DispatchSettings, *, task_timeout_seconds: int) -> dict[str, str | int]:
+    """The query-level settings of a dispatch: the protocol's typed ones exactly, plus the bounded task timeout.
 
-
-def ddl_settings(
-    correlation_token: str, query_digest: str, *, task_timeout_seconds: int = DEFAULT_TASK_TIMEOUT_SECONDS
-) -> dict[str, str | int]:
+    The correlation token must appear in ``log_comment`` (the only setting that carries free text), because that is
+    where the queue entry's query text carries it; a ``log_comment`` without the token is refused.
+    """
+    if settings.correlation_token not in settings.log_comment:
+        raise ValueError("log_comment must carry the correlation token")
     return {
-        "distributed_ddl_output_mode": "throw",
+        "distributed_ddl_output_mode": settings.distributed_ddl_output_mode,
         "distributed_ddl_task_timeout": task_timeout_seconds,
-        "skip_unavailable_shards": 0,
-        "log_comment": correlation_comment(correlation_token, query_digest),
+        "skip_unavailable_shards": settings.skip_unavailable_shards,
+        "log_comment": settings.log_comment,
     }
 
 
 def render(
-    intent: DdlIntent,
-    *,
-    correlation_token: str,
-    query_digest: str,
-    task_timeout_seconds: int = DEFAULT_TASK_TIMEOUT_SECONDS,
+    intent: DdlIntent, dispatch: DispatchSettings, *, task_timeout_seconds: int = DEFAULT_TASK_TIMEOUT_SECONDS
 ) -> str:
     """The one ``ON CLUSTER`` statement of a permit."""
     cluster = quote_clickhouse(intent.cluster)
-    settings = settings_clause(ddl_settings(correlation_token, query_digest, task_timeout_seconds=task_timeout_seconds))
+    settings = settings_clause(ddl_settings(dispatch, task_timeout_seconds=task_timeout_seconds))
     if intent.kind == "exchange":
         left = qualified_clickhouse(intent.database, intent.left)
         right = qualified_clickhouse(intent.database, intent.right)
@@ -75,7 +65,7 @@ def queue_entry(cluster: str, correlation_token: str) -> str:
     if not _TOKEN.fullmatch(correlation_token):
         raise ValueError("correlation token must be 32 lower-case hex digits")
     name = string_literal(validate_identifier(cluster, what="cluster"))
-    needle = string_literal(f"{COMMENT_PREFIX}:{correlation_token}:")
+    needle = string_literal(correlation_token)
     return (
         "SELECT entry, host, port, toString(status), exception_code FROM system.distributed_ddl_queue"
         f" WHERE cluster = {name} AND position(query, {needle}) > 0 ORDER BY entry, host, port"

@@ -64,7 +64,12 @@ RUNTIME_ADMISSION: tuple[tuple[str, str, str], ...] = (
     (
         "DPONE_CLICKHOUSE_CLUSTER_IDENTITY_INVALID",
         "an input of a deterministic identity is malformed (digest, position, scheduler invocation or name)",
-        "pass the normalized plan digest and scheduler ids exactly as produced; see docs/identities.md",
+        "pass the normalized plan digest (64 hex) and non-empty dag/run ids exactly as the scheduler produced them",
+    ),
+    (
+        "DPONE_CLICKHOUSE_CLUSTER_REQUEST_INVALID",
+        "the publication request (names, plan digest, table definition or byte bound) is malformed",
+        "fix the reported fields of the task's publication request",
     ),
     (
         "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_INCOMPLETE",
@@ -109,7 +114,8 @@ RUNTIME_ADMISSION: tuple[tuple[str, str, str], ...] = (
     (
         "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_TABLE_UNSUPPORTED",
         "the KeeperMap authority table is absent or differs from the required columns, key or engine on some member",
-        "provision __dpone_cluster_publication_authority exactly as docs/authority.md says; nothing is migrated",
+        "provision __dpone_cluster_publication_authority with the seven required columns, PRIMARY KEY target_key and one "
+        "literal KeeperMap path on every member; nothing is migrated automatically",
     ),
     (
         "DPONE_CLICKHOUSE_CLUSTER_TARGET_ENGINE_UNSUPPORTED",
@@ -228,17 +234,17 @@ RUNTIME_ADMISSION: tuple[tuple[str, str, str], ...] = (
     ),
     (
         "DPONE_CLICKHOUSE_CLUSTER_PUBLICATION_MIXED",
-        "the publication DDL finished or failed on some member while that member does not show the new generation",
+        "the bound ON CLUSTER DDL (publication or cleanup) finished or failed on a member that does not show its effect",
         "follow the terminal-mixed recovery runbook; all objects are retained and nothing is re-dispatched",
     ),
     (
         "DPONE_CLICKHOUSE_CLUSTER_PUBLICATION_EVIDENCE_MISSING",
-        "the bound queue entry is missing or incomplete while members already show a publication effect",
+        "the bound DDL queue entry is missing or incomplete while members already show its effect",
         "follow the runbook; the queue evidence may have expired; objects are retained",
     ),
     (
         "DPONE_CLICKHOUSE_CLUSTER_PUBLICATION_FOREIGN_UUID",
-        "a member's target or candidate holds a UUID that is neither the bound predecessor nor the bound candidate",
+        "a member's target or candidate name holds a UUID other than the bound predecessor or candidate",
         "inspect the member for writers that bypass the provider; objects are retained",
     ),
     (

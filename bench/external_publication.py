@@ -1,0 +1,427 @@
+"""Benchmark: external-replication publication through the protocol service on the real adapters vs plain loads.
+
+On an embedded cluster (real ClickHouse engines behind HTTP, one process per member), with an artifact of N rows
+(UInt64, String, Nullable(Decimal(18,4)), DateTime64(3,'UTC')) extracted once as Native bytes into the artifact store:
+
+* baseline: the same artifact bytes loaded once per member with a plain clickhouse-connect ``raw_insert`` into a
+  fresh table (what a loader that does not fence, verify or publish would do);
+* ours: ``fence`` + ``stage`` + ``publish`` + ``cleanup`` of the external publication service replacing an existing
+  target (EXCHANGE, then DROP of the predecessor), with the sealed receipt bound as the stage input. The artifact's
+  extraction and reference digest (sealing) are measured separately: they happen once per operation, not per member.
+
+It prints medians over the trials and the ratio ours/baseline measured in the same run; the share of staging spent
+verifying (server-side digests and the artifact's verification on open) vs loading; the port calls and HTTP requests
+(Keeper authority and cluster round trips) of one publication for 2, 3 and 4 members, which must not depend on rows;
+and the peak RSS of a worker process running the whole operation (extraction included) at two sizes, which must not
+grow with the row count (bytes are streamed in bounded chunks). Not part of the pytest suite.
+
+    .venv/bin/python bench/external_publication.py [--rows 1000000] [--trials 3] [--rss-rows 100000 1000000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+COLUMNS = (
+    ("id", "UInt64"),
+    ("name", "String"),
+    ("amount", "Nullable(Decimal(18, 4))"),
+    ("at", "DateTime64(3, 'UTC')"),
+)
+TABLE_DDL = ", ".join(f"`{name}` {type_}" for name, type_ in COLUMNS)
+
+
+def source_query(rows: int) -> str:
+    return (
+        "SELECT number AS id, concat('name-', toString(number)) AS name,"
+        " if(number % 10 = 0, NULL, toDecimal64(number % 100000, 4) / 3) AS amount,"
+        " toDateTime64('2026-01-01 00:00:00', 3, 'UTC') + number AS at"
+        f" FROM numbers({rows})"
+    )
+
+
+# --- helpers shared by the parent and the RSS worker ----------------------------------------------------------------
+
+
+def resolved(raw: dict[str, Any], database: str) -> Any:
+    from airflow_provider_dpone.adapters.clickhouse.connection import ResolvedConnection
+    from airflow_provider_dpone.contracts.connection import ClickHouseConnectionOptions
+
+    return ResolvedConnection(
+        host=raw["host"],
+        port=int(raw["port"]),
+        username=raw["login"],
+        password=raw["password"],
+        database=database,
+        options=ClickHouseConnectionOptions.model_validate(raw["extra"]),
+    )
+
+
+def provision(connection: Any, endpoints: list[tuple[str, int]], database: str) -> None:
+    """The database on every process and the KeeperMap authority table (seed 002 preconditions)."""
+    from airflow_provider_dpone.adapters.clickhouse.clients import Purpose, build_client, close_client
+    from airflow_provider_dpone.contracts.authority_row import AUTHORITY_COLUMNS, AUTHORITY_TABLE
+
+    columns = ", ".join(f"`{n}` {t}" for n, t in AUTHORITY_COLUMNS)
+    path = f"/dpone/bench/{uuid.uuid4().hex}"
+    bare = replace(connection, database="")
+    for host, port in endpoints:
+        client = build_client(bare.at(host, port), Purpose.READ)
+        try:
+            client.command(f"CREATE DATABASE IF NOT EXISTS `{database}` ENGINE = Atomic")
+            client.command(
+                f"CREATE TABLE `{database}`.`{AUTHORITY_TABLE}` ({columns}) ENGINE = KeeperMap('{path}')"
+                " PRIMARY KEY target_key"
+            )
+        finally:
+            close_client(client)
+
+
+def on_members(connection: Any, members: list[tuple[str, int]], statement: str) -> None:
+    from airflow_provider_dpone.adapters.clickhouse.clients import Purpose, build_client, close_client
+
+    for host, port in members:
+        client = build_client(connection.at(host, port), Purpose.READ)
+        try:
+            client.command(statement)
+        finally:
+            close_client(client)
+
+
+class Sealed:
+    """An ``ArtifactSource`` whose artifact is already sealed: staging binds the receipt, nothing is extracted."""
+
+    def __init__(self, receipt: Any) -> None:
+        self.receipt = receipt
+
+    def seal(self) -> Any:
+        return self.receipt
+
+
+def request(database: str, target: str, run_id: str, max_bytes: int) -> Any:
+    from airflow_provider_dpone.ports.publication import ColumnSpec, TableSpec
+    from airflow_provider_dpone.protocol.request import PublicationRequest
+
+    return PublicationRequest.parse(
+        {
+            "cluster": "dpone_cluster",
+            "database": database,
+            "target": target,
+            "dag_id": "bench",
+            "run_id": run_id,
+            "normalized_plan_digest": "5" * 64,
+            "table": TableSpec(columns=tuple(ColumnSpec(name=n, type=t) for n, t in COLUMNS), order_by=("id",)),
+            "max_source_bytes": max_bytes,
+        }
+    )
+
+
+def run_publication(adapters: Any, req: Any, source: Any) -> None:
+    from airflow_provider_dpone.protocol.results import Committed, Completed
+    from airflow_provider_dpone.protocol.service import ExternalPublicationService
+
+    service = ExternalPublicationService(adapters.ports, req)
+    service.fence()
+    staged = service.stage(source)
+    if staged.phase != "STAGED":
+        raise RuntimeError(f"stage ended in {staged.phase}")
+    if not isinstance(service.publish(), Committed):
+        raise RuntimeError("publication did not commit")
+    if not isinstance(service.cleanup(), Completed):
+        raise RuntimeError("cleanup did not complete")
+
+
+# --- instrumentation --------------------------------------------------------------------------------------------
+
+
+class Counting:
+    """Counts calls (and time) of every method of a port object; wraps member sessions as they are opened."""
+
+    def __init__(self, target: Any, prefix: str, calls: Counter[str], seconds: Counter[str]) -> None:
+        self._target = target
+        self._prefix = prefix
+        self._calls = calls
+        self._seconds = seconds
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._target, name)
+        if not callable(value):
+            return value
+
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            key = f"{self._prefix}.{name}"
+            if name == "observe_table" and kwargs.get("with_content"):
+                key += "+digest"
+            started = time.perf_counter()
+            try:
+                result = value(*args, **kwargs)
+            finally:
+                self._calls[key] += 1
+                self._seconds[key] += time.perf_counter() - started
+            if name == "session":
+                return Counting(result, "member", self._calls, self._seconds)
+            return result
+
+        return wrapped
+
+
+def instrument(adapters: Any) -> tuple[Counter[str], Counter[str]]:
+    calls: Counter[str] = Counter()
+    seconds: Counter[str] = Counter()
+    ports = adapters.ports
+    adapters.ports = replace(
+        ports,
+        authority=Counting(ports.authority, "authority", calls, seconds),
+        catalog=Counting(ports.catalog, "catalog", calls, seconds),
+        sessions=Counting(ports.sessions, "sessions", calls, seconds),
+        ddl=Counting(ports.ddl, "ddl", calls, seconds),
+        artifacts=Counting(ports.artifacts, "artifacts", calls, seconds),
+    )
+    return calls, seconds
+
+
+def count_http(counter: Counter[str]) -> Callable[[], None]:
+    """Count every HTTP request the adapters' pools send; returns the undo."""
+    from airflow_provider_dpone.adapters.clickhouse import clients
+
+    original = clients.PinnedPoolManager.urlopen
+
+    def urlopen(self: Any, method: str, url: str, redirect: bool = True, **kw: Any) -> Any:
+        counter["http"] += 1
+        return original(self, method, url, redirect, **kw)
+
+    clients.PinnedPoolManager.urlopen = urlopen  # type: ignore[method-assign]
+
+    def undo() -> None:
+        clients.PinnedPoolManager.urlopen = original  # type: ignore[method-assign]
+
+    return undo
+
+
+# --- phases -----------------------------------------------------------------------------------------------------
+
+
+def seal_artifact(adapters: Any, rows: int) -> tuple[Any, float]:
+    source = adapters.query_source(query=source_query(rows), columns=COLUMNS, max_source_bytes=1 << 34)
+    started = time.perf_counter()
+    receipt = source.seal()
+    return receipt, time.perf_counter() - started
+
+
+def baseline_trial(connection: Any, members: list[tuple[str, int]], database: str, path: Path, table: str) -> float:
+    """Plain clickhouse-connect: CREATE + one raw_insert of the artifact bytes per member."""
+    import clickhouse_connect
+
+    started = time.perf_counter()
+    for host, port in members:
+        client = clickhouse_connect.get_client(host=host, port=port, username=connection.username, password="")
+        try:
+            client.command(f"CREATE TABLE `{database}`.`{table}` ({TABLE_DDL}) ENGINE = MergeTree ORDER BY id")
+            with path.open("rb") as handle:
+                client.raw_insert(f"`{database}`.`{table}`", None, handle, fmt="Native")
+        finally:
+            client.close()
+    return time.perf_counter() - started
+
+
+def ours_trial(adapters: Any, members: list[tuple[str, int]], database: str, receipt: Any, trial: int) -> Any:
+    target = f"target_{trial}"
+    connection = adapters.coordinator_connection
+    on_members(
+        connection, members, f"CREATE TABLE `{database}`.`{target}` ({TABLE_DDL}) ENGINE = MergeTree ORDER BY id"
+    )
+    calls, seconds = instrument(adapters)
+    started = time.perf_counter()
+    run_publication(adapters, request(database, target, f"trial-{trial}-{uuid.uuid4().hex}", 1 << 34), Sealed(receipt))
+    elapsed = time.perf_counter() - started
+    return elapsed, calls, seconds
+
+
+def rss_worker(raw: dict[str, Any], database: str, rows: int, directory: str) -> None:
+    """Child process: the whole operation (extraction included) for ``rows``; prints RSS figures as JSON."""
+    import resource
+
+    from airflow.sdk import ObjectStoragePath
+
+    from airflow_provider_dpone.adapters.clickhouse.adapter_set import adapters_for
+    from airflow_provider_dpone.adapters.storage.artifact_store import ObjectStorageArtifactStore
+
+    connection = resolved(raw, database)
+    adapters = adapters_for(
+        connection, database=database, store=ObjectStorageArtifactStore(ObjectStoragePath(f"file://{directory}"))
+    )
+    with open("/proc/self/status") as status:
+        start_kib = int(status.read().split("VmRSS:")[1].split()[0])
+    source = adapters.query_source(query=source_query(rows), columns=COLUMNS, max_source_bytes=1 << 34)
+    run_publication(adapters, request(database, f"rss_{rows}", f"rss-{uuid.uuid4().hex}", 1 << 34), source)
+    adapters.close()
+    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(json.dumps({"rows": rows, "start_mib": start_kib / 1024, "peak_mib": peak_kib / 1024}))
+
+
+# --- main -------------------------------------------------------------------------------------------------------
+
+
+def start_cluster(directory: Path, members: int) -> Any:
+    from airflow_provider_dpone.embedded import EmbeddedCluster
+
+    return EmbeddedCluster.start(directory, members=members, internal_replication=False)
+
+
+def attach(cluster: Any, database: str, store_dir: Path) -> tuple[Any, Any, list[tuple[str, int]]]:
+    from airflow.sdk import ObjectStoragePath
+
+    from airflow_provider_dpone.adapters.clickhouse.adapter_set import adapters_for
+    from airflow_provider_dpone.adapters.storage.artifact_store import ObjectStorageArtifactStore
+
+    raw = cluster.connection_json(database)
+    connection = resolved(raw, database)
+    provision(connection, [(e.host, e.port) for e in cluster.endpoints], database)
+    adapters = adapters_for(
+        connection,
+        database=database,
+        store=ObjectStorageArtifactStore(ObjectStoragePath(f"file://{store_dir}")),
+        ddl_task_timeout_seconds=60,
+    )
+    adapters.coordinator_connection = connection
+    return adapters, raw, [(m.host, m.port) for m in cluster.members]
+
+
+def timing(base: Path, rows: int, trials: int) -> None:
+    cluster = start_cluster(base / "cluster2", 2)
+    try:
+        database = "bench"
+        adapters, _raw, members = attach(cluster, database, base / "artifacts")
+        receipt, seal_seconds = seal_artifact(adapters, rows)
+        path = Path(str(adapters.store.object_path(receipt.sha256)).removeprefix("file://"))
+        print(f"artifact: {receipt.row_count} rows, {receipt.byte_size / 1e6:.1f} MB Native; sealing (extraction +")
+        print(f"  reference digest on the coordinator) {seal_seconds:.2f} s, once per operation")
+        baseline_trial(adapters.coordinator_connection, members, database, path, "warmup_base")
+        ours_trial(adapters, members, database, receipt, 0)
+        base_times, our_times, shares = [], [], []
+        calls: Counter[str] = Counter()
+        for trial in range(1, trials + 1):
+            base_times.append(baseline_trial(adapters.coordinator_connection, members, database, path, f"base_{trial}"))
+            elapsed, calls, seconds = ours_trial(adapters, members, database, receipt, trial)
+            last_seconds = seconds
+            our_times.append(elapsed)
+            loading = seconds["member.load"]
+            verifying = seconds["member.observe_table+digest"] + seconds["artifacts.open"]
+            shares.append(verifying / loading if loading else float("nan"))
+        b, o = statistics.median(base_times), statistics.median(our_times)
+        print(f"baseline (plain raw_insert per member, {len(members)} members): median {b:.2f} s")
+        print(f"ours (fence+stage+publish+cleanup):                 median {o:.2f} s")
+        print(f"ratio ours/baseline: {o / b:.2f}  (aim <= 1.5)")
+        print(f"verification / loading during staging: {statistics.median(shares):.0%}")
+        print("port calls of one publication:", dict(sorted(calls.items())))
+        print("seconds by port call (last trial):", {k: round(v, 3) for k, v in sorted(last_seconds.items())})
+    finally:
+        cluster.stop()
+
+
+def round_trips(base: Path) -> None:
+    print("round trips of one publication (10,000 rows; sealed artifact bound as stage input):")
+    print("  members  keeper-ops  keeper-http  cluster-ddl  member-calls  http-total")
+    for count in (2, 3, 4):
+        cluster = start_cluster(base / f"cluster{count}", count)
+        try:
+            adapters, _raw, members = attach(cluster, "rt", base / f"rt{count}")
+            receipt, _ = seal_artifact(adapters, 10_000)
+            on_members(
+                adapters.coordinator_connection,
+                members,
+                f"CREATE TABLE `rt`.`target_1` ({TABLE_DDL}) ENGINE = MergeTree ORDER BY id",
+            )
+            calls, _seconds = instrument(adapters)
+            http: Counter[str] = Counter()
+            undo = count_http(http)
+            try:
+                run_publication(adapters, request("rt", "target_1", f"rt-{uuid.uuid4().hex}", 1 << 30), Sealed(receipt))
+            finally:
+                undo()
+            keeper = sum(v for k, v in calls.items() if k.startswith("authority."))
+            keeper_http = calls["authority.read"] + calls["authority.create"] + 3 * calls["authority.compare_and_set"]
+            ddl = calls["ddl.dispatch"] + calls["ddl.queue_status"]
+            member = sum(v for k, v in calls.items() if k.startswith("member."))
+            print(f"  {count:7d}  {keeper:10d}  {keeper_http:11d}  {ddl:11d}  {member:12d}  {http['http']:10d}")
+            adapters.close()
+        finally:
+            cluster.stop()
+
+
+def rss(base: Path, sizes: list[int]) -> None:
+    cluster = start_cluster(base / "cluster_rss", 2)
+    try:
+        database = "rss"
+        adapters, raw, _members = attach(cluster, database, base / "rss_artifacts")
+        adapters.close()
+        print("peak RSS of a worker process running the whole operation (extraction included):")
+        for rows in sizes:
+            result = subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "--rss-worker",
+                    json.dumps(raw),
+                    database,
+                    str(rows),
+                    str(base / "rss_store"),
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+                env={**os.environ, "PYTHONPATH": str(ROOT)},
+                cwd=str(ROOT),
+            )
+            figures = json.loads(result.stdout.strip().splitlines()[-1])
+            growth = figures["peak_mib"] - figures["start_mib"]
+            print(
+                f"  {rows:>9,d} rows: peak {figures['peak_mib']:.0f} MiB,"
+                f" after imports {figures['start_mib']:.0f} MiB, growth {growth:.0f} MiB"
+            )
+    finally:
+        cluster.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--trials", type=int, default=3)
+    parser.add_argument("--rss-rows", type=int, nargs="*", default=[100_000, 1_000_000])
+    parser.add_argument("--skip", nargs="*", default=[], choices=["timing", "round-trips", "rss"])
+    parser.add_argument("--rss-worker", nargs=4, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.rss_worker:
+        raw, database, rows, directory = args.rss_worker
+        rss_worker(json.loads(raw), database, int(rows), directory)
+        return 0
+    with tempfile.TemporaryDirectory(prefix="dpone-bench-") as tmp:
+        base = Path(tmp)
+        if "timing" not in args.skip:
+            timing(base, args.rows, args.trials)
+        if "round-trips" not in args.skip:
+            round_trips(base)
+        if "rss" not in args.skip:
+            rss(base, args.rss_rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

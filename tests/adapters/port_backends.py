@@ -1,0 +1,168 @@
+"""The two implementations the publication port contract suite runs against: the in-memory fakes and the real
+adapters on the embedded cluster (real ClickHouse engines behind HTTP, emulated ON CLUSTER queue).
+
+Each backend offers the same small surface: the port objects, the admitted inventory, a way to seal an artifact
+from Python rows (the fake keeps the rows; the real backend extracts them with a source query and the real artifact
+store), and a way to lose the response of the next mutation of one kind (fault injection of each world).
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from airflow.sdk import ObjectStoragePath
+
+from airflow_provider_dpone.adapters.clickhouse.adapter_set import PublicationAdapters, adapters_for
+from airflow_provider_dpone.adapters.clickhouse.clients import Purpose, build_client, close_client
+from airflow_provider_dpone.adapters.clickhouse.connection import ResolvedConnection
+from airflow_provider_dpone.adapters.clickhouse.literals import string_literal
+from airflow_provider_dpone.adapters.storage.artifact_store import ObjectStorageArtifactStore
+from airflow_provider_dpone.contracts.authority_row import AUTHORITY_COLUMNS, AUTHORITY_TABLE
+from airflow_provider_dpone.contracts.connection import ClickHouseConnectionOptions
+from airflow_provider_dpone.contracts.inventory import AdmittedInventory
+from airflow_provider_dpone.contracts.receipts import ArtifactReceipt
+from airflow_provider_dpone.protocol.context import PublicationPorts
+from airflow_provider_dpone.protocol.runtime_admission import admit_inventory
+from tests.fakes.publication import FakeWorld, FaultKind
+
+Row = tuple[object, ...]
+LossPoint = Literal["authority", "create", "load", "drop", "ddl"]
+
+
+class PortBackend(Protocol):
+    name: str
+    cluster: str
+    database: str
+    ports: PublicationPorts
+    inventory: AdmittedInventory
+
+    def seal(self, columns: Sequence[tuple[str, str]], rows: Sequence[Row]) -> ArtifactReceipt: ...
+
+    def lose_next_response(self, point: LossPoint, member_id: str | None = None) -> None: ...
+
+    def pause(self, member_id: str) -> None:
+        """The member's DDL worker stops taking queue entries (a host that is down for the queue)."""
+        ...
+
+    def resume(self, member_id: str) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class FakeBackend:
+    name = "fake"
+
+    def __init__(self, members: int = 2) -> None:
+        self.world = FakeWorld(members=members)
+        self.cluster = self.world.cluster
+        self.database = self.world.database
+        self.ports = self.world.ports()
+        self.inventory = admit_inventory(
+            self.ports.catalog.inventory(self.cluster), cluster=self.cluster, mode="external"
+        )
+
+    def seal(self, columns: Sequence[tuple[str, str]], rows: Sequence[Row]) -> ArtifactReceipt:
+        return self.world.source(columns, rows).seal()
+
+    def lose_next_response(self, point: LossPoint, member_id: str | None = None) -> None:
+        faults = self.world.faults
+        faults.schedule([(faults.counter, FaultKind.LOSE_RESPONSE)])
+
+    def pause(self, member_id: str) -> None:
+        self.world.member(member_id).paused = True
+
+    def resume(self, member_id: str) -> None:
+        self.world.resume(self.world.member(member_id))
+
+    def close(self) -> None:
+        return None
+
+
+def _value(value: object) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise TypeError("test rows hold int, str or None")
+    return str(value) if isinstance(value, int) else string_literal(value)
+
+
+def values_query(columns: Sequence[tuple[str, str]], rows: Sequence[Row]) -> str:
+    """A source query returning exactly ``rows`` with exactly ``columns`` (names and types)."""
+    structure = string_literal(", ".join(f"{name} {type_}" for name, type_ in columns))
+    body = ", ".join("(" + ", ".join(_value(value) for value in row) + ")" for row in rows)
+    if not rows:
+        body = "(" + ", ".join("NULL" if "Nullable" in type_ else "0" for _, type_ in columns) + ")"
+    names = ", ".join(f"`{name}`" for name, _ in columns)
+    return f"SELECT {names} FROM values({structure}, {body})" + ("" if rows else " WHERE 0")
+
+
+class EmbeddedBackend:
+    """The real adapters on a running embedded cluster, in a fresh database with the authority table provisioned."""
+
+    name = "embedded"
+
+    def __init__(self, cluster: Any, database: str, directory: Path, *, ddl_timeout_seconds: int = 2) -> None:
+        self.embedded = cluster
+        self.cluster = cluster.cluster_name
+        self.database = database
+        raw = cluster.connection_json(database)
+        self.connection = ResolvedConnection(
+            host=raw["host"],
+            port=int(raw["port"]),
+            username=raw["login"],
+            password=raw["password"],
+            database=database,
+            options=ClickHouseConnectionOptions.model_validate(raw["extra"]),
+        )
+        columns = ", ".join(f"`{name}` {type_}" for name, type_ in AUTHORITY_COLUMNS)
+        keeper_path = f"/dpone/contract/{uuid.uuid4().hex}"
+        for endpoint in cluster.endpoints:
+            client = build_client(self.connection.at(endpoint.host, endpoint.port), Purpose.READ)
+            try:
+                client.command(
+                    f"CREATE TABLE `{database}`.`{AUTHORITY_TABLE}` ({columns})"
+                    f" ENGINE = KeeperMap('{keeper_path}') PRIMARY KEY target_key"
+                )
+            finally:
+                close_client(client)
+        store = ObjectStorageArtifactStore(ObjectStoragePath(f"file://{directory}/artifacts"))
+        self.adapters: PublicationAdapters = adapters_for(
+            self.connection, database=database, store=store, ddl_task_timeout_seconds=ddl_timeout_seconds
+        )
+        self.ports = self.adapters.ports
+        self.inventory = admit_inventory(
+            self.ports.catalog.inventory(self.cluster), cluster=self.cluster, mode="external"
+        )
+
+    def seal(self, columns: Sequence[tuple[str, str]], rows: Sequence[Row]) -> ArtifactReceipt:
+        source = self.adapters.query_source(
+            query=values_query(columns, rows), columns=columns, max_source_bytes=1 << 24
+        )
+        return source.seal()
+
+    def process_of(self, member_id: str) -> str:
+        return f"member{self.inventory.member(member_id).replica_num}"
+
+    def lose_next_response(self, point: LossPoint, member_id: str | None = None) -> None:
+        faults = self.embedded.faults
+        if point == "authority":
+            faults.lose_response("coordinator", match=f"^(INSERT INTO|ALTER TABLE) .*{re.escape(AUTHORITY_TABLE)}")
+        elif point == "ddl":
+            faults.lose_response("coordinator", match="ON CLUSTER")
+        else:
+            assert member_id is not None
+            statement = {"create": "^CREATE TABLE", "load": "^INSERT INTO", "drop": "^DROP TABLE"}[point]
+            faults.lose_response(self.process_of(member_id), match=statement)
+
+    def pause(self, member_id: str) -> None:
+        self.embedded.faults.pause(self.process_of(member_id))
+
+    def resume(self, member_id: str) -> None:
+        self.embedded.faults.resume(self.process_of(member_id))
+
+    def close(self) -> None:
+        self.adapters.close()

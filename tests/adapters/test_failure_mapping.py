@@ -1,0 +1,310 @@
+"""How each adapter maps what the server answered (or did not) onto the port failure contract.
+
+A scripted client stands in for the server here, so every branch is reached deterministically, including the ones a
+real engine shows only under races (a compare-and-set whose version moved twice). The real-engine behaviour of the
+same adapters is covered by the contract suite and ``tests/integration/test_ch_adapters.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError
+
+from airflow_provider_dpone.adapters.clickhouse.authority_store import ClickHouseAuthorityStore
+from airflow_provider_dpone.adapters.clickhouse.cluster_ddl import ClickHouseClusterDDL
+from airflow_provider_dpone.adapters.clickhouse.endpoint import Endpoint
+from airflow_provider_dpone.adapters.clickhouse.member_session import ClickHouseMemberSession
+from airflow_provider_dpone.adapters.clickhouse.oneshot import MutationGuard
+from airflow_provider_dpone.contracts.authority_row import AuthorityRow
+from airflow_provider_dpone.contracts.identities import member_id
+from airflow_provider_dpone.contracts.inventory import AdmittedInventory, AdmittedMember, MemberEndpoint
+from airflow_provider_dpone.ports.publication import (
+    AuthorityConflictError,
+    ColumnSpec,
+    DispatchSettings,
+    DropTable,
+    HostDdlState,
+    MutationRejectedError,
+    OutcomeUnknownError,
+    TableSpec,
+    UnavailableError,
+)
+
+KEY = "k" * 64
+UUID = "00000000-0000-4000-8000-000000000001"
+TOKEN = "0123456789abcdef" * 2
+
+
+class Result:
+    def __init__(self, rows: list[tuple[Any, ...]]) -> None:
+        self.result_rows = rows
+
+
+class Scripted:
+    """A client whose reads and writes answer from queues of callables (rows, or an exception to raise)."""
+
+    def __init__(self) -> None:
+        self.reads: list[Callable[[], list[tuple[Any, ...]]]] = []
+        self.writes: list[Callable[[], Any]] = []
+        self.sent: list[str] = []
+
+    def query(self, statement: str, **_: Any) -> Result:
+        return Result(self.reads.pop(0)())
+
+    def command(self, statement: str, **_: Any) -> Any:
+        self.sent.append(statement)
+        return self.writes.pop(0)()
+
+    raw_query = command
+
+    def raw_insert(self, table: str, **kwargs: Any) -> Any:
+        self.sent.append(f"INSERT {table}")
+        for _chunk in kwargs["insert_block"]:
+            pass
+        return self.writes.pop(0)()
+
+
+def rows(*values: tuple[Any, ...]) -> Callable[[], list[tuple[Any, ...]]]:
+    return lambda: list(values)
+
+
+def fail(error: Exception) -> Callable[[], Any]:
+    def raise_() -> Any:
+        raise error
+
+    return raise_
+
+
+def ok() -> Callable[[], Any]:
+    return lambda: None
+
+
+def authority_row(payload: str) -> AuthorityRow:
+    return AuthorityRow(
+        target_key=KEY,
+        operation_id="op",
+        fence_token="f",
+        phase="LOCKED",
+        dispatch_epoch=0,
+        payload=payload,
+        payload_sha256="a" * 64,
+    )
+
+
+def stored(payload: str, version: int) -> tuple[Any, ...]:
+    row = authority_row(payload)
+    return (row.target_key, row.operation_id, row.fence_token, row.phase, 0, row.payload, row.payload_sha256, version)
+
+
+def store(client: Scripted) -> ClickHouseAuthorityStore:
+    return ClickHouseAuthorityStore(Endpoint.over(client), "db", guard=MutationGuard())
+
+
+LOST = OperationalError("Error executing HTTP request")
+
+
+def refused(code: int) -> DatabaseError:
+    return DatabaseError("server text that may name a host", code=code)
+
+
+# --- authority ---------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        (fail(refused(999)), AuthorityConflictError),
+        (fail(refused(60)), MutationRejectedError),
+        (fail(LOST), OutcomeUnknownError),
+    ],
+)
+def test_strict_insert_failures(answer: Callable[[], Any], expected: type[Exception]) -> None:
+    client = Scripted()
+    client.writes.append(answer)
+    with pytest.raises(expected) as caught:
+        store(client).create(authority_row("p"))
+    assert "host" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "expected"),
+    [
+        (stored("old", 3), stored("new", 4), None),  # applied
+        (stored("old", 3), stored("other writer", 4), AuthorityConflictError),  # someone else made 3 -> 4
+        (stored("old", 3), stored("old", 3), AuthorityConflictError),  # nothing matched, cannot apply later
+        (stored("old", 3), stored("later writer", 5), OutcomeUnknownError),  # ours may have applied, then another
+    ],
+)
+def test_compare_and_set_outcome_is_proven_by_the_versions(
+    before: tuple[Any, ...], after: tuple[Any, ...], expected: type[Exception] | None
+) -> None:
+    client = Scripted()
+    client.reads += [rows(before), rows(after)]
+    client.writes.append(ok())
+    if expected is None:
+        store(client).compare_and_set(authority_row("new"), 3)
+    else:
+        with pytest.raises(expected):
+            store(client).compare_and_set(authority_row("new"), 3)
+    assert len(client.sent) == 1
+
+
+@pytest.mark.parametrize("before", [rows(), rows(stored("old", 2)), rows(stored("old", 4))])
+def test_compare_and_set_at_another_version_sends_nothing(before: Callable[[], Any]) -> None:
+    client = Scripted()
+    client.reads.append(before)
+    with pytest.raises(AuthorityConflictError):
+        store(client).compare_and_set(authority_row("new"), 3)
+    assert client.sent == []
+
+
+def test_compare_and_set_without_a_read_back_is_unknown() -> None:
+    client = Scripted()
+    client.reads += [rows(stored("old", 3)), fail(LOST)]
+    client.writes.append(ok())
+    with pytest.raises(OutcomeUnknownError):
+        store(client).compare_and_set(authority_row("new"), 3)
+
+
+def test_authority_read_failure_is_unavailable() -> None:
+    client = Scripted()
+    client.reads.append(fail(LOST))
+    with pytest.raises(UnavailableError):
+        store(client).read(KEY)
+
+
+# --- member session ----------------------------------------------------------------------------------------------
+
+SPEC = TableSpec(columns=(ColumnSpec(name="id", type="UInt64"),))
+
+
+class Handle:
+    def __init__(self) -> None:
+        from airflow_provider_dpone.contracts.receipts import ArtifactColumn, ArtifactReceipt
+
+        self.receipt = ArtifactReceipt(
+            sha256="a" * 64,
+            byte_size=1,
+            row_count=1,
+            columns=(ArtifactColumn(name="id", type="UInt64"),),
+            content_digest="c" * 64,
+            replayable=True,
+        )
+
+    def chunks(self) -> Any:
+        yield b"x"
+
+
+def session(client: Scripted) -> ClickHouseMemberSession:
+    return ClickHouseMemberSession(Endpoint.over(client), "m0000000000000001", guard=MutationGuard())
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"), [(fail(refused(57)), MutationRejectedError), (fail(LOST), OutcomeUnknownError)]
+)
+def test_create_failures(answer: Callable[[], Any], expected: type[Exception]) -> None:
+    client = Scripted()
+    client.writes.append(answer)
+    with pytest.raises(expected):
+        session(client).create_table("db", "cand", UUID, SPEC)
+
+
+@pytest.mark.parametrize("answer", [fail(refused(241)), fail(LOST)])
+def test_every_load_failure_after_sending_is_unknown(answer: Callable[[], Any]) -> None:
+    client = Scripted()
+    client.reads.append(rows((UUID,)))
+    client.writes.append(answer)
+    with pytest.raises(OutcomeUnknownError):
+        session(client).load("db", "cand", UUID, Handle(), query_id="dpone-load-1", dedup_token="t")
+
+
+@pytest.mark.parametrize("current", [rows(), rows(("00000000-0000-4000-8000-000000000002",))])
+def test_load_and_drop_send_nothing_unless_the_name_holds_the_uuid(current: Callable[[], Any]) -> None:
+    client = Scripted()
+    client.reads += [current, current]
+    with pytest.raises(MutationRejectedError):
+        session(client).load("db", "cand", UUID, Handle(), query_id="dpone-load-1", dedup_token="t")
+    with pytest.raises(MutationRejectedError):
+        session(client).drop_table("db", "cand", UUID)
+    assert client.sent == []
+
+
+def test_observation_refuses_content_of_a_table_that_changed_meanwhile() -> None:
+    client = Scripted()
+    client.reads += [rows((UUID, "MergeTree", [("id", "UInt64", "")])), rows((3, "7", "another-uuid"))]
+    with pytest.raises(UnavailableError):
+        session(client).observe_table("db", "cand", with_content=True)
+
+
+# --- cluster DDL -------------------------------------------------------------------------------------------------
+
+
+def inventory() -> AdmittedInventory:
+    members = tuple(
+        AdmittedMember(
+            member_id=member_id(1, replica),
+            shard_num=1,
+            replica_num=replica,
+            endpoint=MemberEndpoint(host=f"ch-{replica}", port=9000),
+        )
+        for replica in (1, 2)
+    )
+    return AdmittedInventory(cluster="c", internal_replication=False, members=members, digest="9" * 64)
+
+
+SETTINGS = DispatchSettings(correlation_token=TOKEN, query_digest="d" * 64, log_comment=f'{{"token":"{TOKEN}"}}')
+DROP = DropTable(cluster="c", database="db", table="cand")
+
+
+def ddl(client: Scripted) -> ClickHouseClusterDDL:
+    return ClickHouseClusterDDL(Endpoint.over(client), guard=MutationGuard())
+
+
+def test_a_complete_initiator_answer_maps_hosts_to_members() -> None:
+    client = Scripted()
+    client.writes.append(
+        lambda: b"ch-1\t9000\t0\t\t1\t0\nCH-2\t9000\t57\terror text\t0\t0\nelsewhere\t9000\t0\t\t0\t0\n"
+    )
+    outcome = ddl(client).dispatch(inventory(), DROP, SETTINGS)
+    assert outcome.finished == (member_id(1, 1),) and outcome.failed == (member_id(1, 2),)
+    assert not outcome.timed_out
+
+
+@pytest.mark.parametrize(
+    ("answer", "timed_out"), [(fail(refused(159)), True), (fail(refused(57)), None), (fail(LOST), None)]
+)
+def test_dispatch_failures(answer: Callable[[], Any], timed_out: bool | None) -> None:
+    client = Scripted()
+    client.writes.append(answer)
+    if timed_out:
+        assert ddl(client).dispatch(inventory(), DROP, SETTINGS).timed_out
+    else:
+        with pytest.raises(OutcomeUnknownError):
+            ddl(client).dispatch(inventory(), DROP, SETTINGS)
+
+
+def test_queue_status_of_one_entry_maps_states_and_codes() -> None:
+    client = Scripted()
+    client.reads.append(
+        rows(
+            ("query-0000000007", "ch-1", 9000, "Finished", 0),
+            ("query-0000000007", "ch-2", 9000, None, None),
+            ("query-0000000007", "stranger", 9000, "Finished", 0),
+        )
+    )
+    status = ddl(client).queue_status(inventory(), TOKEN)
+    assert status is not None and status.entry == "query-0000000007"
+    assert [(host.member_id, host.state) for host in status.hosts] == [
+        (member_id(1, 1), HostDdlState.FINISHED),
+        (member_id(1, 2), HostDdlState.UNKNOWN),
+    ]
+
+
+def test_two_entries_with_one_token_are_not_evidence() -> None:
+    client = Scripted()
+    client.reads.append(rows(("query-1", "ch-1", 9000, "Finished", 0), ("query-2", "ch-1", 9000, "Finished", 0)))
+    with pytest.raises(UnavailableError):
+        ddl(client).queue_status(inventory(), TOKEN)

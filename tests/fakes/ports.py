@@ -1,0 +1,296 @@
+"""Port implementations over :class:`tests.fakes.publication.FakeWorld` (semantics documented there).
+
+Every call is counted in ``world.calls``; every mutation and every DDL queue read passes through the world's fault
+injector, and every physical effect is logged in ``world.effects``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from airflow_provider_dpone.adapters.clickhouse.types import canonical_columns
+from airflow_provider_dpone.contracts.authority_row import AUTHORITY_TABLE, AuthorityRow, VersionedAuthorityRow
+from airflow_provider_dpone.contracts.inventory import (
+    AdmittedInventory,
+    AdmittedMember,
+    ColumnFact,
+    InventoryRow,
+    MemberEndpoint,
+    TableFacts,
+)
+from airflow_provider_dpone.contracts.receipts import ArtifactColumn, ArtifactReceipt
+from airflow_provider_dpone.ports.publication import (
+    ArtifactInvalidError,
+    AuthorityConflictError,
+    DdlIntent,
+    DispatchOutcome,
+    DispatchSettings,
+    HostDdlState,
+    MutationRejectedError,
+    OutcomeUnknownError,
+    QueueEntryStatus,
+    QueueHostStatus,
+    TableObservation,
+    TableSpec,
+)
+from tests.fakes.world import (
+    Effect,
+    FakeArtifact,
+    FakeMember,
+    FakeTable,
+    QueueEntry,
+    Row,
+    content_digest,
+    exact_authority_facts,
+)
+
+if TYPE_CHECKING:
+    from tests.fakes.world import FakeWorld
+
+
+class FakeAuthorityStore:
+    def __init__(self, world: FakeWorld) -> None:
+        self.world = world
+
+    def read(self, target_key: str) -> VersionedAuthorityRow | None:
+        self.world.calls["authority.read"] += 1
+        stored = self.world.keeper.get(target_key)
+        return None if stored is None else VersionedAuthorityRow(row=stored[0], version=stored[1])
+
+    def create(self, row: AuthorityRow) -> None:
+        self.world.calls["authority.create"] += 1
+
+        def effect() -> None:
+            if row.target_key in self.world.keeper:
+                raise AuthorityConflictError("strict insert: key exists")
+            self.world.keeper[row.target_key] = (row, 0)
+
+        self.world.faults.mutation("authority.create", effect)
+
+    def compare_and_set(self, row: AuthorityRow, expected_version: int) -> None:
+        self.world.calls["authority.cas"] += 1
+
+        def effect() -> None:
+            stored = self.world.keeper.get(row.target_key)
+            if stored is None or stored[1] != expected_version:
+                raise AuthorityConflictError("version check failed")
+            self.world.keeper[row.target_key] = (row, stored[1] + 1)
+
+        self.world.faults.mutation("authority.cas", effect)
+
+
+class FakeCatalog:
+    def __init__(self, world: FakeWorld) -> None:
+        self.world = world
+
+    def inventory(self, cluster: str) -> tuple[InventoryRow, ...]:
+        self.world.calls["catalog.inventory"] += 1
+        if cluster != self.world.cluster:
+            return ()
+        rows = [
+            InventoryRow(
+                cluster=cluster,
+                shard_num=member.shard_num,
+                replica_num=member.replica_num,
+                internal_replication=self.world.internal_replication,
+                endpoint=MemberEndpoint(host=member.host, port=member.port),
+            )
+            for member in self.world.members
+        ]
+        return tuple(sorted(rows, key=lambda row: (row.shard_num, row.replica_num)))
+
+    def database_engine(self, member: AdmittedMember, database: str) -> str | None:
+        self.world.calls["catalog.database_engine"] += 1
+        return self.world.member(member.member_id).databases.get(database)
+
+    def table_facts(self, member: AdmittedMember, database: str, table: str) -> TableFacts | None:
+        self.world.calls["catalog.table_facts"] += 1
+        if table == AUTHORITY_TABLE:
+            return self.world.authority_facts.get(member.member_id, exact_authority_facts())
+        found = self.world.table(self.world.member(member.member_id), table)
+        if found is None:
+            return None
+        return TableFacts(
+            engine=found.engine,
+            engine_full=found.engine,
+            primary_key="",
+            columns=tuple(ColumnFact(name=name, type=type_) for name, type_ in found.columns),
+        )
+
+
+class FakeSessions:
+    def __init__(self, world: FakeWorld) -> None:
+        self.world = world
+
+    def session(self, member: AdmittedMember) -> FakeMemberSession:
+        self.world.calls["sessions.open"] += 1
+        return FakeMemberSession(self.world, self.world.member(member.member_id))
+
+
+class FakeMemberSession:
+    def __init__(self, world: FakeWorld, member: FakeMember) -> None:
+        self.world = world
+        self.member = member
+
+    def observe_table(self, database: str, table: str, *, with_content: bool) -> TableObservation:
+        self.world.calls["member.observe"] += 1
+        found = self.member.tables.get((database, table))
+        if found is None:
+            return TableObservation.absent()
+        return TableObservation(
+            exists=True,
+            uuid=found.uuid,
+            engine=found.engine,
+            columns=found.columns,
+            row_count=len(found.rows),
+            content_digest=content_digest(found.columns, found.rows) if with_content else None,
+        )
+
+    def create_table(self, database: str, table: str, uuid: str, spec: TableSpec) -> None:
+        self.world.calls["member.create"] += 1
+
+        def effect() -> None:
+            if database not in self.member.databases:
+                raise MutationRejectedError("unknown database")
+            if (database, table) in self.member.tables or uuid in self.member.used_uuids:
+                raise MutationRejectedError("table or UUID exists")
+            # ClickHouse reports types in its own spelling (``Decimal(18, 4)``), whatever spacing was declared
+            columns = canonical_columns(spec.schema_pairs)
+            self.member.tables[(database, table)] = FakeTable(uuid=uuid, engine=spec.engine, columns=columns)
+            self.member.used_uuids.add(uuid)
+            self.world.effects.append(Effect(self.member.member_id, "member", "create", table, uuid))
+
+        self.world.faults.mutation("member.create", effect)
+
+    def load(
+        self, database: str, table: str, uuid: str, artifact: FakeHandle, *, query_id: str, dedup_token: str
+    ) -> None:
+        self.world.calls["member.load"] += 1
+
+        def target() -> FakeTable:
+            found = self.member.tables.get((database, table))
+            if found is None or found.uuid != uuid:
+                raise MutationRejectedError("table does not hold the expected UUID")
+            return found
+
+        def effect() -> None:
+            found = target()
+            found.rows.extend(artifact.rows)
+            self.world.effects.append(Effect(self.member.member_id, "member", "load", table, uuid))
+
+        def partial() -> None:
+            found = target()
+            found.rows.extend(artifact.rows[: len(artifact.rows) // 2])
+            self.world.effects.append(Effect(self.member.member_id, "member", "load", table, uuid))
+
+        self.world.faults.mutation("member.load", effect, partial)
+
+    def drop_table(self, database: str, table: str, uuid: str) -> None:
+        self.world.calls["member.drop"] += 1
+
+        def effect() -> None:
+            found = self.member.tables.get((database, table))
+            if found is None or found.uuid != uuid:
+                raise MutationRejectedError("table does not hold the expected UUID")
+            del self.member.tables[(database, table)]
+            self.world.effects.append(Effect(self.member.member_id, "member", "drop", table, uuid))
+
+        self.world.faults.mutation("member.drop", effect)
+
+
+class FakeClusterDDL:
+    def __init__(self, world: FakeWorld) -> None:
+        self.world = world
+
+    def dispatch(self, inventory: AdmittedInventory, intent: DdlIntent, settings: DispatchSettings) -> DispatchOutcome:
+        self.world.calls["ddl.dispatch"] += 1
+        world = self.world
+        world.dispatched.append(settings)
+        correlation_token, query_digest = settings.correlation_token, settings.query_digest
+
+        def effect() -> DispatchOutcome:
+            entry = QueueEntry(
+                name=f"query-{len(world.queue):010d}",
+                token=correlation_token,
+                query_digest=query_digest,
+                intent=intent,
+                hosts={member.member_id: (HostDdlState.INACTIVE, None) for member in world.members},
+            )
+            world.queue.append(entry)
+            for member in world.members:
+                world._run_worker(member)
+            finished = tuple(mid for mid, (state, code) in entry.hosts.items() if state is HostDdlState.FINISHED)
+            failed = tuple(mid for mid, (_, code) in entry.hosts.items() if code)
+            if failed:
+                # distributed_ddl_output_mode=throw: the initiator raises a host's error; other hosts may have applied
+                raise OutcomeUnknownError("a host reported an error (throw mode)")
+            return DispatchOutcome(
+                entry=entry.name, finished=finished, failed=failed, timed_out=len(finished) < len(entry.hosts)
+            )
+
+        return world.faults.mutation("ddl.dispatch", effect)
+
+    def queue_status(self, inventory: AdmittedInventory, correlation_token: str) -> QueueEntryStatus | None:
+        self.world.calls["ddl.queue_status"] += 1
+
+        def effect() -> QueueEntryStatus | None:
+            for entry in self.world.queue:
+                if entry.token == correlation_token:
+                    hosts = tuple(
+                        QueueHostStatus(member_id=mid, state=state, exception_code=code)
+                        for mid, (state, code) in sorted(entry.hosts.items())
+                    )
+                    return QueueEntryStatus(entry=entry.name, correlation_token=entry.token, hosts=hosts)
+            return None
+
+        return self.world.faults.read("ddl.queue_status", effect)
+
+
+@dataclass
+class FakeHandle:
+    receipt: ArtifactReceipt
+    rows: tuple[Row, ...]
+
+    def chunks(self) -> Iterator[bytes]:
+        yield json.dumps([list(row) for row in self.rows]).encode()
+
+
+class FakeArtifactStore:
+    def __init__(self, world: FakeWorld) -> None:
+        self.world = world
+
+    def open(self, receipt: ArtifactReceipt) -> FakeHandle:
+        self.world.calls["artifacts.open"] += 1
+        stored = self.world.artifacts.get(receipt.sha256)
+        if stored is None or hashlib.sha256(stored.data).hexdigest() != receipt.sha256 or stored.receipt != receipt:
+            raise ArtifactInvalidError("missing or tampered")
+        return FakeHandle(receipt, stored.rows)
+
+
+class FakeSource:
+    """Extraction into the content-addressed store; counts how often the source was read."""
+
+    def __init__(self, world: FakeWorld, columns: tuple[tuple[str, str], ...], rows: tuple[Row, ...], replayable: bool):
+        self.world = world
+        self.columns = columns
+        self.rows = rows
+        self.replayable = replayable
+        self.seals = 0
+
+    def seal(self) -> ArtifactReceipt:
+        self.seals += 1
+        data = json.dumps({"columns": self.columns, "rows": [list(row) for row in self.rows]}).encode()
+        receipt = ArtifactReceipt(
+            sha256=hashlib.sha256(data).hexdigest(),
+            byte_size=len(data),
+            row_count=len(self.rows),
+            columns=tuple(ArtifactColumn(name=name, type=type_) for name, type_ in self.columns),
+            content_digest=content_digest(self.columns, self.rows),
+            replayable=self.replayable,
+        )
+        self.world.artifacts[receipt.sha256] = FakeArtifact(receipt, data, self.rows)
+        return receipt

@@ -1,0 +1,309 @@
+"""The simulated world behind the publication fakes: members, tables, Keeper, DDL queue, artifacts, clock, entropy.
+
+Semantics kept faithful to ClickHouse where the protocol depends on them (a later contract suite runs the same port
+tests against the real adapters on the embedded cluster):
+
+* each member is an independent server: a table is an object with a UUID, an engine, an ordered schema and a list of
+  rows; UUIDs are unique per server (a CREATE with a UUID in use is refused) and differ between members;
+* CREATE never replaces (name taken -> refused); an INSERT appends its rows -- there is **no deduplication** (plain
+  MergeTree keeps ``non_replicated_deduplication_window = 0``), so a repeated load duplicates rows;
+* EXCHANGE swaps the two table objects (UUIDs and data) between the names; RENAME moves the object; DROP removes it;
+* ON CLUSTER DDL creates one queue entry per dispatch (``query-NNNNNNNNNN``) listing every member of the cluster
+  with status Inactive; each member's worker executes entries in order unless the member is *paused*; a host whose
+  execution fails is ``Finished`` with a non-zero exception code; the initiator answers with per-host results, and
+  with ``timed_out`` when some host has not finished (``distributed_ddl_output_mode=throw`` semantics);
+* KeeperMap: strict insert fails on an existing key; each successful update increments ``_version`` by one; a CAS at
+  the wrong version changes nothing;
+* the content digest is the canonical typed multiset digest (``contracts.typed_digest``) over the table's rows.
+
+* the fake cannot model a request still in flight after its sender died: when a fault point says "crash", the effect
+  either happened before the death or not at all. The protocol's quiet period covers the real-world case.
+
+Every port call is counted in ``world.calls`` (for the round-trip budget test), and every physical effect is logged
+in ``world.effects`` (for the "no foreign object touched" invariant). The port classes are in ``tests.fakes.ports``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid as uuidlib
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+from airflow_provider_dpone.contracts.authority_row import (
+    AUTHORITY_COLUMNS,
+    AuthorityRow,
+)
+from airflow_provider_dpone.contracts.identities import member_id
+from airflow_provider_dpone.contracts.inventory import (
+    ColumnFact,
+    TableFacts,
+)
+from airflow_provider_dpone.contracts.receipts import ArtifactReceipt
+from airflow_provider_dpone.contracts.typed_digest import LogicalType, MultisetDigest, TypedColumn
+from airflow_provider_dpone.ports.publication import (
+    DdlIntent,
+    DispatchSettings,
+    HostDdlState,
+)
+from airflow_provider_dpone.protocol.context import PublicationPorts
+from tests.fakes.faults import FaultInjector
+
+if TYPE_CHECKING:
+    from tests.fakes.ports import FakeSource
+
+Row = tuple[object, ...]
+
+UNKNOWN_TABLE = 60
+TABLE_ALREADY_EXISTS = 57
+
+_LOGICAL = {"UInt64": LogicalType.INTEGER, "Int64": LogicalType.INTEGER, "String": LogicalType.STRING}
+
+
+def typed_columns(columns: Sequence[tuple[str, str]]) -> list[TypedColumn]:
+    """Map the fake's ClickHouse types to logical types (``Nullable(T)`` allowed) for the content digest."""
+    typed = []
+    for name, type_ in columns:
+        nullable = type_.startswith("Nullable(")
+        inner = type_[len("Nullable(") : -1] if nullable else type_
+        typed.append(TypedColumn(name=name, logical=_LOGICAL[inner], nullable=nullable))
+    return typed
+
+
+def content_digest(columns: Sequence[tuple[str, str]], rows: Sequence[Row]) -> str:
+    """What the server computes for a table (the fake memoizes it: a pure function of schema and rows)."""
+    return _content_digest(tuple(columns), tuple(rows))
+
+
+@lru_cache(maxsize=4096)
+def _content_digest(columns: tuple[tuple[str, str], ...], rows: tuple[Row, ...]) -> str:
+    acc = MultisetDigest(typed_columns(columns))
+    acc.add_rows(rows)
+    return acc.hexdigest
+
+
+@dataclass
+class FakeTable:
+    uuid: str
+    engine: str
+    columns: tuple[tuple[str, str], ...]
+    rows: list[Row] = field(default_factory=list)
+
+
+@dataclass
+class FakeMember:
+    shard_num: int
+    replica_num: int
+    host: str
+    port: int = 8123
+    databases: dict[str, str] = field(default_factory=dict)
+    tables: dict[tuple[str, str], FakeTable] = field(default_factory=dict)
+    used_uuids: set[str] = field(default_factory=set)
+    paused: bool = False
+    ddl_fails: bool = False
+    executed: int = 0  # how many queue entries this member's worker has processed
+
+    @property
+    def member_id(self) -> str:
+        return member_id(self.shard_num, self.replica_num)
+
+
+@dataclass
+class QueueEntry:
+    name: str
+    token: str
+    query_digest: str
+    intent: DdlIntent
+    hosts: dict[str, tuple[HostDdlState, int | None]]
+
+
+@dataclass(frozen=True)
+class Effect:
+    """One physical effect on a member: ``op`` by ``via`` ("member" session or "ddl" worker) on a name and UUID."""
+
+    member_id: str
+    via: str
+    op: str
+    name: str
+    uuid: str
+
+
+@dataclass
+class FakeArtifact:
+    receipt: ArtifactReceipt
+    data: bytes
+    rows: tuple[Row, ...]
+
+
+class FakeClock:
+    def __init__(self, start_ms: int = 1_790_000_000_000) -> None:
+        self.ms = start_ms
+
+    def now_ms(self) -> int:
+        return self.ms
+
+    def advance(self, ms: int) -> None:
+        self.ms += ms
+
+
+class FakeEntropy:
+    """Deterministic 'randomness': a counter hashed with a seed. Every issued UUID is remembered."""
+
+    def __init__(self, seed: int = 0) -> None:
+        self.seed = seed
+        self.n = 0
+        self.issued_uuids: list[str] = []
+
+    def _next(self, kind: str) -> str:
+        self.n += 1
+        return hashlib.sha256(f"{kind}:{self.seed}:{self.n}".encode()).hexdigest()
+
+    def token(self) -> str:
+        return self._next("token")[:32]
+
+    def uuid(self) -> str:
+        value = str(uuidlib.UUID(self._next("uuid")[:32], version=4))
+        self.issued_uuids.append(value)
+        return value
+
+
+@lru_cache(maxsize=64)
+def exact_authority_facts(path: str = "/dpone/authority") -> TableFacts:
+    return TableFacts(
+        engine="KeeperMap",
+        engine_full=f"KeeperMap('{path}') PRIMARY KEY target_key",
+        primary_key="target_key",
+        columns=tuple(ColumnFact(name=name, type=type_) for name, type_ in AUTHORITY_COLUMNS),
+    )
+
+
+class FakeWorld:
+    """A one-shard cluster of independent members, its Keeper, DDL queue and artifact store."""
+
+    def __init__(self, *, members: int = 2, cluster: str = "analytics", database: str = "analytics_db", seed: int = 0):
+        self.cluster = cluster
+        self.database = database
+        self.internal_replication = False
+        self.members: list[FakeMember] = []
+        for replica in range(1, members + 1):
+            self.add_member(replica)
+        self.keeper: dict[str, tuple[AuthorityRow, int]] = {}
+        self.queue: list[QueueEntry] = []
+        self.artifacts: dict[str, FakeArtifact] = {}
+        self.faults = FaultInjector()
+        self.clock = FakeClock()
+        self.entropy = FakeEntropy(seed)
+        self.calls: Counter[str] = Counter()
+        self.effects: list[Effect] = []
+        self.dispatched: list[DispatchSettings] = []
+        self.authority_facts: dict[str, TableFacts | None] = {}
+        self._uuid_counter = 0
+
+    # --- world setup ----------------------------------------------------------------------------------------------
+
+    def add_member(self, replica_num: int, shard_num: int = 1) -> FakeMember:
+        member = FakeMember(shard_num=shard_num, replica_num=replica_num, host=f"ch-{shard_num}-{replica_num}.internal")
+        member.databases[self.database] = "Atomic"
+        member.executed = len(getattr(self, "queue", ()))  # a new server does not replay old DDL entries
+        self.members.append(member)
+        return member
+
+    def member(self, member_id_: str) -> FakeMember:
+        for member in self.members:
+            if member.member_id == member_id_:
+                return member
+        raise KeyError(member_id_)
+
+    def fresh_uuid(self, label: str) -> str:
+        """A UUID for tables that exist before the operation (never from the operation's entropy)."""
+        self._uuid_counter += 1
+        digest = hashlib.sha256(f"preexisting:{label}:{self._uuid_counter}".encode()).hexdigest()
+        return str(uuidlib.UUID(digest[:32], version=4))
+
+    def put_table(
+        self,
+        member: FakeMember,
+        name: str,
+        columns: Sequence[tuple[str, str]],
+        rows: Sequence[Row],
+        engine: str = "MergeTree",
+    ) -> FakeTable:
+        table = FakeTable(uuid=self.fresh_uuid(name), engine=engine, columns=tuple(columns), rows=list(rows))
+        member.tables[(self.database, name)] = table
+        member.used_uuids.add(table.uuid)
+        return table
+
+    def table(self, member: FakeMember, name: str) -> FakeTable | None:
+        return member.tables.get((self.database, name))
+
+    def ports(self) -> PublicationPorts:
+        from tests.fakes.ports import (
+            FakeArtifactStore,
+            FakeAuthorityStore,
+            FakeCatalog,
+            FakeClusterDDL,
+            FakeSessions,
+        )
+
+        return PublicationPorts(
+            authority=FakeAuthorityStore(self),
+            catalog=FakeCatalog(self),
+            sessions=FakeSessions(self),
+            ddl=FakeClusterDDL(self),
+            artifacts=FakeArtifactStore(self),
+            clock=self.clock,
+            entropy=self.entropy,
+        )
+
+    def source(self, columns: Sequence[tuple[str, str]], rows: Sequence[Row], *, replayable: bool = True) -> FakeSource:
+        from tests.fakes.ports import FakeSource
+
+        return FakeSource(self, tuple(columns), tuple(rows), replayable)
+
+    # --- DDL workers ----------------------------------------------------------------------------------------------
+
+    def resume(self, member: FakeMember) -> None:
+        """Un-pause a member: its worker processes every pending queue entry in order."""
+        member.paused = False
+        self._run_worker(member)
+
+    def _run_worker(self, member: FakeMember) -> None:
+        while not member.paused and member.executed < len(self.queue):
+            entry = self.queue[member.executed]
+            member.executed += 1
+            if member.member_id in entry.hosts:
+                entry.hosts[member.member_id] = (HostDdlState.FINISHED, self._execute(member, entry.intent))
+
+    def _execute(self, member: FakeMember, intent: DdlIntent) -> int:
+        """Apply one DDL on one member; return ClickHouse's exception code (0 = success)."""
+        if member.ddl_fails:
+            return 999
+        db = intent.database
+        tables = member.tables
+        mid = member.member_id
+        if intent.kind == "exchange":
+            left, right = (db, intent.left), (db, intent.right)
+            if left not in tables or right not in tables:
+                return UNKNOWN_TABLE
+            tables[left], tables[right] = tables[right], tables[left]
+            self.effects.append(Effect(mid, "ddl", "exchange", intent.left, tables[left].uuid))
+            self.effects.append(Effect(mid, "ddl", "exchange", intent.right, tables[right].uuid))
+            return 0
+        if intent.kind == "rename":
+            source, target = (db, intent.source), (db, intent.target)
+            if source not in tables:
+                return UNKNOWN_TABLE
+            if target in tables:
+                return TABLE_ALREADY_EXISTS
+            tables[target] = tables.pop(source)
+            self.effects.append(Effect(mid, "ddl", "rename", intent.source, tables[target].uuid))
+            return 0
+        key = (db, intent.table)
+        if key not in tables:
+            return UNKNOWN_TABLE
+        dropped = tables.pop(key)
+        self.effects.append(Effect(mid, "ddl", "drop", intent.table, dropped.uuid))
+        return 0

@@ -1,0 +1,108 @@
+"""The authority write helper trusts a write only when acknowledged AND read back exactly at version + 1."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_provider_dpone.contracts.authority_codec import encode
+from airflow_provider_dpone.contracts.authority_phases import Phase
+from airflow_provider_dpone.contracts.authority_row import AuthorityRow, VersionedAuthorityRow
+from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.ports.publication import OutcomeUnknownError, UnavailableError
+from airflow_provider_dpone.protocol.authority_io import read_current, write_record
+from tests.fakes.publication import FakeWorld
+from tests.fakes.records import external_record
+
+
+class _Store:
+    """A store whose behaviour each test scripts: what a write does and what the read-back returns."""
+
+    def __init__(self, *, on_write: str, readback: VersionedAuthorityRow | None = None) -> None:
+        self.on_write = on_write
+        self.readback = readback
+        self.written: AuthorityRow | None = None
+
+    def read(self, target_key: str) -> VersionedAuthorityRow | None:
+        if self.on_write == "unreadable":
+            raise UnavailableError("down")
+        if self.readback is not None:
+            return self.readback
+        return None if self.written is None else VersionedAuthorityRow(row=self.written, version=0)
+
+    def create(self, row: AuthorityRow) -> None:
+        if self.on_write in ("apply", "lose", "unreadable"):
+            self.written = row
+        if self.on_write == "lose":
+            raise OutcomeUnknownError("lost")
+
+    def compare_and_set(self, row: AuthorityRow, expected_version: int) -> None:
+        self.create(row)
+
+
+def _code(call: object) -> str:
+    with pytest.raises(DponeError) as raised:
+        call()  # type: ignore[operator]
+    return raised.value.code
+
+
+def test_acknowledged_and_read_back_exactly() -> None:
+    record = external_record(Phase.LOCKED)
+    held = write_record(_Store(on_write="apply"), record, previous_phase=None, previous_version=None)  # type: ignore[arg-type]
+    assert held.version == 0 and held.record == record
+
+
+def test_lost_acknowledgement_grants_nothing_even_if_the_write_landed() -> None:
+    store = _Store(on_write="lose")
+    record = external_record(Phase.LOCKED)
+    assert _code(lambda: write_record(store, record, previous_phase=None, previous_version=None)) == (  # type: ignore[arg-type]
+        "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_OUTCOME_UNKNOWN"
+    )
+    assert store.written == encode(record)
+
+
+@pytest.mark.parametrize("readback", ["other-row", "wrong-version", "absent", "unreadable"])
+def test_acknowledged_write_with_a_different_read_back_is_outcome_unknown(readback: str) -> None:
+    record = external_record(Phase.LOCKED)
+    other = VersionedAuthorityRow(row=encode(external_record(Phase.LOCKED, version_seed=7)), version=0)
+    scripted = {
+        "other-row": _Store(on_write="apply", readback=other),
+        "wrong-version": _Store(on_write="apply", readback=VersionedAuthorityRow(row=encode(record), version=3)),
+        "absent": _Store(on_write="skip"),
+        "unreadable": _Store(on_write="unreadable"),
+    }[readback]
+    assert _code(lambda: write_record(scripted, record, previous_phase=None, previous_version=None)) == (  # type: ignore[arg-type]
+        "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_OUTCOME_UNKNOWN"
+    )
+
+
+def test_transition_table_is_enforced_before_any_write() -> None:
+    store = _Store(on_write="apply")
+    record = external_record(Phase.COMMITTED)
+    assert _code(lambda: write_record(store, record, previous_phase=Phase.STAGING, previous_version=4)) == (  # type: ignore[arg-type]
+        "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_TRANSITION_INVALID"
+    )
+    assert store.written is None
+
+
+def test_version_conflict_and_unreadable_authority_have_stable_codes() -> None:
+    world = FakeWorld()
+    store = world.ports().authority
+    locked = external_record(Phase.LOCKED)
+    write_record(store, locked, previous_phase=None, previous_version=None)
+    staging = external_record(Phase.STAGING)
+    assert _code(lambda: write_record(store, staging, previous_phase=Phase.LOCKED, previous_version=9)) == (
+        "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_CONFLICT"
+    )
+    assert _code(lambda: write_record(store, locked, previous_phase=None, previous_version=None)) == (
+        "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_CONFLICT"
+    )
+    assert read_current(store, locked.target_key).version == 0  # type: ignore[union-attr]
+    assert _code(lambda: read_current(_Store(on_write="unreadable"), locked.target_key)) == (  # type: ignore[arg-type]
+        "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_UNAVAILABLE"
+    )
+
+
+def test_a_row_under_another_key_is_refused() -> None:
+    record = external_record(Phase.LOCKED)
+    store = _Store(on_write="apply", readback=VersionedAuthorityRow(row=encode(record), version=0))
+    assert _code(lambda: read_current(store, "0" * 64)) == "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_RECORD_INVALID"  # type: ignore[arg-type]

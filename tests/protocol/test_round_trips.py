@@ -1,0 +1,43 @@
+"""Round trips to Keeper and to the cluster are O(members) and independent of the row count.
+
+Every port call of a complete fault-free run is counted (authority reads and writes, catalog reads, member sessions,
+observations and mutations, DDL dispatches and queue reads, artifact opens). The totals must grow by the same amount
+for each added member, and must not change at all when the artifact has a hundred times more rows.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.protocol.sim import BASELINE_ROWS, Sim
+
+
+def _calls(members: int, rows: int, existing: bool) -> dict[str, int]:
+    sim = Sim.build(
+        members=members,
+        baseline=BASELINE_ROWS if existing else None,
+        rows=tuple((index, f"row-{index}") for index in range(rows)),
+    )
+    assert sim.run_dag(tries=1) == "completed"
+    return dict(sim.world.calls)
+
+
+@pytest.mark.parametrize("existing", [True, False])
+def test_port_calls_are_linear_in_members_and_independent_of_rows(existing: bool) -> None:
+    totals = {n: sum(_calls(n, 3, existing).values()) for n in (2, 3, 4)}
+    per_member = totals[3] - totals[2]
+    assert totals[4] - totals[3] == per_member, totals
+    fixed = totals[2] - 2 * per_member
+    assert 0 <= fixed <= 30 and per_member <= 45, (fixed, per_member)
+    for n in (2, 3, 4):
+        assert _calls(n, 300, existing) == _calls(n, 3, existing)
+
+
+@pytest.mark.parametrize("members", [2, 3, 4])
+def test_mutations_per_member_are_constant(members: int) -> None:
+    calls = _calls(members, 10, True)
+    assert calls["member.create"] == members and calls["member.load"] == members
+    assert calls.get("member.drop", 0) == 0
+    assert calls["ddl.dispatch"] == 2  # one exchange and one cleanup drop, whatever the member count
+    assert calls["authority.create"] == 1
+    assert calls["authority.cas"] == 2 * members + 6  # intents ride on the STAGING CAS; CREATED and READY per member

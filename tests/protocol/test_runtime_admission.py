@@ -1,0 +1,193 @@
+"""Runtime admission: pure decisions over inventory and catalog facts (one shard, >= 2 unique members, uniform flag
+matching the mode, opaque ids, Atomic databases, the exact KeeperMap authority table, direct MergeTree targets)."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_provider_dpone.contracts.authority_row import AUTHORITY_COLUMNS
+from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.contracts.identities import member_id
+from airflow_provider_dpone.contracts.inventory import ColumnFact, InventoryRow, MemberEndpoint, TableFacts
+from airflow_provider_dpone.protocol.runtime_admission import (
+    admit_inventory,
+    is_direct_mergetree,
+    require_atomic_databases,
+    require_authority_table,
+)
+from tests.fakes.publication import exact_authority_facts
+from tests.protocol.sim import Sim
+
+
+def _row(shard: int, replica: int, *, flag: bool = False, host: str | None = None, cluster: str = "c") -> InventoryRow:
+    return InventoryRow(
+        cluster=cluster,
+        shard_num=shard,
+        replica_num=replica,
+        internal_replication=flag,
+        endpoint=MemberEndpoint(host=host or f"h{shard}-{replica}", port=9000),
+    )
+
+
+def _code(call: object) -> str:
+    with pytest.raises(DponeError) as raised:
+        call()  # type: ignore[operator]
+    return raised.value.code
+
+
+def test_admits_one_shard_of_independent_members_in_member_id_order() -> None:
+    rows = [_row(1, 3), _row(1, 1), _row(1, 2), _row(1, 9, cluster="other")]
+    inventory = admit_inventory(rows, cluster="c", mode="external")
+    assert inventory.member_ids == tuple(sorted(member_id(1, r) for r in (1, 2, 3)))
+    assert inventory.internal_replication is False
+    again = admit_inventory(list(reversed(rows)), cluster="c", mode="external")
+    assert again.digest == inventory.digest  # host order never changes identities
+    moved = admit_inventory(
+        [_row(1, 1, host="x"), _row(1, 2, host="y"), _row(1, 3, host="z")], cluster="c", mode="external"
+    )
+    assert moved.digest == inventory.digest  # endpoints never enter the digest
+
+
+def test_endpoints_never_reach_a_serialized_or_printed_inventory() -> None:
+    inventory = admit_inventory(
+        [_row(1, 1, host="secret-host-a"), _row(1, 2, host="secret-host-b")], cluster="c", mode="external"
+    )
+    assert "secret-host" not in inventory.model_dump_json()
+    assert "secret-host" not in repr(inventory) and "secret-host" not in str(inventory.members[0].endpoint)
+
+
+@pytest.mark.parametrize(
+    ("rows", "mode", "code"),
+    [
+        ([], "external", "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_INCOMPLETE"),
+        ([_row(1, 1), _row(2, 1)], "external", "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_MULTI_SHARD"),
+        ([_row(1, 1)], "external", "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_TOO_FEW_MEMBERS"),
+        ([_row(1, 1), _row(1, 1, host="other")], "external", "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_AMBIGUOUS"),
+        (
+            [_row(1, 1, host="same"), _row(1, 2, host="SAME")],
+            "external",
+            "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_AMBIGUOUS",
+        ),
+        ([_row(1, 1), _row(1, 2, flag=True)], "external", "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_MIXED_REPLICATION"),
+        (
+            [_row(1, 1, flag=True), _row(1, 2, flag=True)],
+            "external",
+            "DPONE_CLICKHOUSE_CLUSTER_REPLICATION_MODE_MISMATCH",
+        ),
+        ([_row(1, 1), _row(1, 2)], "internal", "DPONE_CLICKHOUSE_CLUSTER_REPLICATION_MODE_MISMATCH"),
+    ],
+)
+def test_inventory_blockers(rows: list[InventoryRow], mode: str, code: str) -> None:
+    assert _code(lambda: admit_inventory(rows, cluster="c", mode=mode)) == code  # type: ignore[arg-type]
+
+
+def test_databases_must_be_atomic_everywhere() -> None:
+    require_atomic_databases({"m1": "Atomic", "m2": "Atomic"})
+    for bad in ("Ordinary", "Replicated", None):
+        assert _code(lambda b=bad: require_atomic_databases({"m1": "Atomic", "m2": b})) == (
+            "DPONE_CLICKHOUSE_CLUSTER_DATABASE_NOT_ATOMIC"
+        )
+
+
+def _facts(**changes: object) -> TableFacts:
+    return exact_authority_facts().model_copy(update=changes)
+
+
+def test_exact_authority_table_is_admitted_and_its_path_returned() -> None:
+    assert require_authority_table({"m1": exact_authority_facts(), "m2": exact_authority_facts()}) == "/dpone/authority"
+    with_capacity = _facts(engine_full="KeeperMap('/dpone/authority', 1000) PRIMARY KEY target_key")
+    assert require_authority_table({"m1": with_capacity, "m2": with_capacity}) == "/dpone/authority"
+
+
+@pytest.mark.parametrize(
+    "facts",
+    [
+        None,
+        _facts(engine="MergeTree", engine_full="MergeTree ORDER BY target_key"),
+        _facts(engine_full="KeeperMap('/dpone/{shard}/authority') PRIMARY KEY target_key"),
+        _facts(engine_full="KeeperMap('relative/path') PRIMARY KEY target_key"),
+        _facts(engine_full="KeeperMap('/dpone/../authority') PRIMARY KEY target_key"),
+        _facts(engine_full="KeeperMap('/dpone//authority') PRIMARY KEY target_key"),
+        _facts(primary_key="operation_id"),
+        _facts(columns=tuple(ColumnFact(name=n, type=t) for n, t in AUTHORITY_COLUMNS[:-1])),
+        _facts(columns=tuple(ColumnFact(name=n, type="String") for n, _ in AUTHORITY_COLUMNS)),
+        _facts(columns=tuple(ColumnFact(name=n, type=t, default_kind="DEFAULT") for n, t in AUTHORITY_COLUMNS)),
+        _facts(columns=tuple(ColumnFact(name=n, type=t) for n, t in reversed(AUTHORITY_COLUMNS))),
+    ],
+)
+def test_authority_table_deviations_are_refused(facts: TableFacts | None) -> None:
+    code = _code(lambda: require_authority_table({"m1": exact_authority_facts(), "m2": facts}))
+    assert code == "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_TABLE_UNSUPPORTED"
+
+
+def test_authority_facades_must_agree() -> None:
+    other = exact_authority_facts("/dpone/other")
+    assert _code(lambda: require_authority_table({"m1": exact_authority_facts(), "m2": other})) == (
+        "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_TABLE_UNSUPPORTED"
+    )
+
+
+@pytest.mark.parametrize(
+    ("engine", "direct"),
+    [
+        ("MergeTree", True),
+        ("ReplacingMergeTree", True),
+        ("SummingMergeTree", True),
+        ("ReplicatedMergeTree", False),
+        ("ReplicatedReplacingMergeTree", False),
+        ("SharedMergeTree", False),
+        ("Distributed", False),
+        ("Log", False),
+        (None, False),
+    ],
+)
+def test_only_direct_mergetree_engines_are_external_targets(engine: str | None, direct: bool) -> None:
+    assert is_direct_mergetree(engine) is direct
+
+
+def test_every_entry_point_runs_admission_before_touching_authority() -> None:
+    sim = Sim.build()
+    sim.world.members[1].databases[sim.world.database] = "Ordinary"
+    with pytest.raises(DponeError) as raised:
+        sim.service().fence()
+    assert raised.value.code == "DPONE_CLICKHOUSE_CLUSTER_DATABASE_NOT_ATOMIC"
+    assert sim.world.calls["authority.read"] == 0 and sim.world.keeper == {}
+    sim.world.members[1].databases[sim.world.database] = "Atomic"
+    sim.world.authority_facts[sim.world.members[0].member_id] = None
+    with pytest.raises(DponeError) as raised:
+        sim.service().fence()
+    assert raised.value.code == "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_TABLE_UNSUPPORTED"
+    sim.world.authority_facts.clear()
+    sim.world.internal_replication = True
+    with pytest.raises(DponeError) as raised:
+        sim.service().fence()
+    assert raised.value.code == "DPONE_CLICKHOUSE_CLUSTER_REPLICATION_MODE_MISMATCH"
+    assert sim.world.keeper == {}
+
+
+def test_request_validates_names_engine_and_order_by() -> None:
+    sim = Sim.build()
+    base = sim.request
+    for changes, code in (
+        ({"target": "bad name"}, "DPONE_IDENTIFIER_INVALID"),
+        ({"database": "db`x"}, "DPONE_IDENTIFIER_INVALID"),
+        (
+            {"table": base.table.model_copy(update={"engine": "ReplicatedMergeTree"})},
+            "DPONE_CLICKHOUSE_CLUSTER_TARGET_ENGINE_UNSUPPORTED",
+        ),
+    ):
+        with pytest.raises(DponeError) as raised:
+            type(base).model_validate({**base.model_dump(), **changes})
+        assert raised.value.code == code
+    with pytest.raises(ValueError, match="order_by"):
+        type(base).model_validate({**base.model_dump(), "table": {**base.table.model_dump(), "order_by": ("missing",)}})
+
+
+def test_parse_maps_malformed_requests_to_a_stable_code_without_values() -> None:
+    values = Sim.build().request.model_dump()
+    assert type(Sim.build().request).parse(values) == Sim.build().request
+    for changes in ({"normalized_plan_digest": "NOT-A-DIGEST"}, {"max_source_bytes": 0}, {"surprise": 1}):
+        with pytest.raises(DponeError) as raised:
+            type(Sim.build().request).parse({**values, **changes})
+        assert raised.value.code == "DPONE_CLICKHOUSE_CLUSTER_REQUEST_INVALID"
+        assert "NOT-A-DIGEST" not in str(raised.value)

@@ -1,0 +1,281 @@
+"""Named publication, cleanup and fencing scenarios of seed 000, asserted on the fake world's physical state."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+
+from airflow_provider_dpone.contracts.authority_codec import decode, encode
+from airflow_provider_dpone.contracts.authority_external import ExternalAuthorityRecord
+from airflow_provider_dpone.contracts.authority_phases import Phase
+from airflow_provider_dpone.protocol.results import Committed, Completed, InProgress
+from tests.fakes.faults import FaultKind
+from tests.fakes.records import internal_v1, internal_v2
+from tests.protocol.sim import (
+    BASELINE_ROWS,
+    COLUMNS,
+    NEW_ROWS,
+    RETRY_DELAY_MS,
+    Sim,
+    error_code,
+    point_of,
+    rows_of,
+)
+
+
+def test_member_paused_during_exchange_is_in_progress_then_completes_after_resume() -> None:
+    sim = Sim.build(members=3)
+    service = sim.service()
+    service.fence()
+    service.stage(sim.source)
+    paused = sim.world.members[2]
+    paused.paused = True
+    result = sim.service().publish()
+    assert isinstance(result, InProgress) and result.pending_members == (paused.member_id,)
+    assert rows_of(sim, 0, "target_table") == Counter(NEW_ROWS)  # partial: two members already switched
+    assert rows_of(sim, 2, "target_table") == Counter(BASELINE_ROWS)
+    assert error_code(lambda: sim.service().cleanup()) == "DPONE_CLICKHOUSE_CLUSTER_PHASE_NOT_READY"
+    for _ in range(3):
+        sim.world.clock.advance(RETRY_DELAY_MS)  # long past the quiet period: still never redispatched
+        result = sim.service().reconcile_publication()
+        assert isinstance(result, InProgress) and not result.redispatch_due
+        result = sim.service().publish()
+        assert isinstance(result, InProgress)
+    assert sim.world.calls["ddl.dispatch"] == 1
+    sim.world.resume(paused)
+    committed = sim.service().reconcile_publication()
+    assert isinstance(committed, Committed)
+    sim.check_success(committed)
+    completed = sim.service().cleanup()
+    assert isinstance(completed, Completed)
+    sim.check_converged()
+
+
+def test_lost_exchange_response_commits_from_the_bound_queue_entry() -> None:
+    sim = Sim.build()
+    sim.world.faults.schedule([(point_of(sim, "ddl.dispatch"), FaultKind.LOSE_RESPONSE)])
+    assert sim.run_dag(tries=1) == "completed"
+    assert sim.world.calls["ddl.dispatch"] == 2  # one exchange, one cleanup drop
+    record = sim.record()
+    assert record.publication is not None and record.publication.entry == "query-0000000000"
+    assert record.publication.abandoned == ()
+    sim.check_converged()
+
+
+def test_lost_cleanup_response_completes_by_observation() -> None:
+    sim = Sim.build()
+    sim.world.faults.schedule([(point_of(sim, "ddl.dispatch", 1), FaultKind.LOSE_RESPONSE)])
+    assert sim.run_dag(tries=1) == "completed"
+    assert sim.world.calls["ddl.dispatch"] == 2
+    assert sim.record().cleanup is not None and sim.record().cleanup.entry == "query-0000000001"  # type: ignore[union-attr]
+    sim.check_converged()
+
+
+def test_crash_after_permit_before_dispatch_voids_the_permit_only_after_the_quiet_period() -> None:
+    sim = Sim.build()
+    sim.world.faults.schedule([(point_of(sim, "ddl.dispatch"), FaultKind.CRASH_BEFORE)])
+    sim.service().fence()
+    sim.service().stage(sim.source)
+    with pytest.raises(BaseException, match="simulated crash"):
+        sim.service().publish()
+    first = sim.record().publication
+    assert first is not None and sim.record().phase is Phase.PUBLICATION_DISPATCHING
+    early = sim.service().publish()
+    assert isinstance(early, InProgress) and not early.redispatch_due  # no entry yet, quiet period not over
+    assert sim.world.calls["ddl.dispatch"] == 1
+    sim.world.clock.advance(RETRY_DELAY_MS)
+    assert isinstance(sim.service().reconcile_publication(), InProgress)  # a poller never dispatches
+    assert isinstance(sim.service().publish(), Committed)
+    second = sim.record().publication
+    assert second is not None and second.epoch == first.epoch + 1
+    assert second.abandoned == (first.correlation_token,)
+    assert [entry.token for entry in sim.world.queue] == [second.correlation_token]
+
+
+def test_second_run_racing_an_unresolved_one_is_fenced_and_touches_nothing() -> None:
+    sim = Sim.build()
+    sim.service().fence()
+    sim.service().stage(sim.source)
+    rival = sim.request.model_copy(update={"run_id": "manual__rival"})
+    version_before = sim.world.keeper[sim.request.target_key][1]
+    effects_before = len(sim.world.effects)
+    for call in (lambda: sim.service(rival).fence(), lambda: sim.service(rival).stage(sim.source)):
+        assert error_code(call) == "DPONE_CLICKHOUSE_CLUSTER_OPERATION_FENCED"
+    assert error_code(lambda: sim.service(rival).publish()) == "DPONE_CLICKHOUSE_CLUSTER_OPERATION_FENCED"
+    assert sim.world.keeper[sim.request.target_key][1] == version_before
+    assert len(sim.world.effects) == effects_before
+    assert sim.run_dag() == "completed"
+    # once the first is COMPLETED, the rival takes the slot by versioned CAS and publishes its own generation
+    rival_sim = Sim.successor(sim, run_id="manual__rival", rows=((20, "rival"),))
+    assert rival_sim.request == rival
+    assert rival_sim.run_dag() == "completed"
+    rival_sim.check_converged()
+    record = rival_sim.record()
+    assert record.operation_id == rival.operation_id and record.previous_operation_id == sim.request.operation_id
+    assert rows_of(rival_sim, 1, "target_table") == Counter([(20, "rival")])
+
+
+def test_inventory_drift_fences_the_operation_until_the_topology_returns() -> None:
+    sim = Sim.build()
+    sim.service().fence()
+    sim.service().stage(sim.source)
+    extra = sim.world.add_member(3)
+    effects = len(sim.world.effects)
+    assert error_code(lambda: sim.service().publish()) == "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_DRIFT"
+    assert error_code(lambda: sim.service().fence()) == "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_DRIFT"
+    assert sim.world.calls["ddl.dispatch"] == 0 and len(sim.world.effects) == effects
+    sim.world.members.remove(extra)
+    assert sim.run_dag() == "completed"
+    sim.check_converged()
+
+
+def test_inventory_drift_can_be_resolved_by_abort_before_publication_and_a_new_run() -> None:
+    sim = Sim.build()
+    sim.service().fence()
+    sim.service().stage(sim.source)
+    scaled_out = sim.world.add_member(3)
+    sim.world.put_table(scaled_out, "target_table", COLUMNS, BASELINE_ROWS)  # the new replica was seeded with a copy
+    assert sim.service().abort().phase == "ABORTED"
+    assert all(sim.world.table(m, sim.request.candidate_name) is None for m in sim.world.members)
+    assert error_code(lambda: sim.service().fence()) == "DPONE_CLICKHOUSE_CLUSTER_OPERATION_ABORTED"
+    assert {e.op for e in sim.world.effects} == {"create", "load", "drop"}  # only the owned candidates were touched
+    fresh = Sim.successor(sim, run_id="manual__after_abort", rows=NEW_ROWS)
+    assert fresh.run_dag() == "completed"
+    assert len(fresh.record().members) == 3
+    fresh.check_converged()
+
+
+def test_abort_is_refused_after_publication() -> None:
+    sim = Sim.build()
+    sim.service().fence()
+    sim.service().stage(sim.source)
+    sim.service().publish()
+    assert error_code(lambda: sim.service().abort()) == "DPONE_CLICKHOUSE_CLUSTER_ABORT_AFTER_PUBLICATION"
+
+
+def test_terminal_mixed_publication_fails_closed_and_retains_everything() -> None:
+    sim = Sim.build(members=3)
+    sim.world.members[1].ddl_fails = True
+    outcome = sim.run_dag(tries=1)
+    assert outcome == "stopped at publish: DPONE_CLICKHOUSE_CLUSTER_PUBLICATION_MIXED"
+    sim.world.members[1].ddl_fails = False
+    assert sim.run_dag() == "stopped at publish: DPONE_CLICKHOUSE_CLUSTER_PUBLICATION_MIXED"  # never re-dispatched
+    assert sim.world.calls["ddl.dispatch"] == 1
+    assert rows_of(sim, 0, "target_table") == Counter(NEW_ROWS)
+    assert rows_of(sim, 1, "target_table") == Counter(BASELINE_ROWS)
+    assert all(sim.world.table(m, sim.request.candidate_name) is not None for m in sim.world.members)
+    assert sim.successes == 0
+    sim.check_invariants()
+
+
+def test_missing_queue_evidence_fails_closed_even_if_members_look_done() -> None:
+    sim = Sim.build()
+    sim.world.faults.schedule([(point_of(sim, "ddl.dispatch"), FaultKind.CRASH_AFTER)])
+    assert sim.run_dag(tries=1).startswith("stopped at publish")
+    sim.world.queue.clear()  # the queue entry expired
+    assert sim.run_dag() == "stopped at publish: DPONE_CLICKHOUSE_CLUSTER_PUBLICATION_EVIDENCE_MISSING"
+    assert sim.successes == 0
+
+
+def test_target_replaced_after_staging_blocks_publication() -> None:
+    sim = Sim.build()
+    sim.service().fence()
+    sim.service().stage(sim.source)
+    member = sim.world.members[0]
+    del member.tables[(sim.world.database, "target_table")]
+    sim.world.put_table(member, "target_table", COLUMNS, BASELINE_ROWS)
+    assert error_code(lambda: sim.service().publish()) == "DPONE_CLICKHOUSE_CLUSTER_TARGET_DIVERGENT"
+    assert sim.world.calls["ddl.dispatch"] == 0
+
+
+def test_unresolved_internal_record_blocks_external_mode_and_a_completed_one_is_succeeded() -> None:
+    sim = Sim.build()
+    sim.world.keeper[sim.request.target_key] = (encode(internal_v1(Phase.STAGED)), 5)
+    assert error_code(lambda: sim.service().fence()) == "DPONE_CLICKHOUSE_CLUSTER_INTERNAL_RECORD_UNRESOLVED"
+    sim.world.keeper[sim.request.target_key] = (encode(internal_v1(Phase.COMPLETED)), 6)
+    assert sim.run_dag() == "completed"
+    record = decode(sim.world.keeper[sim.request.target_key][0])
+    assert isinstance(record, ExternalAuthorityRecord)
+    assert record.previous_schema == "dpone.clickhouse.cluster-full-refresh.v1"
+    assert record.dispatch_epoch > 4  # epochs stay monotonic across the mode migration
+
+
+def test_completed_operation_is_idempotent() -> None:
+    sim = Sim.build()
+    assert sim.run_dag() == "completed"
+    effects, version = len(sim.world.effects), sim.world.keeper[sim.request.target_key][1]
+    first = sim.service().cleanup()
+    again = sim.service().publish()
+    assert isinstance(first, Completed) and isinstance(again, Committed)
+    assert first.receipt == sim.service().cleanup().receipt
+    assert sim.service().fence().phase == "COMPLETED"
+    assert sim.service().stage(sim.source).phase == "COMPLETED"
+    assert len(sim.world.effects) == effects and sim.world.keeper[sim.request.target_key][1] == version
+    assert sim.source.seals == 1  # the source is read once per operation
+
+
+def test_every_dispatch_carries_the_fixed_settings_and_its_bound_token() -> None:
+    sim = Sim.build()
+    assert sim.run_dag() == "completed"
+    record = sim.record()
+    assert record.publication is not None and record.cleanup is not None
+    tokens = [record.publication.correlation_token, record.cleanup.correlation_token]
+    assert [s.correlation_token for s in sim.world.dispatched] == tokens
+    for settings, binding in zip(sim.world.dispatched, (record.publication, record.cleanup), strict=True):
+        assert settings.distributed_ddl_output_mode == "throw" and settings.skip_unavailable_shards == 0
+        assert settings.query_digest == binding.query_digest
+        comment = json.loads(settings.log_comment)
+        assert comment == {
+            "dpone": "cluster-external-full-refresh",
+            "epoch": binding.epoch,
+            "operation": record.operation_id[:16],
+            "token": binding.correlation_token,
+        }
+
+
+def test_abort_applies_only_to_this_runs_operation_and_is_idempotent() -> None:
+    sim = Sim.build()
+    assert error_code(lambda: sim.service().abort()) == "DPONE_CLICKHOUSE_CLUSTER_PHASE_NOT_READY"
+    sim.service().fence()
+    rival = sim.request.model_copy(update={"run_id": "manual__rival"})
+    assert error_code(lambda: sim.service(rival).abort()) == "DPONE_CLICKHOUSE_CLUSTER_OPERATION_FENCED"
+    assert sim.service().abort().phase == "ABORTED"
+    version = sim.world.keeper[sim.request.target_key][1]
+    assert sim.service().abort().phase == "ABORTED"
+    assert sim.world.keeper[sim.request.target_key][1] == version
+    assert sim.service(rival).fence().phase == "LOCKED"  # ABORTED is terminal: a new operation takes the slot
+
+
+def test_lost_permit_acknowledgement_never_dispatches_and_is_voided_later() -> None:
+    sim = Sim.build()
+    sim.service().fence()
+    sim.service().stage(sim.source)
+    sim.world.faults.schedule([(sim.world.faults.counter, FaultKind.LOSE_RESPONSE)])  # the permit CAS
+    assert error_code(lambda: sim.service().publish()) == "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_OUTCOME_UNKNOWN"
+    assert sim.record().phase is Phase.PUBLICATION_DISPATCHING  # the write landed, but no permit was granted
+    assert sim.world.calls["ddl.dispatch"] == 0
+    assert isinstance(sim.service().publish(), InProgress)
+    sim.world.clock.advance(RETRY_DELAY_MS)
+    assert isinstance(sim.service().publish(), Committed)
+    assert sim.world.calls["ddl.dispatch"] == 1 and sim.record().publication.epoch == 2  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "phase", [Phase.LOCKED, Phase.STAGED, Phase.PUBLICATION_DISPATCHING, Phase.CLEANUP_DISPATCHING]
+)
+def test_unresolved_internal_v2_record_blocks_external_mode(phase: Phase) -> None:
+    sim = Sim.build()
+    sim.world.keeper[sim.request.target_key] = (encode(internal_v2(phase)), 2)
+    assert error_code(lambda: sim.service().fence()) == "DPONE_CLICKHOUSE_CLUSTER_INTERNAL_RECORD_UNRESOLVED"
+    assert error_code(lambda: sim.service().stage(sim.source)) == "DPONE_CLICKHOUSE_CLUSTER_INTERNAL_RECORD_UNRESOLVED"
+
+
+def test_a_completed_operation_still_answers_after_later_topology_changes() -> None:
+    sim = Sim.build()
+    assert sim.run_dag() == "completed"
+    scaled_out = sim.world.add_member(3)
+    sim.world.put_table(scaled_out, "target_table", COLUMNS, NEW_ROWS)
+    assert isinstance(sim.service().cleanup(), Completed)
+    assert sim.service().fence().phase == "COMPLETED"

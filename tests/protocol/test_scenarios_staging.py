@@ -1,0 +1,162 @@
+"""Named staging scenarios of seed 000 (fence, seal, per-member staging), asserted on the fake world's physical state."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from airflow_provider_dpone.contracts.authority_phases import MemberStage, Phase
+from tests.fakes.faults import FaultKind
+from tests.fakes.publication import content_digest
+from tests.protocol.sim import (
+    BASELINE_ROWS,
+    COLUMNS,
+    NEW_ROWS,
+    Sim,
+    error_code,
+    point_of,
+    rows_of,
+)
+
+
+def test_lost_load_response_on_member_1_is_resolved_by_observation_without_a_second_insert() -> None:
+    sim = Sim.build()
+    sim.world.faults.schedule([(point_of(sim, "member.load"), FaultKind.LOSE_RESPONSE)])
+    assert sim.run_dag(tries=1) == "completed"
+    assert sim.world.calls["member.load"] == 2  # one load per member, none repeated
+    assert all(member.rebuilds == 0 for member in sim.record().members)
+    sim.check_converged()
+
+
+def test_naive_retry_of_a_lost_load_would_duplicaterows_of() -> None:
+    """Baseline of the measurable claim: the fake (like MergeTree) does not deduplicate a repeated insert."""
+    sim = Sim.build()
+    service = sim.service()
+    service.fence()
+    service.stage(sim.source)
+    record = sim.record()
+    member = sim.world.members[0]
+    session = sim.world.ports().sessions.session(sim.service()._begin()[0].inventory.member(member.member_id))
+    handle = sim.world.ports().artifacts.open(record.artifact)  # type: ignore[arg-type]
+    uuid = record.member(member.member_id).candidate_uuid
+    session.load(sim.world.database, sim.request.candidate_name, uuid, handle, query_id="q", dedup_token="t")  # type: ignore[arg-type]
+    assert rows_of(sim, 0, sim.request.candidate_name) == Counter(NEW_ROWS * 2)
+
+
+def test_crash_after_create_before_candidate_cas_adopts_only_the_intended_uuid() -> None:
+    sim = Sim.build()
+    sim.world.faults.schedule([(point_of(sim, "member.create"), FaultKind.CRASH_AFTER)])
+    assert sim.run_dag(tries=2) == "completed"
+    record = sim.record()
+    first = record.members[0]
+    assert first.owned_candidate_uuids == (first.candidate_uuid,)  # the table created before the crash was bound
+    assert sim.world.calls["member.create"] == 2 and first.rebuilds == 0
+    sim.check_converged()
+
+
+def test_partial_load_triggers_exact_drop_and_rebuild_never_append() -> None:
+    sim = Sim.build(members=3)
+    sim.world.faults.schedule([(point_of(sim, "member.load", 1), FaultKind.PARTIAL)])
+    assert sim.run_dag(tries=1) == "completed"
+    record = sim.record()
+    second = record.members[1]
+    assert second.rebuilds == 1 and len(second.owned_candidate_uuids) == 2
+    drops = [e for e in sim.world.effects if e.op == "drop" and e.via == "member"]
+    assert [d.uuid for d in drops] == [second.owned_candidate_uuids[0]]
+    sim.check_converged()
+
+
+def test_existing_equal_targets_are_adopted_as_the_baseline() -> None:
+    sim = Sim.build(members=3)
+    predecessors = [sim.world.table(m, "target_table").uuid for m in sim.world.members]  # type: ignore[union-attr]
+    sim.service().fence()
+    sim.service().stage(sim.source)
+    record = sim.record()
+    assert record.baseline == "existing"
+    assert [m.target_uuid for m in record.members] == [
+        sim.world.table(sim.world.member(m.member_id), "target_table").uuid
+        for m in record.members  # type: ignore[union-attr]
+    ]
+    assert len(set(predecessors)) == 3
+    assert {m.target_content_digest for m in record.members} == {content_digest(COLUMNS, BASELINE_ROWS)}
+    assert sim.run_dag() == "completed"
+    assert not any(sim.world.table(m, sim.request.candidate_name) for m in sim.world.members)
+    sim.check_converged()
+
+
+def test_divergent_existing_targets_block_before_any_mutation() -> None:
+    sim = Sim.build()
+    sim.world.table(sim.world.members[1], "target_table").rows.append((3, "drift"))  # type: ignore[union-attr]
+    sim.service().fence()
+    assert error_code(lambda: sim.service().stage(sim.source)) == "DPONE_CLICKHOUSE_CLUSTER_TARGET_DIVERGENT"
+    assert sim.world.effects == [] and sim.record().phase is Phase.LOCKED
+
+
+def test_target_present_on_some_members_only_blocks() -> None:
+    sim = Sim.build(baseline=None)
+    sim.world.put_table(sim.world.members[0], "target_table", COLUMNS, BASELINE_ROWS)
+    sim.service().fence()
+    assert error_code(lambda: sim.service().stage(sim.source)) == "DPONE_CLICKHOUSE_CLUSTER_TARGET_DIVERGENT"
+
+
+def test_replicated_existing_target_is_refused_in_external_mode() -> None:
+    sim = Sim.build()
+    for member in sim.world.members:
+        sim.world.table(member, "target_table").engine = "ReplicatedMergeTree"  # type: ignore[union-attr]
+    sim.service().fence()
+    assert error_code(lambda: sim.service().stage(sim.source)) == "DPONE_CLICKHOUSE_CLUSTER_TARGET_ENGINE_UNSUPPORTED"
+
+
+@pytest.mark.parametrize("existing", [True, False])
+def test_empty_input_publishes_a_verified_empty_generation(existing: bool) -> None:
+    sim = Sim.build(rows=(), baseline=BASELINE_ROWS if existing else None)
+    assert sim.run_dag(tries=1) == "completed"
+    record = sim.record()
+    assert record.artifact is not None and record.artifact.row_count == 0
+    assert record.artifact.content_digest == content_digest(COLUMNS, ())
+    assert all(m.row_count == 0 and m.stage is MemberStage.READY for m in record.members)
+    sim.check_converged()
+
+
+def test_unsupported_artifact_aborts_before_member_mutation() -> None:
+    sim = Sim.build()
+    sim.service().fence()
+    source = sim.world.source(COLUMNS, NEW_ROWS, replayable=False)
+    assert error_code(lambda: sim.service().stage(source)) == "DPONE_CLICKHOUSE_CLUSTER_ARTIFACT_UNSUPPORTED"
+    record = sim.record()
+    assert record.phase is Phase.ABORTED and record.last_error is not None
+    assert sim.world.effects == []
+    oversized = sim.request.model_copy(update={"run_id": "r2", "max_source_bytes": 10})
+    sim.service(oversized).fence()
+    assert (
+        error_code(lambda: sim.service(oversized).stage(sim.source)) == "DPONE_CLICKHOUSE_CLUSTER_ARTIFACT_UNSUPPORTED"
+    )
+
+
+def test_foreign_table_under_the_candidate_name_is_never_adopted_or_dropped() -> None:
+    sim = Sim.build()
+    foreign = sim.world.put_table(sim.world.members[1], sim.request.candidate_name, COLUMNS, NEW_ROWS)
+    assert sim.run_dag(tries=1).endswith("DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_FOREIGN")
+    assert sim.world.table(sim.world.members[1], sim.request.candidate_name) is foreign
+    assert sim.record().last_error is not None
+    assert sim.record().last_error.code == "DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_FOREIGN"  # type: ignore[union-attr]
+    assert not any(e.uuid == foreign.uuid for e in sim.world.effects)
+
+
+def test_source_is_never_reread_once_an_artifact_is_bound() -> None:
+    sim = Sim.build()
+    sim.world.faults.schedule([(point_of(sim, "member.load", 1), FaultKind.CRASH_BEFORE)])
+    assert sim.run_dag(tries=3) == "completed"
+    assert sim.source.seals == 1
+
+
+def test_tampered_artifact_stops_staging() -> None:
+    sim = Sim.build()
+    sim.service().fence()
+    sim.world.faults.schedule([(point_of(sim, "member.load"), FaultKind.CRASH_BEFORE)])
+    with pytest.raises(BaseException, match="simulated crash"):
+        sim.service().stage(sim.source)
+    artifact = next(iter(sim.world.artifacts.values()))
+    artifact.data = artifact.data + b" "
+    assert error_code(lambda: sim.service().stage(sim.source)) == "DPONE_CLICKHOUSE_CLUSTER_ARTIFACT_INVALID"

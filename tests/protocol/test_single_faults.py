@@ -1,0 +1,82 @@
+"""Exhaustive single-fault enumeration: every fault point x every fault kind, for 2 and 3 members.
+
+For each configuration the fault-free run is traced first; then, for every point index of that trace and every kind,
+a fresh world runs the DAG with exactly that fault. The fault must actually fire, the invariants must hold right
+after the faulty run, and -- when the faulty run stopped -- a later retry with faults off must converge to COMPLETED.
+``tries=1`` makes every fault stop the run (the resume path); ``tries=3`` exercises Airflow's own retries.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.fakes.faults import SINGLE_FAULT_KINDS, FaultKind
+from tests.protocol.sim import BASELINE_ROWS, Sim
+
+CONFIGS = [
+    pytest.param(2, True, id="2-members-existing-target"),
+    pytest.param(2, False, id="2-members-absent-target"),
+    pytest.param(3, True, id="3-members-existing-target"),
+    pytest.param(3, False, id="3-members-absent-target"),
+]
+EVERY_BOUNDARY = {
+    "authority.create",
+    "authority.cas",
+    "member.create",
+    "member.load",
+    "ddl.dispatch",
+    "ddl.queue_status",
+}
+
+
+def _build(members: int, existing: bool) -> Sim:
+    return Sim.build(members=members, baseline=BASELINE_ROWS if existing else None)
+
+
+def _enumerate(members: int, existing: bool, *, prefix: list[tuple[int, FaultKind]], tries: int) -> int:
+    clean = _build(members, existing)
+    clean.world.faults.schedule(prefix)
+    assert clean.run_dag() == "completed"
+    trace = clean.world.faults.trace
+    first = max((point for point, _ in prefix), default=-1) + 1
+    runs = 0
+    for point in range(first, len(trace)):
+        kinds = (*SINGLE_FAULT_KINDS, FaultKind.PARTIAL) if trace[point] == "member.load" else SINGLE_FAULT_KINDS
+        for kind in kinds:
+            sim = _build(members, existing)
+            sim.world.faults.schedule([*prefix, (point, kind)])
+            outcome = sim.run_dag(tries=tries)
+            assert (point, trace[point], kind) in sim.world.faults.fired, (point, kind)
+            sim.check_invariants()
+            if outcome != "completed":
+                sim.world.faults.disable()
+                outcome = sim.run_dag()
+            assert outcome == "completed", (point, trace[point], kind, sim.errors)
+            sim.check_converged()
+            runs += 1
+    return runs
+
+
+@pytest.mark.parametrize(("members", "existing"), CONFIGS)
+@pytest.mark.parametrize("tries", [1, 3])
+def test_every_single_fault_converges(members: int, existing: bool, tries: int) -> None:
+    clean = _build(members, existing)
+    assert clean.run_dag() == "completed"
+    trace = clean.world.faults.trace
+    assert set(trace) >= EVERY_BOUNDARY
+    assert trace.count("member.load") == members and trace.count("member.create") == members
+    assert _enumerate(members, existing, prefix=[], tries=tries) >= 3 * len(trace)
+
+
+@pytest.mark.parametrize(("members", "existing"), CONFIGS)
+def test_every_single_fault_during_an_exact_rebuild_converges(members: int, existing: bool) -> None:
+    """A partial first load forces the drop-and-rebuild path, so member drops become fault points too."""
+    clean = _build(members, existing)
+    clean.run_dag()
+    first_load = clean.world.faults.trace.index("member.load")
+    prefix = [(first_load, FaultKind.PARTIAL)]
+    rebuilt = _build(members, existing)
+    rebuilt.world.faults.schedule(prefix)
+    assert rebuilt.run_dag() == "completed"
+    assert "member.drop" in rebuilt.world.faults.trace[first_load:]
+    assert _enumerate(members, existing, prefix=prefix, tries=1) > 0
