@@ -1,11 +1,10 @@
 """Full refresh of ``analytics.target_table`` on every member of ``analytics_cluster`` (external replication).
 
-    fence ─┐
-           ├─> stage >> publish (deferrable) >> cleanup (deferrable)
-    demo_source ┘
+    demo_setup >> fence >> stage >> publish (deferrable) >> cleanup (deferrable)
 
+* ``demo_setup`` creates, when absent, the demo database and KeeperMap authority table on every member and the
+  source table with its rows (demo scaffolding, not part of the protocol; a real deployment has them already);
 * ``fence`` takes the target's Keeper authority for this DAG run before any source I/O;
-* ``demo_source`` creates the demo source table and rows when they are absent (demo only, not part of the protocol);
 * ``stage`` seals one artifact from the manifest's query and stages it into a candidate on every member;
 * ``publish`` swaps every member to the new generation with one fenced ``ON CLUSTER`` DDL and, on COMMITTED only,
   emits the Asset event ``clickhouse-cluster://analytics_cluster/analytics/target_table``;
@@ -95,7 +94,7 @@ def prepare_demo(client: Any, *, cluster: str, database: str = DATABASE, rows: i
     return count
 
 
-def ensure_demo_source(conn_id: str = CONN_ID, *, cluster: str) -> int:
+def ensure_demo_setup(conn_id: str = CONN_ID, *, cluster: str) -> int:
     """``prepare_demo`` through the Airflow connection ``conn_id`` (its coordinator)."""
     import clickhouse_connect
 
@@ -127,18 +126,18 @@ with DAG(
     doc_md=__doc__,
 ) as dag:
 
-    @task(task_id="demo_source")
-    def demo_source() -> int:
+    @task(task_id="demo_setup")
+    def demo_setup() -> int:
         from airflow_provider_dpone.operators.publication_inputs import cluster_name, read_manifest
 
-        return ensure_demo_source(cluster=cluster_name(read_manifest(manifest)))
+        return ensure_demo_setup(cluster=cluster_name(read_manifest(manifest)))
 
     fence = DponeFenceOperator(task_id="fence", manifest=manifest)
     stage = DponeStageOperator(task_id="stage", manifest=manifest)
     publish = DponePublishOperator(task_id="publish", manifest=manifest, poll_interval=1.0)
     cleanup = DponeCleanupOperator(task_id="cleanup", manifest=manifest, poll_interval=1.0)
 
-    [fence, demo_source()] >> stage >> publish >> cleanup
+    demo_setup() >> fence >> stage >> publish >> cleanup
 
 
 def receipt_of(run: Any, task_id: str = "cleanup") -> dict[str, Any] | None:

@@ -23,6 +23,8 @@ class DponeFenceOperator(DponePublicationOperator):
     fails this task without retry: there is no lease stealing. Pushes ``operation_id``, ``target_key`` and ``phase``.
     """
 
+    needs_table = False
+
     def execute(self, context: Context) -> XCom:
         return self._run(context, self._fence)
 

@@ -26,13 +26,27 @@ from airflow_provider_dpone.operators.publication_errors import raise_for
 from airflow_provider_dpone.operators.publication_inputs import (
     ManifestInput,
     build_request,
+    declared_table,
     read_manifest,
     require_admissible,
 )
+from airflow_provider_dpone.ports.publication import TableSpec
 from airflow_provider_dpone.protocol.request import PublicationRequest
 from airflow_provider_dpone.protocol.service import ExternalPublicationService
 
 T = TypeVar("T")
+
+
+def fence_table(manifest: ClusterPublicationManifest) -> TableSpec:
+    """The table definition a fence task's request carries: the manifest's sorting-key columns, untyped (``UInt8``).
+
+    The fence entry point binds identity only (target key, operation id, inventory, plan digest) and never reads the
+    table definition, which comes from the source. The request model requires a valid one, so the fence passes this
+    placeholder rather than touching the source before the target is fenced (seed 000 §2: the authority row is
+    created before any source I/O).
+    """
+    order_by = manifest.physical_design.storage.clickhouse.order_by
+    return declared_table(manifest, tuple((name, "UInt8") for name in order_by) or (("fence_only", "UInt8"),))
 
 
 @dataclass(frozen=True)
@@ -80,6 +94,9 @@ class DponePublicationOperator(BaseOperator):
         fileloc = getattr(dag, "fileloc", None)
         return Path(fileloc).parent if fileloc else None
 
+    needs_table: bool = True
+    """Whether the task's entry point uses the table definition (resolved from the source); the fence does not."""
+
     def _run(self, context: Context, action: Callable[[TaskSession], T]) -> T:
         """Build a fresh session, run ``action``; map a :class:`DponeError` to retry or terminal failure."""
         try:
@@ -90,9 +107,8 @@ class DponePublicationOperator(BaseOperator):
             environment = factory(manifest, conn_id)
             try:
                 dag_run = context["dag_run"]
-                request = build_request(
-                    manifest, dag_id=dag_run.dag_id, run_id=dag_run.run_id, table=environment.table()
-                )
+                table = environment.table() if self.needs_table else fence_table(manifest)
+                request = build_request(manifest, dag_id=dag_run.dag_id, run_id=dag_run.run_id, table=table)
                 service = ExternalPublicationService(environment.ports, request, environment.settings)
                 return action(TaskSession(manifest, environment, request, service, conn_id))
             finally:

@@ -68,14 +68,14 @@ def configure(
 
 
 def run_example(
-    module: ModuleType, *, logical_date: datetime | None = None, skip_demo_source: bool = True
+    module: ModuleType, *, logical_date: datetime | None = None, skip_demo_setup: bool = True
 ) -> RunOutcome:
     # run_after fixes the run id ("manual__<run_after>"): running the same logical date again replaces the run under
     # the same run id, which is what a clear of the whole run is to the protocol (a same-operation retry)
     run = module.dag.test(
         logical_date=logical_date,
         run_after=logical_date,
-        mark_success_pattern="demo_source" if skip_demo_source else None,
+        mark_success_pattern="demo_setup" if skip_demo_setup else None,
     )
     states: dict[str, str] = {}
     tries: dict[str, int] = {}

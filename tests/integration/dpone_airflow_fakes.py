@@ -36,6 +36,7 @@ class FakeDeployment:
     rows: tuple[Row, ...]
     columns: tuple[tuple[str, str], ...] = COLUMNS
     environments: int = 0
+    table_calls: int = 0
     polls: int = 0
     on_poll: Callable[[int], None] | None = None
     seen_requests: list[PublicationRequest] = field(default_factory=list)
@@ -61,6 +62,7 @@ class FakeDeployment:
         return deployment
 
     def table(self) -> TableSpec:
+        self.table_calls += 1
         return TableSpec(columns=tuple(ColumnSpec(name=n, type=t) for n, t in self.columns), order_by=("id",))
 
     def factory(self) -> PortsFactory:

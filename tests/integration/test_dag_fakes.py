@@ -55,6 +55,7 @@ def test_full_run_completes_and_every_member_holds_the_generation(
     outcome = run_example(example, logical_date=_when(1))
     assert outcome.succeeded, outcome.states
     assert outcome.tries == {"fence": 1, "stage": 1, "publish": 1, "cleanup": 1}
+    assert (deployment.environments, deployment.table_calls) == (4, 3), "the fence never touches the source"
     expected = sorted(ROWS, key=repr)
     assert deployment.content("target_table") == [expected, expected]
     receipt = outcome.xcom["cleanup"]
