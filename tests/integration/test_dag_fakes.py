@@ -269,3 +269,28 @@ def test_logs_xcom_receipts_and_errors_never_show_hosts_uuids_or_row_values(
     for text in texts:
         for value in forbidden:
             assert value not in text, f"{value!r} leaked"
+
+
+def test_exhausted_deferrals_fail_retryably_and_a_clear_resumes_the_same_entry(
+    example: ModuleType, manifest: ClusterPublicationManifest
+) -> None:
+    deployment = FakeDeployment.build(manifest, rows=ROWS, baseline=BASELINE)
+    stuck = deployment.world.members[1]
+
+    def pause() -> None:
+        stuck.paused = True
+
+    deployment.world.faults = NamedFaults(callbacks={("ddl.dispatch", 1): pause})
+    configure(example, deployment.factory(), retries=0)
+    waited = run_example(example, logical_date=_when(19))
+    assert (waited.states["stage"], waited.states["publish"]) == ("success", "failed")
+    assert deployment.polls == 3, "one poll per deferral, max_deferrals deferrals"
+    assert deployment.content("target_table")[0] == sorted(ROWS, key=repr), "member 1 already swapped"
+    assert deployment.content("target_table")[1] == list(BASELINE), "member 2 still waits for the entry"
+
+    deployment.world.resume(stuck)
+    configure(example, deployment.factory())
+    cleared = run_example(example, logical_date=_when(19))
+    assert cleared.succeeded, cleared.states
+    assert _queue_kinds(deployment) == ["exchange", "drop"], "the bound exchange was never dispatched again"
+    _exact_everywhere(deployment, ROWS)
