@@ -88,3 +88,18 @@ def run_example(
         tries[task_id] = instance.try_number
         xcom[task_id] = instance.xcom_pull(task_ids=task_id)
     return RunOutcome(run, states, tries, xcom)
+
+
+def asset_events(run: Any, uri: str) -> list[dict[str, Any]]:
+    """The Asset events of ``uri`` that this DAG run emitted (their ``extra``), from the metadata database."""
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        rows = session.execute(
+            select(AssetEvent.extra, AssetEvent.source_task_id)
+            .join(AssetModel, AssetModel.id == AssetEvent.asset_id)
+            .where(AssetModel.uri == uri, AssetEvent.source_run_id == run.run_id, AssetEvent.source_dag_id == run.dag_id)
+        ).all()
+    return [{"task": task_id, **(extra or {})} for extra, task_id in rows]

@@ -17,10 +17,11 @@ from airflow_provider_dpone.contracts.authority_codec import decode
 from airflow_provider_dpone.contracts.authority_external import ExternalAuthorityRecord
 from airflow_provider_dpone.contracts.manifest import ClusterPublicationManifest, load_manifest
 from tests.fakes.faults import FaultKind
-from tests.integration.dag_runner import configure, load_example, run_example
+from tests.integration.dag_runner import asset_events, configure, load_example, run_example
 from tests.integration.dpone_airflow_fakes import FakeDeployment, NamedFaults
 
 ROWS = ((1, "a", 10), (2, "b", None), (3, "c", 30))
+ASSET = "clickhouse-cluster://analytics_cluster/analytics/target_table"
 BASELINE = ((7, "old", 1),)
 
 
@@ -65,6 +66,16 @@ def test_full_run_completes_and_every_member_holds_the_generation(
     assert outcome.xcom["publish"]["generation_id"] == receipt["generation_id"]
     record = _record(deployment, receipt["target_key"])
     assert record.operation_id == receipt["operation_id"] == outcome.xcom["fence"]["operation_id"]
+    events = asset_events(outcome.run, ASSET)
+    assert events == [
+        {
+            "task": "publish",
+            "operation_id": receipt["operation_id"],
+            "generation_id": receipt["generation_id"],
+            "row_count": len(ROWS),
+            "members": 2,
+        }
+    ]
     # the predecessor generation is gone everywhere; nothing else was touched
     assert all(len(member.tables) == 1 for member in deployment.world.members)
     assert Counter(effect.op for effect in deployment.world.effects)["drop"] == 2
@@ -287,6 +298,7 @@ def test_exhausted_deferrals_fail_retryably_and_a_clear_resumes_the_same_entry(
     assert deployment.polls == 3, "one poll per deferral, max_deferrals deferrals"
     assert deployment.content("target_table")[0] == sorted(ROWS, key=repr), "member 1 already swapped"
     assert deployment.content("target_table")[1] == list(BASELINE), "member 2 still waits for the entry"
+    assert asset_events(waited.run, ASSET) == [], "a publication that is not committed emits no Asset event"
 
     deployment.world.resume(stuck)
     configure(example, deployment.factory())
@@ -294,3 +306,4 @@ def test_exhausted_deferrals_fail_retryably_and_a_clear_resumes_the_same_entry(
     assert cleared.succeeded, cleared.states
     assert _queue_kinds(deployment) == ["exchange", "drop"], "the bound exchange was never dispatched again"
     _exact_everywhere(deployment, ROWS)
+    assert [event["task"] for event in asset_events(cleared.run, ASSET)] == ["publish"]
