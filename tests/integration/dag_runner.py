@@ -100,6 +100,8 @@ def asset_events(run: Any, uri: str) -> list[dict[str, Any]]:
         rows = session.execute(
             select(AssetEvent.extra, AssetEvent.source_task_id)
             .join(AssetModel, AssetModel.id == AssetEvent.asset_id)
-            .where(AssetModel.uri == uri, AssetEvent.source_run_id == run.run_id, AssetEvent.source_dag_id == run.dag_id)
+            .where(
+                AssetModel.uri == uri, AssetEvent.source_run_id == run.run_id, AssetEvent.source_dag_id == run.dag_id
+            )
         ).all()
     return [{"task": task_id, **(extra or {})} for extra, task_id in rows]
