@@ -8,7 +8,7 @@ UV := $(VENV)/bin/uv
 export AIRFLOW_HOME ?= $(CURDIR)/.airflow
 export AIRFLOW__CORE__LOAD_EXAMPLES ?= False
 
-.PHONY: install lint test demo clean
+.PHONY: install postgres lint test demo clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -18,13 +18,17 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed
 
+# The PostgreSQL transfer-target tests start their own throwaway server from these binaries.
+postgres:
+	bash scripts/ci/postgres.sh >/dev/null
+
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
-test: lint
+test: lint postgres
 	$(PY) -m pytest -q
 
 DEMO_DIR ?= $(CURDIR)/.demo-cluster

@@ -16,7 +16,7 @@ import datetime as dt
 import hashlib
 import uuid
 from collections.abc import Iterable, Sequence
-from decimal import Decimal
+from decimal import MAX_EMAX, MAX_PREC, MIN_EMIN, Context, Decimal
 from enum import StrEnum
 from typing import Final
 
@@ -28,6 +28,8 @@ from airflow_provider_dpone.contracts.errors import DponeError
 MODULUS: Final[int] = 2**256
 _ROW_TAG: Final[bytes] = b"dpone.typed-row.v1\x00"
 _EPOCH: Final[dt.datetime] = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+# Scaling must be exact: the default context rounds to 28 digits, which would give DECIMAL(38,s) neighbours one hash.
+_EXACT: Final[Context] = Context(prec=MAX_PREC, Emax=MAX_EMAX, Emin=MIN_EMIN)
 
 
 class LogicalType(StrEnum):
@@ -73,7 +75,7 @@ def _encode_present(column: TypedColumn, value: object) -> bytes:
             return str(value).encode("ascii")
     elif logical is LogicalType.DECIMAL:
         if isinstance(value, Decimal | int) and not isinstance(value, bool):
-            scaled = Decimal(value).scaleb(column.scale)
+            scaled = Decimal(value).scaleb(column.scale, context=_EXACT)
             if scaled == scaled.to_integral_value():
                 return str(int(scaled)).encode("ascii")
     elif logical is LogicalType.BOOLEAN:

@@ -1,0 +1,187 @@
+"""Bounded metadata reads of the snapshot source, as observation values for admission.
+
+Read failures map to stable codes: a metadata table the account may not read is
+``mssql_native.source_metadata_unavailable`` - except ``system.row_policies``, whose denial is reported as
+"not inspectable" so admission refuses with ``source_read_profile_unsupported`` (a policy is never assumed absent).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from clickhouse_connect.driver.client import Client
+from clickhouse_connect.driver.exceptions import ClickHouseError, DatabaseError
+
+from airflow_provider_dpone.adapters.clickhouse import snapshot_sql as sql
+from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.contracts.native_chunk import RelationRef
+from airflow_provider_dpone.contracts.native_source_observation import (
+    AccessObservation,
+    ColumnObservation,
+    MutationObservation,
+    PartObservation,
+    PhysicalObservation,
+    RelationObservation,
+    ReplicaObservation,
+    RowPolicyObservation,
+    ServerObservation,
+    SettingsObservation,
+)
+
+ACCESS_DENIED: Final = 497
+_SETTING_REFUSALS: Final = frozenset({115, 164, 452})  # UNKNOWN_SETTING, READONLY, SETTING_CONSTRAINT_VIOLATION
+
+
+def _rows(client: Client, query: str, parameters: dict[str, Any], what: str) -> list[Sequence[Any]]:
+    try:
+        return list(client.query(query, parameters=parameters).result_rows)
+    except ClickHouseError as exc:
+        code = getattr(exc, "code", None)
+        detail = f"{what}: server code {code}" if code else f"{what}: {type(exc).__name__}"
+        raise DponeError("mssql_native.source_metadata_unavailable", detail) from None
+
+
+def _text(value: object) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def read_server(client: Client) -> ServerObservation:
+    version, revision, timezone, session_timezone, server_uuid, host = _rows(client, sql.SERVER_SQL, {}, "server")[0]
+    return ServerObservation(
+        version=_text(version),
+        revision=int(revision),
+        timezone=_text(timezone),
+        session_timezone=_text(session_timezone),
+        server_uuid=_text(server_uuid),
+        host_identity=_text(host),
+    )
+
+
+def read_relation(client: Client, relation: RelationRef) -> RelationObservation:
+    names = {"database": relation.database, "table": relation.table}
+    databases = _rows(client, sql.DATABASE_SQL, {"database": relation.database}, "databases")
+    tables = _rows(client, sql.TABLE_SQL, names, "tables")
+    if not databases or not tables:
+        return RelationObservation(exists=False)
+    engine, engine_full, uuid, is_temporary, partition_key, sorting_key, primary_key = tables[0]
+    columns = tuple(
+        ColumnObservation(
+            name=_text(name),
+            type=_text(type_),
+            default_kind=_text(kind),
+            default_expression=_text(expression),
+            in_partition_key=bool(in_partition),
+            in_sorting_key=bool(in_sorting),
+            in_primary_key=bool(in_primary),
+        )
+        for name, type_, kind, expression, in_partition, in_sorting, in_primary in _rows(
+            client, sql.COLUMNS_SQL, names, "columns"
+        )
+    )
+    return RelationObservation(
+        exists=True,
+        database_engine=_text(databases[0][0]),
+        engine=_text(engine),
+        engine_full=_text(engine_full),
+        uuid=_text(uuid),
+        is_temporary=bool(is_temporary),
+        partition_key=_text(partition_key),
+        sorting_key=_text(sorting_key),
+        primary_key=_text(primary_key),
+        columns=columns,
+    )
+
+
+def read_access(client: Client, relation: RelationRef) -> AccessObservation:
+    user, current_roles, enabled_roles = _rows(client, sql.PRINCIPAL_SQL, {}, "principal")[0]
+    try:
+        rows = client.query(
+            sql.ROW_POLICIES_SQL, parameters={"database": relation.database, "table": relation.table}
+        ).result_rows
+    except DatabaseError as exc:
+        if getattr(exc, "code", None) != ACCESS_DENIED:
+            raise DponeError("mssql_native.source_metadata_unavailable", "row policies: server error") from None
+        return AccessObservation(
+            user=_text(user),
+            current_roles=tuple(sorted(map(_text, current_roles))),
+            enabled_roles=tuple(sorted(map(_text, enabled_roles))),
+            policies_inspectable=False,
+        )
+    policies = tuple(
+        RowPolicyObservation(
+            policy_id=_text(policy_id),
+            name=_text(name),
+            select_filter=_text(select_filter or ""),
+            is_restrictive=bool(restrictive),
+            apply_to_all=bool(to_all),
+            apply_to_list=tuple(sorted(map(_text, to_list))),
+            apply_to_except=tuple(sorted(map(_text, to_except))),
+        )
+        for policy_id, name, select_filter, restrictive, to_all, to_list, to_except in rows
+    )
+    return AccessObservation(
+        user=_text(user),
+        current_roles=tuple(sorted(map(_text, current_roles))),
+        enabled_roles=tuple(sorted(map(_text, enabled_roles))),
+        policies_inspectable=True,
+        row_policies=tuple(sorted(policies, key=lambda policy: policy.policy_id)),
+    )
+
+
+def read_settings(client: Client, overlay: Mapping[str, str], names: Sequence[str]) -> SettingsObservation:
+    """Effective values under the query-level overlay (a refused overlay is an unsupported read profile)."""
+    try:
+        rows = client.query(sql.SETTINGS_SQL, parameters={"names": list(names)}, settings=dict(overlay)).result_rows
+    except DatabaseError as exc:
+        code = getattr(exc, "code", None)
+        if code in _SETTING_REFUSALS:
+            raise DponeError(
+                "mssql_native.source_read_profile_unsupported", f"server refused the frozen settings ({code})"
+            ) from None
+        raise DponeError("mssql_native.source_metadata_unavailable", f"settings: server code {code}") from None
+    return SettingsObservation(values={_text(name): _text(value) for name, value in rows})
+
+
+def read_replica(client: Client, relation: RelationRef) -> ReplicaObservation:
+    rows = _rows(client, sql.REPLICA_SQL, {"database": relation.database, "table": relation.table}, "replicas")
+    if not rows:
+        return ReplicaObservation(present=False)
+    name, zookeeper_path, replica_path, readonly, expired = rows[0]
+    return ReplicaObservation(
+        present=True,
+        replica_name=_text(name),
+        zookeeper_path=_text(zookeeper_path),
+        replica_path=_text(replica_path),
+        is_readonly=bool(readonly),
+        is_session_expired=bool(expired),
+    )
+
+
+def read_mutations(client: Client, relation: RelationRef) -> MutationObservation:
+    rows = _rows(client, sql.MUTATIONS_SQL, {"database": relation.database, "table": relation.table}, "mutations")
+    return MutationObservation(pending_classic_mutations=int(rows[0][0]))
+
+
+def read_physical(
+    client: Client, relation: RelationRef, partition_ids: Sequence[str] | None, cap: int
+) -> PhysicalObservation:
+    parameters: dict[str, Any] = {"database": relation.database, "table": relation.table, "limit": cap + 1}
+    if partition_ids is not None:
+        parameters["partition_ids"] = list(partition_ids)
+    rows = _rows(client, sql.parts_sql(partition_ids is not None), parameters, "parts")
+    parts = tuple(
+        PartObservation(
+            name=_text(name),
+            partition_id=_text(partition_id),
+            rows=int(rows_),
+            level=int(level),
+            data_version=int(data_version),
+            min_block=int(min_block),
+            max_block=int(max_block),
+            checksum=_text(checksum),
+            has_lightweight_delete=bool(lightweight),
+        )
+        for name, partition_id, rows_, level, data_version, min_block, max_block, checksum, lightweight in rows[:cap]
+    )
+    return PhysicalObservation(parts=parts, truncated=len(rows) > cap)

@@ -1,0 +1,153 @@
+"""The snapshot source port on clickhouse-connect: one client = one pinned session, counted per ``connect``.
+
+Works unchanged over HTTP(S) and over the in-process engine interface: everything goes through the ordinary
+``Client`` API. The transport observation is derived from the client actually built (scheme, certificate
+verification, bounded timeouts, redirect policy), never from what the caller hoped for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+
+from clickhouse_connect.driver.client import Client
+
+from airflow_provider_dpone.adapters.clickhouse import snapshot_metadata as metadata
+from airflow_provider_dpone.adapters.clickhouse.snapshot_reader import stream_blocks
+from airflow_provider_dpone.contracts.connection import ClickHouseConnectionOptions
+from airflow_provider_dpone.contracts.native_chunk import RelationRef
+from airflow_provider_dpone.contracts.native_query import SnapshotQuery
+from airflow_provider_dpone.contracts.native_source_observation import (
+    AccessObservation,
+    MutationObservation,
+    PhysicalObservation,
+    RelationObservation,
+    ReplicaObservation,
+    ServerObservation,
+    SettingsObservation,
+    TransportObservation,
+)
+from airflow_provider_dpone.ports.transfer import SourceBlock
+
+
+class ClickHouseSnapshotSession:
+    def __init__(self, client: Client, transport: TransportObservation) -> None:
+        self._client = client
+        self._transport = transport
+
+    @property
+    def client(self) -> Client:
+        return self._client
+
+    def transport(self) -> TransportObservation:
+        return self._transport
+
+    def server(self) -> ServerObservation:
+        return metadata.read_server(self._client)
+
+    def relation(self, relation: RelationRef) -> RelationObservation:
+        return metadata.read_relation(self._client, relation)
+
+    def access(self, relation: RelationRef) -> AccessObservation:
+        return metadata.read_access(self._client, relation)
+
+    def settings(self, overlay: Mapping[str, str], names: Sequence[str]) -> SettingsObservation:
+        return metadata.read_settings(self._client, overlay, names)
+
+    def replica(self, relation: RelationRef) -> ReplicaObservation:
+        return metadata.read_replica(self._client, relation)
+
+    def mutations(self, relation: RelationRef) -> MutationObservation:
+        return metadata.read_mutations(self._client, relation)
+
+    def physical(self, relation: RelationRef, partition_ids: Sequence[str] | None, cap: int) -> PhysicalObservation:
+        return metadata.read_physical(self._client, relation, partition_ids, cap)
+
+    def stream(self, query: SnapshotQuery) -> AbstractContextManager[Iterator[SourceBlock]]:
+        return stream_blocks(self._client, query)
+
+    def close(self) -> None:
+        self._client.close()
+
+
+class ClickHouseSnapshotConnector:
+    """Builds one client per ``connect`` and counts the connections it opened."""
+
+    def __init__(
+        self, client_factory: Callable[[], Client], transport: Callable[[Client], TransportObservation]
+    ) -> None:
+        self._client_factory = client_factory
+        self._transport = transport
+        self.connections = 0
+
+    def connect(self) -> ClickHouseSnapshotSession:
+        client = self._client_factory()
+        self.connections += 1
+        return ClickHouseSnapshotSession(client, self._transport(client))
+
+
+def inprocess_transport(path: str) -> Callable[[Client], TransportObservation]:
+    """The embedded engine: no network, so nothing to verify, and TLS is not requested."""
+
+    def observe(client: Client) -> TransportObservation:
+        return TransportObservation(
+            scheme="inprocess",
+            tls_verified=False,
+            requires_tls=False,
+            bounded_timeouts=True,
+            endpoint_authority=f"inprocess:{path}",
+        )
+
+    return observe
+
+
+def http_transport(
+    host: str, port: int, options: ClickHouseConnectionOptions
+) -> Callable[[Client], TransportObservation]:
+    """Observe the HTTP(S) client actually built: its URL scheme and its redirect policy, not the caller's intent."""
+    from urllib3.util import Retry
+
+    def observe(client: Client) -> TransportObservation:
+        url = str(getattr(client, "url", ""))
+        retries = getattr(getattr(client, "_backend", None), "http_retries", None)
+        no_redirects = isinstance(retries, Retry) and retries.redirect == 0 and retries.total == 0
+        secure = url.startswith("https://")
+        return TransportObservation(
+            scheme="https" if secure else "http",
+            tls_verified=secure and options.verify,
+            requires_tls=options.secure,
+            bounded_timeouts=True,
+            follows_redirects=not no_redirects,
+            endpoint_authority=f"{host}:{port}",
+        )
+
+    return observe
+
+
+def http_connector(
+    host: str, port: int, username: str, password: str, options: ClickHouseConnectionOptions
+) -> ClickHouseSnapshotConnector:
+    """A direct HTTP(S) source: no client retries, no redirects, bounded timeouts, verification as configured."""
+    import clickhouse_connect
+    from urllib3.util import Retry
+
+    def build() -> Client:
+        client = clickhouse_connect.get_client(
+            host=host,
+            port=port,
+            username=username,
+            password=password,
+            secure=options.secure,
+            verify=options.verify,
+            ca_cert=options.ca_cert,
+            connect_timeout=options.connect_timeout_seconds,
+            send_receive_timeout=options.send_receive_timeout_seconds,
+            query_retries=0,
+            autogenerate_session_id=False,
+        )
+        backend = getattr(client, "_backend", None)
+        if backend is not None and hasattr(backend, "http_retries"):
+            backend.http_retries = Retry(total=0, redirect=0, raise_on_redirect=True)
+        return client
+
+    return ClickHouseSnapshotConnector(build, http_transport(host, port, options))

@@ -1,0 +1,56 @@
+"""The slice of pymssql's DB-API the SQL Server target uses, and how its failures are classified.
+
+The adapter is written against these protocols so the recording fake in the tests can stand in for pymssql exactly
+where pymssql would be (no other seam). ``DRIVER_ERRORS`` is what the driver raises for a statement that failed:
+pymssql's DB-API errors, and the ``_mssql`` exceptions its ``bulk_copy`` raises unwrapped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import pymssql
+from pymssql import _mssql
+
+
+class DbCursor(Protocol):
+    @property
+    def rowcount(self) -> int: ...
+    def execute(self, operation: str, params: tuple[Any, ...] | None = None) -> Any: ...
+    def fetchone(self) -> Any: ...
+    def fetchmany(self, size: int = ...) -> Any: ...
+    def close(self) -> Any: ...
+
+
+class DbConnection(Protocol):
+    def cursor(self) -> Any: ...
+    def commit(self) -> Any: ...
+    def rollback(self) -> Any: ...
+    def close(self) -> Any: ...
+    def bulk_copy(
+        self,
+        table_name: str,
+        elements: Any,  # any iterable of rows: pymssql iterates it once (its stub says Sequence)
+        column_ids: Any = None,
+        batch_size: int = 1000,
+        tablock: bool = False,
+        check_constraints: bool = False,
+        fire_triggers: bool = False,
+    ) -> Any: ...
+
+
+ConnectionFactory = Callable[[], DbConnection]
+
+DRIVER_ERRORS: tuple[type[BaseException], ...] = (pymssql.Error, _mssql.MSSQLException)
+
+
+def sanitized(exc: BaseException) -> str:
+    """Exception class and SQL Server error number only: server messages may quote values."""
+    number = getattr(exc, "number", None)
+    if number is None and exc.args:
+        first = exc.args[0]
+        if isinstance(first, tuple) and first:
+            first = first[0]
+        number = first if isinstance(first, int) and not isinstance(first, bool) else None
+    return type(exc).__name__ + (f" error {number}" if number is not None else "")

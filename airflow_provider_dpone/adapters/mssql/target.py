@@ -1,0 +1,324 @@
+"""The transfer-target port on SQL Server, through pymssql (BCP or parameterized batches).
+
+Same transaction shape as the PostgreSQL adapter, in T-SQL: one fresh connection per call with ``XACT_ABORT`` and a
+bounded ``LOCK_TIMEOUT``; a transaction-owned ``sp_getapplock`` on the publication (exclusive to publish, prepare and
+clean up; shared to load and reconcile) so that reconcile cannot read "absent" while a publishing transaction is
+still able to commit; the receipt row inserted in the publishing transaction (its primary key makes a second commit
+impossible); full refresh by ``sp_rename`` swap, window replace by delete-window + insert. Every statement comes from
+:mod:`tsql`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any, Final, Literal
+
+from airflow_provider_dpone.adapters.mssql import tsql
+from airflow_provider_dpone.adapters.mssql.driver import DRIVER_ERRORS, ConnectionFactory, DbConnection, sanitized
+from airflow_provider_dpone.adapters.mssql.loaders import load_bcp, load_sqlclient
+from airflow_provider_dpone.adapters.mssql.schema import check_target_columns
+from airflow_provider_dpone.adapters.mssql.values import readback
+from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.contracts.native_transfer_options import ImportBackend
+from airflow_provider_dpone.contracts.transfer_target import PublicationMode, TargetPlan
+from airflow_provider_dpone.contracts.transfer_target_receipts import (
+    ChunkExpectation,
+    ChunkLoad,
+    ChunkVerification,
+    CleanupReport,
+    PublicationObservation,
+    PublicationReceipt,
+    PublicationRequest,
+    PublicationState,
+    StagingReady,
+)
+from airflow_provider_dpone.contracts.typed_digest import LogicalType, MultisetDigest, native_multiset_digest
+from airflow_provider_dpone.ports.transfer_target import Row
+
+FETCH_ROWS: Final[int] = 10_000
+
+
+class _Session:
+    """One connection and its cursor for the duration of one port call."""
+
+    def __init__(self, conn: DbConnection, cursor: Any) -> None:
+        self.conn = conn
+        self.cursor = cursor
+
+    def run(self, statement: str, params: tuple[Any, ...] | None = None) -> Any:
+        self.cursor.execute(statement, params)
+        return self.cursor
+
+    def one(self, statement: str, params: tuple[Any, ...] | None = None) -> Any:
+        return self.run(statement, params).fetchone()
+
+
+def _short(plan: TargetPlan) -> str:
+    return f"publication {plan.publication_id[:16]}"
+
+
+class MsSqlTransferTarget:
+    """Stage, verify and atomically publish into one SQL Server database."""
+
+    def __init__(
+        self,
+        connect: ConnectionFactory,
+        *,
+        import_backend: ImportBackend = ImportBackend.BCP,
+        lock_timeout_ms: int = 30_000,
+    ) -> None:
+        self._connect = connect
+        self._backend = import_backend
+        self._lock_timeout_ms = int(lock_timeout_ms)
+
+    # -- plumbing ------------------------------------------------------------------------------------------------
+    @contextmanager
+    def _session(self) -> Iterator[_Session]:
+        try:
+            conn = self._connect()
+        except DRIVER_ERRORS as exc:
+            raise DponeError("mssql_native.target_unavailable", sanitized(exc)) from None
+        try:
+            try:
+                session = _Session(conn, conn.cursor())
+                session.run(tsql.session_settings(self._lock_timeout_ms))
+            except DRIVER_ERRORS as exc:
+                raise DponeError("mssql_native.target_unavailable", sanitized(exc)) from None
+            yield session
+        finally:
+            # Closing a broken connection may fail: the server rolls back whatever was not committed anyway.
+            with contextlib.suppress(*DRIVER_ERRORS):
+                conn.close()
+
+    def _lock(self, session: _Session, resource: str, mode: Literal["Exclusive", "Shared"], what: str) -> None:
+        row = session.one(tsql.applock(mode), (resource, self._lock_timeout_ms))
+        if row is None or int(row[0]) < 0:
+            raise DponeError("mssql_native.target_publication_in_flight", what)
+
+    def _begin(self, session: _Session, plan: TargetPlan, mode: Literal["Exclusive", "Shared"]) -> None:
+        self._lock(session, plan.lock_resource, mode, _short(plan))
+
+    @staticmethod
+    def _object_type(session: _Session, qualified_name: str) -> str | None:
+        row = session.one(tsql.OBJECT_TYPE, (qualified_name,))
+        return None if row is None else str(row[0]).strip()
+
+    def _receipt(self, session: _Session, plan: TargetPlan) -> PublicationReceipt | None:
+        if self._object_type(session, tsql.receipts(plan)) is None:
+            return None
+        row = session.one(tsql.select_receipt(plan), (plan.publication_id,))
+        if row is None:
+            return None
+        publication_id, invocation_id, schema, table, mode, rows, digest, committed_at = row
+        if isinstance(committed_at, str):  # TDS < 7.3 returns DATETIME2 as text
+            committed_at = dt.datetime.fromisoformat(committed_at[:26])
+        return PublicationReceipt(
+            publication_id=publication_id,
+            invocation_id=invocation_id,
+            target_schema=schema,
+            target_table=table,
+            mode=PublicationMode(mode),
+            rows=int(rows),
+            digest=digest,
+            committed_at=committed_at,
+        )
+
+    def _target_exists(self, session: _Session, plan: TargetPlan) -> bool:
+        kind = self._object_type(session, tsql.target(plan))
+        if kind is not None and kind != "U":
+            raise DponeError("mssql_native.target_schema_mismatch", f"target object type {kind!r} is not a table")
+        return kind is not None
+
+    def _require_staging(self, session: _Session, plan: TargetPlan) -> None:
+        if self._object_type(session, tsql.staging(plan)) is None:
+            if self._receipt(session, plan) is not None:
+                raise DponeError("mssql_native.target_publication_already_committed", _short(plan))
+            raise DponeError("mssql_native.target_staging_missing", _short(plan))
+
+    @staticmethod
+    def _commit_or_unknown(session: _Session, code: str, what: str) -> None:
+        try:
+            session.conn.commit()
+        except Exception as exc:  # noqa: BLE001 - whatever COMMIT raised, its outcome is unknown
+            raise DponeError(code, f"{what}: commit outcome unknown ({sanitized(exc)})") from None
+
+    # -- the port ------------------------------------------------------------------------------------------------
+    def prepare(self, plan: TargetPlan) -> StagingReady:
+        with self._session() as session:
+            try:
+                self._begin(session, plan, "Exclusive")
+                session.run(tsql.create_receipt_table(plan), (tsql.receipts(plan),))
+                if self._receipt(session, plan) is not None:
+                    raise DponeError("mssql_native.target_publication_already_committed", _short(plan))
+                exists = self._target_exists(session, plan)
+                if plan.mode is PublicationMode.WINDOW_REPLACE:
+                    if not exists:
+                        raise DponeError("mssql_native.target_schema_mismatch", "window_replace target does not exist")
+                    check_target_columns(plan, session.run(tsql.TABLE_COLUMNS, (tsql.target(plan),)).fetchall())
+                session.run(tsql.drop_staging(plan))
+                session.run(tsql.create_staging(plan))
+                session.run(tsql.create_staging_index(plan))
+            except DRIVER_ERRORS as exc:
+                raise DponeError("mssql_native.target_prepare_failed", sanitized(exc)) from None
+            self._commit_or_unknown(session, "mssql_native.target_prepare_failed", "prepare")
+        return StagingReady(staging_table=plan.staging_table, target_exists=exists)
+
+    def load_chunk(self, plan: TargetPlan, ordinal: int, rows: Iterable[Row]) -> ChunkLoad:
+        with self._session() as session:
+            try:
+                self._begin(session, plan, "Shared")
+                self._lock(session, f"{plan.lock_resource}.chunk.{int(ordinal)}", "Exclusive", f"chunk {ordinal}")
+                self._require_staging(session, plan)
+                if session.one(tsql.chunk_present(plan), (ordinal,)) is not None:
+                    raise DponeError("mssql_native.target_chunk_already_loaded", f"chunk {ordinal}")
+                if self._backend is ImportBackend.BCP:
+                    sent = load_bcp(session.conn, plan, ordinal, rows)
+                else:
+                    sent = load_sqlclient(session.cursor, plan, ordinal, rows)
+            except DRIVER_ERRORS as exc:
+                raise DponeError("mssql_native.target_load_failed", f"chunk {ordinal}: {sanitized(exc)}") from None
+            self._commit_or_unknown(session, "mssql_native.target_load_failed", f"chunk {ordinal}")
+        return ChunkLoad(ordinal=ordinal, rows_sent=sent)
+
+    def verify_chunk(self, plan: TargetPlan, expectation: ChunkExpectation) -> ChunkVerification:
+        observed = MultisetDigest(plan.typed_columns)
+        normalize = readback([c.column_type for c in plan.columns])
+        with self._session() as session:
+            try:
+                self._require_staging(session, plan)
+                cursor = session.run(tsql.select_chunk(plan), (expectation.ordinal,))
+                while batch := cursor.fetchmany(FETCH_ROWS):
+                    observed.add_rows(normalize(row) for row in batch)
+                session.conn.rollback()
+            except DRIVER_ERRORS as exc:
+                raise DponeError("mssql_native.target_unavailable", f"verify: {sanitized(exc)}") from None
+        return ChunkVerification(
+            ordinal=expectation.ordinal,
+            expected_rows=expectation.rows,
+            observed_rows=observed.rows,
+            expected_digest=expectation.digest,
+            observed_digest=native_multiset_digest(observed.rows, observed.total),
+            observed_typed_sum=f"{observed.total:064x}",
+        )
+
+    def discard_chunk(self, plan: TargetPlan, ordinal: int) -> int:
+        with self._session() as session:
+            try:
+                self._begin(session, plan, "Shared")
+                self._lock(session, f"{plan.lock_resource}.chunk.{int(ordinal)}", "Exclusive", f"chunk {ordinal}")
+                self._require_staging(session, plan)
+                deleted = int(session.run(tsql.delete_chunk(plan), (ordinal,)).rowcount)
+            except DRIVER_ERRORS as exc:
+                raise DponeError("mssql_native.target_load_failed", f"discard {ordinal}: {sanitized(exc)}") from None
+            self._commit_or_unknown(session, "mssql_native.target_load_failed", f"discard {ordinal}")
+        return deleted
+
+    def publish(self, plan: TargetPlan, request: PublicationRequest) -> PublicationReceipt:
+        with self._session() as session:
+            try:
+                receipt = self._publish_transaction(session, plan, request)
+            except DRIVER_ERRORS as exc:
+                raise DponeError("mssql_native.target_publication_failed", sanitized(exc)) from None
+            self._commit_or_unknown(session, "mssql_native.target_publication_outcome_unknown", _short(plan))
+        return receipt
+
+    def _publish_transaction(
+        self, session: _Session, plan: TargetPlan, request: PublicationRequest
+    ) -> PublicationReceipt:
+        self._begin(session, plan, "Exclusive")
+        if self._receipt(session, plan) is not None:
+            raise DponeError("mssql_native.target_publication_already_committed", _short(plan))
+        self._require_staging(session, plan)
+        counts = {int(o): int(n) for o, n in session.run(tsql.chunk_counts(plan)).fetchall()}
+        if counts != request.chunk_rows:
+            raise DponeError(
+                "mssql_native.target_staging_incomplete",
+                f"{len(counts)} staged chunks, {len(request.chunks)} requested",
+            )
+        exists = self._target_exists(session, plan)
+        if plan.mode is PublicationMode.FULL_REFRESH:
+            for statement, params in tsql.full_refresh_swap(plan, target_exists=exists):
+                session.run(statement, params or None)
+        else:
+            if not exists:
+                raise DponeError("mssql_native.target_schema_mismatch", "window_replace target does not exist")
+            bounds = self._window_bounds(plan)
+            outside = session.one(tsql.rows_outside_window(plan), bounds)
+            if outside is None or int(outside[0]):
+                raise DponeError("mssql_native.target_rows_outside_window", f"{outside and outside[0]} staged rows")
+            session.run(tsql.delete_window(plan), bounds)
+            inserted = int(session.run(tsql.insert_from_staging(plan)).rowcount)
+            if inserted != request.rows:
+                raise DponeError("mssql_native.target_staging_incomplete", f"inserted {inserted} of {request.rows}")
+            session.run(tsql.drop_staging(plan))
+        values = (
+            plan.publication_id,
+            plan.invocation_id,
+            plan.target_schema,
+            plan.target_table,
+            plan.mode.value,
+            request.rows,
+            request.digest,
+        )
+        row = session.one(tsql.insert_receipt(plan), values)
+        committed_at = row[0] if row is not None else None
+        if isinstance(committed_at, str):
+            committed_at = dt.datetime.fromisoformat(committed_at[:26])
+        if not isinstance(committed_at, dt.datetime):
+            raise DponeError("mssql_native.target_publication_failed", "receipt insert returned no commit time")
+        return PublicationReceipt(
+            publication_id=plan.publication_id,
+            invocation_id=plan.invocation_id,
+            target_schema=plan.target_schema,
+            target_table=plan.target_table,
+            mode=plan.mode,
+            rows=request.rows,
+            digest=request.digest,
+            committed_at=committed_at,
+        )
+
+    @staticmethod
+    def _window_bounds(plan: TargetPlan) -> tuple[str, str]:
+        window = plan.window
+        assert window is not None
+        column = next(c for c in plan.columns if c.name == window.column)
+        if column.column_type.logical is LogicalType.DATE:
+            return window.start.date().isoformat(), window.end.date().isoformat()
+        return tuple(  # type: ignore[return-value]
+            bound.replace(tzinfo=None).isoformat(sep="T", timespec="microseconds")
+            for bound in (window.start, window.end)
+        )
+
+    def reconcile(self, plan: TargetPlan) -> PublicationObservation:
+        with self._session() as session:
+            try:
+                self._begin(session, plan, "Shared")
+                receipt = self._receipt(session, plan)
+                session.conn.rollback()
+            except DRIVER_ERRORS as exc:
+                raise DponeError("mssql_native.target_unavailable", f"reconcile: {sanitized(exc)}") from None
+        if receipt is None:
+            return PublicationObservation(publication_id=plan.publication_id, state=PublicationState.ABSENT)
+        return PublicationObservation(
+            publication_id=plan.publication_id, state=PublicationState.COMMITTED, receipt=receipt
+        )
+
+    def cleanup(self, plan: TargetPlan) -> CleanupReport:
+        dropped: list[str] = []
+        with self._session() as session:
+            try:
+                self._begin(session, plan, "Exclusive")
+                for name, statement in (
+                    (plan.staging_table, tsql.drop_staging(plan)),
+                    (plan.retired_table, tsql.drop_retired(plan)),
+                ):
+                    if self._object_type(session, tsql.qualified(plan.target_schema, name)) is not None:
+                        session.run(statement)
+                        dropped.append(name)
+            except DRIVER_ERRORS as exc:
+                raise DponeError("mssql_native.target_unavailable", f"cleanup: {sanitized(exc)}") from None
+            self._commit_or_unknown(session, "mssql_native.target_unavailable", "cleanup")
+        return CleanupReport(dropped=tuple(dropped))

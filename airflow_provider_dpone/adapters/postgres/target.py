@@ -1,0 +1,358 @@
+"""The transfer-target port on PostgreSQL (psycopg 3, binary COPY).
+
+One connection per port call, opened from the injected factory and closed at the end: no session state survives a
+call, and nothing is ever replayed on a new connection. Each mutating call is one transaction:
+
+* ``load_chunk``: shared publication lock + exclusive chunk lock, refuse an already staged ordinal, binary COPY, commit.
+* ``publish``: exclusive publication lock, receipt absent, staging exactly the requested chunks, swap or window
+  replace, receipt row, commit. A failure before COMMIT is rolled back by the server (``target_publication_failed``);
+  any failure of the COMMIT itself is reported as unknown (``target_publication_outcome_unknown``).
+* ``reconcile``: takes the same publication lock (bounded wait) before reading the receipt, so it cannot read
+  "absent" while the publishing transaction is still able to commit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any, Final, Literal
+
+import psycopg
+import psycopg.errors
+
+from airflow_provider_dpone.adapters.postgres import statements as sql
+from airflow_provider_dpone.adapters.postgres.digest import chunk_digest, fold_limbs
+from airflow_provider_dpone.contracts.canonical import tagged_digest
+from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.contracts.transfer_target import RECEIPT_TABLE, PublicationMode, TargetPlan
+from airflow_provider_dpone.contracts.transfer_target_receipts import (
+    ChunkExpectation,
+    ChunkLoad,
+    ChunkVerification,
+    CleanupReport,
+    PublicationObservation,
+    PublicationReceipt,
+    PublicationRequest,
+    PublicationState,
+    StagingReady,
+)
+from airflow_provider_dpone.contracts.transfer_target_values import RowConverter, readback_normalizer
+from airflow_provider_dpone.contracts.typed_digest import LogicalType, MultisetDigest, native_multiset_digest
+from airflow_provider_dpone.ports.transfer_target import Row
+
+SERVER_DIGEST_MIN_VERSION: Final[int] = 140000  # extract(epoch ...) returns exact numeric from PostgreSQL 14
+Connection = psycopg.Connection[Any]
+ConnectionFactory = Callable[[], Connection]
+
+
+def postgres_connection_factory(dsn: str, *, connect_timeout: int = 10) -> ConnectionFactory:
+    """Connections for the adapter: explicit transactions, bounded connect time, an identifying application name."""
+
+    def connect() -> Connection:
+        return psycopg.connect(dsn, autocommit=False, connect_timeout=connect_timeout, application_name="dpone-target")
+
+    return connect
+
+
+def _sanitized(exc: BaseException) -> str:
+    """Exception class and SQLSTATE only: server messages may quote values."""
+    state = getattr(exc, "sqlstate", None)
+    return f"{type(exc).__name__}" + (f" sqlstate {state}" if state else "")
+
+
+def _short(plan: TargetPlan) -> str:
+    return f"publication {plan.publication_id[:16]}"
+
+
+class PostgresTransferTarget:
+    """Stage, verify and atomically publish into one PostgreSQL database."""
+
+    def __init__(
+        self,
+        connect: ConnectionFactory,
+        *,
+        lock_timeout_ms: int = 30_000,
+        verification: Literal["server", "readback"] = "server",
+    ) -> None:
+        """``verification``: ``server`` hashes the staged chunk inside PostgreSQL (14+; older servers read back),
+        ``readback`` streams the chunk to the worker and hashes it there. Both recompute the same typed digest.
+        """
+        self._connect = connect
+        self._lock_timeout = f"{int(lock_timeout_ms)}ms"
+        self._verification = verification
+
+    # -- plumbing ------------------------------------------------------------------------------------------------
+    @contextmanager
+    def _session(self) -> Iterator[Connection]:
+        try:
+            conn = self._connect()
+        except psycopg.Error as exc:
+            raise DponeError("mssql_native.target_unavailable", _sanitized(exc)) from None
+        try:
+            yield conn
+        finally:
+            conn.close()
+
+    def _begin(self, conn: Connection, plan: TargetPlan, *, exclusive: bool) -> None:
+        """Bound lock waits and take the publication lock for this transaction."""
+        conn.execute(sql.SET_LOCK_TIMEOUT, (self._lock_timeout,))
+        try:
+            conn.execute(sql.LOCK_EXCLUSIVE if exclusive else sql.LOCK_SHARED, (plan.lock_key,))
+        except psycopg.errors.LockNotAvailable:
+            raise DponeError("mssql_native.target_publication_in_flight", _short(plan)) from None
+
+    @staticmethod
+    def _relation_kind(conn: Connection, schema: str, table: str) -> str | None:
+        row = conn.execute(sql.RELATION_KIND, (schema, table)).fetchone()
+        return None if row is None else str(row[0])
+
+    def _receipt(self, conn: Connection, plan: TargetPlan) -> PublicationReceipt | None:
+        if self._relation_kind(conn, plan.target_schema, RECEIPT_TABLE) is None:
+            return None
+        row = conn.execute(sql.select_receipt(plan), (plan.publication_id,)).fetchone()
+        if row is None:
+            return None
+        publication_id, invocation_id, schema, table, mode, rows, digest, committed_at = row
+        return PublicationReceipt(
+            publication_id=publication_id,
+            invocation_id=invocation_id,
+            target_schema=schema,
+            target_table=table,
+            mode=PublicationMode(mode),
+            rows=rows,
+            digest=digest,
+            committed_at=committed_at,
+        )
+
+    def _target_exists(self, conn: Connection, plan: TargetPlan) -> bool:
+        kind = self._relation_kind(conn, plan.target_schema, plan.target_table)
+        if kind is not None and kind not in {"r", "p"}:
+            raise DponeError("mssql_native.target_schema_mismatch", f"target relation kind {kind!r} is not a table")
+        return kind is not None
+
+    def _check_target_columns(self, conn: Connection, plan: TargetPlan) -> None:
+        found = {
+            name: (type_name, not_null)
+            for name, type_name, not_null in conn.execute(sql.TABLE_COLUMNS, (plan.target_schema, plan.target_table))
+        }
+        if set(found) != set(plan.column_names):
+            raise DponeError("mssql_native.target_schema_mismatch", f"{len(found)} target columns, column set differs")
+        for column in plan.columns:
+            type_name, not_null = found[column.name]
+            if type_name != column.column_type.postgres or (not_null and column.column_type.nullable):
+                raise DponeError("mssql_native.target_schema_mismatch", f"column {column.name}")
+
+    def _window_bounds(self, plan: TargetPlan) -> tuple[object, object]:
+        window = plan.window
+        assert window is not None
+        column = next(c for c in plan.columns if c.name == window.column)
+        if column.column_type.logical is LogicalType.DATE:
+            return window.start.date(), window.end.date()
+        return window.start, window.end
+
+    # -- the port ------------------------------------------------------------------------------------------------
+    def prepare(self, plan: TargetPlan) -> StagingReady:
+        with self._session() as conn:
+            try:
+                self._begin(conn, plan, exclusive=True)
+                conn.execute(sql.create_receipt_table(plan))
+                if self._receipt(conn, plan) is not None:
+                    raise DponeError("mssql_native.target_publication_already_committed", _short(plan))
+                exists = self._target_exists(conn, plan)
+                if plan.mode is PublicationMode.WINDOW_REPLACE:
+                    if not exists:
+                        raise DponeError("mssql_native.target_schema_mismatch", "window_replace target does not exist")
+                    self._check_target_columns(conn, plan)
+                conn.execute(sql.drop_staging(plan))
+                conn.execute(sql.create_staging(plan))
+                conn.execute(sql.create_staging_index(plan))
+                conn.commit()
+            except psycopg.Error as exc:
+                raise DponeError("mssql_native.target_prepare_failed", _sanitized(exc)) from None
+        return StagingReady(staging_table=plan.staging_table, target_exists=exists)
+
+    def _require_staging(self, conn: Connection, plan: TargetPlan) -> None:
+        if self._relation_kind(conn, plan.target_schema, plan.staging_table) is None:
+            if self._receipt(conn, plan) is not None:
+                raise DponeError("mssql_native.target_publication_already_committed", _short(plan))
+            raise DponeError("mssql_native.target_staging_missing", _short(plan))
+
+    def load_chunk(self, plan: TargetPlan, ordinal: int, rows: Iterable[Row]) -> ChunkLoad:
+        convert = RowConverter(plan.column_names, [c.column_type for c in plan.columns], text_allows_nul=False)
+        types = ["int4", *(sql.copy_type(c.column_type) for c in plan.columns)]
+        sent = 0
+        with self._session() as conn:
+            try:
+                self._begin(conn, plan, exclusive=False)
+                conn.execute(sql.LOCK_EXCLUSIVE, (_chunk_lock_key(plan, ordinal),))
+                self._require_staging(conn, plan)
+                present = conn.execute(sql.chunk_present(plan), (ordinal,)).fetchone()
+                if present is not None and present[0]:
+                    raise DponeError("mssql_native.target_chunk_already_loaded", f"chunk {ordinal}")
+                with conn.cursor() as cursor, cursor.copy(sql.copy_in(plan)) as copy:
+                    copy.set_types(types)
+                    for index, row in enumerate(rows):
+                        copy.write_row((ordinal, *convert(row, index)))
+                        sent += 1
+            except psycopg.errors.LockNotAvailable:
+                raise DponeError("mssql_native.target_publication_in_flight", f"chunk {ordinal}") from None
+            except psycopg.Error as exc:
+                raise DponeError("mssql_native.target_load_failed", f"chunk {ordinal}: {_sanitized(exc)}") from None
+            try:
+                conn.commit()
+            except psycopg.Error as exc:
+                detail = f"chunk {ordinal}: commit outcome unknown ({_sanitized(exc)})"
+                raise DponeError("mssql_native.target_load_failed", detail) from None
+        return ChunkLoad(ordinal=ordinal, rows_sent=sent)
+
+    def verify_chunk(self, plan: TargetPlan, expectation: ChunkExpectation) -> ChunkVerification:
+        with self._session() as conn:
+            try:
+                self._require_staging(conn, plan)
+                if self._verification == "server" and conn.info.server_version >= SERVER_DIGEST_MIN_VERSION:
+                    rows, total = self._server_digest(conn, plan, expectation.ordinal)
+                else:
+                    rows, total = self._readback_digest(conn, plan, expectation.ordinal)
+                conn.rollback()
+            except psycopg.Error as exc:
+                raise DponeError("mssql_native.target_unavailable", f"verify: {_sanitized(exc)}") from None
+        return ChunkVerification(
+            ordinal=expectation.ordinal,
+            expected_rows=expectation.rows,
+            observed_rows=rows,
+            expected_digest=expectation.digest,
+            observed_digest=native_multiset_digest(rows, total),
+            observed_typed_sum=f"{total:064x}",
+        )
+
+    @staticmethod
+    def _server_digest(conn: Connection, plan: TargetPlan, ordinal: int) -> tuple[int, int]:
+        row = conn.execute(chunk_digest(plan, ordinal)).fetchone()
+        assert row is not None
+        return int(row[0]), fold_limbs([int(value) for value in row[1:]])
+
+    @staticmethod
+    def _readback_digest(conn: Connection, plan: TargetPlan, ordinal: int) -> tuple[int, int]:
+        observed = MultisetDigest(plan.typed_columns)
+        normalize = readback_normalizer([c.column_type for c in plan.columns])
+        with conn.cursor() as cursor, cursor.copy(sql.copy_out_chunk(plan, ordinal)) as copy:
+            copy.set_types([sql.copy_type(c.column_type) for c in plan.columns])
+            observed.add_rows(normalize(row) for row in copy.rows())
+        return observed.rows, observed.total
+
+    def discard_chunk(self, plan: TargetPlan, ordinal: int) -> int:
+        with self._session() as conn:
+            try:
+                self._begin(conn, plan, exclusive=False)
+                conn.execute(sql.LOCK_EXCLUSIVE, (_chunk_lock_key(plan, ordinal),))
+                self._require_staging(conn, plan)
+                deleted = conn.execute(sql.delete_chunk(plan), (ordinal,)).rowcount
+            except psycopg.Error as exc:
+                raise DponeError("mssql_native.target_load_failed", f"discard {ordinal}: {_sanitized(exc)}") from None
+            try:
+                conn.commit()
+            except psycopg.Error as exc:
+                detail = f"discard {ordinal}: commit outcome unknown ({_sanitized(exc)})"
+                raise DponeError("mssql_native.target_load_failed", detail) from None
+        return deleted
+
+    def publish(self, plan: TargetPlan, request: PublicationRequest) -> PublicationReceipt:
+        with self._session() as conn:
+            try:
+                receipt = self._publish_transaction(conn, plan, request)
+            except psycopg.Error as exc:
+                raise DponeError("mssql_native.target_publication_failed", _sanitized(exc)) from None
+            try:
+                conn.commit()
+            except Exception as exc:  # noqa: BLE001 - whatever COMMIT raised, its outcome is unknown
+                raise DponeError(
+                    "mssql_native.target_publication_outcome_unknown", f"{_short(plan)}: {_sanitized(exc)}"
+                ) from None
+        return receipt
+
+    def _publish_transaction(
+        self, conn: Connection, plan: TargetPlan, request: PublicationRequest
+    ) -> PublicationReceipt:
+        self._begin(conn, plan, exclusive=True)
+        if self._receipt(conn, plan) is not None:
+            raise DponeError("mssql_native.target_publication_already_committed", _short(plan))
+        self._require_staging(conn, plan)
+        counts = {int(ordinal): int(rows) for ordinal, rows in conn.execute(sql.chunk_counts(plan))}
+        if counts != request.chunk_rows:
+            raise DponeError(
+                "mssql_native.target_staging_incomplete",
+                f"{len(counts)} staged chunks, {len(request.chunks)} requested",
+            )
+        exists = self._target_exists(conn, plan)
+        if plan.mode is PublicationMode.FULL_REFRESH:
+            for statement in sql.full_refresh_swap(plan, target_exists=exists):
+                conn.execute(statement)
+        else:
+            if not exists:
+                raise DponeError("mssql_native.target_schema_mismatch", "window_replace target does not exist")
+            bounds = self._window_bounds(plan)
+            outside = conn.execute(sql.rows_outside_window(plan), bounds).fetchone()
+            if outside is None or outside[0]:
+                raise DponeError("mssql_native.target_rows_outside_window", f"{outside and outside[0]} staged rows")
+            conn.execute(sql.delete_window(plan), bounds)
+            inserted = conn.execute(sql.insert_from_staging(plan)).rowcount
+            if inserted != request.rows:
+                raise DponeError("mssql_native.target_staging_incomplete", f"inserted {inserted} of {request.rows}")
+            conn.execute(sql.drop_staging(plan))
+        values = (
+            plan.publication_id,
+            plan.invocation_id,
+            plan.target_schema,
+            plan.target_table,
+            plan.mode.value,
+            request.rows,
+            request.digest,
+        )
+        row = conn.execute(sql.insert_receipt(plan), values).fetchone()
+        assert row is not None
+        return PublicationReceipt(
+            publication_id=plan.publication_id,
+            invocation_id=plan.invocation_id,
+            target_schema=plan.target_schema,
+            target_table=plan.target_table,
+            mode=plan.mode,
+            rows=request.rows,
+            digest=request.digest,
+            committed_at=row[0],
+        )
+
+    def reconcile(self, plan: TargetPlan) -> PublicationObservation:
+        with self._session() as conn:
+            try:
+                self._begin(conn, plan, exclusive=False)
+                receipt = self._receipt(conn, plan)
+                conn.rollback()
+            except psycopg.Error as exc:
+                raise DponeError("mssql_native.target_unavailable", f"reconcile: {_sanitized(exc)}") from None
+        if receipt is None:
+            return PublicationObservation(publication_id=plan.publication_id, state=PublicationState.ABSENT)
+        return PublicationObservation(
+            publication_id=plan.publication_id, state=PublicationState.COMMITTED, receipt=receipt
+        )
+
+    def cleanup(self, plan: TargetPlan) -> CleanupReport:
+        dropped: list[str] = []
+        with self._session() as conn:
+            try:
+                self._begin(conn, plan, exclusive=True)
+                for name, statement in (
+                    (plan.staging_table, sql.drop_staging(plan)),
+                    (plan.retired_table, sql.drop_retired(plan)),
+                ):
+                    if self._relation_kind(conn, plan.target_schema, name) is not None:
+                        conn.execute(statement)
+                        dropped.append(name)
+                conn.commit()
+            except psycopg.Error as exc:
+                raise DponeError("mssql_native.target_unavailable", f"cleanup: {_sanitized(exc)}") from None
+        return CleanupReport(dropped=tuple(dropped))
+
+
+def _chunk_lock_key(plan: TargetPlan, ordinal: int) -> int:
+    digest = tagged_digest("dpone.target-chunk-lock.v1", plan.publication_id, ordinal)
+    return int.from_bytes(bytes.fromhex(digest[:16]), "big", signed=True)

@@ -1,0 +1,172 @@
+"""The single producer: one SELECT, bounded typed chunks sealed into the durable stage, EOF sealed atomically.
+
+Bounded memory: at most one source block plus one chunk buffer (``chunk_rows`` rows or ``max_chunk_bytes`` bytes,
+checked every slice) is held. Each chunk is written as one create-once stage object before its receipt is
+journaled, so a receipt always names durable bytes. Duplicates and multiplicity are preserved: rows are never keyed,
+sorted or merged. At EOF the raw route re-observes the authority (drift fails the invocation), captures the
+post-query physical profile, seals the EOF descriptor and writes stage-complete with the extension in one record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Final
+
+from airflow_provider_dpone.contracts.canonical import canonical_json_bytes
+from airflow_provider_dpone.contracts.canonical import sha256_hex as _sha
+from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.contracts.native_chunk import (
+    ChunkReceipt,
+    CompletionMetadata,
+    NativeStageComplete,
+    typed_sum_hex,
+)
+from airflow_provider_dpone.contracts.native_stage_codec import ChunkEncoder
+from airflow_provider_dpone.contracts.raw_snapshot_eof import SourceEof, SourceSnapshotExtension, vendor_query_id_sha256
+from airflow_provider_dpone.contracts.raw_snapshot_physical import PhysicalProfile, coverage_sha256
+from airflow_provider_dpone.ports.transfer import SnapshotSourceSession, SourceBlock, StageStore
+from airflow_provider_dpone.protocol.native_transfer.admission import (
+    AdmittedSnapshot,
+    capture_physical,
+    observe_authority,
+)
+from airflow_provider_dpone.protocol.native_transfer.custody import LeaseKeeper
+from airflow_provider_dpone.protocol.native_transfer.journal import RouteJournal
+from airflow_provider_dpone.protocol.native_transfer.physical import CoverageTracker
+
+SLICE_ROWS: Final = 1024
+Checkpoint = Callable[[str], None]
+
+
+def stage_key(invocation_id: str, ordinal: int) -> str:
+    return f"stage/{invocation_id}/{ordinal:08d}.chunk"
+
+
+def stage_prefix(invocation_id: str) -> str:
+    return f"stage/{invocation_id}/"
+
+
+def evidence_key(invocation_id: str, name: str) -> str:
+    return f"evidence/{invocation_id}/{name}.json"
+
+
+class Producer:
+    """Runs one invocation's extraction on an admitted snapshot."""
+
+    def __init__(self, journal: RouteJournal, stage: StageStore, lease: LeaseKeeper, checkpoint: Checkpoint) -> None:
+        self._journal = journal
+        self._stage = stage
+        self._lease = lease
+        self._checkpoint = checkpoint
+        self.endpoint_authority_agreement: bool | None = None
+
+    def extract(self, session: SnapshotSourceSession, admitted: AdmittedSnapshot) -> NativeStageComplete:
+        plan = admitted.plan
+        self._lease.ensure()
+        self._journal.append("plan", plan)
+        before = capture_physical(session, admitted) if admitted.requirement.raw else None
+        tracker = CoverageTracker(before) if before is not None else None
+        self._checkpoint("admitted")
+        encoder = ChunkEncoder(plan.columns)
+        receipts: list[ChunkReceipt] = []
+        streamed = 0
+        with session.stream(admitted.query) as blocks:
+            for block in blocks:
+                if tracker is not None:
+                    tracker.observe(block.parts, block.offsets, block.rows)
+                streamed += block.rows
+                encoder = self._add(block, encoder, receipts, admitted)
+                self._checkpoint("block")
+        if encoder.rows:
+            self._seal(encoder, receipts, admitted)
+        self._checkpoint("eof")
+        if sum(receipt.rows for receipt in receipts) != streamed:
+            raise DponeError("mssql_native.source_eof_mismatch", "sealed rows differ from streamed rows")
+        extension = None
+        if tracker is not None and before is not None:
+            extension = self._seal_snapshot(session, admitted, before, tracker, streamed)
+        metadata = CompletionMetadata(columns_sha256=plan.columns_sha256, source_snapshot_v1=extension)
+        complete = NativeStageComplete.seal(plan.invocation_id, receipts, metadata)
+        self._lease.ensure()
+        self._journal.append("stage_complete", complete)
+        if extension is not None and extension.source_eof.rows != complete.rows:
+            raise DponeError("mssql_native.source_eof_mismatch", "source EOF rows differ from stage-complete rows")
+        self._checkpoint("stage_complete")
+        return complete
+
+    def _add(
+        self, block: SourceBlock, encoder: ChunkEncoder, receipts: list[ChunkReceipt], admitted: AdmittedSnapshot
+    ) -> ChunkEncoder:
+        plan = admitted.plan
+        if len(block.columns) != len(plan.columns):
+            raise DponeError("mssql_native.source_snapshot_drift", "block width differs from the projection")
+        start = 0
+        while start < block.rows:
+            room = plan.chunk_rows - encoder.rows
+            stop = min(block.rows, start + min(room, SLICE_ROWS))
+            encoder.add_columns(block.columns, start, stop)
+            start = stop
+            if encoder.rows >= plan.chunk_rows or encoder.body_bytes >= plan.max_chunk_bytes:
+                self._seal(encoder, receipts, admitted)
+                encoder = ChunkEncoder(plan.columns)
+        return encoder
+
+    def _seal(self, encoder: ChunkEncoder, receipts: list[ChunkReceipt], admitted: AdmittedSnapshot) -> None:
+        invocation_id = admitted.plan.invocation_id
+        ordinal = len(receipts)
+        data = encoder.seal(invocation_id, ordinal)
+        key = stage_key(invocation_id, ordinal)
+        self._lease.ensure()
+        self._stage.put(key, data)
+        receipt = ChunkReceipt(
+            invocation_id=invocation_id,
+            ordinal=ordinal,
+            rows=encoder.rows,
+            typed_sum=typed_sum_hex(encoder.total),
+            object_key=key,
+            object_sha256=_sha(data),
+            object_bytes=len(data),
+        )
+        self._journal.append("chunk", receipt)
+        receipts.append(receipt)
+        self._checkpoint("chunk_sealed")
+
+    def _seal_snapshot(
+        self,
+        session: SnapshotSourceSession,
+        admitted: AdmittedSnapshot,
+        before: PhysicalProfile,
+        tracker: CoverageTracker,
+        streamed: int,
+    ) -> SourceSnapshotExtension:
+        if admitted.profile is None or admitted.authority is None:
+            raise DponeError("mssql_native.source_eof_mismatch", "raw invocation without a frozen profile")
+        after_authority = observe_authority(session, admitted.plan.relation, admitted.frozen)
+        drifted = admitted.authority.drifted(after_authority)
+        if drifted:
+            raise DponeError("mssql_native.source_snapshot_drift", "changed before EOF: " + ", ".join(drifted))
+        after = capture_physical(session, admitted)
+        if tracker.rows != streamed:
+            raise DponeError("mssql_native.source_provenance_incomplete", "provenance rows differ from streamed rows")
+        coverage = tracker.entries()
+        self.endpoint_authority_agreement = after.sha256() == before.sha256()
+        eof = SourceEof(
+            vendor_query_id_sha256=vendor_query_id_sha256(admitted.query.vendor_query_id),
+            rows=streamed,
+            touched_part_coverage_sha256=coverage_sha256(coverage),
+            before_physical_profile_sha256=before.sha256(),
+            after_physical_profile_sha256=after.sha256(),
+            endpoint_authority_agreement=self.endpoint_authority_agreement,
+        )
+        evidence = {
+            "kind": "dpone.clickhouse-raw-snapshot-evidence.v1",
+            "before": before.model_dump(mode="json"),
+            "after": after.model_dump(mode="json"),
+            "coverage": [entry.model_dump(mode="json") for entry in coverage],
+        }
+        self._lease.ensure()
+        self._stage.put(
+            evidence_key(admitted.plan.invocation_id, "source_physical"),
+            canonical_json_bytes(evidence, max_bytes=64 * 1024 * 1024),
+        )
+        return SourceSnapshotExtension.seal(admitted.profile, admitted.plan.legacy_source_binding_sha256, eof)

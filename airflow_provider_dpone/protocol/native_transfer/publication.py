@@ -1,0 +1,190 @@
+"""Drive the target from a sealed stage: reconcile, prepare, load, verify, publish, evidence.
+
+Runs only after the sealed bindings and the stage were validated, and never opens the source. Every target mutation
+is preceded by its journaled intent and is one-shot. An interrupted attempt is not repaired in place: ``prepare``
+recreates the invocation's staging empty and the sealed chunks are loaded again from the durable stage. A publish
+whose acknowledgement is lost is resolved by the target's receipt (``reconcile``), never by publishing again blindly;
+proven absence ends the attempt (``mssql_native.publication_absent``) and the next run republishes source-free.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Final
+
+from pydantic import BaseModel
+
+from airflow_provider_dpone.contracts.canonical import canonical_json_bytes, sha256_hex
+from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.contracts.native_chunk import NativeStageComplete, typed_sum_hex
+from airflow_provider_dpone.contracts.native_journal import (
+    PublishAbsent,
+    Published,
+    PublishIntent,
+    Succeeded,
+    TargetCleaned,
+    TargetPrepareIntent,
+    TargetVerified,
+)
+from airflow_provider_dpone.contracts.typed_digest import MODULUS
+from airflow_provider_dpone.ports.transfer import (
+    ChunkEvidence,
+    StageStore,
+    TargetInvocation,
+    TargetPublicationReceipt,
+    TransferTargetExpectation,
+)
+from airflow_provider_dpone.protocol.native_transfer.custody import LeaseKeeper
+from airflow_provider_dpone.protocol.native_transfer.extraction import Checkpoint, evidence_key, stage_prefix
+from airflow_provider_dpone.protocol.native_transfer.journal import RouteJournal
+from airflow_provider_dpone.protocol.native_transfer.recovery import load_verified_chunk
+from airflow_provider_dpone.protocol.native_transfer.states import InvocationView, apply_record
+
+EVIDENCE_KIND: Final = "dpone.native-transfer-evidence.v1"
+TargetFactory = Callable[[], TransferTargetExpectation]
+
+
+def target_invocation(view: InvocationView) -> TargetInvocation:
+    plan = view.plan
+    return TargetInvocation(
+        operation_id=plan.operation_id, invocation_id=plan.invocation_id, columns=plan.columns, window=plan.window
+    )
+
+
+def chunk_evidence(view: InvocationView) -> list[ChunkEvidence]:
+    return [ChunkEvidence(ordinal=r.ordinal, rows=r.rows, typed_sum=r.typed_sum) for r in view.receipts]
+
+
+class Publisher:
+    def __init__(
+        self,
+        journal: RouteJournal,
+        stage: StageStore,
+        target: TransferTargetExpectation,
+        lease: LeaseKeeper,
+        checkpoint: Checkpoint,
+    ) -> None:
+        self._journal = journal
+        self._stage = stage
+        self._target = target
+        self._lease = lease
+        self._checkpoint = checkpoint
+
+    def complete(self, view: InvocationView, complete: NativeStageComplete) -> Succeeded:
+        invocation = target_invocation(view)
+        pending = view.pending_publication
+        if pending is not None:
+            self._record_outcome(view, complete, pending.attempt, self._target.reconcile(invocation))
+        if view.published is None:
+            self._publish_fresh(view, complete, invocation)
+        return self._finish(view, complete, invocation)
+
+    def _append(self, view: InvocationView, kind: str, body: BaseModel) -> None:
+        self._lease.ensure()
+        record = self._journal.append(kind, body)
+        apply_record(view, record.body, kind)
+
+    def _record_outcome(
+        self,
+        view: InvocationView,
+        complete: NativeStageComplete,
+        attempt: int,
+        receipt: TargetPublicationReceipt | None,
+    ) -> None:
+        if receipt is None:
+            self._append(view, "publish_absent", PublishAbsent(invocation_id=view.invocation_id, attempt=attempt))
+            raise DponeError("mssql_native.publication_absent", "interrupted publication proven absent")
+        if receipt.rows != complete.rows or receipt.workload_digest != complete.workload_digest:
+            raise DponeError("mssql_native.publication_outcome_unknown", "target receipt does not match the stage")
+        published = Published(
+            publication_id=receipt.publication_id,
+            rows=receipt.rows,
+            workload_digest=receipt.workload_digest,
+            receipt_sha256=receipt.receipt_sha256,
+        )
+        self._append(view, "published", published)
+
+    def _publish_fresh(self, view: InvocationView, complete: NativeStageComplete, invocation: TargetInvocation) -> None:
+        attempt = view.attempt + 1
+        self._append(
+            view, "target_prepare_intent", TargetPrepareIntent(invocation_id=view.invocation_id, attempt=attempt)
+        )
+        self._target.prepare(invocation)
+        self._checkpoint("prepared")
+        rows, total = 0, 0
+        for evidence in chunk_evidence(view):
+            self._lease.ensure()
+            chunk = load_verified_chunk(view, evidence.ordinal, self._stage, decode_rows=True)
+            self._target.load_chunk(invocation, evidence.ordinal, chunk.rows)
+            observed = self._target.verify_chunk(invocation, evidence)
+            if observed != evidence:
+                self._target.cleanup(invocation)
+                self._append(view, "target_cleaned", TargetCleaned(invocation_id=view.invocation_id, attempt=attempt))
+                raise DponeError(
+                    "mssql_native.target_verification_failed", f"chunk {evidence.ordinal}: target-local digest differs"
+                )
+            rows += observed.rows
+            total = (total + int(observed.typed_sum, 16)) % MODULUS
+        self._checkpoint("loaded")
+        if rows != complete.rows or typed_sum_hex(total) != complete.typed_sum:
+            raise DponeError("mssql_native.target_verification_failed", "target totals differ from stage-complete")
+        verified = TargetVerified(
+            invocation_id=view.invocation_id, attempt=attempt, rows=rows, typed_sum=typed_sum_hex(total)
+        )
+        self._append(view, "target_verified", verified)
+        self._append(view, "publish_intent", PublishIntent(invocation_id=view.invocation_id, attempt=attempt))
+        self._checkpoint("publish_intent")
+        receipt: TargetPublicationReceipt | None
+        try:
+            receipt = self._target.publish(invocation, chunk_evidence(view))
+        except Exception:  # noqa: BLE001 - a failed one-shot publish is an ambiguous outcome: observe, never repeat
+            receipt = self._target.reconcile(invocation)
+        self._checkpoint("publish_acknowledged")
+        self._record_outcome(view, complete, attempt, receipt)
+
+    def _finish(self, view: InvocationView, complete: NativeStageComplete, invocation: TargetInvocation) -> Succeeded:
+        published = view.published
+        if published is None:
+            raise DponeError("mssql_native.publication_outcome_unknown", "no recorded publication")
+        extension = complete.completion_metadata.source_snapshot_v1
+        evidence = canonical_json_bytes(
+            {
+                "kind": EVIDENCE_KIND,
+                "operation_id": view.plan.operation_id,
+                "invocation_id": view.invocation_id,
+                "source_query_id": view.plan.source_query_id,
+                "rows": complete.rows,
+                "chunks": complete.chunks,
+                "workload_digest": complete.workload_digest,
+                "publication_id": published.publication_id,
+                "target_receipt_sha256": published.receipt_sha256,
+                "source_eof_descriptor_sha256": None if extension is None else extension.source_eof_descriptor_sha256,
+                "endpoint_authority_agreement": (
+                    None if extension is None else extension.source_eof.endpoint_authority_agreement
+                ),
+            }
+        )
+        key = evidence_key(view.invocation_id, "route")
+        if not self._stage.exists(key):
+            self._stage.put(key, evidence)
+        elif self._stage.get(key) != evidence:
+            raise DponeError("mssql_native.stage_integrity_failed", "stored route evidence differs")
+        succeeded = Succeeded(
+            invocation_id=view.invocation_id,
+            publication_id=published.publication_id,
+            rows=complete.rows,
+            workload_digest=complete.workload_digest,
+            evidence_sha256=sha256_hex(evidence),
+        )
+        self._append(view, "succeeded", succeeded)
+        self._checkpoint("succeeded")
+        return succeeded
+
+    def retire(self, view: InvocationView) -> bool:
+        """Best effort after success: drop target staging and stage chunks; never replaces the outcome."""
+        try:
+            self._target.cleanup(target_invocation(view))
+            self._stage.delete_prefix(stage_prefix(view.invocation_id))
+        except Exception:  # noqa: BLE001 - cleanup is best effort by contract
+            return False
+        return True

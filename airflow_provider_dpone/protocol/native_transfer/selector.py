@@ -1,0 +1,49 @@
+"""Resolve the declared ``source_snapshot`` selector into what admission must enforce.
+
+Omission and the explicit ``query_visible`` spelling mean the legacy route (plain MergeTree only); ``exact_raw_rows``
+means the raw-row snapshot route with its declared replica scope. No other combination exists.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.contracts.native_transfer_options import (
+    NativeTransferOptions,
+    ReplicaScope,
+    SnapshotMode,
+    SourceSnapshot,
+    VerificationBackend,
+)
+
+
+class RouteMode(StrEnum):
+    LEGACY = "legacy"
+    RAW = "raw"
+
+
+@dataclass(frozen=True)
+class SnapshotRequirement:
+    mode: RouteMode
+    replica_scope: ReplicaScope
+    declared: SourceSnapshot | None
+
+    @property
+    def raw(self) -> bool:
+        return self.mode is RouteMode.RAW
+
+
+def resolve_selector(options: NativeTransferOptions) -> SnapshotRequirement:
+    """The enforced requirement of validated options (validated again here: this is a safety boundary)."""
+    declared = options.source_snapshot
+    if declared is None or declared.mode is SnapshotMode.QUERY_VISIBLE:
+        if declared is not None and declared.replica_scope is not ReplicaScope.SINGLE_SERVER:
+            raise DponeError("mssql_native.source_snapshot_mode_invalid", "query_visible admits single_server only")
+        return SnapshotRequirement(RouteMode.LEGACY, ReplicaScope.SINGLE_SERVER, declared)
+    if options.execution.verification_backend is not VerificationBackend.TARGET_LOCAL:
+        raise DponeError(
+            "mssql_native.source_snapshot_mode_invalid", "exact_raw_rows requires verification_backend target_local"
+        )
+    return SnapshotRequirement(RouteMode.RAW, declared.replica_scope, declared)

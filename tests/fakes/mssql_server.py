@@ -1,0 +1,291 @@
+"""A recording DB-API fake of pymssql + SQL Server, for exactly the statements ``adapters/mssql/tsql.py`` emits.
+
+No SQL Server can run here. This fake stands exactly where pymssql stands (the adapter's connection factory) and:
+
+* records every call (connect, execute with its statement kind and parameters, bulk_copy, commit, rollback, close),
+  so tests can assert the call sequence (one COMMIT per mutation, nothing replayed after a lost acknowledgement);
+* keeps enough server state (tables, rows, the receipt table, transaction-owned application locks) to give the same
+  observable answers as SQL Server would, so the shared contract scenarios run on the SQL Server adapter too;
+* converts values the way the server and pymssql's ``bulk_copy`` would, including the pymssql behaviours the adapter's
+  encoders exist to avoid (DATETIME binding truncates to milliseconds; ``date``/``UUID`` are refused by bulk_copy;
+  text literals are not implicitly converted to VARBINARY);
+* injects failures: faults armed at the next COMMIT (shared :class:`FaultPlan`) and connection drops at a named
+  statement kind.
+
+Each connection works on a private copy of the server state from its first statement, published atomically at
+COMMIT; statements are classified by their text, and an unknown statement fails the test loudly.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import decimal
+import itertools
+import threading
+import uuid
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+import pymssql
+from pymssql import _mssql
+
+from tests.fakes.transfer_target import Fault, FaultPlan, SimulatedCrash
+
+_INT_RANGES = {"TINYINT": (0, 255), "SMALLINT": (-(2**15), 2**15 - 1), "INT": (-(2**31), 2**31 - 1)}
+_INT_RANGES["BIGINT"] = (-(2**63), 2**63 - 1)
+_WIDE = decimal.Context(prec=80)
+
+
+def db_error(number: int, text: str) -> pymssql.OperationalError:
+    return pymssql.OperationalError(number, text.encode())
+
+
+@dataclass
+class Column:
+    name: str
+    type: str
+    nullable: bool
+
+
+@dataclass
+class Table:
+    columns: list[Column]
+    rows: list[list[object]] = field(default_factory=list)
+    indexes: set[str] = field(default_factory=set)
+    primary_key: int | None = None
+
+    def position(self, name: str) -> int:
+        return next(i for i, c in enumerate(self.columns) if c.name == name)
+
+
+@dataclass
+class Call:
+    connection: int
+    kind: str
+    statement: str | None = None
+    params: tuple[Any, ...] | None = None
+    sql: str | None = None
+
+
+def to_server(column_type: str, value: object, *, via: str) -> object:
+    """Convert a bound value to the stored value of a column, as SQL Server (or FreeTDS's BCP conversion) would."""
+    if value is None:
+        return None
+    base = column_type.split("(")[0]
+    if base in _INT_RANGES:
+        number = int(value) if isinstance(value, int | str) and not isinstance(value, bool) else None
+        if number is None or not _INT_RANGES[base][0] <= number <= _INT_RANGES[base][1]:
+            raise db_error(220, "Arithmetic overflow error")
+        return number
+    if base == "DECIMAL":
+        precision, scale = (int(x) for x in column_type[8:-1].split(","))
+        number = Decimal(str(value)) if not isinstance(value, Decimal) else value
+        stored = number.quantize(Decimal(1).scaleb(-scale), context=_WIDE)
+        if len(stored.as_tuple().digits) > precision and stored != 0:
+            raise db_error(8115, "Arithmetic overflow error converting to numeric")
+        return stored
+    if base in {"VARBINARY", "BINARY"}:
+        if not isinstance(value, bytes | bytearray):
+            raise db_error(257, "Implicit conversion from varchar to varbinary is not allowed")
+        return bytes(value)
+    if base == "NVARCHAR":
+        return str(value)
+    if base == "BIT":
+        return bool(value)
+    if base == "DATE":
+        return dt.date.fromisoformat(value) if isinstance(value, str) else value
+    if base == "DATETIME2":
+        precision = int(column_type[10:-1])
+        parsed = dt.datetime.fromisoformat(str(value).replace(" ", "T")) if isinstance(value, str) else value
+        assert isinstance(parsed, dt.datetime)
+        step = 10 ** (6 - precision)
+        return parsed.replace(microsecond=parsed.microsecond - parsed.microsecond % step, tzinfo=None)
+    if base == "UNIQUEIDENTIFIER":
+        return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
+    if base in {"CHAR", "VARCHAR"}:
+        return str(value)
+    raise AssertionError(f"unemulated column type {column_type} ({via})")
+
+
+def bcp_bind(value: object) -> object:
+    """What pymssql's ``bulk_copy`` makes of a Python value before the server sees it (see _mssql.pyx)."""
+    if value is None or isinstance(value, bool | int | str | bytes | bytearray):
+        if isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**63:
+            raise _mssql.MSSQLDriverException("value cannot be larger than BIGINT")
+        return value
+    if isinstance(value, dt.datetime):
+        return value.replace(microsecond=value.microsecond // 1000 * 1000)  # bound as legacy DATETIME
+    if isinstance(value, Decimal):
+        if len(value.as_tuple().digits) > 33:
+            raise _mssql.MSSQLDriverException("decimal precision 33 exceeded")
+        return value
+    raise _mssql.MSSQLDriverException(f"Unable to determine database type from python {type(value).__name__} type")
+
+
+class EmulatedServer:
+    """Committed state, application locks and the call log shared by every connection."""
+
+    def __init__(self, faults: FaultPlan | None = None) -> None:
+        self.tables: dict[str, Table] = {}
+        self.calls: list[Call] = []
+        self.faults = faults or FaultPlan()
+        self.mutex = threading.RLock()
+        self.locks: dict[str, dict[int, str]] = {}
+        self.drop_at: str | None = None
+        self.fail_at: str | None = None  # the statement fails with a server error; the connection stays open
+        self.held: list[FakeConnection] = []
+        self._ids = itertools.count(1)
+
+    def connect(self) -> FakeConnection:
+        conn = FakeConnection(self, next(self._ids))
+        self.calls.append(Call(conn.id, "connect"))
+        return conn
+
+    def release(self, conn_id: int) -> None:
+        with self.mutex:
+            for owners in self.locks.values():
+                owners.pop(conn_id, None)
+
+    def settle(self, *, commit: bool) -> None:
+        conn = self.held.pop()
+        conn.finish(commit=commit)
+
+    def statements(self, connection: int | None = None) -> list[str]:
+        return [
+            c.statement or c.kind
+            for c in self.calls
+            if (connection is None or c.connection == connection) and c.kind not in {"connect", "close"}
+        ]
+
+
+class FakeCursor:
+    def __init__(self, conn: FakeConnection) -> None:
+        self._conn = conn
+        self._rows: list[tuple[object, ...]] = []
+        self.rowcount = -1
+
+    def execute(self, operation: str, params: tuple[Any, ...] | None = None) -> None:
+        self._rows, self.rowcount = self._conn.run(operation, params)
+
+    def fetchone(self) -> tuple[object, ...] | None:
+        return self._rows.pop(0) if self._rows else None
+
+    def fetchall(self) -> list[tuple[object, ...]]:
+        rows, self._rows = self._rows, []
+        return rows
+
+    def fetchmany(self, size: int = 1) -> list[tuple[object, ...]]:
+        rows, self._rows = self._rows[:size], self._rows[size:]
+        return rows
+
+    def close(self) -> None:
+        pass
+
+
+class FakeConnection:
+    def __init__(self, server: EmulatedServer, conn_id: int) -> None:
+        self.server = server
+        self.id = conn_id
+        self.work: dict[str, Table] | None = None
+        self.dead = False
+        self.held = False
+
+    # -- DB-API surface --------------------------------------------------------------------------------------------
+    def cursor(self) -> FakeCursor:
+        self._alive()
+        return FakeCursor(self)
+
+    def bulk_copy(
+        self, table_name: str, elements: Any, column_ids: Any = None, batch_size: int = 1000, **_: Any
+    ) -> None:
+        self._alive()
+        self.server.calls.append(Call(self.id, "bulk_copy", "bulk_copy", (table_name, batch_size)))
+        self._maybe_drop("bulk_copy")
+        table = self._tables()[table_name]
+        for element in elements:
+            bound = [bcp_bind(v) for v in element]
+            self._insert_row(table, bound, via="bcp")
+
+    def commit(self) -> None:
+        self._alive()
+        self.server.calls.append(Call(self.id, "commit", "commit"))
+        fault, callback = self.server.faults.take()
+        if callback is not None:
+            callback()
+        if fault is Fault.CRASH_BEFORE_COMMIT:
+            self.close()
+            raise SimulatedCrash("before commit")
+        if fault is Fault.COMMIT_DROPPED:
+            self.close()
+            raise db_error(20006, "DBPROCESS is dead or not enabled")
+        if fault is Fault.IN_FLIGHT:
+            self.held = True
+            self.server.held.append(self)
+            raise db_error(20003, "Adaptive Server connection timed out")
+        self.finish(commit=True)
+        if fault is Fault.CRASH_AFTER_COMMIT:
+            raise SimulatedCrash("after commit")
+        if fault is Fault.LOST_ACK:
+            self.dead = True
+            raise db_error(20006, "DBPROCESS is dead or not enabled")
+
+    def rollback(self) -> None:
+        self._alive()
+        self.server.calls.append(Call(self.id, "rollback", "rollback"))
+        self.finish(commit=False)
+
+    def close(self) -> None:
+        self.server.calls.append(Call(self.id, "close"))
+        if not self.held:
+            self.finish(commit=False)
+        self.dead = True
+
+    def finish(self, *, commit: bool) -> None:
+        with self.server.mutex:
+            if commit and self.work is not None:
+                self.server.tables = self.work
+            self.work = None
+            self.server.release(self.id)
+
+    # -- statement execution ---------------------------------------------------------------------------------------
+    def _alive(self) -> None:
+        if self.dead:
+            raise db_error(20047, "DBPROCESS is dead or not enabled")
+
+    def _maybe_drop(self, kind: str) -> None:
+        if self.server.fail_at == kind:
+            self.server.fail_at = None
+            raise db_error(50000, "injected statement failure")
+        if self.server.drop_at == kind:
+            self.server.drop_at = None
+            self.close()
+            raise db_error(20006, "DBPROCESS is dead or not enabled")
+
+    def _tables(self) -> dict[str, Table]:
+        if self.work is None:
+            with self.server.mutex:
+                self.work = copy.deepcopy(self.server.tables)
+        return self.work
+
+    def _insert_row(self, table: Table, values: list[object], *, via: str) -> None:
+        if len(values) != len(table.columns):
+            raise db_error(110, "column count mismatch")
+        stored = [to_server(c.type, v, via=via) for c, v in zip(table.columns, values, strict=True)]
+        for c, v in zip(table.columns, stored, strict=True):
+            if v is None and not c.nullable:
+                raise db_error(515, "Cannot insert the value NULL")
+        if table.primary_key is not None and any(r[table.primary_key] == stored[table.primary_key] for r in table.rows):
+            raise pymssql.IntegrityError(2627, b"Violation of PRIMARY KEY constraint")
+        table.rows.append(stored)
+
+    def run(self, sql: str, params: tuple[Any, ...] | None) -> tuple[list[tuple[object, ...]], int]:
+        self._alive()
+        from tests.fakes.mssql_statements import execute
+
+        _kind, result = execute(self, sql, params or ())
+        return result
+
+
+__all__ = ["Call", "Column", "EmulatedServer", "FakeConnection", "Table", "bcp_bind", "db_error", "to_server"]

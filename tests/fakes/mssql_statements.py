@@ -1,0 +1,324 @@
+"""Statement handlers of the SQL Server fake: each T-SQL shape the adapter emits, recognized by its exact form.
+
+A statement that matches no shape fails the test (``AssertionError``): the adapter may not send SQL the fake (and the
+golden files) do not know about.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Callable
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from tests.fakes.mssql_server import Call, Column, Table, db_error, to_server
+
+if TYPE_CHECKING:
+    from tests.fakes.mssql_server import FakeConnection
+
+Result = tuple[list[tuple[object, ...]], int]
+Q = r"(\[[A-Za-z0-9_]+\]\.\[[A-Za-z0-9_]+\])"
+_NAME = re.compile(r"\[([A-Za-z0-9_]+)\]")
+_DEF = re.compile(r"\[([A-Za-z0-9_]+)\] ([A-Z0-9]+(?:\([0-9A-Z,]+\))?) (NOT NULL|NULL)")
+_CAST = re.compile(r"CAST\(%s AS ([A-Z0-9]+(?:\([0-9A-Z,]+\))?)\)")
+_HANDLERS: list[tuple[str, re.Pattern[str], Callable[..., Result]]] = []
+
+
+def handler(kind: str, pattern: str) -> Callable[[Callable[..., Result]], Callable[..., Result]]:
+    def register(function: Callable[..., Result]) -> Callable[..., Result]:
+        _HANDLERS.append((kind, re.compile(pattern, re.DOTALL), function))
+        return function
+
+    return register
+
+
+def execute(conn: FakeConnection, sql: str, params: tuple[Any, ...]) -> tuple[str, Result]:
+    for kind, pattern, function in _HANDLERS:
+        match = pattern.fullmatch(sql)
+        if match:
+            conn.server.calls.append(Call(conn.id, "execute", kind, params, sql))
+            conn._maybe_drop(kind)
+            return kind, function(conn, match, params)
+    raise AssertionError(f"statement unknown to the SQL Server fake: {sql[:120]!r}")
+
+
+def _view(conn: FakeConnection) -> dict[str, Table]:
+    return conn.work if conn.work is not None else conn.server.tables
+
+
+def _table(tables: dict[str, Table], name: str) -> Table:
+    if name not in tables:
+        raise db_error(208, "Invalid object name")
+    return tables[name]
+
+
+def _split(name: str) -> tuple[str, str]:
+    schema, table = _NAME.findall(name)
+    return schema, table
+
+
+@handler("session", r"SET XACT_ABORT ON; SET LOCK_TIMEOUT \d+;")
+def _session(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...]) -> Result:
+    return [], -1
+
+
+@handler("applock", r"DECLARE @dpone_lock_result INT;\nEXEC @dpone_lock_result = sp_getapplock @Resource = %s, "
+         r"@LockMode = N'(Exclusive|Shared)', @LockOwner = N'Transaction', @LockTimeout = %s;\n"
+         r"SELECT @dpone_lock_result AS lock_result;")  # fmt: skip
+def _applock(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...]) -> Result:
+    resource, mode = params[0], match.group(1)
+    with conn.server.mutex:
+        owners = conn.server.locks.setdefault(resource, {})
+        others = [held for owner, held in owners.items() if owner != conn.id]
+        if others and (mode == "Exclusive" or "Exclusive" in others):
+            return [(-1,)], -1  # timed out
+        if owners.get(conn.id) != "Exclusive":
+            owners[conn.id] = mode
+    return [(0,)], -1
+
+
+@handler("object_type", r"SELECT o\.\[type\] FROM sys\.objects AS o WHERE o\.\[object_id\] = OBJECT_ID\(%s\);")
+def _object_type(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...]) -> Result:
+    return ([("U ",)] if params[0] in _view(conn) else []), -1
+
+
+def _type_row(column: Column) -> tuple[object, ...]:
+    spelled = column.type
+    base, _, args = spelled.partition("(")
+    args = args.rstrip(")")
+    length, precision, scale = {"DATETIME2": (8, 27, 0)}.get(base, (0, 0, 0))
+    if base == "DECIMAL":
+        precision, scale = (int(x) for x in args.split(","))
+    elif base == "DATETIME2":
+        scale = int(args)
+    elif args == "MAX":
+        length = -1
+    elif args:
+        length = int(args)
+    return (column.name, base.lower(), length, precision, scale, column.nullable)
+
+
+@handler("table_columns", r"SELECT c\.\[name\], TYPE_NAME\(c\.\[user_type_id\]\) AS type_name, .*OBJECT_ID\(%s, N'U'\) "
+         r"ORDER BY c\.\[column_id\];")  # fmt: skip
+def _table_columns(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...]) -> Result:
+    table = _view(conn).get(params[0])
+    return ([_type_row(c) for c in table.columns] if table else []), -1
+
+
+@handler("create_receipt_table", rf"IF OBJECT_ID\(%s, N'U'\) IS NULL\nCREATE TABLE {Q} \((.*)\);")
+def _create_receipts(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...]) -> Result:
+    tables = conn._tables()
+    if params[0] not in tables:
+        columns = [Column(n, t, null == "NULL") for n, t, null in _DEF.findall(match.group(2))]
+        tables[match.group(1)] = Table(columns, primary_key=0)
+    return [], -1
+
+
+@handler("select_receipt", rf"SELECT \[publication_id\], .* FROM {Q} WHERE \[publication_id\] = %s;")
+def _select_receipt(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...]) -> Result:
+    table = _table(_view(conn), match.group(1))
+    return [tuple(r) for r in table.rows if r[0] == params[0]], -1
+
+
+@handler(
+    "insert_receipt", rf"INSERT INTO {Q} \(.*\) OUTPUT inserted\.\[committed_at\] VALUES \((%s, )+SYSUTCDATETIME\(\)\);"
+)
+def _insert_receipt(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...]) -> Result:
+    table = _table(conn._tables(), match.group(1))
+    now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+    conn._insert_row(table, [*params, now], via="receipt")
+    return [(table.rows[-1][-1],)], 1
+
+
+@handler("drop_table_if_exists", rf"DROP TABLE IF EXISTS {Q};")
+def _drop_if_exists(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...]) -> Result:
+    conn._tables().pop(match.group(1), None)
+    return [], -1
+
+
+@handler("create_staging", rf"CREATE TABLE {Q} \((.*)\);")
+def _create(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...]) -> Result:
+    tables = conn._tables()
+    if match.group(1) in tables:
+        raise db_error(2714, "There is already an object named")
+    tables[match.group(1)] = Table([Column(n, t, null == "NULL") for n, t, null in _DEF.findall(match.group(2))])
+    return [], -1
+
+
+@handler("create_staging_index", rf"CREATE NONCLUSTERED INDEX \[([A-Za-z0-9_]+)\] ON {Q} \(\[__dpone_chunk\]\);")
+def _create_index(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...]) -> Result:
+    _table(conn._tables(), match.group(2)).indexes.add(match.group(1))
+    return [], -1
+
+
+@handler("chunk_present", rf"SELECT TOP \(1\) 1 FROM {Q} WHERE \[__dpone_chunk\] = %s;")
+def _chunk_present(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...]) -> Result:
+    table = _table(_view(conn), match.group(1))
+    return ([(1,)] if any(r[0] == params[0] for r in table.rows) else []), -1
+
+
+@handler("chunk_counts", rf"SELECT \[__dpone_chunk\], COUNT_BIG\(\*\) FROM {Q} GROUP BY \[__dpone_chunk\];")
+def _chunk_counts(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...]) -> Result:
+    counts: dict[object, int] = {}
+    for row in _table(_view(conn), match.group(1)).rows:
+        counts[row[0]] = counts.get(row[0], 0) + 1
+    return list(counts.items()), -1
+
+
+@handler("select_chunk", rf"SELECT (.+) FROM {Q} WHERE \[__dpone_chunk\] = %s;")
+def _select_chunk(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...]) -> Result:
+    table = _table(_view(conn), match.group(2))
+    positions = [table.position(n) for n in _NAME.findall(match.group(1))]
+    return [tuple(r[p] for p in positions) for r in table.rows if r[0] == params[0]], -1
+
+
+@handler("delete_chunk", rf"DELETE FROM {Q} WHERE \[__dpone_chunk\] = %s;")
+def _delete_chunk(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...]) -> Result:
+    table = _table(conn._tables(), match.group(1))
+    before = len(table.rows)
+    table.rows = [r for r in table.rows if r[0] != params[0]]
+    return [], before - len(table.rows)
+
+
+def _literal(value: object) -> tuple[str, object]:
+    """pymssql's client-side parameter quoting: the SQL type of the literal it renders, and its value."""
+    if isinstance(value, bytearray):
+        return "binary", bytes(value)
+    if isinstance(value, bytes):
+        if b"\x00" not in value and value.isascii():
+            return "varchar", value.decode("ascii")
+        return "binary", value
+    if isinstance(value, str):
+        return "nvarchar", value
+    if isinstance(value, dt.datetime):  # without use_datetime2, pymssql renders milliseconds only
+        return "varchar", value.strftime("%Y-%m-%d %H:%M:%S.") + f"{value.microsecond // 1000:03d}"
+    if isinstance(value, dt.date):
+        return "varchar", value.isoformat()
+    if isinstance(value, bool):
+        return "int", int(value)
+    if value is None or isinstance(value, int | Decimal):
+        return "number", value
+    return "nvarchar", str(value)  # uuid.UUID and the rest: N'...'
+
+
+def _cast(target: str, value: object) -> object:
+    sql_type, literal = _literal(value)
+    if literal is None:
+        return None
+    if target.startswith(("VARBINARY", "BINARY")):
+        if sql_type == "binary":
+            return literal
+        if sql_type == "nvarchar":
+            return str(literal).encode("utf-16-le")
+        if sql_type == "varchar":
+            return str(literal).encode("ascii")
+        raise db_error(529, "Explicit conversion to varbinary is not allowed")
+    if sql_type == "binary":
+        raise db_error(529, "Explicit conversion from varbinary is not allowed")
+    return to_server(target, literal, via="cast")
+
+
+@handler("insert_values", rf"INSERT INTO {Q} \((.+?)\) VALUES\n(.+);")
+def _insert_values(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...]) -> Result:
+    table = _table(conn._tables(), match.group(1))
+    names = _NAME.findall(match.group(2))
+    first = match.group(3).split("),\n(")[0]
+    casts = _CAST.findall(first)
+    assert len(casts) == len(names) and len(params) % len(names) == 0
+    positions = [table.position(n) for n in names]
+    for start in range(0, len(params), len(names)):
+        values: list[object] = [None] * len(table.columns)
+        for position, cast, value in zip(positions, casts, params[start : start + len(names)], strict=True):
+            values[position] = _cast(cast, value)
+        conn._insert_row(table, values, via="sqlclient")
+    return [], len(params) // len(names)
+
+
+def _window(match: re.Match[str], params: tuple[Any, ...], table: Table) -> Callable[[list[object]], bool]:
+    position = table.position(match.group(2))
+    cast = match.group(3)
+    low, high = (to_server("DATE" if cast == "DATE" else "DATETIME2(6)", p, via="cast") for p in params)
+
+    def inside(row: list[object]) -> bool:
+        value = row[position]
+        return value is not None and low <= value < high  # type: ignore[operator]
+
+    return inside
+
+
+_BOUNDS = r"\[([A-Za-z0-9_]+)\] >= CAST\(%s AS (DATE|DATETIME2\(7\))\) AND \[\2\] < CAST\(%s AS \3\)"
+_OUTSIDE = r"\[([A-Za-z0-9_]+)\] IS NULL OR NOT \(\[\2\] >= CAST\(%s AS (DATE|DATETIME2\(7\))\) AND \[\2\] < CAST\(%s AS \3\)\)"
+
+
+@handler("rows_outside_window", rf"SELECT COUNT_BIG\(\*\) FROM {Q} WHERE {_OUTSIDE};")
+def _outside(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...]) -> Result:
+    table = _table(_view(conn), match.group(1))
+    inside = _window(match, params, table)
+    return [(sum(1 for r in table.rows if not inside(r)),)], -1
+
+
+@handler("delete_window", rf"DELETE FROM {Q} WHERE {_BOUNDS};")
+def _delete_window(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...]) -> Result:
+    table = _table(conn._tables(), match.group(1))
+    inside = _window(match, params, table)
+    before = len(table.rows)
+    table.rows = [r for r in table.rows if not inside(r)]
+    return [], before - len(table.rows)
+
+
+@handler("insert_from_staging", rf"INSERT INTO {Q} \((.+)\) SELECT (.+) FROM {Q};")
+def _insert_select(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...]) -> Result:
+    tables = conn._tables()
+    target, source = _table(tables, match.group(1)), _table(tables, match.group(4))
+    into, picked = _NAME.findall(match.group(2)), _NAME.findall(match.group(3))
+    for row in list(source.rows):
+        values: list[object] = [None] * len(target.columns)
+        for name, source_name in zip(into, picked, strict=True):
+            values[target.position(name)] = row[source.position(source_name)]
+        conn._insert_row(target, values, via="insert_select")
+    return [], len(source.rows)
+
+
+@handler("drop_index", rf"DROP INDEX \[([A-Za-z0-9_]+)\] ON {Q};")
+def _drop_index(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...]) -> Result:
+    table = _table(conn._tables(), match.group(2))
+    if match.group(1) not in table.indexes:
+        raise db_error(3701, "Cannot drop the index, because it does not exist")
+    table.indexes.remove(match.group(1))
+    return [], -1
+
+
+@handler("drop_column", rf"ALTER TABLE {Q} DROP COLUMN \[([A-Za-z0-9_]+)\];")
+def _drop_column(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...]) -> Result:
+    table = _table(conn._tables(), match.group(1))
+    if table.indexes:
+        raise db_error(5074, "The index is dependent on column")
+    position = table.position(match.group(2))
+    del table.columns[position]
+    for row in table.rows:
+        del row[position]
+    return [], -1
+
+
+@handler("rename", r"EXEC sp_rename @objname = %s, @newname = %s, @objtype = N'OBJECT';")
+def _rename(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...]) -> Result:
+    tables = conn._tables()
+    old, new = params
+    schema, _ = _split(old)
+    renamed = f"[{schema}].[{new}]"  # sp_rename takes the new name literally: brackets would become part of it
+    if old not in tables:
+        raise db_error(15248, "Either the parameter @objname is ambiguous or the claimed @objtype is wrong")
+    if renamed in tables:
+        raise db_error(15335, "The new name is already in use")
+    tables[renamed] = tables.pop(old)
+    return [], -1
+
+
+@handler("drop_table", rf"DROP TABLE {Q};")
+def _drop(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...]) -> Result:
+    tables = conn._tables()
+    if match.group(1) not in tables:
+        raise db_error(3701, "Cannot drop the table, because it does not exist")
+    del tables[match.group(1)]
+    return [], -1

@@ -1,0 +1,276 @@
+"""An in-memory transfer target with deterministic fault injection.
+
+It implements the same port, with the same observable outcomes, as the PostgreSQL and SQL Server adapters, and runs
+the same contract suite (``tests/contracts/test_target_contract.py``): a transaction's effects appear at its commit
+and all at once; a receipt is written in the publication's transaction; reconcile never answers while a publication
+is in flight. Faults are armed for the *next* commit (a chunk load, a discard or a publication):
+
+* ``CRASH_BEFORE_COMMIT``: the worker dies before sending COMMIT (nothing is applied; :class:`SimulatedCrash`).
+* ``CRASH_AFTER_COMMIT``: the commit applies, then the worker dies (:class:`SimulatedCrash`).
+* ``COMMIT_DROPPED``: the connection drops while COMMIT is sent, and the server never received it.
+* ``LOST_ACK``: the commit applies but its acknowledgement is lost.
+* ``IN_FLIGHT``: COMMIT is sent and the server has not finished; ``settle()`` decides it later.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.contracts.transfer_target import PublicationMode, TargetPlan
+from airflow_provider_dpone.contracts.transfer_target_receipts import (
+    ChunkExpectation,
+    ChunkLoad,
+    ChunkVerification,
+    CleanupReport,
+    PublicationObservation,
+    PublicationReceipt,
+    PublicationRequest,
+    PublicationState,
+    StagingReady,
+)
+from airflow_provider_dpone.contracts.transfer_target_values import RowConverter
+from airflow_provider_dpone.contracts.typed_digest import MultisetDigest, native_multiset_digest
+from airflow_provider_dpone.ports.transfer_target import Row
+
+
+class Fault(StrEnum):
+    CRASH_BEFORE_COMMIT = "crash_before_commit"
+    CRASH_AFTER_COMMIT = "crash_after_commit"
+    COMMIT_DROPPED = "commit_dropped"
+    LOST_ACK = "lost_ack"
+    IN_FLIGHT = "in_flight"
+
+
+class SimulatedCrash(BaseException):
+    """The worker process died at a fault point (BaseException: no adapter code may swallow it)."""
+
+
+class FaultPlan:
+    """Faults and observers armed for the next commit of a mutation; shared by every backend's test harness."""
+
+    def __init__(self) -> None:
+        self._fault: Fault | None = None
+        self._before_commit: Callable[[], None] | None = None
+
+    def arm(self, fault: Fault) -> None:
+        self._fault = fault
+
+    def before_next_commit(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` while the next transaction is complete but not yet committed."""
+        self._before_commit = callback
+
+    def take(self) -> tuple[Fault | None, Callable[[], None] | None]:
+        fault, callback = self._fault, self._before_commit
+        self._fault = self._before_commit = None
+        return fault, callback
+
+
+@dataclass
+class FakeTable:
+    columns: tuple[tuple[str, str], ...]  # (name, target type spelling) pairs, for schema checks
+    rows: list[tuple[object, ...]] = field(default_factory=list)
+
+
+@dataclass
+class FakeDatabase:
+    tables: dict[tuple[str, str], FakeTable] = field(default_factory=dict)
+    receipts: dict[tuple[str, str], PublicationReceipt] = field(default_factory=dict)
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    in_flight: dict[str, Callable[[], None]] = field(default_factory=dict)
+
+    def read(self, schema: str, table: str) -> list[tuple[object, ...]] | None:
+        with self.lock:
+            found = self.tables.get((schema, table))
+            return None if found is None else list(found.rows)
+
+
+def fake_columns(plan: TargetPlan) -> tuple[tuple[str, str], ...]:
+    return tuple((c.name, c.column_type.postgres + (" null" if c.column_type.nullable else "")) for c in plan.columns)
+
+
+class InMemoryTransferTarget:
+    """The transfer-target port over :class:`FakeDatabase`; staging rows are stored as ``(ordinal, *values)``."""
+
+    def __init__(self, database: FakeDatabase | None = None, faults: FaultPlan | None = None) -> None:
+        self.database = database or FakeDatabase()
+        self.faults = faults or FaultPlan()
+
+    # -- helpers -------------------------------------------------------------------------------------------------
+    def _commit(self, apply: Callable[[], None], *, publication: str | None = None) -> None:
+        """Apply a finished transaction, honouring the armed fault. Effects appear all at once, under the lock."""
+        fault, callback = self.faults.take()
+        if callback is not None:
+            callback()
+        if fault is Fault.CRASH_BEFORE_COMMIT:
+            raise SimulatedCrash("before commit")
+        if fault is Fault.COMMIT_DROPPED:
+            raise ConnectionError("connection dropped during commit")
+        if fault is Fault.IN_FLIGHT:
+            if publication is not None:
+                self.database.in_flight[publication] = apply
+            raise ConnectionError("commit sent, outcome pending")
+        with self.database.lock:
+            apply()
+        if fault is Fault.CRASH_AFTER_COMMIT:
+            raise SimulatedCrash("after commit")
+        if fault is Fault.LOST_ACK:
+            raise ConnectionError("commit acknowledgement lost")
+
+    def settle(self, publication_id: str, *, commit: bool) -> None:
+        """Finish an ``IN_FLIGHT`` publication (the server commits it or rolls it back)."""
+        apply = self.database.in_flight.pop(publication_id)
+        if commit:
+            with self.database.lock:
+                apply()
+
+    def _staging(self, plan: TargetPlan) -> FakeTable:
+        table = self.database.tables.get((plan.target_schema, plan.staging_table))
+        if table is None:
+            raise DponeError("mssql_native.target_staging_missing", f"publication {plan.publication_id[:16]}")
+        return table
+
+    def _receipt(self, plan: TargetPlan) -> PublicationReceipt | None:
+        return self.database.receipts.get((plan.target_schema, plan.publication_id))
+
+    def _not_in_flight(self, plan: TargetPlan) -> None:
+        if plan.publication_id in self.database.in_flight:
+            raise DponeError("mssql_native.target_publication_in_flight", f"publication {plan.publication_id[:16]}")
+
+    # -- the port ------------------------------------------------------------------------------------------------
+    def prepare(self, plan: TargetPlan) -> StagingReady:
+        with self.database.lock:
+            self._not_in_flight(plan)
+            if self._receipt(plan) is not None:
+                raise DponeError("mssql_native.target_publication_already_committed", "prepare after commit")
+            target = self.database.tables.get((plan.target_schema, plan.target_table))
+            if plan.mode is PublicationMode.WINDOW_REPLACE and (target is None or target.columns != fake_columns(plan)):
+                raise DponeError("mssql_native.target_schema_mismatch", "window_replace target")
+            self.database.tables[(plan.target_schema, plan.staging_table)] = FakeTable(fake_columns(plan))
+            return StagingReady(staging_table=plan.staging_table, target_exists=target is not None)
+
+    def load_chunk(self, plan: TargetPlan, ordinal: int, rows: Iterable[Row]) -> ChunkLoad:
+        convert = RowConverter(plan.column_names, [c.column_type for c in plan.columns])
+        staged = [(ordinal, *convert(row, index)) for index, row in enumerate(rows)]
+        with self.database.lock:
+            table = self._staging(plan)
+            if any(row[0] == ordinal for row in table.rows):
+                raise DponeError("mssql_native.target_chunk_already_loaded", f"chunk {ordinal}")
+        try:
+            self._commit(lambda: self._staging(plan).rows.extend(staged))
+        except ConnectionError:
+            raise DponeError("mssql_native.target_load_failed", f"chunk {ordinal}: commit outcome unknown") from None
+        return ChunkLoad(ordinal=ordinal, rows_sent=len(staged))
+
+    def verify_chunk(self, plan: TargetPlan, expectation: ChunkExpectation) -> ChunkVerification:
+        with self.database.lock:
+            rows = [row[1:] for row in self._staging(plan).rows if row[0] == expectation.ordinal]
+        observed = MultisetDigest(plan.typed_columns)
+        observed.add_rows(rows)
+        return ChunkVerification(
+            ordinal=expectation.ordinal,
+            expected_rows=expectation.rows,
+            observed_rows=observed.rows,
+            expected_digest=expectation.digest,
+            observed_digest=native_multiset_digest(observed.rows, observed.total),
+            observed_typed_sum=f"{observed.total:064x}",
+        )
+
+    def discard_chunk(self, plan: TargetPlan, ordinal: int) -> int:
+        with self.database.lock:
+            table = self._staging(plan)
+            count = sum(1 for row in table.rows if row[0] == ordinal)
+
+        def apply() -> None:
+            staging = self._staging(plan)
+            staging.rows[:] = [row for row in staging.rows if row[0] != ordinal]
+
+        try:
+            self._commit(apply)
+        except ConnectionError:
+            raise DponeError("mssql_native.target_load_failed", f"discard {ordinal}: outcome unknown") from None
+        return count
+
+    def publish(self, plan: TargetPlan, request: PublicationRequest) -> PublicationReceipt:
+        with self.database.lock:
+            self._not_in_flight(plan)
+            if self._receipt(plan) is not None:
+                raise DponeError("mssql_native.target_publication_already_committed", "publish")
+            staging = self._staging(plan)
+            counts: dict[int, int] = {}
+            for row in staging.rows:
+                ordinal = row[0]
+                assert isinstance(ordinal, int)
+                counts[ordinal] = counts.get(ordinal, 0) + 1
+            if counts != request.chunk_rows:
+                raise DponeError("mssql_native.target_staging_incomplete", f"{len(counts)} staged chunks")
+            new_rows = [row[1:] for row in staging.rows]
+            key = (plan.target_schema, plan.target_table)
+            if plan.window is not None:
+                window, position = plan.window, plan.column_names.index(plan.window.column)
+                target = self.database.tables.get(key)
+                if target is None:
+                    raise DponeError("mssql_native.target_schema_mismatch", "window_replace target is gone")
+                inside = _inside(window.start, window.end)
+                if not all(inside(row[position]) for row in new_rows):
+                    raise DponeError("mssql_native.target_rows_outside_window", "staged rows")
+                kept = [row for row in target.rows if not inside(row[position])]
+                new_rows = kept + new_rows
+            receipt = PublicationReceipt(
+                publication_id=plan.publication_id,
+                invocation_id=plan.invocation_id,
+                target_schema=plan.target_schema,
+                target_table=plan.target_table,
+                mode=plan.mode,
+                rows=request.rows,
+                digest=request.digest,
+                committed_at=dt.datetime.now(dt.UTC),
+            )
+
+        def apply() -> None:
+            # Full refresh renames staging into place; window replace drops it: either way it is gone.
+            self.database.tables[key] = FakeTable(fake_columns(plan), new_rows)
+            del self.database.tables[(plan.target_schema, plan.staging_table)]
+            self.database.receipts[(plan.target_schema, plan.publication_id)] = receipt
+
+        try:
+            self._commit(apply, publication=plan.publication_id)
+        except ConnectionError:
+            raise DponeError(
+                "mssql_native.target_publication_outcome_unknown", f"publication {plan.publication_id[:16]}"
+            ) from None
+        return receipt
+
+    def reconcile(self, plan: TargetPlan) -> PublicationObservation:
+        with self.database.lock:
+            self._not_in_flight(plan)
+            receipt = self._receipt(plan)
+        if receipt is None:
+            return PublicationObservation(publication_id=plan.publication_id, state=PublicationState.ABSENT)
+        return PublicationObservation(
+            publication_id=plan.publication_id, state=PublicationState.COMMITTED, receipt=receipt
+        )
+
+    def cleanup(self, plan: TargetPlan) -> CleanupReport:
+        with self.database.lock:
+            self._not_in_flight(plan)
+            dropped = []
+            for name in (plan.staging_table, plan.retired_table):
+                if self.database.tables.pop((plan.target_schema, name), None) is not None:
+                    dropped.append(name)
+        return CleanupReport(dropped=tuple(dropped))
+
+
+def _inside(start: dt.datetime, end: dt.datetime) -> Callable[[object], bool]:
+    def inside(value: object) -> bool:
+        if isinstance(value, dt.datetime):
+            return start <= value < end
+        if isinstance(value, dt.date):
+            return start.date() <= value < end.date()
+        return False
+
+    return inside

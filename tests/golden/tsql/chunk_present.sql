@@ -1,0 +1,1 @@
+SELECT TOP (1) 1 FROM [dbo].[__dpone_stg_f160f0f373d6ae304cc726afc231507b] WHERE [__dpone_chunk] = %s;

@@ -1,0 +1,1 @@
+DELETE FROM [dbo].[events] WHERE [day] >= CAST(%s AS DATE) AND [day] < CAST(%s AS DATE);

@@ -1,0 +1,1 @@
+DROP TABLE IF EXISTS [dbo].[__dpone_old_f160f0f373d6ae304cc726afc231507b];

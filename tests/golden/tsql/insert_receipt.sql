@@ -1,0 +1,1 @@
+INSERT INTO [dbo].[__dpone_publication_receipts] ([publication_id], [invocation_id], [target_schema], [target_table], [mode], [row_count], [digest], [committed_at]) OUTPUT inserted.[committed_at] VALUES (%s, %s, %s, %s, %s, %s, %s, SYSUTCDATETIME());

@@ -1,0 +1,1 @@
+SELECT COUNT_BIG(*) FROM [dbo].[__dpone_stg_f160f0f373d6ae304cc726afc231507b] WHERE [ts3] IS NULL OR NOT ([ts3] >= CAST(%s AS DATETIME2(7)) AND [ts3] < CAST(%s AS DATETIME2(7)));

@@ -1,0 +1,1 @@
+EXEC sp_rename @objname = %s, @newname = %s, @objtype = N'OBJECT';

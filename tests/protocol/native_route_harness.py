@@ -1,0 +1,138 @@
+"""Shared setup of the route tests on fakes: a raw ReplacingMergeTree-like source, file:// stage and journal."""
+
+from __future__ import annotations
+
+import collections
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+
+from airflow_provider_dpone.adapters.storage.native_journal import ObjectJournalStore
+from airflow_provider_dpone.adapters.storage.native_stage import ObjectStageStore
+from airflow_provider_dpone.contracts.native_chunk import RelationRef
+from airflow_provider_dpone.contracts.native_transfer_options import NativeTransferOptions
+from airflow_provider_dpone.protocol.native_transfer.admission import SourceRequest
+from airflow_provider_dpone.protocol.native_transfer.route import NativeTransferRoute, RouteResult
+from tests.fakes.native_route_target import FakeRouteTarget
+from tests.fakes.transfer_source import FakeSnapshotSource, FakeTable, ManualClock
+
+OPERATION = "0123456789abcdef0123456789abcdef"
+FINGERPRINT = "f" * 64
+LEASE = dt.timedelta(minutes=10)
+COLUMNS = [
+    ("id", "UInt64"),
+    ("ver", "UInt64"),
+    ("is_deleted", "UInt8"),
+    ("payload", "Nullable(String)"),
+    ("ts", "DateTime64(3, 'UTC')"),
+    ("amount", "Decimal(18, 4)"),
+]
+
+
+def t(day: int, hour: int = 0) -> dt.datetime:
+    return dt.datetime(2026, 1, day, hour)
+
+
+def rows_of_batches() -> list[list[tuple[object, ...]]]:
+    """Separate inserts: duplicate keys, identical duplicates, versions, a delete marker, NULL/empty/zero."""
+    return [
+        [(1, 1, 0, b"a", t(1), Decimal("1.5")), (2, 1, 0, None, t(2), Decimal(0))],
+        [(1, 2, 0, b"b", t(3), Decimal(2)), (3, 1, 0, b"", t(4), Decimal(0))],
+        [(1, 2, 0, b"b", t(3), Decimal(2)), (4, 1, 0, b"0", t(5), Decimal("-0.0001"))],
+        [(2, 2, 1, None, t(6), Decimal(0))],
+    ]
+
+
+def make_table() -> FakeTable:
+    table = FakeTable(columns=list(COLUMNS), engine_args="ver, is_deleted", sorting_key="id")
+    for batch in rows_of_batches():
+        table.insert(batch)
+    return table
+
+
+def multiset(rows: list[tuple[object, ...]]) -> collections.Counter[tuple[object, ...]]:
+    """Rows normalized to comparable values (bytes as text, aware datetimes as naive UTC, decimals by value)."""
+
+    def norm(value: object) -> object:
+        if isinstance(value, bytes):
+            return value.decode()
+        if isinstance(value, dt.datetime) and value.tzinfo is not None:
+            return value.astimezone(dt.UTC).replace(tzinfo=None)
+        return value
+
+    return collections.Counter(tuple(norm(v) for v in row) for row in rows)
+
+
+@dataclass
+class Harness:
+    root: Path
+    source: FakeSnapshotSource
+    target: FakeRouteTarget = field(default_factory=FakeRouteTarget)
+    clock: ManualClock = field(default_factory=ManualClock)
+    options: NativeTransferOptions = field(
+        default_factory=lambda: NativeTransferOptions.model_validate(
+            {"source_snapshot": {"mode": "exact_raw_rows"}, "execution": {"chunk_rows": 2}}
+        )
+    )
+    relation: RelationRef = field(default_factory=lambda: RelationRef(database="db", table="events"))
+    target_bindings: int = 0
+
+    def request(self) -> SourceRequest:
+        return SourceRequest(
+            operation_id=OPERATION,
+            route_fingerprint=FINGERPRINT,
+            relation=self.relation,
+            window=None,
+            options=self.options,
+            block_rows=3,
+        )
+
+    def stage(self) -> ObjectStageStore:
+        return ObjectStageStore(f"file://{self.root}", OPERATION)
+
+    def route(self, checkpoint: Callable[[str], None] | None = None) -> NativeTransferRoute:
+        def bind_target() -> FakeRouteTarget:
+            self.target_bindings += 1
+            return self.target
+
+        kwargs = {} if checkpoint is None else {"checkpoint": checkpoint}
+        return NativeTransferRoute(
+            self.request(),
+            connector=self.source,
+            journal_store=ObjectJournalStore(f"file://{self.root}", OPERATION),
+            stage=self.stage(),
+            target_factory=bind_target,
+            clock=self.clock,
+            lease_duration=LEASE,
+            **kwargs,
+        )
+
+    def run(self, checkpoint: Callable[[str], None] | None = None) -> RouteResult:
+        return self.route(checkpoint).run()
+
+    def expire_lease(self) -> None:
+        self.clock.advance(LEASE * 2)
+
+    def source_rows(self) -> collections.Counter[tuple[object, ...]]:
+        table = self.source.tables[("db", "events")]
+        return multiset([row for part in table.parts for i, row in enumerate(part.rows) if i not in part.deleted])
+
+
+def make_harness(root: Path) -> Harness:
+    return Harness(root=root, source=FakeSnapshotSource({("db", "events"): make_table()}))
+
+
+def crash_at(name: str, occurrence: int = 1) -> Callable[[str], None]:
+    from tests.fakes.native_route_target import Crash
+
+    seen = {"count": 0}
+
+    def checkpoint(point: str) -> None:
+        if point == name:
+            seen["count"] += 1
+            if seen["count"] == occurrence:
+                raise Crash(point)
+
+    return checkpoint

@@ -1,0 +1,181 @@
+"""Recovery matrix of the native transfer route (seed 003 section 12 and its state diagram), on fakes.
+
+Every crash point of the route and of the target is enumerated; after each, retries must converge to exactly one
+publication of exactly the source multiset, and every retry that starts after EOF must open the source zero times.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.protocol.native_transfer.states import RouteState
+from tests.fakes.native_route_target import Crash
+from tests.protocol.native_route_harness import Harness, crash_at, make_harness, multiset
+
+ROUTE_POINTS_BEFORE_EOF = ["admitted", "block", "chunk_sealed", "eof"]
+ROUTE_POINTS_AFTER_EOF = ["stage_complete", "prepared", "loaded", "publish_intent", "publish_acknowledged", "succeeded"]
+TARGET_FAULTS = ["prepare.before", "prepare.after", "load.after:1", "publish.before_commit", "publish.after_commit"]
+
+
+def converge(harness: Harness, *, post_eof: bool) -> list[RouteState]:
+    """Retry like Airflow would (after the crashed lease expires) until success; return the states resumed from."""
+    states: list[RouteState] = []
+    harness.expire_lease()
+    for _ in range(4):
+        before = harness.source.connections
+        harness.source.deny = post_eof
+        try:
+            result = harness.run()
+        except DponeError as exc:
+            if exc.code != "mssql_native.publication_absent":
+                raise
+            assert harness.source.connections == before
+            continue
+        states.append(result.resumed_from)
+        if post_eof:
+            assert harness.source.connections == before, "post-EOF recovery opened the source"
+            assert result.source_connections == 0
+        return states
+    raise AssertionError("route did not converge")
+
+
+def assert_published_once(harness: Harness) -> None:
+    assert multiset(harness.target.table) == harness.source_rows()
+    assert len(harness.target.receipts) == 1
+    assert harness.target.calls.count("publish") <= 2
+
+
+@pytest.mark.parametrize("point", ROUTE_POINTS_BEFORE_EOF)
+def test_crash_before_eof_settles_then_reextracts(tmp_path, point) -> None:
+    harness = make_harness(tmp_path)
+    with pytest.raises(Crash):
+        harness.run(crash_at(point))
+    assert harness.target.calls == ["admit"]
+    with pytest.raises(DponeError) as held:
+        harness.run()
+    assert held.value.code == "mssql_native.custody_held"
+    assert harness.source.connections == 1, "held custody must block before touching the source"
+    harness.expire_lease()
+    result = harness.run()
+    assert result.resumed_from is RouteState.EXTRACTING
+    assert len(result.settled_invocations) == 1 and result.settled_invocations[0] != result.invocation_id
+    assert harness.source.connections == 2, "re-extraction is a new invocation with a new query"
+    assert not (tmp_path / "0123456789abcdef0123456789abcdef" / "stage" / result.settled_invocations[0]).exists()
+    assert_published_once(harness)
+
+
+@pytest.mark.parametrize("point", ROUTE_POINTS_AFTER_EOF)
+def test_crash_after_eof_recovers_source_free(tmp_path, point) -> None:
+    harness = make_harness(tmp_path)
+    with pytest.raises(Crash):
+        harness.run(crash_at(point))
+    assert harness.source.connections == 1
+    converge(harness, post_eof=True)
+    assert_published_once(harness)
+
+
+@pytest.mark.parametrize("fault", TARGET_FAULTS)
+def test_target_crash_recovers_source_free(tmp_path, fault) -> None:
+    harness = make_harness(tmp_path)
+    harness.target.faults.add(fault)
+    with pytest.raises(Crash):
+        harness.run()
+    states = converge(harness, post_eof=True)
+    assert_published_once(harness)
+    if fault == "publish.after_commit":
+        assert states == [RouteState.OUTCOME_UNKNOWN]
+        assert harness.target.calls.count("publish") == 1, "a lost acknowledgement is reconciled, never republished"
+
+
+def test_interrupted_commit_proven_absent_fails_then_republishes(tmp_path) -> None:
+    harness = make_harness(tmp_path)
+    harness.target.faults.add("publish.before_commit")
+    with pytest.raises(Crash):
+        harness.run()
+    harness.expire_lease()
+    harness.source.deny = True
+    with pytest.raises(DponeError) as absent:
+        harness.run()
+    assert absent.value.code == "mssql_native.publication_absent"
+    assert harness.target.table == []
+    result = harness.run()
+    assert result.resumed_from is RouteState.PUBLISHING
+    assert harness.source.connections == 1
+    assert_published_once(harness)
+
+
+def test_unknown_commit_stays_held_until_the_target_can_answer(tmp_path) -> None:
+    harness = make_harness(tmp_path)
+    harness.target.faults.add("publish.after_commit")
+    with pytest.raises(Crash):
+        harness.run()
+    harness.expire_lease()
+    harness.source.deny = True
+    harness.target.in_flight.update(harness.target.receipts)
+    with pytest.raises(DponeError) as unknown:
+        harness.run()
+    assert unknown.value.code == "mssql_native.publication_outcome_unknown"
+    harness.target.in_flight.clear()
+    assert harness.run().resumed_from is RouteState.OUTCOME_UNKNOWN
+    assert_published_once(harness)
+
+
+def test_clean_failure_before_eof_settles_immediately(tmp_path) -> None:
+    harness = make_harness(tmp_path)
+
+    def drift(point: str) -> None:
+        if point == "admitted":
+            harness.source.tables[("db", "events")].columns.append(("extra", "UInt8"))
+
+    with pytest.raises(DponeError) as failed:
+        harness.run(drift)
+    assert failed.value.code == "mssql_native.source_snapshot_drift"
+    harness.source.tables[("db", "events")].columns.pop()
+    result = harness.run()
+    assert result.resumed_from is RouteState.REEXTRACT_REQUIRED
+    assert result.settled_invocations == ()
+    assert_published_once(harness)
+
+
+def test_target_verification_mismatch_publishes_nothing(tmp_path) -> None:
+    harness = make_harness(tmp_path)
+    harness.target.corrupt_load = True
+    with pytest.raises(DponeError) as failed:
+        harness.run()
+    assert failed.value.code == "mssql_native.target_verification_failed"
+    assert harness.target.table == [] and not harness.target.receipts
+    harness.target.corrupt_load = False
+    harness.source.deny = True
+    assert harness.run().resumed_from is RouteState.PUBLISHING
+    assert_published_once(harness)
+
+
+def test_succeeded_operation_returns_its_outcome_without_any_io(tmp_path) -> None:
+    harness = make_harness(tmp_path)
+    first = harness.run()
+    calls = list(harness.target.calls)
+    harness.source.deny = True
+    again = harness.run()
+    assert again.resumed_from is RouteState.SUCCEEDED
+    assert (again.invocation_id, again.rows, again.workload_digest) == (
+        first.invocation_id,
+        first.rows,
+        first.workload_digest,
+    )
+    assert harness.target.calls == calls and harness.source.connections == 1
+
+
+def test_held_custody_blocks_an_overlapping_run(tmp_path) -> None:
+    harness = make_harness(tmp_path)
+    overlapping: list[DponeError] = []
+
+    def start_second_run(point: str) -> None:
+        if point == "chunk_sealed" and not overlapping:
+            with pytest.raises(DponeError) as held:
+                harness.run()
+            overlapping.append(held.value)
+
+    harness.run(start_second_run)
+    assert overlapping[0].code == "mssql_native.custody_held"
+    assert_published_once(harness)

@@ -1,0 +1,48 @@
+"""Create-once, atomically visible stage and journal objects on ObjectStoragePath (file://)."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_provider_dpone.adapters.storage.native_journal import ObjectJournalStore
+from airflow_provider_dpone.adapters.storage.native_stage import ObjectStageStore
+from airflow_provider_dpone.adapters.storage.object_store import ObjectStore
+from airflow_provider_dpone.contracts.errors import DponeError
+
+OPERATION = "0" * 32
+
+
+def test_objects_are_created_once_and_never_overwritten(tmp_path) -> None:
+    stage = ObjectStageStore(f"file://{tmp_path}", OPERATION)
+    stage.put("stage/a/00000000.chunk", b"first")
+    with pytest.raises(DponeError) as again:
+        stage.put("stage/a/00000000.chunk", b"second")
+    assert again.value.code == "mssql_native.stage_integrity_failed"
+    assert stage.get("stage/a/00000000.chunk") == b"first"
+    assert not list(tmp_path.rglob(".tmp-*")), "no temporary file survives a publish"
+    with pytest.raises(DponeError) as missing:
+        stage.get("stage/a/00000001.chunk")
+    assert missing.value.code == "mssql_native.stage_integrity_failed"
+    stage.delete_prefix("stage/a/")
+    assert not stage.exists("stage/a/00000000.chunk")
+
+
+def test_journal_appends_are_exclusive_and_read_in_order(tmp_path) -> None:
+    journal = ObjectJournalStore(f"file://{tmp_path}", OPERATION)
+    for seq in (0, 1, 2):
+        journal.append(seq, f"record {seq}".encode())
+    with pytest.raises(DponeError) as conflict:
+        ObjectJournalStore(f"file://{tmp_path}", OPERATION).append(1, b"late writer")
+    assert conflict.value.code == "mssql_native.journal_conflict"
+    assert journal.read_all() == [(0, b"record 0"), (1, b"record 1"), (2, b"record 2")]
+    (tmp_path / OPERATION / "journal" / "stray.txt").write_bytes(b"x")
+    with pytest.raises(DponeError) as stray:
+        journal.read_all()
+    assert stray.value.code == "mssql_native.journal_corrupt"
+
+
+@pytest.mark.parametrize("key", ["../escape", "a/../../b", "/absolute", "a//b", "a b", ""])
+def test_keys_are_plain_relative_paths(tmp_path, key: str) -> None:
+    with pytest.raises(DponeError) as info:
+        ObjectStore(f"file://{tmp_path}").put_once(key, b"x")
+    assert info.value.code == "mssql_native.storage_unsupported"

@@ -1,0 +1,60 @@
+"""Golden SQL of the one data SELECT and the metadata reads: no FINAL, ordering, sampling or pagination, ever."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from airflow_provider_dpone.adapters.clickhouse.snapshot_sql import parts_sql, render_select
+from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.contracts.native_chunk import RelationRef
+from airflow_provider_dpone.contracts.native_query import SnapshotQuery, query_record
+from airflow_provider_dpone.contracts.native_window import UtcWindow
+from airflow_provider_dpone.protocol.native_transfer.schema_admission import map_type
+
+PROJECTION = (map_type("id", "UInt64", implicit_utc=False), map_type("ts", "DateTime64(3, 'UTC')", implicit_utc=False))
+WINDOW = UtcWindow.of("ts", dt.datetime(2026, 1, 1, tzinfo=dt.UTC), dt.datetime(2026, 2, 1, tzinfo=dt.UTC))
+
+
+def snapshot(*, window: UtcWindow | None, provenance: bool) -> SnapshotQuery:
+    query = SnapshotQuery(
+        relation=RelationRef(database="sales", table="events"),
+        projection=PROJECTION,
+        window=window,
+        provenance=provenance,
+        settings=(),
+        vendor_query_id="q",
+        block_rows=10,
+        expected=None,
+    )
+    return query.model_copy(update={"expected": query_record(query)}) if provenance else query
+
+
+def test_raw_select_with_window() -> None:
+    sql, parameters = render_select(snapshot(window=WINDOW, provenance=True))
+    assert sql == (
+        "SELECT `id`, `ts`, _part, _part_offset FROM `sales`.`events` "
+        "WHERE `ts` >= {dpone_window_start:DateTime64(6, 'UTC')} AND `ts` < {dpone_window_end:DateTime64(6, 'UTC')}"
+    )
+    assert parameters == {
+        "dpone_window_start": "2026-01-01 00:00:00.000000",
+        "dpone_window_end": "2026-02-01 00:00:00.000000",
+    }
+
+
+def test_legacy_full_refresh_select() -> None:
+    assert render_select(snapshot(window=None, provenance=False)) == ("SELECT `id`, `ts` FROM `sales`.`events`", {})
+
+
+def test_a_query_that_differs_from_its_admitted_digests_is_not_rendered() -> None:
+    admitted = snapshot(window=WINDOW, provenance=True)
+    widened = admitted.model_copy(update={"window": None})
+    with pytest.raises(DponeError) as info:
+        render_select(widened)
+    assert info.value.code == "mssql_native.source_snapshot_drift"
+
+
+def test_physical_profile_reads_are_bounded() -> None:
+    assert parts_sql(False).endswith("AND active ORDER BY name LIMIT {limit:UInt32}")
+    assert "partition_ids" in parts_sql(True) and "patch-" in parts_sql(True)
