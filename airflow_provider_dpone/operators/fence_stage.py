@@ -23,8 +23,6 @@ class DponeFenceOperator(DponePublicationOperator):
     fails this task without retry: there is no lease stealing. Pushes ``operation_id``, ``target_key`` and ``phase``.
     """
 
-    needs_table = False
-
     def execute(self, context: Context) -> XCom:
         return self._run(context, self._fence)
 
@@ -43,6 +41,8 @@ class DponeStageOperator(DponePublicationOperator):
     member and resumes, rebuilding only the exact owned candidate. Pushes the generation id, the artifact digest and
     size, and per-member stage, rows and rebuilds (opaque member ids).
     """
+
+    stages = True
 
     def execute(self, context: Context) -> XCom:
         return self._run(context, self._stage)

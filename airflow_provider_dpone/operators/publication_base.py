@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from airflow.sdk import BaseOperator, Context
 
 from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.contracts.identities import target_key
 from airflow_provider_dpone.contracts.manifest import ClusterPublicationManifest
 from airflow_provider_dpone.operators.publication_environment import (
     PortsFactory,
@@ -38,15 +39,34 @@ T = TypeVar("T")
 
 
 def fence_table(manifest: ClusterPublicationManifest) -> TableSpec:
-    """The table definition a fence task's request carries: the manifest's sorting-key columns, untyped (``UInt8``).
+    """A placeholder table definition: the manifest's sorting-key columns, untyped (``UInt8``).
 
-    The fence entry point binds identity only (target key, operation id, inventory, plan digest) and never reads the
-    table definition, which comes from the source. The request model requires a valid one, so the fence passes this
-    placeholder rather than touching the source before the target is fenced (seed 000 §2: the authority row is
-    created before any source I/O).
+    Only staging reads the table definition (to check the sealed artifact and to create candidates). The request
+    model requires a valid one in every task, so a task that does not stage passes this placeholder rather than
+    touching the source: the fence runs before any source I/O (seed 000 §2), and publish and cleanup must not depend
+    on the source at all.
     """
     order_by = manifest.physical_design.storage.clickhouse.order_by
     return declared_table(manifest, tuple((name, "UInt8") for name in order_by) or (("fence_only", "UInt8"),))
+
+
+def resolve_table(
+    manifest: ClusterPublicationManifest, environment: PublicationEnvironment, *, stages: bool
+) -> TableSpec:
+    """The table definition of this task's request.
+
+    Once the operation has bound an artifact, its typed columns (from the authority, read-only) are the definition:
+    a retry recreates candidates exactly as bound even if the source changed meanwhile. Before that, only the stage
+    task resolves it from the source (metadata only); every other task gets :func:`fence_table`.
+    """
+    from airflow_provider_dpone.operators.publication_inputs import cluster_name
+    from airflow_provider_dpone.operators.publication_report import observed_record
+
+    key = target_key(cluster_name(manifest), manifest.sink.database, manifest.sink.table)
+    record = observed_record(environment.ports.authority, key) if stages else None
+    if record is not None and record.artifact is not None:
+        return declared_table(manifest, record.artifact.schema_pairs)
+    return environment.table() if stages else fence_table(manifest)
 
 
 @dataclass(frozen=True)
@@ -94,8 +114,8 @@ class DponePublicationOperator(BaseOperator):
         fileloc = getattr(dag, "fileloc", None)
         return Path(fileloc).parent if fileloc else None
 
-    needs_table: bool = True
-    """Whether the task's entry point uses the table definition (resolved from the source); the fence does not."""
+    stages: bool = False
+    """Whether the task's entry point stages (the only one that reads the table definition)."""
 
     def _run(self, context: Context, action: Callable[[TaskSession], T]) -> T:
         """Build a fresh session, run ``action``; map a :class:`DponeError` to retry or terminal failure."""
@@ -107,7 +127,7 @@ class DponePublicationOperator(BaseOperator):
             environment = factory(manifest, conn_id)
             try:
                 dag_run = context["dag_run"]
-                table = environment.table() if self.needs_table else fence_table(manifest)
+                table = resolve_table(manifest, environment, stages=self.stages)
                 request = build_request(manifest, dag_id=dag_run.dag_id, run_id=dag_run.run_id, table=table)
                 service = ExternalPublicationService(environment.ports, request, environment.settings)
                 return action(TaskSession(manifest, environment, request, service, conn_id))

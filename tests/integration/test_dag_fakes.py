@@ -56,7 +56,7 @@ def test_full_run_completes_and_every_member_holds_the_generation(
     outcome = run_example(example, logical_date=_when(1))
     assert outcome.succeeded, outcome.states
     assert outcome.tries == {"fence": 1, "stage": 1, "publish": 1, "cleanup": 1}
-    assert (deployment.environments, deployment.table_calls) == (4, 3), "the fence never touches the source"
+    assert (deployment.environments, deployment.table_calls) == (4, 1), "only staging reads the source's schema"
     expected = sorted(ROWS, key=repr)
     assert deployment.content("target_table") == [expected, expected]
     receipt = outcome.xcom["cleanup"]
@@ -307,3 +307,25 @@ def test_exhausted_deferrals_fail_retryably_and_a_clear_resumes_the_same_entry(
     assert _queue_kinds(deployment) == ["exchange", "drop"], "the bound exchange was never dispatched again"
     _exact_everywhere(deployment, ROWS)
     assert [event["task"] for event in asset_events(cleared.run, ASSET)] == ["publish"]
+
+
+def test_a_stage_retry_recreates_candidates_from_the_bound_schema_not_the_live_source(
+    example: ModuleType, manifest: ClusterPublicationManifest
+) -> None:
+    deployment = FakeDeployment.build(manifest, rows=ROWS, baseline=BASELINE)
+
+    def source_schema_changes() -> None:
+        deployment.columns = (("id", "UInt64"), ("renamed", "String"), ("amount", "Nullable(Int64)"))
+
+    deployment.world.faults = NamedFaults(
+        {("member.load", 1): FaultKind.CRASH_BEFORE}, callbacks={("member.load", 1): source_schema_changes}
+    )
+    configure(example, deployment.factory())
+    outcome = run_example(example, logical_date=_when(20))
+    assert outcome.succeeded, outcome.states
+    assert outcome.tries["stage"] == 2
+    assert deployment.table_calls == 1, "the retry took the schema from the authority, not from the source"
+    _exact_everywhere(deployment, ROWS)
+    for member in deployment.world.members:
+        target = deployment.world.table(member, "target_table")
+        assert target is not None and [name for name, _ in target.columns] == ["id", "name", "amount"]
