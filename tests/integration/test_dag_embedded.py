@@ -223,13 +223,16 @@ def test_faults_on_every_boundary_are_retried_or_resolved_without_duplicates(
     assert _tables(embedded_cluster, database) == [[authority, "target_table"]] * 2
 
 
-def test_an_existing_equal_target_is_adopted(
+def test_an_existing_equal_target_is_adopted_and_a_lost_exchange_response_is_not_resent(
     example: ModuleType, embedded_cluster: EmbeddedCluster, published: dict[str, Any]
 ) -> None:
     database = published["database"]
     _existing_target(embedded_cluster, database)
+    embedded_cluster.faults.lose_response("coordinator", match="^EXCHANGE TABLES")
     outcome = _run(example, 6)
     assert outcome.succeeded, outcome.states
+    assert not embedded_cluster.faults.armed()
+    assert outcome.xcom["cleanup"]["dispatch_epoch"] == 1, "one publication permit: the exchange was sent once"
     assert (outcome.xcom["cleanup"]["baseline"], outcome.xcom["cleanup"]["publication_kind"]) == (
         "existing",
         "exchange",
