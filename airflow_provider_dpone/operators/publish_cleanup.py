@@ -63,6 +63,14 @@ def publication_asset(manifest: ManifestInput) -> Asset:
 
 
 class _WaitingOperator(DponePublicationOperator):
+    """Publish and cleanup: one dispatching entry point, one read-only reconcile, and a bounded wait between them.
+
+    :param deferrable: wait in the triggerer (default: ``True`` unless ``[operators] default_deferrable`` is set).
+    :param poll_interval: seconds between queue polls (trigger) or reconciles (in-process).
+    :param timeout_seconds: bound of one wait (one deferral, or the in-process loop) before a retryable failure.
+    :param max_deferrals: deferrals per try before a retryable failure (the retry resumes the same entry).
+    """
+
     stage_name: Literal["publication", "cleanup"]
 
     def __init__(

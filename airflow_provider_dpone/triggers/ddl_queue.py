@@ -136,11 +136,12 @@ class ClusterDDLQueueTrigger(BaseTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         reader: QueueReader = load_reader_factory(self.reader)(self.conn_id)
         snapshot: QueueSnapshot | None = None
+        entry = self.entry
         missing = errors = 0
         try:
             for attempt in range(1, self.max_attempts + 1):
                 try:
-                    snapshot = await reader.read(self.cluster, self.correlation_token, self.entry)
+                    snapshot = await reader.read(self.cluster, self.correlation_token, entry)
                 except Exception as exc:  # noqa: BLE001 - any failed read counts; the type only is logged
                     errors += 1
                     self.log.warning("dpone %s queue read %d failed (%s)", self.stage, attempt, type(exc).__name__)
@@ -150,6 +151,8 @@ class ClusterDDLQueueTrigger(BaseTrigger):
                 else:
                     errors = 0
                     missing = missing + 1 if snapshot is None else 0
+                    if snapshot is not None and snapshot.entries == 1:
+                        entry = snapshot.entry  # pinned: later polls read exactly this entry
                     verdict = self._verdict(snapshot, missing)
                     if snapshot is not None:
                         self.log.info(

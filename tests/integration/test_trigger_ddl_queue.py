@@ -92,6 +92,16 @@ async def test_finishes_with_one_event_when_every_expected_host_is_finished() ->
     assert {read[2] for read in ScriptedReader.reads} == {"query-0000000007"}, "only the bound entry is polled"
 
 
+async def test_the_entry_is_pinned_once_observed() -> None:
+    ScriptedReader.script = [
+        _snapshot(("Active", None), ("Inactive", None)),
+        _snapshot(("Finished", 0), ("Finished", 0)),
+    ]
+    (event,) = await _events(_trigger())
+    assert event["status"] == "finished"
+    assert [read[2] for read in ScriptedReader.reads] == [None, "query-0000000007"]
+
+
 async def test_a_failed_host_still_ends_the_wait_and_reports_it() -> None:
     ScriptedReader.script = [_snapshot(("Finished", 0), ("Finished", 60))]
     (event,) = await _events(_trigger())
