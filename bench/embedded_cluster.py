@@ -2,8 +2,9 @@
 
 Run: ``.venv/bin/python bench/embedded_cluster.py [--rows 1000000] [--repeat 5]``. The load ratio compares
 clickhouse-connect's ``raw_insert`` of Native bytes through the member's HTTP endpoint with
-``INSERT ... FROM INFILE ... FORMAT Native`` of the same bytes executed inside the same engine (best of
-``--repeat`` runs each, table truncated in between). Prints one JSON object.
+``INSERT ... FROM INFILE ... FORMAT Native`` of the same bytes executed inside the same engine: each round runs
+the three loads back to back (table truncated in between); the figures are the best runs and the median of the
+per-round ratios, which cancels out the load of a shared machine. Prints one JSON object.
 """
 
 from __future__ import annotations
@@ -34,6 +35,13 @@ def _rss_mb(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return 0.0
+
+
+def _drain(stream) -> int:
+    total = 0
+    while chunk := stream.read(1 << 20):
+        total += len(chunk)
+    return total
 
 
 def _best(samples: list[float]) -> float:
@@ -83,6 +91,18 @@ def _measure(cluster: EmbeddedCluster, scratch: Path, rows: int, repeat: int) ->
         http_stream.append(time.perf_counter() - t0)
     count = int(member.command("SELECT count() FROM bench.t"))
     assert count == rows, count
+    stream_read, outfile = [], []
+    for number in range(repeat):
+        t0 = time.perf_counter()
+        stream = member.raw_stream("SELECT * FROM bench.t", fmt="Native")
+        received = _drain(stream)
+        stream_read.append(time.perf_counter() - t0)
+        target = scratch / f"out-{number}.native"
+        t0 = time.perf_counter()
+        member.command(f"SELECT * FROM bench.t INTO OUTFILE '{target}' FORMAT Native")
+        outfile.append(time.perf_counter() - t0)
+        target.unlink()
+    assert received > 0
     processes = cluster.processes()
     return {
         "rows": rows,
@@ -92,8 +112,19 @@ def _measure(cluster: EmbeddedCluster, scratch: Path, rows: int, repeat: int) ->
         "http_streamed_raw_insert_seconds_best": round(_best(http_stream), 4),
         "ratio_http_vs_infile": round(_best(http) / _best(infile), 3),
         "ratio_http_streamed_vs_infile": round(_best(http_stream) / _best(infile), 3),
+        "ratio_http_vs_infile_median_of_rounds": round(
+            statistics.median(h / i for h, i in zip(http, infile, strict=True)), 3
+        ),
+        "ratio_http_streamed_vs_infile_median_of_rounds": round(
+            statistics.median(h / i for h, i in zip(http_stream, infile, strict=True)), 3
+        ),
         "infile_seconds_median": round(statistics.median(infile), 4),
         "http_raw_insert_seconds_median": round(statistics.median(http), 4),
+        "http_raw_stream_read_seconds_best": round(_best(stream_read), 4),
+        "into_outfile_seconds_best": round(_best(outfile), 4),
+        "ratio_stream_read_vs_outfile_median_of_rounds": round(
+            statistics.median(r / o for r, o in zip(stream_read, outfile, strict=True)), 3
+        ),
         "rss_mb": {name: round(_rss_mb(info["pid"]), 1) for name, info in processes.items()},
     }
 

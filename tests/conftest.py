@@ -1,4 +1,6 @@
-"""Shared pytest configuration: fixture plugins used across test packages (the embedded cluster's fixtures start a
-cluster only for tests that use them)."""
+"""Shared pytest configuration: fixture plugins used across test packages.
+
+Each plugin's fixtures start their service (embedded ClickHouse cluster, throwaway PostgreSQL) only when a test asks.
+"""
 
 pytest_plugins = ["airflow_provider_dpone.embedded.pytest_plugin", "tests.fixtures.postgres"]

@@ -99,6 +99,12 @@ class Initiator:
         self._store = store
 
     def run(self, sql: str, *, handle: Handle | None, database: str | None, settings: dict[str, str]) -> DdlAnswer:
+        if settings.get("readonly", "0") not in ("", "0"):
+            raise self._engine.error(
+                164,
+                "Cannot execute query in readonly mode. For queries over HTTP, method GET implies readonly."
+                " You should use method POST for modifying queries",
+            )
         mode, timeout = self._output_settings(handle, settings)
         formatted = self._format(sql)
         clause = on_cluster(formatted)

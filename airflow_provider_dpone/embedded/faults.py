@@ -84,7 +84,7 @@ class Faults:
         return list(launcher.read_state(self._directory).get("killed", []))
 
     def reset(self) -> None:
-        """Disarm everything, resume every worker and restart killed processes."""
+        """Disarm everything, resume every worker and restart every process that is not running (killed or not)."""
         self._store.disarm()
-        for name in self.killed():
+        for name in launcher.stopped(self._directory):
             launcher.restart(self._directory, name)

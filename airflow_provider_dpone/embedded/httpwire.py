@@ -259,27 +259,46 @@ class RequestBody:
         return prefix
 
     def feed(self, sink: Sink) -> None:
-        """Deliver the rest of the body into ``sink``: spliced from the socket when the body is plain bytes with a
-        known length, chunk by chunk otherwise."""
+        """Deliver the rest of the body into ``sink``: spliced from the socket when the body is not content-coded
+        (whole, or chunk by chunk for chunked framing), through Python otherwise."""
         for chunk in self._pushback:
             sink.write(chunk)
         self._pushback = []
-        if self._chunked or self._decode is not None or not sink.can_splice:
+        if self._decode is not None or not sink.can_splice:
             for chunk in self.chunks():
                 sink.write(chunk)
             return
-        if self._remaining:
-            buffered = self._rfile.peek(1)[: self._remaining]  # what the reader already holds of the body
+        if not self._chunked:
+            self._splice(sink, self._remaining)
+            self._remaining = 0
+            self._done = True
+            return
+        while not self._done:
+            if self._chunk_left == 0:
+                size = int(self._rfile.readline(1024).split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    while self._rfile.readline(1024) not in (b"\r\n", b"\n", b""):
+                        pass
+                    self._done = True
+                    return
+                self._chunk_left = size
+            self._splice(sink, self._chunk_left)
+            self._chunk_left = 0
+            self._rfile.readline(16)
+
+    def _splice(self, sink: Sink, count: int) -> None:
+        """Move ``count`` body bytes into ``sink``: first what the buffered reader holds, then from the socket."""
+        if count:
+            buffered = self._rfile.peek(1)[:count]
             if buffered:
                 sink.write(self._rfile.read(len(buffered)))
-                self._remaining -= len(buffered)
+                count -= len(buffered)
         source = self._rfile.fileno()
-        while self._remaining:
-            moved = sink.splice_from(source, min(self._remaining, CHUNK))
+        while count:
+            moved = sink.splice_from(source, min(count, CHUNK))
             if moved <= 0:
                 raise ConnectionError("request body ended early")
-            self._remaining -= moved
-        self._done = True
+            count -= moved
 
     def forget_prefix(self) -> None:
         """Drop the bytes :meth:`read_prefix` handed back: the caller has consumed them."""

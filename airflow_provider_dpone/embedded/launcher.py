@@ -71,6 +71,20 @@ def _rebind(port: int, listen: bool, patience: float = 10.0) -> socket.socket:
             time.sleep(0.05)
 
 
+def _bind_again_or_free(port: int, listen: bool) -> socket.socket:
+    if port:
+        with contextlib.suppress(OSError):
+            return _bind(port, listen)
+    return _bind_free(listen)
+
+
+def _previous_ports(directory: Path) -> dict[str, tuple[int, int]]:
+    try:
+        return {name: (spec.http_port, spec.native_port) for name, spec in specs_of(directory).items()}
+    except (FileNotFoundError, KeyError, ValueError, TypeError):
+        return {}
+
+
 def _port_pool() -> range:
     """Ports to pick from: below the kernel's ephemeral range, so that while a killed process is down no outgoing
     connection can be handed its port, and the restart gets the same port back."""
@@ -101,9 +115,20 @@ def plan(
     owner_pid: int,
     topology: ClusterTopology = TOPOLOGY,
 ) -> tuple[list[ProcessSpec], dict[str, tuple[socket.socket, socket.socket]]]:
-    """Bind every process's sockets and build the specs that name them."""
+    """Bind every process's sockets and build the specs that name them.
+
+    A directory that held a cluster before gets its processes' previous ports back where they are still free, so
+    a cluster brought down and up again keeps its connection.
+    """
     names = [COORDINATOR] + [slot.name for slot in topology.slots(members)]
-    sockets = {name: (_bind_free(listen=True), _bind_free(listen=False)) for name in names}
+    previous = _previous_ports(directory)
+    sockets = {
+        name: (
+            _bind_again_or_free(previous.get(name, (0, 0))[0], True),
+            _bind_again_or_free(previous.get(name, (0, 0))[1], False),
+        )
+        for name in names
+    }
     replicas = [(HOST, sockets[slot.name][1].getsockname()[1]) for slot in topology.slots(members)]
     clusters = {topology.external_cluster: replicas, topology.internal_cluster: replicas}
     default_cluster = topology.cluster_name(internal_replication)
@@ -321,6 +346,12 @@ def any_alive(directory: Path) -> bool:
     except (FileNotFoundError, KeyError, ValueError):
         return False
     return any(alive(int(state["pids"].get(name, 0)), spec) for name, spec in specs.items())
+
+
+def stopped(directory: Path) -> list[str]:
+    """Names of the processes that are not running (killed, or crashed)."""
+    state = read_state(directory)
+    return [name for name, spec in specs_of(directory).items() if not alive(int(state["pids"].get(name, 0)), spec)]
 
 
 def kill(directory: Path, name: str) -> None:

@@ -21,7 +21,7 @@ MAX_SESSION_TIMEOUT = 3600
 
 @dataclass
 class _Session:
-    handle: Handle
+    handle: Handle | None
     timeout: float
     last_used: float
     busy: bool = False
@@ -51,16 +51,19 @@ class Sessions:
             if current is None:
                 if check:
                     raise self._engine.error(372, f"Session {session_id} not found")
-                current = _Session(self._engine.open_handle(), seconds, now)
+                current = _Session(None, seconds, now)
                 self._sessions[session_id] = current
             elif current.busy:
                 raise self._engine.error(373, f"Session {session_id} is locked by a concurrent client")
             current.busy = True
             current.timeout = seconds
-        for old in expired:
-            with self._engine.lock:
-                old.handle.close()
+        for old in expired:  # engine calls happen outside the registry lock
+            if old.handle is not None:
+                with self._engine.lock:
+                    old.handle.close()
         try:
+            if current.handle is None:
+                current.handle = self._engine.open_handle()
             yield current.handle
         finally:
             with self._lock:

@@ -144,3 +144,19 @@ def test_unknown_targets_are_refused(embedded_cluster: EmbeddedCluster) -> None:
         embedded_cluster.faults.fail_next_statement("member9", 1)
     with pytest.raises(ValueError):
         embedded_cluster.faults.lose_response(7)
+
+
+def test_keeper_map_does_not_survive_a_restart_of_its_process(
+    embedded_cluster: EmbeddedCluster, fresh_database: str
+) -> None:
+    """Documented limit: chdb's Keeper is in-process, so a restarted process's KeeperMap tables fail (Code 668)."""
+    table = f"`{fresh_database}`.kv"
+    client = embedded_cluster.client("member1")
+    client.command(f"CREATE TABLE {table} (k String, v String) ENGINE = KeeperMap('/{fresh_database}') PRIMARY KEY k")
+    client.command(f"INSERT INTO {table} VALUES ('k', 'v')")
+    embedded_cluster.faults.kill("member1")
+    embedded_cluster.faults.restart("member1")
+    with pytest.raises(DatabaseError) as error:
+        embedded_cluster.client("member1").command(f"SELECT count() FROM {table}")
+    assert error.value.code == 668
+    embedded_cluster.client("member1").command(f"DROP TABLE {table} SYNC")

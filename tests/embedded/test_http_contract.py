@@ -204,3 +204,23 @@ def test_response_compression_follows_accept_encoding(embedded_cluster: Embedded
     assert response.headers["Content-Encoding"] == coding
     assert len(response.data) < 10_000
     assert _Decoder(coding).decompress(response.data) == b"x" * 100_000
+
+
+def test_streamed_bodies_and_failed_inserts_keep_the_connection(
+    embedded_cluster: EmbeddedCluster, fresh_database: str
+) -> None:
+    client = embedded_cluster.client("member1", compress=False)
+    table = _table(client, fresh_database)
+    native = embedded_cluster.client("coordinator").raw_query(
+        "SELECT number AS id, repeat('n', number % 50) AS name, NULL AS amount, toDateTime64(number, 3, 'UTC') AS ts"
+        " FROM numbers(300000)",
+        fmt="Native",
+    )
+    pieces = (native[i : i + 777_777] for i in range(0, len(native), 777_777))  # chunked framing, odd sizes
+    assert client.raw_insert(table, COLUMNS, pieces, fmt="Native").written_rows == 300_000
+    with pytest.raises(DatabaseError) as broken:  # the engine stops reading half-way: the rest is drained
+        client.raw_insert(table, COLUMNS, (native[:1000], b"\xff" * 3_000_000), fmt="Native")
+    assert broken.value.code != 0
+    with pytest.raises(DatabaseError):
+        client.raw_insert(table, COLUMNS, native[:5000] + b"\xff" * 2_000_000, fmt="Native")
+    assert client.command(f"SELECT count(), uniqExact(id) FROM {table}") == ["300000", "300000"]

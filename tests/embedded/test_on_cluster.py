@@ -243,6 +243,11 @@ def test_exchange_rename_drop_on_cluster(embedded_cluster: EmbeddedCluster, fres
 
 def test_unknown_cluster_and_syntax_errors_fail_at_the_initiator(embedded_cluster: EmbeddedCluster) -> None:
     client = embedded_cluster.client("coordinator")
+    with pytest.raises(DatabaseError) as readonly:
+        client.command(
+            f"CREATE DATABASE ro ON CLUSTER {embedded_cluster.cluster_name} ENGINE = Atomic", settings={"readonly": 1}
+        )
+    assert readonly.value.code == 164
     with pytest.raises(DatabaseError) as unknown:
         client.command("CREATE DATABASE nope ON CLUSTER no_such_cluster ENGINE = Atomic")
     assert unknown.value.code == 701

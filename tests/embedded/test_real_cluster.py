@@ -40,6 +40,7 @@ class RealMember:
 @dataclass(frozen=True)
 class RealCluster:
     cluster_name: str
+    internal_cluster_name: str
     members: tuple[RealMember, ...]
 
     @property
@@ -54,7 +55,7 @@ class RealCluster:
 def real_cluster() -> RealCluster:
     description = json.loads((ROOT / "deploy/real-cluster.json").read_text())
     members = tuple(RealMember(**member) for member in description["members"])
-    cluster = RealCluster(description["cluster"], members)
+    cluster = RealCluster(description["cluster"], description["internal_cluster"], members)
     for member in members:
         try:
             reachable = cluster.client(member).ping()
@@ -139,3 +140,23 @@ def test_keeper_map_cas(real_cluster: RealCluster, real_database: str) -> None:
     client.command(f"ALTER TABLE {table} UPDATE v = 'v1' WHERE k = 'k' AND _version = 0", settings=strict)
     client.command(f"ALTER TABLE {table} UPDATE v = 'stale' WHERE k = 'k' AND _version = 0", settings=strict)
     assert client.query(f"SELECT v, _version FROM {table}").result_rows == [("v1", 1)]
+
+
+def test_internal_route_replicates_between_members(real_cluster: RealCluster, real_database: str) -> None:
+    """The internal cluster definition (internal_replication=true) with a Replicated table, as the internal route uses."""
+    coordinator = real_cluster.client(real_cluster.coordinator)
+    table = f"`{real_database}`.replicated"
+    coordinator.command(
+        f"CREATE TABLE {table} ON CLUSTER {real_cluster.internal_cluster_name} (a UInt64)"
+        f" ENGINE = ReplicatedMergeTree('/clickhouse/tables/{{shard}}/{real_database}/replicated', '{{replica}}')"
+        " ORDER BY a"
+    )
+    coordinator.insert(table, [(i,) for i in range(100)], column_names=["a"])
+    other = real_cluster.client(real_cluster.members[-1])
+    other.command(f"SYSTEM SYNC REPLICA {table}")
+    assert other.command(f"SELECT count() FROM {table}") == 100
+    flags = coordinator.query(
+        "SELECT DISTINCT internal_replication FROM system.clusters WHERE cluster = {c:String}",
+        parameters={"c": real_cluster.internal_cluster_name},
+    ).result_rows
+    assert flags == [(1,)]
