@@ -130,3 +130,19 @@ def test_scratch_clients_need_an_explicit_session() -> None:
 def test_resolved_connection_never_shows_host_or_password() -> None:
     text = repr(connection(secure=True)) + str(connection())
     assert "secret-pw" not in text and "ch.internal" not in text
+
+
+def test_driver_log_records_that_could_name_the_server_are_withheld(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    logger = logging.getLogger("clickhouse_connect.driver._backend.http_sync")
+    with caplog.at_level(logging.DEBUG, logger="clickhouse_connect"):
+        try:
+            raise OSError("connect to ch-secret.internal:8443 failed")
+        except OSError:
+            logger.warning("Unexpected Http Driver Exception", exc_info=True)
+        logger.warning("Error executing HTTP request (%s)", "http://ch-secret.internal:8443")
+        logger.debug("plain message")
+    text = caplog.text
+    assert "ch-secret.internal" not in text
+    assert text.count("details withheld") == 2 and "plain message" in text

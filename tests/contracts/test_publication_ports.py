@@ -1,0 +1,414 @@
+"""One contract suite for the publication ports, run against the in-memory fakes AND the real ClickHouse adapters on
+the embedded cluster (real engines, HTTP, emulated ON CLUSTER queue). Every test asserts observable outcomes only,
+so a fake that drifts from ClickHouse's behaviour fails here.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from airflow_provider_dpone.contracts.authority_row import AUTHORITY_COLUMNS, AUTHORITY_TABLE, AuthorityRow
+from airflow_provider_dpone.ports.publication import (
+    AuthorityConflictError,
+    ColumnSpec,
+    DispatchSettings,
+    DropTable,
+    ExchangeTables,
+    HostDdlState,
+    MutationRejectedError,
+    OutcomeUnknownError,
+    RenameTable,
+    TableSpec,
+)
+from tests.adapters.port_backends import EmbeddedBackend, FakeBackend, PortBackend, Row
+
+pytestmark = pytest.mark.embedded_cluster(members=2)
+
+COLUMNS = (("id", "UInt64"), ("s", "Nullable(String)"))
+SPEC = TableSpec(columns=tuple(ColumnSpec(name=n, type=t) for n, t in COLUMNS), order_by=("id",))
+ROWS: tuple[Row, ...] = ((1, "a"), (2, None), (3, "c"))
+
+
+@pytest.fixture(params=["fake", "embedded"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[PortBackend]:
+    if request.param == "fake":
+        instance: PortBackend = FakeBackend()
+    else:
+        cluster = request.getfixturevalue("embedded_cluster")
+        instance = EmbeddedBackend(cluster, request.getfixturevalue("fresh_database"), tmp_path)
+    try:
+        yield instance
+    finally:
+        instance.close()
+
+
+def key() -> str:
+    return uuid.uuid4().hex * 2
+
+
+def authority_row(target_key: str, payload: str) -> AuthorityRow:
+    return AuthorityRow(
+        target_key=target_key,
+        operation_id="op",
+        fence_token="f" * 32,
+        phase="LOCKED",
+        dispatch_epoch=0,
+        payload=payload,
+        payload_sha256="a" * 64,
+    )
+
+
+def new_uuid() -> str:
+    return str(uuid.uuid4())
+
+
+def settings(token: str | None = None) -> DispatchSettings:
+    token = token or uuid.uuid4().hex
+    return DispatchSettings(
+        correlation_token=token, query_digest="d" * 64, log_comment='{"dpone":"contract","token":"' + token + '"}'
+    )
+
+
+def members(backend: PortBackend) -> list[str]:
+    return list(backend.inventory.member_ids)
+
+
+def session(backend: PortBackend, member_id: str):  # type: ignore[no-untyped-def]
+    return backend.ports.sessions.session(backend.inventory.member(member_id))
+
+
+def candidate(backend: PortBackend, member_id: str, name: str = "cand", spec: TableSpec = SPEC) -> str:
+    value = new_uuid()
+    session(backend, member_id).create_table(backend.database, name, value, spec)
+    return value
+
+
+# --- authority ---------------------------------------------------------------------------------------------------
+
+
+def test_read_of_an_absent_key_is_none(backend: PortBackend) -> None:
+    assert backend.ports.authority.read(key()) is None
+
+
+def test_strict_create_conflicts_on_an_existing_key_and_changes_nothing(backend: PortBackend) -> None:
+    target = key()
+    first = authority_row(target, '{"n":1}')
+    backend.ports.authority.create(first)
+    with pytest.raises(AuthorityConflictError):
+        backend.ports.authority.create(authority_row(target, '{"n":2}'))
+    stored = backend.ports.authority.read(target)
+    assert stored is not None and stored.row == first and stored.version == 0
+
+
+def test_compare_and_set_bumps_the_version_by_one(backend: PortBackend) -> None:
+    target = key()
+    backend.ports.authority.create(authority_row(target, "v0"))
+    for expected in range(3):
+        row = authority_row(target, f"v{expected + 1} it's \\ quoted")
+        backend.ports.authority.compare_and_set(row, expected)
+        stored = backend.ports.authority.read(target)
+        assert stored is not None and stored.row == row and stored.version == expected + 1
+
+
+def test_compare_and_set_with_a_stale_version_changes_nothing(backend: PortBackend) -> None:
+    target = key()
+    backend.ports.authority.create(authority_row(target, "v0"))
+    current = authority_row(target, "v1")
+    backend.ports.authority.compare_and_set(current, 0)
+    for stale in (0, 2, 7):
+        with pytest.raises(AuthorityConflictError):
+            backend.ports.authority.compare_and_set(authority_row(target, f"stale {stale}"), stale)
+    stored = backend.ports.authority.read(target)
+    assert stored is not None and stored.row == current and stored.version == 1
+
+
+def test_compare_and_set_of_an_absent_key_conflicts(backend: PortBackend) -> None:
+    target = key()
+    with pytest.raises(AuthorityConflictError):
+        backend.ports.authority.compare_and_set(authority_row(target, "x"), 0)
+    assert backend.ports.authority.read(target) is None
+
+
+def test_lost_authority_response_is_unknown_and_the_write_is_observable(backend: PortBackend) -> None:
+    target = key()
+    backend.ports.authority.create(authority_row(target, "v0"))
+    row = authority_row(target, "v1")
+    backend.lose_next_response("authority")
+    with pytest.raises(OutcomeUnknownError):
+        backend.ports.authority.compare_and_set(row, 0)
+    stored = backend.ports.authority.read(target)
+    assert stored is not None and stored.row == row and stored.version == 1
+
+
+# --- catalog -----------------------------------------------------------------------------------------------------
+
+
+def test_inventory_is_every_member_sorted_by_position(backend: PortBackend) -> None:
+    rows = backend.ports.catalog.inventory(backend.cluster)
+    assert [(row.shard_num, row.replica_num) for row in rows] == [(1, 1), (1, 2)]
+    assert {row.internal_replication for row in rows} == {False}
+    assert backend.ports.catalog.inventory("no_such_cluster") == ()
+
+
+def test_catalog_facts_of_every_member(backend: PortBackend) -> None:
+    for member in backend.inventory.members:
+        assert backend.ports.catalog.database_engine(member, backend.database) == "Atomic"
+        assert backend.ports.catalog.database_engine(member, "no_such_database") is None
+        facts = backend.ports.catalog.table_facts(member, backend.database, AUTHORITY_TABLE)
+        assert facts is not None
+        assert tuple((column.name, column.type) for column in facts.columns) == AUTHORITY_COLUMNS
+        assert facts.engine == "KeeperMap" and facts.primary_key == "target_key"
+        assert facts.engine_full.startswith("KeeperMap('/") and facts.engine_full.endswith("PRIMARY KEY target_key")
+        assert backend.ports.catalog.table_facts(member, backend.database, "no_such_table") is None
+
+
+# --- member staging ----------------------------------------------------------------------------------------------
+
+
+def test_create_with_an_exact_uuid_shows_that_uuid_and_no_rows(backend: PortBackend) -> None:
+    empty = backend.seal(COLUMNS, ())
+    for member_id in members(backend):
+        value = candidate(backend, member_id)
+        observed = session(backend, member_id).observe_table(backend.database, "cand", with_content=True)
+        assert (observed.exists, observed.uuid, observed.engine) == (True, value, "MergeTree")
+        assert observed.columns == COLUMNS and observed.row_count == 0
+        assert observed.content_digest == empty.content_digest
+
+
+def test_declared_types_are_reported_as_clickhouse_spells_them(backend: PortBackend) -> None:
+    spec = TableSpec(columns=(ColumnSpec(name="id", type="UInt64"), ColumnSpec(name="d", type="Decimal(18,4)")))
+    member_id = members(backend)[0]
+    candidate(backend, member_id, "typed", spec)
+    observed = session(backend, member_id).observe_table(backend.database, "typed", with_content=False)
+    assert observed.columns == (("id", "UInt64"), ("d", "Decimal(18, 4)"))
+
+
+def test_a_taken_name_is_refused_and_keeps_its_table(backend: PortBackend) -> None:
+    member_id = members(backend)[0]
+    first = candidate(backend, member_id)
+    with pytest.raises(MutationRejectedError):
+        session(backend, member_id).create_table(backend.database, "cand", new_uuid(), SPEC)
+    assert session(backend, member_id).observe_table(backend.database, "cand", with_content=False).uuid == first
+
+
+def test_a_uuid_in_use_on_the_member_is_refused(backend: PortBackend) -> None:
+    member_id = members(backend)[0]
+    used = candidate(backend, member_id)
+    with pytest.raises(MutationRejectedError):
+        session(backend, member_id).create_table(backend.database, "other", used, SPEC)
+    assert not session(backend, member_id).observe_table(backend.database, "other", with_content=False).exists
+
+
+def test_load_then_observe_equals_the_artifact(backend: PortBackend) -> None:
+    receipt = backend.seal(COLUMNS, ROWS)
+    assert receipt.row_count == 3 and receipt.schema_pairs == COLUMNS
+    for member_id in members(backend):
+        value = candidate(backend, member_id)
+        handle = backend.ports.artifacts.open(receipt)
+        session(backend, member_id).load(
+            backend.database, "cand", value, handle, query_id=f"dpone-load-{uuid.uuid4().hex}", dedup_token="t"
+        )
+        observed = session(backend, member_id).observe_table(backend.database, "cand", with_content=True)
+        assert (observed.uuid, observed.row_count, observed.content_digest) == (value, 3, receipt.content_digest)
+
+
+def test_an_empty_artifact_is_a_complete_generation(backend: PortBackend) -> None:
+    receipt = backend.seal(COLUMNS, ())
+    member_id = members(backend)[0]
+    value = candidate(backend, member_id)
+    session(backend, member_id).load(
+        backend.database,
+        "cand",
+        value,
+        backend.ports.artifacts.open(receipt),
+        query_id=f"dpone-load-{uuid.uuid4().hex}",
+        dedup_token="t",
+    )
+    observed = session(backend, member_id).observe_table(backend.database, "cand", with_content=True)
+    assert (receipt.row_count, observed.row_count, observed.content_digest) == (0, 0, receipt.content_digest)
+
+
+def test_the_digest_sees_duplicates_and_nulls_but_not_row_order(backend: PortBackend) -> None:
+    base = backend.seal(COLUMNS, ROWS)
+    variants = {
+        "duplicate": backend.seal(COLUMNS, (*ROWS, ROWS[0])),
+        "null_to_empty": backend.seal(COLUMNS, ((1, "a"), (2, ""), (3, "c"))),
+        "value_to_null": backend.seal(COLUMNS, ((1, None), (2, None), (3, "c"))),
+        "missing": backend.seal(COLUMNS, ROWS[:2]),
+    }
+    digests = {base.content_digest, *(receipt.content_digest for receipt in variants.values())}
+    assert len(digests) == 1 + len(variants)
+    reordered = backend.seal(COLUMNS, tuple(reversed(ROWS)))
+    assert reordered.content_digest == base.content_digest
+
+
+def test_a_load_is_refused_unless_the_name_holds_the_uuid(backend: PortBackend) -> None:
+    receipt = backend.seal(COLUMNS, ROWS)
+    member_id = members(backend)[0]
+    candidate(backend, member_id)
+    with pytest.raises(MutationRejectedError):
+        session(backend, member_id).load(
+            backend.database,
+            "cand",
+            new_uuid(),
+            backend.ports.artifacts.open(receipt),
+            query_id=f"dpone-load-{uuid.uuid4().hex}",
+            dedup_token="t",
+        )
+    assert session(backend, member_id).observe_table(backend.database, "cand", with_content=False).row_count == 0
+
+
+def test_drop_with_a_wrong_uuid_is_refused_and_with_the_exact_uuid_drops(backend: PortBackend) -> None:
+    member_id = members(backend)[0]
+    value = candidate(backend, member_id)
+    with pytest.raises(MutationRejectedError):
+        session(backend, member_id).drop_table(backend.database, "cand", new_uuid())
+    assert session(backend, member_id).observe_table(backend.database, "cand", with_content=False).uuid == value
+    session(backend, member_id).drop_table(backend.database, "cand", value)
+    assert not session(backend, member_id).observe_table(backend.database, "cand", with_content=False).exists
+
+
+def test_a_lost_load_response_is_unknown_and_the_rows_landed_once(backend: PortBackend) -> None:
+    receipt = backend.seal(COLUMNS, ROWS)
+    member_id = members(backend)[1]
+    value = candidate(backend, member_id)
+    backend.lose_next_response("load", member_id)
+    with pytest.raises(OutcomeUnknownError):
+        session(backend, member_id).load(
+            backend.database,
+            "cand",
+            value,
+            backend.ports.artifacts.open(receipt),
+            query_id=f"dpone-load-{uuid.uuid4().hex}",
+            dedup_token="t",
+        )
+    observed = session(backend, member_id).observe_table(backend.database, "cand", with_content=True)
+    assert (observed.row_count, observed.content_digest) == (3, receipt.content_digest)
+
+
+def test_a_lost_create_response_is_unknown_and_the_table_is_observable(backend: PortBackend) -> None:
+    member_id = members(backend)[0]
+    value = new_uuid()
+    backend.lose_next_response("create", member_id)
+    with pytest.raises(OutcomeUnknownError):
+        session(backend, member_id).create_table(backend.database, "cand", value, SPEC)
+    assert session(backend, member_id).observe_table(backend.database, "cand", with_content=False).uuid == value
+
+
+# --- cluster DDL -------------------------------------------------------------------------------------------------
+
+
+def test_exchange_swaps_the_uuids_on_every_member(backend: PortBackend) -> None:
+    before = {m: (candidate(backend, m, "target"), candidate(backend, m, "cand")) for m in members(backend)}
+    intent = ExchangeTables(cluster=backend.cluster, database=backend.database, left="target", right="cand")
+    outcome = backend.ports.ddl.dispatch(backend.inventory, intent, settings())
+    assert sorted(outcome.finished) == members(backend) and not outcome.failed and not outcome.timed_out
+    for member_id, (target_uuid, candidate_uuid) in before.items():
+        observe = session(backend, member_id).observe_table
+        assert observe(backend.database, "target", with_content=False).uuid == candidate_uuid
+        assert observe(backend.database, "cand", with_content=False).uuid == target_uuid
+
+
+def test_rename_moves_the_uuid_on_every_member(backend: PortBackend) -> None:
+    before = {m: candidate(backend, m) for m in members(backend)}
+    intent = RenameTable(cluster=backend.cluster, database=backend.database, source="cand", target="target")
+    backend.ports.ddl.dispatch(backend.inventory, intent, settings())
+    for member_id, value in before.items():
+        observe = session(backend, member_id).observe_table
+        assert observe(backend.database, "target", with_content=False).uuid == value
+        assert not observe(backend.database, "cand", with_content=False).exists
+
+
+def test_drop_on_cluster_removes_the_table_everywhere(backend: PortBackend) -> None:
+    for member_id in members(backend):
+        candidate(backend, member_id)
+    backend.ports.ddl.dispatch(
+        backend.inventory, DropTable(cluster=backend.cluster, database=backend.database, table="cand"), settings()
+    )
+    for member_id in members(backend):
+        assert not session(backend, member_id).observe_table(backend.database, "cand", with_content=False).exists
+
+
+def test_queue_status_finds_exactly_the_entry_of_a_token(backend: PortBackend) -> None:
+    for member_id in members(backend):
+        candidate(backend, member_id, "a")
+        candidate(backend, member_id, "b")
+    first, second = settings(), settings()
+    backend.ports.ddl.dispatch(
+        backend.inventory, DropTable(cluster=backend.cluster, database=backend.database, table="a"), first
+    )
+    backend.ports.ddl.dispatch(
+        backend.inventory, DropTable(cluster=backend.cluster, database=backend.database, table="b"), second
+    )
+    entries = []
+    for dispatched in (first, second):
+        status = backend.ports.ddl.queue_status(backend.inventory, dispatched.correlation_token)
+        assert status is not None and status.correlation_token == dispatched.correlation_token
+        assert [host.member_id for host in status.hosts] == members(backend)
+        assert all(host.succeeded for host in status.hosts)
+        entries.append(status.entry)
+    assert entries[0] != entries[1]
+    assert backend.ports.ddl.queue_status(backend.inventory, uuid.uuid4().hex) is None
+
+
+def test_a_host_failure_is_unknown_to_the_initiator_and_visible_in_the_queue(backend: PortBackend) -> None:
+    first, second = members(backend)
+    moved = candidate(backend, first)
+    candidate(backend, second)
+    candidate(backend, second, "target")  # the rename fails on the second member only: the name is taken there
+    token = settings()
+    intent = RenameTable(cluster=backend.cluster, database=backend.database, source="cand", target="target")
+    with pytest.raises(OutcomeUnknownError):
+        backend.ports.ddl.dispatch(backend.inventory, intent, token)
+    status = backend.ports.ddl.queue_status(backend.inventory, token.correlation_token)
+    assert status is not None
+    by_member = {host.member_id: host for host in status.hosts}
+    assert by_member[first].succeeded
+    assert by_member[second].state is HostDdlState.FINISHED and by_member[second].failed
+    assert session(backend, first).observe_table(backend.database, "target", with_content=False).uuid == moved
+
+
+def test_a_host_that_does_not_run_the_entry_times_out_and_stays_queued_until_it_does(backend: PortBackend) -> None:
+    first, second = members(backend)
+    for member_id in (first, second):
+        candidate(backend, member_id)
+    backend.pause(second)
+    token = settings()
+    intent = DropTable(cluster=backend.cluster, database=backend.database, table="cand")
+    outcome = backend.ports.ddl.dispatch(backend.inventory, intent, token)
+    assert outcome.timed_out and second not in outcome.finished
+    status = backend.ports.ddl.queue_status(backend.inventory, token.correlation_token)
+    assert status is not None
+    by_member = {host.member_id: host for host in status.hosts}
+    assert by_member[first].succeeded
+    assert by_member[second].state in (HostDdlState.INACTIVE, HostDdlState.ACTIVE)
+    assert session(backend, second).observe_table(backend.database, "cand", with_content=False).exists
+    backend.resume(second)
+    deadline = time.monotonic() + 10
+    while True:
+        status = backend.ports.ddl.queue_status(backend.inventory, token.correlation_token)
+        assert status is not None
+        if all(host.succeeded for host in status.hosts) or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert all(host.succeeded for host in status.hosts)
+    assert not session(backend, second).observe_table(backend.database, "cand", with_content=False).exists
+
+
+def test_a_lost_dispatch_response_is_unknown_and_the_entry_and_effect_are_observable(backend: PortBackend) -> None:
+    before = {m: candidate(backend, m) for m in members(backend)}
+    token = settings()
+    backend.lose_next_response("ddl")
+    with pytest.raises(OutcomeUnknownError):
+        backend.ports.ddl.dispatch(
+            backend.inventory, DropTable(cluster=backend.cluster, database=backend.database, table="cand"), token
+        )
+    status = backend.ports.ddl.queue_status(backend.inventory, token.correlation_token)
+    assert status is not None and all(host.succeeded for host in status.hosts)
+    for member_id in before:
+        assert not session(backend, member_id).observe_table(backend.database, "cand", with_content=False).exists

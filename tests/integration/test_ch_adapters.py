@@ -1,0 +1,370 @@
+"""Adapter behaviour only a real engine behind HTTP can show: one-shot mutations under a lost response (with the
+stock client as the control), the process guard, extraction bounds and schema checks, adoption, and the clients'
+refusal of redirects. Runs on the embedded cluster."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import uuid
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import clickhouse_connect
+import pytest
+from airflow.sdk import ObjectStoragePath
+
+from airflow_provider_dpone.adapters.clickhouse.artifact_source import FileArtifactSource, QueryArtifactSource
+from airflow_provider_dpone.adapters.clickhouse.clients import Purpose, build_async_client, build_client, close_client
+from airflow_provider_dpone.adapters.clickhouse.connection import ResolvedConnection
+from airflow_provider_dpone.adapters.clickhouse.endpoint import Endpoint
+from airflow_provider_dpone.adapters.clickhouse.member_session import ClickHouseMemberSession
+from airflow_provider_dpone.adapters.clickhouse.oneshot import MutationGuard, MutationReplayRefusedError
+from airflow_provider_dpone.adapters.storage.artifact_store import ObjectStorageArtifactStore
+from airflow_provider_dpone.contracts.connection import ClickHouseConnectionOptions
+from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.ports.publication import ColumnSpec, OutcomeUnknownError, TableSpec
+from tests.adapters.http_servers import redirect_reply, serve
+
+pytestmark = pytest.mark.embedded_cluster(members=2)
+
+COLUMNS = (("id", "UInt64"), ("name", "String"))
+SPEC = TableSpec(columns=tuple(ColumnSpec(name=n, type=t) for n, t in COLUMNS), order_by=("id",))
+QUERY = "SELECT number AS id, toString(number) AS name FROM numbers(10000)"
+
+
+def connection_to(embedded_cluster: Any, target: Any, database: str = "") -> ResolvedConnection:
+    endpoint = embedded_cluster.endpoint(target)
+    return ResolvedConnection(
+        host=endpoint.host, port=endpoint.port, username=embedded_cluster.user, password="", database=database
+    )
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> ObjectStorageArtifactStore:
+    return ObjectStorageArtifactStore(ObjectStoragePath(f"file://{tmp_path}/artifacts"))
+
+
+def count_rows(embedded_cluster: Any, target: Any, database: str, table: str) -> int:
+    client = embedded_cluster.client(target)
+    try:
+        return int(client.command(f"SELECT count() FROM `{database}`.`{table}`"))
+    finally:
+        client.close()
+
+
+def create(embedded_cluster: Any, target: Any, database: str, table: str) -> None:
+    client = embedded_cluster.client(target)
+    try:
+        client.command(f"CREATE TABLE `{database}`.`{table}` (id UInt64, name String) ENGINE = MergeTree ORDER BY id")
+    finally:
+        client.close()
+
+
+def native_bytes(embedded_cluster: Any, query: str = QUERY) -> bytes:
+    client = embedded_cluster.client("coordinator")
+    try:
+        return bytes(client.raw_query(query, fmt="Native"))
+    finally:
+        client.close()
+
+
+# --- one-shot mutations ----------------------------------------------------------------------------------------
+
+
+def test_stock_client_duplicates_an_insert_whose_response_was_lost(embedded_cluster: Any, fresh_database: str) -> None:
+    create(embedded_cluster, "member1", fresh_database, "t")
+    data = native_bytes(embedded_cluster)
+    embedded_cluster.faults.lose_response("member1", match="^INSERT INTO")
+    client = embedded_cluster.client("member1")
+    try:
+        client.raw_insert(f"`{fresh_database}`.`t`", ["id", "name"], data, fmt="Native")  # silently replayed
+    finally:
+        client.close()
+    assert count_rows(embedded_cluster, "member1", fresh_database, "t") == 20_000
+
+
+def test_mutation_client_sends_an_insert_once_when_its_response_is_lost(
+    embedded_cluster: Any, fresh_database: str
+) -> None:
+    create(embedded_cluster, "member1", fresh_database, "t")
+    data = native_bytes(embedded_cluster)
+    embedded_cluster.faults.lose_response("member1", match="^INSERT INTO")
+    client = build_client(connection_to(embedded_cluster, "member1"), Purpose.MUTATION)
+    try:
+        with pytest.raises(clickhouse_connect.driver.exceptions.OperationalError):
+            client.raw_insert(f"`{fresh_database}`.`t`", ["id", "name"], data, fmt="Native")
+    finally:
+        close_client(client)
+    assert count_rows(embedded_cluster, "member1", fresh_database, "t") == 10_000
+
+
+def test_the_guard_refuses_a_second_load_with_the_same_query_id(
+    embedded_cluster: Any, fresh_database: str, store: ObjectStorageArtifactStore
+) -> None:
+    coordinator = Endpoint.of(connection_to(embedded_cluster, "coordinator"))
+    member = Endpoint.of(connection_to(embedded_cluster, "member1"))
+    guard = MutationGuard()
+    session = ClickHouseMemberSession(member, "m0000000000000001", guard=guard)
+    try:
+        receipt = QueryArtifactSource(
+            source=coordinator,
+            query=QUERY,
+            columns=COLUMNS,
+            store=store,
+            reference=coordinator,
+            max_source_bytes=1 << 24,
+        ).seal()
+        value = str(uuid.uuid4())
+        session.create_table(fresh_database, "cand", value, SPEC)
+        query_id = f"dpone-load-{uuid.uuid4().hex}"
+        session.load(fresh_database, "cand", value, store.open(receipt), query_id=query_id, dedup_token="t")
+        with pytest.raises(MutationReplayRefusedError):
+            session.load(fresh_database, "cand", value, store.open(receipt), query_id=query_id, dedup_token="t")
+        assert count_rows(embedded_cluster, "member1", fresh_database, "cand") == 10_000
+    finally:
+        coordinator.close()
+        member.close()
+
+
+def test_a_load_whose_stream_breaks_is_unknown_and_never_complete(
+    embedded_cluster: Any, fresh_database: str, store: ObjectStorageArtifactStore, tmp_path: Path
+) -> None:
+    coordinator = Endpoint.of(connection_to(embedded_cluster, "coordinator"))
+    member = Endpoint.of(connection_to(embedded_cluster, "member1"))
+    try:
+        small = ObjectStorageArtifactStore(store.base, chunk_bytes=4096)
+        receipt = QueryArtifactSource(
+            source=coordinator,
+            query=QUERY,
+            columns=COLUMNS,
+            store=small,
+            reference=coordinator,
+            max_source_bytes=1 << 24,
+        ).seal()
+        handle = small.open(receipt)
+        path = tmp_path / "artifacts" / "sha256" / receipt.sha256[:2] / f"{receipt.sha256}.native"
+        path.write_bytes(path.read_bytes()[:-1] + b"\x00")  # the bytes change after they were verified
+        session = ClickHouseMemberSession(member, "m0000000000000001")
+        value = str(uuid.uuid4())
+        session.create_table(fresh_database, "cand", value, SPEC)
+        with pytest.raises(OutcomeUnknownError):
+            session.load(
+                fresh_database, "cand", value, handle, query_id=f"dpone-load-{uuid.uuid4().hex}", dedup_token="t"
+            )
+        assert count_rows(embedded_cluster, "member1", fresh_database, "cand") < 10_000
+    finally:
+        coordinator.close()
+        member.close()
+
+
+# --- extraction and adoption -----------------------------------------------------------------------------------
+
+
+def test_extraction_stops_at_the_byte_bound_while_streaming(
+    embedded_cluster: Any, store: ObjectStorageArtifactStore, tmp_path: Path
+) -> None:
+    coordinator = Endpoint.of(connection_to(embedded_cluster, "coordinator"))
+    try:
+        large = "SELECT number AS id, toString(number) AS name FROM numbers(3000000)"  # ~45 MB as Native
+        source = QueryArtifactSource(
+            source=coordinator,
+            query=large,
+            columns=COLUMNS,
+            store=store,
+            reference=coordinator,
+            max_source_bytes=1 << 22,
+        )
+        with pytest.raises(DponeError) as caught:
+            source.seal()
+        assert caught.value.code == "DPONE_ARTIFACT_SOURCE_BYTES_EXCEEDED"
+        assert [p for p in (tmp_path / "artifacts").rglob("*") if p.is_file()] == []
+        assert coordinator.reader().command("SELECT 1") == 1  # the connection pool is still usable
+    finally:
+        coordinator.close()
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "SELECT number AS id, toString(number) AS label FROM numbers(10)",  # a name differs
+        "SELECT number AS id FROM numbers(10)",  # a declared column is missing
+        "SELECT toUInt32(number) AS id, toString(number) AS name FROM numbers(10)",  # a type differs
+        "SELECT number AS id, toString(number) AS name, 1 AS extra FROM numbers(10)",  # an unknown column
+    ],
+)
+def test_an_artifact_whose_columns_differ_is_refused(
+    embedded_cluster: Any, store: ObjectStorageArtifactStore, query: str
+) -> None:
+    coordinator = Endpoint.of(connection_to(embedded_cluster, "coordinator"))
+    try:
+        source = QueryArtifactSource(
+            source=coordinator,
+            query=query,
+            columns=COLUMNS,
+            store=store,
+            reference=coordinator,
+            max_source_bytes=1 << 20,
+        )
+        with pytest.raises(DponeError) as caught:
+            source.seal()
+        assert caught.value.code == "DPONE_ARTIFACT_SCHEMA_MISMATCH"
+    finally:
+        coordinator.close()
+
+
+def test_adoption_of_a_native_file_seals_the_same_receipt_as_extraction(
+    embedded_cluster: Any, store: ObjectStorageArtifactStore
+) -> None:
+    coordinator = Endpoint.of(connection_to(embedded_cluster, "coordinator"))
+    try:
+        extracted = QueryArtifactSource(
+            source=coordinator,
+            query=QUERY,
+            columns=COLUMNS,
+            store=store,
+            reference=coordinator,
+            max_source_bytes=1 << 24,
+        ).seal()
+        data = native_bytes(embedded_cluster)
+        adopted = FileArtifactSource(
+            opener=lambda: io.BytesIO(data),
+            columns=COLUMNS,
+            store=store,
+            reference=coordinator,
+            max_source_bytes=1 << 24,
+        ).seal()
+        assert adopted == extracted
+        assert (adopted.row_count, adopted.byte_size) == (10_000, len(data))
+    finally:
+        coordinator.close()
+
+
+# --- clients ---------------------------------------------------------------------------------------------------
+
+
+def test_sync_clients_refuse_a_redirect_that_the_stock_client_follows(embedded_cluster: Any) -> None:
+    coordinator = embedded_cluster.coordinator
+    with serve(reply=redirect_reply(coordinator.port)) as proxy:
+        stock = clickhouse_connect.get_client(host="127.0.0.1", port=proxy.port, username=embedded_cluster.user)
+        assert stock.command("SELECT 1") == 1
+        stock.close()
+        for purpose in Purpose.READ, Purpose.MUTATION:
+            redirected = ResolvedConnection(
+                host="127.0.0.1", port=proxy.port, username=embedded_cluster.user, password=""
+            )
+            with pytest.raises(clickhouse_connect.driver.exceptions.DatabaseError):
+                build_client(redirected, purpose)
+
+
+def test_async_client_reads_and_refuses_a_redirect(embedded_cluster: Any) -> None:
+    async def scenario(port: int) -> int:
+        client = await build_async_client(connection_to(embedded_cluster, "coordinator").at("127.0.0.1", port))
+        try:
+            return int(await client.command("SELECT 7"))
+        finally:
+            await client.close()
+
+    assert asyncio.run(scenario(embedded_cluster.coordinator.port)) == 7
+    with (
+        serve(reply=redirect_reply(embedded_cluster.coordinator.port)) as proxy,
+        pytest.raises(clickhouse_connect.driver.exceptions.DatabaseError),
+    ):
+        asyncio.run(scenario(proxy.port))
+
+
+def test_a_member_without_the_target_database_answers_that_it_has_none(embedded_cluster: Any) -> None:
+    from airflow_provider_dpone.adapters.clickhouse.adapter_set import MemberEndpoints
+    from airflow_provider_dpone.adapters.clickhouse.catalog import ClickHouseCatalog
+    from airflow_provider_dpone.protocol.runtime_admission import admit_inventory
+
+    database = f"only_one_{uuid.uuid4().hex[:8]}"
+    client = embedded_cluster.client("member1")
+    try:
+        client.command(f"CREATE DATABASE `{database}` ENGINE = Atomic")
+    finally:
+        client.close()
+    raw = embedded_cluster.connection_json()
+    coordinator_connection = ResolvedConnection(
+        host=raw["host"],
+        port=raw["port"],
+        username=raw["login"],
+        password="",
+        database="",
+        options=ClickHouseConnectionOptions.model_validate(raw["extra"]),
+    )
+    coordinator = Endpoint.of(coordinator_connection)
+    members = MemberEndpoints.derived_from(replace(coordinator_connection, database=database))
+    try:
+        catalog = ClickHouseCatalog(coordinator, members)
+        inventory = admit_inventory(
+            catalog.inventory(embedded_cluster.cluster_name), cluster=embedded_cluster.cluster_name, mode="external"
+        )
+        engines = [catalog.database_engine(member, database) for member in inventory.members]
+        assert sorted(engines, key=str) == ["Atomic", None]
+    finally:
+        members.close()
+        coordinator.close()
+
+
+# --- authority -------------------------------------------------------------------------------------------------
+
+
+def test_concurrent_compare_and_set_at_one_version_admits_exactly_one_writer(
+    embedded_cluster: Any, fresh_database: str
+) -> None:
+    import threading
+
+    from airflow_provider_dpone.adapters.clickhouse.authority_store import ClickHouseAuthorityStore
+    from airflow_provider_dpone.contracts.authority_row import AUTHORITY_COLUMNS, AUTHORITY_TABLE, AuthorityRow
+    from airflow_provider_dpone.ports.publication import AuthorityConflictError
+
+    client = embedded_cluster.client("coordinator")
+    try:
+        columns = ", ".join(f"`{n}` {t}" for n, t in AUTHORITY_COLUMNS)
+        client.command(
+            f"CREATE TABLE `{fresh_database}`.`{AUTHORITY_TABLE}` ({columns})"
+            f" ENGINE = KeeperMap('/dpone/race/{uuid.uuid4().hex}') PRIMARY KEY target_key"
+        )
+    finally:
+        client.close()
+
+    def row(payload: str) -> AuthorityRow:
+        return AuthorityRow(
+            target_key="k" * 64,
+            operation_id="op",
+            fence_token="f",
+            phase="LOCKED",
+            dispatch_epoch=0,
+            payload=payload,
+            payload_sha256="a" * 64,
+        )
+
+    endpoints = [Endpoint.of(connection_to(embedded_cluster, "coordinator")) for _ in range(4)]
+    stores = [ClickHouseAuthorityStore(endpoint, fresh_database, guard=MutationGuard()) for endpoint in endpoints]
+    stores[0].create(row("v0"))
+    start = threading.Barrier(len(stores))
+    outcomes: dict[int, str] = {}
+
+    def write(index: int) -> None:
+        start.wait()
+        try:
+            stores[index].compare_and_set(row(f"writer {index}"), 0)
+            outcomes[index] = "applied"
+        except AuthorityConflictError:
+            outcomes[index] = "conflict"
+
+    threads = [threading.Thread(target=write, args=(index,)) for index in range(len(stores))]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+        winners = [index for index, outcome in outcomes.items() if outcome == "applied"]
+        assert len(outcomes) == len(stores) and len(winners) == 1
+        stored = stores[0].read("k" * 64)
+        assert stored is not None and stored.version == 1 and stored.row == row(f"writer {winners[0]}")
+    finally:
+        for endpoint in endpoints:
+            endpoint.close()
