@@ -31,8 +31,22 @@ lint: install
 test: lint postgres
 	$(PY) -m pytest -q
 
+DEMO_DIR ?= $(CURDIR)/.demo-cluster
+
+# The demo: admission and plan of the example manifest, then the example DAG (dag.test) on the embedded cluster,
+# printing the receipt; the cluster is stopped whatever happens.
 demo: install
 	$(VENV)/bin/dpone plan dags_examples/manifests/clickhouse_external_full_refresh.yaml
+	$(VENV)/bin/airflow db migrate > /dev/null
+	@set -euo pipefail; \
+	$(PY) -m airflow_provider_dpone.embedded down --dir "$(DEMO_DIR)" > /dev/null 2>&1 || true; rm -rf "$(DEMO_DIR)"; \
+	trap '$(PY) -m airflow_provider_dpone.embedded down --dir "$(DEMO_DIR)" > /dev/null' EXIT; \
+	cluster="$$($(PY) -m airflow_provider_dpone.embedded up --dir "$(DEMO_DIR)")"; \
+	field() { printf '%s' "$$cluster" | $(PY) -c "import json, sys; v = json.load(sys.stdin)[sys.argv[1]]; print(v if isinstance(v, str) else json.dumps(v))" "$$1"; }; \
+	export AIRFLOW_CONN_DPONE_CLICKHOUSE_DEFAULT="$$(field airflow_connection_json)"; \
+	export DPONE_EXAMPLE_CLUSTER="$$(field cluster)"; \
+	export AIRFLOW__CORE__DAGS_FOLDER="$(CURDIR)/dags_examples" PYTHONPATH="$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH}"; \
+	$(PY) dags_examples/clickhouse_external_full_refresh.py
 
 clean:
-	rm -rf $(VENV) .airflow .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) .airflow .demo-cluster .mypy_cache .pytest_cache .ruff_cache

@@ -54,6 +54,21 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": ["airflow_provider_dpone.operators.native_transfer"],
             },
         ],
+        "operators": [
+            {
+                "integration-name": "dpone ClickHouse cluster publication",
+                "python-modules": [
+                    "airflow_provider_dpone.operators.fence_stage",
+                    "airflow_provider_dpone.operators.publish_cleanup",
+                ],
+            },
+        ],
+        "triggers": [
+            {
+                "integration-name": "dpone ClickHouse cluster publication",
+                "python-modules": ["airflow_provider_dpone.triggers.ddl_queue"],
+            },
+        ],
         "connection-types": [
             {
                 "connection-type": "dpone_clickhouse",

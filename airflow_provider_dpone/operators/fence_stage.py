@@ -1,0 +1,65 @@
+"""``DponeFenceOperator`` and ``DponeStageOperator``: the two pre-publication steps of an external full refresh."""
+
+from __future__ import annotations
+
+from airflow.sdk import Context
+
+from airflow_provider_dpone.operators.publication_base import DponePublicationOperator, TaskSession
+from airflow_provider_dpone.operators.publication_report import (
+    XCom,
+    fence_xcom,
+    log_members,
+    log_transition,
+    observed_record,
+    phase_of,
+    stage_xcom,
+)
+
+
+class DponeFenceOperator(DponePublicationOperator):
+    """Fence the target in the Keeper authority before any source I/O (phase LOCKED), or resume this run's fence.
+
+    Another unresolved operation on the same target (an earlier DAG run that has not completed, or was not aborted)
+    fails this task without retry: there is no lease stealing. Pushes ``operation_id``, ``target_key`` and ``phase``.
+    """
+
+    def execute(self, context: Context) -> XCom:
+        return self._run(context, self._fence)
+
+    def _fence(self, session: TaskSession) -> XCom:
+        before = phase_of(observed_record(session.environment.ports.authority, session.request.target_key))
+        result = session.service.fence()
+        log_transition(self.log, "fence", before, result.phase, result.operation_id)
+        self.log.info("dpone fence: target %s held by operation %s", result.target_key[:16], result.operation_id[:16])
+        return fence_xcom(result)
+
+
+class DponeStageOperator(DponePublicationOperator):
+    """Seal the artifact (once per operation) and stage it into every member's candidate until all are READY.
+
+    A retry never re-extracts once an artifact is bound and never appends to an ambiguous candidate: it observes each
+    member and resumes, rebuilding only the exact owned candidate. Pushes the generation id, the artifact digest and
+    size, and per-member stage, rows and rebuilds (opaque member ids).
+    """
+
+    stages = True
+
+    def execute(self, context: Context) -> XCom:
+        return self._run(context, self._stage)
+
+    def _stage(self, session: TaskSession) -> XCom:
+        authority = session.environment.ports.authority
+        before = phase_of(observed_record(authority, session.request.target_key))
+        result = session.service.stage(session.environment.source(session.request))
+        record = observed_record(authority, session.request.target_key)
+        log_transition(self.log, "stage", before, result.phase, result.operation_id)
+        log_members(self.log, record)
+        self.log.info(
+            "dpone stage: generation %s: %d members READY",
+            (result.generation_id or "-")[:16],
+            result.ready_members,
+        )
+        return stage_xcom(result, record)
+
+
+__all__ = ["DponeFenceOperator", "DponeStageOperator"]

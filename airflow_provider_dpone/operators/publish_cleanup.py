@@ -1,0 +1,247 @@
+"""``DponePublishOperator`` and ``DponeCleanupOperator``: one fenced ``ON CLUSTER`` DDL each, waited for safely.
+
+Both call their dispatching entry point once per try (``publish`` / ``cleanup``): it dispatches the one DDL from
+STAGED / COMMITTED, or resumes the bound one; it never re-dispatches a DDL that may have reached the queue. While the
+bound entry is still running on some member the task waits:
+
+* deferrable (the default): it defers to :class:`ClusterDDLQueueTrigger`, which polls only that entry. On the event
+  the task resumes in a new process, re-reads the authority and calls the read-only reconcile
+  (``reconcile_publication`` / ``reconcile_cleanup``); the event and XCom are never trusted. Still in progress ->
+  defer again, at most ``max_deferrals`` times, then a retryable failure (the retry resumes the same entry).
+* not deferrable: it polls the same read-only reconcile in-process every ``poll_interval`` seconds for at most
+  ``timeout`` seconds, then fails retryably.
+
+When the bound permit is proven void (it never reached the queue), the dispatching entry point takes a new one: only
+this task, never a poller, may do that.
+"""
+
+from __future__ import annotations
+
+import configparser
+import math
+import os
+import time
+from datetime import timedelta
+from typing import Any, Literal, NoReturn
+
+from airflow.sdk import Asset, Context, conf
+
+from airflow_provider_dpone.contracts.receipts_publication import ExternalPublicationReceipt
+from airflow_provider_dpone.operators.publication_base import DponePublicationOperator, TaskSession
+from airflow_provider_dpone.operators.publication_errors import DponeRetryableError
+from airflow_provider_dpone.operators.publication_inputs import ManifestInput, asset_uri, read_manifest
+from airflow_provider_dpone.operators.publication_report import (
+    XCom,
+    log_in_progress,
+    log_receipt,
+    log_transition,
+    observed_record,
+    phase_of,
+    receipt_xcom,
+)
+from airflow_provider_dpone.protocol.results import CleanupResult, InProgress, PublishResult
+from airflow_provider_dpone.triggers.ddl_queue import ClusterDDLQueueTrigger
+
+Result = PublishResult | CleanupResult
+
+
+def default_deferrable() -> bool:
+    """``[operators] default_deferrable`` when the deployment sets it (env or airflow.cfg); otherwise ``True``.
+
+    Airflow's built-in default for that option is ``False``; these two operators are deferrable by default, so only
+    an explicit deployment setting turns deferral off for them.
+    """
+    explicitly_set = os.environ.get("AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE") is not None or (
+        configparser.RawConfigParser.has_option(conf, "operators", "default_deferrable")
+    )
+    return conf.getboolean("operators", "default_deferrable") if explicitly_set else True
+
+
+def publication_asset(manifest: ManifestInput) -> Asset:
+    """The Airflow Asset a committed publication of ``manifest`` updates (cluster, database, table; no host)."""
+    return Asset(uri=asset_uri(read_manifest(manifest)))
+
+
+class _WaitingOperator(DponePublicationOperator):
+    """Publish and cleanup: one dispatching entry point, one read-only reconcile, and a bounded wait between them.
+
+    :param deferrable: wait in the triggerer (default: ``True`` unless ``[operators] default_deferrable`` is set).
+    :param poll_interval: seconds between queue polls (trigger) or reconciles (in-process).
+    :param timeout_seconds: bound of one wait (one deferral, or the in-process loop) before a retryable failure.
+    :param max_deferrals: deferrals per try before a retryable failure (the retry resumes the same entry).
+    """
+
+    stage_name: Literal["publication", "cleanup"]
+
+    def __init__(
+        self,
+        *,
+        deferrable: bool = default_deferrable(),
+        poll_interval: float = 5.0,
+        timeout_seconds: float = 3600.0,
+        max_deferrals: int = 3,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if poll_interval < 0 or timeout_seconds <= 0 or max_deferrals < 1:
+            raise ValueError("poll_interval >= 0, timeout_seconds > 0 and max_deferrals >= 1")
+        self.deferrable = deferrable
+        self.poll_interval = poll_interval
+        self.timeout_seconds = timeout_seconds
+        self.max_deferrals = max_deferrals
+
+    # --- per-operator hooks ---------------------------------------------------------------------------------------
+
+    def _dispatching(self, session: TaskSession) -> Result:
+        raise NotImplementedError
+
+    def _reconcile(self, session: TaskSession) -> Result:
+        raise NotImplementedError
+
+    def _finished(self, context: Context, session: TaskSession, receipt: ExternalPublicationReceipt) -> XCom:
+        log_receipt(self.log, self.task_id, receipt)
+        return receipt_xcom(receipt)
+
+    # --- entry points ---------------------------------------------------------------------------------------------
+
+    def execute(self, context: Context) -> XCom:
+        def first(session: TaskSession) -> XCom:
+            before = phase_of(observed_record(session.environment.ports.authority, session.request.target_key))
+            result = self._dispatching(session)
+            self._log_phase(session, before)
+            return self._settle(context, session, result, round_=0)
+
+        return self._run(context, first)
+
+    def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> XCom:
+        """Resume after the trigger's event: re-read the authority and reconcile (read-only)."""
+        event = event or {}
+        round_ = int(event.get("round", 0)) + 1
+        self.log.info(
+            "dpone %s: woken by the queue trigger: %s, %s of %s hosts finished, %s failed (entry %s)",
+            self.stage_name,
+            event.get("status", "unknown"),
+            event.get("finished", "?"),
+            event.get("expected_hosts", "?"),
+            event.get("failed", "?"),
+            event.get("entry") or "not observed",
+        )
+
+        def resume(session: TaskSession) -> XCom:
+            before = phase_of(observed_record(session.environment.ports.authority, session.request.target_key))
+            result = self._reconcile(session)
+            if isinstance(result, InProgress) and result.redispatch_due:
+                result = self._dispatching(session)
+            self._log_phase(session, before)
+            return self._settle(context, session, result, round_=round_)
+
+        return self._run(context, resume)
+
+    # --- waiting --------------------------------------------------------------------------------------------------
+
+    def _log_phase(self, session: TaskSession, before: str) -> None:
+        after = phase_of(observed_record(session.environment.ports.authority, session.request.target_key))
+        log_transition(self.log, self.task_id, before, after, session.request.operation_id)
+
+    def _settle(self, context: Context, session: TaskSession, result: Result, *, round_: int) -> XCom:
+        if not isinstance(result, InProgress):
+            return self._finished(context, session, result.receipt)
+        log_in_progress(self.log, self.task_id, result)
+        if self.deferrable and result.correlation_token is not None:
+            if round_ >= self.max_deferrals:
+                raise DponeRetryableError(
+                    f"{self.stage_name} epoch {result.epoch} still in progress after {round_} deferrals; "
+                    "a retry resumes the same bound entry (nothing is re-dispatched)"
+                )
+            self._defer(session, result, round_)
+        return self._poll_in_process(context, session, result)
+
+    def _defer(self, session: TaskSession, progress: InProgress, round_: int) -> NoReturn:
+        assert progress.correlation_token is not None
+        record = observed_record(session.environment.ports.authority, session.request.target_key)
+        expected = len(record.members) if record is not None else max(len(progress.pending_members), 1)
+        attempts = max(1, math.ceil(self.timeout_seconds / self.poll_interval)) if self.poll_interval else 1
+        trigger = ClusterDDLQueueTrigger(
+            conn_id=session.conn_id,
+            cluster=session.request.cluster,
+            correlation_token=progress.correlation_token,
+            expected_hosts=expected,
+            entry=progress.entry,
+            stage=self.stage_name,
+            round=round_,
+            poll_interval=self.poll_interval,
+            max_attempts=attempts,
+            reader=session.environment.queue_reader,
+        )
+        self.log.info("dpone %s: deferring to the DDL queue trigger (round %d)", self.stage_name, round_ + 1)
+        self.defer(
+            trigger=trigger,
+            method_name="execute_complete",
+            timeout=timedelta(seconds=self.timeout_seconds + 60 * max(self.poll_interval, 1)),
+        )
+
+    def _poll_in_process(self, context: Context, session: TaskSession, result: Result) -> XCom:
+        deadline = time.monotonic() + self.timeout_seconds
+        while isinstance(result, InProgress):
+            if time.monotonic() >= deadline:
+                raise DponeRetryableError(
+                    f"{self.stage_name} epoch {result.epoch} still in progress after {self.timeout_seconds:.0f} s; "
+                    "a retry resumes the same bound entry (nothing is re-dispatched)"
+                )
+            time.sleep(self.poll_interval)
+            result = self._dispatching(session) if result.redispatch_due else self._reconcile(session)
+            if isinstance(result, InProgress):
+                log_in_progress(self.log, self.task_id, result)
+        return self._finished(context, session, result.receipt)
+
+
+class DponePublishOperator(_WaitingOperator):
+    """Publish the staged generation with one fenced ``EXCHANGE``/``RENAME ... ON CLUSTER``; succeed only on COMMITTED.
+
+    Declares the target as an Airflow Asset outlet (``clickhouse-cluster://<cluster>/<database>/<table>``) unless
+    ``outlets`` is given: the asset event is emitted only when the task succeeds, which is only when every member
+    exposes the new generation and the COMMITTED receipt is durable. Pushes the redacted commit receipt.
+    """
+
+    stage_name = "publication"
+
+    def __init__(self, *, manifest: ManifestInput, outlets: Any = None, **kwargs: Any) -> None:
+        if outlets is None:
+            outlets = [publication_asset(manifest)]
+        super().__init__(manifest=manifest, outlets=outlets, **kwargs)
+
+    def _dispatching(self, session: TaskSession) -> Result:
+        return session.service.publish()
+
+    def _reconcile(self, session: TaskSession) -> Result:
+        return session.service.reconcile_publication()
+
+    def _finished(self, context: Context, session: TaskSession, receipt: ExternalPublicationReceipt) -> XCom:
+        value = super()._finished(context, session, receipt)
+        extra: dict[str, Any] = {
+            "operation_id": receipt.operation_id,
+            "generation_id": receipt.generation_id,
+            "row_count": receipt.row_count,
+            "members": len(receipt.members),
+        }
+        outlet_events = context.get("outlet_events")
+        for outlet in self.outlets:
+            if isinstance(outlet, Asset) and outlet_events is not None:
+                outlet_events[outlet].extra.update(extra)
+        return value
+
+
+class DponeCleanupOperator(_WaitingOperator):
+    """Drop exactly the bound predecessor on every member (one fenced ``DROP ... ON CLUSTER``), then COMPLETED.
+
+    Runs only after a commit; objects it cannot prove are the bound predecessor are retained. Pushes the receipt in
+    phase COMPLETED.
+    """
+
+    stage_name = "cleanup"
+
+    def _dispatching(self, session: TaskSession) -> Result:
+        return session.service.cleanup()
+
+    def _reconcile(self, session: TaskSession) -> Result:
+        return session.service.reconcile_cleanup()

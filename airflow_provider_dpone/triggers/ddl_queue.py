@@ -1,0 +1,173 @@
+"""``ClusterDDLQueueTrigger``: wait, in the triggerer, until one bound ``ON CLUSTER`` DDL has finished everywhere.
+
+The deferrable publish and cleanup tasks defer here while their bound queue entry is still running on some member.
+The trigger polls *only* that entry (found by its correlation token, pinned by its name once known) through an async,
+read-only reader, and yields exactly one :class:`TriggerEvent`:
+
+* ``finished``  -- every expected host reports ``Finished`` (with or without an exception code);
+* ``ambiguous`` -- more than one entry carries the token (never expected; the task's reconcile decides);
+* ``missing``   -- no entry carried the token for ``missing_attempts`` polls (the dispatch may never have arrived);
+* ``error``     -- ``max_read_errors`` consecutive reads failed;
+* ``timeout``   -- ``max_attempts`` polls without any of the above.
+
+The event only wakes the task. It decides nothing: the resumed task re-reads the authority and reconciles every
+member by observation (a new process; XCom and the event are never trusted). Running the same trigger twice is
+harmless, since it never mutates. Cancellation (the triggerer stopping, the task being cleared) interrupts the sleep
+and closes the client in ``finally``. Like ``AwsBaseWaiterTrigger`` it is bounded by a poll interval and a maximum
+number of attempts; unlike a generic SQL trigger it never logs SQL, hosts or results, only counts and the entry name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from airflow_provider_dpone.triggers.ddl_queue_readers import QueueReader, QueueReaderFactory, QueueSnapshot
+
+DEFAULT_READER = "airflow_provider_dpone.triggers.ddl_queue_readers.clickhouse_queue_reader"
+
+
+def load_reader_factory(path: str) -> QueueReaderFactory:
+    """Import ``package.module.factory`` (the reader factory a trigger names by path)."""
+    module_name, _, attribute = path.rpartition(".")
+    if not module_name:
+        raise ValueError("reader must be an import path 'package.module.factory'")
+    factory: QueueReaderFactory = getattr(importlib.import_module(module_name), attribute)
+    return factory
+
+
+class ClusterDDLQueueTrigger(BaseTrigger):
+    """Poll one distributed DDL queue entry until every expected host has finished it.
+
+    :param conn_id: the ``dpone_clickhouse`` connection whose coordinator is asked (no secret is serialized).
+    :param cluster: the cluster name the entry was dispatched on.
+    :param correlation_token: the random token bound in the authority before dispatch.
+    :param expected_hosts: how many hosts the entry must list (the bound inventory's member count).
+    :param entry: the entry name, once the task has observed it; pins the poll to exactly that entry.
+    :param stage: ``publication`` or ``cleanup`` (carried into the event for the task's log).
+    :param round: how many deferrals preceded this one (carried into the event; bounds re-deferral).
+    :param poll_interval: seconds between polls.
+    :param max_attempts: polls before a ``timeout`` event.
+    :param missing_attempts: polls without any entry before a ``missing`` event.
+    :param max_read_errors: consecutive failed reads before an ``error`` event.
+    :param reader: import path of the reader factory (``conn_id -> QueueReader``).
+    """
+
+    def __init__(
+        self,
+        *,
+        conn_id: str,
+        cluster: str,
+        correlation_token: str,
+        expected_hosts: int,
+        entry: str | None = None,
+        stage: str = "publication",
+        round: int = 0,
+        poll_interval: float = 5.0,
+        max_attempts: int = 720,
+        missing_attempts: int = 12,
+        max_read_errors: int = 5,
+        reader: str = DEFAULT_READER,
+    ) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+        if poll_interval < 0 or max_attempts < 1 or missing_attempts < 1 or max_read_errors < 1 or expected_hosts < 1:
+            raise ValueError("poll_interval >= 0, and attempts, read errors and expected hosts >= 1")
+        self.conn_id = conn_id
+        self.cluster = cluster
+        self.correlation_token = correlation_token
+        self.expected_hosts = expected_hosts
+        self.entry = entry
+        self.stage = stage
+        self.round = round
+        self.poll_interval = poll_interval
+        self.max_attempts = max_attempts
+        self.missing_attempts = missing_attempts
+        self.max_read_errors = max_read_errors
+        self.reader = reader
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            "airflow_provider_dpone.triggers.ddl_queue.ClusterDDLQueueTrigger",
+            {
+                "conn_id": self.conn_id,
+                "cluster": self.cluster,
+                "correlation_token": self.correlation_token,
+                "expected_hosts": self.expected_hosts,
+                "entry": self.entry,
+                "stage": self.stage,
+                "round": self.round,
+                "poll_interval": self.poll_interval,
+                "max_attempts": self.max_attempts,
+                "missing_attempts": self.missing_attempts,
+                "max_read_errors": self.max_read_errors,
+                "reader": self.reader,
+            },
+        )
+
+    def _event(self, status: str, attempts: int, snapshot: QueueSnapshot | None) -> TriggerEvent:
+        return TriggerEvent(  # type: ignore[no-untyped-call]
+            {
+                "status": status,
+                "stage": self.stage,
+                "round": self.round,
+                "attempts": attempts,
+                "correlation_token": self.correlation_token,
+                "entry": snapshot.entry if snapshot is not None else self.entry,
+                "hosts": len(snapshot.hosts) if snapshot is not None else 0,
+                "expected_hosts": self.expected_hosts,
+                "finished": snapshot.finished if snapshot is not None else 0,
+                "failed": snapshot.failed if snapshot is not None else 0,
+            }
+        )
+
+    def _verdict(self, snapshot: QueueSnapshot | None, missing: int) -> str | None:
+        if snapshot is None:
+            return "missing" if missing >= self.missing_attempts else None
+        if snapshot.entries > 1:
+            return "ambiguous"
+        if len(snapshot.hosts) >= self.expected_hosts and snapshot.finished == len(snapshot.hosts):
+            return "finished"
+        return None
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        reader: QueueReader = load_reader_factory(self.reader)(self.conn_id)
+        snapshot: QueueSnapshot | None = None
+        entry = self.entry
+        missing = errors = 0
+        try:
+            for attempt in range(1, self.max_attempts + 1):
+                try:
+                    snapshot = await reader.read(self.cluster, self.correlation_token, entry)
+                except Exception as exc:  # noqa: BLE001 - any failed read counts; the type only is logged
+                    errors += 1
+                    self.log.warning("dpone %s queue read %d failed (%s)", self.stage, attempt, type(exc).__name__)
+                    if errors >= self.max_read_errors:
+                        yield self._event("error", attempt, snapshot)
+                        return
+                else:
+                    errors = 0
+                    missing = missing + 1 if snapshot is None else 0
+                    if snapshot is not None and snapshot.entries == 1:
+                        entry = snapshot.entry  # pinned: later polls read exactly this entry
+                    verdict = self._verdict(snapshot, missing)
+                    if snapshot is not None:
+                        self.log.info(
+                            "dpone %s entry %s: %d of %d hosts finished, %d failed",
+                            self.stage,
+                            snapshot.entry,
+                            snapshot.finished,
+                            max(len(snapshot.hosts), self.expected_hosts),
+                            snapshot.failed,
+                        )
+                    if verdict is not None:
+                        yield self._event(verdict, attempt, snapshot)
+                        return
+                if attempt < self.max_attempts:
+                    await asyncio.sleep(self.poll_interval)
+            yield self._event("timeout", self.max_attempts, snapshot)
+        finally:
+            await reader.close()

@@ -1,0 +1,161 @@
+"""The in-memory fake cluster behind the operators' ``ports_factory`` seam, for ``dag.test()`` runs.
+
+:class:`FakeDeployment` owns one :class:`FakeWorld` (members, Keeper, DDL queue, artifact store, fault injector) and
+hands the operators a factory closure: every task try gets fresh port objects over the same world, as a fresh worker
+would get fresh clients over the same cluster. Building an environment advances the fake clock by a retry delay, so
+time-based rules (the dispatch quiet period) behave as between real tries.
+
+The deferral trigger is rebuilt from its serialized kwargs, so it cannot receive a closure: it names
+:func:`fake_queue_reader` by import path, which reads the *current* deployment's queue. ``on_poll`` lets a test act
+between polls (for example, resume a paused member), like an operator fixing a member while the task waits.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from airflow_provider_dpone.contracts.manifest import ClusterPublicationManifest
+from airflow_provider_dpone.operators.publication_environment import PortsFactory, PublicationEnvironment
+from airflow_provider_dpone.ports.publication import ColumnSpec, TableSpec
+from airflow_provider_dpone.protocol.context import ProtocolSettings
+from airflow_provider_dpone.protocol.request import PublicationRequest
+from airflow_provider_dpone.triggers.ddl_queue_readers import HostState, QueueSnapshot
+from tests.fakes.faults import FaultInjector, FaultKind
+from tests.fakes.publication import FakeSource, FakeWorld, Row
+
+COLUMNS: tuple[tuple[str, str], ...] = (("id", "UInt64"), ("name", "String"), ("amount", "Nullable(Int64)"))
+RETRY_DELAY_MS = 300_000
+READER = "tests.integration.dpone_airflow_fakes.fake_queue_reader"
+
+
+@dataclass
+class FakeDeployment:
+    world: FakeWorld
+    rows: tuple[Row, ...]
+    columns: tuple[tuple[str, str], ...] = COLUMNS
+    environments: int = 0
+    table_calls: int = 0
+    polls: int = 0
+    on_poll: Callable[[int], None] | None = None
+    seen_requests: list[PublicationRequest] = field(default_factory=list)
+    source: FakeSource | None = None
+
+    @classmethod
+    def build(
+        cls,
+        manifest: ClusterPublicationManifest,
+        *,
+        rows: Sequence[Row],
+        members: int = 2,
+        baseline: Sequence[Row] | None = None,
+    ) -> FakeDeployment:
+        cluster = manifest.cluster
+        assert cluster is not None
+        world = FakeWorld(members=members, cluster=cluster.name, database=manifest.sink.database)
+        deployment = cls(world=world, rows=tuple(rows))
+        if baseline is not None:
+            for member in world.members:
+                world.put_table(member, manifest.sink.table, deployment.columns, tuple(baseline))
+        deployment.source = world.source(deployment.columns, deployment.rows)
+        return deployment
+
+    def table(self) -> TableSpec:
+        self.table_calls += 1
+        return TableSpec(columns=tuple(ColumnSpec(name=n, type=t) for n, t in self.columns), order_by=("id",))
+
+    def factory(self) -> PortsFactory:
+        """A closure (not a bound method: Airflow copies operators, and a copied method would copy the world)."""
+        deployment = self
+
+        def build(manifest: ClusterPublicationManifest, conn_id: str) -> PublicationEnvironment:
+            global CURRENT
+            CURRENT = deployment
+            deployment.environments += 1
+            deployment.world.clock.advance(RETRY_DELAY_MS)
+
+            def source(request: PublicationRequest) -> FakeSource:
+                deployment.seen_requests.append(request)
+                assert deployment.source is not None
+                return deployment.source
+
+            return PublicationEnvironment(
+                ports=deployment.world.ports(),
+                table=deployment.table,
+                source=source,
+                queue_reader=READER,
+                settings=ProtocolSettings(dispatch_quiet_ms=120_000),
+            )
+
+        return build
+
+    def content(self, table: str) -> list[list[Row] | None]:
+        """Each member's rows under ``table`` (sorted), or ``None`` where absent."""
+        result: list[list[Row] | None] = []
+        for member in self.world.members:
+            found = self.world.table(member, table)
+            result.append(None if found is None else sorted(found.rows, key=repr))
+        return result
+
+
+CURRENT: FakeDeployment | None = None
+
+
+class FakeQueueReader:
+    """Reads the current deployment's DDL queue like the real reader reads ``system.distributed_ddl_queue``."""
+
+    def __init__(self, conn_id: str) -> None:
+        self.conn_id = conn_id
+        self.closed = False
+
+    async def read(self, cluster: str, correlation_token: str, entry: str | None) -> QueueSnapshot | None:
+        deployment = CURRENT
+        assert deployment is not None, "no fake deployment is active"
+        deployment.polls += 1
+        if deployment.on_poll is not None:
+            deployment.on_poll(deployment.polls)
+        matches = [e for e in deployment.world.queue if e.token == correlation_token and entry in (None, e.name)]
+        if not matches:
+            return None
+        found = matches[0]
+        hosts = tuple(HostState(state.value, code) for state, code in found.hosts.values())
+        return QueueSnapshot(entry=found.name, hosts=hosts, entries=len(matches))
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+def fake_queue_reader(conn_id: str) -> FakeQueueReader:
+    return FakeQueueReader(conn_id)
+
+
+class NamedFaults(FaultInjector):
+    """Faults by name and occurrence ("the first ``member.load``"), plus callbacks at named points.
+
+    The protocol suite numbers fault points globally; a DAG-level scenario names the boundary it means instead.
+    """
+
+    def __init__(
+        self,
+        faults: dict[tuple[str, int], FaultKind] | None = None,
+        callbacks: dict[tuple[str, int], Callable[[], None]] | None = None,
+    ) -> None:
+        super().__init__()
+        self.named = dict(faults or {})
+        self.callbacks = dict(callbacks or {})
+        self.seen: Counter[str] = Counter()
+
+    def _next(self, name: str) -> FaultKind | None:
+        index = self.counter
+        self.counter += 1
+        self.trace.append(name)
+        self.seen[name] += 1
+        occurrence = (name, self.seen[name])
+        callback = self.callbacks.get(occurrence)
+        if callback is not None:
+            callback()
+        kind = self.named.get(occurrence)
+        if kind is not None:
+            self.fired.append((index, name, kind))
+        return kind

@@ -1,0 +1,265 @@
+"""The example DAG under real Airflow on the embedded ClickHouse cluster (real engines, real clickhouse-connect).
+
+Nothing is faked here: the operators build the real adapters through the hook from the ``dpone_clickhouse_default``
+connection (``AIRFLOW_CONN_DPONE_CLICKHOUSE_DEFAULT``), the trigger polls the real (emulated) distributed DDL queue
+with the async client, and faults are armed in the embedded cluster's processes. Each test publishes into a fresh
+database; assertions read every member directly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from airflow_provider_dpone.contracts.manifest import ClusterPublicationManifest, load_manifest
+from airflow_provider_dpone.contracts.manifest import ClusterPublicationManifest as Manifest
+from airflow_provider_dpone.embedded import EmbeddedCluster
+from airflow_provider_dpone.operators.publication_environment import PublicationEnvironment, hook_environment
+from airflow_provider_dpone.triggers.ddl_queue_readers import ClickHouseQueueReader, QueueSnapshot
+from tests.integration.dag_runner import RunOutcome, configure, load_example, run_example
+
+PASSWORD = "pw-Redact-Me-7f3e9a"
+pytestmark = pytest.mark.embedded_cluster(members=2, password=PASSWORD)
+
+SOURCE_ROWS = 40
+RESUMING_READER = "tests.integration.test_dag_embedded.resuming_reader"
+PAUSED: dict[str, EmbeddedCluster] = {}
+"""member name -> cluster: the member whose DDL worker the resuming reader resumes once it has seen it pending."""
+
+
+class ResumingReader(ClickHouseQueueReader):
+    """The real async queue reader; after a poll that shows the entry unfinished, it resumes the paused member (an
+    operator fixing the member while the task waits in the triggerer)."""
+
+    async def read(self, cluster: str, correlation_token: str, entry: str | None) -> QueueSnapshot | None:
+        snapshot = await super().read(cluster, correlation_token, entry)
+        if snapshot is not None and snapshot.finished < len(snapshot.hosts):
+            for member, embedded in list(PAUSED.items()):
+                embedded.faults.resume(member)
+                del PAUSED[member]
+        return snapshot
+
+
+def resuming_reader(conn_id: str) -> ResumingReader:
+    return ResumingReader(conn_id)
+
+
+def resuming_environment(manifest: Manifest, conn_id: str) -> PublicationEnvironment:
+    """The default (real) environment, with the trigger's reader swapped for :class:`ResumingReader`.
+
+    The embedded cluster's DDL emulation reads ``distributed_ddl_task_timeout`` from request settings but not from
+    the statement's ``SETTINGS`` clause (a server honours both), so the initiator would wait its 180 s default for
+    the paused member; the same bound is also set on the coordinator client's request settings here.
+    """
+    environment = hook_environment(manifest, conn_id)
+    coordinator = environment.ports.ddl.coordinator  # type: ignore[attr-defined]
+    coordinator.mutator().set_client_setting("distributed_ddl_task_timeout", 2)
+    return dataclasses.replace(environment, queue_reader=RESUMING_READER)
+
+
+@pytest.fixture(scope="module")
+def example(dags_folder: Path) -> ModuleType:
+    return load_example(dags_folder)
+
+
+@pytest.fixture
+def published(
+    example: ModuleType, embedded_cluster: EmbeddedCluster, fresh_database: str, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[dict[str, Any]]:
+    """A fresh database with the demo objects, the connection exported, and the DAG pointed at that database."""
+    monkeypatch.setenv("AIRFLOW_CONN_DPONE_CLICKHOUSE_DEFAULT", json.dumps(embedded_cluster.connection_json()))
+    monkeypatch.setenv("AIRFLOW__DPONE__DDL_TASK_TIMEOUT_SECONDS", "2")
+    client = embedded_cluster.client()
+    try:
+        example.prepare_demo(client, cluster=embedded_cluster.cluster_name, database=fresh_database, rows=SOURCE_ROWS)
+    finally:
+        client.close()
+    manifest = load_manifest(example.MANIFEST)
+    assert isinstance(manifest, ClusterPublicationManifest)
+    content = manifest.model_dump(mode="json", exclude_none=True)
+    content["physical_design"]["storage"]["clickhouse"]["cluster"]["name"] = embedded_cluster.cluster_name
+    content["sink"]["database"] = content["sink"]["staging_database"] = fresh_database
+    content["source"]["query"] = f"SELECT id, name, amount, updated_at FROM {fresh_database}.source_table"
+    configure(example, None, manifest=content, poll_interval=0.2)
+    yield {"database": fresh_database, "manifest": content}
+    configure(example, None)
+
+
+def _members(cluster: EmbeddedCluster, database: str, table: str = "target_table") -> list[tuple[int, int] | None]:
+    """(rows, distinct ids) of ``table`` on each member; ``None`` where absent."""
+    result: list[tuple[int, int] | None] = []
+    for member in cluster.members:
+        client = cluster.client(member)
+        try:
+            exists = client.command(f"EXISTS TABLE `{database}`.`{table}`")
+            if not int(exists):
+                result.append(None)
+                continue
+            rows, ids = client.query(f"SELECT count(), uniqExact(id) FROM `{database}`.`{table}`").result_rows[0]
+            result.append((int(rows), int(ids)))
+        finally:
+            client.close()
+    return result
+
+
+def _tables(cluster: EmbeddedCluster, database: str) -> list[list[str]]:
+    names = []
+    for member in cluster.members:
+        client = cluster.client(member)
+        try:
+            rows = client.query(f"SELECT name FROM system.tables WHERE database = '{database}' ORDER BY name")
+            names.append([str(row[0]) for row in rows.result_rows])
+        finally:
+            client.close()
+    return names
+
+
+def _run(example: ModuleType, day: int) -> RunOutcome:
+    return run_example(example, logical_date=datetime(2026, 4, day, tzinfo=UTC))
+
+
+def test_two_runs_complete_and_the_second_replaces_the_first(
+    example: ModuleType,
+    embedded_cluster: EmbeddedCluster,
+    published: dict[str, Any],
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    database = published["database"]
+    capfd.readouterr()
+    first = _run(example, 1)
+    assert first.succeeded, first.states
+    receipt = first.xcom["cleanup"]
+    assert (receipt["phase"], receipt["baseline"], receipt["publication_kind"]) == ("COMPLETED", "absent", "rename")
+    assert _members(embedded_cluster, database) == [(SOURCE_ROWS, SOURCE_ROWS)] * 2
+
+    client = embedded_cluster.client()
+    try:
+        client.command(
+            f"INSERT INTO `{database}`.source_table (id, name, amount, updated_at) VALUES (9001, 'x', NULL, 0)"
+        )
+    finally:
+        client.close()
+    second = _run(example, 2)
+    assert second.succeeded, second.states
+    assert second.xcom["cleanup"]["baseline"] == "existing"
+    assert second.xcom["cleanup"]["publication_kind"] == "exchange"
+    assert second.xcom["cleanup"]["generation_id"] != receipt["generation_id"]
+    assert _members(embedded_cluster, database) == [(SOURCE_ROWS + 1, SOURCE_ROWS + 1)] * 2
+    authority = "__dpone_cluster_publication_authority"
+    assert _tables(embedded_cluster, database) == [[authority, "target_table"]] * 2, "predecessor and candidates gone"
+
+    # redaction: nothing a human or a downstream task sees carries the password, a host, a port or a row value
+    captured = capfd.readouterr()
+    seen = "\n".join([captured.out, captured.err, repr(first.xcom), repr(second.xcom)])
+    assert "dpone stage: operation" in seen and "DPONE_" not in seen
+    forbidden = [PASSWORD, "item-17", "item-23"]
+    forbidden += [f"{m.host}:{m.port}" for m in embedded_cluster.members]
+    forbidden += [f"127.0.0.1:{embedded_cluster.coordinator.port}"]
+    for value in forbidden:
+        assert value not in seen, f"{value!r} leaked"
+
+
+def _existing_target(cluster: EmbeddedCluster, database: str) -> None:
+    """An equal pre-existing target on every member (distinct UUIDs): the operation adopts it as its baseline."""
+    for member in cluster.members:
+        client = cluster.client(member)
+        try:
+            client.command(
+                f"CREATE TABLE `{database}`.target_table (id UInt64, name String, amount Nullable(Decimal(18, 4)), "
+                "updated_at DateTime64(3, 'UTC')) ENGINE = MergeTree ORDER BY id"
+            )
+            client.command(f"INSERT INTO `{database}`.target_table VALUES (1, 'old', NULL, 0), (2, 'old', 1.5, 0)")
+        finally:
+            client.close()
+
+
+def test_faults_on_every_boundary_are_retried_or_resolved_without_duplicates(
+    example: ModuleType,
+    embedded_cluster: EmbeddedCluster,
+    published: dict[str, Any],
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """First run (absent target): lost load response on member 1, lost CREATE response on member 2, lost RENAME
+    response. Second run (existing target): member 2's DDL worker paused during the EXCHANGE (the publish task
+    defers; the trigger polls the real queue through the async client; the member resumes) and a lost cleanup
+    response. Both converge with every row exactly once and nothing left behind."""
+    database = published["database"]
+    faults = embedded_cluster.faults
+    faults.lose_response("member1", match="^INSERT INTO")
+    faults.lose_response("member2", match="^CREATE TABLE")
+    faults.lose_response("coordinator", match="^RENAME TABLE")
+    first = _run(example, 3)
+    assert first.succeeded, first.states
+    assert not faults.armed(), "every armed fault fired"
+    assert _members(embedded_cluster, database) == [(SOURCE_ROWS, SOURCE_ROWS)] * 2
+
+    client = embedded_cluster.client()
+    try:
+        client.command(f"INSERT INTO `{database}`.source_table (id, name, amount, updated_at) VALUES (9002, 'y', 1, 0)")
+    finally:
+        client.close()
+    faults.lose_response("coordinator", match="^DROP TABLE")
+    faults.pause("member2")
+    PAUSED["member2"] = embedded_cluster
+    configure(example, resuming_environment, manifest=published["manifest"], poll_interval=0.2)
+    capfd.readouterr()
+    second = _run(example, 4)
+    log = capfd.readouterr().out
+    assert second.succeeded, second.states
+    assert not PAUSED, "the trigger saw the entry pending and resumed the member"
+    assert not faults.armed(), "every armed fault fired"
+    assert "woken by the queue trigger" in log, "publish waited in the trigger, not in a retry"
+    assert second.tries["publish"] == 1
+    assert (second.xcom["cleanup"]["baseline"], second.xcom["cleanup"]["publication_kind"]) == ("existing", "exchange")
+    assert _members(embedded_cluster, database) == [(SOURCE_ROWS + 1, SOURCE_ROWS + 1)] * 2
+    authority = "__dpone_cluster_publication_authority"
+    assert _tables(embedded_cluster, database) == [[authority, "target_table"]] * 2
+
+
+def test_an_existing_equal_target_is_adopted_and_a_lost_exchange_response_is_not_resent(
+    example: ModuleType, embedded_cluster: EmbeddedCluster, published: dict[str, Any]
+) -> None:
+    database = published["database"]
+    _existing_target(embedded_cluster, database)
+    embedded_cluster.faults.lose_response("coordinator", match="^EXCHANGE TABLES")
+    outcome = _run(example, 6)
+    assert outcome.succeeded, outcome.states
+    assert not embedded_cluster.faults.armed()
+    assert outcome.xcom["cleanup"]["dispatch_epoch"] == 1, "one publication permit: the exchange was sent once"
+    assert (outcome.xcom["cleanup"]["baseline"], outcome.xcom["cleanup"]["publication_kind"]) == (
+        "existing",
+        "exchange",
+    )
+    assert _members(embedded_cluster, database) == [(SOURCE_ROWS, SOURCE_ROWS)] * 2
+
+
+def test_a_racing_run_is_fenced_and_empty_input_publishes_an_empty_generation(
+    example: ModuleType, embedded_cluster: EmbeddedCluster, published: dict[str, Any]
+) -> None:
+    database = published["database"]
+    client = embedded_cluster.client()
+    try:
+        client.command(f"TRUNCATE TABLE `{database}`.source_table")
+    finally:
+        client.close()
+    embedded_cluster.faults.fail_next_statement("member1", 241, match="^CREATE TABLE", count=100)
+    configure(example, None, manifest=published["manifest"], poll_interval=0.2, retries=0)
+    unresolved = _run(example, 7)
+    assert unresolved.states["stage"] == "failed"
+    embedded_cluster.faults.reset()
+    configure(example, None, manifest=published["manifest"], poll_interval=0.2, retries=2)
+    fenced = _run(example, 8)
+    assert fenced.states["fence"] == "failed" and fenced.tries["fence"] == 1
+    assert _members(embedded_cluster, database) == [None, None], "nothing was published"
+
+    resumed = _run(example, 7)  # the whole first run cleared: the same operation resumes and completes
+    assert resumed.succeeded, resumed.states
+    assert resumed.xcom["cleanup"]["row_count"] == 0
+    assert _members(embedded_cluster, database) == [(0, 0)] * 2

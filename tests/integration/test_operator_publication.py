@@ -1,0 +1,132 @@
+"""The publication operators' own rules: inputs, identities, deferral default, outlets, failure classification."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from airflow.sdk import Asset
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
+
+from airflow_provider_dpone.contracts.errors import REGISTRY, DponeError
+from airflow_provider_dpone.operators import (
+    DponeFenceOperator,
+    DponePublishOperator,
+    default_deferrable,
+)
+from airflow_provider_dpone.operators.publication_errors import (
+    RETRYABLE_CODES,
+    DponeRetryableError,
+    DponeTerminalError,
+    raise_for,
+)
+from airflow_provider_dpone.operators.publication_inputs import (
+    asset_uri,
+    build_request,
+    declared_table,
+    read_manifest,
+    require_admissible,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+MANIFEST = REPO / "dags_examples" / "manifests" / "clickhouse_external_full_refresh.yaml"
+TRANSFER = REPO / "dags_examples" / "manifests" / "clickhouse_to_mssql_raw_snapshot.yaml"
+COLUMNS = (("id", "UInt64"), ("name", "String"))
+
+
+class _Log:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def info(self, event: str, *args: object) -> None:
+        self.lines.append(event % args if args else event)
+
+    warning = error = info
+
+
+def test_manifest_from_a_path_inline_text_or_mapping_is_the_same_manifest() -> None:
+    from_path = read_manifest(str(MANIFEST))
+    from_text = read_manifest(MANIFEST.read_text(encoding="utf-8"))
+    from_relative = read_manifest(MANIFEST.name, base_dir=MANIFEST.parent)
+    from_mapping = read_manifest(from_path.model_dump(mode="json", exclude_none=True))
+    assert from_path == from_text == from_relative == from_mapping
+
+
+def test_a_transfer_manifest_is_refused_with_a_stable_code() -> None:
+    with pytest.raises(DponeError) as caught:
+        read_manifest(TRANSFER)
+    assert caught.value.code == "DPONE_MANIFEST_FIELD_INVALID"
+
+
+def test_an_inadmissible_manifest_fails_with_its_admission_code() -> None:
+    text = MANIFEST.read_text(encoding="utf-8").replace("ddl_scope: cluster", "ddl_scope: local")
+    with pytest.raises(DponeError) as caught:
+        require_admissible(read_manifest(text))
+    assert caught.value.code == "DPONE_CLICKHOUSE_CLUSTER_DDL_SCOPE_REQUIRED"
+
+
+def test_the_operation_id_depends_on_the_dag_run_not_on_anything_per_try() -> None:
+    manifest = read_manifest(MANIFEST)
+    table = declared_table(manifest, COLUMNS)
+    first = build_request(manifest, dag_id="d", run_id="manual__1", table=table)
+    again = build_request(read_manifest(MANIFEST), dag_id="d", run_id="manual__1", table=table)
+    other_run = build_request(manifest, dag_id="d", run_id="manual__2", table=table)
+    assert first.operation_id == again.operation_id
+    assert first.operation_id != other_run.operation_id
+    assert first.target_key == other_run.target_key
+    assert (first.table.engine, first.table.order_by) == ("MergeTree", ("id",))
+
+
+def test_deferrable_by_default_unless_the_deployment_sets_operators_default_deferrable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE", raising=False)
+    assert default_deferrable() is True
+    monkeypatch.setenv("AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE", "false")
+    assert default_deferrable() is False
+    monkeypatch.setenv("AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE", "true")
+    assert default_deferrable() is True
+    assert DponePublishOperator(task_id="p", manifest=MANIFEST, deferrable=False).deferrable is False
+
+
+def test_publish_declares_the_target_asset_without_any_host() -> None:
+    operator = DponePublishOperator(task_id="publish", manifest=MANIFEST)
+    assert operator.outlets == [Asset(uri="clickhouse-cluster://analytics_cluster/analytics/target_table")]
+    assert asset_uri(read_manifest(MANIFEST)) == "clickhouse-cluster://analytics_cluster/analytics/target_table"
+    explicit = Asset(uri="clickhouse-cluster://other/db/t")
+    assert DponePublishOperator(task_id="p2", manifest=MANIFEST, outlets=[explicit]).outlets == [explicit]
+    assert not DponeFenceOperator(task_id="f", manifest=MANIFEST).outlets
+
+
+@pytest.mark.parametrize("code", sorted(REGISTRY))
+def test_every_code_is_either_retryable_or_terminal_in_one_log_line(code: str) -> None:
+    log = _Log()
+    with pytest.raises(AirflowException) as caught:
+        raise_for(DponeError(code, "member m0123456789abcdef"), log)
+    assert len(log.lines) == 1 and log.lines[0].startswith(code)
+    assert str(caught.value).startswith(code)
+    if code in RETRYABLE_CODES:
+        assert isinstance(caught.value, DponeRetryableError)
+        assert not isinstance(caught.value, AirflowFailException)
+    else:
+        assert isinstance(caught.value, DponeTerminalError)
+        assert isinstance(caught.value, AirflowFailException), "terminal failures must not consume retries"
+
+
+def test_fenced_drift_and_tampering_are_terminal_and_transient_failures_retry() -> None:
+    terminal = {
+        "DPONE_CLICKHOUSE_CLUSTER_OPERATION_FENCED",
+        "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_DRIFT",
+        "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_DIGEST_MISMATCH",
+        "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_RECORD_INVALID",
+        "DPONE_CLICKHOUSE_CLUSTER_PUBLICATION_MIXED",
+    }
+    transient = {
+        "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_UNAVAILABLE",
+        "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_OUTCOME_UNKNOWN",
+        "DPONE_CLICKHOUSE_CLUSTER_MEMBER_OUTCOME_UNKNOWN",
+        "DPONE_CLICKHOUSE_CLUSTER_DDL_QUEUE_UNAVAILABLE",
+    }
+    assert not terminal & RETRYABLE_CODES
+    assert transient <= RETRYABLE_CODES
+    assert set(REGISTRY) >= RETRYABLE_CODES

@@ -1,0 +1,173 @@
+"""``ClusterDDLQueueTrigger``: one event per run, bounded polling, no secrets in its kwargs, clean cancellation."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+from airflow_provider_dpone.triggers.ddl_queue import ClusterDDLQueueTrigger, load_reader_factory
+from airflow_provider_dpone.triggers.ddl_queue_readers import HostState, QueueSnapshot, snapshot_from_rows
+
+READER = "tests.integration.test_trigger_ddl_queue.scripted_reader"
+
+
+class ScriptedReader:
+    """Answers from a script of snapshots (``None`` = no entry yet, an exception = failed read)."""
+
+    script: list[Any] = []  # noqa: RUF012 - one script per test, set by the fixture
+    reads: list[tuple[str, str, str | None]] = []  # noqa: RUF012
+    closed = 0
+
+    def __init__(self, conn_id: str) -> None:
+        self.conn_id = conn_id
+
+    async def read(self, cluster: str, correlation_token: str, entry: str | None) -> QueueSnapshot | None:
+        ScriptedReader.reads.append((cluster, correlation_token, entry))
+        step = ScriptedReader.script.pop(0) if len(ScriptedReader.script) > 1 else ScriptedReader.script[0]
+        if isinstance(step, Exception):
+            raise step
+        return step  # type: ignore[no-any-return]
+
+    async def close(self) -> None:
+        ScriptedReader.closed += 1
+
+
+def scripted_reader(conn_id: str) -> ScriptedReader:
+    return ScriptedReader(conn_id)
+
+
+@pytest.fixture(autouse=True)
+def _reset() -> None:
+    ScriptedReader.script, ScriptedReader.reads, ScriptedReader.closed = [None], [], 0
+
+
+def _snapshot(*states: tuple[str, int | None], entry: str = "query-0000000007", entries: int = 1) -> QueueSnapshot:
+    return QueueSnapshot(entry=entry, hosts=tuple(HostState(s, c) for s, c in states), entries=entries)
+
+
+def _trigger(**overrides: Any) -> ClusterDDLQueueTrigger:
+    kwargs: dict[str, Any] = {
+        "conn_id": "dpone_clickhouse_default",
+        "cluster": "analytics_cluster",
+        "correlation_token": "ab" * 16,
+        "expected_hosts": 2,
+        "poll_interval": 0.0,
+        "max_attempts": 5,
+        "missing_attempts": 3,
+        "max_read_errors": 2,
+        "reader": READER,
+    }
+    kwargs.update(overrides)
+    return ClusterDDLQueueTrigger(**kwargs)
+
+
+async def _events(trigger: ClusterDDLQueueTrigger) -> list[dict[str, Any]]:
+    return [event.payload async for event in trigger.run()]
+
+
+def test_serialize_returns_the_literal_class_path_and_rebuilds_an_equal_trigger() -> None:
+    trigger = _trigger(entry="query-0000000001", round=2, stage="cleanup")
+    classpath, kwargs = trigger.serialize()
+    assert classpath == "airflow_provider_dpone.triggers.ddl_queue.ClusterDDLQueueTrigger"
+    json.dumps(kwargs)  # plain JSON values only
+    assert ClusterDDLQueueTrigger(**kwargs).serialize() == (classpath, kwargs)
+    assert not {"password", "host", "login", "extra", "sql"} & set(kwargs)
+
+
+async def test_finishes_with_one_event_when_every_expected_host_is_finished() -> None:
+    ScriptedReader.script = [
+        None,
+        _snapshot(("Active", None), ("Inactive", None)),
+        _snapshot(("Finished", 0), ("Active", None)),
+        _snapshot(("Finished", 0), ("Finished", 0)),
+    ]
+    events = await _events(_trigger(entry="query-0000000007"))
+    assert len(events) == 1
+    assert events[0]["status"] == "finished"
+    assert (events[0]["finished"], events[0]["failed"], events[0]["attempts"]) == (2, 0, 4)
+    assert ScriptedReader.closed == 1
+    assert {read[2] for read in ScriptedReader.reads} == {"query-0000000007"}, "only the bound entry is polled"
+
+
+async def test_the_entry_is_pinned_once_observed() -> None:
+    ScriptedReader.script = [
+        _snapshot(("Active", None), ("Inactive", None)),
+        _snapshot(("Finished", 0), ("Finished", 0)),
+    ]
+    (event,) = await _events(_trigger())
+    assert event["status"] == "finished"
+    assert [read[2] for read in ScriptedReader.reads] == [None, "query-0000000007"]
+
+
+async def test_a_failed_host_still_ends_the_wait_and_reports_it() -> None:
+    ScriptedReader.script = [_snapshot(("Finished", 0), ("Finished", 60))]
+    (event,) = await _events(_trigger())
+    assert (event["status"], event["failed"]) == ("finished", 1)
+
+
+async def test_fewer_hosts_than_expected_is_not_finished() -> None:
+    ScriptedReader.script = [_snapshot(("Finished", 0))]
+    (event,) = await _events(_trigger(max_attempts=3))
+    assert event["status"] == "timeout"
+    assert event["attempts"] == 3
+
+
+async def test_missing_entry_and_ambiguous_token_and_read_errors_are_terminal_events() -> None:
+    ScriptedReader.script = [None]
+    assert [e["status"] for e in await _events(_trigger())] == ["missing"]
+    ScriptedReader.script = [_snapshot(("Active", None), ("Active", None), entries=2)]
+    assert [e["status"] for e in await _events(_trigger())] == ["ambiguous"]
+    ScriptedReader.script = [ConnectionError("refused: host-that-must-not-leak:8123")]
+    (event,) = await _events(_trigger())
+    assert event["status"] == "error"
+    assert "host-that-must-not-leak" not in json.dumps(event)
+    assert ScriptedReader.closed == 3
+
+
+async def test_a_single_failed_read_is_tolerated() -> None:
+    ScriptedReader.script = [TimeoutError(), _snapshot(("Finished", 0), ("Finished", 0))]
+    (event,) = await _events(_trigger())
+    assert event["status"] == "finished"
+
+
+async def test_running_the_same_trigger_twice_gives_the_same_event() -> None:
+    finished = _snapshot(("Finished", 0), ("Finished", 0))
+    ScriptedReader.script = [finished]
+    trigger = _trigger()
+    first = await _events(trigger)
+    second = await _events(_trigger(**trigger.serialize()[1]))
+    assert first == second
+
+
+async def test_cancellation_interrupts_the_sleep_and_closes_the_reader() -> None:
+    ScriptedReader.script = [_snapshot(("Active", None), ("Active", None))]
+    task = asyncio.ensure_future(_events(_trigger(poll_interval=30.0, max_attempts=100)))
+    while not ScriptedReader.reads:
+        await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert ScriptedReader.closed == 1
+    assert len(ScriptedReader.reads) == 1
+
+
+def test_invalid_bounds_and_reader_paths_are_refused() -> None:
+    with pytest.raises(ValueError, match="attempts"):
+        _trigger(max_attempts=0)
+    with pytest.raises(ValueError, match="import path"):
+        load_reader_factory("no_module_path")
+
+
+def test_snapshot_from_rows_keeps_only_the_bound_entry() -> None:
+    rows = [
+        ("query-1", "h1", 9000, "Finished", 0),
+        ("query-1", "h2", 9000, "Active", None),
+        ("query-2", "h1", 9000, "Finished", 0),
+    ]
+    assert snapshot_from_rows(rows, "query-2") == QueueSnapshot("query-2", (HostState("Finished", 0),), 1)
+    unbound = snapshot_from_rows(rows, None)
+    assert unbound is not None and unbound.entries == 2
+    assert snapshot_from_rows([], None) is None
