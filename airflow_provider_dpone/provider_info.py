@@ -50,17 +50,15 @@ def get_provider_info() -> dict[str, Any]:
         ],
         "operators": [
             {
-                "integration-name": NATIVE_TRANSFER,
-                "python-modules": ["airflow_provider_dpone.operators.native_transfer"],
-            },
-        ],
-        "operators": [
-            {
                 "integration-name": "dpone ClickHouse cluster publication",
                 "python-modules": [
                     "airflow_provider_dpone.operators.fence_stage",
                     "airflow_provider_dpone.operators.publish_cleanup",
                 ],
+            },
+            {
+                "integration-name": NATIVE_TRANSFER,
+                "python-modules": ["airflow_provider_dpone.operators.native_transfer"],
             },
         ],
         "triggers": [
