@@ -19,6 +19,11 @@ large row count. A throwaway PostgreSQL server is started once (``tests/fixtures
 given. Not part of the pytest suite.
 
     .venv/bin/python bench/native_transfer.py [--rows 100000 1000000] [--shapes narrow wide] [--trials 3]
+        [--source chdb|http]
+
+``--source http`` reads from a member of an embedded cluster (``airflow_provider_dpone.embedded``) through
+clickhouse-connect's HTTP client, as the hook builds it for a server; both the baseline and the route then go over
+HTTP, so the ratio still compares like with like.
 """
 
 from __future__ import annotations
@@ -100,7 +105,7 @@ def _columns(shape: str) -> tuple[str, str]:
     return ", ".join(definitions), ", ".join(expressions)
 
 
-def worker(shape: str, rows: int, trials: int, dsn: str, chunk_rows: int) -> dict[str, Any]:
+def worker(shape: str, rows: int, trials: int, dsn: str, chunk_rows: int, source: str = "chdb") -> dict[str, Any]:
     import clickhouse_connect
     import psycopg
 
@@ -131,7 +136,10 @@ def worker(shape: str, rows: int, trials: int, dsn: str, chunk_rows: int) -> dic
         "<profiles><default></default></profiles><quotas><default></default></quotas>"
         f"<user_directories><users_xml><path>{config}</path></users_xml></user_directories></clickhouse>"
     )
-    engine = {"interface": "chdb", "path": path, "chdb_options": {"config-file": str(config)}}
+    engine: dict[str, Any] = {"interface": "chdb", "path": path, "chdb_options": {"config-file": str(config)}}
+    connector = ClickHouseSnapshotConnector(lambda: clickhouse_connect.get_client(**engine), inprocess_transport(path))
+    if source == "http":
+        engine, connector, cluster = _http_source(stage_root)
     admin = clickhouse_connect.get_client(**engine)
     admin.command("CREATE DATABASE bench ENGINE = Atomic")
     definitions, expressions = _columns(shape)
@@ -142,7 +150,6 @@ def worker(shape: str, rows: int, trials: int, dsn: str, chunk_rows: int) -> dic
     schema = f"bench_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(f'CREATE SCHEMA "{schema}"')
-    connector = ClickHouseSnapshotConnector(lambda: clickhouse_connect.get_client(**engine), inprocess_transport(path))
     options = NativeTransferOptions.model_validate(
         {"source_snapshot": {"mode": "exact_raw_rows"}, "execution": {"chunk_rows": chunk_rows}}
     )
@@ -217,7 +224,31 @@ def worker(shape: str, rows: int, trials: int, dsn: str, chunk_rows: int) -> dic
         results["phases"].append([b - a for a, b in itertools.pairwise(points)])
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
-    return {"shape": shape, "rows": rows, "trials": trials, **results}
+    if source == "http":
+        cluster.stop()
+    return {"shape": shape, "rows": rows, "trials": trials, "source": source, **results}
+
+
+def _http_source(root: str) -> tuple[dict[str, Any], Any, Any]:
+    """A member of an embedded cluster over HTTP: plain client kwargs (admin, baseline) and the hook's connector."""
+    from airflow_provider_dpone.adapters.clickhouse.snapshot_session import http_connector
+    from airflow_provider_dpone.contracts.connection import ClickHouseConnectionOptions
+    from airflow_provider_dpone.embedded import EmbeddedCluster
+
+    cluster = EmbeddedCluster.start(Path(root) / "cluster", members=2)
+    member = cluster.endpoint("member1")
+    options = ClickHouseConnectionOptions()
+    engine = {
+        "host": member.host,
+        "port": member.port,
+        "username": cluster.user,
+        "password": cluster.password,
+        "query_retries": 0,
+        "autogenerate_session_id": False,
+        "connect_timeout": options.connect_timeout_seconds,
+        "send_receive_timeout": options.send_receive_timeout_seconds,
+    }
+    return engine, http_connector(member.host, member.port, cluster.user, cluster.password, options), cluster
 
 
 def summarize(result: dict[str, Any]) -> None:
@@ -227,7 +258,8 @@ def summarize(result: dict[str, Any]) -> None:
     rows = result["rows"]
     baseline, ours = statistics.median(result["baseline_s"]), statistics.median(result["ours_s"])
     data = statistics.median(result["stage_bytes"])
-    print(f"\n== {result['shape']}, {rows:,} rows, {result['trials']} measured trials (+1 warmup) ==")
+    source = "HTTP, embedded cluster member" if result.get("source") == "http" else "in-process engine"
+    print(f"\n== {result['shape']}, {rows:,} rows, source {source}, {result['trials']} measured trials (+1 warmup) ==")
     print(
         f"baseline stream read : {spread(result['baseline_s'])}  {rows / baseline:,.0f} rows/s  {data / baseline / 2**20:,.1f} MiB/s"
     )
@@ -250,11 +282,17 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=3)
     parser.add_argument("--chunk-rows", type=int, default=100_000)
     parser.add_argument("--dsn", default=None)
+    parser.add_argument(
+        "--source",
+        default="chdb",
+        choices=["chdb", "http"],
+        help="chdb: the in-process engine; http: a member of an embedded cluster through clickhouse-connect's HTTP client",
+    )
     parser.add_argument("--worker", nargs=2, metavar=("SHAPE", "DSN"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         shape, dsn = args.worker
-        print(json.dumps(worker(shape, args.rows[0], args.trials, dsn, args.chunk_rows)))
+        print(json.dumps(worker(shape, args.rows[0], args.trials, dsn, args.chunk_rows, args.source)))
         return
     sys.path.insert(0, str(REPO))
     import airflow_provider_dpone
@@ -266,7 +304,7 @@ def main() -> None:
             results = []
             for rows in args.rows:
                 command = [sys.executable, __file__, "--worker", shape, dsn, "--rows", str(rows)]
-                command += ["--trials", str(args.trials), "--chunk-rows", str(args.chunk_rows)]
+                command += ["--trials", str(args.trials), "--chunk-rows", str(args.chunk_rows), "--source", args.source]
                 output = subprocess.run(command, env=env, capture_output=True, text=True)
                 if output.returncode:
                     raise SystemExit(f"worker {shape}/{rows} failed:\n{output.stderr[-4000:]}")

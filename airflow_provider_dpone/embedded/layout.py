@@ -90,6 +90,23 @@ class ProcessSpec:
         return cls(**raw)
 
 
+def users_xml(config_file: Path) -> str:
+    """The engine's ``default`` user with ``access_management``, as the compose deployment's ``users.xml`` grants.
+
+    A client must be able to read ``system.row_policies`` to prove which row policies apply to what it reads (the
+    native transfer source refuses a table whose policies it cannot inspect). HTTP authentication is the server's
+    (``server.py``); the engine's own user has no password.
+    """
+    return "\n".join(
+        [
+            "    <users><default><password></password><networks><ip>::/0</ip></networks><profile>default</profile>",
+            "        <quota>default</quota><access_management>1</access_management></default></users>",
+            "    <profiles><default></default></profiles><quotas><default></default></quotas>",
+            f"    <user_directories><users_xml><path>{config_file}</path></users_xml></user_directories>",
+        ]
+    )
+
+
 def render_chdb_config(spec: ProcessSpec, topology: ClusterTopology = TOPOLOGY) -> str:
     """The process's ClickHouse config: cluster topology, macros, in-process Keeper, KeeperMap prefix.
 
@@ -107,6 +124,7 @@ def render_chdb_config(spec: ProcessSpec, topology: ClusterTopology = TOPOLOGY) 
             macros_xml(topology, spec.default_cluster, slot),
             "    <zookeeper><implementation>testkeeper</implementation></zookeeper>",
             f"    <keeper_map_path_prefix>{topology.keeper_map_path_prefix}</keeper_map_path_prefix>",
+            users_xml(spec.config_file),
             "</clickhouse>",
             "",
         ]

@@ -90,18 +90,25 @@ class PgRoute:
     streams: list[str] = field(default_factory=list)
     deny_source: bool = False
     last_connections: int = 0
+    source: ClickHouseSnapshotConnector | None = None
+    """Another source than the in-process engine (e.g. an HTTP connector); its clients are recorded and denied too."""
 
-    def _client(self) -> Any:
+    def _open(self, build: Callable[[], Any]) -> Any:
         if self.deny_source:
             raise AssertionError("the source was opened after EOF")
-        return RecordingClient(native_chdb.client(), self.streams)
+        return RecordingClient(build(), self.streams)
 
     def journal(self, operation: str | None = None) -> ObjectJournalStore:
         return ObjectJournalStore(f"file://{self.root}", operation or self.operation)
 
     def route(self, checkpoint: Callable[[str], None] | None = None, chunk_rows: int = 2) -> NativeTransferRoute:
-        path, _ = native_chdb.engine()
-        self.connector = ClickHouseSnapshotConnector(self._client, inprocess_transport(path))
+        if self.source is not None:
+            self.connector = self.source.decorated(self._open)
+        else:
+            path, _ = native_chdb.engine()
+            self.connector = ClickHouseSnapshotConnector(
+                lambda: self._open(native_chdb.client), inprocess_transport(path)
+            )
         options = {**self.options, "execution": {"chunk_rows": chunk_rows}}
         table = TargetTable(schema=self.harness.schema, table=self.table)
         custody = TargetCustody(

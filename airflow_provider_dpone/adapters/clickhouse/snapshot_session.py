@@ -7,14 +7,17 @@ verification, bounded timeouts, redirect policy), never from what the caller hop
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 
 from clickhouse_connect.driver.client import Client
+from clickhouse_connect.driver.exceptions import ClickHouseError
 
 from airflow_provider_dpone.adapters.clickhouse import snapshot_metadata as metadata
 from airflow_provider_dpone.adapters.clickhouse.snapshot_reader import stream_blocks
 from airflow_provider_dpone.contracts.connection import ClickHouseConnectionOptions
+from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.contracts.native_chunk import RelationRef
 from airflow_provider_dpone.contracts.native_query import SnapshotQuery
 from airflow_provider_dpone.contracts.native_source_observation import (
@@ -85,6 +88,15 @@ class ClickHouseSnapshotConnector:
         self.connections += 1
         return ClickHouseSnapshotSession(client, self._transport(client))
 
+    def decorated(self, decorate: Callable[[Callable[[], Client]], Client]) -> ClickHouseSnapshotConnector:
+        """A new connector (own count) whose clients are built by ``decorate(build)``, with the same transport.
+
+        ``decorate`` may refuse to build, or wrap the client it builds (tests count, record or deny connections).
+        The transport is still observed on the client that is returned.
+        """
+        build = self._client_factory
+        return ClickHouseSnapshotConnector(lambda: decorate(build), self._transport)
+
 
 def inprocess_transport(path: str) -> Callable[[Client], TransportObservation]:
     """The embedded engine: no network, so nothing to verify, and TLS is not requested."""
@@ -132,7 +144,22 @@ def http_connector(
     from urllib3.util import Retry
 
     def build() -> Client:
-        client = clickhouse_connect.get_client(
+        try:
+            client = _open_client()
+        except ClickHouseError as exc:
+            # the driver's message names the host and port: only the kind of failure is reported
+            if _tls_failure(exc):
+                raise DponeError(
+                    "mssql_native.source_transport_unsupported", "TLS handshake failed: the endpoint speaks no TLS"
+                ) from None
+            raise DponeError("mssql_native.source_query_failed", f"connect: {type(exc).__name__}") from None
+        backend = getattr(client, "_backend", None)
+        if backend is not None and hasattr(backend, "http_retries"):
+            backend.http_retries = Retry(total=0, redirect=0, raise_on_redirect=True)
+        return client
+
+    def _open_client() -> Client:
+        return clickhouse_connect.get_client(
             host=host,
             port=port,
             username=username,
@@ -145,9 +172,21 @@ def http_connector(
             query_retries=0,
             autogenerate_session_id=False,
         )
-        backend = getattr(client, "_backend", None)
-        if backend is not None and hasattr(backend, "http_retries"):
-            backend.http_retries = Retry(total=0, redirect=0, raise_on_redirect=True)
-        return client
 
     return ClickHouseSnapshotConnector(build, http_transport(host, port, options))
+
+
+def _tls_failure(exc: BaseException) -> bool:
+    """Whether a connect failure was a TLS handshake failure (the driver chains urllib3's ``SSLError``)."""
+    seen: set[int] = set()
+    pending: list[BaseException | None] = [exc]
+    while pending:
+        current = pending.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, ssl.SSLError) or type(current).__name__ == "SSLError":
+            return True
+        reason = getattr(current, "reason", None)
+        pending.extend([current.__cause__, current.__context__, reason if isinstance(reason, BaseException) else None])
+    return False

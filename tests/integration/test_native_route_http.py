@@ -1,0 +1,157 @@
+"""The native transfer route over HTTP: an embedded-cluster member -> durable file:// stage -> real PostgreSQL.
+
+The source is what a production worker builds: the Airflow connection (``AIRFLOW_CONN_DPONE_CLICKHOUSE_DEFAULT``) read
+by :class:`DponeNativeTransferHook`, a real clickhouse-connect HTTP client with no retries and no redirects, talking to
+a member process of the embedded cluster (the real ClickHouse engine behind ClickHouse's HTTP interface). The target is
+the PostgreSQL adapter on a throwaway server. Connections are counted by the connector; after EOF a client factory
+that fails the test if it is called at all proves the retry is source-free.
+"""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from airflow_provider_dpone.adapters.clickhouse.snapshot_session import ClickHouseSnapshotConnector, http_transport
+from airflow_provider_dpone.contracts.connection import ClickHouseConnectionOptions
+from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.contracts.manifest import load_manifest
+from airflow_provider_dpone.contracts.manifest_transfer import NativeTransferManifest
+from airflow_provider_dpone.contracts.native_chunk import RelationRef
+from airflow_provider_dpone.hooks.native_transfer import DponeNativeTransferHook
+from airflow_provider_dpone.protocol.native_transfer.admission import check_transport
+from tests.fixtures.target_harness import PostgresHarness
+from tests.integration.native_route_chdb import read_rows
+from tests.integration.native_route_pg import Crash, PgRoute, crash_at, events_table
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+MANIFEST = (
+    Path(__file__).resolve().parents[2] / "dags_examples" / "manifests" / "clickhouse_to_postgres_raw_snapshot.yaml"
+)
+MEMBER = "member1"
+
+
+def member_connection(cluster: Any, **extra: Any) -> dict[str, Any]:
+    """The cluster's Airflow connection, pointed at one member (the route reads one server directly)."""
+    endpoint = cluster.endpoint(MEMBER)
+    connection = cluster.connection_json()
+    connection.update(host=endpoint.host, port=endpoint.port)
+    connection["extra"] = {**connection.get("extra", {}), **extra}
+    return connection
+
+
+def hook_connector(monkeypatch: pytest.MonkeyPatch, connection: dict[str, Any]) -> ClickHouseSnapshotConnector:
+    monkeypatch.setenv("AIRFLOW_CONN_DPONE_CLICKHOUSE_DEFAULT", json.dumps(connection))
+    manifest = load_manifest(MANIFEST)
+    assert isinstance(manifest, NativeTransferManifest)
+    return DponeNativeTransferHook(manifest).source_connector()
+
+
+@pytest.fixture
+def admin(embedded_cluster):
+    client = embedded_cluster.client(MEMBER)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def events(admin, fresh_database) -> RelationRef:
+    return events_table(admin, fresh_database)
+
+
+@pytest.fixture
+def harness(postgres_server):
+    created = PostgresHarness(postgres_server.dsn)
+    yield created
+    created.close()
+
+
+@pytest.fixture
+def source(embedded_cluster, monkeypatch) -> ClickHouseSnapshotConnector:
+    return hook_connector(monkeypatch, member_connection(embedded_cluster))
+
+
+def target_columns(route: PgRoute) -> list[str]:
+    with psycopg.connect(route.harness.dsn, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_schema = %s AND table_name = %s "
+            "ORDER BY ordinal_position",
+            (route.harness.schema, route.table),
+        ).fetchall()
+    return [row[0] for row in rows]
+
+
+def test_http_source_publishes_the_raw_multiset_not_final(admin, events, harness, source, tmp_path) -> None:
+    session = source.connect()
+    try:
+        observed = session.transport()
+        access = session.access(events)
+    finally:
+        session.close()
+    assert (observed.scheme, observed.requires_tls, observed.follows_redirects) == ("http", False, False)
+    assert access.policies_inspectable and access.row_policies == (), "the server proves no policy applies"
+
+    route = PgRoute(tmp_path, events, harness, source=source)
+    result = route.run()
+    raw = read_rows(admin, f"SELECT * FROM {events.database}.events")
+    final = read_rows(admin, f"SELECT * FROM {events.database}.events FINAL")
+    published = route.target_rows()
+    assert published == raw and result.rows == sum(raw.values()) == 7
+    assert published != final and sum(final.values()) == 3
+    assert published[(1, 2, 0, b"b", "2026-01-03T00:00:00+00:00", Decimal(2))] == 2, "identical duplicates kept"
+    assert target_columns(route) == ["id", "ver", "is_deleted", "payload", "ts", "amount"], "no _part/_part_offset"
+    assert route.last_connections == 1 and len(route.streams) == 1
+    assert "FINAL" not in route.streams[0] and "_part" in route.streams[0], "provenance read, then stripped"
+    assert result.endpoint_authority_agreement is True and route.receipts() == 1
+
+
+@pytest.mark.parametrize("point", ["stage_complete", "loaded"])
+def test_http_crash_after_eof_completes_without_the_source(admin, events, harness, source, tmp_path, point) -> None:
+    route = PgRoute(tmp_path, events, harness, source=source)
+    with pytest.raises(Crash):
+        route.run(crash_at(point))
+    assert route.last_connections == 1
+    admin.command(f"INSERT INTO {events.database}.events VALUES (9, 1, 0, 'late', '2026-01-09 00:00:00', 9)")
+    route.expire_leases()
+    route.deny_source = True
+    result = route.run()
+    assert route.last_connections == 0 and result.source_connections == 0
+    assert result.rows == 7 and sum(route.target_rows().values()) == 7, "the sealed snapshot, not the later row"
+    assert route.receipts() == 1
+
+
+def test_http_crash_before_eof_reextracts_over_http(admin, events, harness, source, tmp_path) -> None:
+    route = PgRoute(tmp_path, events, harness, source=source)
+    with pytest.raises(Crash):
+        route.run(crash_at("chunk_sealed", occurrence=2))
+    route.expire_leases()
+    result = route.run()
+    assert len(result.settled_invocations) == 1 and route.last_connections == 1
+    assert route.target_rows() == read_rows(admin, f"SELECT * FROM {events.database}.events")
+
+
+def test_tls_required_is_never_downgraded_to_http(embedded_cluster, events, harness, monkeypatch, tmp_path) -> None:
+    """``secure: true`` against a plain-HTTP endpoint fails; a plain client under a TLS policy is refused."""
+    endpoint = embedded_cluster.endpoint(MEMBER)
+    secure = hook_connector(monkeypatch, member_connection(embedded_cluster, secure=True))
+    route = PgRoute(tmp_path, events, harness, source=secure)
+    with pytest.raises(DponeError) as failed:
+        route.run()
+    assert failed.value.code == "mssql_native.source_transport_unsupported"
+    assert str(endpoint.port) not in str(failed.value), "the driver's message (host, port) is withheld"
+    assert target_columns(route) == [], "nothing was published"
+
+    plain = embedded_cluster.client(MEMBER)
+    try:
+        observe = http_transport(endpoint.host, endpoint.port, ClickHouseConnectionOptions(secure=True))
+        with pytest.raises(DponeError) as refused:
+            check_transport(observe(plain))
+    finally:
+        plain.close()
+    assert refused.value.code == "mssql_native.source_transport_unsupported"
