@@ -3,7 +3,8 @@ transfer DAG tests): one temporary AIRFLOW_HOME, one migrated SQLite metadata da
 and a DAGs folder that holds only the DAG files under test.
 
 ``dag.test()`` syncs the DAG bundle of ``[core] dags_folder`` to the metadata database before it runs, so the DAG
-under test must live inside that folder: ``copy_examples`` puts example DAG files and their manifests there.
+under test must live inside that folder: ``copy_examples`` puts example DAG files and their manifests there, and
+``load_dag_file`` imports such a copy once per session.
 
 Airflow reads most configuration at call time from ``AIRFLOW__*`` variables, but computes the database engine when it
 is first imported; importing this module sets the variables before the first import where it can, and
@@ -13,11 +14,14 @@ result is cached per Airflow version in the temp directory, so later sessions co
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from types import ModuleType
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "dags_examples"
@@ -75,3 +79,16 @@ def copy_examples(file_names: Iterable[str]) -> Path:
     for name in file_names:
         shutil.copyfile(EXAMPLES / name, DAGS_FOLDER / name)
     return DAGS_FOLDER
+
+
+def load_dag_file(module_name: str, path: Path) -> ModuleType:
+    """Import a DAG file once under ``module_name`` (the copy in the DAGs folder, the one ``dag.test()`` syncs): tests
+    swap seams on its in-memory task objects, so every test of a session must get the same module."""
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    return module

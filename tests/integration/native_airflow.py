@@ -7,14 +7,12 @@ bundle of ``[core] dags_folder`` before it runs, so the DAG files and their mani
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-from tests.integration.airflow_env import copy_examples
+from tests.integration.airflow_env import copy_examples, load_dag_file
 
 
 @pytest.fixture(scope="session")
@@ -25,12 +23,4 @@ def native_dags_folder(airflow_db: Path) -> Path:
 
 def load_dag_module(folder: Path, file_name: str) -> ModuleType:
     """Import a DAG file from ``folder`` once (the copy that ``dag.test()`` syncs)."""
-    name = "dpone_native_example_" + file_name.removesuffix(".py")
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, folder / file_name)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_dag_file("dpone_native_example_" + file_name.removesuffix(".py"), folder / file_name)
