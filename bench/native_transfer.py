@@ -32,50 +32,19 @@ import argparse
 import datetime as dt
 import itertools
 import json
-import os
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
+from _common import PeakSampler, UtcClock, chdb_engine, rss_bytes, spread, worker_env
+
 REPO = Path(__file__).resolve().parents[1]
 PHASES = ("admitted", "eof", "stage_complete", "loaded", "succeeded")
-
-
-def _rss_bytes() -> int:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
-class PeakSampler:
-    """Samples VmRSS every 5 ms in a thread; ``peak`` is the highest value seen while running."""
-
-    def __init__(self) -> None:
-        self.peak = _rss_bytes()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.peak = max(self.peak, _rss_bytes())
-            time.sleep(0.005)
-
-    def __enter__(self) -> PeakSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.peak = max(self.peak, _rss_bytes())
 
 
 def _columns(shape: str) -> tuple[str, str]:
@@ -123,20 +92,8 @@ def worker(shape: str, rows: int, trials: int, dsn: str, chunk_rows: int, source
     from airflow_provider_dpone.protocol.native_transfer.route import NativeTransferRoute
     from airflow_provider_dpone.protocol.native_transfer.target_bridge import TargetPortBridge, TargetTable
 
-    class Clock:
-        def now(self) -> dt.datetime:
-            return dt.datetime.now(dt.UTC)
-
-    path = tempfile.mkdtemp(prefix="dpone-bench-chdb-")
+    path, engine = chdb_engine()
     stage_root = tempfile.mkdtemp(prefix="dpone-bench-stage-")
-    config = Path(path) / "config.xml"
-    config.write_text(
-        "<clickhouse><users><default><password></password><networks><ip>::/0</ip></networks>"
-        "<profile>default</profile><quota>default</quota><access_management>1</access_management></default></users>"
-        "<profiles><default></default></profiles><quotas><default></default></quotas>"
-        f"<user_directories><users_xml><path>{config}</path></users_xml></user_directories></clickhouse>"
-    )
-    engine: dict[str, Any] = {"interface": "chdb", "path": path, "chdb_options": {"config-file": str(config)}}
     connector = ClickHouseSnapshotConnector(lambda: clickhouse_connect.get_client(**engine), inprocess_transport(path))
     if source == "http":
         engine, connector, cluster = _http_source(stage_root)
@@ -204,11 +161,11 @@ def worker(shape: str, rows: int, trials: int, dsn: str, chunk_rows: int, source
             journal_store=ObjectJournalStore(f"file://{stage_root}", operation),
             stage=stage,
             target_factory=lambda: TargetPortBridge(target, TargetTable(schema=schema, table="events")),
-            clock=Clock(),
+            clock=UtcClock(),
             lease_duration=dt.timedelta(hours=1),
             checkpoint=checkpoint,
         )
-        start_rss = _rss_bytes()
+        start_rss = rss_bytes()
         with PeakSampler() as memory:
             started = time.perf_counter()
             result = route.run()
@@ -252,9 +209,6 @@ def _http_source(root: str) -> tuple[dict[str, Any], Any, Any]:
 
 
 def summarize(result: dict[str, Any]) -> None:
-    def spread(values: list[float]) -> str:
-        return f"median {statistics.median(values):.3f} s (min {min(values):.3f}, max {max(values):.3f})"
-
     rows = result["rows"]
     baseline, ours = statistics.median(result["baseline_s"]), statistics.median(result["ours_s"])
     data = statistics.median(result["stage_bytes"])
@@ -295,9 +249,7 @@ def main() -> None:
         print(json.dumps(worker(shape, args.rows[0], args.trials, dsn, args.chunk_rows, args.source)))
         return
     sys.path.insert(0, str(REPO))
-    import airflow_provider_dpone
-
-    env = {**os.environ, "PYTHONPATH": str(Path(airflow_provider_dpone.__file__).resolve().parent.parent)}
+    env = worker_env()
 
     def run_all(dsn: str) -> None:
         for shape in args.shapes:

@@ -21,47 +21,16 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import os
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
-
-def _rss_bytes() -> int:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
-class PeakSampler:
-    """Samples VmRSS every 5 ms in a thread; ``peak`` is the highest value seen while running."""
-
-    def __init__(self) -> None:
-        self.peak = _rss_bytes()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.peak = max(self.peak, _rss_bytes())
-            time.sleep(0.005)
-
-    def __enter__(self) -> PeakSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.peak = max(self.peak, _rss_bytes())
+from _common import PeakSampler, UtcClock, chdb_engine, rss_bytes, spread, worker_env
 
 
 def worker(rows: int, trials: int) -> dict[str, Any]:
@@ -81,20 +50,8 @@ def worker(rows: int, trials: int) -> dict[str, Any]:
     from airflow_provider_dpone.protocol.native_transfer.extraction import Producer
     from airflow_provider_dpone.protocol.native_transfer.journal import RouteJournal
 
-    class Clock:
-        def now(self) -> dt.datetime:
-            return dt.datetime.now(dt.UTC)
-
-    path = tempfile.mkdtemp(prefix="dpone-bench-chdb-")
+    path, engine = chdb_engine()
     stage_root = tempfile.mkdtemp(prefix="dpone-bench-stage-")
-    config = Path(path) / "config.xml"
-    config.write_text(
-        "<clickhouse><users><default><password></password><networks><ip>::/0</ip></networks>"
-        "<profile>default</profile><quota>default</quota><access_management>1</access_management></default></users>"
-        "<profiles><default></default></profiles><quotas><default></default></quotas>"
-        f"<user_directories><users_xml><path>{config}</path></users_xml></user_directories></clickhouse>"
-    )
-    engine = {"interface": "chdb", "path": path, "chdb_options": {"config-file": str(config)}}
     admin = clickhouse_connect.get_client(**engine)
     admin.command("CREATE DATABASE bench ENGINE = Atomic")
     admin.command(
@@ -110,7 +67,7 @@ def worker(rows: int, trials: int) -> dict[str, Any]:
         )
     connector = ClickHouseSnapshotConnector(lambda: clickhouse_connect.get_client(**engine), inprocess_transport(path))
     options = NativeTransferOptions.model_validate({"source_snapshot": {"mode": "exact_raw_rows"}})
-    loaded_rss = _rss_bytes()
+    loaded_rss = rss_bytes()
     results: dict[str, list[float]] = {"baseline_s": [], "ours_s": [], "baseline_peak": [], "ours_peak": []}
     workloads: list[tuple[int, str, bool]] = []
     for trial in range(trials + 1):
@@ -128,7 +85,7 @@ def worker(rows: int, trials: int) -> dict[str, Any]:
         sql, parameters = render_select(admitted.query)
         plain = clickhouse_connect.get_client(**engine)
         settings = {**admitted.query.settings_dict(), "max_block_size": admitted.query.block_rows}
-        baseline_start_rss = _rss_bytes()
+        baseline_start_rss = rss_bytes()
         with PeakSampler() as baseline_memory:
             started = time.perf_counter()
             count = 0
@@ -139,10 +96,10 @@ def worker(rows: int, trials: int) -> dict[str, Any]:
         plain.close()
         assert count == rows, (count, rows)
         journal = RouteJournal(ObjectJournalStore(f"file://{stage_root}", operation))
-        lease = LeaseKeeper(journal, Clock(), uuid.uuid4().hex, dt.timedelta(minutes=30))
+        lease = LeaseKeeper(journal, UtcClock(), uuid.uuid4().hex, dt.timedelta(minutes=30))
         lease.acquire()
         producer = Producer(journal, ObjectStageStore(f"file://{stage_root}", operation), lease, lambda _: None)
-        ours_start_rss = _rss_bytes()
+        ours_start_rss = rss_bytes()
         with PeakSampler() as ours_memory:
             started = time.perf_counter()
             complete = producer.extract(session, admitted)
@@ -169,9 +126,6 @@ def worker(rows: int, trials: int) -> dict[str, Any]:
 
 
 def summarize(result: dict[str, Any]) -> None:
-    def spread(values: list[float]) -> str:
-        return f"median {statistics.median(values):.3f} s (min {min(values):.3f}, max {max(values):.3f})"
-
     rows = result["rows"]
     baseline, ours = statistics.median(result["baseline_s"]), statistics.median(result["ours_s"])
     print(f"\n== {rows:,} rows, {result['trials']} measured trials (+1 warmup) ==")
@@ -196,10 +150,7 @@ def main() -> None:
         print(json.dumps(worker(args.rows[0], args.trials)))
         return
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    import airflow_provider_dpone
-
-    package_parent = str(Path(airflow_provider_dpone.__file__).resolve().parent.parent)
-    env = {**os.environ, "PYTHONPATH": package_parent}
+    env = worker_env()
     results = []
     for rows in args.rows:
         output = subprocess.run(

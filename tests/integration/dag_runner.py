@@ -6,8 +6,6 @@ The DAG module is imported from the session's DAGs folder (the copy ``dag.test()
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -17,21 +15,14 @@ from typing import Any
 from airflow_provider_dpone.operators.publication_base import DponePublicationOperator
 from airflow_provider_dpone.operators.publication_environment import PortsFactory
 from airflow_provider_dpone.operators.publish_cleanup import _WaitingOperator
+from tests.integration.airflow_env import load_dag_file
 
 EXAMPLE_FILE = "clickhouse_external_full_refresh.py"
 TASKS = ("fence", "stage", "publish", "cleanup")
 
 
 def load_example(dags_folder: Path) -> ModuleType:
-    name = "dpone_example_external_full_refresh"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, dags_folder / EXAMPLE_FILE)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_dag_file("dpone_example_external_full_refresh", dags_folder / EXAMPLE_FILE)
 
 
 @dataclass

@@ -28,11 +28,11 @@ from airflow_provider_dpone.operators.native_transfer import DponeNativeTransfer
 from tests.fakes.mssql_server import EmulatedServer
 from tests.fakes.transfer_target import FaultPlan
 from tests.integration import native_chdb
-from tests.integration.native_airflow import load_dag_module, native_airflow_db, native_dags_folder
+from tests.integration.native_airflow import load_dag_module, native_dags_folder
 from tests.integration.native_operator_env import FlakyPublish, SourceSeam, context, create_source, factory
 from tests.integration.native_route_chdb import multiset, read_rows
 
-__all__ = ["native_airflow_db", "native_dags_folder"]  # fixtures used by this module
+__all__ = ["native_dags_folder"]  # fixture used by this module (``airflow_db`` comes from the conftest)
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, Final, Literal
 
+from airflow_provider_dpone.adapters import transfer_target_common as common
 from airflow_provider_dpone.adapters.mssql import tsql
 from airflow_provider_dpone.adapters.mssql.driver import DRIVER_ERRORS, ConnectionFactory, DbConnection, sanitized
 from airflow_provider_dpone.adapters.mssql.loaders import load_bcp, load_sqlclient
@@ -32,10 +33,9 @@ from airflow_provider_dpone.contracts.transfer_target_receipts import (
     PublicationObservation,
     PublicationReceipt,
     PublicationRequest,
-    PublicationState,
     StagingReady,
 )
-from airflow_provider_dpone.contracts.typed_digest import LogicalType, MultisetDigest, native_multiset_digest
+from airflow_provider_dpone.contracts.typed_digest import LogicalType, MultisetDigest
 from airflow_provider_dpone.ports.transfer_target import Row
 
 FETCH_ROWS: Final[int] = 10_000
@@ -56,8 +56,9 @@ class _Session:
         return self.run(statement, params).fetchone()
 
 
-def _short(plan: TargetPlan) -> str:
-    return f"publication {plan.publication_id[:16]}"
+def _datetime2(value: Any) -> Any:
+    """TDS < 7.3 returns DATETIME2 as text."""
+    return dt.datetime.fromisoformat(value[:26]) if isinstance(value, str) else value
 
 
 class MsSqlTransferTarget:
@@ -99,7 +100,7 @@ class MsSqlTransferTarget:
             raise DponeError("mssql_native.target_publication_in_flight", what)
 
     def _begin(self, session: _Session, plan: TargetPlan, mode: Literal["Exclusive", "Shared"]) -> None:
-        self._lock(session, plan.lock_resource, mode, _short(plan))
+        self._lock(session, plan.lock_resource, mode, common.short(plan))
 
     @staticmethod
     def _object_type(session: _Session, qualified_name: str) -> str | None:
@@ -112,19 +113,7 @@ class MsSqlTransferTarget:
         row = session.one(tsql.select_receipt(plan), (plan.publication_id,))
         if row is None:
             return None
-        publication_id, invocation_id, schema, table, mode, rows, digest, committed_at = row
-        if isinstance(committed_at, str):  # TDS < 7.3 returns DATETIME2 as text
-            committed_at = dt.datetime.fromisoformat(committed_at[:26])
-        return PublicationReceipt(
-            publication_id=publication_id,
-            invocation_id=invocation_id,
-            target_schema=schema,
-            target_table=table,
-            mode=PublicationMode(mode),
-            rows=int(rows),
-            digest=digest,
-            committed_at=committed_at,
-        )
+        return common.stored_receipt((*row[:-1], _datetime2(row[-1])))
 
     def _target_exists(self, session: _Session, plan: TargetPlan) -> bool:
         kind = self._object_type(session, tsql.target(plan))
@@ -134,9 +123,7 @@ class MsSqlTransferTarget:
 
     def _require_staging(self, session: _Session, plan: TargetPlan) -> None:
         if self._object_type(session, tsql.staging(plan)) is None:
-            if self._receipt(session, plan) is not None:
-                raise DponeError("mssql_native.target_publication_already_committed", _short(plan))
-            raise DponeError("mssql_native.target_staging_missing", _short(plan))
+            raise common.staging_missing(plan, committed=self._receipt(session, plan) is not None)
 
     @staticmethod
     def _commit_or_unknown(session: _Session, code: str, what: str) -> None:
@@ -151,12 +138,10 @@ class MsSqlTransferTarget:
             try:
                 self._begin(session, plan, "Exclusive")
                 session.run(tsql.create_receipt_table(plan), (tsql.receipts(plan),))
-                if self._receipt(session, plan) is not None:
-                    raise DponeError("mssql_native.target_publication_already_committed", _short(plan))
+                common.refuse_committed(plan, self._receipt(session, plan))
                 exists = self._target_exists(session, plan)
                 if plan.mode is PublicationMode.WINDOW_REPLACE:
-                    if not exists:
-                        raise DponeError("mssql_native.target_schema_mismatch", "window_replace target does not exist")
+                    common.require_window_target(exists)
                     check_target_columns(plan, session.run(tsql.TABLE_COLUMNS, (tsql.target(plan),)).fetchall())
                 session.run(tsql.drop_staging(plan))
                 session.run(tsql.create_staging(plan))
@@ -195,14 +180,7 @@ class MsSqlTransferTarget:
                 session.conn.rollback()
             except DRIVER_ERRORS as exc:
                 raise DponeError("mssql_native.target_unavailable", f"verify: {sanitized(exc)}") from None
-        return ChunkVerification(
-            ordinal=expectation.ordinal,
-            expected_rows=expectation.rows,
-            observed_rows=observed.rows,
-            expected_digest=expectation.digest,
-            observed_digest=native_multiset_digest(observed.rows, observed.total),
-            observed_typed_sum=f"{observed.total:064x}",
-        )
+        return common.chunk_verification(expectation, observed.rows, observed.total)
 
     def discard_chunk(self, plan: TargetPlan, ordinal: int) -> int:
         with self._session() as session:
@@ -222,63 +200,33 @@ class MsSqlTransferTarget:
                 receipt = self._publish_transaction(session, plan, request)
             except DRIVER_ERRORS as exc:
                 raise DponeError("mssql_native.target_publication_failed", sanitized(exc)) from None
-            self._commit_or_unknown(session, "mssql_native.target_publication_outcome_unknown", _short(plan))
+            self._commit_or_unknown(session, "mssql_native.target_publication_outcome_unknown", common.short(plan))
         return receipt
 
     def _publish_transaction(
         self, session: _Session, plan: TargetPlan, request: PublicationRequest
     ) -> PublicationReceipt:
         self._begin(session, plan, "Exclusive")
-        if self._receipt(session, plan) is not None:
-            raise DponeError("mssql_native.target_publication_already_committed", _short(plan))
+        common.refuse_committed(plan, self._receipt(session, plan))
         self._require_staging(session, plan)
         counts = {int(o): int(n) for o, n in session.run(tsql.chunk_counts(plan)).fetchall()}
-        if counts != request.chunk_rows:
-            raise DponeError(
-                "mssql_native.target_staging_incomplete",
-                f"{len(counts)} staged chunks, {len(request.chunks)} requested",
-            )
+        common.check_staged_chunks(counts, request)
         exists = self._target_exists(session, plan)
         if plan.mode is PublicationMode.FULL_REFRESH:
             for statement, params in tsql.full_refresh_swap(plan, target_exists=exists):
                 session.run(statement, params or None)
         else:
-            if not exists:
-                raise DponeError("mssql_native.target_schema_mismatch", "window_replace target does not exist")
+            common.require_window_target(exists)
             bounds = self._window_bounds(plan)
-            outside = session.one(tsql.rows_outside_window(plan), bounds)
-            if outside is None or int(outside[0]):
-                raise DponeError("mssql_native.target_rows_outside_window", f"{outside and outside[0]} staged rows")
+            common.check_no_rows_outside_window(session.one(tsql.rows_outside_window(plan), bounds))
             session.run(tsql.delete_window(plan), bounds)
-            inserted = int(session.run(tsql.insert_from_staging(plan)).rowcount)
-            if inserted != request.rows:
-                raise DponeError("mssql_native.target_staging_incomplete", f"inserted {inserted} of {request.rows}")
+            common.check_inserted(int(session.run(tsql.insert_from_staging(plan)).rowcount), request)
             session.run(tsql.drop_staging(plan))
-        values = (
-            plan.publication_id,
-            plan.invocation_id,
-            plan.target_schema,
-            plan.target_table,
-            plan.mode.value,
-            request.rows,
-            request.digest,
-        )
-        row = session.one(tsql.insert_receipt(plan), values)
-        committed_at = row[0] if row is not None else None
-        if isinstance(committed_at, str):
-            committed_at = dt.datetime.fromisoformat(committed_at[:26])
+        row = session.one(tsql.insert_receipt(plan), common.receipt_values(plan, request))
+        committed_at = _datetime2(row[0] if row is not None else None)
         if not isinstance(committed_at, dt.datetime):
             raise DponeError("mssql_native.target_publication_failed", "receipt insert returned no commit time")
-        return PublicationReceipt(
-            publication_id=plan.publication_id,
-            invocation_id=plan.invocation_id,
-            target_schema=plan.target_schema,
-            target_table=plan.target_table,
-            mode=plan.mode,
-            rows=request.rows,
-            digest=request.digest,
-            committed_at=committed_at,
-        )
+        return common.committed_receipt(plan, request, committed_at)
 
     @staticmethod
     def _window_bounds(plan: TargetPlan) -> tuple[str, str]:
@@ -300,11 +248,7 @@ class MsSqlTransferTarget:
                 session.conn.rollback()
             except DRIVER_ERRORS as exc:
                 raise DponeError("mssql_native.target_unavailable", f"reconcile: {sanitized(exc)}") from None
-        if receipt is None:
-            return PublicationObservation(publication_id=plan.publication_id, state=PublicationState.ABSENT)
-        return PublicationObservation(
-            publication_id=plan.publication_id, state=PublicationState.COMMITTED, receipt=receipt
-        )
+        return common.observation(plan, receipt)
 
     def cleanup(self, plan: TargetPlan) -> CleanupReport:
         dropped: list[str] = []

@@ -20,6 +20,7 @@ from typing import Any, Final, Literal
 import psycopg
 import psycopg.errors
 
+from airflow_provider_dpone.adapters import transfer_target_common as common
 from airflow_provider_dpone.adapters.postgres import statements as sql
 from airflow_provider_dpone.adapters.postgres.digest import chunk_digest, fold_limbs
 from airflow_provider_dpone.contracts.canonical import tagged_digest
@@ -33,11 +34,10 @@ from airflow_provider_dpone.contracts.transfer_target_receipts import (
     PublicationObservation,
     PublicationReceipt,
     PublicationRequest,
-    PublicationState,
     StagingReady,
 )
 from airflow_provider_dpone.contracts.transfer_target_values import RowConverter, readback_normalizer
-from airflow_provider_dpone.contracts.typed_digest import LogicalType, MultisetDigest, native_multiset_digest
+from airflow_provider_dpone.contracts.typed_digest import LogicalType, MultisetDigest
 from airflow_provider_dpone.ports.transfer_target import Row
 
 SERVER_DIGEST_MIN_VERSION: Final[int] = 140000  # extract(epoch ...) returns exact numeric from PostgreSQL 14
@@ -58,10 +58,6 @@ def _sanitized(exc: BaseException) -> str:
     """Exception class and SQLSTATE only: server messages may quote values."""
     state = getattr(exc, "sqlstate", None)
     return f"{type(exc).__name__}" + (f" sqlstate {state}" if state else "")
-
-
-def _short(plan: TargetPlan) -> str:
-    return f"publication {plan.publication_id[:16]}"
 
 
 class PostgresTransferTarget:
@@ -99,7 +95,7 @@ class PostgresTransferTarget:
         try:
             conn.execute(sql.LOCK_EXCLUSIVE if exclusive else sql.LOCK_SHARED, (plan.lock_key,))
         except psycopg.errors.LockNotAvailable:
-            raise DponeError("mssql_native.target_publication_in_flight", _short(plan)) from None
+            raise DponeError("mssql_native.target_publication_in_flight", common.short(plan)) from None
 
     @staticmethod
     def _relation_kind(conn: Connection, schema: str, table: str) -> str | None:
@@ -112,17 +108,7 @@ class PostgresTransferTarget:
         row = conn.execute(sql.select_receipt(plan), (plan.publication_id,)).fetchone()
         if row is None:
             return None
-        publication_id, invocation_id, schema, table, mode, rows, digest, committed_at = row
-        return PublicationReceipt(
-            publication_id=publication_id,
-            invocation_id=invocation_id,
-            target_schema=schema,
-            target_table=table,
-            mode=PublicationMode(mode),
-            rows=rows,
-            digest=digest,
-            committed_at=committed_at,
-        )
+        return common.stored_receipt(row)
 
     def _target_exists(self, conn: Connection, plan: TargetPlan) -> bool:
         kind = self._relation_kind(conn, plan.target_schema, plan.target_table)
@@ -156,12 +142,10 @@ class PostgresTransferTarget:
             try:
                 self._begin(conn, plan, exclusive=True)
                 conn.execute(sql.create_receipt_table(plan))
-                if self._receipt(conn, plan) is not None:
-                    raise DponeError("mssql_native.target_publication_already_committed", _short(plan))
+                common.refuse_committed(plan, self._receipt(conn, plan))
                 exists = self._target_exists(conn, plan)
                 if plan.mode is PublicationMode.WINDOW_REPLACE:
-                    if not exists:
-                        raise DponeError("mssql_native.target_schema_mismatch", "window_replace target does not exist")
+                    common.require_window_target(exists)
                     self._check_target_columns(conn, plan)
                 conn.execute(sql.drop_staging(plan))
                 conn.execute(sql.create_staging(plan))
@@ -173,9 +157,7 @@ class PostgresTransferTarget:
 
     def _require_staging(self, conn: Connection, plan: TargetPlan) -> None:
         if self._relation_kind(conn, plan.target_schema, plan.staging_table) is None:
-            if self._receipt(conn, plan) is not None:
-                raise DponeError("mssql_native.target_publication_already_committed", _short(plan))
-            raise DponeError("mssql_native.target_staging_missing", _short(plan))
+            raise common.staging_missing(plan, committed=self._receipt(conn, plan) is not None)
 
     def load_chunk(self, plan: TargetPlan, ordinal: int, rows: Iterable[Row]) -> ChunkLoad:
         convert = RowConverter(plan.column_names, [c.column_type for c in plan.columns], text_allows_nul=False)
@@ -216,14 +198,7 @@ class PostgresTransferTarget:
                 conn.rollback()
             except psycopg.Error as exc:
                 raise DponeError("mssql_native.target_unavailable", f"verify: {_sanitized(exc)}") from None
-        return ChunkVerification(
-            ordinal=expectation.ordinal,
-            expected_rows=expectation.rows,
-            observed_rows=rows,
-            expected_digest=expectation.digest,
-            observed_digest=native_multiset_digest(rows, total),
-            observed_typed_sum=f"{total:064x}",
-        )
+        return common.chunk_verification(expectation, rows, total)
 
     @staticmethod
     def _server_digest(conn: Connection, plan: TargetPlan, ordinal: int) -> tuple[int, int]:
@@ -266,7 +241,7 @@ class PostgresTransferTarget:
                 conn.commit()
             except Exception as exc:  # noqa: BLE001 - whatever COMMIT raised, its outcome is unknown
                 raise DponeError(
-                    "mssql_native.target_publication_outcome_unknown", f"{_short(plan)}: {_sanitized(exc)}"
+                    "mssql_native.target_publication_outcome_unknown", f"{common.short(plan)}: {_sanitized(exc)}"
                 ) from None
         return receipt
 
@@ -274,52 +249,24 @@ class PostgresTransferTarget:
         self, conn: Connection, plan: TargetPlan, request: PublicationRequest
     ) -> PublicationReceipt:
         self._begin(conn, plan, exclusive=True)
-        if self._receipt(conn, plan) is not None:
-            raise DponeError("mssql_native.target_publication_already_committed", _short(plan))
+        common.refuse_committed(plan, self._receipt(conn, plan))
         self._require_staging(conn, plan)
         counts = {int(ordinal): int(rows) for ordinal, rows in conn.execute(sql.chunk_counts(plan))}
-        if counts != request.chunk_rows:
-            raise DponeError(
-                "mssql_native.target_staging_incomplete",
-                f"{len(counts)} staged chunks, {len(request.chunks)} requested",
-            )
+        common.check_staged_chunks(counts, request)
         exists = self._target_exists(conn, plan)
         if plan.mode is PublicationMode.FULL_REFRESH:
             for statement in sql.full_refresh_swap(plan, target_exists=exists):
                 conn.execute(statement)
         else:
-            if not exists:
-                raise DponeError("mssql_native.target_schema_mismatch", "window_replace target does not exist")
+            common.require_window_target(exists)
             bounds = self._window_bounds(plan)
-            outside = conn.execute(sql.rows_outside_window(plan), bounds).fetchone()
-            if outside is None or outside[0]:
-                raise DponeError("mssql_native.target_rows_outside_window", f"{outside and outside[0]} staged rows")
+            common.check_no_rows_outside_window(conn.execute(sql.rows_outside_window(plan), bounds).fetchone())
             conn.execute(sql.delete_window(plan), bounds)
-            inserted = conn.execute(sql.insert_from_staging(plan)).rowcount
-            if inserted != request.rows:
-                raise DponeError("mssql_native.target_staging_incomplete", f"inserted {inserted} of {request.rows}")
+            common.check_inserted(conn.execute(sql.insert_from_staging(plan)).rowcount, request)
             conn.execute(sql.drop_staging(plan))
-        values = (
-            plan.publication_id,
-            plan.invocation_id,
-            plan.target_schema,
-            plan.target_table,
-            plan.mode.value,
-            request.rows,
-            request.digest,
-        )
-        row = conn.execute(sql.insert_receipt(plan), values).fetchone()
+        row = conn.execute(sql.insert_receipt(plan), common.receipt_values(plan, request)).fetchone()
         assert row is not None
-        return PublicationReceipt(
-            publication_id=plan.publication_id,
-            invocation_id=plan.invocation_id,
-            target_schema=plan.target_schema,
-            target_table=plan.target_table,
-            mode=plan.mode,
-            rows=request.rows,
-            digest=request.digest,
-            committed_at=row[0],
-        )
+        return common.committed_receipt(plan, request, row[0])
 
     def reconcile(self, plan: TargetPlan) -> PublicationObservation:
         with self._session() as conn:
@@ -329,11 +276,7 @@ class PostgresTransferTarget:
                 conn.rollback()
             except psycopg.Error as exc:
                 raise DponeError("mssql_native.target_unavailable", f"reconcile: {_sanitized(exc)}") from None
-        if receipt is None:
-            return PublicationObservation(publication_id=plan.publication_id, state=PublicationState.ABSENT)
-        return PublicationObservation(
-            publication_id=plan.publication_id, state=PublicationState.COMMITTED, receipt=receipt
-        )
+        return common.observation(plan, receipt)
 
     def cleanup(self, plan: TargetPlan) -> CleanupReport:
         dropped: list[str] = []

@@ -1,0 +1,82 @@
+"""Measurement helpers shared by the native transfer benchmarks (``bench/native_transfer*.py``).
+
+Imported as ``_common``: each benchmark runs as a script (also in its worker subprocess), so its own folder is first
+on ``sys.path``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import statistics
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+
+def rss_bytes() -> int:
+    """The resident set size of this process, from ``/proc/self/status`` (0 where it is not available)."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+class PeakSampler:
+    """Samples VmRSS every 5 ms in a thread; ``peak`` is the highest value seen while running."""
+
+    def __init__(self) -> None:
+        self.peak = rss_bytes()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, rss_bytes())
+            time.sleep(0.005)
+
+    def __enter__(self) -> PeakSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, rss_bytes())
+
+
+class UtcClock:
+    """The wall clock the route's lease and journal read."""
+
+    def now(self) -> dt.datetime:
+        return dt.datetime.now(dt.UTC)
+
+
+def chdb_engine() -> tuple[str, dict[str, Any]]:
+    """A fresh in-process engine directory with a users config that allows access management; returns the directory
+    and the clickhouse-connect arguments that open it."""
+    path = tempfile.mkdtemp(prefix="dpone-bench-chdb-")
+    config = Path(path) / "config.xml"
+    config.write_text(
+        "<clickhouse><users><default><password></password><networks><ip>::/0</ip></networks>"
+        "<profile>default</profile><quota>default</quota><access_management>1</access_management></default></users>"
+        "<profiles><default></default></profiles><quotas><default></default></quotas>"
+        f"<user_directories><users_xml><path>{config}</path></users_xml></user_directories></clickhouse>"
+    )
+    return path, {"interface": "chdb", "path": path, "chdb_options": {"config-file": str(config)}}
+
+
+def spread(values: list[float]) -> str:
+    """Median with min and max, in seconds."""
+    return f"median {statistics.median(values):.3f} s (min {min(values):.3f}, max {max(values):.3f})"
+
+
+def worker_env() -> dict[str, str]:
+    """The environment of a worker subprocess: ``PYTHONPATH`` points at the package the benchmark imported, so the
+    worker runs the same code."""
+    import airflow_provider_dpone
+
+    return {**os.environ, "PYTHONPATH": str(Path(airflow_provider_dpone.__file__).resolve().parent.parent)}
