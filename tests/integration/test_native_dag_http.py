@@ -18,12 +18,15 @@ from airflow_provider_dpone.contracts.manifest import load_manifest
 from airflow_provider_dpone.contracts.manifest_transfer import NativeTransferManifest
 from airflow_provider_dpone.hooks.native_transfer import DponeNativeTransferHook
 from airflow_provider_dpone.operators.native_transfer import DponeNativeTransferOperator
-from tests.integration.native_airflow import load_dag_module, native_airflow_db, native_dags_folder
+from tests.integration.native_airflow import load_dag_module, native_dags_folder
 from tests.integration.native_operator_env import FlakyPublish, create_source, factory, redaction_problems
 from tests.integration.native_route_chdb import read_rows
 from tests.integration.test_native_operator_dags import public_table, run_dag, target_rows
 
-__all__ = ["native_airflow_db", "native_dags_folder", "public_table"]  # fixtures used by this module
+__all__ = [
+    "native_dags_folder",
+    "public_table",
+]  # fixtures used by this module (``airflow_db`` comes from the conftest)
 PASSWORD = "dag-http-secret-7f3a"
 pytestmark = [
     pytest.mark.filterwarnings("ignore::DeprecationWarning"),
