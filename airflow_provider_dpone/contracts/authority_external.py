@@ -121,15 +121,10 @@ class ErrorClassification(BaseModel):
     at_ms: TimestampMs
 
 
-class ExternalAuthorityRecord(BaseModel):
-    """The V2 external record (field names are the payload keys; ``schema`` names the version)."""
+class AuthorityCore(BaseModel):
+    """The fields every authority record version carries, whatever its replication mode: the fence, the phase and
+    the identities a same-operation retry re-derives and compares."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True, serialize_by_alias=True)
-
-    schema_: Literal["dpone.clickhouse.cluster-external-full-refresh.v1"] = Field(
-        default=EXTERNAL_SCHEMA, alias="schema"
-    )
-    replication_mode: Literal["external"] = "external"
     target_key: Hex64
     operation_id: Hex64
     fence_token: Token
@@ -138,6 +133,17 @@ class ExternalAuthorityRecord(BaseModel):
     write_id: Token
     inventory_digest: Hex64
     normalized_plan_digest: Hex64
+
+
+class ExternalAuthorityRecord(AuthorityCore):
+    """The V2 external record (field names are the payload keys; ``schema`` names the version)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True, serialize_by_alias=True)
+
+    schema_: Literal["dpone.clickhouse.cluster-external-full-refresh.v1"] = Field(
+        default=EXTERNAL_SCHEMA, alias="schema"
+    )
+    replication_mode: Literal["external"] = "external"
     candidate_name: StrictStr
     previous_schema: StrictStr | None = None
     previous_operation_id: StrictStr | None = None

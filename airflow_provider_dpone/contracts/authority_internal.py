@@ -15,9 +15,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
-from airflow_provider_dpone.contracts.authority_external import DdlBinding
-from airflow_provider_dpone.contracts.authority_fields import Hex64, TimestampMs, Token, UInt64, UuidText
-from airflow_provider_dpone.contracts.authority_phases import Phase
+from airflow_provider_dpone.contracts.authority_external import AuthorityCore, DdlBinding
+from airflow_provider_dpone.contracts.authority_fields import Hex64, TimestampMs, UInt64, UuidText
 
 INTERNAL_SCHEMA_V1: Literal["dpone.clickhouse.cluster-full-refresh.v1"] = "dpone.clickhouse.cluster-full-refresh.v1"
 INTERNAL_SCHEMA_V2: Literal["dpone.clickhouse.cluster-full-refresh.v2"] = "dpone.clickhouse.cluster-full-refresh.v2"
@@ -25,18 +24,10 @@ INTERNAL_SCHEMA_V2: Literal["dpone.clickhouse.cluster-full-refresh.v2"] = "dpone
 _CONFIG = ConfigDict(frozen=True, extra="forbid", populate_by_name=True, serialize_by_alias=True)
 
 
-class _InternalFields(BaseModel):
+class _InternalFields(AuthorityCore):
     model_config = _CONFIG
 
     replication_mode: Literal["internal"] = "internal"
-    target_key: Hex64
-    operation_id: Hex64
-    fence_token: Token
-    phase: Phase
-    dispatch_epoch: UInt64 = 0
-    write_id: Token
-    inventory_digest: Hex64
-    normalized_plan_digest: Hex64
     generation_id: Hex64 | None = None
     staging_table_uuid: UuidText | None = None
     target_uuid: UuidText | None = None
