@@ -13,9 +13,11 @@ import functools
 import shutil
 import tempfile
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import clickhouse_connect
+import pytest
 from clickhouse_connect.driver.client import Client
 
 from airflow_provider_dpone.adapters.clickhouse.snapshot_session import ClickHouseSnapshotConnector, inprocess_transport
@@ -77,3 +79,19 @@ def connector() -> ClickHouseSnapshotConnector:
     """One new engine client per ``connect`` (connections are counted by the connector)."""
     path, _ = engine()
     return ClickHouseSnapshotConnector(client, inprocess_transport(path))
+
+
+@pytest.fixture(scope="module")
+def admin() -> Iterator[Client]:
+    """A module's administrative client on the process-wide engine."""
+    created = client()
+    yield created
+    created.close()
+
+
+@pytest.fixture
+def db(admin: Client) -> Iterator[str]:
+    """A fresh Atomic database per test, dropped afterwards."""
+    name = fresh_database(admin)
+    yield name
+    admin.command(f"DROP DATABASE {name} SYNC")

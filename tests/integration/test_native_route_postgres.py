@@ -17,27 +17,15 @@ from airflow_provider_dpone.contracts.native_chunk import RelationRef
 from airflow_provider_dpone.contracts.native_window import UtcWindow
 from tests.fakes.transfer_target import Fault
 from tests.fixtures.target_harness import PostgresHarness
-from tests.integration import native_chdb
+from tests.integration.native_chdb import admin, db
 from tests.integration.native_route_chdb import read_rows
 from tests.integration.native_route_pg import Crash, PgRoute, crash_at, events_table
+
+__all__ = ["admin", "db"]  # fixtures shared through tests/integration/native_chdb.py
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 JANUARY = UtcWindow.of("ts", dt.datetime(2026, 1, 1, tzinfo=dt.UTC), dt.datetime(2026, 2, 1, tzinfo=dt.UTC))
-
-
-@pytest.fixture(scope="module")
-def admin():
-    client = native_chdb.client()
-    yield client
-    client.close()
-
-
-@pytest.fixture
-def db(admin):
-    name = native_chdb.fresh_database(admin)
-    yield name
-    admin.command(f"DROP DATABASE {name} SYNC")
 
 
 @pytest.fixture

@@ -18,7 +18,10 @@ from airflow_provider_dpone.contracts.native_chunk import RelationRef
 from airflow_provider_dpone.contracts.native_window import UtcWindow
 from tests.fakes.native_route_target import Crash
 from tests.integration import native_chdb
+from tests.integration.native_chdb import admin, db
 from tests.integration.native_route_chdb import OPERATION, ChdbRoute, multiset, read_rows
+
+__all__ = ["admin", "db"]  # fixtures shared through tests/integration/native_chdb.py
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -26,20 +29,6 @@ EVENTS = (
     "(id UInt64, ver UInt64, is_deleted UInt8, payload Nullable(String), ts DateTime64(3, 'UTC'), "
     "amount Nullable(Decimal(18, 4)))"
 )
-
-
-@pytest.fixture(scope="module")
-def admin():
-    client = native_chdb.client()
-    yield client
-    client.close()
-
-
-@pytest.fixture
-def db(admin):
-    name = native_chdb.fresh_database(admin)
-    yield name
-    admin.command(f"DROP DATABASE {name} SYNC")
 
 
 def events_table(admin, db: str, *, partition: str = "toYYYYMM(ts)", settings: str = "") -> RelationRef:
