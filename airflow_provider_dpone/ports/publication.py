@@ -137,7 +137,26 @@ class DropTable(BaseModel):
     table: StrictStr
 
 
-DdlIntent = ExchangeTables | RenameTable | DropTable
+class CreateReplicatedTable(BaseModel):
+    """``CREATE TABLE db.table UUID 'uuid' ON CLUSTER c (...) ENGINE = <spec.engine> ORDER BY ...`` (internal mode).
+
+    ``spec.engine`` is a ``Replicated*MergeTree`` name and is rendered without arguments, so the server's default
+    replica path (``/clickhouse/tables/{uuid}/{shard}``) and replica name (``{replica}``) apply: with the one persisted
+    UUID on every host, every replica of the shard shares one Keeper path, as ClickHouse does for ``ON CLUSTER`` in an
+    Atomic database. Never ``IF NOT EXISTS``: a taken name fails on that host and shows in the queue entry.
+    """
+
+    model_config = _CLOSED
+
+    kind: Literal["create"] = "create"
+    cluster: StrictStr
+    database: StrictStr
+    table: StrictStr
+    uuid: UuidText
+    spec: TableSpec
+
+
+DdlIntent = ExchangeTables | RenameTable | DropTable | CreateReplicatedTable
 
 
 class DispatchSettings(BaseModel):
@@ -204,6 +223,26 @@ class QueueEntryStatus(BaseModel):
     hosts: tuple[QueueHostStatus, ...]
 
 
+class ReplicaStatus(BaseModel):
+    """One replica's ``system.replicas`` row for one table: what bounded convergence waits on.
+
+    The replica is caught up with the shared log when ``log_pointer > log_max_index`` (the next entry it would read
+    is past the last one) and ``queue_size == 0``; ``is_readonly`` means it lost Keeper and cannot fetch.
+    """
+
+    model_config = _CLOSED
+
+    zookeeper_path: StrictStr
+    replica_name: StrictStr
+    is_readonly: StrictBool
+    queue_size: NonNegative
+    inserts_in_queue: NonNegative
+    log_max_index: NonNegative
+    log_pointer: NonNegative
+    total_replicas: NonNegative
+    active_replicas: NonNegative
+
+
 # --- ports --------------------------------------------------------------------------------------------------------
 
 
@@ -267,6 +306,16 @@ class MemberSession(Protocol):
 
     def drop_table(self, database: str, table: str, uuid: str) -> None:
         """Drop the table iff it holds exactly ``uuid`` (``SYNC``); otherwise :class:`MutationRejectedError`."""
+        ...
+
+    def replica_status(self, database: str, table: str) -> ReplicaStatus | None:
+        """This member's ``system.replicas`` row for the table, or ``None`` (absent or not replicated)."""
+        ...
+
+    def sync_replica(self, database: str, table: str, *, timeout_seconds: float) -> bool:
+        """``SYSTEM SYNC REPLICA`` bounded by ``timeout_seconds``: ``True`` once this replica has fetched every entry
+        of the shared log as of the call, ``False`` when the bound elapsed first (ClickHouse Code 159). Not a mutation
+        (it only waits), so it may be repeated; :class:`UnavailableError` when it cannot be asked."""
         ...
 
 

@@ -22,9 +22,11 @@ from airflow_provider_dpone.adapters.clickhouse import sql_digest, sql_member
 from airflow_provider_dpone.adapters.clickhouse.endpoint import Endpoint
 from airflow_provider_dpone.adapters.clickhouse.oneshot import (
     PROCESS_GUARD,
+    TIMEOUT_EXCEEDED,
     MutationGuard,
     Refused,
     classify,
+    error_code,
     mutation_query_id,
     sanitized,
 )
@@ -34,6 +36,7 @@ from airflow_provider_dpone.ports.publication import (
     ArtifactInvalidError,
     MutationRejectedError,
     OutcomeUnknownError,
+    ReplicaStatus,
     TableObservation,
     TableSpec,
     UnavailableError,
@@ -78,6 +81,26 @@ class ClickHouseMemberSession:
             row_count=int(count),
             content_digest=sql_digest.content_digest(int(count), int(digest[0])) if with_content else None,
         )
+
+    def replica_status(self, database: str, table: str) -> ReplicaStatus | None:
+        rows = self._rows(sql_member.replica_status(database, table), "replica status read")
+        if not rows:
+            return None
+        values = dict(zip(sql_member.REPLICA_COLUMNS, rows[0], strict=True))
+        values["is_readonly"] = bool(values["is_readonly"])  # UInt8 on the wire
+        return ReplicaStatus.model_validate(values)
+
+    def sync_replica(self, database: str, table: str, *, timeout_seconds: float) -> bool:
+        bound = max(1, int(timeout_seconds + 0.999))
+        try:
+            self.endpoint.reader().command(
+                sql_member.sync_replica(database, table), settings={"receive_timeout": bound}
+            )
+        except Error as error:
+            if error_code(error) == TIMEOUT_EXCEEDED:
+                return False
+            raise UnavailableError(f"member {self.member_id}: SYNC REPLICA failed ({type(error).__name__})") from None
+        return True
 
     # --- mutations ----------------------------------------------------------------------------------------------
 

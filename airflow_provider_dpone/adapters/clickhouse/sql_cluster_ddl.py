@@ -57,7 +57,9 @@ def render(
         source = qualified_clickhouse(intent.database, intent.source)
         target = qualified_clickhouse(intent.database, intent.target)
         return f"RENAME TABLE {source} TO {target} ON CLUSTER {cluster}{settings}"
-    return f"DROP TABLE {qualified_clickhouse(intent.database, intent.table)} ON CLUSTER {cluster} SYNC{settings}"
+    if intent.kind == "drop":
+        return f"DROP TABLE {qualified_clickhouse(intent.database, intent.table)} ON CLUSTER {cluster} SYNC{settings}"
+    raise NotImplementedError(f"DPONE_CLICKHOUSE_CLUSTER_DDL_UNSUPPORTED: ON CLUSTER {intent.kind} is not rendered yet")
 
 
 def queue_entry(cluster: str, correlation_token: str) -> str:

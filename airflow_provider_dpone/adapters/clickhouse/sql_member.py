@@ -77,6 +77,31 @@ def create_table(database: str, table: str, uuid: str, spec: TableSpec) -> str:
     )
 
 
+REPLICA_COLUMNS: Final[tuple[str, ...]] = (
+    "zookeeper_path",
+    "replica_name",
+    "is_readonly",
+    "queue_size",
+    "inserts_in_queue",
+    "log_max_index",
+    "log_pointer",
+    "total_replicas",
+    "active_replicas",
+)
+
+
+def replica_status(database: str, table: str) -> str:
+    """This member's ``system.replicas`` row of one table (no row when absent or not replicated)."""
+    db, name = _names(database, table)
+    return f"SELECT {', '.join(REPLICA_COLUMNS)} FROM system.replicas WHERE database = {db} AND table = {name}"
+
+
+def sync_replica(database: str, table: str) -> str:
+    """``SYSTEM SYNC REPLICA``: wait until this replica fetched every entry of the shared log (bounded by the
+    ``receive_timeout`` setting the caller sends; the server answers Code 159 when it elapses)."""
+    return f"SYSTEM SYNC REPLICA {qualified_clickhouse(database, table)}"
+
+
 def load_target(database: str, table: str) -> str:
     """The table expression of the load (clickhouse-connect appends the quoted column list and ``FORMAT Native``)."""
     return qualified_clickhouse(database, table)
