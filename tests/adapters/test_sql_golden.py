@@ -17,6 +17,7 @@ from airflow_provider_dpone.contracts.authority_row import AuthorityRow
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.ports.publication import (
     ColumnSpec,
+    CreateReplicatedTable,
     DispatchSettings,
     DropTable,
     ExchangeTables,
@@ -228,6 +229,28 @@ def test_cluster_ddl_statements() -> None:
     assert render(exchange, DISPATCH) == f"EXCHANGE TABLES `db`.`t` AND `db`.`cand` ON CLUSTER `c` {DDL_SETTINGS}"
     assert render(rename, DISPATCH) == f"RENAME TABLE `db`.`cand` TO `db`.`t` ON CLUSTER `c` {DDL_SETTINGS}"
     assert render(drop, DISPATCH) == f"DROP TABLE `db`.`cand` ON CLUSTER `c` SYNC {DDL_SETTINGS}"
+
+
+def test_cluster_ddl_creates_the_replicated_candidate_with_the_intended_uuid() -> None:
+    spec = TableSpec(
+        columns=(ColumnSpec(name="id", type="UInt64"), ColumnSpec(name="name", type="String")),
+        engine="ReplicatedMergeTree",
+        order_by=("id",),
+    )
+    create = CreateReplicatedTable(cluster="c", database="db", table="cand", uuid=UUID, spec=spec)
+    assert sql_cluster_ddl.render(create, DISPATCH) == (
+        f"CREATE TABLE `db`.`cand` UUID '{UUID}' ON CLUSTER `c` (`id` UInt64, `name` String)"
+        f" ENGINE = ReplicatedMergeTree ORDER BY (`id`) {DDL_SETTINGS}"
+    )
+
+
+@pytest.mark.parametrize("engine", ["MergeTree", "SharedMergeTree", "Distributed", "replicatedmergetree"])
+def test_cluster_ddl_creates_only_replicated_candidates(engine: str) -> None:
+    spec = TableSpec(columns=(ColumnSpec(name="id", type="UInt64"),), engine=engine)
+    create = CreateReplicatedTable(cluster="c", database="db", table="cand", uuid=UUID, spec=spec)
+    with pytest.raises(DponeError) as error:
+        sql_cluster_ddl.render(create, DISPATCH)
+    assert error.value.code == "DPONE_CLICKHOUSE_CLUSTER_TARGET_ENGINE_UNSUPPORTED"
 
 
 def test_cluster_ddl_refuses_a_log_comment_without_the_token() -> None:

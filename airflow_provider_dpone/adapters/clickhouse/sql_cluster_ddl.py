@@ -5,6 +5,7 @@ Dispatch (seed 000 §5.3, §6.3) renders exactly one of::
     EXCHANGE TABLES db.target AND db.candidate ON CLUSTER c SETTINGS ...   -- existing target: UUIDs swap
     RENAME TABLE db.candidate TO db.target ON CLUSTER c SETTINGS ...       -- absent target: the UUID moves
     DROP TABLE db.candidate ON CLUSTER c SYNC SETTINGS ...                 -- cleanup of the exact predecessor
+    CREATE TABLE db.candidate UUID 'u' ON CLUSTER c (...) ENGINE = Replicated...  -- internal mode's one candidate
 
 with the protocol's typed :class:`DispatchSettings` -- ``distributed_ddl_output_mode = 'throw'`` (the initiator
 reports per-host results and fails loudly), ``skip_unavailable_shards = 0`` and the ``log_comment`` that carries the
@@ -19,7 +20,10 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from airflow_provider_dpone.adapters.clickhouse.literals import settings_clause, string_literal
+from airflow_provider_dpone.adapters.clickhouse.literals import settings_clause, string_literal, uuid_literal
+from airflow_provider_dpone.adapters.clickhouse.sql_member import table_definition
+from airflow_provider_dpone.contracts.clickhouse_engines import EngineClass, classify_engine
+from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.contracts.identifiers import qualified_clickhouse, quote_clickhouse, validate_identifier
 from airflow_provider_dpone.ports.publication import DdlIntent, DispatchSettings
 
@@ -59,7 +63,11 @@ def render(
         return f"RENAME TABLE {source} TO {target} ON CLUSTER {cluster}{settings}"
     if intent.kind == "drop":
         return f"DROP TABLE {qualified_clickhouse(intent.database, intent.table)} ON CLUSTER {cluster} SYNC{settings}"
-    raise NotImplementedError(f"DPONE_CLICKHOUSE_CLUSTER_DDL_UNSUPPORTED: ON CLUSTER {intent.kind} is not rendered yet")
+    if classify_engine(intent.spec.engine) is not EngineClass.REPLICATED_MERGE_TREE:
+        raise DponeError("DPONE_CLICKHOUSE_CLUSTER_TARGET_ENGINE_UNSUPPORTED", "replicated candidate engine")
+    table = qualified_clickhouse(intent.database, intent.table)
+    definition = table_definition(intent.spec)
+    return f"CREATE TABLE {table} UUID {uuid_literal(intent.uuid)} ON CLUSTER {cluster} {definition}{settings}"
 
 
 def queue_entry(cluster: str, correlation_token: str) -> str:

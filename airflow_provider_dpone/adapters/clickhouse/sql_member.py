@@ -62,6 +62,12 @@ def create_table(database: str, table: str, uuid: str, spec: TableSpec) -> str:
     """``CREATE TABLE`` with the exact UUID, columns, engine and sorting key (refused if the name is taken)."""
     if classify_engine(spec.engine) is not EngineClass.MERGE_TREE:
         raise DponeError("DPONE_CLICKHOUSE_CLUSTER_TARGET_ENGINE_UNSUPPORTED", "candidate engine")
+    return f"CREATE TABLE {qualified_clickhouse(database, table)} UUID {uuid_literal(uuid)} {table_definition(spec)}"
+
+
+def table_definition(spec: TableSpec) -> str:
+    """``(columns) ENGINE = <engine> ORDER BY <key>``: the part of a CREATE shared by the member-local and the
+    ``ON CLUSTER`` candidate (the engine is a bare name: a replicated one takes the server's default replica path)."""
     names = {column.name for column in spec.columns}
     columns = ", ".join(
         f"{quote_clickhouse(column.name)} {canonical_type(column.type, what=f'columns[{index}]')}"
@@ -71,10 +77,7 @@ def create_table(database: str, table: str, uuid: str, spec: TableSpec) -> str:
         if key not in names:
             raise DponeError("DPONE_IDENTIFIER_INVALID", "order_by: not a declared column")
     order_by = "tuple()" if not spec.order_by else "(" + ", ".join(quote_clickhouse(key) for key in spec.order_by) + ")"
-    return (
-        f"CREATE TABLE {qualified_clickhouse(database, table)} UUID {uuid_literal(uuid)}"
-        f" ({columns}) ENGINE = {spec.engine} ORDER BY {order_by}"
-    )
+    return f"({columns}) ENGINE = {spec.engine} ORDER BY {order_by}"
 
 
 REPLICA_COLUMNS: Final[tuple[str, ...]] = (
