@@ -8,7 +8,8 @@ No SQL Server can run here. This fake stands exactly where pymssql stands (the a
   observable answers as SQL Server would, so the shared contract scenarios run on the SQL Server adapter too;
 * converts values the way the server and pymssql's ``bulk_copy`` would, including the pymssql behaviours the adapter's
   encoders exist to avoid (DATETIME binding truncates to milliseconds; ``date``/``UUID`` are refused by bulk_copy;
-  text literals are not implicitly converted to VARBINARY);
+  text literals are not implicitly converted to VARBINARY; a zero-length BCP value is NULL: ``mssql_bcp``), and
+  records every BCP row as bound and as put on the wire (``EmulatedServer.bcp_rows``);
 * injects failures: faults armed at the next COMMIT (shared :class:`FaultPlan`) and connection drops at a named
   statement kind.
 
@@ -24,13 +25,14 @@ import decimal
 import itertools
 import threading
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
 import pymssql
-from pymssql import _mssql
 
+from tests.fakes.mssql_bcp import HostBind, freetds_is_null, pymssql_bind, wire
 from tests.fakes.transfer_target import Fault, FaultPlan, SimulatedCrash
 
 _INT_RANGES = {"TINYINT": (0, 255), "SMALLINT": (-(2**15), 2**15 - 1), "INT": (-(2**31), 2**31 - 1)}
@@ -109,19 +111,49 @@ def to_server(column_type: str, value: object, *, via: str) -> object:
     raise AssertionError(f"unemulated column type {column_type} ({via})")
 
 
-def bcp_bind(value: object) -> object:
-    """What pymssql's ``bulk_copy`` makes of a Python value before the server sees it (see _mssql.pyx)."""
-    if value is None or isinstance(value, bool | int | str | bytes | bytearray):
-        if isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**63:
-            raise _mssql.MSSQLDriverException("value cannot be larger than BIGINT")
-        return value
-    if isinstance(value, dt.datetime):
-        return value.replace(microsecond=value.microsecond // 1000 * 1000)  # bound as legacy DATETIME
-    if isinstance(value, Decimal):
-        if len(value.as_tuple().digits) > 33:
-            raise _mssql.MSSQLDriverException("decimal precision 33 exceeded")
-        return value
-    raise _mssql.MSSQLDriverException(f"Unable to determine database type from python {type(value).__name__} type")
+@dataclass(frozen=True)
+class BcpColumn:
+    """One column of one BCP row: what pymssql bound, and the TDS bytes FreeTDS put on the wire (None: unmodelled)."""
+
+    bind: HostBind
+    wire: bytes | None
+
+
+def _host_value(bind: HostBind, column_type: str) -> object:
+    """FreeTDS's client-side ``dbconvert`` from the host type, up to the value :func:`to_server` stores."""
+    data = bind.data
+    assert data is not None
+    if bind.vartype in {"SQLINT4", "SQLINT8"}:
+        return int.from_bytes(data, "little", signed=True)
+    if bind.vartype == "SQLBITN":
+        return bool(int.from_bytes(data, "little"))
+    if bind.vartype == "SQLVARBINARY":
+        return data
+    if bind.vartype == "SQLDECIMAL":
+        return Decimal(data.decode())
+    return data.decode("utf-16le" if column_type.startswith("NVARCHAR") else "utf-8")
+
+
+def bcp_row(table: Table, element: Sequence[object]) -> tuple[list[object], list[BcpColumn]]:
+    """One row through pymssql's ``bcp_sendrow`` and FreeTDS's ``_bcp_get_col_data`` (see ``mssql_bcp``).
+
+    Returns the values the server stores and what went over the wire.
+    """
+    if len(element) != len(table.columns):
+        raise db_error(4022, "Bulk load data was expected but not sent")
+    stored_row: list[object] = []
+    sent: list[BcpColumn] = []
+    for column, value in zip(table.columns, element, strict=True):
+        bind = pymssql_bind(value, unicode_column=column.type.startswith("NVARCHAR"))
+        if freetds_is_null(bind):
+            if not column.nullable:
+                raise db_error(20204, "Attempt to bulk copy a NULL value into a column that does not accept it")
+            stored = None
+        else:
+            stored = to_server(column.type, _host_value(bind, column.type), via="bcp")
+        stored_row.append(stored)
+        sent.append(BcpColumn(bind, wire(column.type, stored)))
+    return stored_row, sent
 
 
 class EmulatedServer:
@@ -136,6 +168,7 @@ class EmulatedServer:
         self.drop_at: str | None = None
         self.fail_at: str | None = None  # the statement fails with a server error; the connection stays open
         self.held: list[FakeConnection] = []
+        self.bcp_rows: list[list[BcpColumn]] = []  # every row a bulk copy sent, column by column
         self._ids = itertools.count(1)
 
     def connect(self) -> FakeConnection:
@@ -205,8 +238,9 @@ class FakeConnection:
         self._maybe_drop("bulk_copy")
         table = self._tables()[table_name]
         for element in elements:
-            bound = [bcp_bind(v) for v in element]
-            self._insert_row(table, bound, via="bcp")
+            stored, sent = bcp_row(table, element)
+            self.server.bcp_rows.append(sent)
+            self._insert_row(table, stored, via="bcp")
 
     def commit(self) -> None:
         self._alive()
@@ -288,4 +322,14 @@ class FakeConnection:
         return result
 
 
-__all__ = ["Call", "Column", "EmulatedServer", "FakeConnection", "Table", "bcp_bind", "db_error", "to_server"]
+__all__ = [
+    "BcpColumn",
+    "Call",
+    "Column",
+    "EmulatedServer",
+    "FakeConnection",
+    "Table",
+    "bcp_row",
+    "db_error",
+    "to_server",
+]

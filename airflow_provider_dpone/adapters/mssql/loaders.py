@@ -1,8 +1,16 @@
 """The two import backends of a chunk: BCP (pymssql ``bulk_copy``) and parameterized batches ("SqlClient").
 
 Both write into the invocation's staging table inside the chunk's one transaction (pymssql keeps a transaction open
-while autocommit is off), so a chunk is either fully staged at COMMIT or not at all. BCP sends the whole chunk as one
-batch: a smaller ``batch_size`` would only add round trips, since nothing is durable before the chunk commits.
+while autocommit is off; :mod:`checks` refuses a server where BCP would not join it), so a chunk is either fully
+staged at COMMIT or not at all. BCP sends each run as one batch: a smaller ``batch_size`` would only add round trips,
+since nothing is durable before the chunk commits.
+
+Empty values never go through BCP. pymssql binds a text or binary value with ``length[0] = len(value)`` and FreeTDS's
+``_bcp_get_col_data`` reads a zero bind length as NULL (``if (bindcol->column_bindlen == 0) data_is_null = 1;``, and a
+zero prefix or terminator length is NULL as well), so db-lib has no spelling for a zero-length non-NULL value. A row
+holding ``''`` or ``b''`` is therefore sent as a parameterized INSERT (``N''`` / ``0x`` literals), in the same
+transaction: the BCP run stops when ``rows_per_statement`` such rows are waiting, they are inserted, and a new BCP
+run continues with the rest. Staging is a multiset, so the interleaving changes nothing that verification compares.
 """
 
 from __future__ import annotations
@@ -15,11 +23,13 @@ from airflow_provider_dpone.adapters.mssql.driver import DbConnection, DbCursor
 from airflow_provider_dpone.adapters.mssql.values import bcp_row_encoder, sqlclient_row_encoder
 from airflow_provider_dpone.contracts.native_transfer_options import ImportBackend
 from airflow_provider_dpone.contracts.transfer_target import TargetPlan
+from airflow_provider_dpone.contracts.transfer_target_types import StorageKind
 from airflow_provider_dpone.contracts.transfer_target_values import RowConverter
 
 MAX_VALUES_ROWS: Final[int] = 1000  # SQL Server's limit for one VALUES list
 MAX_VALUES_PER_STATEMENT: Final[int] = 4000
 BCP_SINGLE_BATCH: Final[int] = 2**31 - 1
+_EMPTY: Final[tuple[object, ...]] = ("", b"")
 
 
 def sqlclient_rows_per_statement(plan: TargetPlan) -> int:
@@ -27,44 +37,89 @@ def sqlclient_rows_per_statement(plan: TargetPlan) -> int:
     return max(1, min(MAX_VALUES_ROWS, MAX_VALUES_PER_STATEMENT // (len(plan.columns) + 1)))
 
 
-class _Counted:
-    """Rows of one chunk, checked and encoded lazily, counted as they are sent."""
+class _Router:
+    """Rows of one chunk, checked and encoded lazily, each routed to BCP or to a parameterized INSERT.
+
+    ``bcp_run`` yields BCP rows until ``rows_per_statement`` parameter rows are waiting in ``pending`` or the input
+    ends (``done``). A NUL inside a text literal would cut pymssql's C-string statement, so a parameter row is
+    re-checked with NUL refused: only BCP binds text with a length.
+    """
 
     def __init__(self, plan: TargetPlan, ordinal: int, rows: Iterable[Sequence[object]], backend: ImportBackend):
         columns = [c.column_type for c in plan.columns]
-        # A NUL inside a text literal would cut pymssql's C-string statement: only BCP binds text with a length.
-        nul_ok = backend is ImportBackend.BCP
-        self._convert = RowConverter(plan.column_names, columns, text_allows_nul=nul_ok)
-        self._encode = bcp_row_encoder(columns) if backend is ImportBackend.BCP else sqlclient_row_encoder(columns)
+        self._bcp = backend is ImportBackend.BCP
+        self._convert = RowConverter(plan.column_names, columns, text_allows_nul=self._bcp)
+        self._strict = RowConverter(plan.column_names, columns, text_allows_nul=False)
+        self._bcp_encode = bcp_row_encoder(columns)
+        self._param_encode = sqlclient_row_encoder(columns)
+        self._maybe_empty = tuple(
+            i for i, c in enumerate(columns) if c.storage in (StorageKind.TEXT, StorageKind.BINARY)
+        )
+        self._plan = plan
         self._ordinal = ordinal
-        self._rows = rows
+        self._rows = enumerate(rows)
+        self.per_statement = sqlclient_rows_per_statement(plan)
+        self._full_statement: str | None = None
+        self.pending: list[object] = []
+        self.pending_rows = 0
         self.sent = 0
+        self.done = False
 
-    def __iter__(self) -> Iterator[tuple[object, ...]]:
-        for index, row in enumerate(self._rows):
-            encoded = (self._ordinal, *self._encode(self._convert(row, index)))
-            self.sent += 1
-            yield encoded
+    def _next_bcp_row(self) -> tuple[object, ...] | None:
+        for index, row in self._rows:
+            values = self._convert(row, index)
+            if self._bcp and not any(values[i] in _EMPTY for i in self._maybe_empty):
+                self.sent += 1
+                return (self._ordinal, *self._bcp_encode(values))
+            if self._bcp:
+                values = self._strict(row, index)
+            self.pending.extend((self._ordinal, *self._param_encode(values)))
+            self.pending_rows += 1
+            if self.pending_rows == self.per_statement:
+                return None
+        self.done = True
+        return None
+
+    def bcp_run(self) -> Iterator[tuple[object, ...]] | None:
+        """The next run of BCP rows, or None when there is none before the pending INSERT is due."""
+        first = self._next_bcp_row()
+        if first is None:
+            return None
+
+        def run() -> Iterator[tuple[object, ...]]:
+            yield first
+            while (row := self._next_bcp_row()) is not None:
+                yield row
+
+        return run()
+
+    def flush(self, cursor: DbCursor) -> None:
+        """INSERT the waiting parameter rows (one statement: at most ``per_statement`` rows wait)."""
+        if not self.pending_rows:
+            return
+        if self.pending_rows == self.per_statement:
+            self._full_statement = self._full_statement or tsql.insert_values(self._plan, self.per_statement)
+            statement = self._full_statement
+        else:
+            statement = tsql.insert_values(self._plan, self.pending_rows)
+        cursor.execute(statement, tuple(self.pending))
+        self.sent += self.pending_rows
+        self.pending, self.pending_rows = [], 0
 
 
-def load_bcp(conn: DbConnection, plan: TargetPlan, ordinal: int, rows: Iterable[Sequence[object]]) -> int:
-    counted = _Counted(plan, ordinal, rows, ImportBackend.BCP)
-    conn.bulk_copy(tsql.staging(plan), counted, batch_size=BCP_SINGLE_BATCH, tablock=False)
-    return counted.sent
-
-
-def load_sqlclient(cursor: DbCursor, plan: TargetPlan, ordinal: int, rows: Iterable[Sequence[object]]) -> int:
-    counted = _Counted(plan, ordinal, rows, ImportBackend.SQLCLIENT)
-    per_statement = sqlclient_rows_per_statement(plan)
-    full_statement = tsql.insert_values(plan, per_statement)
-    batch: list[object] = []
-    in_batch = 0
-    for encoded in counted:
-        batch.extend(encoded)
-        in_batch += 1
-        if in_batch == per_statement:
-            cursor.execute(full_statement, tuple(batch))
-            batch, in_batch = [], 0
-    if in_batch:
-        cursor.execute(tsql.insert_values(plan, in_batch), tuple(batch))
-    return counted.sent
+def load_chunk(
+    conn: DbConnection,
+    cursor: DbCursor,
+    plan: TargetPlan,
+    backend: ImportBackend,
+    ordinal: int,
+    rows: Iterable[Sequence[object]],
+) -> int:
+    """Stage one chunk's rows with ``backend`` (empty values always as parameters); returns the rows sent."""
+    router = _Router(plan, ordinal, rows, backend)
+    while not router.done:
+        run = router.bcp_run()
+        if run is not None:
+            conn.bulk_copy(tsql.staging(plan), run, batch_size=BCP_SINGLE_BATCH, tablock=False)
+        router.flush(cursor)
+    return router.sent

@@ -19,7 +19,7 @@ from typing import Any, Final, Literal
 from airflow_provider_dpone.adapters import transfer_target_common as common
 from airflow_provider_dpone.adapters.mssql import tsql
 from airflow_provider_dpone.adapters.mssql.driver import DRIVER_ERRORS, ConnectionFactory, DbConnection, sanitized
-from airflow_provider_dpone.adapters.mssql.loaders import load_bcp, load_sqlclient
+from airflow_provider_dpone.adapters.mssql.loaders import load_chunk
 from airflow_provider_dpone.adapters.mssql.schema import check_target_columns
 from airflow_provider_dpone.adapters.mssql.values import readback
 from airflow_provider_dpone.contracts.errors import DponeError
@@ -159,10 +159,7 @@ class MsSqlTransferTarget:
                 self._require_staging(session, plan)
                 if session.one(tsql.chunk_present(plan), (ordinal,)) is not None:
                     raise DponeError("mssql_native.target_chunk_already_loaded", f"chunk {ordinal}")
-                if self._backend is ImportBackend.BCP:
-                    sent = load_bcp(session.conn, plan, ordinal, rows)
-                else:
-                    sent = load_sqlclient(session.cursor, plan, ordinal, rows)
+                sent = load_chunk(session.conn, session.cursor, plan, self._backend, ordinal, rows)
             except DRIVER_ERRORS as exc:
                 raise DponeError("mssql_native.target_load_failed", f"chunk {ordinal}: {sanitized(exc)}") from None
             self._commit_or_unknown(session, "mssql_native.target_load_failed", f"chunk {ordinal}")

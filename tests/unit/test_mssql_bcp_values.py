@@ -1,0 +1,236 @@
+"""Exact bytes and parameters the SQL Server target sends, pinned against the TDS/FreeTDS/pymssql rules.
+
+No SQL Server runs here, so these tests pin what leaves the client. Every expected value below is written by hand from
+the rule it cites, never computed by the adapter's encoders:
+
+* pymssql 2.4.6 ``convert_python_value``: text is bound as ``SQLVARCHAR`` with ``length[0] = len(value)``
+  (``value.encode('utf-16le')`` first for an nvarchar column), binary as ``SQLVARBINARY``;
+  ``_quote_simple_value``: ``str`` -> ``"N'" + value.replace("'", "''") + "'"``, ``bytearray`` ->
+  ``b'0x' + binascii.hexlify(bytes(value))``, ``int`` -> ``str(value)``.
+* FreeTDS db-lib ``_bcp_get_col_data``: ``if (bindcol->column_bindlen == 0) data_is_null = 1;`` -- a zero-length
+  BCP value is NULL, so empty values must not travel by BCP.
+* FreeTDS ``tds_numeric_put`` / ``tds_swap_numeric``: length ``tds_numeric_bytes_per_prec[p]`` (17 for p 29..38, 13
+  for p 20..28), sign byte 1 = positive / 0 = negative, magnitude little-endian.
+* FreeTDS ``tds_msdatetime_put`` ("TODO precision": always scale 7): length, 5 bytes of 100 ns ticks since midnight,
+  3 bytes of days since 0001-01-01 (``dta->date + 693595``, 693595 = days from 0001-01-01 to 1900-01-01), LE.
+* TDS GUID: Data1 (4), Data2 (2), Data3 (2) little-endian, Data4 (8) as is.
+* FreeTDS ``tds_generic_put`` for (MAX) in BCP: ``tds_put_int8(tds, bcp7 ? -2 : colsize); tds_put_int(tds,
+  colsize);`` data, then a zero chunk terminator ``tds_put_int(tds, 0)``.
+
+The stand-in (``tests/fakes/mssql_bcp.py``) models those rules; the first test shows it refuses what FreeTDS refuses.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from decimal import Decimal
+
+import pytest
+from pymssql import _mssql
+
+from airflow_provider_dpone.adapters.mssql import tsql
+from airflow_provider_dpone.adapters.mssql.loaders import sqlclient_rows_per_statement
+from airflow_provider_dpone.adapters.mssql.target import MsSqlTransferTarget
+from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.contracts.native_transfer_options import ImportBackend
+from airflow_provider_dpone.contracts.transfer_target import PublicationMode, TargetColumn, TargetPlan
+from airflow_provider_dpone.contracts.transfer_target_receipts import ChunkExpectation
+from airflow_provider_dpone.contracts.transfer_target_types import StringMapping
+from airflow_provider_dpone.contracts.typed_digest import MultisetDigest
+from tests.fakes.mssql_bcp import HostBind
+from tests.fakes.mssql_server import EmulatedServer
+
+UTC = dt.UTC
+TEXT = StringMapping.TEXT
+
+
+def _plan(*columns: TargetColumn) -> TargetPlan:
+    return TargetPlan(
+        invocation_id="bytes-invocation-0001",
+        target_schema="dbo",
+        target_table="t",
+        columns=(TargetColumn(name="k", source_type="Int32"), *columns),
+        mode=PublicationMode.FULL_REFRESH,
+    )
+
+
+def _load(plan: TargetPlan, rows: list[tuple[object, ...]], backend: ImportBackend) -> EmulatedServer:
+    server = EmulatedServer()
+    target = MsSqlTransferTarget(server.connect, import_backend=backend)
+    target.prepare(plan)
+    target.load_chunk(plan, 0, rows)
+    digest = MultisetDigest(plan.typed_columns)
+    digest.add_rows(rows)
+    target.verify_chunk(plan, ChunkExpectation.of(0, digest)).require_matched()
+    return server
+
+
+def _staged(server: EmulatedServer, plan: TargetPlan) -> list[list[object]]:
+    return [row[1:] for row in server.tables[tsql.staging(plan)].rows]
+
+
+def _rendered(server: EmulatedServer) -> list[bytes]:
+    """Each parameterized INSERT as pymssql itself renders it (its own ``substitute_params``)."""
+    return [
+        _mssql.substitute_params(c.sql, c.params)
+        for c in server.calls
+        if c.statement == "insert_values" and c.sql is not None
+    ]
+
+
+# -- R1: empty values are values, never NULL ------------------------------------------------------------------------
+def test_the_stand_in_turns_a_zero_length_bcp_value_into_null_as_freetds_does() -> None:
+    """The model the fix is tested against: bulk_copy of ``b''`` stores NULL, and fails into a NOT NULL column."""
+    server = EmulatedServer()
+    plan = _plan(TargetColumn(name="b", source_type="Nullable(String)"), TargetColumn(name="s", source_type="String"))
+    MsSqlTransferTarget(server.connect).prepare(plan)
+    conn = server.connect()
+    conn.bulk_copy(tsql.staging(plan), [(0, 1, b"", b"x")])
+    assert server.bcp_rows[-1][2].bind == HostBind("SQLVARBINARY", b"", 0)
+    assert conn.work is not None and conn.work[tsql.staging(plan)].rows == [[0, 1, None, b"x"]]
+    with pytest.raises(Exception, match="20204"):
+        conn.bulk_copy(tsql.staging(plan), [(0, 1, b"x", b"")])
+
+
+EMPTY_PLAN = _plan(
+    TargetColumn(name="b", source_type="String"),
+    TargetColumn(name="t", source_type="String", string_mapping=TEXT),
+    TargetColumn(name="nb", source_type="Nullable(String)"),
+    TargetColumn(name="nt", source_type="Nullable(String)", string_mapping=TEXT),
+)
+
+
+@pytest.mark.parametrize("backend", list(ImportBackend))
+def test_empty_strings_and_binaries_load_as_empty_values(backend: ImportBackend) -> None:
+    rows: list[tuple[object, ...]] = [(1, b"", "", b"", ""), (2, b"a", "a", None, None), (3, b"", "b", b"", None)]
+    server = _load(EMPTY_PLAN, rows, backend)
+    assert sorted(_staged(server, EMPTY_PLAN), key=lambda r: r[0]) == [list(r) for r in rows]
+    # No BCP row ever carries a zero-length value: those rows went as parameters.
+    assert [r[1].bind.data for r in server.bcp_rows] == ([b"\x02\x00\x00\x00"] if backend is ImportBackend.BCP else [])
+    rendered = b"".join(_rendered(server))
+    assert b"(CAST(0 AS INT), CAST(1 AS INT), CAST(0x AS VARBINARY(MAX)), CAST(N'' AS NVARCHAR(MAX)), " in rendered
+    assert b"CAST(0x AS VARBINARY(MAX)), CAST(N'' AS NVARCHAR(MAX)))" in rendered
+
+
+def test_many_empty_rows_interleave_bcp_runs_and_full_inserts() -> None:
+    """Empty-bearing rows wait up to one full INSERT, then BCP resumes: nothing buffers the whole chunk."""
+    per_statement = sqlclient_rows_per_statement(EMPTY_PLAN)
+    rows = [(i, b"" if i % 2 else b"x", "y", None, None) for i in range(4 * per_statement + 10)]  # odd i: empty
+    server = _load(EMPTY_PLAN, rows, ImportBackend.BCP)
+    kinds = [c.statement for c in server.calls if c.statement in {"bulk_copy", "insert_values"}]
+    assert kinds == ["bulk_copy", "insert_values", "bulk_copy", "insert_values", "bulk_copy", "insert_values"]
+    inserts = [c for c in server.calls if c.statement == "insert_values"]
+    assert [len(c.params or ()) // 6 for c in inserts] == [per_statement, per_statement, 5]
+    assert len(server.bcp_rows) == 2 * per_statement + 5
+    assert sorted(_staged(server, EMPTY_PLAN)) == sorted(list(r) for r in rows)
+
+
+def test_an_empty_text_beside_a_nul_cannot_take_either_path_and_is_refused() -> None:
+    server = EmulatedServer()
+    target = MsSqlTransferTarget(server.connect)
+    target.prepare(EMPTY_PLAN)
+    with pytest.raises(DponeError, match=r"target_value_invalid.*column t: NUL"):
+        target.load_chunk(EMPTY_PLAN, 0, [(1, b"", "a\x00b", None, None)])
+
+
+# -- (MAX) values over 8000 bytes -------------------------------------------------------------------------------------
+PLP_9000 = bytes.fromhex("feffffffffffffff28230000")  # bcp7 unknown length -2, then one chunk of 9000 = 0x2328
+PLP_END = bytes(4)
+
+
+def test_varbinary_max_over_8000_bytes_is_one_plp_chunk() -> None:
+    plan = _plan(TargetColumn(name="v", source_type="String"))
+    value = bytes(range(256)) * 35 + bytes(40)  # 9000 bytes
+    server = _load(plan, [(1, value)], ImportBackend.BCP)
+    sent = server.bcp_rows[0][2]
+    assert sent.bind == HostBind("SQLVARBINARY", value, 9000)
+    assert sent.wire == PLP_9000 + value + PLP_END
+    assert _staged(server, plan) == [[1, value]]
+
+
+def test_nvarchar_max_over_8000_bytes_is_bound_as_utf16le() -> None:
+    plan = _plan(TargetColumn(name="v", source_type="String", string_mapping=TEXT))
+    server = _load(plan, [(1, "é" * 4500)], ImportBackend.BCP)
+    sent = server.bcp_rows[0][2]
+    assert sent.bind == HostBind("SQLVARCHAR", b"\xe9\x00" * 4500, 9000)  # pymssql's utf-16le fix for nvarchar
+    assert sent.wire == PLP_9000 + b"\xe9\x00" * 4500 + PLP_END
+
+
+def test_sqlclient_sends_a_long_binary_as_one_hex_literal() -> None:
+    plan = _plan(TargetColumn(name="v", source_type="String"))
+    server = _load(plan, [(1, b"\xab" * 9000)], ImportBackend.SQLCLIENT)
+    assert b"CAST(0x" + b"ab" * 9000 + b" AS VARBINARY(MAX))" in _rendered(server)[0]
+
+
+# -- boundary values of the exact types ------------------------------------------------------------------------------
+MAX38 = "4b3b4ca85a86c47a098a223fffffffff"  # 10**38 - 1 in hex (big-endian)
+MAX38_LE = bytes.fromhex(MAX38)[::-1]
+DAYS_9999_12_31 = bytes.fromhex("dab937")  # 3652058 = 0x37b9da days after 0001-01-01, little-endian
+TICKS_LAST_MICRO = bytes.fromhex("f6bf692ac9")  # 86399.999999 s = 863999999990 x 100 ns = 0xc92a69bff6, LE
+# (source type, value, bound text, wire bytes, the SqlClient literal pymssql renders)
+BOUNDARIES = {
+    "decimal38_max": (
+        "Decimal(38, 0)", Decimal("9" * 38), b"9" * 38, b"\x11\x01" + MAX38_LE, b"CAST(N'" + b"9" * 38 + b"' AS DECIMAL(38,0))",
+    ),
+    "decimal38_10_min": (
+        "Decimal(38, 10)", Decimal("-" + "9" * 28 + "." + "9" * 10), b"-" + b"9" * 28 + b"." + b"9" * 10,
+        b"\x11\x00" + MAX38_LE, b"CAST(N'-" + b"9" * 28 + b"." + b"9" * 10 + b"' AS DECIMAL(38,10))",
+    ),
+    "decimal38_10_tiny": (
+        "Decimal(38, 10)", Decimal("-0.0000000001"), b"-0.0000000001", b"\x11\x00\x01" + bytes(15),
+        b"CAST(N'-0.0000000001' AS DECIMAL(38,10))",
+    ),
+    "uint64_max": (
+        "UInt64", 2**64 - 1, b"18446744073709551615", b"\x0d\x01" + b"\xff" * 8 + bytes(4),
+        b"CAST(18446744073709551615 AS DECIMAL(20,0))",
+    ),
+    "datetime2_min": (
+        "DateTime64(6, 'UTC')", dt.datetime(1, 1, 1, tzinfo=UTC), b"0001-01-01 00:00:00.000000", b"\x08" + bytes(8),
+        b"CAST(N'0001-01-01T00:00:00.000000' AS DATETIME2(6))",
+    ),
+    "datetime2_max": (
+        "DateTime64(6, 'UTC')", dt.datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
+        b"9999-12-31 23:59:59.999999", b"\x08" + TICKS_LAST_MICRO + DAYS_9999_12_31,
+        b"CAST(N'9999-12-31T23:59:59.999999' AS DATETIME2(6))",
+    ),
+    "datetime_seconds_1900": (
+        "DateTime('UTC')", dt.datetime(1900, 1, 1, tzinfo=UTC), b"1900-01-01 00:00:00.000000",
+        b"\x08" + bytes(5) + bytes.fromhex("5b950a"),  # 693595 = 0x0a955b: FreeTDS's own 1900 offset
+        b"CAST(N'1900-01-01T00:00:00.000000' AS DATETIME2(0))",
+    ),
+    "date_min": ("Date32", dt.date(1, 1, 1), b"0001-01-01", b"\x03" + bytes(3), b"CAST(N'0001-01-01' AS DATE)"),
+    "date_max": ("Date32", dt.date(9999, 12, 31), b"9999-12-31", b"\x03" + DAYS_9999_12_31, b"CAST(N'9999-12-31' AS DATE)"),
+    "date32_last": (
+        "Date32", dt.date(2299, 12, 31), b"2299-12-31", b"\x03" + bytes.fromhex("0bd00c"),  # 839691 = 0x0cd00b
+        b"CAST(N'2299-12-31' AS DATE)",
+    ),
+    "uuid_byte_order": (
+        "UUID", uuid.UUID("00112233-4455-6677-8899-aabbccddeeff"), b"00112233-4455-6677-8899-aabbccddeeff",
+        bytes.fromhex("10" "33221100" "5544" "7766" "8899aabbccddeeff"),
+        b"CAST(N'00112233-4455-6677-8899-aabbccddeeff' AS UNIQUEIDENTIFIER)",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(BOUNDARIES))
+def test_boundary_value_bytes_over_bcp(case: str) -> None:
+    source_type, value, text, wire, _ = BOUNDARIES[case]
+    plan = _plan(TargetColumn(name="v", source_type=source_type))
+    server = _load(plan, [(1, value)], ImportBackend.BCP)
+    sent = server.bcp_rows[0][2]
+    assert sent.bind == HostBind("SQLVARCHAR", text, len(text))  # exact text: FreeTDS converts it client-side
+    assert sent.wire == wire
+
+
+@pytest.mark.parametrize("case", sorted(BOUNDARIES))
+def test_boundary_value_parameters_over_sqlclient(case: str) -> None:
+    source_type, value, _, _, literal = BOUNDARIES[case]
+    plan = _plan(TargetColumn(name="v", source_type=source_type))
+    server = _load(plan, [(1, value)], ImportBackend.SQLCLIENT)
+    assert _rendered(server) == [
+        f"INSERT INTO {tsql.staging(plan)} ([__dpone_chunk], [k], [v]) VALUES\n".encode()
+        + b"(CAST(0 AS INT), CAST(1 AS INT), "
+        + literal
+        + b");"
+    ]
