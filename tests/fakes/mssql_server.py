@@ -169,6 +169,14 @@ class EmulatedServer:
         self.fail_at: str | None = None  # the statement fails with a server error; the connection stays open
         self.held: list[FakeConnection] = []
         self.bcp_rows: list[list[BcpColumn]] = []  # every row a bulk copy sent, column by column
+        # Server answers the run-time checks read (adapters/mssql/checks.py); tests set the failing ones.
+        self.autocommit = False  # pymssql opens no transaction: @@TRANCOUNT stays 0
+        self.session_options: int | None = None  # @@OPTIONS as observed; None: what the session's SETs made it
+        self.protocol_version: int | None = 0x74000004  # sys.dm_exec_connections.protocol_version (TDS 7.4)
+        self.view_server_state = True
+        self.driver_tds: tuple[int, int] | None = (7, 4)
+        self.triggers: set[str] = set()  # qualified names of tables that have a DML trigger
+        self.bulk_commits_alone = False  # INSERT BULK commits outside the session's transaction
         self._ids = itertools.count(1)
 
     def connect(self) -> FakeConnection:
@@ -217,10 +225,19 @@ class FakeCursor:
         pass
 
 
+@dataclass
+class _DriverConnection:
+    """pymssql's ``Connection._conn`` (the ``_mssql`` connection): only the negotiated TDS version is read."""
+
+    tds_version_tuple: tuple[int, int] | None
+
+
 class FakeConnection:
     def __init__(self, server: EmulatedServer, conn_id: int) -> None:
         self.server = server
         self.id = conn_id
+        self._conn = _DriverConnection(server.driver_tds)
+        self.options = 0  # @@OPTIONS of the session, as its SET statements leave it
         self.work: dict[str, Table] | None = None
         self.dead = False
         self.held = False
@@ -241,6 +258,9 @@ class FakeConnection:
             stored, sent = bcp_row(table, element)
             self.server.bcp_rows.append(sent)
             self._insert_row(table, stored, via="bcp")
+            if self.server.bulk_commits_alone:
+                with self.server.mutex:
+                    self.server.tables[table_name].rows.append(list(table.rows[-1]))
 
     def commit(self) -> None:
         self._alive()

@@ -58,24 +58,47 @@ def _split(name: str) -> tuple[str, str]:
     return schema, table
 
 
-@handler("session", r"SET XACT_ABORT ON; SET LOCK_TIMEOUT \d+;")
+@handler("session", r"SET XACT_ABORT ON; SET NOCOUNT OFF; SET LOCK_TIMEOUT \d+;")
 def _session(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...]) -> Result:
+    conn.options = (conn.options | 16384) & ~512
     return [], -1
 
 
-@handler("applock", r"DECLARE @dpone_lock_result INT;\nEXEC @dpone_lock_result = sp_getapplock @Resource = %s, "
-         r"@LockMode = N'(Exclusive|Shared)', @LockOwner = N'Transaction', @LockTimeout = %s;\n"
-         r"SELECT @dpone_lock_result AS lock_result;")  # fmt: skip
+def _open_transactions(conn: FakeConnection) -> int:
+    return 0 if conn.server.autocommit else 1
+
+
+@handler("applock", r"DECLARE @dpone_lock_result INT = -999;\nIF @@TRANCOUNT > 0\n    EXEC @dpone_lock_result = "
+         r"sp_getapplock @Resource = %s, @LockMode = N'(Exclusive|Shared)', @LockOwner = N'Transaction', "
+         r"@LockTimeout = %s;\nSELECT @dpone_lock_result AS lock_result, @@TRANCOUNT AS open_transactions;")  # fmt: skip
 def _applock(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...]) -> Result:
     resource, mode = params[0], match.group(1)
+    if not _open_transactions(conn):
+        return [(-999, 0)], -1
     with conn.server.mutex:
         owners = conn.server.locks.setdefault(resource, {})
         others = [held for owner, held in owners.items() if owner != conn.id]
         if others and (mode == "Exclusive" or "Exclusive" in others):
-            return [(-1,)], -1  # timed out
+            return [(-1, 1)], -1  # timed out
         if owners.get(conn.id) != "Exclusive":
             owners[conn.id] = mode
-    return [(0,)], -1
+    return [(0, 1)], -1
+
+
+@handler("session_facts", r"DECLARE @dpone_protocol INT = NULL;\nIF HAS_PERMS_BY_NAME\(NULL, NULL, N'VIEW SERVER STATE'\) = 1"
+         r"\n    SELECT @dpone_protocol = .* WHERE c\.\[session_id\] = @@SPID;\nSELECT @@OPTIONS AS session_options, "
+         r"@@TRANCOUNT AS open_transactions, @dpone_protocol AS protocol_version;")  # fmt: skip
+def _session_facts(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...]) -> Result:
+    server = conn.server
+    options = conn.options if server.session_options is None else server.session_options
+    protocol = server.protocol_version if server.view_server_state else None
+    return [(options, _open_transactions(conn), protocol)], -1
+
+
+@handler("triggers", r"SELECT COUNT_BIG\(\*\) FROM sys\.triggers AS t WHERE t\.\[parent_id\] IN "
+         r"\(OBJECT_ID\(%s\), OBJECT_ID\(%s\)\);")  # fmt: skip
+def _triggers(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...]) -> Result:
+    return [(sum(1 for name in params if name in conn.server.triggers),)], -1
 
 
 @handler("object_type", r"SELECT o\.\[type\] FROM sys\.objects AS o WHERE o\.\[object_id\] = OBJECT_ID\(%s\);")

@@ -39,7 +39,7 @@ from airflow_provider_dpone.contracts.transfer_target_receipts import ChunkExpec
 from airflow_provider_dpone.contracts.transfer_target_types import StringMapping
 from airflow_provider_dpone.contracts.typed_digest import MultisetDigest
 from tests.fakes.mssql_bcp import HostBind
-from tests.fakes.mssql_server import EmulatedServer
+from tests.fakes.mssql_server import BcpColumn, EmulatedServer
 
 UTC = dt.UTC
 TEXT = StringMapping.TEXT
@@ -68,6 +68,14 @@ def _load(plan: TargetPlan, rows: list[tuple[object, ...]], backend: ImportBacke
 
 def _staged(server: EmulatedServer, plan: TargetPlan) -> list[list[object]]:
     return [row[1:] for row in server.tables[tsql.staging(plan)].rows]
+
+
+PROBE = HostBind("SQLINT4", b"\xff\xff\xff\xff", -1)  # ordinal -1: prepare's bulk-transaction probe row
+
+
+def _chunk_rows(server: EmulatedServer) -> list[list[BcpColumn]]:
+    """BCP rows of chunks, without the probe row prepare sends (and rolls back) to test INSERT BULK's transaction."""
+    return [row for row in server.bcp_rows if row[0].bind != PROBE]
 
 
 def _rendered(server: EmulatedServer) -> list[bytes]:
@@ -107,7 +115,9 @@ def test_empty_strings_and_binaries_load_as_empty_values(backend: ImportBackend)
     server = _load(EMPTY_PLAN, rows, backend)
     assert sorted(_staged(server, EMPTY_PLAN), key=lambda r: r[0]) == [list(r) for r in rows]
     # No BCP row ever carries a zero-length value: those rows went as parameters.
-    assert [r[1].bind.data for r in server.bcp_rows] == ([b"\x02\x00\x00\x00"] if backend is ImportBackend.BCP else [])
+    assert [r[1].bind.data for r in _chunk_rows(server)] == (
+        [b"\x02\x00\x00\x00"] if backend is ImportBackend.BCP else []
+    )
     rendered = b"".join(_rendered(server))
     assert b"(CAST(0 AS INT), CAST(1 AS INT), CAST(0x AS VARBINARY(MAX)), CAST(N'' AS NVARCHAR(MAX)), " in rendered
     assert b"CAST(0x AS VARBINARY(MAX)), CAST(N'' AS NVARCHAR(MAX)))" in rendered
@@ -118,11 +128,12 @@ def test_many_empty_rows_interleave_bcp_runs_and_full_inserts() -> None:
     per_statement = sqlclient_rows_per_statement(EMPTY_PLAN)
     rows = [(i, b"" if i % 2 else b"x", "y", None, None) for i in range(4 * per_statement + 10)]  # odd i: empty
     server = _load(EMPTY_PLAN, rows, ImportBackend.BCP)
-    kinds = [c.statement for c in server.calls if c.statement in {"bulk_copy", "insert_values"}]
+    loader = max(c.connection for c in server.calls if c.statement == "insert_values")
+    kinds = [k for k in server.statements(loader) if k in {"bulk_copy", "insert_values"}]
     assert kinds == ["bulk_copy", "insert_values", "bulk_copy", "insert_values", "bulk_copy", "insert_values"]
     inserts = [c for c in server.calls if c.statement == "insert_values"]
     assert [len(c.params or ()) // 6 for c in inserts] == [per_statement, per_statement, 5]
-    assert len(server.bcp_rows) == 2 * per_statement + 5
+    assert len(_chunk_rows(server)) == 2 * per_statement + 5
     assert sorted(_staged(server, EMPTY_PLAN)) == sorted(list(r) for r in rows)
 
 
@@ -143,7 +154,7 @@ def test_varbinary_max_over_8000_bytes_is_one_plp_chunk() -> None:
     plan = _plan(TargetColumn(name="v", source_type="String"))
     value = bytes(range(256)) * 35 + bytes(40)  # 9000 bytes
     server = _load(plan, [(1, value)], ImportBackend.BCP)
-    sent = server.bcp_rows[0][2]
+    sent = _chunk_rows(server)[0][2]
     assert sent.bind == HostBind("SQLVARBINARY", value, 9000)
     assert sent.wire == PLP_9000 + value + PLP_END
     assert _staged(server, plan) == [[1, value]]
@@ -152,7 +163,7 @@ def test_varbinary_max_over_8000_bytes_is_one_plp_chunk() -> None:
 def test_nvarchar_max_over_8000_bytes_is_bound_as_utf16le() -> None:
     plan = _plan(TargetColumn(name="v", source_type="String", string_mapping=TEXT))
     server = _load(plan, [(1, "é" * 4500)], ImportBackend.BCP)
-    sent = server.bcp_rows[0][2]
+    sent = _chunk_rows(server)[0][2]
     assert sent.bind == HostBind("SQLVARCHAR", b"\xe9\x00" * 4500, 9000)  # pymssql's utf-16le fix for nvarchar
     assert sent.wire == PLP_9000 + b"\xe9\x00" * 4500 + PLP_END
 
@@ -218,7 +229,7 @@ def test_boundary_value_bytes_over_bcp(case: str) -> None:
     source_type, value, text, wire, _ = BOUNDARIES[case]
     plan = _plan(TargetColumn(name="v", source_type=source_type))
     server = _load(plan, [(1, value)], ImportBackend.BCP)
-    sent = server.bcp_rows[0][2]
+    sent = _chunk_rows(server)[0][2]
     assert sent.bind == HostBind("SQLVARCHAR", text, len(text))  # exact text: FreeTDS converts it client-side
     assert sent.wire == wire
 

@@ -72,6 +72,8 @@ def golden_statements() -> dict[str, str]:
         "session_settings": tsql.session_settings(30_000),
         "applock_exclusive": tsql.applock("Exclusive"),
         "applock_shared": tsql.applock("Shared"),
+        "session_facts": tsql.SESSION_FACTS,
+        "triggers": tsql.TRIGGERS,
         "object_type": tsql.OBJECT_TYPE,
         "table_columns": tsql.TABLE_COLUMNS,
         "create_receipt_table": tsql.create_receipt_table(FULL),

@@ -45,6 +45,12 @@ ConnectionFactory = Callable[[], DbConnection]
 DRIVER_ERRORS: tuple[type[BaseException], ...] = (pymssql.Error, _mssql.MSSQLException)
 
 
+def negotiated_tds(conn: DbConnection) -> tuple[int, int] | None:
+    """The TDS version the driver negotiated (pymssql's ``tds_version_tuple`` of its ``_mssql`` connection)."""
+    version = getattr(getattr(conn, "_conn", None), "tds_version_tuple", None)
+    return (int(version[0]), int(version[1])) if isinstance(version, tuple) and len(version) == 2 else None
+
+
 def sanitized(exc: BaseException) -> str:
     """Exception class and SQL Server error number only: server messages may quote values."""
     number = getattr(exc, "number", None)

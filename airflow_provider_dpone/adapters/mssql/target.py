@@ -17,8 +17,14 @@ from contextlib import contextmanager
 from typing import Any, Final, Literal
 
 from airflow_provider_dpone.adapters import transfer_target_common as common
-from airflow_provider_dpone.adapters.mssql import tsql
-from airflow_provider_dpone.adapters.mssql.driver import DRIVER_ERRORS, ConnectionFactory, DbConnection, sanitized
+from airflow_provider_dpone.adapters.mssql import checks, tsql
+from airflow_provider_dpone.adapters.mssql.driver import (
+    DRIVER_ERRORS,
+    ConnectionFactory,
+    DbConnection,
+    negotiated_tds,
+    sanitized,
+)
 from airflow_provider_dpone.adapters.mssql.loaders import load_chunk
 from airflow_provider_dpone.adapters.mssql.schema import check_target_columns
 from airflow_provider_dpone.adapters.mssql.values import readback
@@ -96,6 +102,8 @@ class MsSqlTransferTarget:
 
     def _lock(self, session: _Session, resource: str, mode: Literal["Exclusive", "Shared"], what: str) -> None:
         row = session.one(tsql.applock(mode), (resource, self._lock_timeout_ms))
+        if row is not None:
+            checks.require_transaction(row[1], what)
         if row is None or int(row[0]) < 0:
             raise DponeError("mssql_native.target_publication_in_flight", what)
 
@@ -137,6 +145,7 @@ class MsSqlTransferTarget:
         with self._session() as session:
             try:
                 self._begin(session, plan, "Exclusive")
+                checks.check_session(session.one(tsql.SESSION_FACTS), negotiated_tds(session.conn))
                 session.run(tsql.create_receipt_table(plan), (tsql.receipts(plan),))
                 common.refuse_committed(plan, self._receipt(session, plan))
                 exists = self._target_exists(session, plan)
@@ -146,10 +155,37 @@ class MsSqlTransferTarget:
                 session.run(tsql.drop_staging(plan))
                 session.run(tsql.create_staging(plan))
                 session.run(tsql.create_staging_index(plan))
+                checks.check_no_triggers(session.one(tsql.TRIGGERS, (tsql.target(plan), tsql.staging(plan))))
             except DRIVER_ERRORS as exc:
                 raise DponeError("mssql_native.target_prepare_failed", sanitized(exc)) from None
             self._commit_or_unknown(session, "mssql_native.target_prepare_failed", "prepare")
+        if self._backend is ImportBackend.BCP:
+            self._probe_bulk_transaction(plan)
         return StagingReady(staging_table=plan.staging_table, target_exists=exists)
+
+    def _probe_bulk_transaction(self, plan: TargetPlan) -> None:
+        """Bulk-copy one probe row, roll back, and observe its absence: INSERT BULK must join the transaction."""
+        with self._session() as session:
+            try:
+                self._begin(session, plan, "Shared")
+                load_chunk(
+                    session.conn,
+                    session.cursor,
+                    plan,
+                    ImportBackend.BCP,
+                    checks.PROBE_ORDINAL,
+                    [checks.probe_row(plan)],
+                )
+                session.conn.rollback()
+                self._begin(session, plan, "Shared")
+                survived = session.one(tsql.chunk_present(plan), (checks.PROBE_ORDINAL,)) is not None
+                if survived:
+                    session.run(tsql.delete_chunk(plan), (checks.PROBE_ORDINAL,))
+            except DRIVER_ERRORS as exc:
+                raise DponeError("mssql_native.target_prepare_failed", f"bulk probe: {sanitized(exc)}") from None
+            if survived:
+                self._commit_or_unknown(session, "mssql_native.target_prepare_failed", "bulk probe removal")
+                raise DponeError("mssql_native.target_bulk_outside_transaction", common.short(plan))
 
     def load_chunk(self, plan: TargetPlan, ordinal: int, rows: Iterable[Row]) -> ChunkLoad:
         with self._session() as session:

@@ -39,18 +39,39 @@ def _columns(plan: TargetPlan) -> str:
 
 
 def session_settings(lock_timeout_ms: int) -> str:
-    """XACT_ABORT: any runtime error dooms the whole transaction; LOCK_TIMEOUT: no unbounded waits."""
-    return f"SET XACT_ABORT ON; SET LOCK_TIMEOUT {int(lock_timeout_ms)};"
+    """XACT_ABORT: any runtime error dooms the whole transaction; NOCOUNT OFF: row counts are relied on;
+    LOCK_TIMEOUT: no unbounded waits."""
+    return f"SET XACT_ABORT ON; SET NOCOUNT OFF; SET LOCK_TIMEOUT {int(lock_timeout_ms)};"
 
 
 def applock(mode: Literal["Exclusive", "Shared"]) -> str:
-    """Take a transaction-owned application lock; the result row is sp_getapplock's return code (>= 0: granted)."""
+    """Take a transaction-owned application lock; returns sp_getapplock's code (>= 0: granted) and @@TRANCOUNT.
+
+    Without an open transaction sp_getapplock cannot take a transaction-owned lock (it answers -999, which would read
+    as "in flight" forever), so it is not called and the open-transaction count tells the caller why.
+    """
     return (
-        "DECLARE @dpone_lock_result INT;\n"
-        f"EXEC @dpone_lock_result = sp_getapplock @Resource = %s, @LockMode = N'{mode}', "
+        "DECLARE @dpone_lock_result INT = -999;\n"
+        "IF @@TRANCOUNT > 0\n"
+        f"    EXEC @dpone_lock_result = sp_getapplock @Resource = %s, @LockMode = N'{mode}', "
         "@LockOwner = N'Transaction', @LockTimeout = %s;\n"
-        "SELECT @dpone_lock_result AS lock_result;"
+        "SELECT @dpone_lock_result AS lock_result, @@TRANCOUNT AS open_transactions;"
     )
+
+
+SESSION_FACTS: Final[str] = (
+    "DECLARE @dpone_protocol INT = NULL;\n"
+    "IF HAS_PERMS_BY_NAME(NULL, NULL, N'VIEW SERVER STATE') = 1\n"
+    "    SELECT @dpone_protocol = c.[protocol_version] FROM sys.dm_exec_connections AS c "
+    "WHERE c.[session_id] = @@SPID;\n"
+    "SELECT @@OPTIONS AS session_options, @@TRANCOUNT AS open_transactions, @dpone_protocol AS protocol_version;"
+)
+"""The effective session options, the open-transaction count and the negotiated TDS version (NULL when the login
+may not read ``sys.dm_exec_connections``: reading it without VIEW SERVER STATE would be an error that dooms the
+transaction under XACT_ABORT)."""
+TRIGGERS: Final[str] = (
+    "SELECT COUNT_BIG(*) FROM sys.triggers AS t WHERE t.[parent_id] IN (OBJECT_ID(%s), OBJECT_ID(%s));"
+)
 
 
 OBJECT_TYPE: Final[str] = "SELECT o.[type] FROM sys.objects AS o WHERE o.[object_id] = OBJECT_ID(%s);"

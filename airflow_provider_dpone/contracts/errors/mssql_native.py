@@ -217,6 +217,35 @@ CODES += (
         "the stored publication receipt disagrees with the expected rows or digest",
         "stop and investigate: the receipt table was changed or the plan differs from the committed one",
     ),
+    (
+        "mssql_native.target_transaction_required",
+        "the SQL Server session has no open transaction (@@TRANCOUNT is 0): autocommit is on, so application locks and "
+        "chunk transactions cannot be held",
+        "remove autocommit from the connection's extras (pymssql must run with autocommit off)",
+    ),
+    (
+        "mssql_native.target_session_unsupported",
+        "the effective SQL Server session options differ from what the route sets (NOCOUNT must be OFF and XACT_ABORT "
+        "ON after the session settings)",
+        "remove what overrides the session options (a logon trigger, a pooler resetting the session, the server's "
+        "user options) for this login",
+    ),
+    (
+        "mssql_native.target_tds_version_unsupported",
+        "the negotiated TDS version is older than 7.3, which cannot carry DATE and DATETIME2 through bulk copy",
+        "set tds_version 7.3 or 7.4 in the SQL Server connection's extras (FreeTDS defaults may be older)",
+    ),
+    (
+        "mssql_native.target_bulk_outside_transaction",
+        "a bulk-copied probe row survived the rollback of its transaction: this server commits INSERT BULK on its own, "
+        "so a chunk could be staged without its transaction",
+        "use import_backend: mssql_sqlclient for this server, and report the server version and driver settings",
+    ),
+    (
+        "mssql_native.target_triggers_present",
+        "the target or staging table has triggers: they would change row counts and published rows",
+        "drop or disable the triggers on the target table (and any DDL trigger that adds them to new tables)",
+    ),
     # --- Airflow surface of the route ---
     (
         "mssql_native.reextract_required",

@@ -1,0 +1,134 @@
+"""The SQL Server target's run-time assumption checks, each fed the failing server answer by the stand-in.
+
+No SQL Server runs here: the stand-in (``tests/fakes/mssql_server.py``) answers ``@@TRANCOUNT``, ``@@OPTIONS``,
+``sys.dm_exec_connections.protocol_version``, ``sys.triggers`` and the bulk-copy probe the way a misconfigured server
+would, and each test asserts the refusal code and that nothing was created or left behind.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_provider_dpone.adapters.mssql import tsql
+from airflow_provider_dpone.adapters.mssql.checks import NOCOUNT, XACT_ABORT, tds_level
+from airflow_provider_dpone.adapters.mssql.target import MsSqlTransferTarget
+from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.contracts.native_transfer_options import ImportBackend
+from airflow_provider_dpone.contracts.transfer_target import PublicationMode, TargetColumn, TargetPlan
+from tests.fakes.mssql_server import Column, EmulatedServer, Table
+
+PLAN = TargetPlan(
+    invocation_id="checks-invocation-0001",
+    target_schema="dbo",
+    target_table="events",
+    columns=(
+        TargetColumn(name="id", source_type="UInt64"),
+        TargetColumn(name="payload", source_type="String"),
+        TargetColumn(name="tag", source_type="FixedString(4)"),
+        TargetColumn(name="ts", source_type="DateTime64(6, 'UTC')"),
+        TargetColumn(name="u", source_type="UUID"),
+    ),
+    mode=PublicationMode.FULL_REFRESH,
+)
+
+
+def _target(server: EmulatedServer, backend: ImportBackend = ImportBackend.BCP) -> MsSqlTransferTarget:
+    return MsSqlTransferTarget(server.connect, import_backend=backend, lock_timeout_ms=1_000)
+
+
+def _refused(server: EmulatedServer, code: str, backend: ImportBackend = ImportBackend.BCP) -> None:
+    with pytest.raises(DponeError, match=f"mssql_native.{code}") as refused:
+        _target(server, backend).prepare(PLAN)
+    assert refused.value.code == f"mssql_native.{code}"
+    assert tsql.staging(PLAN) not in server.tables  # nothing prepared was committed
+
+
+def test_a_healthy_server_passes_and_the_probe_row_is_rolled_back() -> None:
+    server = EmulatedServer()
+    _target(server).prepare(PLAN)
+    assert server.tables[tsql.staging(PLAN)].rows == []
+    assert len(server.bcp_rows) == 1  # the probe: loaded, rolled back, observed absent
+    assert "session_facts" in server.statements() and "triggers" in server.statements()
+
+
+def test_autocommit_is_refused_before_sp_getapplock_is_called() -> None:
+    server = EmulatedServer()
+    server.autocommit = True
+    _refused(server, "target_transaction_required")
+    assert server.statements(1) == ["session", "applock"]
+    applock = next(c for c in server.calls if c.statement == "applock")
+    assert applock.sql is not None and "IF @@TRANCOUNT > 0\n    EXEC" in applock.sql
+
+
+def test_autocommit_refuses_every_locked_call_not_as_in_flight() -> None:
+    server = EmulatedServer()
+    _target(server).prepare(PLAN)
+    server.autocommit = True
+    for call in (lambda t: t.reconcile(PLAN), lambda t: t.load_chunk(PLAN, 0, []), lambda t: t.cleanup(PLAN)):
+        with pytest.raises(DponeError, match="target_transaction_required"):
+            call(_target(server))
+
+
+@pytest.mark.parametrize(
+    ("options", "shown"),
+    [(XACT_ABORT | NOCOUNT, "NOCOUNT ON, XACT_ABORT ON"), (0, "NOCOUNT OFF, XACT_ABORT OFF")],
+    ids=["nocount_on", "xact_abort_off"],
+)
+def test_effective_session_options_that_differ_are_refused(options: int, shown: str) -> None:
+    server = EmulatedServer()
+    server.session_options = options  # e.g. a pooler or logon trigger resetting the session after its SETs
+    with pytest.raises(DponeError, match=shown):
+        _target(server).prepare(PLAN)
+    _refused(server, "target_session_unsupported")
+
+
+def test_a_tds_version_older_than_7_3_is_refused() -> None:
+    server = EmulatedServer()
+    server.protocol_version = 0x72090002  # TDS 7.2: DATETIME2 and DATE would travel as text
+    _refused(server, "target_tds_version_unsupported")
+
+
+@pytest.mark.parametrize(
+    ("driver_tds", "accepted"), [((7, 4), True), ((7, 2), False), (None, False)], ids=["7.4", "7.2", "unknown"]
+)
+def test_without_view_server_state_the_driver_negotiated_version_decides(
+    driver_tds: tuple[int, int] | None, accepted: bool
+) -> None:
+    server = EmulatedServer()
+    server.view_server_state = False
+    server.driver_tds = driver_tds
+    if accepted:
+        _target(server).prepare(PLAN)
+    else:
+        _refused(server, "target_tds_version_unsupported")
+
+
+def test_protocol_versions_decode_as_the_dmv_spells_them() -> None:
+    assert tds_level(0x730B0003) == (7, 3)
+    assert tds_level(0x730A0003) == (7, 3)
+    assert tds_level(0x74000004) == (7, 4)
+    assert tds_level(0x72090002) == (7, 2)
+    assert tds_level(0x71000001) == (7, 1)
+
+
+@pytest.mark.parametrize("which", ["target", "staging"])
+def test_triggers_on_the_target_or_the_staging_table_are_refused(which: str) -> None:
+    server = EmulatedServer()
+    server.tables[tsql.target(PLAN)] = Table([Column("id", "DECIMAL(20,0)", False)])
+    server.triggers.add(tsql.target(PLAN) if which == "target" else tsql.staging(PLAN))
+    _refused(server, "target_triggers_present")
+
+
+def test_a_bulk_copy_that_commits_on_its_own_is_refused_and_its_probe_row_removed() -> None:
+    server = EmulatedServer()
+    server.bulk_commits_alone = True
+    with pytest.raises(DponeError, match="target_bulk_outside_transaction"):
+        _target(server).prepare(PLAN)
+    assert server.tables[tsql.staging(PLAN)].rows == []  # the surviving probe row was deleted and committed
+
+
+def test_the_parameterized_backend_needs_no_bulk_probe() -> None:
+    server = EmulatedServer()
+    server.bulk_commits_alone = True
+    _target(server, ImportBackend.SQLCLIENT).prepare(PLAN)
+    assert server.bcp_rows == [] and "bulk_copy" not in server.statements()
