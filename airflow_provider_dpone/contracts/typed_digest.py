@@ -143,6 +143,21 @@ class MultisetDigest:
         return native_multiset_digest(self.rows, self.total)
 
 
+HASH_LIMBS: Final[int] = 8
+
+
+def fold_limb_sums(limb_sums: Sequence[int]) -> int:
+    """The modular sum of row hashes from per-limb sums (limb 0 = the hash's most significant 32 bits).
+
+    A database sums each 32-bit limb of the row hashes in an exact integer type; folding here gives the same total
+    as :class:`MultisetDigest`, so a target can verify a chunk without sending its rows back.
+    """
+    total = 0
+    for index, value in enumerate(limb_sums):
+        total += int(value) << (32 * (HASH_LIMBS - 1 - index))
+    return total % MODULUS
+
+
 def native_multiset_digest(total_rows: int, total_sum: int) -> str:
     """The stable workload digest: binds the row count and the modular sum of row hashes."""
     return tagged_digest("dpone.native-multiset.v1", total_rows, f"{total_sum % MODULUS:064x}")

@@ -177,6 +177,7 @@ class EmulatedServer:
         self.driver_tds: tuple[int, int] | None = (7, 4)
         self.triggers: set[str] = set()  # qualified names of tables that have a DML trigger
         self.bulk_commits_alone = False  # INSERT BULK commits outside the session's transaction
+        self.major_version = 16  # SERVERPROPERTY('ProductMajorVersion'): 16 is SQL Server 2022
         self._ids = itertools.count(1)
 
     def connect(self) -> FakeConnection:

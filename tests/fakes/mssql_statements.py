@@ -345,3 +345,32 @@ def _drop(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...]) -
         raise db_error(3701, "Cannot drop the table, because it does not exist")
     del tables[match.group(1)]
     return [], -1
+
+
+@handler("server_version", r"SELECT CAST\(SERVERPROPERTY\('ProductMajorVersion'\) AS INT\) AS major_version;")
+def _server_version(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...]) -> Result:
+    return [(conn.server.major_version,)], -1
+
+
+_FIELD = re.compile(
+    r"CASE WHEN s\.\[(\w+)\] IS NULL THEN 0x0000000100 ELSE CAST\(CAST\(DATALENGTH\(enc\.e(\d+)\) \+ 1 AS INT\) "
+    r"AS BINARY\(4\)\) \+ 0x01 \+ enc\.e\2 END"
+)
+
+
+@handler("chunk_digest", r"SELECT COUNT_BIG\(\*\), (?:COALESCE\(SUM\(CAST\(SUBSTRING\(hashed\.h, \d+, 4\) AS BIGINT\)\), 0\)"
+         r"(?:, )?){8} FROM \(SELECT HASHBYTES\('SHA2_256', 0x([0-9a-f]+) \+ (.*)\) AS h FROM " + Q +
+         r" AS s CROSS APPLY \(SELECT (.*)\) AS enc WHERE s\.\[__dpone_chunk\] = %s\) AS hashed;")  # fmt: skip
+def _chunk_digest(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...]) -> Result:
+    from tests.fakes.mssql_digest import encoders, limb_sums, row_hash
+
+    tag, fields, table = bytes.fromhex(match.group(1)), match.group(2), _table(_view(conn), match.group(3))
+    columns = encoders(match.group(4))
+    assert [(n, int(i)) for n, i in _FIELD.findall(fields)] == [(n, i) for i, (n, _) in enumerate(columns)]
+    positions = [table.position(name) for name, _ in columns]
+    hashes = [
+        row_hash(tag, [(encode, row[p]) for (_, encode), p in zip(columns, positions, strict=True)])
+        for row in table.rows
+        if row[0] == params[0]
+    ]
+    return [(len(hashes), *limb_sums(hashes))], -1

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import sqlfluff
 
-from airflow_provider_dpone.adapters.mssql import tsql
+from airflow_provider_dpone.adapters.mssql import digest, tsql
 from airflow_provider_dpone.adapters.mssql.target import MsSqlTransferTarget
 from airflow_provider_dpone.contracts.native_transfer_options import ImportBackend
 from airflow_provider_dpone.contracts.transfer_target import PublicationMode, TargetColumn, TargetPlan, UtcWindow
@@ -73,6 +73,8 @@ def golden_statements() -> dict[str, str]:
         "applock_exclusive": tsql.applock("Exclusive"),
         "applock_shared": tsql.applock("Shared"),
         "session_facts": tsql.SESSION_FACTS,
+        "server_version": digest.SERVER_VERSION,
+        "chunk_digest": digest.chunk_digest(FULL),
         "triggers": tsql.TRIGGERS,
         "object_type": tsql.OBJECT_TYPE,
         "table_columns": tsql.TABLE_COLUMNS,

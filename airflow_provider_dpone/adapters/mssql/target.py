@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from typing import Any, Final, Literal
 
 from airflow_provider_dpone.adapters import transfer_target_common as common
-from airflow_provider_dpone.adapters.mssql import checks, tsql
+from airflow_provider_dpone.adapters.mssql import checks, digest, tsql
 from airflow_provider_dpone.adapters.mssql.driver import (
     DRIVER_ERRORS,
     ConnectionFactory,
@@ -41,7 +41,7 @@ from airflow_provider_dpone.contracts.transfer_target_receipts import (
     PublicationRequest,
     StagingReady,
 )
-from airflow_provider_dpone.contracts.typed_digest import LogicalType, MultisetDigest
+from airflow_provider_dpone.contracts.typed_digest import LogicalType, MultisetDigest, fold_limb_sums
 from airflow_provider_dpone.ports.transfer_target import Row
 
 FETCH_ROWS: Final[int] = 10_000
@@ -202,18 +202,36 @@ class MsSqlTransferTarget:
         return ChunkLoad(ordinal=ordinal, rows_sent=sent)
 
     def verify_chunk(self, plan: TargetPlan, expectation: ChunkExpectation) -> ChunkVerification:
-        observed = MultisetDigest(plan.typed_columns)
-        normalize = readback([c.column_type for c in plan.columns])
+        """The chunk's digest as the server computes it from what it stores (``digest.py``); read back only for text
+        columns on a server without UTF-8 collations."""
         with self._session() as session:
             try:
                 self._require_staging(session, plan)
-                cursor = session.run(tsql.select_chunk(plan), (expectation.ordinal,))
-                while batch := cursor.fetchmany(FETCH_ROWS):
-                    observed.add_rows(normalize(row) for row in batch)
+                if self._server_digest_supported(session, plan):
+                    row = session.one(digest.chunk_digest(plan), (expectation.ordinal,))
+                    rows, total = int(row[0]), fold_limb_sums([int(value) for value in row[1:]])
+                else:
+                    rows, total = self._readback_digest(session, plan, expectation.ordinal)
                 session.conn.rollback()
             except DRIVER_ERRORS as exc:
                 raise DponeError("mssql_native.target_unavailable", f"verify: {sanitized(exc)}") from None
-        return common.chunk_verification(expectation, observed.rows, observed.total)
+        return common.chunk_verification(expectation, rows, total)
+
+    @staticmethod
+    def _server_digest_supported(session: _Session, plan: TargetPlan) -> bool:
+        if digest.server_digest_supported(plan, None):
+            return True
+        row = session.one(digest.SERVER_VERSION)
+        return digest.server_digest_supported(plan, None if row is None or row[0] is None else int(row[0]))
+
+    @staticmethod
+    def _readback_digest(session: _Session, plan: TargetPlan, ordinal: int) -> tuple[int, int]:
+        observed = MultisetDigest(plan.typed_columns)
+        normalize = readback([c.column_type for c in plan.columns])
+        cursor = session.run(tsql.select_chunk(plan), (ordinal,))
+        while batch := cursor.fetchmany(FETCH_ROWS):
+            observed.add_rows(normalize(row) for row in batch)
+        return observed.rows, observed.total
 
     def discard_chunk(self, plan: TargetPlan, ordinal: int) -> int:
         with self._session() as session:

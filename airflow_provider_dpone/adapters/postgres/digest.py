@@ -3,8 +3,8 @@
 The same bytes as ``contracts/typed_digest.py``, hashed by the server: for each row, SHA-256 over the row tag and, per
 column, a 4-byte big-endian length and the canonical encoding (``0x00`` for NULL, ``0x01`` + the value's canonical
 text or bytes otherwise). The 32-byte row hashes are summed as eight 32-bit limbs (``sum`` over ``bigint`` is exact,
-it returns ``numeric``), and the limbs are folded modulo 2**256 here. So verification reads the staged chunk where it
-is stored and returns one row: no row travels back to the worker.
+it returns ``numeric``), and ``typed_digest.fold_limb_sums`` folds them modulo 2**256. So verification reads the
+staged chunk where it is stored and returns one row: no row travels back to the worker.
 
 The encodings per type, and why each is exact:
 
@@ -27,9 +27,8 @@ from airflow_provider_dpone.adapters.postgres.statements import qualified
 from airflow_provider_dpone.contracts.identifiers import quote_postgres
 from airflow_provider_dpone.contracts.transfer_target import CHUNK_COLUMN, TargetPlan
 from airflow_provider_dpone.contracts.transfer_target_types import ColumnType, StorageKind
-from airflow_provider_dpone.contracts.typed_digest import MODULUS
+from airflow_provider_dpone.contracts.typed_digest import HASH_LIMBS
 
-LIMBS: Final[int] = 8
 _ROW_TAG: Final[str] = r"'\x64706f6e652e74797065642d726f772e763100'::bytea"  # b"dpone.typed-row.v1\x00"
 _NULL_FIELD: Final[str] = r"'\x0000000100'::bytea"
 
@@ -81,18 +80,10 @@ def chunk_digest(plan: TargetPlan, ordinal: int) -> str:
             for i in range(len(plan.columns))
         ]
     )
-    limbs = ", ".join(f"coalesce(sum({_limb(i)}), 0)" for i in range(LIMBS))
+    limbs = ", ".join(f"coalesce(sum({_limb(i)}), 0)" for i in range(HASH_LIMBS))
     # OFFSET 0 keeps each subquery from being inlined: inlined, every reference to e<i> or h would recompute it.
     return (
         f"SELECT count(*), {limbs} FROM (SELECT sha256({fields}) AS h FROM "
         f"(SELECT {encoded} FROM {qualified(plan.target_schema, plan.staging_table)} "
         f"WHERE {quote_postgres(CHUNK_COLUMN)} = {int(ordinal)} OFFSET 0) AS encoded OFFSET 0) AS hashed"
     )
-
-
-def fold_limbs(limb_sums: list[int]) -> int:
-    """The modular sum of the row hashes from the per-limb sums (limb 0 is the most significant)."""
-    total = 0
-    for index, value in enumerate(limb_sums):
-        total += int(value) << (32 * (LIMBS - 1 - index))
-    return total % MODULUS

@@ -22,7 +22,7 @@ import psycopg.errors
 
 from airflow_provider_dpone.adapters import transfer_target_common as common
 from airflow_provider_dpone.adapters.postgres import statements as sql
-from airflow_provider_dpone.adapters.postgres.digest import chunk_digest, fold_limbs
+from airflow_provider_dpone.adapters.postgres.digest import chunk_digest
 from airflow_provider_dpone.contracts.canonical import tagged_digest
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.contracts.transfer_target import RECEIPT_TABLE, PublicationMode, TargetPlan
@@ -37,7 +37,7 @@ from airflow_provider_dpone.contracts.transfer_target_receipts import (
     StagingReady,
 )
 from airflow_provider_dpone.contracts.transfer_target_values import RowConverter, readback_normalizer
-from airflow_provider_dpone.contracts.typed_digest import LogicalType, MultisetDigest
+from airflow_provider_dpone.contracts.typed_digest import LogicalType, MultisetDigest, fold_limb_sums
 from airflow_provider_dpone.ports.transfer_target import Row
 
 SERVER_DIGEST_MIN_VERSION: Final[int] = 140000  # extract(epoch ...) returns exact numeric from PostgreSQL 14
@@ -204,7 +204,7 @@ class PostgresTransferTarget:
     def _server_digest(conn: Connection, plan: TargetPlan, ordinal: int) -> tuple[int, int]:
         row = conn.execute(chunk_digest(plan, ordinal)).fetchone()
         assert row is not None
-        return int(row[0]), fold_limbs([int(value) for value in row[1:]])
+        return int(row[0]), fold_limb_sums([int(value) for value in row[1:]])
 
     @staticmethod
     def _readback_digest(conn: Connection, plan: TargetPlan, ordinal: int) -> tuple[int, int]:

@@ -1,0 +1,1 @@
+SELECT CAST(SERVERPROPERTY('ProductMajorVersion') AS INT) AS major_version;

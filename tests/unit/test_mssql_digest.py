@@ -1,0 +1,151 @@
+"""The T-SQL chunk digest (``adapters/mssql/digest.py``) against preimages written by hand.
+
+No SQL Server runs here. The stand-in evaluates the golden T-SQL with a model of the T-SQL functions it uses
+(``tests/fakes/mssql_digest.py``); these tests compare that with digests whose canonical bytes are spelled out below
+by hand from the documented encoding (``contracts/typed_digest.py``: per row SHA-256 over ``b"dpone.typed-row.v1\\0"``
+and, per column, a 4-byte big-endian length of ``0x01`` + canonical bytes, or ``00000001 00`` for NULL; the chunk total
+is the sum of row hashes modulo 2**256). The real-server suite runs the same statement on SQL Server.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import uuid
+from decimal import Decimal
+
+import pytest
+
+from airflow_provider_dpone.adapters.mssql import tsql
+from airflow_provider_dpone.adapters.mssql.target import MsSqlTransferTarget
+from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.contracts.native_transfer_options import ImportBackend
+from airflow_provider_dpone.contracts.transfer_target import PublicationMode, TargetColumn, TargetPlan
+from airflow_provider_dpone.contracts.transfer_target_receipts import ChunkExpectation
+from airflow_provider_dpone.contracts.transfer_target_types import StringMapping
+from airflow_provider_dpone.contracts.typed_digest import MultisetDigest
+from tests.fakes.mssql_server import EmulatedServer
+
+UTC = dt.UTC
+U = uuid.UUID("00112233-4455-6677-8899-aabbccddeeff")
+PLAN = TargetPlan(
+    invocation_id="digest-invocation-0001",
+    target_schema="dbo",
+    target_table="t",
+    columns=(
+        TargetColumn(name="k", source_type="Int64"),
+        TargetColumn(name="d", source_type="Decimal(38, 10)"),
+        TargetColumn(name="big", source_type="Nullable(UInt64)"),
+        TargetColumn(name="ts", source_type="DateTime64(3, 'UTC')"),
+        TargetColumn(name="day", source_type="Date32"),
+        TargetColumn(name="u", source_type="UUID"),
+        TargetColumn(name="flag", source_type="Bool"),
+        TargetColumn(name="b", source_type="String"),
+        TargetColumn(name="t", source_type="String", string_mapping=StringMapping.TEXT),
+    ),
+    mode=PublicationMode.FULL_REFRESH,
+)
+TAG = b"dpone.typed-row.v1\x00"
+
+
+def _field(canonical: bytes | None) -> bytes:
+    if canonical is None:
+        return bytes.fromhex("0000000100")
+    return (len(canonical) + 1).to_bytes(4, "big") + b"\x01" + canonical
+
+
+# (row, its canonical bytes per column written by hand)
+CASES: list[tuple[tuple[object, ...], list[bytes | None]]] = [
+    (
+        (-(2**63), Decimal("-0.0000000001"), None, dt.datetime(1969, 12, 31, 23, 59, 59, 999000, tzinfo=UTC),
+         dt.date(1, 1, 1), U, True, b"", "é😀"),
+        [b"-9223372036854775808", b"-1", None, b"-1",  # -1 ms before the epoch at precision 3
+         b"0001-01-01", b"00112233-4455-6677-8899-aabbccddeeff", b"1", b"", bytes.fromhex("c3a9f09f9880")],
+    ),
+    (
+        (0, Decimal("9999999999999999999999999999.9999999999"), 2**64 - 1,
+         dt.datetime(2026, 3, 1, 12, 0, 0, 123000, tzinfo=UTC), dt.date(2299, 12, 31), uuid.UUID(int=0), False,
+         b"\x00\xff", ""),
+        [b"0", b"9" * 38, b"18446744073709551615", b"1772366400123",  # 2026-03-01T12:00:00Z = 1772366400 s
+         b"2299-12-31", b"00000000-0000-0000-0000-000000000000", b"0", b"\x00\xff", b""],
+    ),
+    (
+        (7, Decimal("0.5"), 0, dt.datetime(1970, 1, 1, tzinfo=UTC), dt.date(1970, 1, 1), U, True, b"x", "x'y"),
+        [b"7", b"5000000000", b"0", b"0", b"1970-01-01", b"00112233-4455-6677-8899-aabbccddeeff", b"1", b"x",
+         b"x'y"],
+    ),
+]  # fmt: skip
+
+
+def _expectation(canonical_rows: list[list[bytes | None]]) -> ChunkExpectation:
+    total = 0
+    for canonical in canonical_rows:
+        preimage = TAG + b"".join(_field(c) for c in canonical)
+        total += int.from_bytes(hashlib.sha256(preimage).digest(), "big")
+    return ChunkExpectation(ordinal=0, rows=len(canonical_rows), typed_sum=f"{total % 2**256:064x}")
+
+
+def _hand_expectation(cases: list[tuple[tuple[object, ...], list[bytes | None]]]) -> ChunkExpectation:
+    return _expectation([canonical for _, canonical in cases])
+
+
+def _loaded(backend: ImportBackend = ImportBackend.BCP) -> tuple[EmulatedServer, MsSqlTransferTarget]:
+    server = EmulatedServer()
+    target = MsSqlTransferTarget(server.connect, import_backend=backend)
+    target.prepare(PLAN)
+    target.load_chunk(PLAN, 0, [row for row, _ in CASES])
+    return server, target
+
+
+def test_the_hand_derived_digest_is_the_typed_digest() -> None:
+    """The hand-written canonical bytes agree with ``contracts/typed_digest.py`` (the source side's digest)."""
+    source = MultisetDigest(PLAN.typed_columns)
+    source.add_rows(row for row, _ in CASES)
+    assert ChunkExpectation.of(0, source) == _hand_expectation(CASES)
+
+
+@pytest.mark.parametrize("backend", list(ImportBackend))
+def test_the_server_side_digest_matches_the_hand_derived_digest(backend: ImportBackend) -> None:
+    server, target = _loaded(backend)
+    target.verify_chunk(PLAN, _hand_expectation(CASES)).require_matched()
+    verifier = max(c.connection for c in server.calls)
+    assert "chunk_digest" in server.statements(verifier)
+    assert "select_chunk" not in server.statements(verifier)  # no row travels back
+
+
+def test_a_consistent_guid_byte_order_error_is_caught_by_the_server_rendering() -> None:
+    """A client stack that swapped GUID bytes both ways would read back equal; the server renders what it stores."""
+    server, target = _loaded()
+    staged = server.tables[tsql.staging(PLAN)]
+    position = staged.position("u")
+    for row in staged.rows:
+        stored = row[position]
+        assert isinstance(stored, uuid.UUID)
+        row[position] = uuid.UUID(bytes=stored.bytes_le)  # what a byte-order error would have stored
+    with pytest.raises(DponeError, match="target_chunk_verification_failed"):
+        target.verify_chunk(PLAN, _hand_expectation(CASES)).require_matched()
+
+
+def test_text_columns_on_a_server_without_utf8_collations_are_read_back() -> None:
+    server, target = _loaded()
+    server.major_version = 14  # SQL Server 2017
+    target.verify_chunk(PLAN, _hand_expectation(CASES)).require_matched()
+    verifier = max(c.connection for c in server.calls)
+    assert server.statements(verifier)[-3:] == ["server_version", "select_chunk", "rollback"]
+
+
+def test_binary_only_plans_use_the_server_digest_on_any_version() -> None:
+    plan = TargetPlan(
+        invocation_id="digest-invocation-0002",
+        target_schema="dbo",
+        target_table="t",
+        columns=(TargetColumn(name="b", source_type="String"),),
+        mode=PublicationMode.FULL_REFRESH,
+    )
+    server = EmulatedServer()
+    server.major_version = 13
+    target = MsSqlTransferTarget(server.connect)
+    target.prepare(plan)
+    target.load_chunk(plan, 0, [(b"",), (b"a",)])
+    target.verify_chunk(plan, _expectation([[b""], [b"a"]])).require_matched()
+    assert "server_version" not in server.statements() and "chunk_digest" in server.statements()
