@@ -8,7 +8,7 @@ UV := $(VENV)/bin/uv
 export AIRFLOW_HOME ?= $(CURDIR)/.airflow
 export AIRFLOW__CORE__LOAD_EXAMPLES ?= False
 
-.PHONY: install postgres lint test demo clean
+.PHONY: install postgres lint test test-real demo clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -30,6 +30,14 @@ lint: install
 
 test: lint postgres
 	$(PY) -m pytest -q
+
+# The opt-in real-server suite (not part of `make test`): starts the compose ClickHouse and SQL Server, runs the
+# SQL Server route against them, and stops them whatever happens. Needs a Docker engine.
+test-real: install
+	@set -euo pipefail; \
+	trap 'docker compose down -v > /dev/null 2>&1 || true' EXIT; \
+	docker compose up -d --wait; \
+	DPONE_REQUIRE_REAL=1 $(PY) -m pytest -q -m real_cluster tests/integration/test_native_route_mssql_real.py
 
 DEMO_DIR ?= $(CURDIR)/.demo-cluster
 

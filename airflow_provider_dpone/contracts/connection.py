@@ -24,6 +24,12 @@ class ClickHouseConnectionOptions(BaseModel):
         title="Use HTTPS",
         description="Speak HTTPS to the coordinator and every member; never downgraded to plain HTTP.",
     )
+    allow_plaintext: bool = Field(
+        default=False,
+        title="Allow plain HTTP (native transfer source)",
+        description="Let a native-transfer source on a non-loopback host be read over plain HTTP (logged); "
+        "without it such a source uses verified HTTPS, and secure: false is refused.",
+    )
     verify: bool = Field(
         default=True,
         title="Verify server certificate",

@@ -21,7 +21,11 @@ from typing import Any, Final
 
 from airflow.sdk import BaseHook
 
-from airflow_provider_dpone.adapters.clickhouse.snapshot_session import ClickHouseSnapshotConnector, http_connector
+from airflow_provider_dpone.adapters.clickhouse.snapshot_session import (
+    ClickHouseSnapshotConnector,
+    http_connector,
+    source_transport_options,
+)
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.contracts.manifest_transfer import MssqlSink, NativeTransferManifest, PostgresSink
 from airflow_provider_dpone.hooks.clickhouse import CONNECTION_TYPES, DponeClickHouseHook
@@ -56,6 +60,10 @@ class DponeNativeTransferHook(BaseHook):
 
     # -- source --------------------------------------------------------------------------------------------------
     def source_connector(self) -> ClickHouseSnapshotConnector:
+        """The source, resolved from Airflow at its first connect: a source-free recovery never reads it."""
+        return ClickHouseSnapshotConnector.deferred(self._resolve_source)
+
+    def _resolve_source(self) -> ClickHouseSnapshotConnector:
         conn_id = self.manifest.source.connection_id
         conn = self.get_connection(conn_id)
         if conn.conn_type not in CONNECTION_TYPES:
@@ -64,7 +72,7 @@ class DponeNativeTransferHook(BaseHook):
             )
         if not conn.host:
             raise DponeError("DPONE_CONNECTION_INVALID", f"connection {conn_id}: host is empty")
-        options = DponeClickHouseHook.parse_options(conn.extra)
+        options = source_transport_options(conn.host, DponeClickHouseHook.parse_options(conn.extra))
         port = int(conn.port) if conn.port else (8443 if options.secure else 8123)
         return http_connector(conn.host, port, conn.login or "default", conn.password or "", options)
 

@@ -196,8 +196,9 @@ def test_hook_builds_the_adapters_from_airflow_connections(monkeypatch) -> None:
     assert isinstance(mssql, NativeTransferManifest)
     assert isinstance(DponeNativeTransferHook(mssql).target(), MsSqlTransferTarget)
     monkeypatch.setenv("AIRFLOW_CONN_DPONE_CLICKHOUSE_DEFAULT", json.dumps({**clickhouse, "conn_type": "postgres"}))
+    retyped = hook.source_connector()  # resolved at the first connect only: source-free recovery never reads it
     with pytest.raises(DponeError) as wrong:
-        hook.source_connector()
+        retyped.connect()
     assert wrong.value.code == "DPONE_CONNECTION_INVALID"
     monkeypatch.setenv("AIRFLOW__DPONE__NATIVE_TRANSFER_BASE", "s3://bucket/dpone/")
     assert stage_base() == "s3://bucket/dpone" and stage_base("file:///x") == "file:///x"

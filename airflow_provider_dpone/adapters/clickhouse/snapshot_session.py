@@ -7,6 +7,8 @@ verification, bounded timeouts, redirect policy), never from what the caller hop
 
 from __future__ import annotations
 
+import ipaddress
+import logging
 import ssl
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -15,6 +17,7 @@ from clickhouse_connect.driver.client import Client
 from clickhouse_connect.driver.exceptions import ClickHouseError
 
 from airflow_provider_dpone.adapters.clickhouse import snapshot_metadata as metadata
+from airflow_provider_dpone.adapters.clickhouse.clients import NO_RETRY, PinnedPoolManager
 from airflow_provider_dpone.adapters.clickhouse.snapshot_reader import stream_blocks
 from airflow_provider_dpone.contracts.connection import ClickHouseConnectionOptions
 from airflow_provider_dpone.contracts.errors import DponeError
@@ -31,6 +34,37 @@ from airflow_provider_dpone.contracts.native_source_observation import (
     TransportObservation,
 )
 from airflow_provider_dpone.ports.transfer import SourceBlock
+
+log = logging.getLogger(__name__)
+
+
+def is_loopback(host: str) -> bool:
+    if host.strip("[]").lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def source_transport_options(host: str, options: ClickHouseConnectionOptions) -> ClickHouseConnectionOptions:
+    """The transport a native-transfer source may use: verified HTTPS unless the host is loopback.
+
+    An extra that does not mention ``secure`` gets HTTPS; ``secure: false`` towards another host is refused unless
+    ``allow_plaintext: true`` says so explicitly (and the plain read is logged, without the host).
+    """
+    if is_loopback(host):
+        return options
+    if "secure" not in options.model_fields_set:
+        options = options.model_copy(update={"secure": True})
+    if not options.secure:
+        if not options.allow_plaintext:
+            raise DponeError(
+                "mssql_native.source_transport_unsupported",
+                "plain HTTP to a non-loopback source needs allow_plaintext: true in the connection extra",
+            )
+        log.warning("native-transfer source is read over plain HTTP (allow_plaintext is set)")
+    return options
 
 
 class ClickHouseSnapshotSession:
@@ -88,6 +122,21 @@ class ClickHouseSnapshotConnector:
         self.connections += 1
         return ClickHouseSnapshotSession(client, self._transport(client))
 
+    @classmethod
+    def deferred(cls, resolve: Callable[[], ClickHouseSnapshotConnector]) -> ClickHouseSnapshotConnector:
+        """A connector that calls ``resolve`` (for example: read the Airflow connection) at its first ``connect``.
+
+        Post-EOF recovery never connects to the source, so it never depends on the source's connection existing.
+        """
+        resolved: list[ClickHouseSnapshotConnector] = []
+
+        def target() -> ClickHouseSnapshotConnector:
+            if not resolved:
+                resolved.append(resolve())
+            return resolved[0]
+
+        return cls(lambda: target()._client_factory(), lambda client: target()._transport(client))
+
     def decorated(self, decorate: Callable[[Callable[[], Client]], Client]) -> ClickHouseSnapshotConnector:
         """A new connector (own count) whose clients are built by ``decorate(build)``, with the same transport.
 
@@ -141,6 +190,7 @@ def http_connector(
 ) -> ClickHouseSnapshotConnector:
     """A direct HTTP(S) source: no client retries, no redirects, bounded timeouts, verification as configured."""
     import clickhouse_connect
+    from clickhouse_connect.driver.httputil import get_pool_manager_options
     from urllib3.util import Retry
 
     def build() -> Client:
@@ -159,7 +209,17 @@ def http_connector(
         return client
 
     def _open_client() -> Client:
+        # Its own pool: no proxy from the environment (HTTP(S)_PROXY), no resend, no redirect.
+        pool = PinnedPoolManager(
+            **get_pool_manager_options(
+                ca_cert=options.ca_cert if options.secure else None,
+                verify=options.verify if options.secure else True,
+                retries=NO_RETRY,
+                maxsize=2,
+            )
+        )
         return clickhouse_connect.get_client(
+            pool_mgr=pool,
             host=host,
             port=port,
             username=username,
