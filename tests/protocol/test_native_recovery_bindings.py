@@ -169,6 +169,25 @@ def test_selector_change_after_eof_is_refused(tmp_path) -> None:
     assert_refused_before_target(harness, "mssql_native.recovery_binding_invalid")
 
 
+@pytest.mark.parametrize("sealed_explicit", [False, True], ids=["omitted_then_explicit", "explicit_then_omitted"])
+def test_query_visible_spelling_change_after_eof_recovers(tmp_path, sealed_explicit: bool) -> None:
+    """Omitted and explicit ``query_visible`` are one normalized selector: same operation, recovery proceeds."""
+    omitted = {"execution": {"chunk_rows": 2}}
+    explicit = {**omitted, "source_snapshot": {"mode": "query_visible"}}
+    harness = make_harness(tmp_path)
+    table = make_table()
+    table.engine, table.engine_args = "MergeTree", ""
+    harness.source.tables[("db", "events")] = table
+    harness.options = NativeTransferOptions.model_validate(explicit if sealed_explicit else omitted)
+    with pytest.raises(Crash):
+        harness.run(crash_at("stage_complete"))
+    harness.expire_lease()
+    harness.source.deny = True
+    harness.options = NativeTransferOptions.model_validate(omitted if sealed_explicit else explicit)
+    result = harness.run()
+    assert result.source_connections == 0 and result.rows == 7 and result.stage_retired
+
+
 def test_legacy_run_writes_no_extension_and_refuses_one(tmp_path) -> None:
     harness = sealed(tmp_path, legacy=True)
     raw = [path.read_bytes() for path in sorted(journal_dir(tmp_path).iterdir())]

@@ -76,7 +76,7 @@ def requirement(mode: str | None = "exact_raw_rows", scope: str = "single_server
 def test_omission_and_query_visible_are_the_legacy_route() -> None:
     assert requirement(None).mode is RouteMode.LEGACY and requirement(None).declared is None
     explicit = requirement("query_visible")
-    assert explicit.mode is RouteMode.LEGACY and explicit.declared is not None
+    assert explicit.mode is RouteMode.LEGACY and explicit.declared is None  # one normalized form, bound everywhere
     assert code_of(requirement, "query_visible", "connected_replica") == "mssql_native.source_snapshot_mode_invalid"
     assert requirement("exact_raw_rows", "connected_replica").replica_scope is ReplicaScope.CONNECTED_REPLICA
 

@@ -21,7 +21,7 @@ from airflow_provider_dpone.contracts.raw_snapshot import decode_source_marker, 
 from airflow_provider_dpone.contracts.typed_digest import native_multiset_digest
 from airflow_provider_dpone.ports.transfer import StageStore
 from airflow_provider_dpone.protocol.native_transfer.admission import SourceRequest
-from airflow_provider_dpone.protocol.native_transfer.selector import resolve_selector
+from airflow_provider_dpone.protocol.native_transfer.selector import normalized_selector, resolve_selector
 from airflow_provider_dpone.protocol.native_transfer.states import InvocationView
 
 
@@ -53,7 +53,7 @@ def validate_sealed_bindings(view: InvocationView, request: SourceRequest) -> Na
     plan = view.plan
     requirement = resolve_selector(request.options)
     marker = decode_source_marker(plan.source_query_id)
-    if plan.selector != requirement.declared:
+    if normalized_selector(plan.selector) != requirement.declared:
         raise _invalid("declared selector differs from the sealed plan")
     if (marker.kind == "raw_v1") != requirement.raw:
         raise _invalid("source marker does not match the selector")

@@ -35,13 +35,19 @@ class SnapshotRequirement:
         return self.mode is RouteMode.RAW
 
 
+def normalized_selector(declared: SourceSnapshot | None) -> SourceSnapshot | None:
+    """The one form a selector is bound in: omitted and explicit ``query_visible`` are both None (same operation id,
+    same sealed plan), so adding or removing that spelling between a crash and its retry changes nothing."""
+    return None if declared is None or declared.mode is SnapshotMode.QUERY_VISIBLE else declared
+
+
 def resolve_selector(options: NativeTransferOptions) -> SnapshotRequirement:
     """The enforced requirement of validated options (validated again here: this is a safety boundary)."""
     declared = options.source_snapshot
     if declared is None or declared.mode is SnapshotMode.QUERY_VISIBLE:
         if declared is not None and declared.replica_scope is not ReplicaScope.SINGLE_SERVER:
             raise DponeError("mssql_native.source_snapshot_mode_invalid", "query_visible admits single_server only")
-        return SnapshotRequirement(RouteMode.LEGACY, ReplicaScope.SINGLE_SERVER, declared)
+        return SnapshotRequirement(RouteMode.LEGACY, ReplicaScope.SINGLE_SERVER, normalized_selector(declared))
     if options.execution.verification_backend is not VerificationBackend.TARGET_LOCAL:
         raise DponeError(
             "mssql_native.source_snapshot_mode_invalid", "exact_raw_rows requires verification_backend target_local"
