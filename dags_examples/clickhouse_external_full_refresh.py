@@ -10,6 +10,9 @@
   emits the Asset event ``clickhouse-cluster://analytics_cluster/analytics/target_table``;
 * ``cleanup`` drops exactly the previous generation.
 
+``publish`` and ``cleanup`` are deferrable (passed explicitly): while a member has not finished their DDL they wait
+in the triggerer (a triggerer must run), not in a worker slot.
+
 Connection: ``dpone_clickhouse_default`` (e.g. ``AIRFLOW_CONN_DPONE_CLICKHOUSE_DEFAULT``). Every run publishes a new
 generation that replaces the previous one; any task may be retried or the whole run cleared: it resumes, it never
 duplicates. Run standalone (it calls ``dag.test()`` and prints the receipt)::
@@ -134,8 +137,10 @@ with DAG(
 
     fence = DponeFenceOperator(task_id="fence", manifest=manifest)
     stage = DponeStageOperator(task_id="stage", manifest=manifest)
-    publish = DponePublishOperator(task_id="publish", manifest=manifest, poll_interval=1.0)
-    cleanup = DponeCleanupOperator(task_id="cleanup", manifest=manifest, poll_interval=1.0)
+    # deferrable=True explicitly: Airflow's default for every operator is [operators] default_deferrable (False in a
+    # fresh airflow.cfg); these tasks wait for the cluster DDL in the triggerer instead of holding a worker slot
+    publish = DponePublishOperator(task_id="publish", manifest=manifest, deferrable=True, poll_interval=1.0)
+    cleanup = DponeCleanupOperator(task_id="cleanup", manifest=manifest, deferrable=True, poll_interval=1.0)
 
     demo_setup() >> fence >> stage >> publish >> cleanup
 

@@ -11,7 +11,6 @@ from airflow_provider_dpone.operators.fence_stage import DponeFenceOperator, Dpo
 from airflow_provider_dpone.operators.publish_cleanup import (
     DponeCleanupOperator,
     DponePublishOperator,
-    default_deferrable,
     publication_asset,
 )
 
@@ -20,6 +19,5 @@ __all__ = [
     "DponeFenceOperator",
     "DponePublishOperator",
     "DponeStageOperator",
-    "default_deferrable",
     "publication_asset",
 ]

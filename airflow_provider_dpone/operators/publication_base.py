@@ -117,6 +117,10 @@ class DponePublicationOperator(BaseOperator):
     stages: bool = False
     """Whether the task's entry point stages (the only one that reads the table definition)."""
 
+    def _ddl_task_timeout_seconds(self) -> int | None:
+        """The initiator's wait for this task's ``ON CLUSTER`` DDL; ``None``: the deployment's configured bound."""
+        return None
+
     def _run(self, context: Context, action: Callable[[TaskSession], T]) -> T:
         """Build a fresh session, run ``action``; map a :class:`DponeError` to retry or terminal failure."""
         try:
@@ -124,7 +128,7 @@ class DponePublicationOperator(BaseOperator):
             require_admissible(manifest)
             conn_id = self.dpone_clickhouse_conn_id or manifest.sink.connection_id
             factory = self.ports_factory or hook_environment
-            environment = factory(manifest, conn_id)
+            environment = factory(manifest, conn_id, ddl_task_timeout_seconds=self._ddl_task_timeout_seconds())
             try:
                 dag_run = context["dag_run"]
                 table = resolve_table(manifest, environment, stages=self.stages)

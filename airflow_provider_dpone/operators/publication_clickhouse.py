@@ -34,11 +34,12 @@ def describe_query(endpoint: Any, query: str) -> tuple[tuple[str, str], ...]:
     return canonical_columns(tuple((str(row[0]), str(row[1])) for row in rows))
 
 
-def ddl_task_timeout_seconds() -> int:
-    """``[dpone] ddl_task_timeout_seconds``: how long the initiator of a publication/cleanup DDL waits for the hosts.
+def configured_ddl_task_timeout_seconds() -> int:
+    """``[dpone] ddl_task_timeout_seconds``: how long the initiator of a non-deferrable publication/cleanup DDL waits
+    for the hosts.
 
-    After that the dispatching task returns "in progress" and (deferrable) waits in the triggerer instead of holding
-    a worker slot. The entry keeps running on the hosts either way.
+    After that the dispatching task returns "in progress" and polls in the worker. The entry keeps running on the
+    hosts either way. A deferrable task does not wait this long: it passes its own short bound.
     """
     from airflow.sdk import conf
 
@@ -47,8 +48,12 @@ def ddl_task_timeout_seconds() -> int:
     return conf.getint("dpone", "ddl_task_timeout_seconds", fallback=DEFAULT_TASK_TIMEOUT_SECONDS)
 
 
-def hook_environment(manifest: ClusterPublicationManifest, conn_id: str) -> PublicationEnvironment:
+def hook_environment(
+    manifest: ClusterPublicationManifest, conn_id: str, *, ddl_task_timeout_seconds: int | None = None
+) -> PublicationEnvironment:
     """Real adapters for the coordinator connection ``conn_id`` (closed when the task try ends).
+
+    ``ddl_task_timeout_seconds`` bounds the initiator's wait for the hosts (``None``: the configured one).
 
     The connection is resolved by the hook; the adapter set is composed with a mutation guard of this task try.
     The guard refuses to send any one-shot mutation twice; a task try is one worker process in production, and a
@@ -67,12 +72,13 @@ def hook_environment(manifest: ClusterPublicationManifest, conn_id: str) -> Publ
             "use a clickhouse query source"
         )
     hook = DponeClickHouseHook(dpone_clickhouse_conn_id=conn_id)
+    wait = configured_ddl_task_timeout_seconds() if ddl_task_timeout_seconds is None else ddl_task_timeout_seconds
     adapters = adapters_for(
         hook.resolved(),
         database=manifest.sink.database,
         store=ObjectStorageArtifactStore(default_artifact_base()),
         guard=MutationGuard(),
-        ddl_task_timeout_seconds=ddl_task_timeout_seconds(),
+        ddl_task_timeout_seconds=wait,
     )
     query = manifest.source.query
     source_conn_id = manifest.source.connection_id

@@ -1,7 +1,7 @@
 """The seam between the Airflow surface and the systems it drives: one :class:`PublicationEnvironment` per task try.
 
-An operator never builds clients itself. It calls its ``ports_factory`` with the manifest and the connection id and
-receives the protocol's ports, the target's typed table definition, the extraction, and the name of the reader its
+An operator never builds clients itself. It calls its ``ports_factory`` with the manifest, the connection id and how
+long the initiator of its ``ON CLUSTER`` DDL may wait for the hosts (short for a deferrable task), and receives the protocol's ports, the target's typed table definition, the extraction, and the name of the reader its
 deferral trigger polls the DDL queue with. The default factory, :func:`hook_environment`, builds all of it from the
 ``dpone_clickhouse`` connection through :class:`~airflow_provider_dpone.hooks.clickhouse.DponeClickHouseHook`.
 
@@ -48,16 +48,24 @@ class PublicationEnvironment:
 
 
 class PortsFactory(Protocol):
-    """Builds the environment of one task try from the manifest and the ``dpone_clickhouse`` connection id."""
+    """Builds the environment of one task try from the manifest and the ``dpone_clickhouse`` connection id.
 
-    def __call__(self, manifest: ClusterPublicationManifest, conn_id: str) -> PublicationEnvironment: ...
+    ``ddl_task_timeout_seconds`` bounds how long a dispatch of an ``ON CLUSTER`` DDL waits for the hosts before it
+    answers "not finished" (``None``: the deployment's ``[dpone] ddl_task_timeout_seconds``).
+    """
+
+    def __call__(
+        self, manifest: ClusterPublicationManifest, conn_id: str, *, ddl_task_timeout_seconds: int | None = None
+    ) -> PublicationEnvironment: ...
 
 
-def hook_environment(manifest: ClusterPublicationManifest, conn_id: str) -> PublicationEnvironment:
+def hook_environment(
+    manifest: ClusterPublicationManifest, conn_id: str, *, ddl_task_timeout_seconds: int | None = None
+) -> PublicationEnvironment:
     """The default factory: real ClickHouse adapters from the ``dpone_clickhouse`` connection ``conn_id``.
 
     Imported lazily, so parsing a DAG file never imports the adapters or opens a connection.
     """
     from airflow_provider_dpone.operators.publication_clickhouse import hook_environment as build
 
-    return build(manifest, conn_id)
+    return build(manifest, conn_id, ddl_task_timeout_seconds=ddl_task_timeout_seconds)

@@ -4,12 +4,16 @@ Both call their dispatching entry point once per try (``publish`` / ``cleanup``)
 STAGED / COMMITTED, or resumes the bound one; it never re-dispatches a DDL that may have reached the queue. While the
 bound entry is still running on some member the task waits:
 
-* deferrable (the default): it defers to :class:`ClusterDDLQueueTrigger`, which polls only that entry. On the event
+* deferrable: the initiator answers after at most :data:`DEFERRABLE_DDL_TASK_TIMEOUT_SECONDS`, and a task whose entry
+  is still unfinished defers at once to :class:`ClusterDDLQueueTrigger`, which polls only that entry. On the event
   the task resumes in a new process, re-reads the authority and calls the read-only reconcile
   (``reconcile_publication`` / ``reconcile_cleanup``); the event and XCom are never trusted. Still in progress ->
   defer again, at most ``max_deferrals`` times, then a retryable failure (the retry resumes the same entry).
-* not deferrable: it polls the same read-only reconcile in-process every ``poll_interval`` seconds for at most
-  ``timeout`` seconds, then fails retryably.
+* not deferrable: the initiator waits up to ``[dpone] ddl_task_timeout_seconds``; then the task polls the same
+  read-only reconcile in-process every ``poll_interval`` seconds for at most ``timeout_seconds``, then fails
+  retryably.
+
+``deferrable`` defaults to ``[operators] default_deferrable`` (``False`` when unset), as in every official provider.
 
 When the bound permit is proven void (it never reached the queue), the dispatching entry point takes a new one: only
 this task, never a poller, may do that.
@@ -17,12 +21,10 @@ this task, never a poller, may do that.
 
 from __future__ import annotations
 
-import configparser
 import math
-import os
 import time
 from datetime import timedelta
-from typing import Any, Literal, NoReturn
+from typing import Any, Final, Literal, NoReturn
 
 from airflow.sdk import Asset, Context, conf
 
@@ -45,16 +47,14 @@ from airflow_provider_dpone.triggers.ddl_queue import ClusterDDLQueueTrigger
 Result = PublishResult | CleanupResult
 
 
-def default_deferrable() -> bool:
-    """``[operators] default_deferrable`` when the deployment sets it (env or airflow.cfg); otherwise ``True``.
+DEFERRABLE_DDL_TASK_TIMEOUT_SECONDS: Final[int] = 1
+"""The initiator's wait (``distributed_ddl_task_timeout``) for a deferrable task's ``ON CLUSTER`` DDL.
 
-    Airflow's built-in default for that option is ``False``; these two operators are deferrable by default, so only
-    an explicit deployment setting turns deferral off for them.
-    """
-    explicitly_set = os.environ.get("AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE") is not None or (
-        configparser.RawConfigParser.has_option(conf, "operators", "default_deferrable")
-    )
-    return conf.getboolean("operators", "default_deferrable") if explicitly_set else True
+Long enough for healthy hosts to finish a metadata-only statement, so the common case commits without a deferral;
+short enough that an entry a host has not finished frees the worker at once. Not 0: the reconcile that follows the
+dispatch would then nearly always run while the hosts execute the entry, and it reads each member's target and
+candidate with separate statements, so a concurrent EXCHANGE or RENAME can show it a torn pair.
+"""
 
 
 def publication_asset(manifest: ManifestInput) -> Asset:
@@ -65,7 +65,8 @@ def publication_asset(manifest: ManifestInput) -> Asset:
 class _WaitingOperator(DponePublicationOperator):
     """Publish and cleanup: one dispatching entry point, one read-only reconcile, and a bounded wait between them.
 
-    :param deferrable: wait in the triggerer (default: ``True`` unless ``[operators] default_deferrable`` is set).
+    :param deferrable: wait for an unfinished DDL in the triggerer instead of the worker (default:
+        ``[operators] default_deferrable``, ``False`` when unset).
     :param poll_interval: seconds between queue polls (trigger) or reconciles (in-process).
     :param timeout_seconds: bound of one wait (one deferral, or the in-process loop) before a retryable failure.
     :param max_deferrals: deferrals per try before a retryable failure (the retry resumes the same entry).
@@ -76,7 +77,7 @@ class _WaitingOperator(DponePublicationOperator):
     def __init__(
         self,
         *,
-        deferrable: bool = default_deferrable(),
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         poll_interval: float = 5.0,
         timeout_seconds: float = 3600.0,
         max_deferrals: int = 3,
@@ -105,6 +106,8 @@ class _WaitingOperator(DponePublicationOperator):
     # --- entry points ---------------------------------------------------------------------------------------------
 
     def execute(self, context: Context) -> XCom:
+        self._log_wait_mode()
+
         def first(session: TaskSession) -> XCom:
             before = phase_of(observed_record(session.environment.ports.authority, session.request.target_key))
             result = self._dispatching(session)
@@ -138,6 +141,29 @@ class _WaitingOperator(DponePublicationOperator):
         return self._run(context, resume)
 
     # --- waiting --------------------------------------------------------------------------------------------------
+
+    def _ddl_task_timeout_seconds(self) -> int | None:
+        return DEFERRABLE_DDL_TASK_TIMEOUT_SECONDS if self.deferrable else None
+
+    def _log_wait_mode(self) -> None:
+        """One line at the start of the task: where an unfinished DDL will be waited for, and why."""
+        if self.deferrable:
+            self.log.info(
+                "dpone %s: deferrable=True: the initiator answers within %d s, then an unfinished ON CLUSTER DDL "
+                "is waited for in the triggerer (up to %d deferrals)",
+                self.stage_name,
+                DEFERRABLE_DDL_TASK_TIMEOUT_SECONDS,
+                self.max_deferrals,
+            )
+        else:
+            self.log.info(
+                "dpone %s: deferrable=False: the initiator waits up to [dpone] ddl_task_timeout_seconds, then an "
+                "unfinished ON CLUSTER DDL is polled in the worker every %.1f s for at most %.0f s "
+                "(set deferrable=True, or [operators] default_deferrable = true, to free the worker)",
+                self.stage_name,
+                self.poll_interval,
+                self.timeout_seconds,
+            )
 
     def _log_phase(self, session: TaskSession, before: str) -> None:
         after = phase_of(observed_record(session.environment.ports.authority, session.request.target_key))

@@ -1,6 +1,6 @@
 """The Airflow test environment of the integration suite (a helper module, shared by the conftest and the native
-transfer DAG tests): one temporary AIRFLOW_HOME, one migrated SQLite metadata database per session, no example DAGs,
-and a DAGs folder that holds only the DAG files under test.
+transfer DAG tests): the session's temporary AIRFLOW_HOME (``tests/airflow_home.py``), one migrated SQLite metadata
+database per session, no example DAGs, and a DAGs folder that holds only the DAG files under test.
 
 ``dag.test()`` syncs the DAG bundle of ``[core] dags_folder`` to the metadata database before it runs, so the DAG
 under test must live inside that folder: ``copy_examples`` puts example DAG files and their manifests there, and
@@ -23,12 +23,13 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from types import ModuleType
 
+from tests.airflow_home import HOME as _HOME
+
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "dags_examples"
 
-_HOME = Path(tempfile.mkdtemp(prefix="dpone-airflow-home-"))
 DAGS_FOLDER = _HOME / "dags"
-DAGS_FOLDER.mkdir()
+DAGS_FOLDER.mkdir(exist_ok=True)
 DATABASE = _HOME / "airflow.db"
 
 os.environ.update(
@@ -41,7 +42,6 @@ os.environ.update(
         "AIRFLOW__DPONE__ARTIFACT_BASE": f"file://{_HOME / 'artifacts'}",
     }
 )
-os.environ.setdefault("AIRFLOW_HOME", str(_HOME))
 
 
 def _schema_cache() -> Path:

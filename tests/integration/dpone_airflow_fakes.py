@@ -69,7 +69,9 @@ class FakeDeployment:
         """A closure (not a bound method: Airflow copies operators, and a copied method would copy the world)."""
         deployment = self
 
-        def build(manifest: ClusterPublicationManifest, conn_id: str) -> PublicationEnvironment:
+        def build(
+            manifest: ClusterPublicationManifest, conn_id: str, *, ddl_task_timeout_seconds: int | None = None
+        ) -> PublicationEnvironment:
             global CURRENT
             CURRENT = deployment
             deployment.environments += 1

@@ -18,12 +18,12 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_dpone.contracts.manifest import ClusterPublicationManifest, load_manifest
 from airflow_provider_dpone.contracts.manifest import ClusterPublicationManifest as Manifest
 from airflow_provider_dpone.embedded import EmbeddedCluster
 from airflow_provider_dpone.operators.publication_environment import PublicationEnvironment, hook_environment
 from airflow_provider_dpone.triggers.ddl_queue_readers import ClickHouseQueueReader, QueueSnapshot
 from tests.integration.dag_runner import RunOutcome, configure, load_example, run_example
+from tests.integration.embedded_example import embedded_manifest, existing_target, member_rows, member_tables
 
 PASSWORD = "pw-Redact-Me-7f3e9a"
 pytestmark = pytest.mark.embedded_cluster(members=2, password=PASSWORD)
@@ -51,16 +51,11 @@ def resuming_reader(conn_id: str) -> ResumingReader:
     return ResumingReader(conn_id)
 
 
-def resuming_environment(manifest: Manifest, conn_id: str) -> PublicationEnvironment:
-    """The default (real) environment, with the trigger's reader swapped for :class:`ResumingReader`.
-
-    The embedded cluster's DDL emulation reads ``distributed_ddl_task_timeout`` from request settings but not from
-    the statement's ``SETTINGS`` clause (a server honours both), so the initiator would wait its 180 s default for
-    the paused member; the same bound is also set on the coordinator client's request settings here.
-    """
-    environment = hook_environment(manifest, conn_id)
-    coordinator = environment.ports.ddl.coordinator  # type: ignore[attr-defined]
-    coordinator.mutator().set_client_setting("distributed_ddl_task_timeout", 2)
+def resuming_environment(
+    manifest: Manifest, conn_id: str, *, ddl_task_timeout_seconds: int | None = None
+) -> PublicationEnvironment:
+    """The default (real) environment, with the trigger's reader swapped for :class:`ResumingReader`."""
+    environment = hook_environment(manifest, conn_id, ddl_task_timeout_seconds=ddl_task_timeout_seconds)
     return dataclasses.replace(environment, queue_reader=RESUMING_READER)
 
 
@@ -75,50 +70,10 @@ def published(
 ) -> Iterator[dict[str, Any]]:
     """A fresh database with the demo objects, the connection exported, and the DAG pointed at that database."""
     monkeypatch.setenv("AIRFLOW_CONN_DPONE_CLICKHOUSE_DEFAULT", json.dumps(embedded_cluster.connection_json()))
-    monkeypatch.setenv("AIRFLOW__DPONE__DDL_TASK_TIMEOUT_SECONDS", "2")
-    client = embedded_cluster.client()
-    try:
-        example.prepare_demo(client, cluster=embedded_cluster.cluster_name, database=fresh_database, rows=SOURCE_ROWS)
-    finally:
-        client.close()
-    manifest = load_manifest(example.MANIFEST)
-    assert isinstance(manifest, ClusterPublicationManifest)
-    content = manifest.model_dump(mode="json", exclude_none=True)
-    content["physical_design"]["storage"]["clickhouse"]["cluster"]["name"] = embedded_cluster.cluster_name
-    content["sink"]["database"] = content["sink"]["staging_database"] = fresh_database
-    content["source"]["query"] = f"SELECT id, name, amount, updated_at FROM {fresh_database}.source_table"
+    content = embedded_manifest(example, embedded_cluster, fresh_database, rows=SOURCE_ROWS)
     configure(example, None, manifest=content, poll_interval=0.2)
     yield {"database": fresh_database, "manifest": content}
     configure(example, None)
-
-
-def _members(cluster: EmbeddedCluster, database: str, table: str = "target_table") -> list[tuple[int, int] | None]:
-    """(rows, distinct ids) of ``table`` on each member; ``None`` where absent."""
-    result: list[tuple[int, int] | None] = []
-    for member in cluster.members:
-        client = cluster.client(member)
-        try:
-            exists = client.command(f"EXISTS TABLE `{database}`.`{table}`")
-            if not int(exists):
-                result.append(None)
-                continue
-            rows, ids = client.query(f"SELECT count(), uniqExact(id) FROM `{database}`.`{table}`").result_rows[0]
-            result.append((int(rows), int(ids)))
-        finally:
-            client.close()
-    return result
-
-
-def _tables(cluster: EmbeddedCluster, database: str) -> list[list[str]]:
-    names = []
-    for member in cluster.members:
-        client = cluster.client(member)
-        try:
-            rows = client.query(f"SELECT name FROM system.tables WHERE database = '{database}' ORDER BY name")
-            names.append([str(row[0]) for row in rows.result_rows])
-        finally:
-            client.close()
-    return names
 
 
 def _run(example: ModuleType, day: int) -> RunOutcome:
@@ -137,7 +92,7 @@ def test_two_runs_complete_and_the_second_replaces_the_first(
     assert first.succeeded, first.states
     receipt = first.xcom["cleanup"]
     assert (receipt["phase"], receipt["baseline"], receipt["publication_kind"]) == ("COMPLETED", "absent", "rename")
-    assert _members(embedded_cluster, database) == [(SOURCE_ROWS, SOURCE_ROWS)] * 2
+    assert member_rows(embedded_cluster, database) == [(SOURCE_ROWS, SOURCE_ROWS)] * 2
 
     client = embedded_cluster.client()
     try:
@@ -151,9 +106,11 @@ def test_two_runs_complete_and_the_second_replaces_the_first(
     assert second.xcom["cleanup"]["baseline"] == "existing"
     assert second.xcom["cleanup"]["publication_kind"] == "exchange"
     assert second.xcom["cleanup"]["generation_id"] != receipt["generation_id"]
-    assert _members(embedded_cluster, database) == [(SOURCE_ROWS + 1, SOURCE_ROWS + 1)] * 2
+    assert member_rows(embedded_cluster, database) == [(SOURCE_ROWS + 1, SOURCE_ROWS + 1)] * 2
     authority = "__dpone_cluster_publication_authority"
-    assert _tables(embedded_cluster, database) == [[authority, "target_table"]] * 2, "predecessor and candidates gone"
+    assert member_tables(embedded_cluster, database) == [[authority, "target_table"]] * 2, (
+        "predecessor and candidates gone"
+    )
 
     # redaction: nothing a human or a downstream task sees carries the password, a host, a port or a row value
     captured = capfd.readouterr()
@@ -164,20 +121,6 @@ def test_two_runs_complete_and_the_second_replaces_the_first(
     forbidden += [f"127.0.0.1:{embedded_cluster.coordinator.port}"]
     for value in forbidden:
         assert value not in seen, f"{value!r} leaked"
-
-
-def _existing_target(cluster: EmbeddedCluster, database: str) -> None:
-    """An equal pre-existing target on every member (distinct UUIDs): the operation adopts it as its baseline."""
-    for member in cluster.members:
-        client = cluster.client(member)
-        try:
-            client.command(
-                f"CREATE TABLE `{database}`.target_table (id UInt64, name String, amount Nullable(Decimal(18, 4)), "
-                "updated_at DateTime64(3, 'UTC')) ENGINE = MergeTree ORDER BY id"
-            )
-            client.command(f"INSERT INTO `{database}`.target_table VALUES (1, 'old', NULL, 0), (2, 'old', 1.5, 0)")
-        finally:
-            client.close()
 
 
 def test_faults_on_every_boundary_are_retried_or_resolved_without_duplicates(
@@ -198,7 +141,7 @@ def test_faults_on_every_boundary_are_retried_or_resolved_without_duplicates(
     first = _run(example, 3)
     assert first.succeeded, first.states
     assert not faults.armed(), "every armed fault fired"
-    assert _members(embedded_cluster, database) == [(SOURCE_ROWS, SOURCE_ROWS)] * 2
+    assert member_rows(embedded_cluster, database) == [(SOURCE_ROWS, SOURCE_ROWS)] * 2
 
     client = embedded_cluster.client()
     try:
@@ -218,16 +161,16 @@ def test_faults_on_every_boundary_are_retried_or_resolved_without_duplicates(
     assert "woken by the queue trigger" in log, "publish waited in the trigger, not in a retry"
     assert second.tries["publish"] == 1
     assert (second.xcom["cleanup"]["baseline"], second.xcom["cleanup"]["publication_kind"]) == ("existing", "exchange")
-    assert _members(embedded_cluster, database) == [(SOURCE_ROWS + 1, SOURCE_ROWS + 1)] * 2
+    assert member_rows(embedded_cluster, database) == [(SOURCE_ROWS + 1, SOURCE_ROWS + 1)] * 2
     authority = "__dpone_cluster_publication_authority"
-    assert _tables(embedded_cluster, database) == [[authority, "target_table"]] * 2
+    assert member_tables(embedded_cluster, database) == [[authority, "target_table"]] * 2
 
 
 def test_an_existing_equal_target_is_adopted_and_a_lost_exchange_response_is_not_resent(
     example: ModuleType, embedded_cluster: EmbeddedCluster, published: dict[str, Any]
 ) -> None:
     database = published["database"]
-    _existing_target(embedded_cluster, database)
+    existing_target(embedded_cluster, database)
     embedded_cluster.faults.lose_response("coordinator", match="^EXCHANGE TABLES")
     outcome = _run(example, 6)
     assert outcome.succeeded, outcome.states
@@ -237,7 +180,7 @@ def test_an_existing_equal_target_is_adopted_and_a_lost_exchange_response_is_not
         "existing",
         "exchange",
     )
-    assert _members(embedded_cluster, database) == [(SOURCE_ROWS, SOURCE_ROWS)] * 2
+    assert member_rows(embedded_cluster, database) == [(SOURCE_ROWS, SOURCE_ROWS)] * 2
 
 
 def test_a_racing_run_is_fenced_and_empty_input_publishes_an_empty_generation(
@@ -257,9 +200,9 @@ def test_a_racing_run_is_fenced_and_empty_input_publishes_an_empty_generation(
     configure(example, None, manifest=published["manifest"], poll_interval=0.2, retries=2)
     fenced = _run(example, 8)
     assert fenced.states["fence"] == "failed" and fenced.tries["fence"] == 1
-    assert _members(embedded_cluster, database) == [None, None], "nothing was published"
+    assert member_rows(embedded_cluster, database) == [None, None], "nothing was published"
 
     resumed = _run(example, 7)  # the whole first run cleared: the same operation resumes and completes
     assert resumed.succeeded, resumed.states
     assert resumed.xcom["cleanup"]["row_count"] == 0
-    assert _members(embedded_cluster, database) == [(0, 0)] * 2
+    assert member_rows(embedded_cluster, database) == [(0, 0)] * 2

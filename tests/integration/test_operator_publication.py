@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -9,11 +12,7 @@ from airflow.sdk import Asset
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_provider_dpone.contracts.errors import REGISTRY, DponeError
-from airflow_provider_dpone.operators import (
-    DponeFenceOperator,
-    DponePublishOperator,
-    default_deferrable,
-)
+from airflow_provider_dpone.operators import DponeCleanupOperator, DponeFenceOperator, DponePublishOperator
 from airflow_provider_dpone.operators.publication_errors import (
     RETRYABLE_CODES,
     DponeRetryableError,
@@ -77,16 +76,53 @@ def test_the_operation_id_depends_on_the_dag_run_not_on_anything_per_try() -> No
     assert (first.table.engine, first.table.order_by) == ("MergeTree", ("id",))
 
 
-def test_deferrable_by_default_unless_the_deployment_sets_operators_default_deferrable(
-    monkeypatch: pytest.MonkeyPatch,
+_PRINT_DEFAULTS = (
+    "import sys\n"
+    "from airflow_provider_dpone.operators import DponeCleanupOperator, DponePublishOperator\n"
+    "manifest = sys.argv[1]\n"
+    "print(DponePublishOperator(task_id='p', manifest=manifest).deferrable,"
+    " DponeCleanupOperator(task_id='c', manifest=manifest).deferrable)\n"
+)
+
+
+def _defaults_in_a_fresh_process(home: Path, **variables: str) -> list[str]:
+    """The ``deferrable`` defaults of publish and cleanup in a new interpreter with Airflow home ``home`` and exactly
+    the given ``AIRFLOW__*`` variables: the default binds when the operator module is imported, as in a DAG parser."""
+    environment = {name: value for name, value in os.environ.items() if not name.startswith("AIRFLOW__")}
+    environment.update(AIRFLOW_HOME=str(home), AIRFLOW_CONFIG=str(home / "airflow.cfg"), **variables)
+    done = subprocess.run(
+        [sys.executable, "-c", _PRINT_DEFAULTS, str(MANIFEST)],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout.split()[-2:]
+
+
+@pytest.mark.parametrize(
+    ("config", "variables", "expected"),
+    [
+        pytest.param(None, {}, "False", id="unset"),
+        pytest.param(None, {"AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE": "true"}, "True", id="env-true"),
+        pytest.param("false", {"AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE": "true"}, "True", id="env-over-cfg"),
+        pytest.param("true", {}, "True", id="cfg-true"),
+        pytest.param("false", {}, "False", id="cfg-false-like-a-fresh-airflow-cfg"),
+    ],
+)
+def test_deferrable_defaults_to_operators_default_deferrable_and_false_when_unset(
+    tmp_path: Path, config: str | None, variables: dict[str, str], expected: str
 ) -> None:
-    monkeypatch.delenv("AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE", raising=False)
-    assert default_deferrable() is True
-    monkeypatch.setenv("AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE", "false")
-    assert default_deferrable() is False
-    monkeypatch.setenv("AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE", "true")
-    assert default_deferrable() is True
-    assert DponePublishOperator(task_id="p", manifest=MANIFEST, deferrable=False).deferrable is False
+    if config is not None:
+        (tmp_path / "airflow.cfg").write_text(f"[operators]\ndefault_deferrable = {config}\n", encoding="utf-8")
+    assert _defaults_in_a_fresh_process(tmp_path, **variables) == [expected, expected]
+
+
+def test_an_explicit_deferrable_argument_wins_over_the_default() -> None:
+    assert DponePublishOperator(task_id="p", manifest=MANIFEST, deferrable=True).deferrable is True
+    assert DponeCleanupOperator(task_id="c", manifest=MANIFEST, deferrable=False).deferrable is False
 
 
 def test_publish_declares_the_target_asset_without_any_host() -> None:

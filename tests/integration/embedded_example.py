@@ -1,0 +1,75 @@
+"""The example DAG's objects on the embedded cluster, for the tests that publish there (a helper module).
+
+``embedded_manifest`` creates the demo objects in a fresh database and points the example manifest at them;
+``existing_target`` gives every member an equal pre-existing target; ``member_rows`` and ``member_tables`` read
+every member directly, so assertions never trust what the operators report.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+from airflow_provider_dpone.contracts.manifest import ClusterPublicationManifest, load_manifest
+from airflow_provider_dpone.embedded import EmbeddedCluster
+
+
+def embedded_manifest(example: ModuleType, cluster: EmbeddedCluster, database: str, *, rows: int) -> dict[str, Any]:
+    """Create the example's demo objects (authority table, a source of ``rows`` rows) in ``database``; return the
+    example manifest pointed at the embedded cluster, that database and that source."""
+    client = cluster.client()
+    try:
+        example.prepare_demo(client, cluster=cluster.cluster_name, database=database, rows=rows)
+    finally:
+        client.close()
+    manifest = load_manifest(example.MANIFEST)
+    assert isinstance(manifest, ClusterPublicationManifest)
+    content: dict[str, Any] = manifest.model_dump(mode="json", exclude_none=True)
+    content["physical_design"]["storage"]["clickhouse"]["cluster"]["name"] = cluster.cluster_name
+    content["sink"]["database"] = content["sink"]["staging_database"] = database
+    content["source"]["query"] = f"SELECT id, name, amount, updated_at FROM {database}.source_table"
+    return content
+
+
+def existing_target(cluster: EmbeddedCluster, database: str) -> None:
+    """An equal pre-existing target on every member (distinct UUIDs): the operation adopts it as its baseline."""
+    for member in cluster.members:
+        client = cluster.client(member)
+        try:
+            client.command(
+                f"CREATE TABLE `{database}`.target_table (id UInt64, name String, amount Nullable(Decimal(18, 4)), "
+                "updated_at DateTime64(3, 'UTC')) ENGINE = MergeTree ORDER BY id"
+            )
+            client.command(f"INSERT INTO `{database}`.target_table VALUES (1, 'old', NULL, 0), (2, 'old', 1.5, 0)")
+        finally:
+            client.close()
+
+
+def member_rows(cluster: EmbeddedCluster, database: str, table: str = "target_table") -> list[tuple[int, int] | None]:
+    """(rows, distinct ids) of ``table`` on each member; ``None`` where absent."""
+    result: list[tuple[int, int] | None] = []
+    for member in cluster.members:
+        client = cluster.client(member)
+        try:
+            exists = client.command(f"EXISTS TABLE `{database}`.`{table}`")
+            if not int(exists):
+                result.append(None)
+                continue
+            rows, ids = client.query(f"SELECT count(), uniqExact(id) FROM `{database}`.`{table}`").result_rows[0]
+            result.append((int(rows), int(ids)))
+        finally:
+            client.close()
+    return result
+
+
+def member_tables(cluster: EmbeddedCluster, database: str) -> list[list[str]]:
+    """The table names of ``database`` on each member, sorted."""
+    names = []
+    for member in cluster.members:
+        client = cluster.client(member)
+        try:
+            rows = client.query(f"SELECT name FROM system.tables WHERE database = '{database}' ORDER BY name")
+            names.append([str(row[0]) for row in rows.result_rows])
+        finally:
+            client.close()
+    return names
