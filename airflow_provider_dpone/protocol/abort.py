@@ -3,11 +3,16 @@
 Only LOCKED, STAGING and STAGED may be aborted: once a publication permit exists, the DDL may have reached a member.
 A table under the candidate name with a UUID the operation never intended is foreign and is left alone (the abort
 stops). ABORTED is terminal, never success, and lets a new operation take the target slot.
+
+Both modes drop member by member, each by its exact UUID (``DROP TABLE ... SYNC`` on that member only): in internal
+mode that removes each replica of the owned replicated candidate, and the last one removes its Keeper path.
 """
 
 from __future__ import annotations
 
-from airflow_provider_dpone.contracts.authority_external import ErrorClassification
+from airflow_provider_dpone.contracts.authority_codec import AuthorityRecord
+from airflow_provider_dpone.contracts.authority_external import ExternalAuthorityRecord
+from airflow_provider_dpone.contracts.authority_generation import ErrorClassification
 from airflow_provider_dpone.contracts.authority_phases import PRE_PUBLICATION_PHASES, Phase
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.protocol.authority_io import Held
@@ -22,15 +27,15 @@ def abort_before_publication(ctx: Context, held: Held) -> Held:
     record = held.record
     if record.phase not in PRE_PUBLICATION_PHASES:
         raise DponeError("DPONE_CLICKHOUSE_CLUSTER_ABORT_AFTER_PUBLICATION", f"phase {record.phase}")
-    for member in record.members:
-        obs = observe_candidate(ctx, member.member_id)
+    for member_id in record.member_ids():
+        obs = observe_candidate(ctx, member_id)
         if not obs.exists:
             continue
-        if obs.uuid not in member.owned_candidate_uuids or obs.uuid is None:
-            raise DponeError("DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_FOREIGN", f"member {member.member_id}")
-        _drop_exact(ctx, member.member_id, record.candidate_name, obs.uuid)
-        if observe_candidate(ctx, member.member_id).exists:
-            raise DponeError("DPONE_CLICKHOUSE_CLUSTER_MEMBER_OUTCOME_UNKNOWN", f"member {member.member_id}: drop")
+        if obs.uuid not in owned_uuids(record, member_id) or obs.uuid is None:
+            raise DponeError("DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_FOREIGN", f"member {member_id}")
+        _drop_exact(ctx, member_id, record.candidate_name, obs.uuid)
+        if observe_candidate(ctx, member_id).exists:
+            raise DponeError("DPONE_CLICKHOUSE_CLUSTER_MEMBER_OUTCOME_UNKNOWN", f"member {member_id}: drop")
     classification = ErrorClassification(code=ABORT_CODE, phase=record.phase, at_ms=ctx.now())
     return ctx.commit(held, phase=Phase.ABORTED, last_error=classification)
 
@@ -38,3 +43,10 @@ def abort_before_publication(ctx: Context, held: Held) -> Held:
 def _drop_exact(ctx: Context, member_id: str, name: str, uuid: str) -> None:
     session = ctx.session(member_id)
     mutate_once(member_id, "drop", lambda: session.drop_table(ctx.request.database, name, uuid))
+
+
+def owned_uuids(record: AuthorityRecord, member_id: str) -> tuple[str, ...]:
+    """Every candidate UUID the operation ever intended on ``member_id`` (internal mode: the shared ones)."""
+    if isinstance(record, ExternalAuthorityRecord):
+        return record.member(member_id).owned_candidate_uuids
+    return () if record.candidate is None else record.candidate.owned_uuids

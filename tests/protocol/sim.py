@@ -22,8 +22,8 @@ from airflow_provider_dpone.ports.publication import ColumnSpec, TableSpec
 from airflow_provider_dpone.protocol.context import ProtocolSettings
 from airflow_provider_dpone.protocol.request import PublicationRequest
 from airflow_provider_dpone.protocol.results import Committed, Completed, InProgress
-from airflow_provider_dpone.protocol.service import ExternalPublicationService
-from tests.fakes.publication import FakeSource, FakeWorld, Row, SimulatedCrash
+from airflow_provider_dpone.protocol.service import PublicationService
+from tests.fakes.publication import FakeSource, FakeWorld, FaultKind, Row, SimulatedCrash
 
 COLUMNS: tuple[tuple[str, str], ...] = (("id", "UInt64"), ("name", "String"))
 BASELINE_ROWS: tuple[Row, ...] = ((1, "old-1"), (2, "old-2"))
@@ -40,6 +40,19 @@ def point_of(sim: Sim, name: str, occurrence: int = 0) -> int:
     clean = Sim.build(members=len(sim.world.members), baseline=sim.baseline, rows=sim.rows)
     assert clean.run_dag() == "completed"
     return [i for i, n in enumerate(clean.world.faults.trace) if n == name][occurrence]
+
+
+UNPROVEN = "DPONE_CLICKHOUSE_CLUSTER_DISPATCH_UNPROVEN"
+
+
+def permit_without_dispatch(trace: list[str], point: int, kind: FaultKind) -> bool:
+    """Whether a single fault at ``point`` leaves a DDL permit that was never dispatched: the process died just
+    before the dispatch, or died / lost the acknowledgement right after the permit CAS (the next point is the
+    dispatch). Those are the runs that must fail closed with ``DISPATCH_UNPROVEN`` instead of converging."""
+    if trace[point] == "ddl.dispatch":
+        return kind is FaultKind.CRASH_BEFORE
+    follows = point + 1 < len(trace) and trace[point + 1] == "ddl.dispatch"
+    return trace[point] == "authority.cas" and follows and kind in (FaultKind.CRASH_AFTER, FaultKind.LOSE_RESPONSE)
 
 
 def error_code(call: Callable[[], object]) -> str:
@@ -68,6 +81,7 @@ def make_request(
         dag_id="external_refresh",
         run_id=run_id,
         normalized_plan_digest=PLAN_DIGEST,
+        replication_mode="external",
         table=TableSpec(columns=tuple(ColumnSpec(name=n, type=t) for n, t in COLUMNS), order_by=("id",)),
         max_source_bytes=1_000_000,
     )
@@ -122,8 +136,8 @@ class Sim:
         self.issued_from = len(self.world.entropy.issued_uuids)
         self.effects_from = len(self.world.effects)
 
-    def service(self, request: PublicationRequest | None = None) -> ExternalPublicationService:
-        return ExternalPublicationService(self.world.ports(), request or self.request, SETTINGS)
+    def service(self, request: PublicationRequest | None = None) -> PublicationService:
+        return PublicationService(self.world.ports(), request or self.request, SETTINGS)
 
     # --- driving --------------------------------------------------------------------------------------------------
 
@@ -161,10 +175,7 @@ class Sim:
                 return
             self.world.clock.advance(POLL_MS)
             service = self.service()
-            if result.redispatch_due:
-                result = service.publish() if task == "publish" else service.cleanup()
-            else:
-                result = service.reconcile_publication() if task == "publish" else service.reconcile_cleanup()
+            result = service.reconcile_publication() if task == "publish" else service.reconcile_cleanup()
             self.check_success(result)
         if isinstance(result, InProgress):
             raise Deferred(task)
@@ -214,6 +225,20 @@ class Sim:
                 assert effect.uuid == predecessors.get(effect.member_id), f"cleanup dropped a non-predecessor: {effect}"
             else:
                 assert effect.name in (self.request.target, self.request.candidate_name), effect
+
+    def check_fail_closed(self, outcome: str, code: str) -> None:
+        """A fail-closed stop: the stable code, the record still unresolved with the code recorded, no success
+        reported unless the stop came after a real commit, the invariants hold, and nothing was removed (the name
+        under the candidate name, candidate or predecessor, is retained on every member)."""
+        assert outcome.endswith(f": {code}"), (outcome, self.errors)
+        record = self.record()
+        assert record.phase not in (Phase.COMMITTED, Phase.COMPLETED, Phase.ABORTED), record.phase
+        assert record.last_error is not None and record.last_error.code == code
+        if record.phase is not Phase.CLEANUP_DISPATCHING:
+            assert self.successes == 0
+        self.check_invariants()
+        for member in self.world.members:
+            assert self.world.table(member, self.request.candidate_name) is not None, "not retained"
 
     def check_converged(self) -> None:
         """COMPLETED, every member's target equals the artifact, nothing else of ours is left behind."""
