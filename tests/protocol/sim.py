@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from airflow_provider_dpone.contracts.authority_codec import decode
-from airflow_provider_dpone.contracts.authority_external import ExternalAuthorityRecord
+from airflow_provider_dpone.contracts.authority_codec import AuthorityRecord, decode
 from airflow_provider_dpone.contracts.authority_phases import Phase
 from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.contracts.inventory import ReplicationMode
 from airflow_provider_dpone.ports.publication import ColumnSpec, TableSpec
 from airflow_provider_dpone.protocol.context import ProtocolSettings
 from airflow_provider_dpone.protocol.request import PublicationRequest
@@ -37,7 +37,7 @@ PLAN_DIGEST = "5" * 64
 
 def point_of(sim: Sim, name: str, occurrence: int = 0) -> int:
     """Index of the ``occurrence``-th fault point called ``name`` in a fault-free run of the same scenario."""
-    clean = Sim.build(members=len(sim.world.members), baseline=sim.baseline, rows=sim.rows)
+    clean = Sim.build(members=len(sim.world.members), baseline=sim.baseline, rows=sim.rows, mode=sim.mode)
     assert clean.run_dag() == "completed"
     return [i for i, n in enumerate(clean.world.faults.trace) if n == name][occurrence]
 
@@ -71,9 +71,17 @@ class Deferred(Exception):  # noqa: N818
     """A deferred task ran out of polls (the trigger timed out): the attempt fails and Airflow retries it."""
 
 
+ENGINES: dict[ReplicationMode, str] = {"external": "MergeTree", "internal": "ReplicatedMergeTree"}
+
+
 def make_request(
-    world: FakeWorld, *, target: str = "target_table", run_id: str = "scheduled__2026-09-18"
+    world: FakeWorld,
+    *,
+    target: str = "target_table",
+    run_id: str = "scheduled__2026-09-18",
+    mode: ReplicationMode = "external",
 ) -> PublicationRequest:
+    columns = tuple(ColumnSpec(name=n, type=t) for n, t in COLUMNS)
     return PublicationRequest(
         cluster=world.cluster,
         database=world.database,
@@ -81,8 +89,8 @@ def make_request(
         dag_id="external_refresh",
         run_id=run_id,
         normalized_plan_digest=PLAN_DIGEST,
-        replication_mode="external",
-        table=TableSpec(columns=tuple(ColumnSpec(name=n, type=t) for n, t in COLUMNS), order_by=("id",)),
+        replication_mode=mode,
+        table=TableSpec(columns=columns, engine=ENGINES[mode], order_by=("id",)),
         max_source_bytes=1_000_000,
     )
 
@@ -109,23 +117,38 @@ class Sim:
         rows: tuple[Row, ...] = NEW_ROWS,
         seed: int = 0,
         run_id: str = "scheduled__2026-09-18",
+        mode: ReplicationMode = "external",
     ) -> Sim:
-        world = FakeWorld(members=members, seed=seed)
+        """A fresh world of ``members`` members in ``mode`` (internal: ``internal_replication=true`` and a replicated
+        baseline target created as if ON CLUSTER), an unrelated table everywhere, and the request of one run."""
+        world = FakeWorld(members=members, seed=seed, internal_replication=mode == "internal")
         for member in world.members:
             world.put_table(member, "unrelated", COLUMNS, UNRELATED_ROWS)
-            if baseline is not None:
+            if baseline is not None and mode == "external":
                 world.put_table(member, "target_table", COLUMNS, baseline)
-        sim = cls(world, make_request(world, run_id=run_id), world.source(COLUMNS, rows), rows, baseline)
+        if baseline is not None and mode == "internal":
+            world.put_replicated_table("target_table", COLUMNS, baseline)
+        request = make_request(world, run_id=run_id, mode=mode)
+        sim = cls(world, request, world.source(COLUMNS, rows), rows, baseline)
         sim.snapshot()
         return sim
 
     @classmethod
-    def successor(cls, previous: Sim, *, run_id: str, rows: tuple[Row, ...]) -> Sim:
-        """A later operation (new DAG run) on the same world, its invariants relative to the world as it is now."""
-        request = previous.request.model_copy(update={"run_id": run_id})
+    def successor(
+        cls, previous: Sim, *, run_id: str, rows: tuple[Row, ...], mode: ReplicationMode | None = None
+    ) -> Sim:
+        """A later operation (new DAG run) on the same world, its invariants relative to the world as it is now.
+        Another ``mode`` is a mode migration: the cluster's ``internal_replication`` flag flips with it."""
+        mode = mode or previous.mode
+        previous.world.internal_replication = mode == "internal"
+        request = make_request(previous.world, run_id=run_id, mode=mode)
         sim = cls(previous.world, request, previous.world.source(COLUMNS, rows), rows, previous.rows)
         sim.snapshot()
         return sim
+
+    @property
+    def mode(self) -> ReplicationMode:
+        return self.request.replication_mode
 
     def snapshot(self) -> None:
         """Record every existing table as pre-existing (foreign, or the predecessor) and where our UUIDs start."""
@@ -182,10 +205,10 @@ class Sim:
 
     # --- observation ----------------------------------------------------------------------------------------------
 
-    def record(self) -> ExternalAuthorityRecord:
+    def record(self) -> AuthorityRecord:
         row, _ = self.world.keeper[self.request.target_key]
         record = decode(row)
-        assert isinstance(record, ExternalAuthorityRecord)
+        assert record.replication_mode == self.mode
         return record
 
     def check_success(self, result: object) -> None:
@@ -222,7 +245,12 @@ class Sim:
                 assert effect.uuid in issued and effect.name == self.request.candidate_name, effect
             elif effect.op == "drop":
                 assert effect.name == self.request.candidate_name, effect
-                assert effect.uuid == predecessors.get(effect.member_id), f"cleanup dropped a non-predecessor: {effect}"
+                rebuild = self.mode == "internal" and effect.uuid in issued  # the owned replicated candidate
+                assert rebuild or effect.uuid == predecessors.get(effect.member_id), (
+                    f"dropped a non-predecessor: {effect}"
+                )
+            elif effect.op == "create":
+                assert effect.name == self.request.candidate_name and effect.uuid in issued, effect
             else:
                 assert effect.name in (self.request.target, self.request.candidate_name), effect
 
