@@ -24,7 +24,7 @@ from airflow_provider_dpone.contracts.authority_phases import Phase
 from airflow_provider_dpone.contracts.identities import PROTOCOL_VERSION
 from airflow_provider_dpone.contracts.inventory import ReplicationMode
 from airflow_provider_dpone.protocol.results import InProgress
-from tests.fakes.faults import FaultKind
+from tests.fakes.faults import FaultKind, SimulatedCrash
 from tests.protocol.sim import BASELINE_ROWS, COLUMNS, NEW_ROWS, Sim, error_code, point_of, rows_of
 
 OTHER: dict[ReplicationMode, ReplicationMode] = {"internal": "external", "external": "internal"}
@@ -42,11 +42,11 @@ def hold_in(sim: Sim, phase: Phase) -> Callable[[], None]:
     if phase is Phase.STAGING:
         world.faults.schedule([(point_of(sim, "member.load"), FaultKind.CRASH_BEFORE)])
     sim.service().fence()
-    if phase is not Phase.LOCKED:
-        try:
+    if phase is Phase.STAGING:
+        with pytest.raises(SimulatedCrash):  # the planned crash before the first load
             sim.service().stage(sim.source)
-        except BaseException as error:  # noqa: BLE001 -- the planned crash before the first load
-            assert phase is Phase.STAGING, error
+    elif phase is not Phase.LOCKED:
+        sim.service().stage(sim.source)
     if phase in (Phase.PUBLICATION_DISPATCHING, Phase.COMMITTED, Phase.CLEANUP_DISPATCHING):
         paused.paused = phase is Phase.PUBLICATION_DISPATCHING
         assert isinstance(sim.service().publish(), InProgress) == paused.paused
