@@ -59,6 +59,14 @@ class PortBackend(Protocol):
     def close(self) -> None: ...
 
 
+def open_backend(kind: str, request: Any, directory: Path, *, internal_replication: bool = False) -> PortBackend:
+    """The ``fake`` or the ``embedded`` backend of a contract test (the embedded one from the module's cluster)."""
+    if kind == "fake":
+        return FakeBackend(internal_replication=internal_replication)
+    cluster = request.getfixturevalue("embedded_cluster")
+    return EmbeddedBackend(cluster, request.getfixturevalue("fresh_database"), directory)
+
+
 class FakeBackend:
     name = "fake"
 

@@ -28,7 +28,7 @@ from airflow_provider_dpone.ports.publication import (
     TableSpec,
     UnavailableError,
 )
-from tests.adapters.port_backends import EmbeddedBackend, FakeBackend, PortBackend, Row
+from tests.adapters.port_backends import PortBackend, Row, open_backend
 
 pytestmark = pytest.mark.embedded_cluster(members=2, internal_replication=True)
 
@@ -45,11 +45,7 @@ SYNC_SECONDS = 10.0
 
 @pytest.fixture(params=["fake", "embedded"])
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[PortBackend]:
-    if request.param == "fake":
-        instance: PortBackend = FakeBackend(internal_replication=True)
-    else:
-        cluster = request.getfixturevalue("embedded_cluster")
-        instance = EmbeddedBackend(cluster, request.getfixturevalue("fresh_database"), tmp_path)
+    instance = open_backend(request.param, request, tmp_path, internal_replication=True)
     try:
         yield instance
     finally:

@@ -20,7 +20,7 @@ from airflow_provider_dpone.contracts.authority_internal import (
     InternalAuthorityRecordV2,
     QualityBinding,
 )
-from airflow_provider_dpone.contracts.authority_phases import Phase
+from airflow_provider_dpone.contracts.authority_phases import TERMINAL_PHASES, Phase
 from airflow_provider_dpone.contracts.identities import PROTOCOL_VERSION
 from airflow_provider_dpone.contracts.inventory import ReplicationMode
 from airflow_provider_dpone.protocol.results import InProgress
@@ -98,17 +98,7 @@ def test_a_completed_external_operation_is_succeeded_by_internal_mode_after_its_
 
 
 @pytest.mark.parametrize("holder", ["internal", "external"])
-@pytest.mark.parametrize(
-    "phase",
-    [
-        Phase.LOCKED,
-        Phase.STAGING,
-        Phase.STAGED,
-        Phase.PUBLICATION_DISPATCHING,
-        Phase.COMMITTED,
-        Phase.CLEANUP_DISPATCHING,
-    ],
-)
+@pytest.mark.parametrize("phase", [phase for phase in Phase if phase not in TERMINAL_PHASES])
 def test_an_unresolved_record_blocks_the_other_mode_and_resumes_under_its_own_rules(
     holder: ReplicationMode, phase: Phase
 ) -> None:
@@ -163,17 +153,20 @@ def test_a_migration_needs_the_members_the_previous_operation_bound() -> None:
     assert first.world.keeper[first.request.target_key] == row
 
 
+def rewrite_as_v2(sim: Sim, quality: QualityBinding | None = None) -> None:
+    """The operation's v1 record rewritten as the v2 a provider with quality evidence would write (next version)."""
+    key = sim.request.target_key
+    v1 = decode(sim.world.keeper[key][0])
+    assert isinstance(v1, InternalAuthorityRecordV1)
+    values = {name: getattr(v1, name) for name in type(v1).model_fields if name != "schema_"}
+    v2 = InternalAuthorityRecordV2.model_validate({**values, "quality": quality})
+    sim.world.keeper[key] = (encode(v2), sim.world.keeper[key][1] + 1)
+
+
 def test_a_completed_v2_internal_record_is_succeeded_and_named_as_the_predecessor() -> None:
     first = Sim.build(members=2, mode="internal")
     assert first.run_dag() == "completed"
-    key = first.request.target_key
-    v1 = decode(first.world.keeper[key][0])
-    assert isinstance(v1, InternalAuthorityRecordV1)
-    values = {name: getattr(v1, name) for name in type(v1).model_fields if name != "schema_"}
-    v2 = InternalAuthorityRecordV2.model_validate(
-        {**values, "quality": QualityBinding(core_digest="3" * 64, state="COMPLETE", completion_version=9)}
-    )
-    first.world.keeper[key] = (encode(v2), first.world.keeper[key][1] + 1)
+    rewrite_as_v2(first, QualityBinding(core_digest="3" * 64, state="COMPLETE", completion_version=9))
     second = Sim.successor(first, run_id="scheduled__2026-09-19", rows=SECOND_ROWS, mode="external")
     assert second.run_dag() == "completed"
     assert second.record().previous_schema == INTERNAL_SCHEMA_V2
@@ -184,10 +177,7 @@ def test_a_v2_internal_operation_left_mid_flight_resumes_as_v2() -> None:
     """A record another provider version wrote as v2 is resumed under the same rules and never downgraded."""
     sim = Sim.build(members=2, mode="internal")
     hold_in(sim, Phase.STAGED)
-    key = sim.request.target_key
-    v1 = decode(sim.world.keeper[key][0])
-    values = {name: getattr(v1, name) for name in type(v1).model_fields if name != "schema_"}
-    sim.world.keeper[key] = (encode(InternalAuthorityRecordV2.model_validate(values)), sim.world.keeper[key][1] + 1)
+    rewrite_as_v2(sim)
     assert sim.run_dag() == "completed"
     record = sim.record()
     assert isinstance(record, InternalAuthorityRecordV2) and record.phase is Phase.COMPLETED
