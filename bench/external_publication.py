@@ -128,7 +128,6 @@ def request(database: str, target: str, run_id: str, max_bytes: int) -> Any:
             "run_id": run_id,
             "normalized_plan_digest": "5" * 64,
             "replication_mode": "external",
-        "replication_mode": "external",
             "table": TableSpec(columns=tuple(ColumnSpec(name=n, type=t) for n, t in COLUMNS), order_by=("id",)),
             "max_source_bytes": max_bytes,
         }
