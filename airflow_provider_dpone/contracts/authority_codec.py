@@ -23,6 +23,7 @@ from airflow_provider_dpone.contracts.authority_external import EXTERNAL_SCHEMA,
 from airflow_provider_dpone.contracts.authority_internal import (
     INTERNAL_SCHEMA_V1,
     INTERNAL_SCHEMA_V2,
+    InternalAuthorityRecord,
     InternalAuthorityRecordV1,
     InternalAuthorityRecordV2,
 )
@@ -33,8 +34,8 @@ from airflow_provider_dpone.contracts.errors import DponeError
 MAX_AUTHORITY_PAYLOAD_BYTES: Final[int] = 256 * 1024
 """Seed 002 envelope bound: an authority payload is at most 256 KiB of canonical UTF-8 JSON."""
 
-AuthorityRecord = ExternalAuthorityRecord | InternalAuthorityRecordV1 | InternalAuthorityRecordV2
-InternalAuthorityRecord = InternalAuthorityRecordV1 | InternalAuthorityRecordV2
+AuthorityRecord = ExternalAuthorityRecord | InternalAuthorityRecord
+"""Every record version the codec reads and writes (the protocol calls it a publication record)."""
 
 _SCHEMAS: Final[dict[str, type[AuthorityRecord]]] = {
     EXTERNAL_SCHEMA: ExternalAuthorityRecord,

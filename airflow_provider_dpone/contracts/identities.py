@@ -1,4 +1,4 @@
-"""Deterministic identities of the external-replication publication (seed 000, section 2).
+"""Deterministic identities of the cluster publication, both replication modes (seed 000, section 2).
 
 Why deterministic: an Airflow retry, a cleared run or a fresh worker must find the *same* operation, the same members
 and the same candidate table without any state carried between processes other than the Keeper authority. So every
@@ -24,6 +24,9 @@ from airflow_provider_dpone.contracts.identifiers import MAX_IDENTIFIER_LENGTH, 
 PROTOCOL_VERSION: Final[str] = "dpone.clickhouse.cluster-external-full-refresh.v1"
 """The protocol version that enters ``operation_id``: a new protocol version never resumes an old operation."""
 
+INTERNAL_PROTOCOL_VERSION: Final[str] = "dpone.clickhouse.cluster-full-refresh.v1"
+"""The internal (replicated) protocol's version: the two modes never derive the same operation id."""
+
 TAG_TARGET_KEY: Final[str] = "dpone.identity.target-key.v1"
 TAG_OPERATION_ID: Final[str] = "dpone.identity.operation-id.v1"
 TAG_MEMBER_ID: Final[str] = "dpone.identity.member-id.v1"
@@ -40,6 +43,7 @@ MEMBER_ID_HEX: Final[int] = 16
 checked for collisions within every admitted inventory (a collision blocks admission, it is never resolved silently)."""
 
 CANDIDATE_INFIX: Final[str] = "__dpone_ext_"
+INTERNAL_CANDIDATE_INFIX: Final[str] = "__dpone_int_"
 OPERATION_PREFIX_HEX: Final[int] = 16
 MAX_CANDIDATE_NAME: Final[int] = MAX_IDENTIFIER_LENGTH
 """Candidate names are at most 128 characters (the identifier bound). The operation-id suffix is never truncated; when
@@ -102,10 +106,15 @@ def member_id(shard_num: int, replica_num: int) -> str:
 
 
 @lru_cache(maxsize=1024, typed=True)
-def candidate_name(target: str, operation_id_hex: str) -> str:
-    """``bounded(target + "__dpone_ext_" + operation_id_prefix)``, at most :data:`MAX_CANDIDATE_NAME` characters."""
+def candidate_name(target: str, operation_id_hex: str, infix: str = CANDIDATE_INFIX) -> str:
+    """``bounded(target + infix + operation_id_prefix)``, at most :data:`MAX_CANDIDATE_NAME` characters.
+
+    The infix names the mode (``__dpone_ext_`` external, ``__dpone_int_`` internal), so a candidate left behind by one
+    mode is never mistaken for the other's."""
+    if infix not in (CANDIDATE_INFIX, INTERNAL_CANDIDATE_INFIX):
+        raise DponeError("DPONE_CLICKHOUSE_CLUSTER_IDENTITY_INVALID", "candidate infix")
     validate_identifier(target, what="target")
-    suffix = CANDIDATE_INFIX + require_hex64(operation_id_hex, what="operation_id")[:OPERATION_PREFIX_HEX]
+    suffix = infix + require_hex64(operation_id_hex, what="operation_id")[:OPERATION_PREFIX_HEX]
     room = MAX_CANDIDATE_NAME - len(suffix)
     return validate_identifier(target[:room] + suffix, what="candidate")
 

@@ -2,7 +2,7 @@
 
 Each try of each task starts from nothing it did not re-derive: the manifest (re-admitted statically), the request
 (from the manifest, the DAG id and the DAG run id, never the try number), a fresh environment from the ports factory,
-and a fresh :class:`ExternalPublicationService`. The service re-reads the authority itself, so an Airflow retry, a
+and a fresh :class:`PublicationService`. The service re-reads the authority itself, so an Airflow retry, a
 clear of one task or a clear of the whole run is a same-operation retry that resumes wherever the authority says.
 """
 
@@ -33,7 +33,7 @@ from airflow_provider_dpone.operators.publication_inputs import (
 )
 from airflow_provider_dpone.ports.publication import TableSpec
 from airflow_provider_dpone.protocol.request import PublicationRequest
-from airflow_provider_dpone.protocol.service import ExternalPublicationService
+from airflow_provider_dpone.protocol.service import PublicationService, publication_service
 
 T = TypeVar("T")
 
@@ -76,7 +76,7 @@ class TaskSession:
     manifest: ClusterPublicationManifest
     environment: PublicationEnvironment
     request: PublicationRequest
-    service: ExternalPublicationService
+    service: PublicationService
     conn_id: str
 
 
@@ -133,7 +133,7 @@ class DponePublicationOperator(BaseOperator):
                 dag_run = context["dag_run"]
                 table = resolve_table(manifest, environment, stages=self.stages)
                 request = build_request(manifest, dag_id=dag_run.dag_id, run_id=dag_run.run_id, table=table)
-                service = ExternalPublicationService(environment.ports, request, environment.settings)
+                service = publication_service(environment.ports, request, environment.settings)
                 return action(TaskSession(manifest, environment, request, service, conn_id))
             finally:
                 environment.close()

@@ -81,8 +81,10 @@ def build_request(
     bound = manifest.load.max_source_bytes
     if bound is None:  # static admission refuses this; kept for the type checker
         raise DponeError("DPONE_CLICKHOUSE_CLUSTER_SOURCE_BYTES_UNBOUNDED", "load.max_source_bytes")
+    assert manifest.cluster is not None  # cluster_name() refuses a manifest without one
     return PublicationRequest(
         cluster=cluster_name(manifest),
+        replication_mode=manifest.cluster.replication_mode.value,
         database=manifest.sink.database,
         target=manifest.sink.table,
         dag_id=dag_id,

@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from airflow_provider_dpone.contracts.authority_external import ExternalAuthorityRecord
 from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.contracts.receipts_publication import ExternalPublicationReceipt
+from airflow_provider_dpone.contracts.receipts_publication import PublicationReceipt
 from airflow_provider_dpone.ports.publication import AuthorityStore
 from airflow_provider_dpone.protocol.authority_io import read_current
 from airflow_provider_dpone.protocol.results import FenceResult, InProgress, StageResult
@@ -97,12 +97,12 @@ def stage_xcom(result: StageResult, record: ExternalAuthorityRecord | None) -> X
     return value
 
 
-def receipt_xcom(receipt: ExternalPublicationReceipt) -> XCom:
+def receipt_xcom(receipt: PublicationReceipt) -> XCom:
     value: XCom = receipt.model_dump(mode="json", by_alias=True)
     return value
 
 
-def log_receipt(log: Log, task: str, receipt: ExternalPublicationReceipt) -> None:
+def log_receipt(log: Log, task: str, receipt: PublicationReceipt) -> None:
     log.info(
         "dpone %s: %s generation %s: %d rows on %d members (operation %s, authority version %d)",
         task,

@@ -15,8 +15,7 @@ bound entry is still running on some member the task waits:
 
 ``deferrable`` defaults to ``[operators] default_deferrable`` (``False`` when unset), as in every official provider.
 
-When the bound permit is proven void (it never reached the queue), the dispatching entry point takes a new one: only
-this task, never a poller, may do that.
+Nothing is ever re-dispatched: a bound permit that never reached the queue fails closed (``DISPATCH_UNPROVEN``).
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ from typing import Any, Final, Literal, NoReturn
 
 from airflow.sdk import Asset, Context, conf
 
-from airflow_provider_dpone.contracts.receipts_publication import ExternalPublicationReceipt
+from airflow_provider_dpone.contracts.receipts_publication import PublicationReceipt
 from airflow_provider_dpone.operators.publication_base import DponePublicationOperator, TaskSession
 from airflow_provider_dpone.operators.publication_errors import DponeRetryableError
 from airflow_provider_dpone.operators.publication_inputs import ManifestInput, asset_uri, read_manifest
@@ -99,7 +98,7 @@ class _WaitingOperator(DponePublicationOperator):
     def _reconcile(self, session: TaskSession) -> Result:
         raise NotImplementedError
 
-    def _finished(self, context: Context, session: TaskSession, receipt: ExternalPublicationReceipt) -> XCom:
+    def _finished(self, context: Context, session: TaskSession, receipt: PublicationReceipt) -> XCom:
         log_receipt(self.log, self.task_id, receipt)
         return receipt_xcom(receipt)
 
@@ -133,8 +132,6 @@ class _WaitingOperator(DponePublicationOperator):
         def resume(session: TaskSession) -> XCom:
             before = phase_of(observed_record(session.environment.ports.authority, session.request.target_key))
             result = self._reconcile(session)
-            if isinstance(result, InProgress) and result.redispatch_due:
-                result = self._dispatching(session)
             self._log_phase(session, before)
             return self._settle(context, session, result, round_=round_)
 
@@ -215,7 +212,7 @@ class _WaitingOperator(DponePublicationOperator):
                     "a retry resumes the same bound entry (nothing is re-dispatched)"
                 )
             time.sleep(self.poll_interval)
-            result = self._dispatching(session) if result.redispatch_due else self._reconcile(session)
+            result = self._reconcile(session)
             if isinstance(result, InProgress):
                 log_in_progress(self.log, self.task_id, result)
         return self._finished(context, session, result.receipt)
@@ -242,7 +239,7 @@ class DponePublishOperator(_WaitingOperator):
     def _reconcile(self, session: TaskSession) -> Result:
         return session.service.reconcile_publication()
 
-    def _finished(self, context: Context, session: TaskSession, receipt: ExternalPublicationReceipt) -> XCom:
+    def _finished(self, context: Context, session: TaskSession, receipt: PublicationReceipt) -> XCom:
         value = super()._finished(context, session, receipt)
         extra: dict[str, Any] = {
             "operation_id": receipt.operation_id,

@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from airflow_provider_dpone.contracts.authority_codec import AuthorityRecord, decode, encode
-from airflow_provider_dpone.contracts.authority_external import ExternalAuthorityRecord
 from airflow_provider_dpone.contracts.authority_phases import Phase, require_transition
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.ports.publication import (
@@ -32,9 +31,9 @@ class Current:
 
 @dataclass(frozen=True)
 class Held:
-    """The operation's own external record at a known version (the only thing a phase may CAS against)."""
+    """The operation's own record (either mode) at a known version (the only thing a phase may CAS against)."""
 
-    record: ExternalAuthorityRecord
+    record: AuthorityRecord
     version: int
 
 
@@ -52,7 +51,7 @@ def read_current(store: AuthorityStore, target_key: str) -> Current | None:
 
 def write_record(
     store: AuthorityStore,
-    record: ExternalAuthorityRecord,
+    record: AuthorityRecord,
     *,
     previous_phase: Phase | None,
     previous_version: int | None,

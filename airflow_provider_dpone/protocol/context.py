@@ -6,7 +6,8 @@ import contextlib
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_provider_dpone.contracts.authority_external import ErrorClassification, ExternalAuthorityRecord
+from airflow_provider_dpone.contracts.authority_codec import AuthorityRecord
+from airflow_provider_dpone.contracts.authority_generation import ErrorClassification
 from airflow_provider_dpone.contracts.authority_phases import Phase, is_allowed
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.contracts.inventory import AdmittedInventory
@@ -38,8 +39,13 @@ class PublicationPorts:
 @dataclass(frozen=True)
 class ProtocolSettings:
     dispatch_quiet_ms: int = 120_000
-    """A dispatch permit whose token never reached the DDL queue, with no member effect, is voided only after this
-    long; it must exceed the dispatch request's send timeout, so a request still in flight cannot arrive later."""
+    """How long a dispatch permit whose token is not in the DDL queue (and with no member effect) counts as in
+    progress; afterwards the step fails closed with ``DISPATCH_UNPROVEN`` (it is never re-dispatched). It must
+    exceed the dispatch request's send timeout."""
+
+    replica_sync_timeout_seconds: float = 30.0
+    """Bound of one replica's ``SYSTEM SYNC REPLICA`` wait (internal mode); past it the stage attempt stops with the
+    retryable ``REPLICA_NOT_CONVERGED`` and a retry waits again."""
 
     max_member_steps: int = 10
     """Observe/act steps per member per attempt before the attempt stops and leaves the rest to a retry."""
@@ -76,7 +82,7 @@ class Context:
             self.ports.authority, record, previous_phase=held.record.phase, previous_version=held.version
         )
 
-    def create(self, record: ExternalAuthorityRecord, *, previous: tuple[Phase, int] | None) -> Held:
+    def create(self, record: AuthorityRecord, *, previous: tuple[Phase, int] | None) -> Held:
         """Strict-insert ``record`` (no previous row) or CAS it over a terminal record of another operation."""
         if previous is None:
             return write_record(self.ports.authority, record, previous_phase=None, previous_version=None)

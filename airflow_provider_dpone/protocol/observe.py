@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from airflow_provider_dpone.contracts.authority_generation import MemberGeneration
 from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.contracts.receipts import ArtifactReceipt
 from airflow_provider_dpone.ports.publication import TableObservation, UnavailableError
 from airflow_provider_dpone.protocol.context import Context
 
@@ -22,3 +24,14 @@ def observe_target(ctx: Context, member_id: str, *, with_content: bool = False) 
 
 def observe_candidate(ctx: Context, member_id: str, *, with_content: bool = False) -> TableObservation:
     return observe(ctx, member_id, ctx.request.candidate_name, with_content=with_content)
+
+
+def is_exact(obs: TableObservation, member: MemberGeneration, artifact: ArtifactReceipt) -> bool:
+    """The member's bound candidate holds exactly the artifact: schema, row count and canonical content digest."""
+    return (
+        obs.exists
+        and obs.uuid == member.candidate_uuid
+        and obs.columns == artifact.schema_pairs
+        and obs.row_count == artifact.row_count
+        and obs.content_digest == artifact.content_digest
+    )

@@ -7,10 +7,11 @@ bound correlation token:
 * every member AFTER, entry present, no host failure       -> complete;
 * some BEFORE whose host is still queued or active          -> in progress (an active partial is not a failure);
 * a BEFORE member whose host finished (or failed), an AFTER member whose host failed -> terminal mixed, fail closed;
-* no entry: every member BEFORE -> the permit never reached the queue; after the quiet period it is void (a new
-  permit may be taken), before it the state is in progress. Any AFTER member without an entry -> evidence missing.
+* no entry: every member BEFORE -> before the quiet period the state is in progress; after it the verdict is VOID
+  (no evidence the DDL ever left: the caller fails closed, it never dispatches again). Any AFTER member without an
+  entry -> evidence missing.
 
-Nothing here mutates; the caller CASes the outcome.
+Nothing here mutates; the caller (:mod:`~airflow_provider_dpone.protocol.ddl_step`) CASes the outcome.
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from airflow_provider_dpone.contracts.authority_external import DdlBinding
+from airflow_provider_dpone.contracts.authority_generation import DdlBinding
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.ports.publication import HostDdlState, QueueEntryStatus, UnavailableError
 from airflow_provider_dpone.protocol.context import Context
+from airflow_provider_dpone.protocol.observe import observe_candidate, observe_target
 
 
 class Side(StrEnum):
@@ -69,6 +71,19 @@ def classify(
     if pair == after:
         return Side.AFTER
     return None
+
+
+def classify_observed(
+    ctx: Context,
+    member_id: str,
+    *,
+    before: tuple[str | None, str | None],
+    after: tuple[str | None, str | None],
+) -> Side | None:
+    """:func:`classify` of the (target UUID, candidate UUID) pair observed on ``member_id`` now."""
+    target = observe_target(ctx, member_id)
+    candidate = observe_candidate(ctx, member_id)
+    return classify(target.uuid, candidate.uuid, before=before, after=after)
 
 
 def decide(

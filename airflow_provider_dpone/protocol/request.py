@@ -1,23 +1,43 @@
-"""What one external full refresh publishes: the request every Airflow task of the run rebuilds identically.
+"""What one cluster full refresh publishes: the request every Airflow task of the run rebuilds identically.
 
-The request is pure input (names, scheduler invocation, normalized plan digest, table definition, byte bound). Every
-identity the protocol uses is derived from it deterministically, so a retried task in a fresh process arrives at the
-same ``target_key``, ``operation_id`` and candidate name without reading XCom.
+The request is pure input (names, scheduler invocation, normalized plan digest, replication mode, table definition,
+byte bound). Every identity the protocol uses is derived from it deterministically, so a retried task in a fresh
+process arrives at the same ``target_key``, ``operation_id`` and candidate name without reading XCom.
+
+``replication_mode`` has no default here: the operators pass the admitted manifest's mode (whose own default is
+``internal``), and the table engine must be the mode's engine class (internal: ``Replicated*MergeTree``, external: a
+direct ``*MergeTree``), checked before anything is read. Each mode has its own protocol version in ``operation_id``
+and its own candidate infix, so the two modes can never resume each other's operation.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError, model_validator
 
 from airflow_provider_dpone.contracts.authority_fields import Hex64
+from airflow_provider_dpone.contracts.clickhouse_engines import EngineClass, classify_engine
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.contracts.identifiers import validate_identifier
-from airflow_provider_dpone.contracts.identities import candidate_name, operation_id, target_key
+from airflow_provider_dpone.contracts.identities import (
+    CANDIDATE_INFIX,
+    INTERNAL_CANDIDATE_INFIX,
+    INTERNAL_PROTOCOL_VERSION,
+    PROTOCOL_VERSION,
+    candidate_name,
+    operation_id,
+    target_key,
+)
+from airflow_provider_dpone.contracts.inventory import ReplicationMode
 from airflow_provider_dpone.ports.publication import TableSpec
-from airflow_provider_dpone.protocol.runtime_admission import is_direct_mergetree
+
+MODE_ENGINE_CLASS: dict[ReplicationMode, EngineClass] = {
+    "internal": EngineClass.REPLICATED_MERGE_TREE,
+    "external": EngineClass.MERGE_TREE,
+}
+"""The one table engine class each replication mode publishes (candidates and targets alike)."""
 
 
 class PublicationRequest(BaseModel):
@@ -29,7 +49,7 @@ class PublicationRequest(BaseModel):
     dag_id: StrictStr = Field(min_length=1)
     run_id: StrictStr = Field(min_length=1)
     normalized_plan_digest: Hex64
-    replication_mode: Literal["external"] = "external"
+    replication_mode: ReplicationMode
     table: TableSpec
     max_source_bytes: StrictInt = Field(ge=1)
 
@@ -45,8 +65,10 @@ class PublicationRequest(BaseModel):
         names = [column.name for column in self.table.columns]
         if len(set(names)) != len(names) or not set(self.table.order_by) <= set(names):
             raise ValueError("table columns must be unique and order_by must name table columns")
-        if not is_direct_mergetree(self.table.engine):
-            raise DponeError("DPONE_CLICKHOUSE_CLUSTER_TARGET_ENGINE_UNSUPPORTED", "table.engine")
+        if classify_engine(self.table.engine) is not MODE_ENGINE_CLASS[self.replication_mode]:
+            raise DponeError(
+                "DPONE_CLICKHOUSE_CLUSTER_TARGET_ENGINE_UNSUPPORTED", f"table.engine for {self.replication_mode} mode"
+            )
         return self
 
     @classmethod
@@ -69,8 +91,15 @@ class PublicationRequest(BaseModel):
             run_id=self.run_id,
             target_key_hex=self.target_key,
             normalized_plan_digest=self.normalized_plan_digest,
+            protocol_version=INTERNAL_PROTOCOL_VERSION if self.internal else PROTOCOL_VERSION,
         )
 
     @property
     def candidate_name(self) -> str:
-        return candidate_name(self.target, self.operation_id)
+        return candidate_name(
+            self.target, self.operation_id, INTERNAL_CANDIDATE_INFIX if self.internal else CANDIDATE_INFIX
+        )
+
+    @property
+    def internal(self) -> bool:
+        return self.replication_mode == "internal"

@@ -3,82 +3,114 @@
 The artifact is produced by the injected source only while no artifact is bound; afterwards every attempt reopens the
 bound one. An unsupported artifact (not replayable, over ``max_source_bytes``, or a schema other than the table's)
 aborts the operation before any member mutation. The baseline is the existing target on every member (equal schema
-and content, distinct UUIDs allowed) or absent on every member; anything mixed blocks without mutating. Empty input
-is a valid generation: the empty artifact's digests identify it like any other.
+and content) or absent on every member; anything mixed blocks without mutating. Empty input is a valid generation:
+the empty artifact's digests identify it like any other.
 
-The same CAS persists every member's first candidate UUID intent, so no CREATE can ever precede its intent and the
-staging of N members needs one authority write fewer per member.
+The same CAS persists the first candidate UUID intent (one per member in external mode, the one shared intent of the
+replicated candidate in internal mode), so no CREATE can ever precede its intent.
+
+An existing target must have the mode's engine class, except that a record which succeeded a terminal record of the
+*other* mode (a mode migration, ``previous_schema``) adopts a target of that mode's engine: that is the physical
+truth the previous operation left, observed equal on every member before anything is mutated.
 """
 
 from __future__ import annotations
 
-from airflow_provider_dpone.contracts.authority_external import ErrorClassification, MemberRecord
+from collections.abc import Iterable, Mapping
+
+from airflow_provider_dpone.contracts.authority_codec import AuthorityRecord
+from airflow_provider_dpone.contracts.authority_external import (
+    ErrorClassification,
+    ExternalAuthorityRecord,
+    MemberRecord,
+)
+from airflow_provider_dpone.contracts.authority_generation import MemberGeneration
+from airflow_provider_dpone.contracts.authority_internal import (
+    INTERNAL_SCHEMA_V1,
+    INTERNAL_SCHEMA_V2,
+    ReplicatedCandidate,
+)
 from airflow_provider_dpone.contracts.authority_phases import MemberStage, Phase
+from airflow_provider_dpone.contracts.clickhouse_engines import EngineClass, classify_engine
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.contracts.identities import generation_id
 from airflow_provider_dpone.contracts.receipts import ArtifactReceipt
-from airflow_provider_dpone.ports.publication import ArtifactSource
+from airflow_provider_dpone.ports.publication import ArtifactSource, TableObservation
 from airflow_provider_dpone.protocol.authority_io import Held
 from airflow_provider_dpone.protocol.context import Context
 from airflow_provider_dpone.protocol.observe import observe_target
-from airflow_provider_dpone.protocol.runtime_admission import is_direct_mergetree
+from airflow_provider_dpone.protocol.request import MODE_ENGINE_CLASS
 
 UNSUPPORTED = "DPONE_CLICKHOUSE_CLUSTER_ARTIFACT_UNSUPPORTED"
+DIVERGENT = "DPONE_CLICKHOUSE_CLUSTER_TARGET_DIVERGENT"
+_INTERNAL_SCHEMAS = frozenset({INTERNAL_SCHEMA_V1, INTERNAL_SCHEMA_V2})
 
 
 def bind_artifact_and_baseline(ctx: Context, held: Held, source: ArtifactSource) -> Held:
-    """Seal (or fail and abort), observe the baseline, and CAS STAGING."""
+    """Seal (or fail and abort), observe the baseline, and CAS STAGING with the first candidate intent."""
     receipt = source.seal()
     problem = unsupported_reason(ctx, receipt)
     if problem is not None:
         classification = ErrorClassification(code=UNSUPPORTED, phase=held.record.phase, at_ms=ctx.now())
         ctx.commit(held, phase=Phase.ABORTED, last_error=classification)
         raise DponeError(UNSUPPORTED, problem)
-    members = []
-    observations = {mid: observe_target(ctx, mid, with_content=True) for mid in held.record.member_ids()}
-    present = {mid for mid, obs in observations.items() if obs.exists}
-    if present and len(present) != len(observations):
-        raise DponeError(
-            "DPONE_CLICKHOUSE_CLUSTER_TARGET_DIVERGENT", f"target on {len(present)} of {len(observations)}"
-        )
-    if present:
-        shapes = {(obs.columns, obs.row_count, obs.content_digest) for obs in observations.values()}
-        if len(shapes) != 1 or any(obs.content_digest is None for obs in observations.values()):
-            raise DponeError("DPONE_CLICKHOUSE_CLUSTER_TARGET_DIVERGENT", "schema or content differs between members")
-        uuids = {obs.uuid for obs in observations.values()}
-        if len(uuids) != len(observations):
-            raise DponeError("DPONE_CLICKHOUSE_CLUSTER_TARGET_DIVERGENT", "members share a physical UUID")
-        bad = sorted(mid for mid, obs in observations.items() if not is_direct_mergetree(obs.engine))
-        if bad:
-            raise DponeError("DPONE_CLICKHOUSE_CLUSTER_TARGET_ENGINE_UNSUPPORTED", f"target on members {bad}")
-    for member in held.record.members:
-        obs = observations[member.member_id]
-        intent = ctx.ports.entropy.uuid()
-        members.append(
-            MemberRecord(
-                member_id=member.member_id,
-                stage=MemberStage.INTENDED,
-                candidate_uuid_intent=intent,
-                owned_candidate_uuids=(intent,),
-                target_uuid=obs.uuid if obs.exists else None,
-                target_row_count=obs.row_count if obs.exists else None,
-                target_content_digest=obs.content_digest if obs.exists else None,
-            )
-        )
+    record = held.record
+    observations = observe_baseline(ctx, record.member_ids(), adoptable_engines(ctx, record.previous_schema))
+    present = any(obs.exists for obs in observations.values())
+    changes = (
+        _internal_staging(ctx, record, observations)
+        if ctx.request.internal
+        else _external_staging(ctx, record, observations)
+    )
     return ctx.commit(
         held,
         phase=Phase.STAGING,
         artifact=receipt,
         schema_digest=receipt.schema_digest,
         generation_id=generation_id(
-            operation_id_hex=held.record.operation_id,
+            operation_id_hex=record.operation_id,
             artifact_sha256=receipt.sha256,
             schema_digest_hex=receipt.schema_digest,
             row_count=receipt.row_count,
         ),
         baseline="existing" if present else "absent",
-        members=tuple(members),
+        **changes,
     )
+
+
+def adoptable_engines(ctx: Context, previous: str | None) -> frozenset[EngineClass]:
+    """The engine classes an existing target may have: the mode's, plus the other mode's when the record succeeded
+    a record of the other mode (``previous`` is its schema)."""
+    mode = ctx.request.replication_mode
+    engines = {MODE_ENGINE_CLASS[mode]}
+    if previous is not None and (previous in _INTERNAL_SCHEMAS) != (mode == "internal"):
+        engines.add(MODE_ENGINE_CLASS["external" if mode == "internal" else "internal"])
+    return frozenset(engines)
+
+
+def observe_baseline(
+    ctx: Context, member_ids: Iterable[str], engines: frozenset[EngineClass]
+) -> dict[str, TableObservation]:
+    """The target on every member, with content: absent everywhere, or present everywhere with equal schema and
+    content and an adoptable engine. Independent tables must have distinct UUIDs (equal UUIDs of non-replicated tables
+    mean two members are one server); replicas of one replicated table may share theirs."""
+    observations = {mid: observe_target(ctx, mid, with_content=True) for mid in member_ids}
+    present = {mid for mid, obs in observations.items() if obs.exists}
+    if not present:
+        return observations
+    if len(present) != len(observations):
+        raise DponeError(DIVERGENT, f"target on {len(present)} of {len(observations)}")
+    shapes = {(obs.columns, obs.row_count, obs.content_digest) for obs in observations.values()}
+    if len(shapes) != 1 or any(obs.content_digest is None for obs in observations.values()):
+        raise DponeError(DIVERGENT, "schema or content differs between members")
+    kinds = {mid: classify_engine(obs.engine or "") for mid, obs in observations.items()}
+    bad = sorted(mid for mid, kind in kinds.items() if kind not in engines)
+    if bad or len(set(kinds.values())) != 1:
+        raise DponeError("DPONE_CLICKHOUSE_CLUSTER_TARGET_ENGINE_UNSUPPORTED", f"target on members {bad or 'mixed'}")
+    shared = len({obs.uuid for obs in observations.values()}) != len(observations)
+    if shared and set(kinds.values()) != {EngineClass.REPLICATED_MERGE_TREE}:
+        raise DponeError(DIVERGENT, "independent members share a physical UUID")
+    return observations
 
 
 def unsupported_reason(ctx: Context, receipt: ArtifactReceipt) -> str | None:
@@ -89,3 +121,46 @@ def unsupported_reason(ctx: Context, receipt: ArtifactReceipt) -> str | None:
     if receipt.schema_pairs != ctx.request.table.schema_pairs:
         return "artifact schema differs from the table definition"
     return None
+
+
+def _baseline(member_id: str, obs: TableObservation) -> dict[str, object]:
+    return {
+        "member_id": member_id,
+        "target_uuid": obs.uuid if obs.exists else None,
+        "target_row_count": obs.row_count if obs.exists else None,
+        "target_content_digest": obs.content_digest if obs.exists else None,
+    }
+
+
+def _external_staging(
+    ctx: Context, record: AuthorityRecord, observations: Mapping[str, TableObservation]
+) -> dict[str, object]:
+    """One candidate UUID intent per member."""
+    assert isinstance(record, ExternalAuthorityRecord)
+    members = []
+    for member_id in record.member_ids():
+        intent = ctx.ports.entropy.uuid()
+        members.append(
+            MemberRecord.model_validate(
+                {
+                    **_baseline(member_id, observations[member_id]),
+                    "stage": MemberStage.INTENDED,
+                    "candidate_uuid_intent": intent,
+                    "owned_candidate_uuids": (intent,),
+                }
+            )
+        )
+    return {"members": tuple(members)}
+
+
+def _internal_staging(
+    ctx: Context, record: AuthorityRecord, observations: Mapping[str, TableObservation]
+) -> dict[str, object]:
+    """The one shared candidate UUID intent; every replica records its own baseline."""
+    intent = ctx.ports.entropy.uuid()
+    members = tuple(
+        MemberGeneration.model_validate(_baseline(member_id, observations[member_id]))
+        for member_id in record.member_ids()
+    )
+    candidate = ReplicatedCandidate(stage=MemberStage.INTENDED, uuid_intent=intent, owned_uuids=(intent,))
+    return {"members": members, "candidate": candidate}

@@ -1,5 +1,25 @@
-"""Entry points, one per Airflow task: ``fence``, ``stage``, ``publish`` (+ read-only ``reconcile_publication`` for a
-deferrable poller), ``cleanup`` (+ ``reconcile_cleanup``) and the operator's ``abort``.
+"""The publication service: one entry point per Airflow task, the same for both replication modes.
+
+Service API (what the four operators call, identically in internal and external mode)::
+
+    service = publication_service(ports, request, settings)      # or PublicationService(ports, request, settings)
+    service.fence()                  -> FenceResult      # fence task: create/resume the LOCKED record, before source I/O
+    service.stage(source)            -> StageResult      # stage task: seal + bind the artifact once, stage to STAGED
+    service.publish()                -> PublishResult    # publish task: dispatch the one publication DDL or resume it
+    service.reconcile_publication()  -> PublishResult    # deferred poll: read-only (+ the COMMITTED CAS); never dispatches
+    service.cleanup()                -> CleanupResult    # cleanup task: dispatch the one predecessor DROP or resume it
+    service.reconcile_cleanup()      -> CleanupResult    # deferred poll: read-only (+ the COMPLETED CAS)
+    service.abort()                  -> Aborted          # operator action, before publication only
+
+``PublishResult = InProgress | Committed`` and ``CleanupResult = InProgress | Completed`` (:mod:`results`); the receipt
+of :class:`Committed`/:class:`Completed` is the external or the internal receipt schema, by mode. Failures are
+:class:`~airflow_provider_dpone.contracts.errors.DponeError` with stable codes (the operators map them to retry or
+terminal failure).
+
+The mode is ``request.replication_mode`` (from the admitted manifest); nothing ever falls back to the other mode. The
+modes differ only in staging: external stages one candidate per member (:mod:`staging`), internal creates one
+replicated candidate ON CLUSTER, loads it once and waits for convergence (:mod:`replicated_staging`). Fencing, the
+artifact, publication, cleanup and abort are shared, and every ON CLUSTER DDL is one :mod:`ddl_step`.
 
 Every entry point starts the same way, whatever happened before: live runtime admission (inventory drift fences),
 then a fresh read of the authority. The authority record alone decides what to resume; results returned to Airflow
@@ -9,6 +29,9 @@ success returns the same outcome without mutating anything.
 
 from __future__ import annotations
 
+from typing import Literal
+
+from airflow_provider_dpone.contracts.authority_codec import AuthorityRecord
 from airflow_provider_dpone.contracts.authority_external import ExternalAuthorityRecord
 from airflow_provider_dpone.contracts.authority_phases import MemberStage, Phase
 from airflow_provider_dpone.contracts.errors import DponeError
@@ -16,13 +39,12 @@ from airflow_provider_dpone.contracts.receipts_publication import build_receipt
 from airflow_provider_dpone.ports.publication import ArtifactSource
 from airflow_provider_dpone.protocol.abort import abort_before_publication
 from airflow_provider_dpone.protocol.authority_io import Current, Held, read_current
-from airflow_provider_dpone.protocol.cleanup import dispatch_cleanup, reconcile_cleanup
-from airflow_provider_dpone.protocol.cleanup import redispatch_void as redispatch_cleanup
+from airflow_provider_dpone.protocol.cleanup import clean_up
 from airflow_provider_dpone.protocol.context import Context, ProtocolSettings, PublicationPorts
+from airflow_provider_dpone.protocol.ddl_step import StepProgress
 from airflow_provider_dpone.protocol.fence import lock_or_resume, require_own
-from airflow_provider_dpone.protocol.publication import dispatch_publication, reconcile_publication
-from airflow_provider_dpone.protocol.publication import redispatch_void as redispatch_publication
-from airflow_provider_dpone.protocol.reconcile import Reconciliation, Verdict
+from airflow_provider_dpone.protocol.publication import publish
+from airflow_provider_dpone.protocol.replicated_staging import stage_replicated
 from airflow_provider_dpone.protocol.request import PublicationRequest
 from airflow_provider_dpone.protocol.results import (
     Aborted,
@@ -41,8 +63,8 @@ from airflow_provider_dpone.protocol.staging import stage_all
 _NOT_YET_PUBLISHED = frozenset({Phase.LOCKED, Phase.STAGING, Phase.STAGED})
 
 
-class ExternalPublicationService:
-    """The external-replication full refresh of one target, for one scheduler invocation."""
+class PublicationService:
+    """The full refresh of one target, for one scheduler invocation, in the request's replication mode."""
 
     def __init__(
         self, ports: PublicationPorts, request: PublicationRequest, settings: ProtocolSettings | None = None
@@ -56,9 +78,10 @@ class ExternalPublicationService:
     def fence(self) -> FenceResult:
         """Create or resume this operation's authority row (LOCKED) before any source I/O."""
         ctx, current = self._begin()
-        held = lock_or_resume(ctx, current)
-        record = held.record
-        return FenceResult(record.operation_id, record.target_key, record.phase.value, record.candidate_name)
+        record = lock_or_resume(ctx, current).record
+        return FenceResult(
+            record.operation_id, record.target_key, record.phase.value, record.candidate_name, record.replication_mode
+        )
 
     def stage(self, source: ArtifactSource) -> StageResult:
         """Seal and bind the artifact (only while none is bound), then stage every member to READY and CAS STAGED."""
@@ -67,10 +90,11 @@ class ExternalPublicationService:
         if held.record.phase is Phase.LOCKED:
             held = bind_artifact_and_baseline(ctx, held, source)
         if held.record.phase is Phase.STAGING:
-            held = stage_all(ctx, held)
+            held = stage_replicated(ctx, held) if self.request.internal else stage_all(ctx, held)
         record = held.record
-        ready = sum(member.stage is MemberStage.READY for member in record.members)
-        return StageResult(record.operation_id, record.phase.value, record.generation_id, ready)
+        return StageResult(
+            record.operation_id, record.phase.value, record.generation_id, _ready(record), record.replication_mode
+        )
 
     def publish(self) -> PublishResult:
         """Dispatch the one publication DDL (from STAGED) or resume it; committed receipt or what to poll."""
@@ -85,13 +109,14 @@ class ExternalPublicationService:
         return self._cleanup(allow_dispatch=True)
 
     def reconcile_cleanup(self) -> CleanupResult:
+        """Read-only poll of the bound cleanup (plus the COMPLETED CAS when complete); never dispatches."""
         return self._cleanup(allow_dispatch=False)
 
     def abort(self) -> Aborted:
         """Operator action before publication: drop exactly the owned candidates and CAS ABORTED."""
         ctx, current = self._begin()
-        if current is None or not isinstance(current.record, ExternalAuthorityRecord):
-            raise DponeError("DPONE_CLICKHOUSE_CLUSTER_PHASE_NOT_READY", "no external operation holds the target")
+        if current is None or current.record.replication_mode != self.request.replication_mode:
+            raise DponeError("DPONE_CLICKHOUSE_CLUSTER_PHASE_NOT_READY", "no operation of this mode holds the target")
         record = current.record
         if record.operation_id != self.request.operation_id:
             raise DponeError("DPONE_CLICKHOUSE_CLUSTER_OPERATION_FENCED", "abort only the operation of this run")
@@ -114,17 +139,11 @@ class ExternalPublicationService:
         phase = held.record.phase
         if phase in (Phase.LOCKED, Phase.STAGING):
             raise DponeError("DPONE_CLICKHOUSE_CLUSTER_PHASE_NOT_READY", f"phase {phase}: stage first")
-        if phase is Phase.STAGED:
-            if not allow_dispatch:
-                raise DponeError("DPONE_CLICKHOUSE_CLUSTER_PHASE_NOT_READY", "publication not dispatched yet")
-            held = dispatch_publication(ctx, held)
-        if held.record.phase is Phase.PUBLICATION_DISPATCHING:
-            progress = reconcile_publication(ctx, held)
-            if progress.reconciliation.verdict is Verdict.VOID and allow_dispatch:
-                progress = reconcile_publication(ctx, redispatch_publication(ctx, progress.held))
+        if phase in (Phase.STAGED, Phase.PUBLICATION_DISPATCHING):
+            progress = publish(ctx, held, allow_dispatch=allow_dispatch)
+            if not progress.complete:
+                return _in_progress(progress, "publication")
             held = progress.held
-            if held.record.phase is Phase.PUBLICATION_DISPATCHING:
-                return self._in_progress(held, "publication", progress.reconciliation)
         return Committed(build_receipt(held.record, held.version))
 
     def _cleanup(self, *, allow_dispatch: bool) -> CleanupResult:
@@ -133,29 +152,36 @@ class ExternalPublicationService:
         phase = held.record.phase
         if phase in _NOT_YET_PUBLISHED or phase is Phase.PUBLICATION_DISPATCHING:
             raise DponeError("DPONE_CLICKHOUSE_CLUSTER_PHASE_NOT_READY", f"phase {phase}: publish first")
-        if phase is Phase.COMMITTED:
-            if not allow_dispatch:
-                raise DponeError("DPONE_CLICKHOUSE_CLUSTER_PHASE_NOT_READY", "cleanup not dispatched yet")
-            held = dispatch_cleanup(ctx, held)
-        if held.record.phase is Phase.CLEANUP_DISPATCHING:
-            progress = reconcile_cleanup(ctx, held)
-            if progress.reconciliation.verdict is Verdict.VOID and allow_dispatch:
-                progress = reconcile_cleanup(ctx, redispatch_cleanup(ctx, progress.held))
+        if phase in (Phase.COMMITTED, Phase.CLEANUP_DISPATCHING):
+            progress = clean_up(ctx, held, allow_dispatch=allow_dispatch)
+            if not progress.complete:
+                return _in_progress(progress, "cleanup")
             held = progress.held
-            if held.record.phase is Phase.CLEANUP_DISPATCHING:
-                return self._in_progress(held, "cleanup", progress.reconciliation)
         return Completed(build_receipt(held.record, held.version))
 
-    @staticmethod
-    def _in_progress(held: Held, stage: str, reconciliation: Reconciliation) -> InProgress:
-        binding = held.record.publication if stage == "publication" else held.record.cleanup
-        assert binding is not None
-        return InProgress(
-            operation_id=held.record.operation_id,
-            stage="publication" if stage == "publication" else "cleanup",
-            epoch=binding.epoch,
-            correlation_token=binding.correlation_token,
-            entry=reconciliation.entry,
-            pending_members=reconciliation.pending,
-            redispatch_due=reconciliation.verdict is Verdict.VOID,
-        )
+
+def publication_service(
+    ports: PublicationPorts, request: PublicationRequest, settings: ProtocolSettings | None = None
+) -> PublicationService:
+    """The service every publication operator builds per task try (both modes; see the module docstring)."""
+    return PublicationService(ports, request, settings)
+
+
+def _ready(record: AuthorityRecord) -> int:
+    if isinstance(record, ExternalAuthorityRecord):
+        return sum(member.stage is MemberStage.READY for member in record.members)
+    return len(record.members) if record.members_staged() else 0
+
+
+def _in_progress(progress: StepProgress, stage: Literal["publication", "cleanup"]) -> InProgress:
+    record = progress.held.record
+    binding = record.publication if stage == "publication" else record.cleanup
+    assert binding is not None
+    return InProgress(
+        operation_id=record.operation_id,
+        stage=stage,
+        epoch=binding.epoch,
+        correlation_token=binding.correlation_token,
+        entry=progress.reconciliation.entry,
+        pending_members=progress.reconciliation.pending,
+    )

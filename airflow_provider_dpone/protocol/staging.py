@@ -1,4 +1,4 @@
-"""STAGING -> STAGED: direct per-member staging of the one sealed artifact (seed 000 §4).
+"""STAGING -> STAGED, external mode: direct per-member staging of the one sealed artifact (seed 000 §4).
 
 Each member converges by repeated *observe, then at most one mutation* steps, in stable member-id order:
 
@@ -18,16 +18,19 @@ A lost response is resolved by the next step's observation; a process death by t
 
 from __future__ import annotations
 
-from airflow_provider_dpone.contracts.authority_external import MAX_REBUILDS_PER_MEMBER, MemberRecord
+from airflow_provider_dpone.contracts.authority_external import (
+    MAX_REBUILDS_PER_MEMBER,
+    ExternalAuthorityRecord,
+    MemberRecord,
+)
 from airflow_provider_dpone.contracts.authority_phases import MemberStage, Phase
 from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.contracts.identities import load_dedup_token, load_query_id
 from airflow_provider_dpone.contracts.receipts import ArtifactReceipt
-from airflow_provider_dpone.ports.publication import ArtifactHandle, ArtifactInvalidError, TableObservation
+from airflow_provider_dpone.ports.publication import TableObservation
 from airflow_provider_dpone.protocol.authority_io import Held
 from airflow_provider_dpone.protocol.context import Context
-from airflow_provider_dpone.protocol.member_mutation import mutate_once
-from airflow_provider_dpone.protocol.observe import observe_candidate
+from airflow_provider_dpone.protocol.member_mutation import load_once, mutate_once
+from airflow_provider_dpone.protocol.observe import is_exact, observe_candidate
 
 
 def stage_all(ctx: Context, held: Held) -> Held:
@@ -39,7 +42,7 @@ def stage_all(ctx: Context, held: Held) -> Held:
 
 def stage_member(ctx: Context, held: Held, member_id: str) -> Held:
     for _ in range(ctx.settings.max_member_steps):
-        member = held.record.member(member_id)
+        member = _external(held).member(member_id)
         if member.stage is MemberStage.READY:
             return held
         obs = observe_candidate(ctx, member_id, with_content=member.stage is MemberStage.CREATED)
@@ -61,7 +64,7 @@ def stage_member(ctx: Context, held: Held, member_id: str) -> Held:
                 _load_once(ctx, held, member_id)
             else:
                 held = _intend(ctx, held, member, rebuild=True)
-        elif obs.exists and is_exact(obs, member, _artifact(held)):
+        elif is_exact(obs, member, _artifact(held)):
             ready = member.model_copy(
                 update={"stage": MemberStage.READY, "row_count": obs.row_count, "content_digest": obs.content_digest}
             )
@@ -69,6 +72,12 @@ def stage_member(ctx: Context, held: Held, member_id: str) -> Held:
         else:
             held = _intend(ctx, held, member, rebuild=True)
     raise DponeError("DPONE_CLICKHOUSE_CLUSTER_MEMBER_OUTCOME_UNKNOWN", f"member {member_id} did not settle")
+
+
+def _external(held: Held) -> ExternalAuthorityRecord:
+    record = held.record
+    assert isinstance(record, ExternalAuthorityRecord)  # the service routes only external records here
+    return record
 
 
 def _artifact(held: Held) -> ArtifactReceipt:
@@ -97,7 +106,7 @@ def _intend(ctx: Context, held: Held, member: MemberRecord, *, rebuild: bool) ->
 
 
 def _commit_member(ctx: Context, held: Held, member: MemberRecord) -> Held:
-    return ctx.commit(held, phase=Phase.STAGING, members=held.record.with_member(member))
+    return ctx.commit(held, phase=Phase.STAGING, members=_external(held).with_member(member))
 
 
 def _create(ctx: Context, member: MemberRecord) -> None:
@@ -120,45 +129,13 @@ def _drop_stale(ctx: Context, member_id: str, obs: TableObservation) -> None:
 
 
 def _load_once(ctx: Context, held: Held, member_id: str) -> None:
-    """The single load into a freshly bound candidate, after re-verifying the sealed artifact."""
-    member = held.record.member(member_id)
-    candidate = member.candidate_uuid
+    candidate = _external(held).member(member_id).candidate_uuid
     assert candidate is not None
-    artifact = _artifact(held)
-    try:
-        handle: ArtifactHandle = ctx.ports.artifacts.open(artifact)
-    except ArtifactInvalidError:
-        raise DponeError("DPONE_CLICKHOUSE_CLUSTER_ARTIFACT_INVALID", f"sha256 {artifact.sha256[:16]}") from None
-    operation = held.record.operation_id
-    session = ctx.session(member_id)
-    mutate_once(
-        member_id,
-        "load",
-        lambda: session.load(
-            ctx.request.database,
-            ctx.request.candidate_name,
-            candidate,
-            handle,
-            query_id=load_query_id(operation_id_hex=operation, member=member_id, candidate_uuid=candidate),
-            dedup_token=load_dedup_token(
-                operation_id_hex=operation, member=member_id, candidate_uuid=candidate, artifact_sha256=artifact.sha256
-            ),
-        ),
-    )
+    load_once(ctx, member_id, candidate, _artifact(held))
 
 
 def _is_fresh(ctx: Context, obs: TableObservation) -> bool:
     """A just-created candidate: the requested engine and schema, and no rows."""
     return (
         obs.row_count == 0 and obs.engine == ctx.request.table.engine and obs.columns == ctx.request.table.schema_pairs
-    )
-
-
-def is_exact(obs: TableObservation, member: MemberRecord, artifact: ArtifactReceipt) -> bool:
-    """The bound candidate holds exactly the artifact: schema, row count and canonical content digest."""
-    return (
-        obs.uuid == member.candidate_uuid
-        and obs.columns == artifact.schema_pairs
-        and obs.row_count == artifact.row_count
-        and obs.content_digest == artifact.content_digest
     )

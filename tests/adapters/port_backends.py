@@ -50,20 +50,33 @@ class PortBackend(Protocol):
 
     def resume(self, member_id: str) -> None: ...
 
+    def stop_fetches(self, member_id: str, table: str) -> None:
+        """The member's replica of ``table`` stops fetching parts from the others (``SYSTEM STOP FETCHES``)."""
+        ...
+
+    def start_fetches(self, member_id: str, table: str) -> None: ...
+
     def close(self) -> None: ...
+
+
+def open_backend(kind: str, request: Any, directory: Path, *, internal_replication: bool = False) -> PortBackend:
+    """The ``fake`` or the ``embedded`` backend of a contract test (the embedded one from the module's cluster)."""
+    if kind == "fake":
+        return FakeBackend(internal_replication=internal_replication)
+    cluster = request.getfixturevalue("embedded_cluster")
+    return EmbeddedBackend(cluster, request.getfixturevalue("fresh_database"), directory)
 
 
 class FakeBackend:
     name = "fake"
 
-    def __init__(self, members: int = 2) -> None:
-        self.world = FakeWorld(members=members)
+    def __init__(self, members: int = 2, *, internal_replication: bool = False) -> None:
+        self.world = FakeWorld(members=members, internal_replication=internal_replication)
         self.cluster = self.world.cluster
         self.database = self.world.database
         self.ports = self.world.ports()
-        self.inventory = admit_inventory(
-            self.ports.catalog.inventory(self.cluster), cluster=self.cluster, mode="external"
-        )
+        mode = "internal" if internal_replication else "external"
+        self.inventory = admit_inventory(self.ports.catalog.inventory(self.cluster), cluster=self.cluster, mode=mode)
 
     def seal(self, columns: Sequence[tuple[str, str]], rows: Sequence[Row]) -> ArtifactReceipt:
         return self.world.source(columns, rows).seal()
@@ -77,6 +90,12 @@ class FakeBackend:
 
     def resume(self, member_id: str) -> None:
         self.world.resume(self.world.member(member_id))
+
+    def stop_fetches(self, member_id: str, table: str) -> None:
+        self.world.member(member_id).fetch_paused = True
+
+    def start_fetches(self, member_id: str, table: str) -> None:
+        self.world.member(member_id).fetch_paused = False
 
     def close(self) -> None:
         return None
@@ -134,9 +153,9 @@ class EmbeddedBackend:
             self.connection, database=database, store=store, ddl_task_timeout_seconds=ddl_timeout_seconds
         )
         self.ports = self.adapters.ports
-        self.inventory = admit_inventory(
-            self.ports.catalog.inventory(self.cluster), cluster=self.cluster, mode="external"
-        )
+        rows = self.ports.catalog.inventory(self.cluster)
+        mode = "internal" if rows and rows[0].internal_replication else "external"
+        self.inventory = admit_inventory(rows, cluster=self.cluster, mode=mode)
 
     def seal(self, columns: Sequence[tuple[str, str]], rows: Sequence[Row]) -> ArtifactReceipt:
         source = self.adapters.query_source(
@@ -163,6 +182,19 @@ class EmbeddedBackend:
 
     def resume(self, member_id: str) -> None:
         self.embedded.faults.resume(self.process_of(member_id))
+
+    def stop_fetches(self, member_id: str, table: str) -> None:
+        self._system(member_id, f"SYSTEM STOP FETCHES `{self.database}`.`{table}`")
+
+    def start_fetches(self, member_id: str, table: str) -> None:
+        self._system(member_id, f"SYSTEM START FETCHES `{self.database}`.`{table}`")
+
+    def _system(self, member_id: str, statement: str) -> None:
+        client = self.embedded.client(self.process_of(member_id))
+        try:
+            client.command(statement)
+        finally:
+            client.close()
 
     def close(self) -> None:
         self.adapters.close()

@@ -25,7 +25,7 @@ from airflow_provider_dpone.ports.publication import (
     RenameTable,
     TableSpec,
 )
-from tests.adapters.port_backends import EmbeddedBackend, FakeBackend, PortBackend, Row
+from tests.adapters.port_backends import PortBackend, Row, open_backend
 
 pytestmark = pytest.mark.embedded_cluster(members=2)
 
@@ -36,11 +36,7 @@ ROWS: tuple[Row, ...] = ((1, "a"), (2, None), (3, "c"))
 
 @pytest.fixture(params=["fake", "embedded"])
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[PortBackend]:
-    if request.param == "fake":
-        instance: PortBackend = FakeBackend()
-    else:
-        cluster = request.getfixturevalue("embedded_cluster")
-        instance = EmbeddedBackend(cluster, request.getfixturevalue("fresh_database"), tmp_path)
+    instance = open_backend(request.param, request, tmp_path)
     try:
         yield instance
     finally:

@@ -34,9 +34,12 @@ from airflow_provider_dpone.ports.publication import (
     OutcomeUnknownError,
     QueueEntryStatus,
     QueueHostStatus,
+    ReplicaStatus,
     TableObservation,
     TableSpec,
+    UnavailableError,
 )
+from tests.fakes.replication import blocks, fetch, insert, status
 from tests.fakes.world import (
     Effect,
     FakeArtifact,
@@ -154,14 +157,10 @@ class FakeMemberSession:
         self.world.calls["member.create"] += 1
 
         def effect() -> None:
-            if database not in self.member.databases:
-                raise MutationRejectedError("unknown database")
-            if (database, table) in self.member.tables or uuid in self.member.used_uuids:
-                raise MutationRejectedError("table or UUID exists")
             # ClickHouse reports types in its own spelling (``Decimal(18, 4)``), whatever spacing was declared
             columns = canonical_columns(spec.schema_pairs)
-            self.member.tables[(database, table)] = FakeTable(uuid=uuid, engine=spec.engine, columns=columns)
-            self.member.used_uuids.add(uuid)
+            if self.world.create_on(self.member, database, table, uuid, spec.engine, columns):
+                raise MutationRejectedError("database unknown, or table, UUID or replica exists")
             self.world.effects.append(Effect(self.member.member_id, "member", "create", table, uuid))
 
         self.world.faults.mutation("member.create", effect)
@@ -178,13 +177,15 @@ class FakeMemberSession:
             return found
 
         def effect() -> None:
-            found = target()
-            found.rows.extend(artifact.rows)
+            insert(self.world, target(), artifact.rows, dedup_token)
             self.world.effects.append(Effect(self.member.member_id, "member", "load", table, uuid))
 
         def partial() -> None:
             found = target()
-            found.rows.extend(artifact.rows[: len(artifact.rows) // 2])
+            if found.replica is None:
+                found.rows.extend(artifact.rows[: len(artifact.rows) // 2])
+            else:  # an interrupted replicated INSERT: the first half of its blocks were committed
+                insert(self.world, found, artifact.rows, dedup_token, upto=len(blocks(self.world, artifact.rows)) // 2)
             self.world.effects.append(Effect(self.member.member_id, "member", "load", table, uuid))
 
         self.world.faults.mutation("member.load", effect, partial)
@@ -196,10 +197,35 @@ class FakeMemberSession:
             found = self.member.tables.get((database, table))
             if found is None or found.uuid != uuid:
                 raise MutationRejectedError("table does not hold the expected UUID")
-            del self.member.tables[(database, table)]
+            self.world.drop_on(self.member, database, table)
             self.world.effects.append(Effect(self.member.member_id, "member", "drop", table, uuid))
 
         self.world.faults.mutation("member.drop", effect)
+
+    def replica_status(self, database: str, table: str) -> ReplicaStatus | None:
+        self.world.calls["member.replica_status"] += 1
+
+        def effect() -> ReplicaStatus | None:
+            found = self.member.tables.get((database, table))
+            return None if found is None else status(found, self.member)
+
+        return self.world.faults.read("member.replica_status", effect)
+
+    def sync_replica(self, database: str, table: str, *, timeout_seconds: float) -> bool:
+        """Drains this replica's pending fetches; a replica that cannot fetch waits out the bound and answers False
+        (the fake clock advances by the bound). An absent or non-replicated table is an error, as in ClickHouse."""
+        self.world.calls["member.sync_replica"] += 1
+
+        def effect() -> bool:
+            found = self.member.tables.get((database, table))
+            if found is None or found.replica is None:
+                raise UnavailableError("SYSTEM SYNC REPLICA: no such replicated table")
+            caught_up = fetch(found)
+            if not caught_up:
+                self.world.clock.advance(int(timeout_seconds * 1000))
+            return caught_up
+
+        return self.world.faults.read("member.sync_replica", effect)
 
 
 class FakeClusterDDL:

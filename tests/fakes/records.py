@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from airflow_provider_dpone.contracts.authority_external import DdlBinding, ExternalAuthorityRecord, MemberRecord
+from airflow_provider_dpone.contracts.authority_external import ExternalAuthorityRecord, MemberRecord
+from airflow_provider_dpone.contracts.authority_generation import DdlBinding, MemberGeneration
 from airflow_provider_dpone.contracts.authority_internal import (
     InternalAuthorityRecordV1,
     InternalAuthorityRecordV2,
+    LoadBinding,
     QualityBinding,
+    ReplicatedCandidate,
 )
 from airflow_provider_dpone.contracts.authority_phases import MemberStage, Phase
-from airflow_provider_dpone.contracts.identities import candidate_name, member_id, target_key
+from airflow_provider_dpone.contracts.identities import INTERNAL_CANDIDATE_INFIX, candidate_name, member_id, target_key
 from airflow_provider_dpone.contracts.receipts import ArtifactColumn, ArtifactReceipt
 
 TARGET_KEY = target_key("analytics", "analytics_db", "target_table")
@@ -131,33 +134,106 @@ def external_record(
     )
 
 
-def internal_v1(phase: Phase, *, operation: str = OTHER_OPERATION) -> InternalAuthorityRecordV1:
-    return InternalAuthorityRecordV1(
-        target_key=TARGET_KEY,
-        operation_id=operation,
-        fence_token=token(3),
-        phase=phase,
-        dispatch_epoch=4,
-        write_id=token(4),
-        inventory_digest="8" * 64,
-        normalized_plan_digest="6" * 64,
-        created_at_ms=T0,
-        updated_at_ms=T0,
+def internal_record(
+    phase: Phase = Phase.STAGED,
+    *,
+    members: int = 2,
+    existing: bool = True,
+    operation: str = OTHER_OPERATION,
+    quality: QualityBinding | None = None,
+    v2: bool = False,
+) -> InternalAuthorityRecordV1 | InternalAuthorityRecordV2:
+    """A valid internal (replicated) record in ``phase`` (ABORTED is built from LOCKED); the replicas share one
+    candidate UUID while each keeps its own baseline target UUID."""
+    rank = _ORDER.index(phase) if phase is not Phase.ABORTED else 0
+    art = artifact()
+    ids = sorted(member_id(1, replica) for replica in range(1, members + 1))
+    shared = uuid(300)
+    create = DdlBinding(
+        kind="create", epoch=1, correlation_token=token(11), query_digest="b" * 64, permitted_at_ms=T0 + 5
     )
+    candidate = None
+    if rank >= 1:
+        candidate = ReplicatedCandidate(stage=MemberStage.INTENDED, uuid_intent=shared, owned_uuids=(shared,))
+    if rank >= 2:
+        load = LoadBinding(
+            member_id=ids[0], candidate_uuid=shared, query_id="dpone-load-" + "1" * 32, dedup_token="2" * 64
+        )
+        candidate = ReplicatedCandidate(
+            stage=MemberStage.READY, uuid_intent=shared, owned_uuids=(shared,), create=create, load=load
+        )
+    records = []
+    for index, mid in enumerate(ids):
+        member = MemberGeneration(member_id=mid)
+        if rank >= 1 and existing:
+            member = MemberGeneration(
+                member_id=mid, target_uuid=uuid(100 + index), target_row_count=2, target_content_digest="d" * 64
+            )
+        if rank >= 2:
+            member = member.model_copy(
+                update={"candidate_uuid": shared, "row_count": art.row_count, "content_digest": art.content_digest}
+            )
+        if rank >= 4:
+            member = member.model_copy(update={"published_uuid": shared})
+        if rank >= 6:
+            member = member.model_copy(update={"predecessor_absent": True})
+        records.append(member)
+    epoch = 1 if rank >= 2 else 0
+    publication = cleanup = None
+    if rank >= 3:
+        epoch = 2
+        publication = DdlBinding(
+            kind="exchange" if existing else "rename",
+            epoch=2,
+            correlation_token=token(12),
+            query_digest="e" * 64,
+            permitted_at_ms=T0 + 10,
+            entry="query-0000000002" if rank >= 4 else None,
+        )
+    if rank >= 5:
+        epoch = 3 if existing else 2
+        cleanup = (
+            DdlBinding(
+                kind="drop", epoch=3, correlation_token=token(13), query_digest="f" * 64, permitted_at_ms=T0 + 20
+            )
+            if existing
+            else DdlBinding(kind="none", epoch=2, correlation_token=None, query_digest=None, permitted_at_ms=T0 + 20)
+        )
+    fields = {
+        "target_key": TARGET_KEY,
+        "operation_id": operation,
+        "fence_token": token(3),
+        "phase": phase,
+        "dispatch_epoch": epoch,
+        "write_id": token(4),
+        "inventory_digest": "8" * 64,
+        "normalized_plan_digest": "6" * 64,
+        "candidate_name": candidate_name("target_table", operation, INTERNAL_CANDIDATE_INFIX),
+        "artifact": art if rank >= 1 else None,
+        "schema_digest": art.schema_digest if rank >= 1 else None,
+        "generation_id": "4" * 64 if rank >= 1 else None,
+        "baseline": ("existing" if existing else "absent") if rank >= 1 else None,
+        "members": tuple(records),
+        "candidate": candidate,
+        "publication": publication,
+        "cleanup": cleanup,
+        "created_at_ms": T0,
+        "updated_at_ms": T0 + 30,
+        "committed_at_ms": T0 + 15 if rank >= 4 else None,
+    }
+    if v2 or quality is not None:
+        return InternalAuthorityRecordV2.model_validate({**fields, "quality": quality})
+    return InternalAuthorityRecordV1.model_validate(fields)
+
+
+def internal_v1(phase: Phase, *, operation: str = OTHER_OPERATION) -> InternalAuthorityRecordV1:
+    record = internal_record(phase, operation=operation)
+    assert isinstance(record, InternalAuthorityRecordV1)
+    return record
 
 
 def internal_v2(phase: Phase, *, with_quality: bool = True) -> InternalAuthorityRecordV2:
     quality = QualityBinding(core_digest="3" * 64, state="PREPARED") if with_quality else None
-    return InternalAuthorityRecordV2(
-        target_key=TARGET_KEY,
-        operation_id=OTHER_OPERATION,
-        fence_token=token(5),
-        phase=phase,
-        dispatch_epoch=2,
-        write_id=token(6),
-        inventory_digest="8" * 64,
-        normalized_plan_digest="6" * 64,
-        created_at_ms=T0,
-        updated_at_ms=T0,
-        quality=quality,
-    )
+    record = internal_record(phase, quality=quality, v2=True)
+    assert isinstance(record, InternalAuthorityRecordV2)
+    return record

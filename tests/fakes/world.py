@@ -14,7 +14,9 @@ tests against the real adapters on the embedded cluster):
   with ``timed_out`` when some host has not finished (``distributed_ddl_output_mode=throw`` semantics);
 * KeeperMap: strict insert fails on an existing key; each successful update increments ``_version`` by one; a CAS at
   the wrong version changes nothing;
-* the content digest is the canonical typed multiset digest (``contracts.typed_digest``) over the table's rows.
+* the content digest is the canonical typed multiset digest (``contracts.typed_digest``) over the table's rows;
+* ``Replicated*MergeTree`` tables (internal mode) share one log per Keeper path, fetch asynchronously and deduplicate
+  inserted blocks: see :mod:`tests.fakes.replication`.
 
 * the fake cannot model a request still in flight after its sender died: when a fault point says "crash", the effect
   either happened before the death or not at all. The protocol's quiet period covers the real-world case.
@@ -33,6 +35,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from airflow_provider_dpone.adapters.clickhouse.types import canonical_columns
 from airflow_provider_dpone.contracts.authority_row import (
     AUTHORITY_COLUMNS,
     AuthorityRow,
@@ -50,10 +53,12 @@ from airflow_provider_dpone.ports.publication import (
     HostDdlState,
 )
 from airflow_provider_dpone.protocol.context import PublicationPorts
+from tests.fakes import replication
 from tests.fakes.faults import FaultInjector
 
 if TYPE_CHECKING:
     from tests.fakes.ports import FakeSource
+    from tests.fakes.replication import FakeReplica, ReplicatedLog
 
 Row = tuple[object, ...]
 
@@ -91,6 +96,7 @@ class FakeTable:
     engine: str
     columns: tuple[tuple[str, str], ...]
     rows: list[Row] = field(default_factory=list)
+    replica: FakeReplica | None = None
 
 
 @dataclass
@@ -105,6 +111,9 @@ class FakeMember:
     paused: bool = False
     ddl_fails: bool = False
     executed: int = 0  # how many queue entries this member's worker has processed
+    fetch_paused: bool = False  # its replicas fetch nothing (SYNC REPLICA times out)
+    fetch_corrupt: int = 0  # its replicas fetch the next n parts without their last row (-1: every part)
+    replica_readonly: bool = False  # its replicas lost Keeper (system.replicas.is_readonly)
 
     @property
     def member_id(self) -> str:
@@ -183,10 +192,21 @@ def exact_authority_facts(path: str = "/dpone/authority") -> TableFacts:
 class FakeWorld:
     """A one-shard cluster of independent members, its Keeper, DDL queue and artifact store."""
 
-    def __init__(self, *, members: int = 2, cluster: str = "analytics", database: str = "analytics_db", seed: int = 0):
+    def __init__(
+        self,
+        *,
+        members: int = 2,
+        cluster: str = "analytics",
+        database: str = "analytics_db",
+        seed: int = 0,
+        internal_replication: bool = False,
+    ):
         self.cluster = cluster
         self.database = database
-        self.internal_replication = False
+        self.internal_replication = internal_replication
+        self.replicated_logs: dict[str, ReplicatedLog] = {}
+        self.insert_block_rows = 2
+        self.dedup_window = 100
         self.members: list[FakeMember] = []
         for replica in range(1, members + 1):
             self.add_member(replica)
@@ -235,6 +255,49 @@ class FakeWorld:
         member.tables[(self.database, name)] = table
         member.used_uuids.add(table.uuid)
         return table
+
+    def put_replicated_table(
+        self, name: str, columns: Sequence[tuple[str, str]], rows: Sequence[Row], engine: str = "ReplicatedMergeTree"
+    ) -> list[FakeTable]:
+        """A pre-existing replicated table on every member (as if created ON CLUSTER: one UUID, one log)."""
+        uuid = self.fresh_uuid(name)
+        tables = []
+        for member in self.members:
+            assert self.create_on(member, self.database, name, uuid, engine, tuple(columns)) == 0
+            tables.append(member.tables[(self.database, name)])
+        replication.seed(self, tables, rows)
+        return tables
+
+    def create_on(
+        self, member: FakeMember, database: str, name: str, uuid: str, engine: str, columns: tuple[tuple[str, str], ...]
+    ) -> int:
+        """``CREATE TABLE database.name UUID uuid`` on one member; 0 or ClickHouse's exception code."""
+        if database not in member.databases:
+            return 81  # UNKNOWN_DATABASE
+        if (database, name) in member.tables or uuid in member.used_uuids:
+            return TABLE_ALREADY_EXISTS
+        table = FakeTable(uuid=uuid, engine=engine, columns=columns)
+        if replication.is_replicated(engine):
+            code = replication.register(self, member, table)
+            if code:
+                return code
+        member.tables[(database, name)] = table
+        member.used_uuids.add(uuid)
+        return 0
+
+    def drop_on(self, member: FakeMember, database: str, name: str) -> FakeTable:
+        """``DROP TABLE ... SYNC``: the table, its UUID mapping and (replicated) its replica are gone at once."""
+        table = member.tables.pop((database, name))
+        member.used_uuids.discard(table.uuid)
+        replication.leave(self, table)
+        return table
+
+    def replicate(self, limit: int | None = None) -> None:
+        """Every replica of every replicated table fetches up to ``limit`` pending entries (all when ``None``)."""
+        for member in self.members:
+            for table in member.tables.values():
+                if table.replica is not None:
+                    replication.fetch(table, limit)
 
     def table(self, member: FakeMember, name: str) -> FakeTable | None:
         return member.tables.get((self.database, name))
@@ -301,9 +364,15 @@ class FakeWorld:
             tables[target] = tables.pop(source)
             self.effects.append(Effect(mid, "ddl", "rename", intent.source, tables[target].uuid))
             return 0
+        if intent.kind == "create":
+            columns = canonical_columns(intent.spec.schema_pairs)
+            code = self.create_on(member, db, intent.table, intent.uuid, intent.spec.engine, columns)
+            if not code:
+                self.effects.append(Effect(mid, "ddl", "create", intent.table, intent.uuid))
+            return code
         key = (db, intent.table)
         if key not in tables:
             return UNKNOWN_TABLE
-        dropped = tables.pop(key)
+        dropped = self.drop_on(member, db, intent.table)
         self.effects.append(Effect(mid, "ddl", "drop", intent.table, dropped.uuid))
         return 0

@@ -14,16 +14,16 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from airflow_provider_dpone.contracts.authority_codec import decode
-from airflow_provider_dpone.contracts.authority_external import ExternalAuthorityRecord
+from airflow_provider_dpone.contracts.authority_codec import AuthorityRecord, decode
 from airflow_provider_dpone.contracts.authority_phases import Phase
 from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.contracts.inventory import ReplicationMode
 from airflow_provider_dpone.ports.publication import ColumnSpec, TableSpec
 from airflow_provider_dpone.protocol.context import ProtocolSettings
 from airflow_provider_dpone.protocol.request import PublicationRequest
 from airflow_provider_dpone.protocol.results import Committed, Completed, InProgress
-from airflow_provider_dpone.protocol.service import ExternalPublicationService
-from tests.fakes.publication import FakeSource, FakeWorld, Row, SimulatedCrash
+from airflow_provider_dpone.protocol.service import PublicationService
+from tests.fakes.publication import FakeSource, FakeWorld, FaultKind, Row, SimulatedCrash
 
 COLUMNS: tuple[tuple[str, str], ...] = (("id", "UInt64"), ("name", "String"))
 BASELINE_ROWS: tuple[Row, ...] = ((1, "old-1"), (2, "old-2"))
@@ -37,9 +37,22 @@ PLAN_DIGEST = "5" * 64
 
 def point_of(sim: Sim, name: str, occurrence: int = 0) -> int:
     """Index of the ``occurrence``-th fault point called ``name`` in a fault-free run of the same scenario."""
-    clean = Sim.build(members=len(sim.world.members), baseline=sim.baseline, rows=sim.rows)
+    clean = Sim.build(members=len(sim.world.members), baseline=sim.baseline, rows=sim.rows, mode=sim.mode)
     assert clean.run_dag() == "completed"
     return [i for i, n in enumerate(clean.world.faults.trace) if n == name][occurrence]
+
+
+UNPROVEN = "DPONE_CLICKHOUSE_CLUSTER_DISPATCH_UNPROVEN"
+
+
+def permit_without_dispatch(trace: list[str], point: int, kind: FaultKind) -> bool:
+    """Whether a single fault at ``point`` leaves a DDL permit that was never dispatched: the process died just
+    before the dispatch, or died / lost the acknowledgement right after the permit CAS (the next point is the
+    dispatch). Those are the runs that must fail closed with ``DISPATCH_UNPROVEN`` instead of converging."""
+    if trace[point] == "ddl.dispatch":
+        return kind is FaultKind.CRASH_BEFORE
+    follows = point + 1 < len(trace) and trace[point + 1] == "ddl.dispatch"
+    return trace[point] == "authority.cas" and follows and kind in (FaultKind.CRASH_AFTER, FaultKind.LOSE_RESPONSE)
 
 
 def error_code(call: Callable[[], object]) -> str:
@@ -58,9 +71,17 @@ class Deferred(Exception):  # noqa: N818
     """A deferred task ran out of polls (the trigger timed out): the attempt fails and Airflow retries it."""
 
 
+ENGINES: dict[ReplicationMode, str] = {"external": "MergeTree", "internal": "ReplicatedMergeTree"}
+
+
 def make_request(
-    world: FakeWorld, *, target: str = "target_table", run_id: str = "scheduled__2026-09-18"
+    world: FakeWorld,
+    *,
+    target: str = "target_table",
+    run_id: str = "scheduled__2026-09-18",
+    mode: ReplicationMode = "external",
 ) -> PublicationRequest:
+    columns = tuple(ColumnSpec(name=n, type=t) for n, t in COLUMNS)
     return PublicationRequest(
         cluster=world.cluster,
         database=world.database,
@@ -68,7 +89,8 @@ def make_request(
         dag_id="external_refresh",
         run_id=run_id,
         normalized_plan_digest=PLAN_DIGEST,
-        table=TableSpec(columns=tuple(ColumnSpec(name=n, type=t) for n, t in COLUMNS), order_by=("id",)),
+        replication_mode=mode,
+        table=TableSpec(columns=columns, engine=ENGINES[mode], order_by=("id",)),
         max_source_bytes=1_000_000,
     )
 
@@ -95,23 +117,38 @@ class Sim:
         rows: tuple[Row, ...] = NEW_ROWS,
         seed: int = 0,
         run_id: str = "scheduled__2026-09-18",
+        mode: ReplicationMode = "external",
     ) -> Sim:
-        world = FakeWorld(members=members, seed=seed)
+        """A fresh world of ``members`` members in ``mode`` (internal: ``internal_replication=true`` and a replicated
+        baseline target created as if ON CLUSTER), an unrelated table everywhere, and the request of one run."""
+        world = FakeWorld(members=members, seed=seed, internal_replication=mode == "internal")
         for member in world.members:
             world.put_table(member, "unrelated", COLUMNS, UNRELATED_ROWS)
-            if baseline is not None:
+            if baseline is not None and mode == "external":
                 world.put_table(member, "target_table", COLUMNS, baseline)
-        sim = cls(world, make_request(world, run_id=run_id), world.source(COLUMNS, rows), rows, baseline)
+        if baseline is not None and mode == "internal":
+            world.put_replicated_table("target_table", COLUMNS, baseline)
+        request = make_request(world, run_id=run_id, mode=mode)
+        sim = cls(world, request, world.source(COLUMNS, rows), rows, baseline)
         sim.snapshot()
         return sim
 
     @classmethod
-    def successor(cls, previous: Sim, *, run_id: str, rows: tuple[Row, ...]) -> Sim:
-        """A later operation (new DAG run) on the same world, its invariants relative to the world as it is now."""
-        request = previous.request.model_copy(update={"run_id": run_id})
+    def successor(
+        cls, previous: Sim, *, run_id: str, rows: tuple[Row, ...], mode: ReplicationMode | None = None
+    ) -> Sim:
+        """A later operation (new DAG run) on the same world, its invariants relative to the world as it is now.
+        Another ``mode`` is a mode migration: the cluster's ``internal_replication`` flag flips with it."""
+        mode = mode or previous.mode
+        previous.world.internal_replication = mode == "internal"
+        request = make_request(previous.world, run_id=run_id, mode=mode)
         sim = cls(previous.world, request, previous.world.source(COLUMNS, rows), rows, previous.rows)
         sim.snapshot()
         return sim
+
+    @property
+    def mode(self) -> ReplicationMode:
+        return self.request.replication_mode
 
     def snapshot(self) -> None:
         """Record every existing table as pre-existing (foreign, or the predecessor) and where our UUIDs start."""
@@ -122,8 +159,8 @@ class Sim:
         self.issued_from = len(self.world.entropy.issued_uuids)
         self.effects_from = len(self.world.effects)
 
-    def service(self, request: PublicationRequest | None = None) -> ExternalPublicationService:
-        return ExternalPublicationService(self.world.ports(), request or self.request, SETTINGS)
+    def service(self, request: PublicationRequest | None = None) -> PublicationService:
+        return PublicationService(self.world.ports(), request or self.request, SETTINGS)
 
     # --- driving --------------------------------------------------------------------------------------------------
 
@@ -161,20 +198,17 @@ class Sim:
                 return
             self.world.clock.advance(POLL_MS)
             service = self.service()
-            if result.redispatch_due:
-                result = service.publish() if task == "publish" else service.cleanup()
-            else:
-                result = service.reconcile_publication() if task == "publish" else service.reconcile_cleanup()
+            result = service.reconcile_publication() if task == "publish" else service.reconcile_cleanup()
             self.check_success(result)
         if isinstance(result, InProgress):
             raise Deferred(task)
 
     # --- observation ----------------------------------------------------------------------------------------------
 
-    def record(self) -> ExternalAuthorityRecord:
+    def record(self) -> AuthorityRecord:
         row, _ = self.world.keeper[self.request.target_key]
         record = decode(row)
-        assert isinstance(record, ExternalAuthorityRecord)
+        assert record.replication_mode == self.mode
         return record
 
     def check_success(self, result: object) -> None:
@@ -211,9 +245,29 @@ class Sim:
                 assert effect.uuid in issued and effect.name == self.request.candidate_name, effect
             elif effect.op == "drop":
                 assert effect.name == self.request.candidate_name, effect
-                assert effect.uuid == predecessors.get(effect.member_id), f"cleanup dropped a non-predecessor: {effect}"
+                rebuild = self.mode == "internal" and effect.uuid in issued  # the owned replicated candidate
+                assert rebuild or effect.uuid == predecessors.get(effect.member_id), (
+                    f"dropped a non-predecessor: {effect}"
+                )
+            elif effect.op == "create":
+                assert effect.name == self.request.candidate_name and effect.uuid in issued, effect
             else:
                 assert effect.name in (self.request.target, self.request.candidate_name), effect
+
+    def check_fail_closed(self, outcome: str, code: str) -> None:
+        """A fail-closed stop: the stable code, the record still unresolved with the code recorded, no success
+        reported unless the stop came after a real commit, the invariants hold, and nothing was removed (the name
+        under the candidate name, candidate or predecessor, is retained on every member)."""
+        assert outcome.endswith(f": {code}"), (outcome, self.errors)
+        record = self.record()
+        assert record.phase not in (Phase.COMMITTED, Phase.COMPLETED, Phase.ABORTED), record.phase
+        assert record.last_error is not None and record.last_error.code == code
+        if record.phase is not Phase.CLEANUP_DISPATCHING:
+            assert self.successes == 0
+        self.check_invariants()
+        for member in self.world.members:
+            if record.member(member.member_id).candidate_uuid is not None:  # a bound candidate, or the predecessor
+                assert self.world.table(member, self.request.candidate_name) is not None, "not retained"
 
     def check_converged(self) -> None:
         """COMPLETED, every member's target equals the artifact, nothing else of ours is left behind."""

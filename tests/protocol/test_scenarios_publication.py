@@ -7,8 +7,7 @@ from collections import Counter
 
 import pytest
 
-from airflow_provider_dpone.contracts.authority_codec import decode, encode
-from airflow_provider_dpone.contracts.authority_external import ExternalAuthorityRecord
+from airflow_provider_dpone.contracts.authority_codec import encode
 from airflow_provider_dpone.contracts.authority_phases import Phase
 from airflow_provider_dpone.protocol.results import Committed, Completed, InProgress
 from tests.fakes.faults import FaultKind
@@ -40,7 +39,7 @@ def test_member_paused_during_exchange_is_in_progress_then_completes_after_resum
     for _ in range(3):
         sim.world.clock.advance(RETRY_DELAY_MS)  # long past the quiet period: still never redispatched
         result = sim.service().reconcile_publication()
-        assert isinstance(result, InProgress) and not result.redispatch_due
+        assert isinstance(result, InProgress)
         result = sim.service().publish()
         assert isinstance(result, InProgress)
     assert sim.world.calls["ddl.dispatch"] == 1
@@ -60,7 +59,6 @@ def test_lost_exchange_response_commits_from_the_bound_queue_entry() -> None:
     assert sim.world.calls["ddl.dispatch"] == 2  # one exchange, one cleanup drop
     record = sim.record()
     assert record.publication is not None and record.publication.entry == "query-0000000000"
-    assert record.publication.abandoned == ()
     sim.check_converged()
 
 
@@ -73,7 +71,7 @@ def test_lost_cleanup_response_completes_by_observation() -> None:
     sim.check_converged()
 
 
-def test_crash_after_permit_before_dispatch_voids_the_permit_only_after_the_quiet_period() -> None:
+def test_crash_after_permit_before_dispatch_fails_closed_after_the_quiet_period_and_never_redispatches() -> None:
     sim = Sim.build()
     sim.world.faults.schedule([(point_of(sim, "ddl.dispatch"), FaultKind.CRASH_BEFORE)])
     sim.service().fence()
@@ -83,15 +81,18 @@ def test_crash_after_permit_before_dispatch_voids_the_permit_only_after_the_quie
     first = sim.record().publication
     assert first is not None and sim.record().phase is Phase.PUBLICATION_DISPATCHING
     early = sim.service().publish()
-    assert isinstance(early, InProgress) and not early.redispatch_due  # no entry yet, quiet period not over
-    assert sim.world.calls["ddl.dispatch"] == 1
+    assert isinstance(early, InProgress) and early.entry is None  # no entry yet, quiet period not over
     sim.world.clock.advance(RETRY_DELAY_MS)
-    assert isinstance(sim.service().reconcile_publication(), InProgress)  # a poller never dispatches
-    assert isinstance(sim.service().publish(), Committed)
-    second = sim.record().publication
-    assert second is not None and second.epoch == first.epoch + 1
-    assert second.abandoned == (first.correlation_token,)
-    assert [entry.token for entry in sim.world.queue] == [second.correlation_token]
+    for call in (lambda: sim.service().reconcile_publication(), lambda: sim.service().publish()):
+        assert error_code(call) == "DPONE_CLICKHOUSE_CLUSTER_DISPATCH_UNPROVEN"
+    record = sim.record()
+    assert record.publication == first and record.dispatch_epoch == first.epoch  # no second permit
+    assert record.last_error is not None and record.last_error.code == "DPONE_CLICKHOUSE_CLUSTER_DISPATCH_UNPROVEN"
+    assert sim.world.calls["ddl.dispatch"] == 1 and sim.world.queue == []
+    assert all(sim.world.table(m, sim.request.candidate_name) is not None for m in sim.world.members)
+    assert rows_of(sim, 0, "target_table") == Counter(BASELINE_ROWS)
+    assert sim.successes == 0
+    sim.check_invariants()
 
 
 def test_second_run_racing_an_unresolved_one_is_fenced_and_touches_nothing() -> None:
@@ -190,16 +191,17 @@ def test_target_replaced_after_staging_blocks_publication() -> None:
     assert sim.world.calls["ddl.dispatch"] == 0
 
 
-def test_unresolved_internal_record_blocks_external_mode_and_a_completed_one_is_succeeded() -> None:
+def test_unresolved_internal_record_blocks_external_mode_and_a_completed_one_needs_its_physical_truth() -> None:
+    """A completed internal record is succeeded only after the target it published is observed on every member
+    (the positive migrations run real operations of both modes: ``test_mode_migration.py``)."""
     sim = Sim.build()
     sim.world.keeper[sim.request.target_key] = (encode(internal_v1(Phase.STAGED)), 5)
     assert error_code(lambda: sim.service().fence()) == "DPONE_CLICKHOUSE_CLUSTER_INTERNAL_RECORD_UNRESOLVED"
-    sim.world.keeper[sim.request.target_key] = (encode(internal_v1(Phase.COMPLETED)), 6)
-    assert sim.run_dag() == "completed"
-    record = decode(sim.world.keeper[sim.request.target_key][0])
-    assert isinstance(record, ExternalAuthorityRecord)
-    assert record.previous_schema == "dpone.clickhouse.cluster-full-refresh.v1"
-    assert record.dispatch_epoch > 4  # epochs stay monotonic across the mode migration
+    completed = encode(internal_v1(Phase.COMPLETED))  # its published UUIDs are not what the members expose
+    sim.world.keeper[sim.request.target_key] = (completed, 6)
+    assert error_code(lambda: sim.service().fence()) == "DPONE_CLICKHOUSE_CLUSTER_TARGET_DIVERGENT"
+    assert sim.world.keeper[sim.request.target_key] == (completed, 6)  # no CAS without the physical truth
+    assert sim.world.effects == []
 
 
 def test_completed_operation_is_idempotent() -> None:
@@ -248,7 +250,7 @@ def test_abort_applies_only_to_this_runs_operation_and_is_idempotent() -> None:
     assert sim.service(rival).fence().phase == "LOCKED"  # ABORTED is terminal: a new operation takes the slot
 
 
-def test_lost_permit_acknowledgement_never_dispatches_and_is_voided_later() -> None:
+def test_lost_permit_acknowledgement_never_dispatches_and_fails_closed_after_the_quiet_period() -> None:
     sim = Sim.build()
     sim.service().fence()
     sim.service().stage(sim.source)
@@ -258,8 +260,8 @@ def test_lost_permit_acknowledgement_never_dispatches_and_is_voided_later() -> N
     assert sim.world.calls["ddl.dispatch"] == 0
     assert isinstance(sim.service().publish(), InProgress)
     sim.world.clock.advance(RETRY_DELAY_MS)
-    assert isinstance(sim.service().publish(), Committed)
-    assert sim.world.calls["ddl.dispatch"] == 1 and sim.record().publication.epoch == 2  # type: ignore[union-attr]
+    assert error_code(lambda: sim.service().publish()) == "DPONE_CLICKHOUSE_CLUSTER_DISPATCH_UNPROVEN"
+    assert sim.world.calls["ddl.dispatch"] == 0 and sim.record().publication.epoch == 1  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize(

@@ -78,7 +78,7 @@ RUNTIME_ADMISSION: tuple[tuple[str, str, str], ...] = (
     ),
     (
         "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_MULTI_SHARD",
-        "the cluster has more than one shard; external publication supports exactly one shard",
+        "the cluster has more than one shard; cluster publication supports exactly one shard",
         "publish to a one-shard cluster definition",
     ),
     (
@@ -119,8 +119,10 @@ RUNTIME_ADMISSION: tuple[tuple[str, str, str], ...] = (
     ),
     (
         "DPONE_CLICKHOUSE_CLUSTER_TARGET_ENGINE_UNSUPPORTED",
-        "the target table's engine is not a direct non-replicated *MergeTree on every member",
-        "external mode publishes only plain MergeTree-family tables; use internal mode for Replicated*MergeTree",
+        "the table engine does not match the replication mode (internal: Replicated*MergeTree, external: a direct "
+        "non-replicated *MergeTree), in the request or on some member's existing target",
+        "declare the engine and replication_mode of the real topology; a target of the other mode's engine is adopted "
+        "only when the previous operation on the target was of that mode",
     ),
     (
         "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_DRIFT",
@@ -179,8 +181,13 @@ RUNTIME_ADMISSION: tuple[tuple[str, str, str], ...] = (
     ),
     (
         "DPONE_CLICKHOUSE_CLUSTER_INTERNAL_RECORD_UNRESOLVED",
-        "an unresolved internal (V1) publication record holds the target, which blocks external mode",
-        "finish or recover the internal operation first",
+        "an unresolved internal (replicated) publication record holds the target, which blocks external mode",
+        "finish or recover the internal operation first (clear its failed task, or abort it before publication)",
+    ),
+    (
+        "DPONE_CLICKHOUSE_CLUSTER_EXTERNAL_RECORD_UNRESOLVED",
+        "an unresolved external publication record holds the target, which blocks internal mode",
+        "finish or recover the external operation first (clear its failed task, or abort it before publication)",
     ),
     (
         "DPONE_CLICKHOUSE_CLUSTER_OPERATION_ABORTED",
@@ -234,7 +241,8 @@ RUNTIME_ADMISSION: tuple[tuple[str, str, str], ...] = (
     ),
     (
         "DPONE_CLICKHOUSE_CLUSTER_PUBLICATION_MIXED",
-        "the bound ON CLUSTER DDL (publication or cleanup) finished or failed on a member that does not show its effect",
+        "the bound ON CLUSTER DDL (publication, cleanup, or a replicated candidate's create or drop) finished or failed "
+        "on a member that does not show its effect",
         "follow the terminal-mixed recovery runbook; all objects are retained and nothing is re-dispatched",
     ),
     (
@@ -246,6 +254,28 @@ RUNTIME_ADMISSION: tuple[tuple[str, str, str], ...] = (
         "DPONE_CLICKHOUSE_CLUSTER_PUBLICATION_FOREIGN_UUID",
         "a member's target or candidate name holds a UUID other than the bound predecessor or candidate",
         "inspect the member for writers that bypass the provider; objects are retained",
+    ),
+    (
+        "DPONE_CLICKHOUSE_CLUSTER_DISPATCH_UNPROVEN",
+        "a dispatch permit was taken but its DDL never reached the queue within the quiet period and no member shows "
+        "an effect; whether the request is still in flight cannot be proven, so nothing is re-dispatched",
+        "follow the runbook's manual proof for the bound correlation token; all objects and the record are retained",
+    ),
+    (
+        "DPONE_CLICKHOUSE_CLUSTER_STAGING_DDL_PENDING",
+        "the replicated candidate's bound ON CLUSTER create or drop has not finished on every replica yet",
+        "retry the stage task: it resumes the same bound queue entry by observation; nothing is re-dispatched",
+    ),
+    (
+        "DPONE_CLICKHOUSE_CLUSTER_REPLICA_NOT_CONVERGED",
+        "a replica of the candidate did not fetch every replicated part within the bounded wait",
+        "retry the stage task: it waits again without mutating; check the replica's Keeper session and fetches",
+    ),
+    (
+        "DPONE_CLICKHOUSE_CLUSTER_REPLICA_SET_INVALID",
+        "the candidate's replicas are not one replicated table (a replica is missing from system.replicas, reports "
+        "another Keeper path, or the replica count differs from the inventory)",
+        "inspect system.replicas for the candidate on every member; objects are retained and nothing is dropped",
     ),
     (
         "DPONE_CLICKHOUSE_CLUSTER_DDL_QUEUE_UNAVAILABLE",

@@ -1,0 +1,196 @@
+"""What every publication authority record holds, whatever its replication mode (seed 000 §3-6, ADR 0067/0069).
+
+Both modes publish one logical generation (the sealed artifact) to every member of a one-shard cluster through the
+same fence, the same one-shot ``ON CLUSTER`` publication and the same fenced cleanup. So both record versions share
+this base: the fence core, the bound artifact and baseline, one :class:`MemberGeneration` per member (physical UUIDs
+and verified content, which is all that publication and cleanup reconcile), the DDL bindings and the phase invariants.
+They differ only in how the candidate comes to exist: one candidate per member (external) or one replicated candidate
+shared by every replica (internal); each subclass states when its members are staged.
+
+It never holds hosts, SQL, paths or row values. The validators encode the phase invariants, so a record that claims
+STAGED without every member staged cannot even be constructed.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, model_validator
+
+from airflow_provider_dpone.contracts.authority_fields import (
+    CLOSED,
+    Hex64,
+    MemberId,
+    NonNegative,
+    TimestampMs,
+    Token,
+    UInt64,
+    UuidText,
+)
+from airflow_provider_dpone.contracts.authority_phases import Phase
+from airflow_provider_dpone.contracts.receipts import ArtifactReceipt
+
+MEMBER_CONFIG = ConfigDict(frozen=True, extra="forbid", revalidate_instances="always")
+"""Nested records are revalidated inside their parent, so a ``model_copy`` cannot smuggle an invalid member in."""
+
+RECORD_CONFIG = ConfigDict(frozen=True, extra="forbid", populate_by_name=True, serialize_by_alias=True)
+
+MAX_REBUILDS = 16
+"""Bound on exact drop-and-rebuilds of one candidate within one operation (keeps the record bounded)."""
+
+_STAGED_OR_LATER = frozenset(
+    {Phase.STAGED, Phase.PUBLICATION_DISPATCHING, Phase.COMMITTED, Phase.CLEANUP_DISPATCHING, Phase.COMPLETED}
+)
+
+DdlKind = Literal["create", "exchange", "rename", "drop", "none"]
+
+
+class DdlBinding(BaseModel):
+    """One fenced ON CLUSTER dispatch permit and what identifies its queue entry.
+
+    ``correlation_token`` is random, bound *before* dispatch and carried in ``log_comment``; ``entry`` is the queue
+    entry name once observed. Kind ``none`` records a cleanup with nothing to drop (the target was absent, so
+    publication was a RENAME). ``abandoned`` is only read: records written before permits stopped being voided may
+    list tokens there; no current code writes it (a void permit now fails closed, see ``protocol/ddl_step.py``).
+    """
+
+    model_config = MEMBER_CONFIG
+
+    kind: DdlKind
+    epoch: UInt64
+    correlation_token: Token | None
+    query_digest: Hex64 | None
+    permitted_at_ms: TimestampMs
+    entry: StrictStr | None = None
+    abandoned: tuple[Token, ...] = ()
+
+    @model_validator(mode="after")
+    def _token_matches_kind(self) -> DdlBinding:
+        dispatched = self.kind != "none"
+        if dispatched != (self.correlation_token is not None) or dispatched != (self.query_digest is not None):
+            raise ValueError("a dispatched DDL binds a correlation token and a query digest; 'none' binds neither")
+        return self
+
+
+class MemberGeneration(BaseModel):
+    """What one member exposes: its baseline target, the candidate bound to it, the verified content, and whether
+    publication and cleanup reached it. Publication and cleanup reconcile exactly these fields, in both modes."""
+
+    model_config = MEMBER_CONFIG
+
+    member_id: MemberId
+    candidate_uuid: UuidText | None = None
+    target_uuid: UuidText | None = None
+    target_row_count: NonNegative | None = None
+    target_content_digest: Hex64 | None = None
+    row_count: NonNegative | None = None
+    content_digest: Hex64 | None = None
+    published_uuid: UuidText | None = None
+    predecessor_absent: bool = False
+
+    @model_validator(mode="after")
+    def _observations_are_paired(self) -> Self:
+        if (self.target_uuid is None) != (self.target_content_digest is None):
+            raise ValueError("an existing baseline target records its content digest")
+        if (self.row_count is None) != (self.content_digest is None):
+            raise ValueError("a verified candidate records its row count and content digest together")
+        return self
+
+
+class ErrorClassification(BaseModel):
+    """Redacted last failure: the stable code and the phase it happened in; no detail text."""
+
+    model_config = CLOSED
+
+    code: StrictStr = Field(pattern=r"^DPONE_[A-Z0-9_]+$")
+    phase: Phase
+    at_ms: TimestampMs
+
+
+class AuthorityCore(BaseModel):
+    """The fields every authority record version carries, whatever its replication mode: the fence, the phase and
+    the identities a same-operation retry re-derives and compares."""
+
+    target_key: Hex64
+    operation_id: Hex64
+    fence_token: Token
+    phase: Phase
+    dispatch_epoch: UInt64 = 0
+    write_id: Token
+    inventory_digest: Hex64
+    normalized_plan_digest: Hex64
+
+
+class GenerationRecord(AuthorityCore):
+    """The shared shape of both publication records (field names are the payload keys; ``schema`` names the version).
+
+    ``previous_schema``/``previous_operation_id`` name the terminal record this one succeeded by a versioned CAS
+    (they cross modes on a mode migration). Subclasses add the candidate state and say when members are staged.
+    """
+
+    candidate_name: StrictStr
+    previous_schema: StrictStr | None = None
+    previous_operation_id: StrictStr | None = None
+    artifact: ArtifactReceipt | None = None
+    schema_digest: Hex64 | None = None
+    generation_id: Hex64 | None = None
+    baseline: Literal["absent", "existing"] | None = None
+    members: tuple[MemberGeneration, ...] = Field(min_length=2)
+    publication: DdlBinding | None = None
+    cleanup: DdlBinding | None = None
+    created_at_ms: TimestampMs
+    updated_at_ms: TimestampMs
+    committed_at_ms: TimestampMs | None = None
+    last_error: ErrorClassification | None = None
+
+    def members_staged(self) -> bool:
+        """Whether every member holds its verified candidate (what STAGED and later phases require)."""
+        raise NotImplementedError
+
+    @model_validator(mode="after")
+    def _phase_invariants(self) -> Self:
+        ids = [member.member_id for member in self.members]
+        if ids != sorted(set(ids)):
+            raise ValueError("members are unique and ordered by member_id")
+        phase = self.phase
+        bound = phase not in (Phase.LOCKED, Phase.ABORTED)
+        if bound and (self.artifact is None or self.generation_id is None or self.baseline is None):
+            raise ValueError(f"{phase} requires the bound artifact, generation and baseline")
+        if self.artifact is not None and self.schema_digest != self.artifact.schema_digest:
+            raise ValueError("schema_digest must be the artifact's schema digest")
+        if self.baseline is not None:
+            existing = [member.target_uuid is not None for member in self.members]
+            if any(existing) != (self.baseline == "existing") or any(existing) != all(existing):
+                raise ValueError("the baseline is uniform: every member has a predecessor, or none has")
+        if phase in _STAGED_OR_LATER:
+            if not self.members_staged():
+                raise ValueError(f"{phase} requires every member staged")
+            if phase is not Phase.STAGED and self.publication is None:
+                raise ValueError(f"{phase} requires the bound publication")
+        if phase in (Phase.COMMITTED, Phase.CLEANUP_DISPATCHING, Phase.COMPLETED):
+            if any(member.published_uuid != member.candidate_uuid for member in self.members):
+                raise ValueError(f"{phase} requires every member to expose its candidate as the target")
+            if self.committed_at_ms is None:
+                raise ValueError(f"{phase} records the commit time")
+        if phase in (Phase.CLEANUP_DISPATCHING, Phase.COMPLETED) and self.cleanup is None:
+            raise ValueError(f"{phase} requires the bound cleanup")
+        if phase is Phase.COMPLETED and not all(member.predecessor_absent for member in self.members):
+            raise ValueError("COMPLETED requires the predecessor absent on every member")
+        if self.publication is not None and self.publication.epoch > self.dispatch_epoch:
+            raise ValueError("a bound epoch cannot exceed the dispatch epoch")
+        return self
+
+    def member_ids(self) -> tuple[str, ...]:
+        return tuple(member.member_id for member in self.members)
+
+    def member(self, member_id: str) -> MemberGeneration:
+        for member in self.members:
+            if member.member_id == member_id:
+                return member
+        raise KeyError(member_id)
+
+    def evolve(self, **changes: Any) -> Self:
+        """A validated copy with ``changes`` applied (``model_copy`` would skip the invariants)."""
+        data = {name: getattr(self, name) for name in type(self).model_fields}
+        data.update(changes)
+        return type(self).model_validate(data)

@@ -1,0 +1,160 @@
+"""One fenced ``ON CLUSTER`` DDL step: permit -> dispatch once -> reconcile -> finish (seed 000 §5.2-5.6, §6.3-6.5).
+
+Every cluster DDL of both modes is this step: the external publication and cleanup, and the internal candidate
+CREATE, rebuild DROP, publication and cleanup. A :class:`DdlStep` names what differs: the intent, the phase the
+permit is written in, the record slot that holds the binding, the per-member classifier (BEFORE / AFTER / foreign)
+and the completion update.
+
+* Permit: the barrier passes (by default every member BEFORE), then one acknowledged, read-back-proven CAS
+  increments the dispatch epoch and binds a fresh random correlation token and the intent's normalized digest.
+* Dispatch once: only the process holding that in-memory permit dispatches, and exactly once; an unknown answer or a
+  refusal is resolved by observation, never by a second dispatch.
+* Reconcile: the one queue entry carrying the token plus every member's physical state, decided by
+  :func:`~airflow_provider_dpone.protocol.reconcile.decide`. A foreign member fails closed at once.
+* Finish: on COMPLETE, the step's completion CAS (with the observed queue entry).
+
+A VOID verdict (no queue entry, no member effect, quiet period elapsed) is *not* a licence to dispatch again: a
+request can still be in flight, and a second permit could apply the same DDL twice. The step fails closed with
+``DISPATCH_UNPROVEN``; the runbook's manual proof decides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_provider_dpone.contracts.authority_codec import AuthorityRecord
+from airflow_provider_dpone.contracts.authority_generation import DdlBinding
+from airflow_provider_dpone.contracts.authority_phases import Phase
+from airflow_provider_dpone.contracts.canonical import canonical_json
+from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.contracts.identities import ddl_intent_digest
+from airflow_provider_dpone.ports.publication import (
+    DdlIntent,
+    DispatchOutcome,
+    DispatchSettings,
+    MutationRejectedError,
+    OutcomeUnknownError,
+)
+from airflow_provider_dpone.protocol.authority_io import Held
+from airflow_provider_dpone.protocol.context import Context
+from airflow_provider_dpone.protocol.reconcile import Reconciliation, Side, Verdict, decide, read_entry
+
+UNPROVEN = "DPONE_CLICKHOUSE_CLUSTER_DISPATCH_UNPROVEN"
+
+Classifier = Callable[[Context, AuthorityRecord, str], Side | None]
+"""One member's side of the step (observed physically), or ``None`` when it holds something foreign."""
+
+
+def require_before(ctx: Context, held: Held, step: DdlStep) -> None:
+    """The default barrier: every member is still exactly as the step expects before its DDL."""
+    for member_id in held.record.member_ids():
+        if step.classify(ctx, held.record, member_id) is not Side.BEFORE:
+            raise DponeError(step.foreign_code, f"{step.what}: member {member_id} is not as bound")
+
+
+@dataclass(frozen=True)
+class DdlStep:
+    what: str
+    """Names the step in details: ``publication``, ``cleanup``, ``candidate create``, ``candidate drop``."""
+    intent: DdlIntent
+    phase: Phase
+    """The phase the permit CAS writes (and the step stays in until it finishes)."""
+    slot: Callable[[AuthorityRecord], DdlBinding | None]
+    """The step's binding in the record, ``None`` while no permit was taken."""
+    bind: Callable[[AuthorityRecord, DdlBinding], dict[str, Any]]
+    """The record changes that store a binding in the slot."""
+    classify: Classifier
+    foreign_code: str
+    finish: Callable[[Context, Held, DdlBinding], Held]
+    """The completion CAS; the binding carries the observed queue entry."""
+    barrier: Callable[[Context, Held, DdlStep], None] = require_before
+
+
+@dataclass(frozen=True)
+class StepProgress:
+    held: Held
+    reconciliation: Reconciliation
+
+    @property
+    def complete(self) -> bool:
+        return self.reconciliation.verdict is Verdict.COMPLETE
+
+
+def run_step(ctx: Context, held: Held, step: DdlStep, *, allow_dispatch: bool) -> StepProgress:
+    """Take the permit and dispatch (only if none is bound and ``allow_dispatch``), then reconcile the bound one."""
+    if step.slot(held.record) is None:
+        if not allow_dispatch:
+            raise DponeError("DPONE_CLICKHOUSE_CLUSTER_PHASE_NOT_READY", f"{step.what} not dispatched yet")
+        step.barrier(ctx, held, step)
+        held = _permit(ctx, held, step)
+        binding = step.slot(held.record)
+        assert binding is not None
+        _dispatch_once(ctx, binding, step.intent)
+    return reconcile_step(ctx, held, step)
+
+
+def reconcile_step(ctx: Context, held: Held, step: DdlStep) -> StepProgress:
+    """Observe the bound entry and every member; run the completion CAS when complete. Never dispatches."""
+    binding = step.slot(held.record)
+    assert binding is not None
+    entry = read_entry(ctx, binding)
+    sides: dict[str, Side] = {}
+    for member_id in held.record.member_ids():
+        side = step.classify(ctx, held.record, member_id)
+        if side is None:
+            raise ctx.fail_closed(held, step.foreign_code, f"{step.what}: member {member_id}")
+        sides[member_id] = side
+    try:
+        outcome = decide(
+            what=step.what,
+            binding=binding,
+            entry=entry,
+            sides=sides,
+            members=held.record.member_ids(),
+            now_ms=ctx.now(),
+            quiet_ms=ctx.settings.dispatch_quiet_ms,
+        )
+    except DponeError as error:
+        raise ctx.fail_closed(held, error.code, error.detail) from None
+    if outcome.verdict is Verdict.VOID:
+        raise ctx.fail_closed(held, UNPROVEN, f"{step.what}: epoch {binding.epoch} never reached the queue")
+    if outcome.verdict is Verdict.COMPLETE:
+        held = step.finish(ctx, held, binding.model_copy(update={"entry": outcome.entry}))
+    return StepProgress(held, outcome)
+
+
+def _permit(ctx: Context, held: Held, step: DdlStep) -> Held:
+    """CAS the step's phase with a new epoch and a binding for its intent; the returned record is the permit."""
+    epoch = held.record.dispatch_epoch + 1
+    binding = DdlBinding(
+        kind=step.intent.kind,
+        epoch=epoch,
+        correlation_token=ctx.ports.entropy.token(),
+        query_digest=ddl_intent_digest(step.intent.model_dump(mode="json")),
+        permitted_at_ms=ctx.now(),
+    )
+    return ctx.commit(held, phase=step.phase, dispatch_epoch=epoch, **step.bind(held.record, binding))
+
+
+def _dispatch_once(ctx: Context, binding: DdlBinding, intent: DdlIntent) -> DispatchOutcome | None:
+    """The single dispatch of a permit. ``None`` when the initiator's answer is unknown or a refusal: either way the
+    queue entry and the members are observed next, never the dispatch repeated."""
+    assert binding.correlation_token is not None and binding.query_digest is not None
+    settings = DispatchSettings(
+        correlation_token=binding.correlation_token,
+        query_digest=binding.query_digest,
+        log_comment=canonical_json(
+            {
+                "dpone": "cluster-full-refresh" if ctx.request.internal else "cluster-external-full-refresh",
+                "operation": ctx.request.operation_id[:16],
+                "epoch": binding.epoch,
+                "token": binding.correlation_token,
+            }
+        ),
+    )
+    try:
+        return ctx.ports.ddl.dispatch(ctx.inventory, intent, settings)
+    except (OutcomeUnknownError, MutationRejectedError):
+        return None
