@@ -294,6 +294,14 @@ class MemberSession(Protocol):
         """What the member holds under ``database.table`` (content digest only when ``with_content``)."""
         ...
 
+    def table_uuids(self, database: str, tables: tuple[str, ...]) -> tuple[str | None, ...]:
+        """The UUID each name holds (``None`` when free), all read in one consistent snapshot of the database.
+
+        One read, not one per name: an ``EXCHANGE``/``RENAME`` applied between two separate reads would show a torn
+        pair (the same UUID under both names, or under neither) that no single moment ever had.
+        """
+        ...
+
     def create_table(self, database: str, table: str, uuid: str, spec: TableSpec) -> None:
         """``CREATE TABLE ... UUID uuid`` (never ``IF NOT EXISTS``: a taken name is :class:`MutationRejectedError`)."""
         ...

@@ -24,7 +24,6 @@ from airflow_provider_dpone.contracts.authority_generation import DdlBinding
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.ports.publication import HostDdlState, QueueEntryStatus, UnavailableError
 from airflow_provider_dpone.protocol.context import Context
-from airflow_provider_dpone.protocol.observe import observe_candidate, observe_target
 
 
 class Side(StrEnum):
@@ -80,10 +79,18 @@ def classify_observed(
     before: tuple[str | None, str | None],
     after: tuple[str | None, str | None],
 ) -> Side | None:
-    """:func:`classify` of the (target UUID, candidate UUID) pair observed on ``member_id`` now."""
-    target = observe_target(ctx, member_id)
-    candidate = observe_candidate(ctx, member_id)
-    return classify(target.uuid, candidate.uuid, before=before, after=after)
+    """:func:`classify` of the (target UUID, candidate UUID) pair observed on ``member_id`` in one snapshot (two
+    separate reads could straddle the DDL and show a pair no moment had, which would read as foreign)."""
+    request = ctx.request
+    try:
+        target, candidate = ctx.session(member_id).table_uuids(
+            request.database, (request.target, request.candidate_name)
+        )
+    except UnavailableError:
+        raise DponeError(
+            "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_INCOMPLETE", f"member {member_id} did not answer"
+        ) from None
+    return classify(target, candidate, before=before, after=after)
 
 
 def decide(

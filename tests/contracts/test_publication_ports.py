@@ -308,6 +308,8 @@ def test_exchange_swaps_the_uuids_on_every_member(backend: PortBackend) -> None:
         observe = session(backend, member_id).observe_table
         assert observe(backend.database, "target", with_content=False).uuid == candidate_uuid
         assert observe(backend.database, "cand", with_content=False).uuid == target_uuid
+        pair = session(backend, member_id).table_uuids(backend.database, ("target", "cand"))
+        assert pair == (candidate_uuid, target_uuid)
 
 
 def test_rename_moves_the_uuid_on_every_member(backend: PortBackend) -> None:
@@ -318,6 +320,11 @@ def test_rename_moves_the_uuid_on_every_member(backend: PortBackend) -> None:
         observe = session(backend, member_id).observe_table
         assert observe(backend.database, "target", with_content=False).uuid == value
         assert not observe(backend.database, "cand", with_content=False).exists
+        assert session(backend, member_id).table_uuids(backend.database, ("cand", "target", "other")) == (
+            None,
+            value,
+            None,
+        )
 
 
 def test_drop_on_cluster_removes_the_table_everywhere(backend: PortBackend) -> None:

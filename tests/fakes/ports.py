@@ -153,6 +153,11 @@ class FakeMemberSession:
             content_digest=content_digest(found.columns, found.rows) if with_content else None,
         )
 
+    def table_uuids(self, database: str, tables: tuple[str, ...]) -> tuple[str | None, ...]:
+        self.world.calls["member.observe"] += 1
+        found = (self.member.tables.get((database, table)) for table in tables)
+        return tuple(None if table is None else table.uuid for table in found)
+
     def create_table(self, database: str, table: str, uuid: str, spec: TableSpec) -> None:
         self.world.calls["member.create"] += 1
 

@@ -64,6 +64,11 @@ class ClickHouseMemberSession:
         rows = self._rows(sql_member.uuid_probe(database, table), "UUID probe")
         return str(rows[0][0]) if rows else None
 
+    def table_uuids(self, database: str, tables: tuple[str, ...]) -> tuple[str | None, ...]:
+        rows = self._rows(sql_member.uuid_snapshot(database, tables), "UUID snapshot")
+        found = {str(name): str(uuid) for name, uuid in rows}
+        return tuple(found.get(table) for table in tables)
+
     def observe_table(self, database: str, table: str, *, with_content: bool) -> TableObservation:
         meta = self._rows(sql_member.observe_metadata(database, table), "metadata read")
         if not meta:

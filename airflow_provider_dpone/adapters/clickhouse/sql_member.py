@@ -52,6 +52,14 @@ def observe_metadata(database: str, table: str) -> str:
     )
 
 
+def uuid_snapshot(database: str, tables: tuple[str, ...]) -> str:
+    """Name and UUID of each of ``tables`` that exists, from one ``system.tables`` read (one snapshot of the
+    database: an Atomic database's EXCHANGE swaps both names under one lock, so a pair is never torn)."""
+    db = string_literal(validate_identifier(database, what="database"))
+    names = ", ".join(string_literal(validate_identifier(table, what="table")) for table in tables)
+    return f"SELECT name, toString(uuid) FROM system.tables WHERE database = {db} AND name IN ({names})"
+
+
 def uuid_probe(database: str, table: str) -> str:
     """The UUID ``database.table`` holds right now (no row when the name is free)."""
     db, name = _names(database, table)
