@@ -19,6 +19,7 @@ from airflow_provider_dpone.embedded.topology import (
     MemberSlot,
     macros_xml,
     remote_servers_xml,
+    replication_xml,
 )
 
 HEADER = (
@@ -41,8 +42,10 @@ def _server_xml(topology: ClusterTopology, slot: MemberSlot, members: int) -> st
             "<clickhouse>",
             f"    <display_name>{slot.name}</display_name>",
             "    <listen_host>0.0.0.0</listen_host>",
+            f"    <interserver_http_host>{slot.name}</interserver_http_host>",
             remote_servers_xml(topology, replicas),
             macros_xml(topology, topology.external_cluster, slot),
+            replication_xml(topology),
             f"    <zookeeper><node><host>keeper</host><port>{KEEPER_PORT}</port></node></zookeeper>",
             f"    <keeper_map_path_prefix>{topology.keeper_map_path_prefix}</keeper_map_path_prefix>",
             "    <distributed_ddl><path>/clickhouse/task_queue/ddl</path></distributed_ddl>",

@@ -69,7 +69,7 @@ class Replication:
         self.spec = spec
         self.engine = engine
         self.store = store
-        self.log = ReplicationLog(store, Path(spec.cluster_dir) / "replication")
+        self.log = ReplicationLog(store, spec.replication_dir)
         self.macros = dict(self.rows("SELECT macro, substitution FROM system.macros"))
         server = dict(
             self.rows(

@@ -361,6 +361,15 @@ class ReplicationLog:
                 (text, replica.member, replica.uuid),
             )
 
+    def holders(self, entry: Entry) -> set[str]:
+        """Processes whose replica of the path has the entry's block: its writer, and those that executed it."""
+        with self._store.connect() as db:
+            rows = db.execute(
+                "SELECT member FROM replicas WHERE path = ? AND (replica_name = ? OR applied > ?)",
+                (entry.path, entry.source_replica, entry.idx),
+            ).fetchall()
+        return {member for (member,) in rows}
+
     def waiting(self, replica: Replica, below: int, sources: tuple[str, ...] = ()) -> int:
         """Entries of the replica's queue below index ``below`` not executed yet (from ``sources`` if given)."""
         query = (
