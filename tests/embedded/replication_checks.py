@@ -212,3 +212,14 @@ def check_insert_statements(replicas: Replicas, database: str) -> None:
     client.command(f"INSERT INTO {table} (s, a) SELECT toString(number), number + 10 FROM numbers(5)")
     assert_converged(replicas, table, 7)
     assert client.query(f"SELECT s FROM {table} WHERE a = 12").result_rows == [("2",)]
+
+
+CHECKS = (
+    check_default_path_create,
+    check_inserts_replicate,
+    check_deduplication,
+    check_exchange_rename_drop,
+    check_explicit_path_and_errors,
+    check_insert_statements,
+)
+"""Every check, in the order both suites run them."""

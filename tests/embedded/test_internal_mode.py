@@ -3,6 +3,8 @@ checks a real ClickHouse cluster passes (``replication_checks.py``, also run by 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from clickhouse_connect.driver.exceptions import DatabaseError
 
@@ -36,28 +38,11 @@ def test_topology_and_on_cluster_on_three_members(embedded_cluster: EmbeddedClus
         assert embedded_cluster.client(member).command(f"EXISTS TABLE `{fresh_database}`.t") == 1
 
 
-def test_default_path_create(replicas: checks.Replicas, fresh_database: str) -> None:
-    checks.check_default_path_create(replicas, fresh_database)
-
-
-def test_inserts_replicate(replicas: checks.Replicas, fresh_database: str) -> None:
-    checks.check_inserts_replicate(replicas, fresh_database)
-
-
-def test_deduplication(replicas: checks.Replicas, fresh_database: str) -> None:
-    checks.check_deduplication(replicas, fresh_database)
-
-
-def test_exchange_rename_drop(replicas: checks.Replicas, fresh_database: str) -> None:
-    checks.check_exchange_rename_drop(replicas, fresh_database)
-
-
-def test_explicit_path_and_errors(replicas: checks.Replicas, fresh_database: str) -> None:
-    checks.check_explicit_path_and_errors(replicas, fresh_database)
-
-
-def test_insert_statements(replicas: checks.Replicas, fresh_database: str) -> None:
-    checks.check_insert_statements(replicas, fresh_database)
+@pytest.mark.parametrize("check", checks.CHECKS, ids=lambda check: check.__name__.removeprefix("check_"))
+def test_replication_like_a_real_cluster(
+    check: Callable[[checks.Replicas, str], None], replicas: checks.Replicas, fresh_database: str
+) -> None:
+    check(replicas, fresh_database)
 
 
 def test_macros_the_process_lacks_and_replicated_databases(
