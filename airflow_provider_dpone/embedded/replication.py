@@ -22,7 +22,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -70,11 +70,6 @@ CREATE TABLE IF NOT EXISTS replication_claims (
 );
 """
 
-_REPLICA_COLUMNS = (
-    "path, replica_name, member, uuid, engine, path_template, replica_template, local_setting, dedup_window,"
-    " dedup_window_seconds, log_pointer, applied, last_queue_update, last_exception"
-)
-
 
 class ReplicaExistsError(Exception):
     """``REPLICA_ALREADY_EXISTS``: the path already has a replica with this name."""
@@ -107,6 +102,10 @@ class Replica:
     @property
     def replica_path(self) -> str:
         return f"{self.path}/replicas/{self.replica_name}"
+
+
+_REPLICA_COLUMNS = ", ".join(column.name for column in fields(Replica))
+"""The ``replicas`` columns, in the order of :class:`Replica`'s fields."""
 
 
 @dataclass(frozen=True)
@@ -199,25 +198,8 @@ class ReplicationLog:
                 if tuple(row) == (replica.member, replica.uuid):
                     return False
                 raise ReplicaExistsError(replica.replica_path)
-            db.execute(
-                f"INSERT INTO replicas ({_REPLICA_COLUMNS}) VALUES ({', '.join('?' * 14)})",
-                (
-                    replica.path,
-                    replica.replica_name,
-                    replica.member,
-                    replica.uuid,
-                    replica.engine,
-                    replica.path_template,
-                    replica.replica_template,
-                    replica.local_setting,
-                    replica.dedup_window,
-                    replica.dedup_window_seconds,
-                    0,
-                    0,
-                    time.time(),
-                    "",
-                ),
-            )
+            values = [getattr(replica, column.name) for column in fields(Replica)]
+            db.execute(f"INSERT INTO replicas ({_REPLICA_COLUMNS}) VALUES ({', '.join('?' * len(values))})", values)
         return True
 
     def set_dedup_window(self, member: str, uuid: str, window: int, seconds: int) -> None:
