@@ -1,7 +1,8 @@
 """Render the real cluster (``docker-compose.yaml`` and ``deploy/``) from the shared topology.
 
 The real thing for a developer's machine: ClickHouse Keeper, one shard of ClickHouse servers with both cluster
-definitions (``internal_replication`` false and true), and SQL Server 2022; images pinned, ports on loopback only,
+definitions (``internal_replication`` false and true) and what ``Replicated*MergeTree`` needs (Keeper, macros,
+default replica path and name, interserver host), and SQL Server 2022; images pinned, ports on loopback only,
 healthchecks on every service. ``deploy/real-cluster.json`` tells the opt-in real-cluster test suite where the
 servers are. Everything here is derived from :data:`~airflow_provider_dpone.embedded.topology.TOPOLOGY`, the same
 object the embedded cluster renders its configs from.
