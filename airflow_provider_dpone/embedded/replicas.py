@@ -171,8 +171,9 @@ class Replication:
     ) -> EngineResult:
         head, clause = statement.head, statement.engine
         assert clause is not None
-        if head.or_replace or head.kind != "TABLE":
-            raise self.engine.error(48, f"CREATE OR REPLACE of a {clause.name} table is not emulated")
+        if head.or_replace or clause.fills:
+            shape = "CREATE OR REPLACE" if head.or_replace else "CREATE ... AS SELECT"
+            raise self.engine.error(48, f"{shape} of a {clause.name} table is not emulated by the embedded cluster")
         db, table = self._database(head.target, handle, database), head.target.name
         if head.if_not_exists and self.uuid_of(db, table) is not None:
             return EngineResult(b"")

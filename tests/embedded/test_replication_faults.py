@@ -266,3 +266,37 @@ def test_system_replicas_has_the_engines_columns(embedded_cluster: EmbeddedClust
         f"SELECT count() FROM system.replicas WHERE database = '{fresh_database}' AND is_readonly = 0"
     )
     assert count == 1
+
+
+def test_replayed_insert_after_a_lost_response_is_deduplicated(
+    embedded_cluster: EmbeddedCluster, fresh_database: str
+) -> None:
+    """clickhouse-connect replays a bytes body after a remote close (see test_faults.py: a plain table gets the rows
+    twice); into a replicated table the replay is the same block, and it is ignored."""
+    _create(embedded_cluster, fresh_database)
+    table = f"{fresh_database}.t"
+    native = embedded_cluster.client("coordinator").raw_query(
+        "SELECT number AS a, toString(number) AS s FROM numbers(1000)", fmt="Native"
+    )
+    embedded_cluster.faults.lose_response("member1", match="INSERT")
+    embedded_cluster.client("member1").raw_insert(table, ["a", "s"], native, fmt="Native")
+    assert embedded_cluster.faults.armed() == []  # the response was lost once, and the body sent again
+    for member in embedded_cluster.members:
+        _sync(embedded_cluster, member.name, table)
+    assert {count for count, _ in _digests(embedded_cluster, table)} == {1000}
+    assert status(embedded_cluster.client("member2"), fresh_database, "t")["log_max_index"] == 0
+
+
+def test_create_as_select_is_refused(embedded_cluster: EmbeddedCluster, fresh_database: str) -> None:
+    client = embedded_cluster.client("member1")
+    with pytest.raises(DatabaseError) as refused:
+        client.command(
+            f"CREATE TABLE {fresh_database}.t (a UInt64) ENGINE = ReplicatedMergeTree('/x/{{database}}/t', '{{replica}}')"
+            " ORDER BY a AS SELECT number FROM numbers(3)"
+        )
+    assert refused.value.code == 48
+    assert client.command(f"EXISTS TABLE {fresh_database}.t") == 0
+    client.command(
+        f"CREATE TABLE {fresh_database}.t (a UInt64) ENGINE = ReplicatedMergeTree('/x/{{database}}/t', '{{replica}}')"
+        " ORDER BY a"
+    )  # the refused statement left no replica behind
