@@ -73,7 +73,7 @@ class ReplicationWorker(threading.Thread):
             entry = log.entry(replica.path, idx)
             if entry is None:
                 break
-            if entry.source_replica != replica.replica_name:  # its own blocks are in the table already
+            if not entry.written_by(replica):  # its own blocks are in its table already
                 if paused or time.time() - entry.create_time < lag:
                     break
                 if not log.holders(entry) & self._replication.store.live_targets(STALE_SECONDS):

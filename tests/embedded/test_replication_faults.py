@@ -300,3 +300,25 @@ def test_create_as_select_is_refused(embedded_cluster: EmbeddedCluster, fresh_da
         f"CREATE TABLE {fresh_database}.t (a UInt64) ENGINE = ReplicatedMergeTree('/x/{{database}}/t', '{{replica}}')"
         " ORDER BY a"
     )  # the refused statement left no replica behind
+
+
+def test_replica_created_again_under_its_name_receives_its_old_blocks(
+    embedded_cluster: EmbeddedCluster, fresh_database: str
+) -> None:
+    """A replica dropped and created again (same path, same name) is a new replica: it gets every block of the
+    path back, also those its previous incarnation wrote."""
+    ddl = (
+        f"CREATE TABLE {fresh_database}.t (a UInt64, s String)"
+        f" ENGINE = ReplicatedMergeTree('/again/{{database}}/t', '{{replica}}') ORDER BY a"
+    )
+    table = f"{fresh_database}.t"
+    for member in ("member1", "member2"):
+        embedded_cluster.client(member).command(ddl)
+    _insert(embedded_cluster, "member1", table, 0, 100)
+    _insert(embedded_cluster, "member2", table, 100, 10)
+    _sync(embedded_cluster, "member2", table)
+    embedded_cluster.client("member1").command(f"DROP TABLE {table} SYNC")
+    embedded_cluster.client("member1").command(ddl)
+    _sync(embedded_cluster, "member1", table)
+    assert digest(embedded_cluster.client("member1"), table) == digest(embedded_cluster.client("member2"), table)
+    assert digest(embedded_cluster.client("member1"), table)[0] == 110
