@@ -179,7 +179,7 @@ class Replication:
             return EngineResult(b"")
         uuid = head.uuid or str(uuids.uuid4())
         path_template, replica_template, rest = macros.engine_arguments(
-            self.engine, clause.args, self._default_path, self._default_name
+            self.engine.error, clause.args, self._default_path, self._default_name
         )
         path_template = macros.expand_special(path_template, db, table)
         replica_template = macros.expand_special(replica_template, db, table)
@@ -190,9 +190,9 @@ class Replication:
         )
         replica = Replica(
             path=macros.zookeeper_path(
-                self.engine, macros.expand(self.engine, path_template, self.macros, db, table, head.uuid)
+                self.engine.error, macros.expand(self.engine.error, path_template, self.macros, db, table, head.uuid)
             ),
-            replica_name=macros.expand(self.engine, replica_template, self.macros, db, table, None),
+            replica_name=macros.expand(self.engine.error, replica_template, self.macros, db, table, None),
             member=self.spec.name,
             uuid=uuid,
             engine=clause.name,
