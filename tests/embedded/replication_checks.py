@@ -204,14 +204,18 @@ def check_explicit_path_and_errors(replicas: Replicas, database: str) -> None:
 
 
 def check_insert_statements(replicas: Replicas, database: str) -> None:
-    """``INSERT ... VALUES`` and ``INSERT ... SELECT`` replicate like data inserts."""
+    """``INSERT ... VALUES``, ``INSERT ... SELECT`` and inserts in other formats replicate like Native inserts."""
     create_like_the_adapter(replicas, database, "t", "`a` UInt64, `s` String", "`a`")
     table = f"`{database}`.`t`"
     client = replicas.members[0]()
     client.command(f"INSERT INTO {table} VALUES (1, 'one'), (2, 'two')")
     client.command(f"INSERT INTO {table} (s, a) SELECT toString(number), number + 10 FROM numbers(5)")
-    assert_converged(replicas, table, 7)
+    row_binary = client.raw_query("SELECT number + 100 AS a, 'rb' AS s FROM numbers(3)", fmt="RowBinary")
+    replicas.members[-1]().raw_insert(table, ["a", "s"], row_binary, fmt="RowBinary")
+    client.raw_insert(table, ["a", "s"], b"200,csv\n201,csv\n", fmt="CSV")
+    assert_converged(replicas, table, 12)
     assert client.query(f"SELECT s FROM {table} WHERE a = 12").result_rows == [("2",)]
+    assert client.command(f"SELECT countIf(s = 'rb') + countIf(s = 'csv') FROM {table}") == 5
 
 
 CHECKS = (

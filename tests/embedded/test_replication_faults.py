@@ -322,3 +322,9 @@ def test_replica_created_again_under_its_name_receives_its_old_blocks(
     _sync(embedded_cluster, "member1", table)
     assert digest(embedded_cluster.client("member1"), table) == digest(embedded_cluster.client("member2"), table)
     assert digest(embedded_cluster.client("member1"), table)[0] == 110
+    for member in ("member1", "member2"):  # the last replica takes the path with it: a new table starts empty
+        embedded_cluster.client(member).command(f"DROP TABLE {table} SYNC")
+    embedded_cluster.client("member2").command(ddl)
+    _sync(embedded_cluster, "member2", table)
+    assert digest(embedded_cluster.client("member2"), table) == (0, 0)
+    assert status(embedded_cluster.client("member2"), fresh_database, "t")["log_max_index"] == 0
