@@ -226,8 +226,10 @@ class QueueEntryStatus(BaseModel):
 class ReplicaStatus(BaseModel):
     """One replica's ``system.replicas`` row for one table: what bounded convergence waits on.
 
-    The replica is caught up with the shared log when ``log_pointer > log_max_index`` (the next entry it would read
-    is past the last one) and ``queue_size == 0``; ``is_readonly`` means it lost Keeper and cannot fetch.
+    ``log_pointer`` is the next shared-log entry this replica will read and ``log_max_index`` the newest entry's index
+    (both 0 while the log is still empty), so these counters alone cannot tell "caught up" from "nothing logged yet":
+    convergence is decided by ``SYSTEM SYNC REPLICA`` and the content digests. ``is_readonly`` means the replica lost
+    Keeper and cannot fetch.
     """
 
     model_config = _CLOSED

@@ -3,9 +3,8 @@
 adapters on an embedded cluster with ``internal_replication=true``.
 
 This is its own module because the embedded cluster's shape is chosen per module (``test_publication_ports.py`` runs
-on an ``internal_replication=false`` cluster). Cases taking the ``replicated`` fixture need ``Replicated*MergeTree``
-on the embedded cluster, which chdb does not provide yet (the embedded cluster refuses the engine with Code 48): on the
-real side they are strict xfails, so they start failing -- and the xfail must go -- the moment the capability lands.
+on an ``internal_replication=false`` cluster). The embedded cluster emulates ``Replicated*MergeTree``
+replication between its member engines (``docs/embedded-cluster.md``), so every case runs on both sides.
 """
 
 from __future__ import annotations
@@ -32,9 +31,6 @@ from tests.adapters.port_backends import PortBackend, Row, open_backend
 
 pytestmark = pytest.mark.embedded_cluster(members=2, internal_replication=True)
 
-MISSING = (
-    "embedded cluster without Replicated*MergeTree (chdb refuses the engine; built on branch embedded-replication)"
-)
 COLUMNS = (("id", "UInt64"), ("s", "Nullable(String)"))
 SPEC = TableSpec(
     columns=tuple(ColumnSpec(name=n, type=t) for n, t in COLUMNS), engine="ReplicatedMergeTree", order_by=("id",)
@@ -54,9 +50,7 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[PortBack
 
 @pytest.fixture
 def replicated(backend: PortBackend, request: pytest.FixtureRequest) -> PortBackend:
-    """The backend of a case that needs ``Replicated*MergeTree``: a strict xfail on the embedded side until then."""
-    if backend.name == "embedded":
-        request.applymarker(pytest.mark.xfail(strict=True, reason=MISSING))
+    """The backend of a case that needs ``Replicated*MergeTree`` (both sides have it)."""
     return backend
 
 
