@@ -33,7 +33,13 @@ from cryptography.fernet import Fernet
 
 from tests.fixtures.postgres import free_port
 
-COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
+COMPONENTS: dict[str, tuple[str, ...]] = {
+    "api-server": ("--host", "127.0.0.1"),  # and --port, chosen per deployment
+    # no log servers (fixed ports, every interface): the api-server reads task logs from the shared log folder
+    "scheduler": ("--skip-serve-logs",),
+    "dag-processor": (),
+    "triggerer": ("--skip-serve-logs",),
+}
 T = TypeVar("T")
 
 
@@ -42,9 +48,6 @@ class Deadline:
 
     def __init__(self, seconds: float) -> None:
         self.end = time.monotonic() + seconds
-
-    def left(self) -> float:
-        return self.end - time.monotonic()
 
     def wait_for(self, what: str, probe: Callable[[], T | None], *, within: float, interval: float = 0.5) -> T:
         """Poll ``probe`` until it returns a value other than ``None``/``False``; fail after ``within`` seconds (or
@@ -107,11 +110,11 @@ class AirflowDeployment:
 
     def start(self, deadline: Deadline, *, within: float = 90) -> None:
         """Start every component and wait until the api-server reports each healthy."""
-        for name in COMPONENTS:
-            args = ["api-server", "--host", "127.0.0.1", "--port", str(self.port)] if name == "api-server" else [name]
+        for name, fixed in COMPONENTS.items():
+            args = [*fixed, "--port", str(self.port)] if name == "api-server" else list(fixed)
             with (self.log_dir / f"{name}.log").open("ab") as out:
                 self.processes[name] = subprocess.Popen(
-                    [sys.executable, "-m", "airflow", *args],
+                    [sys.executable, "-m", "airflow", name, *args],
                     env=self.env,
                     cwd=self.home,
                     stdout=out,
