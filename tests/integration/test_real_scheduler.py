@@ -66,7 +66,8 @@ def deadline() -> Iterator[Deadline]:
 def airflow(
     tmp_path: Path, embedded_cluster: EmbeddedCluster, airflow_db: Path, deadline: Deadline
 ) -> Iterator[AirflowDeployment]:
-    """The running deployment; stopped (every process group) whatever happens."""
+    """The running deployment; stopped (every process group) whatever happens. ``airflow_db`` is requested only for
+    the migrated schema it caches, which the deployment's own database starts from."""
     deployment = AirflowDeployment.prepare(
         tmp_path / "airflow",
         {
@@ -82,6 +83,7 @@ def airflow(
             deployment.start(deadline)
         yield deployment
     finally:
+        signal.alarm(0)  # the stop is bounded by itself, and an interrupted stop would leave processes behind
         deployment.stop()
 
 
