@@ -39,6 +39,7 @@ from airflow_provider_dpone.operators.publication_report import (
     observed_record,
     phase_of,
     receipt_xcom,
+    short,
 )
 from airflow_provider_dpone.protocol.results import CleanupResult, InProgress, PublishResult
 from airflow_provider_dpone.triggers.ddl_queue import ClusterDDLQueueTrigger
@@ -223,7 +224,8 @@ class DponePublishOperator(_WaitingOperator):
 
     Declares the target as an Airflow Asset outlet (``clickhouse-cluster://<cluster>/<database>/<table>``) unless
     ``outlets`` is given: the asset event is emitted only when the task succeeds, which is only when every member
-    exposes the new generation and the COMMITTED receipt is durable. Pushes the redacted commit receipt.
+    exposes the new generation and the COMMITTED receipt is durable, and once per generation: a try that finds cleanup
+    begun (a cleared publish) has no outlets. Pushes the redacted commit receipt.
     """
 
     stage_name = "publication"
@@ -241,6 +243,13 @@ class DponePublishOperator(_WaitingOperator):
 
     def _finished(self, context: Context, session: TaskSession, receipt: PublicationReceipt) -> XCom:
         value = super()._finished(context, session, receipt)
+        if receipt.phase != "COMMITTED":
+            # cleanup has begun, which it does only after a try of this task succeeded, and that success emitted
+            # this generation's Asset event: a cleared publish succeeds again without a second event (Airflow emits
+            # one per outlet of a successful try, so this try has none)
+            self.log.info("dpone publish: generation %s was announced by an earlier try", short(receipt.generation_id))
+            self.outlets = []
+            return value
         extra: dict[str, Any] = {
             "operation_id": receipt.operation_id,
             "generation_id": receipt.generation_id,

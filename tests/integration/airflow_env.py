@@ -44,7 +44,7 @@ os.environ.update(
 )
 
 
-def _schema_cache() -> Path:
+def schema_cache() -> Path:
     from airflow import __version__ as airflow_version
 
     return Path(tempfile.gettempdir()) / f"dpone-airflow-{airflow_version}-schema.db"
@@ -55,7 +55,7 @@ def bind_session_database() -> Iterator[Path]:
     session fixture ``airflow_db`` (``yield from``), which disposes the ORM at teardown."""
     from airflow import settings
 
-    cache = _schema_cache()
+    cache = schema_cache()
     if cache.exists() and not DATABASE.exists():
         shutil.copyfile(cache, DATABASE)
     settings.configure_vars()
