@@ -21,44 +21,32 @@ import datetime as dt
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from airflow_provider_dpone.adapters.storage.native_journal import ObjectJournalStore
-from airflow_provider_dpone.adapters.storage.native_stage import ObjectStageStore
 from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.contracts.manifest import load_manifest, manifest_from_mapping
-from airflow_provider_dpone.contracts.manifest_transfer import NativeTransferManifest
-from airflow_provider_dpone.contracts.native_chunk import RelationRef
-from airflow_provider_dpone.contracts.native_window import UtcWindow
-from airflow_provider_dpone.hooks.native_transfer import DponeNativeTransferHook, stage_base
-from airflow_provider_dpone.operators.native_transfer_support import (
-    OperationIdentity,
-    ProgressJournal,
-    ProgressTarget,
-    UtcClock,
-    is_retryable,
-)
-from airflow_provider_dpone.ports.transfer import SnapshotSourceConnector
-from airflow_provider_dpone.ports.transfer_target import TransferTarget
-from airflow_provider_dpone.protocol.admission import admit_static
-from airflow_provider_dpone.protocol.native_transfer.admission import SourceRequest
-from airflow_provider_dpone.protocol.native_transfer.inspection import summarize
-from airflow_provider_dpone.protocol.native_transfer.route import NativeTransferRoute, RouteResult
-from airflow_provider_dpone.protocol.native_transfer.states import RouteState
-from airflow_provider_dpone.protocol.native_transfer.target_bridge import TargetTable
-from airflow_provider_dpone.protocol.native_transfer.target_custody import TargetCustody
 
-ManifestInput = str | os.PathLike[str] | Mapping[str, Any] | NativeTransferManifest
-ConnectorFactory = Callable[[NativeTransferManifest], SnapshotSourceConnector]
-TargetFactory = Callable[[NativeTransferManifest], TransferTarget]
+if TYPE_CHECKING:  # the route's modules are imported when a task runs, never when a DAG file is parsed
+    from airflow_provider_dpone.contracts.manifest_transfer import NativeTransferManifest
+    from airflow_provider_dpone.operators.native_transfer_support import OperationIdentity, ProgressJournal
+    from airflow_provider_dpone.ports.transfer import SnapshotSourceConnector
+    from airflow_provider_dpone.ports.transfer_target import TransferTarget
+    from airflow_provider_dpone.protocol.native_transfer.admission import SourceRequest
+    from airflow_provider_dpone.protocol.native_transfer.route import NativeTransferRoute, RouteResult
+
+ManifestInput: TypeAlias = "str | os.PathLike[str] | Mapping[str, Any] | NativeTransferManifest"
+ConnectorFactory = Callable[["NativeTransferManifest"], "SnapshotSourceConnector"]
+TargetFactory = Callable[["NativeTransferManifest"], "TransferTarget"]
 _PHASES_LOGGED = frozenset({"admitted", "eof", "stage_complete", "prepared", "loaded", "publish_intent", "succeeded"})
 
 
 def load_transfer_manifest(manifest: ManifestInput) -> NativeTransferManifest:
     """A native transfer manifest from a path, a mapping or a model (anything else is a terminal error)."""
+    from airflow_provider_dpone.contracts.manifest import load_manifest, manifest_from_mapping
+    from airflow_provider_dpone.contracts.manifest_transfer import NativeTransferManifest
+
     if isinstance(manifest, NativeTransferManifest):
         return manifest
     loaded = manifest_from_mapping(dict(manifest)) if isinstance(manifest, Mapping) else load_manifest(Path(manifest))
@@ -99,6 +87,8 @@ class DponeNativeTransferOperator(BaseOperator):
 
     # -- wiring --------------------------------------------------------------------------------------------------
     def _manifest(self) -> NativeTransferManifest:
+        from airflow_provider_dpone.protocol.admission import admit_static
+
         manifest = load_transfer_manifest(self.manifest)
         admission = admit_static(manifest)
         if not admission.admissible:
@@ -109,15 +99,23 @@ class DponeNativeTransferOperator(BaseOperator):
     def _connector(self, manifest: NativeTransferManifest) -> SnapshotSourceConnector:
         if self.connector_factory is not None:
             return self.connector_factory(manifest)
+        from airflow_provider_dpone.hooks.native_transfer import DponeNativeTransferHook
+
         return DponeNativeTransferHook(manifest).source_connector()
 
     def _target(self, manifest: NativeTransferManifest) -> TransferTarget:
         if self.target_factory is not None:
             return self.target_factory(manifest)
+        from airflow_provider_dpone.hooks.native_transfer import DponeNativeTransferHook
+
         return DponeNativeTransferHook(manifest).target()
 
     @staticmethod
     def request(manifest: NativeTransferManifest, identity: OperationIdentity) -> SourceRequest:
+        from airflow_provider_dpone.contracts.native_chunk import RelationRef
+        from airflow_provider_dpone.contracts.native_window import UtcWindow
+        from airflow_provider_dpone.protocol.native_transfer.admission import SourceRequest
+
         window = manifest.load.window
         return SourceRequest(
             operation_id=identity.operation_id,
@@ -130,6 +128,13 @@ class DponeNativeTransferOperator(BaseOperator):
     def build_route(
         self, manifest: NativeTransferManifest, identity: OperationIdentity, base: str
     ) -> tuple[NativeTransferRoute, ProgressJournal]:
+        from airflow_provider_dpone.adapters.storage.native_journal import ObjectJournalStore
+        from airflow_provider_dpone.adapters.storage.native_stage import ObjectStageStore
+        from airflow_provider_dpone.operators.native_transfer_support import ProgressJournal, ProgressTarget, UtcClock
+        from airflow_provider_dpone.protocol.native_transfer.route import NativeTransferRoute
+        from airflow_provider_dpone.protocol.native_transfer.target_bridge import TargetTable
+        from airflow_provider_dpone.protocol.native_transfer.target_custody import TargetCustody
+
         clock = UtcClock()
         lease = dt.timedelta(minutes=self.lease_minutes)
         journal = ProgressJournal(ObjectJournalStore(base, identity.operation_id), self.log)
@@ -160,6 +165,9 @@ class DponeNativeTransferOperator(BaseOperator):
 
     # -- execution -----------------------------------------------------------------------------------------------
     def execute(self, context: Context) -> dict[str, Any]:
+        from airflow_provider_dpone.hooks.native_transfer import stage_base
+        from airflow_provider_dpone.operators.native_transfer_support import OperationIdentity
+
         try:
             manifest = self._manifest()
         except DponeError as exc:
@@ -184,6 +192,10 @@ class DponeNativeTransferOperator(BaseOperator):
 
     def _fail(self, error: DponeError, journal: ProgressJournal) -> Any:
         """Raise the Airflow outcome of ``error``: terminal codes never retry; a settled pre-EOF failure says so."""
+        from airflow_provider_dpone.operators.native_transfer_support import is_retryable
+        from airflow_provider_dpone.protocol.native_transfer.inspection import summarize
+        from airflow_provider_dpone.protocol.native_transfer.states import RouteState
+
         if not is_retryable(error.code):
             self.log.error("%s (terminal)", error)
             raise AirflowFailException(str(error)) from None
@@ -206,6 +218,8 @@ class DponeNativeTransferOperator(BaseOperator):
         manifest: NativeTransferManifest, identity: OperationIdentity, result: RouteResult, journal: ProgressJournal
     ) -> dict[str, Any]:
         """Redacted evidence for XCom: ids, counts, digests and phases only."""
+        from airflow_provider_dpone.protocol.native_transfer.inspection import summarize
+
         snapshot = manifest.source.options.native_transfer.source_snapshot
         return {
             "kind": "dpone.native-transfer-result.v1",
