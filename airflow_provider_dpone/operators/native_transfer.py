@@ -6,8 +6,9 @@ The task runs the native transfer route of seed 003 once per try:
   Airflow retry or a clear of the run is the same operation: it resumes from the journal. After source EOF that
   resume is source-free (it completes from the durable stage); a failure before EOF was settled by the failing try,
   and the next try re-extracts as a new invocation (``mssql_native.reextract_required``);
-* retryable codes raise :class:`AirflowException` (Airflow retries); terminal codes raise
-  :class:`AirflowFailException` (no retry), each as one line with the code, the cause and the next action;
+* a failure's code decides the outcome, as for every operator (:mod:`~airflow_provider_dpone.operators.task_outcome`):
+  retryable codes let Airflow retry, terminal codes fail without retry, each as one line with the code, the cause
+  and the next action;
 * XCom gets redacted evidence only: ids, counts, digests, phase names. Never hosts, credentials, SQL, values or rows;
 * the log shows the phases and each chunk's progress (rows, bytes).
 
@@ -24,9 +25,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from airflow.sdk import BaseOperator, Context
-from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.operators.task_outcome import raise_for
 
 if TYPE_CHECKING:  # the route's modules are imported when a task runs, never when a DAG file is parsed
     from airflow_provider_dpone.contracts.manifest_transfer import NativeTransferManifest
@@ -170,8 +171,8 @@ class DponeNativeTransferOperator(BaseOperator):
 
         try:
             manifest = self._manifest()
-        except DponeError as exc:
-            raise AirflowFailException(str(exc)) from None
+        except DponeError as error:
+            raise_for(error, self.log)
         dag_run = context["dag_run"]
         identity = OperationIdentity(manifest, dag_run.dag_id, dag_run.run_id)
         base = stage_base(self.stage_base)
@@ -184,34 +185,29 @@ class DponeNativeTransferOperator(BaseOperator):
         route, journal = self.build_route(manifest, identity, base)
         try:
             result = route.run()
-        except DponeError as exc:
-            self._fail(exc, journal)
+        except DponeError as error:
+            raise_for(self._settled(error, journal), self.log)
         evidence = self.evidence(manifest, identity, result, journal)
         self.log.info("native transfer succeeded: %d rows, workload digest %s", result.rows, result.workload_digest)
         return evidence
 
-    def _fail(self, error: DponeError, journal: ProgressJournal) -> Any:
-        """Raise the Airflow outcome of ``error``: terminal codes never retry; a settled pre-EOF failure says so."""
-        from airflow_provider_dpone.operators.native_transfer_support import is_retryable
+    def _settled(self, error: DponeError, journal: ProgressJournal) -> DponeError:
+        """``error``, or ``reextract_required`` when the journal shows the failing invocation settled before EOF."""
         from airflow_provider_dpone.protocol.native_transfer.inspection import summarize
         from airflow_provider_dpone.protocol.native_transfer.states import RouteState
 
-        if not is_retryable(error.code):
-            self.log.error("%s (terminal)", error)
-            raise AirflowFailException(str(error)) from None
+        if not error.retryable:
+            return error
         try:
             summary = summarize(journal)
         except Exception:  # noqa: BLE001 - an unreadable journal must not replace the primary error
-            summary = None
-        if summary is not None and summary.state is RouteState.REEXTRACT_REQUIRED:
-            settled = DponeError(
-                "mssql_native.reextract_required",
-                f"invocation {summary.invocation_id} settled before EOF after {error.code}",
-            )
-            self.log.warning("%s (retryable)", settled)
-            raise AirflowException(str(settled)) from None
-        self.log.warning("%s (retryable)", error)
-        raise AirflowException(str(error)) from None
+            return error
+        if summary.state is not RouteState.REEXTRACT_REQUIRED:
+            return error
+        return DponeError(
+            "mssql_native.reextract_required",
+            f"invocation {summary.invocation_id} settled before EOF after {error.code}",
+        )
 
     @staticmethod
     def evidence(

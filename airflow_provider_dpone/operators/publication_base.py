@@ -23,7 +23,6 @@ from airflow_provider_dpone.operators.publication_environment import (
     PublicationEnvironment,
     hook_environment,
 )
-from airflow_provider_dpone.operators.publication_errors import raise_for
 from airflow_provider_dpone.operators.publication_inputs import (
     ManifestInput,
     build_request,
@@ -31,6 +30,7 @@ from airflow_provider_dpone.operators.publication_inputs import (
     read_manifest,
     require_admissible,
 )
+from airflow_provider_dpone.operators.task_outcome import raise_for
 from airflow_provider_dpone.ports.publication import TableSpec
 from airflow_provider_dpone.protocol.request import PublicationRequest
 from airflow_provider_dpone.protocol.service import ExternalPublicationService

@@ -8,25 +8,15 @@ or a row value, and no later task trusts any of it: every task re-reads the auth
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any
 
 from airflow_provider_dpone.contracts.authority_external import ExternalAuthorityRecord
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.contracts.receipts_publication import ExternalPublicationReceipt
+from airflow_provider_dpone.operators.task_outcome import Log
 from airflow_provider_dpone.ports.publication import AuthorityStore
 from airflow_provider_dpone.protocol.authority_io import read_current
 from airflow_provider_dpone.protocol.results import FenceResult, InProgress, StageResult
-
-
-class Log(Protocol):
-    """The part of a task logger (stdlib or structlog) these helpers use."""
-
-    def info(self, event: Any, *args: Any, **kw: Any) -> Any: ...
-
-    def warning(self, event: Any, *args: Any, **kw: Any) -> Any: ...
-
-    def error(self, event: Any, *args: Any, **kw: Any) -> Any: ...
-
 
 XCom = dict[str, Any]
 

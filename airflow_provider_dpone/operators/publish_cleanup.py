@@ -30,7 +30,6 @@ from airflow.sdk import Asset, Context, conf
 
 from airflow_provider_dpone.contracts.receipts_publication import ExternalPublicationReceipt
 from airflow_provider_dpone.operators.publication_base import DponePublicationOperator, TaskSession
-from airflow_provider_dpone.operators.publication_errors import DponeRetryableError
 from airflow_provider_dpone.operators.publication_inputs import ManifestInput, asset_uri, read_manifest
 from airflow_provider_dpone.operators.publication_report import (
     XCom,
@@ -41,6 +40,7 @@ from airflow_provider_dpone.operators.publication_report import (
     phase_of,
     receipt_xcom,
 )
+from airflow_provider_dpone.operators.task_outcome import DponeRetryableError
 from airflow_provider_dpone.protocol.results import CleanupResult, InProgress, PublishResult
 from airflow_provider_dpone.triggers.ddl_queue import ClusterDDLQueueTrigger
 

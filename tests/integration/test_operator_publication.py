@@ -13,12 +13,6 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_provider_dpone.contracts.errors import REGISTRY, DponeError
 from airflow_provider_dpone.operators import DponeCleanupOperator, DponeFenceOperator, DponePublishOperator
-from airflow_provider_dpone.operators.publication_errors import (
-    RETRYABLE_CODES,
-    DponeRetryableError,
-    DponeTerminalError,
-    raise_for,
-)
 from airflow_provider_dpone.operators.publication_inputs import (
     asset_uri,
     build_request,
@@ -26,6 +20,7 @@ from airflow_provider_dpone.operators.publication_inputs import (
     read_manifest,
     require_admissible,
 )
+from airflow_provider_dpone.operators.task_outcome import DponeRetryableError, DponeTerminalError, raise_for
 
 REPO = Path(__file__).resolve().parents[2]
 MANIFEST = REPO / "dags_examples" / "manifests" / "clickhouse_external_full_refresh.yaml"
@@ -137,11 +132,12 @@ def test_publish_declares_the_target_asset_without_any_host() -> None:
 @pytest.mark.parametrize("code", sorted(REGISTRY))
 def test_every_code_is_either_retryable_or_terminal_in_one_log_line(code: str) -> None:
     log = _Log()
+    error = DponeError(code, "member m0123456789abcdef")
     with pytest.raises(AirflowException) as caught:
-        raise_for(DponeError(code, "member m0123456789abcdef"), log)
-    assert len(log.lines) == 1 and log.lines[0].startswith(code)
-    assert str(caught.value).startswith(code)
-    if code in RETRYABLE_CODES:
+        raise_for(error, log)
+    assert log.lines == [f"{error.render()} ({'retryable' if error.retryable else 'terminal: no retry'})"]
+    assert str(caught.value) == error.render()
+    if REGISTRY[code].retryable:
         assert isinstance(caught.value, DponeRetryableError)
         assert not isinstance(caught.value, AirflowFailException)
     else:
@@ -163,6 +159,5 @@ def test_fenced_drift_and_tampering_are_terminal_and_transient_failures_retry() 
         "DPONE_CLICKHOUSE_CLUSTER_MEMBER_OUTCOME_UNKNOWN",
         "DPONE_CLICKHOUSE_CLUSTER_DDL_QUEUE_UNAVAILABLE",
     }
-    assert not terminal & RETRYABLE_CODES
-    assert transient <= RETRYABLE_CODES
-    assert set(REGISTRY) >= RETRYABLE_CODES
+    assert not any(REGISTRY[code].retryable for code in terminal)
+    assert all(REGISTRY[code].retryable for code in transient)
