@@ -10,7 +10,7 @@ shared machine's load falls on all of them alike. Two figures per file, medians 
   from a parent which already imported Airflow): the provider's own import cost, in milliseconds.
 
 Each probe also reports which client or driver modules (clickhouse_connect, aiohttp, pymssql, psycopg, chdb) the
-import loaded: parsing must load none. Prints one JSON object.
+import loaded (and whether OpenLineage was): parsing must load none. Prints one JSON object.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((REPO / "dags_examples").glob("*.py"))
-HEAVY = ("clickhouse_connect", "aiohttp", "pymssql", "psycopg", "chdb")
+HEAVY = ("clickhouse_connect", "aiohttp", "pymssql", "psycopg", "chdb", "openlineage")
 
 BASELINE = """
 import datetime as dt

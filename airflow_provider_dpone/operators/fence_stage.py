@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from airflow.sdk import Context
 
+from airflow_provider_dpone.contracts.manifest import ClusterPublicationManifest
+from airflow_provider_dpone.operators.lineage import Moved
 from airflow_provider_dpone.operators.publication_base import DponePublicationOperator, TaskSession
 from airflow_provider_dpone.operators.publication_report import (
     XCom,
@@ -43,9 +47,16 @@ class DponeStageOperator(DponePublicationOperator):
     """
 
     stages = True
+    _lineage: tuple[ClusterPublicationManifest, Moved] | None = None
 
     def execute(self, context: Context) -> XCom:
         return self._run(context, self._stage)
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """OpenLineage: the source tables (and query) this try sealed into the artifact, with its rows and bytes."""
+        from airflow_provider_dpone.operators.lineage import publication_lineage
+
+        return None if self._lineage is None else publication_lineage(*self._lineage, published=False)
 
     def _stage(self, session: TaskSession) -> XCom:
         authority = session.environment.ports.authority
@@ -59,6 +70,8 @@ class DponeStageOperator(DponePublicationOperator):
             (result.generation_id or "-")[:16],
             result.ready_members,
         )
+        if record is not None and record.artifact is not None:
+            self._lineage = (session.manifest, Moved(record.artifact.row_count, record.artifact.byte_size))
         return stage_xcom(result, record)
 
 

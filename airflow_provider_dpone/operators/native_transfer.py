@@ -31,6 +31,7 @@ from airflow_provider_dpone.operators.task_outcome import raise_for
 
 if TYPE_CHECKING:  # the route's modules are imported when a task runs, never when a DAG file is parsed
     from airflow_provider_dpone.contracts.manifest_transfer import NativeTransferManifest
+    from airflow_provider_dpone.operators.lineage import Moved
     from airflow_provider_dpone.operators.native_transfer_support import OperationIdentity, ProgressJournal
     from airflow_provider_dpone.ports.transfer import SnapshotSourceConnector
     from airflow_provider_dpone.ports.transfer_target import TransferTarget
@@ -60,14 +61,17 @@ class DponeNativeTransferOperator(BaseOperator):
     """Move one ClickHouse table (seed 003 route) into the manifest's SQL Server or PostgreSQL table.
 
     :param manifest: path to the YAML manifest, an inline mapping, or a loaded :class:`NativeTransferManifest`.
+        Templated: Jinja renders the path, or every string of a mapping (not the content of a manifest file).
     :param stage_base: ``ObjectStoragePath`` URL of the durable stage and journal (``s3://...`` in production).
+        Templated.
     :param lease_minutes: writer lease; a crashed try's custody is taken over only after it expires.
     :param connector_factory: optional source connector builder (default: the manifest's ClickHouse connection).
     :param target_factory: optional target adapter builder (default: the manifest's SQL Server/PostgreSQL connection).
     """
 
-    template_fields: Sequence[str] = ("stage_base",)
+    template_fields: Sequence[str] = ("manifest", "stage_base")
     ui_color = "#e8f1fb"
+    _lineage: tuple[NativeTransferManifest, Moved] | None = None
 
     def __init__(
         self,
@@ -164,9 +168,16 @@ class DponeNativeTransferOperator(BaseOperator):
         if point in _PHASES_LOGGED:
             self.log.info("route checkpoint %s", point)
 
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """OpenLineage: the ClickHouse source table and the SQL Server or PostgreSQL target, with the rows moved."""
+        from airflow_provider_dpone.operators.lineage import transfer_lineage
+
+        return None if self._lineage is None else transfer_lineage(*self._lineage)
+
     # -- execution -----------------------------------------------------------------------------------------------
     def execute(self, context: Context) -> dict[str, Any]:
         from airflow_provider_dpone.hooks.native_transfer import stage_base
+        from airflow_provider_dpone.operators.lineage import Moved
         from airflow_provider_dpone.operators.native_transfer_support import OperationIdentity
 
         try:
@@ -188,6 +199,7 @@ class DponeNativeTransferOperator(BaseOperator):
         except DponeError as error:
             raise_for(self._settled(error, journal), self.log)
         evidence = self.evidence(manifest, identity, result, journal)
+        self._lineage = (manifest, Moved(result.rows))
         self.log.info("native transfer succeeded: %d rows, workload digest %s", result.rows, result.workload_digest)
         return evidence
 

@@ -28,7 +28,9 @@ from typing import Any, Final, Literal, NoReturn
 
 from airflow.sdk import Asset, Context, conf
 
+from airflow_provider_dpone.contracts.manifest import ClusterPublicationManifest
 from airflow_provider_dpone.contracts.receipts_publication import ExternalPublicationReceipt
+from airflow_provider_dpone.operators.lineage import Moved
 from airflow_provider_dpone.operators.publication_base import DponePublicationOperator, TaskSession
 from airflow_provider_dpone.operators.publication_inputs import ManifestInput, asset_uri, read_manifest
 from airflow_provider_dpone.operators.publication_report import (
@@ -230,11 +232,18 @@ class DponePublishOperator(_WaitingOperator):
     """
 
     stage_name = "publication"
+    _lineage: tuple[ClusterPublicationManifest, Moved] | None = None
 
     def __init__(self, *, manifest: ManifestInput, outlets: Any = None, **kwargs: Any) -> None:
         if outlets is None:
             outlets = [publication_asset(manifest)]
         super().__init__(manifest=manifest, outlets=outlets, **kwargs)
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """OpenLineage: the source tables (and query), and the published cluster table with its committed rows."""
+        from airflow_provider_dpone.operators.lineage import publication_lineage
+
+        return None if self._lineage is None else publication_lineage(*self._lineage, published=True)
 
     def _dispatching(self, session: TaskSession) -> Result:
         return session.service.publish()
@@ -244,6 +253,7 @@ class DponePublishOperator(_WaitingOperator):
 
     def _finished(self, context: Context, session: TaskSession, receipt: ExternalPublicationReceipt) -> XCom:
         value = super()._finished(context, session, receipt)
+        self._lineage = (session.manifest, Moved(receipt.row_count))
         extra: dict[str, Any] = {
             "operation_id": receipt.operation_id,
             "generation_id": receipt.generation_id,

@@ -12,7 +12,12 @@ from airflow.sdk import Asset
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_provider_dpone.contracts.errors import REGISTRY, DponeError
-from airflow_provider_dpone.operators import DponeCleanupOperator, DponeFenceOperator, DponePublishOperator
+from airflow_provider_dpone.operators import (
+    DponeCleanupOperator,
+    DponeFenceOperator,
+    DponePublishOperator,
+    DponeStageOperator,
+)
 from airflow_provider_dpone.operators.publication_inputs import (
     asset_uri,
     build_request,
@@ -161,3 +166,31 @@ def test_fenced_drift_and_tampering_are_terminal_and_transient_failures_retry() 
     }
     assert not any(REGISTRY[code].retryable for code in terminal)
     assert all(REGISTRY[code].retryable for code in transient)
+
+
+def test_manifest_and_connection_ids_are_templated_as_a_mapping_or_a_path(tmp_path: Path) -> None:
+    content = read_manifest(MANIFEST).model_dump(mode="json", exclude_none=True)
+    content["sink"]["table"] = "{{ params.table }}"
+    fence = DponeFenceOperator(task_id="fence", manifest=content, dpone_clickhouse_conn_id="{{ params.conn }}")
+    assert set(fence.template_fields) >= {"manifest", "dpone_clickhouse_conn_id"}
+    fence.render_template_fields({"params": {"table": "daily_2026_04_01", "conn": "ch_prod"}})
+    assert read_manifest(fence.manifest).sink.table == "daily_2026_04_01"
+    assert fence.dpone_clickhouse_conn_id == "ch_prod"
+    assert content["sink"]["table"] == "{{ params.table }}", "the DAG's own mapping is not rewritten"
+
+    (tmp_path / "prod").mkdir()
+    (tmp_path / "prod" / "m.yaml").write_text(MANIFEST.read_text(encoding="utf-8"), encoding="utf-8")
+    stage = DponeStageOperator(task_id="stage", manifest=f"{tmp_path}/{{{{ params.env }}}}/m.yaml")
+    stage.render_template_fields({"params": {"env": "prod"}})
+    assert read_manifest(stage.manifest) == read_manifest(MANIFEST)
+
+
+def test_the_native_transfer_manifest_and_stage_base_are_templated() -> None:
+    from airflow_provider_dpone.operators.native_transfer import DponeNativeTransferOperator, load_transfer_manifest
+
+    task = DponeNativeTransferOperator(
+        task_id="transfer", manifest=str(TRANSFER).replace("mssql", "{{ params.sink }}"), stage_base="s3://b/{{ ds }}"
+    )
+    task.render_template_fields({"params": {"sink": "mssql"}, "ds": "2026-09-01"})
+    assert task.stage_base == "s3://b/2026-09-01"
+    assert load_transfer_manifest(task.manifest).sink.type == "mssql"

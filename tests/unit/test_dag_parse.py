@@ -1,4 +1,5 @@
-"""Parsing a DAG file loads no ClickHouse client, no database driver and no aiohttp: those load when a task runs.
+"""Parsing a DAG file loads no ClickHouse client, no database driver, no aiohttp and no OpenLineage: those load when a
+task runs (or when the OpenLineage listener asks for facets).
 
 Each example DAG file is imported in a fresh interpreter (as a DAG processor does), and the test reads that
 interpreter's ``sys.modules``. The parse-time benchmark is ``bench/dag_parse.py``.
@@ -16,7 +17,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((REPO / "dags_examples").glob("*.py"))
-CLIENT_MODULES = ("clickhouse_connect", "aiohttp", "pymssql", "psycopg", "chdb")
+CLIENT_MODULES = ("clickhouse_connect", "aiohttp", "pymssql", "psycopg", "chdb", "openlineage")
 
 _PROBE = """
 import json, runpy, sys
