@@ -18,6 +18,8 @@ from airflow_provider_dpone.operators.publication_report import (
     phase_of,
     stage_xcom,
 )
+from airflow_provider_dpone.operators.stage_progress import StageProgress
+from airflow_provider_dpone.protocol.service import ExternalPublicationService
 
 
 class DponeFenceOperator(DponePublicationOperator):
@@ -33,8 +35,8 @@ class DponeFenceOperator(DponePublicationOperator):
     def _fence(self, session: TaskSession) -> XCom:
         before = phase_of(observed_record(session.environment.ports.authority, session.request.target_key))
         result = session.service.fence()
-        log_transition(self.log, "fence", before, result.phase, result.operation_id)
-        self.log.info("dpone fence: target %s held by operation %s", result.target_key[:16], result.operation_id[:16])
+        log_transition(self.task_log, before, result.phase, result.operation_id)
+        self.task_log.info("target %s held by operation %s", result.target_key[:16], result.operation_id[:16])
         return fence_xcom(result)
 
 
@@ -61,12 +63,14 @@ class DponeStageOperator(DponePublicationOperator):
     def _stage(self, session: TaskSession) -> XCom:
         authority = session.environment.ports.authority
         before = phase_of(observed_record(authority, session.request.target_key))
-        result = session.service.stage(session.environment.source(session.request))
+        progress = StageProgress(session.environment.ports, self.task_log)
+        service = ExternalPublicationService(progress.ports, session.request, session.environment.settings)
+        result = service.stage(session.environment.source(session.request))
         record = observed_record(authority, session.request.target_key)
-        log_transition(self.log, "stage", before, result.phase, result.operation_id)
-        log_members(self.log, record)
-        self.log.info(
-            "dpone stage: generation %s: %d members READY",
+        log_transition(self.task_log, before, result.phase, result.operation_id)
+        log_members(self.task_log, record)
+        self.task_log.info(
+            "generation %s: %d members READY",
             (result.generation_id or "-")[:16],
             result.ready_members,
         )

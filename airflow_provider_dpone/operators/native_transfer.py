@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from airflow.sdk import BaseOperator, Context
 
 from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.operators.task_outcome import raise_for
+from airflow_provider_dpone.operators.task_outcome import TaskLog, raise_for
 
 if TYPE_CHECKING:  # the route's modules are imported when a task runs, never when a DAG file is parsed
     from airflow_provider_dpone.contracts.manifest_transfer import NativeTransferManifest
@@ -90,6 +90,11 @@ class DponeNativeTransferOperator(BaseOperator):
         self.connector_factory = connector_factory
         self.target_factory = target_factory
 
+    @property
+    def task_log(self) -> TaskLog:
+        """The task's log in the one line format of every operator."""
+        return TaskLog(self.log, self.task_id)
+
     # -- wiring --------------------------------------------------------------------------------------------------
     def _manifest(self) -> NativeTransferManifest:
         from airflow_provider_dpone.protocol.admission import admit_static
@@ -142,7 +147,7 @@ class DponeNativeTransferOperator(BaseOperator):
 
         clock = UtcClock()
         lease = dt.timedelta(minutes=self.lease_minutes)
-        journal = ProgressJournal(ObjectJournalStore(base, identity.operation_id), self.log)
+        journal = ProgressJournal(ObjectJournalStore(base, identity.operation_id), self.task_log)
         custody = TargetCustody(
             ObjectJournalStore(f"{base}/targets", identity.target_key),
             identity.operation_id,
@@ -156,7 +161,7 @@ class DponeNativeTransferOperator(BaseOperator):
             connector=self._connector(manifest),
             journal_store=journal,
             stage=ObjectStageStore(base, identity.operation_id),
-            target_factory=lambda: ProgressTarget(self._target(manifest), table, self.log),
+            target_factory=lambda: ProgressTarget(self._target(manifest), table, self.task_log),
             clock=clock,
             lease_duration=lease,
             checkpoint=self._checkpoint,
@@ -166,7 +171,7 @@ class DponeNativeTransferOperator(BaseOperator):
 
     def _checkpoint(self, point: str) -> None:
         if point in _PHASES_LOGGED:
-            self.log.info("route checkpoint %s", point)
+            self.task_log.info("route checkpoint %s", point)
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """OpenLineage: the ClickHouse source table and the SQL Server or PostgreSQL target, with the rows moved."""
@@ -183,11 +188,11 @@ class DponeNativeTransferOperator(BaseOperator):
         try:
             manifest = self._manifest()
         except DponeError as error:
-            raise_for(error, self.log)
+            raise_for(error, self.task_log)
         dag_run = context["dag_run"]
         identity = OperationIdentity(manifest, dag_run.dag_id, dag_run.run_id)
         base = stage_base(self.stage_base)
-        self.log.info(
+        self.task_log.info(
             "native transfer: operation %s, plan %s, sink %s",
             identity.operation_id,
             identity.plan_digest,
@@ -197,10 +202,12 @@ class DponeNativeTransferOperator(BaseOperator):
         try:
             result = route.run()
         except DponeError as error:
-            raise_for(self._settled(error, journal), self.log)
+            raise_for(self._settled(error, journal), self.task_log)
         evidence = self.evidence(manifest, identity, result, journal)
         self._lineage = (manifest, Moved(result.rows))
-        self.log.info("native transfer succeeded: %d rows, workload digest %s", result.rows, result.workload_digest)
+        self.task_log.info(
+            "native transfer succeeded: %d rows, workload digest %s", result.rows, result.workload_digest
+        )
         return evidence
 
     def _settled(self, error: DponeError, journal: ProgressJournal) -> DponeError:

@@ -30,7 +30,7 @@ from airflow_provider_dpone.operators.publication_inputs import (
     read_manifest,
     require_admissible,
 )
-from airflow_provider_dpone.operators.task_outcome import raise_for
+from airflow_provider_dpone.operators.task_outcome import TaskLog, raise_for
 from airflow_provider_dpone.ports.publication import TableSpec
 from airflow_provider_dpone.protocol.request import PublicationRequest
 from airflow_provider_dpone.protocol.service import ExternalPublicationService
@@ -109,6 +109,11 @@ class DponePublicationOperator(BaseOperator):
         self.dpone_clickhouse_conn_id = dpone_clickhouse_conn_id
         self.ports_factory = ports_factory
 
+    @property
+    def task_log(self) -> TaskLog:
+        """The task's log in the one line format of every operator."""
+        return TaskLog(self.log, self.task_id)
+
     # --- shared machinery -----------------------------------------------------------------------------------------
 
     def _base_dir(self, context: Context) -> Path | None:
@@ -140,4 +145,4 @@ class DponePublicationOperator(BaseOperator):
             finally:
                 environment.close()
         except DponeError as error:
-            raise_for(error, self.log)
+            raise_for(error, self.task_log)

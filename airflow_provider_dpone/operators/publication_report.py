@@ -41,11 +41,11 @@ def phase_of(record: ExternalAuthorityRecord | None) -> str:
     return "absent" if record is None else record.phase.value
 
 
-def log_transition(log: Log, task: str, before: str, after: str, operation_id: str) -> None:
+def log_transition(log: Log, before: str, after: str, operation_id: str) -> None:
     if before == after:
-        log.info("dpone %s: operation %s resumed in phase %s", task, short(operation_id), after)
+        log.info("operation %s resumed in phase %s", short(operation_id), after)
     else:
-        log.info("dpone %s: operation %s phase %s -> %s", task, short(operation_id), before, after)
+        log.info("operation %s phase %s -> %s", short(operation_id), before, after)
 
 
 def log_members(log: Log, record: ExternalAuthorityRecord | None) -> None:
@@ -56,7 +56,7 @@ def log_members(log: Log, record: ExternalAuthorityRecord | None) -> None:
     for member in record.members:
         rows = "-" if member.row_count is None else str(member.row_count)
         log.info(
-            "dpone member %s: stage %s rows %s bytes %s rebuilds %d",
+            "member %s: stage %s rows %s bytes %s rebuilds %d",
             member.member_id,
             member.stage.value,
             rows,
@@ -92,10 +92,9 @@ def receipt_xcom(receipt: ExternalPublicationReceipt) -> XCom:
     return value
 
 
-def log_receipt(log: Log, task: str, receipt: ExternalPublicationReceipt) -> None:
+def log_receipt(log: Log, receipt: ExternalPublicationReceipt) -> None:
     log.info(
-        "dpone %s: %s generation %s: %d rows on %d members (operation %s, authority version %d)",
-        task,
+        "%s generation %s: %d rows on %d members (operation %s, authority version %d)",
         receipt.phase,
         short(receipt.generation_id),
         receipt.row_count,
@@ -105,13 +104,8 @@ def log_receipt(log: Log, task: str, receipt: ExternalPublicationReceipt) -> Non
     )
 
 
-def log_in_progress(log: Log, task: str, progress: InProgress) -> None:
+def in_progress_line(progress: InProgress) -> str:
+    """The waiting line of an unfinished DDL (logged when it changes, and as a heartbeat)."""
     pending = ", ".join(progress.pending_members) or "none reported"
-    log.info(
-        "dpone %s: %s epoch %d in progress (queue entry %s); pending members: %s",
-        task,
-        progress.stage,
-        progress.epoch,
-        progress.entry or "not yet observed",
-        pending,
-    )
+    entry = progress.entry or "not yet observed"
+    return f"{progress.stage} epoch {progress.epoch} in progress (queue entry {entry}); pending members: {pending}"

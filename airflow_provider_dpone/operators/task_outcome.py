@@ -1,12 +1,15 @@
-"""How a :class:`DponeError` becomes an Airflow task outcome, for every operator: retry, or fail without retry.
+"""What every operator tells the person reading its log, and how a :class:`DponeError` becomes an Airflow outcome.
+
+One line format for every operator (:class:`TaskLog`): ``dpone <task_id>: <message>``, facts only (opaque ids,
+digests, counts, phases), never a host, a credential, SQL values or rows.
 
 The registry decides (``ErrorCode.retryable``, printed in docs/errors.md); this module only maps that decision onto
 Airflow. A retryable code raises :class:`DponeRetryableError` (an ``AirflowException``: Airflow retries while the task
 has retries left, and every entry point resumes by observation). A terminal code raises :class:`DponeTerminalError`
 (an ``AirflowFailException``), so Airflow does not spend retries on what only a human can fix.
 
-The task log gets exactly one line per failure, and the exception message is the registry's one line
-(``CODE: cause [detail]. Next: action``). Details are already sanitized (opaque ids, counts, phases, digests).
+The task log gets exactly one line per failure (``dpone <task_id>: CODE: cause [detail]. Next: action (retryable)``),
+and the exception message is the registry's one line. Details are already sanitized (opaque ids, counts, phases, digests).
 """
 
 from __future__ import annotations
@@ -28,6 +31,23 @@ class Log(Protocol):
     def error(self, event: Any, *args: Any, **kw: Any) -> Any: ...
 
 
+class TaskLog:
+    """The task's logger, writing every line as ``dpone <task_id>: <message>`` (lazy %-formatting, as logging's)."""
+
+    def __init__(self, log: Log, task_id: str) -> None:
+        self._log = log
+        self._prefix = f"dpone {task_id.replace('%', '%%')}: "
+
+    def info(self, message: str, *args: Any) -> None:
+        self._log.info(self._prefix + message, *args)
+
+    def warning(self, message: str, *args: Any) -> None:
+        self._log.warning(self._prefix + message, *args)
+
+    def error(self, message: str, *args: Any) -> None:
+        self._log.error(self._prefix + message, *args)
+
+
 class DponeRetryableError(AirflowException):
     """A transient failure: Airflow retries the task (if it has retries left); the retry resumes by observation."""
 
@@ -42,7 +62,7 @@ def airflow_failure(error: DponeError) -> DponeRetryableError | DponeTerminalErr
     return DponeRetryableError(line) if error.retryable else DponeTerminalError(line)
 
 
-def raise_for(error: DponeError, log: Log) -> NoReturn:
+def raise_for(error: DponeError, log: TaskLog) -> NoReturn:
     """Log one line with the code and the outcome, and raise the matching Airflow exception (no chained traceback)."""
     failure = airflow_failure(error)
     if isinstance(failure, DponeRetryableError):

@@ -69,4 +69,20 @@ CODES: tuple[ErrorCode, ...] = (
         "fix the TLS options (ca_cert, verify) of the connection",
         retryable=False,
     ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_COORDINATOR_UNREACHABLE",
+        "the coordinator of the connection did not answer at all (connection refused, name not resolved, connect "
+        "timeout or a transport error before any ClickHouse answer)",
+        "check the connection's host, port and scheme and that the server is up and reachable from the worker; "
+        "retries resume",
+        retryable=True,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_AUTHENTICATION_FAILED",
+        "ClickHouse refused the connection's credentials (Code 516 AUTHENTICATION_FAILED: wrong password, or no "
+        "such user on that server)",
+        "fix the login and password of the Airflow connection (the same credentials must be valid on every member); "
+        "a retry cannot help",
+        retryable=False,
+    ),
 )

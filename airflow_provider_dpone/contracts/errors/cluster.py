@@ -303,6 +303,22 @@ RUNTIME_ADMISSION: tuple[ErrorCode, ...] = (
         retryable=True,
     ),
     ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_DDL_WAIT_EXHAUSTED",
+        "the bound ON CLUSTER DDL (publication or cleanup) was still unfinished on some member when this try's wait "
+        "ended (timeout_seconds in the worker, or max_deferrals deferrals)",
+        "let Airflow retry: the retry resumes the same bound entry and re-dispatches nothing; check the pending "
+        "members' DDL workers if it repeats",
+        retryable=True,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_REBUILT",
+        "a member's candidate did not hold exactly the sealed artifact (absent, empty after a lost load, partial or "
+        "duplicated) and is rebuilt from the same artifact; staging goes on",
+        "nothing, unless it repeats: after the rebuild limit staging stops with "
+        "DPONE_CLICKHOUSE_CLUSTER_STAGING_REBUILD_LIMIT; check the member's disk and load errors",
+        retryable=True,
+    ),
+    ErrorCode(
         "DPONE_CLICKHOUSE_CLUSTER_ABORT_AFTER_PUBLICATION",
         "abort was requested after publication was dispatched",
         "an operation can be aborted only before publication; let it finish or follow the runbook",
