@@ -12,6 +12,9 @@ from airflow_provider_dpone import __version__
 from airflow_provider_dpone.contracts.connection import connection_form_fields
 
 NATIVE_TRANSFER = "dpone ClickHouse native transfer"
+DESCRIPTION = "Fenced, exactly-once ClickHouse cluster publication and ClickHouse → SQL Server / PostgreSQL transfer."
+"""The provider's one-line description (the arrow is part of it: the transfer goes one way)."""
+DOCUMENTATION_URL = "https://pypi.org/project/airflow-provider-dpone/"
 HOOK_CLASS = "airflow_provider_dpone.hooks.clickhouse.DponeClickHouseHook"
 
 UI_FIELD_BEHAVIOUR: dict[str, Any] = {
@@ -27,7 +30,8 @@ def get_provider_info() -> dict[str, Any]:
     return {
         "package-name": "airflow-provider-dpone",
         "name": "dpone",
-        "description": "Fenced, exactly-once ClickHouse cluster publication and ClickHouse -> SQL Server transfer.",
+        "description": DESCRIPTION,
+        "documentation-url": DOCUMENTATION_URL,
         "versions": [__version__],
         "integrations": [
             {
