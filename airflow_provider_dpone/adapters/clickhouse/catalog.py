@@ -35,14 +35,17 @@ def _rows(endpoint: Endpoint, statement: str, what: str, *, coordinator: bool = 
     try:
         return list(endpoint.reader().query(statement).result_rows)
     except Exception as error:  # noqa: BLE001 -- every read failure is classified, by type and code only
-        failure = classify(error)
-        if isinstance(failure, Refused) and failure.code == AUTHENTICATION_FAILED:
-            raise DponeError("DPONE_CLICKHOUSE_AUTHENTICATION_FAILED", f"{what} read: Code {failure.code}") from None
-        if coordinator and isinstance(failure, Unknown):
-            raise DponeError(
-                "DPONE_CLICKHOUSE_COORDINATOR_UNREACHABLE", f"{what} read: {type(error).__name__}"
-            ) from None
-        raise UnavailableError(f"{what} read failed ({type(error).__name__})") from None
+        raise read_failure(error, what, coordinator=coordinator) from None
+
+
+def read_failure(error: BaseException, what: str, *, coordinator: bool) -> DponeError | UnavailableError:
+    """The failure a failed read means: refused credentials, a coordinator with no answer, or "unavailable"."""
+    failure = classify(error)
+    if isinstance(failure, Refused) and failure.code == AUTHENTICATION_FAILED:
+        return DponeError("DPONE_CLICKHOUSE_AUTHENTICATION_FAILED", f"{what} read: Code {failure.code}")
+    if coordinator and isinstance(failure, Unknown):
+        return DponeError("DPONE_CLICKHOUSE_COORDINATOR_UNREACHABLE", f"{what} read: {type(error).__name__}")
+    return UnavailableError(f"{what} read failed ({type(error).__name__})")
 
 
 class ClickHouseCatalog:
