@@ -159,8 +159,10 @@ def manifest_fields(model: type[BaseModel]) -> str:
 def error_codes() -> str:
     families: dict[str, list[tuple[str, ...]]] = {}
     for entry in REGISTRY.values():
-        families.setdefault(entry.family, []).append((f"`{entry.code}`", entry.cause, entry.action))
-    parts = [f"### {family}\n\n" + _table(("Code", "Cause", "Next action"), rows) for family, rows in families.items()]
+        retry = "yes" if entry.retryable else "no"
+        families.setdefault(entry.family, []).append((f"`{entry.code}`", retry, entry.cause, entry.action))
+    header = ("Code", "Retryable", "Cause", "Next action")
+    parts = [f"### {family}\n\n" + _table(header, rows) for family, rows in families.items()]
     return "\n\n".join(parts)
 
 

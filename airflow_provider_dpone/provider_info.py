@@ -12,12 +12,23 @@ from airflow_provider_dpone import __version__
 from airflow_provider_dpone.contracts.connection import connection_form_fields
 
 NATIVE_TRANSFER = "dpone ClickHouse native transfer"
+DESCRIPTION = "Fenced, exactly-once ClickHouse cluster publication and ClickHouse → SQL Server / PostgreSQL transfer."
+"""The provider's one-line description (the arrow is part of it: the transfer goes one way)."""
+DOCUMENTATION_URL = "https://pypi.org/project/airflow-provider-dpone/"
 HOOK_CLASS = "airflow_provider_dpone.hooks.clickhouse.DponeClickHouseHook"
 
 UI_FIELD_BEHAVIOUR: dict[str, Any] = {
     "hidden-fields": ["extra"],
     "relabeling": {"host": "Coordinator host", "port": "HTTP(S) port", "schema": "Database"},
-    "placeholders": {"host": "clickhouse-0.internal", "port": "8123", "schema": "default"},
+    "placeholders": {
+        "host": "clickhouse-0.internal",
+        "port": "8443",
+        "schema": "default",
+        "login": "default",
+        "member_http_port": "8443",
+        "member_endpoints": '{"1:1": "clickhouse-1.internal:8443", "1:2": "clickhouse-2.internal:8443"}',
+        "ca_cert": "/etc/ssl/certs/ca-certificates.crt",
+    },
 }
 """Connection form behaviour, declared once (provider info, and the hook's ``get_ui_field_behaviour``)."""
 
@@ -27,7 +38,8 @@ def get_provider_info() -> dict[str, Any]:
     return {
         "package-name": "airflow-provider-dpone",
         "name": "dpone",
-        "description": "Fenced, exactly-once ClickHouse cluster publication and ClickHouse -> SQL Server transfer.",
+        "description": DESCRIPTION,
+        "documentation-url": DOCUMENTATION_URL,
         "versions": [__version__],
         "integrations": [
             {

@@ -7,6 +7,7 @@ connection's password field and in memory only.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -62,6 +63,29 @@ class ClickHouseConnectionOptions(BaseModel):
         title="Send/receive timeout (s)",
         description="Bound on sending a request and on waiting for each response chunk.",
     )
+
+    @field_validator("secure", "allow_plaintext", "verify", mode="before")
+    @classmethod
+    def _strict_boolean(cls, value: Any) -> Any:
+        """A JSON boolean, or the text ``true``/``false`` (URI query strings); ``"yes"``, ``1`` or ``"on"`` are refused."""
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+            return value.strip().lower() == "true"
+        raise ValueError("must be true or false")
+
+    @field_validator("member_endpoints", mode="before")
+    @classmethod
+    def _endpoints_object(cls, value: Any) -> Any:
+        """An object, or the same object as JSON text (how a connection form's text field stores it)."""
+        if isinstance(value, str):
+            try:
+                value = json.loads(value) if value.strip() else None
+            except json.JSONDecodeError:
+                raise ValueError("member_endpoints must be a JSON object") from None
+            if value is not None and not isinstance(value, dict):
+                raise ValueError("member_endpoints must be a JSON object")
+        return value
 
     @field_validator("member_endpoints")
     @classmethod

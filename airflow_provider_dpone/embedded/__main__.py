@@ -10,6 +10,7 @@ files from the shared topology (``--check`` fails when the checked-in files diff
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -106,8 +107,24 @@ def _fault(cluster: EmbeddedCluster, args: argparse.Namespace) -> object:
     return {"armed": faults.armed(), "killed": faults.killed()}
 
 
+MISSING_CHDB = (
+    "the embedded cluster needs chdb, which is not installed: "
+    'pip install "airflow-provider-dpone[embedded]" (the embedded extra)'
+)
+
+
+def chdb_installed() -> bool:
+    try:
+        return importlib.util.find_spec("chdb") is not None
+    except ValueError:  # a module entry without a spec: not importable either
+        return False
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "up" and not chdb_installed():
+        print(MISSING_CHDB, file=sys.stderr)
+        return 2
     try:
         if args.command == "compose":
             differences = compose.write(args.out, check=args.check)

@@ -16,7 +16,7 @@ from airflow.sdk import BaseHook
 from pydantic import ValidationError
 
 from airflow_provider_dpone.adapters.clickhouse.adapter_set import MemberEndpoints, PublicationAdapters, adapters_for
-from airflow_provider_dpone.adapters.clickhouse.clients import Purpose, build_async_client, build_client
+from airflow_provider_dpone.adapters.clickhouse.clients import Purpose, build_async_client, build_client, close_client
 from airflow_provider_dpone.adapters.clickhouse.connection import ResolvedConnection
 from airflow_provider_dpone.adapters.clickhouse.member_session import ClickHouseMemberSessions
 from airflow_provider_dpone.adapters.clickhouse.sql_cluster_ddl import DEFAULT_TASK_TIMEOUT_SECONDS
@@ -105,6 +105,25 @@ class DponeClickHouseHook(BaseHook):
     async def aresolved(self) -> ResolvedConnection:
         """The same resolution through the SDK's async connection lookup (for triggers)."""
         return self.resolve(await BaseHook.aget_connection(self.dpone_clickhouse_conn_id))
+
+    def test_connection(self) -> tuple[bool, str]:
+        """The UI's Test button: parse the extra strictly, connect to the coordinator and run ``SELECT 1``.
+
+        The answer names the stable code of a failure (invalid extra, refused credentials, no answer), never a host.
+        """
+        from airflow_provider_dpone.adapters.clickhouse.catalog import read_failure
+
+        try:
+            client = self.coordinator_client()
+            try:
+                client.query("SELECT 1")
+            finally:
+                close_client(client)
+        except DponeError as error:
+            return False, error.render()
+        except Exception as error:  # noqa: BLE001 -- classified by type and server code only
+            return False, str(read_failure(error, "SELECT 1", coordinator=True))
+        return True, "the coordinator answered SELECT 1 with these credentials"
 
     # --- clients ----------------------------------------------------------------------------------------------
 

@@ -3,16 +3,39 @@
 The external-replication full refresh of one ClickHouse cluster table is four tasks::
 
     DponeFenceOperator >> DponeStageOperator >> DponePublishOperator >> DponeCleanupOperator
+
+The names below are loaded on first use (PEP 562), so a DAG file that imports one operator module (the native
+transfer, say) does not pay for the others when it is parsed.
 """
 
 from __future__ import annotations
 
-from airflow_provider_dpone.operators.fence_stage import DponeFenceOperator, DponeStageOperator
-from airflow_provider_dpone.operators.publish_cleanup import (
-    DponeCleanupOperator,
-    DponePublishOperator,
-    publication_asset,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from airflow_provider_dpone.operators.fence_stage import DponeFenceOperator, DponeStageOperator
+    from airflow_provider_dpone.operators.publish_cleanup import (
+        DponeCleanupOperator,
+        DponePublishOperator,
+        publication_asset,
+    )
+
+_MODULE_OF = {
+    "DponeFenceOperator": "fence_stage",
+    "DponeStageOperator": "fence_stage",
+    "DponePublishOperator": "publish_cleanup",
+    "DponeCleanupOperator": "publish_cleanup",
+    "publication_asset": "publish_cleanup",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+
 
 __all__ = [
     "DponeCleanupOperator",

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from airflow.sdk import Context
 
+from airflow_provider_dpone.contracts.manifest import ClusterPublicationManifest
+from airflow_provider_dpone.operators.lineage import Moved
 from airflow_provider_dpone.operators.publication_base import DponePublicationOperator, TaskSession
 from airflow_provider_dpone.operators.publication_report import (
     XCom,
@@ -14,6 +18,8 @@ from airflow_provider_dpone.operators.publication_report import (
     phase_of,
     stage_xcom,
 )
+from airflow_provider_dpone.operators.stage_progress import StageProgress
+from airflow_provider_dpone.protocol.service import publication_service
 
 
 class DponeFenceOperator(DponePublicationOperator):
@@ -29,8 +35,8 @@ class DponeFenceOperator(DponePublicationOperator):
     def _fence(self, session: TaskSession) -> XCom:
         before = phase_of(observed_record(session.environment.ports.authority, session.request.target_key))
         result = session.service.fence()
-        log_transition(self.log, "fence", before, result.phase, result.operation_id)
-        self.log.info("dpone fence: target %s held by operation %s", result.target_key[:16], result.operation_id[:16])
+        log_transition(self.task_log, before, result.phase, result.operation_id)
+        self.task_log.info("target %s held by operation %s", result.target_key[:16], result.operation_id[:16])
         return fence_xcom(result)
 
 
@@ -43,22 +49,33 @@ class DponeStageOperator(DponePublicationOperator):
     """
 
     stages = True
+    _lineage: tuple[ClusterPublicationManifest, Moved] | None = None
 
     def execute(self, context: Context) -> XCom:
         return self._run(context, self._stage)
 
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """OpenLineage: the source tables (and query) this try sealed into the artifact, with its rows and bytes."""
+        from airflow_provider_dpone.operators.lineage import publication_lineage
+
+        return None if self._lineage is None else publication_lineage(*self._lineage, published=False)
+
     def _stage(self, session: TaskSession) -> XCom:
         authority = session.environment.ports.authority
         before = phase_of(observed_record(authority, session.request.target_key))
-        result = session.service.stage(session.environment.source(session.request))
+        progress = StageProgress(session.environment.ports, self.task_log)
+        service = publication_service(progress.ports, session.request, session.environment.settings)
+        result = service.stage(session.environment.source(session.request))
         record = observed_record(authority, session.request.target_key)
-        log_transition(self.log, "stage", before, result.phase, result.operation_id)
-        log_members(self.log, record)
-        self.log.info(
-            "dpone stage: generation %s: %d members READY",
+        log_transition(self.task_log, before, result.phase, result.operation_id)
+        log_members(self.task_log, record)
+        self.task_log.info(
+            "generation %s: %d members READY",
             (result.generation_id or "-")[:16],
             result.ready_members,
         )
+        if record is not None and record.artifact is not None:
+            self._lineage = (session.manifest, Moved(record.artifact.row_count, record.artifact.byte_size))
         return stage_xcom(result, record)
 
 

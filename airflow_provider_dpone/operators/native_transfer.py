@@ -6,8 +6,9 @@ The task runs the native transfer route of seed 003 once per try:
   Airflow retry or a clear of the run is the same operation: it resumes from the journal. After source EOF that
   resume is source-free (it completes from the durable stage); a failure before EOF was settled by the failing try,
   and the next try re-extracts as a new invocation (``mssql_native.reextract_required``);
-* retryable codes raise :class:`AirflowException` (Airflow retries); terminal codes raise
-  :class:`AirflowFailException` (no retry), each as one line with the code, the cause and the next action;
+* a failure's code decides the outcome, as for every operator (:mod:`~airflow_provider_dpone.operators.task_outcome`):
+  retryable codes let Airflow retry, terminal codes fail without retry, each as one line with the code, the cause
+  and the next action;
 * XCom gets redacted evidence only: ids, counts, digests, phase names. Never hosts, credentials, SQL, values or rows;
 * the log shows the phases and each chunk's progress (rows, bytes).
 
@@ -21,44 +22,33 @@ import datetime as dt
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from airflow.sdk import BaseOperator, Context
-from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from airflow_provider_dpone.adapters.storage.native_journal import ObjectJournalStore
-from airflow_provider_dpone.adapters.storage.native_stage import ObjectStageStore
 from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.contracts.manifest import load_manifest, manifest_from_mapping
-from airflow_provider_dpone.contracts.manifest_transfer import NativeTransferManifest
-from airflow_provider_dpone.contracts.native_chunk import RelationRef
-from airflow_provider_dpone.contracts.native_window import UtcWindow
-from airflow_provider_dpone.hooks.native_transfer import DponeNativeTransferHook, stage_base
-from airflow_provider_dpone.operators.native_transfer_support import (
-    OperationIdentity,
-    ProgressJournal,
-    ProgressTarget,
-    UtcClock,
-    is_retryable,
-)
-from airflow_provider_dpone.ports.transfer import SnapshotSourceConnector
-from airflow_provider_dpone.ports.transfer_target import TransferTarget
-from airflow_provider_dpone.protocol.admission import admit_static
-from airflow_provider_dpone.protocol.native_transfer.admission import SourceRequest
-from airflow_provider_dpone.protocol.native_transfer.inspection import summarize
-from airflow_provider_dpone.protocol.native_transfer.route import NativeTransferRoute, RouteResult
-from airflow_provider_dpone.protocol.native_transfer.states import RouteState
-from airflow_provider_dpone.protocol.native_transfer.target_bridge import TargetTable
-from airflow_provider_dpone.protocol.native_transfer.target_custody import TargetCustody
+from airflow_provider_dpone.operators.task_outcome import TaskLog, raise_for
 
-ManifestInput = str | os.PathLike[str] | Mapping[str, Any] | NativeTransferManifest
-ConnectorFactory = Callable[[NativeTransferManifest], SnapshotSourceConnector]
-TargetFactory = Callable[[NativeTransferManifest], TransferTarget]
+if TYPE_CHECKING:  # the route's modules are imported when a task runs, never when a DAG file is parsed
+    from airflow_provider_dpone.contracts.manifest_transfer import NativeTransferManifest
+    from airflow_provider_dpone.operators.lineage import Moved
+    from airflow_provider_dpone.operators.native_transfer_support import OperationIdentity, ProgressJournal
+    from airflow_provider_dpone.ports.transfer import SnapshotSourceConnector
+    from airflow_provider_dpone.ports.transfer_target import TransferTarget
+    from airflow_provider_dpone.protocol.native_transfer.admission import SourceRequest
+    from airflow_provider_dpone.protocol.native_transfer.route import NativeTransferRoute, RouteResult
+
+ManifestInput: TypeAlias = "str | os.PathLike[str] | Mapping[str, Any] | NativeTransferManifest"
+ConnectorFactory = Callable[["NativeTransferManifest"], "SnapshotSourceConnector"]
+TargetFactory = Callable[["NativeTransferManifest"], "TransferTarget"]
 _PHASES_LOGGED = frozenset({"admitted", "eof", "stage_complete", "prepared", "loaded", "publish_intent", "succeeded"})
 
 
 def load_transfer_manifest(manifest: ManifestInput) -> NativeTransferManifest:
     """A native transfer manifest from a path, a mapping or a model (anything else is a terminal error)."""
+    from airflow_provider_dpone.contracts.manifest import load_manifest, manifest_from_mapping
+    from airflow_provider_dpone.contracts.manifest_transfer import NativeTransferManifest
+
     if isinstance(manifest, NativeTransferManifest):
         return manifest
     loaded = manifest_from_mapping(dict(manifest)) if isinstance(manifest, Mapping) else load_manifest(Path(manifest))
@@ -71,14 +61,17 @@ class DponeNativeTransferOperator(BaseOperator):
     """Move one ClickHouse table (seed 003 route) into the manifest's SQL Server or PostgreSQL table.
 
     :param manifest: path to the YAML manifest, an inline mapping, or a loaded :class:`NativeTransferManifest`.
+        Templated: Jinja renders the path, or every string of a mapping (not the content of a manifest file).
     :param stage_base: ``ObjectStoragePath`` URL of the durable stage and journal (``s3://...`` in production).
+        Templated.
     :param lease_minutes: writer lease; a crashed try's custody is taken over only after it expires.
     :param connector_factory: optional source connector builder (default: the manifest's ClickHouse connection).
     :param target_factory: optional target adapter builder (default: the manifest's SQL Server/PostgreSQL connection).
     """
 
-    template_fields: Sequence[str] = ("stage_base",)
+    template_fields: Sequence[str] = ("manifest", "stage_base")
     ui_color = "#e8f1fb"
+    _lineage: tuple[NativeTransferManifest, Moved] | None = None
 
     def __init__(
         self,
@@ -97,8 +90,15 @@ class DponeNativeTransferOperator(BaseOperator):
         self.connector_factory = connector_factory
         self.target_factory = target_factory
 
+    @property
+    def task_log(self) -> TaskLog:
+        """The task's log in the one line format of every operator."""
+        return TaskLog(self.log, self.task_id)
+
     # -- wiring --------------------------------------------------------------------------------------------------
     def _manifest(self) -> NativeTransferManifest:
+        from airflow_provider_dpone.protocol.admission import admit_static
+
         manifest = load_transfer_manifest(self.manifest)
         admission = admit_static(manifest)
         if not admission.admissible:
@@ -109,15 +109,23 @@ class DponeNativeTransferOperator(BaseOperator):
     def _connector(self, manifest: NativeTransferManifest) -> SnapshotSourceConnector:
         if self.connector_factory is not None:
             return self.connector_factory(manifest)
+        from airflow_provider_dpone.hooks.native_transfer import DponeNativeTransferHook
+
         return DponeNativeTransferHook(manifest).source_connector()
 
     def _target(self, manifest: NativeTransferManifest) -> TransferTarget:
         if self.target_factory is not None:
             return self.target_factory(manifest)
+        from airflow_provider_dpone.hooks.native_transfer import DponeNativeTransferHook
+
         return DponeNativeTransferHook(manifest).target()
 
     @staticmethod
     def request(manifest: NativeTransferManifest, identity: OperationIdentity) -> SourceRequest:
+        from airflow_provider_dpone.contracts.native_chunk import RelationRef
+        from airflow_provider_dpone.contracts.native_window import UtcWindow
+        from airflow_provider_dpone.protocol.native_transfer.admission import SourceRequest
+
         window = manifest.load.window
         return SourceRequest(
             operation_id=identity.operation_id,
@@ -130,9 +138,16 @@ class DponeNativeTransferOperator(BaseOperator):
     def build_route(
         self, manifest: NativeTransferManifest, identity: OperationIdentity, base: str
     ) -> tuple[NativeTransferRoute, ProgressJournal]:
+        from airflow_provider_dpone.adapters.storage.native_journal import ObjectJournalStore
+        from airflow_provider_dpone.adapters.storage.native_stage import ObjectStageStore
+        from airflow_provider_dpone.operators.native_transfer_support import ProgressJournal, ProgressTarget, UtcClock
+        from airflow_provider_dpone.protocol.native_transfer.route import NativeTransferRoute
+        from airflow_provider_dpone.protocol.native_transfer.target_bridge import TargetTable
+        from airflow_provider_dpone.protocol.native_transfer.target_custody import TargetCustody
+
         clock = UtcClock()
         lease = dt.timedelta(minutes=self.lease_minutes)
-        journal = ProgressJournal(ObjectJournalStore(base, identity.operation_id), self.log)
+        journal = ProgressJournal(ObjectJournalStore(base, identity.operation_id), self.task_log)
         custody = TargetCustody(
             ObjectJournalStore(f"{base}/targets", identity.target_key),
             identity.operation_id,
@@ -146,7 +161,7 @@ class DponeNativeTransferOperator(BaseOperator):
             connector=self._connector(manifest),
             journal_store=journal,
             stage=ObjectStageStore(base, identity.operation_id),
-            target_factory=lambda: ProgressTarget(self._target(manifest), table, self.log),
+            target_factory=lambda: ProgressTarget(self._target(manifest), table, self.task_log),
             clock=clock,
             lease_duration=lease,
             checkpoint=self._checkpoint,
@@ -156,18 +171,28 @@ class DponeNativeTransferOperator(BaseOperator):
 
     def _checkpoint(self, point: str) -> None:
         if point in _PHASES_LOGGED:
-            self.log.info("route checkpoint %s", point)
+            self.task_log.info("route checkpoint %s", point)
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """OpenLineage: the ClickHouse source table and the SQL Server or PostgreSQL target, with the rows moved."""
+        from airflow_provider_dpone.operators.lineage import transfer_lineage
+
+        return None if self._lineage is None else transfer_lineage(*self._lineage)
 
     # -- execution -----------------------------------------------------------------------------------------------
     def execute(self, context: Context) -> dict[str, Any]:
+        from airflow_provider_dpone.hooks.native_transfer import stage_base
+        from airflow_provider_dpone.operators.lineage import Moved
+        from airflow_provider_dpone.operators.native_transfer_support import OperationIdentity
+
         try:
             manifest = self._manifest()
-        except DponeError as exc:
-            raise AirflowFailException(str(exc)) from None
+        except DponeError as error:
+            raise_for(error, self.task_log)
         dag_run = context["dag_run"]
         identity = OperationIdentity(manifest, dag_run.dag_id, dag_run.run_id)
         base = stage_base(self.stage_base)
-        self.log.info(
+        self.task_log.info(
             "native transfer: operation %s, plan %s, sink %s",
             identity.operation_id,
             identity.plan_digest,
@@ -176,36 +201,40 @@ class DponeNativeTransferOperator(BaseOperator):
         route, journal = self.build_route(manifest, identity, base)
         try:
             result = route.run()
-        except DponeError as exc:
-            self._fail(exc, journal)
+        except DponeError as error:
+            raise_for(self._settled(error, journal), self.task_log)
         evidence = self.evidence(manifest, identity, result, journal)
-        self.log.info("native transfer succeeded: %d rows, workload digest %s", result.rows, result.workload_digest)
+        self._lineage = (manifest, Moved(result.rows))
+        self.task_log.info(
+            "native transfer succeeded: %d rows, workload digest %s", result.rows, result.workload_digest
+        )
         return evidence
 
-    def _fail(self, error: DponeError, journal: ProgressJournal) -> Any:
-        """Raise the Airflow outcome of ``error``: terminal codes never retry; a settled pre-EOF failure says so."""
-        if not is_retryable(error.code):
-            self.log.error("%s (terminal)", error)
-            raise AirflowFailException(str(error)) from None
+    def _settled(self, error: DponeError, journal: ProgressJournal) -> DponeError:
+        """``error``, or ``reextract_required`` when the journal shows the failing invocation settled before EOF."""
+        from airflow_provider_dpone.protocol.native_transfer.inspection import summarize
+        from airflow_provider_dpone.protocol.native_transfer.states import RouteState
+
+        if not error.retryable:
+            return error
         try:
             summary = summarize(journal)
         except Exception:  # noqa: BLE001 - an unreadable journal must not replace the primary error
-            summary = None
-        if summary is not None and summary.state is RouteState.REEXTRACT_REQUIRED:
-            settled = DponeError(
-                "mssql_native.reextract_required",
-                f"invocation {summary.invocation_id} settled before EOF after {error.code}",
-            )
-            self.log.warning("%s (retryable)", settled)
-            raise AirflowException(str(settled)) from None
-        self.log.warning("%s (retryable)", error)
-        raise AirflowException(str(error)) from None
+            return error
+        if summary.state is not RouteState.REEXTRACT_REQUIRED:
+            return error
+        return DponeError(
+            "mssql_native.reextract_required",
+            f"invocation {summary.invocation_id} settled before EOF after {error.code}",
+        )
 
     @staticmethod
     def evidence(
         manifest: NativeTransferManifest, identity: OperationIdentity, result: RouteResult, journal: ProgressJournal
     ) -> dict[str, Any]:
         """Redacted evidence for XCom: ids, counts, digests and phases only."""
+        from airflow_provider_dpone.protocol.native_transfer.inspection import summarize
+
         snapshot = manifest.source.options.native_transfer.source_snapshot
         return {
             "kind": "dpone.native-transfer-result.v1",

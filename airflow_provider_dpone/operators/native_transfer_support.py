@@ -1,18 +1,17 @@
-"""Helpers of the native transfer operator: identity, failure classification, progress logging, the clock.
+"""Helpers of the native transfer operator: identity, progress logging, the clock.
 
 Identity: an operation is (dag_id, run_id, target table, normalized plan); the try number never enters it, so an
 Airflow retry or a clear of the run is the same operation and resumes from its journal.
 
-Classification: a code is *retryable* when a later try can succeed without a human changing anything (held custody
-expires, an unknown outcome is reconciled, an absent publication is republished from the stage, a settled pre-EOF
-invocation is re-extracted); every other code is *terminal* and fails the task without retry.
+Whether a failure is retried is the error registry's decision (``ErrorCode.retryable``), mapped onto Airflow by
+:mod:`~airflow_provider_dpone.operators.task_outcome` as for every operator.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import Any
 
 from airflow_provider_dpone.contracts.manifest import normalized_plan_digest
 from airflow_provider_dpone.contracts.manifest_transfer import NativeTransferManifest
@@ -22,37 +21,6 @@ from airflow_provider_dpone.ports.transfer import ChunkEvidence, JournalStore, T
 from airflow_provider_dpone.ports.transfer_target import TransferTarget
 from airflow_provider_dpone.protocol.native_transfer.target_bridge import TargetPortBridge, TargetTable
 from airflow_provider_dpone.protocol.native_transfer.target_custody import target_key
-
-RETRYABLE: Final[frozenset[str]] = frozenset(
-    f"mssql_native.{name}"
-    for name in (
-        "custody_held",
-        "journal_conflict",
-        "reextract_required",
-        "publication_absent",
-        "publication_outcome_unknown",
-        "source_metadata_unavailable",
-        "source_query_failed",
-        "source_snapshot_drift",
-        "source_provenance_incomplete",
-        "source_eof_mismatch",
-        "target_unavailable",
-        "target_prepare_failed",
-        "target_load_failed",
-        "target_chunk_already_loaded",
-        "target_chunk_verification_failed",
-        "target_verification_failed",
-        "target_staging_missing",
-        "target_staging_incomplete",
-        "target_publication_failed",
-        "target_publication_outcome_unknown",
-        "target_publication_in_flight",
-    )
-)
-
-
-def is_retryable(code: str) -> bool:
-    return code in RETRYABLE
 
 
 class OperationIdentity:

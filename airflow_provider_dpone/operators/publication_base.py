@@ -8,7 +8,7 @@ clear of one task or a clear of the whole run is a same-operation retry that res
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -23,7 +23,6 @@ from airflow_provider_dpone.operators.publication_environment import (
     PublicationEnvironment,
     hook_environment,
 )
-from airflow_provider_dpone.operators.publication_errors import raise_for
 from airflow_provider_dpone.operators.publication_inputs import (
     ManifestInput,
     build_request,
@@ -31,6 +30,7 @@ from airflow_provider_dpone.operators.publication_inputs import (
     read_manifest,
     require_admissible,
 )
+from airflow_provider_dpone.operators.task_outcome import TaskLog, raise_for
 from airflow_provider_dpone.ports.publication import TableSpec
 from airflow_provider_dpone.protocol.request import PublicationRequest
 from airflow_provider_dpone.protocol.service import PublicationService, publication_service
@@ -84,14 +84,16 @@ class DponePublicationOperator(BaseOperator):
     """Base of the external full-refresh operators (``fence >> stage >> publish >> cleanup``).
 
     :param manifest: the cluster publication manifest: a ``.yaml`` path (relative paths resolve against the DAG
-        file's folder), inline YAML text, or a mapping. Every task of the DAG must get the same manifest.
+        file's folder), inline YAML text, or a mapping. Every task of the DAG must get the same manifest. Templated:
+        Jinja renders the path or inline text, or every string of a mapping (not the content of a manifest file).
     :param dpone_clickhouse_conn_id: the ``dpone_clickhouse`` connection of the cluster's coordinator; default: the
-        manifest's ``sink.connection_id``.
+        manifest's ``sink.connection_id``. Templated.
     :param ports_factory: builds the protocol's ports and the extraction (default: the ClickHouse adapters through
         :class:`~airflow_provider_dpone.hooks.clickhouse.DponeClickHouseHook`). A seam for tests and alternative
         deployments; see :mod:`airflow_provider_dpone.operators.publication_environment`.
     """
 
+    template_fields: Sequence[str] = ("manifest", "dpone_clickhouse_conn_id")
     ui_color = "#fff3c4"
 
     def __init__(
@@ -106,6 +108,11 @@ class DponePublicationOperator(BaseOperator):
         self.manifest = manifest
         self.dpone_clickhouse_conn_id = dpone_clickhouse_conn_id
         self.ports_factory = ports_factory
+
+    @property
+    def task_log(self) -> TaskLog:
+        """The task's log in the one line format of every operator."""
+        return TaskLog(self.log, self.task_id)
 
     # --- shared machinery -----------------------------------------------------------------------------------------
 
@@ -138,4 +145,4 @@ class DponePublicationOperator(BaseOperator):
             finally:
                 environment.close()
         except DponeError as error:
-            raise_for(error, self.log)
+            raise_for(error, self.task_log)

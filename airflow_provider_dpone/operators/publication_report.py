@@ -8,25 +8,15 @@ or a row value, and no later task trusts any of it: every task re-reads the auth
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any
 
 from airflow_provider_dpone.contracts.authority_external import ExternalAuthorityRecord
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.contracts.receipts_publication import PublicationReceipt
+from airflow_provider_dpone.operators.task_outcome import Log
 from airflow_provider_dpone.ports.publication import AuthorityStore
 from airflow_provider_dpone.protocol.authority_io import read_current
 from airflow_provider_dpone.protocol.results import FenceResult, InProgress, StageResult
-
-
-class Log(Protocol):
-    """The part of a task logger (stdlib or structlog) these helpers use."""
-
-    def info(self, event: Any, *args: Any, **kw: Any) -> Any: ...
-
-    def warning(self, event: Any, *args: Any, **kw: Any) -> Any: ...
-
-    def error(self, event: Any, *args: Any, **kw: Any) -> Any: ...
-
 
 XCom = dict[str, Any]
 
@@ -51,11 +41,11 @@ def phase_of(record: ExternalAuthorityRecord | None) -> str:
     return "absent" if record is None else record.phase.value
 
 
-def log_transition(log: Log, task: str, before: str, after: str, operation_id: str) -> None:
+def log_transition(log: Log, before: str, after: str, operation_id: str) -> None:
     if before == after:
-        log.info("dpone %s: operation %s resumed in phase %s", task, short(operation_id), after)
+        log.info("operation %s resumed in phase %s", short(operation_id), after)
     else:
-        log.info("dpone %s: operation %s phase %s -> %s", task, short(operation_id), before, after)
+        log.info("operation %s phase %s -> %s", short(operation_id), before, after)
 
 
 def log_members(log: Log, record: ExternalAuthorityRecord | None) -> None:
@@ -66,7 +56,7 @@ def log_members(log: Log, record: ExternalAuthorityRecord | None) -> None:
     for member in record.members:
         rows = "-" if member.row_count is None else str(member.row_count)
         log.info(
-            "dpone member %s: stage %s rows %s bytes %s rebuilds %d",
+            "member %s: stage %s rows %s bytes %s rebuilds %d",
             member.member_id,
             member.stage.value,
             rows,
@@ -102,10 +92,9 @@ def receipt_xcom(receipt: PublicationReceipt) -> XCom:
     return value
 
 
-def log_receipt(log: Log, task: str, receipt: PublicationReceipt) -> None:
+def log_receipt(log: Log, receipt: PublicationReceipt) -> None:
     log.info(
-        "dpone %s: %s generation %s: %d rows on %d members (operation %s, authority version %d)",
-        task,
+        "%s generation %s: %d rows on %d members (operation %s, authority version %d)",
         receipt.phase,
         short(receipt.generation_id),
         receipt.row_count,
@@ -115,13 +104,8 @@ def log_receipt(log: Log, task: str, receipt: PublicationReceipt) -> None:
     )
 
 
-def log_in_progress(log: Log, task: str, progress: InProgress) -> None:
+def in_progress_line(progress: InProgress) -> str:
+    """The waiting line of an unfinished DDL (logged when it changes, and as a heartbeat)."""
     pending = ", ".join(progress.pending_members) or "none reported"
-    log.info(
-        "dpone %s: %s epoch %d in progress (queue entry %s); pending members: %s",
-        task,
-        progress.stage,
-        progress.epoch,
-        progress.entry or "not yet observed",
-        pending,
-    )
+    entry = progress.entry or "not yet observed"
+    return f"{progress.stage} epoch {progress.epoch} in progress (queue entry {entry}); pending members: {pending}"

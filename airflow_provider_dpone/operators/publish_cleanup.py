@@ -27,13 +27,15 @@ from typing import Any, Final, Literal, NoReturn
 
 from airflow.sdk import Asset, Context, conf
 
+from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.contracts.manifest import ClusterPublicationManifest
 from airflow_provider_dpone.contracts.receipts_publication import PublicationReceipt
+from airflow_provider_dpone.operators.lineage import Moved
 from airflow_provider_dpone.operators.publication_base import DponePublicationOperator, TaskSession
-from airflow_provider_dpone.operators.publication_errors import DponeRetryableError
 from airflow_provider_dpone.operators.publication_inputs import ManifestInput, asset_uri, read_manifest
 from airflow_provider_dpone.operators.publication_report import (
     XCom,
-    log_in_progress,
+    in_progress_line,
     log_receipt,
     log_transition,
     observed_record,
@@ -42,7 +44,7 @@ from airflow_provider_dpone.operators.publication_report import (
     short,
 )
 from airflow_provider_dpone.protocol.results import CleanupResult, InProgress, PublishResult
-from airflow_provider_dpone.triggers.ddl_queue import ClusterDDLQueueTrigger
+from airflow_provider_dpone.triggers.ddl_queue import ClusterDDLQueueTrigger, ProgressGate, progress_heartbeat_seconds
 
 Result = PublishResult | CleanupResult
 
@@ -100,7 +102,7 @@ class _WaitingOperator(DponePublicationOperator):
         raise NotImplementedError
 
     def _finished(self, context: Context, session: TaskSession, receipt: PublicationReceipt) -> XCom:
-        log_receipt(self.log, self.task_id, receipt)
+        log_receipt(self.task_log, receipt)
         return receipt_xcom(receipt)
 
     # --- entry points ---------------------------------------------------------------------------------------------
@@ -120,9 +122,8 @@ class _WaitingOperator(DponePublicationOperator):
         """Resume after the trigger's event: re-read the authority and reconcile (read-only)."""
         event = event or {}
         round_ = int(event.get("round", 0)) + 1
-        self.log.info(
-            "dpone %s: woken by the queue trigger: %s, %s of %s hosts finished, %s failed (entry %s)",
-            self.stage_name,
+        self.task_log.info(
+            "woken by the queue trigger: %s, %s of %s hosts finished, %s failed (entry %s)",
             event.get("status", "unknown"),
             event.get("finished", "?"),
             event.get("expected_hosts", "?"),
@@ -146,39 +147,39 @@ class _WaitingOperator(DponePublicationOperator):
     def _log_wait_mode(self) -> None:
         """One line at the start of the task: where an unfinished DDL will be waited for, and why."""
         if self.deferrable:
-            self.log.info(
-                "dpone %s: deferrable=True: the initiator answers within %d s, then an unfinished ON CLUSTER DDL "
+            self.task_log.info(
+                "deferrable=True: the initiator answers within %d s, then an unfinished ON CLUSTER DDL "
                 "is waited for in the triggerer (up to %d deferrals)",
-                self.stage_name,
                 DEFERRABLE_DDL_TASK_TIMEOUT_SECONDS,
                 self.max_deferrals,
             )
         else:
-            self.log.info(
-                "dpone %s: deferrable=False: the initiator waits up to [dpone] ddl_task_timeout_seconds, then an "
+            self.task_log.info(
+                "deferrable=False: the initiator waits up to [dpone] ddl_task_timeout_seconds, then an "
                 "unfinished ON CLUSTER DDL is polled in the worker every %.1f s for at most %.0f s "
                 "(set deferrable=True, or [operators] default_deferrable = true, to free the worker)",
-                self.stage_name,
                 self.poll_interval,
                 self.timeout_seconds,
             )
 
     def _log_phase(self, session: TaskSession, before: str) -> None:
         after = phase_of(observed_record(session.environment.ports.authority, session.request.target_key))
-        log_transition(self.log, self.task_id, before, after, session.request.operation_id)
+        log_transition(self.task_log, before, after, session.request.operation_id)
 
     def _settle(self, context: Context, session: TaskSession, result: Result, *, round_: int) -> XCom:
         if not isinstance(result, InProgress):
             return self._finished(context, session, result.receipt)
-        log_in_progress(self.log, self.task_id, result)
+        progress = ProgressGate(progress_heartbeat_seconds())
+        if progress.due(in_progress_line(result)):
+            self.task_log.info("%s", in_progress_line(result))
         if self.deferrable and result.correlation_token is not None:
             if round_ >= self.max_deferrals:
-                raise DponeRetryableError(
-                    f"{self.stage_name} epoch {result.epoch} still in progress after {round_} deferrals; "
-                    "a retry resumes the same bound entry (nothing is re-dispatched)"
+                raise DponeError(
+                    "DPONE_CLICKHOUSE_CLUSTER_DDL_WAIT_EXHAUSTED",
+                    f"{self.stage_name} epoch {result.epoch} still in progress after {round_} deferrals",
                 )
             self._defer(session, result, round_)
-        return self._poll_in_process(context, session, result)
+        return self._poll_in_process(context, session, result, progress)
 
     def _defer(self, session: TaskSession, progress: InProgress, round_: int) -> NoReturn:
         assert progress.correlation_token is not None
@@ -196,26 +197,29 @@ class _WaitingOperator(DponePublicationOperator):
             poll_interval=self.poll_interval,
             max_attempts=attempts,
             reader=session.environment.queue_reader,
+            heartbeat_seconds=progress_heartbeat_seconds(),
         )
-        self.log.info("dpone %s: deferring to the DDL queue trigger (round %d)", self.stage_name, round_ + 1)
+        self.task_log.info("deferring to the DDL queue trigger (round %d)", round_ + 1)
         self.defer(
             trigger=trigger,
             method_name="execute_complete",
             timeout=timedelta(seconds=self.timeout_seconds + 60 * max(self.poll_interval, 1)),
         )
 
-    def _poll_in_process(self, context: Context, session: TaskSession, result: Result) -> XCom:
+    def _poll_in_process(self, context: Context, session: TaskSession, result: Result, progress: ProgressGate) -> XCom:
+        """Reconcile every ``poll_interval`` until the entry finishes; log the waiting line when it changes, and again
+        as a heartbeat every ``[dpone] progress_heartbeat_seconds``."""
         deadline = time.monotonic() + self.timeout_seconds
         while isinstance(result, InProgress):
             if time.monotonic() >= deadline:
-                raise DponeRetryableError(
-                    f"{self.stage_name} epoch {result.epoch} still in progress after {self.timeout_seconds:.0f} s; "
-                    "a retry resumes the same bound entry (nothing is re-dispatched)"
+                raise DponeError(
+                    "DPONE_CLICKHOUSE_CLUSTER_DDL_WAIT_EXHAUSTED",
+                    f"{self.stage_name} epoch {result.epoch} still in progress after {self.timeout_seconds:.0f} s",
                 )
             time.sleep(self.poll_interval)
             result = self._reconcile(session)
-            if isinstance(result, InProgress):
-                log_in_progress(self.log, self.task_id, result)
+            if isinstance(result, InProgress) and progress.due(in_progress_line(result)):
+                self.task_log.info("%s", in_progress_line(result))
         return self._finished(context, session, result.receipt)
 
 
@@ -229,11 +233,18 @@ class DponePublishOperator(_WaitingOperator):
     """
 
     stage_name = "publication"
+    _lineage: tuple[ClusterPublicationManifest, Moved] | None = None
 
     def __init__(self, *, manifest: ManifestInput, outlets: Any = None, **kwargs: Any) -> None:
         if outlets is None:
             outlets = [publication_asset(manifest)]
         super().__init__(manifest=manifest, outlets=outlets, **kwargs)
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """OpenLineage: the source tables (and query), and the published cluster table with its committed rows."""
+        from airflow_provider_dpone.operators.lineage import publication_lineage
+
+        return None if self._lineage is None else publication_lineage(*self._lineage, published=True)
 
     def _dispatching(self, session: TaskSession) -> Result:
         return session.service.publish()
@@ -243,11 +254,12 @@ class DponePublishOperator(_WaitingOperator):
 
     def _finished(self, context: Context, session: TaskSession, receipt: PublicationReceipt) -> XCom:
         value = super()._finished(context, session, receipt)
+        self._lineage = (session.manifest, Moved(receipt.row_count))
         if receipt.phase != "COMMITTED":
             # cleanup has begun, which it does only after a try of this task succeeded, and that success emitted
             # this generation's Asset event: a cleared publish succeeds again without a second event (Airflow emits
             # one per outlet of a successful try, so this try has none)
-            self.log.info("dpone publish: generation %s was announced by an earlier try", short(receipt.generation_id))
+            self.task_log.info("generation %s was announced by an earlier try", short(receipt.generation_id))
             self.outlets = []
             return value
         extra: dict[str, Any] = {

@@ -21,14 +21,40 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-from collections.abc import AsyncIterator
-from typing import Any
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Final
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_provider_dpone.triggers.ddl_queue_readers import QueueReader, QueueReaderFactory, QueueSnapshot
 
 DEFAULT_READER = "airflow_provider_dpone.triggers.ddl_queue_readers.clickhouse_queue_reader"
+DEFAULT_HEARTBEAT_SECONDS: Final[float] = 300.0
+
+
+def progress_heartbeat_seconds() -> float:
+    """``[dpone] progress_heartbeat_seconds``: how often an unchanged waiting line is logged again (default 300)."""
+    from airflow.sdk import conf
+
+    return conf.getfloat("dpone", "progress_heartbeat_seconds", fallback=DEFAULT_HEARTBEAT_SECONDS)
+
+
+class ProgressGate:
+    """Which waiting lines reach the log: a line that differs from the last one logged, or the same line again once
+    ``heartbeat_seconds`` have passed since it was logged (a poll every few seconds must not repeat it each time)."""
+
+    def __init__(self, heartbeat_seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.heartbeat_seconds = heartbeat_seconds
+        self._clock = clock
+        self._last: tuple[str, float] | None = None
+
+    def due(self, line: str) -> bool:
+        now = self._clock()
+        if self._last is not None and self._last[0] == line and now - self._last[1] < self.heartbeat_seconds:
+            return False
+        self._last = (line, now)
+        return True
 
 
 def load_reader_factory(path: str) -> QueueReaderFactory:
@@ -55,6 +81,7 @@ class ClusterDDLQueueTrigger(BaseTrigger):
     :param missing_attempts: polls without any entry before a ``missing`` event.
     :param max_read_errors: consecutive failed reads before an ``error`` event.
     :param reader: import path of the reader factory (``conn_id -> QueueReader``).
+    :param heartbeat_seconds: an unchanged progress line is logged again after this long (a changed one at once).
     """
 
     def __init__(
@@ -72,6 +99,7 @@ class ClusterDDLQueueTrigger(BaseTrigger):
         missing_attempts: int = 12,
         max_read_errors: int = 5,
         reader: str = DEFAULT_READER,
+        heartbeat_seconds: float = DEFAULT_HEARTBEAT_SECONDS,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         if poll_interval < 0 or max_attempts < 1 or missing_attempts < 1 or max_read_errors < 1 or expected_hosts < 1:
@@ -88,6 +116,7 @@ class ClusterDDLQueueTrigger(BaseTrigger):
         self.missing_attempts = missing_attempts
         self.max_read_errors = max_read_errors
         self.reader = reader
+        self.heartbeat_seconds = heartbeat_seconds
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -105,6 +134,7 @@ class ClusterDDLQueueTrigger(BaseTrigger):
                 "missing_attempts": self.missing_attempts,
                 "max_read_errors": self.max_read_errors,
                 "reader": self.reader,
+                "heartbeat_seconds": self.heartbeat_seconds,
             },
         )
 
@@ -138,13 +168,14 @@ class ClusterDDLQueueTrigger(BaseTrigger):
         snapshot: QueueSnapshot | None = None
         entry = self.entry
         missing = errors = 0
+        progress = ProgressGate(self.heartbeat_seconds)
         try:
             for attempt in range(1, self.max_attempts + 1):
                 try:
                     snapshot = await reader.read(self.cluster, self.correlation_token, entry)
                 except Exception as exc:  # noqa: BLE001 - any failed read counts; the type only is logged
                     errors += 1
-                    self.log.warning("dpone %s queue read %d failed (%s)", self.stage, attempt, type(exc).__name__)
+                    self.log.warning("dpone %s: queue read %d failed (%s)", self.stage, attempt, type(exc).__name__)
                     if errors >= self.max_read_errors:
                         yield self._event("error", attempt, snapshot)
                         return
@@ -155,14 +186,12 @@ class ClusterDDLQueueTrigger(BaseTrigger):
                         entry = snapshot.entry  # pinned: later polls read exactly this entry
                     verdict = self._verdict(snapshot, missing)
                     if snapshot is not None:
-                        self.log.info(
-                            "dpone %s entry %s: %d of %d hosts finished, %d failed",
-                            self.stage,
-                            snapshot.entry,
-                            snapshot.finished,
-                            max(len(snapshot.hosts), self.expected_hosts),
-                            snapshot.failed,
+                        line = (
+                            f"dpone {self.stage}: queue entry {snapshot.entry}: {snapshot.finished} of "
+                            f"{max(len(snapshot.hosts), self.expected_hosts)} hosts finished, {snapshot.failed} failed"
                         )
+                        if progress.due(line):
+                            self.log.info("%s", line)
                     if verdict is not None:
                         yield self._event(verdict, attempt, snapshot)
                         return

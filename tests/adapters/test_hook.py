@@ -69,3 +69,55 @@ def test_artifact_base_is_configurable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("AIRFLOW__DPONE__ARTIFACT_BASE")
     monkeypatch.setenv("AIRFLOW_HOME", "/opt/airflow")
     assert default_artifact_base() == "file:///opt/airflow/dpone/artifacts"
+
+
+@pytest.mark.parametrize("value", ["yes", "1", "on", 1, "TRUEISH"])
+def test_booleans_are_strict(value: object) -> None:
+    with pytest.raises(DponeError) as caught:
+        DponeClickHouseHook.resolve(connection(extra={"secure": value}))
+    assert caught.value.code == "DPONE_CONNECTION_INVALID" and "secure" in caught.value.detail
+
+
+def test_booleans_accept_json_booleans_and_the_text_true_or_false() -> None:
+    assert DponeClickHouseHook.resolve(connection(extra={"secure": True})).options.secure is True
+    assert DponeClickHouseHook.resolve(connection(extra={"secure": "true"})).options.secure is True
+    assert DponeClickHouseHook.resolve(connection(extra={"verify": "False"})).options.verify is False
+
+
+def test_member_endpoints_as_an_object_or_as_json_text() -> None:
+    endpoints = {"1:1": "ch-1.internal:8443", "1:2": "ch-2.internal:8443"}
+    as_object = DponeClickHouseHook.resolve(connection(extra={"member_endpoints": endpoints}))
+    as_text = DponeClickHouseHook.resolve(connection(extra={"member_endpoints": json.dumps(endpoints)}))
+    assert as_object.options.member_endpoints == as_text.options.member_endpoints == endpoints
+    for bad in ("[1, 2]", "{not json", '{"shard1": "h:1"}'):
+        with pytest.raises(DponeError, match="member_endpoints"):
+            DponeClickHouseHook.resolve(connection(extra={"member_endpoints": bad}))
+
+
+def test_the_form_has_placeholders_a_member_map_example_and_no_raw_extra() -> None:
+    behaviour = DponeClickHouseHook.get_ui_field_behaviour()
+    assert behaviour["hidden_fields"] == ["extra"]
+    placeholders = behaviour["placeholders"]
+    assert {"host", "port", "login", "schema"} <= set(placeholders)
+    example = json.loads(placeholders["member_endpoints"])
+    assert DponeClickHouseHook.parse_options({"member_endpoints": example}).member_endpoints == example
+
+
+def test_the_test_button_reports_the_code_of_an_unreachable_coordinator(monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_NOWHERE", json.dumps({"conn_type": "dpone_clickhouse", "host": "127.0.0.1", "port": port})
+    )
+    ok, message = DponeClickHouseHook(dpone_clickhouse_conn_id="nowhere").test_connection()
+    assert ok is False and message.startswith("DPONE_CLICKHOUSE_COORDINATOR_UNREACHABLE: ")
+    assert str(port) not in message
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_BADEXTRA",
+        json.dumps({"conn_type": "dpone_clickhouse", "host": "127.0.0.1", "extra": {"secure": "yes"}}),
+    )
+    ok, message = DponeClickHouseHook(dpone_clickhouse_conn_id="badextra").test_connection()
+    assert ok is False and message.startswith("DPONE_CONNECTION_INVALID: ")

@@ -89,3 +89,26 @@ def test_errors_are_json_on_stderr(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert json.loads(done.stderr)["error"] == "FileNotFoundError"
+
+
+def test_up_without_chdb_prints_one_line_naming_the_embedded_extra(tmp_path: Path) -> None:
+    """In an interpreter where chdb cannot be imported, ``up`` explains itself in one line: no traceback, no process."""
+    hide_chdb = (
+        "import runpy, sys; sys.modules['chdb'] = None; "
+        "sys.argv[0] = 'airflow_provider_dpone.embedded'; "
+        "runpy.run_module('airflow_provider_dpone.embedded', run_name='__main__')"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", hide_chdb, "up", "--dir", str(tmp_path / "cluster")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": ROOT},
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.splitlines() == [
+        "the embedded cluster needs chdb, which is not installed: "
+        'pip install "airflow-provider-dpone[embedded]" (the embedded extra)'
+    ]
+    assert not (tmp_path / "cluster").exists(), "nothing was started"

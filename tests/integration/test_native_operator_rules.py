@@ -6,8 +6,10 @@ only the connection lookups (the in-process engine has no network endpoint).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -94,6 +96,36 @@ def test_success_returns_redacted_evidence(admin, harness, tmp_path, postgres_se
     assert published(harness, tmp_path) == read_rows(admin, "SELECT * FROM events.raw_events")
     secrets = [postgres_server.password, postgres_server.host, str(postgres_server.port), "raw_events", "events"]
     assert redaction_problems(evidence, secrets) == []
+
+
+def test_openlineage_reports_the_source_and_target_tables_with_the_rows_moved(
+    admin, harness, tmp_path, postgres_server, monkeypatch
+) -> None:
+    """As the OpenLineage listener extracts it on success; the connections are looked up for host and port only."""
+    from airflow.providers.openlineage.extractors.manager import ExtractorManager
+    from airflow.utils.state import TaskInstanceState
+    from openlineage.client.serde import Serde
+
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_DPONE_CLICKHOUSE_DEFAULT", '{"conn_type": "dpone_clickhouse", "host": "ch-1", "port": 8443}'
+    )
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_POSTGRES_DEFAULT",
+        json.dumps(
+            {"conn_type": "postgres", "host": postgres_server.host, "port": postgres_server.port, "schema": "dw"}
+        ),
+    )
+    task = operator(harness, tmp_path, SourceSeam())
+    evidence = task.execute(context())
+    run = SimpleNamespace(run_id="manual__lineage")
+    metadata = ExtractorManager().extract_metadata(run, task, TaskInstanceState.SUCCESS, SimpleNamespace(task=task))
+    (source,) = [Serde.to_dict(dataset) for dataset in metadata.inputs]
+    (target,) = [Serde.to_dict(dataset) for dataset in metadata.outputs]
+    assert (source["namespace"], source["name"]) == ("clickhouse://ch-1:8443", "events.raw_events")
+    assert source["inputFacets"]["inputStatistics"]["rowCount"] == evidence["rows"] == 7
+    assert target["namespace"] == f"postgres://{postgres_server.host}:{postgres_server.port}"
+    assert target["name"] == f"dw.{harness.schema}.raw_events"
+    assert target["outputFacets"]["outputStatistics"]["rowCount"] == 7
 
 
 def test_retry_after_eof_completes_from_the_stage_without_the_source(admin, harness, tmp_path) -> None:

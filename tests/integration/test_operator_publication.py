@@ -12,12 +12,11 @@ from airflow.sdk import Asset
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_provider_dpone.contracts.errors import REGISTRY, DponeError
-from airflow_provider_dpone.operators import DponeCleanupOperator, DponeFenceOperator, DponePublishOperator
-from airflow_provider_dpone.operators.publication_errors import (
-    RETRYABLE_CODES,
-    DponeRetryableError,
-    DponeTerminalError,
-    raise_for,
+from airflow_provider_dpone.operators import (
+    DponeCleanupOperator,
+    DponeFenceOperator,
+    DponePublishOperator,
+    DponeStageOperator,
 )
 from airflow_provider_dpone.operators.publication_inputs import (
     asset_uri,
@@ -26,6 +25,7 @@ from airflow_provider_dpone.operators.publication_inputs import (
     read_manifest,
     require_admissible,
 )
+from airflow_provider_dpone.operators.task_outcome import DponeRetryableError, DponeTerminalError, raise_for
 
 REPO = Path(__file__).resolve().parents[2]
 MANIFEST = REPO / "dags_examples" / "manifests" / "clickhouse_external_full_refresh.yaml"
@@ -137,11 +137,12 @@ def test_publish_declares_the_target_asset_without_any_host() -> None:
 @pytest.mark.parametrize("code", sorted(REGISTRY))
 def test_every_code_is_either_retryable_or_terminal_in_one_log_line(code: str) -> None:
     log = _Log()
+    error = DponeError(code, "member m0123456789abcdef")
     with pytest.raises(AirflowException) as caught:
-        raise_for(DponeError(code, "member m0123456789abcdef"), log)
-    assert len(log.lines) == 1 and log.lines[0].startswith(code)
-    assert str(caught.value).startswith(code)
-    if code in RETRYABLE_CODES:
+        raise_for(error, log)
+    assert log.lines == [f"{error.render()} ({'retryable' if error.retryable else 'terminal: no retry'})"]
+    assert str(caught.value) == error.render()
+    if REGISTRY[code].retryable:
         assert isinstance(caught.value, DponeRetryableError)
         assert not isinstance(caught.value, AirflowFailException)
     else:
@@ -163,6 +164,33 @@ def test_fenced_drift_and_tampering_are_terminal_and_transient_failures_retry() 
         "DPONE_CLICKHOUSE_CLUSTER_MEMBER_OUTCOME_UNKNOWN",
         "DPONE_CLICKHOUSE_CLUSTER_DDL_QUEUE_UNAVAILABLE",
     }
-    assert not terminal & RETRYABLE_CODES
-    assert transient <= RETRYABLE_CODES
-    assert set(REGISTRY) >= RETRYABLE_CODES
+    assert not any(REGISTRY[code].retryable for code in terminal)
+    assert all(REGISTRY[code].retryable for code in transient)
+
+
+def test_manifest_and_connection_ids_are_templated_as_a_mapping_or_a_path(tmp_path: Path) -> None:
+    content = read_manifest(MANIFEST).model_dump(mode="json", exclude_none=True)
+    content["sink"]["table"] = "{{ params.table }}"
+    fence = DponeFenceOperator(task_id="fence", manifest=content, dpone_clickhouse_conn_id="{{ params.conn }}")
+    assert set(fence.template_fields) >= {"manifest", "dpone_clickhouse_conn_id"}
+    fence.render_template_fields({"params": {"table": "daily_2026_04_01", "conn": "ch_prod"}})
+    assert read_manifest(fence.manifest).sink.table == "daily_2026_04_01"
+    assert fence.dpone_clickhouse_conn_id == "ch_prod"
+    assert content["sink"]["table"] == "{{ params.table }}", "the DAG's own mapping is not rewritten"
+
+    (tmp_path / "prod").mkdir()
+    (tmp_path / "prod" / "m.yaml").write_text(MANIFEST.read_text(encoding="utf-8"), encoding="utf-8")
+    stage = DponeStageOperator(task_id="stage", manifest=f"{tmp_path}/{{{{ params.env }}}}/m.yaml")
+    stage.render_template_fields({"params": {"env": "prod"}})
+    assert read_manifest(stage.manifest) == read_manifest(MANIFEST)
+
+
+def test_the_native_transfer_manifest_and_stage_base_are_templated() -> None:
+    from airflow_provider_dpone.operators.native_transfer import DponeNativeTransferOperator, load_transfer_manifest
+
+    task = DponeNativeTransferOperator(
+        task_id="transfer", manifest=str(TRANSFER).replace("mssql", "{{ params.sink }}"), stage_base="s3://b/{{ ds }}"
+    )
+    task.render_template_fields({"params": {"sink": "mssql"}, "ds": "2026-09-01"})
+    assert task.stage_base == "s3://b/2026-09-01"
+    assert load_transfer_manifest(task.manifest).sink.type == "mssql"

@@ -8,7 +8,12 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_dpone.triggers.ddl_queue import ClusterDDLQueueTrigger, load_reader_factory
+from airflow_provider_dpone.triggers.ddl_queue import (
+    ClusterDDLQueueTrigger,
+    ProgressGate,
+    load_reader_factory,
+    progress_heartbeat_seconds,
+)
 from airflow_provider_dpone.triggers.ddl_queue_readers import HostState, QueueSnapshot, snapshot_from_rows
 
 READER = "tests.integration.test_trigger_ddl_queue.scripted_reader"
@@ -171,3 +176,32 @@ def test_snapshot_from_rows_keeps_only_the_bound_entry() -> None:
     unbound = snapshot_from_rows(rows, None)
     assert unbound is not None and unbound.entries == 2
     assert snapshot_from_rows([], None) is None
+
+
+async def test_progress_is_logged_when_it_changes_not_on_every_poll(capfd: pytest.CaptureFixture[str]) -> None:
+    pending = _snapshot(("Finished", 0), ("Active", None))
+    ScriptedReader.script = [pending] * 6 + [_snapshot(("Finished", 0), ("Finished", 0))]
+    capfd.readouterr()
+    (event,) = await _events(_trigger(max_attempts=20))
+    assert event["status"] == "finished" and len(ScriptedReader.reads) == 7
+    lines = [line for line in capfd.readouterr().out.splitlines() if "hosts finished" in line]
+    assert len(lines) == 2
+    assert "dpone publication: queue entry query-0000000007: 1 of 2 hosts finished, 0 failed" in lines[0]
+    assert "dpone publication: queue entry query-0000000007: 2 of 2 hosts finished, 0 failed" in lines[1]
+
+
+def test_an_unchanged_line_comes_back_as_a_heartbeat() -> None:
+    now = [0.0]
+    gate = ProgressGate(heartbeat_seconds=60.0, clock=lambda: now[0])
+    seen = []
+    for second, line in [(0, "a"), (5, "a"), (59, "a"), (60, "a"), (61, "b"), (62, "b"), (130, "b"), (131, "a")]:
+        now[0] = float(second)
+        seen.append((second, gate.due(line)))
+    assert [second for second, due in seen if due] == [0, 60, 61, 130, 131]
+
+
+def test_the_heartbeat_is_serialized_and_configurable(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _trigger(heartbeat_seconds=42.0).serialize()[1]["heartbeat_seconds"] == 42.0
+    assert progress_heartbeat_seconds() == 300.0
+    monkeypatch.setenv("AIRFLOW__DPONE__PROGRESS_HEARTBEAT_SECONDS", "15")
+    assert progress_heartbeat_seconds() == 15.0

@@ -26,12 +26,13 @@ def test_generated_sections_are_current() -> None:
     assert not diffs, "".join(diffs.values()) + f"\nstale generated docs; fix with: .venv/bin/{REGENERATE}"
 
 
-def test_every_registered_code_is_documented_with_cause_and_action() -> None:
+def test_every_registered_code_is_documented_with_retryability_cause_and_action() -> None:
     text = (DOCS / "errors.md").read_text(encoding="utf-8")
     for entry in REGISTRY.values():
         row = next((line for line in text.splitlines() if line.startswith(f"| `{entry.code}` |")), None)
         assert row is not None, f"{entry.code} missing from docs/errors.md; run {REGENERATE}"
         assert entry.cause.replace("|", "\\|") in row and entry.action.replace("|", "\\|") in row
+        assert row.startswith(f"| `{entry.code}` | {'yes' if entry.retryable else 'no'} | ")
 
 
 def test_exit_codes_are_documented() -> None:

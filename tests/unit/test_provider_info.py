@@ -45,3 +45,20 @@ def test_every_module_with_a_public_class_is_listed_and_imports(section: str) ->
     defining = _defining_modules(package, base)
     assert defining, f"no {section} found"
     assert defining <= listed, f"{section} missing from provider info: {sorted(defining - listed)}"
+
+
+def test_metadata_keeps_the_arrow_names_the_docs_and_ships_types_and_examples() -> None:
+    import tomllib
+    from pathlib import Path
+
+    root = Path(airflow_provider_dpone.hooks.__file__).resolve().parents[2]
+    project = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    info = get_provider_info()
+    assert "ClickHouse → SQL Server" in info["description"] and "ClickHouse → SQL Server" in project["description"]
+    assert info["documentation-url"] == project["urls"]["Documentation"]
+    assert info["documentation-url"].startswith("https://")
+    assert (root / "airflow_provider_dpone" / "py.typed").exists()
+    requirement = next(dep for dep in project["dependencies"] if dep.startswith("clickhouse-connect"))
+    assert ">=1.12.0,<1.13" in requirement, "a tested range, not an exact pin"
+    wheel = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["hatch"]["build"]["targets"]
+    assert wheel["wheel"]["force-include"] == {"dags_examples": "airflow_provider_dpone/example_dags"}

@@ -1,7 +1,9 @@
 """:class:`~airflow_provider_dpone.ports.publication.ClusterCatalog`: topology from the coordinator, catalog facts
 from each member's own direct connection (a fact about member B is never read through member A).
 
-Every failure is :class:`UnavailableError` (the protocol blocks: partial inventory is never sufficient).
+Every failure is :class:`UnavailableError` (the protocol blocks: partial inventory is never sufficient), except
+refused credentials (``DPONE_CLICKHOUSE_AUTHENTICATION_FAILED``, terminal) and a coordinator that does not answer the
+first read at all (``DPONE_CLICKHOUSE_COORDINATOR_UNREACHABLE``): a person must not read either as a missing cluster.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from typing import Any
 
 from airflow_provider_dpone.adapters.clickhouse import sql_catalog
 from airflow_provider_dpone.adapters.clickhouse.endpoint import Endpoint
+from airflow_provider_dpone.adapters.clickhouse.oneshot import Refused, Unknown, classify
+from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.contracts.inventory import (
     AdmittedMember,
     ColumnFact,
@@ -21,13 +25,27 @@ from airflow_provider_dpone.contracts.inventory import (
 from airflow_provider_dpone.ports.publication import UnavailableError
 
 MemberEndpoints = Callable[[AdmittedMember], Endpoint]
+AUTHENTICATION_FAILED = 516
+"""ClickHouse's ``AUTHENTICATION_FAILED``: wrong password, or no such user."""
 
 
-def _rows(endpoint: Endpoint, statement: str, what: str) -> list[Any]:
+def _rows(endpoint: Endpoint, statement: str, what: str, *, coordinator: bool = False) -> list[Any]:
+    """The rows of a read; a failure is "unavailable", except two a person must tell apart from a missing cluster:
+    refused credentials (terminal) and a coordinator that gives no ClickHouse answer at all."""
     try:
         return list(endpoint.reader().query(statement).result_rows)
-    except Exception as error:  # noqa: BLE001 -- every read failure is "unavailable"
-        raise UnavailableError(f"{what} read failed ({type(error).__name__})") from None
+    except Exception as error:  # noqa: BLE001 -- every read failure is classified, by type and code only
+        raise read_failure(error, what, coordinator=coordinator) from None
+
+
+def read_failure(error: BaseException, what: str, *, coordinator: bool) -> DponeError | UnavailableError:
+    """The failure a failed read means: refused credentials, a coordinator with no answer, or "unavailable"."""
+    failure = classify(error)
+    if isinstance(failure, Refused) and failure.code == AUTHENTICATION_FAILED:
+        return DponeError("DPONE_CLICKHOUSE_AUTHENTICATION_FAILED", f"{what} read: Code {failure.code}")
+    if coordinator and isinstance(failure, Unknown):
+        return DponeError("DPONE_CLICKHOUSE_COORDINATOR_UNREACHABLE", f"{what} read: {type(error).__name__}")
+    return UnavailableError(f"{what} read failed ({type(error).__name__})")
 
 
 class ClickHouseCatalog:
@@ -36,7 +54,7 @@ class ClickHouseCatalog:
         self.members = members
 
     def inventory(self, cluster: str) -> tuple[InventoryRow, ...]:
-        rows = _rows(self.coordinator, sql_catalog.inventory(cluster), "system.clusters")
+        rows = _rows(self.coordinator, sql_catalog.inventory(cluster), "system.clusters", coordinator=True)
         try:
             return tuple(
                 InventoryRow(

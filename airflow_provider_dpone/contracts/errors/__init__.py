@@ -1,8 +1,9 @@
 """One registry of stable error codes, and the one exception type that carries them.
 
-Every failure a user can cause has a code, a one-line cause and the next action. Codes are stable: they are part of
-the public contract (logs, alerts and runbooks match on them), so a code is never renamed or reused; new codes are
-added to the family module that owns them (``cluster``, ``replay``, ``mssql_native``, ``general``).
+Every failure a user can cause has a code, a one-line cause, the next action, and whether a retry can help
+(:class:`ErrorCode`). Codes are stable: they are part of the public contract (logs, alerts and runbooks match on them),
+so a code is never renamed or reused; new codes are added to the family module that owns them (``cluster``,
+``replay``, ``mssql_native``, ``general``, ``adapters``).
 
 Messages never carry hosts, credentials, SQL values or row data; ``detail`` is for sanitized facts (counts, phases,
 digests, opaque ids, field paths).
@@ -11,37 +12,18 @@ digests, opaque ids, field paths).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from airflow_provider_dpone.contracts.errors import adapters, cluster, general, mssql_native, replay
+from airflow_provider_dpone.contracts.errors.code import ErrorCode
 
 
-@dataclass(frozen=True)
-class ErrorCode:
-    """A registered, documented failure: what happened and what the user should do next."""
-
-    code: str
-    cause: str
-    action: str
-
-    @property
-    def family(self) -> str:
-        """The code's family prefix, used to group the reference documentation."""
-        if self.code.startswith("mssql_native."):
-            return "mssql_native"
-        for prefix in ("DPONE_CLICKHOUSE_CLUSTER_", "DPONE_REPLAY_QUALITY_EVIDENCE_"):
-            if self.code.startswith(prefix):
-                return prefix.rstrip("_")
-        return "DPONE"
-
-
-def _build(families: Iterable[tuple[tuple[str, str, str], ...]]) -> dict[str, ErrorCode]:
+def _build(families: Iterable[tuple[ErrorCode, ...]]) -> dict[str, ErrorCode]:
     registry: dict[str, ErrorCode] = {}
     for family in families:
-        for code, cause, action in family:
-            if code in registry:
-                raise RuntimeError(f"error code registered twice: {code}")
-            registry[code] = ErrorCode(code, cause, action)
+        for entry in family:
+            if entry.code in registry:
+                raise RuntimeError(f"error code registered twice: {entry.code}")
+            registry[entry.code] = entry
     return registry
 
 
@@ -70,6 +52,11 @@ class DponeError(Exception):
         self.code = code
         self.detail = detail
         super().__init__(self.render())
+
+    @property
+    def retryable(self) -> bool:
+        """Whether a later try of the same task can succeed unchanged (the registry decides, per code)."""
+        return self.error.retryable
 
     def render(self) -> str:
         detail = f" [{self.detail}]" if self.detail else ""

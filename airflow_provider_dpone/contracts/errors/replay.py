@@ -2,35 +2,43 @@
 
 from __future__ import annotations
 
-CODES: tuple[tuple[str, str, str], ...] = (
-    (
+from airflow_provider_dpone.contracts.errors.code import ErrorCode
+
+CODES: tuple[ErrorCode, ...] = (
+    ErrorCode(
         "DPONE_REPLAY_QUALITY_EVIDENCE_REQUIRED",
         "exact durable quality evidence is absent",
         "preserve state; verify the original producer and store selection",
+        retryable=False,
     ),
-    (
+    ErrorCode(
         "DPONE_REPLAY_QUALITY_EVIDENCE_MISMATCH",
         "identity, generation, report or authority-version continuity differs from the evidence",
         "compare the original invocation and configuration with the platform observations",
+        retryable=False,
     ),
-    (
+    ErrorCode(
         "DPONE_REPLAY_QUALITY_EVIDENCE_INVALID",
         "the evidence is malformed, oversized, non-canonical or impossible",
         "preserve the original bytes; investigate producer and storage integrity",
+        retryable=False,
     ),
-    (
+    ErrorCode(
         "DPONE_REPLAY_QUALITY_EVIDENCE_FAILED",
         "the original quality result or the durable terminal state failed",
         "resolve the quality failure; do not relabel the evidence",
+        retryable=False,
     ),
-    (
+    ErrorCode(
         "DPONE_REPLAY_QUALITY_EVIDENCE_INCOMPLETE",
         "governance or a read guard remains unresolved, or store access failed",
         "follow the retained-state recovery procedure in docs/runbook.md",
+        retryable=False,
     ),
-    (
+    ErrorCode(
         "DPONE_REPLAY_QUALITY_EVIDENCE_UNSUPPORTED",
         "the store, policy, configuration or bounded observation capability is unavailable for this route",
         "use only an admitted integration (the internal replicated full refresh); plan explicit capability work",
+        retryable=False,
     ),
 )

@@ -1,0 +1,32 @@
+"""``ErrorCode``: one registered failure, with what a user reads (cause, next action) and what Airflow does with it.
+
+``retryable`` is the one classification every operator follows: ``True`` when a later try of the same task can
+succeed without anyone changing anything (an unanswered read, an unacknowledged write a retry resolves by
+observation, a lost race, an upstream phase not reached yet, held custody that expires); ``False`` when no retry can
+fix it without a human (inadmissible input, fenced or drifted state, corrupt evidence, refused credentials), so the
+task fails at once instead of spending its retries.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ErrorCode:
+    """A registered, documented failure: what happened, what the user should do next, and whether to retry."""
+
+    code: str
+    cause: str
+    action: str
+    retryable: bool
+
+    @property
+    def family(self) -> str:
+        """The code's family prefix, used to group the reference documentation."""
+        if self.code.startswith("mssql_native."):
+            return "mssql_native"
+        for prefix in ("DPONE_CLICKHOUSE_CLUSTER_", "DPONE_REPLAY_QUALITY_EVIDENCE_"):
+            if self.code.startswith(prefix):
+                return prefix.rstrip("_")
+        return "DPONE"

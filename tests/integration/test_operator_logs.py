@@ -1,0 +1,102 @@
+"""What a person reads in the task log, on the embedded cluster: stage shows each member's load and every rebuild with
+its code; refused credentials and an unreachable coordinator are told apart from a missing cluster, and only the
+unreachable coordinator is retried."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+from types import ModuleType, SimpleNamespace
+from typing import Any
+
+import pytest
+
+from airflow_provider_dpone.embedded import EmbeddedCluster
+from airflow_provider_dpone.operators import DponeFenceOperator, DponeStageOperator
+from airflow_provider_dpone.operators.task_outcome import DponeRetryableError, DponeTerminalError
+from tests.integration.dag_runner import load_example
+from tests.integration.embedded_example import embedded_manifest, member_rows
+
+PASSWORD = "pw-Logs-Redact-4c1d"
+pytestmark = pytest.mark.embedded_cluster(members=2, password=PASSWORD)
+
+SOURCE_ROWS = 12
+
+
+@pytest.fixture(scope="module")
+def example(dags_folder: Path) -> ModuleType:
+    return load_example(dags_folder)
+
+
+def context() -> Any:
+    return {"dag_run": SimpleNamespace(dag_id="logs_it", run_id="manual__logs")}
+
+
+def lines_with(text: str, log: str) -> list[str]:
+    return [line for line in log.splitlines() if text in line]
+
+
+def test_stage_logs_each_member_load_and_a_rebuild_with_its_code(
+    example: ModuleType,
+    embedded_cluster: EmbeddedCluster,
+    fresh_database: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("AIRFLOW_CONN_DPONE_CLICKHOUSE_DEFAULT", json.dumps(embedded_cluster.connection_json()))
+    manifest = embedded_manifest(example, embedded_cluster, fresh_database, rows=SOURCE_ROWS)
+    DponeFenceOperator(task_id="fence", manifest=manifest).execute(context())
+    stage = DponeStageOperator(task_id="stage", manifest=manifest)
+    embedded_cluster.faults.fail_next_statement("member2", 241, match="^INSERT INTO")  # member2's load is refused
+    capfd.readouterr()
+    staged = stage.execute(context())
+    log = capfd.readouterr().out
+    assert len(lines_with(": loading artifact ", log)) == 3, "each member once, and the rebuilt member again"
+    assert len(lines_with(": load answered in ", log)) == 2
+    (refused,) = lines_with(": load unanswered or refused (", log)
+    (rebuild,) = lines_with("DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_REBUILT", log)
+    member = refused.split("dpone stage: member ")[1].split(":")[0]
+    assert f"dpone stage: member {member}: rebuild 1 of at most " in rebuild
+    assert f"[candidate held 0 of {SOURCE_ROWS} rows]" in rebuild
+    assert log.index(refused) < log.index(rebuild) < log.rindex(f"member {member}: loading artifact ")
+    assert {(m["member_id"], m["rebuilds"]) for m in staged["members"] if m["rebuilds"]} == {(member, 1)}
+    assert staged["ready_members"] == 2
+    assert PASSWORD not in log
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_refused_credentials_fail_without_retry_and_an_unreachable_coordinator_is_retried(
+    example: ModuleType,
+    embedded_cluster: EmbeddedCluster,
+    fresh_database: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    manifest = embedded_manifest(example, embedded_cluster, fresh_database, rows=SOURCE_ROWS)
+    fence = DponeFenceOperator(task_id="fence", manifest=manifest)
+    wrong = {**embedded_cluster.connection_json(), "password": "not-the-password"}
+    monkeypatch.setenv("AIRFLOW_CONN_DPONE_CLICKHOUSE_DEFAULT", json.dumps(wrong))
+    capfd.readouterr()
+    with pytest.raises(DponeTerminalError, match=r"^DPONE_CLICKHOUSE_AUTHENTICATION_FAILED: .*Code 516"):
+        fence.execute(context())
+    log = capfd.readouterr().out
+    assert len(lines_with("dpone fence: DPONE_CLICKHOUSE_AUTHENTICATION_FAILED", log)) == 1
+    assert "(terminal: no retry)" in log and "not-the-password" not in log
+
+    nowhere = {**embedded_cluster.connection_json(), "port": _free_port()}
+    monkeypatch.setenv("AIRFLOW_CONN_DPONE_CLICKHOUSE_DEFAULT", json.dumps(nowhere))
+    with pytest.raises(DponeRetryableError, match=r"^DPONE_CLICKHOUSE_COORDINATOR_UNREACHABLE: "):
+        fence.execute(context())
+    log = capfd.readouterr().out
+    assert "INVENTORY_INCOMPLETE" not in log and "(retryable)" in log
+    assert str(nowhere["port"]) not in log, "no host or port in the log"
+
+    monkeypatch.setenv("AIRFLOW_CONN_DPONE_CLICKHOUSE_DEFAULT", json.dumps(embedded_cluster.connection_json()))
+    assert fence.execute(context())["phase"] == "LOCKED"
+    assert member_rows(embedded_cluster, fresh_database) == [None, None], "nothing was published"
