@@ -30,16 +30,30 @@ from airflow_provider_dpone.contracts.native_source_observation import (
 )
 
 ACCESS_DENIED: Final = 497
+SESSION_NOT_FOUND: Final = 372
 _SETTING_REFUSALS: Final = frozenset({115, 164, 452})  # UNKNOWN_SETTING, READONLY, SETTING_CONSTRAINT_VIOLATION
+
+
+def source_failure(exc: ClickHouseError, code: str, what: str) -> DponeError:
+    """The stable error for a failed source request (only the server code is kept: messages name hosts).
+
+    ``SESSION_NOT_FOUND`` means the request reached a server that does not hold this run's session: another server
+    than the one admission observed (a balancer moved it), or the same one restarted. Either way the reads are no
+    longer bound to one server, which is endpoint drift whatever the request was.
+    """
+    server_code = getattr(exc, "code", None)
+    if server_code == SESSION_NOT_FOUND:
+        return DponeError(
+            "mssql_native.source_endpoint_drift", f"{what}: the server reached does not hold this run's session"
+        )
+    return DponeError(code, f"{what}: server code {server_code}" if server_code else f"{what}: {type(exc).__name__}")
 
 
 def _rows(client: Client, query: str, parameters: dict[str, Any], what: str) -> list[Sequence[Any]]:
     try:
         return list(client.query(query, parameters=parameters).result_rows)
     except ClickHouseError as exc:
-        code = getattr(exc, "code", None)
-        detail = f"{what}: server code {code}" if code else f"{what}: {type(exc).__name__}"
-        raise DponeError("mssql_native.source_metadata_unavailable", detail) from None
+        raise source_failure(exc, "mssql_native.source_metadata_unavailable", what) from None
 
 
 def _text(value: object) -> str:
@@ -47,7 +61,8 @@ def _text(value: object) -> str:
 
 
 def read_server(client: Client) -> ServerObservation:
-    version, revision, timezone, session_timezone, server_uuid, host = _rows(client, sql.SERVER_SQL, {}, "server")[0]
+    row = _rows(client, sql.SERVER_SQL, {}, "server")[0]
+    version, revision, timezone, session_timezone, server_uuid, host, macros = row
     return ServerObservation(
         version=_text(version),
         revision=int(revision),
@@ -55,6 +70,7 @@ def read_server(client: Client) -> ServerObservation:
         session_timezone=_text(session_timezone),
         server_uuid=_text(server_uuid),
         host_identity=_text(host),
+        macros=tuple((_text(name), _text(value)) for name, value in macros),
     )
 
 
@@ -101,7 +117,7 @@ def read_access(client: Client, relation: RelationRef) -> AccessObservation:
         ).result_rows
     except DatabaseError as exc:
         if getattr(exc, "code", None) != ACCESS_DENIED:
-            raise DponeError("mssql_native.source_metadata_unavailable", "row policies: server error") from None
+            raise source_failure(exc, "mssql_native.source_metadata_unavailable", "row policies") from None
         return AccessObservation(
             user=_text(user),
             current_roles=tuple(sorted(map(_text, current_roles))),
@@ -139,7 +155,7 @@ def read_settings(client: Client, overlay: Mapping[str, str], names: Sequence[st
             raise DponeError(
                 "mssql_native.source_read_profile_unsupported", f"server refused the frozen settings ({code})"
             ) from None
-        raise DponeError("mssql_native.source_metadata_unavailable", f"settings: server code {code}") from None
+        raise source_failure(exc, "mssql_native.source_metadata_unavailable", "settings") from None
     return SettingsObservation(values={_text(name): _text(value) for name, value in rows})
 
 
