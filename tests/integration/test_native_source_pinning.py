@@ -10,6 +10,8 @@ with ``mssql_native.source_endpoint_drift`` and publish nothing. The target is a
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -204,3 +206,24 @@ def test_an_intermediary_that_drops_the_session_is_not_pinned(
     assert code == "mssql_native.replica_scope_unproven"
     assert not [query_id for _, query_id in balancer.routed if query_id.startswith("dpone-")]
     assert "plan" not in route.journal_kinds()
+
+
+def test_a_read_waits_while_the_session_is_still_held_by_the_previous_request(embedded_cluster) -> None:
+    """A server may answer before it releases the session; the next read then finds it locked and is sent again."""
+    source = dial(embedded_cluster, embedded_cluster.endpoint(ADMITTED).port)
+    session = source.connect()
+    holder = embedded_cluster.client(ADMITTED)
+    held = {"session_id": session.client.get_client_setting("session_id"), "session_check": 1}
+    thread = threading.Thread(target=lambda: holder.query("SELECT sleep(0.6)", settings=held))
+    try:
+        thread.start()
+        time.sleep(0.2)  # the holder's request now owns the session on the server
+        started = time.monotonic()
+        server = session.server()
+        waited = time.monotonic() - started
+    finally:
+        thread.join()
+        holder.close()
+        session.close()
+    assert dict(server.macros)["replica"] == "r1"
+    assert waited >= 0.2, "the first attempt was refused with SESSION_IS_LOCKED and sent again after a pause"

@@ -195,3 +195,27 @@ def test_the_hook_resolves_the_source_connection_only_when_it_connects(monkeypat
     with pytest.raises(DponeError, match="not found"):
         connector.connect()
     assert resolved == [manifest.source.connection_id]  # type: ignore[union-attr]
+
+
+def test_a_session_that_stays_locked_is_refused_after_bounded_pauses(monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_provider_dpone.adapters.clickhouse import snapshot_metadata
+
+    pauses: list[float] = []
+    monkeypatch.setattr(snapshot_metadata.time, "sleep", pauses.append)
+    calls: list[int] = []
+
+    def locked() -> None:
+        calls.append(1)
+        raise DatabaseError("Code: 373. Session is locked", code=373)
+
+    with pytest.raises(DatabaseError):
+        snapshot_metadata.on_session(locked)
+    assert len(calls) == len(snapshot_metadata.LOCKED_PAUSES) + 1 and sum(pauses) == pytest.approx(1.55)
+
+    def unknown_table() -> None:
+        calls.append(2)
+        raise DatabaseError("Code: 60. Unknown table", code=60)
+
+    with pytest.raises(DatabaseError):
+        snapshot_metadata.on_session(unknown_table)
+    assert calls.count(2) == 1 and len(pauses) == len(snapshot_metadata.LOCKED_PAUSES), "other refusals: sent once"

@@ -7,8 +7,9 @@ Read failures map to stable codes: a metadata table the account may not read is
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Final
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final, TypeVar
 
 from clickhouse_connect.driver.client import Client
 from clickhouse_connect.driver.exceptions import ClickHouseError, DatabaseError
@@ -31,6 +32,9 @@ from airflow_provider_dpone.contracts.native_source_observation import (
 
 ACCESS_DENIED: Final = 497
 SESSION_NOT_FOUND: Final = 372
+SESSION_IS_LOCKED: Final = 373
+LOCKED_PAUSES: Final = (0.05, 0.1, 0.2, 0.4, 0.8)
+T = TypeVar("T")
 _SETTING_REFUSALS: Final = frozenset({115, 164, 452})  # UNKNOWN_SETTING, READONLY, SETTING_CONSTRAINT_VIOLATION
 
 
@@ -49,9 +53,26 @@ def source_failure(exc: ClickHouseError, code: str, what: str) -> DponeError:
     return DponeError(code, f"{what}: server code {server_code}" if server_code else f"{what}: {type(exc).__name__}")
 
 
+def on_session(request: Callable[[], T]) -> T:
+    """Send one request of the pinned session, again after a pause while the server answers ``SESSION_IS_LOCKED``.
+
+    A server may send the end of a response before it releases the session, so the next request of this (strictly
+    sequential) client can find it still held. The refusal comes before any query runs and every request here is a
+    read, so sending it again is safe; the pauses are bounded (1.55 s in all), then the refusal stands.
+    """
+    for pause in LOCKED_PAUSES:
+        try:
+            return request()
+        except DatabaseError as exc:
+            if getattr(exc, "code", None) != SESSION_IS_LOCKED:
+                raise
+        time.sleep(pause)
+    return request()
+
+
 def _rows(client: Client, query: str, parameters: dict[str, Any], what: str) -> list[Sequence[Any]]:
     try:
-        return list(client.query(query, parameters=parameters).result_rows)
+        return list(on_session(lambda: client.query(query, parameters=parameters)).result_rows)
     except ClickHouseError as exc:
         raise source_failure(exc, "mssql_native.source_metadata_unavailable", what) from None
 
@@ -112,9 +133,8 @@ def read_relation(client: Client, relation: RelationRef) -> RelationObservation:
 def read_access(client: Client, relation: RelationRef) -> AccessObservation:
     user, current_roles, enabled_roles = _rows(client, sql.PRINCIPAL_SQL, {}, "principal")[0]
     try:
-        rows = client.query(
-            sql.ROW_POLICIES_SQL, parameters={"database": relation.database, "table": relation.table}
-        ).result_rows
+        parameters = {"database": relation.database, "table": relation.table}
+        rows = on_session(lambda: client.query(sql.ROW_POLICIES_SQL, parameters=parameters)).result_rows
     except DatabaseError as exc:
         if getattr(exc, "code", None) != ACCESS_DENIED:
             raise source_failure(exc, "mssql_native.source_metadata_unavailable", "row policies") from None
@@ -148,7 +168,9 @@ def read_access(client: Client, relation: RelationRef) -> AccessObservation:
 def read_settings(client: Client, overlay: Mapping[str, str], names: Sequence[str]) -> SettingsObservation:
     """Effective values under the query-level overlay (a refused overlay is an unsupported read profile)."""
     try:
-        rows = client.query(sql.SETTINGS_SQL, parameters={"names": list(names)}, settings=dict(overlay)).result_rows
+        rows = on_session(
+            lambda: client.query(sql.SETTINGS_SQL, parameters={"names": list(names)}, settings=dict(overlay))
+        ).result_rows
     except DatabaseError as exc:
         code = getattr(exc, "code", None)
         if code in _SETTING_REFUSALS:
