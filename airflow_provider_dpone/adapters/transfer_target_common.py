@@ -50,11 +50,19 @@ def require_window_target(exists: bool) -> None:
 
 
 def check_staged_chunks(counts: Mapping[int, int], request: PublicationRequest) -> None:
-    """The staged rows per chunk ordinal must be exactly the requested chunks, none missing, extra or short."""
-    if counts != request.chunk_rows:
+    """The staged rows per chunk ordinal must be exactly the requested chunks, none missing, extra or short.
+
+    An extra ordinal is refused like a missing one: it is how a row nobody requested (a bulk-copy probe row under
+    ordinal -1 orphaned by a crash, a chunk of another attempt) is kept out of the publication.
+    """
+    expected = request.chunk_rows
+    if counts != expected:
+        extra = sorted(set(counts) - set(expected))
+        differing = sorted(o for o in expected if counts.get(o) != expected[o])
         raise DponeError(
             "mssql_native.target_staging_incomplete",
-            f"{len(counts)} staged chunks, {len(request.chunks)} requested",
+            f"{len(counts)} staged chunks, {len(expected)} requested; "
+            f"ordinals not requested: {extra[:8]}; missing or short: {differing[:8]}",
         )
 
 

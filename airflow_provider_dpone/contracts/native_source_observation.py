@@ -9,20 +9,26 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from airflow_provider_dpone.contracts.canonical import tagged_digest
+
 
 class _Observation(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 class TransportObservation(_Observation):
-    """How the session reaches the server. ``scheme`` is ``https``, ``http`` or ``inprocess`` (embedded engine)."""
+    """How the session reaches the server. ``scheme`` is ``https``, ``http`` or ``inprocess`` (embedded engine).
+
+    ``pinned`` has no default: the adapter sets it only from what it observed (an HTTP session the endpoint enforces
+    on every request, or the one engine of this process), so an unproven endpoint can never pass as pinned.
+    """
 
     scheme: str
     tls_verified: bool
     requires_tls: bool
     bounded_timeouts: bool
     follows_redirects: bool = False
-    pinned: bool = True
+    pinned: bool
     endpoint_authority: str = Field(description="host:port or engine path; hashed before it is bound anywhere")
 
 
@@ -33,6 +39,20 @@ class ServerObservation(_Observation):
     session_timezone: str
     server_uuid: str
     host_identity: str = Field(description="hostName() of the server; hashed before it is bound anywhere")
+    macros: tuple[tuple[str, str], ...] = Field(description="system.macros (shard, replica, ...) sorted by name")
+
+    def identity_sha256(self) -> str:
+        """The opaque identity of the server reached: ``hostName()``, ``serverUUID()`` and its macros.
+
+        Two replicas of one host image can share a host name, and an in-process engine reports a zero UUID: the
+        macros (``replica``, ``shard``) still tell them apart. Only this digest is ever bound or recorded.
+        """
+        macros = [[name, value] for name, value in self.macros]
+        return tagged_digest("dpone.endpoint-identity.v1", self.host_identity, self.server_uuid, macros)
+
+    def without_identity(self) -> dict[str, object]:
+        """Version, revision and time zones: what must not change, apart from which server answers."""
+        return self.model_dump(mode="json", exclude={"server_uuid", "host_identity", "macros"})
 
 
 class ColumnObservation(_Observation):

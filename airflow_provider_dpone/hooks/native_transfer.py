@@ -4,7 +4,8 @@ The hook reads Airflow connections and builds the adapters the route drives; it 
 memory (the clients and connection factories close over them) and never reach logs, XCom or the journal.
 
 * Source: a ``dpone_clickhouse`` (or the official ``clickhouse``) connection, read directly over HTTP(S) with no client
-  retry, no redirects and bounded timeouts (``adapters/clickhouse/snapshot_session.http_connector``). The transport
+  retry, no redirects, bounded timeouts and every request pinned to one server by a ClickHouse HTTP session
+  (``adapters/clickhouse/snapshot_session.http_connector``). The transport
   options come from the connection's extra, parsed by :class:`DponeClickHouseHook`. (The ClickHouse client factory
   lives here until the publication hook exposes one the route can share.)
 * Target: ``mssql`` through the Microsoft SQL Server provider's ``MsSqlHook`` (pymssql; BCP or SqlClient batches as

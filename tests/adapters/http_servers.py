@@ -1,12 +1,16 @@
-"""Tiny loopback HTTP servers that misbehave on purpose (count requests, drop responses, redirect)."""
+"""Tiny loopback HTTP servers that misbehave on purpose (count requests, drop responses, redirect, balance)."""
 
 from __future__ import annotations
 
+import http.client
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Final
+from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
 
 @dataclass
@@ -88,3 +92,90 @@ def redirect_reply(port: int) -> bytes:
         + str(port).encode()
         + b"/\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
     )
+
+
+_HOP_BY_HOP: Final = frozenset(
+    {"connection", "keep-alive", "transfer-encoding", "content-length", "host", "proxy-connection", "te", "upgrade"}
+)
+
+
+@dataclass
+class Balancer:
+    """A layer-7 balancer in front of several HTTP servers; ``routed`` lists ``(backend, query_id)`` per request."""
+
+    port: int = 0
+    routed: list[tuple[str, str]] = field(default_factory=list)
+
+
+Route = Callable[[dict[str, list[str]], int], str]
+
+
+@contextmanager
+def balance(
+    backends: dict[str, tuple[str, int]], route: Route, drop: frozenset[str] = frozenset()
+) -> Iterator[Balancer]:
+    """Forward each request to ``backends[route(url_parameters, request_number)]``, as a balancer does per request.
+
+    ``drop`` names URL parameters removed before forwarding (an intermediary that terminates sessions itself).
+    Bodies are forwarded as they came (compressed or not) and answers are returned whole, with their status and
+    ClickHouse headers, so the client sees exactly what the chosen server said.
+    """
+    balancer = Balancer()
+    lock = threading.Lock()
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: object) -> None:
+            return None
+
+        def _body(self) -> bytes:
+            if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+                body = b""
+                while True:
+                    size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                    if size == 0:
+                        self.rfile.readline()
+                        return body
+                    body += self.rfile.read(size)
+                    self.rfile.readline()
+            return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+
+        def _forward(self) -> None:
+            url = urlsplit(self.path)
+            parameters = parse_qs(url.query, keep_blank_values=True)
+            with lock:
+                number = len(balancer.routed)
+                name = route(parameters, number)
+                balancer.routed.append((name, parameters.get("query_id", [""])[0]))
+            kept = urlencode([(k, v) for k, values in parameters.items() if k not in drop for v in values])
+            body = self._body()
+            headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP}
+            upstream = http.client.HTTPConnection(*backends[name], timeout=60)
+            try:
+                upstream.request(self.command, urlunsplit(("", "", url.path, kept, "")), body=body, headers=headers)
+                answer = upstream.getresponse()
+                data = answer.read()
+            finally:
+                upstream.close()
+            self.send_response(answer.status, answer.reason)
+            for key, value in answer.getheaders():
+                if key.lower() not in _HOP_BY_HOP:
+                    self.send_header(key, value)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = do_POST = _forward  # noqa: N815 - the handler's method names
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    balancer.port = server.server_address[1]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield balancer
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)

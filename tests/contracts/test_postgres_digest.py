@@ -43,6 +43,7 @@ TYPES = [
     ("fx", "FixedString(3)", [b"\x00\x00\x00", b"abc", b"\xff\x01\x02"]),
     ("t", "Nullable(String)", ["", None, "日本語 😀"]),
     ("flag", "Bool", [True, False, True]),
+    ("nflag", "Nullable(Bool)", [None, False, True]),
     ("day", "Date32", [dt.date(1, 1, 1), dt.date(1969, 12, 31), dt.date(2299, 12, 31)]),
     (
         "ts0",

@@ -163,9 +163,17 @@ class FakeServerState:
     timezone: str = "UTC"
     session_timezone: str = ""
     revision: int = 54515
+    host_identity: str = "fake"
+    server_uuid: str = "00000000-0000-0000-0000-000000000000"
+    macros: tuple[tuple[str, str], ...] = (("replica", "r1"), ("shard", "1"))
     transport: TransportObservation = field(
         default_factory=lambda: TransportObservation(
-            scheme="inprocess", tls_verified=False, requires_tls=False, bounded_timeouts=True, endpoint_authority="fake"
+            scheme="inprocess",
+            tls_verified=False,
+            requires_tls=False,
+            bounded_timeouts=True,
+            pinned=True,
+            endpoint_authority="fake",
         )
     )
 
@@ -216,8 +224,9 @@ class FakeSession:
             revision=server.revision,
             timezone=server.timezone,
             session_timezone=server.session_timezone,
-            server_uuid="00000000-0000-0000-0000-000000000000",
-            host_identity="fake",
+            server_uuid=server.server_uuid,
+            host_identity=server.host_identity,
+            macros=server.macros,
         )
 
     def relation(self, relation: RelationRef) -> RelationObservation:

@@ -24,6 +24,7 @@ from airflow_provider_dpone.contracts.identifiers import quote_postgres
 from airflow_provider_dpone.contracts.native_chunk import RelationRef
 from airflow_provider_dpone.contracts.native_transfer_options import NativeTransferOptions
 from airflow_provider_dpone.contracts.native_window import UtcWindow
+from airflow_provider_dpone.contracts.transfer_target_types import StringMapping
 from airflow_provider_dpone.protocol.native_transfer.admission import SourceRequest
 from airflow_provider_dpone.protocol.native_transfer.route import NativeTransferRoute, RouteResult
 from airflow_provider_dpone.protocol.native_transfer.target_bridge import TargetPortBridge, TargetTable
@@ -92,6 +93,7 @@ class PgRoute:
     last_connections: int = 0
     source: ClickHouseSnapshotConnector | None = None
     """Another source than the in-process engine (e.g. an HTTP connector); its clients are recorded and denied too."""
+    string_mapping: StringMapping = StringMapping.BINARY
 
     def _open(self, build: Callable[[], Any]) -> Any:
         if self.deny_source:
@@ -110,7 +112,7 @@ class PgRoute:
                 lambda: self._open(native_chdb.client), inprocess_transport(path)
             )
         options = {**self.options, "execution": {"chunk_rows": chunk_rows}}
-        table = TargetTable(schema=self.harness.schema, table=self.table)
+        table = TargetTable(schema=self.harness.schema, table=self.table, string_mapping=self.string_mapping)
         custody = TargetCustody(
             ObjectJournalStore(f"file://{self.root}/targets", target_key("postgres", "pg", table.schema, table.table)),
             self.operation,

@@ -1,5 +1,8 @@
 """The native transfer route over HTTP: an embedded-cluster member -> durable file:// stage -> real PostgreSQL.
 
+Besides the transport checks below, :class:`TestRouteOverHttp` runs the shared corpus and recovery matrix
+(``native_route_scenarios.RouteCorpus``) with this source.
+
 The source is what a production worker builds: the Airflow connection (``AIRFLOW_CONN_DPONE_CLICKHOUSE_DEFAULT``) read
 by :class:`DponeNativeTransferHook`, a real clickhouse-connect HTTP client with no retries and no redirects, talking to
 a member process of the embedded cluster (the real ClickHouse engine behind ClickHouse's HTTP interface). The target is
@@ -27,7 +30,8 @@ from airflow_provider_dpone.hooks.native_transfer import DponeNativeTransferHook
 from airflow_provider_dpone.protocol.native_transfer.admission import check_transport
 from tests.fixtures.target_harness import PostgresHarness
 from tests.integration.native_route_chdb import read_rows
-from tests.integration.native_route_pg import Crash, PgRoute, crash_at, events_table
+from tests.integration.native_route_pg import PgRoute, events_table
+from tests.integration.native_route_scenarios import MakeRoute, RouteCorpus
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -77,6 +81,23 @@ def source(embedded_cluster, monkeypatch) -> ClickHouseSnapshotConnector:
     return hook_connector(monkeypatch, member_connection(embedded_cluster))
 
 
+@pytest.fixture
+def db(fresh_database) -> str:
+    return fresh_database
+
+
+@pytest.fixture
+def make_route(harness, source) -> MakeRoute:
+    def make(root: Path, relation: RelationRef, **fields: Any) -> PgRoute:
+        return PgRoute(root, relation, harness, source=source, **fields)
+
+    return make
+
+
+class TestRouteOverHttp(RouteCorpus):
+    """The whole corpus and recovery matrix with the source read over HTTP through the hook."""
+
+
 def target_columns(route: PgRoute) -> list[str]:
     with psycopg.connect(route.harness.dsn, autocommit=True) as conn:
         rows = conn.execute(
@@ -109,31 +130,6 @@ def test_http_source_publishes_the_raw_multiset_not_final(admin, events, harness
     assert route.last_connections == 1 and len(route.streams) == 1
     assert "FINAL" not in route.streams[0] and "_part" in route.streams[0], "provenance read, then stripped"
     assert result.endpoint_authority_agreement is True and route.receipts() == 1
-
-
-@pytest.mark.parametrize("point", ["stage_complete", "loaded"])
-def test_http_crash_after_eof_completes_without_the_source(admin, events, harness, source, tmp_path, point) -> None:
-    route = PgRoute(tmp_path, events, harness, source=source)
-    with pytest.raises(Crash):
-        route.run(crash_at(point))
-    assert route.last_connections == 1
-    admin.command(f"INSERT INTO {events.database}.events VALUES (9, 1, 0, 'late', '2026-01-09 00:00:00', 9)")
-    route.expire_leases()
-    route.deny_source = True
-    result = route.run()
-    assert route.last_connections == 0 and result.source_connections == 0
-    assert result.rows == 7 and sum(route.target_rows().values()) == 7, "the sealed snapshot, not the later row"
-    assert route.receipts() == 1
-
-
-def test_http_crash_before_eof_reextracts_over_http(admin, events, harness, source, tmp_path) -> None:
-    route = PgRoute(tmp_path, events, harness, source=source)
-    with pytest.raises(Crash):
-        route.run(crash_at("chunk_sealed", occurrence=2))
-    route.expire_leases()
-    result = route.run()
-    assert len(result.settled_invocations) == 1 and route.last_connections == 1
-    assert route.target_rows() == read_rows(admin, f"SELECT * FROM {events.database}.events")
 
 
 def test_tls_required_is_never_downgraded_to_http(embedded_cluster, events, harness, monkeypatch, tmp_path) -> None:

@@ -1,11 +1,17 @@
-"""The native transfer route into a real SQL Server (opt-in: ``make test-real``, or ``pytest -m real_cluster``).
+"""The native route into a real SQL Server: the corpus PostgreSQL passes, with BCP and with parameterized batches.
 
-``make test-real`` starts the compose deployment (``docker compose up -d --wait``), runs this module and stops it: the source is its
-ClickHouse ``member1`` (HTTP), read through :class:`DponeNativeTransferHook` from ``dpone_clickhouse_default``, and the
-target its SQL Server, through the hook from ``mssql_default`` (pymssql via the Microsoft SQL Server provider, BCP as
-the example manifest says). Ports and the login come from ``deploy/real-cluster.json``; the SA password from
-``DPONE_MSSQL_SA_PASSWORD`` (the compose default otherwise). When either server does not answer a socket probe, every
-test here is skipped and says which one; a skipped test is not a pass.
+Opt-in: ``make test-real`` starts the compose deployment (``docker compose up -d --wait``), runs this module and stops
+it. The cases are :class:`~tests.integration.native_route_scenarios.RouteCorpus` (every corpus table, windows, kills
+before EOF, after EOF and during publication), run once per import backend. The source is the compose ClickHouse
+``member1`` over HTTP, read through :class:`DponeNativeTransferHook` from ``dpone_clickhouse_default``; the target is
+the production :class:`MsSqlTransferTarget` on connections from ``mssql_default`` (pymssql through the Microsoft SQL
+Server provider, TDS 7.4), with COMMIT faults injected by the same connection proxy the PostgreSQL harness uses. Each
+test publishes into its own schema of the ``dpone_real`` database.
+
+Ports and the login come from ``deploy/real-cluster.json``; the SA password from ``DPONE_MSSQL_SA_PASSWORD`` (the
+compose default otherwise). When either server does not answer a socket probe every test here is skipped and the
+reason names ``make test-real``; under ``make test-real`` (``DPONE_REQUIRE_REAL=1``) it fails instead. A skipped test
+is not a pass.
 """
 
 from __future__ import annotations
@@ -13,23 +19,30 @@ from __future__ import annotations
 import collections
 import json
 import os
+import secrets
 import socket
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
-from decimal import Decimal
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from airflow_provider_dpone.adapters.mssql.tsql import RECEIPT_TABLE
+from airflow_provider_dpone.adapters.clickhouse.snapshot_session import ClickHouseSnapshotConnector
+from airflow_provider_dpone.adapters.mssql.connection import mssql_connection_factory
+from airflow_provider_dpone.adapters.mssql.target import MsSqlTransferTarget
 from airflow_provider_dpone.contracts.manifest import load_manifest
 from airflow_provider_dpone.contracts.manifest_transfer import NativeTransferManifest
 from airflow_provider_dpone.contracts.native_chunk import RelationRef
+from airflow_provider_dpone.contracts.native_transfer_options import ImportBackend
+from airflow_provider_dpone.contracts.transfer_target import RECEIPT_TABLE
 from airflow_provider_dpone.hooks.native_transfer import DponeNativeTransferHook
-from tests.integration.native_route_chdb import multiset, read_rows
-from tests.integration.native_route_pg import Crash, PgRoute, crash_at, events_table
+from tests.fakes.transfer_target import FaultPlan
+from tests.fixtures.target_harness import FaultyConnection, settle_held
+from tests.integration.native_route_chdb import multiset
+from tests.integration.native_route_pg import PgRoute
+from tests.integration.native_route_scenarios import MakeRoute, RouteCorpus
 
 pytestmark = [pytest.mark.real_cluster, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 
@@ -38,6 +51,8 @@ MANIFEST = ROOT / "dags_examples" / "manifests" / "clickhouse_to_mssql_raw_snaps
 DEFAULT_SA_PASSWORD = "Dpone-Local-2022"  # docker-compose.yaml's default for a local, throwaway server
 PROBE_TIMEOUT_SECONDS = 1.0
 DATABASE = "dpone_real"
+TDS_VERSION = "7.4"
+LOCK_TIMEOUT_MS = 2_000  # an in-flight COMMIT makes reconcile wait this long before it answers "in flight"
 
 
 @dataclass(frozen=True)
@@ -84,7 +99,13 @@ def _mssql(real: RealEndpoints, database: str = "master") -> Any:
 
     host, port = real.mssql
     return pymssql.connect(
-        server=host, port=port, user=real.mssql_user, password=real.mssql_password, database=database, autocommit=True
+        server=host,
+        port=str(port),
+        user=real.mssql_user,
+        password=real.mssql_password,
+        database=database,
+        autocommit=True,
+        tds_version=TDS_VERSION,
     )
 
 
@@ -96,7 +117,7 @@ def mssql_database(real: RealEndpoints) -> str:
 
 
 @pytest.fixture
-def connections(real: RealEndpoints, mssql_database: str, monkeypatch: pytest.MonkeyPatch) -> NativeTransferManifest:
+def manifest(real: RealEndpoints, mssql_database: str, monkeypatch: pytest.MonkeyPatch) -> NativeTransferManifest:
     """``dpone_clickhouse_default`` and ``mssql_default`` for the example manifest, pointing at the compose servers."""
     host, port = real.clickhouse
     clickhouse = {"conn_type": "dpone_clickhouse", "host": host, "port": port, "login": "default", "password": ""}
@@ -108,12 +129,13 @@ def connections(real: RealEndpoints, mssql_database: str, monkeypatch: pytest.Mo
         "login": real.mssql_user,
         "password": real.mssql_password,
         "schema": mssql_database,
+        "extra": {"tds_version": TDS_VERSION},
     }
     monkeypatch.setenv("AIRFLOW_CONN_DPONE_CLICKHOUSE_DEFAULT", json.dumps(clickhouse))
     monkeypatch.setenv("AIRFLOW_CONN_MSSQL_DEFAULT", json.dumps(mssql))
-    manifest = load_manifest(MANIFEST)
-    assert isinstance(manifest, NativeTransferManifest)
-    return manifest
+    loaded = load_manifest(MANIFEST)
+    assert isinstance(loaded, NativeTransferManifest)
+    return loaded
 
 
 @pytest.fixture
@@ -127,21 +149,35 @@ def admin(real: RealEndpoints) -> Iterator[Any]:
 
 
 @pytest.fixture
-def events(admin: Any) -> Iterator[RelationRef]:
+def db(admin: Any) -> Iterator[str]:
     database = f"real_{uuid.uuid4().hex[:12]}"
     admin.command(f"CREATE DATABASE {database} ENGINE = Atomic")
-    yield events_table(admin, database)
+    yield database
     admin.command(f"DROP DATABASE IF EXISTS {database} SYNC")
 
 
 @dataclass
-class MsSqlTarget:
-    """What :class:`PgRoute` needs of a harness: the target adapter and its schema (plus readback for the test)."""
+class RealMsSqlHarness:
+    """The production SQL Server target in a schema of its own, its COMMIT faults and readback through pymssql."""
 
     real: RealEndpoints
     database: str
-    target: Any
-    schema: str = "dbo"
+    backend: ImportBackend
+    schema: str = field(default_factory=lambda: f"t_{secrets.token_hex(6)}")
+    faults: FaultPlan = field(default_factory=FaultPlan)
+    held: list[Any] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        import pymssql
+
+        with _mssql(self.real, self.database) as conn, conn.cursor() as cursor:
+            cursor.execute(f"CREATE SCHEMA [{self.schema}]")
+        connect = mssql_connection_factory("mssql_default", database=self.database)
+        self.target = MsSqlTransferTarget(
+            lambda: FaultyConnection(connect(), self.faults, self.held, pymssql.OperationalError),
+            import_backend=self.backend,
+            lock_timeout_ms=LOCK_TIMEOUT_MS,
+        )
 
     def rows(self, table: str) -> collections.Counter[tuple[object, ...]]:
         with _mssql(self.real, self.database) as conn, conn.cursor() as cursor:
@@ -153,54 +189,52 @@ class MsSqlTarget:
             cursor.execute(f"SELECT count(*) FROM [{self.schema}].[{RECEIPT_TABLE}]")
             return int(cursor.fetchone()[0])
 
+    def settle_in_flight(self, plan: Any, *, commit: bool) -> None:
+        settle_held(self.held, commit=commit)
+
+    def close(self) -> None:
+        for conn in self.held:
+            conn.close()
+        with _mssql(self.real, self.database) as conn, conn.cursor() as cursor:
+            cursor.execute(
+                "SELECT t.[name] FROM sys.tables AS t JOIN sys.schemas AS s ON s.[schema_id] = t.[schema_id] "
+                "WHERE s.[name] = %s",
+                (self.schema,),
+            )
+            for (table,) in cursor.fetchall():
+                cursor.execute(f"DROP TABLE [{self.schema}].[{table}]")
+            cursor.execute(f"DROP SCHEMA [{self.schema}]")
+
 
 class MsSqlRoute(PgRoute):
-    """The PostgreSQL route harness with the SQL Server target; readback through pymssql."""
+    """The route harness with the SQL Server target; the published table and receipts are read through pymssql."""
 
     def target_rows(self) -> collections.Counter[tuple[object, ...]]:
-        return self.harness.rows(self.table)  # type: ignore[attr-defined]
+        return self.harness.rows(self.table)  # type: ignore[attr-defined, no-any-return]
 
     def receipts(self) -> int:
         return int(self.harness.receipts())  # type: ignore[attr-defined]
 
 
+@pytest.fixture(params=[ImportBackend.BCP, ImportBackend.SQLCLIENT], ids=["bcp", "batches"])
+def harness(request: pytest.FixtureRequest, real: RealEndpoints, manifest: NativeTransferManifest) -> Iterator[Any]:
+    created = RealMsSqlHarness(real, DATABASE, request.param)
+    yield created
+    created.close()
+
+
 @pytest.fixture
-def route_parts(real: RealEndpoints, mssql_database: str, connections: NativeTransferManifest) -> dict[str, Any]:
-    hook = DponeNativeTransferHook(connections)
-    target = MsSqlTarget(real, mssql_database, hook.target())
-    return {"harness": target, "source": hook.source_connector(), "table": f"events_{uuid.uuid4().hex[:8]}"}
+def source(manifest: NativeTransferManifest) -> ClickHouseSnapshotConnector:
+    return DponeNativeTransferHook(manifest).source_connector()
 
 
-def test_mssql_publishes_the_raw_multiset_not_final(admin, events, route_parts, tmp_path) -> None:
-    route = MsSqlRoute(tmp_path, events, **route_parts)
-    result = route.run()
-    raw = read_rows(admin, f"SELECT * FROM {events.database}.events")
-    final = read_rows(admin, f"SELECT * FROM {events.database}.events FINAL")
-    published = route.target_rows()
-    assert published == raw and result.rows == sum(raw.values()) == 7
-    assert published != final and sum(final.values()) == 3
-    assert published[(1, 2, 0, b"b", "2026-01-03T00:00:00+00:00", Decimal(2))] == 2
-    assert route.last_connections == 1 and len(route.streams) == 1 and "FINAL" not in route.streams[0]
-    assert route.receipts() >= 1 and result.endpoint_authority_agreement is True
+@pytest.fixture
+def make_route(harness: RealMsSqlHarness, source: ClickHouseSnapshotConnector) -> MakeRoute:
+    def make(root: Path, relation: RelationRef, **fields: Any) -> PgRoute:
+        return MsSqlRoute(root, relation, harness, source=source, **fields)  # type: ignore[arg-type]
+
+    return make
 
 
-@pytest.mark.parametrize("point", ["stage_complete", "loaded", "publish_intent"])
-def test_mssql_crash_after_eof_completes_without_the_source(admin, events, route_parts, tmp_path, point) -> None:
-    route = MsSqlRoute(tmp_path, events, **route_parts)
-    with pytest.raises(Crash):
-        route.run(crash_at(point))
-    route.expire_leases()
-    route.deny_source = True
-    result = route.run() if point != "publish_intent" else _after_absent(route)
-    assert route.last_connections == 0 and result.source_connections == 0
-    assert route.target_rows() == read_rows(admin, f"SELECT * FROM {events.database}.events")
-
-
-def _after_absent(route: MsSqlRoute) -> Any:
-    """An intent without a receipt is first proven absent (the try fails), then republished from the stage."""
-    from airflow_provider_dpone.contracts.errors import DponeError
-
-    with pytest.raises(DponeError) as absent:
-        route.run()
-    assert absent.value.code == "mssql_native.publication_absent"
-    return route.run()
+class TestRouteOnSqlServer(RouteCorpus):
+    """Every corpus table and every kill of the matrix, into SQL Server, with BCP and with parameterized batches."""

@@ -128,6 +128,32 @@ def test_replica_identity_change_before_eof_is_drift(tmp_path) -> None:
     assert info.value.code == "mssql_native.source_snapshot_drift"
 
 
+@pytest.mark.parametrize(
+    "change",
+    [{"macros": (("replica", "r2"), ("shard", "1"))}, {"server_uuid": "0" * 8 + "-0000-0000-0000-" + "0" * 11 + "1"}],
+)
+def test_another_server_answering_at_eof_is_endpoint_drift(tmp_path, change) -> None:
+    """A failover between admission and EOF: same relation and data, another server identity."""
+    harness = make_harness(tmp_path)
+
+    def fail_over(point: str) -> None:
+        if point == "admitted":
+            for name, value in change.items():
+                setattr(harness.source.server, name, value)
+
+    with pytest.raises(DponeError) as info:
+        harness.run(fail_over)
+    assert info.value.code == "mssql_native.source_endpoint_drift"
+    assert kinds(harness)[-2:] == ["invocation_settled", "lease"] and not harness.target.table
+
+
+def test_an_unpinned_endpoint_is_refused_before_extraction(tmp_path) -> None:
+    harness = make_harness(tmp_path)
+    server = harness.source.server
+    server.transport = server.transport.model_copy(update={"pinned": False})
+    assert refused_before_extraction(harness) == "mssql_native.replica_scope_unproven"
+
+
 def test_replicated_engine_needs_connected_replica(tmp_path) -> None:
     harness = make_harness(tmp_path)
     replicated(harness, "single_server")

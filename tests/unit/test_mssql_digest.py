@@ -42,6 +42,7 @@ PLAN = TargetPlan(
         TargetColumn(name="flag", source_type="Bool"),
         TargetColumn(name="b", source_type="String"),
         TargetColumn(name="t", source_type="String", string_mapping=StringMapping.TEXT),
+        TargetColumn(name="nflag", source_type="Nullable(Bool)"),
     ),
     mode=PublicationMode.FULL_REFRESH,
 )
@@ -58,21 +59,21 @@ def _field(canonical: bytes | None) -> bytes:
 CASES: list[tuple[tuple[object, ...], list[bytes | None]]] = [
     (
         (-(2**63), Decimal("-0.0000000001"), None, dt.datetime(1969, 12, 31, 23, 59, 59, 999000, tzinfo=UTC),
-         dt.date(1, 1, 1), U, True, b"", "é😀"),
+         dt.date(1, 1, 1), U, True, b"", "é😀", None),
         [b"-9223372036854775808", b"-1", None, b"-1",  # -1 ms before the epoch at precision 3
-         b"0001-01-01", b"00112233-4455-6677-8899-aabbccddeeff", b"1", b"", bytes.fromhex("c3a9f09f9880")],
+         b"0001-01-01", b"00112233-4455-6677-8899-aabbccddeeff", b"1", b"", bytes.fromhex("c3a9f09f9880"), None],
     ),
     (
         (0, Decimal("9999999999999999999999999999.9999999999"), 2**64 - 1,
          dt.datetime(2026, 3, 1, 12, 0, 0, 123000, tzinfo=UTC), dt.date(2299, 12, 31), uuid.UUID(int=0), False,
-         b"\x00\xff", ""),
+         b"\x00\xff", "", False),
         [b"0", b"9" * 38, b"18446744073709551615", b"1772366400123",  # 2026-03-01T12:00:00Z = 1772366400 s
-         b"2299-12-31", b"00000000-0000-0000-0000-000000000000", b"0", b"\x00\xff", b""],
+         b"2299-12-31", b"00000000-0000-0000-0000-000000000000", b"0", b"\x00\xff", b"", b"0"],
     ),
     (
-        (7, Decimal("0.5"), 0, dt.datetime(1970, 1, 1, tzinfo=UTC), dt.date(1970, 1, 1), U, True, b"x", "x'y"),
+        (7, Decimal("0.5"), 0, dt.datetime(1970, 1, 1, tzinfo=UTC), dt.date(1970, 1, 1), U, True, b"x", "x'y", True),
         [b"7", b"5000000000", b"0", b"0", b"1970-01-01", b"00112233-4455-6677-8899-aabbccddeeff", b"1", b"x",
-         b"x'y"],
+         b"x'y", b"1"],
     ),
 ]  # fmt: skip
 

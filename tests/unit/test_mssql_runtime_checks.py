@@ -7,15 +7,26 @@ would, and each test asserts the refusal code and that nothing was created or le
 
 from __future__ import annotations
 
+import datetime as dt
+import uuid
+from decimal import Decimal
+
 import pytest
 
 from airflow_provider_dpone.adapters.mssql import tsql
-from airflow_provider_dpone.adapters.mssql.checks import NOCOUNT, XACT_ABORT, tds_level
+from airflow_provider_dpone.adapters.mssql.checks import NOCOUNT, PROBE_ORDINAL, XACT_ABORT, tds_level
 from airflow_provider_dpone.adapters.mssql.target import MsSqlTransferTarget
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.contracts.native_transfer_options import ImportBackend
 from airflow_provider_dpone.contracts.transfer_target import PublicationMode, TargetColumn, TargetPlan
+from airflow_provider_dpone.contracts.transfer_target_receipts import (
+    ChunkExpectation,
+    PublicationRequest,
+    PublicationState,
+)
+from airflow_provider_dpone.contracts.typed_digest import MultisetDigest
 from tests.fakes.mssql_server import Column, EmulatedServer, Table
+from tests.fakes.transfer_target import Fault, SimulatedCrash
 
 PLAN = TargetPlan(
     invocation_id="checks-invocation-0001",
@@ -132,3 +143,42 @@ def test_the_parameterized_backend_needs_no_bulk_probe() -> None:
     server.bulk_commits_alone = True
     _target(server, ImportBackend.SQLCLIENT).prepare(PLAN)
     assert server.bcp_rows == [] and "bulk_copy" not in server.statements()
+
+
+CHUNK = [(7, b"seven", b"tag7", dt.datetime(2026, 1, 1, 12, 0, 0, 1, tzinfo=dt.UTC), uuid.UUID(int=7))]
+
+
+def _published_rows(server: EmulatedServer) -> list[list[object]] | None:
+    table = server.tables.get(tsql.target(PLAN))
+    return None if table is None else table.rows
+
+
+def test_a_probe_row_left_by_a_crash_is_refused_by_publication_and_gone_after_the_next_prepare() -> None:
+    """The probe row committed on its own, then the process died before its deletion committed: staging keeps a row
+    under ordinal -1. Publication counts rows per ordinal and requires exactly the requested ordinals, so it refuses
+    that staging instead of publishing the probe row; the next prepare recreates staging empty."""
+    server = EmulatedServer()
+    server.bulk_commits_alone = True
+    server.faults.before_next_commit(lambda: server.faults.arm(Fault.CRASH_BEFORE_COMMIT))  # the 2nd: the deletion
+    with pytest.raises(SimulatedCrash):
+        _target(server).prepare(PLAN)
+    assert [row[0] for row in server.tables[tsql.staging(PLAN)].rows] == [PROBE_ORDINAL], "the orphaned probe row"
+
+    server.bulk_commits_alone = False  # the cause is fixed; a caller loads into this staging without preparing again
+    digest = MultisetDigest(PLAN.typed_columns)
+    digest.add_rows(CHUNK)
+    request = PublicationRequest(chunks=(ChunkExpectation.of(0, digest),))
+    target = _target(server)
+    target.load_chunk(PLAN, 0, CHUNK)
+    target.verify_chunk(PLAN, request.chunks[0]).require_matched()
+    with pytest.raises(DponeError) as refused:
+        target.publish(PLAN, request)
+    assert refused.value.code == "mssql_native.target_staging_incomplete"
+    assert "-1" in str(refused.value), "the unexpected ordinal is named"
+    assert _published_rows(server) is None and target.reconcile(PLAN).state is PublicationState.ABSENT
+
+    target.prepare(PLAN)  # a retry always prepares first: staging is recreated empty, the probe rolls back cleanly
+    assert server.tables[tsql.staging(PLAN)].rows == []
+    target.load_chunk(PLAN, 0, CHUNK)
+    target.publish(PLAN, request)
+    assert [row[0] for row in _published_rows(server) or []] == [Decimal(7)], "the chunk's row only"

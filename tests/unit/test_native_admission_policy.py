@@ -386,6 +386,7 @@ def transport(**changes) -> TransportObservation:
         "tls_verified": True,
         "requires_tls": True,
         "bounded_timeouts": True,
+        "pinned": True,
         "endpoint_authority": "h:8443",
     }
     values.update(changes)

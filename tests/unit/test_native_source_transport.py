@@ -1,4 +1,8 @@
-"""The HTTP(S) transport observation reflects the client actually built (scheme, verification, redirects)."""
+"""The HTTP(S) transport observation reflects the client actually built (scheme, verification, redirects, pinning).
+
+The clients here are stand-ins for the attributes the observer reads; pinning against real engines behind a balancer
+is proved in ``tests/integration/test_native_source_pinning.py``.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +11,14 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from clickhouse_connect.driver.exceptions import DatabaseError
 from urllib3.util import Retry
 
 from airflow_provider_dpone.adapters.clickhouse.clients import PinnedPoolManager
 from airflow_provider_dpone.adapters.clickhouse.snapshot_session import (
     http_connector,
     http_transport,
+    open_pinning_session,
     source_transport_options,
 )
 from airflow_provider_dpone.contracts.connection import ClickHouseConnectionOptions
@@ -20,8 +26,52 @@ from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.protocol.native_transfer.admission import check_transport
 
 
-def client(url: str, retries: object) -> SimpleNamespace:
-    return SimpleNamespace(url=url, _backend=SimpleNamespace(http_retries=retries))
+class SessionServer:
+    """What a ClickHouse server does with HTTP sessions: creates one on first use, refuses an unknown one that a
+    request requires (``session_check=1``) with SESSION_NOT_FOUND - unless ``enforced`` is False, as behind an
+    intermediary that drops the session parameters."""
+
+    def __init__(self, *, enforced: bool = True) -> None:
+        self.enforced = enforced
+        self.sessions: set[str] = set()
+        self.requests: list[dict[str, str]] = []
+
+    def request(self, params: dict[str, str]) -> None:
+        self.requests.append(dict(params))
+        session = params.get("session_id")
+        if not self.enforced or not session:
+            return
+        if session not in self.sessions:
+            if params.get("session_check") == "1":
+                raise DatabaseError("Code: 372. Session not found", code=372)
+            self.sessions.add(session)
+
+
+class StubClient(SimpleNamespace):
+    """The attributes and calls of a clickhouse-connect HTTP client the connector and the observer use."""
+
+    def __init__(self, url: str, retries: object, server: SessionServer | None = None) -> None:
+        super().__init__(url=url, _backend=SimpleNamespace(http_retries=retries), params={}, closed=False)
+        self.server = server or SessionServer()
+
+    def set_client_setting(self, key: str, value: object) -> None:
+        self.params[key] = str(value)
+
+    def get_client_setting(self, key: str) -> str | None:
+        return self.params.get(key)
+
+    def query(self, sql: str, settings: dict[str, object] | None = None) -> None:
+        self.server.request({**self.params, **{k: str(v) for k, v in (settings or {}).items()}})
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def client(url: str, retries: object, server: SessionServer | None = None) -> StubClient:
+    """A client whose pinning session is open, as ``http_connector`` leaves it."""
+    built = StubClient(url, retries, server)
+    open_pinning_session(built)  # type: ignore[arg-type]
+    return built
 
 
 EXAMPLE_MANIFEST = Path(__file__).resolve().parents[2] / "dags_examples/manifests/clickhouse_to_mssql_raw_snapshot.yaml"
@@ -32,6 +82,33 @@ def test_verified_https_without_redirects_is_admitted() -> None:
     observe = http_transport("ch.internal", 8443, ClickHouseConnectionOptions(secure=True, verify=True))
     observed = observe(client("https://ch.internal:8443", NO_REDIRECTS))
     assert check_transport(observed).scheme == "https" and observed.endpoint_authority == "ch.internal:8443"
+    assert observed.pinned
+
+
+def test_the_session_is_created_once_then_required_on_every_request() -> None:
+    server = SessionServer()
+    built = client("https://h:8443", NO_REDIRECTS, server)
+    http_transport("h", 8443, ClickHouseConnectionOptions(secure=True))(built)
+    created, probe = server.requests
+    assert "session_check" not in created and created["session_timeout"] == "600"
+    assert probe["session_check"] == "1" and probe["session_id"] != created["session_id"], "an unknown session"
+    assert built.get_client_setting("session_check") == "1" and server.sessions == {created["session_id"]}
+
+
+@pytest.mark.parametrize(
+    ("server", "session_check"),
+    [(SessionServer(enforced=False), "1"), (SessionServer(), None)],
+    ids=["the endpoint answers an unknown session", "the client does not require its session"],
+)
+def test_pinning_is_reported_only_when_observed(server: SessionServer, session_check: str | None) -> None:
+    built = client("https://h:8443", NO_REDIRECTS, server)
+    if session_check is None:
+        built.params.pop("session_check")
+    observed = http_transport("h", 8443, ClickHouseConnectionOptions(secure=True))(built)
+    assert not observed.pinned
+    with pytest.raises(DponeError) as refused:
+        check_transport(observed)
+    assert refused.value.code == "mssql_native.replica_scope_unproven"
 
 
 @pytest.mark.parametrize(
@@ -88,9 +165,9 @@ def test_the_source_client_uses_its_own_pool_and_ignores_environment_proxies(mon
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
     built: dict[str, object] = {}
 
-    def get_client(**kwargs: object) -> SimpleNamespace:
+    def get_client(**kwargs: object) -> StubClient:
         built.update(kwargs)
-        return SimpleNamespace(_backend=SimpleNamespace(http_retries=None))
+        return StubClient("https://ch.internal:8443", None)
 
     monkeypatch.setattr(clickhouse_connect, "get_client", get_client)
     options = ClickHouseConnectionOptions(secure=True)
@@ -118,3 +195,27 @@ def test_the_hook_resolves_the_source_connection_only_when_it_connects(monkeypat
     with pytest.raises(DponeError, match="not found"):
         connector.connect()
     assert resolved == [manifest.source.connection_id]  # type: ignore[union-attr]
+
+
+def test_a_session_that_stays_locked_is_refused_after_bounded_pauses(monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_provider_dpone.adapters.clickhouse import snapshot_metadata
+
+    pauses: list[float] = []
+    monkeypatch.setattr(snapshot_metadata.time, "sleep", pauses.append)
+    calls: list[int] = []
+
+    def locked() -> None:
+        calls.append(1)
+        raise DatabaseError("Code: 373. Session is locked", code=373)
+
+    with pytest.raises(DatabaseError):
+        snapshot_metadata.on_session(locked)
+    assert len(calls) == len(snapshot_metadata.LOCKED_PAUSES) + 1 and sum(pauses) == pytest.approx(1.55)
+
+    def unknown_table() -> None:
+        calls.append(2)
+        raise DatabaseError("Code: 60. Unknown table", code=60)
+
+    with pytest.raises(DatabaseError):
+        snapshot_metadata.on_session(unknown_table)
+    assert calls.count(2) == 1 and len(pauses) == len(snapshot_metadata.LOCKED_PAUSES), "other refusals: sent once"

@@ -7,8 +7,9 @@ Read failures map to stable codes: a metadata table the account may not read is
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Final
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final, TypeVar
 
 from clickhouse_connect.driver.client import Client
 from clickhouse_connect.driver.exceptions import ClickHouseError, DatabaseError
@@ -30,16 +31,50 @@ from airflow_provider_dpone.contracts.native_source_observation import (
 )
 
 ACCESS_DENIED: Final = 497
+SESSION_NOT_FOUND: Final = 372
+SESSION_IS_LOCKED: Final = 373
+LOCKED_PAUSES: Final = (0.05, 0.1, 0.2, 0.4, 0.8)
+T = TypeVar("T")
 _SETTING_REFUSALS: Final = frozenset({115, 164, 452})  # UNKNOWN_SETTING, READONLY, SETTING_CONSTRAINT_VIOLATION
+
+
+def source_failure(exc: ClickHouseError, code: str, what: str) -> DponeError:
+    """The stable error for a failed source request (only the server code is kept: messages name hosts).
+
+    ``SESSION_NOT_FOUND`` means the request reached a server that does not hold this run's session: another server
+    than the one admission observed (a balancer moved it), or the same one restarted. Either way the reads are no
+    longer bound to one server, which is endpoint drift whatever the request was.
+    """
+    server_code = getattr(exc, "code", None)
+    if server_code == SESSION_NOT_FOUND:
+        return DponeError(
+            "mssql_native.source_endpoint_drift", f"{what}: the server reached does not hold this run's session"
+        )
+    return DponeError(code, f"{what}: server code {server_code}" if server_code else f"{what}: {type(exc).__name__}")
+
+
+def on_session(request: Callable[[], T]) -> T:
+    """Send one request of the pinned session, again after a pause while the server answers ``SESSION_IS_LOCKED``.
+
+    A server may send the end of a response before it releases the session, so the next request of this (strictly
+    sequential) client can find it still held. The refusal comes before any query runs and every request here is a
+    read, so sending it again is safe; the pauses are bounded (1.55 s in all), then the refusal stands.
+    """
+    for pause in LOCKED_PAUSES:
+        try:
+            return request()
+        except DatabaseError as exc:
+            if getattr(exc, "code", None) != SESSION_IS_LOCKED:
+                raise
+        time.sleep(pause)
+    return request()
 
 
 def _rows(client: Client, query: str, parameters: dict[str, Any], what: str) -> list[Sequence[Any]]:
     try:
-        return list(client.query(query, parameters=parameters).result_rows)
+        return list(on_session(lambda: client.query(query, parameters=parameters)).result_rows)
     except ClickHouseError as exc:
-        code = getattr(exc, "code", None)
-        detail = f"{what}: server code {code}" if code else f"{what}: {type(exc).__name__}"
-        raise DponeError("mssql_native.source_metadata_unavailable", detail) from None
+        raise source_failure(exc, "mssql_native.source_metadata_unavailable", what) from None
 
 
 def _text(value: object) -> str:
@@ -47,7 +82,8 @@ def _text(value: object) -> str:
 
 
 def read_server(client: Client) -> ServerObservation:
-    version, revision, timezone, session_timezone, server_uuid, host = _rows(client, sql.SERVER_SQL, {}, "server")[0]
+    row = _rows(client, sql.SERVER_SQL, {}, "server")[0]
+    version, revision, timezone, session_timezone, server_uuid, host, macros = row
     return ServerObservation(
         version=_text(version),
         revision=int(revision),
@@ -55,6 +91,7 @@ def read_server(client: Client) -> ServerObservation:
         session_timezone=_text(session_timezone),
         server_uuid=_text(server_uuid),
         host_identity=_text(host),
+        macros=tuple((_text(name), _text(value)) for name, value in macros),
     )
 
 
@@ -96,12 +133,11 @@ def read_relation(client: Client, relation: RelationRef) -> RelationObservation:
 def read_access(client: Client, relation: RelationRef) -> AccessObservation:
     user, current_roles, enabled_roles = _rows(client, sql.PRINCIPAL_SQL, {}, "principal")[0]
     try:
-        rows = client.query(
-            sql.ROW_POLICIES_SQL, parameters={"database": relation.database, "table": relation.table}
-        ).result_rows
+        parameters = {"database": relation.database, "table": relation.table}
+        rows = on_session(lambda: client.query(sql.ROW_POLICIES_SQL, parameters=parameters)).result_rows
     except DatabaseError as exc:
         if getattr(exc, "code", None) != ACCESS_DENIED:
-            raise DponeError("mssql_native.source_metadata_unavailable", "row policies: server error") from None
+            raise source_failure(exc, "mssql_native.source_metadata_unavailable", "row policies") from None
         return AccessObservation(
             user=_text(user),
             current_roles=tuple(sorted(map(_text, current_roles))),
@@ -132,14 +168,16 @@ def read_access(client: Client, relation: RelationRef) -> AccessObservation:
 def read_settings(client: Client, overlay: Mapping[str, str], names: Sequence[str]) -> SettingsObservation:
     """Effective values under the query-level overlay (a refused overlay is an unsupported read profile)."""
     try:
-        rows = client.query(sql.SETTINGS_SQL, parameters={"names": list(names)}, settings=dict(overlay)).result_rows
+        rows = on_session(
+            lambda: client.query(sql.SETTINGS_SQL, parameters={"names": list(names)}, settings=dict(overlay))
+        ).result_rows
     except DatabaseError as exc:
         code = getattr(exc, "code", None)
         if code in _SETTING_REFUSALS:
             raise DponeError(
                 "mssql_native.source_read_profile_unsupported", f"server refused the frozen settings ({code})"
             ) from None
-        raise DponeError("mssql_native.source_metadata_unavailable", f"settings: server code {code}") from None
+        raise source_failure(exc, "mssql_native.source_metadata_unavailable", "settings") from None
     return SettingsObservation(values={_text(name): _text(value) for name, value in rows})
 
 

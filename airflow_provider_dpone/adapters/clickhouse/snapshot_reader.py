@@ -16,6 +16,7 @@ from typing import Any, Final
 from clickhouse_connect.driver.client import Client
 from clickhouse_connect.driver.exceptions import ClickHouseError
 
+from airflow_provider_dpone.adapters.clickhouse.snapshot_metadata import on_session, source_failure
 from airflow_provider_dpone.adapters.clickhouse.snapshot_sql import render_select
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.contracts.native_query import PROVENANCE_COLUMNS, PROVENANCE_TYPES, SnapshotQuery
@@ -47,11 +48,13 @@ def stream_blocks(client: Client, query: SnapshotQuery) -> Iterator[Iterator[Sou
     settings["query_id"] = query.vendor_query_id
     width = len(query.projection)
     try:
-        context = client.query_column_block_stream(
-            text, parameters=parameters, settings=settings, query_formats={"String": "bytes"}
+        context = on_session(
+            lambda: client.query_column_block_stream(
+                text, parameters=parameters, settings=settings, query_formats={"String": "bytes"}
+            )
         )
     except ClickHouseError as exc:
-        raise DponeError("mssql_native.source_query_failed", f"server code {getattr(exc, 'code', None)}") from None
+        raise source_failure(exc, "mssql_native.source_query_failed", "select") from None
     with context:
         result: Any = context.source
         names = tuple(result.column_names)
@@ -72,8 +75,6 @@ def stream_blocks(client: Client, query: SnapshotQuery) -> Iterator[Iterator[Sou
                     parts = [decoded[raw] for raw in raw_parts]
                     yield SourceBlock(columns=block[:width], rows=rows, parts=parts, offsets=block[width + 1])
             except ClickHouseError as exc:
-                raise DponeError(
-                    "mssql_native.source_query_failed", f"server code {getattr(exc, 'code', None)}"
-                ) from None
+                raise source_failure(exc, "mssql_native.source_query_failed", "select") from None
 
         yield blocks()

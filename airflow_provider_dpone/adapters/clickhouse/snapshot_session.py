@@ -2,7 +2,14 @@
 
 Works unchanged over HTTP(S) and over the in-process engine interface: everything goes through the ordinary
 ``Client`` API. The transport observation is derived from the client actually built (scheme, certificate
-verification, bounded timeouts, redirect policy), never from what the caller hoped for.
+verification, bounded timeouts, redirect policy, pinning), never from what the caller hoped for.
+
+Pinning over HTTP uses ClickHouse's own HTTP session: the first request creates a session on the server it reaches,
+and every later request carries ``session_check=1``, so a server that does not hold the session (another replica
+behind a balancer, or the same server restarted) refuses it with ``SESSION_NOT_FOUND`` instead of answering. The
+metadata reads of admission and the data SELECT therefore all run on the server admission observed, or fail
+(``mssql_native.source_endpoint_drift``). ``pinned`` is observed, not assumed: a request with an unknown session must
+be refused, which an intermediary that drops or ignores session parameters would not do.
 """
 
 from __future__ import annotations
@@ -10,15 +17,18 @@ from __future__ import annotations
 import ipaddress
 import logging
 import ssl
+import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
+from typing import Final
 
 from clickhouse_connect.driver.client import Client
-from clickhouse_connect.driver.exceptions import ClickHouseError
+from clickhouse_connect.driver.exceptions import ClickHouseError, DatabaseError
 
 from airflow_provider_dpone.adapters.clickhouse import snapshot_metadata as metadata
 from airflow_provider_dpone.adapters.clickhouse.clients import NO_RETRY, PinnedPoolManager
 from airflow_provider_dpone.adapters.clickhouse.snapshot_reader import stream_blocks
+from airflow_provider_dpone.adapters.clickhouse.snapshot_sql import PROBE_SQL
 from airflow_provider_dpone.contracts.connection import ClickHouseConnectionOptions
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.contracts.native_chunk import RelationRef
@@ -36,6 +46,10 @@ from airflow_provider_dpone.contracts.native_source_observation import (
 from airflow_provider_dpone.ports.transfer import SourceBlock
 
 log = logging.getLogger(__name__)
+
+SESSION_TIMEOUT_SECONDS: Final = 600
+"""Idle lifetime of the pinning session: covers the gaps between requests (stage and journal writes before the
+SELECT, the EOF re-observation after it); a streaming SELECT keeps the session busy, so it never expires under it."""
 
 
 def is_loopback(host: str) -> bool:
@@ -148,7 +162,8 @@ class ClickHouseSnapshotConnector:
 
 
 def inprocess_transport(path: str) -> Callable[[Client], TransportObservation]:
-    """The embedded engine: no network, so nothing to verify, and TLS is not requested."""
+    """The embedded engine: no network, so nothing to verify, TLS is not requested, and the one engine of this
+    process answers every request (pinned by construction)."""
 
     def observe(client: Client) -> TransportObservation:
         return TransportObservation(
@@ -156,16 +171,46 @@ def inprocess_transport(path: str) -> Callable[[Client], TransportObservation]:
             tls_verified=False,
             requires_tls=False,
             bounded_timeouts=True,
+            pinned=True,
             endpoint_authority=f"inprocess:{path}",
         )
 
     return observe
 
 
+def open_pinning_session(client: Client) -> None:
+    """Create this client's HTTP session on the server the next request reaches, then require it on every request."""
+    client.set_client_setting("session_id", uuid.uuid4().hex)
+    client.set_client_setting("session_timeout", str(SESSION_TIMEOUT_SECONDS))
+    try:
+        client.query(PROBE_SQL)
+    except ClickHouseError as exc:
+        raise metadata.source_failure(exc, "mssql_native.source_query_failed", "open session") from None
+    client.set_client_setting("session_check", "1")
+
+
+def observe_pinning(client: Client) -> bool:
+    """Whether every request of ``client`` can only be answered by the server holding its session.
+
+    True only when the client requires its session on every request AND the endpoint refuses a request naming a
+    session it does not hold: an intermediary that strips or ignores the session parameters answers that probe, so
+    it is reported unpinned rather than trusted.
+    """
+    if not client.get_client_setting("session_id") or client.get_client_setting("session_check") != "1":
+        return False
+    try:
+        client.query(PROBE_SQL, settings={"session_id": uuid.uuid4().hex, "session_check": 1})
+    except DatabaseError as exc:
+        if getattr(exc, "code", None) == metadata.SESSION_NOT_FOUND:
+            return True
+        raise metadata.source_failure(exc, "mssql_native.source_metadata_unavailable", "session probe") from None
+    return False
+
+
 def http_transport(
     host: str, port: int, options: ClickHouseConnectionOptions
 ) -> Callable[[Client], TransportObservation]:
-    """Observe the HTTP(S) client actually built: its URL scheme and its redirect policy, not the caller's intent."""
+    """Observe the HTTP(S) client actually built: URL scheme, redirect policy and session pinning, not the intent."""
     from urllib3.util import Retry
 
     def observe(client: Client) -> TransportObservation:
@@ -179,6 +224,7 @@ def http_transport(
             requires_tls=options.secure,
             bounded_timeouts=True,
             follows_redirects=not no_redirects,
+            pinned=observe_pinning(client),
             endpoint_authority=f"{host}:{port}",
         )
 
@@ -188,7 +234,8 @@ def http_transport(
 def http_connector(
     host: str, port: int, username: str, password: str, options: ClickHouseConnectionOptions
 ) -> ClickHouseSnapshotConnector:
-    """A direct HTTP(S) source: no client retries, no redirects, bounded timeouts, verification as configured."""
+    """A direct HTTP(S) source: no client retries, no redirects, bounded timeouts, verification as configured, and
+    every request after the first pinned to the server that holds the client's session."""
     import clickhouse_connect
     from clickhouse_connect.driver.httputil import get_pool_manager_options
     from urllib3.util import Retry
@@ -206,6 +253,11 @@ def http_connector(
         backend = getattr(client, "_backend", None)
         if backend is not None and hasattr(backend, "http_retries"):
             backend.http_retries = Retry(total=0, redirect=0, raise_on_redirect=True)
+        try:
+            open_pinning_session(client)
+        except BaseException:
+            client.close()
+            raise
         return client
 
     def _open_client() -> Client:
@@ -230,7 +282,7 @@ def http_connector(
             connect_timeout=options.connect_timeout_seconds,
             send_receive_timeout=options.send_receive_timeout_seconds,
             query_retries=0,
-            autogenerate_session_id=False,
+            autogenerate_session_id=False,  # the pinning session is opened explicitly, after the client's start-up
         )
 
     return ClickHouseSnapshotConnector(build, http_transport(host, port, options))

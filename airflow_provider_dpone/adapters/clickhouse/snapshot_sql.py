@@ -19,8 +19,10 @@ from airflow_provider_dpone.contracts.native_query import (
 )
 
 SERVER_SQL: Final = (
-    "SELECT version(), revision(), serverTimezone(), getSetting('session_timezone'), toString(serverUUID()), hostName()"
+    "SELECT version(), revision(), serverTimezone(), getSetting('session_timezone'), toString(serverUUID()), hostName(), "
+    "(SELECT groupArray((macro, substitution)) FROM (SELECT macro, substitution FROM system.macros ORDER BY macro))"
 )
+PROBE_SQL: Final = "SELECT 1"
 DATABASE_SQL: Final = "SELECT engine FROM system.databases WHERE name = {database:String}"
 TABLE_SQL: Final = (
     "SELECT engine, engine_full, toString(uuid), is_temporary, partition_key, sorting_key, primary_key "

@@ -45,7 +45,8 @@ def _encoding(name: str, column: ColumnType) -> str:
     if storage is StorageKind.DATE:
         return f"convert_to(to_char({name}, 'YYYY-MM-DD'), 'UTF8')"
     if storage is StorageKind.BOOLEAN:
-        return rf"CASE WHEN {name} THEN '\x31'::bytea ELSE '\x30'::bytea END"
+        # no ELSE: a NULL boolean must stay NULL (the field is then encoded as NULL, not as false)
+        return rf"CASE WHEN {name} THEN '\x31'::bytea WHEN NOT {name} THEN '\x30'::bytea END"
     if storage is StorageKind.TEXT:
         return f"convert_to({name}, 'UTF8')"
     return name  # bytea

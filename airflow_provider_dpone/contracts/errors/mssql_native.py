@@ -21,7 +21,7 @@ CODES: tuple[ErrorCode, ...] = (
         "mssql_native.replica_scope_unproven",
         "the declared replica_scope does not match the engine, or the connection cannot prove one pinned server",
         "use single_server for ReplacingMergeTree, connected_replica for ReplicatedReplacingMergeTree, and a direct "
-        "server endpoint",
+        "server endpoint (or a balancer that keeps ClickHouse HTTP sessions on one server)",
         retryable=False,
     ),
     ErrorCode(
@@ -62,9 +62,17 @@ CODES: tuple[ErrorCode, ...] = (
     ErrorCode(
         "mssql_native.source_transport_unsupported",
         "the source session is not one direct, verified endpoint (TLS required but not verified, unbounded timeout, "
-        "redirect or unpinned endpoint)",
+        "or redirect)",
         "use an HTTPS connection with certificate verification and bounded timeouts to one server",
         retryable=False,
+    ),
+    ErrorCode(
+        "mssql_native.source_endpoint_drift",
+        "a source request was answered by another server than the one admission observed (a balancer moved the "
+        "session, the server restarted or the session expired), or the server's identity changed before EOF",
+        "connect to one server directly, or through a balancer that keeps an HTTP session on one server; the retry "
+        "re-extracts as a new invocation",
+        retryable=True,
     ),
     ErrorCode(
         "mssql_native.source_metadata_unavailable",

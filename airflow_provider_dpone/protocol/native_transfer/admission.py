@@ -66,7 +66,7 @@ class AuthorityFingerprint:
     """Digests of everything that must stay unchanged until EOF (in memory only, never persisted).
 
     Replica status (read-only, session expired) is diagnostic context only: the identity must not change, its
-    health may.
+    health may. ``endpoint`` is the identity of the server reached (:meth:`ServerObservation.identity_sha256`).
     """
 
     relation: str
@@ -74,10 +74,19 @@ class AuthorityFingerprint:
     settings: str
     replica: str
     server: str
+    endpoint: str
 
     def drifted(self, other: AuthorityFingerprint) -> list[str]:
-        names = ("relation", "access", "settings", "replica", "server")
+        names = ("relation", "access", "settings", "replica", "server", "endpoint")
         return [name for name in names if getattr(self, name) != getattr(other, name)]
+
+    def require_unchanged(self, other: AuthorityFingerprint) -> None:
+        """Another server answering is endpoint drift; any other change is snapshot drift."""
+        drifted = self.drifted(other)
+        if "endpoint" in drifted:
+            raise DponeError("mssql_native.source_endpoint_drift", "another server answered at EOF than at admission")
+        if drifted:
+            raise DponeError("mssql_native.source_snapshot_drift", "changed before EOF: " + ", ".join(drifted))
 
 
 @dataclass(frozen=True)
@@ -110,6 +119,16 @@ def check_transport(observed: TransportObservation) -> TransportRecord:
     return TransportRecord(scheme=scheme, tls_verified=observed.tls_verified)
 
 
+def endpoint_authority_sha256(
+    transport: TransportRecord, observed: TransportObservation, server: ServerObservation
+) -> str:
+    """The sanitized endpoint authority the profile binds: the address dialled AND the identity of the server that
+    answered on the pinned session (host name, server UUID, macros), as one opaque digest."""
+    return tagged_digest(
+        "dpone.endpoint-authority.v2", transport.scheme, observed.endpoint_authority, server.identity_sha256()
+    )
+
+
 def fingerprint(
     relation: RelationObservation,
     access: AccessObservation,
@@ -125,7 +144,8 @@ def fingerprint(
             "dpone.authority.replica.v1",
             replica.model_dump(mode="json", exclude={"is_readonly", "is_session_expired"}),
         ),
-        server=tagged_digest("dpone.authority.server.v1", server.model_dump(mode="json")),
+        server=tagged_digest("dpone.authority.server.v2", server.without_identity()),
+        endpoint=server.identity_sha256(),
     )
 
 
@@ -213,9 +233,7 @@ def admit(
                 timezone=server.timezone,
                 session_timezone=server.session_timezone,
             ),
-            endpoint_authority_sha256=tagged_digest(
-                "dpone.endpoint-authority.v1", transport.scheme, transport_observed.endpoint_authority
-            ),
+            endpoint_authority_sha256=endpoint_authority_sha256(transport, transport_observed, server),
             transport=transport,
             replica=ReplicaRecord(
                 scope=requirement.replica_scope,

@@ -141,10 +141,7 @@ class Producer:
     ) -> SourceSnapshotExtension:
         if admitted.profile is None or admitted.authority is None:
             raise DponeError("mssql_native.source_eof_mismatch", "raw invocation without a frozen profile")
-        after_authority = observe_authority(session, admitted.plan.relation, admitted.frozen)
-        drifted = admitted.authority.drifted(after_authority)
-        if drifted:
-            raise DponeError("mssql_native.source_snapshot_drift", "changed before EOF: " + ", ".join(drifted))
+        admitted.authority.require_unchanged(observe_authority(session, admitted.plan.relation, admitted.frozen))
         after = capture_physical(session, admitted)
         if tracker.rows != streamed:
             raise DponeError("mssql_native.source_provenance_incomplete", "provenance rows differ from streamed rows")
@@ -160,6 +157,7 @@ class Producer:
         )
         evidence = {
             "kind": "dpone.clickhouse-raw-snapshot-evidence.v1",
+            "endpoint_identity_sha256": admitted.authority.endpoint,
             "before": before.model_dump(mode="json"),
             "after": after.model_dump(mode="json"),
             "coverage": [entry.model_dump(mode="json") for entry in coverage],

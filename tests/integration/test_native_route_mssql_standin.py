@@ -1,0 +1,60 @@
+"""The shared route corpus into the SQL Server adapter over the stand-in (``tests/fakes/mssql_server.py``).
+
+No SQL Server runs here: this runs :class:`~tests.integration.native_route_scenarios.RouteCorpus` through the
+production :class:`MsSqlTransferTarget` (BCP and parameterized batches) on the recording stand-in, with the in-process
+ClickHouse engine as the source. It proves the corpus and the SQL Server harness logic run end to end, and what the
+stand-in models (value conversion, the BCP bind rules, the T-SQL digest, locks, COMMIT faults); what only a server can
+show is left to ``make test-real`` (``test_native_route_mssql_real.py``, the same cases).
+"""
+
+from __future__ import annotations
+
+import collections
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_provider_dpone.adapters.mssql import tsql
+from airflow_provider_dpone.contracts.native_chunk import RelationRef
+from airflow_provider_dpone.contracts.native_transfer_options import ImportBackend
+from airflow_provider_dpone.contracts.transfer_target import RECEIPT_TABLE
+from tests.fixtures.target_harness import MsSqlHarness
+from tests.integration.native_chdb import admin, db
+from tests.integration.native_route_chdb import multiset
+from tests.integration.native_route_pg import PgRoute
+from tests.integration.native_route_scenarios import MakeRoute, RouteCorpus
+
+__all__ = ["admin", "db"]  # fixtures shared through tests/integration/native_chdb.py
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+class StandInRoute(PgRoute):
+    """The route harness with the SQL Server target on the stand-in; rows are read from its committed tables."""
+
+    def _rows(self, table: str) -> list[list[object]]:
+        server = self.harness.server  # type: ignore[attr-defined]
+        with server.mutex:
+            stored = server.tables.get(tsql.qualified(self.harness.schema, table))
+            return [] if stored is None else [list(row) for row in stored.rows]
+
+    def target_rows(self) -> collections.Counter[tuple[object, ...]]:
+        return multiset(self._rows(self.table))
+
+    def receipts(self) -> int:
+        return len(self._rows(RECEIPT_TABLE))
+
+
+@pytest.fixture(params=[ImportBackend.BCP, ImportBackend.SQLCLIENT], ids=["bcp", "batches"])
+def make_route(request: pytest.FixtureRequest) -> MakeRoute:
+    harness = MsSqlHarness(request.param)
+
+    def make(root: Path, relation: RelationRef, **fields: Any) -> PgRoute:
+        return StandInRoute(root, relation, harness, **fields)  # type: ignore[arg-type]
+
+    return make
+
+
+class TestRouteOnTheSqlServerStandIn(RouteCorpus):
+    """Every corpus table and every kill of the matrix, into the SQL Server adapter over the stand-in."""
