@@ -232,9 +232,16 @@ def test_load_and_drop_send_nothing_unless_the_name_holds_the_uuid(current: Call
     assert client.sent == []
 
 
-def test_observation_refuses_content_of_a_table_that_changed_meanwhile() -> None:
+@pytest.mark.parametrize(
+    ("parts_uuid", "content_uuid"), [(UUID, "another-uuid"), ("another-uuid", UUID)], ids=["content", "parts"]
+)
+def test_observation_refuses_content_of_a_table_that_changed_meanwhile(parts_uuid: str, content_uuid: str) -> None:
     client = Scripted()
-    client.reads += [rows((UUID, "MergeTree", [("id", "UInt64", "")])), rows((3, "7", "another-uuid"))]
+    client.reads += [
+        rows((UUID, "MergeTree", [("id", "UInt64", "")])),
+        rows(([("all_1_1_0", "ab")], parts_uuid)),
+        rows((3, "7", content_uuid)),
+    ]
     with pytest.raises(UnavailableError):
         session(client).observe_table("db", "cand", with_content=True)
 
