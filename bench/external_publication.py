@@ -411,7 +411,8 @@ def round_trips(base: Path) -> None:
             finally:
                 undo()
             keeper = sum(v for k, v in calls.items() if k.startswith("authority."))
-            keeper_http = calls["authority.read"] + calls["authority.create"] + 3 * calls["authority.compare_and_set"]
+            cas = 2 * calls["authority.compare_and_set"]  # the update, then one read (adapters' authority_store)
+            keeper_http = calls["authority.read"] + calls["authority.create"] + cas
             ddl = calls["ddl.dispatch"] + calls["ddl.queue_status"]
             member = sum(v for k, v in calls.items() if k.startswith("member."))
             print(f"  {count:7d}  {keeper:10d}  {keeper_http:11d}  {ddl:11d}  {member:12d}  {http['http']:10d}")
