@@ -3,17 +3,20 @@
 On an embedded cluster (real ClickHouse engines behind HTTP, one process per member), with an artifact of N rows
 (UInt64, String, Nullable(Decimal(18,4)), DateTime64(3,'UTC')) extracted once as Native bytes into the artifact store:
 
-* baseline: the same artifact bytes loaded once per member with a plain clickhouse-connect ``raw_insert`` into a
-  fresh table (what a loader that does not fence, verify or publish would do);
-* ours: ``fence`` + ``stage`` + ``publish`` + ``cleanup`` of the external publication service replacing an existing
-  target (EXCHANGE, then DROP of the predecessor), with the sealed receipt bound as the stage input. The artifact's
-  extraction and reference digest (sealing) are measured separately: they happen once per operation, not per member.
+* baselines: the same artifact bytes loaded with a plain clickhouse-connect ``raw_insert`` into a fresh table on
+  every member, one member after another and all members in parallel (what a loader that does not fence, verify or
+  publish would do);
+* ours: ``fence`` + ``stage`` + ``publish`` + ``cleanup`` of the external publication service replacing a target
+  that already holds N rows on every member (EXCHANGE, then DROP of the predecessor), with the sealed receipt bound
+  as the stage input. The artifact's extraction and reference digest (sealing) are measured separately: they happen
+  once per operation, not per member. Filling the old target is not timed.
 
-It prints medians over the trials and the ratio ours/baseline measured in the same run; the share of staging spent
+It prints medians over the trials and the ratios ours/baseline measured in the same run; the share of staging spent
 verifying (server-side digests and the artifact's verification on open) vs loading; the port calls and HTTP requests
 (Keeper authority and cluster round trips) of one publication for 2, 3 and 4 members, which must not depend on rows;
 and the peak RSS of a worker process running the whole operation (extraction included) at two sizes, which must not
-grow with the row count (bytes are streamed in bounded chunks). Not part of the pytest suite.
+grow with the row count (bytes are streamed in bounded chunks). The last line is one JSON object with the ratios.
+Not part of the pytest suite.
 
     .venv/bin/python bench/external_publication.py [--rows 1000000] [--trials 3] [--rss-rows 100000 1000000]
 """
@@ -27,6 +30,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections import Counter
@@ -226,28 +230,60 @@ def seal_artifact(adapters: Any, rows: int) -> tuple[Any, float]:
     return receipt, time.perf_counter() - started
 
 
-def baseline_trial(connection: Any, members: list[tuple[str, int]], database: str, path: Path, table: str) -> float:
-    """Plain clickhouse-connect: CREATE + one raw_insert of the artifact bytes per member."""
+def _plain_load(connection: Any, host: str, port: int, database: str, path: Path, table: str) -> None:
     import clickhouse_connect
 
+    client = clickhouse_connect.get_client(host=host, port=port, username=connection.username, password="")
+    try:
+        client.command(f"CREATE TABLE `{database}`.`{table}` ({TABLE_DDL}) ENGINE = MergeTree ORDER BY id")
+        with path.open("rb") as handle:
+            client.raw_insert(f"`{database}`.`{table}`", None, handle, fmt="Native")
+    finally:
+        client.close()
+
+
+def baseline_trial(connection: Any, members: list[tuple[str, int]], database: str, path: Path, table: str) -> float:
+    """Plain clickhouse-connect: CREATE + one raw_insert of the artifact bytes per member, one after another."""
     started = time.perf_counter()
     for host, port in members:
-        client = clickhouse_connect.get_client(host=host, port=port, username=connection.username, password="")
-        try:
-            client.command(f"CREATE TABLE `{database}`.`{table}` ({TABLE_DDL}) ENGINE = MergeTree ORDER BY id")
-            with path.open("rb") as handle:
-                client.raw_insert(f"`{database}`.`{table}`", None, handle, fmt="Native")
-        finally:
-            client.close()
+        _plain_load(connection, host, port, database, path, table)
     return time.perf_counter() - started
 
 
-def ours_trial(adapters: Any, members: list[tuple[str, int]], database: str, receipt: Any, trial: int) -> Any:
+def parallel_baseline_trial(
+    connection: Any, members: list[tuple[str, int]], database: str, path: Path, table: str
+) -> float:
+    """The same plain loads, one thread (and client) per member, all at once."""
+    errors: list[BaseException] = []
+
+    def load(host: str, port: int) -> None:
+        try:
+            _plain_load(connection, host, port, database, path, table)
+        except BaseException as error:  # noqa: BLE001 -- reported after the join
+            errors.append(error)
+
+    threads = [threading.Thread(target=load, args=member) for member in members]
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - started
+    if errors:
+        raise errors[0]
+    return elapsed
+
+
+def ours_trial(
+    adapters: Any, members: list[tuple[str, int]], database: str, receipt: Any, trial: int, old_rows: int
+) -> Any:
+    """One publication replacing ``target_<trial>``, which holds ``old_rows`` rows (equal on every member) first."""
     target = f"target_{trial}"
     connection = adapters.coordinator_connection
     on_members(
         connection, members, f"CREATE TABLE `{database}`.`{target}` ({TABLE_DDL}) ENGINE = MergeTree ORDER BY id"
     )
+    on_members(connection, members, f"INSERT INTO `{database}`.`{target}` {source_query(old_rows)}")
     calls, seconds = instrument(adapters)
     started = time.perf_counter()
     run_publication(adapters, request(database, target, f"trial-{trial}-{uuid.uuid4().hex}", 1 << 34), Sealed(receipt))
@@ -305,34 +341,51 @@ def attach(cluster: Any, database: str, store_dir: Path) -> tuple[Any, Any, list
     return adapters, raw, [(m.host, m.port) for m in cluster.members]
 
 
-def timing(base: Path, rows: int, trials: int) -> None:
+def timing(base: Path, rows: int, trials: int) -> dict[str, Any]:
     cluster = start_cluster(base / "cluster2", 2)
     try:
         database = "bench"
         adapters, _raw, members = attach(cluster, database, base / "artifacts")
         receipt, seal_seconds = seal_artifact(adapters, rows)
         path = Path(str(adapters.store.object_path(receipt.sha256)).removeprefix("file://"))
+        connection = adapters.coordinator_connection
         print(f"artifact: {receipt.row_count} rows, {receipt.byte_size / 1e6:.1f} MB Native; sealing (extraction +")
         print(f"  reference digest on the coordinator) {seal_seconds:.2f} s, once per operation")
-        baseline_trial(adapters.coordinator_connection, members, database, path, "warmup_base")
-        ours_trial(adapters, members, database, receipt, 0)
-        base_times, our_times, shares = [], [], []
+        print(f"old target: {rows} rows on every member (replaced by each publication)")
+        baseline_trial(connection, members, database, path, "warmup_base")
+        ours_trial(adapters, members, database, receipt, 0, rows)
+        base_times, parallel_times, our_times, shares = [], [], [], []
         calls: Counter[str] = Counter()
         for trial in range(1, trials + 1):
-            base_times.append(baseline_trial(adapters.coordinator_connection, members, database, path, f"base_{trial}"))
-            elapsed, calls, seconds = ours_trial(adapters, members, database, receipt, trial)
+            base_times.append(baseline_trial(connection, members, database, path, f"base_{trial}"))
+            parallel_times.append(parallel_baseline_trial(connection, members, database, path, f"par_{trial}"))
+            elapsed, calls, seconds = ours_trial(adapters, members, database, receipt, trial, rows)
             last_seconds = seconds
             our_times.append(elapsed)
             loading = seconds["member.load"]
             verifying = seconds["member.observe_table+digest"] + seconds["artifacts.open"]
             shares.append(verifying / loading if loading else float("nan"))
-        b, o = statistics.median(base_times), statistics.median(our_times)
-        print(f"baseline (plain raw_insert per member, {len(members)} members): median {b:.2f} s")
-        print(f"ours (fence+stage+publish+cleanup):                 median {o:.2f} s")
-        print(f"ratio ours/baseline: {o / b:.2f}  (aim <= 1.5)")
-        print(f"verification / loading during staging: {statistics.median(shares):.0%}")
+        b, p, o = statistics.median(base_times), statistics.median(parallel_times), statistics.median(our_times)
+        share = statistics.median(shares)
+        print(f"baseline (plain raw_insert per member, {len(members)} members, one after another): median {b:.2f} s")
+        print(f"baseline (the same plain loads, all members in parallel):           median {p:.2f} s")
+        print(f"ours (fence+stage+publish+cleanup, replacing a {rows}-row target):  median {o:.2f} s")
+        print(f"ratio ours/sequential baseline: {o / b:.2f}  (aim <= 1.5); ours/parallel baseline: {o / p:.2f}")
+        print(f"verification / loading (port-call seconds, summed over members): {share:.0%}  (aim <= 30%)")
         print("port calls of one publication:", dict(sorted(calls.items())))
         print("seconds by port call (last trial):", {k: round(v, 3) for k, v in sorted(last_seconds.items())})
+        return {
+            "rows": rows,
+            "members": len(members),
+            "trials": trials,
+            "old_target_rows": rows,
+            "baseline_sequential_s": round(b, 3),
+            "baseline_parallel_s": round(p, 3),
+            "ours_s": round(o, 3),
+            "ratio_vs_sequential": round(o / b, 3),
+            "ratio_vs_parallel": round(o / p, 3),
+            "verification_share_of_loading": round(share, 3),
+        }
     finally:
         cluster.stop()
 
@@ -358,7 +411,8 @@ def round_trips(base: Path) -> None:
             finally:
                 undo()
             keeper = sum(v for k, v in calls.items() if k.startswith("authority."))
-            keeper_http = calls["authority.read"] + calls["authority.create"] + 3 * calls["authority.compare_and_set"]
+            cas = 2 * calls["authority.compare_and_set"]  # the update, then one read (adapters' authority_store)
+            keeper_http = calls["authority.read"] + calls["authority.create"] + cas
             ddl = calls["ddl.dispatch"] + calls["ddl.queue_status"]
             member = sum(v for k, v in calls.items() if k.startswith("member."))
             print(f"  {count:7d}  {keeper:10d}  {keeper_http:11d}  {ddl:11d}  {member:12d}  {http['http']:10d}")
@@ -413,14 +467,16 @@ def main(argv: list[str] | None = None) -> int:
         raw, database, rows, directory = args.rss_worker
         rss_worker(json.loads(raw), database, int(rows), directory)
         return 0
+    summary: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="dpone-bench-") as tmp:
         base = Path(tmp)
         if "timing" not in args.skip:
-            timing(base, args.rows, args.trials)
+            summary = timing(base, args.rows, args.trials)
         if "round-trips" not in args.skip:
             round_trips(base)
         if "rss" not in args.skip:
             rss(base, args.rss_rows)
+    print(json.dumps(summary, sort_keys=True))
     return 0
 
 

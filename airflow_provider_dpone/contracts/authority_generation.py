@@ -85,6 +85,10 @@ class MemberGeneration(BaseModel):
     target_content_digest: Hex64 | None = None
     row_count: NonNegative | None = None
     content_digest: Hex64 | None = None
+    parts_digest: Hex64 | None = Field(default=None, exclude_if=lambda value: value is None)
+    """The candidate's active parts (names and checksums) seen with its verified content: the publication barrier
+    digests the content again only when they changed. Left out of the payload when absent, so a record written
+    without it re-encodes to its own bytes."""
     published_uuid: UuidText | None = None
     predecessor_absent: bool = False
 
@@ -94,6 +98,8 @@ class MemberGeneration(BaseModel):
             raise ValueError("an existing baseline target records its content digest")
         if (self.row_count is None) != (self.content_digest is None):
             raise ValueError("a verified candidate records its row count and content digest together")
+        if self.parts_digest is not None and self.content_digest is None:
+            raise ValueError("a parts digest is recorded only with the verified content")
         return self
 
 

@@ -85,7 +85,9 @@ class TableObservation(BaseModel):
     """What one member holds under one name: physical UUID, engine, ordered schema, and (if asked) content.
 
     ``content_digest`` is the canonical typed multiset digest computed by the server over all rows (the same function
-    that produced the artifact receipt's ``content_digest``); rows never travel to the worker.
+    that produced the artifact receipt's ``content_digest``); rows never travel to the worker. ``parts_digest``
+    fingerprints the table's active parts (names and the server's checksums of their files), read *before* the
+    content in the same statement: while it is unchanged, no row was added, removed or rewritten since.
     """
 
     model_config = _CLOSED
@@ -96,6 +98,7 @@ class TableObservation(BaseModel):
     columns: tuple[tuple[str, str], ...] = ()
     row_count: NonNegative | None = None
     content_digest: Hex64 | None = None
+    parts_digest: Hex64 | None = None
 
     @classmethod
     def absent(cls) -> TableObservation:
@@ -292,8 +295,11 @@ class ArtifactHandle(Protocol):
 class MemberSession(Protocol):
     """A direct connection to one member (no load balancer, no retries, no async insert)."""
 
-    def observe_table(self, database: str, table: str, *, with_content: bool) -> TableObservation:
-        """What the member holds under ``database.table`` (content digest only when ``with_content``)."""
+    def observe_table(
+        self, database: str, table: str, *, with_content: bool, with_parts: bool = False
+    ) -> TableObservation:
+        """What the member holds under ``database.table`` (content digest only when ``with_content``; parts digest
+        when ``with_content`` or ``with_parts``)."""
         ...
 
     def table_uuids(self, database: str, tables: tuple[str, ...]) -> tuple[str | None, ...]:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from airflow_provider_dpone.contracts.authority_codec import AuthorityRecord
 from airflow_provider_dpone.contracts.authority_generation import ErrorClassification
@@ -23,6 +25,8 @@ from airflow_provider_dpone.ports.publication import (
 )
 from airflow_provider_dpone.protocol.authority_io import Held, write_record
 from airflow_provider_dpone.protocol.request import PublicationRequest
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,10 @@ class ProtocolSettings:
     max_member_steps: int = 10
     """Observe/act steps per member per attempt before the attempt stops and leaves the rest to a retry."""
 
+    member_parallelism: int = 4
+    """How many members' independent work (loads, content digests, observations) runs at once. Only that work runs
+    concurrently; every authority write stays in the calling thread, in member order. 1 runs it in member order."""
+
 
 class Context:
     """Everything one entry-point invocation needs; sessions are opened lazily, once per member."""
@@ -71,6 +79,22 @@ class Context:
         if member_id not in self._sessions:
             self._sessions[member_id] = self.ports.sessions.session(self.inventory.member(member_id))
         return self._sessions[member_id]
+
+    def each_member(self, work: Callable[[str], T], member_ids: Iterable[str]) -> dict[str, T]:
+        """``work(member_id)`` for every member, at most ``member_parallelism`` at once, results in member order.
+
+        Every call finishes before this returns; when some raised, the first failure in member order is re-raised
+        (so the outcome does not depend on thread timing). ``work`` must not write the authority.
+        """
+        ids = list(member_ids)
+        for member_id in ids:  # sessions open here, not concurrently inside the workers
+            self.session(member_id)
+        bound = max(1, min(self.settings.member_parallelism, len(ids)))
+        if bound == 1:
+            return {member_id: work(member_id) for member_id in ids}
+        with ThreadPoolExecutor(max_workers=bound, thread_name_prefix="dpone-member") as pool:
+            futures = {member_id: pool.submit(work, member_id) for member_id in ids}
+        return {member_id: future.result() for member_id, future in futures.items()}
 
     def now(self) -> int:
         return self.ports.clock.now_ms()

@@ -18,7 +18,7 @@ from airflow_provider_dpone.ports.publication import DdlIntent, ExchangeTables, 
 from airflow_provider_dpone.protocol.authority_io import Held
 from airflow_provider_dpone.protocol.context import Context
 from airflow_provider_dpone.protocol.ddl_step import DdlStep, StepProgress, run_step
-from airflow_provider_dpone.protocol.observe import is_exact, observe_candidate, observe_target
+from airflow_provider_dpone.protocol.observe import is_exact, observe_target, observe_verified
 from airflow_provider_dpone.protocol.reconcile import Side, classify_observed
 
 FOREIGN = "DPONE_CLICKHOUSE_CLUSTER_PUBLICATION_FOREIGN_UUID"
@@ -72,15 +72,19 @@ def _commit(ctx: Context, held: Held, binding: DdlBinding) -> Held:
 
 
 def _barrier(ctx: Context, held: Held, _step: DdlStep) -> None:
+    """Observed concurrently, judged in member order."""
     record = held.record
     artifact = record.artifact
     assert artifact is not None
+    observed = ctx.each_member(
+        lambda member_id: (observe_target(ctx, member_id), observe_verified(ctx, record.member(member_id))),
+        record.member_ids(),
+    )
     for member in record.members:
-        target = observe_target(ctx, member.member_id)
+        target, candidate = observed[member.member_id]
         if target.uuid != member.target_uuid:
             raise DponeError(
                 "DPONE_CLICKHOUSE_CLUSTER_TARGET_DIVERGENT", f"member {member.member_id}: target changed since baseline"
             )
-        candidate = observe_candidate(ctx, member.member_id, with_content=True)
         if not is_exact(candidate, member, artifact):
             raise DponeError("DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_DIVERGENT", f"member {member.member_id}")

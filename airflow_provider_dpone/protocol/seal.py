@@ -94,7 +94,7 @@ def observe_baseline(
     """The target on every member, with content: absent everywhere, or present everywhere with equal schema and
     content and an adoptable engine. Independent tables must have distinct UUIDs (equal UUIDs of non-replicated tables
     mean two members are one server); replicas of one replicated table may share theirs."""
-    observations = {mid: observe_target(ctx, mid, with_content=True) for mid in member_ids}
+    observations = ctx.each_member(lambda mid: observe_target(ctx, mid, with_content=True), member_ids)
     present = {mid for mid, obs in observations.items() if obs.exists}
     if not present:
         return observations

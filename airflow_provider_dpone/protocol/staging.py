@@ -14,6 +14,11 @@ Each member converges by repeated *observe, then at most one mutation* steps, in
   candidate that may already hold rows.
 
 A lost response is resolved by the next step's observation; a process death by the next attempt's observation.
+
+Members are staged in three passes so the slow work runs concurrently while the authority writes stay serialized in
+member order: (1) in member order, each member is driven up to its CAS CREATED (the load is held back); (2) the held
+back loads, each followed by its candidate's content observation, run concurrently (:meth:`Context.each_member`);
+(3) in member order, each member resumes from that observation (CAS READY, or rebuild as above).
 """
 
 from __future__ import annotations
@@ -35,17 +40,32 @@ from airflow_provider_dpone.protocol.observe import is_exact, observe_candidate
 
 def stage_all(ctx: Context, held: Held) -> Held:
     """Stage every member to READY, then CAS STAGED."""
-    for member_id in held.record.member_ids():
-        held = stage_member(ctx, held, member_id)
+    member_ids = held.record.member_ids()
+    to_load = []
+    for member_id in member_ids:
+        held, load_pending = stage_member(ctx, held, member_id, hold_load=True)
+        if load_pending:
+            to_load.append(member_id)
+    bound = held
+    loaded = ctx.each_member(lambda member_id: _load_and_observe(ctx, bound, member_id), to_load)
+    for member_id in member_ids:
+        held, _ = stage_member(ctx, held, member_id, first=loaded.get(member_id))
     return ctx.commit(held, phase=Phase.STAGED)
 
 
-def stage_member(ctx: Context, held: Held, member_id: str) -> Held:
+def stage_member(
+    ctx: Context, held: Held, member_id: str, *, first: TableObservation | None = None, hold_load: bool = False
+) -> tuple[Held, bool]:
+    """Step the member towards READY. With ``hold_load`` it returns ``(held, True)`` right after its CAS CREATED,
+    leaving the load to the caller; ``first`` is an observation of the candidate to start from instead of a read."""
     for _ in range(ctx.settings.max_member_steps):
         member = _external(held).member(member_id)
         if member.stage is MemberStage.READY:
-            return held
-        obs = observe_candidate(ctx, member_id, with_content=member.stage is MemberStage.CREATED)
+            return held, False
+        if first is not None:
+            obs, first = first, None
+        else:
+            obs = observe_candidate(ctx, member_id, with_content=member.stage is MemberStage.CREATED)
         if obs.exists:
             if obs.uuid not in member.owned_candidate_uuids:
                 raise ctx.fail_closed(held, "DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_FOREIGN", f"member {member_id}")
@@ -61,14 +81,21 @@ def stage_member(ctx: Context, held: Held, member_id: str) -> Held:
                 held = _commit_member(
                     ctx, held, member.model_copy(update={"stage": MemberStage.CREATED, "candidate_uuid": obs.uuid})
                 )
+                if hold_load:
+                    return held, True
                 _load_once(ctx, held, member_id)
             else:
                 held = _intend(ctx, held, member, rebuild=True)
         elif is_exact(obs, member, _artifact(held)):
             ready = member.model_copy(
-                update={"stage": MemberStage.READY, "row_count": obs.row_count, "content_digest": obs.content_digest}
+                update={
+                    "stage": MemberStage.READY,
+                    "row_count": obs.row_count,
+                    "content_digest": obs.content_digest,
+                    "parts_digest": obs.parts_digest,
+                }
             )
-            return _commit_member(ctx, held, ready)
+            return _commit_member(ctx, held, ready), False
         else:
             held = _intend(ctx, held, member, rebuild=True)
     raise DponeError("DPONE_CLICKHOUSE_CLUSTER_MEMBER_OUTCOME_UNKNOWN", f"member {member_id} did not settle")
@@ -126,6 +153,12 @@ def _drop_stale(ctx: Context, member_id: str, obs: TableObservation) -> None:
     assert stale is not None
     session = ctx.session(member_id)
     mutate_once(member_id, "drop", lambda: session.drop_table(ctx.request.database, ctx.request.candidate_name, stale))
+
+
+def _load_and_observe(ctx: Context, held: Held, member_id: str) -> TableObservation:
+    """The held-back load of a just-bound candidate, then the observation (with content) that settles it."""
+    _load_once(ctx, held, member_id)
+    return observe_candidate(ctx, member_id, with_content=True)
 
 
 def _load_once(ctx: Context, held: Held, member_id: str) -> None:

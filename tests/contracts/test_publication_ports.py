@@ -243,6 +243,32 @@ def test_the_digest_sees_duplicates_and_nulls_but_not_row_order(backend: PortBac
     assert reordered.content_digest == base.content_digest
 
 
+def test_the_parts_digest_is_stable_until_rows_are_written(backend: PortBackend) -> None:
+    receipt = backend.seal(COLUMNS, ROWS)
+    member_id = members(backend)[0]
+    value = candidate(backend, member_id)
+    member = session(backend, member_id)
+
+    def parts(**flags: bool) -> str | None:
+        return member.observe_table(backend.database, "cand", with_content=False, **flags).parts_digest
+
+    assert parts() is None
+    empty = parts(with_parts=True)
+    for token in ("first", "second"):  # a second load (another token) adds parts: a write the barrier must see
+        member.load(
+            backend.database,
+            "cand",
+            value,
+            backend.ports.artifacts.open(receipt),
+            query_id=f"dpone-load-{uuid.uuid4().hex}",
+            dedup_token=token,
+        )
+        loaded = member.observe_table(backend.database, "cand", with_content=True)
+        assert loaded.parts_digest is not None and loaded.parts_digest == parts(with_parts=True) != empty
+        empty = loaded.parts_digest
+    assert member.observe_table(backend.database, "cand", with_content=True).row_count == 6
+
+
 def test_a_load_is_refused_unless_the_name_holds_the_uuid(backend: PortBackend) -> None:
     receipt = backend.seal(COLUMNS, ROWS)
     member_id = members(backend)[0]

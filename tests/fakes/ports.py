@@ -49,6 +49,7 @@ from tests.fakes.world import (
     Row,
     content_digest,
     exact_authority_facts,
+    parts_digest,
 )
 
 if TYPE_CHECKING:
@@ -139,7 +140,9 @@ class FakeMemberSession:
         self.world = world
         self.member = member
 
-    def observe_table(self, database: str, table: str, *, with_content: bool) -> TableObservation:
+    def observe_table(
+        self, database: str, table: str, *, with_content: bool, with_parts: bool = False
+    ) -> TableObservation:
         self.world.calls["member.observe"] += 1
         found = self.member.tables.get((database, table))
         if found is None:
@@ -151,6 +154,7 @@ class FakeMemberSession:
             columns=found.columns,
             row_count=len(found.rows),
             content_digest=content_digest(found.columns, found.rows) if with_content else None,
+            parts_digest=parts_digest(found) if with_content or with_parts else None,
         )
 
     def table_uuids(self, database: str, tables: tuple[str, ...]) -> tuple[str | None, ...]:

@@ -83,6 +83,11 @@ def content_digest(columns: Sequence[tuple[str, str]], rows: Sequence[Row]) -> s
     return _content_digest(tuple(columns), tuple(rows))
 
 
+def parts_digest(table: FakeTable) -> str:
+    """The fake's active-parts fingerprint: it changes with every write (rows in stored order) and every merge."""
+    return hashlib.sha256(repr((table.uuid, table.merges, table.rows)).encode()).hexdigest()
+
+
 @lru_cache(maxsize=4096)
 def _content_digest(columns: tuple[tuple[str, str], ...], rows: tuple[Row, ...]) -> str:
     acc = MultisetDigest(typed_columns(columns))
@@ -97,6 +102,8 @@ class FakeTable:
     columns: tuple[tuple[str, str], ...]
     rows: list[Row] = field(default_factory=list)
     replica: FakeReplica | None = None
+    merges: int = 0
+    """Background merges so far: they rewrite parts (so the parts digest) but never the rows."""
 
 
 @dataclass

@@ -31,7 +31,9 @@ NEW_ROWS: tuple[Row, ...] = ((10, "new-10"), (11, "new-11"), (12, "new-12"))
 UNRELATED_ROWS: tuple[Row, ...] = ((99, "keep"),)
 RETRY_DELAY_MS = 300_000
 POLL_MS = 30_000
-SETTINGS = ProtocolSettings(dispatch_quiet_ms=120_000)
+SETTINGS = ProtocolSettings(dispatch_quiet_ms=120_000, member_parallelism=1)
+"""Members' independent work in member order: fault points are numbered by call order, which threads would shuffle
+(the concurrent schedule runs in ``test_scenarios_staging``)."""
 PLAN_DIGEST = "5" * 64
 
 
@@ -107,6 +109,7 @@ class Sim:
     successes: int = 0
     issued_from: int = 0
     effects_from: int = 0
+    settings: ProtocolSettings = SETTINGS
 
     @classmethod
     def build(
@@ -160,7 +163,7 @@ class Sim:
         self.effects_from = len(self.world.effects)
 
     def service(self, request: PublicationRequest | None = None) -> PublicationService:
-        return PublicationService(self.world.ports(), request or self.request, SETTINGS)
+        return PublicationService(self.world.ports(), request or self.request, self.settings)
 
     # --- driving --------------------------------------------------------------------------------------------------
 

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from typing import Any
 
 import pytest
 
 from airflow_provider_dpone.contracts.authority_codec import encode
 from airflow_provider_dpone.contracts.authority_phases import Phase
+from airflow_provider_dpone.ports.publication import TableObservation
 from airflow_provider_dpone.protocol.results import Committed, Completed, InProgress
 from tests.fakes.faults import FaultKind
+from tests.fakes.ports import FakeMemberSession
 from tests.fakes.records import internal_v1, internal_v2
 from tests.protocol.sim import (
     BASELINE_ROWS,
@@ -281,3 +284,53 @@ def test_a_completed_operation_still_answers_after_later_topology_changes() -> N
     sim.world.put_table(scaled_out, "target_table", COLUMNS, NEW_ROWS)
     assert isinstance(sim.service().cleanup(), Completed)
     assert sim.service().fence().phase == "COMPLETED"
+
+
+def _staged_counting_digests(monkeypatch: pytest.MonkeyPatch) -> tuple[Sim, list[str]]:
+    """A staged operation, and the member ids whose content is digested from then on."""
+    sim = Sim.build(members=3)
+    sim.service().fence()
+    sim.service().stage(sim.source)
+    digested: list[str] = []
+    original = FakeMemberSession.observe_table
+
+    def observe_table(self: FakeMemberSession, *args: Any, **kwargs: Any) -> TableObservation:
+        if kwargs.get("with_content"):
+            digested.append(self.member.member_id)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(FakeMemberSession, "observe_table", observe_table)
+    return sim, digested
+
+
+def test_barrier_trusts_unchanged_parts_and_digests_no_candidate_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    sim, digested = _staged_counting_digests(monkeypatch)
+    assert all(member.parts_digest is not None for member in sim.record().members)
+    assert isinstance(sim.service().publish(), Committed)
+    assert digested == []
+    assert isinstance(sim.service().cleanup(), Completed)
+    sim.check_converged()
+
+
+def test_barrier_digests_a_merged_candidate_again_and_publishes(monkeypatch: pytest.MonkeyPatch) -> None:
+    sim, digested = _staged_counting_digests(monkeypatch)
+    merged = sim.world.members[1]
+    sim.world.table(merged, sim.request.candidate_name).merges += 1  # type: ignore[union-attr]
+    assert isinstance(sim.service().publish(), Committed)
+    assert digested == [merged.member_id]
+    assert isinstance(sim.service().cleanup(), Completed)
+    sim.check_converged()
+
+
+@pytest.mark.parametrize("change", ["append", "replace"])
+def test_a_staged_candidate_whose_rows_changed_blocks_publication(monkeypatch: pytest.MonkeyPatch, change: str) -> None:
+    sim, digested = _staged_counting_digests(monkeypatch)
+    member = sim.world.members[2]
+    table = sim.world.table(member, sim.request.candidate_name)
+    assert table is not None
+    if change == "append":
+        table.rows.append(table.rows[0])
+    else:  # same row count: only the content digest can tell
+        table.rows[0] = table.rows[1]
+    assert error_code(lambda: sim.service().publish()) == "DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_DIVERGENT"
+    assert digested == [member.member_id] and sim.world.calls["ddl.dispatch"] == 0

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
+from typing import Any
 
 import pytest
 
 from airflow_provider_dpone.contracts.authority_phases import MemberStage, Phase
+from airflow_provider_dpone.protocol.context import ProtocolSettings
 from tests.fakes.faults import FaultKind
+from tests.fakes.ports import FakeMemberSession
 from tests.fakes.publication import content_digest
 from tests.protocol.sim import (
     BASELINE_ROWS,
@@ -160,3 +164,23 @@ def test_tampered_artifact_stops_staging() -> None:
     artifact = next(iter(sim.world.artifacts.values()))
     artifact.data = artifact.data + b" "
     assert error_code(lambda: sim.service().stage(sim.source)) == "DPONE_CLICKHOUSE_CLUSTER_ARTIFACT_INVALID"
+
+
+def test_member_loads_run_concurrently_and_converge(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each load waits until all three are in flight: a serial schedule would break the barrier and fail the run."""
+    sim = Sim.build(members=3)
+    sim.settings = ProtocolSettings(dispatch_quiet_ms=120_000, member_parallelism=3)
+    all_in_flight = threading.Barrier(3, timeout=10)
+    threads: set[str] = set()
+    original = FakeMemberSession.load
+
+    def overlapping_load(self: FakeMemberSession, *args: Any, **kwargs: Any) -> None:
+        threads.add(threading.current_thread().name)
+        all_in_flight.wait()
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(FakeMemberSession, "load", overlapping_load)
+    assert sim.run_dag(tries=1) == "completed"
+    assert sim.world.calls["member.load"] == 3 and len(threads) == 3
+    assert all(member.rebuilds == 0 for member in sim.record().members)
+    sim.check_converged()

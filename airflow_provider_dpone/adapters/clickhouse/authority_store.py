@@ -4,17 +4,19 @@
 * ``create`` -- the strict insert, one-shot. ``KEEPER_EXCEPTION`` (the key exists) is an
   :class:`AuthorityConflictError`; another server error a :class:`MutationRejectedError`; no answer an
   :class:`OutcomeUnknownError`. A strict insert that was acknowledged *is* the proof of creation.
-* ``compare_and_set`` -- read, one-shot ``ALTER ... UPDATE ... WHERE _version = N``, read again. The update statement
-  succeeds *without effect* when its ``WHERE`` matches nothing, so the outcome is proven by the versions:
+* ``compare_and_set`` -- one-shot ``ALTER ... UPDATE ... WHERE _version = N``, then one read. The caller already
+  holds version N (it read or wrote it), so no read precedes the write. The update statement succeeds *without
+  effect* when its ``WHERE`` matches nothing, so the outcome is proven by the versions read after it. A key's
+  version only grows and authority rows are never deleted, so a version of at most N (or no row) after the
+  acknowledged update means it matched nothing, and a statement that has returned cannot apply later:
 
   ===============================================  ===============================================
-  observed                                         outcome
+  observed after the update                        outcome
   ===============================================  ===============================================
-  before: absent or version != N                   conflict, nothing sent
-  after: version N + 1 and exactly our row         applied
-  after: version N + 1, another row                conflict (another writer made N -> N + 1)
-  after: version N, the row read before            conflict (nothing matched; it cannot apply later)
-  after: anything else, or no answer               outcome unknown
+  version N + 1 and exactly our row                applied
+  version N + 1, another row                       conflict (another writer made N -> N + 1)
+  no row, or version <= N                          conflict (nothing matched)
+  version > N + 1, or no answer                    outcome unknown
   ===============================================  ===============================================
 
   "Exactly our row" includes the caller-specific write id inside the payload, so another writer's equal-looking
@@ -74,12 +76,6 @@ class ClickHouseAuthorityStore:
         self._send("authority-create", sql_authority.strict_insert(self.database, row))
 
     def compare_and_set(self, row: AuthorityRow, expected_version: int) -> None:
-        try:
-            before = self.read(row.target_key)
-        except UnavailableError:
-            raise OutcomeUnknownError("authority read before compare-and-set failed; nothing was sent") from None
-        if before is None or before.version != expected_version:
-            raise AuthorityConflictError("version check failed before sending")
         self._send("authority-cas", sql_authority.compare_and_set(self.database, row, expected_version))
         try:
             after = self.read(row.target_key)
@@ -87,9 +83,9 @@ class ClickHouseAuthorityStore:
             raise OutcomeUnknownError("authority read after compare-and-set failed") from None
         if after is not None and after.version == expected_version + 1 and after.row == row:
             return
-        if after is not None and (
-            after.version == expected_version + 1 or (after.version == expected_version and after.row == before.row)
-        ):
+        if after is None or after.version <= expected_version:
+            raise AuthorityConflictError("the update matched nothing: the key is not at the expected version")
+        if after.version == expected_version + 1:
             raise AuthorityConflictError("another write holds the next version")
         raise OutcomeUnknownError("authority version moved on; the outcome of this write is not provable")
 

@@ -69,11 +69,19 @@ class ClickHouseMemberSession:
         found = {str(name): str(uuid) for name, uuid in rows}
         return tuple(found.get(table) for table in tables)
 
-    def observe_table(self, database: str, table: str, *, with_content: bool) -> TableObservation:
+    def observe_table(
+        self, database: str, table: str, *, with_content: bool, with_parts: bool = False
+    ) -> TableObservation:
         meta = self._rows(sql_member.observe_metadata(database, table), "metadata read")
         if not meta:
             return TableObservation.absent()
         uuid, engine, columns = meta[0]
+        parts = None
+        if with_content or with_parts:  # before the content: see sql_digest.table_parts
+            active, parts_uuid = self._rows(sql_digest.table_parts(database, table), "parts read")[0]
+            if parts_uuid != uuid:
+                raise UnavailableError(f"member {self.member_id}: the table changed during observation")
+            parts = sql_digest.parts_digest(str(uuid), ((str(name), str(hashed)) for name, hashed in active))
         content = self._rows(sql_digest.table_content(database, table, with_digest=with_content), "content read")
         count, *digest, bound_uuid = content[0]
         if bound_uuid != uuid:
@@ -85,6 +93,7 @@ class ClickHouseMemberSession:
             columns=tuple((str(name), str(type_)) for name, type_, _ in columns),
             row_count=int(count),
             content_digest=sql_digest.content_digest(int(count), int(digest[0])) if with_content else None,
+            parts_digest=parts,
         )
 
     def replica_status(self, database: str, table: str) -> ReplicaStatus | None:

@@ -23,6 +23,7 @@ accidental divergence (lost, partial, duplicated or different rows), which is wh
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Final
 
 from airflow_provider_dpone.adapters.clickhouse.literals import string_literal
@@ -65,6 +66,26 @@ def table_content(database: str, table: str, *, with_digest: bool) -> str:
     """
     aggregates = AGGREGATES if with_digest else COUNT_ONLY
     return f"SELECT {aggregates}, {_uuid_of(database, table)} FROM {qualified_clickhouse(database, table)}"
+
+
+PARTS_TAG: Final[str] = "dpone.clickhouse.active-parts.v1"
+
+
+def table_parts(database: str, table: str) -> str:
+    """The active parts of ``database.table`` (name and ``hash_of_all_files``, by name) plus the table's UUID in the
+    same statement. Sent *before* the content read, so parts equal to these later mean the digested rows are the
+    rows still there: a part's name is never reused, and any write or merge replaces parts."""
+    db = string_literal(validate_identifier(database, what="database"))
+    name = string_literal(validate_identifier(table, what="table"))
+    return (
+        f"SELECT groupArray((name, hash_of_all_files)), {_uuid_of(database, table)} FROM (SELECT name,"
+        f" hash_of_all_files FROM system.parts WHERE database = {db} AND table = {name} AND active ORDER BY name)"
+    )
+
+
+def parts_digest(uuid: str, parts: Iterable[tuple[str, str]]) -> str:
+    """The canonical hex digest of one table's active part set."""
+    return tagged_digest(PARTS_TAG, uuid, *(f"{name}:{checksum}" for name, checksum in parts))
 
 
 def temporary_content(table: str) -> str:
