@@ -110,8 +110,10 @@ class _Session:
         self._member_id = member_id
         self._progress = progress
 
-    def observe_table(self, database: str, table: str, *, with_content: bool) -> TableObservation:
-        observation = self._inner.observe_table(database, table, with_content=with_content)
+    def observe_table(
+        self, database: str, table: str, *, with_content: bool, with_parts: bool = False
+    ) -> TableObservation:
+        observation = self._inner.observe_table(database, table, with_content=with_content, with_parts=with_parts)
         self._progress.observed[self._member_id] = observation
         return observation
 
