@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from airflow_provider_dpone.embedded.engine import Engine, EngineError, Handle
 from airflow_provider_dpone.embedded.httpwire import escape_param
 from airflow_provider_dpone.embedded.layout import ProcessSpec
+from airflow_provider_dpone.embedded.replicas import Replication
 from airflow_provider_dpone.embedded.sqltext import insert_uuid, on_cluster, quote_identifier, tokens
 from airflow_provider_dpone.embedded.store import ACTIVE, FINISHED, Entry, HostStatus, Store
 
@@ -228,13 +229,18 @@ class Initiator:
 
 
 class DdlWorker(threading.Thread):
-    """A member's DDL worker: executes its queue entries in order; paused, it behaves like a down host."""
+    """A member's DDL worker: executes its queue entries in order; paused, it behaves like a down host.
 
-    def __init__(self, spec: ProcessSpec, engine: Engine, store: Store) -> None:
+    Entries run through the process's :class:`Replication`, like statements received over HTTP, so an ``ON
+    CLUSTER`` create, exchange or drop of a replicated table registers, keeps or removes its replicas.
+    """
+
+    def __init__(self, spec: ProcessSpec, engine: Engine, store: Store, replication: Replication) -> None:
         super().__init__(name=f"ddl-worker-{spec.name}", daemon=True)
         self._spec = spec
         self._engine = engine
         self._store = store
+        self._replication = replication
         self._halt = threading.Event()
 
     def stop(self) -> None:
@@ -278,7 +284,7 @@ class DdlWorker(threading.Thread):
                 "SELECT count() FROM system.databases WHERE name = {d:String}", params={"d": escape_param(database)}
             )
             database = database if found.data.strip() == b"1" else None
-        self._engine.execute(entry.local_query, database=database, settings=entry.settings)
+        self._replication.execute(entry.local_query, database=database, settings=entry.settings)
 
     def _versioned(self, message: str) -> str:
         return f"{message} (version {self._engine.version} (official build))"

@@ -24,8 +24,9 @@ from typing import Any
 
 import chdb
 
+from airflow_provider_dpone.embedded.replicated_sql import replicated_engine
 from airflow_provider_dpone.embedded.sinks import FifoSink, Sink, SpoolSink
-from airflow_provider_dpone.embedded.sqltext import quote_identifier, quote_string, replicated_engine
+from airflow_provider_dpone.embedded.sqltext import quote_identifier, quote_string
 
 # chdb and chdb-core both ship ``chdb/__init__.py``; whichever was installed last wins, and one of them declares
 # ``connect`` untyped. Binding it to a typed name keeps type checking independent of the install order.
@@ -132,8 +133,8 @@ class Engine:
         """Run one statement; ``handle`` is a session's handle, ``None`` for a one-request handle."""
         engine_name = replicated_engine(sql) if "Replicated" in sql else None
         if engine_name is not None:
-            # chdb has no replication: such a table would hang the engine, so refuse it as an unsupported feature
-            raise self.error(48, f"{engine_name} is not available in the embedded cluster; use the real-cluster suite")
+            # chdb's own replication would hang the engine: replicas reach it as local tables (replicas.py)
+            raise self.error(48, f"{engine_name} is not available to the engine of the embedded cluster")
         with self.lock:
             own = handle is None
             current = self.open_handle() if handle is None else handle

@@ -25,6 +25,7 @@ from airflow_provider_dpone.embedded import httpwire
 from airflow_provider_dpone.embedded.ddl import QUEUE_TABLE_SQL, Initiator, queue_params
 from airflow_provider_dpone.embedded.engine import Engine, EngineError, EngineResult, Handle
 from airflow_provider_dpone.embedded.layout import ProcessSpec
+from airflow_provider_dpone.embedded.replicas import Replication
 from airflow_provider_dpone.embedded.sessions import Sessions
 from airflow_provider_dpone.embedded.sinks import Sink
 from airflow_provider_dpone.embedded.sqltext import (
@@ -53,6 +54,7 @@ class EndpointContext:
     spec: ProcessSpec
     engine: Engine
     store: Store
+    replication: Replication
     sessions: Sessions = field(init=False)
     initiator: Initiator = field(init=False)
     timezone: str = field(init=False)
@@ -207,7 +209,9 @@ class EndpointHandler(BaseHTTPRequestHandler):
                 sql = rewritten
         is_result = produces_result(sql)
         fmt = output_format(sql) or params.get("default_format") or "TabSeparated"
-        result = engine.execute(sql, fmt, handle=handle, database=database, settings=settings, params=query_params)
+        result = context.replication.execute(
+            sql, fmt, handle=handle, database=database, settings=settings, params=query_params
+        )
         return Answer(result.data, fmt if is_result else None, result), sql
 
     def _insert(
@@ -233,8 +237,15 @@ class EndpointHandler(BaseHTTPRequestHandler):
                 sink.write(first)
             body.feed(sink)
 
-        result = self.server.context.engine.insert_stream(
-            statement, shape.fmt, feed, handle=handle, database=database, settings=settings
+        result = self.server.context.replication.insert_stream(
+            statement_head,
+            insert_settings,
+            shape.fmt,
+            statement,
+            feed,
+            handle=handle,
+            database=database,
+            settings=settings,
         )
         return Answer(b"", None, result)
 

@@ -27,6 +27,7 @@ from typing import Any
 
 import airflow_provider_dpone
 from airflow_provider_dpone.embedded.layout import CLUSTER_FILE, COORDINATOR, HOST, ProcessSpec
+from airflow_provider_dpone.embedded.replication import ReplicationLog
 from airflow_provider_dpone.embedded.store import Store
 from airflow_provider_dpone.embedded.topology import TOPOLOGY, ClusterTopology
 
@@ -293,7 +294,9 @@ def start_processes(
     directory.mkdir(parents=True, exist_ok=True)
     if (directory / CLUSTER_FILE).exists() and any_alive(directory):
         raise LaunchError(f"an embedded cluster is already running in {directory}")
-    Store(directory / "state.sqlite").initialize()
+    store = Store(directory / "state.sqlite")
+    store.initialize()
+    ReplicationLog(store, directory / "replication").initialize()
     specs, sockets = plan(
         directory, members, internal_replication, password=password, owner_pid=owner_pid, topology=topology
     )

@@ -3,7 +3,7 @@
 The launcher binds the process's listening HTTP socket and its reserved native port and hands both over as
 inherited file descriptors, so ports are chosen without races and a restart reuses them. The process starts its
 engine first and serves HTTP only afterwards: a successful ``/ping`` means the engine is ready. A member also runs
-its DDL worker. With an owner pid, the process exits when its owner is gone, so a crashed test run leaves nothing
+its DDL worker; every process runs a replication worker for the replicas it holds. With an owner pid, the process exits when its owner is gone, so a crashed test run leaves nothing
 behind.
 """
 
@@ -24,6 +24,8 @@ from airflow_provider_dpone.embedded.ddl import DdlWorker
 from airflow_provider_dpone.embedded.engine import Engine
 from airflow_provider_dpone.embedded.handler import EndpointContext, EndpointServer
 from airflow_provider_dpone.embedded.layout import ProcessSpec
+from airflow_provider_dpone.embedded.replica_worker import ReplicationWorker
+from airflow_provider_dpone.embedded.replicas import Replication
 from airflow_provider_dpone.embedded.store import Store
 
 
@@ -52,13 +54,17 @@ def main(argv: list[str] | None = None) -> int:
         threading.Thread(target=_watch_owner, args=(spec.owner_pid,), daemon=True, name="owner-watch").start()
     engine = Engine(spec.data_dir, spec.config_file, spec.spool_dir)
     store = Store(spec.state_db)
-    context = EndpointContext(spec, engine, store)
-    worker = DdlWorker(spec, engine, store) if spec.role == "member" else None
+    replication = Replication(spec, engine, store)
+    context = EndpointContext(spec, engine, store, replication)
+    worker = DdlWorker(spec, engine, store, replication) if spec.role == "member" else None
     if worker is not None:
         worker.start()
+    replicator = ReplicationWorker(replication)
+    replicator.start()
     server = EndpointServer(http, context)
 
     def stop(signum: int, frame: object) -> None:
+        replicator.stop()
         if worker is not None:
             worker.stop()
         threading.Thread(target=server.shutdown, daemon=True).start()
@@ -71,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         server.server_close()
         native.close()
+        replicator.join(timeout=5)
         if worker is not None:
             worker.join(timeout=5)
         with contextlib.suppress(Exception):

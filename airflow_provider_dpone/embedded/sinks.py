@@ -16,7 +16,7 @@ import select
 import threading
 import time
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 _F_SETPIPE_SZ = 1031
 _PIPE_SIZE = 1 << 20
@@ -92,12 +92,16 @@ class FifoSink(Sink):
 
 
 class SpoolSink(Sink):
-    """A file the engine reads after the body has arrived (for formats whose readers seek)."""
+    """A file the engine reads after the body has arrived (for formats whose readers seek, and for inserts into
+    replicated tables, whose bytes the other replicas insert again); ``digest`` hashes the bytes on the way."""
 
-    def __init__(self, path: Path) -> None:
-        self._file: BinaryIO = open(path, "wb")  # noqa: SIM115 - closed by close()
+    def __init__(self, path: Path, digest: Any = None) -> None:
+        self._file: BinaryIO = open(path, "wb", buffering=_DRAIN)  # noqa: SIM115 - closed by close()
+        self._digest = digest
 
     def write(self, data: bytes | memoryview) -> None:
+        if self._digest is not None:
+            self._digest.update(data)
         self._file.write(data)
 
     def close(self) -> None:

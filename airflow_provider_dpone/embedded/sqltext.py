@@ -250,35 +250,83 @@ def on_cluster(text: str) -> OnCluster | None:
 _CREATE_OBJECT = frozenset({"TABLE", "DATABASE"})
 
 
+@dataclass(frozen=True)
+class QualifiedName:
+    """``[database.]name`` as a statement spells it (``database`` is ``None`` when unqualified)."""
+
+    database: str | None
+    name: str
+
+
+def qualified_name(found: list[Token], index: int) -> tuple[QualifiedName, int] | None:
+    """The ``[db.]name`` starting at ``found[index]``, and the index of the token after it."""
+    if index >= len(found) or found[index].kind not in (WORD, QUOTED):
+        return None
+    first = found[index]
+    if index + 2 < len(found) and found[index + 1].text == "." and found[index + 2].kind in (WORD, QUOTED):
+        return QualifiedName(first.name, found[index + 2].name), index + 3
+    return QualifiedName(None, first.name), index + 1
+
+
+@dataclass(frozen=True)
+class CreateHead:
+    """The head of ``CREATE|ATTACH [OR REPLACE] TABLE|DATABASE [IF NOT EXISTS] name [UUID 'u']``.
+
+    ``name_end`` is the offset right after the name, ``next_index`` the index of the first token after the head
+    (after the UUID clause when there is one).
+    """
+
+    verb: str
+    kind: str
+    or_replace: bool
+    if_not_exists: bool
+    target: QualifiedName
+    uuid: str | None
+    name_end: int
+    next_index: int
+
+
+def create_head(found: list[Token]) -> CreateHead | None:
+    """The head of a ``CREATE``/``ATTACH`` of a table or database, from the statement's tokens."""
+    if not found or found[0].upper not in ("CREATE", "ATTACH"):
+        return None
+    index = 1
+    or_replace = False
+    while index < len(found) and found[index].upper in ("OR", "REPLACE", "TEMPORARY"):
+        or_replace = or_replace or found[index].upper == "REPLACE"
+        index += 1
+    if index >= len(found) or found[index].upper not in _CREATE_OBJECT:
+        return None
+    kind = found[index].upper
+    index += 1
+    if_not_exists = [t.upper for t in found[index : index + 3]] == ["IF", "NOT", "EXISTS"]
+    if if_not_exists:
+        index += 3
+    named = qualified_name(found, index)
+    if named is None:
+        return None
+    target, index = named
+    name_end = found[index - 1].end
+    uuid = None
+    if index + 1 < len(found) and found[index].upper == "UUID" and found[index + 1].kind == STRING:
+        uuid = found[index + 1].name
+        index += 2
+    return CreateHead(found[0].upper, kind, or_replace, if_not_exists, target, uuid, name_end, index)
+
+
 def insert_uuid(text: str, uuid: str) -> str:
     """Give ``CREATE TABLE|DATABASE`` without an explicit UUID the initiator's UUID, as ClickHouse's initiator does.
 
     Other statements, and ``CREATE`` statements that already name a UUID, are returned unchanged.
     """
-    stream = list(_head_tokens(text, 12))
-    if not stream or stream[0].upper != "CREATE":
+    head = create_head(list(head_tokens(text, 12)))
+    if head is None or head.verb != "CREATE" or head.uuid is not None:
         return text
-    index = 1
-    while index < len(stream) and stream[index].upper in ("OR", "REPLACE", "TEMPORARY"):
-        index += 1
-    if index >= len(stream) or stream[index].upper not in _CREATE_OBJECT:
-        return text
-    index += 1
-    if index + 2 < len(stream) and [t.upper for t in stream[index : index + 3]] == ["IF", "NOT", "EXISTS"]:
-        index += 3
-    if index >= len(stream):
-        return text
-    name_end = stream[index].end
-    index += 1
-    if index + 1 < len(stream) and stream[index].text == ".":
-        name_end = stream[index + 1].end
-        index += 2
-    if index < len(stream) and stream[index].upper == "UUID":
-        return text
-    return f"{text[:name_end]} UUID '{uuid}'{text[name_end:]}"
+    return f"{text[: head.name_end]} UUID '{uuid}'{text[head.name_end :]}"
 
 
-def _head_tokens(text: str, count: int) -> Iterator[Token]:
+def head_tokens(text: str, count: int) -> Iterator[Token]:
+    """The first ``count`` tokens (a statement's head, without lexing a long data tail)."""
     for number, token in enumerate(tokens(text)):
         if number >= count:
             return
@@ -306,22 +354,6 @@ def replace_table_reference(text: str, database: str, table: str, replacement: s
     for start, end in reversed(spans):
         text = text[:start] + replacement + text[end:]
     return text
-
-
-def replicated_engine(text: str) -> str | None:
-    """The ``Replicated*`` engine a ``CREATE``/``ATTACH`` statement asks for, if any (chdb cannot run them)."""
-    found = list(tokens(text))
-    if not found or found[0].upper not in ("CREATE", "ATTACH"):
-        return None
-    for index, token in enumerate(found):
-        if token.upper != "ENGINE":
-            continue
-        following = index + 1
-        if following < len(found) and found[following].text == "=":
-            following += 1
-        if following < len(found) and found[following].kind == WORD and found[following].text.startswith("Replicated"):
-            return found[following].text
-    return None
 
 
 def quote_string(value: str) -> str:

@@ -1,5 +1,7 @@
 """Durable shared state of one embedded cluster: the distributed-DDL queue, armed faults, worker heartbeats.
 
+The replication log lives in the same file (its tables and rules are in ``replication.py``).
+
 Every process of the cluster (coordinator, members, the test process, the CLI) opens the same SQLite file in the
 cluster directory. SQLite gives the queue what ClickHouse Keeper gives a real DDL queue here: one sequence of entries,
 atomic status transitions seen by every process, and durability across any process being killed and restarted.
@@ -127,12 +129,12 @@ class Store:
         self.path = Path(path)
 
     def initialize(self) -> None:
-        with self._connect() as db:
+        with self.connect() as db:
             db.execute("PRAGMA journal_mode=WAL")
             db.executescript(_SCHEMA)
 
     @contextmanager
-    def _connect(self) -> Iterator[sqlite3.Connection]:
+    def connect(self) -> Iterator[sqlite3.Connection]:
         db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
         try:
             db.execute("PRAGMA busy_timeout=30000")
@@ -142,8 +144,8 @@ class Store:
             db.close()
 
     @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        with self._connect() as db:
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        with self.connect() as db:
             db.execute("BEGIN IMMEDIATE")
             try:
                 yield db
@@ -166,7 +168,7 @@ class Store:
         hosts: list[tuple[str, int]],
     ) -> Entry:
         now = time.time()
-        with self._transaction() as db:
+        with self.transaction() as db:
             cursor = db.execute(
                 "INSERT INTO entries (cluster, query, local_query, database, settings, initiator_host, initiator_port,"
                 " create_time) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -182,13 +184,13 @@ class Store:
         return Entry(seq, cluster, query, local_query, database, dict(settings), initiator[0], initiator[1], now)
 
     def entry(self, seq: int) -> Entry | None:
-        with self._connect() as db:
+        with self.connect() as db:
             row = db.execute("SELECT * FROM entries WHERE seq = ?", (seq,)).fetchone()
         return _entry(row) if row else None
 
     def next_pending(self, host: str, port: int) -> Entry | None:
         """The oldest entry this host has not finished (DDL workers execute their queue in order)."""
-        with self._connect() as db:
+        with self.connect() as db:
             row = db.execute(
                 "SELECT e.* FROM host_status h JOIN entries e ON e.seq = h.seq"
                 " WHERE h.host = ? AND h.port = ? AND h.status != ? ORDER BY h.seq LIMIT 1",
@@ -197,14 +199,14 @@ class Store:
         return _entry(row) if row else None
 
     def mark_active(self, seq: int, host: str, port: int) -> None:
-        with self._transaction() as db:
+        with self.transaction() as db:
             db.execute(
                 "UPDATE host_status SET status = ?, start_time = ? WHERE seq = ? AND host = ? AND port = ?",
                 (ACTIVE, time.time(), seq, host, port),
             )
 
     def mark_finished(self, seq: int, host: str, port: int, code: int, text: str) -> None:
-        with self._transaction() as db:
+        with self.transaction() as db:
             db.execute(
                 "UPDATE host_status SET status = ?, exception_code = ?, exception_text = ?, finish_time = ?"
                 " WHERE seq = ? AND host = ? AND port = ?",
@@ -212,7 +214,7 @@ class Store:
             )
 
     def host_statuses(self, seq: int) -> list[HostStatus]:
-        with self._connect() as db:
+        with self.connect() as db:
             rows = db.execute(
                 "SELECT host, port, status, exception_code, exception_text, start_time, finish_time"
                 " FROM host_status WHERE seq = ? ORDER BY position",
@@ -222,7 +224,7 @@ class Store:
 
     def queue_rows(self) -> list[tuple[Entry, HostStatus]]:
         """Every (entry, host) pair, in entry then host order: the rows of ``system.distributed_ddl_queue``."""
-        with self._connect() as db:
+        with self.connect() as db:
             rows = db.execute(
                 "SELECT e.*, h.host, h.port, h.status, h.exception_code, h.exception_text, h.start_time,"
                 " h.finish_time FROM entries e JOIN host_status h ON h.seq = e.seq ORDER BY e.seq, h.position"
@@ -242,7 +244,7 @@ class Store:
         count: int = 1,
     ) -> int:
         re.compile(pattern)  # a bad pattern fails here, in the caller, not later in a server thread
-        with self._transaction() as db:
+        with self.transaction() as db:
             cursor = db.execute(
                 "INSERT INTO faults (target, kind, pattern, code, seconds, remaining) VALUES (?, ?, ?, ?, ?, ?)",
                 (target, kind, pattern, code, seconds, count),
@@ -258,11 +260,11 @@ class Store:
             clauses.append("kind = ?")
             args.append(kind)
         where = " WHERE " + " AND ".join(clauses) if clauses else ""
-        with self._transaction() as db:
+        with self.transaction() as db:
             db.execute("DELETE FROM faults" + where, args)
 
     def faults(self, target: str | None = None) -> list[Fault]:
-        with self._connect() as db:
+        with self.connect() as db:
             if target is None:
                 rows = db.execute("SELECT * FROM faults ORDER BY id").fetchall()
             else:
@@ -270,20 +272,20 @@ class Store:
         return [Fault(*row) for row in rows]
 
     def has_fault(self, target: str, kind: str) -> bool:
-        with self._connect() as db:
+        with self.connect() as db:
             row = db.execute("SELECT 1 FROM faults WHERE target = ? AND kind = ? LIMIT 1", (target, kind)).fetchone()
         return row is not None
 
     def take(self, target: str, kinds: tuple[str, ...], statement: str) -> Fault | None:
         """Consume one use of the oldest armed fault of ``kinds`` on ``target`` that matches ``statement``."""
         marks = ", ".join("?" for _ in kinds)
-        with self._connect() as db:  # the common case -- nothing armed -- takes no write lock
+        with self.connect() as db:  # the common case -- nothing armed -- takes no write lock
             armed = db.execute(
                 f"SELECT 1 FROM faults WHERE target = ? AND kind IN ({marks}) LIMIT 1", (target, *kinds)
             ).fetchone()
         if armed is None:
             return None
-        with self._transaction() as db:
+        with self.transaction() as db:
             rows = db.execute(
                 f"SELECT * FROM faults WHERE target = ? AND kind IN ({marks}) ORDER BY id", (target, *kinds)
             ).fetchall()
@@ -302,7 +304,7 @@ class Store:
 
     def heartbeat(self, target: str, host_id: tuple[str, int], pid: int, paused: bool) -> None:
         """A DDL worker is alive (and whether it is paused); the initiator's ``*_only_active`` modes read this."""
-        with self._transaction() as db:
+        with self.transaction() as db:
             db.execute(
                 "INSERT INTO heartbeats (target, host, port, pid, paused, seen) VALUES (?, ?, ?, ?, ?, ?)"
                 " ON CONFLICT(target) DO UPDATE SET host = excluded.host, port = excluded.port, pid = excluded.pid,"
@@ -310,10 +312,16 @@ class Store:
                 (target, host_id[0], host_id[1], pid, int(paused), time.time()),
             )
 
+    def live_targets(self, stale_after: float) -> set[str]:
+        """Processes whose worker has been seen within ``stale_after`` seconds (paused or not): running hosts."""
+        with self.connect() as db:
+            rows = db.execute("SELECT target FROM heartbeats WHERE seen >= ?", (time.time() - stale_after,)).fetchall()
+        return {target for (target,) in rows}
+
     def offline_hosts(self, stale_after: float) -> set[tuple[str, int]]:
         """Hosts whose DDL worker is paused or has not been seen for ``stale_after`` seconds (down hosts)."""
         now = time.time()
-        with self._connect() as db:
+        with self.connect() as db:
             rows = db.execute("SELECT host, port, paused, seen FROM heartbeats").fetchall()
         return {(host, port) for host, port, paused, seen in rows if paused or now - seen > stale_after}
 

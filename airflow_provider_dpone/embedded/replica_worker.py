@@ -1,0 +1,101 @@
+"""A process's replication worker: pulls its replicas' logs into their queues and executes the entries in order.
+
+Executing an entry inserts the spooled bytes of the block into the local table, with the block's local
+deduplication token, so an entry executed again after a crash (the insert took effect, the pointer did not move)
+inserts nothing twice. An entry this replica wrote itself needs no work. The fault controls act here: a paused or
+stalled replica keeps pulling (its queue grows, as ``system.replicas`` shows) but executes nothing; a lagging one
+executes an entry only once it is ``seconds`` old. On start the worker first finishes or releases the claims its
+process left when it died: a block inserted locally but not yet logged is logged, one never inserted is dropped.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+
+from airflow_provider_dpone.embedded.engine import EngineError
+from airflow_provider_dpone.embedded.replicas import POLL_SECONDS, Replication
+from airflow_provider_dpone.embedded.replication import Replica
+
+RETRY_SECONDS = 0.5
+"""Pause before a replica retries an entry whose execution failed."""
+
+PAUSE = "pause_replication"
+STALL = "stall_replication"
+LAG = "lag_replication"
+
+
+class ReplicationWorker(threading.Thread):
+    def __init__(self, replication: Replication) -> None:
+        super().__init__(name=f"replication-{replication.spec.name}", daemon=True)
+        self._replication = replication
+        self._member = replication.spec.name
+        self._halt = threading.Event()
+        self._retry_at: dict[str, float] = {}
+
+    def stop(self) -> None:
+        self._halt.set()
+
+    def run(self) -> None:
+        self._recover()
+        while not self._halt.is_set():
+            try:
+                busy = self.step()
+            except Exception:  # noqa: BLE001 - a broken step must not end replication; it is logged and retried
+                traceback.print_exc()
+                busy = False
+            if not busy:
+                self._halt.wait(POLL_SECONDS)
+
+    def step(self) -> bool:
+        """One round over this process's replicas; whether anything was executed."""
+        log = self._replication.log
+        found = log.replicas(self._member)
+        if not found:
+            return False
+        if any(replica.log_pointer < newest for replica, newest in found):
+            log.pull(self._member)
+            found = log.replicas(self._member)
+        faults = {fault.kind: fault for fault in self._replication.store.faults(self._member)}
+        paused = PAUSE in faults or STALL in faults
+        lag = float(faults[LAG].seconds or 0.0) if LAG in faults else 0.0
+        busy = False
+        for replica, _ in found:
+            busy = self._catch_up(replica, paused, lag) or busy
+        return busy
+
+    def _catch_up(self, replica: Replica, paused: bool, lag: float) -> bool:
+        if time.monotonic() < self._retry_at.get(replica.uuid, 0.0):
+            return False
+        log = self._replication.log
+        busy = False
+        for idx in range(replica.applied, replica.log_pointer):
+            entry = log.entry(replica.path, idx)
+            if entry is None:
+                break
+            if entry.source_replica != replica.replica_name:  # its own blocks are in the table already
+                if paused or time.time() - entry.create_time < lag:
+                    break
+                try:
+                    self._replication.apply(replica.uuid, entry.block)
+                except LookupError:
+                    break  # the table is not attached here (being dropped): nothing to insert into
+                except EngineError as exc:
+                    log.failed(replica, exc.message)
+                    self._retry_at[replica.uuid] = time.monotonic() + RETRY_SECONDS
+                    print(f"replication {replica.replica_path}: entry {idx} failed: {exc.message}", flush=True)
+                    break
+            log.advance(replica, idx)
+            busy = True
+        return busy
+
+    def _recover(self) -> None:
+        log = self._replication.log
+        for claim in log.orphan_claims(self._member):
+            try:
+                self._replication.apply(claim.uuid, claim.block)
+            except (LookupError, EngineError):
+                log.release(claim.block.token)
+                continue
+            log.commit(claim.block.token)

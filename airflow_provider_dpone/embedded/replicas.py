@@ -1,0 +1,472 @@
+"""``Replicated*MergeTree`` on the embedded cluster: every statement a process runs locally passes through here.
+
+chdb's own replication would hang the engine, so a replicated table is its non-replicated counterpart in the engine
+(``ReplicatedReplacingMergeTree(p, r, ver)`` -> ``ReplacingMergeTree(ver)``) plus a replica in the shared
+:class:`~airflow_provider_dpone.embedded.replication.ReplicationLog`, with ClickHouse's rules: the default path and
+name (``default_replica_path``/``default_replica_name`` of the engine), macro expansion, ``REPLICA_ALREADY_EXISTS``.
+An insert into such a table is spooled once, deduplicated by block id, inserted locally and logged; every other
+replica's worker (:mod:`~airflow_provider_dpone.embedded.replica_worker`) inserts the same bytes. ``DROP`` removes
+the replica, ``SYSTEM SYNC REPLICA`` waits for the log, and ``system.replicas``/``system.tables`` show the replicas
+as a server does. Statements replication does not carry (``ALTER``, ``TRUNCATE``, ``DELETE``) are refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import time
+import uuid as uuids
+from pathlib import Path
+from typing import Any
+
+from airflow_provider_dpone.embedded import macros, replica_views
+from airflow_provider_dpone.embedded.engine import Engine, EngineResult, Handle
+from airflow_provider_dpone.embedded.httpwire import escape_param
+from airflow_provider_dpone.embedded.layout import ProcessSpec
+from airflow_provider_dpone.embedded.replicated_sql import (
+    CreateStatement,
+    InsertStatement,
+    SyncReplica,
+    changed_table,
+    column_names,
+    create_statement,
+    drop_statement,
+    insert_statement,
+    insert_target,
+    is_replicated_merge_tree,
+    sync_replica,
+)
+from airflow_provider_dpone.embedded.replication import Block, Claim, Replica, ReplicaExistsError, ReplicationLog
+from airflow_provider_dpone.embedded.sinks import Sink, SpoolSink
+from airflow_provider_dpone.embedded.sqltext import (
+    QualifiedName,
+    first_keyword,
+    insert_uuid,
+    quote_identifier,
+    quote_string,
+)
+from airflow_provider_dpone.embedded.store import Store
+
+POLL_SECONDS = 0.02
+LOCAL_DEDUP_WINDOW = 100
+"""``non_replicated_deduplication_window`` of a replica's local table: re-applying a logged block is a no-op."""
+
+_NOT_CARRIED = frozenset(
+    {"database", "readonly", "log_comment", "max_execution_time", "receive_timeout", "send_timeout"}
+    | {"insert_deduplicate", "insert_deduplication_token", "deduplicate_insert", "async_insert"}
+)
+"""Settings of an insert that other replicas do not apply with its bytes (deduplication is the log's)."""
+
+_WINDOW = re.compile(r"\breplicated_deduplication_window(_seconds)? = (\d+)")
+
+
+class Replication:
+    """This process's replicas: the statements that create, fill, wait for, show and drop them."""
+
+    def __init__(self, spec: ProcessSpec, engine: Engine, store: Store) -> None:
+        self.spec = spec
+        self.engine = engine
+        self.store = store
+        self.log = ReplicationLog(store, Path(spec.cluster_dir) / "replication")
+        self.macros = dict(self.rows("SELECT macro, substitution FROM system.macros"))
+        server = dict(
+            self.rows(
+                "SELECT name, value FROM system.server_settings"
+                " WHERE name IN ('default_replica_path', 'default_replica_name')"
+            )
+        )
+        self._default_path, self._default_name = server["default_replica_path"], server["default_replica_name"]
+        tree = dict(
+            self.rows(
+                "SELECT name, value FROM system.merge_tree_settings"
+                " WHERE name IN ('replicated_deduplication_window', 'replicated_deduplication_window_seconds')"
+            )
+        )
+        self._window = (
+            int(tree["replicated_deduplication_window"]),
+            int(tree["replicated_deduplication_window_seconds"]),
+        )
+        described = self.rows(
+            "SELECT name, type FROM system.columns WHERE database = 'system' AND table = 'replicas' ORDER BY position"
+        )
+        self.replicas_structure = ", ".join(f"{quote_identifier(name)} {kind}" for name, kind in described)
+
+    # -- helpers --------------------------------------------------------------------------------------------------
+
+    def rows(self, sql: str, params: dict[str, str] | None = None, **kwargs: Any) -> list[list[Any]]:
+        data = self.engine.execute(sql, "JSONCompactEachRow", params=params, **kwargs).data.decode()
+        return [json.loads(line) for line in data.splitlines()]
+
+    def uuid_of(self, database: str, table: str) -> str | None:
+        found = self.rows(
+            "SELECT toString(uuid) FROM system.tables WHERE database = {d:String} AND name = {t:String}",
+            {"d": escape_param(database), "t": escape_param(table)},
+        )
+        return str(found[0][0]) if found else None
+
+    def name_of(self, uuid: str) -> tuple[str, str] | None:
+        """The ``(database, name)`` a table UUID has on this process now (call it under the engine lock)."""
+        found = self.rows(
+            "SELECT database, name FROM system.tables WHERE uuid = toUUID({u:String})", {"u": escape_param(uuid)}
+        )
+        return (str(found[0][0]), str(found[0][1])) if found else None
+
+    def _database(self, name: QualifiedName, handle: Handle | None, database: str | None) -> str:
+        if name.database is not None:
+            return name.database
+        if database:
+            return database
+        return str(self.rows("SELECT currentDatabase()", handle=handle)[0][0])
+
+    def _replica_of(self, name: QualifiedName, handle: Handle | None, database: str | None) -> Replica | None:
+        uuid = self.uuid_of(self._database(name, handle, database), name.name)
+        return self.log.replica(self.spec.name, uuid) if uuid else None
+
+    # -- statements -----------------------------------------------------------------------------------------------
+
+    def execute(
+        self,
+        sql: str,
+        fmt: str = "TabSeparated",
+        *,
+        handle: Handle | None = None,
+        database: str | None = None,
+        settings: dict[str, str] | None = None,
+        params: dict[str, str] | None = None,
+    ) -> EngineResult:
+        """Run one statement on this process, acting for replicated tables where ClickHouse's replication would."""
+        settings, params = dict(settings or {}), dict(params or {})
+        keyword = first_keyword(sql)
+        if keyword == "CREATE" and "Replicated" in sql:
+            statement = create_statement(sql)
+            if statement is not None and statement.engine and is_replicated_merge_tree(statement.engine.name):
+                return self._create(sql, statement, handle, database, settings)
+        if self.log.has_replicas(self.spec.name):
+            done = self._intercept(keyword, sql, handle, database, settings)
+            if done is not None:
+                return done
+            sql = replica_views.rewrite_reads(self, sql, params)
+        return self.engine.execute(sql, fmt, handle=handle, database=database, settings=settings, params=params)
+
+    def _intercept(
+        self, keyword: str, sql: str, handle: Handle | None, database: str | None, settings: dict[str, str]
+    ) -> EngineResult | None:
+        if keyword == "DROP":
+            return self._drop(sql, handle, database, settings)
+        if keyword == "SYSTEM" and (sync := sync_replica(sql)) is not None:
+            replica = self._replica_of(sync.table, handle, database)
+            return self._sync(sync, replica, handle, database, settings) if replica else None
+        if keyword == "INSERT" and (insert := insert_statement(sql)) is not None:
+            replica = self._replica_of(insert.table, handle, database)
+            return self._insert_text(sql, insert, replica, handle, database, settings) if replica else None
+        if keyword in ("ALTER", "TRUNCATE", "DELETE") and (table := changed_table(sql)) is not None:
+            replica = self._replica_of(table, handle, database)
+            if replica is not None:
+                raise self.engine.error(
+                    48, f"{keyword} of a {replica.engine} table is not replicated by the embedded cluster"
+                )
+        return None
+
+    def _create(
+        self,
+        sql: str,
+        statement: CreateStatement,
+        handle: Handle | None,
+        database: str | None,
+        settings: dict[str, str],
+    ) -> EngineResult:
+        head, clause = statement.head, statement.engine
+        assert clause is not None
+        if head.or_replace or head.kind != "TABLE":
+            raise self.engine.error(48, f"CREATE OR REPLACE of a {clause.name} table is not emulated")
+        db, table = self._database(head.target, handle, database), head.target.name
+        if head.if_not_exists and self.uuid_of(db, table) is not None:
+            return EngineResult(b"")
+        uuid = head.uuid or str(uuids.uuid4())
+        path_template, replica_template, rest = macros.engine_arguments(
+            self.engine, clause.args, self._default_path, self._default_name
+        )
+        path_template = macros.expand_special(path_template, db, table)
+        replica_template = macros.expand_special(replica_template, db, table)
+        own = (
+            ""
+            if "non_replicated_deduplication_window" in sql
+            else f"non_replicated_deduplication_window = {LOCAL_DEDUP_WINDOW}"
+        )
+        replica = Replica(
+            path=macros.zookeeper_path(
+                self.engine, macros.expand(self.engine, path_template, self.macros, db, table, head.uuid)
+            ),
+            replica_name=macros.expand(self.engine, replica_template, self.macros, db, table, None),
+            member=self.spec.name,
+            uuid=uuid,
+            engine=clause.name,
+            path_template=path_template,
+            replica_template=replica_template,
+            local_setting=own,
+            dedup_window=self._window[0],
+            dedup_window_seconds=self._window[1],
+        )
+        local_engine = clause.name.removeprefix("Replicated") + (f"({', '.join(a.text for a in rest)})" if rest else "")
+        local = sql[: clause.start] + local_engine
+        if own and clause.settings_at is not None:
+            local += sql[clause.end : clause.settings_at] + f" {own}," + sql[clause.settings_at :]
+        elif own:
+            local += sql[clause.end : clause.tail_at].rstrip() + f" SETTINGS {own} " + sql[clause.tail_at :]
+        else:
+            local += sql[clause.end :]
+        local = insert_uuid(local, uuid)
+        try:
+            created = self.log.register(replica)
+        except ReplicaExistsError as exc:
+            raise self.engine.error(253, f"Replica {exc.replica_path} already exists") from None
+        try:
+            result = self.engine.execute(local, handle=handle, database=database, settings=settings)
+        except BaseException:
+            if created:
+                self.log.unregister(self.spec.name, [uuid])
+            raise
+        if "replicated_deduplication_window" in sql:
+            self._table_window(db, table, uuid)
+        return result
+
+    def _table_window(self, db: str, table: str, uuid: str) -> None:
+        """The table's own ``replicated_deduplication_window[_seconds]`` settings, where it sets them."""
+        found = self.rows(
+            "SELECT engine_full FROM system.tables WHERE database = {d:String} AND name = {t:String}",
+            {"d": escape_param(db), "t": escape_param(table)},
+        )
+        window, seconds = self._window
+        for suffix, value in _WINDOW.findall(str(found[0][0]) if found else ""):
+            window, seconds = (window, int(value)) if suffix else (int(value), seconds)
+        self.log.set_dedup_window(self.spec.name, uuid, window, seconds)
+
+    def _drop(
+        self, sql: str, handle: Handle | None, database: str | None, settings: dict[str, str]
+    ) -> EngineResult | None:
+        drop = drop_statement(sql)
+        if drop is None:
+            return None
+        if drop.database is not None:
+            found = self.rows(
+                "SELECT toString(uuid) FROM system.tables WHERE database = {d:String}",
+                {"d": escape_param(drop.database)},
+            )
+            candidates = [str(row[0]) for row in found]
+        else:
+            candidates = [self.uuid_of(self._database(t, handle, database), t.name) or "" for t in drop.tables]
+        dropped = [uuid for uuid in candidates if uuid and self.log.replica(self.spec.name, uuid) is not None]
+        if not dropped:
+            return None
+        result = self.engine.execute(sql, handle=handle, database=database, settings=settings)
+        self.log.unregister(self.spec.name, dropped)
+        return result
+
+    def _sync(
+        self,
+        sync: SyncReplica,
+        replica: Replica,
+        handle: Handle | None,
+        database: str | None,
+        settings: dict[str, str],
+    ) -> EngineResult:
+        """Wait until the replica executed what its queue held when the command started (ClickHouse's
+        ``waitForProcessingQueue``), bounded by ``receive_timeout``; ``PULL`` only copies the log into the queue."""
+        timeout = float(self.rows("SELECT getSetting('receive_timeout')", handle=handle, settings=settings)[0][0])
+        deadline = time.monotonic() + timeout
+        member = self.spec.name
+        self.log.pull(member, replica.uuid)
+        current = self.log.replica(member, replica.uuid)
+        target = current.log_pointer if current else 0
+        while sync.mode != "PULL":
+            if current is None:
+                raise self.engine.error(60, f"Table {sync.table.name} does not exist")
+            if sync.mode == "STRICT":
+                self.log.pull(member, replica.uuid)
+                current = self.log.replica(member, replica.uuid) or current
+                target = current.log_pointer
+            if self.log.waiting(current, target, sync.sources) == 0:
+                break
+            if time.monotonic() >= deadline:
+                named = self.name_of(replica.uuid) or (sync.table.database or "", sync.table.name)
+                raise self.engine.error(
+                    159,
+                    f"SYNC REPLICA {_for_logs(*named)} ({replica.uuid}): command timed out. "
+                    "See the 'receive_timeout' setting",
+                )
+            time.sleep(POLL_SECONDS)
+            current = self.log.replica(member, replica.uuid)
+        return EngineResult(b"")
+
+    # -- inserts --------------------------------------------------------------------------------------------------
+
+    def insert_stream(
+        self,
+        head: str,
+        clause: str,
+        fmt: str,
+        statement: Any,
+        feed: Any,
+        *,
+        handle: Handle | None,
+        database: str | None,
+        settings: dict[str, str],
+    ) -> EngineResult:
+        """An ``INSERT ... FORMAT`` whose data arrives in the request body (``feed`` writes it into a sink)."""
+        target = insert_target(head) if self.log.has_replicas(self.spec.name) else None
+        replica = self._replica_of(target[0], handle, database) if target else None
+        if replica is None or target is None:
+            return self.engine.insert_stream(statement, fmt, feed, handle=handle, database=database, settings=settings)
+        token = uuids.uuid4().hex
+        spool = self.log.spool_file(replica.path, token, fmt)
+        digest = hashlib.sha256(f"{fmt}\0{target[1]}\0".encode())
+        sink: Sink = SpoolSink(spool, digest)
+        try:
+            try:
+                feed(sink)
+            finally:
+                sink.close()
+        except BaseException:
+            spool.unlink(missing_ok=True)
+            raise
+        block = Block("", token, str(spool), fmt, target[1], {})
+        return self._replicate(replica, block, digest.hexdigest(), clause, handle, database, settings)
+
+    def _insert_text(
+        self,
+        sql: str,
+        insert: InsertStatement,
+        replica: Replica,
+        handle: Handle | None,
+        database: str | None,
+        settings: dict[str, str],
+    ) -> EngineResult:
+        """``INSERT ... VALUES`` (the values text is the block) and ``INSERT ... SELECT`` (the result is spooled as
+        Native with the target's column types, as the block the engine would have written)."""
+        token = uuids.uuid4().hex
+        if insert.kind == "values":
+            spool = self.log.spool_file(replica.path, token, "Values")
+            data = sql[insert.payload :].encode()
+            spool.write_bytes(data)
+            block = Block("", token, str(spool), "Values", insert.columns, {})
+            digest = hashlib.sha256(f"Values\0{insert.columns}\0".encode() + data).hexdigest()
+        elif insert.kind == "select":
+            spool = self.log.spool_file(replica.path, token, "Native")
+            block = self._spool_select(
+                sql[insert.payload :], insert.columns, replica, spool, handle, database, settings
+            )
+            digest = hashlib.sha256(f"Native\0{block.columns}\0".encode() + spool.read_bytes()).hexdigest()
+        else:
+            raise self.engine.error(
+                48, f"INSERT ... {insert.kind.upper()} into a {replica.engine} table is not emulated"
+            )
+        return self._replicate(replica, block, digest, insert.settings, handle, database, settings)
+
+    def _spool_select(
+        self,
+        select: str,
+        columns: str,
+        replica: Replica,
+        spool: Path,
+        handle: Handle | None,
+        database: str | None,
+        settings: dict[str, str],
+    ) -> Block:
+        with self.engine.lock:
+            named = self.name_of(replica.uuid)
+            if named is None:
+                raise self.engine.error(60, "Table does not exist")
+            described = self.rows(
+                "SELECT name, type, default_kind FROM system.columns WHERE database = {d:String} AND table = {t:String}"
+                " ORDER BY position",
+                {"d": escape_param(named[0]), "t": escape_param(named[1])},
+            )
+        types = {str(name): str(kind) for name, kind, _ in described}
+        wanted = column_names(columns) if columns else [n for n, _, k in described if k not in _NOT_INSERTED]
+        if wanted is None or any(name not in types for name in wanted):
+            raise self.engine.error(48, f"this column list of an INSERT into a {replica.engine} table is not emulated")
+        structure = ", ".join(f"{quote_identifier(name)} {types[name]}" for name in wanted)
+        self.engine.execute(
+            f"INSERT INTO FUNCTION file({quote_string(str(spool))}, 'Native', {quote_string(structure)}) {select}",
+            handle=handle,
+            database=database,
+            settings=settings,
+        )
+        listed = "(" + ", ".join(quote_identifier(name) for name in wanted) + ")"
+        return Block("", spool.stem, str(spool), "Native", listed, {})
+
+    def _replicate(
+        self,
+        replica: Replica,
+        spooled: Block,
+        content_digest: str,
+        clause: str,
+        handle: Handle | None,
+        database: str | None,
+        settings: dict[str, str],
+    ) -> EngineResult:
+        """Claim the block (a duplicate ends here: success, nothing written), insert it locally, log it."""
+        effective = dict(
+            self.rows(
+                "SELECT name, value FROM system.settings WHERE changed" + (f" SETTINGS {clause}" if clause else ""),
+                handle=handle,
+                database=database,
+                settings=settings,
+            )
+        )
+        carried = {name: str(value) for name, value in effective.items() if name not in _NOT_CARRIED}
+        block = Block(
+            _block_id(effective, content_digest), spooled.token, spooled.spool, spooled.fmt, spooled.columns, carried
+        )
+        claim = Claim(replica.path, replica.replica_name, self.spec.name, replica.uuid, os.getpid(), time.time(), block)
+        if not self.log.claim(claim, replica.dedup_window, replica.dedup_window_seconds):
+            Path(block.spool).unlink(missing_ok=True)
+            return EngineResult(b"")
+        try:
+            result = self.apply(replica.uuid, block)
+        except BaseException:
+            self.log.release(block.token)
+            raise
+        self.log.commit(block.token)
+        return result
+
+    def apply(self, uuid: str, block: Block) -> EngineResult:
+        """Insert a logged block into this process's table ``uuid`` (idempotent: the token deduplicates it)."""
+        with self.engine.lock:  # the name must still be the table's when the insert runs (EXCHANGE moves names)
+            named = self.name_of(uuid)
+            if named is None:
+                raise LookupError(uuid)
+            target = f"{quote_identifier(named[0])}.{quote_identifier(named[1])}"
+            return self.engine.execute(
+                f"INSERT INTO {target} {block.columns} FROM INFILE {quote_string(block.spool)} FORMAT {block.fmt}",
+                settings={
+                    **block.settings,
+                    "insert_deduplication_token": block.token,
+                    "insert_deduplicate": "1",
+                    "deduplicate_insert": "enable",
+                },
+            )
+
+
+_NOT_INSERTED = frozenset({"MATERIALIZED", "ALIAS", "EPHEMERAL"})
+
+
+def _block_id(effective: dict[str, Any], content_digest: str) -> str:
+    """ClickHouse's block id: ``<partition>_<hash>`` of the token with the block index (``token_0``), or of the
+    block's data; empty when the insert is not deduplicated (``deduplicate_insert`` supersedes ``insert_deduplicate``
+    in this engine version)."""
+    mode = str(effective.get("deduplicate_insert", "enable"))
+    legacy = str(effective.get("insert_deduplicate", "1")) not in ("0", "false", "False")
+    if mode == "disable" or (mode == "backward_compatible_choice" and not legacy):
+        return ""
+    token = str(effective.get("insert_deduplication_token", ""))
+    digest = hashlib.sha256(f"{token}_0".encode()).hexdigest() if token else content_digest
+    return f"all_{digest[:32]}"
+
+
+def _for_logs(database: str, table: str) -> str:
+    """``StorageID::getNameForLogs`` without the UUID: back-quoted where a name is not a plain identifier."""
+    plain = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+    return ".".join(name if plain.fullmatch(name) else quote_identifier(name) for name in (database, table) if name)
