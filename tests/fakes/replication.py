@@ -11,8 +11,8 @@ Semantics kept faithful to ClickHouse where the internal protocol depends on the
   replica at once and reaches the other replicas only when they fetch;
 * fetches happen under the simulator's control: ``FakeWorld.replicate(limit)`` (every replica fetches up to ``limit``
   entries), :func:`fetch` (one replica), or ``SYSTEM SYNC REPLICA`` (drains that replica); a replica whose member has ``fetch_paused`` never
-  fetches (its sync times out), one with ``fetch_corrupt`` fetches every part without its last row (a divergent
-  replica);
+  fetches (its sync times out), one with ``fetch_corrupt = n`` fetches its next ``n`` parts without their last row
+  (a divergent replica; ``-1``: every part);
 * DROP removes the replica from the log; the last replica's drop removes the path.
 """
 
@@ -127,9 +127,13 @@ def fetch(table: FakeTable, limit: int | None = None) -> bool:
     assert replica is not None
     if replica.member.fetch_paused:
         return not replica.pending
+    member = replica.member
     for index in replica.pending[:limit]:
         part = replica.log.parts[index]
-        table.rows.extend(part[:-1] if replica.member.fetch_corrupt and part else part)
+        if member.fetch_corrupt and part:
+            part = part[:-1]
+            member.fetch_corrupt -= member.fetch_corrupt > 0
+        table.rows.extend(part)
         replica.fetched.add(index)
     return not replica.pending
 

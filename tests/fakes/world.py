@@ -112,7 +112,7 @@ class FakeMember:
     ddl_fails: bool = False
     executed: int = 0  # how many queue entries this member's worker has processed
     fetch_paused: bool = False  # its replicas fetch nothing (SYNC REPLICA times out)
-    fetch_corrupt: bool = False  # its replicas fetch every part without its last row (a divergent replica)
+    fetch_corrupt: int = 0  # its replicas fetch the next n parts without their last row (-1: every part)
     replica_readonly: bool = False  # its replicas lost Keeper (system.replicas.is_readonly)
 
     @property

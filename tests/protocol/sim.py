@@ -266,7 +266,8 @@ class Sim:
             assert self.successes == 0
         self.check_invariants()
         for member in self.world.members:
-            assert self.world.table(member, self.request.candidate_name) is not None, "not retained"
+            if record.member(member.member_id).candidate_uuid is not None:  # a bound candidate, or the predecessor
+                assert self.world.table(member, self.request.candidate_name) is not None, "not retained"
 
     def check_converged(self) -> None:
         """COMPLETED, every member's target equals the artifact, nothing else of ours is left behind."""

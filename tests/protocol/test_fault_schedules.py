@@ -1,4 +1,4 @@
-"""10,000 derandomized multi-fault schedules with retries (hypothesis).
+"""10,000 derandomized multi-fault schedules with retries per replication mode (hypothesis).
 
 Each example draws a topology (2 or 3 members), a baseline (existing or absent target), an input (rows or empty), an
 Airflow retry budget, and a schedule of 2 to 6 faults (point index, kind) over the run's fault points. After the faulty
@@ -8,6 +8,8 @@ the artifact, or -- only when a permit's DDL was never sent -- stop fail-closed 
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -26,13 +28,33 @@ fault_lists = st.lists(
 )
 
 
-@settings(
+SETTINGS = settings(
     max_examples=SCHEDULES,
     derandomize=True,
     database=None,
     deadline=None,
     suppress_health_check=list(HealthCheck),
 )
+
+
+def _run_schedule(sim: Sim, faults: list[tuple[int, FaultKind]], tries: int, heal: Callable[[], None]) -> None:
+    """The faulty run, the invariants, then (faults off, ``heal`` applied) retries: COMPLETED with every member equal
+    to the artifact, or -- only for a permit whose DDL was never sent -- a fail-closed stop retaining everything."""
+    sim.world.faults.schedule(faults)
+    outcome = sim.run_dag(tries=tries)
+    sim.check_invariants()
+    sim.world.faults.disable()
+    heal()
+    if outcome != "completed":
+        outcome = sim.run_dag()
+    if outcome.endswith(UNPROVEN):
+        sim.check_fail_closed(outcome, UNPROVEN)
+        return
+    assert outcome == "completed", (outcome, sim.errors, sim.world.faults.fired)
+    sim.check_converged()
+
+
+@SETTINGS
 @given(
     members=st.sampled_from([2, 3]),
     existing=st.booleans(),
@@ -44,14 +66,43 @@ def test_multi_fault_schedules_never_duplicate_never_lie_and_converge(
     members: int, existing: bool, empty: bool, tries: int, faults: list[tuple[int, FaultKind]]
 ) -> None:
     sim = Sim.build(members=members, baseline=BASELINE_ROWS if existing else None, rows=() if empty else NEW_ROWS)
-    sim.world.faults.schedule(faults)
-    outcome = sim.run_dag(tries=tries)
-    sim.check_invariants()
-    sim.world.faults.disable()
-    if outcome != "completed":
-        outcome = sim.run_dag()
-    if outcome.endswith(UNPROVEN):  # a permit whose DDL was never sent: fail closed, retain everything
-        sim.check_fail_closed(outcome, UNPROVEN)
-        return
-    assert outcome == "completed", (outcome, sim.errors, sim.world.faults.fired)
-    sim.check_converged()
+    _run_schedule(sim, faults, tries, heal=lambda: None)
+
+
+@SETTINGS
+@given(
+    members=st.sampled_from([2, 3]),
+    existing=st.booleans(),
+    empty=st.booleans(),
+    tries=st.integers(1, 3),
+    faults=fault_lists,
+    lagging=st.sampled_from([None, 0, 1, 2]),
+    diverging=st.sampled_from([None, 0, 1, 2]),
+    block_rows=st.integers(1, 3),
+)
+def test_internal_multi_fault_schedules_never_duplicate_never_lie_and_converge(
+    members: int,
+    existing: bool,
+    empty: bool,
+    tries: int,
+    faults: list[tuple[int, FaultKind]],
+    lagging: int | None,
+    diverging: int | None,
+    block_rows: int,
+) -> None:
+    """The internal route under the same schedules, plus replication adversity during the faulty run: a replica that
+    fetches nothing until healed, a replica whose first fetched part diverges, and the insert block size."""
+    sim = Sim.build(
+        members=members, baseline=BASELINE_ROWS if existing else None, rows=() if empty else NEW_ROWS, mode="internal"
+    )
+    sim.world.insert_block_rows = block_rows
+    if lagging is not None and lagging < members:
+        sim.world.members[lagging].fetch_paused = True
+    if diverging is not None and diverging < members:
+        sim.world.members[diverging].fetch_corrupt = 1
+
+    def heal() -> None:
+        for member in sim.world.members:
+            member.fetch_paused = False
+
+    _run_schedule(sim, faults, tries, heal)

@@ -1,4 +1,4 @@
-"""Exhaustive single-fault enumeration: every fault point x every fault kind, for 2 and 3 members.
+"""Exhaustive single-fault enumeration: every fault point x every fault kind, both modes, for 2 and 3 members.
 
 For each configuration the fault-free run is traced first; then, for every point index of that trace and every kind,
 a fresh world runs the DAG with exactly that fault. The fault must actually fire, the invariants must hold right
@@ -13,31 +13,45 @@ from __future__ import annotations
 
 import pytest
 
+from airflow_provider_dpone.contracts.inventory import ReplicationMode
 from tests.fakes.faults import SINGLE_FAULT_KINDS, FaultKind
 from tests.protocol.sim import BASELINE_ROWS, UNPROVEN, Sim, permit_without_dispatch
 
 CONFIGS = [
-    pytest.param(2, True, id="2-members-existing-target"),
-    pytest.param(2, False, id="2-members-absent-target"),
-    pytest.param(3, True, id="3-members-existing-target"),
-    pytest.param(3, False, id="3-members-absent-target"),
+    pytest.param(mode, members, existing, id=f"{mode}-{members}-members-{'existing' if existing else 'absent'}-target")
+    for mode in ("external", "internal")
+    for members in (2, 3)
+    for existing in (True, False)
 ]
-EVERY_BOUNDARY = {
-    "authority.create",
-    "authority.cas",
-    "member.create",
-    "member.load",
-    "ddl.dispatch",
-    "ddl.queue_status",
+EVERY_BOUNDARY: dict[ReplicationMode, set[str]] = {
+    "external": {
+        "authority.create",
+        "authority.cas",
+        "member.create",
+        "member.load",
+        "ddl.dispatch",
+        "ddl.queue_status",
+    },
+    "internal": {
+        "authority.create",
+        "authority.cas",
+        "ddl.dispatch",  # the candidate's ON CLUSTER create, the publication, the cleanup
+        "ddl.queue_status",
+        "member.load",  # once, through one replica
+        "member.replica_status",
+        "member.sync_replica",
+    },
 }
 
 
-def _build(members: int, existing: bool) -> Sim:
-    return Sim.build(members=members, baseline=BASELINE_ROWS if existing else None)
+def _build(mode: ReplicationMode, members: int, existing: bool) -> Sim:
+    return Sim.build(members=members, baseline=BASELINE_ROWS if existing else None, mode=mode)
 
 
-def _enumerate(members: int, existing: bool, *, prefix: list[tuple[int, FaultKind]], tries: int) -> int:
-    clean = _build(members, existing)
+def _enumerate(
+    mode: ReplicationMode, members: int, existing: bool, *, prefix: list[tuple[int, FaultKind]], tries: int
+) -> int:
+    clean = _build(mode, members, existing)
     clean.world.faults.schedule(prefix)
     assert clean.run_dag() == "completed"
     trace = clean.world.faults.trace
@@ -46,7 +60,7 @@ def _enumerate(members: int, existing: bool, *, prefix: list[tuple[int, FaultKin
     for point in range(first, len(trace)):
         kinds = (*SINGLE_FAULT_KINDS, FaultKind.PARTIAL) if trace[point] == "member.load" else SINGLE_FAULT_KINDS
         for kind in kinds:
-            sim = _build(members, existing)
+            sim = _build(mode, members, existing)
             sim.world.faults.schedule([*prefix, (point, kind)])
             outcome = sim.run_dag(tries=tries)
             assert (point, trace[point], kind) in sim.world.faults.fired, (point, kind)
@@ -63,26 +77,33 @@ def _enumerate(members: int, existing: bool, *, prefix: list[tuple[int, FaultKin
     return runs
 
 
-@pytest.mark.parametrize(("members", "existing"), CONFIGS)
+@pytest.mark.parametrize(("mode", "members", "existing"), CONFIGS)
 @pytest.mark.parametrize("tries", [1, 3])
-def test_every_single_fault_converges(members: int, existing: bool, tries: int) -> None:
-    clean = _build(members, existing)
+def test_every_single_fault_converges(mode: ReplicationMode, members: int, existing: bool, tries: int) -> None:
+    clean = _build(mode, members, existing)
     assert clean.run_dag() == "completed"
     trace = clean.world.faults.trace
-    assert set(trace) >= EVERY_BOUNDARY
-    assert trace.count("member.load") == members and trace.count("member.create") == members
-    assert _enumerate(members, existing, prefix=[], tries=tries) >= 3 * len(trace)
+    assert set(trace) == EVERY_BOUNDARY[mode]
+    loads, creates = (1, 0) if mode == "internal" else (members, members)
+    assert trace.count("member.load") == loads and trace.count("member.create") == creates
+    assert _enumerate(mode, members, existing, prefix=[], tries=tries) >= 3 * len(trace)
 
 
-@pytest.mark.parametrize(("members", "existing"), CONFIGS)
-def test_every_single_fault_during_an_exact_rebuild_converges(members: int, existing: bool) -> None:
-    """A partial first load forces the drop-and-rebuild path, so member drops become fault points too."""
-    clean = _build(members, existing)
+@pytest.mark.parametrize(("mode", "members", "existing"), CONFIGS)
+def test_every_single_fault_during_an_exact_rebuild_converges(
+    mode: ReplicationMode, members: int, existing: bool
+) -> None:
+    """A partial first load forces the drop-and-rebuild path (external: member drops; internal: the fenced ON
+    CLUSTER drop of the owned candidate and a second create), so those become fault points too."""
+    clean = _build(mode, members, existing)
     clean.run_dag()
     first_load = clean.world.faults.trace.index("member.load")
     prefix = [(first_load, FaultKind.PARTIAL)]
-    rebuilt = _build(members, existing)
+    rebuilt = _build(mode, members, existing)
     rebuilt.world.faults.schedule(prefix)
     assert rebuilt.run_dag() == "completed"
-    assert "member.drop" in rebuilt.world.faults.trace[first_load:]
-    assert _enumerate(members, existing, prefix=prefix, tries=1) > 0
+    if mode == "external":
+        assert "member.drop" in rebuilt.world.faults.trace[first_load:]
+    else:
+        assert [entry.intent.kind for entry in rebuilt.world.queue][:3] == ["create", "drop", "create"]
+    assert _enumerate(mode, members, existing, prefix=prefix, tries=1) > 0
