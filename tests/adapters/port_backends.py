@@ -134,9 +134,8 @@ class EmbeddedBackend:
             self.connection, database=database, store=store, ddl_task_timeout_seconds=ddl_timeout_seconds
         )
         self.ports = self.adapters.ports
-        self.inventory = admit_inventory(
-            self.ports.catalog.inventory(self.cluster), cluster=self.cluster, mode="external"
-        )
+        mode = "internal" if cluster.internal_replication else "external"
+        self.inventory = admit_inventory(self.ports.catalog.inventory(self.cluster), cluster=self.cluster, mode=mode)
 
     def seal(self, columns: Sequence[tuple[str, str]], rows: Sequence[Row]) -> ArtifactReceipt:
         source = self.adapters.query_source(
