@@ -1,16 +1,19 @@
 """The two implementations the publication port contract suite runs against: the in-memory fakes and the real
-adapters on the embedded cluster (real ClickHouse engines behind HTTP, emulated ON CLUSTER queue).
+adapters on the embedded cluster (real ClickHouse engines behind HTTP, emulated ON CLUSTER queue and, on a cluster
+started with ``internal_replication=True``, emulated ``Replicated*MergeTree`` replication between the engines).
 
-Each backend offers the same small surface: the port objects, the admitted inventory, a way to seal an artifact
-from Python rows (the fake keeps the rows; the real backend extracts them with a source query and the real artifact
-store), and a way to lose the response of the next mutation of one kind (fault injection of each world).
+Each backend offers the same small surface: the port objects, the admitted inventory (in the mode its cluster
+reports), a way to seal an artifact from Python rows (the fake keeps the rows; the real backend extracts them with a
+source query and the real artifact store), a way to lose the response of the next mutation of one kind, and a way to
+pause one member's DDL worker or its replication fetches (fault injection of each world).
 """
 
 from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -25,6 +28,7 @@ from airflow_provider_dpone.contracts.authority_row import AUTHORITY_COLUMNS, AU
 from airflow_provider_dpone.contracts.connection import ClickHouseConnectionOptions
 from airflow_provider_dpone.contracts.inventory import AdmittedInventory
 from airflow_provider_dpone.contracts.receipts import ArtifactReceipt
+from airflow_provider_dpone.embedded.store import Store
 from airflow_provider_dpone.protocol.context import PublicationPorts
 from airflow_provider_dpone.protocol.runtime_admission import admit_inventory
 from tests.fakes.publication import FakeWorld, FaultKind
@@ -50,20 +54,25 @@ class PortBackend(Protocol):
 
     def resume(self, member_id: str) -> None: ...
 
+    def pause_replication(self, member_id: str) -> None:
+        """The member's replicas fetch nothing (internal mode): its ``SYSTEM SYNC REPLICA`` waits out its bound."""
+        ...
+
+    def resume_replication(self, member_id: str) -> None: ...
+
     def close(self) -> None: ...
 
 
 class FakeBackend:
     name = "fake"
 
-    def __init__(self, members: int = 2) -> None:
-        self.world = FakeWorld(members=members)
+    def __init__(self, members: int = 2, *, internal_replication: bool = False) -> None:
+        self.world = FakeWorld(members=members, internal_replication=internal_replication)
         self.cluster = self.world.cluster
         self.database = self.world.database
         self.ports = self.world.ports()
-        self.inventory = admit_inventory(
-            self.ports.catalog.inventory(self.cluster), cluster=self.cluster, mode="external"
-        )
+        mode = "internal" if internal_replication else "external"
+        self.inventory = admit_inventory(self.ports.catalog.inventory(self.cluster), cluster=self.cluster, mode=mode)
 
     def seal(self, columns: Sequence[tuple[str, str]], rows: Sequence[Row]) -> ArtifactReceipt:
         return self.world.source(columns, rows).seal()
@@ -77,6 +86,12 @@ class FakeBackend:
 
     def resume(self, member_id: str) -> None:
         self.world.resume(self.world.member(member_id))
+
+    def pause_replication(self, member_id: str) -> None:
+        self.world.member(member_id).fetch_paused = True
+
+    def resume_replication(self, member_id: str) -> None:
+        self.world.member(member_id).fetch_paused = False
 
     def close(self) -> None:
         return None
@@ -163,5 +178,54 @@ class EmbeddedBackend:
     def resume(self, member_id: str) -> None:
         self.embedded.faults.resume(self.process_of(member_id))
 
+    def pause_replication(self, member_id: str) -> None:
+        replication_fault(self.embedded, self.process_of(member_id), PAUSE_REPLICATION)
+
+    def resume_replication(self, member_id: str) -> None:
+        clear_replication_fault(self.embedded, self.process_of(member_id), PAUSE_REPLICATION)
+
     def close(self) -> None:
         self.adapters.close()
+
+
+# --- replication faults of the embedded cluster ------------------------------------------------------------------
+
+PAUSE_REPLICATION = "pause_replication"
+"""The member's replication worker executes no log entry (its queue grows; ``SYSTEM SYNC REPLICA`` times out)."""
+LAG_REPLICATION = "lag_replication"
+"""The member's replication worker executes a log entry only once it is ``seconds`` old."""
+
+
+def replication_fault(cluster: Any, process: str, kind: str, *, seconds: float | None = None) -> None:
+    """Arm a replication fault on one member process, in the cluster's shared fault state.
+
+    The embedded replication worker reads these fault kinds on every step, but :class:`Faults` has no method for
+    them yet, so they are armed in the same durable state its controls use (``reset()`` disarms them too).
+    """
+    Store(cluster.directory / "state.sqlite").arm(process, kind, seconds=seconds, count=-1)
+
+
+def clear_replication_fault(cluster: Any, process: str, kind: str) -> None:
+    Store(cluster.directory / "state.sqlite").disarm(process, kind)
+
+
+@contextmanager
+def fresh_database_on(cluster: Any) -> Iterator[str]:
+    """A new Atomic database on every process of ``cluster`` (one not handed out by the pytest plugin's fixture)."""
+    name = f"test_{uuid.uuid4().hex[:12]}"
+    for endpoint in cluster.endpoints:
+        client = cluster.client(endpoint)
+        try:
+            client.command(f"CREATE DATABASE `{name}` ENGINE = Atomic")
+        finally:
+            client.close()
+    try:
+        yield name
+    finally:
+        cluster.faults.reset()
+        for endpoint in cluster.endpoints:
+            client = cluster.client(endpoint)
+            try:
+                client.command(f"DROP DATABASE IF EXISTS `{name}` SYNC")
+            finally:
+                client.close()
