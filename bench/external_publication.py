@@ -127,6 +127,7 @@ def request(database: str, target: str, run_id: str, max_bytes: int) -> Any:
             "dag_id": "bench",
             "run_id": run_id,
             "normalized_plan_digest": "5" * 64,
+            "replication_mode": "external",
             "table": TableSpec(columns=tuple(ColumnSpec(name=n, type=t) for n, t in COLUMNS), order_by=("id",)),
             "max_source_bytes": max_bytes,
         }
@@ -135,9 +136,9 @@ def request(database: str, target: str, run_id: str, max_bytes: int) -> Any:
 
 def run_publication(adapters: Any, req: Any, source: Any) -> None:
     from airflow_provider_dpone.protocol.results import Committed, Completed
-    from airflow_provider_dpone.protocol.service import ExternalPublicationService
+    from airflow_provider_dpone.protocol.service import publication_service
 
-    service = ExternalPublicationService(adapters.ports, req)
+    service = publication_service(adapters.ports, req)
     service.fence()
     staged = service.stage(source)
     if staged.phase != "STAGED":

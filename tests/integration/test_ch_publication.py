@@ -18,7 +18,7 @@ from airflow_provider_dpone.contracts.authority_row import AUTHORITY_COLUMNS, AU
 from airflow_provider_dpone.hooks.clickhouse import DponeClickHouseHook
 from airflow_provider_dpone.ports.publication import ColumnSpec, TableSpec
 from airflow_provider_dpone.protocol.results import Committed, Completed
-from airflow_provider_dpone.protocol.service import ExternalPublicationService
+from airflow_provider_dpone.protocol.service import publication_service
 
 pytestmark = pytest.mark.embedded_cluster(members=2)
 
@@ -69,6 +69,7 @@ def request(database: str, run_id: str) -> dict[str, Any]:
         "dag_id": "it_dag",
         "run_id": run_id,
         "normalized_plan_digest": "5" * 64,
+        "replication_mode": "external",
         "table": SPEC,
         "max_source_bytes": 1 << 26,
     }
@@ -104,7 +105,7 @@ def digest_on(embedded_cluster: Any, member: Any, database: str, table: str) -> 
 def publish(adapters: PublicationAdapters, database: str, run_id: str, rows: int, salt: int) -> Completed:
     from airflow_provider_dpone.protocol.request import PublicationRequest
 
-    service = ExternalPublicationService(adapters.ports, PublicationRequest.parse(request(database, run_id)))
+    service = publication_service(adapters.ports, PublicationRequest.parse(request(database, run_id)))
     service.fence()
     stage = service.stage(
         adapters.query_source(query=source_query(rows, salt), columns=COLUMNS, max_source_bytes=1 << 26)
@@ -160,7 +161,7 @@ def test_a_lost_load_response_is_resolved_by_observation_without_duplicate_rows(
     from airflow_provider_dpone.protocol.request import PublicationRequest
 
     embedded_cluster.faults.lose_response("member2", match="^INSERT INTO")
-    service = ExternalPublicationService(adapters.ports, PublicationRequest.parse(request(fresh_database, "run-loss")))
+    service = publication_service(adapters.ports, PublicationRequest.parse(request(fresh_database, "run-loss")))
     service.fence()
     stage = service.stage(
         adapters.query_source(query=source_query(5_000, 2), columns=COLUMNS, max_source_bytes=1 << 26)
