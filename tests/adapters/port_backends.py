@@ -209,23 +209,22 @@ def clear_replication_fault(cluster: Any, process: str, kind: str) -> None:
     Store(cluster.directory / "state.sqlite").disarm(process, kind)
 
 
+def on_every_process(cluster: Any, statement: str) -> None:
+    for endpoint in cluster.endpoints:
+        client = cluster.client(endpoint)
+        try:
+            client.command(statement)
+        finally:
+            client.close()
+
+
 @contextmanager
 def fresh_database_on(cluster: Any) -> Iterator[str]:
     """A new Atomic database on every process of ``cluster`` (one not handed out by the pytest plugin's fixture)."""
     name = f"test_{uuid.uuid4().hex[:12]}"
-    for endpoint in cluster.endpoints:
-        client = cluster.client(endpoint)
-        try:
-            client.command(f"CREATE DATABASE `{name}` ENGINE = Atomic")
-        finally:
-            client.close()
+    on_every_process(cluster, f"CREATE DATABASE `{name}` ENGINE = Atomic")
     try:
         yield name
     finally:
         cluster.faults.reset()
-        for endpoint in cluster.endpoints:
-            client = cluster.client(endpoint)
-            try:
-                client.command(f"DROP DATABASE IF EXISTS `{name}` SYNC")
-            finally:
-                client.close()
+        on_every_process(cluster, f"DROP DATABASE IF EXISTS `{name}` SYNC")

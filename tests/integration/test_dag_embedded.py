@@ -18,12 +18,19 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_dpone.contracts.manifest import ClusterPublicationManifest, load_manifest
 from airflow_provider_dpone.contracts.manifest import ClusterPublicationManifest as Manifest
 from airflow_provider_dpone.embedded import EmbeddedCluster
 from airflow_provider_dpone.operators.publication_environment import PublicationEnvironment, hook_environment
 from airflow_provider_dpone.triggers.ddl_queue_readers import ClickHouseQueueReader, QueueSnapshot
-from tests.integration.dag_runner import RunOutcome, configure, load_example, run_example
+from tests.integration.dag_runner import (
+    INTERNAL_EXAMPLE_FILE,
+    RunOutcome,
+    assert_mode_mismatch_before_source_io,
+    configure,
+    load_example,
+    retargeted_manifest,
+    run_example,
+)
 
 PASSWORD = "pw-Redact-Me-7f3e9a"
 pytestmark = pytest.mark.embedded_cluster(members=2, password=PASSWORD)
@@ -81,12 +88,7 @@ def published(
         example.prepare_demo(client, cluster=embedded_cluster.cluster_name, database=fresh_database, rows=SOURCE_ROWS)
     finally:
         client.close()
-    manifest = load_manifest(example.MANIFEST)
-    assert isinstance(manifest, ClusterPublicationManifest)
-    content = manifest.model_dump(mode="json", exclude_none=True)
-    content["physical_design"]["storage"]["clickhouse"]["cluster"]["name"] = embedded_cluster.cluster_name
-    content["sink"]["database"] = content["sink"]["staging_database"] = fresh_database
-    content["source"]["query"] = f"SELECT id, name, amount, updated_at FROM {fresh_database}.source_table"
+    content = retargeted_manifest(example, cluster=embedded_cluster.cluster_name, database=fresh_database)
     configure(example, None, manifest=content, poll_interval=0.2)
     yield {"database": fresh_database, "manifest": content}
     configure(example, None)
@@ -263,3 +265,26 @@ def test_a_racing_run_is_fenced_and_empty_input_publishes_an_empty_generation(
     assert resumed.succeeded, resumed.states
     assert resumed.xcom["cleanup"]["row_count"] == 0
     assert _members(embedded_cluster, database) == [(0, 0)] * 2
+
+
+def test_an_internal_manifest_on_this_cluster_fails_before_any_source_io(
+    dags_folder: Path,
+    embedded_cluster: EmbeddedCluster,
+    fresh_database: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """The internal example's manifest (``replication_mode: internal``, a ReplicatedMergeTree target) on this
+    ``internal_replication=false`` cluster: the mode/flag code, before the source is touched."""
+    internal = load_example(dags_folder, INTERNAL_EXAMPLE_FILE)
+    monkeypatch.setenv("AIRFLOW_CONN_DPONE_CLICKHOUSE_DEFAULT", json.dumps(embedded_cluster.connection_json()))
+    client = embedded_cluster.client()
+    try:
+        internal.prepare_demo(client, cluster=embedded_cluster.cluster_name, database=fresh_database, rows=SOURCE_ROWS)
+    finally:
+        client.close()
+    content = retargeted_manifest(internal, cluster=embedded_cluster.cluster_name, database=fresh_database)
+    assert content["physical_design"]["storage"]["clickhouse"]["cluster"]["replication_mode"] == "internal"
+    assert_mode_mismatch_before_source_io(
+        internal, embedded_cluster, fresh_database, content, lambda: capfd.readouterr().out
+    )
