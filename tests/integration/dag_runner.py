@@ -6,6 +6,7 @@ The DAG module is imported from the session's DAGs folder (the copy ``dag.test()
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -28,6 +29,36 @@ TASKS = ("fence", "stage", "publish", "cleanup")
 
 def load_example(dags_folder: Path, file_name: str = EXAMPLE_FILE) -> ModuleType:
     return load_dag_file(f"dpone_example_{Path(file_name).stem}", dags_folder / file_name)
+
+
+def export_connection(monkeypatch: Any, cluster: Any, *, ddl_task_timeout_seconds: int = 2) -> None:
+    """``dpone_clickhouse_default`` is the cluster's coordinator; publication DDL waits at most this many seconds."""
+    monkeypatch.setenv("AIRFLOW_CONN_DPONE_CLICKHOUSE_DEFAULT", json.dumps(cluster.connection_json()))
+    monkeypatch.setenv("AIRFLOW__DPONE__DDL_TASK_TIMEOUT_SECONDS", str(ddl_task_timeout_seconds))
+
+
+def provision_example(
+    example: ModuleType, cluster: Any, database: str, *, rows: int, replicated_target: str | None = None
+) -> None:
+    """The example's demo scaffolding in ``database`` (authority table, source with ``rows`` rows, and optionally
+    an empty replicated target with these keys)."""
+    client = cluster.client()
+    try:
+        example.prepare_demo(
+            client, cluster=cluster.cluster_name, database=database, rows=rows, replicated_target=replicated_target
+        )
+    finally:
+        client.close()
+
+
+def assert_redacted(seen: str, cluster: Any, password: str) -> None:
+    """Nothing a human or a downstream task sees carries the password, a host:port or a demo row value."""
+    assert "dpone stage: operation" in seen and "DPONE_" not in seen
+    forbidden = [password, "item-17", "item-23"]
+    forbidden += [f"{m.host}:{m.port}" for m in cluster.members]
+    forbidden += [f"127.0.0.1:{cluster.coordinator.port}"]
+    for value in forbidden:
+        assert value not in seen, f"{value!r} leaked"
 
 
 def retargeted_manifest(example: ModuleType, *, cluster: str, database: str) -> dict[str, Any]:
