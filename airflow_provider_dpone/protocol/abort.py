@@ -5,7 +5,10 @@ A table under the candidate name with a UUID the operation never intended is for
 stops). ABORTED is terminal, never success, and lets a new operation take the target slot.
 
 Both modes drop member by member, each by its exact UUID (``DROP TABLE ... SYNC`` on that member only): in internal
-mode that removes each replica of the owned replicated candidate, and the last one removes its Keeper path.
+mode that removes each replica of the owned replicated candidate, and the last one removes its Keeper path. In
+internal mode the candidate's own ON CLUSTER create or rebuild drop may still be queued on a replica; a drop before
+it runs there would leave that replica's CREATE to run after ABORTED, so the abort waits (retryable) until the bound
+entry finished on every host, or until the permit is void (no entry after the quiet period).
 """
 
 from __future__ import annotations
@@ -13,12 +16,14 @@ from __future__ import annotations
 from airflow_provider_dpone.contracts.authority_codec import AuthorityRecord
 from airflow_provider_dpone.contracts.authority_external import ExternalAuthorityRecord
 from airflow_provider_dpone.contracts.authority_generation import ErrorClassification
-from airflow_provider_dpone.contracts.authority_phases import PRE_PUBLICATION_PHASES, Phase
+from airflow_provider_dpone.contracts.authority_phases import PRE_PUBLICATION_PHASES, MemberStage, Phase
 from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.ports.publication import HostDdlState
 from airflow_provider_dpone.protocol.authority_io import Held
 from airflow_provider_dpone.protocol.context import Context
 from airflow_provider_dpone.protocol.member_mutation import mutate_once
 from airflow_provider_dpone.protocol.observe import observe_candidate
+from airflow_provider_dpone.protocol.reconcile import read_entry
 
 ABORT_CODE = "DPONE_CLICKHOUSE_CLUSTER_OPERATION_ABORTED"
 
@@ -27,6 +32,7 @@ def abort_before_publication(ctx: Context, held: Held) -> Held:
     record = held.record
     if record.phase not in PRE_PUBLICATION_PHASES:
         raise DponeError("DPONE_CLICKHOUSE_CLUSTER_ABORT_AFTER_PUBLICATION", f"phase {record.phase}")
+    _require_no_queued_candidate_ddl(ctx, record)
     for member_id in record.member_ids():
         obs = observe_candidate(ctx, member_id)
         if not obs.exists:
@@ -50,3 +56,20 @@ def owned_uuids(record: AuthorityRecord, member_id: str) -> tuple[str, ...]:
     if isinstance(record, ExternalAuthorityRecord):
         return record.member(member_id).owned_candidate_uuids
     return () if record.candidate is None else record.candidate.owned_uuids
+
+
+def _require_no_queued_candidate_ddl(ctx: Context, record: AuthorityRecord) -> None:
+    """Internal mode: no bound create (still INTENDED) or rebuild drop of the candidate may still run on a host."""
+    candidate = None if isinstance(record, ExternalAuthorityRecord) else record.candidate
+    if candidate is None:
+        return
+    pending = candidate.drop or (candidate.create if candidate.stage is MemberStage.INTENDED else None)
+    if pending is None:
+        return
+    entry = read_entry(ctx, pending)
+    if entry is None:
+        waiting = ctx.now() - pending.permitted_at_ms < ctx.settings.dispatch_quiet_ms
+    else:
+        waiting = any(host.state in (HostDdlState.INACTIVE, HostDdlState.ACTIVE) for host in entry.hosts)
+    if waiting:
+        raise DponeError("DPONE_CLICKHOUSE_CLUSTER_STAGING_DDL_PENDING", f"abort waits for the {pending.kind} entry")

@@ -17,9 +17,8 @@ from airflow_provider_dpone.ports.publication import DropTable
 from airflow_provider_dpone.protocol.authority_io import Held
 from airflow_provider_dpone.protocol.context import Context
 from airflow_provider_dpone.protocol.ddl_step import DdlStep, StepProgress, require_before, run_step
-from airflow_provider_dpone.protocol.observe import observe_candidate, observe_target
 from airflow_provider_dpone.protocol.publication import FOREIGN
-from airflow_provider_dpone.protocol.reconcile import Reconciliation, Side, Verdict, classify
+from airflow_provider_dpone.protocol.reconcile import Reconciliation, Side, Verdict, classify_observed
 
 
 def clean_up(ctx: Context, held: Held, *, allow_dispatch: bool) -> StepProgress:
@@ -67,13 +66,8 @@ def _side(ctx: Context, record: AuthorityRecord, member_id: str) -> Side | None:
     The target must be the committed candidate on every member in both cases; anything else is foreign.
     """
     member = record.member(member_id)
-    target = observe_target(ctx, member_id)
-    candidate = observe_candidate(ctx, member_id)
-    return classify(
-        target.uuid,
-        candidate.uuid,
-        before=(member.published_uuid, member.target_uuid),
-        after=(member.published_uuid, None),
+    return classify_observed(
+        ctx, member_id, before=(member.published_uuid, member.target_uuid), after=(member.published_uuid, None)
     )
 
 

@@ -75,7 +75,9 @@ def _sink_and_load_blockers(manifest: ClusterPublicationManifest) -> list[Blocke
 
 
 def _replay_blockers(manifest: ClusterPublicationManifest) -> list[Blocker]:
-    """Durable quality replay is bound to the internal replicated full refresh (seed 002); elsewhere it fails closed."""
+    """Durable quality replay is bound to the internal replicated full refresh (seed 002), and the internal protocol
+    does not record that evidence yet (it writes ``cluster-full-refresh.v1`` records, never the v2 quality binding):
+    admitting the option would publish without the evidence it promises, so it fails closed on every route."""
     if not manifest.sink.options.durable_quality_replay:
         return []
     cluster = manifest.cluster
@@ -86,8 +88,9 @@ def _replay_blockers(manifest: ClusterPublicationManifest) -> list[Blocker]:
     elif manifest.load.strategy is not LoadStrategy.FULL_REFRESH:
         route = f"cluster_internal {manifest.load.strategy.value}"
     else:
-        return []
-    detail = f"route {route}: only cluster_internal full_refresh records durable quality evidence"
+        detail = "route cluster_internal full_refresh: this provider does not record durable quality evidence yet"
+        return [Blocker("DPONE_REPLAY_QUALITY_EVIDENCE_UNSUPPORTED", "sink.options.durable_quality_replay", detail)]
+    detail = f"route {route}: only cluster_internal full_refresh can record durable quality evidence"
     return [Blocker("DPONE_REPLAY_QUALITY_EVIDENCE_UNSUPPORTED", "sink.options.durable_quality_replay", detail)]
 
 

@@ -19,7 +19,7 @@ from airflow_provider_dpone.protocol.authority_io import Held
 from airflow_provider_dpone.protocol.context import Context
 from airflow_provider_dpone.protocol.ddl_step import DdlStep, StepProgress, run_step
 from airflow_provider_dpone.protocol.observe import is_exact, observe_candidate, observe_target
-from airflow_provider_dpone.protocol.reconcile import Side, classify
+from airflow_provider_dpone.protocol.reconcile import Side, classify_observed
 
 FOREIGN = "DPONE_CLICKHOUSE_CLUSTER_PUBLICATION_FOREIGN_UUID"
 
@@ -57,11 +57,9 @@ def publish(ctx: Context, held: Held, *, allow_dispatch: bool) -> StepProgress:
 
 def _side(ctx: Context, record: AuthorityRecord, member_id: str) -> Side | None:
     member = record.member(member_id)
-    target = observe_target(ctx, member_id)
-    candidate = observe_candidate(ctx, member_id)
-    return classify(
-        target.uuid,
-        candidate.uuid,
+    return classify_observed(
+        ctx,
+        member_id,
         before=(member.target_uuid, member.candidate_uuid),
         after=(member.candidate_uuid, member.target_uuid),
     )

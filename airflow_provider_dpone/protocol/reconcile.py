@@ -24,6 +24,7 @@ from airflow_provider_dpone.contracts.authority_generation import DdlBinding
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.ports.publication import HostDdlState, QueueEntryStatus, UnavailableError
 from airflow_provider_dpone.protocol.context import Context
+from airflow_provider_dpone.protocol.observe import observe_candidate, observe_target
 
 
 class Side(StrEnum):
@@ -70,6 +71,19 @@ def classify(
     if pair == after:
         return Side.AFTER
     return None
+
+
+def classify_observed(
+    ctx: Context,
+    member_id: str,
+    *,
+    before: tuple[str | None, str | None],
+    after: tuple[str | None, str | None],
+) -> Side | None:
+    """:func:`classify` of the (target UUID, candidate UUID) pair observed on ``member_id`` now."""
+    target = observe_target(ctx, member_id)
+    candidate = observe_candidate(ctx, member_id)
+    return classify(target.uuid, candidate.uuid, before=before, after=after)
 
 
 def decide(

@@ -103,20 +103,37 @@ def _create(ctx: Context, held: Held) -> Held:
         foreign_code=FOREIGN,
         finish=_bind_created,
     )
+    held = _complete(ctx, held, step)
+    load = _candidate(held.record).load
+    assert load is not None
+    load_once(ctx, load.member_id, load.candidate_uuid, _artifact(held.record))
+    return held
+
+
+def _complete(ctx: Context, held: Held, step: DdlStep) -> Held:
+    """Run the staging DDL step to completion, or stop retryably while some replica has not run it yet."""
     progress = run_step(ctx, held, step, allow_dispatch=True)
     if not progress.complete:
-        raise DponeError(PENDING, f"candidate create: {len(progress.reconciliation.pending)} replicas pending")
-    load = _candidate(progress.held.record).load
-    assert load is not None
-    load_once(ctx, load.member_id, load.candidate_uuid, _artifact(progress.held.record))
+        raise DponeError(PENDING, f"{step.what}: {len(progress.reconciliation.pending)} replicas pending")
     return progress.held
 
 
-def _create_side(ctx: Context, record: AuthorityRecord, member_id: str) -> Side | None:
+def _holds_intent(ctx: Context, record: AuthorityRecord, member_id: str) -> bool | None:
+    """True: the candidate name holds exactly the intended UUID; False: nothing; None: something foreign."""
     observed = observe_candidate(ctx, member_id)
     if not observed.exists:
-        return Side.BEFORE
-    return Side.AFTER if observed.uuid == _candidate(record).uuid_intent else None
+        return False
+    return True if observed.uuid == _candidate(record).uuid_intent else None
+
+
+def _create_side(ctx: Context, record: AuthorityRecord, member_id: str) -> Side | None:
+    holds = _holds_intent(ctx, record, member_id)
+    return None if holds is None else (Side.AFTER if holds else Side.BEFORE)
+
+
+def _drop_side(ctx: Context, record: AuthorityRecord, member_id: str) -> Side | None:
+    holds = _holds_intent(ctx, record, member_id)
+    return None if holds is None else (Side.BEFORE if holds else Side.AFTER)
 
 
 def _bind_created(ctx: Context, held: Held, binding: DdlBinding) -> Held:
@@ -204,17 +221,7 @@ def _drop(ctx: Context, held: Held) -> Held:
         foreign_code=FOREIGN,
         finish=_intend_again,
     )
-    progress = run_step(ctx, held, step, allow_dispatch=True)
-    if not progress.complete:
-        raise DponeError(PENDING, f"candidate drop: {len(progress.reconciliation.pending)} replicas pending")
-    return progress.held
-
-
-def _drop_side(ctx: Context, record: AuthorityRecord, member_id: str) -> Side | None:
-    observed = observe_candidate(ctx, member_id)
-    if not observed.exists:
-        return Side.AFTER
-    return Side.BEFORE if observed.uuid == _candidate(record).uuid_intent else None
+    return _complete(ctx, held, step)
 
 
 def _intend_again(ctx: Context, held: Held, binding: DdlBinding) -> Held:

@@ -1,19 +1,16 @@
 """The two implementations the publication port contract suite runs against: the in-memory fakes and the real
-adapters on the embedded cluster (real ClickHouse engines behind HTTP, emulated ON CLUSTER queue and, on a cluster
-started with ``internal_replication=True``, emulated ``Replicated*MergeTree`` replication between the engines).
+adapters on the embedded cluster (real ClickHouse engines behind HTTP, emulated ON CLUSTER queue).
 
-Each backend offers the same small surface: the port objects, the admitted inventory (in the mode its cluster
-reports), a way to seal an artifact from Python rows (the fake keeps the rows; the real backend extracts them with a
-source query and the real artifact store), a way to lose the response of the next mutation of one kind, and a way to
-pause one member's DDL worker or its replication fetches (fault injection of each world).
+Each backend offers the same small surface: the port objects, the admitted inventory, a way to seal an artifact
+from Python rows (the fake keeps the rows; the real backend extracts them with a source query and the real artifact
+store), and a way to lose the response of the next mutation of one kind (fault injection of each world).
 """
 
 from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -28,7 +25,6 @@ from airflow_provider_dpone.contracts.authority_row import AUTHORITY_COLUMNS, AU
 from airflow_provider_dpone.contracts.connection import ClickHouseConnectionOptions
 from airflow_provider_dpone.contracts.inventory import AdmittedInventory
 from airflow_provider_dpone.contracts.receipts import ArtifactReceipt
-from airflow_provider_dpone.embedded.store import Store
 from airflow_provider_dpone.protocol.context import PublicationPorts
 from airflow_provider_dpone.protocol.runtime_admission import admit_inventory
 from tests.fakes.publication import FakeWorld, FaultKind
@@ -54,13 +50,21 @@ class PortBackend(Protocol):
 
     def resume(self, member_id: str) -> None: ...
 
-    def pause_replication(self, member_id: str) -> None:
-        """The member's replicas fetch nothing (internal mode): its ``SYSTEM SYNC REPLICA`` waits out its bound."""
+    def stop_fetches(self, member_id: str, table: str) -> None:
+        """The member's replica of ``table`` stops fetching parts from the others (``SYSTEM STOP FETCHES``)."""
         ...
 
-    def resume_replication(self, member_id: str) -> None: ...
+    def start_fetches(self, member_id: str, table: str) -> None: ...
 
     def close(self) -> None: ...
+
+
+def open_backend(kind: str, request: Any, directory: Path, *, internal_replication: bool = False) -> PortBackend:
+    """The ``fake`` or the ``embedded`` backend of a contract test (the embedded one from the module's cluster)."""
+    if kind == "fake":
+        return FakeBackend(internal_replication=internal_replication)
+    cluster = request.getfixturevalue("embedded_cluster")
+    return EmbeddedBackend(cluster, request.getfixturevalue("fresh_database"), directory)
 
 
 class FakeBackend:
@@ -87,10 +91,10 @@ class FakeBackend:
     def resume(self, member_id: str) -> None:
         self.world.resume(self.world.member(member_id))
 
-    def pause_replication(self, member_id: str) -> None:
+    def stop_fetches(self, member_id: str, table: str) -> None:
         self.world.member(member_id).fetch_paused = True
 
-    def resume_replication(self, member_id: str) -> None:
+    def start_fetches(self, member_id: str, table: str) -> None:
         self.world.member(member_id).fetch_paused = False
 
     def close(self) -> None:
@@ -149,8 +153,9 @@ class EmbeddedBackend:
             self.connection, database=database, store=store, ddl_task_timeout_seconds=ddl_timeout_seconds
         )
         self.ports = self.adapters.ports
-        mode = "internal" if cluster.internal_replication else "external"
-        self.inventory = admit_inventory(self.ports.catalog.inventory(self.cluster), cluster=self.cluster, mode=mode)
+        rows = self.ports.catalog.inventory(self.cluster)
+        mode = "internal" if rows and rows[0].internal_replication else "external"
+        self.inventory = admit_inventory(rows, cluster=self.cluster, mode=mode)
 
     def seal(self, columns: Sequence[tuple[str, str]], rows: Sequence[Row]) -> ArtifactReceipt:
         source = self.adapters.query_source(
@@ -178,53 +183,13 @@ class EmbeddedBackend:
     def resume(self, member_id: str) -> None:
         self.embedded.faults.resume(self.process_of(member_id))
 
-    def pause_replication(self, member_id: str) -> None:
-        replication_fault(self.embedded, self.process_of(member_id), PAUSE_REPLICATION)
+    def stop_fetches(self, member_id: str, table: str) -> None:
+        del table  # the embedded cluster pauses a member's whole replication worker
+        self.embedded.faults.pause_replication(self.process_of(member_id))
 
-    def resume_replication(self, member_id: str) -> None:
-        clear_replication_fault(self.embedded, self.process_of(member_id), PAUSE_REPLICATION)
+    def start_fetches(self, member_id: str, table: str) -> None:
+        del table
+        self.embedded.faults.resume_replication(self.process_of(member_id))
 
     def close(self) -> None:
         self.adapters.close()
-
-
-# --- replication faults of the embedded cluster ------------------------------------------------------------------
-
-PAUSE_REPLICATION = "pause_replication"
-"""The member's replication worker executes no log entry (its queue grows; ``SYSTEM SYNC REPLICA`` times out)."""
-LAG_REPLICATION = "lag_replication"
-"""The member's replication worker executes a log entry only once it is ``seconds`` old."""
-
-
-def replication_fault(cluster: Any, process: str, kind: str, *, seconds: float | None = None) -> None:
-    """Arm a replication fault on one member process, in the cluster's shared fault state.
-
-    The embedded replication worker reads these fault kinds on every step, but :class:`Faults` has no method for
-    them yet, so they are armed in the same durable state its controls use (``reset()`` disarms them too).
-    """
-    Store(cluster.directory / "state.sqlite").arm(process, kind, seconds=seconds, count=-1)
-
-
-def clear_replication_fault(cluster: Any, process: str, kind: str) -> None:
-    Store(cluster.directory / "state.sqlite").disarm(process, kind)
-
-
-def on_every_process(cluster: Any, statement: str) -> None:
-    for endpoint in cluster.endpoints:
-        client = cluster.client(endpoint)
-        try:
-            client.command(statement)
-        finally:
-            client.close()
-
-
-@contextmanager
-def fresh_database_on(cluster: Any) -> Iterator[str]:
-    """A new Atomic database on every process of ``cluster`` (one not handed out by the pytest plugin's fixture)."""
-    name = f"test_{uuid.uuid4().hex[:12]}"
-    on_every_process(cluster, f"CREATE DATABASE `{name}` ENGINE = Atomic")
-    try:
-        yield name
-    finally:
-        cluster.faults.reset()
-        on_every_process(cluster, f"DROP DATABASE IF EXISTS `{name}` SYNC")

@@ -1,10 +1,6 @@
 """One contract suite for the publication ports, run against the in-memory fakes AND the real ClickHouse adapters on
 the embedded cluster (real engines, HTTP, emulated ON CLUSTER queue). Every test asserts observable outcomes only,
 so a fake that drifts from ClickHouse's behaviour fails here.
-
-The module's cluster (two members, ``internal_replication=false``) serves the external route's cases; the internal
-route's cases (``replicated`` backend, last section) run on a second cluster of three members started with
-``internal_replication=True``, whose ``Replicated*MergeTree`` tables replicate between the member engines.
 """
 
 from __future__ import annotations
@@ -12,19 +8,14 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from airflow_provider_dpone.adapters.clickhouse.adapter_set import MemberEndpoints
-from airflow_provider_dpone.adapters.clickhouse.member_session import SYNC_READ_MARGIN_SECONDS, ClickHouseMemberSessions
 from airflow_provider_dpone.contracts.authority_row import AUTHORITY_COLUMNS, AUTHORITY_TABLE, AuthorityRow
-from airflow_provider_dpone.embedded import EmbeddedCluster
 from airflow_provider_dpone.ports.publication import (
     AuthorityConflictError,
     ColumnSpec,
-    CreateReplicatedTable,
     DispatchSettings,
     DropTable,
     ExchangeTables,
@@ -33,9 +24,8 @@ from airflow_provider_dpone.ports.publication import (
     OutcomeUnknownError,
     RenameTable,
     TableSpec,
-    UnavailableError,
 )
-from tests.adapters.port_backends import EmbeddedBackend, FakeBackend, PortBackend, Row, fresh_database_on
+from tests.adapters.port_backends import PortBackend, Row, open_backend
 
 pytestmark = pytest.mark.embedded_cluster(members=2)
 
@@ -46,11 +36,7 @@ ROWS: tuple[Row, ...] = ((1, "a"), (2, None), (3, "c"))
 
 @pytest.fixture(params=["fake", "embedded"])
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[PortBackend]:
-    if request.param == "fake":
-        instance: PortBackend = FakeBackend()
-    else:
-        cluster = request.getfixturevalue("embedded_cluster")
-        instance = EmbeddedBackend(cluster, request.getfixturevalue("fresh_database"), tmp_path)
+    instance = open_backend(request.param, request, tmp_path)
     try:
         yield instance
     finally:
@@ -422,189 +408,3 @@ def test_a_lost_dispatch_response_is_unknown_and_the_entry_and_effect_are_observ
     assert status is not None and all(host.succeeded for host in status.hosts)
     for member_id in before:
         assert not session(backend, member_id).observe_table(backend.database, "cand", with_content=False).exists
-
-
-# --- internal mode: Replicated*MergeTree replicas of one table ---------------------------------------------------
-
-REPLICAS = 3
-REPLICATED_SPEC = SPEC.model_copy(update={"engine": "ReplicatedMergeTree"})
-
-
-@pytest.fixture(scope="module")
-def internal_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
-    cluster = EmbeddedCluster.start(
-        tmp_path_factory.mktemp("internal-cluster"), members=REPLICAS, internal_replication=True
-    )
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
-
-
-@pytest.fixture(params=["fake", "embedded"])
-def replicated(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[PortBackend]:
-    if request.param == "fake":
-        yield FakeBackend(REPLICAS, internal_replication=True)
-        return
-    cluster = request.getfixturevalue("internal_cluster")
-    with fresh_database_on(cluster) as database:
-        instance = EmbeddedBackend(cluster, database, tmp_path)
-        try:
-            yield instance
-        finally:
-            instance.close()
-
-
-def create_replicated(backend: PortBackend, name: str = "cand") -> str:
-    """One ``CREATE TABLE ... UUID ... ON CLUSTER`` of a ReplicatedMergeTree candidate; returns its UUID."""
-    value = new_uuid()
-    intent = CreateReplicatedTable(
-        cluster=backend.cluster, database=backend.database, table=name, uuid=value, spec=REPLICATED_SPEC
-    )
-    outcome = backend.ports.ddl.dispatch(backend.inventory, intent, settings())
-    assert sorted(outcome.finished) == members(backend) and not outcome.failed and not outcome.timed_out
-    return value
-
-
-def load(backend: PortBackend, member_id: str, value: str, receipt: object, token: str = "t") -> None:
-    session(backend, member_id).load(
-        backend.database,
-        "cand",
-        value,
-        backend.ports.artifacts.open(receipt),  # type: ignore[arg-type]
-        query_id=f"dpone-load-{uuid.uuid4().hex}",
-        dedup_token=token,
-    )
-
-
-def test_the_internal_inventory_reports_internal_replication(replicated: PortBackend) -> None:
-    rows = replicated.ports.catalog.inventory(replicated.cluster)
-    assert [(row.shard_num, row.replica_num) for row in rows] == [(1, n) for n in range(1, REPLICAS + 1)]
-    assert {row.internal_replication for row in rows} == {True}
-
-
-def test_an_on_cluster_create_gives_every_replica_the_exact_uuid_of_one_replicated_table(
-    replicated: PortBackend,
-) -> None:
-    value = create_replicated(replicated)
-    statuses = []
-    for member_id in members(replicated):
-        observed = session(replicated, member_id).observe_table(replicated.database, "cand", with_content=True)
-        assert (observed.exists, observed.uuid, observed.engine) == (True, value, "ReplicatedMergeTree")
-        assert observed.columns == COLUMNS and observed.row_count == 0
-        status = session(replicated, member_id).replica_status(replicated.database, "cand")
-        assert status is not None and not status.is_readonly
-        assert (status.total_replicas, status.active_replicas, status.queue_size) == (REPLICAS, REPLICAS, 0)
-        statuses.append(status)
-    assert len({status.zookeeper_path for status in statuses}) == 1, "one Keeper path: one replicated table"
-    assert len({status.replica_name for status in statuses}) == REPLICAS
-
-
-def test_a_load_through_one_replica_reaches_every_other_replica(replicated: PortBackend) -> None:
-    receipt = replicated.seal(COLUMNS, ROWS)
-    value = create_replicated(replicated)
-    loader, *others = members(replicated)
-    load(replicated, loader, value, receipt)
-    for member_id in [loader, *others]:
-        assert session(replicated, member_id).sync_replica(replicated.database, "cand", timeout_seconds=10)
-        observed = session(replicated, member_id).observe_table(replicated.database, "cand", with_content=True)
-        assert (observed.uuid, observed.engine) == (value, "ReplicatedMergeTree")
-        assert (observed.row_count, observed.content_digest) == (3, receipt.content_digest), member_id
-
-
-def test_replica_status_is_none_for_an_absent_or_a_plain_table_and_sync_of_an_absent_one_fails(
-    replicated: PortBackend,
-) -> None:
-    member_id = members(replicated)[0]
-    member = session(replicated, member_id)
-    assert member.replica_status(replicated.database, "cand") is None
-    with pytest.raises(UnavailableError):
-        member.sync_replica(replicated.database, "cand", timeout_seconds=1)
-    member.create_table(replicated.database, "plain", new_uuid(), SPEC)
-    assert member.replica_status(replicated.database, "plain") is None
-
-
-def test_sync_replica_answers_false_while_replication_is_paused_and_true_once_it_resumes(
-    replicated: PortBackend,
-) -> None:
-    receipt = replicated.seal(COLUMNS, ROWS)
-    value = create_replicated(replicated)
-    loader, lagging, *_ = members(replicated)
-    replicated.pause_replication(lagging)
-    load(replicated, loader, value, receipt)
-    behind = session(replicated, lagging)
-    assert behind.sync_replica(replicated.database, "cand", timeout_seconds=1) is False
-    status = behind.replica_status(replicated.database, "cand")
-    assert status is not None and status.queue_size > 0, "the entry waits in the lagging replica's queue"
-    assert behind.observe_table(replicated.database, "cand", with_content=False).row_count == 0
-    replicated.resume_replication(lagging)
-    assert behind.sync_replica(replicated.database, "cand", timeout_seconds=10) is True
-    observed = behind.observe_table(replicated.database, "cand", with_content=True)
-    assert (observed.row_count, observed.content_digest) == (3, receipt.content_digest)
-
-
-def test_a_lost_load_response_on_a_replica_is_unknown_and_every_replica_holds_the_rows_once(
-    replicated: PortBackend,
-) -> None:
-    receipt = replicated.seal(COLUMNS, ROWS)
-    value = create_replicated(replicated)
-    loader = members(replicated)[1]
-    replicated.lose_next_response("load", loader)
-    with pytest.raises(OutcomeUnknownError):
-        load(replicated, loader, value, receipt)
-    for member_id in members(replicated):
-        assert session(replicated, member_id).sync_replica(replicated.database, "cand", timeout_seconds=10)
-        observed = session(replicated, member_id).observe_table(replicated.database, "cand", with_content=True)
-        assert (observed.row_count, observed.content_digest) == (3, receipt.content_digest), member_id
-
-
-def test_a_resend_with_the_same_token_through_any_replica_is_deduplicated_by_the_shared_log(
-    replicated: PortBackend,
-) -> None:
-    """ClickHouse behaviour the protocol does not rely on (it rebuilds instead), but which the fakes must share."""
-    receipt = replicated.seal(COLUMNS, ROWS)
-    value = create_replicated(replicated)
-    first, second, _third = members(replicated)
-    load(replicated, first, value, receipt, token="same")
-    load(replicated, second, value, receipt, token="same")
-    load(replicated, second, value, receipt, token="other")
-    for member_id in members(replicated):
-        assert session(replicated, member_id).sync_replica(replicated.database, "cand", timeout_seconds=10)
-        observed = session(replicated, member_id).observe_table(replicated.database, "cand", with_content=True)
-        doubled = replicated.seal(COLUMNS, (*ROWS, *ROWS))
-        assert (observed.row_count, observed.content_digest) == (6, doubled.content_digest), member_id
-
-
-def test_a_drop_on_cluster_removes_every_replica(replicated: PortBackend) -> None:
-    create_replicated(replicated)
-    intent = DropTable(cluster=replicated.cluster, database=replicated.database, table="cand")
-    replicated.ports.ddl.dispatch(replicated.inventory, intent, settings())
-    for member_id in members(replicated):
-        assert not session(replicated, member_id).observe_table(replicated.database, "cand", with_content=False).exists
-        assert session(replicated, member_id).replica_status(replicated.database, "cand") is None
-    assert create_replicated(replicated), "the Keeper path is free again: the same name can be created anew"
-
-
-def test_the_sync_wait_ends_on_the_server_before_the_client_stops_reading(
-    internal_cluster: EmbeddedCluster, tmp_path: Path
-) -> None:
-    """A bound longer than the HTTP read timeout is clamped below it: a replica that does not catch up answers
-    "not yet" (False), never a transport failure the protocol would read as an unavailable member."""
-    with fresh_database_on(internal_cluster) as database:
-        backend = EmbeddedBackend(internal_cluster, database, tmp_path)
-        read_timeout = SYNC_READ_MARGIN_SECONDS + 2
-        options = backend.connection.options.model_copy(update={"send_receive_timeout_seconds": read_timeout})
-        endpoints = MemberEndpoints.derived_from(replace(backend.connection, options=options))
-        try:
-            receipt = backend.seal(COLUMNS, ROWS)
-            value = create_replicated(backend)
-            loader, lagging, *_ = members(backend)
-            backend.pause_replication(lagging)
-            load(backend, loader, value, receipt)
-            short = ClickHouseMemberSessions(endpoints).session(backend.inventory.member(lagging))
-            started = time.monotonic()
-            assert short.sync_replica(database, "cand", timeout_seconds=60) is False
-            assert time.monotonic() - started < read_timeout
-        finally:
-            endpoints.close()
-            backend.close()

@@ -286,7 +286,9 @@ class FakeWorld:
         return 0
 
     def drop_on(self, member: FakeMember, database: str, name: str) -> FakeTable:
+        """``DROP TABLE ... SYNC``: the table, its UUID mapping and (replicated) its replica are gone at once."""
         table = member.tables.pop((database, name))
+        member.used_uuids.discard(table.uuid)
         replication.leave(self, table)
         return table
 

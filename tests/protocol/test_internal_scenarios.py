@@ -287,3 +287,30 @@ def test_an_existing_non_replicated_target_is_not_adopted_by_internal_mode() -> 
     code = error_code(lambda: sim.service().stage(sim.source))
     assert code == "DPONE_CLICKHOUSE_CLUSTER_TARGET_ENGINE_UNSUPPORTED"
     assert sim.world.effects == [] and sim.record().phase is Phase.LOCKED
+
+
+def test_abort_waits_until_the_candidate_create_ran_on_every_replica_so_no_replica_is_left_behind() -> None:
+    sim = internal(3)
+    paused = sim.world.members[2]
+    paused.paused = True
+    sim.service().fence()
+    assert error_code(lambda: sim.service().stage(sim.source)) == "DPONE_CLICKHOUSE_CLUSTER_STAGING_DDL_PENDING"
+    assert error_code(lambda: sim.service().abort()) == "DPONE_CLICKHOUSE_CLUSTER_STAGING_DDL_PENDING"
+    assert sim.record().phase is Phase.STAGING
+    sim.world.resume(paused)
+    assert sim.service().abort().phase == "ABORTED"
+    assert all(sim.world.table(m, sim.request.candidate_name) is None for m in sim.world.members)
+    sim.check_invariants()
+
+
+def test_abort_of_a_void_create_permit_is_allowed_after_the_quiet_period() -> None:
+    sim = internal(2)
+    sim.world.faults.schedule([(point_of(sim, "ddl.dispatch"), FaultKind.CRASH_BEFORE)])
+    sim.service().fence()
+    with pytest.raises(BaseException, match="simulated crash"):
+        sim.service().stage(sim.source)
+    assert error_code(lambda: sim.service().abort()) == "DPONE_CLICKHOUSE_CLUSTER_STAGING_DDL_PENDING"
+    sim.world.clock.advance(RETRY_DELAY_MS)
+    assert error_code(lambda: sim.service().stage(sim.source)) == "DPONE_CLICKHOUSE_CLUSTER_DISPATCH_UNPROVEN"
+    assert sim.service().abort().phase == "ABORTED"  # the runbook's way out once the permit is proven void
+    assert sim.world.queue == [] and sim.world.calls["ddl.dispatch"] == 1

@@ -9,28 +9,31 @@ from __future__ import annotations
 
 import pytest
 
+from airflow_provider_dpone.contracts.inventory import ReplicationMode
 from tests.protocol.sim import BASELINE_ROWS, Sim
 
 
-def _calls(members: int, rows: int, existing: bool) -> dict[str, int]:
+def _calls(members: int, rows: int, existing: bool, mode: ReplicationMode = "external") -> dict[str, int]:
     sim = Sim.build(
         members=members,
         baseline=BASELINE_ROWS if existing else None,
         rows=tuple((index, f"row-{index}") for index in range(rows)),
+        mode=mode,
     )
     assert sim.run_dag(tries=1) == "completed"
     return dict(sim.world.calls)
 
 
+@pytest.mark.parametrize("mode", ["external", "internal"])
 @pytest.mark.parametrize("existing", [True, False])
-def test_port_calls_are_linear_in_members_and_independent_of_rows(existing: bool) -> None:
-    totals = {n: sum(_calls(n, 3, existing).values()) for n in (2, 3, 4)}
+def test_port_calls_are_linear_in_members_and_independent_of_rows(existing: bool, mode: ReplicationMode) -> None:
+    totals = {n: sum(_calls(n, 3, existing, mode).values()) for n in (2, 3, 4)}
     per_member = totals[3] - totals[2]
     assert totals[4] - totals[3] == per_member, totals
     fixed = totals[2] - 2 * per_member
-    assert 0 <= fixed <= 30 and per_member <= 45, (fixed, per_member)
+    assert 0 <= fixed <= 40 and per_member <= 45, (fixed, per_member)
     for n in (2, 3, 4):
-        assert _calls(n, 300, existing) == _calls(n, 3, existing)
+        assert _calls(n, 300, existing, mode) == _calls(n, 3, existing, mode)
 
 
 @pytest.mark.parametrize("members", [2, 3, 4])
@@ -41,3 +44,16 @@ def test_mutations_per_member_are_constant(members: int) -> None:
     assert calls["ddl.dispatch"] == 2  # one exchange and one cleanup drop, whatever the member count
     assert calls["authority.create"] == 1
     assert calls["authority.cas"] == 2 * members + 6  # intents ride on the STAGING CAS; CREATED and READY per member
+
+
+@pytest.mark.parametrize("members", [2, 3, 4])
+def test_internal_mutations_do_not_grow_with_members(members: int) -> None:
+    """One ON CLUSTER create, one load through one replica, one publication, one cleanup, whatever the replica count;
+    only the observations (status, sync, content) are per replica."""
+    calls = _calls(members, 10, True, "internal")
+    assert calls["member.load"] == 1 and calls.get("member.create", 0) == 0 and calls.get("member.drop", 0) == 0
+    assert calls["ddl.dispatch"] == 3  # create, exchange, cleanup drop
+    assert calls["member.sync_replica"] == members and calls["member.replica_status"] == members
+    assert calls["authority.create"] == 1
+    # STAGING, create permit, CREATED, STAGED (with READY), publication permit, COMMITTED, cleanup permit, COMPLETED
+    assert calls["authority.cas"] == 8

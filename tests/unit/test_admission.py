@@ -199,8 +199,12 @@ def _replay(raw: dict[str, Any]) -> None:
     raw["sink"]["options"] = {"durable_quality_replay": True}
 
 
-def test_replay_is_admitted_on_internal_full_refresh_only() -> None:
-    assert _admit(internal, _replay).admissible
+def test_replay_on_internal_full_refresh_is_refused_until_the_evidence_is_recorded() -> None:
+    """Seed 002 binds the option to this route, but the internal protocol writes no quality evidence yet: admitting
+    it would publish without the evidence it promises."""
+    result = _admit(internal, _replay)
+    _only(result, "DPONE_REPLAY_QUALITY_EVIDENCE_UNSUPPORTED", "sink.options.durable_quality_replay")
+    assert "does not record durable quality evidence yet" in result.blockers[0].detail
 
 
 @pytest.mark.parametrize(
