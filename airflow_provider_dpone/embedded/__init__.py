@@ -3,7 +3,9 @@
 Every process of the cluster is a real ClickHouse engine (chdb, one per OS process, its own data directory and
 generated config) behind a loopback HTTP endpoint that speaks ClickHouse's HTTP interface, so clickhouse-connect's
 ordinary sync and async clients reach it exactly as they reach a server. Only what chdb cannot do is emulated:
-listening, and distributed DDL (``ON CLUSTER``, ``system.distributed_ddl_queue``). See ``docs/embedded-cluster.md``.
+listening, distributed DDL (``ON CLUSTER``, ``system.distributed_ddl_queue``) and the replication of
+``Replicated*MergeTree`` tables between the member engines (``system.replicas``, ``SYSTEM SYNC REPLICA``). See
+``docs/embedded-cluster.md``.
 
 Public API (everything else in this package is internal)::
 
@@ -21,6 +23,7 @@ Public API (everything else in this package is internal)::
         cluster.faults.fail_next_statement("member1", 241, match="INSERT")
         cluster.faults.lose_response("coordinator", match="ON CLUSTER")  # effect happens, response is lost
         cluster.faults.delay_response("member1", 2.0, match="INSERT")
+        cluster.faults.pause_replication("member2")   # also stall_replication, lag_replication(member, seconds)
         cluster.faults.kill("member2"); cluster.faults.restart("member2")  # tables survive
         cluster.faults.reset()
 

@@ -48,8 +48,11 @@ def _parser() -> argparse.ArgumentParser:
     fault = commands.add_parser("fault", help="arm, list or reset faults")
     fault.add_argument("--dir", required=True, type=Path)
     actions = fault.add_subparsers(dest="action", required=True)
-    for name in ("pause", "resume", "kill", "restart"):
+    for name in ("pause", "resume", "kill", "restart", "pause-replication", "resume-replication", "stall-replication"):
         actions.add_parser(name).add_argument("target", type=_target)
+    lag = actions.add_parser("lag-replication", help="the member's replicas execute entries only SECONDS old")
+    lag.add_argument("target", type=_target)
+    lag.add_argument("seconds", type=float)
     fail_ddl = actions.add_parser("fail-ddl", help="the member's next DDL queue entry fails with CODE")
     fail_ddl.add_argument("target", type=_target)
     fail_ddl.add_argument("code", type=int)
@@ -80,8 +83,18 @@ def _fault(cluster: EmbeddedCluster, args: argparse.Namespace) -> object:
         return {"armed": faults.armed(), "killed": faults.killed()}
     if action == "reset":
         faults.reset()
-    elif action in ("pause", "resume", "kill", "restart"):
-        getattr(faults, action)(args.target)
+    elif action in (
+        "pause",
+        "resume",
+        "kill",
+        "restart",
+        "pause-replication",
+        "resume-replication",
+        "stall-replication",
+    ):
+        getattr(faults, action.replace("-", "_"))(args.target)
+    elif action == "lag-replication":
+        faults.lag_replication(args.target, args.seconds)
     elif action == "fail-ddl":
         faults.fail_next_ddl(args.target, args.code, match=args.match, count=args.count)
     elif action == "fail-statement":

@@ -1,7 +1,8 @@
 """Render the real cluster (``docker-compose.yaml`` and ``deploy/``) from the shared topology.
 
 The real thing for a developer's machine: ClickHouse Keeper, one shard of ClickHouse servers with both cluster
-definitions (``internal_replication`` false and true), and SQL Server 2022; images pinned, ports on loopback only,
+definitions (``internal_replication`` false and true) and what ``Replicated*MergeTree`` needs (Keeper, macros,
+default replica path and name, interserver host), and SQL Server 2022; images pinned, ports on loopback only,
 healthchecks on every service. ``deploy/real-cluster.json`` tells the opt-in real-cluster test suite where the
 servers are. Everything here is derived from :data:`~airflow_provider_dpone.embedded.topology.TOPOLOGY`, the same
 object the embedded cluster renders its configs from.
@@ -19,6 +20,7 @@ from airflow_provider_dpone.embedded.topology import (
     MemberSlot,
     macros_xml,
     remote_servers_xml,
+    replication_xml,
 )
 
 HEADER = (
@@ -41,8 +43,10 @@ def _server_xml(topology: ClusterTopology, slot: MemberSlot, members: int) -> st
             "<clickhouse>",
             f"    <display_name>{slot.name}</display_name>",
             "    <listen_host>0.0.0.0</listen_host>",
+            f"    <interserver_http_host>{slot.name}</interserver_http_host>",
             remote_servers_xml(topology, replicas),
             macros_xml(topology, topology.external_cluster, slot),
+            replication_xml(topology),
             f"    <zookeeper><node><host>keeper</host><port>{KEEPER_PORT}</port></node></zookeeper>",
             f"    <keeper_map_path_prefix>{topology.keeper_map_path_prefix}</keeper_map_path_prefix>",
             "    <distributed_ddl><path>/clickhouse/task_queue/ddl</path></distributed_ddl>",

@@ -17,6 +17,11 @@ from airflow_provider_dpone.embedded import launcher
 from airflow_provider_dpone.embedded.layout import COORDINATOR
 from airflow_provider_dpone.embedded.store import Store
 
+PAUSE_REPLICATION = "pause_replication"
+STALL_REPLICATION = "stall_replication"
+LAG_REPLICATION = "lag_replication"
+"""Fault kinds the replication worker of the target process reads (``replica_worker.py``)."""
+
 
 def target_name(target: Any) -> str:
     """Normalize a target to a process name."""
@@ -68,6 +73,30 @@ class Faults:
     def delay_response(self, target: Any, seconds: float, *, match: str = "", count: int = 1) -> None:
         """The next matching statement takes effect, then its response waits ``seconds`` before it is sent."""
         self._store.arm(self._known(target), "delay", pattern=match, seconds=seconds, count=count)
+
+    def pause_replication(self, member: Any) -> None:
+        """The member's replicas stop executing log entries (they still pull: their queues grow) until resumed."""
+        name = self._known(member, member_only=True)
+        if not self._store.has_fault(name, PAUSE_REPLICATION):
+            self._store.arm(name, PAUSE_REPLICATION, count=-1)
+
+    def resume_replication(self, member: Any) -> None:
+        """Undo :meth:`pause_replication` (a stalled replica stays stalled until :meth:`reset`)."""
+        self._store.disarm(self._known(member, member_only=True), PAUSE_REPLICATION)
+
+    def stall_replication(self, member: Any) -> None:
+        """The member's replicas never converge: paused until :meth:`reset`, whatever resumes them."""
+        name = self._known(member, member_only=True)
+        if not self._store.has_fault(name, STALL_REPLICATION):
+            self._store.arm(name, STALL_REPLICATION, count=-1)
+
+    def lag_replication(self, member: Any, seconds: float) -> None:
+        """The member's replicas execute a log entry only once it is ``seconds`` old (a lagging replica)."""
+        if seconds < 0:
+            raise ValueError("seconds must not be negative")
+        name = self._known(member, member_only=True)
+        self._store.disarm(name, LAG_REPLICATION)
+        self._store.arm(name, LAG_REPLICATION, seconds=seconds, count=-1)
 
     def kill(self, target: Any) -> None:
         """Crash the process (SIGKILL). Its tables survive on disk; in-process KeeperMap state does not."""

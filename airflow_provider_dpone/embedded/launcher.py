@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import airflow_provider_dpone
-from airflow_provider_dpone.embedded.layout import CLUSTER_FILE, COORDINATOR, HOST, ProcessSpec
+from airflow_provider_dpone.embedded.layout import CLUSTER_FILE, COORDINATOR, HOST, REPLICATION_DIR, ProcessSpec
 from airflow_provider_dpone.embedded.replication import ReplicationLog
 from airflow_provider_dpone.embedded.store import Store
 from airflow_provider_dpone.embedded.topology import TOPOLOGY, ClusterTopology
@@ -296,7 +296,7 @@ def start_processes(
         raise LaunchError(f"an embedded cluster is already running in {directory}")
     store = Store(directory / "state.sqlite")
     store.initialize()
-    ReplicationLog(store, directory / "replication").initialize()
+    ReplicationLog(store, directory / REPLICATION_DIR).initialize()
     specs, sockets = plan(
         directory, members, internal_replication, password=password, owner_pid=owner_pid, topology=topology
     )

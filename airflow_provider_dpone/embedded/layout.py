@@ -16,12 +16,15 @@ from airflow_provider_dpone.embedded.topology import (
     MemberSlot,
     macros_xml,
     remote_servers_xml,
+    replication_xml,
 )
 
 HOST = "127.0.0.1"
 COORDINATOR = "coordinator"
 STATE_DB = "state.sqlite"
 CLUSTER_FILE = "cluster.json"
+REPLICATION_DIR = "replication"
+"""Under the cluster directory: the spooled blocks of replicated inserts (``replication.py``)."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,10 @@ class ProcessSpec:
     @property
     def state_db(self) -> Path:
         return Path(self.cluster_dir) / STATE_DB
+
+    @property
+    def replication_dir(self) -> Path:
+        return Path(self.cluster_dir) / REPLICATION_DIR
 
     @property
     def host_id(self) -> tuple[str, int]:
@@ -122,6 +129,7 @@ def render_chdb_config(spec: ProcessSpec, topology: ClusterTopology = TOPOLOGY) 
             f"    <tcp_port>{spec.native_port}</tcp_port>",
             remote_servers_xml(topology, [(host, port) for host, port in replicas]),
             macros_xml(topology, spec.default_cluster, slot),
+            replication_xml(topology),
             "    <zookeeper><implementation>testkeeper</implementation></zookeeper>",
             f"    <keeper_map_path_prefix>{topology.keeper_map_path_prefix}</keeper_map_path_prefix>",
             users_xml(spec.config_file),

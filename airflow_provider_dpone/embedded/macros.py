@@ -10,10 +10,12 @@ does). Errors carry ClickHouse's codes and messages.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
-from airflow_provider_dpone.embedded.engine import Engine
 from airflow_provider_dpone.embedded.replicated_sql import EngineArg
+
+Fail = Callable[[int, str], Exception]
+"""Builds the ClickHouse exception for a code and message (``Engine.error``)."""
 
 _UUID_MACRO = (
     "Macro 'uuid' in engine arguments is only supported when the UUID is explicitly specified, used within an ON "
@@ -23,18 +25,18 @@ _MAX_LEVEL = 10
 
 
 def engine_arguments(
-    engine: Engine, args: Sequence[EngineArg], default_path: str, default_name: str
+    fail: Fail, args: Sequence[EngineArg], default_path: str, default_name: str
 ) -> tuple[str, str, tuple[EngineArg, ...]]:
     """``(path, replica name, the remaining arguments)`` of a ``Replicated*MergeTree(...)`` clause."""
     if len(args) >= 2 and args[0].constant and args[1].constant:
         if args[0].literal is None:
-            raise engine.error(36, "Path in ZooKeeper must be a string literal")
+            raise fail(36, "Path in ZooKeeper must be a string literal")
         if args[1].literal is None:
-            raise engine.error(36, "Replica name must be a string literal")
+            raise fail(36, "Replica name must be a string literal")
         return args[0].literal, args[1].literal, tuple(args[2:])
     if not args or not args[0].constant:
         return default_path, default_name, tuple(args)
-    raise engine.error(36, "Expected two string literal arguments: zookeeper_path and replica_name")
+    raise fail(36, "Expected two string literal arguments: zookeeper_path and replica_name")
 
 
 def expand_special(template: str, database: str, table: str) -> str:
@@ -43,7 +45,7 @@ def expand_special(template: str, database: str, table: str) -> str:
 
 
 def expand(
-    engine: Engine,
+    fail: Fail,
     template: str,
     macros: Mapping[str, str],
     database: str,
@@ -55,14 +57,14 @@ def expand(
     if "{" not in template:
         return template
     if level >= _MAX_LEVEL:
-        raise engine.error(62, f"Too deep recursion while expanding macros: '{template}'")
+        raise fail(62, f"Too deep recursion while expanding macros: '{template}'")
     out: list[str] = []
     position = 0
     while (begin := template.find("{", position)) >= 0:
         out.append(template[position:begin])
         end = template.find("}", begin + 1)
         if end < 0:
-            raise engine.error(62, f"Unbalanced {{ and }} in string with macros: '{template}'")
+            raise fail(62, f"Unbalanced {{ and }} in string with macros: '{template}'")
         name = template[begin + 1 : end]
         if name in macros:
             out.append(macros[name])
@@ -72,21 +74,21 @@ def expand(
             out.append(table)
         elif name == "uuid":
             if uuid is None:
-                raise engine.error(36, _UUID_MACRO)
+                raise fail(36, _UUID_MACRO)
             out.append(uuid)
         else:
-            raise engine.error(
+            raise fail(
                 139,
                 f"No macro '{name}' in config while processing substitutions in '{template}' at '{begin + 1}'"
                 " or macro is not supported here",
             )
         position = end + 1
     out.append(template[position:])
-    return expand(engine, "".join(out), macros, database, table, uuid, level + 1)
+    return expand(fail, "".join(out), macros, database, table, uuid, level + 1)
 
 
-def zookeeper_path(engine: Engine, path: str) -> str:
+def zookeeper_path(fail: Fail, path: str) -> str:
     """The path as Keeper names it: it must be absolute; a trailing slash is dropped."""
     if not path.startswith("/"):
-        raise engine.error(36, f"ZooKeeper path must starts with '/', got '{path}'")
+        raise fail(36, f"ZooKeeper path must starts with '/', got '{path}'")
     return path.rstrip("/") or "/"

@@ -4,7 +4,8 @@ Executing an entry inserts the spooled bytes of the block into the local table, 
 deduplication token, so an entry executed again after a crash (the insert took effect, the pointer did not move)
 inserts nothing twice. An entry this replica wrote itself needs no work. The fault controls act here: a paused or
 stalled replica keeps pulling (its queue grows, as ``system.replicas`` shows) but executes nothing; a lagging one
-executes an entry only once it is ``seconds`` old. On start the worker first finishes or releases the claims its
+executes an entry only once it is ``seconds`` old. As a replica fetches a part from another replica that has it, an
+entry is executed only while a running process holds its block (its writer, or a replica that executed it). On start the worker first finishes or releases the claims its
 process left when it died: a block inserted locally but not yet logged is logged, one never inserted is dropped.
 """
 
@@ -15,15 +16,13 @@ import time
 import traceback
 
 from airflow_provider_dpone.embedded.engine import EngineError
+from airflow_provider_dpone.embedded.faults import LAG_REPLICATION, PAUSE_REPLICATION, STALL_REPLICATION
+from airflow_provider_dpone.embedded.replica_views import STALE_SECONDS
 from airflow_provider_dpone.embedded.replicas import POLL_SECONDS, Replication
 from airflow_provider_dpone.embedded.replication import Replica
 
 RETRY_SECONDS = 0.5
 """Pause before a replica retries an entry whose execution failed."""
-
-PAUSE = "pause_replication"
-STALL = "stall_replication"
-LAG = "lag_replication"
 
 
 class ReplicationWorker(threading.Thread):
@@ -58,8 +57,8 @@ class ReplicationWorker(threading.Thread):
             log.pull(self._member)
             found = log.replicas(self._member)
         faults = {fault.kind: fault for fault in self._replication.store.faults(self._member)}
-        paused = PAUSE in faults or STALL in faults
-        lag = float(faults[LAG].seconds or 0.0) if LAG in faults else 0.0
+        paused = PAUSE_REPLICATION in faults or STALL_REPLICATION in faults
+        lag = float(faults[LAG_REPLICATION].seconds or 0.0) if LAG_REPLICATION in faults else 0.0
         busy = False
         for replica, _ in found:
             busy = self._catch_up(replica, paused, lag) or busy
@@ -74,9 +73,11 @@ class ReplicationWorker(threading.Thread):
             entry = log.entry(replica.path, idx)
             if entry is None:
                 break
-            if entry.source_replica != replica.replica_name:  # its own blocks are in the table already
+            if not entry.written_by(replica):  # its own blocks are in its table already
                 if paused or time.time() - entry.create_time < lag:
                     break
+                if not log.holders(entry) & self._replication.store.live_targets(STALE_SECONDS):
+                    break  # no running replica has the part: wait for one (as a fetch would)
                 try:
                     self._replication.apply(replica.uuid, entry.block)
                 except LookupError:

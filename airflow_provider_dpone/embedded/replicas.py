@@ -12,25 +12,21 @@ as a server does. Statements replication does not carry (``ALTER``, ``TRUNCATE``
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import re
 import time
 import uuid as uuids
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
-from airflow_provider_dpone.embedded import macros, replica_views
+from airflow_provider_dpone.embedded import macros, replica_inserts, replica_views
 from airflow_provider_dpone.embedded.engine import Engine, EngineResult, Handle
 from airflow_provider_dpone.embedded.httpwire import escape_param
 from airflow_provider_dpone.embedded.layout import ProcessSpec
 from airflow_provider_dpone.embedded.replicated_sql import (
     CreateStatement,
-    InsertStatement,
     SyncReplica,
     changed_table,
-    column_names,
     create_statement,
     drop_statement,
     insert_statement,
@@ -38,8 +34,8 @@ from airflow_provider_dpone.embedded.replicated_sql import (
     is_replicated_merge_tree,
     sync_replica,
 )
-from airflow_provider_dpone.embedded.replication import Block, Claim, Replica, ReplicaExistsError, ReplicationLog
-from airflow_provider_dpone.embedded.sinks import Sink, SpoolSink
+from airflow_provider_dpone.embedded.replication import Block, Replica, ReplicaExistsError, ReplicationLog
+from airflow_provider_dpone.embedded.sinks import Sink
 from airflow_provider_dpone.embedded.sqltext import (
     QualifiedName,
     first_keyword,
@@ -53,12 +49,6 @@ POLL_SECONDS = 0.02
 LOCAL_DEDUP_WINDOW = 100
 """``non_replicated_deduplication_window`` of a replica's local table: re-applying a logged block is a no-op."""
 
-_NOT_CARRIED = frozenset(
-    {"database", "readonly", "log_comment", "max_execution_time", "receive_timeout", "send_timeout"}
-    | {"insert_deduplicate", "insert_deduplication_token", "deduplicate_insert", "async_insert"}
-)
-"""Settings of an insert that other replicas do not apply with its bytes (deduplication is the log's)."""
-
 _WINDOW = re.compile(r"\breplicated_deduplication_window(_seconds)? = (\d+)")
 
 
@@ -69,7 +59,7 @@ class Replication:
         self.spec = spec
         self.engine = engine
         self.store = store
-        self.log = ReplicationLog(store, Path(spec.cluster_dir) / "replication")
+        self.log = ReplicationLog(store, spec.replication_dir)
         self.macros = dict(self.rows("SELECT macro, substitution FROM system.macros"))
         server = dict(
             self.rows(
@@ -160,7 +150,9 @@ class Replication:
             return self._sync(sync, replica, handle, database, settings) if replica else None
         if keyword == "INSERT" and (insert := insert_statement(sql)) is not None:
             replica = self._replica_of(insert.table, handle, database)
-            return self._insert_text(sql, insert, replica, handle, database, settings) if replica else None
+            return (
+                replica_inserts.insert_text(self, sql, insert, replica, handle, database, settings) if replica else None
+            )
         if keyword in ("ALTER", "TRUNCATE", "DELETE") and (table := changed_table(sql)) is not None:
             replica = self._replica_of(table, handle, database)
             if replica is not None:
@@ -179,14 +171,15 @@ class Replication:
     ) -> EngineResult:
         head, clause = statement.head, statement.engine
         assert clause is not None
-        if head.or_replace or head.kind != "TABLE":
-            raise self.engine.error(48, f"CREATE OR REPLACE of a {clause.name} table is not emulated")
+        if head.or_replace or clause.fills:
+            shape = "CREATE OR REPLACE" if head.or_replace else "CREATE ... AS SELECT"
+            raise self.engine.error(48, f"{shape} of a {clause.name} table is not emulated by the embedded cluster")
         db, table = self._database(head.target, handle, database), head.target.name
         if head.if_not_exists and self.uuid_of(db, table) is not None:
             return EngineResult(b"")
         uuid = head.uuid or str(uuids.uuid4())
         path_template, replica_template, rest = macros.engine_arguments(
-            self.engine, clause.args, self._default_path, self._default_name
+            self.engine.error, clause.args, self._default_path, self._default_name
         )
         path_template = macros.expand_special(path_template, db, table)
         replica_template = macros.expand_special(replica_template, db, table)
@@ -197,9 +190,9 @@ class Replication:
         )
         replica = Replica(
             path=macros.zookeeper_path(
-                self.engine, macros.expand(self.engine, path_template, self.macros, db, table, head.uuid)
+                self.engine.error, macros.expand(self.engine.error, path_template, self.macros, db, table, head.uuid)
             ),
-            replica_name=macros.expand(self.engine, replica_template, self.macros, db, table, None),
+            replica_name=macros.expand(self.engine.error, replica_template, self.macros, db, table, None),
             member=self.spec.name,
             uuid=uuid,
             engine=clause.name,
@@ -307,130 +300,22 @@ class Replication:
         head: str,
         clause: str,
         fmt: str,
-        statement: Any,
-        feed: Any,
+        statement: Callable[[str], str],
+        feed: Callable[[Sink], None],
         *,
         handle: Handle | None,
         database: str | None,
         settings: dict[str, str],
     ) -> EngineResult:
-        """An ``INSERT ... FORMAT`` whose data arrives in the request body (``feed`` writes it into a sink)."""
+        """An ``INSERT ... FORMAT`` whose data arrives in the request body: ``statement(path)`` is its ``INSERT ...
+        FROM INFILE path``, ``feed`` writes the data into a sink (``replica_inserts.py`` for replicated tables)."""
         target = insert_target(head) if self.log.has_replicas(self.spec.name) else None
         replica = self._replica_of(target[0], handle, database) if target else None
         if replica is None or target is None:
             return self.engine.insert_stream(statement, fmt, feed, handle=handle, database=database, settings=settings)
-        token = uuids.uuid4().hex
-        spool = self.log.spool_file(replica.path, token, fmt)
-        digest = hashlib.sha256(f"{fmt}\0{target[1]}\0".encode())
-        sink: Sink = SpoolSink(spool, digest)
-        try:
-            try:
-                feed(sink)
-            finally:
-                sink.close()
-        except BaseException:
-            spool.unlink(missing_ok=True)
-            raise
-        block = Block("", token, str(spool), fmt, target[1], {})
-        return self._replicate(replica, block, digest.hexdigest(), clause, handle, database, settings)
-
-    def _insert_text(
-        self,
-        sql: str,
-        insert: InsertStatement,
-        replica: Replica,
-        handle: Handle | None,
-        database: str | None,
-        settings: dict[str, str],
-    ) -> EngineResult:
-        """``INSERT ... VALUES`` (the values text is the block) and ``INSERT ... SELECT`` (the result is spooled as
-        Native with the target's column types, as the block the engine would have written)."""
-        token = uuids.uuid4().hex
-        if insert.kind == "values":
-            spool = self.log.spool_file(replica.path, token, "Values")
-            data = sql[insert.payload :].encode()
-            spool.write_bytes(data)
-            block = Block("", token, str(spool), "Values", insert.columns, {})
-            digest = hashlib.sha256(f"Values\0{insert.columns}\0".encode() + data).hexdigest()
-        elif insert.kind == "select":
-            spool = self.log.spool_file(replica.path, token, "Native")
-            block = self._spool_select(
-                sql[insert.payload :], insert.columns, replica, spool, handle, database, settings
-            )
-            digest = hashlib.sha256(f"Native\0{block.columns}\0".encode() + spool.read_bytes()).hexdigest()
-        else:
-            raise self.engine.error(
-                48, f"INSERT ... {insert.kind.upper()} into a {replica.engine} table is not emulated"
-            )
-        return self._replicate(replica, block, digest, insert.settings, handle, database, settings)
-
-    def _spool_select(
-        self,
-        select: str,
-        columns: str,
-        replica: Replica,
-        spool: Path,
-        handle: Handle | None,
-        database: str | None,
-        settings: dict[str, str],
-    ) -> Block:
-        with self.engine.lock:
-            named = self.name_of(replica.uuid)
-            if named is None:
-                raise self.engine.error(60, "Table does not exist")
-            described = self.rows(
-                "SELECT name, type, default_kind FROM system.columns WHERE database = {d:String} AND table = {t:String}"
-                " ORDER BY position",
-                {"d": escape_param(named[0]), "t": escape_param(named[1])},
-            )
-        types = {str(name): str(kind) for name, kind, _ in described}
-        wanted = column_names(columns) if columns else [n for n, _, k in described if k not in _NOT_INSERTED]
-        if wanted is None or any(name not in types for name in wanted):
-            raise self.engine.error(48, f"this column list of an INSERT into a {replica.engine} table is not emulated")
-        structure = ", ".join(f"{quote_identifier(name)} {types[name]}" for name in wanted)
-        self.engine.execute(
-            f"INSERT INTO FUNCTION file({quote_string(str(spool))}, 'Native', {quote_string(structure)}) {select}",
-            handle=handle,
-            database=database,
-            settings=settings,
+        return replica_inserts.insert_stream(
+            self, replica, target[1], clause, fmt, feed, handle=handle, database=database, settings=settings
         )
-        listed = "(" + ", ".join(quote_identifier(name) for name in wanted) + ")"
-        return Block("", spool.stem, str(spool), "Native", listed, {})
-
-    def _replicate(
-        self,
-        replica: Replica,
-        spooled: Block,
-        content_digest: str,
-        clause: str,
-        handle: Handle | None,
-        database: str | None,
-        settings: dict[str, str],
-    ) -> EngineResult:
-        """Claim the block (a duplicate ends here: success, nothing written), insert it locally, log it."""
-        effective = dict(
-            self.rows(
-                "SELECT name, value FROM system.settings WHERE changed" + (f" SETTINGS {clause}" if clause else ""),
-                handle=handle,
-                database=database,
-                settings=settings,
-            )
-        )
-        carried = {name: str(value) for name, value in effective.items() if name not in _NOT_CARRIED}
-        block = Block(
-            _block_id(effective, content_digest), spooled.token, spooled.spool, spooled.fmt, spooled.columns, carried
-        )
-        claim = Claim(replica.path, replica.replica_name, self.spec.name, replica.uuid, os.getpid(), time.time(), block)
-        if not self.log.claim(claim, replica.dedup_window, replica.dedup_window_seconds):
-            Path(block.spool).unlink(missing_ok=True)
-            return EngineResult(b"")
-        try:
-            result = self.apply(replica.uuid, block)
-        except BaseException:
-            self.log.release(block.token)
-            raise
-        self.log.commit(block.token)
-        return result
 
     def apply(self, uuid: str, block: Block) -> EngineResult:
         """Insert a logged block into this process's table ``uuid`` (idempotent: the token deduplicates it)."""
@@ -448,22 +333,6 @@ class Replication:
                     "deduplicate_insert": "enable",
                 },
             )
-
-
-_NOT_INSERTED = frozenset({"MATERIALIZED", "ALIAS", "EPHEMERAL"})
-
-
-def _block_id(effective: dict[str, Any], content_digest: str) -> str:
-    """ClickHouse's block id: ``<partition>_<hash>`` of the token with the block index (``token_0``), or of the
-    block's data; empty when the insert is not deduplicated (``deduplicate_insert`` supersedes ``insert_deduplicate``
-    in this engine version)."""
-    mode = str(effective.get("deduplicate_insert", "enable"))
-    legacy = str(effective.get("insert_deduplicate", "1")) not in ("0", "false", "False")
-    if mode == "disable" or (mode == "backward_compatible_choice" and not legacy):
-        return ""
-    token = str(effective.get("insert_deduplication_token", ""))
-    digest = hashlib.sha256(f"{token}_0".encode()).hexdigest() if token else content_digest
-    return f"all_{digest[:32]}"
 
 
 def _for_logs(database: str, table: str) -> str:

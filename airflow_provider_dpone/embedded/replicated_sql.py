@@ -48,7 +48,7 @@ class EngineClause:
 
     ``settings_at`` is the offset right after a top-level ``SETTINGS`` keyword that follows the engine (``None`` when
     the statement has none) and ``tail_at`` the offset where a ``SETTINGS`` clause would go (before ``COMMENT``/``AS``
-    or at the end).
+    or at the end); ``fills`` says the statement fills the table (``AS SELECT`` without ``EMPTY``).
     """
 
     name: str
@@ -57,6 +57,7 @@ class EngineClause:
     args: tuple[EngineArg, ...]
     settings_at: int | None
     tail_at: int
+    fills: bool = False
 
 
 @dataclass(frozen=True)
@@ -104,7 +105,9 @@ def _engine_clause(text: str, found: list[Token], start: int) -> EngineClause | 
         elif token.upper in ("COMMENT", "AS", "EMPTY"):
             tail_at = token.start
             break
-    return EngineClause(name.text, name.start, end, args, settings_at, tail_at)
+    rest = [token.upper for token in found[index:] if token.depth == 0]
+    fills = "AS" in rest and "EMPTY" not in rest
+    return EngineClause(name.text, name.start, end, args, settings_at, tail_at, fills)
 
 
 def _arguments(text: str, found: list[Token], open_index: int) -> tuple[tuple[EngineArg, ...], int]:

@@ -22,7 +22,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +51,7 @@ CREATE TABLE IF NOT EXISTS replication_log (
     path TEXT NOT NULL,
     idx INTEGER NOT NULL,
     source_replica TEXT NOT NULL,
+    source_uuid TEXT NOT NULL,
     create_time REAL NOT NULL,
     block TEXT NOT NULL,
     block_id TEXT NOT NULL,
@@ -69,11 +70,6 @@ CREATE TABLE IF NOT EXISTS replication_claims (
     block_id TEXT NOT NULL
 );
 """
-
-_REPLICA_COLUMNS = (
-    "path, replica_name, member, uuid, engine, path_template, replica_template, local_setting, dedup_window,"
-    " dedup_window_seconds, log_pointer, applied, last_queue_update, last_exception"
-)
 
 
 class ReplicaExistsError(Exception):
@@ -109,6 +105,10 @@ class Replica:
         return f"{self.path}/replicas/{self.replica_name}"
 
 
+_REPLICA_COLUMNS = ", ".join(column.name for column in fields(Replica))
+"""The ``replicas`` columns, in the order of :class:`Replica`'s fields."""
+
+
 @dataclass(frozen=True)
 class Block:
     """One inserted block as the log carries it: its id, its bytes on disk and how to insert them again.
@@ -134,11 +134,18 @@ class Block:
 
 @dataclass(frozen=True)
 class Entry:
+    """A log entry: the block, and the replica that wrote it (its name and table UUID: a replica dropped and
+    created again under the same name is another replica, which must receive the old one's blocks)."""
+
     path: str
     idx: int
     source_replica: str
+    source_uuid: str
     create_time: float
     block: Block
+
+    def written_by(self, replica: Replica) -> bool:
+        return (self.source_replica, self.source_uuid) == (replica.replica_name, replica.uuid)
 
     @property
     def part_name(self) -> str:
@@ -199,25 +206,8 @@ class ReplicationLog:
                 if tuple(row) == (replica.member, replica.uuid):
                     return False
                 raise ReplicaExistsError(replica.replica_path)
-            db.execute(
-                f"INSERT INTO replicas ({_REPLICA_COLUMNS}) VALUES ({', '.join('?' * 14)})",
-                (
-                    replica.path,
-                    replica.replica_name,
-                    replica.member,
-                    replica.uuid,
-                    replica.engine,
-                    replica.path_template,
-                    replica.replica_template,
-                    replica.local_setting,
-                    replica.dedup_window,
-                    replica.dedup_window_seconds,
-                    0,
-                    0,
-                    time.time(),
-                    "",
-                ),
-            )
+            values = [getattr(replica, column.name) for column in fields(Replica)]
+            db.execute(f"INSERT INTO replicas ({_REPLICA_COLUMNS}) VALUES ({', '.join('?' * len(values))})", values)
         return True
 
     def set_dedup_window(self, member: str, uuid: str, window: int, seconds: int) -> None:
@@ -293,18 +283,18 @@ class ReplicationLog:
         """Turn a claim into the path's next log entry; its index (``None`` if the claim is gone)."""
         with self._store.transaction() as db:
             row = db.execute(
-                "SELECT path, replica_name, block, block_id FROM replication_claims WHERE token = ?", (token,)
+                "SELECT path, replica_name, uuid, block, block_id FROM replication_claims WHERE token = ?", (token,)
             ).fetchone()
             if row is None:
                 return None
-            path, replica_name, block, block_id = row
+            path, replica_name, uuid, block, block_id = row
             (idx,) = db.execute(
                 "SELECT coalesce(max(idx) + 1, 0) FROM replication_log WHERE path = ?", (path,)
             ).fetchone()
             db.execute(
-                "INSERT INTO replication_log (path, idx, source_replica, create_time, block, block_id)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (path, idx, replica_name, time.time(), block, block_id),
+                "INSERT INTO replication_log (path, idx, source_replica, source_uuid, create_time, block, block_id)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (path, idx, replica_name, uuid, time.time(), block, block_id),
             )
             db.execute("DELETE FROM replication_claims WHERE token = ?", (token,))
         return int(idx)
@@ -341,7 +331,7 @@ class ReplicationLog:
     def entry(self, path: str, idx: int) -> Entry | None:
         with self._store.connect() as db:
             row = db.execute(
-                "SELECT path, idx, source_replica, create_time, block FROM replication_log WHERE path = ? AND idx = ?",
+                f"SELECT {_ENTRY_COLUMNS} FROM replication_log WHERE path = ? AND idx = ?",
                 (path, idx),
             ).fetchone()
         return _entry(row) if row else None
@@ -361,13 +351,28 @@ class ReplicationLog:
                 (text, replica.member, replica.uuid),
             )
 
+    def holders(self, entry: Entry) -> set[str]:
+        """Processes whose replica of the path has the entry's block: its writer, and those that executed it."""
+        with self._store.connect() as db:
+            rows = db.execute(
+                "SELECT member FROM replicas WHERE path = ? AND ((replica_name = ? AND uuid = ?) OR applied > ?)",
+                (entry.path, entry.source_replica, entry.source_uuid, entry.idx),
+            ).fetchall()
+        return {member for (member,) in rows}
+
     def waiting(self, replica: Replica, below: int, sources: tuple[str, ...] = ()) -> int:
         """Entries of the replica's queue below index ``below`` not executed yet (from ``sources`` if given)."""
         query = (
-            "SELECT count(*) FROM replication_log WHERE path = ? AND idx >= ? AND idx < ? AND idx < ?"
-            " AND source_replica != ?"
+            f"SELECT count(*) FROM replication_log WHERE path = ? AND idx >= ? AND idx < ? AND idx < ? AND {_FOREIGN}"
         )
-        args: tuple[Any, ...] = (replica.path, replica.applied, below, replica.log_pointer, replica.replica_name)
+        args: tuple[Any, ...] = (
+            replica.path,
+            replica.applied,
+            below,
+            replica.log_pointer,
+            replica.replica_name,
+            replica.uuid,
+        )
         if sources:
             query += f" AND source_replica IN ({', '.join('?' * len(sources))})"
             args += sources
@@ -389,9 +394,9 @@ class ReplicationLog:
                     "SELECT coalesce(max(idx), 0) FROM replication_log WHERE path = ?", (replica.path,)
                 ).fetchone()
                 queued = db.execute(
-                    "SELECT path, idx, source_replica, create_time, block FROM replication_log WHERE path = ?"
-                    " AND idx >= ? AND idx < ? AND source_replica != ? ORDER BY idx",
-                    (replica.path, replica.applied, replica.log_pointer, replica.replica_name),
+                    f"SELECT {_ENTRY_COLUMNS} FROM replication_log WHERE path = ? AND idx >= ? AND idx < ?"
+                    f" AND {_FOREIGN} ORDER BY idx",
+                    (replica.path, replica.applied, replica.log_pointer, replica.replica_name, replica.uuid),
                 ).fetchall()
                 peers = db.execute("SELECT replica_name, member FROM replicas WHERE path = ?", (replica.path,))
                 oldest = _entry(queued[0]) if queued else None
@@ -400,8 +405,13 @@ class ReplicationLog:
         return states
 
 
+_ENTRY_COLUMNS = "path, idx, source_replica, source_uuid, create_time, block"
+_FOREIGN = "NOT (source_replica = ? AND source_uuid = ?)"
+"""Entries another replica wrote (what a replica's queue holds)."""
+
+
 def _entry(row: Any) -> Entry:
-    return Entry(str(row[0]), int(row[1]), str(row[2]), float(row[3]), Block.decode(row[4]))
+    return Entry(str(row[0]), int(row[1]), str(row[2]), str(row[3]), float(row[4]), Block.decode(row[5]))
 
 
 def _duplicate(db: sqlite3.Connection, path: str, block_id: str, window: int, window_seconds: int) -> bool:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["IMAGES", "TOPOLOGY", "ClusterTopology", "MemberSlot", "remote_servers_xml"]
+__all__ = ["IMAGES", "TOPOLOGY", "ClusterTopology", "MemberSlot", "remote_servers_xml", "replication_xml"]
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,9 @@ class ClusterTopology:
     shard_num: int = 1
     default_members: int = 2
     keeper_map_path_prefix: str = "/keeper_map_tables"
+    default_replica_path: str = "/clickhouse/tables/{uuid}/{shard}"
+    default_replica_name: str = "{replica}"
+    """Where a ``Replicated*MergeTree`` without arguments keeps its replica (ClickHouse's defaults, stated)."""
     user: str = "default"
     compose_http_port_base: int = 18123
     """The real cluster publishes member N's HTTP port on ``127.0.0.1:<base + N - 1>`` (docker-compose)."""
@@ -86,3 +89,12 @@ def macros_xml(topology: ClusterTopology, cluster: str, slot: MemberSlot | None,
     if slot is not None:
         items += [f"<shard>{slot.shard_num}</shard>", f"<replica>{slot.replica_macro}</replica>"]
     return f"{indent}<macros>{''.join(items)}</macros>"
+
+
+def replication_xml(topology: ClusterTopology, indent: str = "    ") -> str:
+    """``default_replica_path``/``default_replica_name``: a replicated table created without arguments (as the
+    internal route creates them, ``ON CLUSTER`` with one UUID) shares one Keeper path on every replica."""
+    return (
+        f"{indent}<default_replica_path>{topology.default_replica_path}</default_replica_path>\n"
+        f"{indent}<default_replica_name>{topology.default_replica_name}</default_replica_name>"
+    )

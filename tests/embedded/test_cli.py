@@ -58,6 +58,17 @@ def test_up_status_fault_down(tmp_path: Path) -> None:
         assert [(f["target"], f["kind"]) for f in armed["armed"]] == [("member2", "pause")]
         armed = _cli("fault", "--dir", directory, "lose-response", "coordinator", "--match", "INSERT")
         assert len(armed["armed"]) == 2
+        _cli("fault", "--dir", directory, "pause-replication", "member1")
+        _cli("fault", "--dir", directory, "stall-replication", "3")
+        armed = _cli("fault", "--dir", directory, "lag-replication", "2", "1.5")
+        replication = {(f["target"], f["kind"], f["seconds"]) for f in armed["armed"] if "replication" in f["kind"]}
+        assert replication == {
+            ("member1", "pause_replication", None),
+            ("member3", "stall_replication", None),
+            ("member2", "lag_replication", 1.5),
+        }
+        armed = _cli("fault", "--dir", directory, "resume-replication", "1")
+        assert ("member1", "pause_replication") not in {(f["target"], f["kind"]) for f in armed["armed"]}
         assert _cli("fault", "--dir", directory, "reset") == {"armed": [], "killed": []}
     finally:
         stopped = _cli("down", "--dir", directory)

@@ -1,13 +1,26 @@
-"""A three-member cluster in internal-replication mode: the topology it reports, and what chdb cannot do."""
+"""A three-member cluster in internal-replication mode: its topology, and Replicated*MergeTree held to the same
+checks a real ClickHouse cluster passes (``replication_checks.py``, also run by ``test_real_cluster.py``)."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import pytest
 from clickhouse_connect.driver.exceptions import DatabaseError
 
 from airflow_provider_dpone.embedded import TOPOLOGY, EmbeddedCluster
+from tests.embedded import replication_checks as checks
 
 pytestmark = pytest.mark.embedded_cluster(members=3, internal_replication=True)
+
+
+@pytest.fixture
+def replicas(embedded_cluster: EmbeddedCluster) -> checks.Replicas:
+    return checks.Replicas(
+        embedded_cluster.cluster_name,
+        lambda: embedded_cluster.client("coordinator"),
+        tuple((lambda member=member: embedded_cluster.client(member)) for member in embedded_cluster.members),
+    )
 
 
 def test_topology_and_on_cluster_on_three_members(embedded_cluster: EmbeddedCluster, fresh_database: str) -> None:
@@ -25,18 +38,29 @@ def test_topology_and_on_cluster_on_three_members(embedded_cluster: EmbeddedClus
         assert embedded_cluster.client(member).command(f"EXISTS TABLE `{fresh_database}`.t") == 1
 
 
-def test_replicated_tables_are_refused_not_hung(embedded_cluster: EmbeddedCluster, fresh_database: str) -> None:
-    client = embedded_cluster.client("member1")
-    with pytest.raises(DatabaseError) as error:
-        client.command(
-            f"CREATE TABLE `{fresh_database}`.r (a UInt8) ENGINE = ReplicatedMergeTree('/t/{{shard}}', '{{replica}}')"
-            " ORDER BY a"
-        )
-    assert error.value.code == 48
+@pytest.mark.parametrize("check", checks.CHECKS, ids=lambda check: check.__name__.removeprefix("check_"))
+def test_replication_like_a_real_cluster(
+    check: Callable[[checks.Replicas, str], None], replicas: checks.Replicas, fresh_database: str
+) -> None:
+    check(replicas, fresh_database)
+
+
+def test_macros_the_process_lacks_and_replicated_databases(
+    embedded_cluster: EmbeddedCluster, fresh_database: str
+) -> None:
+    """The coordinator has no ``shard``/``replica`` macros (it is no replica): ClickHouse's NO_ELEMENTS_IN_CONFIG.
+    A ``Replicated`` database is not emulated and is refused, not hung."""
     coordinator = embedded_cluster.client("coordinator")
-    with pytest.raises(DatabaseError) as on_cluster:
+    with pytest.raises(DatabaseError) as missing:
         coordinator.command(
-            f"CREATE TABLE `{fresh_database}`.r ON CLUSTER {embedded_cluster.cluster_name} (a UInt8)"
+            f"CREATE TABLE `{fresh_database}`.t UUID '00000000-0000-4000-8000-000000000001' (a UInt8)"
             " ENGINE = ReplicatedMergeTree ORDER BY a"
         )
-    assert on_cluster.value.code == 48
+    assert missing.value.code == 139
+    assert "No macro 'shard' in config" in str(missing.value)
+    assert coordinator.command(f"EXISTS TABLE `{fresh_database}`.t") == 0
+    with pytest.raises(DatabaseError) as database:
+        embedded_cluster.client("member1").command(
+            "CREATE DATABASE replicated_db ENGINE = Replicated('/db/{shard}', '{shard}', '{replica}')"
+        )
+    assert database.value.code == 48

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import clickhouse_connect
 import pytest
 from clickhouse_connect.driver.exceptions import DatabaseError
+
+from tests.embedded import replication_checks as checks
 
 pytestmark = pytest.mark.real_cluster
 
@@ -160,3 +162,20 @@ def test_internal_route_replicates_between_members(real_cluster: RealCluster, re
         parameters={"c": real_cluster.internal_cluster_name},
     ).result_rows
     assert flags == [(1,)]
+
+
+@pytest.fixture
+def real_replicas(real_cluster: RealCluster) -> checks.Replicas:
+    return checks.Replicas(
+        real_cluster.internal_cluster_name,
+        lambda: real_cluster.client(real_cluster.coordinator),
+        tuple((lambda member=member: real_cluster.client(member)) for member in real_cluster.members),
+    )
+
+
+@pytest.mark.parametrize("check", checks.CHECKS, ids=lambda check: check.__name__.removeprefix("check_"))
+def test_replication_like_the_embedded_cluster(
+    check: Callable[[checks.Replicas, str], None], real_replicas: checks.Replicas, real_database: str
+) -> None:
+    """The embedded cluster's replication checks (``tests/embedded/test_internal_mode.py``), on real servers."""
+    check(real_replicas, real_database)
