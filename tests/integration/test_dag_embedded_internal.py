@@ -33,7 +33,6 @@ from airflow_provider_dpone.embedded import EmbeddedCluster
 from airflow_provider_dpone.operators.publication_environment import PublicationEnvironment, hook_environment
 from airflow_provider_dpone.protocol.authority_io import read_current
 from airflow_provider_dpone.protocol.context import ProtocolSettings
-from tests.adapters.port_backends import LAG_REPLICATION, PAUSE_REPLICATION, clear_replication_fault, replication_fault
 from tests.integration.dag_runner import (
     INTERNAL_EXAMPLE_FILE,
     RunOutcome,
@@ -235,7 +234,7 @@ def test_a_lagging_replica_is_waited_out_through_stage_retries(
 ) -> None:
     database = published.database
     lagging = next(m.name for m in embedded_cluster.members if m.name != loader_process(embedded_cluster))
-    replication_fault(embedded_cluster, lagging, LAG_REPLICATION, seconds=4.0)
+    embedded_cluster.faults.lag_replication(lagging, 4.0)
     configure(example, short_sync_environment, manifest=published.manifest, poll_interval=0.2, retries=10)
     capfd.readouterr()
     outcome = _run(example, 6)
@@ -252,7 +251,7 @@ def test_a_racing_run_is_fenced_while_the_first_waits_for_a_replica_then_the_fir
 ) -> None:
     database = published.database
     lagging = next(m.name for m in embedded_cluster.members if m.name != loader_process(embedded_cluster))
-    replication_fault(embedded_cluster, lagging, PAUSE_REPLICATION)
+    embedded_cluster.faults.pause_replication(lagging)
     configure(example, short_sync_environment, manifest=published.manifest, poll_interval=0.2, retries=0)
     unresolved = _run(example, 7)
     assert unresolved.states["stage"] == "failed" and not unresolved.xcom.get("cleanup")
@@ -266,7 +265,7 @@ def test_a_racing_run_is_fenced_while_the_first_waits_for_a_replica_then_the_fir
     still = authority_record(embedded_cluster, database)
     assert still is not None and still.operation_id == record.operation_id
 
-    clear_replication_fault(embedded_cluster, lagging, PAUSE_REPLICATION)
+    embedded_cluster.faults.resume_replication(lagging)
     resumed = _run(example, 7)  # the whole first run cleared: the same operation resumes and completes
     receipt = assert_published_exactly(embedded_cluster, database, resumed)
     assert receipt["operation_id"] == record.operation_id and receipt["rebuilds"] == 0
