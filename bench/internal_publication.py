@@ -14,9 +14,10 @@ Nullable(Decimal(18,4)), DateTime64(3,'UTC')) extracted once as Native bytes int
   operation and is reported separately, as in ``bench/external_publication.py``.
 
 For 2 and 3 replicas it prints the medians over the trials, the ratio ours/baseline measured in the same run (aim:
-at most 1.3), where our time goes (per entry point and per port call), and the round trips of one publication:
-authority reads and writes, DDL dispatches and queue polls, member statements (by kind) and HTTP requests; none may
-depend on the row count. Not part of the pytest suite.
+at most 1.3), where our time goes (per entry point and per port call), both sides again at 10,000 rows (the cost that
+does not grow with rows: round trips and DDL) and the ratio of what remains (the per-row part), and the round trips of
+one publication: authority reads and writes, DDL dispatches and queue polls, member statements (by kind) and HTTP
+requests; none may depend on the row count. Not part of the pytest suite.
 
     .venv/bin/python bench/internal_publication.py [--rows 1000000] [--trials 3] [--replicas 2 3]
 """
@@ -39,6 +40,8 @@ import external_publication as shared  # the publication benchmarks' shared help
 ROOT = shared.ROOT
 CLUSTER = "dpone_cluster_replicated"
 TARGET_KEYS = "ENGINE = ReplicatedMergeTree ORDER BY id"
+FIXED_COST_ROWS = 10_000
+"""A row count small enough that both sides show their cost that does not grow with rows (round trips, DDL)."""
 
 
 def start_cluster(directory: Path, members: int) -> Any:
@@ -137,7 +140,8 @@ def baseline_trial(connection: Any, members: list[tuple[str, int]], database: st
 def ours_trial(adapters: Any, database: str, receipt: Any, trial: int) -> tuple[float, dict[str, float], Any, Any, Any]:
     target = f"target_{trial}"
     create_replicated(adapters.coordinator_connection, database, target)
-    calls, seconds = shared.instrument(adapters)
+    original = adapters.ports
+    calls, seconds = shared.instrument(adapters)  # counts this trial only: the wrapped ports are restored below
     http: Counter[str] = Counter()
     undo = shared.count_http(http)
     started = time.perf_counter()
@@ -146,6 +150,7 @@ def ours_trial(adapters: Any, database: str, receipt: Any, trial: int) -> tuple[
         spent = run_publication(adapters, req, shared.Sealed(receipt))
     finally:
         undo()
+        adapters.ports = original
     return time.perf_counter() - started, spent, calls, seconds, http
 
 
@@ -186,6 +191,18 @@ def measure(base: Path, replicas: int, rows: int, trials: int) -> dict[str, Any]
         medians = {phase: statistics.median(spent[phase] for spent in phases) for phase in phases[0]}
         print("  ours by entry point (median s):", {k: round(v, 2) for k, v in medians.items()})
         print("  ours by port call (last trial, s):", {k: round(v, 3) for k, v in sorted(seconds.items())})
+        small, _ = shared.seal_artifact(adapters, FIXED_COST_ROWS)
+        small_path = Path(str(adapters.store.object_path(small.sha256)).removeprefix("file://"))
+        fixed_base = statistics.median(
+            baseline_trial(adapters.coordinator_connection, members, database, small_path, f"small_base_{trial}")
+            for trial in range(trials)
+        )
+        fixed_ours = statistics.median(ours_trial(adapters, database, small, 100 + trial)[0] for trial in range(trials))
+        per_row = (o - fixed_ours) / (b - fixed_base) if b > fixed_base else float("nan")
+        print(
+            f"  at {FIXED_COST_ROWS:,d} rows (the cost that does not grow with rows): baseline {fixed_base:.2f} s,"
+            f" ours {fixed_ours:.2f} s; ratio of the rest (the per-row part): {per_row:.2f}"
+        )
         adapters.close()
         return {
             "replicas": replicas,
@@ -193,6 +210,9 @@ def measure(base: Path, replicas: int, rows: int, trials: int) -> dict[str, Any]
             "baseline_s": round(b, 3),
             "ours_s": round(o, 3),
             "ratio": round(o / b, 3),
+            "fixed_baseline_s": round(fixed_base, 3),
+            "fixed_ours_s": round(fixed_ours, 3),
+            "per_row_ratio": round(per_row, 3),
             "calls": dict(calls),
             "http": http["http"],
         }
@@ -217,7 +237,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     for result in results:
         print(round_trip_line(result["replicas"], Counter(result["calls"]), Counter(http=result["http"])))
-    summary = {r["replicas"]: {k: r[k] for k in ("rows", "baseline_s", "ours_s", "ratio", "http")} for r in results}
+    keys = ("rows", "baseline_s", "ours_s", "ratio", "fixed_baseline_s", "fixed_ours_s", "per_row_ratio", "http")
+    summary = {r["replicas"]: {k: r[k] for k in keys} for r in results}
     print(json.dumps({"internal_publication": summary}, sort_keys=True))
     return 0
 
