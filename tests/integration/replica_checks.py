@@ -119,3 +119,9 @@ def queue_entries(cluster: Any, database: str, statement: str, naming: str = "")
 def loader_process(cluster: Any) -> str:
     """The member process the internal route loads through: the replica with the lowest opaque member id."""
     return min(cluster.members, key=lambda member: member_id(member.shard_num, member.replica_num)).name
+
+
+def follower_process(cluster: Any) -> str:
+    """A member process the load does not go through (it receives the rows by replication only)."""
+    loader = loader_process(cluster)
+    return next(member.name for member in cluster.members if member.name != loader)

@@ -47,6 +47,7 @@ from tests.integration.dag_runner import (
 )
 from tests.integration.replica_checks import (
     authority_record,
+    follower_process,
     loader_process,
     queue_entries,
     replica_contents,
@@ -233,7 +234,7 @@ def test_a_lagging_replica_is_waited_out_through_stage_retries(
     capfd: pytest.CaptureFixture[str],
 ) -> None:
     database = published.database
-    lagging = next(m.name for m in embedded_cluster.members if m.name != loader_process(embedded_cluster))
+    lagging = follower_process(embedded_cluster)
     embedded_cluster.faults.lag_replication(lagging, 4.0)
     configure(example, short_sync_environment, manifest=published.manifest, poll_interval=0.2, retries=10)
     capfd.readouterr()
@@ -250,7 +251,7 @@ def test_a_racing_run_is_fenced_while_the_first_waits_for_a_replica_then_the_fir
     example: ModuleType, embedded_cluster: EmbeddedCluster, published: Published
 ) -> None:
     database = published.database
-    lagging = next(m.name for m in embedded_cluster.members if m.name != loader_process(embedded_cluster))
+    lagging = follower_process(embedded_cluster)
     embedded_cluster.faults.pause_replication(lagging)
     configure(example, short_sync_environment, manifest=published.manifest, poll_interval=0.2, retries=0)
     unresolved = _run(example, 7)
