@@ -1,6 +1,7 @@
-# Two entry points for a fresh machine (see README.md):
-#   make demo   installs everything and runs the main job
-#   make test   installs everything and runs every gate and the whole test suite
+# Entry points for a fresh machine (see README.md):
+#   make demo            installs everything and runs the main job (external replication)
+#   make demo-internal   the same for internal replication (ReplicatedMergeTree, internal_replication=true)
+#   make test            installs everything and runs every gate and the whole test suite
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -9,7 +10,7 @@ UV := $(VENV)/bin/uv
 export AIRFLOW_HOME ?= $(CURDIR)/.airflow
 export AIRFLOW__CORE__LOAD_EXAMPLES ?= False
 
-.PHONY: install postgres lint test test-real demo clean
+.PHONY: install postgres lint test test-real demo demo-internal clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -42,20 +43,24 @@ test-real: install
 
 DEMO_DIR ?= $(CURDIR)/.demo-cluster
 
-# The demo: admission and plan of the example manifest, then the example DAG (dag.test) on the embedded cluster,
+# The demos: admission and plan of the example manifest, then the example DAG (dag.test) on the embedded cluster,
 # printing the receipt; the cluster is stopped whatever happens.
-demo: install
-	$(VENV)/bin/dpone plan dags_examples/manifests/clickhouse_external_full_refresh.yaml
+demo: EXAMPLE := clickhouse_external_full_refresh
+demo: CLUSTER_OPTIONS :=
+demo-internal: EXAMPLE := clickhouse_internal_full_refresh
+demo-internal: CLUSTER_OPTIONS := --internal-replication true --members 3
+demo demo-internal: install
+	$(VENV)/bin/dpone plan dags_examples/manifests/$(EXAMPLE).yaml
 	$(VENV)/bin/airflow db migrate > /dev/null
 	@set -euo pipefail; \
 	$(PY) -m airflow_provider_dpone.embedded down --dir "$(DEMO_DIR)" > /dev/null 2>&1 || true; rm -rf "$(DEMO_DIR)"; \
 	trap '$(PY) -m airflow_provider_dpone.embedded down --dir "$(DEMO_DIR)" > /dev/null' EXIT; \
-	cluster="$$($(PY) -m airflow_provider_dpone.embedded up --dir "$(DEMO_DIR)")"; \
+	cluster="$$($(PY) -m airflow_provider_dpone.embedded up --dir "$(DEMO_DIR)" $(CLUSTER_OPTIONS))"; \
 	field() { printf '%s' "$$cluster" | $(PY) -c "import json, sys; v = json.load(sys.stdin)[sys.argv[1]]; print(v if isinstance(v, str) else json.dumps(v))" "$$1"; }; \
 	export AIRFLOW_CONN_DPONE_CLICKHOUSE_DEFAULT="$$(field airflow_connection_json)"; \
 	export DPONE_EXAMPLE_CLUSTER="$$(field cluster)"; \
 	export AIRFLOW__CORE__DAGS_FOLDER="$(CURDIR)/dags_examples" PYTHONPATH="$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH}"; \
-	$(PY) dags_examples/clickhouse_external_full_refresh.py
+	$(PY) dags_examples/$(EXAMPLE).py
 
 clean:
 	rm -rf $(VENV) .airflow .demo-cluster .mypy_cache .pytest_cache .ruff_cache

@@ -1,4 +1,4 @@
-"""``DponeFenceOperator`` and ``DponeStageOperator``: the two pre-publication steps of an external full refresh."""
+"""``DponeFenceOperator`` and ``DponeStageOperator``: the two pre-publication steps of a full refresh, in both modes."""
 
 from __future__ import annotations
 
@@ -26,7 +26,9 @@ class DponeFenceOperator(DponePublicationOperator):
     """Fence the target in the Keeper authority before any source I/O (phase LOCKED), or resume this run's fence.
 
     Another unresolved operation on the same target (an earlier DAG run that has not completed, or was not aborted)
-    fails this task without retry: there is no lease stealing. Pushes ``operation_id``, ``target_key`` and ``phase``.
+    fails this task without retry: there is no lease stealing. A cluster whose ``internal_replication`` flag does not
+    match the manifest's ``replication_mode`` fails here, before any source I/O (``REPLICATION_MODE_MISMATCH``).
+    Pushes ``operation_id``, ``target_key``, ``phase`` and ``replication_mode``.
     """
 
     def execute(self, context: Context) -> XCom:
@@ -41,11 +43,15 @@ class DponeFenceOperator(DponePublicationOperator):
 
 
 class DponeStageOperator(DponePublicationOperator):
-    """Seal the artifact (once per operation) and stage it into every member's candidate until all are READY.
+    """Seal the artifact (once per operation) and stage it until every member holds exactly it (READY, then STAGED).
 
-    A retry never re-extracts once an artifact is bound and never appends to an ambiguous candidate: it observes each
-    member and resumes, rebuilding only the exact owned candidate. Pushes the generation id, the artifact digest and
-    size, and per-member stage, rows and rebuilds (opaque member ids).
+    External mode: one candidate per member, each loaded directly. Internal mode: one replicated candidate created
+    ``ON CLUSTER``, loaded once through one replica, then a bounded wait until every replica has caught up and holds
+    exactly the artifact's content; a replica still behind after the bound fails the try retryably
+    (``REPLICA_NOT_CONVERGED``) and the retry waits again. A retry never re-extracts once an artifact is bound and
+    never appends to an ambiguous candidate: it observes and resumes, rebuilding only the exact owned candidate.
+    Pushes the mode, the record schema, the generation id, the artifact digest and size, per-member stage, rows and
+    rebuilds (opaque member ids) and, internal mode, the replica the load went through.
     """
 
     stages = True

@@ -16,7 +16,6 @@ from typing import Any, TypeVar
 from airflow.sdk import BaseOperator, Context
 
 from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.contracts.identities import target_key
 from airflow_provider_dpone.contracts.manifest import ClusterPublicationManifest
 from airflow_provider_dpone.operators.publication_environment import (
     PortsFactory,
@@ -30,9 +29,11 @@ from airflow_provider_dpone.operators.publication_inputs import (
     read_manifest,
     require_admissible,
 )
+from airflow_provider_dpone.operators.publication_report import observed_record
 from airflow_provider_dpone.operators.task_outcome import TaskLog, raise_for
 from airflow_provider_dpone.ports.publication import TableSpec
 from airflow_provider_dpone.protocol.request import PublicationRequest
+from airflow_provider_dpone.protocol.runtime_facts import admit_runtime
 from airflow_provider_dpone.protocol.service import PublicationService, publication_service
 
 T = TypeVar("T")
@@ -51,22 +52,27 @@ def fence_table(manifest: ClusterPublicationManifest) -> TableSpec:
 
 
 def resolve_table(
-    manifest: ClusterPublicationManifest, environment: PublicationEnvironment, *, stages: bool
+    manifest: ClusterPublicationManifest,
+    environment: PublicationEnvironment,
+    fence: PublicationRequest,
+    *,
+    stages: bool,
 ) -> TableSpec:
-    """The table definition of this task's request.
+    """The table definition of this task's request (``fence`` is the request with :func:`fence_table`).
 
-    Once the operation has bound an artifact, its typed columns (from the authority, read-only) are the definition:
+    Once this operation has bound an artifact, its typed columns (from the authority, read-only) are the definition:
     a retry recreates candidates exactly as bound even if the source changed meanwhile. Before that, only the stage
-    task resolves it from the source (metadata only); every other task gets :func:`fence_table`.
+    task resolves it from the source (metadata only), and only after runtime admission passed: a mode that does not
+    match the cluster's ``internal_replication`` flag fails before the source is touched. Every other task gets
+    :func:`fence_table`.
     """
-    from airflow_provider_dpone.operators.publication_inputs import cluster_name
-    from airflow_provider_dpone.operators.publication_report import observed_record
-
-    key = target_key(cluster_name(manifest), manifest.sink.database, manifest.sink.table)
-    record = observed_record(environment.ports.authority, key) if stages else None
-    if record is not None and record.artifact is not None:
+    if not stages:
+        return fence.table
+    record = observed_record(environment.ports.authority, fence.target_key)
+    if record is not None and record.operation_id == fence.operation_id and record.artifact is not None:
         return declared_table(manifest, record.artifact.schema_pairs)
-    return environment.table() if stages else fence_table(manifest)
+    admit_runtime(environment.ports.catalog, fence)
+    return environment.table()
 
 
 @dataclass(frozen=True)
@@ -81,7 +87,9 @@ class TaskSession:
 
 
 class DponePublicationOperator(BaseOperator):
-    """Base of the external full-refresh operators (``fence >> stage >> publish >> cleanup``).
+    """Base of the full-refresh operators (``fence >> stage >> publish >> cleanup``), the same in both replication
+    modes: the admitted manifest's ``replication_mode`` (default ``internal``) selects the protocol, and the live
+    ``system.clusters`` inventory must report the matching ``internal_replication`` flag; nothing falls back.
 
     :param manifest: the cluster publication manifest: a ``.yaml`` path (relative paths resolve against the DAG
         file's folder), inline YAML text, or a mapping. Every task of the DAG must get the same manifest. Templated:
@@ -138,7 +146,10 @@ class DponePublicationOperator(BaseOperator):
             environment = factory(manifest, conn_id, ddl_task_timeout_seconds=self._ddl_task_timeout_seconds())
             try:
                 dag_run = context["dag_run"]
-                table = resolve_table(manifest, environment, stages=self.stages)
+                fence = build_request(
+                    manifest, dag_id=dag_run.dag_id, run_id=dag_run.run_id, table=fence_table(manifest)
+                )
+                table = resolve_table(manifest, environment, fence, stages=self.stages)
                 request = build_request(manifest, dag_id=dag_run.dag_id, run_id=dag_run.run_id, table=table)
                 service = publication_service(environment.ports, request, environment.settings)
                 return action(TaskSession(manifest, environment, request, service, conn_id))

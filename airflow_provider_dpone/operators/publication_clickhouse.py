@@ -20,6 +20,7 @@ from airflow_provider_dpone.contracts.manifest import ClusterPublicationManifest
 from airflow_provider_dpone.operators.publication_environment import PublicationEnvironment
 from airflow_provider_dpone.operators.publication_inputs import declared_table
 from airflow_provider_dpone.ports.publication import ArtifactSource, TableSpec
+from airflow_provider_dpone.protocol.context import ProtocolSettings
 from airflow_provider_dpone.protocol.request import PublicationRequest
 
 
@@ -46,6 +47,17 @@ def configured_ddl_task_timeout_seconds() -> int:
     from airflow_provider_dpone.adapters.clickhouse.sql_cluster_ddl import DEFAULT_TASK_TIMEOUT_SECONDS
 
     return conf.getint("dpone", "ddl_task_timeout_seconds", fallback=DEFAULT_TASK_TIMEOUT_SECONDS)
+
+
+def protocol_settings() -> ProtocolSettings:
+    """``[dpone] replica_sync_timeout_seconds``: the bound of one replica's convergence wait in internal mode (a
+    replica still behind fails the stage try retryably and the retry waits again). Other settings: the defaults."""
+    from airflow.sdk import conf
+
+    default = ProtocolSettings().replica_sync_timeout_seconds
+    return ProtocolSettings(
+        replica_sync_timeout_seconds=conf.getfloat("dpone", "replica_sync_timeout_seconds", fallback=default)
+    )
 
 
 def hook_environment(
@@ -111,4 +123,6 @@ def hook_environment(
         finally:
             adapters.close()
 
-    return PublicationEnvironment(ports=adapters.ports, table=table, source=source, close=close)
+    return PublicationEnvironment(
+        ports=adapters.ports, table=table, source=source, settings=protocol_settings(), close=close
+    )

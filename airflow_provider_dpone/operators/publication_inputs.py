@@ -65,12 +65,13 @@ def cluster_name(manifest: ClusterPublicationManifest) -> str:
 
 
 def declared_table(manifest: ClusterPublicationManifest, columns: tuple[tuple[str, str], ...]) -> TableSpec:
-    """The candidate definition: the manifest's engine and sorting key with the given typed columns."""
+    """The candidate definition: the manifest's engine, partition key and sorting key with the given typed columns."""
     storage = manifest.physical_design.storage.clickhouse
     return TableSpec(
         columns=tuple(ColumnSpec(name=name, type=type_) for name, type_ in columns),
         engine=storage.engine,
         order_by=tuple(storage.order_by),
+        partition_by=storage.partition_by,
     )
 
 

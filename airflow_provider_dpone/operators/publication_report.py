@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow_provider_dpone.contracts.authority_codec import AuthorityRecord
 from airflow_provider_dpone.contracts.authority_external import ExternalAuthorityRecord
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.contracts.receipts_publication import PublicationReceipt
@@ -26,18 +27,16 @@ def short(digest: str | None) -> str:
     return "-" if digest is None else digest[:16]
 
 
-def observed_record(store: AuthorityStore, target_key: str) -> ExternalAuthorityRecord | None:
-    """The external record for logging (read-only); ``None`` when absent, unreadable or not external."""
+def observed_record(store: AuthorityStore, target_key: str) -> AuthorityRecord | None:
+    """The target's record in either mode, for logging and XCom (read-only); ``None`` when absent or unreadable."""
     try:
         current = read_current(store, target_key)
     except DponeError:
         return None
-    if current is None or not isinstance(current.record, ExternalAuthorityRecord):
-        return None
-    return current.record
+    return None if current is None else current.record
 
 
-def phase_of(record: ExternalAuthorityRecord | None) -> str:
+def phase_of(record: AuthorityRecord | None) -> str:
     return "absent" if record is None else record.phase.value
 
 
@@ -48,42 +47,80 @@ def log_transition(log: Log, before: str, after: str, operation_id: str) -> None
         log.info("operation %s phase %s -> %s", short(operation_id), before, after)
 
 
-def log_members(log: Log, record: ExternalAuthorityRecord | None) -> None:
-    """One line per member: stage, verified rows, bytes streamed from the sealed artifact, rebuilds."""
+def member_progress(record: AuthorityRecord) -> list[XCom]:
+    """Per member: stage, verified rows and rebuilds. External members have their own candidate; internal replicas
+    share one replicated candidate, so they share its stage and rebuild count."""
+    if isinstance(record, ExternalAuthorityRecord):
+        return [
+            {"member_id": m.member_id, "stage": m.stage.value, "row_count": m.row_count, "rebuilds": m.rebuilds}
+            for m in record.members
+        ]
+    candidate = record.candidate
+    stage = "PENDING" if candidate is None else candidate.stage.value
+    rebuilds = 0 if candidate is None else candidate.rebuilds
+    return [
+        {"member_id": m.member_id, "stage": stage, "row_count": m.row_count, "rebuilds": rebuilds}
+        for m in record.members
+    ]
+
+
+def load_member(record: AuthorityRecord) -> str | None:
+    """Internal mode: the replica the one load goes through, once bound."""
+    if isinstance(record, ExternalAuthorityRecord) or record.candidate is None or record.candidate.load is None:
+        return None
+    return record.candidate.load.member_id
+
+
+def log_members(log: Log, record: AuthorityRecord | None) -> None:
+    """One line per member: stage, verified rows, bytes streamed from the sealed artifact, rebuilds; in internal
+    mode also the replica the one load went through (the others received it by replication)."""
     if record is None:
         return
     artifact_bytes = record.artifact.byte_size if record.artifact is not None else 0
-    for member in record.members:
-        rows = "-" if member.row_count is None else str(member.row_count)
+    loader = load_member(record)
+    for member in member_progress(record):
+        rows = "-" if member["row_count"] is None else str(member["row_count"])
+        if loader is not None:
+            sent = artifact_bytes if member["member_id"] == loader else "0 (replicated)"
+        else:
+            sent = artifact_bytes if member["row_count"] is not None else "-"
         log.info(
             "member %s: stage %s rows %s bytes %s rebuilds %d",
-            member.member_id,
-            member.stage.value,
+            member["member_id"],
+            member["stage"],
             rows,
-            artifact_bytes if member.row_count is not None else "-",
-            member.rebuilds,
+            sent,
+            member["rebuilds"],
         )
 
 
 def fence_xcom(result: FenceResult) -> XCom:
-    return {"operation_id": result.operation_id, "target_key": result.target_key, "phase": result.phase}
+    return {
+        "operation_id": result.operation_id,
+        "target_key": result.target_key,
+        "phase": result.phase,
+        "replication_mode": result.replication_mode,
+    }
 
 
-def stage_xcom(result: StageResult, record: ExternalAuthorityRecord | None) -> XCom:
+def stage_xcom(result: StageResult, record: AuthorityRecord | None) -> XCom:
     value: XCom = {
         "operation_id": result.operation_id,
         "phase": result.phase,
+        "replication_mode": result.replication_mode,
         "generation_id": result.generation_id,
         "ready_members": result.ready_members,
     }
+    if record is not None:
+        value["schema"] = record.schema_
     if record is not None and record.artifact is not None:
         value["artifact_sha256"] = record.artifact.sha256
         value["artifact_bytes"] = record.artifact.byte_size
         value["row_count"] = record.artifact.row_count
-        value["members"] = [
-            {"member_id": m.member_id, "stage": m.stage.value, "row_count": m.row_count, "rebuilds": m.rebuilds}
-            for m in record.members
-        ]
+        value["members"] = member_progress(record)
+        loader = load_member(record)
+        if loader is not None:
+            value["load_member_id"] = loader
     return value
 
 

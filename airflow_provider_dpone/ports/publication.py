@@ -75,6 +75,8 @@ class TableSpec(BaseModel):
     columns: tuple[ColumnSpec, ...] = Field(min_length=1)
     engine: StrictStr = "MergeTree"
     order_by: tuple[StrictStr, ...] = ()
+    partition_by: StrictStr | None = None
+    """The manifest's partition key (a column or an allowed date function of one), rendered by the adapter."""
 
     @property
     def schema_pairs(self) -> tuple[tuple[str, str], ...]:

@@ -16,7 +16,11 @@ from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError
 from airflow_provider_dpone.adapters.clickhouse.authority_store import ClickHouseAuthorityStore
 from airflow_provider_dpone.adapters.clickhouse.cluster_ddl import ClickHouseClusterDDL
 from airflow_provider_dpone.adapters.clickhouse.endpoint import Endpoint
-from airflow_provider_dpone.adapters.clickhouse.member_session import ClickHouseMemberSession
+from airflow_provider_dpone.adapters.clickhouse.member_session import (
+    SYNC_READ_MARGIN_SECONDS,
+    ClickHouseMemberSession,
+    sync_bound,
+)
 from airflow_provider_dpone.adapters.clickhouse.oneshot import MutationGuard
 from airflow_provider_dpone.contracts.authority_row import AuthorityRow
 from airflow_provider_dpone.contracts.identities import member_id
@@ -237,6 +241,31 @@ def test_observation_refuses_content_of_a_table_that_changed_meanwhile(parts_uui
     ]
     with pytest.raises(UnavailableError):
         session(client).observe_table("db", "cand", with_content=True)
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [(ok(), True), (fail(refused(159)), False), (fail(refused(60)), UnavailableError), (fail(LOST), UnavailableError)],
+)
+def test_sync_replica_maps_the_servers_timeout_to_not_yet(answer: Callable[[], Any], expected: Any) -> None:
+    client = Scripted()
+    client.writes.append(answer)
+    if isinstance(expected, bool):
+        assert session(client).sync_replica("db", "cand", timeout_seconds=5) is expected
+    else:
+        with pytest.raises(expected):
+            session(client).sync_replica("db", "cand", timeout_seconds=5)
+    assert client.sent == ["SYSTEM SYNC REPLICA `db`.`cand`"]
+
+
+@pytest.mark.parametrize(
+    ("requested", "read_timeout", "sent"),
+    [(30, 300.0, 30), (30, None, 30), (30, 10.0, 8), (0.2, 300.0, 1), (2.5, 300.0, 3), (30, 2.0, 1)],
+)
+def test_the_sync_bound_ends_before_the_http_read_timeout(requested: float, read_timeout: Any, sent: int) -> None:
+    assert sync_bound(requested, read_timeout) == sent
+    if read_timeout is not None and read_timeout > SYNC_READ_MARGIN_SECONDS + 1:
+        assert sent <= read_timeout - SYNC_READ_MARGIN_SECONDS
 
 
 # --- cluster DDL -------------------------------------------------------------------------------------------------

@@ -152,6 +152,26 @@ def test_member_create_refuses_an_order_by_outside_the_columns() -> None:
         sql_member.create_table("db", "cand", UUID, SPEC.model_copy(update={"order_by": ("missing",)}))
 
 
+@pytest.mark.parametrize(
+    ("partition_by", "rendered"), [("at", "`at`"), ("toYYYYMM(at)", "toYYYYMM(`at`)"), ("toDate(id)", "toDate(`id`)")]
+)
+def test_the_partition_key_reaches_the_candidate_definition(partition_by: str, rendered: str) -> None:
+    spec = SPEC.model_copy(update={"partition_by": partition_by})
+    assert sql_member.table_definition(spec).endswith(f"ENGINE = MergeTree PARTITION BY {rendered} ORDER BY (`id`)")
+    replicated = spec.model_copy(update={"engine": "ReplicatedMergeTree"})
+    create = CreateReplicatedTable(cluster="c", database="db", table="cand", uuid=UUID, spec=replicated)
+    assert f"ENGINE = ReplicatedMergeTree PARTITION BY {rendered} ORDER BY (`id`) SETTINGS" in (
+        sql_cluster_ddl.render(create, DISPATCH)
+    )
+
+
+@pytest.mark.parametrize("partition_by", ["missing", "toYYYYMM(missing)", "cityHash64(id)", "toYYYYMM(at) % 2", "`at`"])
+def test_a_partition_key_outside_the_columns_or_functions_is_refused(partition_by: str) -> None:
+    with pytest.raises(DponeError) as error:
+        sql_member.table_definition(SPEC.model_copy(update={"partition_by": partition_by}))
+    assert error.value.code == "DPONE_IDENTIFIER_INVALID"
+
+
 def test_member_load_statement_is_what_clickhouse_connect_sends() -> None:
     expected = "INSERT INTO `db`.`cand` (`id`, `amount`) FORMAT Native"
     assert sql_member.load_statement("db", "cand", ["id", "amount"]) == expected

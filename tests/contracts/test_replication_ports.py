@@ -12,10 +12,14 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from airflow_provider_dpone.adapters.clickhouse.adapter_set import MemberEndpoints
+from airflow_provider_dpone.adapters.clickhouse.member_session import SYNC_READ_MARGIN_SECONDS, ClickHouseMemberSessions
 from airflow_provider_dpone.ports.publication import (
     ColumnSpec,
     CreateReplicatedTable,
@@ -27,7 +31,7 @@ from airflow_provider_dpone.ports.publication import (
     TableSpec,
     UnavailableError,
 )
-from tests.adapters.port_backends import PortBackend, Row, open_backend
+from tests.adapters.port_backends import EmbeddedBackend, PortBackend, Row, open_backend
 
 pytestmark = pytest.mark.embedded_cluster(members=2, internal_replication=True)
 
@@ -202,3 +206,61 @@ def test_drop_on_cluster_removes_every_replica_and_frees_the_path(replicated: Po
     )
     outcome = backend.ports.ddl.dispatch(backend.inventory, intent, settings())  # the same UUID: the path was freed
     assert not outcome.failed
+
+
+def test_a_lost_load_response_on_a_replica_is_unknown_and_every_replica_gets_the_rows_once(
+    replicated: PortBackend,
+) -> None:
+    backend = replicated
+    value = create_replicated(backend)
+    first, second = members(backend)
+    backend.lose_next_response("load", second)
+    with pytest.raises(OutcomeUnknownError):
+        load(backend, second, value, ROWS, "token-lost")
+    expected = backend.seal(COLUMNS, ROWS)
+    for member_id in (first, second):
+        assert session(backend, member_id).sync_replica(backend.database, "cand", timeout_seconds=SYNC_SECONDS)
+        observed = session(backend, member_id).observe_table(backend.database, "cand", with_content=True)
+        assert (observed.row_count, observed.content_digest) == (3, expected.content_digest), member_id
+
+
+def test_a_resend_with_the_same_token_through_the_other_replica_is_deduplicated_by_the_shared_log(
+    replicated: PortBackend,
+) -> None:
+    """ClickHouse behaviour the protocol does not rely on (it rebuilds instead), but which the fakes must share:
+    block ids live in the shared log, so the replica a resend goes through does not matter; another token does."""
+    backend = replicated
+    value = create_replicated(backend)
+    first, second = members(backend)
+    load(backend, first, value, ROWS, "same")
+    load(backend, second, value, ROWS, "same")
+    load(backend, second, value, ROWS, "other")
+    doubled = backend.seal(COLUMNS, (*ROWS, *ROWS))
+    for member_id in (first, second):
+        assert session(backend, member_id).sync_replica(backend.database, "cand", timeout_seconds=SYNC_SECONDS)
+        observed = session(backend, member_id).observe_table(backend.database, "cand", with_content=True)
+        assert (observed.row_count, observed.content_digest) == (6, doubled.content_digest), member_id
+
+
+def test_the_sync_wait_ends_on_the_server_before_the_client_stops_reading(
+    embedded_cluster: Any, fresh_database: str, tmp_path: Path
+) -> None:
+    """Real adapters only (the bound is about HTTP): a bound longer than the client's read timeout is clamped below
+    it, so a replica that does not catch up answers "not yet" (False), never a transport failure the protocol would
+    read as an unavailable member."""
+    backend = EmbeddedBackend(embedded_cluster, fresh_database, tmp_path)
+    read_timeout = SYNC_READ_MARGIN_SECONDS + 2
+    options = backend.connection.options.model_copy(update={"send_receive_timeout_seconds": read_timeout})
+    endpoints = MemberEndpoints.derived_from(replace(backend.connection, options=options))
+    try:
+        value = create_replicated(backend)
+        first, second = members(backend)
+        backend.stop_fetches(second, "cand")
+        load(backend, first, value, ROWS, "token-clamp")
+        short = ClickHouseMemberSessions(endpoints).session(backend.inventory.member(second))
+        started = time.monotonic()
+        assert short.sync_replica(fresh_database, "cand", timeout_seconds=60) is False
+        assert time.monotonic() - started < read_timeout
+    finally:
+        endpoints.close()
+        backend.close()

@@ -86,6 +86,8 @@ def load_dag_file(module_name: str, path: Path) -> ModuleType:
     swap seams on its in-memory task objects, so every test of a session must get the same module."""
     if module_name in sys.modules:
         return sys.modules[module_name]
+    if str(path.parent) not in sys.path:  # as Airflow's bundle DagBag does: DAG files import their sibling modules
+        sys.path.append(str(path.parent))
     spec = importlib.util.spec_from_file_location(module_name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

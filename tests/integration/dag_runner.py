@@ -6,23 +6,70 @@ The DAG module is imported from the session's DAGs folder (the copy ``dag.test()
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from airflow_provider_dpone.contracts.manifest import ClusterPublicationManifest, load_manifest
 from airflow_provider_dpone.operators.publication_base import DponePublicationOperator
 from airflow_provider_dpone.operators.publication_environment import PortsFactory
 from airflow_provider_dpone.operators.publish_cleanup import _WaitingOperator
 from tests.integration.airflow_env import load_dag_file
+from tests.integration.replica_checks import authority_record, replica_contents
 
+MODE_MISMATCH = "DPONE_CLICKHOUSE_CLUSTER_REPLICATION_MODE_MISMATCH"
 EXAMPLE_FILE = "clickhouse_external_full_refresh.py"
+INTERNAL_EXAMPLE_FILE = "clickhouse_internal_full_refresh.py"
 TASKS = ("fence", "stage", "publish", "cleanup")
 
 
-def load_example(dags_folder: Path) -> ModuleType:
-    return load_dag_file("dpone_example_external_full_refresh", dags_folder / EXAMPLE_FILE)
+def load_example(dags_folder: Path, file_name: str = EXAMPLE_FILE) -> ModuleType:
+    return load_dag_file(f"dpone_example_{Path(file_name).stem}", dags_folder / file_name)
+
+
+def export_connection(monkeypatch: Any, cluster: Any, *, ddl_task_timeout_seconds: int = 2) -> None:
+    """``dpone_clickhouse_default`` is the cluster's coordinator; publication DDL waits at most this many seconds."""
+    monkeypatch.setenv("AIRFLOW_CONN_DPONE_CLICKHOUSE_DEFAULT", json.dumps(cluster.connection_json()))
+    monkeypatch.setenv("AIRFLOW__DPONE__DDL_TASK_TIMEOUT_SECONDS", str(ddl_task_timeout_seconds))
+
+
+def provision_example(
+    example: ModuleType, cluster: Any, database: str, *, rows: int, replicated_target: str | None = None
+) -> None:
+    """The example's demo scaffolding in ``database`` (authority table, source with ``rows`` rows, and optionally
+    an empty replicated target with these keys)."""
+    client = cluster.client()
+    try:
+        example.prepare_demo(
+            client, cluster=cluster.cluster_name, database=database, rows=rows, replicated_target=replicated_target
+        )
+    finally:
+        client.close()
+
+
+def assert_redacted(seen: str, cluster: Any, password: str) -> None:
+    """Nothing a human or a downstream task sees carries the password, a host:port or a demo row value."""
+    assert "dpone stage: operation" in seen and "DPONE_" not in seen
+    forbidden = [password, "item-17", "item-23"]
+    forbidden += [f"{m.host}:{m.port}" for m in cluster.members]
+    forbidden += [f"127.0.0.1:{cluster.coordinator.port}"]
+    for value in forbidden:
+        assert value not in seen, f"{value!r} leaked"
+
+
+def retargeted_manifest(example: ModuleType, *, cluster: str, database: str) -> dict[str, Any]:
+    """The example's manifest pointed at ``cluster`` and ``database`` (target, staging and the source query)."""
+    manifest = load_manifest(example.MANIFEST)
+    assert isinstance(manifest, ClusterPublicationManifest)
+    content = manifest.model_dump(mode="json", exclude_none=True)
+    content["physical_design"]["storage"]["clickhouse"]["cluster"]["name"] = cluster
+    content["sink"]["database"] = content["sink"]["staging_database"] = database
+    content["source"]["query"] = f"SELECT id, name, amount, updated_at FROM {database}.source_table"
+    return content
 
 
 @dataclass
@@ -59,14 +106,20 @@ def configure(
 
 
 def run_example(
-    module: ModuleType, *, logical_date: datetime | None = None, skip_demo_setup: bool = True
+    module: ModuleType,
+    *,
+    logical_date: datetime | None = None,
+    skip_demo_setup: bool = True,
+    mark_success: tuple[str, ...] = (),
 ) -> RunOutcome:
+    """``dag.test()`` of the example; ``mark_success`` names tasks marked successful without running."""
     # run_after fixes the run id ("manual__<run_after>"): running the same logical date again replaces the run under
     # the same run id, which is what a clear of the whole run is to the protocol (a same-operation retry)
+    skipped = (*(("demo_setup",) if skip_demo_setup else ()), *mark_success)
     run = module.dag.test(
         logical_date=logical_date,
         run_after=logical_date,
-        mark_success_pattern="demo_setup" if skip_demo_setup else None,
+        mark_success_pattern="|".join(f"^{task}$" for task in skipped) or None,
     )
     states: dict[str, str] = {}
     tries: dict[str, int] = {}
@@ -96,3 +149,33 @@ def asset_events(run: Any, uri: str) -> list[dict[str, Any]]:
             )
         ).all()
     return [{"task": task_id, **(extra or {})} for extra, task_id in rows]
+
+
+def assert_mode_mismatch_before_source_io(
+    example: ModuleType,
+    cluster: Any,
+    database: str,
+    manifest: dict[str, Any],
+    output: Callable[[], str],
+) -> None:
+    """The fence fails (terminal) with the mode/flag code; so does the stage task run on its own; no statement that
+    names the source table reaches the coordinator, no authority record is written, and nothing is published.
+    ``output`` returns what the runs logged since the last call."""
+    source_guard = "source_table"
+    cluster.faults.fail_next_statement("coordinator", 60, match=source_guard, count=1000)
+    configure(example, None, manifest=manifest, retries=2)
+    output()
+    try:
+        outcome = run_example(example, logical_date=datetime(2026, 5, 20, tzinfo=UTC))
+        assert (outcome.states["fence"], outcome.tries["fence"]) == ("failed", 1), "terminal: no retry"
+        assert outcome.states["stage"] == "upstream_failed"
+        alone = run_example(example, logical_date=datetime(2026, 5, 21, tzinfo=UTC), mark_success=("fence",))
+        assert (alone.states["stage"], alone.tries["stage"]) == ("failed", 1)
+        logged = output()
+        assert logged.count(f"{MODE_MISMATCH} [") >= 2, "fence and stage refused with the mode/flag code"
+    finally:
+        configure(example, None)
+    remaining = [f["remaining"] for f in cluster.faults.armed() if f["pattern"] == source_guard]
+    assert remaining == [1000], "no statement naming the source table was sent"
+    assert authority_record(cluster, database) is None
+    assert replica_contents(cluster, database) == [None] * len(cluster.members)

@@ -10,25 +10,15 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
-from airflow_provider_dpone.contracts.manifest import ClusterPublicationManifest, load_manifest
 from airflow_provider_dpone.embedded import EmbeddedCluster
+from tests.integration.dag_runner import provision_example, retargeted_manifest
 
 
 def embedded_manifest(example: ModuleType, cluster: EmbeddedCluster, database: str, *, rows: int) -> dict[str, Any]:
     """Create the example's demo objects (authority table, a source of ``rows`` rows) in ``database``; return the
     example manifest pointed at the embedded cluster, that database and that source."""
-    client = cluster.client()
-    try:
-        example.prepare_demo(client, cluster=cluster.cluster_name, database=database, rows=rows)
-    finally:
-        client.close()
-    manifest = load_manifest(example.MANIFEST)
-    assert isinstance(manifest, ClusterPublicationManifest)
-    content: dict[str, Any] = manifest.model_dump(mode="json", exclude_none=True)
-    content["physical_design"]["storage"]["clickhouse"]["cluster"]["name"] = cluster.cluster_name
-    content["sink"]["database"] = content["sink"]["staging_database"] = database
-    content["source"]["query"] = f"SELECT id, name, amount, updated_at FROM {database}.source_table"
-    return content
+    provision_example(example, cluster, database, rows=rows)
+    return retargeted_manifest(example, cluster=cluster.cluster_name, database=database)
 
 
 def existing_target(cluster: EmbeddedCluster, database: str) -> None:

@@ -9,7 +9,6 @@ database; assertions read every member directly.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,7 +21,18 @@ from airflow_provider_dpone.contracts.manifest import ClusterPublicationManifest
 from airflow_provider_dpone.embedded import EmbeddedCluster
 from airflow_provider_dpone.operators.publication_environment import PublicationEnvironment, hook_environment
 from airflow_provider_dpone.triggers.ddl_queue_readers import ClickHouseQueueReader, QueueSnapshot
-from tests.integration.dag_runner import RunOutcome, configure, load_example, run_example
+from tests.integration.dag_runner import (
+    INTERNAL_EXAMPLE_FILE,
+    RunOutcome,
+    assert_mode_mismatch_before_source_io,
+    assert_redacted,
+    configure,
+    export_connection,
+    load_example,
+    provision_example,
+    retargeted_manifest,
+    run_example,
+)
 from tests.integration.embedded_example import embedded_manifest, existing_target, member_rows, member_tables
 
 PASSWORD = "pw-Redact-Me-7f3e9a"
@@ -69,7 +79,7 @@ def published(
     example: ModuleType, embedded_cluster: EmbeddedCluster, fresh_database: str, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[dict[str, Any]]:
     """A fresh database with the demo objects, the connection exported, and the DAG pointed at that database."""
-    monkeypatch.setenv("AIRFLOW_CONN_DPONE_CLICKHOUSE_DEFAULT", json.dumps(embedded_cluster.connection_json()))
+    export_connection(monkeypatch, embedded_cluster)
     content = embedded_manifest(example, embedded_cluster, fresh_database, rows=SOURCE_ROWS)
     configure(example, None, manifest=content, poll_interval=0.2)
     yield {"database": fresh_database, "manifest": content}
@@ -115,12 +125,7 @@ def test_two_runs_complete_and_the_second_replaces_the_first(
     # redaction: nothing a human or a downstream task sees carries the password, a host, a port or a row value
     captured = capfd.readouterr()
     seen = "\n".join([captured.out, captured.err, repr(first.xcom), repr(second.xcom)])
-    assert "dpone stage: operation" in seen and "DPONE_" not in seen
-    forbidden = [PASSWORD, "item-17", "item-23"]
-    forbidden += [f"{m.host}:{m.port}" for m in embedded_cluster.members]
-    forbidden += [f"127.0.0.1:{embedded_cluster.coordinator.port}"]
-    for value in forbidden:
-        assert value not in seen, f"{value!r} leaked"
+    assert_redacted(seen, embedded_cluster, PASSWORD)
 
 
 def test_faults_on_every_boundary_are_retried_or_resolved_without_duplicates(
@@ -206,3 +211,22 @@ def test_a_racing_run_is_fenced_and_empty_input_publishes_an_empty_generation(
     assert resumed.succeeded, resumed.states
     assert resumed.xcom["cleanup"]["row_count"] == 0
     assert member_rows(embedded_cluster, database) == [(0, 0)] * 2
+
+
+def test_an_internal_manifest_on_this_cluster_fails_before_any_source_io(
+    dags_folder: Path,
+    embedded_cluster: EmbeddedCluster,
+    fresh_database: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """The internal example's manifest (``replication_mode: internal``, a ReplicatedMergeTree target) on this
+    ``internal_replication=false`` cluster: the mode/flag code, before the source is touched."""
+    internal = load_example(dags_folder, INTERNAL_EXAMPLE_FILE)
+    export_connection(monkeypatch, embedded_cluster)
+    provision_example(internal, embedded_cluster, fresh_database, rows=SOURCE_ROWS)
+    content = retargeted_manifest(internal, cluster=embedded_cluster.cluster_name, database=fresh_database)
+    assert content["physical_design"]["storage"]["clickhouse"]["cluster"]["replication_mode"] == "internal"
+    assert_mode_mismatch_before_source_io(
+        internal, embedded_cluster, fresh_database, content, lambda: capfd.readouterr().out
+    )

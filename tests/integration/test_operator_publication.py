@@ -194,3 +194,27 @@ def test_the_native_transfer_manifest_and_stage_base_are_templated() -> None:
     task.render_template_fields({"params": {"sink": "mssql"}, "ds": "2026-09-01"})
     assert task.stage_base == "s3://b/2026-09-01"
     assert load_transfer_manifest(task.manifest).sink.type == "mssql"
+
+
+INTERNAL = REPO / "dags_examples" / "manifests" / "clickhouse_internal_full_refresh.yaml"
+
+
+def test_the_internal_manifest_builds_an_internal_request_with_its_partition_key() -> None:
+    manifest = read_manifest(INTERNAL)
+    request = build_request(
+        manifest, dag_id="d", run_id="r", table=declared_table(manifest, (("id", "UInt64"), ("updated_at", "Date")))
+    )
+    assert (request.replication_mode, request.table.engine) == ("internal", "ReplicatedMergeTree")
+    assert request.table.partition_by == "toYYYYMM(updated_at)" and request.table.order_by == ("id",)
+    other = read_manifest(MANIFEST)
+    external = build_request(other, dag_id="d", run_id="r", table=declared_table(other, COLUMNS))
+    assert external.replication_mode == "external" and external.operation_id != request.operation_id
+
+
+def test_the_convergence_bound_is_a_deployment_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_provider_dpone.operators.publication_clickhouse import protocol_settings
+    from airflow_provider_dpone.protocol.context import ProtocolSettings
+
+    assert protocol_settings() == ProtocolSettings()
+    monkeypatch.setenv("AIRFLOW__DPONE__REPLICA_SYNC_TIMEOUT_SECONDS", "7.5")
+    assert protocol_settings().replica_sync_timeout_seconds == 7.5

@@ -13,8 +13,9 @@ Failure mapping of the mutations (each sent once, under the process-wide guard):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from clickhouse_connect.driver.exceptions import Error
 
@@ -43,6 +44,23 @@ from airflow_provider_dpone.ports.publication import (
 )
 
 SYNC_DDL: dict[str, Any] = {"wait_end_of_query": 1}
+
+SYNC_READ_MARGIN_SECONDS: Final[int] = 2
+"""How long before the client's HTTP read timeout the server's ``SYSTEM SYNC REPLICA`` bound must elapse."""
+
+
+def read_timeout_seconds(client: Any) -> float | None:
+    """The HTTP read timeout of a clickhouse-connect client (``None``: unbounded or not an HTTP client)."""
+    value = getattr(getattr(client, "timeout", None), "read_timeout", None)
+    return float(value) if isinstance(value, int | float) else None
+
+
+def sync_bound(timeout_seconds: float, read_timeout: float | None) -> int:
+    """Whole seconds of the server-side wait: the requested bound, ended before the client stops reading."""
+    bound = max(1, math.ceil(timeout_seconds))
+    if read_timeout is not None:
+        bound = min(bound, max(1, math.floor(read_timeout) - SYNC_READ_MARGIN_SECONDS))
+    return bound
 
 
 class ClickHouseMemberSession:
@@ -105,11 +123,16 @@ class ClickHouseMemberSession:
         return ReplicaStatus.model_validate(values)
 
     def sync_replica(self, database: str, table: str, *, timeout_seconds: float) -> bool:
-        bound = max(1, int(timeout_seconds + 0.999))
+        """Bounded ``SYSTEM SYNC REPLICA``; ``False`` when the server's bound elapsed (Code 159).
+
+        The server answers nothing while it waits, so its bound must end before the client's HTTP read timeout, or
+        the wait ends as a transport error instead of the server's "not yet". The bound sent is therefore the
+        requested one, clamped to the read client's timeout minus :data:`SYNC_READ_MARGIN_SECONDS`.
+        """
+        client = self.endpoint.reader()
+        bound = sync_bound(timeout_seconds, read_timeout_seconds(client))
         try:
-            self.endpoint.reader().command(
-                sql_member.sync_replica(database, table), settings={"receive_timeout": bound}
-            )
+            client.command(sql_member.sync_replica(database, table), settings={"receive_timeout": bound})
         except Error as error:
             if error_code(error) == TIMEOUT_EXCEEDED:
                 return False

@@ -18,6 +18,7 @@ Every statement here runs on one member's direct connection, never ``ON CLUSTER`
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Final
 
@@ -27,6 +28,7 @@ from airflow_provider_dpone.adapters.clickhouse.types import canonical_type
 from airflow_provider_dpone.contracts.clickhouse_engines import EngineClass, classify_engine
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.contracts.identifiers import qualified_clickhouse, quote_clickhouse, validate_identifier
+from airflow_provider_dpone.contracts.manifest_cluster import PARTITION_FUNCTIONS
 from airflow_provider_dpone.ports.publication import TableSpec
 
 STRICT_NATIVE_INPUT: Final[dict[str, str | int]] = {
@@ -74,8 +76,9 @@ def create_table(database: str, table: str, uuid: str, spec: TableSpec) -> str:
 
 
 def table_definition(spec: TableSpec) -> str:
-    """``(columns) ENGINE = <engine> ORDER BY <key>``: the part of a CREATE shared by the member-local and the
-    ``ON CLUSTER`` candidate (the engine is a bare name: a replicated one takes the server's default replica path)."""
+    """``(columns) ENGINE = <engine> [PARTITION BY <key>] ORDER BY <key>``: the part of a CREATE shared by the
+    member-local and the ``ON CLUSTER`` candidate (the engine is a bare name: a replicated one takes the server's
+    default replica path)."""
     names = {column.name for column in spec.columns}
     columns = ", ".join(
         f"{quote_clickhouse(column.name)} {canonical_type(column.type, what=f'columns[{index}]')}"
@@ -85,7 +88,23 @@ def table_definition(spec: TableSpec) -> str:
         if key not in names:
             raise DponeError("DPONE_IDENTIFIER_INVALID", "order_by: not a declared column")
     order_by = "tuple()" if not spec.order_by else "(" + ", ".join(quote_clickhouse(key) for key in spec.order_by) + ")"
-    return f"({columns}) ENGINE = {spec.engine} ORDER BY {order_by}"
+    partition = "" if spec.partition_by is None else f" PARTITION BY {partition_key(spec.partition_by, names)}"
+    return f"({columns}) ENGINE = {spec.engine}{partition} ORDER BY {order_by}"
+
+
+_PARTITION_CALL: Final[re.Pattern[str]] = re.compile(r"([A-Za-z]+)\(([^()]*)\)")
+
+
+def partition_key(expression: str, names: set[str]) -> str:
+    """The manifest's partition key, rebuilt from its parts: a declared column, or one of the allowed date functions
+    (:data:`~airflow_provider_dpone.contracts.manifest_cluster.PARTITION_FUNCTIONS`) of one; the column is quoted."""
+    call = _PARTITION_CALL.fullmatch(expression)
+    function, column = call.groups() if call else (None, expression)
+    if (function is not None and function not in PARTITION_FUNCTIONS) or column not in names:
+        raise DponeError(
+            "DPONE_IDENTIFIER_INVALID", "partition_by: not a declared column or an allowed function of one"
+        )
+    return quote_clickhouse(column) if function is None else f"{function}({quote_clickhouse(column)})"
 
 
 REPLICA_COLUMNS: Final[tuple[str, ...]] = (

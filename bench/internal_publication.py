@@ -1,0 +1,247 @@
+"""Benchmark: the internal (replicated) publication route on the real adapters vs a plain replicated insert.
+
+On an embedded cluster started with ``internal_replication=True`` (real ClickHouse engines behind HTTP, one process per
+member; ``Replicated*MergeTree`` replicated between the member engines), with an artifact of N rows (UInt64, String,
+Nullable(Decimal(18,4)), DateTime64(3,'UTC')) extracted once as Native bytes into the artifact store:
+
+* baseline: the same artifact bytes sent once with a plain clickhouse-connect ``raw_insert`` through one replica into
+  an existing empty ``ReplicatedMergeTree`` table, then ``SYSTEM SYNC REPLICA`` on every other replica: what a loader
+  that does not fence, verify or publish would do, and wait for;
+* ours: ``fence`` + ``stage`` + ``publish`` + ``cleanup`` of the publication service in internal mode replacing an
+  existing replicated target: one replicated candidate created ON CLUSTER, loaded once through one replica, converged
+  and verified on every replica (content digest), then EXCHANGE ON CLUSTER and DROP ON CLUSTER of the predecessor;
+  the sealed receipt is bound as the stage input. Sealing (extraction and reference digest) happens once per
+  operation and is reported separately, as in ``bench/external_publication.py``.
+
+For 2 and 3 replicas it prints the medians over the trials, the ratio ours/baseline measured in the same run (aim:
+at most 1.3), where our time goes (per entry point and per port call), both sides again at 10,000 rows (the cost that
+does not grow with rows: round trips and DDL) and the ratio of what remains (the per-row part), and the round trips of
+one publication: authority reads and writes, DDL dispatches and queue polls, member statements (by kind) and HTTP
+requests; none may depend on the row count. Not part of the pytest suite.
+
+    .venv/bin/python bench/internal_publication.py [--rows 1000000] [--trials 3] [--replicas 2 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import external_publication as shared  # the publication benchmarks' shared helpers (this folder is on sys.path)
+
+ROOT = shared.ROOT
+CLUSTER = "dpone_cluster_replicated"
+TARGET_KEYS = "ENGINE = ReplicatedMergeTree ORDER BY id"
+FIXED_COST_ROWS = 10_000
+"""A row count small enough that both sides show their cost that does not grow with rows (round trips, DDL)."""
+
+
+def start_cluster(directory: Path, members: int) -> Any:
+    from airflow_provider_dpone.embedded import EmbeddedCluster
+
+    return EmbeddedCluster.start(directory, members=members, internal_replication=True)
+
+
+def request(database: str, target: str, run_id: str, max_bytes: int) -> Any:
+    from airflow_provider_dpone.ports.publication import ColumnSpec, TableSpec
+    from airflow_provider_dpone.protocol.request import PublicationRequest
+
+    return PublicationRequest.parse(
+        {
+            "cluster": CLUSTER,
+            "database": database,
+            "target": target,
+            "dag_id": "bench",
+            "run_id": run_id,
+            "normalized_plan_digest": "5" * 64,
+            "replication_mode": "internal",
+            "table": TableSpec(
+                columns=tuple(ColumnSpec(name=n, type=t) for n, t in shared.COLUMNS),
+                engine="ReplicatedMergeTree",
+                order_by=("id",),
+            ),
+            "max_source_bytes": max_bytes,
+        }
+    )
+
+
+def create_replicated(connection: Any, database: str, table: str) -> None:
+    """An empty ReplicatedMergeTree on every replica (one ON CLUSTER statement through the coordinator)."""
+    from airflow_provider_dpone.adapters.clickhouse.clients import Purpose, build_client, close_client
+
+    client = build_client(connection, Purpose.READ)
+    try:
+        client.command(
+            f"CREATE TABLE `{database}`.`{table}` ON CLUSTER {CLUSTER} ({shared.TABLE_DDL}) {TARGET_KEYS}",
+            settings={"distributed_ddl_task_timeout": 60},
+        )
+    finally:
+        close_client(client)
+
+
+def run_publication(adapters: Any, req: Any, source: Any) -> dict[str, float]:
+    """The four entry points in order; seconds spent in each."""
+    from airflow_provider_dpone.protocol.results import Committed, Completed
+    from airflow_provider_dpone.protocol.service import publication_service
+
+    service = publication_service(adapters.ports, req)
+    spent: dict[str, float] = {}
+    started = time.perf_counter()
+    service.fence()
+    spent["fence"] = time.perf_counter() - started
+    started = time.perf_counter()
+    staged = service.stage(source)
+    spent["stage"] = time.perf_counter() - started
+    if staged.phase != "STAGED":
+        raise RuntimeError(f"stage ended in {staged.phase}")
+    started = time.perf_counter()
+    if not isinstance(service.publish(), Committed):
+        raise RuntimeError("publication did not commit")
+    spent["publish"] = time.perf_counter() - started
+    started = time.perf_counter()
+    if not isinstance(service.cleanup(), Completed):
+        raise RuntimeError("cleanup did not complete")
+    spent["cleanup"] = time.perf_counter() - started
+    return spent
+
+
+def baseline_trial(connection: Any, members: list[tuple[str, int]], database: str, path: Path, table: str) -> float:
+    """Plain clickhouse-connect: one raw_insert through the first replica, then SYNC REPLICA on every other one."""
+    import clickhouse_connect
+
+    create_replicated(connection, database, table)
+    (host, port), *others = members
+    started = time.perf_counter()
+    client = clickhouse_connect.get_client(host=host, port=port, username=connection.username, password="")
+    try:
+        with path.open("rb") as handle:
+            client.raw_insert(f"`{database}`.`{table}`", None, handle, fmt="Native")
+    finally:
+        client.close()
+    for host, port in others:
+        client = clickhouse_connect.get_client(
+            host=host, port=port, username=connection.username, password="", send_receive_timeout=900
+        )
+        try:
+            client.command(f"SYSTEM SYNC REPLICA `{database}`.`{table}`", settings={"receive_timeout": 600})
+        finally:
+            client.close()
+    return time.perf_counter() - started
+
+
+def ours_trial(adapters: Any, database: str, receipt: Any, trial: int) -> tuple[float, dict[str, float], Any, Any, Any]:
+    target = f"target_{trial}"
+    create_replicated(adapters.coordinator_connection, database, target)
+    original = adapters.ports
+    calls, seconds = shared.instrument(adapters)  # counts this trial only: the wrapped ports are restored below
+    http: Counter[str] = Counter()
+    undo = shared.count_http(http)
+    started = time.perf_counter()
+    try:
+        req = request(database, target, f"trial-{trial}-{uuid.uuid4().hex}", 1 << 34)
+        spent = run_publication(adapters, req, shared.Sealed(receipt))
+    finally:
+        undo()
+        adapters.ports = original
+    return time.perf_counter() - started, spent, calls, seconds, http
+
+
+def round_trip_line(replicas: int, calls: Counter[str], http: Counter[str]) -> str:
+    authority_reads = calls["authority.read"]
+    authority_writes = calls["authority.create"] + calls["authority.compare_and_set"]
+    dispatches = calls["ddl.dispatch"]
+    polls = calls["ddl.queue_status"]
+    member = {k.removeprefix("member."): v for k, v in calls.items() if k.startswith("member.")}
+    catalog = sum(v for k, v in calls.items() if k.startswith("catalog."))
+    return (
+        f"  {replicas:8d}  {authority_reads:14d}  {authority_writes:15d}  {dispatches:14d}  {polls:11d}"
+        f"  {catalog:13d}  {sum(member.values()):14d}  {http['http']:10d}   {json.dumps(dict(sorted(member.items())))}"
+    )
+
+
+def measure(base: Path, replicas: int, rows: int, trials: int) -> dict[str, Any]:
+    cluster = start_cluster(base / f"cluster{replicas}", replicas)
+    try:
+        database = "bench"
+        adapters, _raw, members = shared.attach(cluster, database, base / f"artifacts{replicas}")
+        receipt, seal_seconds = shared.seal_artifact(adapters, rows)
+        path = Path(str(adapters.store.object_path(receipt.sha256)).removeprefix("file://"))
+        print(f"\n{replicas} replicas: artifact {receipt.row_count:,d} rows, {receipt.byte_size / 1e6:.1f} MB Native;")
+        print(f"  sealing (extraction + reference digest, once per operation) {seal_seconds:.2f} s")
+        baseline_trial(adapters.coordinator_connection, members, database, path, "warmup_base")
+        ours_trial(adapters, database, receipt, 0)
+        base_times, our_times, phases = [], [], []
+        for trial in range(1, trials + 1):
+            base_times.append(baseline_trial(adapters.coordinator_connection, members, database, path, f"base_{trial}"))
+            elapsed, spent, calls, seconds, http = ours_trial(adapters, database, receipt, trial)
+            our_times.append(elapsed)
+            phases.append(spent)
+        b, o = statistics.median(base_times), statistics.median(our_times)
+        print(f"  baseline (raw_insert through one replica + SYNC REPLICA on the others): median {b:.2f} s")
+        print(f"  ours (fence+stage+publish+cleanup):                                    median {o:.2f} s")
+        print(f"  ratio ours/baseline: {o / b:.2f}  (aim <= 1.3)")
+        medians = {phase: statistics.median(spent[phase] for spent in phases) for phase in phases[0]}
+        print("  ours by entry point (median s):", {k: round(v, 2) for k, v in medians.items()})
+        print("  ours by port call (last trial, s):", {k: round(v, 3) for k, v in sorted(seconds.items())})
+        small, _ = shared.seal_artifact(adapters, FIXED_COST_ROWS)
+        small_path = Path(str(adapters.store.object_path(small.sha256)).removeprefix("file://"))
+        fixed_base = statistics.median(
+            baseline_trial(adapters.coordinator_connection, members, database, small_path, f"small_base_{trial}")
+            for trial in range(trials)
+        )
+        fixed_ours = statistics.median(ours_trial(adapters, database, small, 100 + trial)[0] for trial in range(trials))
+        per_row = (o - fixed_ours) / (b - fixed_base) if b > fixed_base else float("nan")
+        print(
+            f"  at {FIXED_COST_ROWS:,d} rows (the cost that does not grow with rows): baseline {fixed_base:.2f} s,"
+            f" ours {fixed_ours:.2f} s; ratio of the rest (the per-row part): {per_row:.2f}"
+        )
+        adapters.close()
+        return {
+            "replicas": replicas,
+            "rows": receipt.row_count,
+            "baseline_s": round(b, 3),
+            "ours_s": round(o, 3),
+            "ratio": round(o / b, 3),
+            "fixed_baseline_s": round(fixed_base, 3),
+            "fixed_ours_s": round(fixed_ours, 3),
+            "per_row_ratio": round(per_row, 3),
+            "calls": dict(calls),
+            "http": http["http"],
+        }
+    finally:
+        cluster.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--trials", type=int, default=3)
+    parser.add_argument("--replicas", type=int, nargs="*", default=[2, 3])
+    args = parser.parse_args(argv)
+    results = []
+    with tempfile.TemporaryDirectory(prefix="dpone-bench-internal-") as tmp:
+        for replicas in args.replicas:
+            results.append(measure(Path(tmp), replicas, args.rows, args.trials))
+    print("\nround trips of one publication (last trial; sealed artifact bound as stage input):")
+    print(
+        "  replicas  authority-reads  authority-writes  ddl-dispatches  queue-polls  catalog-reads"
+        "  member-calls  http-total   member calls by kind"
+    )
+    for result in results:
+        print(round_trip_line(result["replicas"], Counter(result["calls"]), Counter(http=result["http"])))
+    keys = ("rows", "baseline_s", "ours_s", "ratio", "fixed_baseline_s", "fixed_ours_s", "per_row_ratio", "http")
+    summary = {r["replicas"]: {k: r[k] for k in keys} for r in results}
+    print(json.dumps({"internal_publication": summary}, sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,198 @@
+"""The internal route's example DAG against the real docker-compose cluster (opt-in: ``pytest -m real_cluster``).
+
+Start it with ``docker compose up -d --wait`` in the repository root: two ClickHouse servers in one shard on ClickHouse
+Keeper, whose ``dpone_cluster_replicated`` definition reports ``internal_replication=true``; real
+``ReplicatedMergeTree`` replication, real ``ON CLUSTER`` DDL and a real KeeperMap authority. When a server does not
+answer a socket probe, every test here is skipped and says so; a skipped test is not a pass.
+
+The same verdicts as on the embedded cluster (``test_dag_embedded_internal.py``), read from every server directly.
+The real servers have no fault controls, so the lost response is made at the adapter boundary: the member's real
+INSERT runs to completion and its acknowledgement is then dropped (the protocol sees ``OutcomeUnknownError``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import socket
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import clickhouse_connect
+import pytest
+
+from airflow_provider_dpone.contracts.authority_internal import INTERNAL_SCHEMA_V1
+from airflow_provider_dpone.contracts.manifest import ClusterPublicationManifest as Manifest
+from airflow_provider_dpone.operators.publication_environment import PublicationEnvironment, hook_environment
+from airflow_provider_dpone.ports.publication import OutcomeUnknownError
+from tests.integration.dag_runner import (
+    INTERNAL_EXAMPLE_FILE,
+    RunOutcome,
+    configure,
+    load_example,
+    provision_example,
+    retargeted_manifest,
+    run_example,
+)
+from tests.integration.replica_checks import authority_record, replica_contents, source_content
+
+pytestmark = pytest.mark.real_cluster
+
+ROOT = Path(__file__).resolve().parents[2]
+PROBE_TIMEOUT_SECONDS = 1.0
+SOURCE_ROWS = 200
+
+
+@dataclasses.dataclass(frozen=True)
+class RealMember:
+    name: str
+    host: str
+    port: int
+    shard_num: int
+    replica_num: int
+
+
+@dataclasses.dataclass(frozen=True)
+class RealCluster:
+    """The compose cluster in the shape the replica checks read: its first server is the coordinator."""
+
+    cluster_name: str
+    members: tuple[RealMember, ...]
+
+    def client(self, target: Any = "coordinator") -> Any:
+        member = self.members[0] if target == "coordinator" else target
+        return clickhouse_connect.get_client(host=member.host, port=member.port, connect_timeout=3)
+
+    def connection_json(self) -> dict[str, Any]:
+        first = self.members[0]
+        endpoints = {f"{m.shard_num}:{m.replica_num}": f"{m.host}:{m.port}" for m in self.members}
+        return {
+            "conn_type": "dpone_clickhouse",
+            "host": first.host,
+            "port": first.port,
+            "login": "default",
+            "password": "",
+            "extra": {"member_endpoints": endpoints},
+        }
+
+
+@pytest.fixture(scope="module")
+def real_cluster() -> RealCluster:
+    description = json.loads((ROOT / "deploy/real-cluster.json").read_text())
+    members = tuple(
+        RealMember(m["name"], m["host"], int(m["port"]), int(m["shard_num"]), int(m["replica_num"]))
+        for m in description["members"]
+    )
+    for member in members:
+        try:
+            with socket.create_connection((member.host, member.port), timeout=PROBE_TIMEOUT_SECONDS):
+                pass
+        except OSError as exc:
+            pytest.skip(
+                f"real cluster not reachable at {member.host}:{member.port} ({type(exc).__name__}); "
+                "start it with `docker compose up -d --wait`"
+            )
+    return RealCluster(description["internal_cluster"], members)
+
+
+@pytest.fixture(scope="module")
+def example(dags_folder: Path) -> ModuleType:
+    return load_example(dags_folder, INTERNAL_EXAMPLE_FILE)
+
+
+@pytest.fixture
+def published(
+    example: ModuleType, real_cluster: RealCluster, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    database = f"real_{uuid.uuid4().hex[:12]}"
+    monkeypatch.setenv("AIRFLOW_CONN_DPONE_CLICKHOUSE_DEFAULT", json.dumps(real_cluster.connection_json()))
+    provision_example(example, real_cluster, database, rows=SOURCE_ROWS)
+    content = retargeted_manifest(example, cluster=real_cluster.cluster_name, database=database)
+    configure(example, None, manifest=content, poll_interval=0.5)
+    try:
+        yield database, content
+    finally:
+        configure(example, None)
+        client = real_cluster.client()
+        try:
+            client.command(f"DROP DATABASE IF EXISTS `{database}` ON CLUSTER {real_cluster.cluster_name} SYNC")
+        finally:
+            client.close()
+
+
+def _run(example: ModuleType, day: int) -> RunOutcome:
+    return run_example(example, logical_date=datetime(2026, 6, day, tzinfo=UTC))
+
+
+def _assert_exact(cluster: RealCluster, database: str, outcome: RunOutcome) -> dict[str, Any]:
+    assert outcome.succeeded, outcome.states
+    source = source_content(cluster, database)
+    assert replica_contents(cluster, database) == [source] * len(cluster.members)
+    record = authority_record(cluster, database)
+    assert record is not None and record.phase.value == "COMPLETED" and record.schema_ == INTERNAL_SCHEMA_V1
+    receipt: dict[str, Any] = outcome.xcom["cleanup"]
+    assert (receipt["replication_mode"], receipt["row_count"]) == ("internal", source.rows)
+    return receipt
+
+
+def test_two_runs_publish_exactly_the_source_on_every_replica(
+    example: ModuleType, real_cluster: RealCluster, published: tuple[str, dict[str, Any]]
+) -> None:
+    database, _ = published
+    first = _assert_exact(real_cluster, database, _run(example, 1))
+    assert (first["baseline"], first["publication_kind"]) == ("absent", "rename")
+    second = _assert_exact(real_cluster, database, _run(example, 2))
+    assert (second["baseline"], second["publication_kind"]) == ("existing", "exchange")
+
+
+LOST: list[str] = []
+"""Query ids of the loads whose acknowledgement was dropped (the first load only)."""
+
+
+class LostLoadAck:
+    """A member session whose first load runs for real and then loses its acknowledgement."""
+
+    def __init__(self, session: Any) -> None:
+        self._session = session
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._session, name)
+
+    def load(self, *args: Any, **kwargs: Any) -> None:
+        self._session.load(*args, **kwargs)
+        if not LOST:
+            LOST.append(kwargs["query_id"])
+            raise OutcomeUnknownError("the load's response was lost")
+
+
+class LosingSessions:
+    def __init__(self, sessions: Any) -> None:
+        self._sessions = sessions
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sessions, name)
+
+    def session(self, member: Any) -> Any:
+        return LostLoadAck(self._sessions.session(member))
+
+
+def losing_environment(manifest: Manifest, conn_id: str) -> PublicationEnvironment:
+    environment = hook_environment(manifest, conn_id)
+    ports = dataclasses.replace(environment.ports, sessions=LosingSessions(environment.ports.sessions))
+    return dataclasses.replace(environment, ports=ports)
+
+
+def test_a_lost_load_response_is_resolved_by_observation_without_a_resend(
+    example: ModuleType, real_cluster: RealCluster, published: tuple[str, dict[str, Any]]
+) -> None:
+    database, content = published
+    LOST.clear()
+    configure(example, losing_environment, manifest=content, poll_interval=0.5)
+    outcome = _run(example, 3)
+    assert len(LOST) == 1, "one load was sent and its response lost"
+    receipt = _assert_exact(real_cluster, database, outcome)
+    assert (outcome.tries["stage"], receipt["rebuilds"]) == (1, 0), "resolved by observation, not by a resend"
