@@ -75,7 +75,8 @@ def airflow(
             "DPONE_EXAMPLE_CLUSTER": embedded_cluster.cluster_name,
         },
     )
-    shutil.copyfile(EXAMPLES / EXAMPLE_FILE, deployment.home / "dags" / EXAMPLE_FILE)
+    for name in (EXAMPLE_FILE, "full_refresh_demo.py"):  # the DAG file and its shared demo module
+        shutil.copyfile(EXAMPLES / name, deployment.home / "dags" / name)
     shutil.copytree(EXAMPLES / "manifests", deployment.home / "dags" / "manifests")
     try:
         with deployment.explained():
