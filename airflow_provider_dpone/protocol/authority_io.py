@@ -16,6 +16,7 @@ from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.ports.publication import (
     AuthorityConflictError,
     AuthorityStore,
+    MutationRejectedError,
     OutcomeUnknownError,
     UnavailableError,
 )
@@ -71,6 +72,10 @@ def write_record(
         raise DponeError(
             "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_OUTCOME_UNKNOWN",
             f"{previous_phase} -> {record.phase}: not acknowledged",
+        ) from None
+    except MutationRejectedError as refusal:
+        raise DponeError(
+            "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_WRITE_REFUSED", f"{previous_phase} -> {record.phase}: {refusal}"
         ) from None
     try:
         observed = store.read(record.target_key)

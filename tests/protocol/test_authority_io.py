@@ -8,7 +8,7 @@ from airflow_provider_dpone.contracts.authority_codec import encode
 from airflow_provider_dpone.contracts.authority_phases import Phase
 from airflow_provider_dpone.contracts.authority_row import AuthorityRow, VersionedAuthorityRow
 from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.ports.publication import OutcomeUnknownError, UnavailableError
+from airflow_provider_dpone.ports.publication import MutationRejectedError, OutcomeUnknownError, UnavailableError
 from airflow_provider_dpone.protocol.authority_io import read_current, write_record
 from tests.fakes.publication import FakeWorld
 from tests.fakes.records import external_record
@@ -34,6 +34,8 @@ class _Store:
             self.written = row
         if self.on_write == "lose":
             raise OutcomeUnknownError("lost")
+        if self.on_write == "refuse":
+            raise MutationRejectedError("Code: 497. ACCESS_DENIED")
 
     def compare_and_set(self, row: AuthorityRow, expected_version: int) -> None:
         self.create(row)
@@ -106,3 +108,14 @@ def test_a_row_under_another_key_is_refused() -> None:
     record = external_record(Phase.LOCKED)
     store = _Store(on_write="apply", readback=VersionedAuthorityRow(row=encode(record), version=0))
     assert _code(lambda: read_current(store, "0" * 64)) == "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_RECORD_INVALID"  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("previous_version", [None, 3])
+def test_a_refused_write_is_a_coded_retryable_failure_and_nothing_is_granted(previous_version: int | None) -> None:
+    store = _Store(on_write="refuse")
+    record = external_record(Phase.LOCKED if previous_version is None else Phase.STAGING)
+    previous = None if previous_version is None else Phase.LOCKED
+    with pytest.raises(DponeError) as raised:
+        write_record(store, record, previous_phase=previous, previous_version=previous_version)  # type: ignore[arg-type]
+    assert raised.value.code == "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_WRITE_REFUSED" and raised.value.retryable
+    assert "ACCESS_DENIED" in str(raised.value) and store.written is None

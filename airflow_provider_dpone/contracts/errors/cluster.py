@@ -203,6 +203,14 @@ RUNTIME_ADMISSION: tuple[ErrorCode, ...] = (
         retryable=True,
     ),
     ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_WRITE_REFUSED",
+        "the server refused an authority write (for example: no INSERT or ALTER UPDATE grant on the authority table, "
+        "a read-only Keeper session); nothing was written",
+        "fix what the server's answer names (grants on __dpone_cluster_publication_authority, Keeper health), then "
+        "retry the task: it re-reads the authority and resumes",
+        retryable=True,
+    ),
+    ErrorCode(
         "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_UNAVAILABLE",
         "the authority row could not be read",
         "check Keeper and the KeeperMap table, then retry the task",
