@@ -18,7 +18,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, StrictStr, model_validator
 
-from airflow_provider_dpone.contracts.authority_fields import Hex64, MemberId, NonNegative, UInt64, UuidText
+from airflow_provider_dpone.contracts.authority_fields import Hex64, MemberId, NonNegative, UuidText
 from airflow_provider_dpone.contracts.authority_generation import (
     MAX_REBUILDS,
     MEMBER_CONFIG,

@@ -13,7 +13,6 @@ from typing import Annotated, Final, Literal
 
 from pydantic import AfterValidator, Field, StrictInt, StrictStr, model_validator
 
-from airflow_provider_dpone.contracts.quality_capsule import QualityPolicy
 from airflow_provider_dpone.contracts.manifest_types import (
     Closed,
     ConnectionId,
@@ -30,6 +29,7 @@ from airflow_provider_dpone.contracts.manifest_types import (
     check_window_for_strategy,
     identifier_value,
 )
+from airflow_provider_dpone.contracts.quality_capsule import QualityPolicy
 
 
 class ReplicationMode(StrEnum):

@@ -17,9 +17,7 @@ from __future__ import annotations
 
 from typing import Final, Literal
 
-from pydantic import BaseModel, Field, StrictBool, StrictInt, StrictStr, model_validator
-
-from pydantic import ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, model_validator
 
 from airflow_provider_dpone.contracts.authority_fields import (
     UINT64_MAX,

@@ -13,7 +13,7 @@ capsule blocks (``FAILED``). Nothing is ever rebuilt from reports, receipts or c
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 from airflow_provider_dpone.contracts.authority_codec import AuthorityRecord, encode_payload
@@ -41,6 +41,33 @@ INVALID: Final[str] = "DPONE_REPLAY_QUALITY_EVIDENCE_INVALID"
 FAILED: Final[str] = "DPONE_REPLAY_QUALITY_EVIDENCE_FAILED"
 INCOMPLETE: Final[str] = "DPONE_REPLAY_QUALITY_EVIDENCE_INCOMPLETE"
 UNSUPPORTED: Final[str] = "DPONE_REPLAY_QUALITY_EVIDENCE_UNSUPPORTED"
+
+IDENTITY_REGISTRY: Final[Mapping[str, Mapping[str, str]]] = {
+    "PublicationRequest": {
+        "cluster": "bound: target_key",
+        "database": "bound: target_key",
+        "target": "bound: target_key",
+        "dag_id": "bound: operation_id",
+        "run_id": "bound: run_id, operation_id",
+        "normalized_plan_digest": "bound: plan_digest (the manifest's normalized plan, policy included)",
+        "replication_mode": "bound: config_digest",
+        "table": "bound: see TableSpec",
+        "max_source_bytes": "bound: config_digest",
+        "quality": "bound: policy_identity, config_digest",
+    },
+    "TableSpec": {
+        "columns": "bound: schema digest in source_digests (only the stage task resolves them)",
+        "engine": "bound: config_digest",
+        "order_by": "bound: config_digest",
+        "partition_by": "bound: config_digest",
+    },
+    "QualityPolicy": {
+        "min_rows": "bound: policy_identity",
+        "target_metrics": "bound: policy_identity, target_plan",
+    },
+}
+"""Every configuration field the capsule could depend on, classified (a test fails when a field is added to one of
+these models without a classification here). Nothing is excluded recursively."""
 
 COMPLETION_MARGIN_BYTES: Final[int] = 16 * 1024
 """Room kept for the publication and cleanup bindings the record still gains after STAGED."""
@@ -75,13 +102,18 @@ def evaluate_gates(
 
 
 def config_digest(ctx: Context) -> str:
-    """The admission configuration identity: every request field that changes what is published or checked."""
+    """The admission configuration identity: every request field that changes what is published or checked and that
+    every task rebuilds identically. The typed columns are not here: only the stage task resolves them (the others
+    carry a placeholder); they are bound through the sealed schema digest in ``source_digests``."""
     request = ctx.request
+    table = request.table
     return sha256_hex(
         canonical_json(
             {
                 "mode": request.replication_mode,
-                "table": request.table.model_dump(mode="json"),
+                "engine": table.engine,
+                "order_by": list(table.order_by),
+                "partition_by": table.partition_by,
                 "max_source_bytes": request.max_source_bytes,
                 "policy": None if request.quality is None else request.quality.model_dump(mode="json"),
             }

@@ -53,8 +53,15 @@ def settle(ctx: Context, held: Held) -> Held:
     core = binding.core
     if observation.row_count != core.source_rows or observation.content_digest != core.source_digests[1]:
         detail = f"target rows {observation.row_count} != source rows {core.source_rows} or digest differs"
-        _write(ctx, held, binding, state="FAILED", target=observation, completion_version=held.version + 1,
-               failure="target_acceptance")
+        _write(
+            ctx,
+            held,
+            binding,
+            state="FAILED",
+            target=observation,
+            completion_version=held.version + 1,
+            failure="target_acceptance",
+        )
         raise DponeError(FAILED, detail)
     return _write(ctx, held, binding, state="COMPLETE", target=observation, completion_version=held.version + 1)
 

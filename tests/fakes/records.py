@@ -287,7 +287,9 @@ def capsule(state: CapsuleState = "PREPARED", *, members: int = 2) -> QualityBin
 
 def internal_v2(phase: Phase, *, with_quality: bool = True) -> InternalAuthorityRecordV2:
     bound = with_quality and phase not in (Phase.LOCKED, Phase.STAGING, Phase.ABORTED)
-    quality = capsule("COMPLETE" if phase in (Phase.CLEANUP_DISPATCHING, Phase.COMPLETED) else "PREPARED") if bound else None
+    quality = (
+        capsule("COMPLETE" if phase in (Phase.CLEANUP_DISPATCHING, Phase.COMPLETED) else "PREPARED") if bound else None
+    )
     record = internal_record(phase, quality=quality, v2=True)
     assert isinstance(record, InternalAuthorityRecordV2)
     return record

@@ -68,7 +68,7 @@ def scans(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter[str]]:
         return observed
 
     monkeypatch.setattr(FakeMemberSession, "observe_table", observe)
-    yield counted
+    return counted
 
 
 def capsule_writes(monkeypatch: pytest.MonkeyPatch, policy: QualityPolicy | None = None) -> dict[str, int]:
@@ -122,7 +122,7 @@ def test_a_failed_min_rows_gate_blocks_publication_and_stays_failed() -> None:
     record = v2(sim)
     quality = capsule(sim)
     assert record.phase is Phase.STAGED and quality.state == "FAILED" and quality.failure == "min_rows"
-    assert dict((gate.name, gate.passed) for gate in quality.core.report)["min_rows"] is False
+    assert {gate.name: gate.passed for gate in quality.core.report}["min_rows"] is False
     assert error_code(lambda: sim.service().publish()) == FAILED
     assert [entry.intent.kind for entry in sim.world.queue] == ["create"]  # no publication DDL was dispatched
     for index in range(len(sim.world.members)):
@@ -281,3 +281,27 @@ def test_a_durable_request_on_the_external_route_is_refused_before_any_io() -> N
     values = {**sim.request.model_dump(), "quality": QualityPolicy().model_dump()}
     assert error_code(lambda: PublicationRequest.parse(values)) == UNSUPPORTED
     assert sum(sim.world.calls.values()) == 0
+
+
+def test_every_configuration_field_is_classified_for_the_capsule_identity() -> None:
+    from airflow_provider_dpone.ports.publication import TableSpec
+    from airflow_provider_dpone.protocol.quality_evidence import IDENTITY_REGISTRY
+
+    models = {"PublicationRequest": PublicationRequest, "TableSpec": TableSpec, "QualityPolicy": QualityPolicy}
+    assert set(IDENTITY_REGISTRY) == set(models)
+    for name, model in models.items():
+        assert set(IDENTITY_REGISTRY[name]) == set(model.model_fields), f"unclassified field of {name}"
+
+
+def test_tasks_that_do_not_resolve_the_columns_validate_the_same_capsule() -> None:
+    """Publish and cleanup carry a placeholder table definition (only stage resolves the typed columns): the capsule
+    identity must not depend on it."""
+    sim = durable()
+    _hold_staged(sim)
+    placeholder = sim.request.table.model_copy(update={"columns": sim.request.table.columns[:1]})
+    request = sim.request.model_copy(update={"table": placeholder})
+    assert isinstance(sim.service(request).publish(), Committed)
+    assert isinstance(sim.service(request).cleanup(), Completed)
+    assert capsule(sim).state == "COMPLETE"
+    other = request.model_copy(update={"quality": QualityPolicy(min_rows=2)})
+    assert error_code(lambda: sim.service(other).cleanup()) == MISMATCH
