@@ -181,7 +181,7 @@ class QualityBinding(BaseModel):
                 raise ValueError("v2 completion follows its TARGET_PENDING write")
         if self.state == "FAILED" and self.failure is None:
             raise ValueError("FAILED names the failed gate or observation")
-        if self.state != "TARGET_PENDING" and not v2 and self.pending_version is not None:
+        if not v2 and (self.state == "TARGET_PENDING" or self.pending_version is not None or self.target is not None):
             raise ValueError("v1 evidence has no target observation step")
         return self
 

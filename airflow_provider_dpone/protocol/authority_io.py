@@ -2,8 +2,7 @@
 
 A write is one-shot (strict insert or versioned CAS) and is trusted only when it was acknowledged *and* an immediate
 read-back shows exactly the written row (payload, hence the caller-specific ``write_id``) at exactly the expected
-version (0 after create, previous + 1 after CAS). COMMITTED loops only on a record carrying a quality-replay capsule
-(its completion writes, seed 002). Anything else raises ``AUTHORITY_OUTCOME_UNKNOWN``: the caller gets
+version (0 after create, previous + 1 after CAS). Anything else raises ``AUTHORITY_OUTCOME_UNKNOWN``: the caller gets
 no permit and stops; the next attempt re-reads the authority and resumes from whatever was durably written.
 """
 
@@ -59,8 +58,6 @@ def write_record(
 ) -> Held:
     """Create (``previous_version is None``) or CAS ``record``; return it at its proven new version."""
     require_transition(previous_phase, record.phase)
-    if previous_phase is record.phase is Phase.COMMITTED and getattr(record, "quality", None) is None:
-        raise DponeError("DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_TRANSITION_INVALID", "COMMITTED loops only for a capsule")
     row = encode(record)
     expected = 0 if previous_version is None else previous_version + 1
     try:

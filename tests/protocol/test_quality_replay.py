@@ -318,3 +318,25 @@ def test_a_failed_gate_is_resolved_by_abort_which_keeps_the_capsule_and_frees_th
     successor.request = successor.request.model_copy(update={"quality": QualityPolicy(min_rows=1)})
     assert successor.run_dag() == "completed"
     assert capsule(successor).state == "COMPLETE"
+
+
+def test_committed_loops_only_for_the_capsule_writes() -> None:
+    """Any other write in COMMITTED (a recorded error) would break the completion-version continuity; it is refused
+    (and fail_closed's best-effort error record is skipped)."""
+    from airflow_provider_dpone.contracts.authority_generation import ErrorClassification
+    from airflow_provider_dpone.protocol.authority_io import Held
+
+    sim = durable()
+    _hold_staged(sim)
+    assert isinstance(sim.service().publish(), Committed)
+    ctx, current = sim.service()._begin()
+    assert current is not None and current.record.phase is Phase.COMMITTED
+    held = Held(current.record, current.version)
+    error = ErrorClassification(code=MISMATCH, phase=Phase.COMMITTED, at_ms=ctx.now())
+    assert (
+        error_code(lambda: ctx.commit(held, last_error=error))
+        == "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_TRANSITION_INVALID"
+    )
+    assert ctx.fail_closed(held, MISMATCH, "x").code == MISMATCH
+    assert sim.world.keeper[sim.request.target_key][1] == current.version  # nothing written
+    assert isinstance(sim.service().cleanup(), Completed)
