@@ -314,7 +314,7 @@ def test_a_failed_gate_is_resolved_by_abort_which_keeps_the_capsule_and_frees_th
     assert sim.service().abort().phase == "ABORTED"
     assert v2(sim).phase is Phase.ABORTED and capsule(sim) == failed  # the evidence of the failure is kept
     assert all(sim.world.table(member, sim.request.candidate_name) is None for member in sim.world.members)
-    successor = Sim.successor(sim, run_id="scheduled__2026-09-19", rows=NEW_ROWS + ((13, "new-13"),))
+    successor = Sim.successor(sim, run_id="scheduled__2026-09-19", rows=(*NEW_ROWS, (13, "new-13")))
     successor.request = successor.request.model_copy(update={"quality": QualityPolicy(min_rows=1)})
     assert successor.run_dag() == "completed"
     assert capsule(successor).state == "COMPLETE"
