@@ -340,3 +340,18 @@ def test_committed_loops_only_for_the_capsule_writes() -> None:
     assert ctx.fail_closed(held, MISMATCH, "x").code == MISMATCH
     assert sim.world.keeper[sim.request.target_key][1] == current.version  # nothing written
     assert isinstance(sim.service().cleanup(), Completed)
+
+
+def test_a_capsule_whose_completion_would_not_fit_is_refused_before_it_is_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The completion-size reservation: the record with the largest completion plus the margin must fit 256 KiB."""
+    from airflow_provider_dpone.protocol import quality_evidence
+
+    sim = durable()
+    monkeypatch.setattr(quality_evidence, "COMPLETION_MARGIN_BYTES", 256 * 1024 - 1024)
+    assert sim.service().fence()
+    assert error_code(lambda: sim.service().stage(sim.source)) == INVALID
+    assert sim.record().phase is Phase.STAGING and not [e for e in sim.world.queue if e.intent.kind != "create"]
+    monkeypatch.undo()
+    assert isinstance(sim.service().stage(sim.source).phase, str) and capsule(sim).state == "PREPARED"
