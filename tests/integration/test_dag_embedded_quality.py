@@ -104,3 +104,27 @@ def test_a_failing_min_rows_gate_blocks_publication(
     assert replica_contents(embedded_cluster, fresh_database) == [None] * REPLICAS  # nothing was published
     names = [[name for name, _, _ in tables] for tables in table_facts(embedded_cluster, fresh_database)]
     assert all("target_table" not in tables for tables in names)
+
+
+def test_lost_responses_of_both_completion_writes_resume_on_publish_retries(
+    example: ModuleType, embedded_cluster: EmbeddedCluster, fresh_database: str, manifest: dict[str, Any]
+) -> None:
+    """The KeeperMap compare-and-set that records TARGET_PENDING, then the one that records COMPLETE, each take
+    effect and lose their response: each publish try stops (outcome unknown), the next re-reads the authority and
+    resumes from the durable state: observe again after TARGET_PENDING, validate without observing after COMPLETE."""
+    faults = embedded_cluster.faults
+    faults.lose_response("coordinator", match='^ALTER TABLE .*"state":"TARGET_PENDING"')
+    faults.lose_response("coordinator", match='^ALTER TABLE .*"state":"COMPLETE"')
+    configure(example, None, manifest=manifest, poll_interval=0.2, retries=3)
+    outcome = run_example(example, logical_date=datetime(2026, 6, 3, tzinfo=UTC))
+    assert outcome.succeeded, outcome.states
+    assert not faults.armed(), "both completion writes lost their response"
+    assert outcome.tries["publish"] == 3
+    record = authority_record(embedded_cluster, fresh_database)
+    assert isinstance(record, InternalAuthorityRecordV2) and record.phase.value == "COMPLETED"
+    quality = record.quality
+    assert quality is not None and quality.state == "COMPLETE" and quality.target is not None
+    assert quality.target.row_count == SOURCE_ROWS
+    assert quality.pending_version is not None and quality.completion_version == quality.pending_version + 1
+    source = source_content(embedded_cluster, fresh_database)
+    assert replica_contents(embedded_cluster, fresh_database) == [source] * REPLICAS
