@@ -191,10 +191,9 @@ def _converge(ctx: Context, held: Held) -> Held | None:
     ready = candidate.model_copy(update={"stage": MemberStage.READY})
     assert candidate.load is not None  # CREATED binds the load
     quality = build_capsule(ctx, record, verified, candidate.uuid_intent, candidate.load.query_id)
-    if quality is None:
-        return ctx.commit(held, phase=Phase.STAGED, candidate=ready, members=tuple(verified))
-    held = ctx.commit(held, phase=Phase.STAGED, candidate=ready, members=tuple(verified), quality=quality)
-    if quality.state == "FAILED":
+    capsule = {} if quality is None else {"quality": quality}
+    held = ctx.commit(held, phase=Phase.STAGED, candidate=ready, members=tuple(verified), **capsule)
+    if quality is not None and quality.state == "FAILED":
         raise DponeError(QUALITY_FAILED, f"required gates failed: {quality.failure}")
     return held
 
