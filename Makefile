@@ -1,6 +1,7 @@
 # Entry points for a fresh machine (see README.md):
 #   make demo            installs everything and runs the main job (external replication)
 #   make demo-internal   the same for internal replication (ReplicatedMergeTree, internal_replication=true)
+#   make demo-quality    the internal one with durable quality replay (docs/quality-replay.md)
 #   make test            installs everything and runs every gate and the whole test suite
 SHELL := /bin/bash
 VENV ?= .venv
@@ -10,7 +11,7 @@ UV := $(VENV)/bin/uv
 export AIRFLOW_HOME ?= $(CURDIR)/.airflow
 export AIRFLOW__CORE__LOAD_EXAMPLES ?= False
 
-.PHONY: install postgres lint test test-real demo demo-internal clean
+.PHONY: install postgres lint test test-real demo demo-internal demo-quality clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -49,7 +50,9 @@ demo: EXAMPLE := clickhouse_external_full_refresh
 demo: CLUSTER_OPTIONS :=
 demo-internal: EXAMPLE := clickhouse_internal_full_refresh
 demo-internal: CLUSTER_OPTIONS := --internal-replication true --members 3
-demo demo-internal: install
+demo-quality: EXAMPLE := clickhouse_internal_quality_replay
+demo-quality: CLUSTER_OPTIONS := --internal-replication true --members 3
+demo demo-internal demo-quality: install
 	$(VENV)/bin/dpone plan dags_examples/manifests/$(EXAMPLE).yaml
 	$(VENV)/bin/airflow db migrate > /dev/null
 	@set -euo pipefail; \

@@ -7,8 +7,9 @@ candidate state is shared (:class:`ReplicatedCandidate`) while every replica kee
 :class:`~airflow_provider_dpone.contracts.authority_generation.MemberGeneration` (baseline target, bound candidate,
 verified content, publication and cleanup), which is what publication and cleanup reconcile in both modes.
 
-``...v2`` (seed 002) adds the durable quality-evidence binding; the field is optional and a v1 record keeps its v1
-encoding (the codec never upgrades a record it reads, and the protocol writes v1 until quality evidence exists).
+``...v2`` (seed 002) adds the durable quality-replay capsule (:mod:`quality_capsule`); the field is optional and a v1
+record keeps its v1 encoding (the codec never upgrades a record it reads). The protocol creates a v2 record exactly
+when the request selects durable quality replay, and binds the capsule in the CAS that makes the record STAGED.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, StrictStr, model_validator
 
-from airflow_provider_dpone.contracts.authority_fields import Hex64, MemberId, NonNegative, UInt64, UuidText
+from airflow_provider_dpone.contracts.authority_fields import Hex64, MemberId, NonNegative, UuidText
 from airflow_provider_dpone.contracts.authority_generation import (
     MAX_REBUILDS,
     MEMBER_CONFIG,
@@ -26,6 +27,7 @@ from airflow_provider_dpone.contracts.authority_generation import (
     GenerationRecord,
 )
 from airflow_provider_dpone.contracts.authority_phases import MemberStage, Phase
+from airflow_provider_dpone.contracts.quality_capsule import QualityBinding
 
 INTERNAL_SCHEMA_V1: Literal["dpone.clickhouse.cluster-full-refresh.v1"] = "dpone.clickhouse.cluster-full-refresh.v1"
 INTERNAL_SCHEMA_V2: Literal["dpone.clickhouse.cluster-full-refresh.v2"] = "dpone.clickhouse.cluster-full-refresh.v2"
@@ -118,23 +120,18 @@ class InternalAuthorityRecordV1(_InternalRecord):
     schema_: Literal["dpone.clickhouse.cluster-full-refresh.v1"] = Field(default=INTERNAL_SCHEMA_V1, alias="schema")
 
 
-class QualityBinding(BaseModel):
-    """Seed 002: the immutable quality-evidence core bound before publication and its completion state."""
-
-    model_config = RECORD_CONFIG
-
-    core_digest: Hex64
-    state: Literal["PREPARED", "TARGET_PENDING", "COMPLETE", "FAILED"]
-    completion_version: UInt64 | None = None
-    target_observation_digest: Hex64 | None = None
-    policy_identity: StrictStr | None = None
-
-
 class InternalAuthorityRecordV2(_InternalRecord):
-    """Version 2: version 1 plus the optional durable quality-evidence binding."""
+    """Version 2: version 1 plus the optional durable quality-replay capsule."""
 
     schema_: Literal["dpone.clickhouse.cluster-full-refresh.v2"] = Field(default=INTERNAL_SCHEMA_V2, alias="schema")
     quality: QualityBinding | None = None
+
+    @model_validator(mode="after")
+    def _capsule_bound_at_staged(self) -> InternalAuthorityRecordV2:
+        # a v2 record without a capsule past STAGING is read, and blocked by the protocol (REQUIRED)
+        if self.quality is not None and self.phase in (Phase.LOCKED, Phase.STAGING):
+            raise ValueError("the capsule is bound by the STAGED write, not before")
+        return self
 
 
 InternalAuthorityRecord = InternalAuthorityRecordV1 | InternalAuthorityRecordV2

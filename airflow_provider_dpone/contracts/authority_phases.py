@@ -6,7 +6,8 @@ PUBLICATION_DISPATCHING). ``None`` stands for "no record yet".
 
 The edges are the seed's state diagram, plus the two edges its recovery rule 6.7 requires: an operation may be
 ABORTED "before publication only ... after exact owned candidate cleanup", which is possible from STAGING and STAGED
-as well as LOCKED. Self-loops record progress inside a phase (member stage records, bound queue entries, epochs).
+as well as LOCKED. Self-loops record progress inside a phase (member stage records, bound queue entries, epochs, and
+in COMMITTED the at most two completion writes of a durable quality-replay capsule).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ ALLOWED_TRANSITIONS: Final[Mapping[Phase | None, frozenset[Phase]]] = {
     Phase.STAGING: frozenset({Phase.STAGING, Phase.STAGED, Phase.ABORTED}),
     Phase.STAGED: frozenset({Phase.PUBLICATION_DISPATCHING, Phase.ABORTED}),
     Phase.PUBLICATION_DISPATCHING: frozenset({Phase.PUBLICATION_DISPATCHING, Phase.COMMITTED}),
-    Phase.COMMITTED: frozenset({Phase.CLEANUP_DISPATCHING}),
+    Phase.COMMITTED: frozenset({Phase.COMMITTED, Phase.CLEANUP_DISPATCHING}),
     Phase.CLEANUP_DISPATCHING: frozenset({Phase.CLEANUP_DISPATCHING, Phase.COMPLETED}),
     Phase.COMPLETED: frozenset({Phase.LOCKED}),
     Phase.ABORTED: frozenset({Phase.LOCKED}),

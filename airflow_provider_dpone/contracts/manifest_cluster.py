@@ -29,6 +29,7 @@ from airflow_provider_dpone.contracts.manifest_types import (
     check_window_for_strategy,
     identifier_value,
 )
+from airflow_provider_dpone.contracts.quality_capsule import QualityPolicy
 
 
 class ReplicationMode(StrEnum):
@@ -173,7 +174,19 @@ class ClusterPublicationManifest(Closed):
     sink: ClickHouseSink = Field(description="The cluster table to publish.")
     load: ClusterLoad = Field(description="Load strategy and bounds.")
     physical_design: PhysicalDesign = Field(description="Engine, keys and cluster topology of the target.")
+    quality: QualityPolicy | None = Field(
+        default=None,
+        description="Gates of the durable quality replay (only with sink.options.durable_quality_replay: true; "
+        "default when that is true: min_rows 0 and the row_count target observation).",
+    )
 
     @property
     def cluster(self) -> ClusterSettings | None:
         return self.physical_design.storage.clickhouse.cluster
+
+    @property
+    def quality_policy(self) -> QualityPolicy | None:
+        """The selected durable quality-replay policy, or ``None`` when the option is off (legacy behaviour)."""
+        if not self.sink.options.durable_quality_replay:
+            return None
+        return self.quality or QualityPolicy()

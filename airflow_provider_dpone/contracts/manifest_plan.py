@@ -66,6 +66,9 @@ def _cluster_plan(manifest: ClusterPublicationManifest) -> dict[str, Any]:
     }
     if sink.options.durable_quality_replay:
         sink_plan["durable_quality_replay"] = True
+    policy = manifest.quality_policy
+    if policy is not None:
+        sink_plan["quality"] = policy.model_dump(mode="json")
     cluster = storage.cluster
     cluster_plan: dict[str, Any] | None = None
     if cluster is not None:

@@ -157,8 +157,8 @@ class SinkOptions(Closed):
     durable_quality_replay: bool = Field(
         default=False,
         strict=True,
-        description="Record durable, replayable quality evidence (strict boolean). Seed 002 binds it to the internal "
-        "replicated cluster full refresh, which does not record the evidence yet: true is refused on every route.",
+        description="Record durable, replayable quality evidence (strict boolean): supported only on the internal "
+        "replicated cluster full refresh; true on any other route is refused before any I/O.",
     )
 
 

@@ -1,5 +1,6 @@
 """The publication receipts: ``dpone.clickhouse.cluster-external-full-refresh-receipt.v1`` (external record) and
-``dpone.clickhouse.cluster-full-refresh-receipt.v1`` (internal replicated record).
+``dpone.clickhouse.cluster-full-refresh-receipt.v1`` (internal replicated record v1), ``...-receipt.v2`` (internal
+record v2: the same fields plus the quality-replay capsule's state).
 
 A receipt is what a task hands to humans and downstream tasks (XCom, logs): redacted by construction. It names the
 operation, generation, digests, counts, phases and opaque member ids, and the authority version it was derived from,
@@ -18,15 +19,20 @@ from pydantic import BaseModel, ConfigDict, Field
 from airflow_provider_dpone.contracts.authority_codec import AuthorityRecord
 from airflow_provider_dpone.contracts.authority_external import ExternalAuthorityRecord
 from airflow_provider_dpone.contracts.authority_fields import Hex64, MemberId, NonNegative, TimestampMs, UInt64
+from airflow_provider_dpone.contracts.authority_internal import InternalAuthorityRecordV2
 from airflow_provider_dpone.contracts.authority_phases import Phase
 from airflow_provider_dpone.contracts.canonical import canonical_json
 from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.contracts.quality_capsule import CapsuleState, QualityBinding
 
 RECEIPT_SCHEMA: Literal["dpone.clickhouse.cluster-external-full-refresh-receipt.v1"] = (
     "dpone.clickhouse.cluster-external-full-refresh-receipt.v1"
 )
 INTERNAL_RECEIPT_SCHEMA: Literal["dpone.clickhouse.cluster-full-refresh-receipt.v1"] = (
     "dpone.clickhouse.cluster-full-refresh-receipt.v1"
+)
+INTERNAL_RECEIPT_SCHEMA_V2: Literal["dpone.clickhouse.cluster-full-refresh-receipt.v2"] = (
+    "dpone.clickhouse.cluster-full-refresh-receipt.v2"
 )
 
 ReceiptPhase = Literal["COMMITTED", "CLEANUP_DISPATCHING", "COMPLETED"]
@@ -101,7 +107,45 @@ class InternalPublicationReceipt(_ReceiptFields):
     members: tuple[ReplicaReceipt, ...]
 
 
-PublicationReceipt = ExternalPublicationReceipt | InternalPublicationReceipt
+class QualityReceipt(BaseModel):
+    """The capsule as humans see it: schema, state, digests, counts and versions; never rows or hosts."""
+
+    model_config = _CONFIG
+
+    schema_: Literal["dpone.quality.replay.v1", "dpone.quality.replay.v2"] = Field(alias="schema")
+    state: CapsuleState
+    core_digest: Hex64
+    policy_identity: Hex64
+    gates: tuple[tuple[str, bool], ...]
+    completion_version: UInt64 | None
+    target_member_id: MemberId | None
+    target_row_count: NonNegative | None
+
+
+class InternalPublicationReceiptV2(InternalPublicationReceipt):
+    """The receipt of a v2 record: the v1 receipt plus its quality-replay capsule (``None`` if it holds none)."""
+
+    schema_: Literal["dpone.clickhouse.cluster-full-refresh-receipt.v2"] = Field(  # type: ignore[assignment]
+        default=INTERNAL_RECEIPT_SCHEMA_V2, alias="schema"
+    )
+    quality: QualityReceipt | None
+
+
+PublicationReceipt = ExternalPublicationReceipt | InternalPublicationReceipt | InternalPublicationReceiptV2
+
+
+def quality_receipt(binding: QualityBinding) -> QualityReceipt:
+    target = binding.target
+    return QualityReceipt(
+        schema=binding.core.schema_,
+        state=binding.state,
+        core_digest=binding.core_digest,
+        policy_identity=binding.core.policy_identity,
+        gates=tuple((gate.name, gate.passed) for gate in binding.core.report),
+        completion_version=binding.completion_version,
+        target_member_id=None if target is None else target.member_id,
+        target_row_count=None if target is None else target.row_count,
+    )
 
 
 def build_receipt(record: AuthorityRecord, version: int) -> PublicationReceipt:
@@ -160,6 +204,8 @@ def build_receipt(record: AuthorityRecord, version: int) -> PublicationReceipt:
     candidate = record.candidate
     if candidate is None or candidate.load is None:  # excluded by the record invariants once committed
         raise DponeError("DPONE_CLICKHOUSE_CLUSTER_RECEIPT_INVALID", "committed without a loaded candidate")
-    return InternalPublicationReceipt(
-        **fields, load_member_id=candidate.load.member_id, rebuilds=candidate.rebuilds, members=tuple(replicas)
-    )
+    internal = {**fields, "load_member_id": candidate.load.member_id, "rebuilds": candidate.rebuilds}
+    if isinstance(record, InternalAuthorityRecordV2):
+        quality = None if record.quality is None else quality_receipt(record.quality)
+        return InternalPublicationReceiptV2(**internal, members=tuple(replicas), quality=quality)
+    return InternalPublicationReceipt(**internal, members=tuple(replicas))

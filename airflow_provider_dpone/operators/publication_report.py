@@ -12,8 +12,15 @@ from typing import Any
 
 from airflow_provider_dpone.contracts.authority_codec import AuthorityRecord
 from airflow_provider_dpone.contracts.authority_external import ExternalAuthorityRecord
+from airflow_provider_dpone.contracts.authority_internal import InternalAuthorityRecordV2
 from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.contracts.receipts_publication import PublicationReceipt
+from airflow_provider_dpone.contracts.quality_capsule import QualityBinding
+from airflow_provider_dpone.contracts.receipts_publication import (
+    InternalPublicationReceiptV2,
+    PublicationReceipt,
+    QualityReceipt,
+    quality_receipt,
+)
 from airflow_provider_dpone.operators.task_outcome import Log
 from airflow_provider_dpone.ports.publication import AuthorityStore
 from airflow_provider_dpone.protocol.authority_io import read_current
@@ -71,6 +78,27 @@ def load_member(record: AuthorityRecord) -> str | None:
     return record.candidate.load.member_id
 
 
+def capsule_of(record: AuthorityRecord | None) -> QualityBinding | None:
+    """The durable quality-replay capsule of a v2 record, if it holds one."""
+    return record.quality if isinstance(record, InternalAuthorityRecordV2) else None
+
+
+def log_capsule(log: Log, quality: QualityReceipt | None) -> None:
+    """One line with the capsule's state, gates and (once observed) the target count of the one scanned replica."""
+    if quality is None:
+        return
+    gates = " ".join(f"{name}={'pass' if passed else 'FAIL'}" for name, passed in quality.gates)
+    target = "-" if quality.target_row_count is None else f"{quality.target_row_count} on {quality.target_member_id}"
+    log.info(
+        "quality capsule %s (%s, core %s): gates %s; target rows %s",
+        quality.state,
+        quality.schema_,
+        short(quality.core_digest),
+        gates,
+        target,
+    )
+
+
 def log_members(log: Log, record: AuthorityRecord | None) -> None:
     """One line per member: stage, verified rows, bytes streamed from the sealed artifact, rebuilds; in internal
     mode also the replica the one load went through (the others received it by replication)."""
@@ -92,6 +120,8 @@ def log_members(log: Log, record: AuthorityRecord | None) -> None:
             sent,
             member["rebuilds"],
         )
+    quality = capsule_of(record)
+    log_capsule(log, None if quality is None else quality_receipt(quality))
 
 
 def fence_xcom(result: FenceResult) -> XCom:
@@ -121,6 +151,9 @@ def stage_xcom(result: StageResult, record: AuthorityRecord | None) -> XCom:
         loader = load_member(record)
         if loader is not None:
             value["load_member_id"] = loader
+    quality = capsule_of(record)
+    if quality is not None:
+        value["quality"] = quality_receipt(quality).model_dump(mode="json", by_alias=True)
     return value
 
 
@@ -139,6 +172,8 @@ def log_receipt(log: Log, receipt: PublicationReceipt) -> None:
         short(receipt.operation_id),
         receipt.authority_version,
     )
+    if isinstance(receipt, InternalPublicationReceiptV2):
+        log_capsule(log, receipt.quality)
 
 
 def in_progress_line(progress: InProgress) -> str:

@@ -14,11 +14,13 @@ from typing import Final
 from airflow_provider_dpone.contracts.clickhouse_engines import EngineClass, classify_engine
 from airflow_provider_dpone.contracts.manifest_cluster import ClusterPublicationManifest, DdlScope, ReplicationMode
 from airflow_provider_dpone.contracts.manifest_types import LoadStrategy
+from airflow_provider_dpone.contracts.quality_capsule import BUILT_TARGET_METRICS
 from airflow_provider_dpone.protocol.admission_types import Blocker, ReplicationDecision
 
 RESERVED_NAME_FRAGMENT: Final[str] = "__dpone"
 _CLUSTER: Final[str] = "physical_design.storage.clickhouse.cluster"
 _ENGINE: Final[str] = "physical_design.storage.clickhouse.engine"
+REPLAY_UNSUPPORTED: Final[str] = "DPONE_REPLAY_QUALITY_EVIDENCE_UNSUPPORTED"
 
 
 def _engine_blockers(manifest: ClusterPublicationManifest) -> list[Blocker]:
@@ -75,23 +77,31 @@ def _sink_and_load_blockers(manifest: ClusterPublicationManifest) -> list[Blocke
 
 
 def _replay_blockers(manifest: ClusterPublicationManifest) -> list[Blocker]:
-    """Durable quality replay is bound to the internal replicated full refresh (seed 002), and the internal protocol
-    does not record that evidence yet (it writes ``cluster-full-refresh.v1`` records, never the v2 quality binding):
-    admitting the option would publish without the evidence it promises, so it fails closed on every route."""
+    """Durable quality replay (seed 002) exists only on the internal replicated full refresh: true anywhere else,
+    a quality policy without the selector (it would be silently ignored), and target metrics this provider cannot
+    observe all fail closed here, before credentials, source access, DDL or authority mutation."""
+    field = "sink.options.durable_quality_replay"
     if not manifest.sink.options.durable_quality_replay:
-        return []
+        if manifest.quality is None:
+            return []
+        return [Blocker(REPLAY_UNSUPPORTED, "quality", "a quality policy needs durable_quality_replay: true")]
     cluster = manifest.cluster
+    route = None
     if cluster is None:
         route = "local publication"
     elif cluster.replication_mode is not ReplicationMode.INTERNAL:
         route = f"cluster_{cluster.replication_mode.value}"
     elif manifest.load.strategy is not LoadStrategy.FULL_REFRESH:
         route = f"cluster_internal {manifest.load.strategy.value}"
-    else:
-        detail = "route cluster_internal full_refresh: this provider does not record durable quality evidence yet"
-        return [Blocker("DPONE_REPLAY_QUALITY_EVIDENCE_UNSUPPORTED", "sink.options.durable_quality_replay", detail)]
-    detail = f"route {route}: only cluster_internal full_refresh can record durable quality evidence"
-    return [Blocker("DPONE_REPLAY_QUALITY_EVIDENCE_UNSUPPORTED", "sink.options.durable_quality_replay", detail)]
+    if route is not None:
+        detail = f"route {route}: only cluster_internal full_refresh records durable quality evidence"
+        return [Blocker(REPLAY_UNSUPPORTED, field, detail)]
+    policy = manifest.quality_policy
+    assert policy is not None
+    unbuilt = [metric for metric in policy.target_metrics if metric not in BUILT_TARGET_METRICS]
+    if unbuilt:
+        return [Blocker(REPLAY_UNSUPPORTED, "quality.target_metrics", f"not observable by this provider: {unbuilt}")]
+    return []
 
 
 def cluster_blockers(manifest: ClusterPublicationManifest) -> tuple[Blocker, ...]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from airflow_provider_dpone.contracts.authority_codec import AuthorityRecord
 from airflow_provider_dpone.contracts.authority_external import ExternalAuthorityRecord, MemberRecord
 from airflow_provider_dpone.contracts.authority_generation import MemberGeneration
-from airflow_provider_dpone.contracts.authority_internal import InternalAuthorityRecordV1
+from airflow_provider_dpone.contracts.authority_internal import InternalAuthorityRecordV1, InternalAuthorityRecordV2
 from airflow_provider_dpone.contracts.authority_phases import TERMINAL_PHASES, Phase
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.protocol.authority_io import Current, Held
@@ -125,6 +125,7 @@ def _new_record(ctx: Context, previous: AuthorityRecord | None) -> AuthorityReco
     }
     if ctx.request.internal:
         members = tuple(MemberGeneration(member_id=member_id) for member_id in ctx.inventory.member_ids)
-        return InternalAuthorityRecordV1.model_validate({**fields, "members": members})
+        model = InternalAuthorityRecordV2 if ctx.request.quality is not None else InternalAuthorityRecordV1
+        return model.model_validate({**fields, "members": members})
     external = tuple(MemberRecord(member_id=member_id) for member_id in ctx.inventory.member_ids)
     return ExternalAuthorityRecord.model_validate({**fields, "members": external})

@@ -11,7 +11,9 @@ Each attempt resumes from the shared candidate's state in the authority record:
   same Keeper path, distinct replica names, as many replicas as members), writable, and caught up
   (``SYSTEM SYNC REPLICA`` with a timeout). A replica that does not catch up within the bound stops the attempt with
   the retryable ``REPLICA_NOT_CONVERGED`` and nothing mutated; a retry waits again. Then the content digest of every
-  replica must equal the artifact's (counts are never summed across replicas): CAS READY and STAGED in one write.
+  replica must equal the artifact's (counts are never summed across replicas): CAS READY and STAGED in one write,
+  which also binds the durable quality-replay capsule when the request selects it (:mod:`quality_evidence`; a failed
+  required gate binds it FAILED and stops with ``..._FAILED``).
 * Anything else (empty after an ambiguous or unsent load, partial, duplicated, a replica converged to other content)
   -> rebuild: prove every replica holds exactly the owned UUID, one fenced ``DROP TABLE ... ON CLUSTER``, then a new
   intent and a new CREATE, and the same immutable artifact is loaded into the new table.
@@ -42,6 +44,8 @@ from airflow_provider_dpone.protocol.context import Context
 from airflow_provider_dpone.protocol.ddl_step import DdlStep, run_step
 from airflow_provider_dpone.protocol.member_mutation import load_identity, load_once
 from airflow_provider_dpone.protocol.observe import is_exact, observe_candidate
+from airflow_provider_dpone.protocol.quality_evidence import FAILED as QUALITY_FAILED
+from airflow_provider_dpone.protocol.quality_evidence import build_capsule
 from airflow_provider_dpone.protocol.reconcile import Side
 
 FOREIGN = "DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_FOREIGN"
@@ -183,8 +187,15 @@ def _converge(ctx: Context, held: Held) -> Held | None:
         verified.append(
             member.model_copy(update={"row_count": observed.row_count, "content_digest": observed.content_digest})
         )
-    ready = _candidate(record).model_copy(update={"stage": MemberStage.READY})
-    return ctx.commit(held, phase=Phase.STAGED, candidate=ready, members=tuple(verified))
+    candidate = _candidate(record)
+    ready = candidate.model_copy(update={"stage": MemberStage.READY})
+    assert candidate.load is not None  # CREATED binds the load
+    quality = build_capsule(ctx, record, verified, candidate.uuid_intent, candidate.load.query_id)
+    capsule = {} if quality is None else {"quality": quality}
+    held = ctx.commit(held, phase=Phase.STAGED, candidate=ready, members=tuple(verified), **capsule)
+    if quality is not None and quality.state == "FAILED":
+        raise DponeError(QUALITY_FAILED, f"required gates failed: {quality.failure}")
+    return held
 
 
 def _replica_status(ctx: Context, member_id: str) -> ReplicaStatus | None:

@@ -31,6 +31,7 @@ from airflow_provider_dpone.contracts.identities import (
     target_key,
 )
 from airflow_provider_dpone.contracts.inventory import ReplicationMode
+from airflow_provider_dpone.contracts.quality_capsule import QualityPolicy
 from airflow_provider_dpone.ports.publication import TableSpec
 
 MODE_ENGINE_CLASS: dict[ReplicationMode, EngineClass] = {
@@ -52,6 +53,8 @@ class PublicationRequest(BaseModel):
     replication_mode: ReplicationMode
     table: TableSpec
     max_source_bytes: StrictInt = Field(ge=1)
+    quality: QualityPolicy | None = None
+    """The durable quality-replay policy (seed 002) when selected; ``None`` keeps the legacy behaviour."""
 
     @model_validator(mode="after")
     def _names_are_identifiers(self) -> PublicationRequest:
@@ -65,6 +68,8 @@ class PublicationRequest(BaseModel):
         names = [column.name for column in self.table.columns]
         if len(set(names)) != len(names) or not set(self.table.order_by) <= set(names):
             raise ValueError("table columns must be unique and order_by must name table columns")
+        if self.quality is not None and not self.internal:
+            raise DponeError("DPONE_REPLAY_QUALITY_EVIDENCE_UNSUPPORTED", "durable quality replay needs internal mode")
         if classify_engine(self.table.engine) is not MODE_ENGINE_CLASS[self.replication_mode]:
             raise DponeError(
                 "DPONE_CLICKHOUSE_CLUSTER_TARGET_ENGINE_UNSUPPORTED", f"table.engine for {self.replication_mode} mode"

@@ -1,5 +1,8 @@
 """Gathers the live facts runtime admission decides on: one inventory read plus two catalog reads per member.
 
+With durable quality replay selected, the authority-table check is the store preflight of seed 002 (read-only; a store
+that is absent, legacy or not exactly the admitted schema gives ``..._UNSUPPORTED``, never a migration).
+
 Any member that cannot answer blocks: partial inventory is never sufficient, and ``skip_unavailable_shards`` is never
 admission evidence.
 """
@@ -28,5 +31,11 @@ def admit_runtime(catalog: ClusterCatalog, request: PublicationRequest) -> Admit
         facts = {m.member_id: catalog.table_facts(m, request.database, AUTHORITY_TABLE) for m in inventory.members}
     except UnavailableError:
         raise DponeError("DPONE_CLICKHOUSE_CLUSTER_INVENTORY_INCOMPLETE", "a catalog read did not answer") from None
-    require_authority_table(facts)
+    try:
+        require_authority_table(facts)
+    except DponeError as error:
+        if request.quality is None:
+            raise
+        # seed 002 store preflight: an absent, legacy or unverified store is refused, never migrated
+        raise DponeError("DPONE_REPLAY_QUALITY_EVIDENCE_UNSUPPORTED", f"authority store: {error.detail}") from None
     return inventory

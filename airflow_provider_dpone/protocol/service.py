@@ -21,6 +21,10 @@ modes differ only in staging: external stages one candidate per member (:mod:`st
 replicated candidate ON CLUSTER, loads it once and waits for convergence (:mod:`replicated_staging`). Fencing, the
 artifact, publication, cleanup and abort are shared, and every ON CLUSTER DDL is one :mod:`ddl_step`.
 
+With durable quality replay selected (internal mode only), the capsule is bound by the STAGED write, required intact
+and PREPARED before the publication DDL, and settled (:mod:`quality_replay`) by every entry point that finds the
+operation committed: publish completes it, cleanup starts only after it is COMPLETE, and replays validate it.
+
 Every entry point starts the same way, whatever happened before: live runtime admission (inventory drift fences),
 then a fresh read of the authority. The authority record alone decides what to resume; results returned to Airflow
 are for humans and pollers, never trusted by a later task. Each entry point is idempotent: calling it again after
@@ -44,6 +48,8 @@ from airflow_provider_dpone.protocol.context import Context, ProtocolSettings, P
 from airflow_provider_dpone.protocol.ddl_step import StepProgress
 from airflow_provider_dpone.protocol.fence import lock_or_resume, require_own
 from airflow_provider_dpone.protocol.publication import publish
+from airflow_provider_dpone.protocol.quality_evidence import require_capsule
+from airflow_provider_dpone.protocol.quality_replay import settle
 from airflow_provider_dpone.protocol.replicated_staging import stage_replicated
 from airflow_provider_dpone.protocol.request import PublicationRequest
 from airflow_provider_dpone.protocol.results import (
@@ -91,6 +97,8 @@ class PublicationService:
             held = bind_artifact_and_baseline(ctx, held, source)
         if held.record.phase is Phase.STAGING:
             held = stage_replicated(ctx, held) if self.request.internal else stage_all(ctx, held)
+        if self.request.quality is not None and held.record.phase is Phase.STAGED:
+            require_capsule(ctx, held.record)  # a retry of a stage whose gates failed fails the same way
         record = held.record
         return StageResult(
             record.operation_id, record.phase.value, record.generation_id, _ready(record), record.replication_mode
@@ -140,10 +148,13 @@ class PublicationService:
         if phase in (Phase.LOCKED, Phase.STAGING):
             raise DponeError("DPONE_CLICKHOUSE_CLUSTER_PHASE_NOT_READY", f"phase {phase}: stage first")
         if phase in (Phase.STAGED, Phase.PUBLICATION_DISPATCHING):
+            if self.request.quality is not None:
+                require_capsule(ctx, held.record)  # bound before dispatch; FAILED never publishes
             progress = publish(ctx, held, allow_dispatch=allow_dispatch)
             if not progress.complete:
                 return _in_progress(progress, "publication")
             held = progress.held
+        held = settle(ctx, held)
         return Committed(build_receipt(held.record, held.version))
 
     def _cleanup(self, *, allow_dispatch: bool) -> CleanupResult:
@@ -152,6 +163,7 @@ class PublicationService:
         phase = held.record.phase
         if phase in _NOT_YET_PUBLISHED or phase is Phase.PUBLICATION_DISPATCHING:
             raise DponeError("DPONE_CLICKHOUSE_CLUSTER_PHASE_NOT_READY", f"phase {phase}: publish first")
+        held = settle(ctx, held)  # cleanup never starts before the capsule is COMPLETE; replays validate it
         if phase in (Phase.COMMITTED, Phase.CLEANUP_DISPATCHING):
             progress = clean_up(ctx, held, allow_dispatch=allow_dispatch)
             if not progress.complete:

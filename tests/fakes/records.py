@@ -8,11 +8,19 @@ from airflow_provider_dpone.contracts.authority_internal import (
     InternalAuthorityRecordV1,
     InternalAuthorityRecordV2,
     LoadBinding,
-    QualityBinding,
     ReplicatedCandidate,
 )
 from airflow_provider_dpone.contracts.authority_phases import MemberStage, Phase
 from airflow_provider_dpone.contracts.identities import INTERNAL_CANDIDATE_INFIX, candidate_name, member_id, target_key
+from airflow_provider_dpone.contracts.quality_capsule import (
+    QUALITY_SCHEMA_V2,
+    CapsuleState,
+    GateResult,
+    QualityBinding,
+    QualityCore,
+    TargetObservation,
+    TargetPlan,
+)
 from airflow_provider_dpone.contracts.receipts import ArtifactColumn, ArtifactReceipt
 
 TARGET_KEY = target_key("analytics", "analytics_db", "target_table")
@@ -232,8 +240,56 @@ def internal_v1(phase: Phase, *, operation: str = OTHER_OPERATION) -> InternalAu
     return record
 
 
+def capsule(state: CapsuleState = "PREPARED", *, members: int = 2) -> QualityBinding:
+    """A structurally valid v2 capsule in ``state`` (not bound to any particular record: codec and receipt tests)."""
+    ids = tuple(sorted(member_id(1, replica) for replica in range(1, members + 1)))
+    plan = TargetPlan(
+        dataset="analytics_db.target_table",
+        columns=(("id", "UInt64"), ("name", "String")),
+        metrics=("row_count",),
+        schema_digest="d" * 64,
+        selection_digest="e" * 64,
+        replicas=ids,
+    )
+    gates = tuple(GateResult(name=name, passed=True, expected="3", observed="3") for name in ("min_rows",))
+    core = QualityCore(
+        schema=QUALITY_SCHEMA_V2,
+        policy_identity="1" * 64,
+        config_digest="2" * 64,
+        plan_digest="5" * 64,
+        source_digests=("a" * 64, "c" * 64, "d" * 64),
+        run_id="scheduled__2026-09-18",
+        load_id="dpone-load-" + "0" * 32,
+        target_key=TARGET_KEY,
+        operation_id=OTHER_OPERATION,
+        fence_token=token(1),
+        inventory_digest="4" * 64,
+        generation_id="6" * 64,
+        generation_uuid=uuid(9),
+        source_rows=3,
+        staged_rows=tuple((mid, 3) for mid in ids),
+        report=gates,
+        passed=True,
+        requested=("row_count",),
+        target_plan=plan,
+    )
+    observed = TargetObservation(
+        member_id=ids[0], generation_uuid=uuid(9), row_count=3, content_digest="c" * 64, elapsed_ms=5, observed_at_ms=T0
+    )
+    completion: dict[str, object] = {
+        "PREPARED": {},
+        "TARGET_PENDING": {"pending_version": 7},
+        "COMPLETE": {"pending_version": 7, "target": observed, "completion_version": 8},
+        "FAILED": {"pending_version": 7, "target": observed, "completion_version": 8, "failure": "target_acceptance"},
+    }[state]
+    return QualityBinding.model_validate({"core": core, "core_digest": core.digest(), "state": state, **completion})
+
+
 def internal_v2(phase: Phase, *, with_quality: bool = True) -> InternalAuthorityRecordV2:
-    quality = QualityBinding(core_digest="3" * 64, state="PREPARED") if with_quality else None
+    bound = with_quality and phase not in (Phase.LOCKED, Phase.STAGING, Phase.ABORTED)
+    quality = (
+        capsule("COMPLETE" if phase in (Phase.CLEANUP_DISPATCHING, Phase.COMPLETED) else "PREPARED") if bound else None
+    )
     record = internal_record(phase, quality=quality, v2=True)
     assert isinstance(record, InternalAuthorityRecordV2)
     return record

@@ -18,13 +18,14 @@ from airflow_provider_dpone.contracts.authority_internal import (
     INTERNAL_SCHEMA_V2,
     InternalAuthorityRecordV1,
     InternalAuthorityRecordV2,
-    QualityBinding,
 )
 from airflow_provider_dpone.contracts.authority_phases import TERMINAL_PHASES, Phase
 from airflow_provider_dpone.contracts.identities import PROTOCOL_VERSION
 from airflow_provider_dpone.contracts.inventory import ReplicationMode
+from airflow_provider_dpone.contracts.quality_capsule import QualityBinding
 from airflow_provider_dpone.protocol.results import InProgress
 from tests.fakes.faults import FaultKind, SimulatedCrash
+from tests.fakes.records import capsule
 from tests.protocol.sim import BASELINE_ROWS, COLUMNS, NEW_ROWS, Sim, error_code, point_of, rows_of
 
 OTHER: dict[ReplicationMode, ReplicationMode] = {"internal": "external", "external": "internal"}
@@ -166,7 +167,7 @@ def rewrite_as_v2(sim: Sim, quality: QualityBinding | None = None) -> None:
 def test_a_completed_v2_internal_record_is_succeeded_and_named_as_the_predecessor() -> None:
     first = Sim.build(members=2, mode="internal")
     assert first.run_dag() == "completed"
-    rewrite_as_v2(first, QualityBinding(core_digest="3" * 64, state="COMPLETE", completion_version=9))
+    rewrite_as_v2(first, capsule("COMPLETE"))
     second = Sim.successor(first, run_id="scheduled__2026-09-19", rows=SECOND_ROWS, mode="external")
     assert second.run_dag() == "completed"
     assert second.record().previous_schema == INTERNAL_SCHEMA_V2

@@ -199,12 +199,23 @@ def _replay(raw: dict[str, Any]) -> None:
     raw["sink"]["options"] = {"durable_quality_replay": True}
 
 
-def test_replay_on_internal_full_refresh_is_refused_until_the_evidence_is_recorded() -> None:
-    """Seed 002 binds the option to this route, but the internal protocol writes no quality evidence yet: admitting
-    it would publish without the evidence it promises."""
+def test_replay_on_internal_full_refresh_is_admitted() -> None:
+    """Seed 002: the internal replicated full refresh is the one route that records durable quality evidence."""
     result = _admit(internal, _replay)
-    _only(result, "DPONE_REPLAY_QUALITY_EVIDENCE_UNSUPPORTED", "sink.options.durable_quality_replay")
-    assert "does not record durable quality evidence yet" in result.blockers[0].detail
+    assert result.codes == ()
+    assert result.decision.selected == "cluster_internal"
+
+
+def test_a_quality_policy_without_the_selector_is_refused_not_ignored() -> None:
+    result = _admit(internal, lambda r: r.update(quality={"min_rows": 5}))
+    _only(result, "DPONE_REPLAY_QUALITY_EVIDENCE_UNSUPPORTED", "quality")
+
+
+@pytest.mark.parametrize("metric", ["null_count", "distinct_count"])
+def test_target_metrics_this_provider_cannot_observe_are_refused(metric: str) -> None:
+    result = _admit(internal, _replay, lambda r: r.update(quality={"target_metrics": ["row_count", metric]}))
+    blocker = _only(result, "DPONE_REPLAY_QUALITY_EVIDENCE_UNSUPPORTED", "quality.target_metrics")
+    assert metric in blocker.detail
 
 
 @pytest.mark.parametrize(

@@ -177,6 +177,24 @@ def test_semantic_edits_change_the_digest(base: Callable[[], dict[str, Any]], ed
     assert _digest(_edited(base, edit)) != _digest(base())
 
 
+def _durable(quality: dict[str, Any] | None = None) -> dict[str, Any]:
+    raw = _internal_explicit()
+    raw["sink"]["options"] = {"durable_quality_replay": True}
+    if quality is not None:
+        raw["quality"] = quality
+    return raw
+
+
+def test_the_quality_policy_is_identity_bearing_only_when_selected() -> None:
+    """The selected policy (its defaults spelled out) is part of the plan, hence of the operation id; a policy whose
+    selector is off is refused by admission, so it never reaches the plan."""
+    selected = _digest(_durable())
+    assert selected != _digest(_internal_explicit())
+    assert _digest(_durable({"min_rows": 0, "target_metrics": ["row_count"]})) == selected
+    assert _digest(_durable({"min_rows": 1})) != selected
+    assert _digest(_durable({"target_metrics": []})) != selected
+
+
 def test_plan_carries_no_sql_text_store_location_or_name() -> None:
     raw = external()
     raw["source"]["query"] = "SELECT 'secret-literal' AS s FROM analytics.source_table"

@@ -1,0 +1,130 @@
+"""The durable quality-replay example DAG under real Airflow on a 3-replica embedded cluster (internal replication).
+
+The operators build the real adapters; the authority is the real KeeperMap table; the candidate and target are
+``ReplicatedMergeTree`` tables replicated by the embedded cluster. Verdicts are read from every replica directly and
+from the authority record: the capsule must be COMPLETE in a ``.v2`` record, with a target count equal to the source
+on one replica, and a failing ``min_rows`` gate must block publication with ``..._FAILED``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from airflow_provider_dpone.contracts.authority_internal import INTERNAL_SCHEMA_V2, InternalAuthorityRecordV2
+from airflow_provider_dpone.embedded import EmbeddedCluster
+from tests.integration.dag_runner import (
+    assert_redacted,
+    configure,
+    export_connection,
+    load_example,
+    provision_example,
+    retargeted_manifest,
+    run_example,
+)
+from tests.integration.replica_checks import authority_record, replica_contents, source_content, table_facts
+
+PASSWORD = "pw-Quality-Redact-7e2a"
+REPLICAS = 3
+SOURCE_ROWS = 30
+EXAMPLE_FILE = "clickhouse_internal_quality_replay.py"
+pytestmark = pytest.mark.embedded_cluster(members=REPLICAS, internal_replication=True, password=PASSWORD)
+
+
+@pytest.fixture(scope="module")
+def example(dags_folder: Path) -> ModuleType:
+    return load_example(dags_folder, EXAMPLE_FILE)
+
+
+@pytest.fixture
+def manifest(
+    example: ModuleType, embedded_cluster: EmbeddedCluster, fresh_database: str, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[dict[str, Any]]:
+    export_connection(monkeypatch, embedded_cluster)
+    provision_example(example, embedded_cluster, fresh_database, rows=SOURCE_ROWS)
+    content = retargeted_manifest(example, cluster=embedded_cluster.cluster_name, database=fresh_database)
+    assert content["sink"]["options"] == {"durable_quality_replay": True}
+    yield content
+    configure(example, None)
+
+
+def test_a_durable_run_ends_with_a_complete_capsule_in_a_v2_record(
+    example: ModuleType,
+    embedded_cluster: EmbeddedCluster,
+    fresh_database: str,
+    manifest: dict[str, Any],
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    configure(example, None, manifest=manifest, poll_interval=0.2)
+    capfd.readouterr()
+    outcome = run_example(example, logical_date=datetime(2026, 6, 1, tzinfo=UTC))
+    log = capfd.readouterr().out
+    assert outcome.succeeded, (outcome.states, [line for line in log.splitlines() if "DPONE_" in line])
+    source = source_content(embedded_cluster, fresh_database)
+    assert replica_contents(embedded_cluster, fresh_database) == [source] * REPLICAS
+    record = authority_record(embedded_cluster, fresh_database)
+    assert isinstance(record, InternalAuthorityRecordV2) and record.schema_ == INTERNAL_SCHEMA_V2
+    assert record.phase.value == "COMPLETED"
+    quality = record.quality
+    assert quality is not None and quality.state == "COMPLETE" and quality.core.passed
+    assert quality.core_digest == quality.core.digest()
+    assert quality.target is not None and quality.target.row_count == source.rows == SOURCE_ROWS
+    assert quality.target.member_id == min(record.member_ids())  # one admitted replica, never a sum
+    assert [count for _, count in quality.core.staged_rows] == [SOURCE_ROWS] * REPLICAS
+    receipt = outcome.xcom["cleanup"]
+    assert receipt["schema"] == "dpone.clickhouse.cluster-full-refresh-receipt.v2"
+    assert receipt["quality"]["state"] == "COMPLETE" and receipt["quality"]["target_row_count"] == SOURCE_ROWS
+    assert outcome.xcom["stage"]["quality"]["state"] == "PREPARED"
+    assert "quality capsule PREPARED" in log and "quality capsule COMPLETE" in log
+    assert_redacted("\n".join([log, repr(outcome.xcom)]), embedded_cluster, PASSWORD)
+
+
+def test_a_failing_min_rows_gate_blocks_publication(
+    example: ModuleType,
+    embedded_cluster: EmbeddedCluster,
+    fresh_database: str,
+    manifest: dict[str, Any],
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    manifest = {**manifest, "quality": {"min_rows": SOURCE_ROWS + 1, "target_metrics": ["row_count"]}}
+    configure(example, None, manifest=manifest, poll_interval=0.2, retries=1)
+    capfd.readouterr()
+    outcome = run_example(example, logical_date=datetime(2026, 6, 2, tzinfo=UTC))
+    log = capfd.readouterr().out
+    assert outcome.states["stage"] == "failed" and outcome.states["publish"] != "success"
+    assert "DPONE_REPLAY_QUALITY_EVIDENCE_FAILED" in log
+    record = authority_record(embedded_cluster, fresh_database)
+    assert isinstance(record, InternalAuthorityRecordV2) and record.phase.value == "STAGED"
+    assert record.quality is not None and record.quality.state == "FAILED" and record.quality.failure == "min_rows"
+    assert replica_contents(embedded_cluster, fresh_database) == [None] * REPLICAS  # nothing was published
+    names = [[name for name, _, _ in tables] for tables in table_facts(embedded_cluster, fresh_database)]
+    assert all("target_table" not in tables for tables in names)
+
+
+def test_lost_responses_of_both_completion_writes_resume_on_publish_retries(
+    example: ModuleType, embedded_cluster: EmbeddedCluster, fresh_database: str, manifest: dict[str, Any]
+) -> None:
+    """The KeeperMap compare-and-set that records TARGET_PENDING, then the one that records COMPLETE, each take
+    effect and lose their response: each publish try stops (outcome unknown), the next re-reads the authority and
+    resumes from the durable state: observe again after TARGET_PENDING, validate without observing after COMPLETE."""
+    faults = embedded_cluster.faults
+    faults.lose_response("coordinator", match='^ALTER TABLE .*"state":"TARGET_PENDING"')
+    faults.lose_response("coordinator", match='^ALTER TABLE .*"state":"COMPLETE"')
+    configure(example, None, manifest=manifest, poll_interval=0.2, retries=3)
+    outcome = run_example(example, logical_date=datetime(2026, 6, 3, tzinfo=UTC))
+    assert outcome.succeeded, outcome.states
+    assert not faults.armed(), "both completion writes lost their response"
+    assert outcome.tries["publish"] == 3
+    record = authority_record(embedded_cluster, fresh_database)
+    assert isinstance(record, InternalAuthorityRecordV2) and record.phase.value == "COMPLETED"
+    quality = record.quality
+    assert quality is not None and quality.state == "COMPLETE" and quality.target is not None
+    assert quality.target.row_count == SOURCE_ROWS
+    assert quality.pending_version is not None and quality.completion_version == quality.pending_version + 1
+    source = source_content(embedded_cluster, fresh_database)
+    assert replica_contents(embedded_cluster, fresh_database) == [source] * REPLICAS
