@@ -15,8 +15,8 @@ from types import ModuleType
 from typing import Any
 
 from airflow_provider_dpone.contracts.manifest import ClusterPublicationManifest, load_manifest
-from airflow_provider_dpone.operators.publication_base import DponePublicationOperator
-from airflow_provider_dpone.operators.publication_environment import PortsFactory
+from airflow_provider_dpone.hooks.publication import PortsFactory
+from airflow_provider_dpone.operators.full_refresh import DponePublicationOperator
 from airflow_provider_dpone.operators.publish_cleanup import _WaitingOperator
 from tests.integration.airflow_env import load_dag_file
 from tests.integration.replica_checks import authority_record, replica_contents

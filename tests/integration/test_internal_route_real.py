@@ -27,7 +27,7 @@ import pytest
 
 from airflow_provider_dpone.contracts.authority_internal import INTERNAL_SCHEMA_V1
 from airflow_provider_dpone.contracts.manifest import ClusterPublicationManifest as Manifest
-from airflow_provider_dpone.operators.publication_environment import PublicationEnvironment, hook_environment
+from airflow_provider_dpone.hooks.publication import PublicationEnvironment, hook_environment
 from airflow_provider_dpone.ports.publication import OutcomeUnknownError
 from tests.integration.dag_runner import (
     INTERNAL_EXAMPLE_FILE,
