@@ -21,25 +21,26 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any, NoReturn, Protocol
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from airflow_provider_dpone.contracts.authority_codec import decode
-from airflow_provider_dpone.contracts.authority_external import MAX_REBUILDS_PER_MEMBER, ExternalAuthorityRecord
-from airflow_provider_dpone.contracts.authority_row import AuthorityRow, VersionedAuthorityRow
 from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.contracts.inventory import AdmittedMember
-from airflow_provider_dpone.contracts.receipts_publication import PublicationReceipt
-from airflow_provider_dpone.ports.publication import (
-    ArtifactHandle,
-    AuthorityStore,
-    MemberSession,
-    MemberSessions,
-    TableObservation,
-)
-from airflow_provider_dpone.protocol.context import PublicationPorts
-from airflow_provider_dpone.protocol.results import FenceResult, InProgress, StageResult
+
+if TYPE_CHECKING:  # the native transfer's DAG file imports this module: the publication's models load when used
+    from airflow_provider_dpone.contracts.authority_external import ExternalAuthorityRecord
+    from airflow_provider_dpone.contracts.authority_row import AuthorityRow, VersionedAuthorityRow
+    from airflow_provider_dpone.contracts.inventory import AdmittedMember
+    from airflow_provider_dpone.contracts.receipts_publication import PublicationReceipt
+    from airflow_provider_dpone.ports.publication import (
+        ArtifactHandle,
+        AuthorityStore,
+        MemberSession,
+        MemberSessions,
+        TableObservation,
+    )
+    from airflow_provider_dpone.protocol.context import PublicationPorts
+    from airflow_provider_dpone.protocol.results import FenceResult, InProgress, StageResult
 
 XCom = dict[str, Any]
 
@@ -201,6 +202,8 @@ class StageProgress:
 
     def seen(self, record: ExternalAuthorityRecord, *, committed: bool) -> None:
         """Track rebuild counts; log each increase a committed write made."""
+        from airflow_provider_dpone.contracts.authority_external import MAX_REBUILDS_PER_MEMBER
+
         artifact_rows = record.artifact.row_count if record.artifact is not None else None
         for member in record.members:
             before = self.rebuilds.get(member.member_id, member.rebuilds)
@@ -231,6 +234,9 @@ class _Authority:
         self._progress = progress
 
     def _note(self, row: AuthorityRow, *, committed: bool) -> None:
+        from airflow_provider_dpone.contracts.authority_codec import decode
+        from airflow_provider_dpone.contracts.authority_external import ExternalAuthorityRecord
+
         try:
             record = decode(row)
         except DponeError:
