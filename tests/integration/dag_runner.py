@@ -172,7 +172,8 @@ def assert_mode_mismatch_before_source_io(
         alone = run_example(example, logical_date=datetime(2026, 5, 21, tzinfo=UTC), mark_success=("fence",))
         assert (alone.states["stage"], alone.tries["stage"]) == ("failed", 1)
         logged = output()
-        assert logged.count(f"{MODE_MISMATCH} [") >= 2, "fence and stage refused with the mode/flag code"
+        for task in ("fence", "stage"):
+            assert f"dpone {task}: {MODE_MISMATCH}: " in logged, f"{task} refused with the mode/flag code"
     finally:
         configure(example, None)
     remaining = [f["remaining"] for f in cluster.faults.armed() if f["pattern"] == source_guard]

@@ -221,9 +221,11 @@ def test_a_lost_exchange_response_is_not_resent(
     assert receipt["dispatch_epoch"] == 2, "two permits: the candidate CREATE and the one EXCHANGE"
 
 
-def short_sync_environment(manifest: Manifest, conn_id: str) -> PublicationEnvironment:
+def short_sync_environment(
+    manifest: Manifest, conn_id: str, *, ddl_task_timeout_seconds: int | None = None
+) -> PublicationEnvironment:
     """The real environment with a 1 s convergence bound, so a lagging replica outlasts one stage try."""
-    environment = hook_environment(manifest, conn_id)
+    environment = hook_environment(manifest, conn_id, ddl_task_timeout_seconds=ddl_task_timeout_seconds)
     return dataclasses.replace(environment, settings=ProtocolSettings(replica_sync_timeout_seconds=1))
 
 
@@ -301,8 +303,10 @@ class DyingAuthority:
         self._store.compare_and_set(row, expected_version)
 
 
-def dying_environment(manifest: Manifest, conn_id: str) -> PublicationEnvironment:
-    environment = hook_environment(manifest, conn_id)
+def dying_environment(
+    manifest: Manifest, conn_id: str, *, ddl_task_timeout_seconds: int | None = None
+) -> PublicationEnvironment:
+    environment = hook_environment(manifest, conn_id, ddl_task_timeout_seconds=ddl_task_timeout_seconds)
     ports = dataclasses.replace(environment.ports, authority=DyingAuthority(environment.ports.authority))
     return dataclasses.replace(environment, ports=ports)
 

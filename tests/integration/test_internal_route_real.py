@@ -180,8 +180,10 @@ class LosingSessions:
         return LostLoadAck(self._sessions.session(member))
 
 
-def losing_environment(manifest: Manifest, conn_id: str) -> PublicationEnvironment:
-    environment = hook_environment(manifest, conn_id)
+def losing_environment(
+    manifest: Manifest, conn_id: str, *, ddl_task_timeout_seconds: int | None = None
+) -> PublicationEnvironment:
+    environment = hook_environment(manifest, conn_id, ddl_task_timeout_seconds=ddl_task_timeout_seconds)
     ports = dataclasses.replace(environment.ports, sessions=LosingSessions(environment.ports.sessions))
     return dataclasses.replace(environment, ports=ports)
 
