@@ -21,7 +21,7 @@ from airflow_provider_dpone.adapters.clickhouse.clients import Purpose, build_as
 from airflow_provider_dpone.adapters.clickhouse.connection import ResolvedConnection
 from airflow_provider_dpone.adapters.clickhouse.endpoint import Endpoint
 from airflow_provider_dpone.adapters.clickhouse.member_session import ClickHouseMemberSessions
-from airflow_provider_dpone.adapters.clickhouse.oneshot import MutationGuard
+from airflow_provider_dpone.adapters.clickhouse.oneshot import PROCESS_GUARD, MutationGuard
 from airflow_provider_dpone.adapters.clickhouse.sql_cluster_ddl import DEFAULT_TASK_TIMEOUT_SECONDS
 from airflow_provider_dpone.adapters.storage.artifact_store import ObjectStorageArtifactStore
 from airflow_provider_dpone.contracts.connection import ClickHouseConnectionOptions
@@ -172,11 +172,17 @@ class DponeClickHouseHook(BaseHook):
         database: str,
         artifact_base: str | None = None,
         ddl_task_timeout_seconds: int = DEFAULT_TASK_TIMEOUT_SECONDS,
+        guard: MutationGuard = PROCESS_GUARD,
     ) -> PublicationAdapters:
-        """The adapter set of the external publication service for the target ``database`` (close it after use)."""
+        """The adapter set of the publication service for the target ``database`` (close it after use); ``guard``
+        refuses to send any one-shot mutation twice (default: one guard for the whole process)."""
         store = ObjectStorageArtifactStore(artifact_base or default_artifact_base())
         return adapters_for(
-            self.resolved(), database=database, store=store, ddl_task_timeout_seconds=ddl_task_timeout_seconds
+            self.resolved(),
+            database=database,
+            store=store,
+            guard=guard,
+            ddl_task_timeout_seconds=ddl_task_timeout_seconds,
         )
 
     def publication_environment(
@@ -202,12 +208,8 @@ class DponeClickHouseHook(BaseHook):
                 "use a clickhouse query source"
             )
         wait = configured_ddl_task_timeout_seconds() if ddl_task_timeout_seconds is None else ddl_task_timeout_seconds
-        adapters = adapters_for(
-            self.resolved(),
-            database=manifest.sink.database,
-            store=ObjectStorageArtifactStore(default_artifact_base()),
-            guard=MutationGuard(),
-            ddl_task_timeout_seconds=wait,
+        adapters = self.publication_adapters(
+            database=manifest.sink.database, ddl_task_timeout_seconds=wait, guard=MutationGuard()
         )
         query = manifest.source.query
         source_conn_id = manifest.source.connection_id
