@@ -2,7 +2,8 @@
 
 api-server, scheduler, dag-processor and triggerer run as separate processes with LocalExecutor on a temporary home
 (``tests/integration/airflow_deployment.py``); the DAGs folder holds a copy of the example, its shared demo module
-and its manifests, and the connection ``dpone_clickhouse_default`` points at the module's embedded cluster. One test, in order:
+and its manifests, and the connection ``dpone_clickhouse_default`` points at the module's embedded cluster. One test,
+in order:
 
 1. trigger a run; once ``demo_setup`` (the last ``ON CLUSTER`` DDL before publish) is done, pause member2's DDL
    worker: ``publish`` must reach state ``deferred`` with its trigger claimed by the triggerer; resume the member and
