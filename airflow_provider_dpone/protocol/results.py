@@ -129,6 +129,7 @@ class Completed:
 class Aborted:
     operation_id: str
     phase: str
+    phase_before: str
 
 
 PublishResult = InProgress | Committed

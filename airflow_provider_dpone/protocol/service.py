@@ -137,14 +137,14 @@ class PublicationService:
         ctx, current = self._begin()
         if current is None or current.record.replication_mode != self.request.replication_mode:
             raise DponeError("DPONE_CLICKHOUSE_CLUSTER_PHASE_NOT_READY", "no operation of this mode holds the target")
-        record = current.record
+        record = before = current.record
         if record.operation_id != self.request.operation_id:
             raise DponeError("DPONE_CLICKHOUSE_CLUSTER_OPERATION_FENCED", "abort only the operation of this run")
         if record.phase is not Phase.ABORTED:
             if not set(record.member_ids()) <= set(ctx.inventory.member_ids):
                 raise DponeError("DPONE_CLICKHOUSE_CLUSTER_INVENTORY_DRIFT", "a bound member left the inventory")
             record = abort_before_publication(ctx, Held(record, current.version)).record
-        return Aborted(record.operation_id, record.phase.value)
+        return Aborted(record.operation_id, record.phase.value, phase_before=before.phase.value)
 
     # --- phases ---------------------------------------------------------------------------------------------------
 

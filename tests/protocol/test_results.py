@@ -56,3 +56,14 @@ def test_results_carry_the_phases_before_and_after_and_each_members_progress(mod
     assert completed.phase == "COMPLETED" == sim.record().phase.value
     after_cleanup = sim.service().publish()
     assert (after_cleanup.phase_before, after_cleanup.phase) == ("COMPLETED", "COMPLETED")
+
+
+@pytest.mark.parametrize("mode", ["external", "internal"])
+def test_an_abort_reports_the_phase_it_left(mode: ReplicationMode) -> None:
+    sim = Sim.build(members=3, mode=mode)
+    sim.service().fence()
+    sim.service().stage(sim.source)
+    aborted = sim.service().abort()
+    assert (aborted.phase_before, aborted.phase) == ("STAGED", "ABORTED")
+    again = sim.service().abort()
+    assert (again.phase_before, again.phase) == ("ABORTED", "ABORTED")
