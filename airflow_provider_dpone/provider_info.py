@@ -64,7 +64,7 @@ def get_provider_info() -> dict[str, Any]:
             {
                 "integration-name": "dpone ClickHouse cluster publication",
                 "python-modules": [
-                    "airflow_provider_dpone.operators.fence_stage",
+                    "airflow_provider_dpone.operators.full_refresh",
                     "airflow_provider_dpone.operators.publish_cleanup",
                 ],
             },

@@ -29,7 +29,7 @@ def example_manifest(path: Path) -> Path | dict[str, Any]:
     cluster = os.environ.get(CLUSTER_OVERRIDE)
     if not cluster:
         return path
-    from airflow_provider_dpone.operators.publication_inputs import read_manifest
+    from airflow_provider_dpone.operators.full_refresh import read_manifest
 
     content = read_manifest(path).model_dump(mode="json", exclude_none=True)
     content["physical_design"]["storage"]["clickhouse"]["cluster"]["name"] = cluster
@@ -97,7 +97,7 @@ def ensure_demo_setup(manifest: Path | dict[str, Any], conn_id: str = CONN_ID) -
     import clickhouse_connect
     from airflow.sdk import BaseHook
 
-    from airflow_provider_dpone.operators.publication_inputs import cluster_name, read_manifest
+    from airflow_provider_dpone.operators.full_refresh import cluster_name, read_manifest
 
     admitted = read_manifest(manifest)
     connection = BaseHook.get_connection(conn_id)

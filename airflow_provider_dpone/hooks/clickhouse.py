@@ -2,7 +2,8 @@
 
 The hook resolves one Airflow connection (types ``dpone_clickhouse`` and ``clickhouse``) into an in-memory
 :class:`ResolvedConnection`, and builds from it: the coordinator's read client, one-shot mutation clients, the async
-client of deferrable pollers, member sessions, and the complete adapter set of the external publication service.
+client of deferrable pollers, member sessions, the adapter set of the publication service, and the whole
+environment of one publication task try (:meth:`DponeClickHouseHook.publication_environment`).
 It holds no protocol state and makes no protocol decision: what to read, write or publish is the protocol's.
 """
 
@@ -18,12 +19,24 @@ from pydantic import ValidationError
 from airflow_provider_dpone.adapters.clickhouse.adapter_set import MemberEndpoints, PublicationAdapters, adapters_for
 from airflow_provider_dpone.adapters.clickhouse.clients import Purpose, build_async_client, build_client, close_client
 from airflow_provider_dpone.adapters.clickhouse.connection import ResolvedConnection
+from airflow_provider_dpone.adapters.clickhouse.endpoint import Endpoint
 from airflow_provider_dpone.adapters.clickhouse.member_session import ClickHouseMemberSessions
+from airflow_provider_dpone.adapters.clickhouse.oneshot import PROCESS_GUARD, MutationGuard
 from airflow_provider_dpone.adapters.clickhouse.sql_cluster_ddl import DEFAULT_TASK_TIMEOUT_SECONDS
 from airflow_provider_dpone.adapters.storage.artifact_store import ObjectStorageArtifactStore
 from airflow_provider_dpone.contracts.connection import ClickHouseConnectionOptions
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.contracts.inventory import AdmittedInventory, AdmittedMember
+from airflow_provider_dpone.contracts.manifest import ArtifactSource as ArtifactManifestSource
+from airflow_provider_dpone.contracts.manifest import ClusterPublicationManifest
+from airflow_provider_dpone.hooks.publication import (
+    PublicationEnvironment,
+    configured_ddl_task_timeout_seconds,
+    declared_table,
+    protocol_settings,
+)
+from airflow_provider_dpone.ports.publication import ArtifactSource, TableSpec
+from airflow_provider_dpone.protocol.request import PublicationRequest
 from airflow_provider_dpone.provider_info import UI_FIELD_BEHAVIOUR
 
 CONNECTION_TYPES = ("dpone_clickhouse", "clickhouse")
@@ -159,12 +172,90 @@ class DponeClickHouseHook(BaseHook):
         database: str,
         artifact_base: str | None = None,
         ddl_task_timeout_seconds: int = DEFAULT_TASK_TIMEOUT_SECONDS,
+        guard: MutationGuard = PROCESS_GUARD,
     ) -> PublicationAdapters:
-        """The adapter set of the external publication service for the target ``database`` (close it after use)."""
+        """The adapter set of the publication service for the target ``database`` (close it after use); ``guard``
+        refuses to send any one-shot mutation twice (default: one guard for the whole process)."""
         store = ObjectStorageArtifactStore(artifact_base or default_artifact_base())
         return adapters_for(
-            self.resolved(), database=database, store=store, ddl_task_timeout_seconds=ddl_task_timeout_seconds
+            self.resolved(),
+            database=database,
+            store=store,
+            guard=guard,
+            ddl_task_timeout_seconds=ddl_task_timeout_seconds,
         )
+
+    def publication_environment(
+        self, manifest: ClusterPublicationManifest, *, ddl_task_timeout_seconds: int | None = None
+    ) -> PublicationEnvironment:
+        """Everything one task try of ``manifest``'s full refresh drives, over this coordinator connection (call the
+        environment's ``close`` when the try ends).
+
+        ``ddl_task_timeout_seconds`` bounds the initiator's wait for the hosts (``None``: the configured one). The
+        adapter set gets a mutation guard of this task try: it refuses to send any one-shot mutation twice. A try is
+        one worker process in production, and a guard per try keeps exactly that scope where several tries share a
+        process (``dag.test()``, in-process executors): a later try may re-send a statement the server *refused*,
+        which the protocol decides by observation.
+
+        The target's typed columns come from the source query's result description (``DESCRIBE`` of the query as a
+        subquery, metadata only: no row is read) in ClickHouse's canonical spelling, with the manifest's engine and
+        sorting key. The extraction streams exactly those columns; the protocol refuses an artifact whose schema
+        differs, before any member is touched.
+        """
+        if isinstance(manifest.source, ArtifactManifestSource):
+            raise NotImplementedError(
+                "DPONE_MANIFEST_FIELD_INVALID: source.type 'artifact' is not wired to the Airflow operators yet; "
+                "use a clickhouse query source"
+            )
+        wait = configured_ddl_task_timeout_seconds() if ddl_task_timeout_seconds is None else ddl_task_timeout_seconds
+        adapters = self.publication_adapters(
+            database=manifest.sink.database, ddl_task_timeout_seconds=wait, guard=MutationGuard()
+        )
+        query = manifest.source.query
+        source_conn_id = manifest.source.connection_id
+        endpoints: list[Any] = []
+        if source_conn_id == self.dpone_clickhouse_conn_id:
+            source_endpoint = adapters.coordinator
+        else:
+            source_endpoint = Endpoint.of(DponeClickHouseHook(dpone_clickhouse_conn_id=source_conn_id).resolved())
+            endpoints.append(source_endpoint)
+        resolved: list[TableSpec] = []
+
+        def table() -> TableSpec:
+            if not resolved:
+                resolved.append(declared_table(manifest, describe_query(source_endpoint, query)))
+            return resolved[0]
+
+        def source(request: PublicationRequest) -> ArtifactSource:
+            artifact_source: ArtifactSource = adapters.query_source(
+                query=query,
+                columns=request.table.schema_pairs,
+                max_source_bytes=request.max_source_bytes,
+                source=source_endpoint,
+            )
+            return artifact_source
+
+        def close() -> None:
+            try:
+                for endpoint in endpoints:
+                    endpoint.close()
+            finally:
+                adapters.close()
+
+        return PublicationEnvironment(
+            ports=adapters.ports, table=table, source=source, settings=protocol_settings(), close=close
+        )
+
+
+def describe_query(endpoint: Any, query: str) -> tuple[tuple[str, str], ...]:
+    """The ``(name, type)`` pairs of the query's result, in canonical spelling; reads no row."""
+    from airflow_provider_dpone.adapters.clickhouse.types import canonical_columns
+
+    try:
+        rows = endpoint.reader().query(f"DESCRIBE TABLE ({query})").result_rows
+    except Exception as error:  # noqa: BLE001 -- any failure to describe is an extraction failure, type only
+        raise DponeError("DPONE_ARTIFACT_EXTRACTION_FAILED", f"describe: {type(error).__name__}") from None
+    return canonical_columns(tuple((str(row[0]), str(row[1])) for row in rows))
 
 
 def default_artifact_base() -> str:

@@ -1,4 +1,5 @@
-"""Airflow operators: thin surface over the protocol (read connections, build adapters, shape XCom).
+"""Airflow operators: a thin surface over the protocol (the hook builds the adapters; operators call one entry point
+and shape its result into logs and XCom).
 
 The external-replication full refresh of one ClickHouse cluster table is four tasks::
 
@@ -14,7 +15,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from airflow_provider_dpone.operators.fence_stage import DponeFenceOperator, DponeStageOperator
+    from airflow_provider_dpone.operators.full_refresh import DponeFenceOperator, DponeStageOperator
     from airflow_provider_dpone.operators.publish_cleanup import (
         DponeCleanupOperator,
         DponePublishOperator,
@@ -22,8 +23,8 @@ if TYPE_CHECKING:
     )
 
 _MODULE_OF = {
-    "DponeFenceOperator": "fence_stage",
-    "DponeStageOperator": "fence_stage",
+    "DponeFenceOperator": "full_refresh",
+    "DponeStageOperator": "full_refresh",
     "DponePublishOperator": "publish_cleanup",
     "DponeCleanupOperator": "publish_cleanup",
     "publication_asset": "publish_cleanup",

@@ -6,7 +6,7 @@ The task runs the native transfer route of seed 003 once per try:
   Airflow retry or a clear of the run is the same operation: it resumes from the journal. After source EOF that
   resume is source-free (it completes from the durable stage); a failure before EOF was settled by the failing try,
   and the next try re-extracts as a new invocation (``mssql_native.reextract_required``);
-* a failure's code decides the outcome, as for every operator (:mod:`~airflow_provider_dpone.operators.task_outcome`):
+* a failure's code decides the outcome, as for every operator (:mod:`~airflow_provider_dpone.operators.reporting`):
   retryable codes let Airflow retry, terminal codes fail without retry, each as one line with the code, the cause
   and the next action;
 * XCom gets redacted evidence only: ids, counts, digests, phase names. Never hosts, credentials, SQL, values or rows;
@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from airflow.sdk import BaseOperator, Context
 
 from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.operators.task_outcome import TaskLog, raise_for
+from airflow_provider_dpone.operators.reporting import TaskLog, raise_for
 
 if TYPE_CHECKING:  # the route's modules are imported when a task runs, never when a DAG file is parsed
     from airflow_provider_dpone.contracts.manifest_transfer import NativeTransferManifest

@@ -4,7 +4,7 @@ Identity: an operation is (dag_id, run_id, target table, normalized plan); the t
 Airflow retry or a clear of the run is the same operation and resumes from its journal.
 
 Whether a failure is retried is the error registry's decision (``ErrorCode.retryable``), mapped onto Airflow by
-:mod:`~airflow_provider_dpone.operators.task_outcome` as for every operator.
+:mod:`~airflow_provider_dpone.operators.reporting` as for every operator.
 """
 
 from __future__ import annotations

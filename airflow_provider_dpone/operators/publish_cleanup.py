@@ -30,16 +30,19 @@ from airflow.sdk import Asset, Context, conf
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.contracts.manifest import ClusterPublicationManifest
 from airflow_provider_dpone.contracts.receipts_publication import PublicationReceipt
+from airflow_provider_dpone.operators.full_refresh import (
+    DponePublicationOperator,
+    ManifestInput,
+    TaskSession,
+    asset_uri,
+    read_manifest,
+)
 from airflow_provider_dpone.operators.lineage import Moved
-from airflow_provider_dpone.operators.publication_base import DponePublicationOperator, TaskSession
-from airflow_provider_dpone.operators.publication_inputs import ManifestInput, asset_uri, read_manifest
-from airflow_provider_dpone.operators.publication_report import (
+from airflow_provider_dpone.operators.reporting import (
     XCom,
     in_progress_line,
     log_receipt,
     log_transition,
-    observed_record,
-    phase_of,
     receipt_xcom,
     short,
 )
@@ -111,9 +114,8 @@ class _WaitingOperator(DponePublicationOperator):
         self._log_wait_mode()
 
         def first(session: TaskSession) -> XCom:
-            before = phase_of(observed_record(session.environment.ports.authority, session.request.target_key))
             result = self._dispatching(session)
-            self._log_phase(session, before)
+            log_transition(self.task_log, result.phase_before, result.phase, session.request.operation_id)
             return self._settle(context, session, result, round_=0)
 
         return self._run(context, first)
@@ -132,9 +134,8 @@ class _WaitingOperator(DponePublicationOperator):
         )
 
         def resume(session: TaskSession) -> XCom:
-            before = phase_of(observed_record(session.environment.ports.authority, session.request.target_key))
             result = self._reconcile(session)
-            self._log_phase(session, before)
+            log_transition(self.task_log, result.phase_before, result.phase, session.request.operation_id)
             return self._settle(context, session, result, round_=round_)
 
         return self._run(context, resume)
@@ -162,10 +163,6 @@ class _WaitingOperator(DponePublicationOperator):
                 self.timeout_seconds,
             )
 
-    def _log_phase(self, session: TaskSession, before: str) -> None:
-        after = phase_of(observed_record(session.environment.ports.authority, session.request.target_key))
-        log_transition(self.task_log, before, after, session.request.operation_id)
-
     def _settle(self, context: Context, session: TaskSession, result: Result, *, round_: int) -> XCom:
         if not isinstance(result, InProgress):
             return self._finished(context, session, result.receipt)
@@ -183,14 +180,12 @@ class _WaitingOperator(DponePublicationOperator):
 
     def _defer(self, session: TaskSession, progress: InProgress, round_: int) -> NoReturn:
         assert progress.correlation_token is not None
-        record = observed_record(session.environment.ports.authority, session.request.target_key)
-        expected = len(record.members) if record is not None else max(len(progress.pending_members), 1)
         attempts = max(1, math.ceil(self.timeout_seconds / self.poll_interval)) if self.poll_interval else 1
         trigger = ClusterDDLQueueTrigger(
             conn_id=session.conn_id,
             cluster=session.request.cluster,
             correlation_token=progress.correlation_token,
-            expected_hosts=expected,
+            expected_hosts=progress.member_count,
             entry=progress.entry,
             stage=self.stage_name,
             round=round_,

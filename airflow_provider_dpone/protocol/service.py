@@ -11,6 +11,9 @@ Service API (what the four operators call, identically in internal and external 
     service.reconcile_cleanup()      -> CleanupResult    # deferred poll: read-only (+ the COMPLETED CAS)
     service.abort()                  -> Aborted          # operator action, before publication only
 
+Every result carries the phase before and after the call and, for stage, each member's progress: the task logs and
+pushes them without a read of its own.
+
 ``PublishResult = InProgress | Committed`` and ``CleanupResult = InProgress | Completed`` (:mod:`results`); the receipt
 of :class:`Committed`/:class:`Completed` is the external or the internal receipt schema, by mode. Failures are
 :class:`~airflow_provider_dpone.contracts.errors.DponeError` with stable codes (the operators map them to retry or
@@ -61,6 +64,10 @@ from airflow_provider_dpone.protocol.results import (
     InProgress,
     PublishResult,
     StageResult,
+    capsule_of,
+    load_member,
+    member_progress,
+    phase_of,
 )
 from airflow_provider_dpone.protocol.runtime_facts import admit_runtime
 from airflow_provider_dpone.protocol.seal import bind_artifact_and_baseline
@@ -86,7 +93,12 @@ class PublicationService:
         ctx, current = self._begin()
         record = lock_or_resume(ctx, current).record
         return FenceResult(
-            record.operation_id, record.target_key, record.phase.value, record.candidate_name, record.replication_mode
+            operation_id=record.operation_id,
+            target_key=record.target_key,
+            phase=record.phase.value,
+            candidate_name=record.candidate_name,
+            replication_mode=record.replication_mode,
+            phase_before=_phase(current),
         )
 
     def stage(self, source: ArtifactSource) -> StageResult:
@@ -101,7 +113,17 @@ class PublicationService:
             require_capsule(ctx, held.record)  # a retry of a stage whose gates failed fails the same way
         record = held.record
         return StageResult(
-            record.operation_id, record.phase.value, record.generation_id, _ready(record), record.replication_mode
+            operation_id=record.operation_id,
+            phase=record.phase.value,
+            generation_id=record.generation_id,
+            ready_members=_ready(record),
+            replication_mode=record.replication_mode,
+            phase_before=_phase(current),
+            schema=record.schema_,
+            artifact=record.artifact,
+            members=member_progress(record),
+            load_member_id=load_member(record),
+            quality=capsule_of(record),
         )
 
     def publish(self) -> PublishResult:
@@ -125,14 +147,14 @@ class PublicationService:
         ctx, current = self._begin()
         if current is None or current.record.replication_mode != self.request.replication_mode:
             raise DponeError("DPONE_CLICKHOUSE_CLUSTER_PHASE_NOT_READY", "no operation of this mode holds the target")
-        record = current.record
+        record = before = current.record
         if record.operation_id != self.request.operation_id:
             raise DponeError("DPONE_CLICKHOUSE_CLUSTER_OPERATION_FENCED", "abort only the operation of this run")
         if record.phase is not Phase.ABORTED:
             if not set(record.member_ids()) <= set(ctx.inventory.member_ids):
                 raise DponeError("DPONE_CLICKHOUSE_CLUSTER_INVENTORY_DRIFT", "a bound member left the inventory")
             record = abort_before_publication(ctx, Held(record, current.version)).record
-        return Aborted(record.operation_id, record.phase.value)
+        return Aborted(record.operation_id, record.phase.value, phase_before=before.phase.value)
 
     # --- phases ---------------------------------------------------------------------------------------------------
 
@@ -152,10 +174,10 @@ class PublicationService:
                 require_capsule(ctx, held.record)  # bound before dispatch; FAILED never publishes
             progress = publish(ctx, held, allow_dispatch=allow_dispatch)
             if not progress.complete:
-                return _in_progress(progress, "publication")
+                return _in_progress(progress, "publication", before=phase)
             held = progress.held
         held = settle(ctx, held)
-        return Committed(build_receipt(held.record, held.version))
+        return Committed(build_receipt(held.record, held.version), phase_before=phase.value)
 
     def _cleanup(self, *, allow_dispatch: bool) -> CleanupResult:
         ctx, current = self._begin()
@@ -167,9 +189,29 @@ class PublicationService:
         if phase in (Phase.COMMITTED, Phase.CLEANUP_DISPATCHING):
             progress = clean_up(ctx, held, allow_dispatch=allow_dispatch)
             if not progress.complete:
-                return _in_progress(progress, "cleanup")
+                return _in_progress(progress, "cleanup", before=phase)
             held = progress.held
-        return Completed(build_receipt(held.record, held.version))
+        return Completed(build_receipt(held.record, held.version), phase_before=phase.value)
+
+
+def bound_columns(ports: PublicationPorts, request: PublicationRequest) -> tuple[tuple[str, str], ...] | None:
+    """The typed columns of the artifact this operation bound, which define the stage request's table: a retry
+    recreates candidates exactly as bound even if the source changed meanwhile.
+
+    ``None`` when none is bound yet, and only after live runtime admission passed: a mode that does not match the
+    cluster's ``internal_replication`` flag fails before the caller touches the source to describe it. ``request``
+    may carry any table (only its identities are used). An unreadable record counts as none here: the stage entry
+    point that follows reads it again and fails with its code.
+    """
+    try:
+        current = read_current(ports.authority, request.target_key)
+    except DponeError:
+        current = None
+    record = None if current is None else current.record
+    if record is not None and record.operation_id == request.operation_id and record.artifact is not None:
+        return record.artifact.schema_pairs
+    admit_runtime(ports.catalog, request)
+    return None
 
 
 def publication_service(
@@ -185,7 +227,11 @@ def _ready(record: AuthorityRecord) -> int:
     return len(record.members) if record.members_staged() else 0
 
 
-def _in_progress(progress: StepProgress, stage: Literal["publication", "cleanup"]) -> InProgress:
+def _phase(current: Current | None) -> str:
+    return phase_of(None if current is None else current.record)
+
+
+def _in_progress(progress: StepProgress, stage: Literal["publication", "cleanup"], *, before: Phase) -> InProgress:
     record = progress.held.record
     binding = record.publication if stage == "publication" else record.cleanup
     assert binding is not None
@@ -196,4 +242,7 @@ def _in_progress(progress: StepProgress, stage: Literal["publication", "cleanup"
         correlation_token=binding.correlation_token,
         entry=progress.reconciliation.entry,
         pending_members=progress.reconciliation.pending,
+        phase_before=before.value,
+        phase=record.phase.value,
+        member_count=len(record.members),
     )

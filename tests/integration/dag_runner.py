@@ -15,8 +15,8 @@ from types import ModuleType
 from typing import Any
 
 from airflow_provider_dpone.contracts.manifest import ClusterPublicationManifest, load_manifest
-from airflow_provider_dpone.operators.publication_base import DponePublicationOperator
-from airflow_provider_dpone.operators.publication_environment import PortsFactory
+from airflow_provider_dpone.hooks.publication import PortsFactory
+from airflow_provider_dpone.operators.full_refresh import DponePublicationOperator
 from airflow_provider_dpone.operators.publish_cleanup import _WaitingOperator
 from tests.integration.airflow_env import load_dag_file
 from tests.integration.replica_checks import authority_record, replica_contents
@@ -173,7 +173,7 @@ def assert_mode_mismatch_before_source_io(
         assert (alone.states["stage"], alone.tries["stage"]) == ("failed", 1)
         logged = output()
         for task in ("fence", "stage"):
-            assert f"dpone {task}: {MODE_MISMATCH}:" in logged, f"{task} refused with the mode/flag code"
+            assert f"dpone {task}: {MODE_MISMATCH}: " in logged, f"{task} refused with the mode/flag code"
     finally:
         configure(example, None)
     remaining = [f["remaining"] for f in cluster.faults.armed() if f["pattern"] == source_guard]

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from airflow_provider_dpone.contracts.manifest import ClusterPublicationManifest
-from airflow_provider_dpone.operators.publication_environment import PortsFactory, PublicationEnvironment
+from airflow_provider_dpone.hooks.publication import PortsFactory, PublicationEnvironment
 from airflow_provider_dpone.ports.publication import ColumnSpec, TableSpec
 from airflow_provider_dpone.protocol.context import ProtocolSettings
 from airflow_provider_dpone.protocol.request import PublicationRequest

@@ -19,7 +19,7 @@ import pytest
 
 from airflow_provider_dpone.contracts.manifest import ClusterPublicationManifest as Manifest
 from airflow_provider_dpone.embedded import EmbeddedCluster
-from airflow_provider_dpone.operators.publication_environment import PublicationEnvironment, hook_environment
+from airflow_provider_dpone.hooks.publication import PublicationEnvironment, hook_environment
 from airflow_provider_dpone.triggers.ddl_queue_readers import ClickHouseQueueReader, QueueSnapshot
 from tests.integration.dag_runner import (
     INTERNAL_EXAMPLE_FILE,

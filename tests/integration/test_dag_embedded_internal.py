@@ -30,7 +30,7 @@ from airflow_provider_dpone.contracts.authority_row import AuthorityRow
 from airflow_provider_dpone.contracts.identities import INTERNAL_CANDIDATE_INFIX
 from airflow_provider_dpone.contracts.manifest import ClusterPublicationManifest as Manifest
 from airflow_provider_dpone.embedded import EmbeddedCluster
-from airflow_provider_dpone.operators.publication_environment import PublicationEnvironment, hook_environment
+from airflow_provider_dpone.hooks.publication import PublicationEnvironment, hook_environment
 from airflow_provider_dpone.protocol.authority_io import read_current
 from airflow_provider_dpone.protocol.context import ProtocolSettings
 from tests.integration.dag_runner import (

@@ -27,7 +27,7 @@ import pytest
 
 from airflow_provider_dpone.contracts.authority_internal import INTERNAL_SCHEMA_V1
 from airflow_provider_dpone.contracts.manifest import ClusterPublicationManifest as Manifest
-from airflow_provider_dpone.operators.publication_environment import PublicationEnvironment, hook_environment
+from airflow_provider_dpone.hooks.publication import PublicationEnvironment, hook_environment
 from airflow_provider_dpone.ports.publication import OutcomeUnknownError
 from tests.integration.dag_runner import (
     INTERNAL_EXAMPLE_FILE,
@@ -180,8 +180,10 @@ class LosingSessions:
         return LostLoadAck(self._sessions.session(member))
 
 
-def losing_environment(manifest: Manifest, conn_id: str) -> PublicationEnvironment:
-    environment = hook_environment(manifest, conn_id)
+def losing_environment(
+    manifest: Manifest, conn_id: str, *, ddl_task_timeout_seconds: int | None = None
+) -> PublicationEnvironment:
+    environment = hook_environment(manifest, conn_id, ddl_task_timeout_seconds=ddl_task_timeout_seconds)
     ports = dataclasses.replace(environment.ports, sessions=LosingSessions(environment.ports.sessions))
     return dataclasses.replace(environment, ports=ports)
 

@@ -26,7 +26,7 @@ from airflow_provider_dpone.operators import (
     DponePublishOperator,
     DponeStageOperator,
 )
-from airflow_provider_dpone.operators.task_outcome import DponeRetryableError
+from airflow_provider_dpone.operators.reporting import DponeRetryableError
 from airflow_provider_dpone.triggers.ddl_queue import DEFAULT_READER, ClusterDDLQueueTrigger
 from tests.integration.dag_runner import load_example
 from tests.integration.embedded_example import embedded_manifest, existing_target, member_rows, member_tables

@@ -14,7 +14,7 @@ import pytest
 
 from airflow_provider_dpone.embedded import EmbeddedCluster
 from airflow_provider_dpone.operators import DponeFenceOperator, DponeStageOperator
-from airflow_provider_dpone.operators.task_outcome import DponeRetryableError, DponeTerminalError
+from airflow_provider_dpone.operators.reporting import DponeRetryableError, DponeTerminalError
 from tests.integration.dag_runner import load_example
 from tests.integration.embedded_example import embedded_manifest, member_rows
 

@@ -12,20 +12,15 @@ from airflow.sdk import Asset
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_provider_dpone.contracts.errors import REGISTRY, DponeError
+from airflow_provider_dpone.hooks.publication import declared_table
 from airflow_provider_dpone.operators import (
     DponeCleanupOperator,
     DponeFenceOperator,
     DponePublishOperator,
     DponeStageOperator,
 )
-from airflow_provider_dpone.operators.publication_inputs import (
-    asset_uri,
-    build_request,
-    declared_table,
-    read_manifest,
-    require_admissible,
-)
-from airflow_provider_dpone.operators.task_outcome import DponeRetryableError, DponeTerminalError, raise_for
+from airflow_provider_dpone.operators.full_refresh import asset_uri, build_request, read_manifest, require_admissible
+from airflow_provider_dpone.operators.reporting import DponeRetryableError, DponeTerminalError, raise_for
 
 REPO = Path(__file__).resolve().parents[2]
 MANIFEST = REPO / "dags_examples" / "manifests" / "clickhouse_external_full_refresh.yaml"
@@ -212,7 +207,7 @@ def test_the_internal_manifest_builds_an_internal_request_with_its_partition_key
 
 
 def test_the_convergence_bound_is_a_deployment_setting(monkeypatch: pytest.MonkeyPatch) -> None:
-    from airflow_provider_dpone.operators.publication_clickhouse import protocol_settings
+    from airflow_provider_dpone.hooks.publication import protocol_settings
     from airflow_provider_dpone.protocol.context import ProtocolSettings
 
     assert protocol_settings() == ProtocolSettings()

@@ -1,8 +1,9 @@
 """The external example under a real Airflow 3 deployment, driven only through the public REST API.
 
 api-server, scheduler, dag-processor and triggerer run as separate processes with LocalExecutor on a temporary home
-(``tests/integration/airflow_deployment.py``); the DAGs folder holds a copy of the example and its manifests, and the
-connection ``dpone_clickhouse_default`` points at the module's embedded cluster. One test, in order:
+(``tests/integration/airflow_deployment.py``); the DAGs folder holds a copy of the example, its shared demo module
+and its manifests, and the connection ``dpone_clickhouse_default`` points at the module's embedded cluster. One test,
+in order:
 
 1. trigger a run; once ``demo_setup`` (the last ``ON CLUSTER`` DDL before publish) is done, pause member2's DDL
    worker: ``publish`` must reach state ``deferred`` with its trigger claimed by the triggerer; resume the member and
@@ -75,8 +76,8 @@ def airflow(
             "DPONE_EXAMPLE_CLUSTER": embedded_cluster.cluster_name,
         },
     )
-    for name in (EXAMPLE_FILE, "full_refresh_demo.py"):  # the DAG file and its shared demo module
-        shutil.copyfile(EXAMPLES / name, deployment.home / "dags" / name)
+    shutil.copyfile(EXAMPLES / EXAMPLE_FILE, deployment.home / "dags" / EXAMPLE_FILE)
+    shutil.copyfile(EXAMPLES / "full_refresh_demo.py", deployment.home / "dags" / "full_refresh_demo.py")
     shutil.copytree(EXAMPLES / "manifests", deployment.home / "dags" / "manifests")
     try:
         with deployment.explained():

@@ -1,0 +1,111 @@
+"""The publication environment: what one task try of a full refresh needs, built by the hook.
+
+An operator never builds clients itself. It calls its ``ports_factory`` with the manifest, the connection id and how
+long the initiator of its ``ON CLUSTER`` DDL may wait for the hosts (short for a deferrable task), and receives a
+:class:`PublicationEnvironment`: the protocol's ports, the target's typed table definition, the extraction, the
+settings, and the import path of the reader its deferral trigger polls the DDL queue with. The default factory,
+:func:`hook_environment`, is :meth:`DponeClickHouseHook.publication_environment
+<airflow_provider_dpone.hooks.clickhouse.DponeClickHouseHook.publication_environment>` of the connection, as
+``DbApiHook.get_conn`` builds a client.
+
+Tests pass another factory (for example one over the in-memory fakes with fault injection) through the operators'
+``ports_factory`` argument; nothing else changes, so the same operator code runs against fakes and real clusters.
+A factory must be a plain function (or a closure): Airflow copies operators, and a copied bound method would copy
+the object it is bound to. This module imports no client, so a DAG file that names the operators parses without one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from airflow_provider_dpone.contracts.manifest import ClusterPublicationManifest
+from airflow_provider_dpone.ports.publication import ArtifactSource, ColumnSpec, TableSpec
+from airflow_provider_dpone.protocol.context import ProtocolSettings, PublicationPorts
+from airflow_provider_dpone.protocol.request import PublicationRequest
+
+DEFAULT_QUEUE_READER = "airflow_provider_dpone.triggers.ddl_queue_readers.clickhouse_queue_reader"
+"""Import path of the factory the deferral trigger builds its (async, read-only) DDL queue reader with."""
+
+
+def _nothing_to_close() -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class PublicationEnvironment:
+    """Everything one task try needs to drive the protocol against one cluster.
+
+    ``table`` resolves the target's typed definition (the source's column types with the manifest's engine and
+    sorting key); ``source`` builds the extraction for a request; ``queue_reader`` names the trigger's reader
+    factory (an import path, because a trigger is rebuilt from its serialized kwargs in the triggerer process).
+    """
+
+    ports: PublicationPorts
+    table: Callable[[], TableSpec]
+    source: Callable[[PublicationRequest], ArtifactSource]
+    queue_reader: str = DEFAULT_QUEUE_READER
+    settings: ProtocolSettings = field(default_factory=ProtocolSettings)
+    close: Callable[[], None] = _nothing_to_close
+
+
+class PortsFactory(Protocol):
+    """Builds the environment of one task try from the manifest and the ``dpone_clickhouse`` connection id.
+
+    ``ddl_task_timeout_seconds`` bounds how long a dispatch of an ``ON CLUSTER`` DDL waits for the hosts before it
+    answers "not finished" (``None``: the deployment's ``[dpone] ddl_task_timeout_seconds``).
+    """
+
+    def __call__(
+        self, manifest: ClusterPublicationManifest, conn_id: str, *, ddl_task_timeout_seconds: int | None = None
+    ) -> PublicationEnvironment: ...
+
+
+def hook_environment(
+    manifest: ClusterPublicationManifest, conn_id: str, *, ddl_task_timeout_seconds: int | None = None
+) -> PublicationEnvironment:
+    """The default factory: the hook of the coordinator connection ``conn_id`` builds the real ClickHouse adapters.
+
+    The hook (and with it every client) is imported here, when a task runs, never when a DAG file is parsed.
+    """
+    from airflow_provider_dpone.hooks.clickhouse import DponeClickHouseHook
+
+    hook = DponeClickHouseHook(dpone_clickhouse_conn_id=conn_id)
+    return hook.publication_environment(manifest, ddl_task_timeout_seconds=ddl_task_timeout_seconds)
+
+
+def declared_table(manifest: ClusterPublicationManifest, columns: tuple[tuple[str, str], ...]) -> TableSpec:
+    """The candidate definition: the manifest's engine, partition key and sorting key with the given typed columns."""
+    storage = manifest.physical_design.storage.clickhouse
+    return TableSpec(
+        columns=tuple(ColumnSpec(name=name, type=type_) for name, type_ in columns),
+        engine=storage.engine,
+        order_by=tuple(storage.order_by),
+        partition_by=storage.partition_by,
+    )
+
+
+def configured_ddl_task_timeout_seconds() -> int:
+    """``[dpone] ddl_task_timeout_seconds``: how long the initiator of a non-deferrable publication/cleanup DDL waits
+    for the hosts.
+
+    After that the dispatching task returns "in progress" and polls in the worker. The entry keeps running on the
+    hosts either way. A deferrable task does not wait this long: it passes its own short bound.
+    """
+    from airflow.sdk import conf
+
+    from airflow_provider_dpone.adapters.clickhouse.sql_cluster_ddl import DEFAULT_TASK_TIMEOUT_SECONDS
+
+    return conf.getint("dpone", "ddl_task_timeout_seconds", fallback=DEFAULT_TASK_TIMEOUT_SECONDS)
+
+
+def protocol_settings() -> ProtocolSettings:
+    """``[dpone] replica_sync_timeout_seconds``: the bound of one replica's convergence wait in internal mode (a
+    replica still behind fails the stage try retryably and the retry waits again). Other settings: the defaults."""
+    from airflow.sdk import conf
+
+    default = ProtocolSettings().replica_sync_timeout_seconds
+    return ProtocolSettings(
+        replica_sync_timeout_seconds=conf.getfloat("dpone", "replica_sync_timeout_seconds", fallback=default)
+    )

@@ -1,0 +1,296 @@
+"""The full refresh of one ClickHouse cluster table as Airflow tasks: what every task rebuilds, the shared operator
+base, and the two pre-publication steps (``DponeFenceOperator``, ``DponeStageOperator``); publish and cleanup are in
+:mod:`~airflow_provider_dpone.operators.publish_cleanup`.
+
+Each try of each task starts from nothing it did not re-derive. It re-reads the manifest (a file path, inline YAML
+text or a mapping), runs static admission again, and derives the :class:`PublicationRequest` from the manifest, the
+DAG id and the DAG run id, never from an upstream task's XCom and never from the try number: every try of every task
+of one DAG run, and a clear of the whole run, arrive at the same ``operation_id`` (seed 000 §2), while a new DAG run
+derives a new one. It then gets a fresh environment from the ports factory (the hook builds it) and a fresh
+:class:`PublicationService`, which re-reads the authority itself, so an Airflow retry, a clear of one task or a clear
+of the whole run is a same-operation retry that resumes wherever the authority says.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from airflow.sdk import BaseOperator, Context
+
+from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.contracts.manifest import (
+    ClusterPublicationManifest,
+    load_manifest,
+    manifest_from_mapping,
+    normalized_plan_digest,
+    parse_manifest,
+)
+from airflow_provider_dpone.hooks.publication import (
+    PortsFactory,
+    PublicationEnvironment,
+    declared_table,
+    hook_environment,
+)
+from airflow_provider_dpone.operators.lineage import Moved
+from airflow_provider_dpone.operators.reporting import (
+    StageProgress,
+    TaskLog,
+    XCom,
+    fence_xcom,
+    log_members,
+    log_transition,
+    raise_for,
+    stage_xcom,
+)
+from airflow_provider_dpone.ports.publication import TableSpec
+from airflow_provider_dpone.protocol.admission import admit_static
+from airflow_provider_dpone.protocol.request import PublicationRequest
+from airflow_provider_dpone.protocol.service import PublicationService, bound_columns, publication_service
+
+T = TypeVar("T")
+
+ManifestInput = str | Path | Mapping[str, Any]
+"""A manifest path (``.yaml``/``.yml``), inline YAML text, or an already parsed mapping."""
+
+_YAML_SUFFIXES = (".yaml", ".yml")
+
+
+# --- what every task rebuilds ----------------------------------------------------------------------------------------
+
+
+def read_manifest(manifest: ManifestInput, *, base_dir: Path | None = None) -> ClusterPublicationManifest:
+    """Load the manifest and require the cluster publication route; relative paths resolve against ``base_dir``."""
+    if isinstance(manifest, Mapping):
+        loaded = manifest_from_mapping(dict(manifest))
+    elif isinstance(manifest, Path) or (
+        isinstance(manifest, str) and "\n" not in manifest and manifest.strip().endswith(_YAML_SUFFIXES)
+    ):
+        path = Path(manifest)
+        if not path.is_absolute() and base_dir is not None:
+            path = base_dir / path
+        loaded = load_manifest(path)
+    else:
+        loaded = parse_manifest(manifest)
+    if not isinstance(loaded, ClusterPublicationManifest):
+        raise DponeError("DPONE_MANIFEST_FIELD_INVALID", "sink.type: the publication operators need a clickhouse sink")
+    return loaded
+
+
+def require_admissible(manifest: ClusterPublicationManifest) -> None:
+    """Static admission again, before any connection is touched; every blocker's code in one line."""
+    result = admit_static(manifest)
+    if result.blockers:
+        first = result.blockers[0]
+        others = f"; also {', '.join(result.codes[1:])}" if len(result.blockers) > 1 else ""
+        raise DponeError(first.code, f"{first.field}: {first.detail}{others}")
+
+
+def cluster_name(manifest: ClusterPublicationManifest) -> str:
+    cluster = manifest.cluster
+    if cluster is None:  # static admission refuses this; kept for the type checker
+        raise DponeError("DPONE_CLICKHOUSE_CLUSTER_REQUIRED", "physical_design.storage.clickhouse.cluster")
+    return cluster.name
+
+
+def build_request(
+    manifest: ClusterPublicationManifest, *, dag_id: str, run_id: str, table: TableSpec
+) -> PublicationRequest:
+    """The request every task of one DAG run rebuilds identically (never from the try number)."""
+    bound = manifest.load.max_source_bytes
+    if bound is None:  # static admission refuses this; kept for the type checker
+        raise DponeError("DPONE_CLICKHOUSE_CLUSTER_SOURCE_BYTES_UNBOUNDED", "load.max_source_bytes")
+    assert manifest.cluster is not None  # cluster_name() refuses a manifest without one
+    return PublicationRequest(
+        cluster=cluster_name(manifest),
+        replication_mode=manifest.cluster.replication_mode.value,
+        database=manifest.sink.database,
+        target=manifest.sink.table,
+        dag_id=dag_id,
+        run_id=run_id,
+        normalized_plan_digest=normalized_plan_digest(manifest),
+        table=table,
+        max_source_bytes=bound,
+        quality=manifest.quality_policy,
+    )
+
+
+def asset_uri(manifest: ClusterPublicationManifest) -> str:
+    """The Airflow Asset URI of the published table: cluster, database and table; never a host."""
+    return f"clickhouse-cluster://{cluster_name(manifest)}/{manifest.sink.database}/{manifest.sink.table}"
+
+
+def fence_table(manifest: ClusterPublicationManifest) -> TableSpec:
+    """A placeholder table definition: the manifest's sorting-key columns, untyped (``UInt8``).
+
+    Only staging reads the table definition (to check the sealed artifact and to create candidates). The request
+    model requires a valid one in every task, so a task that does not stage passes this placeholder rather than
+    touching the source: the fence runs before any source I/O (seed 000 §2), and publish and cleanup must not depend
+    on the source at all.
+    """
+    order_by = manifest.physical_design.storage.clickhouse.order_by
+    return declared_table(manifest, tuple((name, "UInt8") for name in order_by) or (("fence_only", "UInt8"),))
+
+
+def resolve_table(
+    manifest: ClusterPublicationManifest,
+    environment: PublicationEnvironment,
+    fence: PublicationRequest,
+    *,
+    stages: bool,
+) -> TableSpec:
+    """The table definition of this task's request (``fence`` is the request with :func:`fence_table`).
+
+    Only the stage task resolves one: the columns this operation bound (:func:`bound_columns`), else the source's
+    (metadata only, after runtime admission passed). Every other task gets :func:`fence_table`.
+    """
+    if not stages:
+        return fence.table
+    columns = bound_columns(environment.ports, fence)
+    return environment.table() if columns is None else declared_table(manifest, columns)
+
+
+# --- the operators ---------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TaskSession:
+    """One task try's view: the admitted manifest, its environment, the request and the service."""
+
+    manifest: ClusterPublicationManifest
+    environment: PublicationEnvironment
+    request: PublicationRequest
+    service: PublicationService
+    conn_id: str
+
+
+class DponePublicationOperator(BaseOperator):
+    """Base of the full-refresh operators (``fence >> stage >> publish >> cleanup``), the same in both replication
+    modes: the admitted manifest's ``replication_mode`` (default ``internal``) selects the protocol, and the live
+    ``system.clusters`` inventory must report the matching ``internal_replication`` flag; nothing falls back.
+
+    :param manifest: the cluster publication manifest: a ``.yaml`` path (relative paths resolve against the DAG
+        file's folder), inline YAML text, or a mapping. Every task of the DAG must get the same manifest. Templated:
+        Jinja renders the path or inline text, or every string of a mapping (not the content of a manifest file).
+    :param dpone_clickhouse_conn_id: the ``dpone_clickhouse`` connection of the cluster's coordinator; default: the
+        manifest's ``sink.connection_id``. Templated.
+    :param ports_factory: builds the protocol's ports and the extraction (default: the ClickHouse adapters built by
+        :meth:`~airflow_provider_dpone.hooks.clickhouse.DponeClickHouseHook.publication_environment`). A seam for
+        tests and alternative deployments; see :mod:`airflow_provider_dpone.hooks.publication`.
+    """
+
+    template_fields: Sequence[str] = ("manifest", "dpone_clickhouse_conn_id")
+    ui_color = "#fff3c4"
+
+    stages: bool = False
+    """Whether the task's entry point stages (the only one that reads the table definition)."""
+
+    def __init__(
+        self,
+        *,
+        manifest: ManifestInput,
+        dpone_clickhouse_conn_id: str | None = None,
+        ports_factory: PortsFactory | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.manifest = manifest
+        self.dpone_clickhouse_conn_id = dpone_clickhouse_conn_id
+        self.ports_factory = ports_factory
+
+    @property
+    def task_log(self) -> TaskLog:
+        """The task's log in the one line format of every operator."""
+        return TaskLog(self.log, self.task_id)
+
+    def _base_dir(self, context: Context) -> Path | None:
+        dag = context.get("dag")
+        fileloc = getattr(dag, "fileloc", None)
+        return Path(fileloc).parent if fileloc else None
+
+    def _ddl_task_timeout_seconds(self) -> int | None:
+        """The initiator's wait for this task's ``ON CLUSTER`` DDL; ``None``: the deployment's configured bound."""
+        return None
+
+    def _run(self, context: Context, action: Callable[[TaskSession], T]) -> T:
+        """Build a fresh session, run ``action``; map a :class:`DponeError` to retry or terminal failure."""
+        try:
+            manifest = read_manifest(self.manifest, base_dir=self._base_dir(context))
+            require_admissible(manifest)
+            conn_id = self.dpone_clickhouse_conn_id or manifest.sink.connection_id
+            factory = self.ports_factory or hook_environment
+            environment = factory(manifest, conn_id, ddl_task_timeout_seconds=self._ddl_task_timeout_seconds())
+            try:
+                dag_run = context["dag_run"]
+                fence = build_request(
+                    manifest, dag_id=dag_run.dag_id, run_id=dag_run.run_id, table=fence_table(manifest)
+                )
+                table = resolve_table(manifest, environment, fence, stages=self.stages)
+                request = build_request(manifest, dag_id=dag_run.dag_id, run_id=dag_run.run_id, table=table)
+                service = publication_service(environment.ports, request, environment.settings)
+                return action(TaskSession(manifest, environment, request, service, conn_id))
+            finally:
+                environment.close()
+        except DponeError as error:
+            raise_for(error, self.task_log)
+
+
+class DponeFenceOperator(DponePublicationOperator):
+    """Fence the target in the Keeper authority before any source I/O (phase LOCKED), or resume this run's fence.
+
+    Another unresolved operation on the same target (an earlier DAG run that has not completed, or was not aborted)
+    fails this task without retry: there is no lease stealing. A cluster whose ``internal_replication`` flag does not
+    match the manifest's ``replication_mode`` fails here, before any source I/O (``REPLICATION_MODE_MISMATCH``).
+    Pushes ``operation_id``, ``target_key``, ``phase`` and ``replication_mode``.
+    """
+
+    def execute(self, context: Context) -> XCom:
+        return self._run(context, self._fence)
+
+    def _fence(self, session: TaskSession) -> XCom:
+        result = session.service.fence()
+        log_transition(self.task_log, result.phase_before, result.phase, result.operation_id)
+        self.task_log.info("target %s held by operation %s", result.target_key[:16], result.operation_id[:16])
+        return fence_xcom(result)
+
+
+class DponeStageOperator(DponePublicationOperator):
+    """Seal the artifact (once per operation) and stage it until every member holds exactly it (READY, then STAGED).
+
+    External mode: one candidate per member, each loaded directly. Internal mode: one replicated candidate created
+    ``ON CLUSTER``, loaded once through one replica, then a bounded wait until every replica has caught up and holds
+    exactly the artifact's content; a replica still behind after the bound fails the try retryably
+    (``REPLICA_NOT_CONVERGED``) and the retry waits again. A retry never re-extracts once an artifact is bound and
+    never appends to an ambiguous candidate: it observes and resumes, rebuilding only the exact owned candidate.
+    Pushes the mode, the record schema, the generation id, the artifact digest and size, per-member stage, rows and
+    rebuilds (opaque member ids) and, internal mode, the replica the load went through.
+    """
+
+    stages = True
+    _lineage: tuple[ClusterPublicationManifest, Moved] | None = None
+
+    def execute(self, context: Context) -> XCom:
+        return self._run(context, self._stage)
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """OpenLineage: the source tables (and query) this try sealed into the artifact, with its rows and bytes."""
+        from airflow_provider_dpone.operators.lineage import publication_lineage
+
+        return None if self._lineage is None else publication_lineage(*self._lineage, published=False)
+
+    def _stage(self, session: TaskSession) -> XCom:
+        progress = StageProgress(session.environment.ports, self.task_log)
+        service = publication_service(progress.ports, session.request, session.environment.settings)
+        result = service.stage(session.environment.source(session.request))
+        log_transition(self.task_log, result.phase_before, result.phase, result.operation_id)
+        log_members(self.task_log, result)
+        self.task_log.info(
+            "generation %s: %d members READY",
+            (result.generation_id or "-")[:16],
+            result.ready_members,
+        )
+        if result.artifact is not None:
+            self._lineage = (session.manifest, Moved(result.artifact.row_count, result.artifact.byte_size))
+        return stage_xcom(result)

@@ -1,0 +1,327 @@
+"""What the operators tell people and Airflow: the one log-line format, XCom values, progress, and outcomes.
+
+One line format for every operator (:class:`TaskLog`): ``dpone <task_id>: <message>``. Log lines and XCom carry facts
+only: operation id, target-key digest, phases before and after, generation id, counts, opaque member ids and digests;
+never a host, a credential, SQL, a path, a physical UUID or a row value. The facts come from what the protocol
+returned (its results carry the phases and each member's progress), so no task reads a port to report them, and no
+later task trusts any of them: every task re-reads the authority.
+
+:class:`StageProgress` follows the stage task's work on the ports it hands the protocol: each member's load as it
+starts and ends, and every candidate rebuild with its code, without a single extra read.
+
+Outcomes: the registry decides (``ErrorCode.retryable``, printed in docs/errors.md); :func:`raise_for` only maps that
+decision onto Airflow. A retryable code raises :class:`DponeRetryableError` (an ``AirflowException``: Airflow retries
+while the task has retries left, and every entry point resumes by observation). A terminal code raises
+:class:`DponeTerminalError` (an ``AirflowFailException``), so Airflow does not spend retries on what only a human can
+fix. The task log gets exactly one line per failure (``dpone <task_id>: CODE: cause [detail]. Next: action
+(retryable)``), and the exception message is the registry's one line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
+
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
+
+from airflow_provider_dpone.contracts.errors import DponeError
+
+if TYPE_CHECKING:  # the native transfer's DAG file imports this module: the publication's models load when used
+    from airflow_provider_dpone.contracts.authority_external import ExternalAuthorityRecord
+    from airflow_provider_dpone.contracts.authority_row import AuthorityRow, VersionedAuthorityRow
+    from airflow_provider_dpone.contracts.inventory import AdmittedMember
+    from airflow_provider_dpone.contracts.receipts_publication import PublicationReceipt, QualityReceipt
+    from airflow_provider_dpone.ports.publication import (
+        ArtifactHandle,
+        AuthorityStore,
+        MemberSession,
+        MemberSessions,
+        TableObservation,
+    )
+    from airflow_provider_dpone.protocol.context import PublicationPorts
+    from airflow_provider_dpone.protocol.results import FenceResult, InProgress, StageResult
+
+XCom = dict[str, Any]
+
+# --- the log line and the outcome -----------------------------------------------------------------------------------
+
+
+class Log(Protocol):
+    """The part of a task logger (stdlib or structlog) the operators use."""
+
+    def info(self, event: Any, *args: Any, **kw: Any) -> Any: ...
+
+    def warning(self, event: Any, *args: Any, **kw: Any) -> Any: ...
+
+    def error(self, event: Any, *args: Any, **kw: Any) -> Any: ...
+
+
+class TaskLog:
+    """The task's logger, writing every line as ``dpone <task_id>: <message>`` (lazy %-formatting, as logging's)."""
+
+    def __init__(self, log: Log, task_id: str) -> None:
+        self._log = log
+        self._prefix = f"dpone {task_id.replace('%', '%%')}: "
+
+    def info(self, message: str, *args: Any) -> None:
+        self._log.info(self._prefix + message, *args)
+
+    def warning(self, message: str, *args: Any) -> None:
+        self._log.warning(self._prefix + message, *args)
+
+    def error(self, message: str, *args: Any) -> None:
+        self._log.error(self._prefix + message, *args)
+
+
+class DponeRetryableError(AirflowException):
+    """A transient failure: Airflow retries the task (if it has retries left); the retry resumes by observation."""
+
+
+class DponeTerminalError(AirflowFailException):
+    """A failure no retry can fix: the task fails at once, whatever its retries."""
+
+
+def airflow_failure(error: DponeError) -> DponeRetryableError | DponeTerminalError:
+    """The Airflow exception for ``error``, as its registered code says (the one classification of every operator)."""
+    line = error.render()
+    return DponeRetryableError(line) if error.retryable else DponeTerminalError(line)
+
+
+def raise_for(error: DponeError, log: TaskLog) -> NoReturn:
+    """Log one line with the code and the outcome, and raise the matching Airflow exception (no chained traceback)."""
+    failure = airflow_failure(error)
+    if isinstance(failure, DponeRetryableError):
+        log.warning("%s (retryable)", failure)
+    else:
+        log.error("%s (terminal: no retry)", failure)
+    raise failure from None
+
+
+# --- what a task reports ---------------------------------------------------------------------------------------------
+
+
+def short(digest: str | None) -> str:
+    """A digest shortened for log lines (XCom keeps full values)."""
+    return "-" if digest is None else digest[:16]
+
+
+def log_transition(log: Log, before: str, after: str, operation_id: str) -> None:
+    if before == after:
+        log.info("operation %s resumed in phase %s", short(operation_id), after)
+    else:
+        log.info("operation %s phase %s -> %s", short(operation_id), before, after)
+
+
+def log_members(log: Log, result: StageResult) -> None:
+    """One line per member: stage, verified rows, bytes streamed from the sealed artifact, rebuilds; in internal
+    mode also the replica the one load went through (the others received it by replication)."""
+    artifact_bytes = result.artifact.byte_size if result.artifact is not None else 0
+    loader = result.load_member_id
+    for member in result.members:
+        rows = "-" if member.row_count is None else str(member.row_count)
+        if loader is not None:
+            sent: object = artifact_bytes if member.member_id == loader else "0 (replicated)"
+        else:
+            sent = artifact_bytes if member.row_count is not None else "-"
+        log.info(
+            "member %s: stage %s rows %s bytes %s rebuilds %d",
+            member.member_id,
+            member.stage,
+            rows,
+            sent,
+            member.rebuilds,
+        )
+    log_capsule(log, result.quality)
+
+
+def log_capsule(log: Log, quality: QualityReceipt | None) -> None:
+    """One line with the capsule's state, gates and (once observed) the target count of the one scanned replica."""
+    if quality is None:
+        return
+    gates = " ".join(f"{name}={'pass' if passed else 'FAIL'}" for name, passed in quality.gates)
+    target = "-" if quality.target_row_count is None else f"{quality.target_row_count} on {quality.target_member_id}"
+    log.info(
+        "quality capsule %s (%s, core %s): gates %s; target rows %s",
+        quality.state,
+        quality.schema_,
+        short(quality.core_digest),
+        gates,
+        target,
+    )
+
+
+def fence_xcom(result: FenceResult) -> XCom:
+    return {
+        "operation_id": result.operation_id,
+        "target_key": result.target_key,
+        "phase": result.phase,
+        "replication_mode": result.replication_mode,
+    }
+
+
+def stage_xcom(result: StageResult) -> XCom:
+    value: XCom = {
+        "operation_id": result.operation_id,
+        "phase": result.phase,
+        "replication_mode": result.replication_mode,
+        "generation_id": result.generation_id,
+        "ready_members": result.ready_members,
+        "schema": result.schema,
+    }
+    if result.artifact is not None:
+        value["artifact_sha256"] = result.artifact.sha256
+        value["artifact_bytes"] = result.artifact.byte_size
+        value["row_count"] = result.artifact.row_count
+        value["members"] = [dataclasses.asdict(member) for member in result.members]
+        if result.load_member_id is not None:
+            value["load_member_id"] = result.load_member_id
+    if result.quality is not None:
+        value["quality"] = result.quality.model_dump(mode="json", by_alias=True)
+    return value
+
+
+def receipt_xcom(receipt: PublicationReceipt) -> XCom:
+    value: XCom = receipt.model_dump(mode="json", by_alias=True)
+    return value
+
+
+def log_receipt(log: Log, receipt: PublicationReceipt) -> None:
+    log.info(
+        "%s generation %s: %d rows on %d members (operation %s, authority version %d)",
+        receipt.phase,
+        short(receipt.generation_id),
+        receipt.row_count,
+        len(receipt.members),
+        short(receipt.operation_id),
+        receipt.authority_version,
+    )
+    log_capsule(log, getattr(receipt, "quality", None))  # a v2 receipt's capsule
+
+
+def in_progress_line(progress: InProgress) -> str:
+    """The waiting line of an unfinished DDL (logged when it changes, and as a heartbeat)."""
+    pending = ", ".join(progress.pending_members) or "none reported"
+    entry = progress.entry or "not yet observed"
+    return f"{progress.stage} epoch {progress.epoch} in progress (queue entry {entry}); pending members: {pending}"
+
+
+# --- the stage task's progress ------------------------------------------------------------------------------------
+
+
+class StageProgress:
+    """Logging views of one stage try's ports (``ports``), sharing what they observed."""
+
+    def __init__(self, ports: PublicationPorts, log: Log) -> None:
+        self.log = log
+        self.observed: dict[str, TableObservation] = {}
+        self.rebuilds: dict[str, int] = {}
+        self.ports = dataclasses.replace(
+            ports, authority=_Authority(ports.authority, self), sessions=_Sessions(ports.sessions, self)
+        )
+
+    def seen(self, record: ExternalAuthorityRecord, *, committed: bool) -> None:
+        """Track rebuild counts; log each increase a committed write made."""
+        from airflow_provider_dpone.contracts.authority_external import MAX_REBUILDS_PER_MEMBER
+
+        artifact_rows = record.artifact.row_count if record.artifact is not None else None
+        for member in record.members:
+            before = self.rebuilds.get(member.member_id, member.rebuilds)
+            self.rebuilds[member.member_id] = member.rebuilds
+            if committed and member.rebuilds > before:
+                reason = DponeError(
+                    "DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_REBUILT", self._observation(member.member_id, artifact_rows)
+                )
+                self.log.warning(
+                    "member %s: rebuild %d of at most %d: %s",
+                    member.member_id,
+                    member.rebuilds,
+                    MAX_REBUILDS_PER_MEMBER,
+                    reason.render(),
+                )
+
+    def _observation(self, member_id: str, artifact_rows: int | None) -> str:
+        observed = self.observed.get(member_id)
+        if observed is None or not observed.exists:
+            return "candidate absent"
+        expected = "?" if artifact_rows is None else str(artifact_rows)
+        return f"candidate held {observed.row_count} of {expected} rows"
+
+
+class _Authority:
+    def __init__(self, inner: AuthorityStore, progress: StageProgress) -> None:
+        self._inner = inner
+        self._progress = progress
+
+    def _note(self, row: AuthorityRow, *, committed: bool) -> None:
+        from airflow_provider_dpone.contracts.authority_codec import decode
+        from airflow_provider_dpone.contracts.authority_external import ExternalAuthorityRecord
+
+        try:
+            record = decode(row)
+        except DponeError:
+            return  # the protocol reports a malformed row itself
+        if isinstance(record, ExternalAuthorityRecord):
+            self._progress.seen(record, committed=committed)
+
+    def read(self, target_key: str) -> VersionedAuthorityRow | None:
+        current = self._inner.read(target_key)
+        if current is not None:
+            self._note(current.row, committed=False)
+        return current
+
+    def create(self, row: AuthorityRow) -> None:
+        self._inner.create(row)
+        self._note(row, committed=True)
+
+    def compare_and_set(self, row: AuthorityRow, expected_version: int) -> None:
+        self._inner.compare_and_set(row, expected_version)
+        self._note(row, committed=True)
+
+
+class _Sessions:
+    def __init__(self, inner: MemberSessions, progress: StageProgress) -> None:
+        self._inner = inner
+        self._progress = progress
+
+    def session(self, member: AdmittedMember) -> MemberSession:
+        return _Session(self._inner.session(member), member.member_id, self._progress)
+
+
+class _Session:
+    """A member session that logs its load and remembers the last observation; everything else passes through."""
+
+    def __init__(self, inner: MemberSession, member_id: str, progress: StageProgress) -> None:
+        self._inner = inner
+        self._member_id = member_id
+        self._progress = progress
+
+    def observe_table(
+        self, database: str, table: str, *, with_content: bool, with_parts: bool = False
+    ) -> TableObservation:
+        observation = self._inner.observe_table(database, table, with_content=with_content, with_parts=with_parts)
+        self._progress.observed[self._member_id] = observation
+        return observation
+
+    def load(
+        self, database: str, table: str, uuid: str, artifact: ArtifactHandle, *, query_id: str, dedup_token: str
+    ) -> None:
+        receipt = artifact.receipt
+        log = self._progress.log
+        log.info(
+            "member %s: loading artifact %s (%d rows, %d bytes)",
+            self._member_id,
+            receipt.sha256[:16],
+            receipt.row_count,
+            receipt.byte_size,
+        )
+        started = time.monotonic()
+        try:
+            self._inner.load(database, table, uuid, artifact, query_id=query_id, dedup_token=dedup_token)
+        except Exception as error:
+            log.warning("member %s: load unanswered or refused (%s)", self._member_id, type(error).__name__)
+            raise
+        log.info("member %s: load answered in %.1f s", self._member_id, time.monotonic() - started)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
