@@ -92,8 +92,11 @@ def observe_baseline(
     ctx: Context, member_ids: Iterable[str], engines: frozenset[EngineClass]
 ) -> dict[str, TableObservation]:
     """The target on every member, with content: absent everywhere, or present everywhere with equal schema and
-    content and an adoptable engine. Independent tables must have distinct UUIDs (equal UUIDs of non-replicated tables
-    mean two members are one server); replicas of one replicated table may share theirs."""
+    content and an adoptable engine. Physical UUIDs may be distinct or equal: ``CREATE TABLE ... ON CLUSTER`` in an
+    Atomic database gives every member the same one, and replicas of one replicated table share theirs. Each member
+    records its own UUID, and publication and cleanup reconcile per member, so equal UUIDs need nothing else. Two
+    inventory entries that are one server still cannot publish: the second finds the first one's candidate under the
+    candidate name, a UUID it never intended, and stops as CANDIDATE_FOREIGN before any target is touched."""
     observations = ctx.each_member(lambda mid: observe_target(ctx, mid, with_content=True), member_ids)
     present = {mid for mid, obs in observations.items() if obs.exists}
     if not present:
@@ -107,9 +110,6 @@ def observe_baseline(
     bad = sorted(mid for mid, kind in kinds.items() if kind not in engines)
     if bad or len(set(kinds.values())) != 1:
         raise DponeError("DPONE_CLICKHOUSE_CLUSTER_TARGET_ENGINE_UNSUPPORTED", f"target on members {bad or 'mixed'}")
-    shared = len({obs.uuid for obs in observations.values()}) != len(observations)
-    if shared and set(kinds.values()) != {EngineClass.REPLICATED_MERGE_TREE}:
-        raise DponeError(DIVERGENT, "independent members share a physical UUID")
     return observations
 
 

@@ -89,6 +89,24 @@ def test_existing_equal_targets_are_adopted_as_the_baseline() -> None:
     sim.check_converged()
 
 
+def test_existing_targets_sharing_one_uuid_are_adopted_and_replaced_on_every_member() -> None:
+    """``CREATE TABLE ... ON CLUSTER`` in an Atomic database: every member's independent table has one UUID."""
+    sim = Sim.build(members=3)
+    shared = sim.world.table(sim.world.members[0], "target_table").uuid  # type: ignore[union-attr]
+    for member in sim.world.members:
+        sim.world.table(member, "target_table").uuid = shared  # type: ignore[union-attr]
+        member.used_uuids.add(shared)
+    sim.snapshot()
+    assert sim.run_dag() == "completed"
+    record = sim.record()
+    assert [m.target_uuid for m in record.members] == [shared] * 3
+    assert len({m.published_uuid for m in record.members}) == 3
+    dropped = [e for e in sim.world.effects if e.op == "drop"]
+    assert dropped and {e.uuid for e in dropped} == {shared}
+    assert not any(sim.world.table(m, sim.request.candidate_name) for m in sim.world.members)
+    sim.check_converged()
+
+
 def test_divergent_existing_targets_block_before_any_mutation() -> None:
     sim = Sim.build()
     sim.world.table(sim.world.members[1], "target_table").rows.append((3, "drift"))  # type: ignore[union-attr]
