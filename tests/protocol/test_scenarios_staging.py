@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 
 from airflow_provider_dpone.contracts.authority_phases import MemberStage, Phase
+from airflow_provider_dpone.contracts.inventory import ReplicationMode
+from airflow_provider_dpone.ports.publication import ColumnSpec
 from airflow_provider_dpone.protocol.context import ProtocolSettings
 from tests.fakes.faults import FaultKind
 from tests.fakes.ports import FakeMemberSession
@@ -128,6 +130,22 @@ def test_replicated_existing_target_is_refused_in_external_mode() -> None:
         sim.world.table(member, "target_table").engine = "ReplicatedMergeTree"  # type: ignore[union-attr]
     sim.service().fence()
     assert error_code(lambda: sim.service().stage(sim.source)) == "DPONE_CLICKHOUSE_CLUSTER_TARGET_ENGINE_UNSUPPORTED"
+
+
+@pytest.mark.parametrize("mode", ["external", "internal"])
+@pytest.mark.parametrize("nested", ["Array(UInt64)", "Map(String, UInt64)", "JSON", "Nullable(Variant(String, UInt8))"])
+def test_a_nested_or_dynamic_column_aborts_before_extraction_and_mutation(mode: ReplicationMode, nested: str) -> None:
+    sim = Sim.build(mode=mode)
+    columns = (*sim.request.table.columns[:-1], ColumnSpec(name="payload", type=nested))
+    request = sim.request.model_copy(update={"table": sim.request.table.model_copy(update={"columns": columns})})
+    sim.service(request).fence()
+    code = error_code(lambda: sim.service(request).stage(sim.source))
+    assert code == "DPONE_CLICKHOUSE_CLUSTER_COLUMN_TYPE_UNSUPPORTED"
+    record = sim.record()
+    assert record.phase is Phase.ABORTED and record.last_error is not None and record.last_error.code == code
+    assert sim.source.seals == 0 and sim.world.effects == []
+    later = Sim.successor(sim, run_id="scheduled__supported", rows=sim.rows)
+    assert later.run_dag(tries=1) == "completed", "ABORTED is reusable: a supported run of the same target completes"
 
 
 @pytest.mark.parametrize("existing", [True, False])

@@ -245,6 +245,15 @@ RUNTIME_ADMISSION: tuple[ErrorCode, ...] = (
         retryable=False,
     ),
     ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_COLUMN_TYPE_UNSUPPORTED",
+        "a column of the source query has a type outside the publication's encoder profile: nested or dynamic "
+        "(Array, Map, Tuple, Nested, JSON, Object, Dynamic, Variant, AggregateFunction, ...) or LowCardinality; "
+        "the operation was aborted before extraction",
+        "cast the column in the source query to a scalar type (integer, float, Bool, String, FixedString, UUID, "
+        "IPv4/IPv6, Date, DateTime, DateTime64, Decimal, optionally Nullable), e.g. toJSONString(col) for JSON",
+        retryable=False,
+    ),
+    ErrorCode(
         "DPONE_CLICKHOUSE_CLUSTER_ARTIFACT_INVALID",
         "the sealed artifact is missing or its bytes no longer match the receipt bound in authority",
         "restore the retained artifact from the content-addressed store; never re-extract under the same operation",
