@@ -79,10 +79,7 @@ def hook_environment(
     from airflow_provider_dpone.hooks.clickhouse import DponeClickHouseHook, default_artifact_base
 
     if isinstance(manifest.source, ArtifactManifestSource):
-        raise NotImplementedError(
-            "DPONE_MANIFEST_FIELD_INVALID: source.type 'artifact' is not wired to the Airflow operators yet; "
-            "use a clickhouse query source"
-        )
+        raise DponeError("DPONE_CLICKHOUSE_CLUSTER_ARTIFACT_SOURCE_UNSUPPORTED", "source.type artifact")
     hook = DponeClickHouseHook(dpone_clickhouse_conn_id=conn_id)
     wait = configured_ddl_task_timeout_seconds() if ddl_task_timeout_seconds is None else ddl_task_timeout_seconds
     adapters = adapters_for(

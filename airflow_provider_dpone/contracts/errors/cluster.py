@@ -13,6 +13,13 @@ STATIC_ADMISSION: tuple[ErrorCode, ...] = (
         retryable=False,
     ),
     ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_ARTIFACT_SOURCE_UNSUPPORTED",
+        "source.type is 'artifact': publishing an already sealed artifact from a store by its identity is not "
+        "provided in this version",
+        "use a source of type clickhouse (a query the stage task extracts and seals itself)",
+        retryable=False,
+    ),
+    ErrorCode(
         "DPONE_CLICKHOUSE_CLUSTER_DDL_SCOPE_REQUIRED",
         "cluster.ddl_scope is not 'cluster' (publication is one correlated ON CLUSTER operation)",
         "set physical_design.storage.clickhouse.cluster.ddl_scope: cluster",
