@@ -4,6 +4,8 @@ The external-replication full refresh of one ClickHouse cluster table is four ta
 
     DponeFenceOperator >> DponeStageOperator >> DponePublishOperator >> DponeCleanupOperator
 
+and ``DponeAbortOperator`` aborts one such run's operation before publication, from a maintenance DAG.
+
 The names below are loaded on first use (PEP 562), so a DAG file that imports one operator module (the native
 transfer, say) does not pay for the others when it is parsed.
 """
@@ -14,6 +16,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from airflow_provider_dpone.operators.abort import DponeAbortOperator
     from airflow_provider_dpone.operators.fence_stage import DponeFenceOperator, DponeStageOperator
     from airflow_provider_dpone.operators.publish_cleanup import (
         DponeCleanupOperator,
@@ -22,6 +25,7 @@ if TYPE_CHECKING:
     )
 
 _MODULE_OF = {
+    "DponeAbortOperator": "abort",
     "DponeFenceOperator": "fence_stage",
     "DponeStageOperator": "fence_stage",
     "DponePublishOperator": "publish_cleanup",
@@ -38,6 +42,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "DponeAbortOperator",
     "DponeCleanupOperator",
     "DponeFenceOperator",
     "DponePublishOperator",

@@ -20,6 +20,13 @@ STATIC_ADMISSION: tuple[ErrorCode, ...] = (
         retryable=False,
     ),
     ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_ABORT_OPERATION_MISMATCH",
+        "the abort task's operation_id guard names another operation than the one its target DAG run and manifest "
+        "derive; nothing was touched",
+        "pass the DAG id and run id of the run to abort with the manifest that run used, and its operation id",
+        retryable=False,
+    ),
+    ErrorCode(
         "DPONE_CLICKHOUSE_CLUSTER_DDL_SCOPE_REQUIRED",
         "cluster.ddl_scope is not 'cluster' (publication is one correlated ON CLUSTER operation)",
         "set physical_design.storage.clickhouse.cluster.ddl_scope: cluster",
