@@ -11,7 +11,7 @@ UV := $(VENV)/bin/uv
 export AIRFLOW_HOME ?= $(CURDIR)/.airflow
 export AIRFLOW__CORE__LOAD_EXAMPLES ?= False
 
-.PHONY: install postgres lint test test-real demo demo-internal demo-quality clean
+.PHONY: install postgres lint test test-real demo demo-internal demo-quality synthetic-receipt clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -41,6 +41,11 @@ test-real: install
 	trap 'docker compose down -v > /dev/null 2>&1 || true' EXIT; \
 	docker compose up -d --wait; \
 	DPONE_REQUIRE_REAL=1 $(PY) -m pytest -q -m real_cluster tests/integration/test_native_route_mssql_real.py
+
+# The local synthetic fault profile (seed 000): writes test_artifacts/clickhouse-external-publication/
+# synthetic-receipt.json (scope local_synthetic, live_certification UNVERIFIED); see docs/limitations.md.
+synthetic-receipt: install
+	$(PY) bench/synthetic_receipt.py
 
 DEMO_DIR ?= $(CURDIR)/.demo-cluster
 

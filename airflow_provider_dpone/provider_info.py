@@ -66,6 +66,7 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": [
                     "airflow_provider_dpone.operators.full_refresh",
                     "airflow_provider_dpone.operators.publish_cleanup",
+                    "airflow_provider_dpone.operators.abort",
                 ],
             },
             {

@@ -53,7 +53,9 @@ class ClickHouseQuerySource(Closed):
 
 
 class ArtifactSource(Closed):
-    """Publish an already sealed, content-addressed artifact instead of extracting."""
+    """Publish an already sealed, content-addressed artifact instead of extracting (parsed and validated; static
+    admission refuses it with ``DPONE_CLICKHOUSE_CLUSTER_ARTIFACT_SOURCE_UNSUPPORTED`` until staging from a store by
+    its identity is provided)."""
 
     type: Literal["artifact"] = Field(description="Source kind.")
     sha256: Sha256Hex = Field(description="SHA-256 of the artifact bytes (its content address).")
@@ -170,7 +172,9 @@ class ClusterPublicationManifest(Closed):
 
     version: ManifestVersion = Field(description="Manifest schema version; 1.")
     name: ManifestName = Field(description="Job name (a label; not part of the normalized plan).")
-    source: PublicationSource = Field(description="Where the rows come from: a query, or a sealed artifact.")
+    source: PublicationSource = Field(
+        description="Where the rows come from: a query (a sealed artifact is parsed but refused by admission in this version)."
+    )
     sink: ClickHouseSink = Field(description="The cluster table to publish.")
     load: ClusterLoad = Field(description="Load strategy and bounds.")
     physical_design: PhysicalDesign = Field(description="Engine, keys and cluster topology of the target.")

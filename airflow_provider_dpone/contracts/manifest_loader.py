@@ -3,7 +3,8 @@
 YAML is read with a deliberately small schema (the YAML 1.2 core subset a manifest needs): ``true``/``false`` are the
 only booleans (``yes``/``on`` stay strings and are then refused by strict fields), integers are plain decimals (no
 octal, no sexagesimal ``1:20``), timestamps stay text (the window parser decides what a UTC instant is), and floats stay
-text (no manifest field is a float). Duplicate keys, non-string keys, anchors/aliases, multiple documents and oversize
+text (no manifest field is a float). Explicit tags (``!!int 0x10``, ``!!set``, ``!!timestamp``, custom ``!tags``),
+integers of more than 64 digits, duplicate keys, non-string keys, anchors/aliases, multiple documents and oversize
 files are refused, so what a reviewer reads is exactly what runs.
 
 Errors never echo manifest text: details carry a field path (with unprintable or non-plain keys replaced), a line and
@@ -12,7 +13,9 @@ column, or a fixed reason.
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
@@ -30,6 +33,8 @@ Manifest = ClusterPublicationManifest | NativeTransferManifest
 """A loaded manifest: one of the two routes, chosen by ``sink.type``."""
 
 MAX_MANIFEST_BYTES: Final[int] = 1024 * 1024
+MAX_INTEGER_DIGITS: Final[int] = 64
+"""No manifest integer needs more digits; longer ones are refused before Python's own int-conversion limit."""
 SUPPORTED_VERSION: Final[int] = 1
 
 _ROUTES: Final[dict[str, type[BaseModel]]] = {
@@ -71,9 +76,13 @@ class _StrictLoader(yaml.SafeLoader):
     yaml_implicit_resolvers: dict[Any, Any] = {}  # noqa: RUF012 - PyYAML's class-level registry, replaced on purpose
 
     def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()  # type: ignore[no-untyped-call]
+        event = self.peek_event()  # type: ignore[no-untyped-call]
+        if isinstance(event, yaml.AliasEvent):
             raise _problem("DPONE_MANIFEST_YAML_INVALID", _line(event) + ": anchors/aliases are refused")
+        if getattr(event, "tag", None) is not None:
+            raise _problem(
+                "DPONE_MANIFEST_YAML_INVALID", _line(event) + ": explicit tags (!!int, !!set, ...) are refused"
+            )
         return super().compose_node(parent, index)
 
     def construct_mapping(self, node: Any, deep: bool = False) -> Any:
@@ -89,7 +98,10 @@ class _StrictLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
     def construct_decimal_int(self, node: Any) -> int:
-        return int(self.construct_scalar(node), 10)
+        digits = str(self.construct_scalar(node))
+        if len(digits.lstrip("+-")) > MAX_INTEGER_DIGITS:
+            raise _problem("DPONE_MANIFEST_YAML_INVALID", _line(node) + f": integer over {MAX_INTEGER_DIGITS} digits")
+        return int(digits, 10)
 
 
 _StrictLoader.add_implicit_resolver(
@@ -198,7 +210,9 @@ def _code_and_path(err: ErrorDetails, unions: tuple[str, ...]) -> tuple[str, str
 
 def _route(raw: Mapping[Any, Any]) -> type[BaseModel]:
     version = raw.get("version")
-    if isinstance(version, int) and not isinstance(version, bool) and version != SUPPORTED_VERSION:
+    if isinstance(version, bool):
+        raise _problem("DPONE_MANIFEST_FIELD_INVALID", f"version: expected {SUPPORTED_VERSION}, not a boolean")
+    if isinstance(version, int) and version != SUPPORTED_VERSION:
         raise _problem("DPONE_MANIFEST_VERSION_UNSUPPORTED", f"version: supported {SUPPORTED_VERSION}")
     sink = raw.get("sink")
     if sink is None:
@@ -237,10 +251,20 @@ def parse_manifest(data: bytes | str) -> Manifest:
 
 
 def load_manifest(path: str | Path) -> Manifest:
-    """Read and parse a manifest file; an unreadable path fails with ``DPONE_MANIFEST_UNREADABLE``."""
+    """Read and parse a manifest file; an unreadable path, or one that is not a regular file (a FIFO, a device, a
+    directory), fails with ``DPONE_MANIFEST_UNREADABLE``. The file is opened without blocking and checked on the
+    open descriptor, so a FIFO never blocks the reader and a path swapped after a check is not read."""
     try:
-        with Path(path).open("rb") as handle:
+        descriptor = os.open(Path(path), os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        raise _problem("DPONE_MANIFEST_UNREADABLE", type(exc).__name__) from None
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise _problem("DPONE_MANIFEST_UNREADABLE", "not a regular file")
+        with os.fdopen(descriptor, "rb", closefd=False) as handle:
             data = handle.read(MAX_MANIFEST_BYTES + 1)
     except OSError as exc:
         raise _problem("DPONE_MANIFEST_UNREADABLE", type(exc).__name__) from None
+    finally:
+        os.close(descriptor)
     return parse_manifest(data)

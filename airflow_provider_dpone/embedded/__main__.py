@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import secrets
 import sys
 from pathlib import Path
 
@@ -41,7 +42,11 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--dir", required=True, type=Path)
     up.add_argument("--members", type=int, default=2)
     up.add_argument("--internal-replication", type=_bool, default=False)
-    up.add_argument("--password", default="")
+    up.add_argument(
+        "--password",
+        default=None,
+        help="the HTTP password of every process (default: a generated one, printed in the connection JSON)",
+    )
     for name, text in (("status", "print the cluster description and process ids"), ("down", "stop every process")):
         sub = commands.add_parser(name, help=text)
         sub.add_argument("--dir", required=True, type=Path)
@@ -132,8 +137,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"differs from the topology: {path}", file=sys.stderr)
             return 1 if differences else 0
         if args.command == "up":
+            password = secrets.token_urlsafe(18) if args.password is None else args.password
             cluster = EmbeddedCluster.start(
-                args.dir, args.members, args.internal_replication, password=args.password, owned=False
+                args.dir, args.members, args.internal_replication, password=password, owned=False
             )
             output: object = cluster.describe()
         elif args.command == "status":

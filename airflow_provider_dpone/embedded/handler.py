@@ -29,6 +29,7 @@ from airflow_provider_dpone.embedded.replicas import Replication
 from airflow_provider_dpone.embedded.sessions import Sessions
 from airflow_provider_dpone.embedded.sinks import Sink
 from airflow_provider_dpone.embedded.sqltext import (
+    external_access,
     first_keyword,
     insert_with_data,
     on_cluster,
@@ -110,6 +111,13 @@ class EndpointHandler(BaseHTTPRequestHandler):
 
     def _dispatch(self, method: str) -> None:
         url = urlsplit(self.path)
+        origin = self.headers.get("Origin")
+        port = self.server.server_address[1]
+        if origin is not None and origin not in (f"http://127.0.0.1:{port}", f"http://localhost:{port}"):
+            # a web page the user visits must not drive the loopback cluster (the browser sends its Origin)
+            httpwire.RequestBody(cast(io.BufferedReader, self.rfile), self.headers).drain()
+            self._send(403, {"Content-Type": "text/plain; charset=UTF-8"}, b"Cross-origin requests are refused.\n")
+            return
         params = dict(parse_qsl(url.query, keep_blank_values=True))
         if url.path in ("/ping", "/replicas_status") or (url.path == "/" and method == "GET" and "query" not in params):
             httpwire.RequestBody(cast(io.BufferedReader, self.rfile), self.headers).drain()
@@ -186,12 +194,14 @@ class EndpointHandler(BaseHTTPRequestHandler):
         shape = insert_with_data(head.decode("latin-1"))
         if shape is not None:
             statement = head[: shape.data_start].decode(errors="replace").strip()
+            self._confine(statement)
             self._before_effect(statement)
             answer = self._insert(shape, head, body, handle, database, settings)
             return answer, statement
         sql = (lead + body.read_all()).decode(errors="replace")
         if not sql.strip():
             raise engine.error(62, "Empty query")
+        self._confine(sql)
         self._before_effect(sql)
         if first_keyword(sql) not in _NOT_DDL:
             clause = on_cluster(sql)
@@ -213,6 +223,14 @@ class EndpointHandler(BaseHTTPRequestHandler):
             sql, fmt, handle=handle, database=database, settings=settings, params=query_params
         )
         return Answer(result.data, fmt if is_result else None, result), sql
+
+    def _confine(self, sql: str) -> None:
+        """Refuse a client statement that reaches files or hosts outside the cluster directory (Code 497)."""
+        reach = external_access(sql)
+        if reach is not None:
+            raise self.server.context.engine.error(
+                497, f"Not enough privileges: {reach} is not available on the embedded cluster (ACCESS_DENIED)"
+            )
 
     def _insert(
         self,

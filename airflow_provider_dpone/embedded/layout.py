@@ -7,6 +7,7 @@ every restart, so a restarted member comes back with the same ports, data direct
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -87,7 +88,11 @@ class ProcessSpec:
         self.spool_dir.mkdir(parents=True, exist_ok=True)
         self.config_file.write_text(render_chdb_config(self))
         temporary = self.spec_file.with_suffix(".tmp")
-        temporary.write_text(json.dumps(asdict(self), indent=2))
+        temporary.unlink(missing_ok=True)
+        # the spec holds the HTTP password: readable by the owner only, from the first byte written
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w") as handle:
+            handle.write(json.dumps(asdict(self), indent=2))
         temporary.replace(self.spec_file)
 
     @classmethod

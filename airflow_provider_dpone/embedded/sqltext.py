@@ -135,6 +135,56 @@ def tokens(text: str) -> Iterator[Token]:
         i += 1
 
 
+EXTERNAL_SOURCES = frozenset(
+    {
+        "file",
+        "url",
+        "urlcluster",
+        "http",
+        "s3",
+        "s3cluster",
+        "gcs",
+        "oss",
+        "cosn",
+        "hdfs",
+        "hdfscluster",
+        "azureblobstorage",
+        "azureblobstoragecluster",
+        "executable",
+        "executablepool",
+        "mysql",
+        "postgresql",
+        "jdbc",
+        "odbc",
+        "mongodb",
+        "redis",
+        "sqlite",
+        "remote",
+        "remotesecure",
+        "deltalake",
+        "iceberg",
+        "hudi",
+        "filesystem",
+    }
+)
+"""Table functions, table engines and dictionary sources that reach files or hosts outside the cluster directory."""
+
+
+def external_access(text: str) -> str | None:
+    """The first place ``text`` reads or writes outside the engine's own tables: a call of an
+    :data:`EXTERNAL_SOURCES` name (as a table function, engine or dictionary source, quoted or not), or an
+    ``INFILE``/``OUTFILE`` clause; ``None`` when there is none."""
+    previous: Token | None = None
+    for token in tokens(text):
+        if token.upper in ("INFILE", "OUTFILE"):
+            return token.upper
+        called = token.text == "(" and previous is not None and previous.kind in (WORD, QUOTED)
+        if called and previous is not None and previous.name.lower() in EXTERNAL_SOURCES:
+            return previous.name
+        previous = token
+    return None
+
+
 def first_keyword(text: str) -> str:
     """The statement's first keyword in upper case (``(`` for a parenthesised select), or ``""``."""
     for token in tokens(text):

@@ -203,10 +203,7 @@ class DponeClickHouseHook(BaseHook):
         differs, before any member is touched.
         """
         if isinstance(manifest.source, ArtifactManifestSource):
-            raise NotImplementedError(
-                "DPONE_MANIFEST_FIELD_INVALID: source.type 'artifact' is not wired to the Airflow operators yet; "
-                "use a clickhouse query source"
-            )
+            raise DponeError("DPONE_CLICKHOUSE_CLUSTER_ARTIFACT_SOURCE_UNSUPPORTED", "source.type artifact")
         wait = configured_ddl_task_timeout_seconds() if ddl_task_timeout_seconds is None else ddl_task_timeout_seconds
         adapters = self.publication_adapters(
             database=manifest.sink.database, ddl_task_timeout_seconds=wait, guard=MutationGuard()

@@ -5,6 +5,8 @@ The external-replication full refresh of one ClickHouse cluster table is four ta
 
     DponeFenceOperator >> DponeStageOperator >> DponePublishOperator >> DponeCleanupOperator
 
+and ``DponeAbortOperator`` aborts one such run's operation before publication, from a maintenance DAG.
+
 The names below are loaded on first use (PEP 562), so a DAG file that imports one operator module (the native
 transfer, say) does not pay for the others when it is parsed.
 """
@@ -15,6 +17,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from airflow_provider_dpone.operators.abort import DponeAbortOperator
     from airflow_provider_dpone.operators.full_refresh import DponeFenceOperator, DponeStageOperator
     from airflow_provider_dpone.operators.publish_cleanup import (
         DponeCleanupOperator,
@@ -23,6 +26,7 @@ if TYPE_CHECKING:
     )
 
 _MODULE_OF = {
+    "DponeAbortOperator": "abort",
     "DponeFenceOperator": "full_refresh",
     "DponeStageOperator": "full_refresh",
     "DponePublishOperator": "publish_cleanup",
@@ -39,6 +43,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "DponeAbortOperator",
     "DponeCleanupOperator",
     "DponeFenceOperator",
     "DponePublishOperator",

@@ -12,7 +12,12 @@ from __future__ import annotations
 from typing import Final
 
 from airflow_provider_dpone.contracts.clickhouse_engines import EngineClass, classify_engine
-from airflow_provider_dpone.contracts.manifest_cluster import ClusterPublicationManifest, DdlScope, ReplicationMode
+from airflow_provider_dpone.contracts.manifest_cluster import (
+    ArtifactSource,
+    ClusterPublicationManifest,
+    DdlScope,
+    ReplicationMode,
+)
 from airflow_provider_dpone.contracts.manifest_types import LoadStrategy
 from airflow_provider_dpone.contracts.quality_capsule import BUILT_TARGET_METRICS
 from airflow_provider_dpone.protocol.admission_types import Blocker, ReplicationDecision
@@ -60,6 +65,9 @@ def _topology_blockers(manifest: ClusterPublicationManifest) -> list[Blocker]:
 def _sink_and_load_blockers(manifest: ClusterPublicationManifest) -> list[Blocker]:
     sink, load = manifest.sink, manifest.load
     blockers: list[Blocker] = []
+    if isinstance(manifest.source, ArtifactSource):
+        detail = "staging a sealed artifact from a store by its identity is not provided yet"
+        blockers.append(Blocker("DPONE_CLICKHOUSE_CLUSTER_ARTIFACT_SOURCE_UNSUPPORTED", "source.type", detail))
     if sink.effective_staging_database != sink.database:
         blockers.append(
             Blocker("DPONE_CLICKHOUSE_CLUSTER_STAGING_DATABASE_MISMATCH", "sink.staging_database", "differs")

@@ -2,7 +2,8 @@
 
 The artifact is produced by the injected source only while no artifact is bound; afterwards every attempt reopens the
 bound one. An unsupported artifact (not replayable, over ``max_source_bytes``, or a schema other than the table's)
-aborts the operation before any member mutation. The baseline is the existing target on every member (equal schema
+aborts the operation before any member mutation; so does a column type outside the encoder profile
+(:mod:`~airflow_provider_dpone.contracts.column_profile`), before the source is even extracted. The baseline is the existing target on every member (equal schema
 and content) or absent on every member; anything mixed blocks without mutating. Empty input is a valid generation:
 the empty artifact's digests identify it like any other.
 
@@ -17,6 +18,7 @@ truth the previous operation left, observed equal on every member before anythin
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import NoReturn
 
 from airflow_provider_dpone.contracts.authority_codec import AuthorityRecord
 from airflow_provider_dpone.contracts.authority_external import (
@@ -32,6 +34,7 @@ from airflow_provider_dpone.contracts.authority_internal import (
 )
 from airflow_provider_dpone.contracts.authority_phases import MemberStage, Phase
 from airflow_provider_dpone.contracts.clickhouse_engines import EngineClass, classify_engine
+from airflow_provider_dpone.contracts.column_profile import COLUMN_TYPE_UNSUPPORTED, unsupported_columns
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.contracts.identities import generation_id
 from airflow_provider_dpone.contracts.receipts import ArtifactReceipt
@@ -47,13 +50,16 @@ _INTERNAL_SCHEMAS = frozenset({INTERNAL_SCHEMA_V1, INTERNAL_SCHEMA_V2})
 
 
 def bind_artifact_and_baseline(ctx: Context, held: Held, source: ArtifactSource) -> Held:
-    """Seal (or fail and abort), observe the baseline, and CAS STAGING with the first candidate intent."""
+    """Seal (or fail and abort), observe the baseline, and CAS STAGING with the first candidate intent.
+
+    A column type outside the encoder profile aborts before the source is extracted."""
+    untyped = unsupported_columns(ctx.request.table.schema_pairs)
+    if untyped is not None:
+        _abort(ctx, held, COLUMN_TYPE_UNSUPPORTED, untyped)
     receipt = source.seal()
     problem = unsupported_reason(ctx, receipt)
     if problem is not None:
-        classification = ErrorClassification(code=UNSUPPORTED, phase=held.record.phase, at_ms=ctx.now())
-        ctx.commit(held, phase=Phase.ABORTED, last_error=classification)
-        raise DponeError(UNSUPPORTED, problem)
+        _abort(ctx, held, UNSUPPORTED, problem)
     record = held.record
     observations = observe_baseline(ctx, record.member_ids(), adoptable_engines(ctx, record.previous_schema))
     present = any(obs.exists for obs in observations.values())
@@ -78,6 +84,14 @@ def bind_artifact_and_baseline(ctx: Context, held: Held, source: ArtifactSource)
     )
 
 
+def _abort(ctx: Context, held: Held, code: str, problem: str) -> NoReturn:
+    """LOCKED -> ABORTED before any member mutation (nothing to clean up), then fail with ``code``."""
+    ctx.commit(
+        held, phase=Phase.ABORTED, last_error=ErrorClassification(code=code, phase=held.record.phase, at_ms=ctx.now())
+    )
+    raise DponeError(code, problem)
+
+
 def adoptable_engines(ctx: Context, previous: str | None) -> frozenset[EngineClass]:
     """The engine classes an existing target may have: the mode's, plus the other mode's when the record succeeded
     a record of the other mode (``previous`` is its schema)."""
@@ -92,8 +106,11 @@ def observe_baseline(
     ctx: Context, member_ids: Iterable[str], engines: frozenset[EngineClass]
 ) -> dict[str, TableObservation]:
     """The target on every member, with content: absent everywhere, or present everywhere with equal schema and
-    content and an adoptable engine. Independent tables must have distinct UUIDs (equal UUIDs of non-replicated tables
-    mean two members are one server); replicas of one replicated table may share theirs."""
+    content and an adoptable engine. Physical UUIDs may be distinct or equal: ``CREATE TABLE ... ON CLUSTER`` in an
+    Atomic database gives every member the same one, and replicas of one replicated table share theirs. Each member
+    records its own UUID, and publication and cleanup reconcile per member, so equal UUIDs need nothing else. Two
+    inventory entries that are one server still cannot publish: the second finds the first one's candidate under the
+    candidate name, a UUID it never intended, and stops as CANDIDATE_FOREIGN before any target is touched."""
     observations = ctx.each_member(lambda mid: observe_target(ctx, mid, with_content=True), member_ids)
     present = {mid for mid, obs in observations.items() if obs.exists}
     if not present:
@@ -107,9 +124,6 @@ def observe_baseline(
     bad = sorted(mid for mid, kind in kinds.items() if kind not in engines)
     if bad or len(set(kinds.values())) != 1:
         raise DponeError("DPONE_CLICKHOUSE_CLUSTER_TARGET_ENGINE_UNSUPPORTED", f"target on members {bad or 'mixed'}")
-    shared = len({obs.uuid for obs in observations.values()}) != len(observations)
-    if shared and set(kinds.values()) != {EngineClass.REPLICATED_MERGE_TREE}:
-        raise DponeError(DIVERGENT, "independent members share a physical UUID")
     return observations
 
 

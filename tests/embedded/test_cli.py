@@ -37,16 +37,20 @@ def test_up_status_fault_down(tmp_path: Path) -> None:
     try:
         assert described["cluster"] == "dpone_cluster"
         assert [(m["shard_num"], m["replica_num"]) for m in described["members"]] == [(1, 1), (1, 2), (1, 3)]
-        assert described["airflow_connection_uri"].startswith("dpone-clickhouse://default@127.0.0.1:")
+        password = described["airflow_connection_json"]["password"]
+        assert len(password) >= 20, "the demo runs with a generated password"
+        assert described["airflow_connection_uri"].startswith("dpone-clickhouse://default:")
+        specs = sorted(Path(directory).glob("*/spec.json"))
+        assert len(specs) == 4 and all(spec.stat().st_mode & 0o777 == 0o600 for spec in specs)
         extra = described["airflow_connection_json"]["extra"]
         assert sorted(extra["member_endpoints"]) == ["1:1", "1:2", "1:3"]
 
         coordinator = described["coordinator"]
-        client = clickhouse_connect.get_client(host=coordinator["host"], port=coordinator["port"])
+        client = clickhouse_connect.get_client(host=coordinator["host"], port=coordinator["port"], password=password)
         client.command("CREATE DATABASE cli_db ON CLUSTER dpone_cluster ENGINE = Atomic")
         client.command("CREATE TABLE cli_db.t ON CLUSTER dpone_cluster (a UInt8) ENGINE = MergeTree ORDER BY a")
         for member in described["members"]:
-            member_client = clickhouse_connect.get_client(host=member["host"], port=member["port"])
+            member_client = clickhouse_connect.get_client(host=member["host"], port=member["port"], password=password)
             assert member_client.command("EXISTS TABLE cli_db.t") == 1
 
         status = _cli("status", "--dir", directory)

@@ -1,7 +1,7 @@
 """The example DAG's objects on the embedded cluster, for the tests that publish there (a helper module).
 
 ``embedded_manifest`` creates the demo objects in a fresh database and points the example manifest at them;
-``existing_target`` gives every member an equal pre-existing target; ``member_rows`` and ``member_tables`` read
+``existing_target`` gives every member an equal pre-existing target (per member or ``ON CLUSTER``); ``member_rows`` and ``member_tables`` read
 every member directly, so assertions never trust what the operators report.
 """
 
@@ -21,18 +21,42 @@ def embedded_manifest(example: ModuleType, cluster: EmbeddedCluster, database: s
     return retargeted_manifest(example, cluster=cluster.cluster_name, database=database)
 
 
-def existing_target(cluster: EmbeddedCluster, database: str) -> None:
-    """An equal pre-existing target on every member (distinct UUIDs): the operation adopts it as its baseline."""
+def existing_target(cluster: EmbeddedCluster, database: str, *, on_cluster: bool = False) -> None:
+    """An equal pre-existing target with two rows on every member: the operation adopts it as its baseline.
+
+    Created member by member, each table has its own UUID; created once with ``CREATE TABLE ... ON CLUSTER`` (the
+    common layout of an Atomic database), every member holds the same UUID."""
+    columns = "(id UInt64, name String, amount Nullable(Decimal(18, 4)), updated_at DateTime64(3, 'UTC'))"
+    if on_cluster:
+        coordinator = cluster.client()
+        try:
+            coordinator.command(
+                f"CREATE TABLE `{database}`.target_table ON CLUSTER {cluster.cluster_name} {columns} "
+                "ENGINE = MergeTree ORDER BY id"
+            )
+        finally:
+            coordinator.close()
     for member in cluster.members:
         client = cluster.client(member)
         try:
-            client.command(
-                f"CREATE TABLE `{database}`.target_table (id UInt64, name String, amount Nullable(Decimal(18, 4)), "
-                "updated_at DateTime64(3, 'UTC')) ENGINE = MergeTree ORDER BY id"
-            )
+            if not on_cluster:
+                client.command(f"CREATE TABLE `{database}`.target_table {columns} ENGINE = MergeTree ORDER BY id")
             client.command(f"INSERT INTO `{database}`.target_table VALUES (1, 'old', NULL, 0), (2, 'old', 1.5, 0)")
         finally:
             client.close()
+
+
+def member_uuids(cluster: EmbeddedCluster, database: str) -> list[set[str]]:
+    """The UUIDs of every table of ``database`` on each member."""
+    uuids = []
+    for member in cluster.members:
+        client = cluster.client(member)
+        try:
+            rows = client.query(f"SELECT toString(uuid) FROM system.tables WHERE database = '{database}'")
+            uuids.append({str(row[0]) for row in rows.result_rows})
+        finally:
+            client.close()
+    return uuids
 
 
 def member_rows(cluster: EmbeddedCluster, database: str, table: str = "target_table") -> list[tuple[int, int] | None]:

@@ -33,7 +33,13 @@ from tests.integration.dag_runner import (
     retargeted_manifest,
     run_example,
 )
-from tests.integration.embedded_example import embedded_manifest, existing_target, member_rows, member_tables
+from tests.integration.embedded_example import (
+    embedded_manifest,
+    existing_target,
+    member_rows,
+    member_tables,
+    member_uuids,
+)
 
 PASSWORD = "pw-Redact-Me-7f3e9a"
 pytestmark = pytest.mark.embedded_cluster(members=2, password=PASSWORD)
@@ -186,6 +192,31 @@ def test_an_existing_equal_target_is_adopted_and_a_lost_exchange_response_is_not
         "exchange",
     )
     assert member_rows(embedded_cluster, database) == [(SOURCE_ROWS, SOURCE_ROWS)] * 2
+
+
+def test_a_target_created_on_cluster_shares_one_uuid_and_is_adopted_then_replaced(
+    example: ModuleType, embedded_cluster: EmbeddedCluster, published: dict[str, Any]
+) -> None:
+    """``CREATE TABLE ... ON CLUSTER`` in an Atomic database gives every member the same UUID: adopted as the
+    baseline, exchanged on every member, and exactly that predecessor dropped everywhere."""
+    database = published["database"]
+    tables_before = member_uuids(embedded_cluster, database)
+    existing_target(embedded_cluster, database, on_cluster=True)
+    created = [uuids - old for uuids, old in zip(member_uuids(embedded_cluster, database), tables_before, strict=True)]
+    assert len(created[0]) == 1 and created[0] == created[1], f"one UUID on every member: {created}"
+    assert member_rows(embedded_cluster, database) == [(2, 2)] * 2
+    outcome = _run(example, 7)
+    assert outcome.succeeded, outcome.states
+    assert (outcome.xcom["cleanup"]["baseline"], outcome.xcom["cleanup"]["publication_kind"]) == (
+        "existing",
+        "exchange",
+    )
+    assert member_rows(embedded_cluster, database) == [(SOURCE_ROWS, SOURCE_ROWS)] * 2
+    authority = "__dpone_cluster_publication_authority"
+    assert member_tables(embedded_cluster, database) == [[authority, "target_table"]] * 2, "predecessor dropped"
+    targets = [uuids - old for uuids, old in zip(member_uuids(embedded_cluster, database), tables_before, strict=True)]
+    assert all(len(uuids) == 1 for uuids in targets) and targets[0] != targets[1], "each member its own candidate"
+    assert not (targets[0] | targets[1]) & created[0], "the shared predecessor is gone from every member"
 
 
 def test_a_racing_run_is_fenced_and_empty_input_publishes_an_empty_generation(

@@ -12,7 +12,7 @@ from airflow.sdk import Asset
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_provider_dpone.contracts.errors import REGISTRY, DponeError
-from airflow_provider_dpone.hooks.publication import declared_table
+from airflow_provider_dpone.hooks.publication import declared_table, hook_environment
 from airflow_provider_dpone.operators import (
     DponeCleanupOperator,
     DponeFenceOperator,
@@ -20,7 +20,12 @@ from airflow_provider_dpone.operators import (
     DponeStageOperator,
 )
 from airflow_provider_dpone.operators.full_refresh import asset_uri, build_request, read_manifest, require_admissible
-from airflow_provider_dpone.operators.reporting import DponeRetryableError, DponeTerminalError, raise_for
+from airflow_provider_dpone.operators.reporting import (
+    DponeRetryableError,
+    DponeTerminalError,
+    airflow_failure,
+    raise_for,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 MANIFEST = REPO / "dags_examples" / "manifests" / "clickhouse_external_full_refresh.yaml"
@@ -57,6 +62,22 @@ def test_an_inadmissible_manifest_fails_with_its_admission_code() -> None:
     with pytest.raises(DponeError) as caught:
         require_admissible(read_manifest(text))
     assert caught.value.code == "DPONE_CLICKHOUSE_CLUSTER_DDL_SCOPE_REQUIRED"
+
+
+def test_an_artifact_source_fails_terminally_with_its_code_in_admission_and_in_the_default_environment() -> None:
+    """Not a bare NotImplementedError that Airflow would retry: a registered, non-retryable code on both paths."""
+    text = MANIFEST.read_text(encoding="utf-8")
+    manifest = read_manifest(text)
+    raw = manifest.model_dump(mode="json", exclude_none=True)
+    raw["source"] = {"type": "artifact", "sha256": "ab" * 32, "store_uri": "file:///var/lib/dpone"}
+    artifact_manifest = read_manifest(raw)
+    code = "DPONE_CLICKHOUSE_CLUSTER_ARTIFACT_SOURCE_UNSUPPORTED"
+    with pytest.raises(DponeError) as admitted:
+        require_admissible(artifact_manifest)
+    with pytest.raises(DponeError) as built:
+        hook_environment(artifact_manifest, "dpone_clickhouse_default")
+    assert admitted.value.code == built.value.code == code
+    assert isinstance(airflow_failure(built.value), DponeTerminalError)
 
 
 def test_the_operation_id_depends_on_the_dag_run_not_on_anything_per_try() -> None:

@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 
 from airflow_provider_dpone.contracts.authority_phases import MemberStage, Phase
+from airflow_provider_dpone.contracts.inventory import ReplicationMode
+from airflow_provider_dpone.ports.publication import ColumnSpec
 from airflow_provider_dpone.protocol.context import ProtocolSettings
 from tests.fakes.faults import FaultKind
 from tests.fakes.ports import FakeMemberSession
@@ -89,6 +91,24 @@ def test_existing_equal_targets_are_adopted_as_the_baseline() -> None:
     sim.check_converged()
 
 
+def test_existing_targets_sharing_one_uuid_are_adopted_and_replaced_on_every_member() -> None:
+    """``CREATE TABLE ... ON CLUSTER`` in an Atomic database: every member's independent table has one UUID."""
+    sim = Sim.build(members=3)
+    shared = sim.world.table(sim.world.members[0], "target_table").uuid  # type: ignore[union-attr]
+    for member in sim.world.members:
+        sim.world.table(member, "target_table").uuid = shared  # type: ignore[union-attr]
+        member.used_uuids.add(shared)
+    sim.snapshot()
+    assert sim.run_dag() == "completed"
+    record = sim.record()
+    assert [m.target_uuid for m in record.members] == [shared] * 3
+    assert len({m.published_uuid for m in record.members}) == 3
+    dropped = [e for e in sim.world.effects if e.op == "drop"]
+    assert dropped and {e.uuid for e in dropped} == {shared}
+    assert not any(sim.world.table(m, sim.request.candidate_name) for m in sim.world.members)
+    sim.check_converged()
+
+
 def test_divergent_existing_targets_block_before_any_mutation() -> None:
     sim = Sim.build()
     sim.world.table(sim.world.members[1], "target_table").rows.append((3, "drift"))  # type: ignore[union-attr]
@@ -110,6 +130,22 @@ def test_replicated_existing_target_is_refused_in_external_mode() -> None:
         sim.world.table(member, "target_table").engine = "ReplicatedMergeTree"  # type: ignore[union-attr]
     sim.service().fence()
     assert error_code(lambda: sim.service().stage(sim.source)) == "DPONE_CLICKHOUSE_CLUSTER_TARGET_ENGINE_UNSUPPORTED"
+
+
+@pytest.mark.parametrize("mode", ["external", "internal"])
+@pytest.mark.parametrize("nested", ["Array(UInt64)", "Map(String, UInt64)", "JSON", "Nullable(Variant(String, UInt8))"])
+def test_a_nested_or_dynamic_column_aborts_before_extraction_and_mutation(mode: ReplicationMode, nested: str) -> None:
+    sim = Sim.build(mode=mode)
+    columns = (*sim.request.table.columns[:-1], ColumnSpec(name="payload", type=nested))
+    request = sim.request.model_copy(update={"table": sim.request.table.model_copy(update={"columns": columns})})
+    sim.service(request).fence()
+    code = error_code(lambda: sim.service(request).stage(sim.source))
+    assert code == "DPONE_CLICKHOUSE_CLUSTER_COLUMN_TYPE_UNSUPPORTED"
+    record = sim.record()
+    assert record.phase is Phase.ABORTED and record.last_error is not None and record.last_error.code == code
+    assert sim.source.seals == 0 and sim.world.effects == []
+    later = Sim.successor(sim, run_id="scheduled__supported", rows=sim.rows)
+    assert later.run_dag(tries=1) == "completed", "ABORTED is reusable: a supported run of the same target completes"
 
 
 @pytest.mark.parametrize("existing", [True, False])

@@ -102,6 +102,19 @@ def test_blocked_manifest_exits_3_with_every_blocker_on_stderr(tmp_path: Path) -
         assert all(set(b) == {"code", "field", "cause", "detail", "action"} for b in document["blockers"])
 
 
+def test_an_artifact_source_is_a_coded_blocker_of_check_and_plan(tmp_path: Path) -> None:
+    raw = external()
+    raw["source"] = {"type": "artifact", "sha256": "ab" * 32, "store_uri": "s3://bucket/dpone/artifacts"}
+    for command in ("check", "plan"):
+        code, out, err = _run(command, _write(tmp_path, raw))
+        assert (code, out) == (EXIT_BLOCKED, "")
+        document = json.loads(err)
+        assert [(b["code"], b["field"]) for b in document["blockers"]] == [
+            ("DPONE_CLICKHOUSE_CLUSTER_ARTIFACT_SOURCE_UNSUPPORTED", "source.type")
+        ]
+        assert document["decision"]["selected"] is None
+
+
 @pytest.mark.parametrize(
     ("content", "code"),
     [

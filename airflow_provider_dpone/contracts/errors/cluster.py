@@ -13,6 +13,20 @@ STATIC_ADMISSION: tuple[ErrorCode, ...] = (
         retryable=False,
     ),
     ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_ARTIFACT_SOURCE_UNSUPPORTED",
+        "source.type is 'artifact': publishing an already sealed artifact from a store by its identity is not "
+        "provided in this version",
+        "use a source of type clickhouse (a query the stage task extracts and seals itself)",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_ABORT_OPERATION_MISMATCH",
+        "the abort task's operation_id guard names another operation than the one its target DAG run and manifest "
+        "derive; nothing was touched",
+        "pass the DAG id and run id of the run to abort with the manifest that run used, and its operation id",
+        retryable=False,
+    ),
+    ErrorCode(
         "DPONE_CLICKHOUSE_CLUSTER_DDL_SCOPE_REQUIRED",
         "cluster.ddl_scope is not 'cluster' (publication is one correlated ON CLUSTER operation)",
         "set physical_design.storage.clickhouse.cluster.ddl_scope: cluster",
@@ -250,6 +264,15 @@ RUNTIME_ADMISSION: tuple[ErrorCode, ...] = (
         "DPONE_CLICKHOUSE_CLUSTER_ARTIFACT_UNSUPPORTED",
         "the sealed artifact is not replayable, exceeds max_source_bytes or does not match the table schema",
         "produce a replayable content-addressed artifact within the byte bound; the operation was aborted",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_COLUMN_TYPE_UNSUPPORTED",
+        "a column of the source query has a type outside the publication's encoder profile: nested or dynamic "
+        "(Array, Map, Tuple, Nested, JSON, Object, Dynamic, Variant, AggregateFunction, ...) or LowCardinality; "
+        "the operation was aborted before extraction",
+        "cast the column in the source query to a scalar type (integer, float, Bool, String, FixedString, UUID, "
+        "IPv4/IPv6, Date, DateTime, DateTime64, Decimal, optionally Nullable), e.g. toJSONString(col) for JSON",
         retryable=False,
     ),
     ErrorCode(

@@ -1,0 +1,107 @@
+"""The maintenance DAG's ``DponeAbortOperator`` under real Airflow on the embedded cluster.
+
+A full-refresh run stops during STAGING (the second member refuses every load, and the stage task has no retry
+left): the operation holds the target with its candidates. The abort DAG,
+triggered with that run's id, drops exactly those candidates and writes ABORTED; a new full-refresh run then takes
+the target and completes. Assertions read every member and the authority directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from airflow_provider_dpone.contracts.authority_phases import Phase
+from airflow_provider_dpone.embedded import EmbeddedCluster
+from tests.integration.airflow_env import load_dag_file
+from tests.integration.dag_runner import configure, export_connection, load_example, run_example
+from tests.integration.embedded_example import embedded_manifest, member_rows, member_tables
+from tests.integration.replica_checks import authority_record
+
+pytestmark = pytest.mark.embedded_cluster(members=2)
+
+SOURCE_ROWS = 30
+AUTHORITY = "__dpone_cluster_publication_authority"
+
+
+@pytest.fixture(scope="module")
+def example(dags_folder: Path) -> ModuleType:
+    return load_example(dags_folder)
+
+
+@pytest.fixture(scope="module")
+def maintenance(dags_folder: Path) -> ModuleType:
+    return load_dag_file("dpone_example_clickhouse_external_abort", dags_folder / "clickhouse_external_abort.py")
+
+
+@pytest.fixture
+def published(
+    example: ModuleType,
+    maintenance: ModuleType,
+    embedded_cluster: EmbeddedCluster,
+    fresh_database: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[dict[str, Any]]:
+    export_connection(monkeypatch, embedded_cluster)
+    content = embedded_manifest(example, embedded_cluster, fresh_database, rows=SOURCE_ROWS)
+    configure(example, None, manifest=content, poll_interval=0.2, retries=0)
+    (abort,) = maintenance.dag.tasks
+    abort.manifest, abort.retries = content, 0
+    yield {"database": fresh_database, "manifest": content}
+    configure(example, None)
+    abort.manifest = maintenance.manifest
+
+
+def _abort(maintenance: ModuleType, run_id: str, operation_id: str) -> tuple[str, Any]:
+    run = maintenance.dag.test(run_conf={"run_id": run_id, "operation_id": operation_id})
+    instance = run.get_task_instance("abort")
+    return str(instance.state), instance.xcom_pull(task_ids="abort")
+
+
+def test_a_run_stopped_during_staging_is_aborted_and_the_next_run_completes(
+    example: ModuleType,
+    maintenance: ModuleType,
+    embedded_cluster: EmbeddedCluster,
+    published: dict[str, Any],
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    database = published["database"]
+    embedded_cluster.faults.fail_next_statement("member2", 243, match="^INSERT", count=100)  # NOT_ENOUGH_SPACE
+    stopped = run_example(example, logical_date=datetime(2026, 5, 1, tzinfo=UTC))
+    assert (stopped.states["stage"], stopped.states.get("publish")) == ("failed", "upstream_failed"), stopped.states
+    embedded_cluster.faults.reset()
+    record = authority_record(embedded_cluster, database)
+    assert record is not None and record.phase is Phase.STAGING
+    candidate = record.candidate_name
+    held = [candidate in names for names in member_tables(embedded_cluster, database)]
+    assert any(held), "the stopped operation left its candidates behind"
+
+    # the guard: another operation id aborts nothing
+    capfd.readouterr()
+    state, _ = _abort(maintenance, stopped.run.run_id, "0" * 64)
+    assert (
+        state == "failed" and "dpone abort: DPONE_CLICKHOUSE_CLUSTER_ABORT_OPERATION_MISMATCH" in capfd.readouterr().out
+    )
+    assert authority_record(embedded_cluster, database).phase is Phase.STAGING  # type: ignore[union-attr]
+    assert [candidate in names for names in member_tables(embedded_cluster, database)] == held
+
+    state, pushed = _abort(maintenance, stopped.run.run_id, record.operation_id)
+    assert state == "success"
+    assert pushed == {"operation_id": record.operation_id, "target_key": record.target_key, "phase": "ABORTED"}
+    aborted = authority_record(embedded_cluster, database)
+    assert aborted is not None and aborted.phase is Phase.ABORTED and aborted.operation_id == record.operation_id
+    assert member_tables(embedded_cluster, database) == [[AUTHORITY]] * 2, "exactly the owned candidates dropped"
+
+    state, pushed = _abort(maintenance, stopped.run.run_id, record.operation_id)
+    assert (state, pushed["phase"]) == ("success", "ABORTED"), "idempotent"
+
+    configure(example, None, manifest=published["manifest"], poll_interval=0.2, retries=2)
+    later = run_example(example, logical_date=datetime(2026, 5, 2, tzinfo=UTC))
+    assert later.succeeded, later.states
+    assert member_rows(embedded_cluster, database) == [(SOURCE_ROWS, SOURCE_ROWS)] * 2
+    assert member_tables(embedded_cluster, database) == [[AUTHORITY, "target_table"]] * 2
