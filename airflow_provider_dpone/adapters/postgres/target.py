@@ -13,7 +13,7 @@ call, and nothing is ever replayed on a new connection. Each mutating call is on
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Final, Literal
 
@@ -25,6 +25,7 @@ from airflow_provider_dpone.adapters.postgres import statements as sql
 from airflow_provider_dpone.adapters.postgres.digest import chunk_digest
 from airflow_provider_dpone.contracts.canonical import tagged_digest
 from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.contracts.native_arrow_chunk import chunk_rows
 from airflow_provider_dpone.contracts.transfer_target import RECEIPT_TABLE, PublicationMode, TargetPlan
 from airflow_provider_dpone.contracts.transfer_target_receipts import (
     ChunkExpectation,
@@ -38,7 +39,7 @@ from airflow_provider_dpone.contracts.transfer_target_receipts import (
 )
 from airflow_provider_dpone.contracts.transfer_target_values import RowConverter, readback_normalizer
 from airflow_provider_dpone.contracts.typed_digest import LogicalType, MultisetDigest, fold_limb_sums
-from airflow_provider_dpone.ports.transfer_target import Row
+from airflow_provider_dpone.ports.transfer_target import ChunkData
 
 SERVER_DIGEST_MIN_VERSION: Final[int] = 140000  # extract(epoch ...) returns exact numeric from PostgreSQL 14
 Connection = psycopg.Connection[Any]
@@ -159,7 +160,8 @@ class PostgresTransferTarget:
         if self._relation_kind(conn, plan.target_schema, plan.staging_table) is None:
             raise common.staging_missing(plan, committed=self._receipt(conn, plan) is not None)
 
-    def load_chunk(self, plan: TargetPlan, ordinal: int, rows: Iterable[Row]) -> ChunkLoad:
+    def load_chunk(self, plan: TargetPlan, ordinal: int, rows: ChunkData) -> ChunkLoad:
+        rows = chunk_rows(rows, [c.column_type.logical for c in plan.columns])
         convert = RowConverter(plan.column_names, [c.column_type for c in plan.columns], text_allows_nul=False)
         types = ["int4", *(sql.copy_type(c.column_type) for c in plan.columns)]
         sent = 0
