@@ -83,7 +83,11 @@ def worker(shape: str, rows: int, trials: int, dsn: str, chunk_rows: int, source
         inprocess_transport,
     )
     from airflow_provider_dpone.adapters.clickhouse.snapshot_sql import render_select
-    from airflow_provider_dpone.adapters.postgres.target import PostgresTransferTarget, postgres_connection_factory
+    from airflow_provider_dpone.adapters.postgres.target import (
+        PostgresTransferTarget,
+        postgres_connection_factory,
+        postgres_copy_factory,
+    )
     from airflow_provider_dpone.adapters.storage.native_journal import ObjectJournalStore
     from airflow_provider_dpone.adapters.storage.native_stage import ObjectStageStore
     from airflow_provider_dpone.contracts.native_chunk import RelationRef
@@ -110,7 +114,7 @@ def worker(shape: str, rows: int, trials: int, dsn: str, chunk_rows: int, source
     options = NativeTransferOptions.model_validate(
         {"source_snapshot": {"mode": "exact_raw_rows"}, "execution": {"chunk_rows": chunk_rows}}
     )
-    target = PostgresTransferTarget(postgres_connection_factory(dsn))
+    target = PostgresTransferTarget(postgres_connection_factory(dsn), postgres_copy_factory(dsn))
     results: dict[str, list[Any]] = {"baseline_s": [], "ours_s": [], "ours_peak": [], "phases": [], "stage_bytes": []}
     for trial in range(trials + 1):
         operation = uuid.uuid4().hex
