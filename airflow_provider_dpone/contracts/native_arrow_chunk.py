@@ -80,8 +80,8 @@ def stage_schema(columns: Sequence[NativeColumn]) -> pa.Schema:
 def _widened(source: pa.DataType, target: pa.DataType) -> bool:
     """The only representation changes on the way in: FixedString to bytes, DateTime's UInt32 seconds to a timestamp."""
     if pa.types.is_fixed_size_binary(source) and not isinstance(source, pa.ExtensionType):
-        return target == pa.binary()
-    return source == pa.uint32() and target == pa.timestamp("s", tz="UTC")
+        return bool(target == pa.binary())
+    return bool(source == pa.uint32() and target == pa.timestamp("s", tz="UTC"))
 
 
 def conform(table: pa.Table, columns: Sequence[NativeColumn]) -> pa.Table:
@@ -137,7 +137,8 @@ def encode_chunk(
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table)
-    return MAGIC + _U32.pack(len(header)) + header + sink.getvalue().to_pybytes()
+    body: bytes = sink.getvalue().to_pybytes()
+    return MAGIC + _U32.pack(len(header)) + header + body
 
 
 class StagedChunk:

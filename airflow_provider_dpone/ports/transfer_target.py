@@ -34,7 +34,7 @@ Rules every implementation keeps:
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeAlias, runtime_checkable
 
 import pyarrow as pa
 
@@ -51,7 +51,7 @@ from airflow_provider_dpone.contracts.transfer_target_receipts import (
 )
 
 Row = Sequence[object]
-ChunkData = pa.Table | Iterable[Row]
+ChunkData: TypeAlias = pa.Table | Iterable[Row]
 
 
 @runtime_checkable

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypeAlias
 
 import adbc_driver_manager
 import adbc_driver_manager.dbapi as adbc_dbapi
@@ -48,7 +48,7 @@ from airflow_provider_dpone.ports.transfer_target import ChunkData
 SERVER_DIGEST_MIN_VERSION: Final[int] = 140000  # extract(epoch ...) returns exact numeric from PostgreSQL 14
 Connection = psycopg.Connection[Any]
 ConnectionFactory = Callable[[], Connection]
-CopyConnection = adbc_postgres.Connection
+CopyConnection: TypeAlias = adbc_dbapi.Connection
 CopyConnectionFactory = Callable[[], CopyConnection]
 BULK_ERRORS: Final = (adbc_dbapi.Error, adbc_driver_manager.Error)
 LOCK_NOT_AVAILABLE: Final = "55P03"
@@ -68,7 +68,8 @@ def postgres_copy_factory(dsn: str, *, connect_timeout: int = 10) -> CopyConnect
     conninfo = f"{dsn} connect_timeout={int(connect_timeout)} application_name=dpone-target-copy"
 
     def connect() -> CopyConnection:
-        return adbc_postgres.connect(conninfo)
+        connection: CopyConnection = adbc_postgres.connect(conninfo)
+        return connection
 
     return connect
 
