@@ -125,6 +125,7 @@ def worker(shape: str, rows: int, trials: int, dsn: str, chunk_rows: int, source
         "copy_s": [],
         "ours_s": [],
         "ours_peak": [],
+        "ours_arrow_peak": [],
         "baseline_peak": [],
         "copy_peak": [],
         "phases": [],
@@ -207,6 +208,7 @@ def worker(shape: str, rows: int, trials: int, dsn: str, chunk_rows: int, source
         results["copy_peak"].append(copy_peak)
         results["ours_s"].append(ours)
         results["ours_peak"].append(memory.peak - start_rss)
+        results["ours_arrow_peak"].append(memory.arrow_peak)
         results["stage_bytes"].append(stage_bytes["total"])
         results["phases"].append([b - a for a, b in itertools.pairwise(points)])
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -298,8 +300,13 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
         f"peak RSS growth      : route {peaks['ours']:.1f} MiB, plain copy {peaks['copy']:.1f} MiB, "
         f"stream {peaks['baseline']:.1f} MiB"
     )
+    arrow = max(result["ours_arrow_peak"]) / 2**20
+    print(
+        f"route Arrow buffers  : peak {arrow:.1f} MiB (the worker's own chunk buffers, without the in-process engine)"
+    )
     return {
         "shape": result["shape"],
+        "route_arrow_peak_mib": round(arrow, 1),
         "rows": rows,
         "trials": result["trials"],
         "route_s": round(ours, 3),
