@@ -23,6 +23,7 @@ import adbc_driver_manager.dbapi as adbc_dbapi
 import adbc_driver_postgresql.dbapi as adbc_postgres
 import psycopg
 import psycopg.errors
+from psycopg.conninfo import make_conninfo
 
 from airflow_provider_dpone.adapters import transfer_target_common as common
 from airflow_provider_dpone.adapters.postgres import statements as sql
@@ -65,7 +66,7 @@ def postgres_connection_factory(dsn: str, *, connect_timeout: int = 10) -> Conne
 
 def postgres_copy_factory(dsn: str, *, connect_timeout: int = 10) -> CopyConnectionFactory:
     """Bulk connections (ADBC, libpq): binary COPY straight from Arrow buffers, in explicit transactions."""
-    conninfo = f"{dsn} connect_timeout={int(connect_timeout)} application_name=dpone-target-copy"
+    conninfo = make_conninfo(dsn, connect_timeout=str(int(connect_timeout)), application_name="dpone-target-copy")
 
     def connect() -> CopyConnection:
         connection: CopyConnection = adbc_postgres.connect(conninfo)
