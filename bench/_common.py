@@ -25,17 +25,28 @@ def rss_bytes() -> int:
     return 0
 
 
+def arrow_bytes() -> int:
+    """Bytes Arrow has allocated in this process right now (0 where pyarrow is not imported)."""
+    import sys
+
+    arrow = sys.modules.get("pyarrow")
+    return int(arrow.total_allocated_bytes()) if arrow is not None else 0
+
+
 class PeakSampler:
-    """Samples VmRSS every 5 ms in a thread; ``peak`` is the highest value seen while running."""
+    """Samples VmRSS every 5 ms in a thread; ``peak`` is the highest value seen while running, ``arrow_peak`` the
+    highest Arrow allocation (the worker's own buffers, apart from an in-process engine's memory)."""
 
     def __init__(self) -> None:
         self.peak = rss_bytes()
+        self.arrow_peak = arrow_bytes()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
         while not self._stop.is_set():
             self.peak = max(self.peak, rss_bytes())
+            self.arrow_peak = max(self.arrow_peak, arrow_bytes())
             time.sleep(0.005)
 
     def __enter__(self) -> PeakSampler:

@@ -4,8 +4,11 @@ For each shape (``narrow``: 5 columns; ``wide``: 100 columns) and row count, a f
 in-process ClickHouse engine (chdb), loads a ReplacingMergeTree over four inserts, and runs one warmup plus N measured
 trials of:
 
-* baseline: clickhouse-connect's ``query_column_block_stream`` of exactly the route's data SELECT (same projection,
-  provenance columns and frozen settings), consuming every block;
+* baseline "stream": clickhouse-connect's ``query_column_block_stream`` of exactly the route's data SELECT (same
+  projection, provenance columns and frozen settings), consuming every block (a Native read alone);
+* baseline "copy": the plain, unverified pipeline the route is measured against: the same SELECT (projection only) read
+  as Arrow and loaded into a PostgreSQL table of the route's column types by binary COPY from Arrow (ADBC), one COPY
+  per block, one commit - no stage, no digest, no journal;
 * ours: ``NativeTransferRoute.run()`` (full refresh, ``exact_raw_rows``): runtime admission and the raw-snapshot
   profile, the one SELECT, typed chunks sealed into a file:// stage with their journal, EOF sealing, then source-free
   prepare, binary COPY of every chunk into PostgreSQL, target-local verification, the atomic publication with its
@@ -15,7 +18,8 @@ Printed per shape and size: median/min/max seconds, rows/s and bytes/s (bytes = 
 logical bytes for both), the ratio ours/baseline measured in the same run, each phase's share of the route
 (preflight = admission and the pre-query physical profile; sealing = authority re-observation and the post-query
 profile), and the peak RSS growth of the process during each trial: bounded chunks keep it flat from the small to the
-large row count. A throwaway PostgreSQL server is started once (``tests/fixtures/postgres.py``) unless ``--dsn`` is
+large row count. Every measurement (both baselines and the route) runs under the same RSS sampler. The last line
+printed is one JSON object with every shape's ratios and peaks. A throwaway PostgreSQL server is started once (``tests/fixtures/postgres.py``) unless ``--dsn`` is
 given. Not part of the pytest suite.
 
     .venv/bin/python bench/native_transfer.py [--rows 100000 1000000] [--shapes narrow wide] [--trials 3]
@@ -32,6 +36,7 @@ import argparse
 import datetime as dt
 import itertools
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -83,7 +88,11 @@ def worker(shape: str, rows: int, trials: int, dsn: str, chunk_rows: int, source
         inprocess_transport,
     )
     from airflow_provider_dpone.adapters.clickhouse.snapshot_sql import render_select
-    from airflow_provider_dpone.adapters.postgres.target import PostgresTransferTarget, postgres_connection_factory
+    from airflow_provider_dpone.adapters.postgres.target import (
+        PostgresTransferTarget,
+        postgres_connection_factory,
+        postgres_copy_factory,
+    )
     from airflow_provider_dpone.adapters.storage.native_journal import ObjectJournalStore
     from airflow_provider_dpone.adapters.storage.native_stage import ObjectStageStore
     from airflow_provider_dpone.contracts.native_chunk import RelationRef
@@ -110,8 +119,18 @@ def worker(shape: str, rows: int, trials: int, dsn: str, chunk_rows: int, source
     options = NativeTransferOptions.model_validate(
         {"source_snapshot": {"mode": "exact_raw_rows"}, "execution": {"chunk_rows": chunk_rows}}
     )
-    target = PostgresTransferTarget(postgres_connection_factory(dsn))
-    results: dict[str, list[Any]] = {"baseline_s": [], "ours_s": [], "ours_peak": [], "phases": [], "stage_bytes": []}
+    target = PostgresTransferTarget(postgres_connection_factory(dsn), postgres_copy_factory(dsn))
+    results: dict[str, list[Any]] = {
+        "baseline_s": [],
+        "copy_s": [],
+        "ours_s": [],
+        "ours_peak": [],
+        "ours_arrow_peak": [],
+        "baseline_peak": [],
+        "copy_peak": [],
+        "phases": [],
+        "stage_bytes": [],
+    }
     for trial in range(trials + 1):
         operation = uuid.uuid4().hex
         request = SourceRequest(
@@ -124,17 +143,26 @@ def worker(shape: str, rows: int, trials: int, dsn: str, chunk_rows: int, source
         probe = connector.connect()
         admitted = admit(probe, request, uuid.uuid4().hex, f"bench-{uuid.uuid4().hex}")
         probe.close()
-        sql, parameters = render_select(admitted.query)
+        sql, parameters = render_select(admitted.query, row_hash=False)
         settings = {**admitted.query.settings_dict(), "max_block_size": admitted.query.block_rows}
         plain = clickhouse_connect.get_client(**engine)
-        started = time.perf_counter()
-        count = 0
-        with plain.query_column_block_stream(
-            sql, parameters=parameters, settings=settings, query_formats={"String": "bytes"}
-        ) as stream:
-            for block in stream:
-                count += len(block[0])
-        baseline = time.perf_counter() - started
+        start_rss = rss_bytes()
+        with PeakSampler() as stream_memory:
+            started = time.perf_counter()
+            count = 0
+            with plain.query_column_block_stream(
+                sql, parameters=parameters, settings=settings, query_formats={"String": "bytes"}
+            ) as stream:
+                for block in stream:
+                    count += len(block[0])
+            baseline = time.perf_counter() - started
+        stream_peak = stream_memory.peak - start_rss
+        copy_s, copy_peak = None, None
+        if trial:  # the route's target table exists after the warmup: the plain pipeline copies into its twin
+            start_rss = rss_bytes()
+            with PeakSampler() as copy_memory:
+                copy_s = _arrow_copy(plain, admitted, dsn, schema)
+            copy_peak = copy_memory.peak - start_rss
         plain.close()
         assert count == rows, (count, rows)
         marks: dict[str, float] = {}
@@ -175,8 +203,12 @@ def worker(shape: str, rows: int, trials: int, dsn: str, chunk_rows: int, source
             continue
         points = [started, *(marks[name] for name in PHASES)]
         results["baseline_s"].append(baseline)
+        results["baseline_peak"].append(stream_peak)
+        results["copy_s"].append(copy_s)
+        results["copy_peak"].append(copy_peak)
         results["ours_s"].append(ours)
         results["ours_peak"].append(memory.peak - start_rss)
+        results["ours_arrow_peak"].append(memory.arrow_peak)
         results["stage_bytes"].append(stage_bytes["total"])
         results["phases"].append([b - a for a, b in itertools.pairwise(points)])
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -184,6 +216,38 @@ def worker(shape: str, rows: int, trials: int, dsn: str, chunk_rows: int, source
     if source == "http":
         cluster.stop()
     return {"shape": shape, "rows": rows, "trials": trials, "source": source, **results}
+
+
+def _arrow_copy(client: Any, admitted: Any, dsn: str, schema: str) -> float:
+    """The plain pipeline: Arrow blocks of the projection, cast to the target's wire types, binary COPY, one commit."""
+    import adbc_driver_postgresql.dbapi as adbc
+    import pyarrow as pa
+
+    from airflow_provider_dpone.adapters.postgres.arrow_load import wire_type
+    from airflow_provider_dpone.contracts.native_arrow_chunk import conform
+    from airflow_provider_dpone.contracts.transfer_target_types import parse_column_type
+
+    columns = admitted.plan.columns
+    query = admitted.query
+    sql = f"SELECT {', '.join(c.name for c in columns)} FROM bench.events"  # full refresh: the same rows
+    settings = {**query.settings_dict(), "max_block_size": query.block_rows}
+    types = [wire_type(parse_column_type(c.source_type)) for c in columns]
+    with adbc.connect(dsn) as conn, conn.cursor() as cursor:
+        cursor.execute(f'CREATE TABLE "{schema}".baseline (LIKE "{schema}".events)')
+        conn.commit()
+        started = time.perf_counter()
+        with client.query_arrow_stream(sql, settings=settings, use_strings=False) as stream:
+            for batch in stream:
+                table = conform(pa.Table.from_batches([batch]), columns)
+                table = pa.Table.from_arrays(
+                    [a.cast(t) for a, t in zip(table.columns, types, strict=True)], names=table.column_names
+                )
+                cursor.adbc_ingest("baseline", table, mode="append", db_schema_name=schema)
+        conn.commit()
+        elapsed = time.perf_counter() - started
+        cursor.execute(f'DROP TABLE "{schema}".baseline')
+        conn.commit()
+    return elapsed
 
 
 def _http_source(root: str) -> tuple[dict[str, Any], Any, Any]:
@@ -208,9 +272,10 @@ def _http_source(root: str) -> tuple[dict[str, Any], Any, Any]:
     return engine, http_connector(member.host, member.port, cluster.user, cluster.password, options), cluster
 
 
-def summarize(result: dict[str, Any]) -> None:
+def summarize(result: dict[str, Any]) -> dict[str, Any]:
     rows = result["rows"]
     baseline, ours = statistics.median(result["baseline_s"]), statistics.median(result["ours_s"])
+    copy = statistics.median(result["copy_s"])
     data = statistics.median(result["stage_bytes"])
     source = "HTTP, embedded cluster member" if result.get("source") == "http" else "in-process engine"
     print(f"\n== {result['shape']}, {rows:,} rows, source {source}, {result['trials']} measured trials (+1 warmup) ==")
@@ -220,13 +285,37 @@ def summarize(result: dict[str, Any]) -> None:
     print(
         f"route into PostgreSQL: {spread(result['ours_s'])}  {rows / ours:,.0f} rows/s  {data / ours / 2**20:,.1f} MiB/s"
     )
+    print(
+        f"plain Arrow->COPY    : {spread(result['copy_s'])}  {rows / copy:,.0f} rows/s  {data / copy / 2**20:,.1f} MiB/s"
+    )
     print(f"ratio route / stream : {ours / baseline:.2f}x   (typed stage bytes {data / 2**20:.1f} MiB)")
+    print(f"ratio route / copy   : {ours / copy:.2f}x")
     shares = [statistics.median(phase[i] for phase in result["phases"]) for i in range(len(PHASES))]
     total = sum(shares)
     names = ("preflight", "stream+stage", "sealing", "load+verify", "publish+evidence")
     print("phase shares         : " + ", ".join(f"{n} {s / total:.1%}" for n, s in zip(names, shares, strict=True)))
     print(f"raw-profile overhead : {(shares[0] + shares[2]) / total:.1%} of the route (preflight + EOF sealing)")
-    print(f"peak RSS growth      : {max(result['ours_peak']) / 2**20:.1f} MiB")
+    peaks = {name: max(result[f"{name}_peak"]) / 2**20 for name in ("ours", "copy", "baseline")}
+    print(
+        f"peak RSS growth      : route {peaks['ours']:.1f} MiB, plain copy {peaks['copy']:.1f} MiB, "
+        f"stream {peaks['baseline']:.1f} MiB"
+    )
+    arrow = max(result["ours_arrow_peak"]) / 2**20
+    print(
+        f"route Arrow buffers  : peak {arrow:.1f} MiB (the worker's own chunk buffers, without the in-process engine)"
+    )
+    return {
+        "shape": result["shape"],
+        "route_arrow_peak_mib": round(arrow, 1),
+        "rows": rows,
+        "trials": result["trials"],
+        "route_s": round(ours, 3),
+        "arrow_copy_s": round(copy, 3),
+        "stream_s": round(baseline, 3),
+        "ratio_route_vs_arrow_copy": round(ours / copy, 3),
+        "ratio_route_vs_stream": round(ours / baseline, 3),
+        "peak_rss_growth_mib": {name: round(value, 1) for name, value in peaks.items()},
+    }
 
 
 def main() -> None:
@@ -251,6 +340,8 @@ def main() -> None:
     sys.path.insert(0, str(REPO))
     env = worker_env()
 
+    summary: list[dict[str, Any]] = []
+
     def run_all(dsn: str) -> None:
         for shape in args.shapes:
             results = []
@@ -261,7 +352,7 @@ def main() -> None:
                 if output.returncode:
                     raise SystemExit(f"worker {shape}/{rows} failed:\n{output.stderr[-4000:]}")
                 results.append(json.loads(output.stdout.strip().splitlines()[-1]))
-                summarize(results[-1])
+                summary.append(summarize(results[-1]))
             if len(results) >= 2:
                 small, large = results[0], results[-1]
                 print(
@@ -272,11 +363,12 @@ def main() -> None:
 
     if args.dsn:
         run_all(args.dsn)
-        return
-    from tests.fixtures.postgres import throwaway_cluster
+    else:
+        from tests.fixtures.postgres import throwaway_cluster
 
-    with throwaway_cluster() as server:
-        run_all(server.dsn)
+        with throwaway_cluster() as server:
+            run_all(server.dsn)
+    print(json.dumps({"bench": "native_transfer", "load_average": os.getloadavg()[0], "results": summary}))
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ from airflow_provider_dpone.adapters.postgres.statements import copy_type, quali
 from airflow_provider_dpone.adapters.postgres.target import (
     PostgresTransferTarget,
     postgres_connection_factory,
+    postgres_copy_factory,
 )
 from airflow_provider_dpone.contracts.identifiers import quote_postgres
 from airflow_provider_dpone.contracts.transfer_target import (
@@ -120,7 +121,9 @@ def baseline(dsn: str, plan: TargetPlan, total: int) -> float:
 def target_run(
     dsn: str, plan: TargetPlan, total: int, chunk_rows: int, expected: list[ChunkExpectation], verification: str
 ) -> dict[str, float]:
-    target = PostgresTransferTarget(postgres_connection_factory(dsn), verification=verification)  # type: ignore[arg-type]
+    target = PostgresTransferTarget(
+        postgres_connection_factory(dsn), postgres_copy_factory(dsn), verification=verification
+    )  # type: ignore[arg-type]
     phases = {"prepare": 0.0, "load": 0.0, "verify": 0.0, "publish": 0.0}
     started = time.perf_counter()
     target.prepare(plan)

@@ -29,6 +29,7 @@ from airflow_provider_dpone.contracts.manifest_loader import Manifest
 from airflow_provider_dpone.contracts.manifest_transfer import NativeTransferManifest, TransferLoad
 from airflow_provider_dpone.contracts.manifest_types import render_utc
 from airflow_provider_dpone.contracts.native_transfer_options import NativeTransferOptions, SnapshotMode
+from airflow_provider_dpone.contracts.transfer_target_types import StringMapping
 
 PLAN_KIND: Final[str] = "dpone.normalized-plan.v1"
 ROUTE_CLUSTER: Final[str] = "clickhouse_cluster_full_refresh"
@@ -120,6 +121,8 @@ def _transfer_plan(manifest: NativeTransferManifest) -> dict[str, Any]:
     }
     if sink.options.durable_quality_replay:
         sink_plan["durable_quality_replay"] = True
+    if sink.options.string_mapping is not StringMapping.BINARY:  # the default keeps earlier plans byte-identical
+        sink_plan["string_mapping"] = sink.options.string_mapping.value
     return {
         "kind": PLAN_KIND,
         "version": manifest.version,

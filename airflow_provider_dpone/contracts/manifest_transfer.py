@@ -23,6 +23,7 @@ from airflow_provider_dpone.contracts.manifest_types import (
     check_window_for_strategy,
 )
 from airflow_provider_dpone.contracts.native_transfer_options import NativeTransferOptions
+from airflow_provider_dpone.contracts.transfer_target_types import StringMapping
 
 
 class TransferSourceOptions(Closed):
@@ -42,12 +43,23 @@ class ClickHouseTableSource(Closed):
     options: TransferSourceOptions = Field(default_factory=TransferSourceOptions, description="Source options.")
 
 
+class TransferSinkOptions(SinkOptions):
+    """Options of a transfer target table."""
+
+    string_mapping: StringMapping = Field(
+        default=StringMapping.BINARY,
+        description="How ClickHouse String columns are stored: binary (default; VARBINARY(MAX)/bytea, every byte "
+        "round-trips) or text (NVARCHAR(MAX)/text; every value must be strict UTF-8, and NUL-free on PostgreSQL, "
+        "or the load is refused with mssql_native.target_value_invalid). Applies to every String column of the table.",
+    )
+
+
 class MssqlSink(Closed):
     type: Literal["mssql"] = Field(description="Sink kind.")
     connection_id: ConnectionId = Field(description="Airflow connection id (mssql) of the SQL Server database.")
     target_schema: Identifier = Field(alias="schema", description="Target schema, e.g. dbo.")
     table: Identifier = Field(description="Target table.")
-    options: SinkOptions = Field(default_factory=SinkOptions, description="Sink options.")
+    options: TransferSinkOptions = Field(default_factory=TransferSinkOptions, description="Sink options.")
 
 
 class PostgresSink(Closed):
@@ -55,7 +67,7 @@ class PostgresSink(Closed):
     connection_id: ConnectionId = Field(description="Airflow connection id (postgres) of the target database.")
     target_schema: Identifier = Field(alias="schema", description="Target schema, e.g. public.")
     table: Identifier = Field(description="Target table.")
-    options: SinkOptions = Field(default_factory=SinkOptions, description="Sink options.")
+    options: TransferSinkOptions = Field(default_factory=TransferSinkOptions, description="Sink options.")
 
 
 TransferSink = Annotated[MssqlSink | PostgresSink, Field(discriminator="type")]

@@ -22,6 +22,8 @@ from airflow_provider_dpone.contracts.typed_digest import MODULUS, native_multis
 
 PLAN_KIND: Final = "dpone.native-chunk-plan.v1"
 STAGE_FORMAT: Final = "dpone.native-typed-chunk.v1"
+"""The first stage format: per-row frames of the typed digest's preimage (still read, no longer written)."""
+STAGE_FORMAT_ARROW: Final = "dpone.native-arrow-chunk.v2"
 _Sha = Field(pattern=r"^[0-9a-f]{64}$")
 _Id = Field(pattern=r"^[0-9a-f]{32}$")
 
@@ -95,7 +97,7 @@ def workload_totals(receipts: Sequence[ChunkReceipt]) -> tuple[int, int]:
 class CompletionMetadata(_Frozen):
     """EOF completion metadata. ``source_snapshot_v1`` exists only in raw mode and only here."""
 
-    stage_format: Literal["dpone.native-typed-chunk.v1"] = STAGE_FORMAT
+    stage_format: Literal["dpone.native-typed-chunk.v1", "dpone.native-arrow-chunk.v2"] = STAGE_FORMAT
     columns_sha256: str = _Sha
     source_snapshot_v1: SourceSnapshotExtension | None = None
 

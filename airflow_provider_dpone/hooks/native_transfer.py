@@ -109,6 +109,11 @@ class DponeNativeTransferHook(BaseHook):
         )
 
     def _postgres_target(self, sink: PostgresSink) -> TransferTarget:
-        from airflow_provider_dpone.adapters.postgres.target import PostgresTransferTarget, postgres_connection_factory
+        from airflow_provider_dpone.adapters.postgres.target import (
+            PostgresTransferTarget,
+            postgres_connection_factory,
+            postgres_copy_factory,
+        )
 
-        return PostgresTransferTarget(postgres_connection_factory(self.postgres_dsn(sink)))
+        dsn = self.postgres_dsn(sink)
+        return PostgresTransferTarget(postgres_connection_factory(dsn), postgres_copy_factory(dsn))

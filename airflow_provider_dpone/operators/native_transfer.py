@@ -22,7 +22,7 @@ import datetime as dt
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 from airflow.sdk import BaseOperator, Context
 
@@ -57,6 +57,17 @@ def load_transfer_manifest(manifest: ManifestInput) -> NativeTransferManifest:
     return loaded
 
 
+DEFAULT_LEASE_MINUTES: Final = 5.0
+
+
+def retries_outlast_lease(retries: int, retry_delay: object, lease_minutes: float) -> bool:
+    """True when the last retry starts after a dead writer's lease expired (no retries: nothing to spend)."""
+    if retries <= 0:
+        return True
+    seconds = retry_delay.total_seconds() if isinstance(retry_delay, dt.timedelta) else float(str(retry_delay))
+    return retries * seconds > lease_minutes * 60
+
+
 class DponeNativeTransferOperator(BaseOperator):
     """Move one ClickHouse table (seed 003 route) into the manifest's SQL Server or PostgreSQL table.
 
@@ -64,7 +75,10 @@ class DponeNativeTransferOperator(BaseOperator):
         Templated: Jinja renders the path, or every string of a mapping (not the content of a manifest file).
     :param stage_base: ``ObjectStoragePath`` URL of the durable stage and journal (``s3://...`` in production).
         Templated.
-    :param lease_minutes: writer lease; a crashed try's custody is taken over only after it expires.
+    :param lease_minutes: writer lease; a crashed try's custody is taken over only after it expires. Rule: the
+        retries must outlast it (``retries * retry_delay > lease_minutes``), or a worker killed before EOF spends
+        every retry on ``mssql_native.custody_held``; the defaults (5 minutes, and the examples' 3 retries 2 minutes
+        apart) keep it, and a task that breaks it is logged with a warning when it is built.
     :param connector_factory: optional source connector builder (default: the manifest's ClickHouse connection).
     :param target_factory: optional target adapter builder (default: the manifest's SQL Server/PostgreSQL connection).
     """
@@ -78,7 +92,7 @@ class DponeNativeTransferOperator(BaseOperator):
         *,
         manifest: ManifestInput,
         stage_base: str | None = None,
-        lease_minutes: float = 10.0,
+        lease_minutes: float = DEFAULT_LEASE_MINUTES,
         connector_factory: ConnectorFactory | None = None,
         target_factory: TargetFactory | None = None,
         **kwargs: Any,
@@ -87,6 +101,13 @@ class DponeNativeTransferOperator(BaseOperator):
         self.manifest = manifest
         self.stage_base = stage_base
         self.lease_minutes = lease_minutes
+        if not retries_outlast_lease(int(self.retries or 0), self.retry_delay, lease_minutes):
+            self.log.warning(
+                "native transfer %s: retries x retry_delay does not outlast the %s-minute writer lease: a worker "
+                "killed before EOF would spend every retry on mssql_native.custody_held",
+                self.task_id,
+                lease_minutes,
+            )
         self.connector_factory = connector_factory
         self.target_factory = target_factory
 
@@ -155,7 +176,11 @@ class DponeNativeTransferOperator(BaseOperator):
             lease,
             lambda operation: ObjectJournalStore(base, operation),
         )
-        table = TargetTable(schema=manifest.sink.target_schema, table=manifest.sink.table)
+        table = TargetTable(
+            schema=manifest.sink.target_schema,
+            table=manifest.sink.table,
+            string_mapping=manifest.sink.options.string_mapping,
+        )
         route = NativeTransferRoute(
             self.request(manifest, identity),
             connector=self._connector(manifest),
@@ -199,10 +224,11 @@ class DponeNativeTransferOperator(BaseOperator):
             manifest.sink.type,
         )
         route, journal = self.build_route(manifest, identity, base)
+        settled_before = self._settled_invocation(journal)
         try:
             result = route.run()
         except DponeError as error:
-            raise_for(self._settled(error, journal), self.task_log)
+            raise_for(self._settled(error, journal, settled_before), self.task_log)
         evidence = self.evidence(manifest, identity, result, journal)
         self._lineage = (manifest, Moved(result.rows))
         self.task_log.info(
@@ -210,22 +236,30 @@ class DponeNativeTransferOperator(BaseOperator):
         )
         return evidence
 
-    def _settled(self, error: DponeError, journal: ProgressJournal) -> DponeError:
-        """``error``, or ``reextract_required`` when the journal shows the failing invocation settled before EOF."""
+    @staticmethod
+    def _settled_invocation(journal: ProgressJournal) -> str | None:
+        """The invocation the journal shows settled before EOF (the last one), or None."""
         from airflow_provider_dpone.protocol.native_transfer.inspection import summarize
         from airflow_provider_dpone.protocol.native_transfer.states import RouteState
 
-        if not error.retryable:
-            return error
         try:
             summary = summarize(journal)
         except Exception:  # noqa: BLE001 - an unreadable journal must not replace the primary error
+            return None
+        return summary.invocation_id if summary.state is RouteState.REEXTRACT_REQUIRED else None
+
+    def _settled(self, error: DponeError, journal: ProgressJournal, settled_before: str | None) -> DponeError:
+        """``error``, or ``reextract_required`` when THIS try's failing invocation was settled before EOF.
+
+        An invocation an earlier try settled is not this try's: then this try failed for its own reason (``error``).
+        """
+        if not error.retryable:
             return error
-        if summary.state is not RouteState.REEXTRACT_REQUIRED:
+        settled = self._settled_invocation(journal)
+        if settled is None or settled == settled_before:
             return error
         return DponeError(
-            "mssql_native.reextract_required",
-            f"invocation {summary.invocation_id} settled before EOF after {error.code}",
+            "mssql_native.reextract_required", f"invocation {settled} settled before EOF after {error.code}"
         )
 
     @staticmethod

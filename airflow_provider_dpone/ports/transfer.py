@@ -14,6 +14,8 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol
 
+import pyarrow as pa
+
 from airflow_provider_dpone.contracts.native_chunk import RelationRef
 from airflow_provider_dpone.contracts.native_query import SnapshotQuery
 from airflow_provider_dpone.contracts.native_schema import NativeColumn
@@ -32,13 +34,16 @@ from airflow_provider_dpone.contracts.native_window import UtcWindow
 
 @dataclass(frozen=True)
 class SourceBlock:
-    """One decoded block of the data SELECT: projection columns (column-oriented) and, separately, provenance.
+    """One block of the data SELECT: projection columns, each row's typed hash and, separately, provenance.
 
-    ``columns`` never contains ``_part``/``_part_offset``: provenance travels only in ``parts``/``offsets`` and is
-    consumed by the coverage check, so it can never reach a stage object or the target.
+    ``columns`` is in the stage schema (``contracts/native_arrow_chunk.stage_schema``); ``row_hashes`` holds each
+    row's SHA-256 over the canonical typed encoding (``contracts/typed_digest.row_hash``), computed by the source in
+    the same SELECT. ``columns`` never contains ``_part``/``_part_offset``: provenance travels only in
+    ``parts``/``offsets`` and is consumed by the coverage check, so it can never reach a stage object or the target.
     """
 
-    columns: Sequence[Sequence[object]]
+    columns: pa.Table
+    row_hashes: pa.Array
     rows: int
     parts: Sequence[str] | None = None
     offsets: Sequence[int] | None = None
@@ -149,7 +154,9 @@ class TransferTargetExpectation(Protocol):
 
     def prepare(self, invocation: TargetInvocation) -> None: ...
 
-    def load_chunk(self, invocation: TargetInvocation, ordinal: int, rows: Sequence[Sequence[object]]) -> None: ...
+    def load_chunk(self, invocation: TargetInvocation, ordinal: int, rows: pa.Table) -> None:
+        """Stage one chunk (a table in the stage schema) under ``ordinal``."""
+        ...
 
     def verify_chunk(self, invocation: TargetInvocation, expected: ChunkEvidence) -> ChunkEvidence:
         """Read the staged rows of one ordinal back and return their count and typed sum as the target computes them."""

@@ -26,13 +26,17 @@ Rules every implementation keeps:
 * Readers of the target table see the old rows or the new rows, never a mixture.
 * Rows are sequences of Python values in ``plan.columns`` order: ``int`` (integers, UInt64 included), ``Decimal``,
   ``bytes``/``str`` (strings; ``str`` is taken as UTF-8), ``bool``, ``datetime.date``, ``datetime.datetime`` (aware
-  UTC, or naive meaning UTC), ``uuid.UUID``, and ``None`` for NULL in a nullable column.
+  UTC, or naive meaning UTC), ``uuid.UUID``, and ``None`` for NULL in a nullable column. A chunk may also arrive as
+  an Arrow table in the stage schema (``contracts/native_arrow_chunk.py``), as the route hands it over: a bulk
+  target loads it as is, a row target reads it through ``native_arrow_chunk.chunk_rows``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeAlias, runtime_checkable
+
+import pyarrow as pa
 
 from airflow_provider_dpone.contracts.transfer_target import TargetPlan
 from airflow_provider_dpone.contracts.transfer_target_receipts import (
@@ -47,6 +51,7 @@ from airflow_provider_dpone.contracts.transfer_target_receipts import (
 )
 
 Row = Sequence[object]
+ChunkData: TypeAlias = pa.Table | Iterable[Row]
 
 
 @runtime_checkable
@@ -62,7 +67,7 @@ class TransferTarget(Protocol):
         """
         ...
 
-    def load_chunk(self, plan: TargetPlan, ordinal: int, rows: Iterable[Row]) -> ChunkLoad:
+    def load_chunk(self, plan: TargetPlan, ordinal: int, rows: ChunkData) -> ChunkLoad:
         """Load one chunk into staging in one transaction, tagged with ``ordinal`` (not published)."""
         ...
 

@@ -16,10 +16,12 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_dpone.contracts.native_arrow_chunk import table_rows
 from airflow_provider_dpone.contracts.native_chunk import RelationRef
 from airflow_provider_dpone.contracts.native_query import SnapshotQuery
 from airflow_provider_dpone.contracts.native_window import UtcWindow
 from airflow_provider_dpone.contracts.raw_snapshot import SettingRecord
+from airflow_provider_dpone.contracts.typed_digest import row_hash
 from airflow_provider_dpone.protocol.native_transfer.read_profile import FILTER_SETTINGS, frozen_settings
 from airflow_provider_dpone.protocol.native_transfer.schema_admission import map_type
 from tests.fakes.transfer_source import FakeSnapshotSource, FakeTable
@@ -106,8 +108,12 @@ def read(backend: Backend, snapshot: SnapshotQuery, on_first_block=None) -> tupl
             for index, block in enumerate(blocks):
                 if index == 0 and on_first_block is not None:
                     on_first_block()
-                assert len(block.columns) == len(COLUMNS)
-                for row in zip(*block.columns, strict=True):
+                assert block.columns.num_columns == len(COLUMNS)
+                values = table_rows(block.columns, [column.logical for column in snapshot.projection])
+                # each row's hash, as the source computed it, is the reference typed digest of the row's values
+                typed = [column.typed for column in snapshot.projection]
+                assert block.row_hashes.to_pylist() == [row_hash(typed, row).to_bytes(32, "big") for row in values]
+                for row in values:
                     rows[(row[0], row[1], row[2].replace(tzinfo=None), row[3])] += 1
                 if block.parts is not None:
                     provenance.extend(zip(block.parts, block.offsets, strict=True))

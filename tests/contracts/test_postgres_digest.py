@@ -109,8 +109,8 @@ def test_server_digest_equals_the_python_digest_on_boundary_values(pg: PostgresH
     source = MultisetDigest(plan.typed_columns)
     source.add_rows(rows)
     expected = ChunkExpectation.of(0, source)
-    server = PostgresTransferTarget(pg._connect, verification="server")
-    readback = PostgresTransferTarget(pg._connect, verification="readback")
+    server = PostgresTransferTarget(pg._connect, pg.copy_connect, verification="server")
+    readback = PostgresTransferTarget(pg._connect, pg.copy_connect, verification="readback")
     try:
         server.prepare(plan)
         server.load_chunk(plan, 0, rows)
@@ -133,7 +133,7 @@ def test_one_changed_value_changes_the_server_digest(postgres_server: PostgresSe
     changed[position] = rows[2][position] if rows[2][position] != rows[0][position] else rows[1][position]
     source = MultisetDigest(plan.typed_columns)
     source.add_rows(rows)
-    target = PostgresTransferTarget(pg._connect, verification="server")
+    target = PostgresTransferTarget(pg._connect, pg.copy_connect, verification="server")
     try:
         target.prepare(plan)
         target.load_chunk(plan, 0, [tuple(changed), *rows[1:]])

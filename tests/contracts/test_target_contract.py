@@ -14,9 +14,11 @@ import uuid
 from collections.abc import Iterator
 from decimal import Decimal
 
+import pyarrow as pa
 import pytest
 
 from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.contracts.native_arrow_chunk import rows_table
 from airflow_provider_dpone.contracts.native_transfer_options import ImportBackend
 from airflow_provider_dpone.contracts.transfer_target import PublicationMode, TargetColumn, TargetPlan, UtcWindow
 from airflow_provider_dpone.contracts.transfer_target_receipts import (
@@ -26,6 +28,7 @@ from airflow_provider_dpone.contracts.transfer_target_receipts import (
 )
 from airflow_provider_dpone.contracts.transfer_target_types import StringMapping
 from airflow_provider_dpone.contracts.typed_digest import MultisetDigest
+from airflow_provider_dpone.protocol.native_transfer.schema_admission import map_type
 from tests.fakes.transfer_target import Fault, SimulatedCrash
 from tests.fixtures.target_harness import FakeHarness, MsSqlHarness, PostgresHarness, Rows, TargetHarness
 
@@ -474,3 +477,28 @@ def test_prepare_of_the_same_invocation_starts_from_empty_staging(harness: Targe
     assert harness.staged_rows(plan, 0) == []
     request = stage(harness, plan, [rows_for(2)])
     assert harness.target.publish(plan, request).rows == 2
+
+
+def _staged(plan: TargetPlan, rows: Rows) -> pa.Table:
+    """The chunk as the route hands it over: a table in the stage schema of the admitted columns."""
+    native = [map_type(c.name, c.source_type, implicit_utc=True) for c in plan.columns]
+    return rows_table(rows, native)
+
+
+def test_a_chunk_handed_over_as_the_stage_table_loads_and_verifies_like_its_rows(harness: TargetHarness) -> None:
+    plan = full_plan(harness)
+    harness.target.prepare(plan)
+    rows = rows_for(9)
+    assert harness.target.load_chunk(plan, 0, _staged(plan, rows)).rows_sent == 9
+    harness.target.verify_chunk(plan, expectation(plan, 0, rows)).require_matched()
+
+
+def test_a_stage_table_value_the_column_cannot_hold_is_refused_naming_the_column(harness: TargetHarness) -> None:
+    plan = full_plan(harness)
+    harness.target.prepare(plan)
+    bad = [*rows_for(3), (*make_row(3)[:4], b"\xff\xfe not utf-8", *make_row(3)[5:])]
+    with pytest.raises(DponeError) as refused:
+        harness.target.load_chunk(plan, 0, _staged(plan, bad))
+    assert codes(refused) == "mssql_native.target_value_invalid"
+    assert "column label" in refused.value.detail
+    assert harness.target.verify_chunk(plan, expectation(plan, 0, [])).matched

@@ -12,8 +12,11 @@ import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import pyarrow as pa
+
 from airflow_provider_dpone.contracts.canonical import tagged_digest
 from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.contracts.native_arrow_chunk import chunk_rows
 from airflow_provider_dpone.contracts.typed_digest import MultisetDigest
 from airflow_provider_dpone.ports.transfer import ChunkEvidence, TargetInvocation, TargetPublicationReceipt
 
@@ -55,11 +58,11 @@ class FakeRouteTarget:
         self.staging[invocation.invocation_id] = {}
         self._fault("prepare.after")
 
-    def load_chunk(self, invocation: TargetInvocation, ordinal: int, rows: Sequence[Sequence[object]]) -> None:
+    def load_chunk(self, invocation: TargetInvocation, ordinal: int, rows: pa.Table) -> None:
         self.calls.append(f"load:{ordinal}")
         staged = self.staging[invocation.invocation_id]
         assert ordinal not in staged, "a chunk ordinal is loaded once per staging"
-        loaded = [tuple(row) for row in rows]
+        loaded = [tuple(row) for row in chunk_rows(rows, [column.logical for column in invocation.columns])]
         if self.corrupt_load and loaded:
             loaded = loaded[:-1]
         staged[ordinal] = loaded

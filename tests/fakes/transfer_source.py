@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.contracts.native_arrow_chunk import row_hashes, rows_table
 from airflow_provider_dpone.contracts.native_chunk import RelationRef
 from airflow_provider_dpone.contracts.native_query import SnapshotQuery, verify_query
 from airflow_provider_dpone.contracts.native_source_observation import (
@@ -337,23 +338,31 @@ class FakeSession:
                             continue
                     buffer.append((row, name, offset))
                     if len(buffer) == query.block_rows:
-                        yield self._block(buffer, indexes, query.provenance)
+                        yield self._block(buffer, indexes, query)
                         emitted += 1
                         if self._source.on_block is not None:
                             self._source.on_block(emitted)
                         buffer = []
             if buffer:
-                yield self._block(buffer, indexes, query.provenance)
+                yield self._block(buffer, indexes, query)
 
         yield blocks()
 
     @staticmethod
-    def _block(buffer: list[tuple[tuple[object, ...], str, int]], indexes: list[int], provenance: bool) -> SourceBlock:
-        columns = [[entry[0][i] for entry in buffer] for i in indexes]
-        if not provenance:
-            return SourceBlock(columns=columns, rows=len(buffer))
+    def _block(
+        buffer: list[tuple[tuple[object, ...], str, int]], indexes: list[int], query: SnapshotQuery
+    ) -> SourceBlock:
+        """The block as the real source hands it over: Arrow columns and each row's typed hash."""
+        rows = [tuple(entry[0][i] for i in indexes) for entry in buffer]
+        columns, hashes = rows_table(rows, query.projection), row_hashes(rows, query.projection)
+        if not query.provenance:
+            return SourceBlock(columns=columns, row_hashes=hashes, rows=len(buffer))
         return SourceBlock(
-            columns=columns, rows=len(buffer), parts=[e[1] for e in buffer], offsets=[e[2] for e in buffer]
+            columns=columns,
+            row_hashes=hashes,
+            rows=len(buffer),
+            parts=[e[1] for e in buffer],
+            offsets=[e[2] for e in buffer],
         )
 
     def close(self) -> None:

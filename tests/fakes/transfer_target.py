@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.contracts.native_arrow_chunk import chunk_rows
 from airflow_provider_dpone.contracts.transfer_target import PublicationMode, TargetPlan
 from airflow_provider_dpone.contracts.transfer_target_receipts import (
     ChunkExpectation,
@@ -35,7 +36,7 @@ from airflow_provider_dpone.contracts.transfer_target_receipts import (
 )
 from airflow_provider_dpone.contracts.transfer_target_values import RowConverter
 from airflow_provider_dpone.contracts.typed_digest import MultisetDigest, native_multiset_digest
-from airflow_provider_dpone.ports.transfer_target import Row
+from airflow_provider_dpone.ports.transfer_target import ChunkData
 
 
 class Fault(StrEnum):
@@ -153,7 +154,8 @@ class InMemoryTransferTarget:
             self.database.tables[(plan.target_schema, plan.staging_table)] = FakeTable(fake_columns(plan))
             return StagingReady(staging_table=plan.staging_table, target_exists=target is not None)
 
-    def load_chunk(self, plan: TargetPlan, ordinal: int, rows: Iterable[Row]) -> ChunkLoad:
+    def load_chunk(self, plan: TargetPlan, ordinal: int, rows: ChunkData) -> ChunkLoad:
+        rows = chunk_rows(rows, [c.column_type.logical for c in plan.columns])
         convert = RowConverter(plan.column_names, [c.column_type for c in plan.columns])
         staged = [(ordinal, *convert(row, index)) for index, row in enumerate(rows)]
         with self.database.lock:

@@ -34,9 +34,9 @@ class RecordingClient:
         self._client = client
         self._streams = streams
 
-    def query_column_block_stream(self, query: str, *args: Any, **kwargs: Any) -> Any:
+    def query_arrow_stream(self, query: str, *args: Any, **kwargs: Any) -> Any:
         self._streams.append(query)
-        return self._client.query_column_block_stream(query, *args, **kwargs)
+        return self._client.query_arrow_stream(query, *args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._client, name)

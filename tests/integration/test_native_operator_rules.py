@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -176,6 +177,29 @@ def test_failure_before_eof_is_reextract_required_then_a_new_invocation(admin, h
     assert evidence["invocations"] == 2 and evidence["rows"] == 7 and seam.connector.connections == 2
 
 
+def test_a_later_try_failing_for_its_own_reason_is_not_named_after_an_earlier_settled_invocation(
+    admin, harness, tmp_path
+) -> None:
+    seam = SourceSeam()
+    real_connect = seam.connector.connect
+    seam.connector.connect = lambda: _FailingStream(real_connect())  # type: ignore[method-assign]
+    manifest = manifest_for(harness, source_snapshot={"mode": "exact_raw_rows"}, execution={"chunk_rows": 2})
+    task = operator(harness, tmp_path, seam, manifest=manifest)
+    with pytest.raises(AirflowException, match=r"mssql_native\.reextract_required"):
+        task.execute(context(try_number=1))
+
+    def unreachable() -> Any:
+        raise DponeError("mssql_native.source_query_failed", "connection refused (simulated)")
+
+    seam.connector.connect = unreachable  # type: ignore[method-assign]
+    with pytest.raises(AirflowException) as second:
+        task.execute(context(try_number=2))
+    assert "mssql_native.source_query_failed" in str(second.value)
+    assert "reextract_required" not in str(second.value), "try 2 settled nothing: try 1's invocation is not its own"
+    seam.connector.connect = real_connect  # type: ignore[method-assign]
+    assert task.execute(context(try_number=3))["rows"] == 7
+
+
 def test_terminal_codes_fail_without_retry(admin, harness, tmp_path) -> None:
     legacy = manifest_for(harness, execution={"chunk_rows": 2})
     with pytest.raises(AirflowFailException, match=r"mssql_native\.replacing_raw_snapshot_required"):
@@ -234,3 +258,18 @@ def test_hook_builds_the_adapters_from_airflow_connections(monkeypatch) -> None:
     assert wrong.value.code == "DPONE_CONNECTION_INVALID"
     monkeypatch.setenv("AIRFLOW__DPONE__NATIVE_TRANSFER_BASE", "s3://bucket/dpone/")
     assert stage_base() == "s3://bucket/dpone" and stage_base("file:///x") == "file:///x"
+
+
+def test_the_default_lease_and_the_examples_retries_fit_together() -> None:
+    import datetime as dt
+
+    from airflow_provider_dpone.operators.native_transfer import DEFAULT_LEASE_MINUTES, retries_outlast_lease
+
+    # the examples: 3 retries 2 minutes apart; the last starts after a dead writer's default lease expired
+    assert retries_outlast_lease(3, dt.timedelta(minutes=2), DEFAULT_LEASE_MINUTES)
+    # the combination that spent every retry on custody_held: a 10-minute lease with the same retries
+    assert not retries_outlast_lease(3, dt.timedelta(minutes=2), 10.0)
+    assert retries_outlast_lease(0, dt.timedelta(minutes=2), 10.0), "no retries: nothing to spend"
+    for example in ("clickhouse_to_mssql_raw_snapshot.py", "clickhouse_to_postgres_raw_snapshot.py"):
+        text = (Path(__file__).resolve().parents[2] / "dags_examples" / example).read_text(encoding="utf-8")
+        assert "retries=3," in text and "retry_delay=dt.timedelta(minutes=2)" in text

@@ -20,9 +20,12 @@ from airflow_provider_dpone.contracts.manifest import (
     ReplicationMode,
     load_manifest,
     manifest_from_mapping,
+    normalized_plan,
+    normalized_plan_digest,
     parse_manifest,
 )
 from airflow_provider_dpone.contracts.native_transfer_options import ReplicaScope, SnapshotMode
+from airflow_provider_dpone.contracts.transfer_target_types import StringMapping
 from tests.unit.manifest_samples import EXAMPLES, cluster_of, external, load, storage_of, to_yaml, transfer
 
 
@@ -90,6 +93,21 @@ def test_omitted_selector_is_none_and_postgres_sink_parses() -> None:
     assert isinstance(manifest, NativeTransferManifest)
     assert manifest.source.options.native_transfer.source_snapshot is None
     assert manifest.sink.type == "postgres" and manifest.sink.target_schema == "dbo"
+
+
+def test_string_mapping_is_a_sink_option_bound_into_the_plan() -> None:
+    raw = transfer("postgres")
+    default = load(raw)
+    assert isinstance(default, NativeTransferManifest)
+    assert default.sink.options.string_mapping is StringMapping.BINARY
+    raw["sink"]["options"] = {"string_mapping": "text"}
+    text = load(raw)
+    assert isinstance(text, NativeTransferManifest) and text.sink.options.string_mapping is StringMapping.TEXT
+    assert normalized_plan_digest(text) != normalized_plan_digest(default), "another mapping is another operation"
+    assert "string_mapping" not in normalized_plan(default)["sink"], "the default leaves earlier plans unchanged"
+    raw["sink"]["options"] = {"string_mapping": "latin1"}
+    with pytest.raises(DponeError):
+        load(raw)
 
 
 def test_explicit_selector_values() -> None:

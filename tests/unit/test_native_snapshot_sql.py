@@ -7,6 +7,7 @@ import datetime as dt
 import pytest
 
 from airflow_provider_dpone.adapters.clickhouse.snapshot_sql import parts_sql, render_select
+from airflow_provider_dpone.adapters.clickhouse.sql_row_hash import row_hash_sql
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.contracts.native_chunk import RelationRef
 from airflow_provider_dpone.contracts.native_query import SnapshotQuery, query_record
@@ -32,9 +33,10 @@ def snapshot(*, window: UtcWindow | None, provenance: bool) -> SnapshotQuery:
 
 
 def test_raw_select_with_window() -> None:
-    sql, parameters = render_select(snapshot(window=WINDOW, provenance=True))
+    query = snapshot(window=WINDOW, provenance=True)
+    sql, parameters = render_select(query)
     assert sql == (
-        "SELECT `id`, `ts`, _part, _part_offset FROM `sales`.`events` "
+        f"SELECT `id`, `ts`, {row_hash_sql(query.projection)}, _part, _part_offset FROM `sales`.`events` "
         "WHERE `ts` >= {dpone_window_start:DateTime64(6, 'UTC')} AND `ts` < {dpone_window_end:DateTime64(6, 'UTC')}"
     )
     assert parameters == {
@@ -44,7 +46,11 @@ def test_raw_select_with_window() -> None:
 
 
 def test_legacy_full_refresh_select() -> None:
-    assert render_select(snapshot(window=None, provenance=False)) == ("SELECT `id`, `ts` FROM `sales`.`events`", {})
+    query = snapshot(window=None, provenance=False)
+    assert render_select(query, row_hash=False) == ("SELECT `id`, `ts` FROM `sales`.`events`", {})
+    hashed, _ = render_select(query)
+    assert hashed == f"SELECT `id`, `ts`, {row_hash_sql(query.projection)} FROM `sales`.`events`"
+    assert row_hash_sql(query.projection).startswith("SHA256(concat('dpone.typed-row.v1\\0', ")
 
 
 def test_a_query_that_differs_from_its_admitted_digests_is_not_rendered() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from airflow_provider_dpone.adapters.clickhouse.sql_row_hash import row_hash_sql
 from airflow_provider_dpone.contracts.identifiers import qualified_clickhouse, quote_clickhouse
 from airflow_provider_dpone.contracts.native_query import (
     PROVENANCE_COLUMNS,
@@ -63,10 +64,16 @@ def parts_sql(bounded: bool) -> str:
     return _PARTS_SELECT + (_PARTS_WINDOW if bounded else "") + _PARTS_TAIL
 
 
-def render_select(query: SnapshotQuery) -> tuple[str, dict[str, Any]]:
-    """The one data SELECT and its typed parameters, after re-verifying the admitted descriptor digests."""
+def render_select(query: SnapshotQuery, *, row_hash: bool = True) -> tuple[str, dict[str, Any]]:
+    """The one data SELECT and its typed parameters, after re-verifying the admitted descriptor digests.
+
+    ``row_hash`` adds each row's typed SHA-256 after the projection: derived from the projected values only, it reads
+    nothing else and changes no row.
+    """
     verify_query(query)
     projection = [quote_clickhouse(column.name) for column in query.projection]
+    if row_hash:
+        projection.append(row_hash_sql(query.projection))
     if query.provenance:
         projection.extend(PROVENANCE_COLUMNS)
     sql = f"SELECT {', '.join(projection)} FROM {qualified_clickhouse(query.relation.database, query.relation.table)}"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Final, Literal
 
@@ -29,6 +29,7 @@ from airflow_provider_dpone.adapters.mssql.loaders import load_chunk
 from airflow_provider_dpone.adapters.mssql.schema import check_target_columns
 from airflow_provider_dpone.adapters.mssql.values import readback
 from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.contracts.native_arrow_chunk import chunk_rows
 from airflow_provider_dpone.contracts.native_transfer_options import ImportBackend
 from airflow_provider_dpone.contracts.transfer_target import PublicationMode, TargetPlan
 from airflow_provider_dpone.contracts.transfer_target_receipts import (
@@ -42,7 +43,7 @@ from airflow_provider_dpone.contracts.transfer_target_receipts import (
     StagingReady,
 )
 from airflow_provider_dpone.contracts.typed_digest import LogicalType, MultisetDigest, fold_limb_sums
-from airflow_provider_dpone.ports.transfer_target import Row
+from airflow_provider_dpone.ports.transfer_target import ChunkData
 
 FETCH_ROWS: Final[int] = 10_000
 
@@ -187,7 +188,8 @@ class MsSqlTransferTarget:
                 self._commit_or_unknown(session, "mssql_native.target_prepare_failed", "bulk probe removal")
                 raise DponeError("mssql_native.target_bulk_outside_transaction", common.short(plan))
 
-    def load_chunk(self, plan: TargetPlan, ordinal: int, rows: Iterable[Row]) -> ChunkLoad:
+    def load_chunk(self, plan: TargetPlan, ordinal: int, rows: ChunkData) -> ChunkLoad:
+        rows = chunk_rows(rows, [c.column_type.logical for c in plan.columns])
         with self._session() as session:
             try:
                 self._begin(session, plan, "Shared")

@@ -51,6 +51,14 @@ def _definitions(plan: TargetPlan) -> list[str]:
 SET_LOCK_TIMEOUT: Final[str] = "SELECT set_config('lock_timeout', %s, true)"
 LOCK_EXCLUSIVE: Final[str] = "SELECT pg_advisory_xact_lock(%s)"
 LOCK_SHARED: Final[str] = "SELECT pg_advisory_xact_lock_shared(%s)"
+SET_LOCK_TIMEOUT_BULK: Final[str] = "SELECT set_config('lock_timeout', $1, true)"
+LOCK_EXCLUSIVE_BULK: Final[str] = "SELECT pg_advisory_xact_lock($1)"
+LOCK_SHARED_BULK: Final[str] = "SELECT pg_advisory_xact_lock_shared($1)"
+"""The same statements for the bulk (ADBC) connection, whose parameters are positional ``$n``."""
+RELATION_KIND_BULK: Final[str] = (
+    "SELECT c.relkind FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+    "WHERE n.nspname = $1 AND c.relname = $2"
+)
 RELATION_KIND: Final[str] = (
     "SELECT c.relkind FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
     "WHERE n.nspname = %s AND c.relname = %s"
@@ -116,6 +124,10 @@ def chunk_present(plan: TargetPlan) -> str:
         f"SELECT EXISTS (SELECT 1 FROM {qualified(plan.target_schema, plan.staging_table)} "
         f"WHERE {quote_postgres(CHUNK_COLUMN)} = %s)"
     )
+
+
+def chunk_present_bulk(plan: TargetPlan) -> str:
+    return chunk_present(plan).replace("%s", "$1")
 
 
 def copy_in(plan: TargetPlan) -> str:

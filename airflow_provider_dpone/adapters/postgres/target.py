@@ -3,7 +3,8 @@
 One connection per port call, opened from the injected factory and closed at the end: no session state survives a
 call, and nothing is ever replayed on a new connection. Each mutating call is one transaction:
 
-* ``load_chunk``: shared publication lock + exclusive chunk lock, refuse an already staged ordinal, binary COPY, commit.
+* ``load_chunk``: on the bulk (ADBC) connection: shared publication lock + exclusive chunk lock, refuse an already
+  staged ordinal, binary COPY straight from the chunk's Arrow buffers (``arrow_load.py``), commit.
 * ``publish``: exclusive publication lock, receipt absent, staging exactly the requested chunks, swap or window
   replace, receipt row, commit. A failure before COMMIT is rolled back by the server (``target_publication_failed``);
   any failure of the COMMIT itself is reported as unknown (``target_publication_outcome_unknown``).
@@ -13,15 +14,20 @@ call, and nothing is ever replayed on a new connection. Each mutating call is on
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypeAlias
 
+import adbc_driver_manager
+import adbc_driver_manager.dbapi as adbc_dbapi
+import adbc_driver_postgresql.dbapi as adbc_postgres
 import psycopg
 import psycopg.errors
+from psycopg.conninfo import make_conninfo
 
 from airflow_provider_dpone.adapters import transfer_target_common as common
 from airflow_provider_dpone.adapters.postgres import statements as sql
+from airflow_provider_dpone.adapters.postgres.arrow_load import copy_table
 from airflow_provider_dpone.adapters.postgres.digest import chunk_digest
 from airflow_provider_dpone.contracts.canonical import tagged_digest
 from airflow_provider_dpone.contracts.errors import DponeError
@@ -36,13 +42,17 @@ from airflow_provider_dpone.contracts.transfer_target_receipts import (
     PublicationRequest,
     StagingReady,
 )
-from airflow_provider_dpone.contracts.transfer_target_values import RowConverter, readback_normalizer
+from airflow_provider_dpone.contracts.transfer_target_values import readback_normalizer
 from airflow_provider_dpone.contracts.typed_digest import LogicalType, MultisetDigest, fold_limb_sums
-from airflow_provider_dpone.ports.transfer_target import Row
+from airflow_provider_dpone.ports.transfer_target import ChunkData
 
 SERVER_DIGEST_MIN_VERSION: Final[int] = 140000  # extract(epoch ...) returns exact numeric from PostgreSQL 14
 Connection = psycopg.Connection[Any]
 ConnectionFactory = Callable[[], Connection]
+CopyConnection: TypeAlias = adbc_dbapi.Connection
+CopyConnectionFactory = Callable[[], CopyConnection]
+BULK_ERRORS: Final = (adbc_dbapi.Error, adbc_driver_manager.Error)
+LOCK_NOT_AVAILABLE: Final = "55P03"
 
 
 def postgres_connection_factory(dsn: str, *, connect_timeout: int = 10) -> ConnectionFactory:
@@ -50,6 +60,17 @@ def postgres_connection_factory(dsn: str, *, connect_timeout: int = 10) -> Conne
 
     def connect() -> Connection:
         return psycopg.connect(dsn, autocommit=False, connect_timeout=connect_timeout, application_name="dpone-target")
+
+    return connect
+
+
+def postgres_copy_factory(dsn: str, *, connect_timeout: int = 10) -> CopyConnectionFactory:
+    """Bulk connections (ADBC, libpq): binary COPY straight from Arrow buffers, in explicit transactions."""
+    conninfo = make_conninfo(dsn, connect_timeout=str(int(connect_timeout)), application_name="dpone-target-copy")
+
+    def connect() -> CopyConnection:
+        connection: CopyConnection = adbc_postgres.connect(conninfo)
+        return connection
 
     return connect
 
@@ -66,6 +87,7 @@ class PostgresTransferTarget:
     def __init__(
         self,
         connect: ConnectionFactory,
+        copy_connect: CopyConnectionFactory,
         *,
         lock_timeout_ms: int = 30_000,
         verification: Literal["server", "readback"] = "server",
@@ -74,6 +96,7 @@ class PostgresTransferTarget:
         ``readback`` streams the chunk to the worker and hashes it there. Both recompute the same typed digest.
         """
         self._connect = connect
+        self._copy_connect = copy_connect
         self._lock_timeout = f"{int(lock_timeout_ms)}ms"
         self._verification = verification
 
@@ -83,6 +106,17 @@ class PostgresTransferTarget:
         try:
             conn = self._connect()
         except psycopg.Error as exc:
+            raise DponeError("mssql_native.target_unavailable", _sanitized(exc)) from None
+        try:
+            yield conn
+        finally:
+            conn.close()
+
+    @contextmanager
+    def _copy_session(self) -> Iterator[CopyConnection]:
+        try:
+            conn = self._copy_connect()
+        except BULK_ERRORS as exc:
             raise DponeError("mssql_native.target_unavailable", _sanitized(exc)) from None
         try:
             yield conn
@@ -159,33 +193,43 @@ class PostgresTransferTarget:
         if self._relation_kind(conn, plan.target_schema, plan.staging_table) is None:
             raise common.staging_missing(plan, committed=self._receipt(conn, plan) is not None)
 
-    def load_chunk(self, plan: TargetPlan, ordinal: int, rows: Iterable[Row]) -> ChunkLoad:
-        convert = RowConverter(plan.column_names, [c.column_type for c in plan.columns], text_allows_nul=False)
-        types = ["int4", *(sql.copy_type(c.column_type) for c in plan.columns)]
-        sent = 0
-        with self._session() as conn:
+    def load_chunk(self, plan: TargetPlan, ordinal: int, rows: ChunkData) -> ChunkLoad:
+        """One transaction on the bulk connection: locks, the already-loaded check, binary COPY from Arrow, commit."""
+        table = copy_table(rows, plan, ordinal)
+        with self._copy_session() as conn:
             try:
-                self._begin(conn, plan, exclusive=False)
-                conn.execute(sql.LOCK_EXCLUSIVE, (_chunk_lock_key(plan, ordinal),))
-                self._require_staging(conn, plan)
-                present = conn.execute(sql.chunk_present(plan), (ordinal,)).fetchone()
-                if present is not None and present[0]:
-                    raise DponeError("mssql_native.target_chunk_already_loaded", f"chunk {ordinal}")
-                with conn.cursor() as cursor, cursor.copy(sql.copy_in(plan)) as copy:
-                    copy.set_types(types)
-                    for index, row in enumerate(rows):
-                        copy.write_row((ordinal, *convert(row, index)))
-                        sent += 1
-            except psycopg.errors.LockNotAvailable:
-                raise DponeError("mssql_native.target_publication_in_flight", f"chunk {ordinal}") from None
-            except psycopg.Error as exc:
+                with conn.cursor() as cursor:
+                    cursor.execute(sql.SET_LOCK_TIMEOUT_BULK, parameters=(self._lock_timeout,))
+                    cursor.execute(sql.LOCK_SHARED_BULK, parameters=(plan.lock_key,))
+                    cursor.execute(sql.LOCK_EXCLUSIVE_BULK, parameters=(_chunk_lock_key(plan, ordinal),))
+                    cursor.execute(sql.RELATION_KIND_BULK, parameters=(plan.target_schema, plan.staging_table))
+                    if cursor.fetchone() is None:
+                        cursor.execute(sql.RELATION_KIND_BULK, parameters=(plan.target_schema, RECEIPT_TABLE))
+                        committed = cursor.fetchone() is not None and self._committed(plan)
+                        raise common.staging_missing(plan, committed=committed)
+                    cursor.execute(sql.chunk_present_bulk(plan), parameters=(ordinal,))
+                    present = cursor.fetchone()
+                    if present is not None and present[0]:
+                        raise DponeError("mssql_native.target_chunk_already_loaded", f"chunk {ordinal}")
+                    if table.num_rows:
+                        cursor.adbc_ingest(plan.staging_table, table, mode="append", db_schema_name=plan.target_schema)
+            except BULK_ERRORS as exc:
+                if getattr(exc, "sqlstate", None) == LOCK_NOT_AVAILABLE:
+                    raise DponeError("mssql_native.target_publication_in_flight", f"chunk {ordinal}") from None
                 raise DponeError("mssql_native.target_load_failed", f"chunk {ordinal}: {_sanitized(exc)}") from None
             try:
                 conn.commit()
-            except psycopg.Error as exc:
+            except BULK_ERRORS as exc:
                 detail = f"chunk {ordinal}: commit outcome unknown ({_sanitized(exc)})"
                 raise DponeError("mssql_native.target_load_failed", detail) from None
-        return ChunkLoad(ordinal=ordinal, rows_sent=sent)
+        return ChunkLoad(ordinal=ordinal, rows_sent=table.num_rows)
+
+    def _committed(self, plan: TargetPlan) -> bool:
+        with self._session() as conn:
+            try:
+                return self._receipt(conn, plan) is not None
+            finally:
+                conn.rollback()
 
     def verify_chunk(self, plan: TargetPlan, expectation: ChunkExpectation) -> ChunkVerification:
         with self._session() as conn:

@@ -25,7 +25,7 @@ class ObjectJournalStore:
         try:
             self._store.put_once(f"journal/{seq:08d}.json", data)
         except FileExistsError:
-            raise DponeError("mssql_native.journal_conflict", f"record {seq} already exists") from None
+            raise DponeError("mssql_native.journal_conflict", f"another process appended record {seq} first") from None
 
     def read_all(self) -> list[tuple[int, bytes]]:
         records: list[tuple[int, bytes]] = []

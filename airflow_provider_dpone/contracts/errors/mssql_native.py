@@ -120,7 +120,8 @@ CODES: tuple[ErrorCode, ...] = (
     ),
     ErrorCode(
         "mssql_native.journal_conflict",
-        "another process appended to the recovery journal first (this writer was fenced)",
+        "this writer was fenced: another process appended to the recovery journal first, or this writer's own lease "
+        "expired before its next write (the detail says which)",
         "stop this attempt; the owning attempt or a later retry resumes from the journal",
         retryable=True,
     ),

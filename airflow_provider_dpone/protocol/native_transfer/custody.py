@@ -64,7 +64,10 @@ class LeaseKeeper:
             raise DponeError("mssql_native.journal_conflict", "writer holds no lease")
         now = self._clock.now()
         if now >= self.expires_at - self.skew:
-            raise DponeError("mssql_native.journal_conflict", "writer lease expired before the write")
+            raise DponeError(
+                "mssql_native.journal_conflict",
+                "this writer's own lease expired before the write (no other writer seen)",
+            )
         if now >= self.expires_at - self.duration / 2:
             self._write("renewed", now, None)
         for companion in self._companions:

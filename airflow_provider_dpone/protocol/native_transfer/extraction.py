@@ -1,8 +1,10 @@
 """The single producer: one SELECT, bounded typed chunks sealed into the durable stage, EOF sealed atomically.
 
 Bounded memory: at most one source block plus one chunk buffer (``chunk_rows`` rows or ``max_chunk_bytes`` bytes,
-checked every slice) is held. Each chunk is written as one create-once stage object before its receipt is
-journaled, so a receipt always names durable bytes. Duplicates and multiplicity are preserved: rows are never keyed,
+checked every slice) is held. Blocks arrive as Arrow with each row's typed SHA-256 computed by the source; a chunk's
+typed sum is the vectorised sum of those hashes and the chunk is staged as one Arrow IPC object
+(``contracts/native_arrow_chunk.py``): no value is encoded in Python. Each chunk is written as one create-once stage
+object before its receipt is journaled, so a receipt always names durable bytes. Duplicates and multiplicity are preserved: rows are never keyed,
 sorted or merged. At EOF the raw route re-observes the authority (drift fails the invocation), captures the
 post-query physical profile, seals the EOF descriptor and writes stage-complete with the extension in one record.
 """
@@ -12,18 +14,22 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Final
 
+import pyarrow as pa
+
 from airflow_provider_dpone.contracts.canonical import canonical_json_bytes
 from airflow_provider_dpone.contracts.canonical import sha256_hex as _sha
 from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.contracts.native_arrow_chunk import encode_chunk, hash_sum
 from airflow_provider_dpone.contracts.native_chunk import (
+    STAGE_FORMAT_ARROW,
     ChunkReceipt,
     CompletionMetadata,
     NativeStageComplete,
     typed_sum_hex,
 )
-from airflow_provider_dpone.contracts.native_stage_codec import ChunkEncoder
 from airflow_provider_dpone.contracts.raw_snapshot_eof import SourceEof, SourceSnapshotExtension, vendor_query_id_sha256
 from airflow_provider_dpone.contracts.raw_snapshot_physical import PhysicalProfile, coverage_sha256
+from airflow_provider_dpone.contracts.typed_digest import MODULUS
 from airflow_provider_dpone.ports.transfer import SnapshotSourceSession, SourceBlock, StageStore
 from airflow_provider_dpone.protocol.native_transfer.admission import (
     AdmittedSnapshot,
@@ -67,7 +73,7 @@ class Producer:
         before = capture_physical(session, admitted) if admitted.requirement.raw else None
         tracker = CoverageTracker(before) if before is not None else None
         self._checkpoint("admitted")
-        encoder = ChunkEncoder(plan.columns)
+        buffer = _ChunkBuffer()
         receipts: list[ChunkReceipt] = []
         streamed = 0
         with session.stream(admitted.query) as blocks:
@@ -75,17 +81,19 @@ class Producer:
                 if tracker is not None:
                     tracker.observe(block.parts, block.offsets, block.rows)
                 streamed += block.rows
-                encoder = self._add(block, encoder, receipts, admitted)
+                buffer = self._add(block, buffer, receipts, admitted)
                 self._checkpoint("block")
-        if encoder.rows:
-            self._seal(encoder, receipts, admitted)
+        if buffer.rows:
+            self._seal(buffer, receipts, admitted)
         self._checkpoint("eof")
         if sum(receipt.rows for receipt in receipts) != streamed:
             raise DponeError("mssql_native.source_eof_mismatch", "sealed rows differ from streamed rows")
         extension = None
         if tracker is not None and before is not None:
             extension = self._seal_snapshot(session, admitted, before, tracker, streamed)
-        metadata = CompletionMetadata(columns_sha256=plan.columns_sha256, source_snapshot_v1=extension)
+        metadata = CompletionMetadata(
+            stage_format=STAGE_FORMAT_ARROW, columns_sha256=plan.columns_sha256, source_snapshot_v1=extension
+        )
         complete = NativeStageComplete.seal(plan.invocation_id, receipts, metadata)
         self._lease.ensure()
         self._journal.append("stage_complete", complete)
@@ -95,34 +103,34 @@ class Producer:
         return complete
 
     def _add(
-        self, block: SourceBlock, encoder: ChunkEncoder, receipts: list[ChunkReceipt], admitted: AdmittedSnapshot
-    ) -> ChunkEncoder:
+        self, block: SourceBlock, buffer: _ChunkBuffer, receipts: list[ChunkReceipt], admitted: AdmittedSnapshot
+    ) -> _ChunkBuffer:
         plan = admitted.plan
-        if len(block.columns) != len(plan.columns):
+        if block.columns.num_columns != len(plan.columns) or len(block.row_hashes) != block.rows:
             raise DponeError("mssql_native.source_snapshot_drift", "block width differs from the projection")
         start = 0
         while start < block.rows:
-            room = plan.chunk_rows - encoder.rows
-            stop = min(block.rows, start + min(room, SLICE_ROWS))
-            encoder.add_columns(block.columns, start, stop)
-            start = stop
-            if encoder.rows >= plan.chunk_rows or encoder.body_bytes >= plan.max_chunk_bytes:
-                self._seal(encoder, receipts, admitted)
-                encoder = ChunkEncoder(plan.columns)
-        return encoder
+            room = plan.chunk_rows - buffer.rows
+            take = min(block.rows - start, room, SLICE_ROWS)
+            buffer.add(block.columns.slice(start, take), block.row_hashes.slice(start, take))
+            start += take
+            if buffer.rows >= plan.chunk_rows or buffer.body_bytes >= plan.max_chunk_bytes:
+                self._seal(buffer, receipts, admitted)
+                buffer = _ChunkBuffer()
+        return buffer
 
-    def _seal(self, encoder: ChunkEncoder, receipts: list[ChunkReceipt], admitted: AdmittedSnapshot) -> None:
+    def _seal(self, buffer: _ChunkBuffer, receipts: list[ChunkReceipt], admitted: AdmittedSnapshot) -> None:
         invocation_id = admitted.plan.invocation_id
         ordinal = len(receipts)
-        data = encoder.seal(invocation_id, ordinal)
+        data = encode_chunk(buffer.table(), admitted.plan.columns, invocation_id, ordinal, buffer.total)
         key = stage_key(invocation_id, ordinal)
         self._lease.ensure()
         self._stage.put(key, data)
         receipt = ChunkReceipt(
             invocation_id=invocation_id,
             ordinal=ordinal,
-            rows=encoder.rows,
-            typed_sum=typed_sum_hex(encoder.total),
+            rows=buffer.rows,
+            typed_sum=typed_sum_hex(buffer.total),
             object_key=key,
             object_sha256=_sha(data),
             object_bytes=len(data),
@@ -168,3 +176,22 @@ class Producer:
             canonical_json_bytes(evidence, max_bytes=64 * 1024 * 1024),
         )
         return SourceSnapshotExtension.seal(admitted.profile, admitted.plan.legacy_source_binding_sha256, eof)
+
+
+class _ChunkBuffer:
+    """The rows of the chunk being filled: Arrow slices (zero-copy views of source blocks) and their hash sum."""
+
+    def __init__(self) -> None:
+        self._slices: list[pa.Table] = []
+        self.rows = 0
+        self.body_bytes = 0
+        self.total = 0
+
+    def add(self, columns: pa.Table, hashes: pa.Array) -> None:
+        self._slices.append(columns)
+        self.rows += columns.num_rows
+        self.body_bytes += columns.nbytes
+        self.total = (self.total + hash_sum(hashes)) % MODULUS
+
+    def table(self) -> pa.Table:
+        return pa.concat_tables(self._slices).combine_chunks()

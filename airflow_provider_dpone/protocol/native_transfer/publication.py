@@ -115,7 +115,7 @@ class Publisher:
         for evidence in chunk_evidence(view):
             self._lease.ensure()
             chunk = load_verified_chunk(view, evidence.ordinal, self._stage, decode_rows=True)
-            self._target.load_chunk(invocation, evidence.ordinal, chunk.rows)
+            self._target.load_chunk(invocation, evidence.ordinal, chunk.table)
             observed = self._target.verify_chunk(invocation, evidence)
             if observed != evidence:
                 self._target.cleanup(invocation)

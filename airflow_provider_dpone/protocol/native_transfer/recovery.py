@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from airflow_provider_dpone.contracts.canonical import sha256_hex
 from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.contracts.native_arrow_chunk import StagedChunk, decode_chunk
 from airflow_provider_dpone.contracts.native_chunk import (
     NativeStageComplete,
     receipts_sha256,
     typed_sum_hex,
     workload_totals,
 )
-from airflow_provider_dpone.contracts.native_stage_codec import DecodedChunk, decode_chunk
 from airflow_provider_dpone.contracts.raw_snapshot import decode_source_marker, legacy_source_binding_sha256
 from airflow_provider_dpone.contracts.typed_digest import native_multiset_digest
 from airflow_provider_dpone.ports.transfer import StageStore
@@ -91,8 +91,8 @@ def validate_sealed_bindings(view: InvocationView, request: SourceRequest) -> Na
     return complete
 
 
-def load_verified_chunk(view: InvocationView, ordinal: int, stage: StageStore, *, decode_rows: bool) -> DecodedChunk:
-    """Read one stage object and prove it is exactly the sealed chunk its receipt names."""
+def load_verified_chunk(view: InvocationView, ordinal: int, stage: StageStore, *, decode_rows: bool) -> StagedChunk:
+    """Read one stage object and prove it is exactly the sealed chunk its receipt names (in the sealed format)."""
     receipt = view.receipts[ordinal]
     try:
         data = stage.get(receipt.object_key)
@@ -109,6 +109,10 @@ def load_verified_chunk(view: InvocationView, ordinal: int, stage: StageStore, *
         or header.get("ordinal") != ordinal
         or header.get("rows") != receipt.rows
         or header.get("typed_sum") != receipt.typed_sum
+        or (
+            view.stage_complete is not None
+            and header.get("format") != view.stage_complete.completion_metadata.stage_format
+        )
     ):
         raise DponeError("mssql_native.stage_integrity_failed", f"chunk {ordinal} header differs from its receipt")
     return chunk

@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import pyarrow as pa
+
 from airflow_provider_dpone.contracts.canonical import tagged_digest
 from airflow_provider_dpone.contracts.transfer_target import (
     PublicationMode,
@@ -95,7 +97,7 @@ class TargetPortBridge:
     def prepare(self, invocation: TargetInvocation) -> None:
         self._target.prepare(self.plan(invocation))
 
-    def load_chunk(self, invocation: TargetInvocation, ordinal: int, rows: Sequence[Sequence[object]]) -> None:
+    def load_chunk(self, invocation: TargetInvocation, ordinal: int, rows: pa.Table) -> None:
         self._target.load_chunk(self.plan(invocation), ordinal, rows)
 
     def verify_chunk(self, invocation: TargetInvocation, expected: ChunkEvidence) -> ChunkEvidence:

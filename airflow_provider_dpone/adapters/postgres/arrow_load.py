@@ -1,0 +1,112 @@
+"""A chunk as the Arrow table that PostgreSQL's binary COPY takes (ADBC), checked column by column before any byte.
+
+Binary COPY needs each column in its exact wire type, so every staged column is cast to the Arrow type of its
+PostgreSQL column (``int2/int4/int8``, ``numeric`` as ``decimal128(P, S)``, ``bytea``, ``text``, ``bool``, ``date``,
+``timestamptz``, ``uuid``). Casts are vectorised and safe: a value that does not fit, bytes that are not strict
+UTF-8 in a text column, a NUL in text, a FixedString of another length, or a NULL in a non-nullable column is refused
+with ``mssql_native.target_value_invalid`` naming the column, never the value - the same refusals as
+:class:`~airflow_provider_dpone.contracts.transfer_target_values.RowConverter`, which still checks rows handed over as
+Python values before they are turned into the same table.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from typing import Final
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.contracts.transfer_target import CHUNK_COLUMN, TargetPlan
+from airflow_provider_dpone.contracts.transfer_target_types import ColumnType, StorageKind
+from airflow_provider_dpone.contracts.transfer_target_values import RowConverter
+from airflow_provider_dpone.ports.transfer_target import ChunkData
+
+_INTEGERS: Final[dict[str, pa.DataType]] = {"smallint": pa.int16(), "integer": pa.int32(), "bigint": pa.int64()}
+
+
+def wire_type(column: ColumnType) -> pa.DataType:
+    """The Arrow type whose binary COPY encoding is the PostgreSQL column's."""
+    storage = column.storage
+    if storage is StorageKind.INTEGER:
+        return _INTEGERS[column.postgres]
+    if storage is StorageKind.UINT64:
+        return pa.decimal128(20, 0)
+    if storage is StorageKind.DECIMAL:
+        return pa.decimal128(column.precision, column.scale)
+    if storage is StorageKind.BINARY:
+        return pa.binary()
+    if storage is StorageKind.TEXT:
+        return pa.string()
+    if storage is StorageKind.BOOLEAN:
+        return pa.bool_()
+    if storage is StorageKind.DATE:
+        return pa.date32()
+    if storage is StorageKind.DATETIME:
+        return pa.timestamp("us", tz="UTC")
+    return pa.uuid()
+
+
+def _invalid(name: str, why: str) -> DponeError:
+    return DponeError("mssql_native.target_value_invalid", f"column {name}: {why}")
+
+
+def _cast(name: str, column: ColumnType, array: pa.ChunkedArray) -> pa.ChunkedArray:
+    target = wire_type(column)
+    if not column.nullable and array.null_count:
+        raise _invalid(name, "NULL in a non-nullable column")
+    if array.type == target:
+        cast = array
+    else:
+        try:
+            cast = array.cast(target, safe=True)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            raise _invalid(name, f"{array.type} values do not fit {column.postgres} exactly") from None
+    if (
+        column.storage is StorageKind.INTEGER
+        and column.int_min is not None
+        and column.int_max is not None
+        and len(cast)
+    ):
+        bounds = pc.min_max(cast)
+        low, high = bounds["min"].as_py(), bounds["max"].as_py()
+        if low is not None and (low < column.int_min or high > column.int_max):
+            raise _invalid(name, "not an integer in range")
+    if column.storage is StorageKind.TEXT and pc.any(pc.match_substring(cast, "\x00")).as_py():
+        raise _invalid(name, "NUL character cannot be stored as text here (map the column as binary)")
+    if column.storage is StorageKind.BINARY and column.fixed_length is not None:
+        lengths = pc.binary_length(cast)
+        if pc.any(pc.not_equal(lengths, column.fixed_length)).as_py():
+            raise _invalid(name, f"FixedString({column.fixed_length}) value of another length")
+    return cast
+
+
+def _from_rows(rows: Iterable[Iterable[object]], plan: TargetPlan) -> pa.Table:
+    """Python rows, checked by the row converter, as a table in the wire types."""
+    columns = [c.column_type for c in plan.columns]
+    convert = RowConverter(plan.column_names, columns, text_allows_nul=False)
+    converted = [convert(tuple(row), index) for index, row in enumerate(rows)]
+    arrays = []
+    for position, column in enumerate(columns):
+        values = [row[position] for row in converted]
+        if column.storage is StorageKind.UUID:
+            raw = [None if value is None else uuid.UUID(str(value)).bytes for value in values]
+            arrays.append(pa.ExtensionArray.from_storage(pa.uuid(), pa.array(raw, pa.binary(16))))
+        else:
+            arrays.append(pa.array(values, type=wire_type(column)))
+    return pa.Table.from_arrays(arrays, names=list(plan.column_names))
+
+
+def copy_table(data: ChunkData, plan: TargetPlan, ordinal: int) -> pa.Table:
+    """The staging rows of one chunk: the ordinal column, then every planned column in its wire type."""
+    if isinstance(data, pa.Table):
+        if data.num_columns != len(plan.columns):
+            raise DponeError("mssql_native.target_value_invalid", f"{data.num_columns} columns for {len(plan.columns)}")
+        columns = [_cast(c.name, c.column_type, array) for c, array in zip(plan.columns, data.columns, strict=True)]
+        table = pa.Table.from_arrays(columns, names=list(plan.column_names))
+    else:
+        table = _from_rows(data, plan)
+    return table.add_column(0, CHUNK_COLUMN, pa.array(np.full(table.num_rows, ordinal, dtype=np.int32)))
