@@ -50,18 +50,20 @@ _INTERNAL_SCHEMAS = frozenset({INTERNAL_SCHEMA_V1, INTERNAL_SCHEMA_V2})
 
 
 def bind_artifact_and_baseline(ctx: Context, held: Held, source: ArtifactSource) -> Held:
-    """Seal (or fail and abort), observe the baseline, and CAS STAGING with the first candidate intent.
+    """Observe the baseline, seal (or fail and abort), and CAS STAGING with the first candidate intent.
 
-    A column type outside the encoder profile aborts before the source is extracted."""
+    A column type outside the encoder profile aborts, and an existing target that cannot be adopted blocks, before
+    the source is extracted."""
     untyped = unsupported_columns(ctx.request.table.schema_pairs)
     if untyped is not None:
         _abort(ctx, held, COLUMN_TYPE_UNSUPPORTED, untyped)
+    record = held.record
+    # the existing target first: a divergent one or one of the wrong engine blocks before any source I/O
+    observations = observe_baseline(ctx, record.member_ids(), adoptable_engines(ctx, record.previous_schema))
     receipt = source.seal()
     problem = unsupported_reason(ctx, receipt)
     if problem is not None:
         _abort(ctx, held, UNSUPPORTED, problem)
-    record = held.record
-    observations = observe_baseline(ctx, record.member_ids(), adoptable_engines(ctx, record.previous_schema))
     present = any(obs.exists for obs in observations.values())
     changes = (
         _internal_staging(ctx, record, observations)

@@ -287,6 +287,7 @@ def test_an_existing_non_replicated_target_is_not_adopted_by_internal_mode() -> 
     code = error_code(lambda: sim.service().stage(sim.source))
     assert code == "DPONE_CLICKHOUSE_CLUSTER_TARGET_ENGINE_UNSUPPORTED"
     assert sim.world.effects == [] and sim.record().phase is Phase.LOCKED
+    assert sim.source.seals == 0, "blocked before the source is extracted"
 
 
 def test_abort_waits_until_the_candidate_create_ran_on_every_replica_so_no_replica_is_left_behind() -> None:

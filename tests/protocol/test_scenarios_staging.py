@@ -114,6 +114,7 @@ def test_divergent_existing_targets_block_before_any_mutation() -> None:
     sim.world.table(sim.world.members[1], "target_table").rows.append((3, "drift"))  # type: ignore[union-attr]
     sim.service().fence()
     assert error_code(lambda: sim.service().stage(sim.source)) == "DPONE_CLICKHOUSE_CLUSTER_TARGET_DIVERGENT"
+    assert sim.source.seals == 0, "blocked before the source is extracted"
     assert sim.world.effects == [] and sim.record().phase is Phase.LOCKED
 
 
@@ -130,6 +131,7 @@ def test_replicated_existing_target_is_refused_in_external_mode() -> None:
         sim.world.table(member, "target_table").engine = "ReplicatedMergeTree"  # type: ignore[union-attr]
     sim.service().fence()
     assert error_code(lambda: sim.service().stage(sim.source)) == "DPONE_CLICKHOUSE_CLUSTER_TARGET_ENGINE_UNSUPPORTED"
+    assert sim.source.seals == 0 and sim.world.effects == [], "blocked before the source is extracted"
 
 
 @pytest.mark.parametrize("mode", ["external", "internal"])
