@@ -179,13 +179,19 @@ def _converge(ctx: Context, held: Held) -> Held | None:
     artifact = _artifact(record)
     verified = []
     for member in record.members:
-        observed = observe_candidate(ctx, member.member_id, with_content=True)
+        observed = observe_candidate(ctx, member.member_id, with_content=True, with_parts=True)
         if observed.uuid != member.candidate_uuid:
             raise ctx.fail_closed(held, FOREIGN, f"member {member.member_id}")
         if not is_exact(observed, member, artifact):
             return None
         verified.append(
-            member.model_copy(update={"row_count": observed.row_count, "content_digest": observed.content_digest})
+            member.model_copy(
+                update={
+                    "row_count": observed.row_count,
+                    "content_digest": observed.content_digest,
+                    "parts_digest": observed.parts_digest,  # the barrier digests again only if parts changed
+                }
+            )
         )
     candidate = _candidate(record)
     ready = candidate.model_copy(update={"stage": MemberStage.READY})

@@ -10,6 +10,7 @@ import pytest
 
 from airflow_provider_dpone.contracts.authority_codec import encode
 from airflow_provider_dpone.contracts.authority_phases import Phase
+from airflow_provider_dpone.contracts.inventory import ReplicationMode
 from airflow_provider_dpone.ports.publication import TableObservation
 from airflow_provider_dpone.protocol.results import Committed, Completed, InProgress
 from tests.fakes.faults import FaultKind
@@ -286,9 +287,10 @@ def test_a_completed_operation_still_answers_after_later_topology_changes() -> N
     assert sim.service().fence().phase == "COMPLETED"
 
 
-def _staged_counting_digests(monkeypatch: pytest.MonkeyPatch) -> tuple[Sim, list[str]]:
-    """A staged operation, and the member ids whose content is digested from then on."""
-    sim = Sim.build(members=3)
+def _staged_counting_digests(monkeypatch: pytest.MonkeyPatch, mode: ReplicationMode) -> tuple[Sim, list[str]]:
+    """A staged operation, and the member ids whose content is digested from then on (in internal mode, each replica
+    of the one replicated candidate)."""
+    sim = Sim.build(members=3, mode=mode)
     sim.service().fence()
     sim.service().stage(sim.source)
     digested: list[str] = []
@@ -303,8 +305,11 @@ def _staged_counting_digests(monkeypatch: pytest.MonkeyPatch) -> tuple[Sim, list
     return sim, digested
 
 
-def test_barrier_trusts_unchanged_parts_and_digests_no_candidate_again(monkeypatch: pytest.MonkeyPatch) -> None:
-    sim, digested = _staged_counting_digests(monkeypatch)
+@pytest.mark.parametrize("mode", ["external", "internal"])
+def test_barrier_trusts_unchanged_parts_and_digests_no_candidate_again(
+    monkeypatch: pytest.MonkeyPatch, mode: ReplicationMode
+) -> None:
+    sim, digested = _staged_counting_digests(monkeypatch, mode)
     assert all(member.parts_digest is not None for member in sim.record().members)
     assert isinstance(sim.service().publish(), Committed)
     assert digested == []
@@ -312,8 +317,11 @@ def test_barrier_trusts_unchanged_parts_and_digests_no_candidate_again(monkeypat
     sim.check_converged()
 
 
-def test_barrier_digests_a_merged_candidate_again_and_publishes(monkeypatch: pytest.MonkeyPatch) -> None:
-    sim, digested = _staged_counting_digests(monkeypatch)
+@pytest.mark.parametrize("mode", ["external", "internal"])
+def test_barrier_digests_a_merged_candidate_again_and_publishes(
+    monkeypatch: pytest.MonkeyPatch, mode: ReplicationMode
+) -> None:
+    sim, digested = _staged_counting_digests(monkeypatch, mode)
     merged = sim.world.members[1]
     sim.world.table(merged, sim.request.candidate_name).merges += 1  # type: ignore[union-attr]
     assert isinstance(sim.service().publish(), Committed)
@@ -322,9 +330,13 @@ def test_barrier_digests_a_merged_candidate_again_and_publishes(monkeypatch: pyt
     sim.check_converged()
 
 
+@pytest.mark.parametrize("mode", ["external", "internal"])
 @pytest.mark.parametrize("change", ["append", "replace"])
-def test_a_staged_candidate_whose_rows_changed_blocks_publication(monkeypatch: pytest.MonkeyPatch, change: str) -> None:
-    sim, digested = _staged_counting_digests(monkeypatch)
+def test_a_staged_candidate_whose_rows_changed_blocks_publication(
+    monkeypatch: pytest.MonkeyPatch, change: str, mode: ReplicationMode
+) -> None:
+    sim, digested = _staged_counting_digests(monkeypatch, mode)
+    dispatched = sim.world.calls["ddl.dispatch"]  # internal mode: the candidate's CREATE ON CLUSTER
     member = sim.world.members[2]
     table = sim.world.table(member, sim.request.candidate_name)
     assert table is not None
@@ -333,4 +345,4 @@ def test_a_staged_candidate_whose_rows_changed_blocks_publication(monkeypatch: p
     else:  # same row count: only the content digest can tell
         table.rows[0] = table.rows[1]
     assert error_code(lambda: sim.service().publish()) == "DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_DIVERGENT"
-    assert digested == [member.member_id] and sim.world.calls["ddl.dispatch"] == 0
+    assert digested == [member.member_id] and sim.world.calls["ddl.dispatch"] == dispatched
