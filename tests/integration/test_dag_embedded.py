@@ -29,8 +29,6 @@ from tests.integration.dag_runner import (
     configure,
     export_connection,
     load_example,
-    provision_example,
-    retargeted_manifest,
     run_example,
 )
 from tests.integration.embedded_example import (
@@ -255,8 +253,7 @@ def test_an_internal_manifest_on_this_cluster_fails_before_any_source_io(
     ``internal_replication=false`` cluster: the mode/flag code, before the source is touched."""
     internal = load_example(dags_folder, INTERNAL_EXAMPLE_FILE)
     export_connection(monkeypatch, embedded_cluster)
-    provision_example(internal, embedded_cluster, fresh_database, rows=SOURCE_ROWS)
-    content = retargeted_manifest(internal, cluster=embedded_cluster.cluster_name, database=fresh_database)
+    content = embedded_manifest(internal, embedded_cluster, fresh_database, rows=SOURCE_ROWS)
     assert content["physical_design"]["storage"]["clickhouse"]["cluster"]["replication_mode"] == "internal"
     assert_mode_mismatch_before_source_io(
         internal, embedded_cluster, fresh_database, content, lambda: capfd.readouterr().out

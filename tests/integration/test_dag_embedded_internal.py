@@ -42,9 +42,9 @@ from tests.integration.dag_runner import (
     export_connection,
     load_example,
     provision_example,
-    retargeted_manifest,
     run_example,
 )
+from tests.integration.embedded_example import embedded_manifest
 from tests.integration.replica_checks import (
     authority_record,
     follower_process,
@@ -86,8 +86,7 @@ def published(
     """A fresh database with the demo's authority table and source (no target yet), the connection exported, and the
     DAG pointed at that database."""
     export_connection(monkeypatch, embedded_cluster)
-    provision_example(example, embedded_cluster, fresh_database, rows=SOURCE_ROWS)
-    content = retargeted_manifest(example, cluster=embedded_cluster.cluster_name, database=fresh_database)
+    content = embedded_manifest(example, embedded_cluster, fresh_database, rows=SOURCE_ROWS)
     configure(example, None, manifest=content, poll_interval=0.2)
     yield Published(fresh_database, content)
     configure(example, None)
@@ -174,8 +173,7 @@ def test_an_external_manifest_on_this_cluster_fails_before_any_source_io(
 ) -> None:
     external = load_example(dags_folder)
     export_connection(monkeypatch, embedded_cluster)
-    provision_example(external, embedded_cluster, fresh_database, rows=SOURCE_ROWS)
-    content = retargeted_manifest(external, cluster=embedded_cluster.cluster_name, database=fresh_database)
+    content = embedded_manifest(external, embedded_cluster, fresh_database, rows=SOURCE_ROWS)
     assert content["physical_design"]["storage"]["clickhouse"]["cluster"]["replication_mode"] == "external"
     assert_mode_mismatch_before_source_io(
         external, embedded_cluster, fresh_database, content, lambda: capfd.readouterr().out

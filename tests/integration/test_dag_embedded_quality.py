@@ -23,10 +23,9 @@ from tests.integration.dag_runner import (
     configure,
     export_connection,
     load_example,
-    provision_example,
-    retargeted_manifest,
     run_example,
 )
+from tests.integration.embedded_example import embedded_manifest
 from tests.integration.replica_checks import authority_record, replica_contents, source_content, table_facts
 
 PASSWORD = "pw-Quality-Redact-7e2a"
@@ -46,8 +45,7 @@ def manifest(
     example: ModuleType, embedded_cluster: EmbeddedCluster, fresh_database: str, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[dict[str, Any]]:
     export_connection(monkeypatch, embedded_cluster)
-    provision_example(example, embedded_cluster, fresh_database, rows=SOURCE_ROWS)
-    content = retargeted_manifest(example, cluster=embedded_cluster.cluster_name, database=fresh_database)
+    content = embedded_manifest(example, embedded_cluster, fresh_database, rows=SOURCE_ROWS)
     assert content["sink"]["options"] == {"durable_quality_replay": True}
     yield content
     configure(example, None)
