@@ -12,9 +12,11 @@ from collections import Counter
 
 import pytest
 
+from airflow_provider_dpone.contracts.authority_generation import VoidedPermit
 from airflow_provider_dpone.contracts.authority_phases import Phase
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.contracts.inventory import ReplicationMode
+from airflow_provider_dpone.protocol.authority_io import Held
 from airflow_provider_dpone.protocol.results import Committed, InProgress
 from tests.fakes.faults import SINGLE_FAULT_KINDS, FaultKind, SimulatedCrash
 from tests.protocol.sim import NEW_ROWS, SETTINGS, UNPROVEN, Sim, error_code, rows_of
@@ -240,3 +242,50 @@ def test_every_fault_of_the_void_is_resolved_by_reading_back_never_by_writing_tw
             sim.check_converged()
             runs += 1
     assert runs == 3 * len(points)
+
+
+# --- the rules the proof rests on -----------------------------------------------------------------------------------
+
+
+def test_a_permit_older_than_the_dispatch_deadline_is_never_sent() -> None:
+    """A worker slowed between its permit and its send (here: 6 s pass at every clock read) does not send: the
+    request could otherwise reach the coordinator after the restart a void counts on."""
+    sim = Sim.build()
+    sim.service().fence()
+    sim.service().stage(sim.source)
+    clock = sim.world.clock
+    real = clock.now_ms
+
+    def slow() -> int:
+        clock.ms += 6_000
+        return real()
+
+    clock.now_ms = slow  # type: ignore[method-assign]
+    result = sim.service().publish()
+    clock.now_ms = real  # type: ignore[method-assign]
+    assert isinstance(result, InProgress) and sim.world.calls["ddl.dispatch"] == 0
+    assert sim.record().publication is not None
+
+
+def test_the_back_edge_is_written_only_with_one_more_voided_permit() -> None:
+    sim = stalled_publication()
+    service = sim.service()
+    ctx, current = service._begin()
+    assert current is not None
+    held = Held(current.record, current.version)
+    with pytest.raises(DponeError) as raised:
+        ctx.commit(held, phase=Phase.STAGED, publication=None)
+    assert raised.value.code == "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_TRANSITION_INVALID"
+    assert sim.record().phase is Phase.PUBLICATION_DISPATCHING
+
+
+def test_a_proof_whose_restart_is_not_after_every_margin_cannot_even_be_recorded() -> None:
+    sim = stalled_publication()
+    restart_after_margins(sim, permit_time(sim))
+    sim.service().void_permit()
+    (proof,) = sim.record().voided
+    assert proof.server_started_at_ms > proof.earliest_restart_ms
+    with pytest.raises(ValueError, match="started after the permit"):
+        VoidedPermit.model_validate({**proof.model_dump(), "server_started_at_ms": proof.earliest_restart_ms})
+    with pytest.raises(ValueError, match="queue entry was never observed"):
+        VoidedPermit.model_validate({**proof.model_dump(), "permit": {**proof.permit.model_dump(), "entry": "q"}})
