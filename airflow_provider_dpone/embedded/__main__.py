@@ -54,17 +54,7 @@ def _parser() -> argparse.ArgumentParser:
     fault = commands.add_parser("fault", help="arm, list or reset faults")
     fault.add_argument("--dir", required=True, type=Path)
     actions = fault.add_subparsers(dest="action", required=True)
-    for name in (
-        "pause",
-        "resume",
-        "kill",
-        "restart",
-        "pause-replication",
-        "resume-replication",
-        "stall-replication",
-        "release-ddl",
-        "emulate-restart",
-    ):
+    for name in _TARGET_ACTIONS:
         actions.add_parser(name).add_argument("target", type=_target)
     hold = actions.add_parser("hold-ddl", help="the initiator holds the next matching ON CLUSTER request unqueued")
     hold.add_argument("target", type=_target)
@@ -95,6 +85,20 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+_TARGET_ACTIONS = (
+    "pause",
+    "resume",
+    "kill",
+    "restart",
+    "pause-replication",
+    "resume-replication",
+    "stall-replication",
+    "release-ddl",
+    "emulate-restart",
+)
+"""Fault actions that take only a target; each calls the :class:`Faults` method of the same name."""
+
+
 def _fault(cluster: EmbeddedCluster, args: argparse.Namespace) -> object:
     faults = cluster.faults
     action = args.action
@@ -102,17 +106,7 @@ def _fault(cluster: EmbeddedCluster, args: argparse.Namespace) -> object:
         return {"armed": faults.armed(), "killed": faults.killed()}
     if action == "reset":
         faults.reset()
-    elif action in (
-        "pause",
-        "resume",
-        "kill",
-        "restart",
-        "pause-replication",
-        "resume-replication",
-        "stall-replication",
-        "release-ddl",
-        "emulate-restart",
-    ):
+    elif action in _TARGET_ACTIONS:
         getattr(faults, action.replace("-", "_"))(args.target)
     elif action == "hold-ddl":
         faults.hold_ddl(args.target, match=args.match)
