@@ -376,7 +376,8 @@ RUNTIME_ADMISSION: tuple[ErrorCode, ...] = (
     ErrorCode(
         "DPONE_CLICKHOUSE_CLUSTER_STAGING_DDL_PENDING",
         "the replicated candidate's bound ON CLUSTER create or drop has not finished on every replica yet",
-        "retry the stage task: it resumes the same bound queue entry by observation; nothing is re-dispatched",
+        "retry the stage task: it resumes the same bound queue entry by observation; nothing is re-dispatched (an "
+        "abort waits the same way; when the entry never appears, void the permit as the runbook says, then abort)",
         retryable=True,
     ),
     ErrorCode(
