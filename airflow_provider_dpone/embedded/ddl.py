@@ -19,6 +19,7 @@ import uuid
 from dataclasses import dataclass
 
 from airflow_provider_dpone.embedded.engine import Engine, EngineError, Handle
+from airflow_provider_dpone.embedded.faults import HOLD_DDL
 from airflow_provider_dpone.embedded.httpwire import escape_param
 from airflow_provider_dpone.embedded.layout import ProcessSpec
 from airflow_provider_dpone.embedded.replicas import Replication
@@ -26,8 +27,6 @@ from airflow_provider_dpone.embedded.sqltext import insert_uuid, on_cluster, quo
 from airflow_provider_dpone.embedded.store import ACTIVE, FINISHED, Entry, HostStatus, Store
 
 QUEUE_PATH = "/clickhouse/task_queue/ddl"
-HOLD_DDL = "hold_ddl"
-"""Fault kind the initiator reads: hold matching ON CLUSTER requests unqueued (``faults.py``)."""
 ENTRY_VERSION = 5
 POLL_SECONDS = 0.02
 HEARTBEAT_SECONDS = 0.25

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from airflow_provider_dpone.embedded import launcher
-from airflow_provider_dpone.embedded.ddl import HOLD_DDL
 from airflow_provider_dpone.embedded.layout import COORDINATOR
 from airflow_provider_dpone.embedded.store import Store
 
@@ -22,6 +21,8 @@ PAUSE_REPLICATION = "pause_replication"
 STALL_REPLICATION = "stall_replication"
 LAG_REPLICATION = "lag_replication"
 """Fault kinds the replication worker of the target process reads (``replica_worker.py``)."""
+HOLD_DDL = "hold_ddl"
+"""Fault kind the initiator of the target process reads: hold matching ON CLUSTER requests unqueued (``ddl.py``)."""
 
 
 def target_name(target: Any) -> str:
