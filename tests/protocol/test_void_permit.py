@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import Counter
+from typing import Any
 
 import pytest
 
@@ -19,6 +20,7 @@ from airflow_provider_dpone.contracts.inventory import ReplicationMode
 from airflow_provider_dpone.protocol.authority_io import Held
 from airflow_provider_dpone.protocol.results import Committed, InProgress
 from tests.fakes.faults import SINGLE_FAULT_KINDS, FaultKind, SimulatedCrash
+from tests.fakes.ports import FakeClusterDDL
 from tests.protocol.sim import NEW_ROWS, SETTINGS, UNPROVEN, Sim, error_code, rows_of
 
 NOTHING = "DPONE_CLICKHOUSE_CLUSTER_VOID_NOTHING_TO_VOID"
@@ -289,3 +291,40 @@ def test_a_proof_whose_restart_is_not_after_every_margin_cannot_even_be_recorded
         VoidedPermit.model_validate({**proof.model_dump(), "server_started_at_ms": proof.earliest_restart_ms})
     with pytest.raises(ValueError, match="queue entry was never observed"):
         VoidedPermit.model_validate({**proof.model_dump(), "permit": {**proof.permit.model_dump(), "entry": "q"}})
+
+
+def test_a_voided_rebuild_drop_permit_of_the_internal_route_is_taken_again_and_stages(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    sim = Sim.build(mode="internal")
+    clean = Sim.build(mode="internal")
+    assert clean.run_dag() == "completed"
+    sim.world.faults.schedule([(clean.world.faults.trace.index("member.load"), FaultKind.PARTIAL)])
+    dispatch = FakeClusterDDL.dispatch
+    drops: list[str] = []
+
+    def stall_at_the_first_drop(self: FakeClusterDDL, inventory: Any, intent: Any, settings: Any) -> Any:
+        if intent.kind == "drop" and not drops:
+            self.world.stall_coordinator()  # the coordinator stalls holding the rebuild's first DROP
+        drops.extend(["drop"] if intent.kind == "drop" else [])
+        return dispatch(self, inventory, intent, settings)
+
+    monkeypatch.setattr(FakeClusterDDL, "dispatch", stall_at_the_first_drop)
+    sim.service().fence()
+    code = error_code(lambda: sim.service().stage(sim.source))  # the one load was interrupted: rebuild
+    assert code in ("DPONE_CLICKHOUSE_CLUSTER_STAGING_DDL_PENDING", "DPONE_CLICKHOUSE_CLUSTER_MEMBER_OUTCOME_UNKNOWN")
+    if code != "DPONE_CLICKHOUSE_CLUSTER_STAGING_DDL_PENDING":
+        assert error_code(lambda: sim.service().stage(sim.source)) == "DPONE_CLICKHOUSE_CLUSTER_STAGING_DDL_PENDING"
+    sim.world.clock.advance(SETTINGS.dispatch_quiet_ms)
+    assert error_code(lambda: sim.service().stage(sim.source)) == UNPROVEN
+    record = sim.record()
+    drop = record.candidate.drop if hasattr(record, "candidate") and record.candidate else None
+    assert drop is not None
+    restart_after_margins(sim, drop.permitted_at_ms)
+    assert sim.service().void_permit().step == "candidate drop"
+    assert sim.run_dag() == "completed"
+    assert [entry.intent.kind for entry in sim.world.queue][:3] == ["create", "drop", "create"]
+    # dispatched: the voided DROP, the rebuild's DROP under a new permit, the cleanup's DROP; the first never ran
+    assert len(drops) == 3 and sum(entry.intent.kind == "drop" for entry in sim.world.queue) == 2
+    assert len(sim.record().voided) == 1
+    sim.check_converged()
