@@ -240,7 +240,11 @@ class DponeClickHouseHook(BaseHook):
                 adapters.close()
 
         return PublicationEnvironment(
-            ports=adapters.ports, table=table, source=source, settings=protocol_settings(), close=close
+            ports=adapters.ports,
+            table=table,
+            source=source,
+            settings=protocol_settings(self.resolved().options),
+            close=close,
         )
 
 
