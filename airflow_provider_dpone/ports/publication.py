@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, Strict
 from airflow_provider_dpone.contracts.authority_fields import Hex64, MemberId, NonNegative, UuidText
 from airflow_provider_dpone.contracts.authority_row import AuthorityRow, VersionedAuthorityRow
 from airflow_provider_dpone.contracts.inventory import AdmittedInventory, AdmittedMember, InventoryRow, TableFacts
-from airflow_provider_dpone.contracts.receipts import ArtifactReceipt
+from airflow_provider_dpone.contracts.receipts import CURRENT_CONTENT_DIGEST, ArtifactReceipt, ContentDigestVersion
 
 _CLOSED = ConfigDict(frozen=True, extra="forbid")
 
@@ -86,8 +86,8 @@ class TableSpec(BaseModel):
 class TableObservation(BaseModel):
     """What one member holds under one name: physical UUID, engine, ordered schema, and (if asked) content.
 
-    ``content_digest`` is the canonical typed multiset digest computed by the server over all rows (the same function
-    that produced the artifact receipt's ``content_digest``); rows never travel to the worker. ``parts_digest``
+    ``content_digest`` is the canonical typed multiset digest computed by the server over all rows (the same function,
+    by ``digest_version``, that produced the artifact receipt's ``content_digest``); rows never travel to the worker. ``parts_digest``
     fingerprints the table's active parts (names and the server's checksums of their files), read *before* the
     content in the same statement: while it is unchanged, no row was added, removed or rewritten since.
     """
@@ -298,10 +298,17 @@ class MemberSession(Protocol):
     """A direct connection to one member (no load balancer, no retries, no async insert)."""
 
     def observe_table(
-        self, database: str, table: str, *, with_content: bool, with_parts: bool = False
+        self,
+        database: str,
+        table: str,
+        *,
+        with_content: bool,
+        with_parts: bool = False,
+        digest_version: ContentDigestVersion = CURRENT_CONTENT_DIGEST,
     ) -> TableObservation:
-        """What the member holds under ``database.table`` (content digest only when ``with_content``; parts digest
-        when ``with_content`` or ``with_parts``)."""
+        """What the member holds under ``database.table`` (content digest only when ``with_content``, computed with
+        the function of ``digest_version``: the one the record's artifact receipt names; parts digest when
+        ``with_content`` or ``with_parts``)."""
         ...
 
     def table_uuids(self, database: str, tables: tuple[str, ...]) -> tuple[str | None, ...]:

@@ -235,8 +235,7 @@ def test_load_and_drop_send_nothing_unless_the_name_holds_the_uuid(current: Call
 def test_observation_refuses_content_of_a_table_that_changed_meanwhile(parts_uuid: str, content_uuid: str) -> None:
     client = Scripted()
     client.reads += [
-        rows((UUID, "MergeTree", [("id", "UInt64", "")])),
-        rows(([("all_1_1_0", "ab")], parts_uuid)),
+        rows((UUID, "MergeTree", [("id", "UInt64", "")], ([("all_1_1_0", "ab")], parts_uuid))),
         rows((3, "7", content_uuid)),
     ]
     with pytest.raises(UnavailableError):
