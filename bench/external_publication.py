@@ -53,8 +53,6 @@ COLUMNS = (
     ("at", "DateTime64(3, 'UTC')"),
 )
 TABLE_DDL = ", ".join(f"`{name}` {type_}" for name, type_ in COLUMNS)
-TARGET_PREFIX = "target_"
-"""The bench's targets are ``target_<trial>``: a digest of such a name is the baseline, any other a candidate's."""
 
 
 def source_query(rows: int) -> str:
@@ -189,7 +187,8 @@ class Counting:
         def wrapped(*args: Any, **kwargs: Any) -> Any:
             key = f"{self._prefix}.{name}"
             if name == "observe_table" and kwargs.get("with_content"):
-                key += "+digest:target" if str(args[1]).startswith(TARGET_PREFIX) else "+digest:candidate"
+                key += "+digest"
+                key += ":candidate" if "__dpone_" in str(args[1]) else ":target"
             started = time.perf_counter()
             try:
                 result = value(*args, **kwargs)
@@ -321,7 +320,7 @@ def ours_trial(
     adapters: Any, members: list[tuple[str, int]], database: str, receipt: Any, trial: int, old_rows: int
 ) -> Any:
     """One publication replacing ``target_<trial>``, which holds ``old_rows`` rows (equal on every member) first."""
-    target = f"{TARGET_PREFIX}{trial}"
+    target = f"target_{trial}"
     connection = adapters.coordinator_connection
     on_members(
         connection, members, f"CREATE TABLE `{database}`.`{target}` ({TABLE_DDL}) ENGINE = MergeTree ORDER BY id"

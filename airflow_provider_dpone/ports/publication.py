@@ -261,11 +261,13 @@ class AuthorityStore(Protocol):
         ...
 
     def create(self, row: AuthorityRow) -> None:
-        """Strict insert (version 0). Raises :class:`AuthorityConflictError` if the key exists."""
+        """Strict insert: returns only when the key was created holding ``row`` at version 0. Raises
+        :class:`AuthorityConflictError` if the key exists."""
         ...
 
     def compare_and_set(self, row: AuthorityRow, expected_version: int) -> None:
-        """Replace the row iff its version is ``expected_version`` (then version + 1)."""
+        """Replace the row iff its version is ``expected_version``: returns only after a read-back showed exactly
+        ``row`` at ``expected_version + 1`` (the caller makes no read of its own)."""
         ...
 
 
@@ -286,7 +288,8 @@ class ClusterCatalog(Protocol):
 
 
 class ArtifactHandle(Protocol):
-    """An opened, verified sealed artifact, streamed as raw bytes in large chunks."""
+    """An opened sealed artifact, streamed as raw bytes in large chunks. The bytes are verified against the receipt
+    while they stream: the final chunk comes only after the SHA-256 is proven, else :class:`ArtifactInvalidError`."""
 
     @property
     def receipt(self) -> ArtifactReceipt: ...
@@ -326,7 +329,10 @@ class MemberSession(Protocol):
     def load(
         self, database: str, table: str, uuid: str, artifact: ArtifactHandle, *, query_id: str, dedup_token: str
     ) -> None:
-        """One INSERT of the whole artifact into the table, refused unless the name still holds ``uuid``."""
+        """One INSERT of the whole artifact into the table, refused unless the name still holds ``uuid``.
+
+        :class:`ArtifactInvalidError` when the artifact's bytes failed verification while they were sent: the INSERT
+        never completed, but the member may hold part of it (the caller stops; a retry observes and rebuilds)."""
         ...
 
     def drop_table(self, database: str, table: str, uuid: str) -> None:
@@ -371,7 +377,8 @@ class ArtifactStore(Protocol):
     """The content-addressed durable artifact store."""
 
     def open(self, receipt: ArtifactReceipt) -> ArtifactHandle:
-        """Reopen by ``receipt.sha256`` and verify size and digest; raises :class:`ArtifactInvalidError`."""
+        """Reopen by ``receipt.sha256``; :class:`ArtifactInvalidError` when it is missing or of another size (its
+        digest may be checked here already, and is at the latest while the handle streams)."""
         ...
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from airflow_provider_dpone.contracts.authority_phases import MemberStage, Phase
 from airflow_provider_dpone.contracts.inventory import ReplicationMode
-from airflow_provider_dpone.ports.publication import ColumnSpec
+from airflow_provider_dpone.ports.publication import ArtifactInvalidError, ColumnSpec
 from airflow_provider_dpone.protocol.context import ProtocolSettings
 from tests.fakes.faults import FaultKind
 from tests.fakes.ports import FakeMemberSession
@@ -222,3 +222,26 @@ def test_member_loads_run_concurrently_and_converge(monkeypatch: pytest.MonkeyPa
     assert sim.world.calls["member.load"] == 3 and len(threads) == 3
     assert all(member.rebuilds == 0 for member in sim.record().members)
     sim.check_converged()
+
+
+def test_an_artifact_that_fails_verification_while_loading_stops_staging_and_never_readies(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The artifact's bytes are verified while they stream into a member: a failure there stops the attempt with
+    ARTIFACT_INVALID (not a rebuild loop), the part that landed never makes the member READY, and once the store
+    holds the right bytes again a retry rebuilds the candidate and completes."""
+    sim = Sim.build()
+    original = FakeMemberSession.load
+
+    def failing(self: FakeMemberSession, database: str, table: str, *args: Any, **kwargs: Any) -> None:
+        self.member.tables[(database, table)].rows.extend(sim.rows[:1])  # blocks sent before the hash failed
+        raise ArtifactInvalidError("bytes changed while streamed")
+
+    monkeypatch.setattr(FakeMemberSession, "load", failing)
+    sim.service().fence()
+    assert error_code(lambda: sim.service().stage(sim.source)) == "DPONE_CLICKHOUSE_CLUSTER_ARTIFACT_INVALID"
+    assert sim.record().phase is Phase.STAGING
+    assert all(member.stage is not MemberStage.READY for member in sim.record().members)  # type: ignore[attr-defined]
+    monkeypatch.setattr(FakeMemberSession, "load", original)
+    assert sim.run_dag() == "completed"
+    sim.check_invariants()

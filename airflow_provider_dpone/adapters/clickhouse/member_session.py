@@ -6,7 +6,9 @@ Failure mapping of the mutations (each sent once, under the process-wide guard):
   single-table DDL in an Atomic database either happens or not. No answer is :class:`OutcomeUnknownError`.
 * ``load`` -- *any* failure after the request left is :class:`OutcomeUnknownError`: an INSERT of several blocks can
   fail after some blocks were written, so even an error answer does not prove "no effect". The protocol observes
-  the candidate and rebuilds it when it is not exact; nothing is ever appended to a candidate twice.
+  the candidate and rebuilds it when it is not exact; nothing is ever appended to a candidate twice. The one
+  exception: artifact bytes that fail verification while streaming raise :class:`ArtifactInvalidError`, so the
+  protocol stops instead of rebuilding from the same bad bytes.
 * the UUID guard of ``load`` and ``drop_table`` (the probe right before) refuses with
   :class:`MutationRejectedError` when the name does not hold exactly the expected UUID: nothing is sent.
 """
@@ -182,7 +184,7 @@ class ClickHouseMemberSession:
                 settings=sql_member.load_settings(query_id=query_id, dedup_token=dedup_token),
             )
         except ArtifactInvalidError:
-            raise OutcomeUnknownError(f"member {self.member_id}: the artifact changed while it was sent") from None
+            raise  # the body failed verification while sent: the INSERT never completed, a part may have landed
         except Error as error:
             raise OutcomeUnknownError(f"member {self.member_id}: load {sanitized(classify(error))}") from None
 
