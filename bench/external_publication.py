@@ -416,6 +416,7 @@ def timing(base: Path, rows: int, trials: int, members_count: int = 2) -> dict[s
         b, p, o = statistics.median(base_times), statistics.median(parallel_times), statistics.median(our_times)
         share = statistics.median(shares)
         by_phase = {phase: round(statistics.median(spent[phase] for spent in phases), 3) for phase in phases[0]}
+        digests = digest_costs(connection, members[0], database, "base_1")
         by_category = breakdown(last_seconds)
         print(f"baseline (plain raw_insert per member, {len(members)} members, one after another): median {b:.2f} s")
         print(f"baseline (the same plain loads, all members in parallel):           median {p:.2f} s")
@@ -426,6 +427,8 @@ def timing(base: Path, rows: int, trials: int, members_count: int = 2) -> dict[s
         print("where the time goes (port-call seconds of the last trial, summed over members):")
         for name, value in by_category.items():
             print(f"  {value:7.3f} s  {name}")
+        print(f"one member, {rows}-row table (median s of 3; a plain load of it is one sequential baseline / members):")
+        print("  ", digests)
         print("port calls of one publication:", dict(sorted(calls.items())))
         print("seconds by port call (last trial):", {k: round(v, 3) for k, v in sorted(last_seconds.items())})
         return {
@@ -441,10 +444,38 @@ def timing(base: Path, rows: int, trials: int, members_count: int = 2) -> dict[s
             "verification_share_of_loading": round(share, 3),
             "ours_by_entry_point_s": by_phase,
             "ours_by_category_s": by_category,
+            "digest_costs_one_member_s": digests,
             "load_average_1m": round(os.getloadavg()[0], 2),
         }
     finally:
         cluster.stop()
+
+
+def digest_costs(connection: Any, member: tuple[str, int], database: str, table: str) -> dict[str, float]:
+    """Median seconds (3 runs) of each content-digest version, a count and a plain scan of ``table`` on one member:
+    the measurement the digest version was chosen by."""
+    from airflow_provider_dpone.adapters.clickhouse import sql_digest
+    from airflow_provider_dpone.adapters.clickhouse.clients import Purpose, build_client, close_client
+
+    statements = {
+        "count": f"SELECT count() FROM `{database}`.`{table}`",
+        "scan": f"SELECT count(), sum(id), sum(length(name)), count(amount), max(at) FROM `{database}`.`{table}`",
+        "digest_v1_siphash128": sql_digest.table_content(database, table, COLUMNS, 1),
+        "digest_v2_typed_sha256": sql_digest.table_content(database, table, COLUMNS, 2),
+    }
+    client = build_client(connection.at(*member), Purpose.READ)
+    try:
+        costs = {}
+        for name, statement in statements.items():
+            runs = []
+            for _ in range(3):
+                started = time.perf_counter()
+                client.query(statement)
+                runs.append(time.perf_counter() - started)
+            costs[name] = round(statistics.median(runs), 3)
+        return costs
+    finally:
+        close_client(client)
 
 
 def round_trips(base: Path) -> None:

@@ -18,7 +18,7 @@ import pytest
 from airflow_provider_dpone.adapters.clickhouse.reference_digest import reference_digest
 from airflow_provider_dpone.contracts.column_profile import unsupported_type
 from airflow_provider_dpone.contracts.receipts import CONTENT_DIGEST_V1, CONTENT_DIGEST_V2, ArtifactReceipt
-from airflow_provider_dpone.ports.publication import ArtifactInvalidError, ColumnSpec, TableSpec
+from airflow_provider_dpone.ports.publication import ColumnSpec, TableSpec
 from tests.adapters.port_backends import EmbeddedBackend, open_backend
 
 pytestmark = pytest.mark.embedded_cluster(members=2)
@@ -162,26 +162,3 @@ def test_a_version_1_record_is_still_verified_with_its_own_digest(backend: Embed
     old = session.observe_table(backend.database, name, with_content=True, digest_version=CONTENT_DIGEST_V1)
     new = session.observe_table(backend.database, name, with_content=True)
     assert (old.content_digest, new.content_digest) == (legacy, current.content_digest)
-
-
-def test_artifact_bytes_are_verified_while_a_load_streams_them(backend: EmbeddedBackend) -> None:
-    """``open`` checks only the size; bytes changed in the store (same size) fail the load as ``ArtifactInvalidError``
-    (not an unknown outcome), and what the member may hold is never the artifact's content."""
-    columns = (("id", "UInt64"), ("s", "String"))
-    receipt = _seal(backend, columns, "SELECT number AS id, toString(number) AS s FROM numbers(200000)")
-    stored = Path(str(backend.adapters.store.object_path(receipt.sha256)).removeprefix("file://"))
-    data = bytearray(stored.read_bytes())
-    data[-1] ^= 0x01  # the last value's last byte: the same size, other bytes
-    stored.write_bytes(bytes(data))
-    member_id = backend.inventory.member_ids[0]
-    session = backend.ports.sessions.session(backend.inventory.member(member_id))
-    spec = TableSpec(columns=tuple(ColumnSpec(name=n, type=t) for n, t in columns))
-    value = str(uuid.uuid4())
-    session.create_table(backend.database, "tampered", value, spec)
-    handle = backend.ports.artifacts.open(receipt)
-    with pytest.raises(ArtifactInvalidError):
-        session.load(
-            backend.database, "tampered", value, handle, query_id=f"dpone-load-{uuid.uuid4().hex}", dedup_token="t"
-        )
-    observed = session.observe_table(backend.database, "tampered", with_content=True)
-    assert observed.content_digest != receipt.content_digest
