@@ -55,8 +55,9 @@ class ProtocolSettings:
     """Observe/act steps per member per attempt before the attempt stops and leaves the rest to a retry."""
 
     member_parallelism: int = 4
-    """How many members' independent work (loads, content digests, observations) runs at once. Only that work runs
-    concurrently; every authority write stays in the calling thread, in member order. 1 runs it in member order."""
+    """How many members' independent work (loads, content digests, observations, admission's catalog reads) runs at
+    once; above 1, an entry point's admission also runs alongside its authority read. Only reads and member work run
+    concurrently; every authority write stays in the calling thread, in member order. 1 runs all of it in order."""
 
 
 K = TypeVar("K")
