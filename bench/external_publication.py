@@ -12,13 +12,16 @@ On an embedded cluster (real ClickHouse engines behind HTTP, one process per mem
   once per operation, not per member. Filling the old target is not timed.
 
 It prints medians over the trials and the ratios ours/baseline measured in the same run; the share of staging spent
-verifying (server-side digests and the artifact's verification on open) vs loading; the port calls and HTTP requests
+verifying (server-side digests and the artifact's verification on open) vs loading; where the time goes (wall clock
+per entry point, and port-call seconds by category: load, digests, artifact hashing, authority, DDL, catalog and
+member reads); the port calls and HTTP requests
 (Keeper authority and cluster round trips) of one publication for 2, 3 and 4 members, which must not depend on rows;
 and the peak RSS of a worker process running the whole operation (extraction included) at two sizes, which must not
 grow with the row count (bytes are streamed in bounded chunks). The last line is one JSON object with the ratios.
 Not part of the pytest suite.
 
-    .venv/bin/python bench/external_publication.py [--rows 1000000] [--trials 3] [--rss-rows 100000 1000000]
+    .venv/bin/python bench/external_publication.py [--rows 1000000] [--trials 3] [--members 2 3]
+        [--rss-rows 100000 1000000]
 """
 
 from __future__ import annotations
@@ -138,19 +141,30 @@ def request(database: str, target: str, run_id: str, max_bytes: int) -> Any:
     )
 
 
-def run_publication(adapters: Any, req: Any, source: Any) -> None:
+def run_publication(adapters: Any, req: Any, source: Any) -> dict[str, float]:
+    """The four entry points in order; wall-clock seconds spent in each."""
     from airflow_provider_dpone.protocol.results import Committed, Completed
     from airflow_provider_dpone.protocol.service import publication_service
 
     service = publication_service(adapters.ports, req)
+    spent: dict[str, float] = {}
+    started = time.perf_counter()
     service.fence()
+    spent["fence"] = time.perf_counter() - started
+    started = time.perf_counter()
     staged = service.stage(source)
+    spent["stage"] = time.perf_counter() - started
     if staged.phase != "STAGED":
         raise RuntimeError(f"stage ended in {staged.phase}")
+    started = time.perf_counter()
     if not isinstance(service.publish(), Committed):
         raise RuntimeError("publication did not commit")
+    spent["publish"] = time.perf_counter() - started
+    started = time.perf_counter()
     if not isinstance(service.cleanup(), Completed):
         raise RuntimeError("cleanup did not complete")
+    spent["cleanup"] = time.perf_counter() - started
+    return spent
 
 
 # --- instrumentation --------------------------------------------------------------------------------------------
@@ -174,6 +188,7 @@ class Counting:
             key = f"{self._prefix}.{name}"
             if name == "observe_table" and kwargs.get("with_content"):
                 key += "+digest"
+                key += ":candidate" if "__dpone_" in str(args[1]) else ":target"
             started = time.perf_counter()
             try:
                 result = value(*args, **kwargs)
@@ -185,6 +200,33 @@ class Counting:
             return result
 
         return wrapped
+
+
+CATEGORIES: dict[str, tuple[str, ...]] = {
+    "load (member.load: the INSERT, hashing the artifact while it streams)": ("member.load",),
+    "content digest of the candidates (after load; barrier re-digests)": ("member.observe_table+digest:candidate",),
+    "content digest of the old target (baseline)": ("member.observe_table+digest:target",),
+    "artifact verification on open (a full SHA-256 pass)": ("artifacts.open",),
+    "authority reads": ("authority.read",),
+    "authority writes (create, CAS = update + read-back)": ("authority.create", "authority.compare_and_set"),
+    "ON CLUSTER DDL (dispatch + queue status)": ("ddl.dispatch", "ddl.queue_status"),
+    "catalog reads (inventory, database engines, table facts)": (
+        "catalog.inventory",
+        "catalog.database_engine",
+        "catalog.table_facts",
+    ),
+    "member metadata reads (UUIDs, schema, parts, counts)": ("member.observe_table", "member.table_uuids"),
+    "member DDL (create, drop)": ("member.create_table", "member.drop_table"),
+}
+
+
+def breakdown(seconds: Counter[str]) -> dict[str, float]:
+    """Port-call seconds by category (summed over members: concurrent calls overlap, so the sum can exceed wall
+    time); anything not in a category is reported as ``other``."""
+    grouped = {name: sum(seconds[key] for key in keys) for name, keys in CATEGORIES.items()}
+    known = {key for keys in CATEGORIES.values() for key in keys}
+    grouped["other"] = sum(value for key, value in seconds.items() if key not in known)
+    return {name: round(value, 3) for name, value in grouped.items()}
 
 
 def instrument(adapters: Any) -> tuple[Counter[str], Counter[str]]:
@@ -284,11 +326,16 @@ def ours_trial(
         connection, members, f"CREATE TABLE `{database}`.`{target}` ({TABLE_DDL}) ENGINE = MergeTree ORDER BY id"
     )
     on_members(connection, members, f"INSERT INTO `{database}`.`{target}` {source_query(old_rows)}")
-    calls, seconds = instrument(adapters)
+    original = adapters.ports
+    calls, seconds = instrument(adapters)  # this trial only: the wrapped ports are restored below
     started = time.perf_counter()
-    run_publication(adapters, request(database, target, f"trial-{trial}-{uuid.uuid4().hex}", 1 << 34), Sealed(receipt))
+    try:
+        req = request(database, target, f"trial-{trial}-{uuid.uuid4().hex}", 1 << 34)
+        spent = run_publication(adapters, req, Sealed(receipt))
+    finally:
+        adapters.ports = original
     elapsed = time.perf_counter() - started
-    return elapsed, calls, seconds
+    return elapsed, spent, calls, seconds
 
 
 def rss_worker(raw: dict[str, Any], database: str, rows: int, directory: str) -> None:
@@ -341,8 +388,8 @@ def attach(cluster: Any, database: str, store_dir: Path) -> tuple[Any, Any, list
     return adapters, raw, [(m.host, m.port) for m in cluster.members]
 
 
-def timing(base: Path, rows: int, trials: int) -> dict[str, Any]:
-    cluster = start_cluster(base / "cluster2", 2)
+def timing(base: Path, rows: int, trials: int, members_count: int = 2) -> dict[str, Any]:
+    cluster = start_cluster(base / f"cluster{members_count}", members_count)
     try:
         database = "bench"
         adapters, _raw, members = attach(cluster, database, base / "artifacts")
@@ -354,24 +401,34 @@ def timing(base: Path, rows: int, trials: int) -> dict[str, Any]:
         print(f"old target: {rows} rows on every member (replaced by each publication)")
         baseline_trial(connection, members, database, path, "warmup_base")
         ours_trial(adapters, members, database, receipt, 0, rows)
-        base_times, parallel_times, our_times, shares = [], [], [], []
+        base_times, parallel_times, our_times, shares, phases = [], [], [], [], []
         calls: Counter[str] = Counter()
         for trial in range(1, trials + 1):
             base_times.append(baseline_trial(connection, members, database, path, f"base_{trial}"))
             parallel_times.append(parallel_baseline_trial(connection, members, database, path, f"par_{trial}"))
-            elapsed, calls, seconds = ours_trial(adapters, members, database, receipt, trial, rows)
+            elapsed, spent, calls, seconds = ours_trial(adapters, members, database, receipt, trial, rows)
             last_seconds = seconds
             our_times.append(elapsed)
+            phases.append(spent)
             loading = seconds["member.load"]
-            verifying = seconds["member.observe_table+digest"] + seconds["artifacts.open"]
+            verifying = sum(v for k, v in seconds.items() if "+digest" in k) + seconds["artifacts.open"]
             shares.append(verifying / loading if loading else float("nan"))
         b, p, o = statistics.median(base_times), statistics.median(parallel_times), statistics.median(our_times)
         share = statistics.median(shares)
+        by_phase = {phase: round(statistics.median(spent[phase] for spent in phases), 3) for phase in phases[0]}
+        digests = digest_costs(connection, members[0], database, "base_1")
+        by_category = breakdown(last_seconds)
         print(f"baseline (plain raw_insert per member, {len(members)} members, one after another): median {b:.2f} s")
         print(f"baseline (the same plain loads, all members in parallel):           median {p:.2f} s")
         print(f"ours (fence+stage+publish+cleanup, replacing a {rows}-row target):  median {o:.2f} s")
         print(f"ratio ours/sequential baseline: {o / b:.2f}  (aim <= 1.5); ours/parallel baseline: {o / p:.2f}")
         print(f"verification / loading (port-call seconds, summed over members): {share:.0%}  (aim <= 30%)")
+        print("ours by entry point (wall clock, median s):", by_phase)
+        print("where the time goes (port-call seconds of the last trial, summed over members):")
+        for name, value in by_category.items():
+            print(f"  {value:7.3f} s  {name}")
+        print(f"one member, {rows}-row table (median s of 3; a plain load of it is one sequential baseline / members):")
+        print("  ", digests)
         print("port calls of one publication:", dict(sorted(calls.items())))
         print("seconds by port call (last trial):", {k: round(v, 3) for k, v in sorted(last_seconds.items())})
         return {
@@ -385,9 +442,40 @@ def timing(base: Path, rows: int, trials: int) -> dict[str, Any]:
             "ratio_vs_sequential": round(o / b, 3),
             "ratio_vs_parallel": round(o / p, 3),
             "verification_share_of_loading": round(share, 3),
+            "ours_by_entry_point_s": by_phase,
+            "ours_by_category_s": by_category,
+            "digest_costs_one_member_s": digests,
+            "load_average_1m": round(os.getloadavg()[0], 2),
         }
     finally:
         cluster.stop()
+
+
+def digest_costs(connection: Any, member: tuple[str, int], database: str, table: str) -> dict[str, float]:
+    """Median seconds (3 runs) of each content-digest version, a count and a plain scan of ``table`` on one member:
+    the measurement the digest version was chosen by."""
+    from airflow_provider_dpone.adapters.clickhouse import sql_digest
+    from airflow_provider_dpone.adapters.clickhouse.clients import Purpose, build_client, close_client
+
+    statements = {
+        "count": f"SELECT count() FROM `{database}`.`{table}`",
+        "scan": f"SELECT count(), sum(id), sum(length(name)), count(amount), max(at) FROM `{database}`.`{table}`",
+        "digest_v1_siphash128": sql_digest.table_content(database, table, COLUMNS, 1),
+        "digest_v2_typed_sha256": sql_digest.table_content(database, table, COLUMNS, 2),
+    }
+    client = build_client(connection.at(*member), Purpose.READ)
+    try:
+        costs = {}
+        for name, statement in statements.items():
+            runs = []
+            for _ in range(3):
+                started = time.perf_counter()
+                client.query(statement)
+                runs.append(time.perf_counter() - started)
+            costs[name] = round(statistics.median(runs), 3)
+        return costs
+    finally:
+        close_client(client)
 
 
 def round_trips(base: Path) -> None:
@@ -459,6 +547,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--trials", type=int, default=3)
+    parser.add_argument("--members", type=int, nargs="+", default=[2], help="member counts of the timing runs")
     parser.add_argument("--rss-rows", type=int, nargs="*", default=[100_000, 1_000_000])
     parser.add_argument("--skip", nargs="*", default=[], choices=["timing", "round-trips", "rss"])
     parser.add_argument("--rss-worker", nargs=4, help=argparse.SUPPRESS)
@@ -471,7 +560,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="dpone-bench-") as tmp:
         base = Path(tmp)
         if "timing" not in args.skip:
-            summary = timing(base, args.rows, args.trials)
+            runs = [timing(base, args.rows, args.trials, count) for count in args.members]
+            summary = {**runs[0], "runs": runs}
         if "round-trips" not in args.skip:
             round_trips(base)
         if "rss" not in args.skip:

@@ -87,32 +87,6 @@ def create_replicated(connection: Any, database: str, table: str) -> None:
         close_client(client)
 
 
-def run_publication(adapters: Any, req: Any, source: Any) -> dict[str, float]:
-    """The four entry points in order; seconds spent in each."""
-    from airflow_provider_dpone.protocol.results import Committed, Completed
-    from airflow_provider_dpone.protocol.service import publication_service
-
-    service = publication_service(adapters.ports, req)
-    spent: dict[str, float] = {}
-    started = time.perf_counter()
-    service.fence()
-    spent["fence"] = time.perf_counter() - started
-    started = time.perf_counter()
-    staged = service.stage(source)
-    spent["stage"] = time.perf_counter() - started
-    if staged.phase != "STAGED":
-        raise RuntimeError(f"stage ended in {staged.phase}")
-    started = time.perf_counter()
-    if not isinstance(service.publish(), Committed):
-        raise RuntimeError("publication did not commit")
-    spent["publish"] = time.perf_counter() - started
-    started = time.perf_counter()
-    if not isinstance(service.cleanup(), Completed):
-        raise RuntimeError("cleanup did not complete")
-    spent["cleanup"] = time.perf_counter() - started
-    return spent
-
-
 def baseline_trial(connection: Any, members: list[tuple[str, int]], database: str, path: Path, table: str) -> float:
     """Plain clickhouse-connect: one raw_insert through the first replica, then SYNC REPLICA on every other one."""
     import clickhouse_connect
@@ -147,7 +121,7 @@ def ours_trial(adapters: Any, database: str, receipt: Any, trial: int) -> tuple[
     started = time.perf_counter()
     try:
         req = request(database, target, f"trial-{trial}-{uuid.uuid4().hex}", 1 << 34)
-        spent = run_publication(adapters, req, shared.Sealed(receipt))
+        spent = shared.run_publication(adapters, req, shared.Sealed(receipt))
     finally:
         undo()
         adapters.ports = original

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.contracts.receipts import CURRENT_CONTENT_DIGEST, ContentDigestVersion
 
 if TYPE_CHECKING:  # the native transfer's DAG file imports this module: the publication's models load when used
     from airflow_provider_dpone.contracts.authority_external import ExternalAuthorityRecord
@@ -297,9 +298,17 @@ class _Session:
         self._progress = progress
 
     def observe_table(
-        self, database: str, table: str, *, with_content: bool, with_parts: bool = False
+        self,
+        database: str,
+        table: str,
+        *,
+        with_content: bool,
+        with_parts: bool = False,
+        digest_version: ContentDigestVersion = CURRENT_CONTENT_DIGEST,
     ) -> TableObservation:
-        observation = self._inner.observe_table(database, table, with_content=with_content, with_parts=with_parts)
+        observation = self._inner.observe_table(
+            database, table, with_content=with_content, with_parts=with_parts, digest_version=digest_version
+        )
         self._progress.observed[self._member_id] = observation
         return observation
 

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, Strict
 from airflow_provider_dpone.contracts.authority_fields import Hex64, MemberId, NonNegative, UuidText
 from airflow_provider_dpone.contracts.authority_row import AuthorityRow, VersionedAuthorityRow
 from airflow_provider_dpone.contracts.inventory import AdmittedInventory, AdmittedMember, InventoryRow, TableFacts
-from airflow_provider_dpone.contracts.receipts import ArtifactReceipt
+from airflow_provider_dpone.contracts.receipts import CURRENT_CONTENT_DIGEST, ArtifactReceipt, ContentDigestVersion
 
 _CLOSED = ConfigDict(frozen=True, extra="forbid")
 
@@ -86,8 +86,8 @@ class TableSpec(BaseModel):
 class TableObservation(BaseModel):
     """What one member holds under one name: physical UUID, engine, ordered schema, and (if asked) content.
 
-    ``content_digest`` is the canonical typed multiset digest computed by the server over all rows (the same function
-    that produced the artifact receipt's ``content_digest``); rows never travel to the worker. ``parts_digest``
+    ``content_digest`` is the canonical typed multiset digest computed by the server over all rows (the same function,
+    by ``digest_version``, that produced the artifact receipt's ``content_digest``); rows never travel to the worker. ``parts_digest``
     fingerprints the table's active parts (names and the server's checksums of their files), read *before* the
     content in the same statement: while it is unchanged, no row was added, removed or rewritten since.
     """
@@ -261,11 +261,13 @@ class AuthorityStore(Protocol):
         ...
 
     def create(self, row: AuthorityRow) -> None:
-        """Strict insert (version 0). Raises :class:`AuthorityConflictError` if the key exists."""
+        """Strict insert: returns only when the key was created holding ``row`` at version 0. Raises
+        :class:`AuthorityConflictError` if the key exists."""
         ...
 
     def compare_and_set(self, row: AuthorityRow, expected_version: int) -> None:
-        """Replace the row iff its version is ``expected_version`` (then version + 1)."""
+        """Replace the row iff its version is ``expected_version``: returns only after a read-back showed exactly
+        ``row`` at ``expected_version + 1`` (the caller makes no read of its own)."""
         ...
 
 
@@ -286,7 +288,8 @@ class ClusterCatalog(Protocol):
 
 
 class ArtifactHandle(Protocol):
-    """An opened, verified sealed artifact, streamed as raw bytes in large chunks."""
+    """An opened sealed artifact, streamed as raw bytes in large chunks. The bytes are verified against the receipt
+    while they stream: the final chunk comes only after the SHA-256 is proven, else :class:`ArtifactInvalidError`."""
 
     @property
     def receipt(self) -> ArtifactReceipt: ...
@@ -298,10 +301,17 @@ class MemberSession(Protocol):
     """A direct connection to one member (no load balancer, no retries, no async insert)."""
 
     def observe_table(
-        self, database: str, table: str, *, with_content: bool, with_parts: bool = False
+        self,
+        database: str,
+        table: str,
+        *,
+        with_content: bool,
+        with_parts: bool = False,
+        digest_version: ContentDigestVersion = CURRENT_CONTENT_DIGEST,
     ) -> TableObservation:
-        """What the member holds under ``database.table`` (content digest only when ``with_content``; parts digest
-        when ``with_content`` or ``with_parts``)."""
+        """What the member holds under ``database.table`` (content digest only when ``with_content``, computed with
+        the function of ``digest_version``: the one the record's artifact receipt names; parts digest when
+        ``with_content`` or ``with_parts``)."""
         ...
 
     def table_uuids(self, database: str, tables: tuple[str, ...]) -> tuple[str | None, ...]:
@@ -319,7 +329,10 @@ class MemberSession(Protocol):
     def load(
         self, database: str, table: str, uuid: str, artifact: ArtifactHandle, *, query_id: str, dedup_token: str
     ) -> None:
-        """One INSERT of the whole artifact into the table, refused unless the name still holds ``uuid``."""
+        """One INSERT of the whole artifact into the table, refused unless the name still holds ``uuid``.
+
+        :class:`ArtifactInvalidError` when the artifact's bytes failed verification while they were sent: the INSERT
+        never completed, but the member may hold part of it (the caller stops; a retry observes and rebuilds)."""
         ...
 
     def drop_table(self, database: str, table: str, uuid: str) -> None:
@@ -370,7 +383,8 @@ class ArtifactStore(Protocol):
     """The content-addressed durable artifact store."""
 
     def open(self, receipt: ArtifactReceipt) -> ArtifactHandle:
-        """Reopen by ``receipt.sha256`` and verify size and digest; raises :class:`ArtifactInvalidError`."""
+        """Reopen by ``receipt.sha256``; :class:`ArtifactInvalidError` when it is missing or of another size (its
+        digest may be checked here already, and is at the latest while the handle streams)."""
         ...
 
 

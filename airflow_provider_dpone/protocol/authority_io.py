@@ -1,9 +1,12 @@
 """Authority reads and the one write helper every phase uses.
 
-A write is one-shot (strict insert or versioned CAS) and is trusted only when it was acknowledged *and* an immediate
-read-back shows exactly the written row (payload, hence the caller-specific ``write_id``) at exactly the expected
-version (0 after create, previous + 1 after CAS). Anything else raises ``AUTHORITY_OUTCOME_UNKNOWN``: the caller gets
-no permit and stops; the next attempt re-reads the authority and resumes from whatever was durably written.
+A write is one-shot (strict insert or versioned CAS) and is trusted only when the port acknowledged it. The port's
+contract is what makes an acknowledgement a proof: a strict insert that returns created the key at version 0, and a
+compare-and-set returns only after its own read-back showed exactly the written row (payload, hence the
+caller-specific ``write_id``) at exactly the previous version + 1 (seed 000's "exact version+1 post-read"; see
+``adapters/clickhouse/authority_store.py``). A second read here would repeat that proof, one Keeper round trip per
+write. Anything else raises ``AUTHORITY_OUTCOME_UNKNOWN``: the caller gets no permit and stops; the next attempt
+re-reads the authority and resumes from whatever was durably written.
 """
 
 from __future__ import annotations
@@ -57,7 +60,7 @@ def write_record(
     previous_phase: Phase | None,
     previous_version: int | None,
 ) -> Held:
-    """Create (``previous_version is None``) or CAS ``record``; return it at its proven new version."""
+    """Create (``previous_version is None``) or CAS ``record``; return it at its new version, proven by the port."""
     require_transition(previous_phase, record.phase)
     row = encode(record)
     expected = 0 if previous_version is None else previous_version + 1
@@ -77,10 +80,4 @@ def write_record(
         raise DponeError(
             "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_WRITE_REFUSED", f"{previous_phase} -> {record.phase}: {refusal}"
         ) from None
-    try:
-        observed = store.read(record.target_key)
-    except UnavailableError:
-        raise DponeError("DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_OUTCOME_UNKNOWN", "read-back failed") from None
-    if observed is None or observed.row != row or observed.version != expected:
-        raise DponeError("DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_OUTCOME_UNKNOWN", "read-back differs from the write")
     return Held(record, expected)

@@ -67,8 +67,27 @@ class ProtocolSettings:
     """Observe/act steps per member per attempt before the attempt stops and leaves the rest to a retry."""
 
     member_parallelism: int = 4
-    """How many members' independent work (loads, content digests, observations) runs at once. Only that work runs
-    concurrently; every authority write stays in the calling thread, in member order. 1 runs it in member order."""
+    """How many members' independent work (loads, content digests, observations, admission's catalog reads) runs at
+    once; above 1, an entry point's admission also runs alongside its authority read. Only reads and member work run
+    concurrently; every authority write stays in the calling thread, in member order. 1 runs all of it in order."""
+
+
+K = TypeVar("K")
+
+
+def concurrently(work: Callable[[K], T], keys: Iterable[K], parallelism: int) -> dict[K, T]:
+    """``work(key)`` for every key, at most ``parallelism`` at once, results in key order.
+
+    Every call finishes before this returns; when some raised, the first failure in key order is re-raised (so the
+    outcome does not depend on thread timing). ``work`` must not write the authority.
+    """
+    ordered = list(keys)
+    bound = max(1, min(parallelism, len(ordered)))
+    if bound == 1:
+        return {key: work(key) for key in ordered}
+    with ThreadPoolExecutor(max_workers=bound, thread_name_prefix="dpone-member") as pool:
+        futures = {key: pool.submit(work, key) for key in ordered}
+    return {key: future.result() for key, future in futures.items()}
 
 
 class Context:
@@ -101,12 +120,7 @@ class Context:
         ids = list(member_ids)
         for member_id in ids:  # sessions open here, not concurrently inside the workers
             self.session(member_id)
-        bound = max(1, min(self.settings.member_parallelism, len(ids)))
-        if bound == 1:
-            return {member_id: work(member_id) for member_id in ids}
-        with ThreadPoolExecutor(max_workers=bound, thread_name_prefix="dpone-member") as pool:
-            futures = {member_id: pool.submit(work, member_id) for member_id in ids}
-        return {member_id: future.result() for member_id, future in futures.items()}
+        return concurrently(work, ids, self.settings.member_parallelism)
 
     def now(self) -> int:
         return self.ports.clock.now_ms()

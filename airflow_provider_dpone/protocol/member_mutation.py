@@ -41,7 +41,7 @@ def load_identity(operation_id: str, member_id: str, candidate_uuid: str, artifa
 
 
 def load_once(ctx: Context, member_id: str, candidate_uuid: str, artifact: ArtifactReceipt) -> bool:
-    """The single load of the sealed artifact into a freshly bound candidate, after re-verifying the artifact.
+    """The single load of the sealed artifact into a freshly bound candidate; its bytes are verified as they stream.
 
     Never called for a candidate that may already hold rows: the caller binds the candidate (CAS) first and calls
     this only in the same attempt; a retry that finds the candidate bound observes instead.
@@ -53,8 +53,11 @@ def load_once(ctx: Context, member_id: str, candidate_uuid: str, artifact: Artif
     query_id, token = load_identity(ctx.request.operation_id, member_id, candidate_uuid, artifact)
     session = ctx.session(member_id)
     database, name = ctx.request.database, ctx.request.candidate_name
-    return mutate_once(
-        member_id,
-        "load",
-        lambda: session.load(database, name, candidate_uuid, handle, query_id=query_id, dedup_token=token),
-    )
+    try:
+        return mutate_once(
+            member_id,
+            "load",
+            lambda: session.load(database, name, candidate_uuid, handle, query_id=query_id, dedup_token=token),
+        )
+    except ArtifactInvalidError:  # verified while streamed: the candidate may hold part of it (never READY)
+        raise DponeError("DPONE_CLICKHOUSE_CLUSTER_ARTIFACT_INVALID", f"sha256 {artifact.sha256[:16]}") from None

@@ -77,7 +77,7 @@ def _barrier(ctx: Context, held: Held, _step: DdlStep) -> None:
     artifact = record.artifact
     assert artifact is not None
     observed = ctx.each_member(
-        lambda member_id: (observe_target(ctx, member_id), observe_verified(ctx, record.member(member_id))),
+        lambda member_id: (observe_target(ctx, member_id), observe_verified(ctx, record.member(member_id), artifact)),
         record.member_ids(),
     )
     for member in record.members:

@@ -25,6 +25,7 @@ from __future__ import annotations
 from airflow_provider_dpone.contracts.authority_phases import Phase
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.contracts.quality_capsule import TARGET_BUDGET_MS, QualityBinding, TargetObservation
+from airflow_provider_dpone.contracts.receipts import CURRENT_CONTENT_DIGEST, ContentDigestVersion
 from airflow_provider_dpone.ports.publication import UnavailableError
 from airflow_provider_dpone.protocol.authority_io import Held
 from airflow_provider_dpone.protocol.context import Context
@@ -49,7 +50,10 @@ def settle(ctx: Context, held: Held) -> Held:
         guard(ctx, binding, started)
         held = _write(ctx, held, binding, state="TARGET_PENDING", pending_version=held.version + 1)
         binding = require_capsule(ctx, held.record)
-    observation = observe_target(ctx, binding)
+    artifact = held.record.artifact
+    observation = observe_target(
+        ctx, binding, CURRENT_CONTENT_DIGEST if artifact is None else artifact.content_digest_version
+    )
     core = binding.core
     if observation.row_count != core.source_rows or observation.content_digest != core.source_digests[1]:
         detail = f"target rows {observation.row_count} != source rows {core.source_rows} or digest differs"
@@ -121,15 +125,18 @@ def guard(ctx: Context, binding: QualityBinding, started: int) -> None:
         raise DponeError(INCOMPLETE, f"target observation exceeded its {TARGET_BUDGET_MS} ms budget")
 
 
-def observe_target(ctx: Context, binding: QualityBinding) -> TargetObservation:
-    """Guard, the aggregate scan of the first sealed replica (counts are never summed across replicas), guard."""
+def observe_target(ctx: Context, binding: QualityBinding, digest_version: ContentDigestVersion) -> TargetObservation:
+    """Guard, the aggregate scan of the first sealed replica (counts are never summed across replicas), guard. The
+    digest is computed with the version the record's artifact receipt names (the source digest's)."""
     plan = binding.core.target_plan
     assert plan is not None
     started = ctx.now()
     guard(ctx, binding, started)
     member_id = plan.replicas[0]
     try:
-        scanned = ctx.session(member_id).observe_table(ctx.request.database, ctx.request.target, with_content=True)
+        scanned = ctx.session(member_id).observe_table(
+            ctx.request.database, ctx.request.target, with_content=True, digest_version=digest_version
+        )
     except UnavailableError:
         raise DponeError(INCOMPLETE, f"replica {member_id} did not answer the target scan") from None
     if not scanned.exists or scanned.uuid != binding.core.generation_uuid:

@@ -193,7 +193,7 @@ def _converge(ctx: Context, held: Held) -> Held | None:
     artifact = _artifact(record)
     verified = []
     for member in record.members:
-        observed = observe_candidate(ctx, member.member_id, with_content=True, with_parts=True)
+        observed = observe_candidate(ctx, member.member_id, artifact=artifact, with_content=True, with_parts=True)
         if observed.uuid != member.candidate_uuid:
             raise ctx.fail_closed(held, FOREIGN, f"member {member.member_id}")
         if not is_exact(observed, member, artifact):

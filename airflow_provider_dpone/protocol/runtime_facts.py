@@ -1,4 +1,5 @@
-"""Gathers the live facts runtime admission decides on: one inventory read plus two catalog reads per member.
+"""Gathers the live facts runtime admission decides on: one inventory read plus two catalog reads per member (the
+members' reads concurrently).
 
 With durable quality replay selected, the authority-table check is the store preflight of seed 002 (read-only; a store
 that is absent, legacy or not exactly the admitted schema gives ``..._UNSUPPORTED``, never a migration).
@@ -13,6 +14,7 @@ from airflow_provider_dpone.contracts.authority_row import AUTHORITY_TABLE
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.contracts.inventory import AdmittedInventory
 from airflow_provider_dpone.ports.publication import ClusterCatalog, UnavailableError
+from airflow_provider_dpone.protocol.context import concurrently
 from airflow_provider_dpone.protocol.request import PublicationRequest
 from airflow_provider_dpone.protocol.runtime_admission import (
     admit_inventory,
@@ -21,14 +23,22 @@ from airflow_provider_dpone.protocol.runtime_admission import (
 )
 
 
-def admit_runtime(catalog: ClusterCatalog, request: PublicationRequest) -> AdmittedInventory:
-    """Read the complete inventory and catalog facts and admit them, or fail with a stable code."""
+def admit_runtime(catalog: ClusterCatalog, request: PublicationRequest, *, parallelism: int = 1) -> AdmittedInventory:
+    """Read the complete inventory and catalog facts and admit them, or fail with a stable code. The members'
+    reads run ``parallelism`` members at a time (they are independent reads); the decision waits for all of them."""
     try:
         rows = catalog.inventory(request.cluster)
         inventory = admit_inventory(rows, cluster=request.cluster, mode=request.replication_mode)
-        engines = {m.member_id: catalog.database_engine(m, request.database) for m in inventory.members}
-        require_atomic_databases(engines)
-        facts = {m.member_id: catalog.table_facts(m, request.database, AUTHORITY_TABLE) for m in inventory.members}
+        read = concurrently(
+            lambda member: (
+                catalog.database_engine(member, request.database),
+                catalog.table_facts(member, request.database, AUTHORITY_TABLE),
+            ),
+            inventory.members,
+            parallelism,
+        )
+        require_atomic_databases({member.member_id: engine for member, (engine, _) in read.items()})
+        facts = {member.member_id: table for member, (_, table) in read.items()}
     except UnavailableError:
         raise DponeError("DPONE_CLICKHOUSE_CLUSTER_INVENTORY_INCOMPLETE", "a catalog read did not answer") from None
     try:

@@ -37,7 +37,7 @@ from airflow_provider_dpone.contracts.clickhouse_engines import EngineClass, cla
 from airflow_provider_dpone.contracts.column_profile import COLUMN_TYPE_UNSUPPORTED, unsupported_columns
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.contracts.identities import generation_id
-from airflow_provider_dpone.contracts.receipts import ArtifactReceipt
+from airflow_provider_dpone.contracts.receipts import CURRENT_CONTENT_DIGEST, ArtifactReceipt
 from airflow_provider_dpone.ports.publication import ArtifactSource, TableObservation
 from airflow_provider_dpone.protocol.authority_io import Held
 from airflow_provider_dpone.protocol.context import Context
@@ -136,6 +136,8 @@ def unsupported_reason(ctx: Context, receipt: ArtifactReceipt) -> str | None:
         return f"{receipt.byte_size} bytes > max_source_bytes {ctx.request.max_source_bytes}"
     if receipt.schema_pairs != ctx.request.table.schema_pairs:
         return "artifact schema differs from the table definition"
+    if receipt.content_digest_version != CURRENT_CONTENT_DIGEST:  # the baseline was digested with the current one
+        return f"artifact content digest version {receipt.content_digest_version} is not {CURRENT_CONTENT_DIGEST}"
     return None
 
 

@@ -29,14 +29,15 @@ With durable quality replay selected (internal mode only), the capsule is bound 
 and PREPARED before the publication DDL, and settled (:mod:`quality_replay`) by every entry point that finds the
 operation committed: publish completes it, cleanup starts only after it is COMPLETE, and replays validate it.
 
-Every entry point starts the same way, whatever happened before: live runtime admission (inventory drift fences),
-then a fresh read of the authority. The authority record alone decides what to resume; results returned to Airflow
+Every entry point starts the same way, whatever happened before: live runtime admission (inventory drift fences)
+and a fresh read of the authority (concurrent reads; both answer before anything is decided). The authority record alone decides what to resume; results returned to Airflow
 are for humans and pollers, never trusted by a later task. Each entry point is idempotent: calling it again after
 success returns the same outcome without mutating anything.
 """
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import Literal
 
 from airflow_provider_dpone.contracts.authority_codec import AuthorityRecord
@@ -181,9 +182,20 @@ class PublicationService:
     # --- phases ---------------------------------------------------------------------------------------------------
 
     def _begin(self) -> tuple[Context, Current | None]:
-        inventory = admit_runtime(self.ports.catalog, self.request)
-        ctx = Context(self.ports, self.request, inventory, self.settings)
-        return ctx, read_current(self.ports.authority, self.request.target_key)
+        """Runtime admission and the authority read, two independent reads: concurrently when members' work may run
+        concurrently (``member_parallelism`` > 1). Nothing is decided before both have answered, and an admission
+        failure is raised first, as in order."""
+        parallelism = self.settings.member_parallelism
+        target_key = self.request.target_key
+        if parallelism > 1:
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="dpone-authority") as pool:
+                reading = pool.submit(read_current, self.ports.authority, target_key)
+                inventory = admit_runtime(self.ports.catalog, self.request, parallelism=parallelism)
+            current = reading.result()
+        else:
+            inventory = admit_runtime(self.ports.catalog, self.request)
+            current = read_current(self.ports.authority, target_key)
+        return Context(self.ports, self.request, inventory, self.settings), current
 
     def _publication(self, *, allow_dispatch: bool) -> PublishResult:
         ctx, current = self._begin()

@@ -65,7 +65,9 @@ def stage_member(
         if first is not None:
             obs, first = first, None
         else:
-            obs = observe_candidate(ctx, member_id, with_content=member.stage is MemberStage.CREATED)
+            obs = observe_candidate(
+                ctx, member_id, artifact=_artifact(held), with_content=member.stage is MemberStage.CREATED
+            )
         if obs.exists:
             if obs.uuid not in member.owned_candidate_uuids:
                 raise ctx.fail_closed(held, "DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_FOREIGN", f"member {member_id}")
@@ -158,7 +160,7 @@ def _drop_stale(ctx: Context, member_id: str, obs: TableObservation) -> None:
 def _load_and_observe(ctx: Context, held: Held, member_id: str) -> TableObservation:
     """The held-back load of a just-bound candidate, then the observation (with content) that settles it."""
     _load_once(ctx, held, member_id)
-    return observe_candidate(ctx, member_id, with_content=True)
+    return observe_candidate(ctx, member_id, artifact=_artifact(held), with_content=True)
 
 
 def _load_once(ctx: Context, held: Held, member_id: str) -> None:

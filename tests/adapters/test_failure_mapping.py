@@ -218,6 +218,21 @@ def test_every_load_failure_after_sending_is_unknown(answer: Callable[[], Any]) 
         session(client).load("db", "cand", UUID, Handle(), query_id="dpone-load-1", dedup_token="t")
 
 
+def test_a_load_whose_artifact_fails_verification_while_streaming_is_invalid_not_unknown() -> None:
+    from airflow_provider_dpone.ports.publication import ArtifactInvalidError
+
+    class Tampered(Handle):
+        def chunks(self) -> Any:
+            yield b"x"
+            raise ArtifactInvalidError("artifact bytes changed")
+
+    client = Scripted()
+    client.reads.append(rows((UUID,)))
+    client.writes.append(ok())
+    with pytest.raises(ArtifactInvalidError):
+        session(client).load("db", "cand", UUID, Tampered(), query_id="dpone-load-1", dedup_token="t")
+
+
 @pytest.mark.parametrize("current", [rows(), rows(("00000000-0000-4000-8000-000000000002",))])
 def test_load_and_drop_send_nothing_unless_the_name_holds_the_uuid(current: Callable[[], Any]) -> None:
     client = Scripted()
@@ -235,8 +250,7 @@ def test_load_and_drop_send_nothing_unless_the_name_holds_the_uuid(current: Call
 def test_observation_refuses_content_of_a_table_that_changed_meanwhile(parts_uuid: str, content_uuid: str) -> None:
     client = Scripted()
     client.reads += [
-        rows((UUID, "MergeTree", [("id", "UInt64", "")])),
-        rows(([("all_1_1_0", "ab")], parts_uuid)),
+        rows((UUID, "MergeTree", [("id", "UInt64", "")], ([("all_1_1_0", "ab")], parts_uuid))),
         rows((3, "7", content_uuid)),
     ]
     with pytest.raises(UnavailableError):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import pytest
 from clickhouse_connect.driver._backend.httpcommon import embed_insert_query
 
@@ -15,6 +17,7 @@ from airflow_provider_dpone.adapters.clickhouse import (
 )
 from airflow_provider_dpone.contracts.authority_row import AuthorityRow
 from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.contracts.typed_digest import LogicalType, MultisetDigest, TypedColumn
 from airflow_provider_dpone.ports.publication import (
     ColumnSpec,
     CreateReplicatedTable,
@@ -121,6 +124,10 @@ def test_member_observation_statements() -> None:
     assert sql_member.observe_metadata("db", "t") == (
         f"SELECT toString(uuid), engine, {COLUMNS_OF_T} FROM system.tables WHERE database = 'db' AND name = 't'"
     )
+    assert sql_member.observe_metadata("db", "t", with_parts=True) == (
+        f"SELECT toString(uuid), engine, {COLUMNS_OF_T}, {sql_digest.active_parts('db', 't')}"
+        " FROM system.tables WHERE database = 'db' AND name = 't'"
+    )
     assert sql_member.uuid_probe("db", "t") == (
         "SELECT toString(uuid) FROM system.tables WHERE database = 'db' AND name = 't'"
     )
@@ -203,28 +210,47 @@ def test_member_drop_names_the_uuid_it_is_meant_for() -> None:
 
 def test_digest_statements() -> None:
     uuid_of_t = "(SELECT toString(uuid) FROM system.tables WHERE database = 'db' AND name = 't')"
-    assert sql_digest.table_content("db", "t", with_digest=True) == (
-        f"SELECT count(), toString(sum(reinterpretAsUInt128(sipHash128(tuple(*))))), {uuid_of_t} FROM `db`.`t`"
+    v1 = "count(), toString(sum(reinterpretAsUInt128(sipHash128(tuple(*)))))"
+    assert sql_digest.table_content("db", "t", (("id", "UInt64"),), 1) == f"SELECT {v1}, {uuid_of_t} FROM `db`.`t`"
+    assert sql_digest.table_content("db", "t", None, 2) == f"SELECT count(), {uuid_of_t} FROM `db`.`t`"
+    assert sql_digest.temporary_content("tmp", (("id", "UInt64"),), 1) == f"SELECT {v1} FROM `tmp`"
+    row = (
+        "SHA256(concat('dpone.typed-row.v1\\0', concat(reverse(reinterpretAsFixedString(toUInt32(length(toString(`id`))"
+        " + 1))), '\\x01', toString(`id`)), if(isNull(`s`), unhex('0000000100'), concat(reverse(reinterpretAsFixedString("
+        "toUInt32(length(assumeNotNull(`s`)) + 1))), '\\x01', assumeNotNull(`s`)))))"
     )
-    assert sql_digest.table_content("db", "t", with_digest=False) == f"SELECT count(), {uuid_of_t} FROM `db`.`t`"
-    assert sql_digest.temporary_content("tmp") == (
-        "SELECT count(), toString(sum(reinterpretAsUInt128(sipHash128(tuple(*))))) FROM `tmp`"
+    columns = (("id", "UInt64"), ("s", "Nullable(String)"))
+    assert sql_digest.table_content("db", "t", columns, 2) == (
+        f"SELECT count(), toString(sum(reinterpretAsUInt256(reverse({row})))), {uuid_of_t} FROM `db`.`t`"
+    )
+    assert sql_digest.active_parts("db", "t") == (
+        f"(SELECT (groupArray((name, hash_of_all_files)), {uuid_of_t}) FROM (SELECT name, hash_of_all_files"
+        " FROM system.parts WHERE database = 'db' AND table = 't' AND active ORDER BY name))"
     )
 
 
-def test_digest_never_uses_null_skipping_or_cancelling_aggregates() -> None:
-    text = sql_digest.table_content("db", "t", with_digest=True)
-    assert "sipHash64(*)" not in text and "groupBitXor" not in text and "tuple(*)" in text
+@pytest.mark.parametrize("version", [1, 2])
+def test_digest_never_uses_null_skipping_or_cancelling_aggregates(version: Literal[1, 2]) -> None:
+    text = sql_digest.table_content("db", "t", (("id", "UInt64"), ("s", "Nullable(String)")), version)
+    assert "sipHash64(*)" not in text and "groupBitXor" not in text and "sum(" in text
+    assert ("tuple(*)" in text) == (version == 1) and ("isNull(`s`)" in text) == (version == 2)
 
 
-def test_canonical_digest_binds_count_and_sum() -> None:
-    base = sql_digest.content_digest(2, 5)
+@pytest.mark.parametrize("version", [1, 2])
+def test_canonical_digest_binds_count_sum_and_version(version: Literal[1, 2]) -> None:
+    base = sql_digest.content_digest(2, 5, version)
     assert len(base) == 64
-    assert base != sql_digest.content_digest(3, 5)
-    assert base != sql_digest.content_digest(2, 6)
-    assert sql_digest.content_digest(0, 0) == sql_digest.EMPTY_CONTENT_DIGEST
+    assert base != sql_digest.content_digest(3, 5, version)
+    assert base != sql_digest.content_digest(2, 6, version)
+    assert base != sql_digest.content_digest(2, 5, 3 - version)  # type: ignore[arg-type]
     with pytest.raises(ValueError):
-        sql_digest.content_digest(1, 2**128)
+        sql_digest.content_digest(1, sql_digest.MODULUS[version], version)
+
+
+def test_version_2_is_the_typed_multiset_digest() -> None:
+    acc = MultisetDigest([TypedColumn(name="id", logical=LogicalType.INTEGER)])
+    acc.add_rows([(1,), (2,), (2,)])
+    assert sql_digest.content_digest(3, acc.total, 2) == acc.hexdigest
 
 
 def test_reference_table_fails_loudly_on_a_missing_column() -> None:
@@ -304,7 +330,7 @@ def test_every_statement_validates_names(name: str) -> None:
         lambda: sql_member.observe_metadata(name, "t"),
         lambda: sql_member.create_table("db", name, UUID, SPEC),
         lambda: sql_member.drop_table(name, "t", UUID),
-        lambda: sql_digest.table_content("db", name, with_digest=True),
+        lambda: sql_digest.table_content("db", name, None, 2),
         lambda: sql_cluster_ddl.render(DropTable(cluster=name, database="db", table="t"), DISPATCH),
         lambda: sql_cluster_ddl.queue_entry(name, TOKEN),
     ]

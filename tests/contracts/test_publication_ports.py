@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from airflow_provider_dpone.contracts.authority_row import AUTHORITY_COLUMNS, AUTHORITY_TABLE, AuthorityRow
+from airflow_provider_dpone.contracts.receipts import CONTENT_DIGEST_V1, CONTENT_DIGEST_V2
 from airflow_provider_dpone.ports.publication import (
     AuthorityConflictError,
     ColumnSpec,
@@ -27,6 +28,7 @@ from airflow_provider_dpone.ports.publication import (
     TableSpec,
 )
 from tests.adapters.port_backends import PortBackend, Row, open_backend
+from tests.fakes.world import content_digest as typed_multiset_digest
 
 pytestmark = pytest.mark.embedded_cluster(members=2)
 
@@ -212,6 +214,24 @@ def test_load_then_observe_equals_the_artifact(backend: PortBackend) -> None:
         )
         observed = session(backend, member_id).observe_table(backend.database, "cand", with_content=True)
         assert (observed.uuid, observed.row_count, observed.content_digest) == (value, 3, receipt.content_digest)
+
+
+def test_the_content_digest_is_the_typed_multiset_digest_of_the_rows(backend: PortBackend) -> None:
+    """Version 2 is one definition on every side: the server's digest equals the Python typed multiset digest
+    (``contracts.typed_digest``) of the same rows, so the fake and the engine agree value for value."""
+    receipt = backend.seal(COLUMNS, ROWS)
+    assert receipt.content_digest_version == CONTENT_DIGEST_V2
+    assert receipt.content_digest == typed_multiset_digest(COLUMNS, ROWS)
+    member_id = members(backend)[0]
+    value = candidate(backend, member_id)
+    member = session(backend, member_id)
+    handle = backend.ports.artifacts.open(receipt)
+    member.load(backend.database, "cand", value, handle, query_id=f"dpone-load-{uuid.uuid4().hex}", dedup_token="t")
+    current = member.observe_table(backend.database, "cand", with_content=True)
+    legacy = member.observe_table(backend.database, "cand", with_content=True, digest_version=CONTENT_DIGEST_V1)
+    assert current.content_digest == receipt.content_digest
+    assert legacy.content_digest is not None and legacy.content_digest != current.content_digest
+    assert legacy.row_count == current.row_count == 3
 
 
 def test_an_empty_artifact_is_a_complete_generation(backend: PortBackend) -> None:

@@ -22,7 +22,12 @@ from airflow_provider_dpone.contracts.inventory import (
     MemberEndpoint,
     TableFacts,
 )
-from airflow_provider_dpone.contracts.receipts import ArtifactColumn, ArtifactReceipt
+from airflow_provider_dpone.contracts.receipts import (
+    CURRENT_CONTENT_DIGEST,
+    ArtifactColumn,
+    ArtifactReceipt,
+    ContentDigestVersion,
+)
 from airflow_provider_dpone.ports.publication import (
     ArtifactInvalidError,
     AuthorityConflictError,
@@ -141,7 +146,13 @@ class FakeMemberSession:
         self.member = member
 
     def observe_table(
-        self, database: str, table: str, *, with_content: bool, with_parts: bool = False
+        self,
+        database: str,
+        table: str,
+        *,
+        with_content: bool,
+        with_parts: bool = False,
+        digest_version: ContentDigestVersion = CURRENT_CONTENT_DIGEST,
     ) -> TableObservation:
         self.world.calls["member.observe"] += 1
         found = self.member.tables.get((database, table))
@@ -153,7 +164,7 @@ class FakeMemberSession:
             engine=found.engine,
             columns=found.columns,
             row_count=len(found.rows),
-            content_digest=content_digest(found.columns, found.rows) if with_content else None,
+            content_digest=content_digest(found.columns, found.rows, digest_version) if with_content else None,
             parts_digest=parts_digest(found) if with_content or with_parts else None,
         )
 
@@ -337,6 +348,7 @@ class FakeSource:
             columns=tuple(ArtifactColumn(name=name, type=type_) for name, type_ in self.columns),
             content_digest=content_digest(self.columns, self.rows),
             replayable=self.replayable,
+            content_digest_version=CURRENT_CONTENT_DIGEST,
         )
         self.world.artifacts[receipt.sha256] = FakeArtifact(receipt, data, self.rows)
         return receipt

@@ -45,7 +45,12 @@ from airflow_provider_dpone.contracts.inventory import (
     ColumnFact,
     TableFacts,
 )
-from airflow_provider_dpone.contracts.receipts import ArtifactReceipt
+from airflow_provider_dpone.contracts.receipts import (
+    CONTENT_DIGEST_V2,
+    CURRENT_CONTENT_DIGEST,
+    ArtifactReceipt,
+    ContentDigestVersion,
+)
 from airflow_provider_dpone.contracts.typed_digest import LogicalType, MultisetDigest, TypedColumn
 from airflow_provider_dpone.ports.publication import (
     DdlIntent,
@@ -78,9 +83,13 @@ def typed_columns(columns: Sequence[tuple[str, str]]) -> list[TypedColumn]:
     return typed
 
 
-def content_digest(columns: Sequence[tuple[str, str]], rows: Sequence[Row]) -> str:
-    """What the server computes for a table (the fake memoizes it: a pure function of schema and rows)."""
-    return _content_digest(tuple(columns), tuple(rows))
+def content_digest(
+    columns: Sequence[tuple[str, str]], rows: Sequence[Row], version: ContentDigestVersion = CURRENT_CONTENT_DIGEST
+) -> str:
+    """What the server computes for a table (the fake memoizes it: a pure function of schema and rows). Version 2 is
+    the typed multiset digest itself, as on the real server; version 1 is a different function of the same rows."""
+    digest = _content_digest(tuple(columns), tuple(rows))
+    return digest if version == CONTENT_DIGEST_V2 else hashlib.sha256(f"v1:{digest}".encode()).hexdigest()
 
 
 def parts_digest(table: FakeTable) -> str:

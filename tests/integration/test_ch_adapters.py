@@ -24,7 +24,7 @@ from airflow_provider_dpone.adapters.clickhouse.oneshot import MutationGuard, Mu
 from airflow_provider_dpone.adapters.storage.artifact_store import ObjectStorageArtifactStore
 from airflow_provider_dpone.contracts.connection import ClickHouseConnectionOptions
 from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.ports.publication import ColumnSpec, OutcomeUnknownError, TableSpec
+from airflow_provider_dpone.ports.publication import ArtifactInvalidError, ColumnSpec, TableSpec
 from tests.adapters.http_servers import redirect_reply, serve
 
 pytestmark = pytest.mark.embedded_cluster(members=2)
@@ -128,7 +128,7 @@ def test_the_guard_refuses_a_second_load_with_the_same_query_id(
         member.close()
 
 
-def test_a_load_whose_stream_breaks_is_unknown_and_never_complete(
+def test_a_load_whose_artifact_fails_verification_while_streaming_is_invalid_and_never_complete(
     embedded_cluster: Any, fresh_database: str, store: ObjectStorageArtifactStore, tmp_path: Path
 ) -> None:
     coordinator = Endpoint.of(connection_to(embedded_cluster, "coordinator"))
@@ -143,13 +143,13 @@ def test_a_load_whose_stream_breaks_is_unknown_and_never_complete(
             reference=coordinator,
             max_source_bytes=1 << 24,
         ).seal()
-        handle = small.open(receipt)
         path = tmp_path / "artifacts" / "sha256" / receipt.sha256[:2] / f"{receipt.sha256}.native"
-        path.write_bytes(path.read_bytes()[:-1] + b"\x00")  # the bytes change after they were verified
+        path.write_bytes(path.read_bytes()[:-1] + b"\x00")  # the same size, other bytes: open checks only the size
+        handle = small.open(receipt)
         session = ClickHouseMemberSession(member, "m0000000000000001")
         value = str(uuid.uuid4())
         session.create_table(fresh_database, "cand", value, SPEC)
-        with pytest.raises(OutcomeUnknownError):
+        with pytest.raises(ArtifactInvalidError):  # verified while streamed: the protocol stops, never rebuilds
             session.load(
                 fresh_database, "cand", value, handle, query_id=f"dpone-load-{uuid.uuid4().hex}", dedup_token="t"
             )

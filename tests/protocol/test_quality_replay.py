@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -60,9 +61,9 @@ def scans(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter[str]]:
     original = FakeMemberSession.observe_table
 
     def observe(
-        self: FakeMemberSession, database: str, table: str, *, with_content: bool, with_parts: bool = False
+        self: FakeMemberSession, database: str, table: str, *, with_content: bool, **options: Any
     ) -> TableObservation:
-        observed = original(self, database, table, with_content=with_content, with_parts=with_parts)
+        observed = original(self, database, table, with_content=with_content, **options)
         if with_content and table == "target_table" and observed.uuid in self.world.entropy.issued_uuids:
             counted[self.member.member_id] += 1
         return observed

@@ -10,10 +10,11 @@ import pytest
 
 from airflow_provider_dpone.contracts.authority_phases import MemberStage, Phase
 from airflow_provider_dpone.contracts.inventory import ReplicationMode
-from airflow_provider_dpone.ports.publication import ColumnSpec
+from airflow_provider_dpone.contracts.receipts import CONTENT_DIGEST_V1, ArtifactReceipt
+from airflow_provider_dpone.ports.publication import ArtifactInvalidError, ColumnSpec
 from airflow_provider_dpone.protocol.context import ProtocolSettings
 from tests.fakes.faults import FaultKind
-from tests.fakes.ports import FakeMemberSession
+from tests.fakes.ports import FakeMemberSession, FakeSource
 from tests.fakes.publication import content_digest
 from tests.protocol.sim import (
     BASELINE_ROWS,
@@ -222,3 +223,42 @@ def test_member_loads_run_concurrently_and_converge(monkeypatch: pytest.MonkeyPa
     assert sim.world.calls["member.load"] == 3 and len(threads) == 3
     assert all(member.rebuilds == 0 for member in sim.record().members)
     sim.check_converged()
+
+
+def test_an_artifact_that_fails_verification_while_loading_stops_staging_and_never_readies(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The artifact's bytes are verified while they stream into a member: a failure there stops the attempt with
+    ARTIFACT_INVALID (not a rebuild loop), the part that landed never makes the member READY, and once the store
+    holds the right bytes again a retry rebuilds the candidate and completes."""
+    sim = Sim.build()
+    original = FakeMemberSession.load
+
+    def failing(self: FakeMemberSession, database: str, table: str, *args: Any, **kwargs: Any) -> None:
+        self.member.tables[(database, table)].rows.extend(sim.rows[:1])  # blocks sent before the hash failed
+        raise ArtifactInvalidError("bytes changed while streamed")
+
+    monkeypatch.setattr(FakeMemberSession, "load", failing)
+    sim.service().fence()
+    assert error_code(lambda: sim.service().stage(sim.source)) == "DPONE_CLICKHOUSE_CLUSTER_ARTIFACT_INVALID"
+    assert sim.record().phase is Phase.STAGING
+    assert all(member.stage is not MemberStage.READY for member in sim.record().members)  # type: ignore[attr-defined]
+    monkeypatch.setattr(FakeMemberSession, "load", original)
+    assert sim.run_dag() == "completed"
+    sim.check_invariants()
+
+
+def test_a_receipt_of_another_digest_version_aborts_before_any_member_mutation(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The baseline was digested with the current version, so a receipt naming another one cannot be compared with
+    it: the operation aborts as unsupported before anything is created on a member."""
+    sim = Sim.build(baseline=BASELINE_ROWS)
+    original = FakeSource.seal
+
+    def legacy(self: FakeSource) -> ArtifactReceipt:
+        return original(self).model_copy(update={"content_digest_version": CONTENT_DIGEST_V1})
+
+    monkeypatch.setattr(FakeSource, "seal", legacy)
+    sim.service().fence()
+    assert error_code(lambda: sim.service().stage(sim.source)) == "DPONE_CLICKHOUSE_CLUSTER_ARTIFACT_UNSUPPORTED"
+    assert sim.record().phase is Phase.ABORTED
+    assert sim.world.calls["member.create"] == 0 and sim.world.calls["member.load"] == 0

@@ -18,6 +18,7 @@ from airflow_provider_dpone.contracts.authority_phases import Phase
 from airflow_provider_dpone.contracts.authority_row import AUTHORITY_COLUMNS, AuthorityRow
 from airflow_provider_dpone.contracts.canonical import canonical_json, sha256_hex
 from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.contracts.receipts import CONTENT_DIGEST_V1, CONTENT_DIGEST_V2
 from tests.fakes.records import external_record, internal_v1, internal_v2
 
 
@@ -193,4 +194,31 @@ def test_a_parts_digest_without_verified_content_is_malformed() -> None:
     payload["members"][0].update({"parts_digest": "a" * 64, "row_count": None, "content_digest": None})
     assert _code(_row_with_payload(encode(record), canonical_json(payload))) == (
         "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_RECORD_INVALID"
+    )
+
+
+def test_a_record_written_before_digest_versions_decodes_canonically_as_version_1() -> None:
+    legacy = external_record(Phase.STAGED, members=2)  # the fixture's receipt names no digest version
+    payload = encode(legacy).payload
+    assert "content_digest_version" not in payload  # byte-identical to what an older writer stored
+    decoded = decode(encode(legacy))
+    assert decoded.artifact is not None and decoded.artifact.content_digest_version == CONTENT_DIGEST_V1
+
+
+def test_a_new_record_carries_its_digest_version() -> None:
+    legacy = external_record(Phase.STAGED, members=2)
+    assert legacy.artifact is not None
+    current = legacy.evolve(artifact=legacy.artifact.model_copy(update={"content_digest_version": CONTENT_DIGEST_V2}))
+    row = encode(current)
+    assert json.loads(row.payload)["artifact"]["content_digest_version"] == CONTENT_DIGEST_V2
+    assert decode(row) == current and decode(row) != legacy
+
+
+def test_an_explicit_version_1_is_not_the_canonical_encoding() -> None:
+    row = encode(external_record(Phase.STAGED, members=2))
+    value = json.loads(row.payload)
+    value["artifact"]["content_digest_version"] = CONTENT_DIGEST_V1
+    assert (
+        _code(_row_with_payload(row, canonical_json(value)))
+        == "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_PAYLOAD_NONCANONICAL"
     )

@@ -25,7 +25,7 @@ from airflow_provider_dpone.adapters.storage.artifact_store import (
     StoredObject,
 )
 from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.contracts.receipts import ArtifactColumn, ArtifactReceipt
+from airflow_provider_dpone.contracts.receipts import CURRENT_CONTENT_DIGEST, ArtifactColumn, ArtifactReceipt
 
 
 def seal_stored(
@@ -44,6 +44,7 @@ def seal_stored(
         columns=tuple(ArtifactColumn(name=name, type=type_) for name, type_ in columns),
         content_digest=content,
         replayable=True,
+        content_digest_version=CURRENT_CONTENT_DIGEST,
     )
 
 

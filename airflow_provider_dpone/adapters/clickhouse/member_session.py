@@ -6,7 +6,9 @@ Failure mapping of the mutations (each sent once, under the process-wide guard):
   single-table DDL in an Atomic database either happens or not. No answer is :class:`OutcomeUnknownError`.
 * ``load`` -- *any* failure after the request left is :class:`OutcomeUnknownError`: an INSERT of several blocks can
   fail after some blocks were written, so even an error answer does not prove "no effect". The protocol observes
-  the candidate and rebuilds it when it is not exact; nothing is ever appended to a candidate twice.
+  the candidate and rebuilds it when it is not exact; nothing is ever appended to a candidate twice. The one
+  exception: artifact bytes that fail verification while streaming raise :class:`ArtifactInvalidError`, so the
+  protocol stops instead of rebuilding from the same bad bytes.
 * the UUID guard of ``load`` and ``drop_table`` (the probe right before) refuses with
   :class:`MutationRejectedError` when the name does not hold exactly the expected UUID: nothing is sent.
 """
@@ -32,6 +34,7 @@ from airflow_provider_dpone.adapters.clickhouse.oneshot import (
     sanitized,
 )
 from airflow_provider_dpone.contracts.inventory import AdmittedMember
+from airflow_provider_dpone.contracts.receipts import CURRENT_CONTENT_DIGEST, ContentDigestVersion
 from airflow_provider_dpone.ports.publication import (
     ArtifactHandle,
     ArtifactInvalidError,
@@ -88,29 +91,39 @@ class ClickHouseMemberSession:
         return tuple(found.get(table) for table in tables)
 
     def observe_table(
-        self, database: str, table: str, *, with_content: bool, with_parts: bool = False
+        self,
+        database: str,
+        table: str,
+        *,
+        with_content: bool,
+        with_parts: bool = False,
+        digest_version: ContentDigestVersion = CURRENT_CONTENT_DIGEST,
     ) -> TableObservation:
-        meta = self._rows(sql_member.observe_metadata(database, table), "metadata read")
+        parts_read = with_content or with_parts  # in the metadata statement, before the content: sql_digest
+        meta = self._rows(sql_member.observe_metadata(database, table, with_parts=parts_read), "metadata read")
         if not meta:
             return TableObservation.absent()
-        uuid, engine, columns = meta[0]
+        uuid, engine, columns, *active = meta[0]
+        schema = tuple((str(name), str(type_)) for name, type_, _ in columns)
         parts = None
-        if with_content or with_parts:  # before the content: see sql_digest.table_parts
-            active, parts_uuid = self._rows(sql_digest.table_parts(database, table), "parts read")[0]
+        if parts_read:
+            active_parts, parts_uuid = active[0]
             if parts_uuid != uuid:
                 raise UnavailableError(f"member {self.member_id}: the table changed during observation")
-            parts = sql_digest.parts_digest(str(uuid), ((str(name), str(hashed)) for name, hashed in active))
-        content = self._rows(sql_digest.table_content(database, table, with_digest=with_content), "content read")
-        count, *digest, bound_uuid = content[0]
+            parts = sql_digest.parts_digest(str(uuid), ((str(name), str(hashed)) for name, hashed in active_parts))
+        statement = sql_digest.table_content(database, table, schema if with_content else None, digest_version)
+        count, *digest, bound_uuid = self._rows(statement, "content read")[0]
         if bound_uuid != uuid:
             raise UnavailableError(f"member {self.member_id}: the table changed during observation")
         return TableObservation(
             exists=True,
             uuid=str(uuid),
             engine=str(engine),
-            columns=tuple((str(name), str(type_)) for name, type_, _ in columns),
+            columns=schema,
             row_count=int(count),
-            content_digest=sql_digest.content_digest(int(count), int(digest[0])) if with_content else None,
+            content_digest=sql_digest.content_digest(int(count), int(digest[0]), digest_version)
+            if with_content
+            else None,
             parts_digest=parts,
         )
 
@@ -171,7 +184,7 @@ class ClickHouseMemberSession:
                 settings=sql_member.load_settings(query_id=query_id, dedup_token=dedup_token),
             )
         except ArtifactInvalidError:
-            raise OutcomeUnknownError(f"member {self.member_id}: the artifact changed while it was sent") from None
+            raise  # the body failed verification while sent: the INSERT never completed, a part may have landed
         except Error as error:
             raise OutcomeUnknownError(f"member {self.member_id}: load {sanitized(classify(error))}") from None
 

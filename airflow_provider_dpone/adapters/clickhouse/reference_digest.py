@@ -6,7 +6,7 @@ loaded wrong data would otherwise vouch for itself), and it has to be computed b
 *same* typed values -- a Python re-implementation of ``sipHash128(tuple(*))`` over decoded rows could differ in a
 corner of a type's binary form, and decoding rows in Python is what the publication path avoids. So the artifact's
 bytes are streamed once into a session-scoped ``TEMPORARY`` table on the coordinator and the same ``count(), sum(...)``
-query runs there; the temporary table vanishes with its session. Its engine is ``MergeTree`` (on disk), not
+query (``sql_digest.aggregates`` of the receipt's digest version) runs there; the temporary table vanishes with its session. Its engine is ``MergeTree`` (on disk), not
 ``Memory``: an artifact may be as large as ``max_source_bytes`` allows, and the coordinator's RAM is not a bound.
 
 The temporary table is also the artifact's schema check. ClickHouse's Native input maps columns *by name*, so the
@@ -31,6 +31,7 @@ from airflow_provider_dpone.adapters.clickhouse.sql_member import STRICT_NATIVE_
 from airflow_provider_dpone.adapters.clickhouse.types import canonical_type
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.contracts.identifiers import quote_clickhouse
+from airflow_provider_dpone.contracts.receipts import CURRENT_CONTENT_DIGEST, ContentDigestVersion
 
 REFERENCE_PREFIX: Final[str] = "dpone_artifact_reference_"
 MISSING_COLUMN_MESSAGE: Final[str] = "dpone: a declared column is missing from the artifact"
@@ -57,9 +58,13 @@ def drop_reference_table(table: str) -> str:
 
 
 def reference_digest(
-    endpoint: Endpoint, columns: Sequence[tuple[str, str]], chunks: Iterable[bytes]
+    endpoint: Endpoint,
+    columns: Sequence[tuple[str, str]],
+    chunks: Iterable[bytes],
+    version: ContentDigestVersion = CURRENT_CONTENT_DIGEST,
 ) -> tuple[int, str]:
-    """``(row_count, content_digest)`` of the Native bytes in ``chunks``, computed by the server of ``endpoint``.
+    """``(row_count, content_digest)`` of the Native bytes in ``chunks``, computed by the server of ``endpoint`` with
+    the digest function of ``version``.
 
     Raises ``DPONE_ARTIFACT_SCHEMA_MISMATCH`` when the bytes do not carry exactly the declared columns and types,
     ``DPONE_ARTIFACT_DIGEST_FAILED`` for any other failure. Nothing durable is written: a failed or repeated
@@ -77,7 +82,7 @@ def reference_digest(
             fmt="Native",
             settings=dict(STRICT_NATIVE_INPUT),
         )
-        rows = client.query(temporary_content(table)).result_rows
+        rows = client.query(temporary_content(table, columns, version)).result_rows
         client.command(drop_reference_table(table))
     except Error as error:
         failure = classify(error)
@@ -88,4 +93,4 @@ def reference_digest(
     finally:
         endpoint.release(client)
     count, hash_sum = rows[0]
-    return int(count), content_digest(int(count), int(hash_sum))
+    return int(count), content_digest(int(count), int(hash_sum), version)

@@ -3,7 +3,8 @@
 Every statement here runs on one member's direct connection, never ``ON CLUSTER`` and never through a facade:
 
 * **observe** -- the physical UUID, engine and ordered ``(name, type)`` columns from ``system.tables`` /
-  ``system.columns``; then count (and content digest) with the UUID re-read in the same statement (``sql_digest``);
+  ``system.columns`` (and the active parts, when asked, in the same statement); then count (and content digest)
+  with the UUID re-read in the same statement (``sql_digest``): two round trips;
 * **UUID probe** -- the UUID a name holds right now: the guard run immediately before a load or a drop, so a load
   never appends to, and a drop never removes, a table other than the exact one the protocol named;
 * **create** -- ``CREATE TABLE ... UUID '<intent>'`` with the exact column list, engine and ``ORDER BY``. Never
@@ -24,6 +25,7 @@ from typing import Final
 
 from airflow_provider_dpone.adapters.clickhouse.literals import settings_clause, string_literal, uuid_literal
 from airflow_provider_dpone.adapters.clickhouse.sql_catalog import columns_array
+from airflow_provider_dpone.adapters.clickhouse.sql_digest import active_parts
 from airflow_provider_dpone.adapters.clickhouse.types import canonical_type
 from airflow_provider_dpone.contracts.clickhouse_engines import EngineClass, classify_engine
 from airflow_provider_dpone.contracts.errors import DponeError
@@ -45,11 +47,13 @@ def _names(database: str, table: str) -> tuple[str, str]:
     )
 
 
-def observe_metadata(database: str, table: str) -> str:
-    """UUID, engine and ordered columns of one table (no row when the name is free)."""
+def observe_metadata(database: str, table: str, *, with_parts: bool = False) -> str:
+    """UUID, engine and ordered columns of one table (no row when the name is free); with ``with_parts`` also its
+    active parts, read in this statement, before the content statement (``sql_digest.active_parts``)."""
     db, name = _names(database, table)
+    parts = f", {active_parts(database, table)}" if with_parts else ""
     return (
-        f"SELECT toString(uuid), engine, {columns_array(database, table)}"
+        f"SELECT toString(uuid), engine, {columns_array(database, table)}{parts}"
         f" FROM system.tables WHERE database = {db} AND name = {name}"
     )
 

@@ -13,9 +13,10 @@ may replay the artifact into a rebuilt candidate at any later attempt, and every
   *before* each chunk is written, so a write stops at the bound, never after it. On commit the temporary object is
   renamed to its content address; when that address already holds an object of the same size it is reused and the
   new copy discarded -- an existing object is never overwritten.
-* **open** -- checks the size, then hashes the whole object against the receipt before handing out a handle;
-  :meth:`VerifiedArtifact.chunks` hashes again while streaming and withholds the final chunk until the digest is
-  proven, so a body whose bytes changed after ``open`` never completes (the INSERT fails instead of committing it).
+* **open** -- checks that the object exists with the receipt's size; :meth:`VerifiedArtifact.chunks` hashes while
+  streaming and withholds the final chunk until the SHA-256 is proven, so a body whose bytes differ from the receipt
+  never completes (the INSERT fails instead of committing it). The bytes are read once per load, not once more to
+  check them first: a member that received part of a bad stream holds a candidate the content check refuses.
 """
 
 from __future__ import annotations
@@ -127,7 +128,8 @@ class ArtifactWriter:
 
 
 class VerifiedArtifact:
-    """An opened artifact whose size and SHA-256 matched its receipt (``ArtifactHandle``)."""
+    """An opened artifact whose size matched its receipt and whose bytes are verified as they stream
+    (``ArtifactHandle``)."""
 
     def __init__(self, path: ObjectStoragePath, receipt: ArtifactReceipt, chunk_bytes: int) -> None:
         self.path = path
@@ -188,7 +190,8 @@ class ObjectStorageArtifactStore:
         return verified_chunks(self.object_path(stored.sha256), stored.sha256, stored.byte_size, self.chunk_bytes)
 
     def open(self, receipt: ArtifactReceipt) -> VerifiedArtifact:
-        """Reopen by ``receipt.sha256``; verify size and SHA-256 first (:class:`ArtifactInvalidError` otherwise)."""
+        """Reopen by ``receipt.sha256`` after checking the size (:class:`ArtifactInvalidError` otherwise); the SHA-256
+        is verified while the handle streams."""
         path = self.object_path(receipt.sha256)
         try:
             if not path.exists():
@@ -199,6 +202,4 @@ class ObjectStorageArtifactStore:
             raise
         except Exception as error:  # noqa: BLE001
             raise ArtifactInvalidError(f"artifact unreadable ({type(error).__name__})") from None
-        for _ in verified_chunks(path, receipt.sha256, receipt.byte_size, self.chunk_bytes):
-            pass
         return VerifiedArtifact(path, receipt, self.chunk_bytes)
