@@ -130,8 +130,8 @@ def _same_values(sent: pa.ChunkedArray, stored: pa.ChunkedArray) -> bool:
 def stored_equals_sent(sent: pa.Table, stored: pa.Table) -> bool:
     """Whether ``stored`` (``__dpone_row`` then the planned columns, in any order) is exactly the rows of ``sent``.
 
-    The positions must be a permutation of ``0..rows-1``: a missing or duplicated row leaves a hole. The stored rows
-    are then put in sent order and every column compared with Arrow's vectorised equality.
+    The positions must be a permutation of ``0..rows-1``: a missing or duplicated row leaves a hole. Each stored
+    column is then put in sent order and compared with Arrow's vectorised equality.
     """
     rows = sent.num_rows
     if stored.num_rows != rows or stored.num_columns != sent.num_columns + 1:
@@ -148,7 +148,7 @@ def stored_equals_sent(sent: pa.Table, stored: pa.Table) -> bool:
     order[index] = np.arange(rows, dtype=np.int64)
     if int(order.min()) < 0:
         return False
-    aligned = stored.take(pa.array(order))
+    take = pa.array(order)  # aligned one column at a time: at most one extra column in memory
     return all(
-        _same_values(column, aligned.column(position + 1)) for position, column in enumerate(sent.columns)
+        _same_values(column, stored.column(position + 1).take(take)) for position, column in enumerate(sent.columns)
     )
