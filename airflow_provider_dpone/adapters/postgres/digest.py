@@ -4,7 +4,7 @@
 compared, value for value, with the rows that were loaded (:func:`stored_equals_sent`). Each staged row carries its
 position in the chunk (``__dpone_row``); the positions read back must be exactly ``0..rows-1`` once each, so a
 missing, extra or duplicated row fails, and every column of the aligned rows must be equal (NULLs in the same
-places, numeric read back as text and parsed into the exact decimal type, refusing any other scale). No hash is
+places; numeric is read back as its text and parsed into the exact decimal type, refusing any other scale). No hash is
 involved, so there is no collision to bound. The rows compared against are the sealed stage chunk (its object
 SHA-256 and header are checked against the journal receipt before loading), so equality proves the target stores
 exactly the rows whose typed sum the receipt records. See docs/clickhouse-to-mssql.md for the full argument and the
@@ -106,9 +106,20 @@ def chunk_digest(plan: TargetPlan, ordinal: int) -> str:
     )
 
 
+def _readback_column(name: str, column: ColumnType) -> str:
+    """``numeric`` travels as its exact text (``numeric_out`` keeps every digit of the declared scale): the driver's
+    binary-numeric-to-text conversion costs about twice as much; the worker parses it into the exact decimal type."""
+    quoted = quote_postgres(name)
+    if column.storage in (StorageKind.UINT64, StorageKind.DECIMAL):
+        return f"{quoted}::text"
+    return quoted
+
+
 def readback_chunk(plan: TargetPlan) -> str:
     """The committed rows of one ordinal with their positions (the ordinal is the only parameter)."""
-    columns = ", ".join(quote_postgres(name) for name in (ROW_COLUMN, *plan.column_names))
+    columns = ", ".join(
+        [quote_postgres(ROW_COLUMN)] + [_readback_column(c.name, c.column_type) for c in plan.columns]
+    )
     return (
         f"SELECT {columns} FROM {qualified(plan.target_schema, plan.staging_table)} "
         f"WHERE {quote_postgres(CHUNK_COLUMN)} = $1"
