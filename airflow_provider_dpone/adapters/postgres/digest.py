@@ -117,9 +117,7 @@ def _readback_column(name: str, column: ColumnType) -> str:
 
 def readback_chunk(plan: TargetPlan) -> str:
     """The committed rows of one ordinal with their positions (the ordinal is the only parameter)."""
-    columns = ", ".join(
-        [quote_postgres(ROW_COLUMN)] + [_readback_column(c.name, c.column_type) for c in plan.columns]
-    )
+    columns = ", ".join([quote_postgres(ROW_COLUMN)] + [_readback_column(c.name, c.column_type) for c in plan.columns])
     return (
         f"SELECT {columns} FROM {qualified(plan.target_schema, plan.staging_table)} "
         f"WHERE {quote_postgres(CHUNK_COLUMN)} = $1"

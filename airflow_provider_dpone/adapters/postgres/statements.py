@@ -111,10 +111,8 @@ def drop_retired(plan: TargetPlan) -> str:
 def create_staging(plan: TargetPlan) -> str:
     """Window replace stages UNLOGGED (transient, never published as-is); full refresh stages the future table."""
     unlogged = "UNLOGGED " if plan.mode is PublicationMode.WINDOW_REPLACE else ""
-    definitions = ", ".join(
-        [f"{quote_postgres(CHUNK_COLUMN)} integer NOT NULL", f"{quote_postgres(ROW_COLUMN)} integer NOT NULL"]
-        + _definitions(plan)
-    )
+    positions = [f"{quote_postgres(CHUNK_COLUMN)} integer NOT NULL", f"{quote_postgres(ROW_COLUMN)} integer NOT NULL"]
+    definitions = ", ".join([*positions, *_definitions(plan)])
     return f"CREATE {unlogged}TABLE {qualified(plan.target_schema, plan.staging_table)} ({definitions})"
 
 
