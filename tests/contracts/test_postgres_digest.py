@@ -211,3 +211,25 @@ def test_read_back_refuses_every_changed_missing_duplicated_or_moved_row(pg: Pos
         assert verified.matched is (action in {"scale", "swapped", "replaced"})
     finally:
         pg.close()
+
+
+def test_a_parked_bulk_connection_holds_no_lock_or_transaction(pg: PostgresHarness) -> None:
+    """Bulk connections are reused between calls: after a load and a verification, the publication lock is free and
+    no session of the adapter is left inside a transaction."""
+    plan = _plan(pg.schema)
+    sent, expected = _sealed(plan, _rows())
+    target = PostgresTransferTarget(pg._connect, pg.copy_connect)
+    try:
+        target.prepare(plan)
+        target.load_chunk(plan, 0, sent)
+        assert target.verify_chunk(plan, expected).matched
+        with psycopg.connect(pg.dsn, autocommit=True) as admin:
+            admin.execute("SET lock_timeout = '200ms'")
+            assert admin.execute("SELECT pg_try_advisory_lock(%s)", (plan.lock_key,)).fetchone() == (True,)
+            states = admin.execute(
+                "SELECT state FROM pg_stat_activity WHERE application_name = 'dpone-target-copy'"
+            ).fetchall()
+        assert states and all(state == ("idle",) for state in states)
+    finally:
+        target.close()
+        pg.close()
