@@ -19,6 +19,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Final
 
+import pyarrow as pa
 from pydantic import BaseModel
 
 from airflow_provider_dpone.contracts.canonical import canonical_json_bytes, sha256_hex
@@ -154,32 +155,43 @@ class Publisher:
     def _load_and_verify(self, view: InvocationView, invocation: TargetInvocation) -> int | None:
         """Load and verify every chunk, pipelined; the first ordinal whose target evidence differs, or None.
 
-        The lease is checked before each chunk is handed over; a chunk's read, load and verification run in that
-        order in one worker, so a chunk is verified only after its own load committed.
+        Three single-thread stages, each in ordinal order: read (stage object checked against its receipt), load,
+        verify. A chunk's load waits for its read, its verification for its own committed load. The lease is checked
+        before each chunk enters the pipeline, and at most ``depth`` chunks are in it.
         """
+        reader, loader, verifier = (
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"dpone-target-{name}")
+            for name in ("read", "load", "verify")
+        )
 
-        def one(evidence: ChunkEvidence) -> bool:
-            chunk = load_verified_chunk(view, evidence.ordinal, self._stage, decode_rows=True)
-            self._target.load_chunk(invocation, evidence.ordinal, chunk.table)
-            del chunk
+        def read(evidence: ChunkEvidence) -> pa.Table:
+            return load_verified_chunk(view, evidence.ordinal, self._stage, decode_rows=True).table
+
+        def load(evidence: ChunkEvidence, table: Future[pa.Table]) -> None:
+            self._target.load_chunk(invocation, evidence.ordinal, table.result())
+
+        def verify(evidence: ChunkEvidence, loaded: Future[None]) -> bool:
+            loaded.result()
             return self._target.verify_chunk(invocation, evidence) == evidence
 
         in_flight: deque[tuple[int, Future[bool]]] = deque()
-        pool = ThreadPoolExecutor(max_workers=self._depth, thread_name_prefix="dpone-target")
         try:
             for evidence in chunk_evidence(view):
                 if len(in_flight) >= self._depth:
-                    ordinal, future = in_flight.popleft()
-                    if not future.result():
+                    ordinal, verified = in_flight.popleft()
+                    if not verified.result():
                         return ordinal
                 self._lease.ensure()
-                in_flight.append((evidence.ordinal, pool.submit(one, evidence)))
-            for ordinal, future in in_flight:
-                if not future.result():
+                table = reader.submit(read, evidence)
+                loaded = loader.submit(load, evidence, table)
+                in_flight.append((evidence.ordinal, verifier.submit(verify, evidence, loaded)))
+            for ordinal, verified in in_flight:
+                if not verified.result():
                     return ordinal
             return None
         finally:
-            pool.shutdown(wait=True, cancel_futures=True)
+            for pool in (reader, loader, verifier):
+                pool.shutdown(wait=True, cancel_futures=True)
 
     def _finish(self, view: InvocationView, complete: NativeStageComplete, invocation: TargetInvocation) -> Succeeded:
         published = view.published
