@@ -1,7 +1,8 @@
 """The transfer-target port on PostgreSQL (psycopg 3, binary COPY).
 
-One connection per port call, opened from the injected factory and closed at the end: no session state survives a
-call, and nothing is ever replayed on a new connection. Each mutating call is one transaction:
+One connection per port call, from the injected factory: no transaction, lock or setting survives a call, and nothing
+is ever replayed on a new connection (a bulk connection that ended its call cleanly is parked and reused, because
+opening one is expensive; see ``_copy_session``). Each mutating call is one transaction:
 
 * ``load_chunk``: on the bulk (ADBC) connection: shared publication lock + exclusive chunk lock, refuse an already
   staged ordinal, binary COPY straight from the chunk's Arrow buffers (``arrow_load.py``), commit.
