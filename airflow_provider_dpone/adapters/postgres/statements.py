@@ -117,10 +117,13 @@ def create_staging(plan: TargetPlan) -> str:
 
 
 def create_staging_index(plan: TargetPlan) -> str:
-    """BRIN on the chunk ordinal: chunks arrive in append order, so lookups by ordinal stay cheap to maintain."""
+    """B-tree on the chunk ordinal: the already-loaded check and the verification read-back touch only that chunk's
+    pages. (A BRIN index leaves the ranges written since its creation unsummarized, so every lookup scanned the whole
+    staging table: quadratic in chunks.) Keys arrive in ascending order, so maintenance appends to the rightmost leaf.
+    """
     return (
         f"CREATE INDEX {quote_postgres(plan.staging_index)} ON "
-        f"{qualified(plan.target_schema, plan.staging_table)} USING brin ({quote_postgres(CHUNK_COLUMN)})"
+        f"{qualified(plan.target_schema, plan.staging_table)} USING btree ({quote_postgres(CHUNK_COLUMN)})"
     )
 
 
