@@ -32,6 +32,9 @@ from airflow_provider_dpone.contracts.native_schema import NativeColumn, columns
 from airflow_provider_dpone.contracts.typed_digest import HASH_LIMBS, LogicalType, fold_limb_sums, row_hash
 
 MAGIC: Final[bytes] = b"DPONE-ARROW\x02"
+SEALED_METADATA_KEY: Final[bytes] = b"dpone.sealed-chunk"
+"""Schema metadata of a table decoded from a v2 stage object: its sealed ordinal, rows and typed sum, so a target
+that proves it stored exactly these rows can name the typed sum they carry (``sealed_facts``)."""
 _U32: Final = struct.Struct(">I")
 HASH_BYTES: Final = 32
 
@@ -134,11 +137,12 @@ def encode_chunk(
             "typed_sum": typed_sum_hex(total),
         }
     )
-    sink = pa.BufferOutputStream()
+    sink = pa.BufferOutputStream()  # header and body in one buffer: one copy out, not three
+    sink.write(MAGIC + _U32.pack(len(header)) + header)
     with pa.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table)
-    body: bytes = sink.getvalue().to_pybytes()
-    return MAGIC + _U32.pack(len(header)) + header + body
+    data: bytes = sink.getvalue().to_pybytes()
+    return data
 
 
 class StagedChunk:
@@ -178,7 +182,22 @@ def _decode_arrow(data: bytes, columns: Sequence[NativeColumn], *, decode_rows: 
         raise DponeError("mssql_native.stage_integrity_failed", "chunk body is not an Arrow stream") from None
     if not table.schema.equals(stage_schema(columns)) or table.num_rows != header.get("rows"):
         raise DponeError("mssql_native.stage_integrity_failed", "chunk body differs from its header")
-    return StagedChunk(header, table)
+    facts = {"ordinal": header.get("ordinal"), "rows": table.num_rows, "typed_sum": header.get("typed_sum")}
+    return StagedChunk(header, table.replace_schema_metadata({SEALED_METADATA_KEY: canonical_json_bytes(facts)}))
+
+
+def sealed_facts(table: pa.Table) -> tuple[int, int, str] | None:
+    """``(ordinal, rows, typed_sum)`` of a table decoded from a sealed stage object; None for any other table."""
+    raw = (table.schema.metadata or {}).get(SEALED_METADATA_KEY)
+    if raw is None:
+        return None
+    facts = parse_canonical_json(raw)
+    if not isinstance(facts, dict):
+        return None
+    ordinal, rows, typed_sum = facts.get("ordinal"), facts.get("rows"), facts.get("typed_sum")
+    if not isinstance(ordinal, int) or rows != table.num_rows or not isinstance(typed_sum, str):
+        return None
+    return ordinal, rows, typed_sum
 
 
 def rows_table(rows: Iterable[Sequence[object]], columns: Sequence[NativeColumn]) -> pa.Table:

@@ -3,7 +3,8 @@
 The server-side digest re-implements the canonical encoding in SQL; this differential test is what keeps the two
 from drifting: boundary values of every type (extremes, zero, negative, pre-1970 instants, empty and non-UTF-8 bytes,
 NULL) are staged, and the server digest, the read-back digest and the source's digest of the original rows must all be
-equal; a single changed value must change the server digest.
+equal; a single changed value must change the server digest. The same values loaded from a sealed stage chunk must read
+back exactly equal, and any changed, NULLed, missing, duplicated or re-positioned row must fail the exact comparison.
 """
 
 from __future__ import annotations
@@ -12,13 +13,20 @@ import datetime as dt
 import uuid
 from decimal import Decimal
 
+import psycopg
+import pyarrow as pa
 import pytest
 
+from airflow_provider_dpone.adapters.postgres.arrow_load import copy_table
+from airflow_provider_dpone.adapters.postgres.digest import readback_chunk, stored_equals_sent
+from airflow_provider_dpone.adapters.postgres.statements import qualified
 from airflow_provider_dpone.adapters.postgres.target import PostgresTransferTarget
+from airflow_provider_dpone.contracts.native_arrow_chunk import decode_chunk, encode_chunk, rows_table
 from airflow_provider_dpone.contracts.transfer_target import PublicationMode, TargetColumn, TargetPlan
 from airflow_provider_dpone.contracts.transfer_target_receipts import ChunkExpectation
 from airflow_provider_dpone.contracts.transfer_target_types import StringMapping
 from airflow_provider_dpone.contracts.typed_digest import MultisetDigest
+from airflow_provider_dpone.protocol.native_transfer.schema_admission import map_type
 from tests.fixtures.postgres import PostgresServer
 from tests.fixtures.target_harness import PostgresHarness
 
@@ -139,4 +147,89 @@ def test_one_changed_value_changes_the_server_digest(postgres_server: PostgresSe
         target.load_chunk(plan, 0, [tuple(changed), *rows[1:]])
         assert not target.verify_chunk(plan, ChunkExpectation.of(0, source)).matched
     finally:
+        pg.close()
+
+
+def _sealed(plan: TargetPlan, rows: list[tuple[object, ...]]) -> tuple[pa.Table, ChunkExpectation]:
+    """The rows as the route hands them over: a table decoded from a sealed v2 stage object (ordinal 0)."""
+    columns = [map_type(name, source_type, implicit_utc=False) for name, source_type, _ in TYPES]
+    source = MultisetDigest(plan.typed_columns)
+    source.add_rows(rows)
+    data = encode_chunk(rows_table(rows, columns), columns, plan.invocation_id, 0, source.total)
+    return decode_chunk(data, columns).table, ChunkExpectation.of(0, source)
+
+
+def _read_back(pg: PostgresHarness, plan: TargetPlan) -> pa.Table:
+    conn = pg.copy_connect()
+    try:
+        with conn.cursor() as cursor:
+            cursor.execute(readback_chunk(plan), parameters=(0,))
+            return cursor.fetch_arrow_table()
+    finally:
+        conn.close()
+
+
+def test_read_back_equals_the_sealed_rows_on_boundary_values(pg: PostgresHarness) -> None:
+    plan = _plan(pg.schema)
+    sent, expected = _sealed(plan, _rows())
+    target = PostgresTransferTarget(pg._connect, pg.copy_connect)
+    try:
+        target.prepare(plan)
+        target.load_chunk(plan, 0, sent)
+        assert stored_equals_sent(copy_table(sent, plan, 0).select(list(plan.column_names)), _read_back(pg, plan))
+        verified = target.verify_chunk(plan, expected)
+        assert verified.matched and verified.observed_typed_sum == expected.typed_sum
+    finally:
+        pg.close()
+
+
+TAMPER = {
+    "value": "UPDATE {t} SET i64 = i64 + 1 WHERE __dpone_row = 2",
+    "null": "UPDATE {t} SET d4 = NULL WHERE __dpone_row = 0",
+    "scale": "UPDATE {t} SET d0 = d0 + 0 WHERE __dpone_row = 2",  # no change: must still be equal (control)
+    "duplicate": "INSERT INTO {t} SELECT * FROM {t} WHERE __dpone_row = 2",
+    "missing": "DELETE FROM {t} WHERE __dpone_row = 1",
+    "swapped": "UPDATE {t} SET __dpone_row = 1 - __dpone_row WHERE __dpone_row IN (0, 1)",
+    "replaced": "UPDATE {t} SET __dpone_row = 0 WHERE __dpone_row = 1",
+}
+
+
+@pytest.mark.parametrize("action", sorted(TAMPER))
+def test_read_back_refuses_every_changed_missing_duplicated_or_moved_row(pg: PostgresHarness, action: str) -> None:
+    plan = _plan(pg.schema)
+    sent, expected = _sealed(plan, _rows())
+    target = PostgresTransferTarget(pg._connect, pg.copy_connect)
+    try:
+        target.prepare(plan)
+        target.load_chunk(plan, 0, sent)
+        with psycopg.connect(pg.dsn, autocommit=True) as admin:
+            admin.execute(TAMPER[action].format(t=qualified(plan.target_schema, plan.staging_table)))
+        equal = stored_equals_sent(copy_table(sent, plan, 0).select(list(plan.column_names)), _read_back(pg, plan))
+        verified = target.verify_chunk(plan, expected)
+        assert equal is (action == "scale")
+        # only positions changed: the fast path refuses, the typed digest then proves the same multiset is stored
+        assert verified.matched is (action in {"scale", "swapped", "replaced"})
+    finally:
+        pg.close()
+
+
+def test_a_parked_bulk_connection_holds_no_lock_or_transaction(pg: PostgresHarness) -> None:
+    """Bulk connections are reused between calls: after a load and a verification, the publication lock is free and
+    no session of the adapter is left inside a transaction."""
+    plan = _plan(pg.schema)
+    sent, expected = _sealed(plan, _rows())
+    target = PostgresTransferTarget(pg._connect, pg.copy_connect)
+    try:
+        target.prepare(plan)
+        target.load_chunk(plan, 0, sent)
+        assert target.verify_chunk(plan, expected).matched
+        with psycopg.connect(pg.dsn, autocommit=True) as admin:
+            admin.execute("SET lock_timeout = '200ms'")
+            assert admin.execute("SELECT pg_try_advisory_lock(%s)", (plan.lock_key,)).fetchone() == (True,)
+            states = admin.execute(
+                "SELECT state FROM pg_stat_activity WHERE application_name = 'dpone-target-copy'"
+            ).fetchall()
+        assert states and all(state == ("idle",) for state in states)
+    finally:
+        target.close()
         pg.close()

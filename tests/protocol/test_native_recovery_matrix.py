@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from airflow_provider_dpone.adapters.storage.native_stage import ObjectStageStore
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.protocol.native_transfer.states import RouteState
 from tests.fakes.native_route_target import Crash
@@ -178,4 +179,28 @@ def test_held_custody_blocks_an_overlapping_run(tmp_path) -> None:
 
     harness.run(start_second_run)
     assert overlapping[0].code == "mssql_native.custody_held"
+    assert_published_once(harness)
+
+
+def test_failed_stage_write_settles_before_eof_and_leaves_no_stage_object(tmp_path, monkeypatch) -> None:
+    """Stage writes run in a writer thread: a failed put surfaces in ordinal order, the writer is finished before the
+    invocation is settled, so no object of the settled invocation is left behind (or written after)."""
+    harness = make_harness(tmp_path)
+    put = ObjectStageStore.put
+
+    def failing_put(self: ObjectStageStore, key: str, data: bytes) -> None:
+        if key.endswith("/00000001.chunk"):
+            raise OSError("stage unavailable")
+        put(self, key, data)
+
+    monkeypatch.setattr(ObjectStageStore, "put", failing_put)
+    with pytest.raises(OSError):
+        harness.run()
+    stage = tmp_path / "0123456789abcdef0123456789abcdef" / "stage"
+    assert not stage.exists() or not any(stage.iterdir())
+    assert harness.target.calls == ["admit"]
+    monkeypatch.setattr(ObjectStageStore, "put", put)
+    result = harness.run()
+    assert result.resumed_from is RouteState.REEXTRACT_REQUIRED
+    assert harness.source.connections == 2
     assert_published_once(harness)

@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from airflow_provider_dpone.adapters.postgres.statements import ROW_COLUMN
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.contracts.transfer_target import CHUNK_COLUMN, TargetPlan
 from airflow_provider_dpone.contracts.transfer_target_types import ColumnType, StorageKind
@@ -101,7 +102,7 @@ def _from_rows(rows: Iterable[Iterable[object]], plan: TargetPlan) -> pa.Table:
 
 
 def copy_table(data: ChunkData, plan: TargetPlan, ordinal: int) -> pa.Table:
-    """The staging rows of one chunk: the ordinal column, then every planned column in its wire type."""
+    """The staging rows of one chunk: the ordinal, each row's position, then every planned column in its wire type."""
     if isinstance(data, pa.Table):
         if data.num_columns != len(plan.columns):
             raise DponeError("mssql_native.target_value_invalid", f"{data.num_columns} columns for {len(plan.columns)}")
@@ -109,4 +110,5 @@ def copy_table(data: ChunkData, plan: TargetPlan, ordinal: int) -> pa.Table:
         table = pa.Table.from_arrays(columns, names=list(plan.column_names))
     else:
         table = _from_rows(data, plan)
+    table = table.add_column(0, ROW_COLUMN, pa.array(np.arange(table.num_rows, dtype=np.int32)))
     return table.add_column(0, CHUNK_COLUMN, pa.array(np.full(table.num_rows, ordinal, dtype=np.int32)))

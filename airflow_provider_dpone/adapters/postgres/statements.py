@@ -13,6 +13,10 @@ from airflow_provider_dpone.contracts.identifiers import quote_postgres
 from airflow_provider_dpone.contracts.transfer_target import CHUNK_COLUMN, RECEIPT_TABLE, PublicationMode, TargetPlan
 from airflow_provider_dpone.contracts.transfer_target_types import ColumnType, StorageKind
 
+ROW_COLUMN: Final[str] = "__dpone_row"
+"""Each staged row's position in its chunk (0..rows-1): verification aligns the rows it reads back with the rows it
+sent by this column, so the comparison is positional and exact without sorting (``digest.py``)."""
+
 COPY_TYPES: Final[dict[StorageKind, str]] = {
     StorageKind.UINT64: "numeric",
     StorageKind.DECIMAL: "numeric",
@@ -107,15 +111,19 @@ def drop_retired(plan: TargetPlan) -> str:
 def create_staging(plan: TargetPlan) -> str:
     """Window replace stages UNLOGGED (transient, never published as-is); full refresh stages the future table."""
     unlogged = "UNLOGGED " if plan.mode is PublicationMode.WINDOW_REPLACE else ""
-    definitions = ", ".join([f"{quote_postgres(CHUNK_COLUMN)} integer NOT NULL", *_definitions(plan)])
+    positions = [f"{quote_postgres(CHUNK_COLUMN)} integer NOT NULL", f"{quote_postgres(ROW_COLUMN)} integer NOT NULL"]
+    definitions = ", ".join([*positions, *_definitions(plan)])
     return f"CREATE {unlogged}TABLE {qualified(plan.target_schema, plan.staging_table)} ({definitions})"
 
 
 def create_staging_index(plan: TargetPlan) -> str:
-    """BRIN on the chunk ordinal: chunks arrive in append order, so lookups by ordinal stay cheap to maintain."""
+    """B-tree on the chunk ordinal: the already-loaded check and the verification read-back touch only that chunk's
+    pages. (A BRIN index leaves the ranges written since its creation unsummarized, so every lookup scanned the whole
+    staging table: quadratic in chunks.) Keys arrive in ascending order, so maintenance appends to the rightmost leaf.
+    """
     return (
         f"CREATE INDEX {quote_postgres(plan.staging_index)} ON "
-        f"{qualified(plan.target_schema, plan.staging_table)} USING brin ({quote_postgres(CHUNK_COLUMN)})"
+        f"{qualified(plan.target_schema, plan.staging_table)} USING btree ({quote_postgres(CHUNK_COLUMN)})"
     )
 
 
@@ -133,7 +141,7 @@ def chunk_present_bulk(plan: TargetPlan) -> str:
 def copy_in(plan: TargetPlan) -> str:
     return (
         f"COPY {qualified(plan.target_schema, plan.staging_table)} "
-        f"({quote_postgres(CHUNK_COLUMN)}, {_columns(plan)}) FROM STDIN (FORMAT BINARY)"
+        f"({quote_postgres(CHUNK_COLUMN)}, {quote_postgres(ROW_COLUMN)}, {_columns(plan)}) FROM STDIN (FORMAT BINARY)"
     )
 
 
@@ -176,12 +184,12 @@ def insert_from_staging(plan: TargetPlan) -> str:
 
 
 def full_refresh_swap(plan: TargetPlan, *, target_exists: bool) -> list[str]:
-    """Turn staging into the target: drop the ordinal index and column, rename, drop the previous table."""
+    """Turn staging into the target: drop the ordinal index and columns, rename, drop the previous table."""
     schema = plan.target_schema
     staging = qualified(schema, plan.staging_table)
     statements = [
         f"DROP INDEX {qualified(schema, plan.staging_index)}",
-        f"ALTER TABLE {staging} DROP COLUMN {quote_postgres(CHUNK_COLUMN)}",
+        f"ALTER TABLE {staging} DROP COLUMN {quote_postgres(CHUNK_COLUMN)}, DROP COLUMN {quote_postgres(ROW_COLUMN)}",
     ]
     if target_exists:
         statements.append(

@@ -1,10 +1,14 @@
 """The transfer-target port on PostgreSQL (psycopg 3, binary COPY).
 
-One connection per port call, opened from the injected factory and closed at the end: no session state survives a
-call, and nothing is ever replayed on a new connection. Each mutating call is one transaction:
+One connection per port call, from the injected factory: no transaction, lock or setting survives a call, and nothing
+is ever replayed on a new connection (a bulk connection that ended its call cleanly is parked and reused, because
+opening one is expensive; see ``_copy_session``). Each mutating call is one transaction:
 
 * ``load_chunk``: on the bulk (ADBC) connection: shared publication lock + exclusive chunk lock, refuse an already
   staged ordinal, binary COPY straight from the chunk's Arrow buffers (``arrow_load.py``), commit.
+* ``verify_chunk``: reads the committed rows back (binary COPY to Arrow) and compares them exactly with the rows this
+  adapter loaded for that ordinal, when they came from a sealed stage chunk (``digest.py``); otherwise, or when they
+  differ, recomputes the typed digest in SQL. The loaded rows wait in memory only between the two calls.
 * ``publish``: exclusive publication lock, receipt absent, staging exactly the requested chunks, swap or window
   replace, receipt row, commit. A failure before COMMIT is rolled back by the server (``target_publication_failed``);
   any failure of the COMMIT itself is reported as unknown (``target_publication_outcome_unknown``).
@@ -14,6 +18,9 @@ call, and nothing is ever replayed on a new connection. Each mutating call is on
 
 from __future__ import annotations
 
+import contextlib
+import threading
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Final, Literal, TypeAlias
@@ -23,14 +30,16 @@ import adbc_driver_manager.dbapi as adbc_dbapi
 import adbc_driver_postgresql.dbapi as adbc_postgres
 import psycopg
 import psycopg.errors
+import pyarrow as pa
 from psycopg.conninfo import make_conninfo
 
 from airflow_provider_dpone.adapters import transfer_target_common as common
 from airflow_provider_dpone.adapters.postgres import statements as sql
 from airflow_provider_dpone.adapters.postgres.arrow_load import copy_table
-from airflow_provider_dpone.adapters.postgres.digest import chunk_digest
+from airflow_provider_dpone.adapters.postgres.digest import chunk_digest, readback_chunk, stored_equals_sent
 from airflow_provider_dpone.contracts.canonical import tagged_digest
 from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.contracts.native_arrow_chunk import sealed_facts
 from airflow_provider_dpone.contracts.transfer_target import RECEIPT_TABLE, PublicationMode, TargetPlan
 from airflow_provider_dpone.contracts.transfer_target_receipts import (
     ChunkExpectation,
@@ -53,6 +62,7 @@ CopyConnection: TypeAlias = adbc_dbapi.Connection
 CopyConnectionFactory = Callable[[], CopyConnection]
 BULK_ERRORS: Final = (adbc_dbapi.Error, adbc_driver_manager.Error)
 LOCK_NOT_AVAILABLE: Final = "55P03"
+IDLE_BULK_CONNECTIONS: Final = 4
 
 
 def postgres_connection_factory(dsn: str, *, connect_timeout: int = 10) -> ConnectionFactory:
@@ -90,15 +100,21 @@ class PostgresTransferTarget:
         copy_connect: CopyConnectionFactory,
         *,
         lock_timeout_ms: int = 30_000,
-        verification: Literal["server", "readback"] = "server",
+        verification: Literal["equality", "server", "readback"] = "equality",
     ) -> None:
-        """``verification``: ``server`` hashes the staged chunk inside PostgreSQL (14+; older servers read back),
-        ``readback`` streams the chunk to the worker and hashes it there. Both recompute the same typed digest.
+        """``verification``: ``equality`` compares the stored rows with the sealed rows loaded (falling back to
+        ``server`` for rows of unknown provenance); ``server`` hashes the staged chunk inside PostgreSQL (14+; older
+        servers read back); ``readback`` streams the chunk to the worker and hashes it there in Python.
         """
         self._connect = connect
         self._copy_connect = copy_connect
         self._lock_timeout = f"{int(lock_timeout_ms)}ms"
         self._verification = verification
+        self._loaded: dict[tuple[str, int], tuple[pa.Table, str]] = {}
+        self._loaded_lock = threading.Lock()
+        self._idle: list[CopyConnection] = []
+        self._idle_lock = threading.Lock()
+        weakref.finalize(self, _close_all, self._idle, self._idle_lock)
 
     # -- plumbing ------------------------------------------------------------------------------------------------
     @contextmanager
@@ -114,14 +130,35 @@ class PostgresTransferTarget:
 
     @contextmanager
     def _copy_session(self) -> Iterator[CopyConnection]:
-        try:
-            conn = self._copy_connect()
-        except BULK_ERRORS as exc:
-            raise DponeError("mssql_native.target_unavailable", _sanitized(exc)) from None
+        """A bulk connection, reused only after a call that ended cleanly (its transaction committed or rolled back).
+
+        Opening an ADBC connection costs about 70 ms (the driver reads the type catalogue), more than verifying a
+        chunk; between calls a parked connection holds no transaction, lock or setting (all are transaction-local),
+        so reuse replays nothing. Any error closes the connection instead.
+        """
+        with self._idle_lock:
+            conn = self._idle.pop() if self._idle else None
+        if conn is None:
+            try:
+                conn = self._copy_connect()
+            except BULK_ERRORS as exc:
+                raise DponeError("mssql_native.target_unavailable", _sanitized(exc)) from None
+        clean = False
         try:
             yield conn
+            conn.rollback()  # ends whatever the call left open (nothing, after its commit)
+            clean = True
         finally:
-            conn.close()
+            with self._idle_lock:
+                parked = clean and len(self._idle) < IDLE_BULK_CONNECTIONS
+                if parked:
+                    self._idle.append(conn)
+            if not parked:
+                conn.close()
+
+    def close(self) -> None:
+        """Close the parked bulk connections (they are also closed when the adapter is collected)."""
+        _close_all(self._idle, self._idle_lock)
 
     def _begin(self, conn: Connection, plan: TargetPlan, *, exclusive: bool) -> None:
         """Bound lock waits and take the publication lock for this transaction."""
@@ -172,6 +209,7 @@ class PostgresTransferTarget:
 
     # -- the port ------------------------------------------------------------------------------------------------
     def prepare(self, plan: TargetPlan) -> StagingReady:
+        self._forget(plan)
         with self._session() as conn:
             try:
                 self._begin(conn, plan, exclusive=True)
@@ -196,6 +234,8 @@ class PostgresTransferTarget:
     def load_chunk(self, plan: TargetPlan, ordinal: int, rows: ChunkData) -> ChunkLoad:
         """One transaction on the bulk connection: locks, the already-loaded check, binary COPY from Arrow, commit."""
         table = copy_table(rows, plan, ordinal)
+        sealed = sealed_facts(rows) if isinstance(rows, pa.Table) else None
+        self._forget(plan, ordinal)
         with self._copy_session() as conn:
             try:
                 with conn.cursor() as cursor:
@@ -222,7 +262,19 @@ class PostgresTransferTarget:
             except BULK_ERRORS as exc:
                 detail = f"chunk {ordinal}: commit outcome unknown ({_sanitized(exc)})"
                 raise DponeError("mssql_native.target_load_failed", detail) from None
+        if sealed is not None and sealed[0] == ordinal and self._verification == "equality":
+            with self._loaded_lock:
+                self._loaded[(plan.staging_table, ordinal)] = (table.select(list(plan.column_names)), sealed[2])
         return ChunkLoad(ordinal=ordinal, rows_sent=table.num_rows)
+
+    def _forget(self, plan: TargetPlan, ordinal: int | None = None) -> tuple[pa.Table, str] | None:
+        """Drop (and return) the loaded rows awaiting verification: one ordinal, or all of the plan's staging."""
+        with self._loaded_lock:
+            if ordinal is not None:
+                return self._loaded.pop((plan.staging_table, ordinal), None)
+            for key in [key for key in self._loaded if key[0] == plan.staging_table]:
+                del self._loaded[key]
+        return None
 
     def _committed(self, plan: TargetPlan) -> bool:
         with self._session() as conn:
@@ -232,10 +284,16 @@ class PostgresTransferTarget:
                 conn.rollback()
 
     def verify_chunk(self, plan: TargetPlan, expectation: ChunkExpectation) -> ChunkVerification:
+        loaded = self._forget(plan, expectation.ordinal)
+        if loaded is not None and loaded[1] == expectation.typed_sum and loaded[0].num_rows == expectation.rows:
+            rows = self._readback_equal(plan, expectation.ordinal, loaded[0])
+            if rows is not None:
+                return common.chunk_verification(expectation, rows, int(expectation.typed_sum, 16))
         with self._session() as conn:
             try:
                 self._require_staging(conn, plan)
-                if self._verification == "server" and conn.info.server_version >= SERVER_DIGEST_MIN_VERSION:
+                server = self._verification != "readback"
+                if server and conn.info.server_version >= SERVER_DIGEST_MIN_VERSION:
                     rows, total = self._server_digest(conn, plan, expectation.ordinal)
                 else:
                     rows, total = self._readback_digest(conn, plan, expectation.ordinal)
@@ -243,6 +301,21 @@ class PostgresTransferTarget:
             except psycopg.Error as exc:
                 raise DponeError("mssql_native.target_unavailable", f"verify: {_sanitized(exc)}") from None
         return common.chunk_verification(expectation, rows, total)
+
+    def _readback_equal(self, plan: TargetPlan, ordinal: int, sent: pa.Table) -> int | None:
+        """The committed rows of ``ordinal`` read back; their count when they are exactly ``sent``, else None."""
+        with self._copy_session() as conn:
+            try:
+                with conn.cursor() as cursor:
+                    cursor.execute(sql.RELATION_KIND_BULK, parameters=(plan.target_schema, plan.staging_table))
+                    if cursor.fetchone() is None:
+                        return None  # the digest path reports the missing staging with its exact error
+                    cursor.execute(readback_chunk(plan), parameters=(ordinal,))
+                    stored = cursor.fetch_arrow_table()
+                conn.rollback()
+            except BULK_ERRORS as exc:
+                raise DponeError("mssql_native.target_unavailable", f"verify: {_sanitized(exc)}") from None
+        return stored.num_rows if stored_equals_sent(sent, stored) else None
 
     @staticmethod
     def _server_digest(conn: Connection, plan: TargetPlan, ordinal: int) -> tuple[int, int]:
@@ -260,6 +333,7 @@ class PostgresTransferTarget:
         return observed.rows, observed.total
 
     def discard_chunk(self, plan: TargetPlan, ordinal: int) -> int:
+        self._forget(plan, ordinal)
         with self._session() as conn:
             try:
                 self._begin(conn, plan, exclusive=False)
@@ -323,6 +397,7 @@ class PostgresTransferTarget:
         return common.observation(plan, receipt)
 
     def cleanup(self, plan: TargetPlan) -> CleanupReport:
+        self._forget(plan)
         dropped: list[str] = []
         with self._session() as conn:
             try:
@@ -338,6 +413,14 @@ class PostgresTransferTarget:
             except psycopg.Error as exc:
                 raise DponeError("mssql_native.target_unavailable", f"cleanup: {_sanitized(exc)}") from None
         return CleanupReport(dropped=tuple(dropped))
+
+
+def _close_all(idle: list[CopyConnection], lock: threading.Lock) -> None:
+    with lock:
+        parked, idle[:] = list(idle), []
+    for conn in parked:
+        with contextlib.suppress(*BULK_ERRORS):
+            conn.close()
 
 
 def _chunk_lock_key(plan: TargetPlan, ordinal: int) -> int:

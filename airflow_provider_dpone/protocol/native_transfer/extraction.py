@@ -1,17 +1,23 @@
 """The single producer: one SELECT, bounded typed chunks sealed into the durable stage, EOF sealed atomically.
 
-Bounded memory: at most one source block plus one chunk buffer (``chunk_rows`` rows or ``max_chunk_bytes`` bytes,
-checked every slice) is held. Blocks arrive as Arrow with each row's typed SHA-256 computed by the source; a chunk's
+Bounded memory: at most one source block, one chunk buffer (``chunk_rows`` rows or ``max_chunk_bytes`` bytes,
+checked every slice) and ``STAGE_WRITES_IN_FLIGHT`` sealed chunks being written are held. Blocks arrive as Arrow with each row's typed SHA-256 computed by the source; a chunk's
 typed sum is the vectorised sum of those hashes and the chunk is staged as one Arrow IPC object
 (``contracts/native_arrow_chunk.py``): no value is encoded in Python. Each chunk is written as one create-once stage
-object before its receipt is journaled, so a receipt always names durable bytes. Duplicates and multiplicity are preserved: rows are never keyed,
+object before its receipt is journaled, so a receipt always names durable bytes. Stage writes (Arrow IPC encoding,
+the object's SHA-256, the durable put) run in one writer thread while the SELECT is read on; receipts are journaled
+by this thread in ordinal order, each after its object is durable, and on any failure the writer is finished before
+the error propagates, so nothing is written after the invocation is settled. Duplicates and multiplicity are preserved: rows are never keyed,
 sorted or merged. At EOF the raw route re-observes the authority (drift fails the invocation), captures the
 post-query physical profile, seals the EOF descriptor and writes stage-complete with the extension in one record.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Final
 
 import pyarrow as pa
@@ -41,7 +47,20 @@ from airflow_provider_dpone.protocol.native_transfer.journal import RouteJournal
 from airflow_provider_dpone.protocol.native_transfer.physical import CoverageTracker
 
 SLICE_ROWS: Final = 1024
+STAGE_WRITES_IN_FLIGHT: Final = 2
 Checkpoint = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class _Written:
+    """A chunk whose stage object is durable: what its receipt records."""
+
+    ordinal: int
+    rows: int
+    total: int
+    key: str
+    sha256: str
+    size: int
 
 
 def stage_key(invocation_id: str, ordinal: int) -> str:
@@ -73,18 +92,24 @@ class Producer:
         before = capture_physical(session, admitted) if admitted.requirement.raw else None
         tracker = CoverageTracker(before) if before is not None else None
         self._checkpoint("admitted")
-        buffer = _ChunkBuffer()
         receipts: list[ChunkReceipt] = []
         streamed = 0
-        with session.stream(admitted.query) as blocks:
-            for block in blocks:
-                if tracker is not None:
-                    tracker.observe(block.parts, block.offsets, block.rows)
-                streamed += block.rows
-                buffer = self._add(block, buffer, receipts, admitted)
-                self._checkpoint("block")
-        if buffer.rows:
-            self._seal(buffer, receipts, admitted)
+        writer = _StageWriter(self._stage, admitted)
+        try:
+            buffer = _ChunkBuffer()
+            with session.stream(admitted.query) as blocks:
+                for block in blocks:
+                    if tracker is not None:
+                        tracker.observe(block.parts, block.offsets, block.rows)
+                    streamed += block.rows
+                    buffer = self._add(block, buffer, writer, receipts, admitted)
+                    self._checkpoint("block")
+            if buffer.rows:
+                self._seal(buffer, writer, receipts)
+            while writer.pending:
+                self._record(writer.oldest(), receipts, admitted)
+        finally:
+            writer.close()
         self._checkpoint("eof")
         if sum(receipt.rows for receipt in receipts) != streamed:
             raise DponeError("mssql_native.source_eof_mismatch", "sealed rows differ from streamed rows")
@@ -103,7 +128,12 @@ class Producer:
         return complete
 
     def _add(
-        self, block: SourceBlock, buffer: _ChunkBuffer, receipts: list[ChunkReceipt], admitted: AdmittedSnapshot
+        self,
+        block: SourceBlock,
+        buffer: _ChunkBuffer,
+        writer: _StageWriter,
+        receipts: list[ChunkReceipt],
+        admitted: AdmittedSnapshot,
     ) -> _ChunkBuffer:
         plan = admitted.plan
         if block.columns.num_columns != len(plan.columns) or len(block.row_hashes) != block.rows:
@@ -115,26 +145,33 @@ class Producer:
             buffer.add(block.columns.slice(start, take), block.row_hashes.slice(start, take))
             start += take
             if buffer.rows >= plan.chunk_rows or buffer.body_bytes >= plan.max_chunk_bytes:
-                self._seal(buffer, receipts, admitted)
+                self._seal(buffer, writer, receipts)
                 buffer = _ChunkBuffer()
+        while writer.pending and writer.pending[0].done():
+            self._record(writer.oldest(), receipts, admitted)
         return buffer
 
-    def _seal(self, buffer: _ChunkBuffer, receipts: list[ChunkReceipt], admitted: AdmittedSnapshot) -> None:
-        invocation_id = admitted.plan.invocation_id
-        ordinal = len(receipts)
-        data = encode_chunk(buffer.table(), admitted.plan.columns, invocation_id, ordinal, buffer.total)
-        key = stage_key(invocation_id, ordinal)
+    def _seal(self, buffer: _ChunkBuffer, writer: _StageWriter, receipts: list[ChunkReceipt]) -> None:
+        """Hand a full chunk to the writer (the lease is checked first); wait while too many are in flight."""
         self._lease.ensure()
-        self._stage.put(key, data)
+        writer.submit(buffer, len(receipts) + len(writer.pending))
+        while len(writer.pending) > STAGE_WRITES_IN_FLIGHT:
+            self._record(writer.oldest(), receipts, writer.admitted)
+
+    def _record(self, written: _Written, receipts: list[ChunkReceipt], admitted: AdmittedSnapshot) -> None:
+        """Journal the receipt of a chunk whose stage object is durable (ordinal order, this thread only)."""
+        if written.ordinal != len(receipts):
+            raise DponeError("mssql_native.source_eof_mismatch", "chunk receipts out of order")
         receipt = ChunkReceipt(
-            invocation_id=invocation_id,
-            ordinal=ordinal,
-            rows=buffer.rows,
-            typed_sum=typed_sum_hex(buffer.total),
-            object_key=key,
-            object_sha256=_sha(data),
-            object_bytes=len(data),
+            invocation_id=admitted.plan.invocation_id,
+            ordinal=written.ordinal,
+            rows=written.rows,
+            typed_sum=typed_sum_hex(written.total),
+            object_key=written.key,
+            object_sha256=written.sha256,
+            object_bytes=written.size,
         )
+        self._lease.ensure()
         self._journal.append("chunk", receipt)
         receipts.append(receipt)
         self._checkpoint("chunk_sealed")
@@ -195,3 +232,30 @@ class _ChunkBuffer:
 
     def table(self) -> pa.Table:
         return pa.concat_tables(self._slices).combine_chunks()
+
+
+class _StageWriter:
+    """One background thread that encodes sealed chunks and puts them into the stage, in submission order."""
+
+    def __init__(self, stage: StageStore, admitted: AdmittedSnapshot) -> None:
+        self._stage = stage
+        self.admitted = admitted
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dpone-stage")
+        self.pending: deque[Future[_Written]] = deque()
+
+    def submit(self, buffer: _ChunkBuffer, ordinal: int) -> None:
+        self.pending.append(self._pool.submit(self._write, buffer, ordinal))
+
+    def oldest(self) -> _Written:
+        return self.pending.popleft().result()
+
+    def _write(self, buffer: _ChunkBuffer, ordinal: int) -> _Written:
+        plan = self.admitted.plan
+        data = encode_chunk(buffer.table(), plan.columns, plan.invocation_id, ordinal, buffer.total)
+        key = stage_key(plan.invocation_id, ordinal)
+        self._stage.put(key, data)
+        return _Written(ordinal, buffer.rows, buffer.total, key, _sha(data), len(data))
+
+    def close(self) -> None:
+        """Finish the write in progress and drop queued ones: after this, nothing more reaches the stage."""
+        self._pool.shutdown(wait=True, cancel_futures=True)

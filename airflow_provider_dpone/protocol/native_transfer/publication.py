@@ -5,13 +5,21 @@ is preceded by its journaled intent and is one-shot. An interrupted attempt is n
 recreates the invocation's staging empty and the sealed chunks are loaded again from the durable stage. A publish
 whose acknowledgement is lost is resolved by the target's receipt (``reconcile``), never by publishing again blindly;
 proven absence ends the attempt (``mssql_native.publication_absent``) and the next run republishes source-free.
+
+Chunks go to the target pipelined: while chunk n is verified, chunk n+1 loads and chunk n+2 is read from the stage
+and checked against its receipt (``PIPELINE_DEPTH`` chunks in flight at most, so memory stays bounded by chunk size,
+never by rows). Loads write nothing to the journal, so the journal order is the sequential one; results are taken in
+ordinal order, and after any failure every chunk in flight is finished or cancelled before the attempt is cleaned up.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Final
 
+import pyarrow as pa
 from pydantic import BaseModel
 
 from airflow_provider_dpone.contracts.canonical import canonical_json_bytes, sha256_hex
@@ -41,6 +49,8 @@ from airflow_provider_dpone.protocol.native_transfer.recovery import load_verifi
 from airflow_provider_dpone.protocol.native_transfer.states import InvocationView, apply_record
 
 EVIDENCE_KIND: Final = "dpone.native-transfer-evidence.v1"
+PIPELINE_DEPTH: Final = 3
+"""Chunks in flight towards the target: one read from the stage, one loading, one verifying."""
 TargetFactory = Callable[[], TransferTargetExpectation]
 
 
@@ -63,12 +73,15 @@ class Publisher:
         target: TransferTargetExpectation,
         lease: LeaseKeeper,
         checkpoint: Checkpoint,
+        *,
+        pipeline_depth: int = PIPELINE_DEPTH,
     ) -> None:
         self._journal = journal
         self._stage = stage
         self._target = target
         self._lease = lease
         self._checkpoint = checkpoint
+        self._depth = max(1, pipeline_depth)
 
     def complete(self, view: InvocationView, complete: NativeStageComplete) -> Succeeded:
         invocation = target_invocation(view)
@@ -111,20 +124,17 @@ class Publisher:
         )
         self._target.prepare(invocation)
         self._checkpoint("prepared")
+        differing = self._load_and_verify(view, invocation)
+        if differing is not None:
+            self._target.cleanup(invocation)
+            self._append(view, "target_cleaned", TargetCleaned(invocation_id=view.invocation_id, attempt=attempt))
+            raise DponeError(
+                "mssql_native.target_verification_failed", f"chunk {differing}: target-local verification differs"
+            )
         rows, total = 0, 0
         for evidence in chunk_evidence(view):
-            self._lease.ensure()
-            chunk = load_verified_chunk(view, evidence.ordinal, self._stage, decode_rows=True)
-            self._target.load_chunk(invocation, evidence.ordinal, chunk.table)
-            observed = self._target.verify_chunk(invocation, evidence)
-            if observed != evidence:
-                self._target.cleanup(invocation)
-                self._append(view, "target_cleaned", TargetCleaned(invocation_id=view.invocation_id, attempt=attempt))
-                raise DponeError(
-                    "mssql_native.target_verification_failed", f"chunk {evidence.ordinal}: target-local digest differs"
-                )
-            rows += observed.rows
-            total = (total + int(observed.typed_sum, 16)) % MODULUS
+            rows += evidence.rows
+            total = (total + int(evidence.typed_sum, 16)) % MODULUS
         self._checkpoint("loaded")
         if rows != complete.rows or typed_sum_hex(total) != complete.typed_sum:
             raise DponeError("mssql_native.target_verification_failed", "target totals differ from stage-complete")
@@ -141,6 +151,47 @@ class Publisher:
             receipt = self._target.reconcile(invocation)
         self._checkpoint("publish_acknowledged")
         self._record_outcome(view, complete, attempt, receipt)
+
+    def _load_and_verify(self, view: InvocationView, invocation: TargetInvocation) -> int | None:
+        """Load and verify every chunk, pipelined; the first ordinal whose target evidence differs, or None.
+
+        Three single-thread stages, each in ordinal order: read (stage object checked against its receipt), load,
+        verify. A chunk's load waits for its read, its verification for its own committed load. The lease is checked
+        before each chunk enters the pipeline, and at most ``depth`` chunks are in it.
+        """
+        reader, loader, verifier = (
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"dpone-target-{name}")
+            for name in ("read", "load", "verify")
+        )
+
+        def read(evidence: ChunkEvidence) -> pa.Table:
+            return load_verified_chunk(view, evidence.ordinal, self._stage, decode_rows=True).table
+
+        def load(evidence: ChunkEvidence, table: Future[pa.Table]) -> None:
+            self._target.load_chunk(invocation, evidence.ordinal, table.result())
+
+        def verify(evidence: ChunkEvidence, loaded: Future[None]) -> bool:
+            loaded.result()
+            return self._target.verify_chunk(invocation, evidence) == evidence
+
+        in_flight: deque[tuple[int, Future[bool]]] = deque()
+        try:
+            for evidence in chunk_evidence(view):
+                if len(in_flight) >= self._depth:
+                    ordinal, verified = in_flight.popleft()
+                    if not verified.result():
+                        return ordinal
+                self._lease.ensure()
+                table = reader.submit(read, evidence)
+                loaded = loader.submit(load, evidence, table)
+                in_flight.append((evidence.ordinal, verifier.submit(verify, evidence, loaded)))
+            for ordinal, verified in in_flight:
+                if not verified.result():
+                    return ordinal
+            return None
+        finally:
+            for pool in (reader, loader, verifier):
+                pool.shutdown(wait=True, cancel_futures=True)
 
     def _finish(self, view: InvocationView, complete: NativeStageComplete, invocation: TargetInvocation) -> Succeeded:
         published = view.published
