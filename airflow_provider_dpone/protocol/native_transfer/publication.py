@@ -32,7 +32,7 @@ from airflow_provider_dpone.ports.transfer import (
     StageStore,
     TargetInvocation,
     TargetPublicationReceipt,
-    TransferTargetExpectation,
+    TransferTarget,
 )
 from airflow_provider_dpone.protocol.native_transfer.custody import LeaseKeeper
 from airflow_provider_dpone.protocol.native_transfer.extraction import Checkpoint, evidence_key, stage_prefix
@@ -41,7 +41,7 @@ from airflow_provider_dpone.protocol.native_transfer.recovery import load_verifi
 from airflow_provider_dpone.protocol.native_transfer.states import InvocationView, apply_record
 
 EVIDENCE_KIND: Final = "dpone.native-transfer-evidence.v1"
-TargetFactory = Callable[[], TransferTargetExpectation]
+TargetFactory = Callable[[], TransferTarget]
 
 
 def target_invocation(view: InvocationView) -> TargetInvocation:
@@ -60,7 +60,7 @@ class Publisher:
         self,
         journal: RouteJournal,
         stage: StageStore,
-        target: TransferTargetExpectation,
+        target: TransferTarget,
         lease: LeaseKeeper,
         checkpoint: Checkpoint,
     ) -> None:
