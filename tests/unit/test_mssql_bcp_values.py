@@ -26,10 +26,12 @@ import datetime as dt
 import uuid
 from decimal import Decimal
 
+import pyarrow as pa
 import pytest
 from pymssql import _mssql
 
 from airflow_provider_dpone.adapters.mssql import tsql
+from airflow_provider_dpone.adapters.mssql.arrow_bcp import SLICE_ROWS
 from airflow_provider_dpone.adapters.mssql.loaders import sqlclient_rows_per_statement
 from airflow_provider_dpone.adapters.mssql.target import MsSqlTransferTarget
 from airflow_provider_dpone.contracts.errors import DponeError
@@ -181,6 +183,31 @@ def test_sqlclient_sends_a_long_binary_as_one_hex_literal() -> None:
     plan = _plan(TargetColumn(name="v", source_type="String"))
     server = _load(plan, [(1, b"\xab" * 9000)], ImportBackend.SQLCLIENT)
     assert b"CAST(0x" + b"ab" * 9000 + b" AS VARBINARY(MAX))" in _rendered(server)[0]
+
+
+# -- the Arrow batch is checked column by column, and encoded across slices ------------------------------------------
+def test_a_chunk_longer_than_one_encoding_slice_keeps_every_row_and_its_routing() -> None:
+    """Rows on both sides of the encoder's slice boundary, empty values among them, all staged exactly once."""
+    rows = [(i, b"" if i % 1000 == 0 else i.to_bytes(3, "big")) for i in range(SLICE_ROWS + 300)]
+    plan = _plan(TargetColumn(name="v", source_type="String"))
+    server = _load(plan, rows, ImportBackend.BCP)
+    assert sorted(_staged(server, plan)) == sorted(list(row) for row in rows)
+    assert len(_chunk_rows(server)) == len(rows) - len(range(0, SLICE_ROWS + 300, 1000))
+
+
+def test_a_time_finer_than_the_column_is_refused_naming_the_column() -> None:
+    """DateTime64(1) is staged in milliseconds; a millisecond the column cannot hold is refused before BCP."""
+    plan = _plan(TargetColumn(name="t", source_type="DateTime64(1, 'UTC')"))
+    server = EmulatedServer()
+    table, invocation = bind(plan)
+    target = MsSqlTransferTarget(server.connect, table)
+    target.prepare(invocation)
+    staged = chunk(invocation, [(1, dt.datetime(2026, 1, 1, 0, 0, 0, 100_000, tzinfo=UTC))])
+    finer = staged.set_column(1, "t", pa.array([dt.datetime(2026, 1, 1, 0, 0, 0, 1_000)], staged.schema.field(1).type))
+    with pytest.raises(DponeError, match=r"target_value_invalid.*column t: finer than DateTime64\(1\)"):
+        target.load_chunk(invocation, 0, finer)
+    target.load_chunk(invocation, 0, staged)
+    assert _staged(server, plan) == [[1, dt.datetime(2026, 1, 1, 0, 0, 0, 100_000)]]
 
 
 # -- boundary values of the exact types ------------------------------------------------------------------------------

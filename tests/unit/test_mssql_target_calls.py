@@ -14,10 +14,11 @@ import pyarrow as pa
 import pytest
 
 from airflow_provider_dpone.adapters.mssql import tsql
+from airflow_provider_dpone.adapters.mssql.arrow_bcp import bcp_rows
 from airflow_provider_dpone.adapters.mssql.loaders import BCP_SINGLE_BATCH, sqlclient_rows_per_statement
 from airflow_provider_dpone.adapters.mssql.schema import describe_tsql_type
 from airflow_provider_dpone.adapters.mssql.target import MsSqlTransferTarget
-from airflow_provider_dpone.adapters.mssql.values import bcp_row_encoder, sqlclient_row_encoder
+from airflow_provider_dpone.adapters.mssql.values import sqlclient_row_encoder
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.contracts.native_transfer_options import ImportBackend
 from airflow_provider_dpone.contracts.transfer_target import PublicationMode, TargetColumn, TargetPlan
@@ -185,8 +186,13 @@ def test_prepare_after_commit_runs_no_ddl_on_staging() -> None:
 
 def test_encoders_carry_exact_text_where_pymssql_would_lose_precision() -> None:
     columns = [c.column_type for c in PLAN.columns]
-    bcp = bcp_row_encoder(columns)(ROWS[0])
-    assert bcp == ["18446744073709551615", "1234567890123456789012345678.0123456789", "2026-03-01 12:00:00.123456"]
+    (bcp, empty), _ = bcp_rows(chunk(INV, ROWS), PLAN)
+    assert not empty
+    assert list(bcp) == [
+        "18446744073709551615",
+        "1234567890123456789012345678.0123456789",
+        "2026-03-01 12:00:00.123456",
+    ]
     sqlclient = sqlclient_row_encoder(columns)(ROWS[0])
     assert sqlclient[0] == 2**64 - 1 and sqlclient[2] == "2026-03-01T12:00:00.123456"
 

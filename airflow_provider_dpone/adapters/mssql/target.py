@@ -29,7 +29,6 @@ from airflow_provider_dpone.adapters.mssql.schema import check_target_columns
 from airflow_provider_dpone.adapters.mssql.values import readback
 from airflow_provider_dpone.adapters.transfer_target_common import Session, SqlTransferTarget, Statements, short
 from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.contracts.native_arrow_chunk import chunk_rows
 from airflow_provider_dpone.contracts.native_transfer_options import ImportBackend
 from airflow_provider_dpone.contracts.transfer_target import TargetPlan, TargetTable
 from airflow_provider_dpone.contracts.typed_digest import LogicalType, MultisetDigest, fold_limb_sums
@@ -151,7 +150,7 @@ class MsSqlTransferTarget(SqlTransferTarget):
         with self._session() as session:
             try:
                 self._begin(session, plan, exclusive=False)
-                probe = [checks.probe_row(plan)]
+                probe = checks.probe_table(plan)
                 load_chunk(session.conn, session.cursor, plan, ImportBackend.BCP, checks.PROBE_ORDINAL, probe)
                 session.conn.rollback()
                 self._begin(session, plan, exclusive=False)
@@ -165,14 +164,13 @@ class MsSqlTransferTarget(SqlTransferTarget):
                 raise DponeError("mssql_native.target_bulk_outside_transaction", short(plan))
 
     def _load(self, plan: TargetPlan, ordinal: int, rows: pa.Table) -> None:
-        values = chunk_rows(rows, [c.column_type.logical for c in plan.columns])
         with self._session() as session:
             try:
                 self._lock_chunk(session, plan, ordinal)
                 self._require_staging(session, plan)
                 if session.one(tsql.chunk_present(plan), (ordinal,)) is not None:
                     raise DponeError("mssql_native.target_chunk_already_loaded", f"chunk {ordinal}")
-                load_chunk(session.conn, session.cursor, plan, self._backend, ordinal, values)
+                load_chunk(session.conn, session.cursor, plan, self._backend, ordinal, rows)
             except DRIVER_ERRORS as exc:
                 raise DponeError("mssql_native.target_load_failed", f"chunk {ordinal}: {sanitized(exc)}") from None
             self._commit_or_unknown(session, "mssql_native.target_load_failed", f"chunk {ordinal}")
