@@ -97,9 +97,9 @@ def worker(shape: str, rows: int, trials: int, dsn: str, chunk_rows: int, source
     from airflow_provider_dpone.adapters.storage.native_stage import ObjectStageStore
     from airflow_provider_dpone.contracts.native_chunk import RelationRef
     from airflow_provider_dpone.contracts.native_transfer_options import NativeTransferOptions
+    from airflow_provider_dpone.contracts.transfer_target import TargetTable
     from airflow_provider_dpone.protocol.native_transfer.admission import SourceRequest, admit
     from airflow_provider_dpone.protocol.native_transfer.route import NativeTransferRoute
-    from airflow_provider_dpone.protocol.native_transfer.target_bridge import TargetPortBridge, TargetTable
 
     path, engine = chdb_engine()
     stage_root = tempfile.mkdtemp(prefix="dpone-bench-stage-")
@@ -119,7 +119,9 @@ def worker(shape: str, rows: int, trials: int, dsn: str, chunk_rows: int, source
     options = NativeTransferOptions.model_validate(
         {"source_snapshot": {"mode": "exact_raw_rows"}, "execution": {"chunk_rows": chunk_rows}}
     )
-    target = PostgresTransferTarget(postgres_connection_factory(dsn), postgres_copy_factory(dsn))
+    target = PostgresTransferTarget(
+        postgres_connection_factory(dsn), postgres_copy_factory(dsn), TargetTable(target_schema=schema, table="events")
+    )
     results: dict[str, list[Any]] = {
         "baseline_s": [],
         "copy_s": [],
@@ -188,7 +190,7 @@ def worker(shape: str, rows: int, trials: int, dsn: str, chunk_rows: int, source
             connector=connector,
             journal_store=ObjectJournalStore(f"file://{stage_root}", operation),
             stage=stage,
-            target_factory=lambda: TargetPortBridge(target, TargetTable(schema=schema, table="events")),
+            target_factory=lambda: target,
             clock=UtcClock(),
             lease_duration=dt.timedelta(hours=1),
             checkpoint=checkpoint,

@@ -37,13 +37,11 @@ from airflow_provider_dpone.adapters.postgres.target import (
     postgres_copy_factory,
 )
 from airflow_provider_dpone.contracts.identifiers import quote_postgres
-from airflow_provider_dpone.contracts.transfer_target import (
-    PublicationMode,
-    TargetColumn,
-    TargetPlan,
-)
-from airflow_provider_dpone.contracts.transfer_target_receipts import ChunkExpectation, PublicationRequest
+from airflow_provider_dpone.contracts.native_arrow_chunk import rows_table
+from airflow_provider_dpone.contracts.transfer_target import PublicationMode, TargetColumn, TargetPlan, TargetTable
 from airflow_provider_dpone.contracts.typed_digest import MultisetDigest
+from airflow_provider_dpone.ports.transfer import ChunkEvidence, TargetInvocation
+from airflow_provider_dpone.protocol.native_transfer.schema_admission import map_type
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 TEMPLATES = 997  # rows are built from a cycle of prepared templates: generation stays cheap next to the load
@@ -86,12 +84,12 @@ def rows(columns: tuple[TargetColumn, ...], start: int, count: int) -> Iterator[
         yield (i, *templates[i % TEMPLATES])
 
 
-def expectations(plan: TargetPlan, total: int, chunk_rows: int) -> list[ChunkExpectation]:
+def expectations(plan: TargetPlan, total: int, chunk_rows: int) -> list[ChunkEvidence]:
     out = []
     for ordinal, start in enumerate(range(0, total, chunk_rows)):
         acc = MultisetDigest(plan.typed_columns)
         acc.add_rows(rows(plan.columns, start, min(chunk_rows, total - start)))
-        out.append(ChunkExpectation.of(ordinal, acc))
+        out.append(ChunkEvidence(ordinal=ordinal, rows=acc.rows, typed_sum=f"{acc.total:064x}"))
     return out
 
 
@@ -119,25 +117,29 @@ def baseline(dsn: str, plan: TargetPlan, total: int) -> float:
 
 
 def target_run(
-    dsn: str, plan: TargetPlan, total: int, chunk_rows: int, expected: list[ChunkExpectation], verification: str
+    dsn: str, plan: TargetPlan, total: int, chunk_rows: int, expected: list[ChunkEvidence], verification: str
 ) -> dict[str, float]:
+    table = TargetTable(target_schema=plan.target_schema, table=plan.target_table)
     target = PostgresTransferTarget(
-        postgres_connection_factory(dsn), postgres_copy_factory(dsn), verification=verification
+        postgres_connection_factory(dsn), postgres_copy_factory(dsn), table, verification=verification
     )  # type: ignore[arg-type]
+    columns = tuple(map_type(c.name, c.source_type, implicit_utc=True) for c in plan.columns)
+    invocation = TargetInvocation("0" * 32, plan.invocation_id, columns, None)
     phases = {"prepare": 0.0, "load": 0.0, "verify": 0.0, "publish": 0.0}
     started = time.perf_counter()
-    target.prepare(plan)
+    target.prepare(invocation)
     phases["prepare"] = time.perf_counter() - started
     for chunk in expected:
         start = chunk.ordinal * chunk_rows
         t = time.perf_counter()
-        target.load_chunk(plan, chunk.ordinal, rows(plan.columns, start, min(chunk_rows, total - start)))
+        batch = rows_table(rows(plan.columns, start, min(chunk_rows, total - start)), columns)
+        target.load_chunk(invocation, chunk.ordinal, batch)
         phases["load"] += time.perf_counter() - t
         t = time.perf_counter()
-        target.verify_chunk(plan, chunk).require_matched()
+        assert target.verify_chunk(invocation, chunk) == chunk
         phases["verify"] += time.perf_counter() - t
     t = time.perf_counter()
-    receipt = target.publish(plan, PublicationRequest(chunks=tuple(expected)))
+    receipt = target.publish(invocation, expected)
     phases["publish"] = time.perf_counter() - t
     assert receipt.rows == total
     phases["total"] = time.perf_counter() - started

@@ -49,9 +49,9 @@ from airflow_provider_dpone.adapters.postgres.target import (
 )
 from airflow_provider_dpone.contracts.identifiers import quote_postgres
 from airflow_provider_dpone.contracts.native_arrow_chunk import conform, decode_chunk, encode_chunk
-from airflow_provider_dpone.contracts.transfer_target import CHUNK_COLUMN, PublicationMode, TargetColumn, TargetPlan
-from airflow_provider_dpone.contracts.transfer_target_receipts import ChunkExpectation
+from airflow_provider_dpone.contracts.transfer_target import CHUNK_COLUMN, TargetColumn, TargetTable
 from airflow_provider_dpone.contracts.transfer_target_types import StorageKind
+from airflow_provider_dpone.ports.transfer import ChunkEvidence, TargetInvocation
 from airflow_provider_dpone.protocol.native_transfer.schema_admission import map_type
 
 EXACT = {
@@ -106,18 +106,14 @@ def _timed(action: Callable[[], Any], trials: int) -> float:
 
 
 def measure(shape: str, rows: int, trials: int, dsn: str) -> dict[str, Any]:
-    table, _, targets = _chunk(shape, rows)
+    table, columns, targets = _chunk(shape, rows)
     schema = f"verify_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(f"CREATE SCHEMA {quote_postgres(schema)}")
-    plan = TargetPlan(
-        invocation_id=f"verify-{uuid.uuid4().hex[:8]}",
-        target_schema=schema,
-        target_table="events",
-        columns=tuple(targets),
-        mode=PublicationMode.FULL_REFRESH,
-    )
-    target = PostgresTransferTarget(postgres_connection_factory(dsn), postgres_copy_factory(dsn))
+    bound = TargetTable(target_schema=schema, table="events")
+    invocation = TargetInvocation("0" * 32, f"verify-{uuid.uuid4().hex[:8]}", tuple(columns), None)
+    plan = bound.plan(invocation.invocation_id, invocation.columns, None)
+    target = PostgresTransferTarget(postgres_connection_factory(dsn), postgres_copy_factory(dsn), bound)
     copy_connect = postgres_copy_factory(dsn)
     staging = qualified(schema, plan.staging_table)
     where = f"WHERE {quote_postgres(CHUNK_COLUMN)} = 0"
@@ -125,8 +121,8 @@ def measure(shape: str, rows: int, trials: int, dsn: str) -> dict[str, Any]:
 
     def load() -> None:
         nonlocal sent
-        target.prepare(plan)
-        target.load_chunk(plan, 0, table)
+        target.prepare(invocation)
+        target.load_chunk(invocation, 0, table)
         sent = target._loaded[(plan.staging_table, 0)][0]  # the wire table the adapter keeps for verification
 
     def fetch() -> Any:
@@ -169,8 +165,8 @@ def measure(shape: str, rows: int, trials: int, dsn: str) -> dict[str, Any]:
         "hashtext_row_sum": _timed(sql(f"SELECT count(*), sum(hashtext(r::text)::bigint) FROM {text}"), trials),
         "column_aggregates": _timed(sql(f"SELECT {', '.join(aggregates)} FROM {staging} {where}"), trials),
     }
-    expectation = ChunkExpectation(ordinal=0, rows=rows, typed_sum="0" * 64)
-    assert target.verify_chunk(plan, expectation).observed_rows == rows
+    expectation = ChunkEvidence(ordinal=0, rows=rows, typed_sum="0" * 64)
+    assert target.verify_chunk(invocation, expectation).rows == rows
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(f"DROP SCHEMA {quote_postgres(schema)} CASCADE")
     return {"shape": shape, "rows": rows, "columns": len(targets), "seconds": seconds}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Sequence
 from enum import StrEnum
 from typing import Final
 
@@ -19,6 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from airflow_provider_dpone.contracts.canonical import tagged_digest
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.contracts.identifiers import validate_identifier
+from airflow_provider_dpone.contracts.native_schema import NativeColumn
+from airflow_provider_dpone.contracts.native_window import UtcWindow as SourceWindow
 from airflow_provider_dpone.contracts.transfer_target_types import ColumnType, StringMapping, parse_column_type
 from airflow_provider_dpone.contracts.typed_digest import LogicalType, TypedColumn
 
@@ -186,3 +189,27 @@ class TargetPlan(_Closed):
     @property
     def typed_columns(self) -> tuple[TypedColumn, ...]:
         return tuple(column.typed for column in self.columns)
+
+
+class TargetTable(_Closed):
+    """The one target table a target is bound to (from the manifest's sink); every invocation publishes into it."""
+
+    target_schema: str
+    table: str
+    string_mapping: StringMapping = StringMapping.BINARY
+
+    def plan(self, invocation_id: str, columns: Sequence[NativeColumn], window: SourceWindow | None) -> TargetPlan:
+        """The deterministic plan of one invocation (validates names and column types; no I/O)."""
+        return TargetPlan(
+            invocation_id=invocation_id,
+            target_schema=self.target_schema,
+            target_table=self.table,
+            columns=tuple(
+                TargetColumn(name=c.name, source_type=c.source_type, string_mapping=self.string_mapping)
+                for c in columns
+            ),
+            mode=PublicationMode.FULL_REFRESH if window is None else PublicationMode.WINDOW_REPLACE,
+            window=None
+            if window is None
+            else UtcWindow(column=window.column, start=window.start_at, end=window.end_at),
+        )

@@ -1,4 +1,4 @@
-"""What the target reports back: chunk loads, chunk verifications, the publication receipt and its reconciliation.
+"""What a publication asks the target for (every verified chunk) and the receipt the target writes when it commits.
 
 The typed digest of a chunk is carried as its row count plus the modular sum of row hashes (``typed_sum``), exactly
 as the source records it in each chunk receipt: sums fold across chunks, so the publication digest of the whole
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from enum import StrEnum
 from typing import Final
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -52,37 +51,6 @@ class ChunkExpectation(_Closed):
     def of(cls, ordinal: int, accumulated: MultisetDigest) -> ChunkExpectation:
         """The expectation of a chunk whose rows were accumulated into ``accumulated``."""
         return cls(ordinal=ordinal, rows=accumulated.rows, typed_sum=f"{accumulated.total:064x}")
-
-
-class ChunkLoad(_Closed):
-    """A committed chunk load: the rows the client sent in one transaction (verification says what was stored)."""
-
-    ordinal: int
-    rows_sent: int
-
-
-class ChunkVerification(_Closed):
-    """The target-local read-back of one chunk compared with its source expectation."""
-
-    ordinal: int
-    expected_rows: int
-    observed_rows: int
-    expected_digest: str
-    observed_digest: str
-    observed_typed_sum: str
-
-    @property
-    def matched(self) -> bool:
-        return self.expected_rows == self.observed_rows and self.expected_digest == self.observed_digest
-
-    def require_matched(self) -> ChunkVerification:
-        if not self.matched:
-            raise DponeError(
-                "mssql_native.target_chunk_verification_failed",
-                f"chunk {self.ordinal}: expected {self.expected_rows} rows, observed {self.observed_rows}; "
-                f"digest {'equal' if self.expected_digest == self.observed_digest else 'different'}",
-            )
-        return self
 
 
 class PublicationRequest(_Closed):
@@ -145,35 +113,3 @@ class PublicationReceipt(_Closed):
                 f"publication {self.publication_id[:16]}: receipt rows {self.rows}, requested {request.rows}",
             )
         return self
-
-
-class PublicationState(StrEnum):
-    COMMITTED = "committed"
-    ABSENT = "absent"
-
-
-class PublicationObservation(_Closed):
-    """The answer of ``reconcile``: committed (with its receipt) or absent (nothing was, or will be, committed)."""
-
-    publication_id: str
-    state: PublicationState
-    receipt: PublicationReceipt | None = None
-
-    @model_validator(mode="after")
-    def _receipt_iff_committed(self) -> PublicationObservation:
-        if (self.state is PublicationState.COMMITTED) != (self.receipt is not None):
-            raise ValueError("a committed observation carries its receipt; an absent one carries none")
-        return self
-
-
-class StagingReady(_Closed):
-    """``prepare`` result: the (empty) staging table of the invocation and whether the target table exists."""
-
-    staging_table: str
-    target_exists: bool
-
-
-class CleanupReport(_Closed):
-    """``cleanup`` result: the invocation-owned objects that were dropped (absent ones are not listed)."""
-
-    dropped: tuple[str, ...] = ()

@@ -29,8 +29,9 @@ from airflow_provider_dpone.adapters.clickhouse.snapshot_session import (
 )
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.contracts.manifest_transfer import MssqlSink, NativeTransferManifest, PostgresSink
+from airflow_provider_dpone.contracts.transfer_target import TargetTable
 from airflow_provider_dpone.hooks.clickhouse import CONNECTION_TYPES, DponeClickHouseHook
-from airflow_provider_dpone.ports.transfer_target import TransferTarget
+from airflow_provider_dpone.ports.transfer import TransferTarget
 
 DEFAULT_BASE_DIR: Final = "dpone-native-transfer"
 _POSTGRES_EXTRAS: Final = frozenset(
@@ -79,17 +80,21 @@ class DponeNativeTransferHook(BaseHook):
 
     # -- target --------------------------------------------------------------------------------------------------
     def target(self) -> TransferTarget:
+        """The target adapter bound to the sink's table."""
         sink = self.manifest.sink
+        table = TargetTable(
+            target_schema=sink.target_schema, table=sink.table, string_mapping=sink.options.string_mapping
+        )
         if isinstance(sink, MssqlSink):
-            return self._mssql_target(sink)
-        return self._postgres_target(sink)
+            return self._mssql_target(sink, table)
+        return self._postgres_target(sink, table)
 
-    def _mssql_target(self, sink: MssqlSink) -> TransferTarget:
+    def _mssql_target(self, sink: MssqlSink, table: TargetTable) -> TransferTarget:
         from airflow_provider_dpone.adapters.mssql.connection import mssql_connection_factory
         from airflow_provider_dpone.adapters.mssql.target import MsSqlTransferTarget
 
         backend = self.manifest.source.options.native_transfer.execution.import_backend
-        return MsSqlTransferTarget(mssql_connection_factory(sink.connection_id), import_backend=backend)
+        return MsSqlTransferTarget(mssql_connection_factory(sink.connection_id), table, import_backend=backend)
 
     def postgres_dsn(self, sink: PostgresSink) -> str:
         """A libpq DSN from the connection (host, port, login, password, schema = database, SSL extras)."""
@@ -108,7 +113,7 @@ class DponeNativeTransferHook(BaseHook):
             **extras,
         )
 
-    def _postgres_target(self, sink: PostgresSink) -> TransferTarget:
+    def _postgres_target(self, sink: PostgresSink, table: TargetTable) -> TransferTarget:
         from airflow_provider_dpone.adapters.postgres.target import (
             PostgresTransferTarget,
             postgres_connection_factory,
@@ -116,4 +121,4 @@ class DponeNativeTransferHook(BaseHook):
         )
 
         dsn = self.postgres_dsn(sink)
-        return PostgresTransferTarget(postgres_connection_factory(dsn), postgres_copy_factory(dsn))
+        return PostgresTransferTarget(postgres_connection_factory(dsn), postgres_copy_factory(dsn), table)

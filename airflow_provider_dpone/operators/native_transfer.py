@@ -33,8 +33,7 @@ if TYPE_CHECKING:  # the route's modules are imported when a task runs, never wh
     from airflow_provider_dpone.contracts.manifest_transfer import NativeTransferManifest
     from airflow_provider_dpone.operators.lineage import Moved
     from airflow_provider_dpone.operators.native_transfer_support import OperationIdentity, ProgressJournal
-    from airflow_provider_dpone.ports.transfer import SnapshotSourceConnector
-    from airflow_provider_dpone.ports.transfer_target import TransferTarget
+    from airflow_provider_dpone.ports.transfer import SnapshotSourceConnector, TransferTarget
     from airflow_provider_dpone.protocol.native_transfer.admission import SourceRequest
     from airflow_provider_dpone.protocol.native_transfer.route import NativeTransferRoute, RouteResult
 
@@ -163,7 +162,6 @@ class DponeNativeTransferOperator(BaseOperator):
         from airflow_provider_dpone.adapters.storage.native_stage import ObjectStageStore
         from airflow_provider_dpone.operators.native_transfer_support import ProgressJournal, ProgressTarget, UtcClock
         from airflow_provider_dpone.protocol.native_transfer.route import NativeTransferRoute
-        from airflow_provider_dpone.protocol.native_transfer.target_bridge import TargetTable
         from airflow_provider_dpone.protocol.native_transfer.target_custody import TargetCustody
 
         clock = UtcClock()
@@ -176,17 +174,12 @@ class DponeNativeTransferOperator(BaseOperator):
             lease,
             lambda operation: ObjectJournalStore(base, operation),
         )
-        table = TargetTable(
-            schema=manifest.sink.target_schema,
-            table=manifest.sink.table,
-            string_mapping=manifest.sink.options.string_mapping,
-        )
         route = NativeTransferRoute(
             self.request(manifest, identity),
             connector=self._connector(manifest),
             journal_store=journal,
             stage=ObjectStageStore(base, identity.operation_id),
-            target_factory=lambda: ProgressTarget(self._target(manifest), table, self.task_log),
+            target_factory=lambda: ProgressTarget(self._target(manifest), self.task_log),
             clock=clock,
             lease_duration=lease,
             checkpoint=self._checkpoint,

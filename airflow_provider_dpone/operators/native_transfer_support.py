@@ -13,13 +13,19 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
+import pyarrow as pa
+
 from airflow_provider_dpone.contracts.manifest import normalized_plan_digest
 from airflow_provider_dpone.contracts.manifest_transfer import NativeTransferManifest
 from airflow_provider_dpone.contracts.native_chunk import ChunkReceipt, operation_id
 from airflow_provider_dpone.contracts.native_journal import LeaseRecord, decode_record
-from airflow_provider_dpone.ports.transfer import ChunkEvidence, JournalStore, TargetInvocation
-from airflow_provider_dpone.ports.transfer_target import TransferTarget
-from airflow_provider_dpone.protocol.native_transfer.target_bridge import TargetPortBridge, TargetTable
+from airflow_provider_dpone.ports.transfer import (
+    ChunkEvidence,
+    JournalStore,
+    TargetInvocation,
+    TargetPublicationReceipt,
+    TransferTarget,
+)
 from airflow_provider_dpone.protocol.native_transfer.target_custody import target_key
 
 
@@ -60,18 +66,33 @@ class ProgressJournal:
         return self._store.read_all()
 
 
-class ProgressTarget(TargetPortBridge):
-    """The bridge, logging each chunk as the target verified it."""
+class ProgressTarget:
+    """The target, logging each chunk as it was loaded and as the target verified it (counts only)."""
 
-    def __init__(self, target: TransferTarget, table: TargetTable, log: Any) -> None:
-        super().__init__(target, table)
+    def __init__(self, target: TransferTarget, log: Any) -> None:
+        self._target = target
         self._log = log
 
-    def load_chunk(self, invocation: TargetInvocation, ordinal: int, rows: Sequence[Sequence[object]]) -> None:
-        super().load_chunk(invocation, ordinal, rows)
-        self._log.info("chunk %d loaded into target staging: %d rows", ordinal, len(rows))
+    def admit(self, invocation: TargetInvocation) -> None:
+        self._target.admit(invocation)
+
+    def prepare(self, invocation: TargetInvocation) -> None:
+        self._target.prepare(invocation)
+
+    def load_chunk(self, invocation: TargetInvocation, ordinal: int, rows: pa.Table) -> None:
+        self._target.load_chunk(invocation, ordinal, rows)
+        self._log.info("chunk %d loaded into target staging: %d rows", ordinal, rows.num_rows)
 
     def verify_chunk(self, invocation: TargetInvocation, expected: ChunkEvidence) -> ChunkEvidence:
-        observed = super().verify_chunk(invocation, expected)
+        observed = self._target.verify_chunk(invocation, expected)
         self._log.info("chunk %d verified by the target: %d rows", observed.ordinal, observed.rows)
         return observed
+
+    def publish(self, invocation: TargetInvocation, chunks: Sequence[ChunkEvidence]) -> TargetPublicationReceipt:
+        return self._target.publish(invocation, chunks)
+
+    def reconcile(self, invocation: TargetInvocation) -> TargetPublicationReceipt | None:
+        return self._target.reconcile(invocation)
+
+    def cleanup(self, invocation: TargetInvocation) -> None:
+        self._target.cleanup(invocation)

@@ -1,9 +1,8 @@
 """Ports of the native transfer route: the snapshot source, the durable stage and journal, a clock, the target.
 
 The protocol drives these and nothing else. Counting :meth:`SnapshotSourceConnector.connect` calls is how tests prove
-that post-EOF recovery never opens the source. The target interface here is this route's narrow expectation of the
-target port (prepare, load, verify, publish, reconcile, discard); it is kept in one place so it can be reconciled
-with the target adapters' own port module.
+that post-EOF recovery never opens the source. :class:`TransferTarget` is the one target port: the SQL Server and
+PostgreSQL adapters and the test fake implement it directly.
 """
 
 from __future__ import annotations
@@ -140,22 +139,36 @@ class TargetPublicationReceipt:
     receipt_sha256: str
 
 
-class TransferTargetExpectation(Protocol):
-    """This route's narrow expectation of the target port (ports/transfer_target.py mirrors it one to one).
+class TransferTarget(Protocol):
+    """Stage, verify and atomically publish one invocation's rows into the one target table the target is bound to.
 
-    Every mutation is one-shot. ``prepare`` recreates the invocation's staging empty; ``publish`` writes the data and
-    its receipt in one transaction and commits at most once per invocation; ``reconcile`` returns the receipt, or
-    ``None`` when absence is final, and raises while a publication may still be in flight.
+    Every call takes the invocation, from which the target derives every name it touches (its staging table, its
+    publication id), so any worker process can make any call after a crash without in-memory state. Lifecycle::
+
+        admit(invocation)                       pure: refuse a column layout or window the target cannot store
+        prepare(invocation)                     recreate the invocation's staging empty (and the receipt table)
+        load_chunk(invocation, ordinal, rows) * one transaction per chunk; refused if that ordinal is staged
+        verify_chunk(invocation, expected)    * recompute the staged chunk's count and typed sum in the target
+        publish(invocation, chunks)             ONE transaction: swap or window replace + the publication receipt
+        reconcile(invocation)                   the receipt, or None (after a lost acknowledgement)
+        cleanup(invocation)                     drop the invocation's staging objects
+
+    Every mutation is one-shot: no client retry, no reconnect replay. A failure either proves nothing changed
+    (``target_publication_failed``, ``target_load_failed`` rolled back) or says the outcome is unknown
+    (``target_publication_outcome_unknown``), resolved by ``reconcile``, never by repeating the mutation. ``publish``
+    writes its receipt in the data's transaction, commits at most once per invocation
+    (``target_publication_already_committed``), and refuses staging that is not exactly the requested chunks or
+    (window replace) holds a row outside the window. ``reconcile`` never answers while a publishing transaction can
+    still commit (``target_publication_in_flight``), so ``None`` is final. Readers of the target table see the old
+    rows or the new rows, never a mixture.
     """
 
-    def admit(self, invocation: TargetInvocation) -> None:
-        """Refuse a column layout or window the target cannot store losslessly (pure, before any row I/O)."""
-        ...
+    def admit(self, invocation: TargetInvocation) -> None: ...
 
     def prepare(self, invocation: TargetInvocation) -> None: ...
 
     def load_chunk(self, invocation: TargetInvocation, ordinal: int, rows: pa.Table) -> None:
-        """Stage one chunk (a table in the stage schema) under ``ordinal``."""
+        """Stage one chunk (a table in the stage schema, ``contracts/native_arrow_chunk.py``) under ``ordinal``."""
         ...
 
     def verify_chunk(self, invocation: TargetInvocation, expected: ChunkEvidence) -> ChunkEvidence:

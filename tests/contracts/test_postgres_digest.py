@@ -23,12 +23,10 @@ from airflow_provider_dpone.adapters.postgres.statements import qualified
 from airflow_provider_dpone.adapters.postgres.target import PostgresTransferTarget
 from airflow_provider_dpone.contracts.native_arrow_chunk import decode_chunk, encode_chunk, rows_table
 from airflow_provider_dpone.contracts.transfer_target import PublicationMode, TargetColumn, TargetPlan
-from airflow_provider_dpone.contracts.transfer_target_receipts import ChunkExpectation
 from airflow_provider_dpone.contracts.transfer_target_types import StringMapping
-from airflow_provider_dpone.contracts.typed_digest import MultisetDigest
-from airflow_provider_dpone.protocol.native_transfer.schema_admission import map_type
+from airflow_provider_dpone.ports.transfer import ChunkEvidence, TargetInvocation
 from tests.fixtures.postgres import PostgresServer
-from tests.fixtures.target_harness import PostgresHarness
+from tests.fixtures.target_harness import PostgresHarness, bind, chunk, evidence
 
 UTC = dt.UTC
 TYPES = [
@@ -84,14 +82,17 @@ TYPES = [
 ]
 
 
-def _plan(schema: str) -> TargetPlan:
+BINARY_ONLY = {"b", "fx"}  # bytes that are no text: a table mapping strings to text leaves them out
+
+
+def _types(mapping: StringMapping) -> list[tuple[str, str, list[object]]]:
+    return [t for t in TYPES if mapping is StringMapping.BINARY or t[0] not in BINARY_ONLY]
+
+
+def _plan(schema: str, mapping: StringMapping) -> TargetPlan:
     columns = tuple(
-        TargetColumn(
-            name=name,
-            source_type=source_type,
-            string_mapping=StringMapping.TEXT if name == "t" else StringMapping.BINARY,
-        )
-        for name, source_type, _ in TYPES
+        TargetColumn(name=name, source_type=source_type, string_mapping=mapping)
+        for name, source_type, _ in _types(mapping)
     )
     return TargetPlan(
         invocation_id="digest-differential-1",
@@ -102,8 +103,8 @@ def _plan(schema: str) -> TargetPlan:
     )
 
 
-def _rows() -> list[tuple[object, ...]]:
-    return [tuple(values[i] for _, _, values in TYPES) for i in range(3)]
+def _rows(mapping: StringMapping) -> list[tuple[object, ...]]:
+    return [tuple(values[i] for _, _, values in _types(mapping)) for i in range(3)]
 
 
 @pytest.fixture
@@ -111,22 +112,18 @@ def pg(postgres_server: PostgresServer) -> PostgresHarness:
     return PostgresHarness(postgres_server.dsn)
 
 
-def test_server_digest_equals_the_python_digest_on_boundary_values(pg: PostgresHarness) -> None:
-    plan = _plan(pg.schema)
-    rows = _rows()
-    source = MultisetDigest(plan.typed_columns)
-    source.add_rows(rows)
-    expected = ChunkExpectation.of(0, source)
-    server = PostgresTransferTarget(pg._connect, pg.copy_connect, verification="server")
-    readback = PostgresTransferTarget(pg._connect, pg.copy_connect, verification="readback")
+@pytest.mark.parametrize("mapping", list(StringMapping))
+def test_server_digest_equals_the_python_digest_on_boundary_values(pg: PostgresHarness, mapping: StringMapping) -> None:
+    plan = _plan(pg.schema, mapping)
+    rows = _rows(mapping)
+    expected = evidence(plan, 0, rows)
+    table, invocation = bind(plan)
+    server = PostgresTransferTarget(pg._connect, pg.copy_connect, table, verification="server")
+    readback = PostgresTransferTarget(pg._connect, pg.copy_connect, table, verification="readback")
     try:
-        server.prepare(plan)
-        server.load_chunk(plan, 0, rows)
-        by_server = server.verify_chunk(plan, expected)
-        by_readback = readback.verify_chunk(plan, expected)
-        assert by_readback.matched
-        assert by_server.observed_typed_sum == by_readback.observed_typed_sum == expected.typed_sum
-        assert by_server.matched
+        server.prepare(invocation)
+        server.load_chunk(invocation, 0, chunk(invocation, rows))
+        assert server.verify_chunk(invocation, expected) == readback.verify_chunk(invocation, expected) == expected
     finally:
         pg.close()
 
@@ -134,29 +131,29 @@ def test_server_digest_equals_the_python_digest_on_boundary_values(pg: PostgresH
 @pytest.mark.parametrize("column", [name for name, _, _ in TYPES])
 def test_one_changed_value_changes_the_server_digest(postgres_server: PostgresServer, column: str) -> None:
     pg = PostgresHarness(postgres_server.dsn)
-    plan = _plan(pg.schema)
-    rows = _rows()
+    plan = _plan(pg.schema, StringMapping.BINARY)
+    rows = _rows(StringMapping.BINARY)
     position = [name for name, _, _ in TYPES].index(column)
     changed = list(rows[0])
     changed[position] = rows[2][position] if rows[2][position] != rows[0][position] else rows[1][position]
-    source = MultisetDigest(plan.typed_columns)
-    source.add_rows(rows)
-    target = PostgresTransferTarget(pg._connect, pg.copy_connect, verification="server")
+    table, invocation = bind(plan)
+    target = PostgresTransferTarget(pg._connect, pg.copy_connect, table, verification="server")
     try:
-        target.prepare(plan)
-        target.load_chunk(plan, 0, [tuple(changed), *rows[1:]])
-        assert not target.verify_chunk(plan, ChunkExpectation.of(0, source)).matched
+        target.prepare(invocation)
+        target.load_chunk(invocation, 0, chunk(invocation, [tuple(changed), *rows[1:]]))
+        assert target.verify_chunk(invocation, evidence(plan, 0, rows)) != evidence(plan, 0, rows)
     finally:
         pg.close()
 
 
-def _sealed(plan: TargetPlan, rows: list[tuple[object, ...]]) -> tuple[pa.Table, ChunkExpectation]:
+def _sealed(
+    invocation: TargetInvocation, plan: TargetPlan, rows: list[tuple[object, ...]]
+) -> tuple[pa.Table, ChunkEvidence]:
     """The rows as the route hands them over: a table decoded from a sealed v2 stage object (ordinal 0)."""
-    columns = [map_type(name, source_type, implicit_utc=False) for name, source_type, _ in TYPES]
-    source = MultisetDigest(plan.typed_columns)
-    source.add_rows(rows)
-    data = encode_chunk(rows_table(rows, columns), columns, plan.invocation_id, 0, source.total)
-    return decode_chunk(data, columns).table, ChunkExpectation.of(0, source)
+    expected = evidence(plan, 0, rows)
+    columns = list(invocation.columns)
+    data = encode_chunk(rows_table(rows, columns), columns, plan.invocation_id, 0, int(expected.typed_sum, 16))
+    return decode_chunk(data, columns).table, expected
 
 
 def _read_back(pg: PostgresHarness, plan: TargetPlan) -> pa.Table:
@@ -170,15 +167,15 @@ def _read_back(pg: PostgresHarness, plan: TargetPlan) -> pa.Table:
 
 
 def test_read_back_equals_the_sealed_rows_on_boundary_values(pg: PostgresHarness) -> None:
-    plan = _plan(pg.schema)
-    sent, expected = _sealed(plan, _rows())
-    target = PostgresTransferTarget(pg._connect, pg.copy_connect)
+    plan = _plan(pg.schema, StringMapping.BINARY)
+    table, invocation = bind(plan)
+    sent, expected = _sealed(invocation, plan, _rows(StringMapping.BINARY))
+    target = PostgresTransferTarget(pg._connect, pg.copy_connect, table)
     try:
-        target.prepare(plan)
-        target.load_chunk(plan, 0, sent)
+        target.prepare(invocation)
+        target.load_chunk(invocation, 0, sent)
         assert stored_equals_sent(copy_table(sent, plan, 0).select(list(plan.column_names)), _read_back(pg, plan))
-        verified = target.verify_chunk(plan, expected)
-        assert verified.matched and verified.observed_typed_sum == expected.typed_sum
+        assert target.verify_chunk(invocation, expected) == expected
     finally:
         pg.close()
 
@@ -196,19 +193,20 @@ TAMPER = {
 
 @pytest.mark.parametrize("action", sorted(TAMPER))
 def test_read_back_refuses_every_changed_missing_duplicated_or_moved_row(pg: PostgresHarness, action: str) -> None:
-    plan = _plan(pg.schema)
-    sent, expected = _sealed(plan, _rows())
-    target = PostgresTransferTarget(pg._connect, pg.copy_connect)
+    plan = _plan(pg.schema, StringMapping.BINARY)
+    table, invocation = bind(plan)
+    sent, expected = _sealed(invocation, plan, _rows(StringMapping.BINARY))
+    target = PostgresTransferTarget(pg._connect, pg.copy_connect, table)
     try:
-        target.prepare(plan)
-        target.load_chunk(plan, 0, sent)
+        target.prepare(invocation)
+        target.load_chunk(invocation, 0, sent)
         with psycopg.connect(pg.dsn, autocommit=True) as admin:
             admin.execute(TAMPER[action].format(t=qualified(plan.target_schema, plan.staging_table)))
         equal = stored_equals_sent(copy_table(sent, plan, 0).select(list(plan.column_names)), _read_back(pg, plan))
-        verified = target.verify_chunk(plan, expected)
+        verified = target.verify_chunk(invocation, expected)
         assert equal is (action == "scale")
         # only positions changed: the fast path refuses, the typed digest then proves the same multiset is stored
-        assert verified.matched is (action in {"scale", "swapped", "replaced"})
+        assert (verified == expected) is (action in {"scale", "swapped", "replaced"})
     finally:
         pg.close()
 
@@ -216,13 +214,14 @@ def test_read_back_refuses_every_changed_missing_duplicated_or_moved_row(pg: Pos
 def test_a_parked_bulk_connection_holds_no_lock_or_transaction(pg: PostgresHarness) -> None:
     """Bulk connections are reused between calls: after a load and a verification, the publication lock is free and
     no session of the adapter is left inside a transaction."""
-    plan = _plan(pg.schema)
-    sent, expected = _sealed(plan, _rows())
-    target = PostgresTransferTarget(pg._connect, pg.copy_connect)
+    plan = _plan(pg.schema, StringMapping.BINARY)
+    table, invocation = bind(plan)
+    sent, expected = _sealed(invocation, plan, _rows(StringMapping.BINARY))
+    target = PostgresTransferTarget(pg._connect, pg.copy_connect, table)
     try:
-        target.prepare(plan)
-        target.load_chunk(plan, 0, sent)
-        assert target.verify_chunk(plan, expected).matched
+        target.prepare(invocation)
+        target.load_chunk(invocation, 0, sent)
+        assert target.verify_chunk(invocation, expected) == expected
         with psycopg.connect(pg.dsn, autocommit=True) as admin:
             admin.execute("SET lock_timeout = '200ms'")
             assert admin.execute("SELECT pg_try_advisory_lock(%s)", (plan.lock_key,)).fetchone() == (True,)

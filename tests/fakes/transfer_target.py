@@ -1,9 +1,10 @@
 """An in-memory transfer target with deterministic fault injection.
 
-It implements the same port, with the same observable outcomes, as the PostgreSQL and SQL Server adapters, and runs
-the same contract suite (``tests/contracts/test_target_contract.py``): a transaction's effects appear at its commit
-and all at once; a receipt is written in the publication's transaction; reconcile never answers while a publication
-is in flight. Faults are armed for the *next* commit (a chunk load, a discard or a publication):
+It implements the one target port (``ports/transfer.py``), with the same observable outcomes as the PostgreSQL and
+SQL Server adapters, and runs the same contract suite (``tests/contracts/test_target_contract.py``): a transaction's
+effects appear at its commit and all at once; a receipt is written in the publication's transaction; reconcile never
+answers while a publication is in flight. Faults are armed for the *next* commit (prepare, a chunk load or a
+publication; ``after`` skips that many commits first):
 
 * ``CRASH_BEFORE_COMMIT``: the worker dies before sending COMMIT (nothing is applied; :class:`SimulatedCrash`).
 * ``CRASH_AFTER_COMMIT``: the commit applies, then the worker dies (:class:`SimulatedCrash`).
@@ -16,27 +17,25 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+import pyarrow as pa
+
+from airflow_provider_dpone.adapters.transfer_target_common import (
+    committed_receipt,
+    publication_request,
+    route_receipt,
+)
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.contracts.native_arrow_chunk import chunk_rows
-from airflow_provider_dpone.contracts.transfer_target import PublicationMode, TargetPlan
-from airflow_provider_dpone.contracts.transfer_target_receipts import (
-    ChunkExpectation,
-    ChunkLoad,
-    ChunkVerification,
-    CleanupReport,
-    PublicationObservation,
-    PublicationReceipt,
-    PublicationRequest,
-    PublicationState,
-    StagingReady,
-)
+from airflow_provider_dpone.contracts.native_schema import NativeColumn
+from airflow_provider_dpone.contracts.transfer_target import PublicationMode, TargetPlan, TargetTable
+from airflow_provider_dpone.contracts.transfer_target_receipts import PublicationReceipt
 from airflow_provider_dpone.contracts.transfer_target_values import RowConverter
-from airflow_provider_dpone.contracts.typed_digest import MultisetDigest, native_multiset_digest
-from airflow_provider_dpone.ports.transfer_target import ChunkData
+from airflow_provider_dpone.contracts.typed_digest import MultisetDigest
+from airflow_provider_dpone.ports.transfer import ChunkEvidence, TargetInvocation, TargetPublicationReceipt
 
 
 class Fault(StrEnum):
@@ -56,18 +55,22 @@ class FaultPlan:
 
     def __init__(self) -> None:
         self._fault: Fault | None = None
+        self._skip = 0
         self._before_commit: Callable[[], None] | None = None
 
-    def arm(self, fault: Fault) -> None:
-        self._fault = fault
+    def arm(self, fault: Fault, *, after: int = 0) -> None:
+        self._fault, self._skip = fault, after
 
     def before_next_commit(self, callback: Callable[[], None]) -> None:
         """Run ``callback`` while the next transaction is complete but not yet committed."""
         self._before_commit = callback
 
     def take(self) -> tuple[Fault | None, Callable[[], None] | None]:
-        fault, callback = self._fault, self._before_commit
-        self._fault = self._before_commit = None
+        callback, self._before_commit = self._before_commit, None
+        if self._skip:
+            self._skip -= 1
+            return None, callback
+        fault, self._fault = self._fault, None
         return fault, callback
 
 
@@ -95,11 +98,44 @@ def fake_columns(plan: TargetPlan) -> tuple[tuple[str, str], ...]:
 
 
 class InMemoryTransferTarget:
-    """The transfer-target port over :class:`FakeDatabase`; staging rows are stored as ``(ordinal, *values)``."""
+    """The transfer-target port over :class:`FakeDatabase`; staging rows are stored as ``(ordinal, *values)``.
 
-    def __init__(self, database: FakeDatabase | None = None, faults: FaultPlan | None = None) -> None:
+    ``calls`` records each port call (``load:N``/``verify:N`` with their ordinal); ``lose_a_row`` makes the next
+    load store one row fewer than it was sent, a corruption only the target-local verification can see.
+    """
+
+    def __init__(
+        self, table: TargetTable | None = None, database: FakeDatabase | None = None, faults: FaultPlan | None = None
+    ) -> None:
+        self.table = table or TargetTable(target_schema="dbo", table="events")
         self.database = database or FakeDatabase()
         self.faults = faults or FaultPlan()
+        self.calls: list[str] = []
+        self.lose_a_row = False
+
+    # -- test handles --------------------------------------------------------------------------------------------
+    def plan(self, invocation: TargetInvocation) -> TargetPlan:
+        return self.table.plan(invocation.invocation_id, invocation.columns, invocation.window)
+
+    def rows(self) -> list[tuple[object, ...]]:
+        """What readers of the bound target table see (empty while it does not exist)."""
+        return self.database.read(self.table.target_schema, self.table.table) or []
+
+    @property
+    def receipts(self) -> list[PublicationReceipt]:
+        return list(self.database.receipts.values())
+
+    def seed(self, columns: Sequence[NativeColumn], rows: Sequence[tuple[object, ...]]) -> None:
+        """Create the bound target table with ``columns``, holding ``rows``."""
+        plan = self.table.plan("seed-invocation", columns, None)
+        self.database.tables[(plan.target_schema, plan.target_table)] = FakeTable(fake_columns(plan), list(rows))
+
+    def settle(self, publication_id: str, *, commit: bool) -> None:
+        """Finish an ``IN_FLIGHT`` publication (the server commits it or rolls it back)."""
+        apply = self.database.in_flight.pop(publication_id)
+        if commit:
+            with self.database.lock:
+                apply()
 
     # -- helpers -------------------------------------------------------------------------------------------------
     def _commit(self, apply: Callable[[], None], *, publication: str | None = None) -> None:
@@ -122,17 +158,12 @@ class InMemoryTransferTarget:
         if fault is Fault.LOST_ACK:
             raise ConnectionError("commit acknowledgement lost")
 
-    def settle(self, publication_id: str, *, commit: bool) -> None:
-        """Finish an ``IN_FLIGHT`` publication (the server commits it or rolls it back)."""
-        apply = self.database.in_flight.pop(publication_id)
-        if commit:
-            with self.database.lock:
-                apply()
-
     def _staging(self, plan: TargetPlan) -> FakeTable:
         table = self.database.tables.get((plan.target_schema, plan.staging_table))
         if table is None:
-            raise DponeError("mssql_native.target_staging_missing", f"publication {plan.publication_id[:16]}")
+            committed = self._receipt(plan) is not None
+            code = "target_publication_already_committed" if committed else "target_staging_missing"
+            raise DponeError(f"mssql_native.{code}", f"publication {plan.publication_id[:16]}")
         return table
 
     def _receipt(self, plan: TargetPlan) -> PublicationReceipt | None:
@@ -143,7 +174,13 @@ class InMemoryTransferTarget:
             raise DponeError("mssql_native.target_publication_in_flight", f"publication {plan.publication_id[:16]}")
 
     # -- the port ------------------------------------------------------------------------------------------------
-    def prepare(self, plan: TargetPlan) -> StagingReady:
+    def admit(self, invocation: TargetInvocation) -> None:
+        self.calls.append("admit")
+        self.plan(invocation)
+
+    def prepare(self, invocation: TargetInvocation) -> None:
+        self.calls.append("prepare")
+        plan = self.plan(invocation)
         with self.database.lock:
             self._not_in_flight(plan)
             if self._receipt(plan) is not None:
@@ -151,13 +188,23 @@ class InMemoryTransferTarget:
             target = self.database.tables.get((plan.target_schema, plan.target_table))
             if plan.mode is PublicationMode.WINDOW_REPLACE and (target is None or target.columns != fake_columns(plan)):
                 raise DponeError("mssql_native.target_schema_mismatch", "window_replace target")
-            self.database.tables[(plan.target_schema, plan.staging_table)] = FakeTable(fake_columns(plan))
-            return StagingReady(staging_table=plan.staging_table, target_exists=target is not None)
 
-    def load_chunk(self, plan: TargetPlan, ordinal: int, rows: ChunkData) -> ChunkLoad:
-        rows = chunk_rows(rows, [c.column_type.logical for c in plan.columns])
+        def apply() -> None:
+            self.database.tables[(plan.target_schema, plan.staging_table)] = FakeTable(fake_columns(plan))
+
+        try:
+            self._commit(apply)
+        except ConnectionError:
+            raise DponeError("mssql_native.target_prepare_failed", "prepare: commit outcome unknown") from None
+
+    def load_chunk(self, invocation: TargetInvocation, ordinal: int, rows: pa.Table) -> None:
+        self.calls.append(f"load:{ordinal}")
+        plan = self.plan(invocation)
+        values = chunk_rows(rows, [c.column_type.logical for c in plan.columns])
         convert = RowConverter(plan.column_names, [c.column_type for c in plan.columns])
-        staged = [(ordinal, *convert(row, index)) for index, row in enumerate(rows)]
+        staged = [(ordinal, *convert(row, index)) for index, row in enumerate(values)]
+        if self.lose_a_row and staged:
+            self.lose_a_row, staged = False, staged[:-1]
         with self.database.lock:
             table = self._staging(plan)
             if any(row[0] == ordinal for row in table.rows):
@@ -166,38 +213,19 @@ class InMemoryTransferTarget:
             self._commit(lambda: self._staging(plan).rows.extend(staged))
         except ConnectionError:
             raise DponeError("mssql_native.target_load_failed", f"chunk {ordinal}: commit outcome unknown") from None
-        return ChunkLoad(ordinal=ordinal, rows_sent=len(staged))
 
-    def verify_chunk(self, plan: TargetPlan, expectation: ChunkExpectation) -> ChunkVerification:
+    def verify_chunk(self, invocation: TargetInvocation, expected: ChunkEvidence) -> ChunkEvidence:
+        self.calls.append(f"verify:{expected.ordinal}")
+        plan = self.plan(invocation)
         with self.database.lock:
-            rows = [row[1:] for row in self._staging(plan).rows if row[0] == expectation.ordinal]
+            rows = [row[1:] for row in self._staging(plan).rows if row[0] == expected.ordinal]
         observed = MultisetDigest(plan.typed_columns)
         observed.add_rows(rows)
-        return ChunkVerification(
-            ordinal=expectation.ordinal,
-            expected_rows=expectation.rows,
-            observed_rows=observed.rows,
-            expected_digest=expectation.digest,
-            observed_digest=native_multiset_digest(observed.rows, observed.total),
-            observed_typed_sum=f"{observed.total:064x}",
-        )
+        return ChunkEvidence(ordinal=expected.ordinal, rows=observed.rows, typed_sum=f"{observed.total:064x}")
 
-    def discard_chunk(self, plan: TargetPlan, ordinal: int) -> int:
-        with self.database.lock:
-            table = self._staging(plan)
-            count = sum(1 for row in table.rows if row[0] == ordinal)
-
-        def apply() -> None:
-            staging = self._staging(plan)
-            staging.rows[:] = [row for row in staging.rows if row[0] != ordinal]
-
-        try:
-            self._commit(apply)
-        except ConnectionError:
-            raise DponeError("mssql_native.target_load_failed", f"discard {ordinal}: outcome unknown") from None
-        return count
-
-    def publish(self, plan: TargetPlan, request: PublicationRequest) -> PublicationReceipt:
+    def publish(self, invocation: TargetInvocation, chunks: Sequence[ChunkEvidence]) -> TargetPublicationReceipt:
+        self.calls.append("publish")
+        plan, request = self.plan(invocation), publication_request(chunks)
         with self.database.lock:
             self._not_in_flight(plan)
             if self._receipt(plan) is not None:
@@ -222,16 +250,7 @@ class InMemoryTransferTarget:
                     raise DponeError("mssql_native.target_rows_outside_window", "staged rows")
                 kept = [row for row in target.rows if not inside(row[position])]
                 new_rows = kept + new_rows
-            receipt = PublicationReceipt(
-                publication_id=plan.publication_id,
-                invocation_id=plan.invocation_id,
-                target_schema=plan.target_schema,
-                target_table=plan.target_table,
-                mode=plan.mode,
-                rows=request.rows,
-                digest=request.digest,
-                committed_at=dt.datetime.now(dt.UTC),
-            )
+            receipt = committed_receipt(plan, request, dt.datetime.now(dt.UTC))
 
         def apply() -> None:
             # Full refresh renames staging into place; window replace drops it: either way it is gone.
@@ -245,26 +264,23 @@ class InMemoryTransferTarget:
             raise DponeError(
                 "mssql_native.target_publication_outcome_unknown", f"publication {plan.publication_id[:16]}"
             ) from None
-        return receipt
+        return route_receipt(receipt)
 
-    def reconcile(self, plan: TargetPlan) -> PublicationObservation:
+    def reconcile(self, invocation: TargetInvocation) -> TargetPublicationReceipt | None:
+        self.calls.append("reconcile")
+        plan = self.plan(invocation)
         with self.database.lock:
             self._not_in_flight(plan)
             receipt = self._receipt(plan)
-        if receipt is None:
-            return PublicationObservation(publication_id=plan.publication_id, state=PublicationState.ABSENT)
-        return PublicationObservation(
-            publication_id=plan.publication_id, state=PublicationState.COMMITTED, receipt=receipt
-        )
+        return None if receipt is None else route_receipt(receipt)
 
-    def cleanup(self, plan: TargetPlan) -> CleanupReport:
+    def cleanup(self, invocation: TargetInvocation) -> None:
+        self.calls.append("cleanup")
+        plan = self.plan(invocation)
         with self.database.lock:
             self._not_in_flight(plan)
-            dropped = []
             for name in (plan.staging_table, plan.retired_table):
-                if self.database.tables.pop((plan.target_schema, name), None) is not None:
-                    dropped.append(name)
-        return CleanupReport(dropped=tuple(dropped))
+                self.database.tables.pop((plan.target_schema, name), None)
 
 
 def _inside(start: dt.datetime, end: dt.datetime) -> Callable[[object], bool]:

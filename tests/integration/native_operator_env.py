@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -11,9 +11,12 @@ from typing import Any
 from airflow_provider_dpone.adapters.clickhouse.snapshot_session import ClickHouseSnapshotConnector, inprocess_transport
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.contracts.manifest_transfer import NativeTransferManifest
-from airflow_provider_dpone.contracts.transfer_target import TargetPlan
-from airflow_provider_dpone.contracts.transfer_target_receipts import PublicationReceipt, PublicationRequest
-from airflow_provider_dpone.ports.transfer_target import TransferTarget
+from airflow_provider_dpone.ports.transfer import (
+    ChunkEvidence,
+    TargetInvocation,
+    TargetPublicationReceipt,
+    TransferTarget,
+)
 from tests.integration import native_chdb
 
 SOURCE_DATABASE = "events"
@@ -70,11 +73,11 @@ class FlakyPublish:
         self._target = target
         self.failures = failures
 
-    def publish(self, plan: TargetPlan, request: PublicationRequest) -> PublicationReceipt:
+    def publish(self, invocation: TargetInvocation, chunks: Sequence[ChunkEvidence]) -> TargetPublicationReceipt:
         if self.failures:
             self.failures -= 1
             raise DponeError("mssql_native.target_publication_failed", "connection refused before BEGIN (simulated)")
-        return self._target.publish(plan, request)
+        return self._target.publish(invocation, chunks)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._target, name)

@@ -19,8 +19,8 @@ from airflow_provider_dpone.contracts.native_transfer_options import NativeTrans
 from airflow_provider_dpone.contracts.native_window import UtcWindow
 from airflow_provider_dpone.protocol.native_transfer.admission import SourceRequest
 from airflow_provider_dpone.protocol.native_transfer.route import NativeTransferRoute, RouteResult
-from tests.fakes.native_route_target import FakeRouteTarget
 from tests.fakes.transfer_source import ManualClock
+from tests.fakes.transfer_target import InMemoryTransferTarget
 from tests.integration import native_chdb
 
 OPERATION = "fedcba9876543210fedcba9876543210"
@@ -48,7 +48,7 @@ class ChdbRoute:
     relation: RelationRef
     options: dict[str, Any] = field(default_factory=lambda: dict(RAW))
     window: UtcWindow | None = None
-    target: FakeRouteTarget = field(default_factory=FakeRouteTarget)
+    target: InMemoryTransferTarget = field(default_factory=InMemoryTransferTarget)
     clock: ManualClock = field(default_factory=ManualClock)
     streams: list[str] = field(default_factory=list)
     clients: list[Client] = field(default_factory=list)

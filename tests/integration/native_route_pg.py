@@ -27,7 +27,6 @@ from airflow_provider_dpone.contracts.native_window import UtcWindow
 from airflow_provider_dpone.contracts.transfer_target_types import StringMapping
 from airflow_provider_dpone.protocol.native_transfer.admission import SourceRequest
 from airflow_provider_dpone.protocol.native_transfer.route import NativeTransferRoute, RouteResult
-from airflow_provider_dpone.protocol.native_transfer.target_bridge import TargetPortBridge, TargetTable
 from airflow_provider_dpone.protocol.native_transfer.target_custody import TargetCustody, target_key
 from tests.fakes.transfer_source import ManualClock
 from tests.fixtures.target_harness import PostgresHarness
@@ -112,9 +111,11 @@ class PgRoute:
                 lambda: self._open(native_chdb.client), inprocess_transport(path)
             )
         options = {**self.options, "execution": {"chunk_rows": chunk_rows}}
-        table = TargetTable(schema=self.harness.schema, table=self.table, string_mapping=self.string_mapping)
+        target = self.harness.bind(self.table, self.string_mapping)
         custody = TargetCustody(
-            ObjectJournalStore(f"file://{self.root}/targets", target_key("postgres", "pg", table.schema, table.table)),
+            ObjectJournalStore(
+                f"file://{self.root}/targets", target_key("postgres", "pg", self.harness.schema, self.table)
+            ),
             self.operation,
             self.clock,
             LEASE,
@@ -132,7 +133,7 @@ class PgRoute:
             connector=self.connector,
             journal_store=self.journal(),
             stage=ObjectStageStore(f"file://{self.root}", self.operation),
-            target_factory=lambda: TargetPortBridge(self.harness.target, table),
+            target_factory=lambda: target,
             clock=self.clock,
             lease_duration=LEASE,
             target_custody=custody,

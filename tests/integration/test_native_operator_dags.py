@@ -23,6 +23,7 @@ import pytest
 from airflow_provider_dpone.adapters.mssql.target import MsSqlTransferTarget
 from airflow_provider_dpone.contracts.manifest import load_manifest
 from airflow_provider_dpone.contracts.manifest_transfer import NativeTransferManifest
+from airflow_provider_dpone.contracts.transfer_target import TargetTable
 from airflow_provider_dpone.hooks.native_transfer import DponeNativeTransferHook
 from airflow_provider_dpone.operators.native_transfer import DponeNativeTransferOperator
 from tests.fakes.mssql_server import EmulatedServer
@@ -108,7 +109,9 @@ def test_mssql_example_dag_parses_and_its_route_runs_on_the_stand_in(admin, nati
     assert manifest.load.window is not None
     server = EmulatedServer(FaultPlan())
     target = MsSqlTransferTarget(
-        server.connect, import_backend=manifest.source.options.native_transfer.execution.import_backend
+        server.connect,
+        TargetTable(target_schema=manifest.sink.target_schema, table=manifest.sink.table),
+        import_backend=manifest.source.options.native_transfer.execution.import_backend,
     )
     raw = manifest.model_dump(mode="json", by_alias=True, exclude_none=True)
     raw["load"] = {"strategy": "full_refresh"}

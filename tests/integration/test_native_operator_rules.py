@@ -69,7 +69,9 @@ def operator(harness: PostgresHarness, tmp_path, seam: SourceSeam, target: Any =
         manifest=kwargs.pop("manifest", None) or manifest_for(harness),
         stage_base=f"file://{tmp_path}",
         connector_factory=seam,
-        target_factory=factory(target or harness.target),
+        target_factory=factory(target)
+        if target
+        else lambda m: harness.bind(m.sink.table, m.sink.options.string_mapping),
         **kwargs,
     )
 
@@ -131,7 +133,7 @@ def test_openlineage_reports_the_source_and_target_tables_with_the_rows_moved(
 
 def test_retry_after_eof_completes_from_the_stage_without_the_source(admin, harness, tmp_path) -> None:
     seam = SourceSeam()
-    flaky = FlakyPublish(harness.target)
+    flaky = FlakyPublish(harness.bind("raw_events"))
     task = operator(harness, tmp_path, seam, flaky)
     with pytest.raises(AirflowException, match=r"mssql_native\.publication_absent") as first:
         task.execute(context(try_number=1))

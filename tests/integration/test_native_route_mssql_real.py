@@ -36,7 +36,8 @@ from airflow_provider_dpone.contracts.manifest import load_manifest
 from airflow_provider_dpone.contracts.manifest_transfer import NativeTransferManifest
 from airflow_provider_dpone.contracts.native_chunk import RelationRef
 from airflow_provider_dpone.contracts.native_transfer_options import ImportBackend
-from airflow_provider_dpone.contracts.transfer_target import RECEIPT_TABLE
+from airflow_provider_dpone.contracts.transfer_target import RECEIPT_TABLE, TargetTable
+from airflow_provider_dpone.contracts.transfer_target_types import StringMapping
 from airflow_provider_dpone.hooks.native_transfer import DponeNativeTransferHook
 from tests.fakes.transfer_target import FaultPlan
 from tests.fixtures.target_harness import FaultyConnection, settle_held
@@ -173,8 +174,14 @@ class RealMsSqlHarness:
         with _mssql(self.real, self.database) as conn, conn.cursor() as cursor:
             cursor.execute(f"CREATE SCHEMA [{self.schema}]")
         connect = mssql_connection_factory("mssql_default", database=self.database)
-        self.target = MsSqlTransferTarget(
-            lambda: FaultyConnection(connect(), self.faults, self.held, pymssql.OperationalError),
+        self.connect = lambda: FaultyConnection(connect(), self.faults, self.held, pymssql.OperationalError)
+        self.target = self.bind()
+
+    def bind(self, table: str = "events", mapping: StringMapping = StringMapping.BINARY) -> MsSqlTransferTarget:
+        bound = TargetTable(target_schema=self.schema, table=table, string_mapping=mapping)
+        return MsSqlTransferTarget(
+            self.connect,
+            bound,
             import_backend=self.backend,
             lock_timeout_ms=LOCK_TIMEOUT_MS,
         )

@@ -16,7 +16,8 @@ import pytest
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.contracts.native_chunk import RelationRef
 from airflow_provider_dpone.contracts.native_window import UtcWindow
-from tests.fakes.native_route_target import Crash
+from airflow_provider_dpone.protocol.native_transfer.schema_admission import map_type
+from tests.fakes.transfer_target import Fault, SimulatedCrash
 from tests.integration import native_chdb
 from tests.integration.native_chdb import admin, db
 from tests.integration.native_route_chdb import OPERATION, ChdbRoute, multiset, read_rows
@@ -46,13 +47,19 @@ def events_table(admin, db: str, *, partition: str = "toYYYYMM(ts)", settings: s
     return RelationRef(database=db, table="events")
 
 
+def seed_target(route: ChdbRoute, admin, db: str, rows: list[tuple[object, ...]]) -> None:
+    """Create the target table with the source's admitted columns, holding ``rows``."""
+    described = admin.query(f"DESCRIBE TABLE {db}.events").result_rows
+    route.target.seed([map_type(str(row[0]), str(row[1]), implicit_utc=True) for row in described], rows)
+
+
 def test_raw_rows_keep_duplicates_versions_and_delete_markers(admin, db, tmp_path) -> None:
     relation = events_table(admin, db)
     route = ChdbRoute(tmp_path, relation)
     result, connections = route.run(chunk_rows=2)
     raw = read_rows(admin, f"SELECT * FROM {db}.events")
     final = read_rows(admin, f"SELECT * FROM {db}.events FINAL")
-    published = multiset(route.target.table)
+    published = multiset(route.target.rows())
     assert published == raw and sum(published.values()) == result.rows == 7
     assert published != final and sum(final.values()) == 3
     duplicate = (1, 2, 0, b"b", "2026-01-03T00:00:00+00:00", Decimal(2))
@@ -86,10 +93,10 @@ def test_typed_boundaries_round_trip_exactly(admin, db, tmp_path) -> None:
     )
     route = ChdbRoute(tmp_path, RelationRef(database=db, table="typed"))
     result, _ = route.run()
-    assert multiset(route.target.table) == read_rows(admin, f"SELECT * FROM {db}.typed")
+    assert multiset(route.target.rows()) == read_rows(admin, f"SELECT * FROM {db}.typed")
     assert result.rows == 2
     extreme = Decimal("-9999999999999999999999999999.9999999999")
-    assert any(row[2] == extreme and row[2].as_tuple() == extreme.as_tuple() for row in route.target.table)
+    assert any(row[2] == extreme and row[2].as_tuple() == extreme.as_tuple() for row in route.target.rows())
 
 
 def test_window_is_half_open_and_profiles_only_its_partitions(admin, db, tmp_path) -> None:
@@ -100,11 +107,12 @@ def test_window_is_half_open_and_profiles_only_its_partitions(admin, db, tmp_pat
         "ts", dt.datetime(2026, 1, 1, 0, 0, 0, 1000, tzinfo=dt.UTC), dt.datetime(2026, 2, 1, tzinfo=dt.UTC)
     )
     route = ChdbRoute(tmp_path, relation, window=window)
+    seed_target(route, admin, db, [])  # window replace writes into an existing table
     result, _ = route.run()
     expected = read_rows(
         admin, f"SELECT * FROM {db}.events WHERE ts >= '2026-01-01 00:00:00.001' AND ts < '2026-02-01 00:00:00'"
     )
-    assert multiset(route.target.table) == expected and result.rows == 6
+    assert multiset(route.target.rows()) == expected and result.rows == 6
     evidence = json.loads(
         (tmp_path / OPERATION / "evidence" / result.invocation_id / "source_physical.json").read_text()
     )
@@ -116,10 +124,10 @@ def test_empty_window_seals_zero_rows_and_publishes_an_empty_replacement(admin, 
     relation = events_table(admin, db)
     window = UtcWindow.of("ts", dt.datetime(2027, 1, 1, tzinfo=dt.UTC), dt.datetime(2027, 1, 2, tzinfo=dt.UTC))
     route = ChdbRoute(tmp_path, relation, window=window)
-    route.target.table = [(77, 1, 0, b"outside", dt.datetime(2020, 1, 1, tzinfo=dt.UTC), None)]
+    seed_target(route, admin, db, [(77, 1, 0, b"outside", dt.datetime(2020, 1, 1, tzinfo=dt.UTC), None)])
     result, _ = route.run()
     assert result.rows == 0 and result.endpoint_authority_agreement is True
-    assert route.target.table == [(77, 1, 0, b"outside", dt.datetime(2020, 1, 1, tzinfo=dt.UTC), None)]
+    assert route.target.rows() == [(77, 1, 0, b"outside", dt.datetime(2020, 1, 1, tzinfo=dt.UTC), None)]
 
 
 def test_lightweight_deletes_and_patch_parts_are_query_visible(admin, db, tmp_path) -> None:
@@ -130,7 +138,7 @@ def test_lightweight_deletes_and_patch_parts_are_query_visible(admin, db, tmp_pa
     admin.command(f"UPDATE {db}.events SET payload = 'patched' WHERE id = 4")
     route = ChdbRoute(tmp_path, relation)
     result, _ = route.run()
-    published = multiset(route.target.table)
+    published = multiset(route.target.rows())
     assert published == read_rows(admin, f"SELECT * FROM {db}.events")
     assert not any(row[0] == 3 for row in published) and result.rows == 6
     assert any(row[0] == 4 and row[3] == b"patched" for row in published)
@@ -147,7 +155,7 @@ def test_provenance_is_stripped_before_stage_and_target(admin, db, tmp_path) -> 
     route = ChdbRoute(tmp_path, relation)
     result, _ = route.run()
     assert "_part" in route.streams[0] and "_part_offset" in route.streams[0]
-    assert all(len(row) == 6 for row in route.target.table)
+    assert all(len(row) == 6 for row in route.target.rows())
     journal = b"".join(p.read_bytes() for p in sorted((tmp_path / OPERATION / "journal").iterdir()))
     assert b'"_part"' not in journal and b'"_part_offset"' not in journal and b"202601_" not in journal
     evidence = json.loads(
@@ -166,7 +174,7 @@ def test_row_policy_is_bound_and_never_bypassed(admin, tmp_path) -> None:
     admin.command(f"INSERT INTO {policy_db}.{native_chdb.POLICY_TABLE} SELECT number, 1 FROM numbers(10)")
     route = ChdbRoute(tmp_path, RelationRef(database=policy_db, table=native_chdb.POLICY_TABLE))
     result, _ = route.run()
-    assert sorted(row[0] for row in route.target.table) == [0, 2, 4, 6, 8]
+    assert sorted(row[0] for row in route.target.rows()) == [0, 2, 4, 6, 8]
     journal = [json.loads(p.read_bytes()) for p in sorted((tmp_path / OPERATION / "journal").iterdir())]
     complete = next(r for r in journal if r["kind"] == "stage_complete")["body"]
     profile = complete["completion_metadata"]["source_snapshot_v1"]["profile"]
@@ -183,7 +191,7 @@ def journal_kinds(tmp_path) -> list[str]:
 def refused(route: ChdbRoute, checkpoint=None) -> str:
     with pytest.raises(DponeError) as info:
         route.run(checkpoint)
-    assert route.target.calls.count("publish") == 0 and route.target.table == []
+    assert route.target.calls.count("publish") == 0 and route.target.rows() == []
     return info.value.code
 
 
@@ -298,7 +306,7 @@ def test_merge_after_acquisition_keeps_the_acquired_view_and_reports_disagreemen
 
     result, _ = route.run(merge_once)
     other.close()
-    assert multiset(route.target.table) == before
+    assert multiset(route.target.rows()) == before
     assert read_rows(admin, f"SELECT * FROM {db}.events") != before, "the merge did change the physical rows"
     assert result.endpoint_authority_agreement is False
 
@@ -307,15 +315,19 @@ def test_post_eof_recovery_never_reopens_the_source(admin, db, tmp_path) -> None
     relation = events_table(admin, db)
     expected = read_rows(admin, f"SELECT * FROM {db}.events")
     route = ChdbRoute(tmp_path, relation)
-    route.target.faults.add("publish.after_commit")
-    with pytest.raises(Crash):
-        route.run()
+
+    def lose_the_ack(point: str) -> None:
+        if point == "publish_intent":
+            route.target.faults.arm(Fault.CRASH_AFTER_COMMIT)
+
+    with pytest.raises(SimulatedCrash):
+        route.run(lose_the_ack)
     admin.command(f"DROP TABLE {db}.events SYNC")
     route.clock.advance(dt.timedelta(hours=1))
     route.deny = True
     result, connections = route.run()
     assert connections == 0 and result.source_connections == 0
-    assert multiset(route.target.table) == expected
+    assert multiset(route.target.rows()) == expected
     assert route.target.calls.count("publish") == 1
 
 
@@ -325,12 +337,12 @@ def test_crash_mid_stream_releases_the_engine_and_reextracts(admin, db, tmp_path
 
     def crash(point: str) -> None:
         if point == "block":
-            raise Crash(point)
+            raise SimulatedCrash(point)
 
-    with pytest.raises(Crash):
+    with pytest.raises(SimulatedCrash):
         route.run(crash)
     route.clock.advance(dt.timedelta(hours=1))
     result, connections = route.run()
     assert connections == 1 and len(result.settled_invocations) == 1
-    assert multiset(route.target.table) == read_rows(admin, f"SELECT * FROM {db}.events")
+    assert multiset(route.target.rows()) == read_rows(admin, f"SELECT * FROM {db}.events")
     assert uuid.UUID(hex=result.invocation_id) != uuid.UUID(hex=result.settled_invocations[0])

@@ -15,8 +15,8 @@ from airflow_provider_dpone.contracts.native_chunk import RelationRef
 from airflow_provider_dpone.contracts.native_transfer_options import NativeTransferOptions
 from airflow_provider_dpone.protocol.native_transfer.admission import SourceRequest
 from airflow_provider_dpone.protocol.native_transfer.route import NativeTransferRoute, RouteResult
-from tests.fakes.native_route_target import FakeRouteTarget
 from tests.fakes.transfer_source import FakeSnapshotSource, FakeTable, ManualClock
+from tests.fakes.transfer_target import Fault, InMemoryTransferTarget, SimulatedCrash
 
 OPERATION = "0123456789abcdef0123456789abcdef"
 FINGERPRINT = "f" * 64
@@ -69,7 +69,7 @@ def multiset(rows: list[tuple[object, ...]]) -> collections.Counter[tuple[object
 class Harness:
     root: Path
     source: FakeSnapshotSource
-    target: FakeRouteTarget = field(default_factory=FakeRouteTarget)
+    target: InMemoryTransferTarget = field(default_factory=InMemoryTransferTarget)
     clock: ManualClock = field(default_factory=ManualClock)
     options: NativeTransferOptions = field(
         default_factory=lambda: NativeTransferOptions.model_validate(
@@ -93,7 +93,7 @@ class Harness:
         return ObjectStageStore(f"file://{self.root}", OPERATION)
 
     def route(self, checkpoint: Callable[[str], None] | None = None) -> NativeTransferRoute:
-        def bind_target() -> FakeRouteTarget:
+        def bind_target() -> InMemoryTransferTarget:
             self.target_bindings += 1
             return self.target
 
@@ -125,14 +125,24 @@ def make_harness(root: Path) -> Harness:
 
 
 def crash_at(name: str, occurrence: int = 1) -> Callable[[str], None]:
-    from tests.fakes.native_route_target import Crash
-
     seen = {"count": 0}
 
     def checkpoint(point: str) -> None:
         if point == name:
             seen["count"] += 1
             if seen["count"] == occurrence:
-                raise Crash(point)
+                raise SimulatedCrash(point)
+
+    return checkpoint
+
+
+def fault_at(harness: Harness, point: str | None, fault: Fault, *, after: int = 0) -> Callable[[str], None]:
+    """Arm ``fault`` on the target's commit ``after`` commits past route checkpoint ``point`` (``None``: now)."""
+    if point is None:
+        harness.target.faults.arm(fault, after=after)
+
+    def checkpoint(name: str) -> None:
+        if name == point:
+            harness.target.faults.arm(fault, after=after)
 
     return checkpoint

@@ -18,7 +18,7 @@ from airflow_provider_dpone.contracts.canonical import canonical_json_bytes, sha
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.contracts.native_journal import GENESIS
 from airflow_provider_dpone.contracts.native_transfer_options import NativeTransferOptions
-from tests.fakes.native_route_target import Crash
+from tests.fakes.transfer_target import SimulatedCrash
 from tests.protocol.native_route_harness import OPERATION, Harness, crash_at, make_harness, make_table
 
 Record = dict[str, Any]
@@ -54,7 +54,7 @@ def sealed(tmp_path: Path, *, legacy: bool = False) -> Harness:
         table.engine, table.engine_args = "MergeTree", ""
         harness.source.tables[("db", "events")] = table
         harness.options = NativeTransferOptions.model_validate({"execution": {"chunk_rows": 2}})
-    with pytest.raises(Crash):
+    with pytest.raises(SimulatedCrash):
         harness.run(crash_at("stage_complete"))
     harness.expire_lease()
     harness.source.deny = True
@@ -68,7 +68,7 @@ def assert_refused_before_target(harness: Harness, code: str) -> None:
     assert refused.value.code == code
     assert harness.target_bindings == 0, "the target was bound before the bindings were validated"
     assert harness.source.connections == 1
-    assert harness.target.table == []
+    assert harness.target.rows() == []
 
 
 def _eof_rows(records: list[Record]) -> list[Record]:
@@ -179,7 +179,7 @@ def test_query_visible_spelling_change_after_eof_recovers(tmp_path, sealed_expli
     table.engine, table.engine_args = "MergeTree", ""
     harness.source.tables[("db", "events")] = table
     harness.options = NativeTransferOptions.model_validate(explicit if sealed_explicit else omitted)
-    with pytest.raises(Crash):
+    with pytest.raises(SimulatedCrash):
         harness.run(crash_at("stage_complete"))
     harness.expire_lease()
     harness.source.deny = True

@@ -11,12 +11,18 @@ import pytest
 from airflow_provider_dpone.adapters.storage.native_stage import ObjectStageStore
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.protocol.native_transfer.states import RouteState
-from tests.fakes.native_route_target import Crash
-from tests.protocol.native_route_harness import Harness, crash_at, make_harness, multiset
+from tests.fakes.transfer_target import Fault, SimulatedCrash
+from tests.protocol.native_route_harness import Harness, crash_at, fault_at, make_harness, multiset
 
 ROUTE_POINTS_BEFORE_EOF = ["admitted", "block", "chunk_sealed", "eof"]
 ROUTE_POINTS_AFTER_EOF = ["stage_complete", "prepared", "loaded", "publish_intent", "publish_acknowledged", "succeeded"]
-TARGET_FAULTS = ["prepare.before", "prepare.after", "load.after:1", "publish.before_commit", "publish.after_commit"]
+TARGET_FAULTS = {  # (route checkpoint, fault, commits skipped): the target's commits are prepare, loads, publish
+    "prepare.before": (None, Fault.CRASH_BEFORE_COMMIT, 0),
+    "prepare.after": (None, Fault.CRASH_AFTER_COMMIT, 0),
+    "load.after:1": ("prepared", Fault.CRASH_AFTER_COMMIT, 1),
+    "publish.before_commit": ("publish_intent", Fault.CRASH_BEFORE_COMMIT, 0),
+    "publish.after_commit": ("publish_intent", Fault.CRASH_AFTER_COMMIT, 0),
+}
 
 
 def converge(harness: Harness, *, post_eof: bool) -> list[RouteState]:
@@ -42,7 +48,7 @@ def converge(harness: Harness, *, post_eof: bool) -> list[RouteState]:
 
 
 def assert_published_once(harness: Harness) -> None:
-    assert multiset(harness.target.table) == harness.source_rows()
+    assert multiset(harness.target.rows()) == harness.source_rows()
     assert len(harness.target.receipts) == 1
     assert harness.target.calls.count("publish") <= 2
 
@@ -50,7 +56,7 @@ def assert_published_once(harness: Harness) -> None:
 @pytest.mark.parametrize("point", ROUTE_POINTS_BEFORE_EOF)
 def test_crash_before_eof_settles_then_reextracts(tmp_path, point) -> None:
     harness = make_harness(tmp_path)
-    with pytest.raises(Crash):
+    with pytest.raises(SimulatedCrash):
         harness.run(crash_at(point))
     assert harness.target.calls == ["admit"]
     with pytest.raises(DponeError) as held:
@@ -69,19 +75,19 @@ def test_crash_before_eof_settles_then_reextracts(tmp_path, point) -> None:
 @pytest.mark.parametrize("point", ROUTE_POINTS_AFTER_EOF)
 def test_crash_after_eof_recovers_source_free(tmp_path, point) -> None:
     harness = make_harness(tmp_path)
-    with pytest.raises(Crash):
+    with pytest.raises(SimulatedCrash):
         harness.run(crash_at(point))
     assert harness.source.connections == 1
     converge(harness, post_eof=True)
     assert_published_once(harness)
 
 
-@pytest.mark.parametrize("fault", TARGET_FAULTS)
+@pytest.mark.parametrize("fault", sorted(TARGET_FAULTS))
 def test_target_crash_recovers_source_free(tmp_path, fault) -> None:
     harness = make_harness(tmp_path)
-    harness.target.faults.add(fault)
-    with pytest.raises(Crash):
-        harness.run()
+    point, kind, after = TARGET_FAULTS[fault]
+    with pytest.raises(SimulatedCrash):
+        harness.run(fault_at(harness, point, kind, after=after))
     states = converge(harness, post_eof=True)
     assert_published_once(harness)
     if fault == "publish.after_commit":
@@ -91,15 +97,14 @@ def test_target_crash_recovers_source_free(tmp_path, fault) -> None:
 
 def test_interrupted_commit_proven_absent_fails_then_republishes(tmp_path) -> None:
     harness = make_harness(tmp_path)
-    harness.target.faults.add("publish.before_commit")
-    with pytest.raises(Crash):
-        harness.run()
+    with pytest.raises(SimulatedCrash):
+        harness.run(fault_at(harness, "publish_intent", Fault.CRASH_BEFORE_COMMIT))
     harness.expire_lease()
     harness.source.deny = True
     with pytest.raises(DponeError) as absent:
         harness.run()
     assert absent.value.code == "mssql_native.publication_absent"
-    assert harness.target.table == []
+    assert harness.target.rows() == []
     result = harness.run()
     assert result.resumed_from is RouteState.PUBLISHING
     assert harness.source.connections == 1
@@ -108,16 +113,15 @@ def test_interrupted_commit_proven_absent_fails_then_republishes(tmp_path) -> No
 
 def test_unknown_commit_stays_held_until_the_target_can_answer(tmp_path) -> None:
     harness = make_harness(tmp_path)
-    harness.target.faults.add("publish.after_commit")
-    with pytest.raises(Crash):
-        harness.run()
-    harness.expire_lease()
-    harness.source.deny = True
-    harness.target.in_flight.update(harness.target.receipts)
     with pytest.raises(DponeError) as unknown:
+        harness.run(fault_at(harness, "publish_intent", Fault.IN_FLIGHT))
+    assert unknown.value.code == "mssql_native.target_publication_in_flight", "reconcile may not answer yet"
+    harness.source.deny = True
+    with pytest.raises(DponeError) as still:
         harness.run()
-    assert unknown.value.code == "mssql_native.publication_outcome_unknown"
-    harness.target.in_flight.clear()
+    assert still.value.code == "mssql_native.target_publication_in_flight"
+    (pending,) = harness.target.database.in_flight
+    harness.target.settle(pending, commit=True)
     assert harness.run().resumed_from is RouteState.OUTCOME_UNKNOWN
     assert_published_once(harness)
 
@@ -141,12 +145,11 @@ def test_clean_failure_before_eof_settles_immediately(tmp_path) -> None:
 
 def test_target_verification_mismatch_publishes_nothing(tmp_path) -> None:
     harness = make_harness(tmp_path)
-    harness.target.corrupt_load = True
+    harness.target.lose_a_row = True
     with pytest.raises(DponeError) as failed:
         harness.run()
     assert failed.value.code == "mssql_native.target_verification_failed"
-    assert harness.target.table == [] and not harness.target.receipts
-    harness.target.corrupt_load = False
+    assert harness.target.rows() == [] and not harness.target.receipts
     harness.source.deny = True
     assert harness.run().resumed_from is RouteState.PUBLISHING
     assert_published_once(harness)

@@ -11,6 +11,7 @@ from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.contracts.native_source_observation import ReplicaObservation, RowPolicyObservation
 from airflow_provider_dpone.contracts.native_transfer_options import NativeTransferOptions
 from airflow_provider_dpone.contracts.raw_snapshot_physical import MAX_PARTS
+from airflow_provider_dpone.contracts.transfer_target import TargetTable
 from tests.fakes.transfer_source import FakePart
 from tests.protocol.native_route_harness import LEASE, OPERATION, Harness, make_harness, multiset
 
@@ -58,8 +59,8 @@ def test_a_profile_constraint_that_overrides_a_frozen_setting_is_refused(tmp_pat
 
 def test_target_mapping_loss_is_refused_before_extraction(tmp_path) -> None:
     harness = make_harness(tmp_path)
-    harness.target.refuse_admission = True
-    refused_before_extraction(harness)
+    harness.target.table = TargetTable(target_schema="dbo", table="__dpone_reserved")
+    assert refused_before_extraction(harness) == "mssql_native.target_plan_invalid"
     assert harness.target.calls == ["admit"]
 
 
@@ -105,7 +106,7 @@ def test_connected_replica_binds_its_identity(tmp_path) -> None:
             table.replica = table.replica.model_copy(update={"is_readonly": True})
 
     result = harness.run(degrade)
-    assert multiset(harness.target.table) == harness.source_rows() and result.rows == 7
+    assert multiset(harness.target.rows()) == harness.source_rows() and result.rows == 7
     records = [json.loads(p.read_bytes()) for p in sorted((tmp_path / OPERATION / "journal").iterdir())]
     profile = next(r for r in records if r["kind"] == "stage_complete")["body"]["completion_metadata"][
         "source_snapshot_v1"
@@ -144,7 +145,7 @@ def test_another_server_answering_at_eof_is_endpoint_drift(tmp_path, change) -> 
     with pytest.raises(DponeError) as info:
         harness.run(fail_over)
     assert info.value.code == "mssql_native.source_endpoint_drift"
-    assert kinds(harness)[-2:] == ["invocation_settled", "lease"] and not harness.target.table
+    assert kinds(harness)[-2:] == ["invocation_settled", "lease"] and not harness.target.rows()
 
 
 def test_an_unpinned_endpoint_is_refused_before_extraction(tmp_path) -> None:
@@ -171,7 +172,7 @@ def test_a_long_extraction_renews_its_lease(tmp_path) -> None:
     records = [json.loads(p.read_bytes()) for p in sorted((tmp_path / OPERATION / "journal").iterdir())]
     actions = [r["body"]["action"] for r in records if r["kind"] == "lease"]
     assert actions.count("renewed") >= 2 and actions[-1] == "released"
-    assert multiset(harness.target.table) == harness.source_rows()
+    assert multiset(harness.target.rows()) == harness.source_rows()
 
 
 def test_a_writer_that_lost_its_lease_stops_without_writing(tmp_path) -> None:
@@ -189,5 +190,5 @@ def test_a_writer_that_lost_its_lease_stops_without_writing(tmp_path) -> None:
     assert stopped.value.code == "mssql_native.journal_conflict"
     files_after = sorted(p.name for p in (tmp_path / OPERATION).rglob("*") if p.is_file())
     assert files_after == outcome["files"], "the fenced writer wrote after losing custody"
-    assert multiset(harness.target.table) == harness.source_rows()
+    assert multiset(harness.target.rows()) == harness.source_rows()
     assert harness.run().resumed_from.value == "succeeded"

@@ -26,20 +26,21 @@ import datetime as dt
 import uuid
 from decimal import Decimal
 
+import pyarrow as pa
 import pytest
 from pymssql import _mssql
 
 from airflow_provider_dpone.adapters.mssql import tsql
+from airflow_provider_dpone.adapters.mssql.arrow_bcp import SLICE_ROWS
 from airflow_provider_dpone.adapters.mssql.loaders import sqlclient_rows_per_statement
 from airflow_provider_dpone.adapters.mssql.target import MsSqlTransferTarget
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.contracts.native_transfer_options import ImportBackend
 from airflow_provider_dpone.contracts.transfer_target import PublicationMode, TargetColumn, TargetPlan
-from airflow_provider_dpone.contracts.transfer_target_receipts import ChunkExpectation
 from airflow_provider_dpone.contracts.transfer_target_types import StringMapping
-from airflow_provider_dpone.contracts.typed_digest import MultisetDigest
 from tests.fakes.mssql_bcp import HostBind
 from tests.fakes.mssql_server import BcpColumn, EmulatedServer
+from tests.fixtures.target_harness import bind, chunk, evidence
 
 UTC = dt.UTC
 TEXT = StringMapping.TEXT
@@ -57,12 +58,11 @@ def _plan(*columns: TargetColumn) -> TargetPlan:
 
 def _load(plan: TargetPlan, rows: list[tuple[object, ...]], backend: ImportBackend) -> EmulatedServer:
     server = EmulatedServer()
-    target = MsSqlTransferTarget(server.connect, import_backend=backend)
-    target.prepare(plan)
-    target.load_chunk(plan, 0, rows)
-    digest = MultisetDigest(plan.typed_columns)
-    digest.add_rows(rows)
-    target.verify_chunk(plan, ChunkExpectation.of(0, digest)).require_matched()
+    table, invocation = bind(plan)
+    target = MsSqlTransferTarget(server.connect, table, import_backend=backend)
+    target.prepare(invocation)
+    target.load_chunk(invocation, 0, chunk(invocation, rows))
+    assert target.verify_chunk(invocation, evidence(plan, 0, rows)) == evidence(plan, 0, rows)
     return server
 
 
@@ -92,7 +92,8 @@ def test_the_stand_in_turns_a_zero_length_bcp_value_into_null_as_freetds_does() 
     """The model the fix is tested against: bulk_copy of ``b''`` stores NULL, and fails into a NOT NULL column."""
     server = EmulatedServer()
     plan = _plan(TargetColumn(name="b", source_type="Nullable(String)"), TargetColumn(name="s", source_type="String"))
-    MsSqlTransferTarget(server.connect).prepare(plan)
+    table, invocation = bind(plan)
+    MsSqlTransferTarget(server.connect, table).prepare(invocation)
     conn = server.connect()
     conn.bulk_copy(tsql.staging(plan), [(0, 1, b"", b"x")])
     assert server.bcp_rows[-1][2].bind == HostBind("SQLVARBINARY", b"", 0)
@@ -101,32 +102,41 @@ def test_the_stand_in_turns_a_zero_length_bcp_value_into_null_as_freetds_does() 
         conn.bulk_copy(tsql.staging(plan), [(0, 1, b"x", b"")])
 
 
-EMPTY_PLAN = _plan(
-    TargetColumn(name="b", source_type="String"),
-    TargetColumn(name="t", source_type="String", string_mapping=TEXT),
-    TargetColumn(name="nb", source_type="Nullable(String)"),
-    TargetColumn(name="nt", source_type="Nullable(String)", string_mapping=TEXT),
-)
+def _strings(mapping: StringMapping) -> TargetPlan:
+    names = (("b", "String"), ("t", "String"), ("nb", "Nullable(String)"), ("nt", "Nullable(String)"))
+    return _plan(*(TargetColumn(name=n, source_type=t, string_mapping=mapping) for n, t in names))
 
 
+EMPTY_PLAN = _strings(StringMapping.BINARY)
+EMPTY_TEXT_PLAN = _strings(TEXT)
+
+
+EMPTIES = {  # rows with empty values, and how an empty value of that mapping is spelled in a parameter row
+    "binary": (EMPTY_PLAN, [(1, b"", b"", b"", b""), (2, b"a", b"a", None, None), (3, b"", b"b", b"", None)], b"0x"),
+    "text": (EMPTY_TEXT_PLAN, [(1, "", "", "", ""), (2, "a", "a", None, None), (3, "", "b", "", None)], b"N''"),
+}
+CAST = {b"0x": b"CAST(0x AS VARBINARY(MAX))", b"N''": b"CAST(N'' AS NVARCHAR(MAX))"}
+
+
+@pytest.mark.parametrize("mapping", sorted(EMPTIES))
 @pytest.mark.parametrize("backend", list(ImportBackend))
-def test_empty_strings_and_binaries_load_as_empty_values(backend: ImportBackend) -> None:
-    rows: list[tuple[object, ...]] = [(1, b"", "", b"", ""), (2, b"a", "a", None, None), (3, b"", "b", b"", None)]
-    server = _load(EMPTY_PLAN, rows, backend)
-    assert sorted(_staged(server, EMPTY_PLAN), key=lambda r: r[0]) == [list(r) for r in rows]
+def test_empty_strings_and_binaries_load_as_empty_values(backend: ImportBackend, mapping: str) -> None:
+    plan, rows, empty = EMPTIES[mapping]
+    server = _load(plan, rows, backend)
+    assert sorted(_staged(server, plan), key=lambda r: r[0]) == [list(r) for r in rows]
     # No BCP row ever carries a zero-length value: those rows went as parameters.
     assert [r[1].bind.data for r in _chunk_rows(server)] == (
         [b"\x02\x00\x00\x00"] if backend is ImportBackend.BCP else []
     )
     rendered = b"".join(_rendered(server))
-    assert b"(CAST(0 AS INT), CAST(1 AS INT), CAST(0x AS VARBINARY(MAX)), CAST(N'' AS NVARCHAR(MAX)), " in rendered
-    assert b"CAST(0x AS VARBINARY(MAX)), CAST(N'' AS NVARCHAR(MAX)))" in rendered
+    assert b"(CAST(0 AS INT), CAST(1 AS INT), " + CAST[empty] + b", " + CAST[empty] + b", " in rendered
+    assert CAST[empty] + b", " + CAST[empty] + b")" in rendered
 
 
 def test_many_empty_rows_interleave_bcp_runs_and_full_inserts() -> None:
     """Empty-bearing rows wait up to one full INSERT, then BCP resumes: nothing buffers the whole chunk."""
     per_statement = sqlclient_rows_per_statement(EMPTY_PLAN)
-    rows = [(i, b"" if i % 2 else b"x", "y", None, None) for i in range(4 * per_statement + 10)]  # odd i: empty
+    rows = [(i, b"" if i % 2 else b"x", b"y", None, None) for i in range(4 * per_statement + 10)]  # odd i: empty
     server = _load(EMPTY_PLAN, rows, ImportBackend.BCP)
     loader = max(c.connection for c in server.calls if c.statement == "insert_values")
     kinds = [k for k in server.statements(loader) if k in {"bulk_copy", "insert_values"}]
@@ -139,10 +149,11 @@ def test_many_empty_rows_interleave_bcp_runs_and_full_inserts() -> None:
 
 def test_an_empty_text_beside_a_nul_cannot_take_either_path_and_is_refused() -> None:
     server = EmulatedServer()
-    target = MsSqlTransferTarget(server.connect)
-    target.prepare(EMPTY_PLAN)
+    table, invocation = bind(EMPTY_TEXT_PLAN)
+    target = MsSqlTransferTarget(server.connect, table)
+    target.prepare(invocation)
     with pytest.raises(DponeError, match=r"target_value_invalid.*column t: NUL"):
-        target.load_chunk(EMPTY_PLAN, 0, [(1, b"", "a\x00b", None, None)])
+        target.load_chunk(invocation, 0, chunk(invocation, [(1, "", "a\x00b", None, None)]))
 
 
 # -- (MAX) values over 8000 bytes -------------------------------------------------------------------------------------
@@ -172,6 +183,31 @@ def test_sqlclient_sends_a_long_binary_as_one_hex_literal() -> None:
     plan = _plan(TargetColumn(name="v", source_type="String"))
     server = _load(plan, [(1, b"\xab" * 9000)], ImportBackend.SQLCLIENT)
     assert b"CAST(0x" + b"ab" * 9000 + b" AS VARBINARY(MAX))" in _rendered(server)[0]
+
+
+# -- the Arrow batch is checked column by column, and encoded across slices ------------------------------------------
+def test_a_chunk_longer_than_one_encoding_slice_keeps_every_row_and_its_routing() -> None:
+    """Rows on both sides of the encoder's slice boundary, empty values among them, all staged exactly once."""
+    rows = [(i, b"" if i % 1000 == 0 else i.to_bytes(3, "big")) for i in range(SLICE_ROWS + 300)]
+    plan = _plan(TargetColumn(name="v", source_type="String"))
+    server = _load(plan, rows, ImportBackend.BCP)
+    assert sorted(_staged(server, plan)) == sorted(list(row) for row in rows)
+    assert len(_chunk_rows(server)) == len(rows) - len(range(0, SLICE_ROWS + 300, 1000))
+
+
+def test_a_time_finer_than_the_column_is_refused_naming_the_column() -> None:
+    """DateTime64(1) is staged in milliseconds; a millisecond the column cannot hold is refused before BCP."""
+    plan = _plan(TargetColumn(name="t", source_type="DateTime64(1, 'UTC')"))
+    server = EmulatedServer()
+    table, invocation = bind(plan)
+    target = MsSqlTransferTarget(server.connect, table)
+    target.prepare(invocation)
+    staged = chunk(invocation, [(1, dt.datetime(2026, 1, 1, 0, 0, 0, 100_000, tzinfo=UTC))])
+    finer = staged.set_column(1, "t", pa.array([dt.datetime(2026, 1, 1, 0, 0, 0, 1_000)], staged.schema.field(1).type))
+    with pytest.raises(DponeError, match=r"target_value_invalid.*column t: finer than DateTime64\(1\)"):
+        target.load_chunk(invocation, 0, finer)
+    target.load_chunk(invocation, 0, staged)
+    assert _staged(server, plan) == [[1, dt.datetime(2026, 1, 1, 0, 0, 0, 100_000)]]
 
 
 # -- boundary values of the exact types ------------------------------------------------------------------------------

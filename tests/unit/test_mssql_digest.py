@@ -13,18 +13,18 @@ import datetime as dt
 import hashlib
 import uuid
 from decimal import Decimal
+from typing import Any
 
 import pytest
 
 from airflow_provider_dpone.adapters.mssql import tsql
 from airflow_provider_dpone.adapters.mssql.target import MsSqlTransferTarget
-from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.contracts.native_transfer_options import ImportBackend
 from airflow_provider_dpone.contracts.transfer_target import PublicationMode, TargetColumn, TargetPlan
-from airflow_provider_dpone.contracts.transfer_target_receipts import ChunkExpectation
 from airflow_provider_dpone.contracts.transfer_target_types import StringMapping
-from airflow_provider_dpone.contracts.typed_digest import MultisetDigest
+from airflow_provider_dpone.ports.transfer import ChunkEvidence
 from tests.fakes.mssql_server import EmulatedServer
+from tests.fixtures.target_harness import bind, chunk, evidence
 
 UTC = dt.UTC
 U = uuid.UUID("00112233-4455-6677-8899-aabbccddeeff")
@@ -78,37 +78,55 @@ CASES: list[tuple[tuple[object, ...], list[bytes | None]]] = [
 ]  # fmt: skip
 
 
-def _expectation(canonical_rows: list[list[bytes | None]]) -> ChunkExpectation:
+def _expectation(canonical_rows: list[list[bytes | None]]) -> ChunkEvidence:
     total = 0
     for canonical in canonical_rows:
         preimage = TAG + b"".join(_field(c) for c in canonical)
         total += int.from_bytes(hashlib.sha256(preimage).digest(), "big")
-    return ChunkExpectation(ordinal=0, rows=len(canonical_rows), typed_sum=f"{total % 2**256:064x}")
+    return ChunkEvidence(ordinal=0, rows=len(canonical_rows), typed_sum=f"{total % 2**256:064x}")
 
 
-def _hand_expectation(cases: list[tuple[tuple[object, ...], list[bytes | None]]]) -> ChunkExpectation:
+def _hand_expectation(cases: list[tuple[tuple[object, ...], list[bytes | None]]]) -> ChunkEvidence:
     return _expectation([canonical for _, canonical in cases])
 
 
-def _loaded(backend: ImportBackend = ImportBackend.BCP) -> tuple[EmulatedServer, MsSqlTransferTarget]:
+def _without(name: str) -> tuple[TargetPlan, list[tuple[tuple[object, ...], list[bytes | None]]]]:
+    """The reference plan and cases without one column: a target table maps all its strings one way."""
+    index = PLAN.column_names.index(name)
+    plan = PLAN.model_copy(update={"columns": tuple(c for c in PLAN.columns if c.name != name)})
+    cases = [(row[:index] + row[index + 1 :], canonical[:index] + canonical[index + 1 :]) for row, canonical in CASES]
+    return plan, cases
+
+
+BINARY, TEXT = _without("t"), _without("b")
+
+
+def _loaded(
+    backend: ImportBackend = ImportBackend.BCP, reference: tuple[TargetPlan, list[Any]] = TEXT
+) -> tuple[EmulatedServer, MsSqlTransferTarget]:
+    plan, cases = reference
     server = EmulatedServer()
-    target = MsSqlTransferTarget(server.connect, import_backend=backend)
-    target.prepare(PLAN)
-    target.load_chunk(PLAN, 0, [row for row, _ in CASES])
+    table, invocation = bind(plan)
+    target = MsSqlTransferTarget(server.connect, table, import_backend=backend)
+    target.prepare(invocation)
+    target.load_chunk(invocation, 0, chunk(invocation, [row for row, _ in cases]))
     return server, target
+
+
+def _verified(target: MsSqlTransferTarget, plan: TargetPlan, expected: ChunkEvidence) -> bool:
+    return target.verify_chunk(bind(plan)[1], expected) == expected
 
 
 def test_the_hand_derived_digest_is_the_typed_digest() -> None:
     """The hand-written canonical bytes agree with ``contracts/typed_digest.py`` (the source side's digest)."""
-    source = MultisetDigest(PLAN.typed_columns)
-    source.add_rows(row for row, _ in CASES)
-    assert ChunkExpectation.of(0, source) == _hand_expectation(CASES)
+    assert evidence(PLAN, 0, [row for row, _ in CASES]) == _hand_expectation(CASES)
 
 
+@pytest.mark.parametrize("reference", [BINARY, TEXT], ids=["binary", "text"])
 @pytest.mark.parametrize("backend", list(ImportBackend))
-def test_the_server_side_digest_matches_the_hand_derived_digest(backend: ImportBackend) -> None:
-    server, target = _loaded(backend)
-    target.verify_chunk(PLAN, _hand_expectation(CASES)).require_matched()
+def test_the_server_side_digest_matches_the_hand_derived_digest(backend: ImportBackend, reference: Any) -> None:
+    server, target = _loaded(backend, reference)
+    assert _verified(target, reference[0], _hand_expectation(reference[1]))
     verifier = max(c.connection for c in server.calls)
     assert "chunk_digest" in server.statements(verifier)
     assert "select_chunk" not in server.statements(verifier)  # no row travels back
@@ -117,20 +135,19 @@ def test_the_server_side_digest_matches_the_hand_derived_digest(backend: ImportB
 def test_a_consistent_guid_byte_order_error_is_caught_by_the_server_rendering() -> None:
     """A client stack that swapped GUID bytes both ways would read back equal; the server renders what it stores."""
     server, target = _loaded()
-    staged = server.tables[tsql.staging(PLAN)]
+    staged = server.tables[tsql.staging(TEXT[0])]
     position = staged.position("u")
     for row in staged.rows:
         stored = row[position]
         assert isinstance(stored, uuid.UUID)
         row[position] = uuid.UUID(bytes=stored.bytes_le)  # what a byte-order error would have stored
-    with pytest.raises(DponeError, match="target_chunk_verification_failed"):
-        target.verify_chunk(PLAN, _hand_expectation(CASES)).require_matched()
+    assert not _verified(target, TEXT[0], _hand_expectation(TEXT[1]))
 
 
 def test_text_columns_on_a_server_without_utf8_collations_are_read_back() -> None:
     server, target = _loaded()
     server.major_version = 14  # SQL Server 2017
-    target.verify_chunk(PLAN, _hand_expectation(CASES)).require_matched()
+    assert _verified(target, TEXT[0], _hand_expectation(TEXT[1]))
     verifier = max(c.connection for c in server.calls)
     assert server.statements(verifier)[-3:] == ["server_version", "select_chunk", "rollback"]
 
@@ -145,8 +162,9 @@ def test_binary_only_plans_use_the_server_digest_on_any_version() -> None:
     )
     server = EmulatedServer()
     server.major_version = 13
-    target = MsSqlTransferTarget(server.connect)
-    target.prepare(plan)
-    target.load_chunk(plan, 0, [(b"",), (b"a",)])
-    target.verify_chunk(plan, _expectation([[b""], [b"a"]])).require_matched()
+    table, invocation = bind(plan)
+    target = MsSqlTransferTarget(server.connect, table)
+    target.prepare(invocation)
+    target.load_chunk(invocation, 0, chunk(invocation, [(b"",), (b"a",)]))
+    assert _verified(target, plan, _expectation([[b""], [b"a"]]))
     assert "server_version" not in server.statements() and "chunk_digest" in server.statements()

@@ -19,14 +19,9 @@ from airflow_provider_dpone.adapters.mssql.target import MsSqlTransferTarget
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.contracts.native_transfer_options import ImportBackend
 from airflow_provider_dpone.contracts.transfer_target import PublicationMode, TargetColumn, TargetPlan
-from airflow_provider_dpone.contracts.transfer_target_receipts import (
-    ChunkExpectation,
-    PublicationRequest,
-    PublicationState,
-)
-from airflow_provider_dpone.contracts.typed_digest import MultisetDigest
 from tests.fakes.mssql_server import Column, EmulatedServer, Table
 from tests.fakes.transfer_target import Fault, SimulatedCrash
+from tests.fixtures.target_harness import bind, chunk, evidence
 
 PLAN = TargetPlan(
     invocation_id="checks-invocation-0001",
@@ -41,22 +36,23 @@ PLAN = TargetPlan(
     ),
     mode=PublicationMode.FULL_REFRESH,
 )
+TABLE, INV = bind(PLAN)
 
 
 def _target(server: EmulatedServer, backend: ImportBackend = ImportBackend.BCP) -> MsSqlTransferTarget:
-    return MsSqlTransferTarget(server.connect, import_backend=backend, lock_timeout_ms=1_000)
+    return MsSqlTransferTarget(server.connect, TABLE, import_backend=backend, lock_timeout_ms=1_000)
 
 
 def _refused(server: EmulatedServer, code: str, backend: ImportBackend = ImportBackend.BCP) -> None:
     with pytest.raises(DponeError, match=f"mssql_native.{code}") as refused:
-        _target(server, backend).prepare(PLAN)
+        _target(server, backend).prepare(INV)
     assert refused.value.code == f"mssql_native.{code}"
     assert tsql.staging(PLAN) not in server.tables  # nothing prepared was committed
 
 
 def test_a_healthy_server_passes_and_the_probe_row_is_rolled_back() -> None:
     server = EmulatedServer()
-    _target(server).prepare(PLAN)
+    _target(server).prepare(INV)
     assert server.tables[tsql.staging(PLAN)].rows == []
     assert len(server.bcp_rows) == 1  # the probe: loaded, rolled back, observed absent
     assert "session_facts" in server.statements() and "triggers" in server.statements()
@@ -73,9 +69,9 @@ def test_autocommit_is_refused_before_sp_getapplock_is_called() -> None:
 
 def test_autocommit_refuses_every_locked_call_not_as_in_flight() -> None:
     server = EmulatedServer()
-    _target(server).prepare(PLAN)
+    _target(server).prepare(INV)
     server.autocommit = True
-    for call in (lambda t: t.reconcile(PLAN), lambda t: t.load_chunk(PLAN, 0, []), lambda t: t.cleanup(PLAN)):
+    for call in (lambda t: t.reconcile(INV), lambda t: t.load_chunk(INV, 0, chunk(INV, [])), lambda t: t.cleanup(INV)):
         with pytest.raises(DponeError, match="target_transaction_required"):
             call(_target(server))
 
@@ -89,7 +85,7 @@ def test_effective_session_options_that_differ_are_refused(options: int, shown: 
     server = EmulatedServer()
     server.session_options = options  # e.g. a pooler or logon trigger resetting the session after its SETs
     with pytest.raises(DponeError, match=shown):
-        _target(server).prepare(PLAN)
+        _target(server).prepare(INV)
     _refused(server, "target_session_unsupported")
 
 
@@ -109,7 +105,7 @@ def test_without_view_server_state_the_driver_negotiated_version_decides(
     server.view_server_state = False
     server.driver_tds = driver_tds
     if accepted:
-        _target(server).prepare(PLAN)
+        _target(server).prepare(INV)
     else:
         _refused(server, "target_tds_version_unsupported")
 
@@ -134,14 +130,14 @@ def test_a_bulk_copy_that_commits_on_its_own_is_refused_and_its_probe_row_remove
     server = EmulatedServer()
     server.bulk_commits_alone = True
     with pytest.raises(DponeError, match="target_bulk_outside_transaction"):
-        _target(server).prepare(PLAN)
+        _target(server).prepare(INV)
     assert server.tables[tsql.staging(PLAN)].rows == []  # the surviving probe row was deleted and committed
 
 
 def test_the_parameterized_backend_needs_no_bulk_probe() -> None:
     server = EmulatedServer()
     server.bulk_commits_alone = True
-    _target(server, ImportBackend.SQLCLIENT).prepare(PLAN)
+    _target(server, ImportBackend.SQLCLIENT).prepare(INV)
     assert server.bcp_rows == [] and "bulk_copy" not in server.statements()
 
 
@@ -161,24 +157,22 @@ def test_a_probe_row_left_by_a_crash_is_refused_by_publication_and_gone_after_th
     server.bulk_commits_alone = True
     server.faults.before_next_commit(lambda: server.faults.arm(Fault.CRASH_BEFORE_COMMIT))  # the 2nd: the deletion
     with pytest.raises(SimulatedCrash):
-        _target(server).prepare(PLAN)
+        _target(server).prepare(INV)
     assert [row[0] for row in server.tables[tsql.staging(PLAN)].rows] == [PROBE_ORDINAL], "the orphaned probe row"
 
     server.bulk_commits_alone = False  # the cause is fixed; a caller loads into this staging without preparing again
-    digest = MultisetDigest(PLAN.typed_columns)
-    digest.add_rows(CHUNK)
-    request = PublicationRequest(chunks=(ChunkExpectation.of(0, digest),))
+    request = [evidence(PLAN, 0, CHUNK)]
     target = _target(server)
-    target.load_chunk(PLAN, 0, CHUNK)
-    target.verify_chunk(PLAN, request.chunks[0]).require_matched()
+    target.load_chunk(INV, 0, chunk(INV, CHUNK))
+    assert target.verify_chunk(INV, request[0]) == request[0]
     with pytest.raises(DponeError) as refused:
-        target.publish(PLAN, request)
+        target.publish(INV, request)
     assert refused.value.code == "mssql_native.target_staging_incomplete"
     assert "-1" in str(refused.value), "the unexpected ordinal is named"
-    assert _published_rows(server) is None and target.reconcile(PLAN).state is PublicationState.ABSENT
+    assert _published_rows(server) is None and target.reconcile(INV) is None
 
-    target.prepare(PLAN)  # a retry always prepares first: staging is recreated empty, the probe rolls back cleanly
+    target.prepare(INV)  # a retry always prepares first: staging is recreated empty, the probe rolls back cleanly
     assert server.tables[tsql.staging(PLAN)].rows == []
-    target.load_chunk(PLAN, 0, CHUNK)
-    target.publish(PLAN, request)
+    target.load_chunk(INV, 0, chunk(INV, CHUNK))
+    target.publish(INV, request)
     assert [row[0] for row in _published_rows(server) or []] == [Decimal(7)], "the chunk's row only"

@@ -10,24 +10,22 @@ from __future__ import annotations
 import datetime as dt
 from decimal import Decimal
 
+import pyarrow as pa
 import pytest
 
 from airflow_provider_dpone.adapters.mssql import tsql
+from airflow_provider_dpone.adapters.mssql.arrow_bcp import bcp_rows
 from airflow_provider_dpone.adapters.mssql.loaders import BCP_SINGLE_BATCH, sqlclient_rows_per_statement
 from airflow_provider_dpone.adapters.mssql.schema import describe_tsql_type
 from airflow_provider_dpone.adapters.mssql.target import MsSqlTransferTarget
-from airflow_provider_dpone.adapters.mssql.values import bcp_row_encoder, sqlclient_row_encoder
+from airflow_provider_dpone.adapters.mssql.values import sqlclient_row_encoder
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.contracts.native_transfer_options import ImportBackend
 from airflow_provider_dpone.contracts.transfer_target import PublicationMode, TargetColumn, TargetPlan
-from airflow_provider_dpone.contracts.transfer_target_receipts import (
-    ChunkExpectation,
-    PublicationRequest,
-    PublicationState,
-)
-from airflow_provider_dpone.contracts.typed_digest import MultisetDigest
+from airflow_provider_dpone.ports.transfer import ChunkEvidence
 from tests.fakes.mssql_server import Column, EmulatedServer, Table
 from tests.fakes.transfer_target import Fault
+from tests.fixtures.target_harness import bind, chunk, evidence
 
 MUTATIONS = {
     "create_receipt_table", "insert_receipt", "drop_table_if_exists", "create_staging", "create_staging_index",
@@ -45,27 +43,26 @@ PLAN = TargetPlan(
     ),
     mode=PublicationMode.FULL_REFRESH,
 )
+TABLE, INV = bind(PLAN)
 T0 = dt.datetime(2026, 3, 1, 12, 0, 0, 123456, tzinfo=dt.UTC)
 ROWS = [(2**64 - 1, Decimal("1234567890123456789012345678.0123456789"), T0), (0, None, T0)]
 
 
-def _expectation(rows: list[tuple[object, ...]], ordinal: int = 0) -> ChunkExpectation:
-    acc = MultisetDigest(PLAN.typed_columns)
-    acc.add_rows(rows)
-    return ChunkExpectation.of(ordinal, acc)
+def _expectation(rows: list[tuple[object, ...]], ordinal: int = 0) -> ChunkEvidence:
+    return evidence(PLAN, ordinal, rows)
 
 
 def _setup(backend: ImportBackend = ImportBackend.BCP) -> tuple[EmulatedServer, MsSqlTransferTarget]:
     server = EmulatedServer()
     server.tables[tsql.target(PLAN)] = Table([Column("id", "DECIMAL(20,0)", False)], [[Decimal(7)]])
-    return server, MsSqlTransferTarget(server.connect, import_backend=backend, lock_timeout_ms=1_000)
+    return server, MsSqlTransferTarget(server.connect, TABLE, import_backend=backend, lock_timeout_ms=1_000)
 
 
-def _staged(server: EmulatedServer, target: MsSqlTransferTarget) -> PublicationRequest:
-    target.prepare(PLAN)
-    target.load_chunk(PLAN, 0, ROWS)
-    target.verify_chunk(PLAN, _expectation(ROWS)).require_matched()
-    return PublicationRequest(chunks=(_expectation(ROWS),))
+def _staged(server: EmulatedServer, target: MsSqlTransferTarget) -> list[ChunkEvidence]:
+    target.prepare(INV)
+    target.load_chunk(INV, 0, chunk(INV, ROWS))
+    assert target.verify_chunk(INV, _expectation(ROWS)) == _expectation(ROWS)
+    return [_expectation(ROWS)]
 
 
 def _last_connection(server: EmulatedServer) -> int:
@@ -75,7 +72,7 @@ def _last_connection(server: EmulatedServer) -> int:
 def test_full_refresh_publication_is_one_transaction_with_its_receipt() -> None:
     server, target = _setup()
     request = _staged(server, target)
-    target.publish(PLAN, request)
+    target.publish(INV, request)
     assert server.statements(_last_connection(server)) == [
         "session", "applock", "object_type", "select_receipt", "object_type", "chunk_counts", "object_type",
         "drop_index", "drop_column", "rename", "rename", "drop_table", "insert_receipt", "commit",
@@ -89,16 +86,16 @@ def test_lost_ack_is_never_followed_by_a_replay() -> None:
     request = _staged(server, target)
     server.faults.arm(Fault.LOST_ACK)
     with pytest.raises(DponeError, match="target_publication_outcome_unknown"):
-        target.publish(PLAN, request)
+        target.publish(INV, request)
     publisher = _last_connection(server)
     assert server.statements(publisher).count("commit") == 1
     assert server.statements(publisher)[-1] == "commit"
-    assert target.reconcile(PLAN).state is PublicationState.COMMITTED
+    assert target.reconcile(INV) is not None
     reconciler = _last_connection(server)
     assert not MUTATIONS & set(server.statements(reconciler))
     assert server.statements(reconciler)[-1] == "rollback"
     with pytest.raises(DponeError, match="target_publication_already_committed"):
-        target.publish(PLAN, request)
+        target.publish(INV, request)
     assert not MUTATIONS & set(server.statements(_last_connection(server)))
 
 
@@ -108,11 +105,11 @@ def test_connection_drop_before_commit_is_a_definite_failure(statement: str) -> 
     request = _staged(server, target)
     server.drop_at = statement
     with pytest.raises(DponeError, match="target_publication_failed"):
-        target.publish(PLAN, request)
+        target.publish(INV, request)
     assert "commit" not in server.statements(_last_connection(server))
-    assert target.reconcile(PLAN).state is PublicationState.ABSENT
+    assert target.reconcile(INV) is None
     assert server.tables[tsql.target(PLAN)].rows == [[Decimal(7)]]  # the old table, untouched
-    assert target.publish(PLAN, request).rows == 2  # absent is final: the same invocation publishes once
+    assert target.publish(INV, request).rows == 2  # absent is final: the same invocation publishes once
 
 
 def test_commit_that_never_arrived_is_unknown_then_absent() -> None:
@@ -120,8 +117,8 @@ def test_commit_that_never_arrived_is_unknown_then_absent() -> None:
     request = _staged(server, target)
     server.faults.arm(Fault.COMMIT_DROPPED)
     with pytest.raises(DponeError, match="target_publication_outcome_unknown"):
-        target.publish(PLAN, request)
-    assert target.reconcile(PLAN).state is PublicationState.ABSENT
+        target.publish(INV, request)
+    assert target.reconcile(INV) is None
     assert sum(1 for c in server.calls if c.kind == "commit") == 3  # prepare, load, publish: no second try
 
 
@@ -130,18 +127,18 @@ def test_reconcile_stops_at_a_refused_lock_before_reading() -> None:
     request = _staged(server, target)
     server.faults.arm(Fault.IN_FLIGHT)
     with pytest.raises(DponeError, match="target_publication_outcome_unknown"):
-        target.publish(PLAN, request)
+        target.publish(INV, request)
     with pytest.raises(DponeError, match="target_publication_in_flight"):
-        target.reconcile(PLAN)
+        target.reconcile(INV)
     assert server.statements(_last_connection(server)) == ["session", "applock"]
     server.settle(commit=True)
-    assert target.reconcile(PLAN).state is PublicationState.COMMITTED
+    assert target.reconcile(INV) is not None
 
 
 def test_bcp_load_is_one_single_batch_bulk_copy_in_one_transaction() -> None:
     server, target = _setup()
-    target.prepare(PLAN)
-    target.load_chunk(PLAN, 0, ROWS)
+    target.prepare(INV)
+    target.load_chunk(INV, 0, chunk(INV, ROWS))
     loader = _last_connection(server)
     assert server.statements(loader) == [
         "session", "applock", "applock", "object_type", "chunk_present", "bulk_copy", "commit",
@@ -152,23 +149,24 @@ def test_bcp_load_is_one_single_batch_bulk_copy_in_one_transaction() -> None:
 
 def test_sqlclient_load_sends_bounded_batches() -> None:
     server, target = _setup(ImportBackend.SQLCLIENT)
-    target.prepare(PLAN)
+    target.prepare(INV)
     per_statement = sqlclient_rows_per_statement(PLAN)
     rows = [(i, None, T0) for i in range(per_statement * 2 + 1)]
-    assert target.load_chunk(PLAN, 0, rows).rows_sent == len(rows)
+    target.load_chunk(INV, 0, chunk(INV, rows))
     inserts = [c for c in server.calls if c.statement == "insert_values"]
     assert [len(c.params or ()) // 4 for c in inserts] == [per_statement, per_statement, 1]
-    assert target.verify_chunk(PLAN, _expectation(rows)).matched
+    assert target.verify_chunk(INV, _expectation(rows)) == _expectation(rows)
 
 
 @pytest.mark.parametrize("backend", list(ImportBackend))
 def test_a_refused_value_leaves_no_commit(backend: ImportBackend) -> None:
     server, target = _setup(backend)
-    target.prepare(PLAN)
+    target.prepare(INV)
+    staged = chunk(INV, ROWS).set_column(0, "id", pa.array([None, 0], pa.uint64()))  # NULL in a non-nullable column
     with pytest.raises(DponeError, match="target_value_invalid"):
-        target.load_chunk(PLAN, 0, [*ROWS, (-1, None, T0)])
+        target.load_chunk(INV, 0, staged)
     assert "commit" not in server.statements(_last_connection(server))
-    assert target.verify_chunk(PLAN, _expectation([])).matched
+    assert target.verify_chunk(INV, _expectation([])) == _expectation([])
 
 
 def test_verify_only_reads() -> None:
@@ -179,17 +177,22 @@ def test_verify_only_reads() -> None:
 
 def test_prepare_after_commit_runs_no_ddl_on_staging() -> None:
     server, target = _setup()
-    target.publish(PLAN, _staged(server, target))
+    target.publish(INV, _staged(server, target))
     with pytest.raises(DponeError, match="target_publication_already_committed"):
-        target.prepare(PLAN)
+        target.prepare(INV)
     kinds = server.statements(_last_connection(server))
     assert "drop_table_if_exists" not in kinds and "create_staging" not in kinds and "commit" not in kinds
 
 
 def test_encoders_carry_exact_text_where_pymssql_would_lose_precision() -> None:
     columns = [c.column_type for c in PLAN.columns]
-    bcp = bcp_row_encoder(columns)(ROWS[0])
-    assert bcp == ["18446744073709551615", "1234567890123456789012345678.0123456789", "2026-03-01 12:00:00.123456"]
+    (bcp, empty), _ = bcp_rows(chunk(INV, ROWS), PLAN)
+    assert not empty
+    assert list(bcp) == [
+        "18446744073709551615",
+        "1234567890123456789012345678.0123456789",
+        "2026-03-01 12:00:00.123456",
+    ]
     sqlclient = sqlclient_row_encoder(columns)(ROWS[0])
     assert sqlclient[0] == 2**64 - 1 and sqlclient[2] == "2026-03-01T12:00:00.123456"
 
@@ -216,7 +219,7 @@ def test_sys_columns_rows_are_spelled_like_the_type_mapping(row: tuple[str, int,
 def test_a_failing_session_setup_closes_the_connection() -> None:
     server = EmulatedServer()
     server.fail_at = "session"
-    target = MsSqlTransferTarget(server.connect)
+    target = MsSqlTransferTarget(server.connect, TABLE)
     with pytest.raises(DponeError, match="target_unavailable"):
-        target.reconcile(PLAN)
+        target.reconcile(INV)
     assert [c.kind for c in server.calls] == ["connect", "execute", "close"]

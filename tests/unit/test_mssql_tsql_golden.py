@@ -19,11 +19,9 @@ from airflow_provider_dpone.adapters.mssql import digest, tsql
 from airflow_provider_dpone.adapters.mssql.target import MsSqlTransferTarget
 from airflow_provider_dpone.contracts.native_transfer_options import ImportBackend
 from airflow_provider_dpone.contracts.transfer_target import PublicationMode, TargetColumn, TargetPlan, UtcWindow
-from airflow_provider_dpone.contracts.transfer_target_receipts import ChunkExpectation, PublicationRequest
-from airflow_provider_dpone.contracts.transfer_target_types import StringMapping
-from airflow_provider_dpone.contracts.typed_digest import MultisetDigest
 from tests.fakes.mssql_server import Column, EmulatedServer, Table
 from tests.fakes.transfer_target import Fault
+from tests.fixtures.target_harness import bind, chunk, evidence
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "tsql"
 UTC = dt.UTC
@@ -38,7 +36,7 @@ COLUMNS = (
     TargetColumn(name="i64", source_type="Int64"),
     TargetColumn(name="amount", source_type="Nullable(Decimal(18, 4))"),
     TargetColumn(name="payload", source_type="String"),
-    TargetColumn(name="label", source_type="String", string_mapping=StringMapping.TEXT),
+    TargetColumn(name="label", source_type="LowCardinality(String)"),
     TargetColumn(name="digest16", source_type="FixedString(16)"),
     TargetColumn(name="flag", source_type="Bool"),
     TargetColumn(name="day", source_type="Date"),
@@ -143,15 +141,9 @@ def test_rename_passes_the_new_name_unquoted() -> None:
             assert "[" not in params[1] and "]" not in params[1]
 
 
-def _expectation(plan: TargetPlan, ordinal: int, rows: list[tuple[object, ...]]) -> ChunkExpectation:
-    acc = MultisetDigest(plan.typed_columns)
-    acc.add_rows(rows)
-    return ChunkExpectation.of(ordinal, acc)
-
-
 def _row(i: int) -> tuple[object, ...]:
     ts = START + dt.timedelta(minutes=i)
-    return (2**64 - 1, -128, 255, -(2**15), 2**16 - 1, -(2**31), 2**32 - 1, 2**63 - 1, None, b"\xff\x00", "é",
+    return (2**64 - 1, -128, 255, -(2**15), 2**16 - 1, -(2**31), 2**32 - 1, 2**63 - 1, None, b"\xff\x00", "é".encode(),
             bytes(16), True, ts.date(), ts, ts, None)  # fmt: skip
 
 
@@ -161,19 +153,17 @@ def test_every_statement_the_adapter_emits_has_a_golden_file(backend: ImportBack
     server = EmulatedServer()
     columns = [Column(c.name, c.column_type.tsql, c.column_type.nullable) for c in plan.columns]
     server.tables[tsql.target(plan)] = Table(columns)  # an existing target: the swap renames and drops it
-    target = MsSqlTransferTarget(server.connect, import_backend=backend)
+    table, invocation = bind(plan)
+    target = MsSqlTransferTarget(server.connect, table, import_backend=backend)
     rows = [_row(i) for i in range(3)]
-    target.prepare(plan)
-    target.load_chunk(plan, 0, rows)
-    target.discard_chunk(plan, 0)
-    target.load_chunk(plan, 0, rows)
-    target.verify_chunk(plan, _expectation(plan, 0, rows)).require_matched()
-    request = PublicationRequest(chunks=(_expectation(plan, 0, rows),))
+    target.prepare(invocation)
+    target.load_chunk(invocation, 0, chunk(invocation, rows))
+    assert target.verify_chunk(invocation, evidence(plan, 0, rows)) == evidence(plan, 0, rows)
     server.faults.arm(Fault.LOST_ACK)
     with pytest.raises(Exception, match="outcome"):
-        target.publish(plan, request)
-    target.reconcile(plan)
-    target.cleanup(plan)
+        target.publish(invocation, [evidence(plan, 0, rows)])
+    target.reconcile(invocation)
+    target.cleanup(invocation)
     known = set(STATEMENTS.values())
     known_insert = re.compile(re.escape(STATEMENTS["insert_values_2_rows"].split(" VALUES")[0]) + r" VALUES\n.*", re.S)
     emitted = [c for c in server.calls if c.kind == "execute"]

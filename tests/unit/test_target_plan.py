@@ -12,10 +12,8 @@ from airflow_provider_dpone.contracts.identifiers import validate_identifier
 from airflow_provider_dpone.contracts.transfer_target import PublicationMode, TargetColumn, TargetPlan, UtcWindow
 from airflow_provider_dpone.contracts.transfer_target_receipts import (
     ChunkExpectation,
-    PublicationObservation,
     PublicationReceipt,
     PublicationRequest,
-    PublicationState,
 )
 from airflow_provider_dpone.contracts.typed_digest import MultisetDigest
 
@@ -127,7 +125,7 @@ def test_publication_chunks_must_be_contiguous() -> None:
         PublicationRequest(chunks=(_expectation(1, [(1, t)]),))
 
 
-def test_receipt_conflict_and_observation_shape() -> None:
+def test_receipt_conflict() -> None:
     plan = _plan()
     request = PublicationRequest(chunks=(_expectation(0, [(1, dt.datetime(2026, 1, 1, tzinfo=UTC))]),))
     receipt = PublicationReceipt(
@@ -144,7 +142,3 @@ def test_receipt_conflict_and_observation_shape() -> None:
     assert receipt.committed_at.tzinfo is UTC
     with pytest.raises(DponeError, match="target_receipt_conflict"):
         receipt.require_matches(PublicationRequest())
-    with pytest.raises(ValidationError):
-        PublicationObservation(publication_id=plan.publication_id, state=PublicationState.COMMITTED)
-    with pytest.raises(ValidationError):
-        PublicationObservation(publication_id=plan.publication_id, state=PublicationState.ABSENT, receipt=receipt)

@@ -9,10 +9,11 @@ transaction. Each is observed here and refused with its own code instead of surf
 from __future__ import annotations
 
 import datetime as dt
-import uuid
 from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any, Final
+
+import pyarrow as pa
 
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.contracts.transfer_target import TargetPlan
@@ -58,22 +59,24 @@ def check_no_triggers(row: Sequence[Any] | None) -> None:
         raise DponeError("mssql_native.target_triggers_present", f"{count} trigger(s) on the target or staging table")
 
 
-def _probe_value(column: ColumnType) -> object:
+def _probe_array(column: ColumnType) -> pa.Array:
     storage = column.storage
+    if storage is StorageKind.UUID:
+        return pa.array([bytes(16)], pa.uuid())
+    if storage is StorageKind.DATETIME:
+        return pa.array([dt.datetime(2000, 1, 1, tzinfo=dt.UTC)], pa.timestamp("us", tz="UTC"))
     values: dict[StorageKind, object] = {
         StorageKind.INTEGER: 0,
         StorageKind.UINT64: 0,
         StorageKind.DECIMAL: Decimal(0),
         StorageKind.BINARY: b"\x00" * (column.fixed_length or 1),  # never empty: empty values do not use BCP
-        StorageKind.TEXT: "probe",
+        StorageKind.TEXT: b"probe",
         StorageKind.BOOLEAN: False,
         StorageKind.DATE: dt.date(2000, 1, 1),
-        StorageKind.DATETIME: dt.datetime(2000, 1, 1, tzinfo=dt.UTC),
-        StorageKind.UUID: uuid.UUID(int=0),
     }
-    return values[storage]
+    return pa.array([values[storage]])
 
 
-def probe_row(plan: TargetPlan) -> tuple[object, ...]:
+def probe_table(plan: TargetPlan) -> pa.Table:
     """One valid non-empty row of the plan's columns: the bulk-transaction probe loads it, rolls back and looks."""
-    return tuple(_probe_value(c.column_type) for c in plan.columns)
+    return pa.Table.from_arrays([_probe_array(c.column_type) for c in plan.columns], names=list(plan.column_names))

@@ -1,5 +1,8 @@
 """The two import backends of a chunk: BCP (pymssql ``bulk_copy``) and parameterized batches ("SqlClient").
 
+Both take the chunk's Arrow table as the route hands it over. BCP checks and encodes it column by column
+(:mod:`arrow_bcp`); the parameterized backend goes row by row.
+
 Both write into the invocation's staging table inside the chunk's one transaction (pymssql keeps a transaction open
 while autocommit is off; :mod:`checks` refuses a server where BCP would not join it), so a chunk is either fully
 staged at COMMIT or not at all. BCP sends each run as one batch: a smaller ``batch_size`` would only add round trips,
@@ -18,18 +21,25 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Final
 
+import pyarrow as pa
+
 from airflow_provider_dpone.adapters.mssql import tsql
+from airflow_provider_dpone.adapters.mssql.arrow_bcp import bcp_rows, canonical_row
 from airflow_provider_dpone.adapters.mssql.driver import DbConnection, DbCursor
-from airflow_provider_dpone.adapters.mssql.values import bcp_row_encoder, sqlclient_row_encoder
+from airflow_provider_dpone.adapters.mssql.values import sqlclient_row_encoder
+from airflow_provider_dpone.contracts.native_arrow_chunk import chunk_rows
 from airflow_provider_dpone.contracts.native_transfer_options import ImportBackend
 from airflow_provider_dpone.contracts.transfer_target import TargetPlan
-from airflow_provider_dpone.contracts.transfer_target_types import StorageKind
 from airflow_provider_dpone.contracts.transfer_target_values import RowConverter
+from airflow_provider_dpone.contracts.typed_digest import LogicalType
 
 MAX_VALUES_ROWS: Final[int] = 1000  # SQL Server's limit for one VALUES list
 MAX_VALUES_PER_STATEMENT: Final[int] = 4000
 BCP_SINGLE_BATCH: Final[int] = 2**31 - 1
-_EMPTY: Final[tuple[object, ...]] = ("", b"")
+
+
+def _logical(plan: TargetPlan) -> list[LogicalType]:
+    return [c.column_type.logical for c in plan.columns]
 
 
 def sqlclient_rows_per_statement(plan: TargetPlan) -> int:
@@ -45,19 +55,13 @@ class _Router:
     re-checked with NUL refused: only BCP binds text with a length.
     """
 
-    def __init__(self, plan: TargetPlan, ordinal: int, rows: Iterable[Sequence[object]], backend: ImportBackend):
+    def __init__(self, plan: TargetPlan, ordinal: int, rows: pa.Table, backend: ImportBackend):
         columns = [c.column_type for c in plan.columns]
-        self._bcp = backend is ImportBackend.BCP
-        self._convert = RowConverter(plan.column_names, columns, text_allows_nul=self._bcp)
-        self._strict = RowConverter(plan.column_names, columns, text_allows_nul=False)
-        self._bcp_encode = bcp_row_encoder(columns)
         self._param_encode = sqlclient_row_encoder(columns)
-        self._maybe_empty = tuple(
-            i for i, c in enumerate(columns) if c.storage in (StorageKind.TEXT, StorageKind.BINARY)
-        )
         self._plan = plan
         self._ordinal = ordinal
-        self._rows = enumerate(rows)
+        bcp = backend is ImportBackend.BCP
+        self._rows = self._from_arrow(rows) if bcp else self._from_rows(chunk_rows(rows, _logical(plan)))
         self.per_statement = sqlclient_rows_per_statement(plan)
         self._full_statement: str | None = None
         self.pending: list[object] = []
@@ -65,15 +69,25 @@ class _Router:
         self.sent = 0
         self.done = False
 
+    def _from_arrow(self, table: pa.Table) -> Iterator[tuple[bool, Sequence[object]]]:
+        for index, (values, empty) in enumerate(bcp_rows(table, self._plan)):
+            if empty:
+                yield False, self._param_encode(canonical_row(table, self._plan, index))
+            else:
+                yield True, values
+
+    def _from_rows(self, rows: Iterable[Sequence[object]]) -> Iterator[tuple[bool, Sequence[object]]]:
+        columns = [c.column_type for c in self._plan.columns]
+        convert = RowConverter(self._plan.column_names, columns, text_allows_nul=False)
+        for index, row in enumerate(rows):
+            yield False, self._param_encode(convert(row, index))
+
     def _next_bcp_row(self) -> tuple[object, ...] | None:
-        for index, row in self._rows:
-            values = self._convert(row, index)
-            if self._bcp and not any(values[i] in _EMPTY for i in self._maybe_empty):
+        for is_bcp, values in self._rows:
+            if is_bcp:
                 self.sent += 1
-                return (self._ordinal, *self._bcp_encode(values))
-            if self._bcp:
-                values = self._strict(row, index)
-            self.pending.extend((self._ordinal, *self._param_encode(values)))
+                return (self._ordinal, *values)
+            self.pending.extend((self._ordinal, *values))
             self.pending_rows += 1
             if self.pending_rows == self.per_statement:
                 return None
@@ -113,9 +127,9 @@ def load_chunk(
     plan: TargetPlan,
     backend: ImportBackend,
     ordinal: int,
-    rows: Iterable[Sequence[object]],
+    rows: pa.Table,
 ) -> int:
-    """Stage one chunk's rows with ``backend`` (empty values always as parameters); returns the rows sent."""
+    """Stage one chunk with ``backend`` (empty values always as parameters); returns the rows sent."""
     router = _Router(plan, ordinal, rows, backend)
     while not router.done:
         run = router.bcp_run()

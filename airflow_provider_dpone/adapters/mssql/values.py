@@ -1,11 +1,12 @@
-"""Canonical row values -> what pymssql sends for each import backend, and read-back values -> digest forms.
+"""Canonical row values -> the parameters pymssql sends, and read-back values -> digest forms.
 
-Why explicit encoders: pymssql's own conversions are lossy for this route. ``bulk_copy`` binds ``datetime`` as the
+Why explicit encodings: pymssql's own conversions are lossy for this route. ``bulk_copy`` binds ``datetime`` as the
 legacy DATETIME (milliseconds), refuses ``date``, ``uuid.UUID`` and integers beyond BIGINT, and gives decimals a fixed
 precision of 33; its parameter quoting sends ASCII ``bytes`` as a varchar literal. So values that could lose
 precision travel as exact text that SQL Server (or FreeTDS's BCP conversion) parses into the column's own type:
 decimals in fixed-point notation, UInt64 in digits, datetimes with all six fractional digits, UUIDs in canonical form.
-Binary values always travel as binary (``bytearray`` makes pymssql emit a ``0x..`` literal).
+Binary values always travel as binary (``bytearray`` makes pymssql emit a ``0x..`` literal). The BCP backend encodes
+the same forms from Arrow, column by column (:mod:`arrow_bcp`); parameters are encoded here, row by row.
 """
 
 from __future__ import annotations
@@ -53,44 +54,28 @@ def _as_bytearray(value: object) -> object:
     return bytearray(value)
 
 
-_BCP: dict[StorageKind, Encoder] = {
+_SQLCLIENT: dict[StorageKind, Encoder] = {
     StorageKind.INTEGER: _identity,
-    StorageKind.UINT64: _digits,
+    StorageKind.UINT64: _identity,
     StorageKind.DECIMAL: _digits,
-    StorageKind.BINARY: _identity,
+    StorageKind.BINARY: _as_bytearray,
     StorageKind.TEXT: _identity,
     StorageKind.BOOLEAN: _identity,
     StorageKind.DATE: _iso_date,
-    StorageKind.DATETIME: _datetime_text(" "),
+    StorageKind.DATETIME: _datetime_text("T"),
     StorageKind.UUID: _uuid_text,
 }
-_SQLCLIENT: dict[StorageKind, Encoder] = {
-    **_BCP,
-    StorageKind.UINT64: _identity,
-    StorageKind.BINARY: _as_bytearray,
-    StorageKind.DATETIME: _datetime_text("T"),
-}
 
 
-def _row_encoder(
-    columns: Sequence[ColumnType], table: dict[StorageKind, Encoder]
-) -> Callable[[Sequence[object]], list[object]]:
-    encoders = tuple(table[column.storage] for column in columns)
+def sqlclient_row_encoder(columns: Sequence[ColumnType]) -> Callable[[Sequence[object]], list[object]]:
+    """Parameters for the CAST-typed multi-row INSERT (the parameterized "SqlClient" backend, and the rows with an
+    empty value that BCP cannot send)."""
+    encoders = tuple(_SQLCLIENT[column.storage] for column in columns)
 
     def encode(row: Sequence[object]) -> list[object]:
         return [None if value is None else encoder(value) for encoder, value in zip(encoders, row, strict=True)]
 
     return encode
-
-
-def bcp_row_encoder(columns: Sequence[ColumnType]) -> Callable[[Sequence[object]], list[object]]:
-    """Values for ``pymssql.Connection.bulk_copy`` (the BCP backend)."""
-    return _row_encoder(columns, _BCP)
-
-
-def sqlclient_row_encoder(columns: Sequence[ColumnType]) -> Callable[[Sequence[object]], list[object]]:
-    """Parameters for the CAST-typed multi-row INSERT (the parameterized "SqlClient" backend)."""
-    return _row_encoder(columns, _SQLCLIENT)
 
 
 def _parse_datetime(value: object) -> object:

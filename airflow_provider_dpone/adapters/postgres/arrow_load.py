@@ -4,15 +4,11 @@ Binary COPY needs each column in its exact wire type, so every staged column is 
 PostgreSQL column (``int2/int4/int8``, ``numeric`` as ``decimal128(P, S)``, ``bytea``, ``text``, ``bool``, ``date``,
 ``timestamptz``, ``uuid``). Casts are vectorised and safe: a value that does not fit, bytes that are not strict
 UTF-8 in a text column, a NUL in text, a FixedString of another length, or a NULL in a non-nullable column is refused
-with ``mssql_native.target_value_invalid`` naming the column, never the value - the same refusals as
-:class:`~airflow_provider_dpone.contracts.transfer_target_values.RowConverter`, which still checks rows handed over as
-Python values before they are turned into the same table.
+with ``mssql_native.target_value_invalid`` naming the column, never the value.
 """
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterable
 from typing import Final
 
 import numpy as np
@@ -23,8 +19,6 @@ from airflow_provider_dpone.adapters.postgres.statements import ROW_COLUMN
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.contracts.transfer_target import CHUNK_COLUMN, TargetPlan
 from airflow_provider_dpone.contracts.transfer_target_types import ColumnType, StorageKind
-from airflow_provider_dpone.contracts.transfer_target_values import RowConverter
-from airflow_provider_dpone.ports.transfer_target import ChunkData
 
 _INTEGERS: Final[dict[str, pa.DataType]] = {"smallint": pa.int16(), "integer": pa.int32(), "bigint": pa.int64()}
 
@@ -85,30 +79,11 @@ def _cast(name: str, column: ColumnType, array: pa.ChunkedArray) -> pa.ChunkedAr
     return cast
 
 
-def _from_rows(rows: Iterable[Iterable[object]], plan: TargetPlan) -> pa.Table:
-    """Python rows, checked by the row converter, as a table in the wire types."""
-    columns = [c.column_type for c in plan.columns]
-    convert = RowConverter(plan.column_names, columns, text_allows_nul=False)
-    converted = [convert(tuple(row), index) for index, row in enumerate(rows)]
-    arrays = []
-    for position, column in enumerate(columns):
-        values = [row[position] for row in converted]
-        if column.storage is StorageKind.UUID:
-            raw = [None if value is None else uuid.UUID(str(value)).bytes for value in values]
-            arrays.append(pa.ExtensionArray.from_storage(pa.uuid(), pa.array(raw, pa.binary(16))))
-        else:
-            arrays.append(pa.array(values, type=wire_type(column)))
-    return pa.Table.from_arrays(arrays, names=list(plan.column_names))
-
-
-def copy_table(data: ChunkData, plan: TargetPlan, ordinal: int) -> pa.Table:
+def copy_table(data: pa.Table, plan: TargetPlan, ordinal: int) -> pa.Table:
     """The staging rows of one chunk: the ordinal, each row's position, then every planned column in its wire type."""
-    if isinstance(data, pa.Table):
-        if data.num_columns != len(plan.columns):
-            raise DponeError("mssql_native.target_value_invalid", f"{data.num_columns} columns for {len(plan.columns)}")
-        columns = [_cast(c.name, c.column_type, array) for c, array in zip(plan.columns, data.columns, strict=True)]
-        table = pa.Table.from_arrays(columns, names=list(plan.column_names))
-    else:
-        table = _from_rows(data, plan)
+    if data.num_columns != len(plan.columns):
+        raise DponeError("mssql_native.target_value_invalid", f"{data.num_columns} columns for {len(plan.columns)}")
+    columns = [_cast(c.name, c.column_type, array) for c, array in zip(plan.columns, data.columns, strict=True)]
+    table = pa.Table.from_arrays(columns, names=list(plan.column_names))
     table = table.add_column(0, ROW_COLUMN, pa.array(np.arange(table.num_rows, dtype=np.int32)))
     return table.add_column(0, CHUNK_COLUMN, pa.array(np.full(table.num_rows, ordinal, dtype=np.int32)))

@@ -211,13 +211,7 @@ CODES += (
     ErrorCode(
         "mssql_native.target_load_failed",
         "a chunk load failed; its transaction was rolled back, or its commit acknowledgement was lost",
-        "verify the chunk to observe whether it is present, then discard and reload if it does not match",
-        retryable=True,
-    ),
-    ErrorCode(
-        "mssql_native.target_chunk_verification_failed",
-        "the read-back of a staged chunk does not match the source chunk receipt (rows or typed digest)",
-        "discard the chunk and load it again from the durable stage; investigate if it repeats",
+        "verify the chunk to observe whether it is present; a retry prepares empty staging and reloads the stage",
         retryable=True,
     ),
     ErrorCode(

@@ -40,7 +40,7 @@ from airflow_provider_dpone.ports.transfer import (
     StageStore,
     TargetInvocation,
     TargetPublicationReceipt,
-    TransferTargetExpectation,
+    TransferTarget,
 )
 from airflow_provider_dpone.protocol.native_transfer.custody import LeaseKeeper
 from airflow_provider_dpone.protocol.native_transfer.extraction import Checkpoint, evidence_key, stage_prefix
@@ -51,7 +51,7 @@ from airflow_provider_dpone.protocol.native_transfer.states import InvocationVie
 EVIDENCE_KIND: Final = "dpone.native-transfer-evidence.v1"
 PIPELINE_DEPTH: Final = 3
 """Chunks in flight towards the target: one read from the stage, one loading, one verifying."""
-TargetFactory = Callable[[], TransferTargetExpectation]
+TargetFactory = Callable[[], TransferTarget]
 
 
 def target_invocation(view: InvocationView) -> TargetInvocation:
@@ -70,7 +70,7 @@ class Publisher:
         self,
         journal: RouteJournal,
         stage: StageStore,
-        target: TransferTargetExpectation,
+        target: TransferTarget,
         lease: LeaseKeeper,
         checkpoint: Checkpoint,
         *,

@@ -31,7 +31,7 @@ from airflow_provider_dpone.ports.transfer import (
     SnapshotSourceConnector,
     StageStore,
     TargetInvocation,
-    TransferTargetExpectation,
+    TransferTarget,
 )
 from airflow_provider_dpone.protocol.native_transfer.admission import SourceRequest, admit
 from airflow_provider_dpone.protocol.native_transfer.custody import LeaseKeeper
@@ -90,9 +90,9 @@ class NativeTransferRoute:
         self._lease = LeaseKeeper(self._journal, clock, new_id(), lease_duration)
         self._target_custody = target_custody
         self.source_connections = 0
-        self._bound_target: TransferTargetExpectation | None = None
+        self._bound_target: TransferTarget | None = None
 
-    def _target(self) -> TransferTargetExpectation:
+    def _target(self) -> TransferTarget:
         """Bind the target (runtime bindings, connection) on first use only."""
         if self._bound_target is None:
             self._bound_target = self._target_factory()

@@ -1,0 +1,121 @@
+"""A chunk's Arrow table as the rows pymssql's ``bulk_copy`` sends: checked and encoded column by column.
+
+The BCP backend loads the same Arrow batches the route stages and PostgreSQL copies. Each column is checked once,
+vectorised (a NULL in a non-nullable column, an integer out of the column's range, a decimal that does not fit
+``DECIMAL(P,S)``, a FixedString of another length, text that is not strict UTF-8, a time finer than the column's
+precision: ``mssql_native.target_value_invalid`` naming the column, never the value), then encoded in the exact forms
+of :mod:`values` (why those forms: see there): integers, booleans and bytes as they are, UInt64 as digits, decimals in
+fixed-point notation, dates and datetimes as ISO text with six fractional digits, UUIDs in canonical text. Only the
+values Arrow would spell otherwise (its decimal text switches to exponent notation) go through Python one by one.
+
+A row holding an empty string or binary cannot travel by BCP (see :mod:`loaders`); :func:`bcp_rows` marks it, and
+the loader sends it as a parameter row instead, from :func:`canonical_row`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Final
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.contracts.native_arrow_chunk import chunk_rows
+from airflow_provider_dpone.contracts.transfer_target import TargetPlan
+from airflow_provider_dpone.contracts.transfer_target_types import ColumnType, StorageKind
+from airflow_provider_dpone.contracts.transfer_target_values import RowConverter
+
+SLICE_ROWS: Final[int] = 8192  # rows encoded at once: Python objects are made for one slice at a time
+_HEX: Final = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
+_UUID_DASHES: Final = (8, 12, 16, 20)  # hex positions before which the canonical text has a dash
+
+
+def _invalid(name: str, why: str) -> DponeError:
+    return DponeError("mssql_native.target_value_invalid", f"column {name}: {why}")
+
+
+def _check(name: str, column: ColumnType, array: pa.ChunkedArray) -> pa.ChunkedArray:
+    """The column refused as RowConverter refuses it (BCP binds text with a length, so NUL is allowed), or its
+    values in the Arrow type they are encoded from."""
+    if not column.nullable and array.null_count:
+        raise _invalid(name, "NULL in a non-nullable column")
+    storage = column.storage
+    try:
+        if storage is StorageKind.TEXT:
+            return array.cast(pa.string(), safe=True)
+        if storage is StorageKind.DECIMAL:
+            return array.cast(pa.decimal128(column.precision, column.scale), safe=True)
+        if storage is StorageKind.DATETIME:
+            array = array.cast(pa.timestamp("us", tz="UTC"), safe=True)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        raise _invalid(name, f"{array.type} values do not fit {column.tsql} exactly") from None
+    if storage in (StorageKind.INTEGER, StorageKind.UINT64) and len(array) and array.null_count < len(array):
+        bounds = pc.min_max(array)
+        assert column.int_min is not None and column.int_max is not None
+        if bounds["min"].as_py() < column.int_min or bounds["max"].as_py() > column.int_max:
+            raise _invalid(name, "not an integer in range")
+    fixed = column.fixed_length
+    if (
+        storage is StorageKind.BINARY
+        and fixed is not None
+        and pc.any(pc.not_equal(pc.binary_length(array), fixed)).as_py()
+    ):
+        raise _invalid(name, f"FixedString({column.fixed_length}) value of another length")
+    if storage is StorageKind.DATETIME:
+        step = 10 ** (6 - column.scale)
+        micros = pc.cast(array, pa.int64()).fill_null(0).to_numpy()
+        if step > 1 and np.any(micros % step):
+            raise _invalid(name, f"finer than DateTime64({column.scale})")
+    return array
+
+
+def _uuid_text(array: pa.Array) -> list[object]:
+    """Canonical lower-case UUID text, from the 16 bytes of each value (vectorised hex)."""
+    storage = array.storage if isinstance(array, pa.ExtensionArray) else array
+    raw = np.frombuffer(storage.buffers()[1], dtype=np.uint8)[storage.offset * 16 : (storage.offset + len(array)) * 16]
+    nibbles = np.stack([raw >> 4, raw & 0x0F], axis=1).reshape(-1, 32)
+    hex_rows = _HEX[nibbles]
+    texts = np.insert(hex_rows, _UUID_DASHES, ord("-"), axis=1).tobytes().decode("ascii")
+    valid = storage.is_valid().to_numpy(zero_copy_only=False)
+    return [texts[i * 36 : i * 36 + 36] if ok else None for i, ok in enumerate(valid)]
+
+
+def _encode(column: ColumnType, array: pa.Array) -> list[object]:
+    storage = column.storage
+    if storage is StorageKind.UINT64 or storage is StorageKind.DATE:
+        array = pc.cast(array, pa.string())
+    elif storage is StorageKind.DATETIME:
+        array = pc.cast(pc.cast(array, pa.timestamp("us")), pa.string())
+    elif storage is StorageKind.DECIMAL:
+        return [None if value is None else format(value, "f") for value in array.to_pylist()]
+    elif storage is StorageKind.UUID:
+        return _uuid_text(array)
+    values: list[object] = array.to_pylist()
+    return values
+
+
+def bcp_rows(table: pa.Table, plan: TargetPlan) -> Iterator[tuple[Sequence[object], bool]]:
+    """Each row's ``bulk_copy`` values in column order, and whether it holds an empty string or binary."""
+    if table.num_columns != len(plan.columns):
+        raise DponeError("mssql_native.target_value_invalid", f"{table.num_columns} columns for {len(plan.columns)}")
+    types = [c.column_type for c in plan.columns]
+    checked = pa.Table.from_arrays(
+        [_check(c.name, t, array) for c, t, array in zip(plan.columns, types, table.columns, strict=True)],
+        names=list(plan.column_names),
+    )
+    strings = [i for i, t in enumerate(types) if t.storage in (StorageKind.TEXT, StorageKind.BINARY)]
+    for batch in checked.to_batches(max_chunksize=SLICE_ROWS):
+        columns = [_encode(t, batch.column(i)) for i, t in enumerate(types)]
+        empty = np.zeros(batch.num_rows, dtype=bool)
+        for i in strings:
+            empty |= pc.equal(pc.binary_length(batch.column(i)), 0).fill_null(False).to_numpy(zero_copy_only=False)
+        yield from zip(zip(*columns, strict=True), empty.tolist(), strict=True)
+
+
+def canonical_row(table: pa.Table, plan: TargetPlan, index: int) -> Sequence[object]:
+    """One row's canonical values with NUL refused in text (a parameter row is a C string in pymssql)."""
+    (row,) = chunk_rows(table.slice(index, 1), [c.column_type.logical for c in plan.columns])
+    convert = RowConverter(plan.column_names, [c.column_type for c in plan.columns], text_allows_nul=False)
+    return convert(row, index)
