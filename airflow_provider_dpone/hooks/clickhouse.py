@@ -240,7 +240,12 @@ class DponeClickHouseHook(BaseHook):
                 adapters.close()
 
         return PublicationEnvironment(
-            ports=adapters.ports, table=table, source=source, settings=protocol_settings(), close=close
+            ports=adapters.ports,
+            table=table,
+            source=source,
+            settings=protocol_settings(),
+            close=close,
+            member_connections=self.resolved().for_member,
         )
 
 

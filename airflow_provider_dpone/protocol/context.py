@@ -23,6 +23,7 @@ from airflow_provider_dpone.ports.publication import (
     MemberSession,
     MemberSessions,
 )
+from airflow_provider_dpone.ports.quality import AcceptanceReader
 from airflow_provider_dpone.protocol.authority_io import Held, write_record
 from airflow_provider_dpone.protocol.request import PublicationRequest
 
@@ -38,6 +39,9 @@ class PublicationPorts:
     artifacts: ArtifactStore
     clock: Clock
     entropy: Entropy
+    acceptance: AcceptanceReader | None = None
+    """The bounded target-acceptance reader (durable quality replay with target metrics only; ``None``: the
+    capability is not offered, and such a request is ``..._UNSUPPORTED``)."""
 
 
 @dataclass(frozen=True)

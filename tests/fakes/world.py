@@ -161,6 +161,9 @@ class FakeClock:
     def now_ms(self) -> int:
         return self.ms
 
+    def monotonic_ms(self) -> int:
+        return self.ms
+
     def advance(self, ms: int) -> None:
         self.ms += ms
 
@@ -228,6 +231,9 @@ class FakeWorld:
         self.dispatched: list[DispatchSettings] = []
         self.authority_facts: dict[str, TableFacts | None] = {}
         self._uuid_counter = 0
+        from tests.fakes.acceptance import FakeAcceptanceReader
+
+        self.acceptance = FakeAcceptanceReader(self)
 
     # --- world setup ----------------------------------------------------------------------------------------------
 
@@ -326,6 +332,7 @@ class FakeWorld:
             artifacts=FakeArtifactStore(self),
             clock=self.clock,
             entropy=self.entropy,
+            acceptance=self.acceptance,
         )
 
     def source(self, columns: Sequence[tuple[str, str]], rows: Sequence[Row], *, replayable: bool = True) -> FakeSource:

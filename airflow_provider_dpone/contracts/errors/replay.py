@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Final
+
 from airflow_provider_dpone.contracts.errors.code import ErrorCode
 
 CODES: tuple[ErrorCode, ...] = (
@@ -42,3 +44,10 @@ CODES: tuple[ErrorCode, ...] = (
         retryable=False,
     ),
 )
+
+REQUIRED: Final[str] = "DPONE_REPLAY_QUALITY_EVIDENCE_REQUIRED"
+MISMATCH: Final[str] = "DPONE_REPLAY_QUALITY_EVIDENCE_MISMATCH"
+INVALID: Final[str] = "DPONE_REPLAY_QUALITY_EVIDENCE_INVALID"
+FAILED: Final[str] = "DPONE_REPLAY_QUALITY_EVIDENCE_FAILED"
+INCOMPLETE: Final[str] = "DPONE_REPLAY_QUALITY_EVIDENCE_INCOMPLETE"
+UNSUPPORTED: Final[str] = "DPONE_REPLAY_QUALITY_EVIDENCE_UNSUPPORTED"

@@ -1,0 +1,103 @@
+"""The bounded acceptance worker process (seed 002): ``python -m airflow_provider_dpone.adapters.clickhouse.acceptance_worker``.
+
+It reads **one** request frame from its stdin, a private pipe only its parent holds: the connection of one member
+(credentials included: never in argv, the environment, a file or a report), a typed :class:`TargetReadPlan` (never
+SQL), the budget and a nonce. It answers **one** frame on stdout: ``{"nonce", "counts"}`` or ``{"nonce", "failure",
+"detail"}`` where ``failure`` is ``unavailable`` (the member could not be asked, or refused the read) or
+``incomplete`` (the server's time bound fired, or the answer was not exactly the plan's), and ``detail`` is an
+exception class name, never a host, credential or SQL text. Its parent kills it when the budget is spent.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from typing import Any
+
+from airflow_provider_dpone.adapters.clickhouse.clients import Purpose, build_client, close_client
+from airflow_provider_dpone.adapters.clickhouse.connection import ResolvedConnection
+from airflow_provider_dpone.adapters.clickhouse.oneshot import TIMEOUT_EXCEEDED, error_code
+from airflow_provider_dpone.adapters.clickhouse.sql_acceptance import UUID_ALIAS, aliases, read_settings, target_counts
+from airflow_provider_dpone.adapters.clickhouse.sql_digest import content_digest
+from airflow_provider_dpone.contracts.connection import ClickHouseConnectionOptions
+from airflow_provider_dpone.contracts.quality_read import ColumnCounts, TargetCounts, TargetReadPlan
+
+MAX_REQUEST_BYTES = 1 << 20
+
+
+class _IncompleteAnswerError(Exception):
+    """The answer is not exactly one row with exactly the plan's columns."""
+
+
+def _count(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise _IncompleteAnswerError("a count is not a non-negative integer")
+    return value
+
+
+def _counts(plan: TargetReadPlan, names: tuple[str, ...], rows: list[Any]) -> TargetCounts:
+    expected = aliases(plan)
+    if len(rows) != 1 or len(names) != 3 + len(expected) or names[2] != UUID_ALIAS or names[3:] != expected:
+        raise _IncompleteAnswerError("missing rows or aliases")
+    row = dict(zip(names[2:], rows[0][2:], strict=True))
+    count = _count(rows[0][0])
+    hash_sum = rows[0][1]
+    if not isinstance(hash_sum, str) or not hash_sum.isdigit():
+        raise _IncompleteAnswerError("the multiset sum is not decimal text")
+    uuid = row[UUID_ALIAS]
+    if not isinstance(uuid, str):
+        raise _IncompleteAnswerError("the table left during the read")
+    columns = tuple(
+        ColumnCounts(
+            name=name,
+            null_count=_count(row[f"null_{index}"]) if "null_count" in plan.metrics else None,
+            distinct_count=_count(row[f"distinct_{index}"]) if "distinct_count" in plan.metrics else None,
+        )
+        for index, name in enumerate(plan.columns)
+    )
+    return TargetCounts(
+        generation_uuid=uuid, row_count=count, content_digest=content_digest(count, int(hash_sum)), columns=columns
+    )
+
+
+def _read(request: dict[str, Any]) -> TargetCounts:
+    plan = TargetReadPlan.model_validate(request["plan"])
+    budget_seconds = math.ceil(int(request["budget_ms"]) / 1000)
+    raw = request["connection"]
+    options = ClickHouseConnectionOptions.model_validate(raw["options"])
+    bounded = options.model_copy(
+        update={"send_receive_timeout_seconds": max(1, min(options.send_receive_timeout_seconds, budget_seconds + 1))}
+    )
+    connection = ResolvedConnection(
+        host=raw["host"], port=int(raw["port"]), username=raw["username"], password=raw["password"], options=bounded
+    )
+    client = build_client(connection, Purpose.READ)
+    try:
+        result = client.query(target_counts(plan), settings=read_settings(budget_seconds))
+        return _counts(plan, tuple(result.column_names), list(result.result_rows))
+    finally:
+        close_client(client)
+
+
+def answer(request: dict[str, Any]) -> dict[str, Any]:
+    """The frame answering one request (pure but for the read itself)."""
+    nonce = request.get("nonce")
+    try:
+        return {"nonce": nonce, "counts": _read(request).model_dump(mode="json")}
+    except _IncompleteAnswerError as error:
+        return {"nonce": nonce, "failure": "incomplete", "detail": str(error)}
+    except Exception as error:  # noqa: BLE001 -- every other failure is "could not ask"; only its class travels
+        failure = "incomplete" if error_code(error) == TIMEOUT_EXCEEDED else "unavailable"
+        return {"nonce": nonce, "failure": failure, "detail": type(error).__name__}
+
+
+def main() -> int:
+    request = json.loads(sys.stdin.buffer.read(MAX_REQUEST_BYTES))
+    sys.stdout.write(json.dumps(answer(request), separators=(",", ":")))
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
