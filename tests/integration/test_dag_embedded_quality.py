@@ -73,6 +73,12 @@ def test_a_durable_run_ends_with_a_complete_capsule_in_a_v2_record(
     assert quality.core_digest == quality.core.digest()
     assert quality.target is not None and quality.target.row_count == source.rows == SOURCE_ROWS
     assert quality.target.member_id == min(record.member_ids())  # one admitted replica, never a sum
+    expected = quality.core.expected
+    assert expected is not None and quality.core.target_plan is not None
+    assert [column.name for column in quality.target.columns] == [name for name, _ in quality.core.target_plan.columns]
+    assert quality.target.columns == expected.columns  # null and distinct counts, read by the bounded worker
+    assert all(column.distinct_count and column.distinct_count <= SOURCE_ROWS for column in quality.target.columns)
+    assert all(column.null_count is not None for column in quality.target.columns)
     assert [count for _, count in quality.core.staged_rows] == [SOURCE_ROWS] * REPLICAS
     receipt = outcome.xcom["cleanup"]
     assert receipt["schema"] == "dpone.clickhouse.cluster-full-refresh-receipt.v2"
@@ -126,3 +132,42 @@ def test_lost_responses_of_both_completion_writes_resume_on_publish_retries(
     assert quality.pending_version is not None and quality.completion_version == quality.pending_version + 1
     source = source_content(embedded_cluster, fresh_database)
     assert replica_contents(embedded_cluster, fresh_database) == [source] * REPLICAS
+
+
+READS: list[tuple[str, int]] = []
+
+
+def counting_reader(connections: Any) -> Any:
+    """A ``target_acceptance_reader`` factory: the default worker-process reader over the admitted sink connection,
+    recording which table each read observed and how much budget it was given."""
+    from airflow_provider_dpone.adapters.clickhouse.acceptance_reader import SubprocessAcceptanceReader
+
+    inner = SubprocessAcceptanceReader(connections)
+
+    class Counting:
+        def observe(self, member: Any, plan: Any, *, budget_ms: int) -> Any:
+            READS.append((plan.table, budget_ms))
+            return inner.observe(member, plan, budget_ms=budget_ms)
+
+    return Counting()
+
+
+def test_target_acceptance_reader_of_the_operators_builds_the_reader_from_the_sink_connection(
+    example: ModuleType, embedded_cluster: EmbeddedCluster, fresh_database: str, manifest: dict[str, Any]
+) -> None:
+    configure(example, None, manifest=manifest, poll_interval=0.2)
+    READS.clear()
+    try:
+        for task in example.dag.tasks:
+            task.target_acceptance_reader = counting_reader
+        outcome = run_example(example, logical_date=datetime(2026, 6, 4, tzinfo=UTC))
+    finally:
+        for task in example.dag.tasks:
+            task.target_acceptance_reader = None
+    assert outcome.succeeded, outcome.states
+    record = authority_record(embedded_cluster, fresh_database)
+    assert isinstance(record, InternalAuthorityRecordV2) and record.quality is not None
+    assert record.quality.state == "COMPLETE"
+    tables = [table for table, _ in READS]
+    assert tables == [record.candidate_name, "target_table"]  # the staged observation, then the target's; no rescan
+    assert all(0 < budget <= 60_000 for _, budget in READS)
