@@ -106,11 +106,13 @@ class Context:
     def commit(self, held: Held, **changes: Any) -> Held:
         """CAS the held record to a validated copy with ``changes``, a fresh write identity and timestamp.
 
-        COMMITTED loops only for the quality-replay capsule's completion writes (seed 002): any other write in
-        COMMITTED (a recorded error, say) would break the capsule's completion-version continuity."""
-        looping = held.record.phase is Phase.COMMITTED and changes.get("phase", Phase.COMMITTED) is Phase.COMMITTED
-        if looping and set(changes) - {"phase"} != {"quality"}:
-            raise DponeError("DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_TRANSITION_INVALID", "COMMITTED -> COMMITTED")
+        COMMITTED loops only for the quality-replay capsule's completion writes, COMPLETED only for the reader fence
+        (seed 002): any other write there (a recorded error, say) would change evidence that is final."""
+        phase = held.record.phase
+        loop_only = {Phase.COMMITTED: {"quality"}, Phase.COMPLETED: {"reader"}}.get(phase)
+        looping = loop_only is not None and changes.get("phase", phase) is phase
+        if looping and set(changes) - {"phase"} != loop_only:
+            raise DponeError("DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_TRANSITION_INVALID", f"{phase} -> {phase}")
         record = held.record.evolve(write_id=self.ports.entropy.token(), updated_at_ms=self.now(), **changes)
         return write_record(
             self.ports.authority, record, previous_phase=held.record.phase, previous_version=held.version

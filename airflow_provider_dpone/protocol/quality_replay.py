@@ -11,7 +11,8 @@ TARGET_PENDING         guard, the bounded read of one admitted replica, guard ag
                        CAS: COMPLETE when the counts equal the core's (source rows and digest, staged observations),
                        FAILED (and ``..._FAILED``) otherwise
 COMPLETE               validate: core digest, binding, completion-version continuity, exact live inventory, the stored
-                       observation, and the all-replica generation/content/schema/health guard; never a rescan
+                       observation, and the all-replica generation/content/schema/health guard; never a rescan. Once
+                       the operation is COMPLETED, under the durable reader fence (:mod:`quality_fence`)
 FAILED                 blocks with ``..._FAILED``; nothing is relabelled
 =====================  ==========================================================================================
 
@@ -30,6 +31,7 @@ from airflow_provider_dpone.contracts.quality_capsule import QualityBinding, Tar
 from airflow_provider_dpone.protocol.authority_io import Held
 from airflow_provider_dpone.protocol.context import Context
 from airflow_provider_dpone.protocol.quality_evidence import require_capsule
+from airflow_provider_dpone.protocol.quality_fence import fenced
 from airflow_provider_dpone.protocol.quality_target import Budget, bounded_read, guard, read_plan
 
 
@@ -38,8 +40,10 @@ def settle(ctx: Context, held: Held) -> Held:
     if ctx.request.quality is None:
         return held
     binding = require_capsule(ctx, held.record)
+    if binding.state == "COMPLETE" and binding.core.target_plan is not None:
+        return fenced(ctx, held, lambda current: validate_complete(ctx, current, binding))
     if binding.state == "COMPLETE":
-        validate_complete(ctx, held, binding)
+        validate_complete(ctx, held, binding)  # source/staged-only evidence: nothing on the target to fence
         return held
     if held.record.phase is not Phase.COMMITTED:
         raise DponeError(INVALID, f"capsule {binding.state} in phase {held.record.phase}")

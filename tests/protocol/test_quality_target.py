@@ -133,10 +133,7 @@ def test_an_unanswered_or_crashed_target_read_never_completes(kind: FaultKind) -
     staged(sim)
     reads = sim.world.faults.trace.count("member.acceptance")
 
-    def only_reads(name: str) -> bool:
-        return name == "member.acceptance"
-
-    _fault_only(sim, only_reads, kind)
+    sim.world.faults.at_next("member.acceptance", kind)
     outcome: Callable[[], object] = lambda: sim.service().publish()  # noqa: E731
     if kind is FaultKind.LOSE_RESPONSE:
         assert error_code(outcome) == INCOMPLETE
@@ -146,22 +143,6 @@ def test_an_unanswered_or_crashed_target_read_never_completes(kind: FaultKind) -
     assert sim.world.faults.trace.count("member.acceptance") == reads + 1
     assert capsule(sim).state == "TARGET_PENDING" and sim.world.faults.fired[0][1] == "member.acceptance"
     assert isinstance(sim.service().publish(), Committed) and capsule(sim).state == "COMPLETE"
-
-
-def _fault_only(sim: Sim, wanted: Callable[[str], bool], kind: FaultKind) -> None:
-    """Fire ``kind`` at the next fault point whose name ``wanted`` accepts, and nowhere else."""
-    faults = sim.world.faults
-    faults.plan = {}
-    original = faults._next
-
-    def next_point(name: str) -> FaultKind | None:
-        fired = original(name)
-        if wanted(name) and not faults.fired:
-            faults.fired.append((faults.counter - 1, name, kind))
-            return kind
-        return fired
-
-    faults._next = next_point  # type: ignore[method-assign]
 
 
 def test_a_partial_answer_is_incomplete(monkeypatch: pytest.MonkeyPatch) -> None:
