@@ -1,7 +1,7 @@
-"""The port of the bounded acceptance reader (seed 002): typed plans in, typed counts out, never SQL.
+"""The port of the bounded acceptance reader (seed 002): typed plans in, typed facts and counts out, never SQL.
 
-The real reader (``adapters/clickhouse/acceptance_reader.py``) runs each read in a separate worker process that it
-kills when the budget is spent; the fake (``tests/fakes/acceptance.py``) reads the in-memory world. Both pass
+The real reader (``adapters/clickhouse/acceptance_reader.py``) runs each observation (its metadata reads and its
+aggregate read) in one worker process that it kills when the budget is spent; the fake (``tests/fakes/acceptance.py``) reads the in-memory world. Both pass
 ``tests/contracts/test_acceptance_reader.py``.
 
 Failure contract (a read has no effect to be unsure about, so none of these is ever success):
@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from airflow_provider_dpone.contracts.inventory import AdmittedMember
-from airflow_provider_dpone.contracts.quality_read import TargetCounts, TargetReadPlan
+from airflow_provider_dpone.contracts.quality_read import Observation, TargetReadPlan
 
 
 class ReadIncompleteError(Exception):
@@ -25,9 +25,10 @@ class ReadIncompleteError(Exception):
 
 
 class AcceptanceReader(Protocol):
-    """Counts of one exact generation on one member, within a budget that interrupts the read in flight."""
+    """One observation of one exact generation, within a budget that interrupts every read in flight."""
 
-    def observe(self, member: AdmittedMember, plan: TargetReadPlan, *, budget_ms: int) -> TargetCounts:
-        """The counts the plan asks for, answering it exactly (:meth:`TargetCounts.answers`); the generation UUID
-        is read in the same statement, and the caller compares it."""
+    def observe(self, members: tuple[AdmittedMember, ...], plan: TargetReadPlan, *, budget_ms: int) -> Observation:
+        """The facts and counts the plan asks for, answering it exactly (:meth:`Observation.answers`); ``members``
+        are the plan's members (:attr:`TargetReadPlan.member_ids`, in order). The counts' generation UUID is read in
+        the same statement as the counts; the caller judges every fact."""
         ...

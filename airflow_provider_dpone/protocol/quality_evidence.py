@@ -37,7 +37,7 @@ from airflow_provider_dpone.contracts.quality_capsule import (
 from airflow_provider_dpone.contracts.quality_read import COLUMN_METRICS, MAX_TARGET_COLUMNS, TargetCounts
 from airflow_provider_dpone.contracts.receipts import ArtifactReceipt
 from airflow_provider_dpone.protocol.context import Context
-from airflow_provider_dpone.protocol.quality_target import Budget, bounded_read, read_plan
+from airflow_provider_dpone.protocol.quality_target import Budget, counts_of, read_plan
 
 IDENTITY_REGISTRY: Final[Mapping[str, Mapping[str, str]]] = {
     "PublicationRequest": {
@@ -148,8 +148,8 @@ def _target_plan(ctx: Context, policy: QualityPolicy, artifact: ArtifactReceipt)
 def _staged_observation(ctx: Context, plan: TargetPlan, artifact: ArtifactReceipt, candidate_uuid: str) -> TargetCounts:
     """The requested observations of the verified staged candidate, on the first sealed replica, through the same
     bounded reader the target acceptance uses: what the target's counts must equal after publication."""
-    request = read_plan(plan, ctx.request.database, ctx.request.candidate_name, candidate_uuid)
-    counts = bounded_read(ctx, plan.replicas[0], request, Budget(ctx))
+    request = read_plan(ctx, ctx.request.candidate_name, candidate_uuid, scan=(plan.replicas[0], plan))
+    counts = counts_of(ctx, request, Budget(ctx))
     if counts.row_count != artifact.row_count or counts.content_digest != artifact.content_digest:
         raise DponeError(MISMATCH, f"replica {plan.replicas[0]}: the staged candidate changed after verification")
     return counts

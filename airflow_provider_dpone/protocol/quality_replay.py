@@ -32,7 +32,7 @@ from airflow_provider_dpone.protocol.authority_io import Held
 from airflow_provider_dpone.protocol.context import Context
 from airflow_provider_dpone.protocol.quality_evidence import require_capsule
 from airflow_provider_dpone.protocol.quality_fence import fenced
-from airflow_provider_dpone.protocol.quality_target import Budget, bounded_read, guard, read_plan
+from airflow_provider_dpone.protocol.quality_target import Budget, guard, guarded, judge, observe, read_plan
 
 
 def settle(ctx: Context, held: Held) -> Held:
@@ -51,7 +51,7 @@ def settle(ctx: Context, held: Held) -> Held:
     if plan is None:
         return _write(ctx, held, binding, state="COMPLETE", completion_version=held.version + 1)
     if binding.state == "PREPARED":
-        guard(ctx, held.record, binding.core, Budget(ctx))
+        guard(ctx, held.record, binding.core)
         held = _write(ctx, held, binding, state="TARGET_PENDING", pending_version=held.version + 1)
         binding = require_capsule(ctx, held.record)
     observation = observe_target(ctx, held, binding)
@@ -103,28 +103,32 @@ def validate_complete(ctx: Context, held: Held, binding: QualityBinding) -> None
         raise DponeError(INVALID, "the stored target observation does not prove the core's generation")
     if plan.replicas != tuple(sorted(ctx.inventory.member_ids)):
         raise DponeError(MISMATCH, "the admitted replicas differ from the sealed target plan")
-    guard(ctx, held.record, core, Budget(ctx))
+    guard(ctx, held.record, core)
 
 
 def observe_target(ctx: Context, held: Held, binding: QualityBinding) -> TargetObservation:
-    """Guard, the bounded read of the first sealed replica (counts are never summed across replicas), guard: one
-    shared budget for all of it."""
+    """One bounded observation: the guard on every sealed replica, the count of the first (counts are never summed
+    across replicas), the guard again; one shared budget for all of it."""
     core = binding.core
     plan = core.target_plan
     assert plan is not None
     budget = Budget(ctx)
-    started = ctx.ports.clock.monotonic_ms()
-    guard(ctx, held.record, core, budget)
     member_id = plan.replicas[0]
-    request = read_plan(plan, ctx.request.database, ctx.request.target, core.generation_uuid)
-    counts = bounded_read(ctx, member_id, request, budget)
-    guard(ctx, held.record, core, budget)
+    reads = guarded(held.record, plan)
+    request = read_plan(ctx, ctx.request.target, core.generation_uuid, guard=reads, scan=(member_id, plan))
+    observation = observe(ctx, request, budget)
+    judge(core, reads, observation.before)
+    judge(core, reads, observation.after)
+    counts = observation.counts
+    assert counts is not None  # answers() of a scan plan
+    if counts.generation_uuid != core.generation_uuid:
+        raise DponeError(MISMATCH, f"replica {member_id} moved off the managed generation during the scan")
     return TargetObservation(
         member_id=member_id,
         generation_uuid=counts.generation_uuid,
         row_count=counts.row_count,
         content_digest=counts.content_digest,
         columns=counts.columns,
-        elapsed_ms=max(0, ctx.ports.clock.monotonic_ms() - started),
+        elapsed_ms=max(0, budget.elapsed_ms()),
         observed_at_ms=ctx.now(),
     )

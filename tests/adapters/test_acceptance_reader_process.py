@@ -24,15 +24,18 @@ from airflow_provider_dpone.adapters.clickhouse.acceptance_reader import (
 )
 from airflow_provider_dpone.adapters.clickhouse.connection import ResolvedConnection
 from airflow_provider_dpone.contracts.inventory import AdmittedMember
-from airflow_provider_dpone.contracts.quality_read import TargetReadPlan
+from airflow_provider_dpone.contracts.quality_read import ReplicaRead, TargetReadPlan
 from airflow_provider_dpone.ports.publication import UnavailableError
 from airflow_provider_dpone.ports.quality import ReadIncompleteError
 
 SECRET = "pw-Reader-Private-91c"
+MEMBER = "m" + "0" * 16
 PLAN = TargetReadPlan(
     database="analytics",
     table="target_table",
     generation_uuid="00000000-0000-4000-8000-000000000001",
+    guard=(ReplicaRead(member_id=MEMBER),),
+    scan=MEMBER,
     metrics=("row_count", "null_count"),
     columns=("id",),
 )
@@ -42,6 +45,20 @@ COUNTS = {
     "content_digest": "c" * 64,
     "columns": [{"name": "id", "null_count": 0, "distinct_count": None}],
 }
+FACT = {
+    "member_id": MEMBER,
+    "exists": True,
+    "uuid": PLAN.generation_uuid,
+    "columns": [["id", "UInt64"]],
+    "parts_digest": "a" * 64,
+    "content_digest": None,
+    "zookeeper_path": "/clickhouse/tables/x/1",
+    "readonly": False,
+}
+
+
+def observed(**changes: Any) -> dict[str, Any]:
+    return {"before": [FACT], "counts": COUNTS, "after": [FACT], **changes}
 
 
 def connection(_member: AdmittedMember) -> ResolvedConnection:
@@ -50,7 +67,7 @@ def connection(_member: AdmittedMember) -> ResolvedConnection:
 
 def member() -> AdmittedMember:
     return AdmittedMember.model_validate(
-        {"member_id": "m" + "0" * 16, "shard_num": 1, "replica_num": 1, "endpoint": {"host": "h", "port": 9000}}
+        {"member_id": MEMBER, "shard_num": 1, "replica_num": 1, "endpoint": {"host": "h", "port": 9000}}
     )
 
 
@@ -65,21 +82,28 @@ def frame(nonce: str, **fields: Any) -> bytes:
     return json.dumps({"nonce": nonce, **fields}).encode()
 
 
-def test_an_exact_answer_frame_is_the_counts() -> None:
-    counts = parse_answer(frame("n1", counts=COUNTS), "n1", PLAN)
-    assert counts.row_count == 3 and counts.columns[0].null_count == 0
+def test_an_exact_answer_frame_is_the_observation() -> None:
+    observation = parse_answer(frame("n1", observation=observed()), "n1", PLAN)
+    assert observation.counts is not None and observation.counts.row_count == 3
+    assert observation.counts.columns[0].null_count == 0 and observation.before[0].readonly is False
 
 
 @pytest.mark.parametrize(
     "raw",
     [
-        frame("n1", counts={**COUNTS, "row_count": True}),  # a boolean is not a count
-        frame("n1", counts={**COUNTS, "row_count": -1}),
-        frame("n1", counts={**COUNTS, "row_count": "3"}),
-        frame("n1", counts={**COUNTS, "columns": []}),  # a missing alias / column
-        frame("n1", counts={**COUNTS, "columns": [{"name": "id", "null_count": 0, "distinct_count": 1}]}),
-        frame("other", counts=COUNTS),  # another request's answer
-        frame("n1", counts=COUNTS, extra=1),
+        frame("n1", observation=observed(counts={**COUNTS, "row_count": True})),  # a boolean is not a count
+        frame("n1", observation=observed(counts={**COUNTS, "row_count": -1})),
+        frame("n1", observation=observed(counts={**COUNTS, "row_count": "3"})),
+        frame("n1", observation=observed(counts={**COUNTS, "columns": []})),  # a missing alias / column
+        frame(
+            "n1",
+            observation=observed(counts={**COUNTS, "columns": [{"name": "id", "null_count": 0, "distinct_count": 1}]}),
+        ),
+        frame("n1", observation=observed(counts=None)),  # the scan is missing
+        frame("n1", observation=observed(after=[])),  # the guard after the scan is missing
+        frame("n1", observation=observed(before=[{**FACT, "readonly": 0}])),  # not a boolean
+        frame("other", observation=observed()),  # another request's answer
+        frame("n1", observation=observed(), extra=1),
         frame("n1", failure="incomplete", detail="x"),
         b'{"nonce":"n1","counts":',  # cut off
         b"",
@@ -106,11 +130,11 @@ def test_credentials_travel_on_stdin_only(tmp_path: Path, monkeypatch: pytest.Mo
     seen = tmp_path / "seen"
     python = stand_in(tmp_path, f'echo "$@" > {seen}.argv; env > {seen}.env; cat > {seen}.stdin; exit 3')
     with pytest.raises(ReadIncompleteError):
-        SubprocessAcceptanceReader(connection, python=python).observe(member(), PLAN, budget_ms=5_000)
+        SubprocessAcceptanceReader(connection, python=python).observe((member(),), PLAN, budget_ms=5_000)
     assert SECRET not in Path(f"{seen}.argv").read_text()
     assert SECRET not in Path(f"{seen}.env").read_text()
     request = json.loads(Path(f"{seen}.stdin").read_text())
-    assert request["connection"]["password"] == SECRET and request["plan"] == PLAN.model_dump(mode="json")
+    assert request["members"][MEMBER]["password"] == SECRET and request["plan"] == PLAN.model_dump(mode="json")
     assert Path(f"{seen}.argv").read_text().split() == ["-m", acceptance_reader.WORKER_MODULE]
 
 
@@ -119,7 +143,7 @@ def test_a_hung_worker_is_killed_at_the_deadline(tmp_path: Path) -> None:
     python = stand_in(tmp_path, f"echo $$ > {pid_file}; cat > /dev/null; sleep 30")
     started = time.monotonic()
     with pytest.raises(ReadIncompleteError, match="killed"):
-        SubprocessAcceptanceReader(connection, python=python).observe(member(), PLAN, budget_ms=700)
+        SubprocessAcceptanceReader(connection, python=python).observe((member(),), PLAN, budget_ms=700)
     assert time.monotonic() - started < 5
     pid = int(pid_file.read_text())
     with pytest.raises(ProcessLookupError):
@@ -129,7 +153,9 @@ def test_a_hung_worker_is_killed_at_the_deadline(tmp_path: Path) -> None:
 @pytest.mark.parametrize("body", ["cat > /dev/null; echo '{\"nonce\":'", "cat > /dev/null; exit 1", "exit 0"])
 def test_a_crashed_or_chattering_worker_is_incomplete(tmp_path: Path, body: str) -> None:
     with pytest.raises(ReadIncompleteError):
-        SubprocessAcceptanceReader(connection, python=stand_in(tmp_path, body)).observe(member(), PLAN, budget_ms=5_000)
+        SubprocessAcceptanceReader(connection, python=stand_in(tmp_path, body)).observe(
+            (member(),), PLAN, budget_ms=5_000
+        )
 
 
 def test_an_answer_after_the_deadline_is_not_an_answer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -138,4 +164,25 @@ def test_an_answer_after_the_deadline_is_not_an_answer(tmp_path: Path, monkeypat
     monkeypatch.setattr(acceptance_reader.time, "monotonic", lambda: next(clock))
     python = stand_in(tmp_path, "cat > /dev/null; echo '{}'")
     with pytest.raises(ReadIncompleteError, match="after the deadline"):
-        SubprocessAcceptanceReader(connection, python=python).observe(member(), PLAN, budget_ms=5_000)
+        SubprocessAcceptanceReader(connection, python=python).observe((member(),), PLAN, budget_ms=5_000)
+
+
+def test_the_worker_takes_only_one_exact_aggregate_row_as_counts() -> None:
+    from airflow_provider_dpone.adapters.clickhouse.acceptance_worker import IncompleteAnswerError, counts_from
+
+    names = ("count()", "toString(sum(...))", "generation_uuid", "null_0")
+    row = [3, "12345", PLAN.generation_uuid, 0]
+    counts = counts_from(PLAN, names, [row])
+    assert counts.row_count == 3 and counts.columns[0].null_count == 0
+    for bad_names, bad_rows in [
+        (names[:3], [row[:3]]),  # the alias of a count is missing
+        (names, []),  # no row
+        (names, [row, row]),  # more than one row
+        (names, [[True, *row[1:]]]),  # a boolean count
+        (names, [[*row[:3], -1]]),
+        (names, [[3, "-5", *row[2:]]]),  # not a UInt128 sum
+        (names, [[3, "12345", None, 0]]),  # the table left: no UUID
+        (names, [[3, "12345", "", 0]]),
+    ]:
+        with pytest.raises(IncompleteAnswerError):
+            counts_from(PLAN, bad_names, bad_rows)

@@ -312,3 +312,34 @@ def test_every_statement_validates_names(name: str) -> None:
         with pytest.raises(DponeError) as caught:
             render()
         assert caught.value.code == "DPONE_IDENTIFIER_INVALID"
+
+
+def test_acceptance_counts_are_one_aggregate_statement_with_positional_aliases() -> None:
+    from airflow_provider_dpone.adapters.clickhouse import sql_acceptance
+    from airflow_provider_dpone.contracts.quality_read import TargetReadPlan
+
+    plan = TargetReadPlan(
+        database="db",
+        table="t",
+        generation_uuid=UUID,
+        scan="m" + "0" * 16,
+        metrics=("row_count", "null_count", "distinct_count"),
+        columns=("id", "name"),
+    )
+    assert sql_acceptance.target_counts(plan) == (
+        "SELECT count(), toString(sum(reinterpretAsUInt128(sipHash128(tuple(*))))),"
+        " (SELECT toString(uuid) FROM system.tables WHERE database = 'db' AND name = 't') AS generation_uuid,"
+        " countIf(isNull(`id`)) AS null_0, uniqExact(`id`) AS distinct_0,"
+        " countIf(isNull(`name`)) AS null_1, uniqExact(`name`) AS distinct_1 FROM `db`.`t`"
+    )
+    assert sql_acceptance.aliases(plan) == ("null_0", "distinct_0", "null_1", "distinct_1")
+    assert sql_acceptance.read_settings(0) == {"max_execution_time": 1, "timeout_overflow_mode": "throw"}
+    with pytest.raises(DponeError):
+        TargetReadPlan(
+            database="db",
+            table="t",
+            generation_uuid=UUID,
+            scan="m" + "0" * 16,
+            metrics=("null_count",),
+            columns=("a`b",),
+        )

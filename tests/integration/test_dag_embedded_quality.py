@@ -134,7 +134,7 @@ def test_lost_responses_of_both_completion_writes_resume_on_publish_retries(
     assert replica_contents(embedded_cluster, fresh_database) == [source] * REPLICAS
 
 
-READS: list[tuple[str, int]] = []
+READS: list[tuple[str, bool, int]] = []
 
 
 def counting_reader(connections: Any) -> Any:
@@ -145,9 +145,9 @@ def counting_reader(connections: Any) -> Any:
     inner = SubprocessAcceptanceReader(connections)
 
     class Counting:
-        def observe(self, member: Any, plan: Any, *, budget_ms: int) -> Any:
-            READS.append((plan.table, budget_ms))
-            return inner.observe(member, plan, budget_ms=budget_ms)
+        def observe(self, members: Any, plan: Any, *, budget_ms: int) -> Any:
+            READS.append((plan.table, plan.scan is not None, budget_ms))
+            return inner.observe(members, plan, budget_ms=budget_ms)
 
     return Counting()
 
@@ -168,6 +168,7 @@ def test_target_acceptance_reader_of_the_operators_builds_the_reader_from_the_si
     record = authority_record(embedded_cluster, fresh_database)
     assert isinstance(record, InternalAuthorityRecordV2) and record.quality is not None
     assert record.quality.state == "COMPLETE"
-    tables = [table for table, _ in READS]
-    assert tables == [record.candidate_name, "target_table"]  # the staged observation, then the target's; no rescan
-    assert all(0 < budget <= 60_000 for _, budget in READS)
+    scans = [table for table, scan, _ in READS if scan]
+    assert scans == [record.candidate_name, "target_table"]  # the staged observation, then the target's; no rescan
+    assert ("target_table", False) in [(table, scan) for table, scan, _ in READS]  # the guard before TARGET_PENDING
+    assert all(0 < budget <= 60_000 for _, _, budget in READS)

@@ -61,11 +61,13 @@ def scans(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     counted: Counter[str] = Counter()
     original = FakeAcceptanceReader.observe
 
-    def observe(self: FakeAcceptanceReader, member: AdmittedMember, plan: TargetReadPlan, *, budget_ms: int) -> Any:
-        counts = original(self, member, plan, budget_ms=budget_ms)
-        if plan.table == "target_table":
-            counted[member.member_id] += 1
-        return counts
+    def observe(
+        self: FakeAcceptanceReader, members: tuple[AdmittedMember, ...], plan: TargetReadPlan, *, budget_ms: int
+    ) -> Any:
+        observation = original(self, members, plan, budget_ms=budget_ms)
+        if plan.table == "target_table" and plan.scan is not None:
+            counted[plan.scan] += 1
+        return observation
 
     monkeypatch.setattr(FakeAcceptanceReader, "observe", observe)
     return counted
@@ -249,12 +251,12 @@ def test_recovery_a_missing_core_blocks_with_required() -> None:
     assert [entry.intent.kind for entry in sim.world.queue] == ["create"]
 
 
-def test_recovery_a_target_whose_content_drifted_after_commit_blocks_without_a_scan_or_a_relabel(
+def test_recovery_a_target_whose_content_drifted_after_commit_blocks_without_a_relabel(
     monkeypatch: pytest.MonkeyPatch, scans: Counter[str]
 ) -> None:
     """An unmanaged write under the same generation (same UUID) changes the replica's parts: the guard digests it
-    again, finds other content and blocks with ``..._MISMATCH`` before any target read; the capsule stays
-    TARGET_PENDING (nothing is reconstructed from current counts), and undoing the write lets the retry complete."""
+    again, finds other content and blocks with ``..._MISMATCH``; the capsule stays TARGET_PENDING with no target
+    observation (nothing is reconstructed from current counts), and undoing the write lets the retry complete."""
     points = capsule_writes(monkeypatch)
     scans.clear()
     sim = durable()
@@ -265,10 +267,12 @@ def test_recovery_a_target_whose_content_drifted_after_commit_blocks_without_a_s
     drifted.rows.append((77, "unmanaged"))
     assert error_code(lambda: sim.service().publish()) == MISMATCH
     assert error_code(lambda: sim.service().cleanup()) == MISMATCH
-    assert capsule(sim).state == "TARGET_PENDING" and not scans
+    assert capsule(sim).state == "TARGET_PENDING" and capsule(sim).target is None
+    assert sum(scans.values()) == 2  # the publish and the cleanup observation, both refused by their guards
     drifted.rows.pop()
     assert isinstance(sim.service().publish(), Committed)
-    assert capsule(sim).state == "COMPLETE" and sum(scans.values()) == 1
+    quality = capsule(sim)
+    assert quality.state == "COMPLETE" and quality.target is not None and sum(scans.values()) == 3
 
 
 def test_store_preflight_refuses_a_legacy_store_before_any_authority_write() -> None:

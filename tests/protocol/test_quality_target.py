@@ -15,7 +15,7 @@ import pytest
 from airflow_provider_dpone.contracts.authority_internal import InternalAuthorityRecordV2
 from airflow_provider_dpone.contracts.inventory import AdmittedMember
 from airflow_provider_dpone.contracts.quality_capsule import QualityBinding, QualityPolicy
-from airflow_provider_dpone.contracts.quality_read import ColumnCounts, TargetCounts, TargetReadPlan
+from airflow_provider_dpone.contracts.quality_read import ColumnCounts, Observation, TargetReadPlan
 from airflow_provider_dpone.ports.publication import ReplicaStatus
 from airflow_provider_dpone.protocol.results import Committed, Completed
 from airflow_provider_dpone.protocol.service import PublicationService
@@ -83,13 +83,15 @@ def test_target_counts_that_differ_from_the_staged_ones_are_failed_durably(monke
     original = FakeAcceptanceReader.observe
 
     def lying(
-        self: FakeAcceptanceReader, member: AdmittedMember, plan: TargetReadPlan, *, budget_ms: int
-    ) -> TargetCounts:
-        counts = original(self, member, plan, budget_ms=budget_ms)
-        if plan.table != "target_table":
-            return counts
+        self: FakeAcceptanceReader, members: tuple[AdmittedMember, ...], plan: TargetReadPlan, *, budget_ms: int
+    ) -> Observation:
+        observation = original(self, members, plan, budget_ms=budget_ms)
+        counts = observation.counts
+        if plan.table != "target_table" or counts is None:
+            return observation
         changed = counts.columns[1].model_copy(update={"distinct_count": 3})
-        return counts.model_copy(update={"columns": (counts.columns[0], changed)})
+        lie = counts.model_copy(update={"columns": (counts.columns[0], changed)})
+        return observation.model_copy(update={"counts": lie})
 
     sim = durable()
     staged(sim)
@@ -149,10 +151,13 @@ def test_a_partial_answer_is_incomplete(monkeypatch: pytest.MonkeyPatch) -> None
     original = FakeAcceptanceReader.observe
 
     def partial(
-        self: FakeAcceptanceReader, member: AdmittedMember, plan: TargetReadPlan, *, budget_ms: int
-    ) -> TargetCounts:
-        counts = original(self, member, plan, budget_ms=budget_ms)
-        return counts.model_copy(update={"columns": counts.columns[:1]}) if plan.table == "target_table" else counts
+        self: FakeAcceptanceReader, members: tuple[AdmittedMember, ...], plan: TargetReadPlan, *, budget_ms: int
+    ) -> Observation:
+        observation = original(self, members, plan, budget_ms=budget_ms)
+        if plan.table != "target_table" or observation.counts is None:
+            return observation
+        counts = observation.counts.model_copy(update={"columns": observation.counts.columns[:1]})
+        return observation.model_copy(update={"counts": counts})
 
     sim = durable()
     staged(sim)

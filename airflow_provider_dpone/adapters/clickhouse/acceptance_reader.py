@@ -1,15 +1,16 @@
-"""The bounded acceptance reader (seed 002): each read runs in a worker process that is killed when its budget ends.
+"""The bounded acceptance reader (seed 002): each observation runs in a worker process killed when its budget ends.
 
 :class:`SubprocessAcceptanceReader` implements :class:`~airflow_provider_dpone.ports.quality.AcceptanceReader`. Per
 read it starts ``python -m airflow_provider_dpone.adapters.clickhouse.acceptance_worker`` with:
 
 * an environment reduced to :data:`WORKER_ENVIRONMENT` (no ``AIRFLOW_CONN_*``, no ``AIRFLOW__*``, nothing that could
   carry a secret), no argument but the module, a new session (so the kill reaches it alone), stderr discarded;
-* one request frame on its stdin, a pipe only this process holds: the member's connection with its credentials, the
-  typed plan, the remaining budget and a fresh nonce.
+* one request frame on its stdin, a pipe only this process holds: each read member's connection with its credentials,
+  the typed plan, the remaining budget and a fresh nonce.
 
-It waits for the one answer frame until the budget's monotonic deadline, then kills the worker: the read in flight
-is interrupted (the server's ``max_execution_time`` bounds it too). A killed worker, a cancellation of the task
+It waits for the one answer frame until the budget's monotonic deadline, then kills the worker: whatever read is in
+flight -- a guard's metadata read or the aggregate read -- is interrupted (the server's ``max_execution_time`` bounds
+the aggregate read too). A killed worker, a cancellation of the task
 (any exception while waiting kills the worker before it propagates), an answer after the deadline, a frame that is
 not exactly one well-formed answer for this nonce, or counts that are not strict non-negative integers are
 :class:`ReadIncompleteError`; a worker that could not ask the member is :class:`UnavailableError`.
@@ -32,7 +33,7 @@ from pydantic import ValidationError
 
 from airflow_provider_dpone.adapters.clickhouse.connection import ResolvedConnection
 from airflow_provider_dpone.contracts.inventory import AdmittedMember
-from airflow_provider_dpone.contracts.quality_read import TargetCounts, TargetReadPlan
+from airflow_provider_dpone.contracts.quality_read import Observation, TargetReadPlan
 from airflow_provider_dpone.ports.publication import UnavailableError
 from airflow_provider_dpone.ports.quality import ReadIncompleteError
 
@@ -58,27 +59,27 @@ def worker_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
     return {name: source[name] for name in WORKER_ENVIRONMENT if name in source}
 
 
-def request_frame(connection: ResolvedConnection, plan: TargetReadPlan, budget_ms: int, nonce: str) -> bytes:
+def request_frame(
+    connections: dict[str, ResolvedConnection], plan: TargetReadPlan, budget_ms: int, nonce: str
+) -> bytes:
     """The one request a worker receives on its stdin (the only place the credentials travel)."""
-    return json.dumps(
-        {
-            "nonce": nonce,
-            "budget_ms": budget_ms,
-            "plan": plan.model_dump(mode="json"),
-            "connection": {
-                "host": connection.host,
-                "port": connection.port,
-                "username": connection.username,
-                "password": connection.password,
-                "options": connection.options.model_dump(mode="json"),
-            },
-        },
-        separators=(",", ":"),
-    ).encode("utf-8")
+    members = {
+        member_id: {
+            "host": connection.host,
+            "port": connection.port,
+            "username": connection.username,
+            "password": connection.password,
+            "options": connection.options.model_dump(mode="json"),
+        }
+        for member_id, connection in connections.items()
+    }
+    frame = {"nonce": nonce, "budget_ms": budget_ms, "plan": plan.model_dump(mode="json"), "members": members}
+    return json.dumps(frame, separators=(",", ":")).encode("utf-8")
 
 
-def parse_answer(raw: bytes, nonce: str, plan: TargetReadPlan) -> TargetCounts:
-    """The counts of exactly one answer frame for ``nonce`` that answers ``plan``; anything else is not success."""
+def parse_answer(raw: bytes, nonce: str, plan: TargetReadPlan) -> Observation:
+    """The observation of exactly one answer frame for ``nonce`` that answers ``plan``; anything else is not
+    success."""
     try:
         frame: Any = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
@@ -90,15 +91,15 @@ def parse_answer(raw: bytes, nonce: str, plan: TargetReadPlan) -> TargetCounts:
         if frame["failure"] == "unavailable":
             raise UnavailableError(f"the worker could not ask the member ({detail})")
         raise ReadIncompleteError(f"the read did not complete ({detail})")
-    if set(frame) != {"nonce", "counts"}:
+    if set(frame) != {"nonce", "observation"}:
         raise ReadIncompleteError("the answer frame has unexpected fields")
     try:
-        counts = TargetCounts.model_validate(frame["counts"])
+        observation = Observation.model_validate(frame["observation"])
     except ValidationError:
-        raise ReadIncompleteError("the counts are not strict non-negative integers of the plan") from None
-    if not counts.answers(plan):
-        raise ReadIncompleteError("the answer misses columns or metrics of the plan")
-    return counts
+        raise ReadIncompleteError("the facts or counts are malformed (counts: strict non-negative integers)") from None
+    if not observation.answers(plan):
+        raise ReadIncompleteError("the answer misses replicas, columns or metrics of the plan")
+    return observation
 
 
 def _kill(process: subprocess.Popen[bytes]) -> None:
@@ -117,12 +118,13 @@ class SubprocessAcceptanceReader:
         self._connections = connections
         self._python = python
 
-    def observe(self, member: AdmittedMember, plan: TargetReadPlan, *, budget_ms: int) -> TargetCounts:
+    def observe(self, members: tuple[AdmittedMember, ...], plan: TargetReadPlan, *, budget_ms: int) -> Observation:
         if budget_ms <= 0:
             raise ReadIncompleteError("no budget left")
         deadline = time.monotonic() + budget_ms / 1000
         nonce = secrets.token_hex(16)
-        frame = request_frame(self._connections(member), plan, budget_ms, nonce)
+        connections = {member.member_id: self._connections(member) for member in members}
+        frame = request_frame(connections, plan, budget_ms, nonce)
         process = subprocess.Popen(
             [self._python, "-m", WORKER_MODULE],
             stdin=subprocess.PIPE,
