@@ -23,10 +23,10 @@ from typing import Final
 from airflow_provider_dpone.contracts.authority_internal import InternalAuthorityRecordV2, ReaderFence
 from airflow_provider_dpone.contracts.authority_phases import Phase
 from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.contracts.errors.replay import INCOMPLETE
 from airflow_provider_dpone.contracts.quality_read import TARGET_BUDGET_MS
 from airflow_provider_dpone.protocol.authority_io import Held
 from airflow_provider_dpone.protocol.context import Context
+from airflow_provider_dpone.protocol.quality_target import store_write
 
 READER_LEASE_MS: Final[int] = TARGET_BUDGET_MS + 30_000
 """How long an unreleased reader fence keeps successors out: one observation budget plus a margin."""
@@ -38,19 +38,15 @@ def fenced(ctx: Context, held: Held, validate: Callable[[Held], None]) -> Held:
     if held.record.phase is not Phase.COMPLETED:
         validate(held)
         return held
-    acquired = ctx.commit(
-        held, reader=ReaderFence(token=ctx.ports.entropy.token(), expires_at_ms=ctx.now() + READER_LEASE_MS)
-    )
+    fence = ReaderFence(token=ctx.ports.entropy.token(), expires_at_ms=ctx.now() + READER_LEASE_MS)
+    acquired = store_write(lambda: ctx.commit(held, reader=fence))
     try:
         validate(acquired)
     except BaseException:
         with contextlib.suppress(DponeError):
             ctx.commit(acquired, reader=None)  # best effort: the expiry frees it otherwise
         raise
-    try:
-        return ctx.commit(acquired, reader=None)
-    except DponeError as error:
-        raise DponeError(INCOMPLETE, f"the reader fence was not released as written ({error.code})") from None
+    return store_write(lambda: ctx.commit(acquired, reader=None))
 
 
 def successor_blocked(record: object, now_ms: int) -> bool:

@@ -32,7 +32,15 @@ from airflow_provider_dpone.protocol.authority_io import Held
 from airflow_provider_dpone.protocol.context import Context
 from airflow_provider_dpone.protocol.quality_evidence import require_capsule
 from airflow_provider_dpone.protocol.quality_fence import fenced
-from airflow_provider_dpone.protocol.quality_target import Budget, guard, guarded, judge, observe, read_plan
+from airflow_provider_dpone.protocol.quality_target import (
+    Budget,
+    guard,
+    guarded,
+    judge,
+    observe,
+    read_plan,
+    store_write,
+)
 
 
 def settle(ctx: Context, held: Held) -> Held:
@@ -72,7 +80,7 @@ def settle(ctx: Context, held: Held) -> Held:
 
 
 def _write(ctx: Context, held: Held, binding: QualityBinding, **changes: object) -> Held:
-    return ctx.commit(held, quality=binding.model_copy(update=changes))
+    return store_write(lambda: ctx.commit(held, quality=binding.model_copy(update=changes)))
 
 
 def accepted(binding: QualityBinding, observation: TargetObservation) -> bool:

@@ -15,6 +15,8 @@ content.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from airflow_provider_dpone.contracts.authority_codec import AuthorityRecord
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.contracts.errors.replay import INCOMPLETE, MISMATCH, UNSUPPORTED
@@ -29,6 +31,7 @@ from airflow_provider_dpone.contracts.quality_read import (
 )
 from airflow_provider_dpone.ports.publication import UnavailableError
 from airflow_provider_dpone.ports.quality import ReadIncompleteError
+from airflow_provider_dpone.protocol.authority_io import Held
 from airflow_provider_dpone.protocol.context import Context
 
 
@@ -133,3 +136,15 @@ def guard(ctx: Context, record: AuthorityRecord, core: QualityCore) -> None:
     assert plan is not None
     request = read_plan(ctx, ctx.request.target, core.generation_uuid, guard=guarded(record, plan))
     judge(core, request.guard, observe(ctx, request, Budget(ctx)).before)
+
+
+def store_write(write: Callable[[], Held]) -> Held:
+    """An authority write of the quality evidence (a capsule completion, the reader fence): a refused, conflicting or
+    unacknowledged write is store access that failed, ``..._INCOMPLETE`` (seed 002); the retry re-reads the retained
+    state and resumes."""
+    try:
+        return write()
+    except DponeError as error:
+        if error.code.startswith("DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_"):
+            raise DponeError(INCOMPLETE, f"quality evidence write: {error.code} ({error.detail})") from None
+        raise

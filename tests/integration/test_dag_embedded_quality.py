@@ -172,3 +172,28 @@ def test_target_acceptance_reader_of_the_operators_builds_the_reader_from_the_si
     assert scans == [record.candidate_name, "target_table"]  # the staged observation, then the target's; no rescan
     assert ("target_table", False) in [(table, scan) for table, scan, _ in READS]  # the guard before TARGET_PENDING
     assert all(0 < budget <= 60_000 for _, _, budget in READS)
+
+
+def test_a_target_read_that_fails_is_incomplete_and_airflow_retries_it_from_the_retained_state(
+    example: ModuleType,
+    embedded_cluster: EmbeddedCluster,
+    fresh_database: str,
+    manifest: dict[str, Any],
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """The target's aggregate read fails inside the scanned replica's engine: the bounded worker answers "could not
+    ask", the publish try fails with the retryable ``..._INCOMPLETE`` and leaves the capsule TARGET_PENDING, and
+    Airflow's retry of the same run observes again and completes it."""
+    for member in embedded_cluster.members:  # the scanned replica is the first sealed one; arm every replica
+        embedded_cluster.faults.fail_next_statement(member, 241, match="uniqExact.*`target_table`")
+    configure(example, None, manifest=manifest, poll_interval=0.2, retries=2)
+    capfd.readouterr()
+    outcome = run_example(example, logical_date=datetime(2026, 6, 5, tzinfo=UTC))
+    log = capfd.readouterr().out
+    assert outcome.succeeded, outcome.states
+    assert outcome.tries["publish"] == 2 and "DPONE_REPLAY_QUALITY_EVIDENCE_INCOMPLETE" in log
+    assert len(embedded_cluster.faults.armed()) == REPLICAS - 1  # exactly one replica was scanned
+    record = authority_record(embedded_cluster, fresh_database)
+    assert isinstance(record, InternalAuthorityRecordV2) and record.quality is not None
+    assert record.quality.state == "COMPLETE" and record.quality.target is not None
+    assert record.quality.target.row_count == SOURCE_ROWS

@@ -34,8 +34,9 @@ CODES: tuple[ErrorCode, ...] = (
     ErrorCode(
         "DPONE_REPLAY_QUALITY_EVIDENCE_INCOMPLETE",
         "governance or a read guard remains unresolved, or store access failed",
-        "follow the retained-state recovery procedure in docs/runbook.md",
-        retryable=False,
+        "follow the retained-state recovery procedure in docs/runbook.md (a retry of the same run resumes from the "
+        "retained capsule state)",
+        retryable=True,
     ),
     ErrorCode(
         "DPONE_REPLAY_QUALITY_EVIDENCE_UNSUPPORTED",
