@@ -197,3 +197,26 @@ def test_a_target_read_that_fails_is_incomplete_and_airflow_retries_it_from_the_
     assert isinstance(record, InternalAuthorityRecordV2) and record.quality is not None
     assert record.quality.state == "COMPLETE" and record.quality.target is not None
     assert record.quality.target.row_count == SOURCE_ROWS
+
+
+def test_a_replayed_run_validates_under_the_reader_fence_and_releases_it_for_the_next_run(
+    example: ModuleType, embedded_cluster: EmbeddedCluster, fresh_database: str, manifest: dict[str, Any]
+) -> None:
+    """A clear of a completed run replays every task: publish and cleanup validate the COMPLETE capsule under the
+    durable reader fence in the real KeeperMap record. The first fence write loses its response (it took effect):
+    that try is INCOMPLETE, the retry takes the orphaned fence over and releases it, and the next DAG run takes the
+    target at once."""
+    configure(example, None, manifest=manifest, poll_interval=0.2, retries=2)
+    first = datetime(2026, 6, 6, tzinfo=UTC)
+    assert run_example(example, logical_date=first).succeeded
+    completed = authority_record(embedded_cluster, fresh_database)
+    embedded_cluster.faults.lose_response("coordinator", match='^ALTER TABLE .*"reader":')
+    replay = run_example(example, logical_date=first)  # the same run id: a same-operation replay
+    assert replay.succeeded, replay.states
+    assert not embedded_cluster.faults.armed() and replay.tries["publish"] == 2
+    record = authority_record(embedded_cluster, fresh_database)
+    assert isinstance(record, InternalAuthorityRecordV2) and record.operation_id == completed.operation_id
+    assert record.phase.value == "COMPLETED" and record.reader is None and record.quality == completed.quality
+    successor = run_example(example, logical_date=datetime(2026, 6, 7, tzinfo=UTC))
+    assert successor.succeeded, successor.states
+    assert authority_record(embedded_cluster, fresh_database).operation_id != completed.operation_id
