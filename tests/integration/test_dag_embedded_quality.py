@@ -83,6 +83,7 @@ def test_a_durable_run_ends_with_a_complete_capsule_in_a_v2_record(
     receipt = outcome.xcom["cleanup"]
     assert receipt["schema"] == "dpone.clickhouse.cluster-full-refresh-receipt.v2"
     assert receipt["quality"]["state"] == "COMPLETE" and receipt["quality"]["target_row_count"] == SOURCE_ROWS
+    assert receipt["quality"]["target_columns"] == [column.model_dump() for column in quality.target.columns]
     assert outcome.xcom["stage"]["quality"]["state"] == "PREPARED"
     assert "quality capsule PREPARED" in log and "quality capsule COMPLETE" in log
     assert_redacted("\n".join([log, repr(outcome.xcom)]), embedded_cluster, PASSWORD)
