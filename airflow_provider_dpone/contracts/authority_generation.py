@@ -72,6 +72,59 @@ class DdlBinding(BaseModel):
         return self
 
 
+VoidedStep = Literal["publication", "cleanup", "candidate create", "candidate drop"]
+
+MAX_VOIDED_PERMITS = 8
+"""Bound on explicitly voided permits within one operation (keeps the record bounded; past it: abort or new run)."""
+
+
+class MemberUuids(BaseModel):
+    """One member's (target UUID, candidate-name UUID) pair, observed in one snapshot while a permit was voided."""
+
+    model_config = MEMBER_CONFIG
+
+    member_id: MemberId
+    target_uuid: UuidText | None
+    candidate_uuid: UuidText | None
+
+
+class VoidedPermit(BaseModel):
+    """The recorded proof that a dispatch permit's request can no longer execute (seed 000 §5.4, the runbook).
+
+    ``permit`` is the binding that was voided, whole (so its token can never be confused with a later permit's).
+    The proof: the coordinator's server started at ``server_started_at_ms`` (a lower bound, its own clock), later than
+    ``permit.permitted_at_ms`` plus the dispatch deadline, the client's send timeout and the clock-skew margin, so a
+    request that permit sent died with the old server; no queue entry carried the token after that restart
+    (``queue_entry_absent``); and every member showed exactly the pre-dispatch UUIDs (``members``).
+    """
+
+    model_config = MEMBER_CONFIG
+
+    step: VoidedStep
+    permit: DdlBinding
+    server_started_at_ms: TimestampMs
+    dispatch_deadline_ms: NonNegative
+    send_timeout_ms: NonNegative
+    skew_margin_ms: NonNegative
+    queue_entry_absent: Literal[True] = True
+    members: tuple[MemberUuids, ...] = Field(min_length=1)
+    voided_at_ms: TimestampMs
+
+    @model_validator(mode="after")
+    def _restart_after_every_margin(self) -> Self:
+        if self.permit.kind == "none" or self.permit.entry is not None:
+            raise ValueError("only a dispatched permit whose queue entry was never observed is voided")
+        if self.server_started_at_ms <= self.earliest_restart_ms:
+            raise ValueError("the coordinator must have started after the permit plus every margin")
+        return self
+
+    @property
+    def earliest_restart_ms(self) -> int:
+        """The server start time a proof must exceed (the last moment the permit's request could still arrive)."""
+        permit = self.permit
+        return permit.permitted_at_ms + self.dispatch_deadline_ms + self.send_timeout_ms + self.skew_margin_ms
+
+
 class MemberGeneration(BaseModel):
     """What one member exposes: its baseline target, the candidate bound to it, the verified content, and whether
     publication and cleanup reached it. Publication and cleanup reconcile exactly these fields, in both modes."""
@@ -148,6 +201,11 @@ class GenerationRecord(AuthorityCore):
     updated_at_ms: TimestampMs
     committed_at_ms: TimestampMs | None = None
     last_error: ErrorClassification | None = None
+    voided: tuple[VoidedPermit, ...] = Field(
+        default=(), max_length=MAX_VOIDED_PERMITS, exclude_if=lambda value: not value
+    )
+    """Permits voided by the explicit operator action, oldest first, each with its proof. Left out of the payload
+    while empty, so a record written without it re-encodes to its own bytes."""
 
     def members_staged(self) -> bool:
         """Whether every member holds its verified candidate (what STAGED and later phases require)."""

@@ -7,7 +7,8 @@ PUBLICATION_DISPATCHING). ``None`` stands for "no record yet".
 The edges are the seed's state diagram, plus the two edges its recovery rule 6.7 requires: an operation may be
 ABORTED "before publication only ... after exact owned candidate cleanup", which is possible from STAGING and STAGED
 as well as LOCKED. Self-loops record progress inside a phase (member stage records, bound queue entries, epochs, and
-in COMMITTED the at most two completion writes of a durable quality-replay capsule).
+in COMMITTED the at most two completion writes of a durable quality-replay capsule). The two :data:`VOID_EDGES` go
+back one phase, only by the explicit void of a permit whose request is proven dead (``protocol/void_permit.py``).
 """
 
 from __future__ import annotations
@@ -41,12 +42,19 @@ ALLOWED_TRANSITIONS: Final[Mapping[Phase | None, frozenset[Phase]]] = {
     Phase.LOCKED: frozenset({Phase.STAGING, Phase.ABORTED}),
     Phase.STAGING: frozenset({Phase.STAGING, Phase.STAGED, Phase.ABORTED}),
     Phase.STAGED: frozenset({Phase.PUBLICATION_DISPATCHING, Phase.ABORTED}),
-    Phase.PUBLICATION_DISPATCHING: frozenset({Phase.PUBLICATION_DISPATCHING, Phase.COMMITTED}),
+    Phase.PUBLICATION_DISPATCHING: frozenset({Phase.PUBLICATION_DISPATCHING, Phase.COMMITTED, Phase.STAGED}),
     Phase.COMMITTED: frozenset({Phase.COMMITTED, Phase.CLEANUP_DISPATCHING}),
-    Phase.CLEANUP_DISPATCHING: frozenset({Phase.CLEANUP_DISPATCHING, Phase.COMPLETED}),
+    Phase.CLEANUP_DISPATCHING: frozenset({Phase.CLEANUP_DISPATCHING, Phase.COMPLETED, Phase.COMMITTED}),
     Phase.COMPLETED: frozenset({Phase.LOCKED, Phase.COMPLETED}),
     Phase.ABORTED: frozenset({Phase.LOCKED}),
 }
+
+
+VOID_EDGES: Final[frozenset[tuple[Phase, Phase]]] = frozenset(
+    {(Phase.PUBLICATION_DISPATCHING, Phase.STAGED), (Phase.CLEANUP_DISPATCHING, Phase.COMMITTED)}
+)
+"""The two backward edges: an explicitly voided permit (with its recorded proof) returns the operation to the phase
+its step is dispatched from. The write helper takes them only with one more voided permit in the record."""
 
 
 def is_allowed(old: Phase | None, new: Phase) -> bool:

@@ -54,8 +54,11 @@ def _parser() -> argparse.ArgumentParser:
     fault = commands.add_parser("fault", help="arm, list or reset faults")
     fault.add_argument("--dir", required=True, type=Path)
     actions = fault.add_subparsers(dest="action", required=True)
-    for name in ("pause", "resume", "kill", "restart", "pause-replication", "resume-replication", "stall-replication"):
+    for name in _TARGET_ACTIONS:
         actions.add_parser(name).add_argument("target", type=_target)
+    hold = actions.add_parser("hold-ddl", help="the initiator holds the next matching ON CLUSTER request unqueued")
+    hold.add_argument("target", type=_target)
+    hold.add_argument("--match", default="", help="regular expression searched in the statement text")
     lag = actions.add_parser("lag-replication", help="the member's replicas execute entries only SECONDS old")
     lag.add_argument("target", type=_target)
     lag.add_argument("seconds", type=float)
@@ -82,6 +85,20 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+_TARGET_ACTIONS = (
+    "pause",
+    "resume",
+    "kill",
+    "restart",
+    "pause-replication",
+    "resume-replication",
+    "stall-replication",
+    "release-ddl",
+    "emulate-restart",
+)
+"""Fault actions that take only a target; each calls the :class:`Faults` method of the same name."""
+
+
 def _fault(cluster: EmbeddedCluster, args: argparse.Namespace) -> object:
     faults = cluster.faults
     action = args.action
@@ -89,16 +106,10 @@ def _fault(cluster: EmbeddedCluster, args: argparse.Namespace) -> object:
         return {"armed": faults.armed(), "killed": faults.killed()}
     if action == "reset":
         faults.reset()
-    elif action in (
-        "pause",
-        "resume",
-        "kill",
-        "restart",
-        "pause-replication",
-        "resume-replication",
-        "stall-replication",
-    ):
+    elif action in _TARGET_ACTIONS:
         getattr(faults, action.replace("-", "_"))(args.target)
+    elif action == "hold-ddl":
+        faults.hold_ddl(args.target, match=args.match)
     elif action == "lag-replication":
         faults.lag_replication(args.target, args.seconds)
     elif action == "fail-ddl":

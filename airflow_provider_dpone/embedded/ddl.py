@@ -19,6 +19,7 @@ import uuid
 from dataclasses import dataclass
 
 from airflow_provider_dpone.embedded.engine import Engine, EngineError, Handle
+from airflow_provider_dpone.embedded.faults import HOLD_DDL
 from airflow_provider_dpone.embedded.httpwire import escape_param
 from airflow_provider_dpone.embedded.layout import ProcessSpec
 from airflow_provider_dpone.embedded.replicas import Replication
@@ -83,6 +84,10 @@ def queue_params(store: Store) -> dict[str, str]:
     return {_QUEUE_PARAMS[0]: escape_param(QUEUE_STRUCTURE), _QUEUE_PARAMS[1]: escape_param("\n".join(lines))}
 
 
+class ServerRestartedError(Exception):
+    """The process's server restarted while the initiator held a request: the request died with it, unqueued."""
+
+
 @dataclass(frozen=True)
 class DdlAnswer:
     """What the initiator answers: a result set to format (``select``/``params``), or nothing (``None``)."""
@@ -119,6 +124,7 @@ class Initiator:
         local = on_cluster(query)
         assert local is not None
         hosts = [(host, int(port)) for host, port in self._spec.clusters[cluster]]
+        self._hold(query)
         entry = self._store.enqueue(
             cluster=cluster,
             query=query,
@@ -142,6 +148,19 @@ class Initiator:
             "SELECT * FROM format(JSONEachRow, {__ddl_columns:String}, {__ddl_rows:String})",
             {"__ddl_columns": escape_param(columns), "__ddl_rows": escape_param(data)},
         )
+
+    def _hold(self, statement: str) -> None:
+        """A stalled initiator (fault :data:`HOLD_DDL`): it keeps a received request and queues nothing until the
+        fault is released (then it queues the request, late, as a coordinator woken from SIGSTOP would) or its server
+        restarts (then the request dies unqueued: :class:`ServerRestartedError`)."""
+        name = self._spec.name
+        if self._store.take(name, (HOLD_DDL,), statement) is None:
+            return
+        started = self._store.started_at(name)
+        while self._store.has_fault(name, HOLD_DDL) and self._store.started_at(name) == started:
+            time.sleep(POLL_SECONDS)
+        if self._store.started_at(name) != started:
+            raise ServerRestartedError(name)
 
     def _output_settings(self, handle: Handle | None, settings: dict[str, str]) -> tuple[str, int]:
         result = self._engine.execute(

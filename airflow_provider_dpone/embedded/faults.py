@@ -21,6 +21,8 @@ PAUSE_REPLICATION = "pause_replication"
 STALL_REPLICATION = "stall_replication"
 LAG_REPLICATION = "lag_replication"
 """Fault kinds the replication worker of the target process reads (``replica_worker.py``)."""
+HOLD_DDL = "hold_ddl"
+"""Fault kind the initiator of the target process reads: hold matching ON CLUSTER requests unqueued (``ddl.py``)."""
 
 
 def target_name(target: Any) -> str:
@@ -73,6 +75,27 @@ class Faults:
     def delay_response(self, target: Any, seconds: float, *, match: str = "", count: int = 1) -> None:
         """The next matching statement takes effect, then its response waits ``seconds`` before it is sent."""
         self._store.arm(self._known(target), "delay", pattern=match, seconds=seconds, count=count)
+
+    def hold_ddl(self, target: Any, *, match: str = "") -> None:
+        """``target``'s initiator stalls on the next matching ``ON CLUSTER`` request: it keeps it and queues nothing
+        (the client times out) until :meth:`release_ddl` (the request is then queued, late) or
+        :meth:`emulate_restart` (it dies unqueued). A coordinator stopped by SIGSTOP while holding a request."""
+        name = self._known(target)
+        self._store.disarm(name, HOLD_DDL)
+        self._store.arm(name, HOLD_DDL, pattern=match, count=-1)
+
+    def release_ddl(self, target: Any) -> None:
+        """The stalled initiator wakes up: a held request is queued now and runs on every member."""
+        self._store.disarm(self._known(target), HOLD_DDL)
+
+    def emulate_restart(self, target: Any) -> None:
+        """An emulated restart of ``target``'s server whose Keeper lives on, as in production (Keeper is a service
+        of its own): requests the initiator holds die unqueued and ``uptime()`` starts again from zero now; tables
+        and KeeperMap state stay. Emulated because a real restart of an embedded process loses its in-process test
+        keeper, and with it the authority (KeeperMap state does not survive an engine restart: Code 668)."""
+        name = self._known(target)
+        self._store.server_started(name)  # first: a held request that sees its hold gone must see the restart too
+        self._store.disarm(name, HOLD_DDL)
 
     def pause_replication(self, member: Any) -> None:
         """The member's replicas stop executing log entries (they still pull: their queues grow) until resumed."""

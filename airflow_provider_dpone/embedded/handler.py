@@ -3,7 +3,8 @@
 Per request: authenticate, reassemble the query (URL ``query`` + body, or multipart fields), split settings,
 ``param_*`` values and transport parameters, take the session and the query id, consult armed faults, then either
 stream an ``INSERT``'s data into the engine, initiate an ``ON CLUSTER`` statement, or run the statement and send its
-result with ClickHouse's headers. Every exception leaves as ClickHouse's error response (status, exception-code
+result with ClickHouse's headers. ``uptime()`` is emulated (chdb has no server; its own answer is always 0): the
+seconds since this process started, or since its last emulated restart. Every exception leaves as ClickHouse's error response (status, exception-code
 header, one-line body) so clients raise the same exception types with the same codes.
 """
 
@@ -22,7 +23,7 @@ from typing import Any, cast
 from urllib.parse import parse_qsl, urlsplit
 
 from airflow_provider_dpone.embedded import httpwire
-from airflow_provider_dpone.embedded.ddl import QUEUE_TABLE_SQL, Initiator, queue_params
+from airflow_provider_dpone.embedded.ddl import QUEUE_TABLE_SQL, Initiator, ServerRestartedError, queue_params
 from airflow_provider_dpone.embedded.engine import Engine, EngineError, EngineResult, Handle
 from airflow_provider_dpone.embedded.layout import ProcessSpec
 from airflow_provider_dpone.embedded.replicas import Replication
@@ -36,6 +37,7 @@ from airflow_provider_dpone.embedded.sqltext import (
     output_format,
     produces_result,
     quote_string,
+    replace_call,
     replace_table_reference,
 )
 from airflow_provider_dpone.embedded.store import Store
@@ -64,6 +66,12 @@ class EndpointContext:
         self.sessions = Sessions(self.engine)
         self.initiator = Initiator(self.spec, self.engine, self.store)
         self.timezone = self.engine.execute("SELECT timezone()").data.decode().strip()
+        self.store.server_started(self.spec.name)
+
+    def uptime_seconds(self) -> int:
+        """Whole seconds since this process's server started (or its emulated restart, ``faults.py``)."""
+        started = self.store.started_at(self.spec.name)
+        return 0 if started is None else max(0, int(time.time() - started))
 
 
 @dataclass
@@ -145,7 +153,7 @@ class EndpointHandler(BaseHTTPRequestHandler):
             ):
                 answer, statement = self._execute(method, params, body, handle)
                 self._after_effect(statement)  # a delayed response keeps its query id and session busy
-        except _LostResponseError:
+        except (_LostResponseError, ServerRestartedError):
             self._drop_connection()
             return
         except EngineError as exc:
@@ -212,6 +220,8 @@ class EndpointHandler(BaseHTTPRequestHandler):
                 fmt = output_format(sql) or params.get("default_format") or "TabSeparated"
                 result = engine.execute(ddl.select, fmt, params=ddl.params)
                 return Answer(result.data, fmt, result), sql
+        if "uptime" in sql.lower():  # chdb has no server: its uptime() is always 0
+            sql = replace_call(sql, "uptime", f"toUInt32({context.uptime_seconds()})")
         if "distributed_ddl_queue" in sql:
             rewritten = replace_table_reference(sql, "system", "distributed_ddl_queue", QUEUE_TABLE_SQL)
             if rewritten != sql:

@@ -406,6 +406,23 @@ def replace_table_reference(text: str, database: str, table: str, replacement: s
     return text
 
 
+def replace_call(text: str, function: str, replacement: str) -> str:
+    """Replace every argument-less call ``function()`` (any case; not inside strings or comments) with text."""
+    window: list[Token] = []
+    spans: list[tuple[int, int]] = []
+    for token in tokens(text):
+        window.append(token)
+        if len(window) > 3:
+            window.pop(0)
+        if len(window) == 3:
+            name, opening, closing = window
+            if name.upper == function.upper() and opening.text == "(" and closing.text == ")":
+                spans.append((name.start, closing.end))
+    for start, end in reversed(spans):
+        text = text[:start] + replacement + text[end:]
+    return text
+
+
 def quote_string(value: str) -> str:
     """A ClickHouse single-quoted string literal."""
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"

@@ -60,6 +60,10 @@ CREATE TABLE IF NOT EXISTS faults (
     seconds REAL,
     remaining INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS servers (
+    target TEXT PRIMARY KEY,
+    started_at REAL NOT NULL
+);
 CREATE TABLE IF NOT EXISTS heartbeats (
     target TEXT PRIMARY KEY,
     host TEXT NOT NULL,
@@ -299,6 +303,24 @@ class Store:
                     db.execute("UPDATE faults SET remaining = remaining - 1 WHERE id = ?", (fault.id,))
                 return fault
         return None
+
+    # -- server start times (what ``uptime()`` reports) --------------------------------------------------------
+
+    def server_started(self, target: str) -> float:
+        """``target``'s server (re)starts now: record and return the time."""
+        now = time.time()
+        with self.transaction() as db:
+            db.execute(
+                "INSERT INTO servers (target, started_at) VALUES (?, ?)"
+                " ON CONFLICT(target) DO UPDATE SET started_at = excluded.started_at",
+                (target, now),
+            )
+        return now
+
+    def started_at(self, target: str) -> float | None:
+        with self.connect() as db:
+            row = db.execute("SELECT started_at FROM servers WHERE target = ?", (target,)).fetchone()
+        return None if row is None else float(row[0])
 
     # -- liveness -------------------------------------------------------------------------------------------------
 

@@ -243,7 +243,7 @@ class DponeClickHouseHook(BaseHook):
             ports=adapters.ports,
             table=table,
             source=source,
-            settings=protocol_settings(),
+            settings=protocol_settings(self.resolved().options),
             close=close,
             member_connections=self.resolved().for_member,
         )

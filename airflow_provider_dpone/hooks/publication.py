@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Protocol
 
+from airflow_provider_dpone.contracts.connection import ClickHouseConnectionOptions
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.contracts.inventory import AdmittedMember
 from airflow_provider_dpone.contracts.manifest import ClusterPublicationManifest
@@ -127,12 +128,27 @@ def configured_ddl_task_timeout_seconds() -> int:
     return conf.getint("dpone", "ddl_task_timeout_seconds", fallback=DEFAULT_TASK_TIMEOUT_SECONDS)
 
 
-def protocol_settings() -> ProtocolSettings:
-    """``[dpone] replica_sync_timeout_seconds``: the bound of one replica's convergence wait in internal mode (a
-    replica still behind fails the stage try retryably and the retry waits again). Other settings: the defaults."""
+def protocol_settings(options: ClickHouseConnectionOptions | None = None) -> ProtocolSettings:
+    """The deployment's protocol settings.
+
+    ``[dpone] replica_sync_timeout_seconds``: the bound of one replica's convergence wait in internal mode (a replica
+    still behind fails the stage try retryably and the retry waits again). ``[dpone] void_skew_margin_seconds``: the
+    clock skew the void-permit proof allows between workers and the coordinator. ``options`` (the coordinator
+    connection's) give the send timeout the proof counts: connect plus send/receive. Other settings: the defaults.
+    """
     from airflow.sdk import conf
 
-    default = ProtocolSettings().replica_sync_timeout_seconds
+    default = ProtocolSettings()
+    send_ms = default.send_timeout_ms
+    if options is not None:
+        send_ms = (options.connect_timeout_seconds + options.send_receive_timeout_seconds) * 1000
+    skew = conf.getint("dpone", "void_skew_margin_seconds", fallback=default.void_skew_margin_ms // 1000)
+    if skew < 0:
+        raise DponeError("DPONE_CLICKHOUSE_CLUSTER_REQUEST_INVALID", "[dpone] void_skew_margin_seconds < 0")
     return ProtocolSettings(
-        replica_sync_timeout_seconds=conf.getfloat("dpone", "replica_sync_timeout_seconds", fallback=default)
+        replica_sync_timeout_seconds=conf.getfloat(
+            "dpone", "replica_sync_timeout_seconds", fallback=default.replica_sync_timeout_seconds
+        ),
+        send_timeout_ms=send_ms,
+        void_skew_margin_ms=skew * 1000,
     )

@@ -5,7 +5,8 @@ The external-replication full refresh of one ClickHouse cluster table is four ta
 
     DponeFenceOperator >> DponeStageOperator >> DponePublishOperator >> DponeCleanupOperator
 
-and ``DponeAbortOperator`` aborts one such run's operation before publication, from a maintenance DAG.
+and, from a maintenance DAG, ``DponeAbortOperator`` aborts one such run's operation before publication and
+``DponeVoidPermitOperator`` voids its unproven DDL permit with recorded proof, so that the stopped task can retry.
 
 The names below are loaded on first use (PEP 562), so a DAG file that imports one operator module (the native
 transfer, say) does not pay for the others when it is parsed.
@@ -17,7 +18,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from airflow_provider_dpone.operators.abort import DponeAbortOperator
+    from airflow_provider_dpone.operators.abort import DponeAbortOperator, DponeVoidPermitOperator
     from airflow_provider_dpone.operators.full_refresh import DponeFenceOperator, DponeStageOperator
     from airflow_provider_dpone.operators.publish_cleanup import (
         DponeCleanupOperator,
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 
 _MODULE_OF = {
     "DponeAbortOperator": "abort",
+    "DponeVoidPermitOperator": "abort",
     "DponeFenceOperator": "full_refresh",
     "DponeStageOperator": "full_refresh",
     "DponePublishOperator": "publish_cleanup",
@@ -48,5 +50,6 @@ __all__ = [
     "DponeFenceOperator",
     "DponePublishOperator",
     "DponeStageOperator",
+    "DponeVoidPermitOperator",
     "publication_asset",
 ]

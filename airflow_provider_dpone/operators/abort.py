@@ -1,17 +1,25 @@
-"""``DponeAbortOperator``: abort one full-refresh operation before publication, as a task of a maintenance DAG.
+"""The maintenance operators of a full refresh, each a task of a maintenance DAG that acts on one stopped DAG run.
 
-Seed 000 §6.7: only LOCKED, STAGING and STAGED may be aborted (once a publication permit exists the DDL may have
-reached a member: ``ABORT_AFTER_PUBLICATION``); exactly the candidates the operation owns are dropped, member by
-member and by UUID, a foreign table under the candidate name stops the abort untouched; then ABORTED, which is
-terminal, never success, and lets the next run take the target.
+``DponeAbortOperator`` (seed 000 §6.7): only LOCKED, STAGING and STAGED may be aborted (once a publication permit
+exists the DDL may have reached a member: ``ABORT_AFTER_PUBLICATION``); exactly the candidates the operation owns are
+dropped, member by member and by UUID, a foreign table under the candidate name stops the abort untouched; then
+ABORTED, which is terminal, never success, and lets the next run take the target.
+
+``DponeVoidPermitOperator`` (seed 000 §5.4): a run stopped with ``DISPATCH_UNPROVEN`` holds its target until its
+permit is voided with proof that the first request can no longer execute: the coordinator restarted later than the
+permit time plus the dispatch deadline, the send timeout and the clock-skew margin, no queue entry carries the
+permit's token, and every member shows exactly the pre-dispatch UUIDs. The proof is recorded in the authority and the
+operation returns to the phase its step is dispatched from; clearing the stopped task then takes a new permit. Any
+missing proof fails the task with a ``VOID_*`` code that names it, and nothing changes.
 
 The operation is named by the DAG run that started it (its DAG id and run id) together with the same manifest: the
 operation id is derived from exactly those, as every task of that run derives it. ``operation_id`` (e.g. copied from
-the failed run's log or XCom) is an optional guard: the task refuses to abort when it names another operation.
+the failed run's log or XCom) is an optional guard: the task refuses to act when it names another operation.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -21,30 +29,21 @@ from airflow.sdk import Context
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.operators.full_refresh import DponePublicationOperator, TaskSession
 from airflow_provider_dpone.operators.reporting import XCom, log_transition, raise_for
+from airflow_provider_dpone.protocol.service import publication_service
 
 MISMATCH = "DPONE_CLICKHOUSE_CLUSTER_ABORT_OPERATION_MISMATCH"
 
 
 @dataclass(frozen=True)
-class _AbortedRun:
-    """The DAG run whose operation is aborted, standing where the task's own run would."""
+class _TargetRun:
+    """The DAG run whose operation is acted on, standing where the task's own run would."""
 
     dag_id: str
     run_id: str
 
 
-class DponeAbortOperator(DponePublicationOperator):
-    """Abort the operation of one full-refresh DAG run before publication, and free the target for the next run.
-
-    :param manifest: the manifest of the full-refresh DAG (the same one: it enters the operation id). Templated.
-    :param target_dag_id: the DAG id of the run to abort. Templated.
-    :param target_run_id: the run id of the run to abort (e.g. ``{{ params.run_id }}``). Templated.
-    :param operation_id: optional guard, the 64-hex operation id the run reported; the task fails with
-        ``ABORT_OPERATION_MISMATCH`` (nothing touched) when the run and manifest derive another one. Templated.
-    :param dpone_clickhouse_conn_id: as for the full-refresh operators. Templated.
-
-    Idempotent: a retry after ABORTED reports ABORTED again. Pushes ``operation_id``, ``target_key`` and ``phase``.
-    """
+class _TargetRunOperator(DponePublicationOperator):
+    """Acts on the operation of another DAG run (``target_dag_id``, ``target_run_id``, the same manifest)."""
 
     template_fields: Sequence[str] = (
         "manifest",
@@ -70,14 +69,82 @@ class DponeAbortOperator(DponePublicationOperator):
             raise_for(
                 DponeError("DPONE_CLICKHOUSE_CLUSTER_REQUEST_INVALID", "target_dag_id, target_run_id"), self.task_log
             )
-        aborted = {**context, "dag_run": _AbortedRun(self.target_dag_id.strip(), self.target_run_id.strip())}
-        return self._run(cast(Context, aborted), self._abort)
+        target = {**context, "dag_run": _TargetRun(self.target_dag_id.strip(), self.target_run_id.strip())}
+        return self._run(cast(Context, target), self._guarded)
 
-    def _abort(self, session: TaskSession) -> XCom:
+    def _guarded(self, session: TaskSession) -> XCom:
         request = session.request
         expected = (self.operation_id or "").strip()
         if expected and expected != request.operation_id:
             raise DponeError(MISMATCH, f"run derives {request.operation_id[:16]}, expected {expected[:16]}")
+        return self._act(session)
+
+    def _act(self, session: TaskSession) -> XCom:
+        raise NotImplementedError
+
+
+class DponeAbortOperator(_TargetRunOperator):
+    """Abort the operation of one full-refresh DAG run before publication, and free the target for the next run.
+
+    :param manifest: the manifest of the full-refresh DAG (the same one: it enters the operation id). Templated.
+    :param target_dag_id: the DAG id of the run to abort. Templated.
+    :param target_run_id: the run id of the run to abort (e.g. ``{{ params.run_id }}``). Templated.
+    :param operation_id: optional guard, the 64-hex operation id the run reported; the task fails with
+        ``ABORT_OPERATION_MISMATCH`` (nothing touched) when the run and manifest derive another one. Templated.
+    :param dpone_clickhouse_conn_id: as for the full-refresh operators. Templated.
+
+    Idempotent: a retry after ABORTED reports ABORTED again. Pushes ``operation_id``, ``target_key`` and ``phase``.
+    """
+
+    def _act(self, session: TaskSession) -> XCom:
         result = session.service.abort()
         log_transition(self.task_log, result.phase_before, result.phase, result.operation_id)
-        return {"operation_id": result.operation_id, "target_key": request.target_key, "phase": result.phase}
+        return {"operation_id": result.operation_id, "target_key": session.request.target_key, "phase": result.phase}
+
+
+class DponeVoidPermitOperator(_TargetRunOperator):
+    """Void the unproven dispatch permit of one full-refresh DAG run, with recorded proof that it can never run.
+
+    Run it after the coordinator was restarted later than the permit time plus the margins (the runbook's steps);
+    then clear the stopped task of the run: it dispatches again under a new permit. Both replication modes: the
+    permit may be the publication's, the cleanup's, or (internal mode) the candidate's create or rebuild drop.
+
+    :param manifest: the manifest of the full-refresh DAG (the same one: it enters the operation id). Templated.
+    :param target_dag_id: the DAG id of the stopped run. Templated.
+    :param target_run_id: the run id of the stopped run. Templated.
+    :param operation_id: optional guard, as for :class:`DponeAbortOperator`. Templated.
+    :param skew_margin_seconds: the clock skew allowed between workers and the coordinator (default: ``[dpone]
+        void_skew_margin_seconds``, 60). Never lower it below the real skew of your clocks.
+    :param dpone_clickhouse_conn_id: as for the full-refresh operators; its connect and send/receive timeouts are
+        the send timeout the proof counts. Templated.
+
+    Idempotent: a retry after a void (no permit taken since) reports the same void. Pushes ``operation_id``,
+    ``target_key``, ``phase``, ``step``, ``epoch``, ``correlation_token`` and ``server_started_at_ms``.
+    """
+
+    ui_color = "#fbe3c2"
+
+    def __init__(self, *, skew_margin_seconds: int | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if skew_margin_seconds is not None and (
+            isinstance(skew_margin_seconds, bool) or not isinstance(skew_margin_seconds, int) or skew_margin_seconds < 0
+        ):
+            raise ValueError("skew_margin_seconds must be a non-negative integer")
+        self.skew_margin_seconds = skew_margin_seconds
+
+    def _act(self, session: TaskSession) -> XCom:
+        settings = session.environment.settings
+        if self.skew_margin_seconds is not None:
+            settings = dataclasses.replace(settings, void_skew_margin_ms=self.skew_margin_seconds * 1000)
+        service = publication_service(session.environment.ports, session.request, settings)
+        result = service.void_permit()
+        log_transition(self.task_log, result.phase_before, result.phase, result.operation_id)
+        return {
+            "operation_id": result.operation_id,
+            "target_key": session.request.target_key,
+            "phase": result.phase,
+            "step": result.step,
+            "epoch": result.epoch,
+            "correlation_token": result.correlation_token,
+            "server_started_at_ms": result.server_started_at_ms,
+        }

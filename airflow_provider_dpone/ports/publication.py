@@ -359,6 +359,12 @@ class ClusterDDL(Protocol):
         """The one entry carrying ``correlation_token`` or ``None``; raises :class:`UnavailableError`."""
         ...
 
+    def server_started_at_ms(self) -> int:
+        """A lower bound of when the coordinator (the server ``dispatch`` sends to) last started, in ms since the
+        epoch on its own clock: a request it received before then died with the old server. Raises
+        :class:`UnavailableError`."""
+        ...
+
 
 class ArtifactStore(Protocol):
     """The content-addressed durable artifact store."""

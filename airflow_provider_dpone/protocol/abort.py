@@ -8,7 +8,8 @@ Both modes drop member by member, each by its exact UUID (``DROP TABLE ... SYNC`
 mode that removes each replica of the owned replicated candidate, and the last one removes its Keeper path. In
 internal mode the candidate's own ON CLUSTER create or rebuild drop may still be queued on a replica; a drop before
 it runs there would leave that replica's CREATE to run after ABORTED, so the abort waits (retryable) until the bound
-entry finished on every host, or until the permit is void (no entry after the quiet period).
+entry finished on every host. A permit with no entry at all may still be held by a stalled coordinator: the abort
+waits until it is queued, or voided with recorded proof (:mod:`void_permit`), which empties the binding.
 """
 
 from __future__ import annotations
@@ -67,9 +68,9 @@ def _require_no_queued_candidate_ddl(ctx: Context, record: AuthorityRecord) -> N
     if pending is None:
         return
     entry = read_entry(ctx, pending)
-    if entry is None:
-        waiting = ctx.now() - pending.permitted_at_ms < ctx.settings.dispatch_quiet_ms
-    else:
-        waiting = any(host.state in (HostDdlState.INACTIVE, HostDdlState.ACTIVE) for host in entry.hosts)
-    if waiting:
+    if entry is None:  # a stalled coordinator may still queue it: only a void with proof releases the permit
+        raise DponeError(
+            "DPONE_CLICKHOUSE_CLUSTER_STAGING_DDL_PENDING", f"abort waits for the {pending.kind} entry, or its void"
+        )
+    if any(host.state in (HostDdlState.INACTIVE, HostDdlState.ACTIVE) for host in entry.hosts):
         raise DponeError("DPONE_CLICKHOUSE_CLUSTER_STAGING_DDL_PENDING", f"abort waits for the {pending.kind} entry")

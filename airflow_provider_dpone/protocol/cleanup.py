@@ -23,19 +23,24 @@ from airflow_provider_dpone.protocol.reconcile import Reconciliation, Side, Verd
 
 def clean_up(ctx: Context, held: Held, *, allow_dispatch: bool) -> StepProgress:
     """From COMMITTED: verify, permit, one DROP (only with ``allow_dispatch``); then reconcile, COMPLETED if done."""
-    step = DdlStep(
+    step = cleanup_step(ctx, held.record)
+    if held.record.baseline == "existing":
+        return run_step(ctx, held, step, allow_dispatch=allow_dispatch)
+    return _nothing_to_drop(ctx, held, step, allow_dispatch=allow_dispatch)
+
+
+def cleanup_step(ctx: Context, record: AuthorityRecord) -> DdlStep:
+    return DdlStep(
         what="cleanup",
-        intent=DropTable(cluster=ctx.request.cluster, database=ctx.request.database, table=held.record.candidate_name),
+        intent=DropTable(cluster=ctx.request.cluster, database=ctx.request.database, table=record.candidate_name),
         phase=Phase.CLEANUP_DISPATCHING,
+        dispatched_from=Phase.COMMITTED,
         slot=lambda record: record.cleanup,
         bind=lambda _record, binding: {"cleanup": binding},
         classify=_side,
         foreign_code=FOREIGN,
         finish=_complete,
     )
-    if held.record.baseline == "existing":
-        return run_step(ctx, held, step, allow_dispatch=allow_dispatch)
-    return _nothing_to_drop(ctx, held, step, allow_dispatch=allow_dispatch)
 
 
 def _nothing_to_drop(ctx: Context, held: Held, step: DdlStep, *, allow_dispatch: bool) -> StepProgress:

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 from airflow_provider_dpone.contracts.authority_codec import AuthorityRecord
 from airflow_provider_dpone.contracts.authority_generation import ErrorClassification
-from airflow_provider_dpone.contracts.authority_phases import Phase, is_allowed
+from airflow_provider_dpone.contracts.authority_phases import VOID_EDGES, Phase, is_allowed
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.contracts.inventory import AdmittedInventory
 from airflow_provider_dpone.ports.publication import (
@@ -50,6 +50,18 @@ class ProtocolSettings:
     """How long a dispatch permit whose token is not in the DDL queue (and with no member effect) counts as in
     progress; afterwards the step fails closed with ``DISPATCH_UNPROVEN`` (it is never re-dispatched). It must
     exceed the dispatch request's send timeout."""
+
+    dispatch_deadline_ms: int = 10_000
+    """How old a permit may be when its one dispatch is sent: an older one is never sent (the step then fails closed
+    as unproven). It bounds how late a permit's request can reach the coordinator, which the void proof relies on."""
+
+    send_timeout_ms: int = 310_000
+    """The dispatching client's connect plus send timeout (the hook sets it from the connection): how long after it
+    is sent a request can still be arriving at the coordinator. Enters the void proof."""
+
+    void_skew_margin_ms: int = 60_000
+    """Allowed clock skew between the workers and the coordinator (``[dpone] void_skew_margin_seconds``). The void
+    proof requires the coordinator's start time to exceed the permit time by every margin, this one included."""
 
     replica_sync_timeout_seconds: float = 30.0
     """Bound of one replica's ``SYSTEM SYNC REPLICA`` wait (internal mode); past it the stage attempt stops with the
@@ -114,6 +126,8 @@ class Context:
         if looping and set(changes) - {"phase"} != loop_only:
             raise DponeError("DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_TRANSITION_INVALID", f"{phase} -> {phase}")
         record = held.record.evolve(write_id=self.ports.entropy.token(), updated_at_ms=self.now(), **changes)
+        if (held.record.phase, record.phase) in VOID_EDGES and len(record.voided) != len(held.record.voided) + 1:
+            raise DponeError("DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_TRANSITION_INVALID", f"{held.record.phase} back")
         return write_record(
             self.ports.authority, record, previous_phase=held.record.phase, previous_version=held.version
         )

@@ -15,7 +15,10 @@ and the completion update.
 
 A VOID verdict (no queue entry, no member effect, quiet period elapsed) is *not* a licence to dispatch again: a
 request can still be in flight, and a second permit could apply the same DDL twice. The step fails closed with
-``DISPATCH_UNPROVEN``; the runbook's manual proof decides.
+``DISPATCH_UNPROVEN``. Only the explicit operator action of :mod:`~airflow_provider_dpone.protocol.void_permit`, with
+recorded proof that the first request can no longer execute, empties the slot so that a retry takes a new permit.
+A permit older than ``dispatch_deadline_ms`` is never sent: that bounds how late its request can reach the
+coordinator, which the proof relies on.
 """
 
 from __future__ import annotations
@@ -61,10 +64,12 @@ class DdlStep:
     intent: DdlIntent
     phase: Phase
     """The phase the permit CAS writes (and the step stays in until it finishes)."""
+    dispatched_from: Phase
+    """The phase a permit is taken in, to which an explicitly voided permit returns (``protocol/void_permit.py``)."""
     slot: Callable[[AuthorityRecord], DdlBinding | None]
     """The step's binding in the record, ``None`` while no permit was taken."""
-    bind: Callable[[AuthorityRecord, DdlBinding], dict[str, Any]]
-    """The record changes that store a binding in the slot."""
+    bind: Callable[[AuthorityRecord, DdlBinding | None], dict[str, Any]]
+    """The record changes that store a binding in the slot (``None``: empty it again, after a void)."""
     classify: Classifier
     foreign_code: str
     finish: Callable[[Context, Held, DdlBinding], Held]
@@ -142,6 +147,8 @@ def _dispatch_once(ctx: Context, binding: DdlBinding, intent: DdlIntent) -> Disp
     """The single dispatch of a permit. ``None`` when the initiator's answer is unknown or a refusal: either way the
     queue entry and the members are observed next, never the dispatch repeated."""
     assert binding.correlation_token is not None and binding.query_digest is not None
+    if ctx.now() - binding.permitted_at_ms > ctx.settings.dispatch_deadline_ms:
+        return None  # too late to send: the request could arrive after a restart the void proof counts on
     settings = DispatchSettings(
         correlation_token=binding.correlation_token,
         query_digest=binding.query_digest,

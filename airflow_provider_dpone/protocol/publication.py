@@ -37,21 +37,21 @@ def publication_intent(ctx: Context, record: AuthorityRecord) -> DdlIntent:
 
 def publish(ctx: Context, held: Held, *, allow_dispatch: bool) -> StepProgress:
     """From STAGED: barrier, permit, one dispatch (only with ``allow_dispatch``); then reconcile, COMMITTED if done."""
-    return run_step(
-        ctx,
-        held,
-        DdlStep(
-            what="publication",
-            intent=publication_intent(ctx, held.record),
-            phase=Phase.PUBLICATION_DISPATCHING,
-            slot=lambda record: record.publication,
-            bind=lambda _record, binding: {"publication": binding},
-            classify=_side,
-            foreign_code=FOREIGN,
-            finish=_commit,
-            barrier=_barrier,
-        ),
-        allow_dispatch=allow_dispatch,
+    return run_step(ctx, held, publication_step(ctx, held.record), allow_dispatch=allow_dispatch)
+
+
+def publication_step(ctx: Context, record: AuthorityRecord) -> DdlStep:
+    return DdlStep(
+        what="publication",
+        intent=publication_intent(ctx, record),
+        phase=Phase.PUBLICATION_DISPATCHING,
+        dispatched_from=Phase.STAGED,
+        slot=lambda record: record.publication,
+        bind=lambda _record, binding: {"publication": binding},
+        classify=_side,
+        foreign_code=FOREIGN,
+        finish=_commit,
+        barrier=_barrier,
     )
 
 

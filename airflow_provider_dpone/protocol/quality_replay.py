@@ -99,7 +99,10 @@ def validate_complete(ctx: Context, held: Held, binding: QualityBinding) -> None
     core = binding.core
     completion = binding.completion_version
     assert completion is not None  # COMPLETE carries it (model invariant)
-    if completion > held.version or (held.record.phase is Phase.COMMITTED and completion != held.version):
+    # in COMMITTED the completion is the last write, unless a voided cleanup permit brought the record back there
+    voided_cleanup = any(void.step == "cleanup" for void in held.record.voided)
+    last_write = held.record.phase is Phase.COMMITTED and not voided_cleanup
+    if completion > held.version or (last_write and completion != held.version):
         raise DponeError(MISMATCH, f"completion version {completion}, authority at {held.version}")
     if core.inventory_digest != ctx.inventory.digest:
         raise DponeError(MISMATCH, "the live inventory differs from the one the evidence is bound to")

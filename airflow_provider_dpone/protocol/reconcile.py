@@ -81,6 +81,11 @@ def classify_observed(
 ) -> Side | None:
     """:func:`classify` of the (target UUID, candidate UUID) pair observed on ``member_id`` in one snapshot (two
     separate reads could straddle the DDL and show a pair no moment had, which would read as foreign)."""
+    return classify(*observe_pair(ctx, member_id), before=before, after=after)
+
+
+def observe_pair(ctx: Context, member_id: str) -> tuple[str | None, str | None]:
+    """The (target UUID, candidate-name UUID) pair of ``member_id``, read in one snapshot."""
     request = ctx.request
     try:
         target, candidate = ctx.session(member_id).table_uuids(
@@ -90,7 +95,7 @@ def classify_observed(
         raise DponeError(
             "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_INCOMPLETE", f"member {member_id} did not answer"
         ) from None
-    return classify(target, candidate, before=before, after=after)
+    return target, candidate
 
 
 def decide(

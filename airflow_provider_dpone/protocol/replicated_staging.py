@@ -89,29 +89,43 @@ def _artifact(record: AuthorityRecord) -> ArtifactReceipt:
 
 
 def _create(ctx: Context, held: Held) -> Held:
-    candidate = _candidate(held.record)
+    held = _complete(ctx, held, create_step(ctx, held.record))
+    load = _candidate(held.record).load
+    assert load is not None
+    load_once(ctx, load.member_id, load.candidate_uuid, _artifact(held.record))
+    return held
+
+
+def create_step(ctx: Context, record: AuthorityRecord) -> DdlStep:
     intent = CreateReplicatedTable(
         cluster=ctx.request.cluster,
         database=ctx.request.database,
         table=ctx.request.candidate_name,
-        uuid=candidate.uuid_intent,
+        uuid=_candidate(record).uuid_intent,
         spec=ctx.request.table,
     )
-    step = DdlStep(
+    return DdlStep(
         what="candidate create",
         intent=intent,
         phase=Phase.STAGING,
+        dispatched_from=Phase.STAGING,
         slot=lambda record: _candidate(record).create,
         bind=lambda record, binding: {"candidate": _candidate(record).model_copy(update={"create": binding})},
         classify=_create_side,
         foreign_code=FOREIGN,
         finish=_bind_created,
     )
-    held = _complete(ctx, held, step)
-    load = _candidate(held.record).load
-    assert load is not None
-    load_once(ctx, load.member_id, load.candidate_uuid, _artifact(held.record))
-    return held
+
+
+def bound_staging_step(ctx: Context, record: AuthorityRecord) -> DdlStep | None:
+    """The staging DDL step whose permit is bound and not yet reconciled (a rebuild drop, or a create still
+    INTENDED), or ``None``: what an explicit void of a staging permit applies to."""
+    candidate = _candidate(record)
+    if candidate.drop is not None:
+        return drop_step(ctx)
+    if candidate.stage is MemberStage.INTENDED and candidate.create is not None:
+        return create_step(ctx, record)
+    return None
 
 
 def _complete(ctx: Context, held: Held, step: DdlStep) -> Held:
@@ -228,17 +242,21 @@ def _sync(ctx: Context, member_id: str, timeout: float) -> bool:
 
 
 def _drop(ctx: Context, held: Held) -> Held:
-    step = DdlStep(
+    return _complete(ctx, held, drop_step(ctx))
+
+
+def drop_step(ctx: Context) -> DdlStep:
+    return DdlStep(
         what="candidate drop",
         intent=DropTable(cluster=ctx.request.cluster, database=ctx.request.database, table=ctx.request.candidate_name),
         phase=Phase.STAGING,
+        dispatched_from=Phase.STAGING,
         slot=lambda record: _candidate(record).drop,
         bind=lambda record, binding: {"candidate": _candidate(record).model_copy(update={"drop": binding})},
         classify=_drop_side,
         foreign_code=FOREIGN,
         finish=_intend_again,
     )
-    return _complete(ctx, held, step)
 
 
 def _intend_again(ctx: Context, held: Held, binding: DdlBinding) -> Held:

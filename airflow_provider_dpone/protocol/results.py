@@ -144,3 +144,17 @@ class Aborted:
 
 PublishResult = InProgress | Committed
 CleanupResult = InProgress | Completed
+
+
+@dataclass(frozen=True)
+class Voided:
+    """An explicitly voided dispatch permit: which step, its epoch and token, and the coordinator start time that
+    proved it dead; ``phase`` is the phase the operation returned to (its step is dispatched again from there)."""
+
+    operation_id: str
+    step: str
+    epoch: int
+    correlation_token: str
+    server_started_at_ms: int
+    phase_before: str
+    phase: str

@@ -10,6 +10,7 @@ Service API (what the four operators call, identically in internal and external 
     service.cleanup()                -> CleanupResult    # cleanup task: dispatch the one predecessor DROP or resume it
     service.reconcile_cleanup()      -> CleanupResult    # deferred poll: read-only (+ the COMPLETED CAS)
     service.abort()                  -> Aborted          # operator action, before publication only
+    service.void_permit()            -> Voided           # operator action: release a permit proven dead
 
 Every result carries the phase before and after the call and, for stage, each member's progress: the task logs and
 pushes them without a read of its own.
@@ -64,6 +65,7 @@ from airflow_provider_dpone.protocol.results import (
     InProgress,
     PublishResult,
     StageResult,
+    Voided,
     capsule_of,
     load_member,
     member_progress,
@@ -72,6 +74,7 @@ from airflow_provider_dpone.protocol.results import (
 from airflow_provider_dpone.protocol.runtime_facts import admit_runtime
 from airflow_provider_dpone.protocol.seal import bind_artifact_and_baseline
 from airflow_provider_dpone.protocol.staging import stage_all
+from airflow_provider_dpone.protocol.void_permit import void_permit
 
 _NOT_YET_PUBLISHED = frozenset({Phase.LOCKED, Phase.STAGING, Phase.STAGED})
 
@@ -155,6 +158,25 @@ class PublicationService:
                 raise DponeError("DPONE_CLICKHOUSE_CLUSTER_INVENTORY_DRIFT", "a bound member left the inventory")
             record = abort_before_publication(ctx, Held(record, current.version)).record
         return Aborted(record.operation_id, record.phase.value, phase_before=before.phase.value)
+
+    def void_permit(self) -> Voided:
+        """Operator action: release a permit whose dispatch is unproven, with recorded proof that its request can no
+        longer execute (:mod:`void_permit`); the next publish, cleanup or stage attempt takes a new permit."""
+        ctx, current = self._begin()
+        held = require_own(ctx, current)
+        before = held.record.phase
+        held, proof = void_permit(ctx, held)
+        permit = proof.permit
+        assert permit.correlation_token is not None  # a voided permit was dispatched (model invariant)
+        return Voided(
+            operation_id=held.record.operation_id,
+            step=proof.step,
+            epoch=permit.epoch,
+            correlation_token=permit.correlation_token,
+            server_started_at_ms=proof.server_started_at_ms,
+            phase_before=before.value,
+            phase=held.record.phase.value,
+        )
 
     # --- phases ---------------------------------------------------------------------------------------------------
 

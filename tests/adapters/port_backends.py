@@ -9,6 +9,7 @@ store), and a way to lose the response of the next mutation of one kind (fault i
 from __future__ import annotations
 
 import re
+import time
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
@@ -56,6 +57,22 @@ class PortBackend(Protocol):
 
     def start_fetches(self, member_id: str, table: str) -> None: ...
 
+    def stall_coordinator(self) -> None:
+        """The coordinator keeps the next ON CLUSTER request it receives and queues nothing (a SIGSTOP)."""
+        ...
+
+    def release_coordinator(self) -> None:
+        """The stalled coordinator wakes up and queues what it held, late."""
+        ...
+
+    def restart_coordinator(self) -> None:
+        """The coordinator's server restarts now, its Keeper (the authority) living on: what it held dies."""
+        ...
+
+    def now_ms(self) -> int:
+        """The coordinator's clock."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -97,8 +114,25 @@ class FakeBackend:
     def start_fetches(self, member_id: str, table: str) -> None:
         self.world.member(member_id).fetch_paused = False
 
+    def stall_coordinator(self) -> None:
+        self.world.stall_coordinator()
+
+    def release_coordinator(self) -> None:
+        self.world.resume_coordinator()
+
+    def restart_coordinator(self) -> None:
+        self.world.clock.advance(1000)
+        self.world.restart_coordinator()
+
+    def now_ms(self) -> int:
+        return self.world.clock.now_ms()
+
     def close(self) -> None:
         return None
+
+
+def _wall_ms() -> int:
+    return int(time.time() * 1000)  # the embedded processes share this machine's clock
 
 
 def _value(value: object) -> str:
@@ -190,6 +224,18 @@ class EmbeddedBackend:
     def start_fetches(self, member_id: str, table: str) -> None:
         del table
         self.embedded.faults.resume_replication(self.process_of(member_id))
+
+    def stall_coordinator(self) -> None:
+        self.embedded.faults.hold_ddl("coordinator", match="ON CLUSTER")
+
+    def release_coordinator(self) -> None:
+        self.embedded.faults.release_ddl("coordinator")
+
+    def restart_coordinator(self) -> None:
+        self.embedded.faults.emulate_restart("coordinator")
+
+    def now_ms(self) -> int:
+        return _wall_ms()
 
     def close(self) -> None:
         self.adapters.close()

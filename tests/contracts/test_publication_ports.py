@@ -5,6 +5,7 @@ so a fake that drifts from ClickHouse's behaviour fails here.
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -441,3 +442,66 @@ def test_a_lost_dispatch_response_is_unknown_and_the_entry_and_effect_are_observ
     assert status is not None and all(host.succeeded for host in status.hosts)
     for member_id in before:
         assert not session(backend, member_id).observe_table(backend.database, "cand", with_content=False).exists
+
+
+def test_the_coordinator_start_time_is_a_lower_bound_that_a_restart_moves_forward(backend: PortBackend) -> None:
+    ddl = backend.ports.ddl
+    first = ddl.server_started_at_ms()
+    assert first <= backend.now_ms()
+    assert abs(ddl.server_started_at_ms() - first) <= 1000  # the same start, to uptime()'s whole seconds
+    before = backend.now_ms()
+    backend.restart_coordinator()
+    after = ddl.server_started_at_ms()
+    assert before - 1000 <= after <= backend.now_ms() and after > first
+
+
+def _stalled_exchange(backend: PortBackend) -> tuple[DispatchSettings, list[BaseException], threading.Thread]:
+    """An EXCHANGE sent to a stalled coordinator, from a thread (the embedded request blocks until woken)."""
+    intent = ExchangeTables(cluster=backend.cluster, database=backend.database, left="target", right="cand")
+    token = settings()
+    failures: list[BaseException] = []
+
+    def send() -> None:
+        try:
+            backend.ports.ddl.dispatch(backend.inventory, intent, token)
+        except OutcomeUnknownError as error:
+            failures.append(error)
+
+    backend.stall_coordinator()
+    sender = threading.Thread(target=send, daemon=True)
+    sender.start()
+    time.sleep(0.5)
+    assert backend.ports.ddl.queue_status(backend.inventory, token.correlation_token) is None
+    return token, failures, sender
+
+
+def test_a_stalled_coordinator_queues_its_held_request_late_once_woken(backend: PortBackend) -> None:
+    before = {m: (candidate(backend, m, "target"), candidate(backend, m, "cand")) for m in members(backend)}
+    token, _, sender = _stalled_exchange(backend)
+    for member_id, pair in before.items():
+        assert session(backend, member_id).table_uuids(backend.database, ("target", "cand")) == pair
+    backend.release_coordinator()
+    sender.join(timeout=30)
+    deadline = time.monotonic() + 10
+    while True:
+        status = backend.ports.ddl.queue_status(backend.inventory, token.correlation_token)
+        if (status is not None and all(host.succeeded for host in status.hosts)) or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert status is not None and all(host.succeeded for host in status.hosts)
+    for member_id, (target_uuid, candidate_uuid) in before.items():
+        pair = session(backend, member_id).table_uuids(backend.database, ("target", "cand"))
+        assert pair == (candidate_uuid, target_uuid)  # exactly one exchange
+
+
+def test_a_request_held_by_a_coordinator_dies_when_it_restarts(backend: PortBackend) -> None:
+    before = {m: (candidate(backend, m, "target"), candidate(backend, m, "cand")) for m in members(backend)}
+    token, failures, sender = _stalled_exchange(backend)
+    backend.restart_coordinator()
+    sender.join(timeout=30)
+    assert not sender.is_alive() and len(failures) == 1  # the client never learns an outcome
+    backend.release_coordinator()  # nothing is held any more
+    time.sleep(0.5)
+    assert backend.ports.ddl.queue_status(backend.inventory, token.correlation_token) is None
+    for member_id, pair in before.items():
+        assert session(backend, member_id).table_uuids(backend.database, ("target", "cand")) == pair

@@ -73,6 +73,17 @@ def test_up_status_fault_down(tmp_path: Path) -> None:
         }
         armed = _cli("fault", "--dir", directory, "resume-replication", "1")
         assert ("member1", "pause_replication") not in {(f["target"], f["kind"]) for f in armed["armed"]}
+        armed = _cli("fault", "--dir", directory, "hold-ddl", "coordinator", "--match", "^EXCHANGE")
+        assert ("coordinator", "hold_ddl", "^EXCHANGE") in {
+            (f["target"], f["kind"], f["pattern"]) for f in armed["armed"]
+        }
+        before = int(client.command("SELECT uptime()"))
+        armed = _cli("fault", "--dir", directory, "emulate-restart", "coordinator")
+        assert "hold_ddl" not in {f["kind"] for f in armed["armed"]}  # the held request died with the server
+        assert int(client.command("SELECT uptime()")) <= before
+        _cli("fault", "--dir", directory, "hold-ddl", "coordinator")
+        armed = _cli("fault", "--dir", directory, "release-ddl", "coordinator")
+        assert "hold_ddl" not in {f["kind"] for f in armed["armed"]}
         assert _cli("fault", "--dir", directory, "reset") == {"armed": [], "killed": []}
     finally:
         stopped = _cli("down", "--dir", directory)

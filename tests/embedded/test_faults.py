@@ -160,3 +160,19 @@ def test_keeper_map_does_not_survive_a_restart_of_its_process(
         embedded_cluster.client("member1").command(f"SELECT count() FROM {table}")
     assert error.value.code == 668
     embedded_cluster.client("member1").command(f"DROP TABLE {table} SYNC")
+
+
+def test_uptime_counts_from_the_process_start_and_an_emulated_restart_sets_it_back(
+    embedded_cluster: EmbeddedCluster, fresh_database: str
+) -> None:
+    """chdb answers 0; the embedded server answers the seconds since it started, in any spelling and position, but
+    never inside a string literal. An emulated restart keeps tables and the KeeperMap authority."""
+    client = embedded_cluster.client("coordinator")
+    table = f"`{fresh_database}`.kept"
+    client.command(f"CREATE TABLE {table} (a UInt8) ENGINE = MergeTree ORDER BY a")
+    time.sleep(1.1)
+    up, text = client.query("SELECT UpTime( ), 'uptime()'").result_rows[0]
+    assert int(up) >= 1 and text == "uptime()"
+    embedded_cluster.faults.emulate_restart("coordinator")
+    assert int(client.command("SELECT uptime()")) == 0
+    assert int(client.command(f"EXISTS TABLE {table}")) == 1

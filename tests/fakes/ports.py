@@ -247,7 +247,7 @@ class FakeClusterDDL:
         world.dispatched.append(settings)
         correlation_token, query_digest = settings.correlation_token, settings.query_digest
 
-        def effect() -> DispatchOutcome:
+        def enqueue() -> QueueEntry:
             entry = QueueEntry(
                 name=f"query-{len(world.queue):010d}",
                 token=correlation_token,
@@ -258,6 +258,13 @@ class FakeClusterDDL:
             world.queue.append(entry)
             for member in world.members:
                 world._run_worker(member)
+            return entry
+
+        def effect() -> DispatchOutcome:
+            if world.coordinator_stalled:
+                world.held.append(enqueue)
+                raise OutcomeUnknownError("the coordinator did not answer within the send/receive timeout")
+            entry = enqueue()
             finished = tuple(mid for mid, (state, code) in entry.hosts.items() if state is HostDdlState.FINISHED)
             failed = tuple(mid for mid, (_, code) in entry.hosts.items() if code)
             if failed:
@@ -283,6 +290,10 @@ class FakeClusterDDL:
             return None
 
         return self.world.faults.read("ddl.queue_status", effect)
+
+    def server_started_at_ms(self) -> int:
+        self.world.calls["ddl.server_started_at"] += 1
+        return self.world.faults.read("ddl.server_started_at", lambda: self.world.coordinator_started_at_ms)
 
 
 @dataclass

@@ -30,7 +30,7 @@ from __future__ import annotations
 import hashlib
 import uuid as uuidlib
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING
@@ -234,6 +234,30 @@ class FakeWorld:
         from tests.fakes.acceptance import FakeAcceptanceReader
 
         self.acceptance = FakeAcceptanceReader(self)
+        self.coordinator_started_at_ms = self.clock.now_ms() - 86_400_000
+        self.coordinator_stalled = False
+        self.held: list[Callable[[], object]] = []
+        """Dispatches a stalled coordinator received and holds: :meth:`resume_coordinator` runs them (late),
+        :meth:`restart_coordinator` loses them."""
+
+    # --- the coordinator ------------------------------------------------------------------------------------------
+
+    def stall_coordinator(self) -> None:
+        """The coordinator keeps receiving ON CLUSTER requests but queues none of them (their clients time out)."""
+        self.coordinator_stalled = True
+
+    def resume_coordinator(self) -> None:
+        """The stalled coordinator wakes up and queues every request it held, in order."""
+        self.coordinator_stalled = False
+        held, self.held = self.held, []
+        for queue_it in held:
+            queue_it()
+
+    def restart_coordinator(self) -> None:
+        """The coordinator restarts now: requests it held die with it; its Keeper (the authority) lives on."""
+        self.coordinator_stalled = False
+        self.held = []
+        self.coordinator_started_at_ms = self.clock.now_ms()
 
     # --- world setup ----------------------------------------------------------------------------------------------
 

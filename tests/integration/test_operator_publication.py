@@ -234,3 +234,28 @@ def test_the_convergence_bound_is_a_deployment_setting(monkeypatch: pytest.Monke
     assert protocol_settings() == ProtocolSettings()
     monkeypatch.setenv("AIRFLOW__DPONE__REPLICA_SYNC_TIMEOUT_SECONDS", "7.5")
     assert protocol_settings().replica_sync_timeout_seconds == 7.5
+
+
+def test_the_void_proofs_margins_come_from_the_connection_and_the_deployment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_provider_dpone.contracts.connection import ClickHouseConnectionOptions
+    from airflow_provider_dpone.contracts.errors import DponeError
+    from airflow_provider_dpone.hooks.publication import protocol_settings
+
+    options = ClickHouseConnectionOptions(connect_timeout_seconds=2, send_receive_timeout_seconds=7)
+    assert protocol_settings(options).send_timeout_ms == 9_000
+    assert protocol_settings().void_skew_margin_ms == 60_000  # the safe default
+    monkeypatch.setenv("AIRFLOW__DPONE__VOID_SKEW_MARGIN_SECONDS", "5")
+    assert protocol_settings(options).void_skew_margin_ms == 5_000
+    monkeypatch.setenv("AIRFLOW__DPONE__VOID_SKEW_MARGIN_SECONDS", "-1")
+    with pytest.raises(DponeError) as raised:
+        protocol_settings(options)
+    assert raised.value.code == "DPONE_CLICKHOUSE_CLUSTER_REQUEST_INVALID"
+
+
+def test_the_void_permit_operator_refuses_a_negative_skew_margin_when_the_dag_is_parsed() -> None:
+    from airflow_provider_dpone.operators import DponeVoidPermitOperator
+
+    with pytest.raises(ValueError, match="skew_margin_seconds"):
+        DponeVoidPermitOperator(
+            task_id="v", manifest=str(MANIFEST), target_dag_id="d", target_run_id="r", skew_margin_seconds=-1
+        )

@@ -304,7 +304,7 @@ def test_abort_waits_until_the_candidate_create_ran_on_every_replica_so_no_repli
     sim.check_invariants()
 
 
-def test_abort_of_a_void_create_permit_is_allowed_after_the_quiet_period() -> None:
+def test_abort_of_an_unproven_create_permit_waits_for_its_void() -> None:
     sim = internal(2)
     sim.world.faults.schedule([(point_of(sim, "ddl.dispatch"), FaultKind.CRASH_BEFORE)])
     sim.service().fence()
@@ -313,5 +313,24 @@ def test_abort_of_a_void_create_permit_is_allowed_after_the_quiet_period() -> No
     assert error_code(lambda: sim.service().abort()) == "DPONE_CLICKHOUSE_CLUSTER_STAGING_DDL_PENDING"
     sim.world.clock.advance(RETRY_DELAY_MS)
     assert error_code(lambda: sim.service().stage(sim.source)) == "DPONE_CLICKHOUSE_CLUSTER_DISPATCH_UNPROVEN"
+    pending = "DPONE_CLICKHOUSE_CLUSTER_STAGING_DDL_PENDING"
+    assert error_code(lambda: sim.service().abort()) == pending  # the quiet period proves nothing
+    sim.world.clock.advance(RETRY_DELAY_MS)
+    sim.world.restart_coordinator()  # later than the permit plus every margin
+    assert sim.service().void_permit().step == "candidate create"
     assert sim.service().abort().phase == "ABORTED"  # the runbook's way out once the permit is proven void
     assert sim.world.queue == [] and sim.world.calls["ddl.dispatch"] == 1
+
+
+def test_a_create_held_by_a_stalled_coordinator_is_never_left_behind_by_an_abort() -> None:
+    sim = internal(2)
+    sim.service().fence()
+    sim.world.stall_coordinator()
+    assert error_code(lambda: sim.service().stage(sim.source)) == "DPONE_CLICKHOUSE_CLUSTER_STAGING_DDL_PENDING"
+    sim.world.clock.advance(RETRY_DELAY_MS)
+    assert error_code(lambda: sim.service().abort()) == "DPONE_CLICKHOUSE_CLUSTER_STAGING_DDL_PENDING"
+    sim.world.resume_coordinator()  # the late CREATE runs on every replica
+    assert all(sim.world.table(m, sim.request.candidate_name) is not None for m in sim.world.members)
+    assert sim.service().abort().phase == "ABORTED"
+    assert all(sim.world.table(m, sim.request.candidate_name) is None for m in sim.world.members)
+    sim.check_invariants()

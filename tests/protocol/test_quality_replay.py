@@ -364,3 +364,25 @@ def test_a_capsule_whose_completion_would_not_fit_is_refused_before_it_is_bound(
     assert sim.record().phase is Phase.STAGING and not [e for e in sim.world.queue if e.intent.kind != "create"]
     monkeypatch.undo()
     assert isinstance(sim.service().stage(sim.source).phase, str) and capsule(sim).state == "PREPARED"
+
+
+def test_a_voided_cleanup_permit_keeps_the_complete_capsule_valid_and_cleanup_completes() -> None:
+    """The void returns the record to COMMITTED after the capsule's completion write: the capsule stays COMPLETE, its
+    completion version precedes the void, and the cleanup retry validates it instead of refusing a MISMATCH."""
+    sim = durable()
+    sim.service().fence()
+    sim.service().stage(sim.source)
+    assert isinstance(sim.service().publish(), Committed)
+    assert capsule(sim).state == "COMPLETE"
+    completion = capsule(sim).completion_version
+    sim.world.stall_coordinator()
+    sim.service().cleanup()
+    sim.world.clock.advance(600_000)
+    assert error_code(lambda: sim.service().cleanup()) == "DPONE_CLICKHOUSE_CLUSTER_DISPATCH_UNPROVEN"
+    sim.world.clock.advance(600_000)
+    sim.world.restart_coordinator()
+    assert sim.service().void_permit().phase == "COMMITTED"
+    assert capsule(sim).completion_version == completion and capsule(sim).state == "COMPLETE"
+    assert isinstance(sim.service().publish(), Committed)  # replays validate the capsule
+    assert isinstance(sim.service().cleanup(), Completed)
+    sim.check_converged()

@@ -39,18 +39,20 @@ SEED_DIAGRAM = {
 ABORT_BEFORE_PUBLICATION = {(Phase.STAGING, Phase.ABORTED), (Phase.STAGED, Phase.ABORTED)}  # seed §6.7
 CAPSULE_COMPLETION = {(Phase.COMMITTED, Phase.COMMITTED)}  # seed 002: the capsule's completion writes
 READER_FENCE = {(Phase.COMPLETED, Phase.COMPLETED)}  # seed 002: the durable reader fence of a validation
+VOIDED_PERMIT = {(Phase.PUBLICATION_DISPATCHING, Phase.STAGED), (Phase.CLEANUP_DISPATCHING, Phase.COMMITTED)}
+"""Seed 000 §5.4: the explicit void of a permit proven dead returns to the phase its step is dispatched from."""
 
 
 def test_transition_table_is_the_seed_state_machine() -> None:
     allowed = {(old, new) for old, news in ALLOWED_TRANSITIONS.items() for new in news}
-    assert allowed == SEED_DIAGRAM | ABORT_BEFORE_PUBLICATION | CAPSULE_COMPLETION | READER_FENCE
+    assert allowed == SEED_DIAGRAM | ABORT_BEFORE_PUBLICATION | CAPSULE_COMPLETION | READER_FENCE | VOIDED_PERMIT
     assert set(Phase) == {new for _, new in allowed}
 
 
 @pytest.mark.parametrize("old", [None, *Phase])
 @pytest.mark.parametrize("new", list(Phase))
 def test_every_transition_is_decided_by_the_table(old: Phase | None, new: Phase) -> None:
-    if (old, new) in SEED_DIAGRAM | ABORT_BEFORE_PUBLICATION | CAPSULE_COMPLETION | READER_FENCE:
+    if (old, new) in SEED_DIAGRAM | ABORT_BEFORE_PUBLICATION | CAPSULE_COMPLETION | READER_FENCE | VOIDED_PERMIT:
         require_transition(old, new)
     else:
         with pytest.raises(DponeError) as raised:

@@ -123,3 +123,10 @@ class ClickHouseClusterDDL:
             )
         statuses.sort(key=lambda host_status: host_status.member_id)
         return QueueEntryStatus(entry=name, correlation_token=correlation_token, hosts=tuple(statuses))
+
+    def server_started_at_ms(self) -> int:
+        try:
+            rows: list[Any] = list(self.coordinator.reader().query(sql_cluster_ddl.SERVER_STARTED_AT).result_rows)
+            return int(rows[0][0])
+        except Exception as error:  # noqa: BLE001 -- every read failure is "unavailable"
+            raise UnavailableError(f"server start time read failed ({type(error).__name__})") from None

@@ -13,6 +13,9 @@ correlation token -- plus a bounded ``distributed_ddl_task_timeout``. The settin
 clause, so they are part of the formatted query text ClickHouse stores in the distributed DDL queue entry:
 ``system.distributed_ddl_queue.query`` contains the token, and the one entry of a permit is found by the token alone
 (a SQL comment would not survive formatting). Queue observation reads only that entry's rows, one per host.
+
+The coordinator's start time (the void proof of ``protocol/void_permit.py``) is its clock minus ``uptime()``. Uptime
+counts whole seconds, so one more second is subtracted: the answer is a lower bound, never later than the start.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from airflow_provider_dpone.contracts.identifiers import qualified_clickhouse, q
 from airflow_provider_dpone.ports.publication import DdlIntent, DispatchSettings
 
 DEFAULT_TASK_TIMEOUT_SECONDS: Final[int] = 120
+SERVER_STARTED_AT: Final[str] = "SELECT toUnixTimestamp64Milli(now64(3)) - (toUInt64(uptime()) + 1) * 1000"
 _TOKEN: Final[re.Pattern[str]] = re.compile(r"[0-9a-f]{32}")
 
 

@@ -340,13 +340,44 @@ RUNTIME_ADMISSION: tuple[ErrorCode, ...] = (
         "DPONE_CLICKHOUSE_CLUSTER_DISPATCH_UNPROVEN",
         "a dispatch permit was taken but its DDL never reached the queue within the quiet period and no member shows "
         "an effect; whether the request is still in flight cannot be proven, so nothing is re-dispatched",
-        "follow the runbook's manual proof for the bound correlation token; all objects and the record are retained",
+        "all objects and the record are retained; follow the runbook: restart the coordinator, wait past the permit "
+        "time plus the margins, run the void-permit action (DponeVoidPermitOperator or dpone void-permit), then retry",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_VOID_NOTHING_TO_VOID",
+        "the void-permit action found no bound dispatch permit to void in the operation's phase (nothing changed)",
+        "void only an operation stopped with DISPATCH_UNPROVEN; check the DAG run, the manifest and the phase",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_VOID_RESTART_UNPROVEN",
+        "the void-permit action has no proof that the coordinator restarted after the permit time plus the dispatch "
+        "deadline, the send timeout and the clock-skew margin (or its start time could not be read); a stalled "
+        "coordinator may still hold the request, so nothing changed",
+        "restart the coordinator server once that much time has passed since the permit (the detail says how much "
+        "later it must start), wait until it answers, then run the void-permit action again",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_VOID_QUEUE_ENTRY_EXISTS",
+        "the void-permit action found a distributed DDL queue entry carrying the permit's token: the request was "
+        "queued, so the permit is not void and nothing changed",
+        "do not void it: retry the stopped task, which reconciles the entry and every member",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_VOID_MEMBER_CHANGED",
+        "the void-permit action found a member whose tables are not exactly the step's pre-dispatch UUIDs: the DDL "
+        "(or something foreign) took effect, so the permit is not void and nothing changed",
+        "do not void it: retry the stopped task to reconcile, and diagnose the member from the retained objects",
         retryable=False,
     ),
     ErrorCode(
         "DPONE_CLICKHOUSE_CLUSTER_STAGING_DDL_PENDING",
         "the replicated candidate's bound ON CLUSTER create or drop has not finished on every replica yet",
-        "retry the stage task: it resumes the same bound queue entry by observation; nothing is re-dispatched",
+        "retry the stage task: it resumes the same bound queue entry by observation; nothing is re-dispatched (an "
+        "abort waits the same way; when the entry never appears, void the permit as the runbook says, then abort)",
         retryable=True,
     ),
     ErrorCode(

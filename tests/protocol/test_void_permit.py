@@ -1,0 +1,330 @@
+"""A stalled coordinator, the fail-closed stop it causes, and the explicit void of the permit (seed 000 §5.4, §6.5).
+
+The fake coordinator can stall (it takes ON CLUSTER requests and queues none: the client times out), wake up (it
+queues what it held, late) or restart (what it held dies; its Keeper lives on). Every assertion is about the world's
+physical state (queue entries, UUIDs, rows) and the authority record, never about what the protocol says of itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from airflow_provider_dpone.contracts.authority_generation import VoidedPermit
+from airflow_provider_dpone.contracts.authority_phases import Phase
+from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.contracts.inventory import ReplicationMode
+from airflow_provider_dpone.protocol.authority_io import Held
+from airflow_provider_dpone.protocol.results import Committed, InProgress
+from tests.fakes.faults import SINGLE_FAULT_KINDS, FaultKind, SimulatedCrash
+from tests.fakes.ports import FakeClusterDDL
+from tests.protocol.sim import NEW_ROWS, SETTINGS, UNPROVEN, Sim, error_code, rows_of
+
+NOTHING = "DPONE_CLICKHOUSE_CLUSTER_VOID_NOTHING_TO_VOID"
+RESTART = "DPONE_CLICKHOUSE_CLUSTER_VOID_RESTART_UNPROVEN"
+QUEUED = "DPONE_CLICKHOUSE_CLUSTER_VOID_QUEUE_ENTRY_EXISTS"
+EFFECT = "DPONE_CLICKHOUSE_CLUSTER_VOID_MEMBER_CHANGED"
+MARGINS_MS = SETTINGS.dispatch_deadline_ms + SETTINGS.send_timeout_ms + SETTINGS.void_skew_margin_ms
+
+
+def exchanges(sim: Sim) -> int:
+    """EXCHANGE statements that reached the queue (each one the workers ran on every member)."""
+    return sum(entry.intent.kind == "exchange" for entry in sim.world.queue)
+
+
+def keeper_row(sim: Sim) -> object:
+    return sim.world.keeper[sim.request.target_key]
+
+
+def stalled_publication(mode: ReplicationMode = "external") -> Sim:
+    """Staged; then the coordinator stalls holding the EXCHANGE and the publish task fails closed."""
+    sim = Sim.build(mode=mode)
+    sim.service().fence()
+    sim.service().stage(sim.source)
+    sim.world.stall_coordinator()
+    early = sim.service().publish()
+    assert isinstance(early, InProgress) and early.entry is None
+    sim.world.clock.advance(SETTINGS.dispatch_quiet_ms)
+    assert error_code(lambda: sim.service().publish()) == UNPROVEN
+    assert sim.world.held and exchanges(sim) == 0
+    return sim
+
+
+def permit_time(sim: Sim) -> int:
+    binding = sim.record().publication
+    assert binding is not None
+    return binding.permitted_at_ms
+
+
+def restart_after_margins(sim: Sim, permitted_at: int) -> None:
+    sim.world.clock.ms = max(sim.world.clock.ms, permitted_at + MARGINS_MS + 1)
+    sim.world.restart_coordinator()
+
+
+def test_a_stalled_coordinator_runs_its_exchange_late_exactly_once_and_nothing_commits_before_it() -> None:
+    sim = stalled_publication()
+    record = sim.record()
+    assert record.phase is Phase.PUBLICATION_DISPATCHING and record.last_error is not None
+    assert record.last_error.code == UNPROVEN
+    for _ in range(3):  # retries after the stop never dispatch again
+        sim.world.clock.advance(SETTINGS.dispatch_quiet_ms)
+        assert error_code(lambda: sim.service().publish()) == UNPROVEN
+    assert sim.world.calls["ddl.dispatch"] == 1
+    assert rows_of(sim, 0, "target_table") != Counter(NEW_ROWS)
+    sim.world.resume_coordinator()  # the late request runs now
+    assert exchanges(sim) == 1
+    committed = sim.service().publish()  # the bound entry now proves the one exchange
+    assert isinstance(committed, Committed)
+    sim.check_success(committed)
+    assert exchanges(sim) == 1 and sim.world.calls["ddl.dispatch"] == 1
+    assert sim.run_dag() == "completed"
+    sim.check_converged()
+
+
+def test_void_with_restart_proof_releases_the_permit_and_the_retry_publishes_exactly_once() -> None:
+    sim = stalled_publication()
+    first = sim.record().publication
+    assert first is not None
+    restart_after_margins(sim, first.permitted_at_ms)
+    voided = sim.service().void_permit()
+    assert (voided.step, voided.phase_before, voided.phase) == ("publication", "PUBLICATION_DISPATCHING", "STAGED")
+    record = sim.record()
+    assert record.phase is Phase.STAGED and record.publication is None and record.last_error is None
+    (proof,) = record.voided
+    assert proof.permit == first and proof.server_started_at_ms == sim.world.coordinator_started_at_ms
+    assert (proof.dispatch_deadline_ms, proof.send_timeout_ms, proof.skew_margin_ms) == (
+        SETTINGS.dispatch_deadline_ms,
+        SETTINGS.send_timeout_ms,
+        SETTINGS.void_skew_margin_ms,
+    )
+    assert [m.member_id for m in proof.members] == list(record.member_ids())
+    for observed in proof.members:
+        member = record.member(observed.member_id)
+        assert (observed.target_uuid, observed.candidate_uuid) == (member.target_uuid, member.candidate_uuid)
+    assert sim.run_dag() == "completed"
+    second = sim.record().publication
+    assert second is not None
+    assert second.epoch > first.epoch and second.correlation_token != first.correlation_token
+    assert exchanges(sim) == 1 and len(sim.record().voided) == 1
+    sim.check_converged()
+    again = sim.service().void_permit  # a completed operation has nothing to void
+    assert error_code(again) == NOTHING
+
+
+@pytest.mark.parametrize("late_ms", [None, 0, 1])
+def test_void_without_a_late_enough_restart_is_refused_and_changes_nothing(late_ms: int | None) -> None:
+    """No restart at all; a restart exactly at the permit plus every margin; one just before that. A restart alone is
+    not proof: a request sent after it would still run."""
+    sim = stalled_publication()
+    if late_ms is not None:
+        sim.world.clock.ms = permit_time(sim) + MARGINS_MS - late_ms
+        sim.world.restart_coordinator()
+    before = keeper_row(sim)
+    assert error_code(lambda: sim.service().void_permit()) == RESTART
+    assert keeper_row(sim) == before and sim.record().phase is Phase.PUBLICATION_DISPATCHING
+
+
+def test_void_is_refused_once_the_request_reached_the_queue() -> None:
+    sim = stalled_publication()
+    sim.world.resume_coordinator()
+    restart_after_margins(sim, permit_time(sim))
+    before = keeper_row(sim)
+    assert error_code(lambda: sim.service().void_permit()) == QUEUED
+    assert keeper_row(sim) == before
+    assert isinstance(sim.service().publish(), Committed) and exchanges(sim) == 1
+
+
+def test_void_is_refused_when_a_member_shows_an_effect() -> None:
+    sim = stalled_publication()
+    restart_after_margins(sim, permit_time(sim))
+    member = sim.world.members[1]
+    tables = member.tables
+    target, candidate = (sim.world.database, "target_table"), (sim.world.database, sim.request.candidate_name)
+    tables[target], tables[candidate] = tables[candidate], tables[target]
+    before = keeper_row(sim)
+    assert error_code(lambda: sim.service().void_permit()) == EFFECT
+    assert keeper_row(sim) == before
+
+
+def test_nothing_to_void_before_any_permit() -> None:
+    sim = Sim.build()
+    sim.service().fence()
+    sim.service().stage(sim.source)
+    before = keeper_row(sim)
+    assert error_code(lambda: sim.service().void_permit()) == NOTHING
+    assert keeper_row(sim) == before
+
+
+def test_a_voided_cleanup_permit_returns_to_committed_and_cleanup_drops_exactly_once() -> None:
+    sim = Sim.build()
+    sim.service().fence()
+    sim.service().stage(sim.source)
+    assert isinstance(sim.service().publish(), Committed)
+    sim.world.stall_coordinator()
+    assert isinstance(sim.service().cleanup(), InProgress)
+    sim.world.clock.advance(SETTINGS.dispatch_quiet_ms)
+    assert error_code(lambda: sim.service().cleanup()) == UNPROVEN
+    cleanup = sim.record().cleanup
+    assert cleanup is not None
+    restart_after_margins(sim, cleanup.permitted_at_ms)
+    voided = sim.service().void_permit()
+    assert (voided.step, voided.phase) == ("cleanup", "COMMITTED")
+    assert sim.run_dag() == "completed"
+    assert sum(entry.intent.kind == "drop" for entry in sim.world.queue) == 1
+    sim.check_converged()
+
+
+def test_a_voided_candidate_create_permit_of_the_internal_route_is_taken_again_and_stages() -> None:
+    sim = Sim.build(mode="internal")
+    sim.service().fence()
+    sim.world.stall_coordinator()
+    assert error_code(lambda: sim.service().stage(sim.source)) == "DPONE_CLICKHOUSE_CLUSTER_STAGING_DDL_PENDING"
+    sim.world.clock.advance(SETTINGS.dispatch_quiet_ms)
+    assert error_code(lambda: sim.service().stage(sim.source)) == UNPROVEN
+    record = sim.record()
+    assert record.phase is Phase.STAGING
+    create = record.candidate.create if hasattr(record, "candidate") and record.candidate else None
+    assert create is not None
+    restart_after_margins(sim, create.permitted_at_ms)
+    voided = sim.service().void_permit()
+    assert (voided.step, voided.phase) == ("candidate create", "STAGING")
+    assert sim.run_dag() == "completed"
+    assert sum(entry.intent.kind == "create" for entry in sim.world.queue) == 1
+    sim.check_converged()
+
+
+def test_a_stalled_exchange_of_the_internal_route_is_voided_and_published_once() -> None:
+    sim = stalled_publication("internal")
+    restart_after_margins(sim, permit_time(sim))
+    assert sim.service().void_permit().phase == "STAGED"
+    assert sim.run_dag() == "completed"
+    assert exchanges(sim) == 1
+    sim.check_converged()
+
+
+# --- the void CAS in the fault matrix -----------------------------------------------------------------------------
+
+
+def _ready_to_void() -> Sim:
+    sim = stalled_publication()
+    restart_after_margins(sim, permit_time(sim))
+    return sim
+
+
+def _void_points() -> list[tuple[int, str]]:
+    sim = _ready_to_void()
+    start = sim.world.faults.counter
+    sim.service().void_permit()
+    return list(enumerate(sim.world.faults.trace))[start:]
+
+
+def test_every_fault_of_the_void_is_resolved_by_reading_back_never_by_writing_twice() -> None:
+    """Crash before, crash after, lost response at every I/O point of the void (its reads and its one CAS): a later
+    void (faults off) reports the void done, exactly once in the record, and the retry publishes exactly once."""
+    points = _void_points()
+    assert {name for _, name in points} >= {"authority.cas", "ddl.server_started_at", "ddl.queue_status"}
+    runs = 0
+    for point, name in points:
+        for kind in SINGLE_FAULT_KINDS:
+            sim = _ready_to_void()
+            sim.world.faults.schedule([(point, kind)])
+            with contextlib.suppress(SimulatedCrash, DponeError):  # any stop; the durable outcome below decides
+                sim.service().void_permit()
+            assert (point, name, kind) in sim.world.faults.fired
+            sim.world.faults.disable()
+            cas_landed = name == "authority.cas" and kind is not FaultKind.CRASH_BEFORE
+            assert (sim.record().phase is Phase.STAGED) == cas_landed, (point, name, kind)
+            voided = sim.service().void_permit()
+            assert voided.phase == "STAGED" and len(sim.record().voided) == 1, (point, name, kind)
+            assert sim.run_dag() == "completed", (point, name, kind, sim.errors)
+            assert exchanges(sim) == 1 and len(sim.record().voided) == 1
+            sim.check_converged()
+            runs += 1
+    assert runs == 3 * len(points)
+
+
+# --- the rules the proof rests on -----------------------------------------------------------------------------------
+
+
+def test_a_permit_older_than_the_dispatch_deadline_is_never_sent() -> None:
+    """A worker slowed between its permit and its send (here: 6 s pass at every clock read) does not send: the
+    request could otherwise reach the coordinator after the restart a void counts on."""
+    sim = Sim.build()
+    sim.service().fence()
+    sim.service().stage(sim.source)
+    clock = sim.world.clock
+    real = clock.now_ms
+
+    def slow() -> int:
+        clock.ms += 6_000
+        return real()
+
+    clock.now_ms = slow  # type: ignore[method-assign]
+    result = sim.service().publish()
+    clock.now_ms = real  # type: ignore[method-assign]
+    assert isinstance(result, InProgress) and sim.world.calls["ddl.dispatch"] == 0
+    assert sim.record().publication is not None
+
+
+def test_the_back_edge_is_written_only_with_one_more_voided_permit() -> None:
+    sim = stalled_publication()
+    service = sim.service()
+    ctx, current = service._begin()
+    assert current is not None
+    held = Held(current.record, current.version)
+    with pytest.raises(DponeError) as raised:
+        ctx.commit(held, phase=Phase.STAGED, publication=None)
+    assert raised.value.code == "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_TRANSITION_INVALID"
+    assert sim.record().phase is Phase.PUBLICATION_DISPATCHING
+
+
+def test_a_proof_whose_restart_is_not_after_every_margin_cannot_even_be_recorded() -> None:
+    sim = stalled_publication()
+    restart_after_margins(sim, permit_time(sim))
+    sim.service().void_permit()
+    (proof,) = sim.record().voided
+    assert proof.server_started_at_ms > proof.earliest_restart_ms
+    with pytest.raises(ValueError, match="started after the permit"):
+        VoidedPermit.model_validate({**proof.model_dump(), "server_started_at_ms": proof.earliest_restart_ms})
+    with pytest.raises(ValueError, match="queue entry was never observed"):
+        VoidedPermit.model_validate({**proof.model_dump(), "permit": {**proof.permit.model_dump(), "entry": "q"}})
+
+
+def test_a_voided_rebuild_drop_permit_of_the_internal_route_is_taken_again_and_stages(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    sim = Sim.build(mode="internal")
+    clean = Sim.build(mode="internal")
+    assert clean.run_dag() == "completed"
+    sim.world.faults.schedule([(clean.world.faults.trace.index("member.load"), FaultKind.PARTIAL)])
+    dispatch = FakeClusterDDL.dispatch
+    drops: list[str] = []
+
+    def stall_at_the_first_drop(self: FakeClusterDDL, inventory: Any, intent: Any, settings: Any) -> Any:
+        if intent.kind == "drop" and not drops:
+            self.world.stall_coordinator()  # the coordinator stalls holding the rebuild's first DROP
+        drops.extend(["drop"] if intent.kind == "drop" else [])
+        return dispatch(self, inventory, intent, settings)
+
+    monkeypatch.setattr(FakeClusterDDL, "dispatch", stall_at_the_first_drop)
+    sim.service().fence()
+    code = error_code(lambda: sim.service().stage(sim.source))  # the one load was interrupted: rebuild
+    assert code in ("DPONE_CLICKHOUSE_CLUSTER_STAGING_DDL_PENDING", "DPONE_CLICKHOUSE_CLUSTER_MEMBER_OUTCOME_UNKNOWN")
+    if code != "DPONE_CLICKHOUSE_CLUSTER_STAGING_DDL_PENDING":
+        assert error_code(lambda: sim.service().stage(sim.source)) == "DPONE_CLICKHOUSE_CLUSTER_STAGING_DDL_PENDING"
+    sim.world.clock.advance(SETTINGS.dispatch_quiet_ms)
+    assert error_code(lambda: sim.service().stage(sim.source)) == UNPROVEN
+    record = sim.record()
+    drop = record.candidate.drop if hasattr(record, "candidate") and record.candidate else None
+    assert drop is not None
+    restart_after_margins(sim, drop.permitted_at_ms)
+    assert sim.service().void_permit().step == "candidate drop"
+    assert sim.run_dag() == "completed"
+    assert [entry.intent.kind for entry in sim.world.queue][:3] == ["create", "drop", "create"]
+    # dispatched: the voided DROP, the rebuild's DROP under a new permit, the cleanup's DROP; the first never ran
+    assert len(drops) == 3 and sum(entry.intent.kind == "drop" for entry in sim.world.queue) == 2
+    assert len(sim.record().voided) == 1
+    sim.check_converged()
