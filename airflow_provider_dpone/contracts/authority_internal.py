@@ -7,8 +7,9 @@ candidate state is shared (:class:`ReplicatedCandidate`) while every replica kee
 :class:`~airflow_provider_dpone.contracts.authority_generation.MemberGeneration` (baseline target, bound candidate,
 verified content, publication and cleanup), which is what publication and cleanup reconcile in both modes.
 
-``...v2`` (seed 002) adds the durable quality-replay capsule (:mod:`quality_capsule`); the field is optional and a v1
-record keeps its v1 encoding (the codec never upgrades a record it reads). The protocol creates a v2 record exactly
+``...v2`` (seed 002) adds the durable quality-replay capsule (:mod:`quality_capsule`) and, while a COMPLETED
+operation's capsule is being validated, the durable reader fence (:class:`ReaderFence`); both fields are optional and
+a v1 record keeps its v1 encoding (the codec never upgrades a record it reads). The protocol creates a v2 record exactly
 when the request selects durable quality replay, and binds the capsule in the CAS that makes the record STAGED.
 """
 
@@ -18,7 +19,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, StrictStr, model_validator
 
-from airflow_provider_dpone.contracts.authority_fields import Hex64, MemberId, NonNegative, UuidText
+from airflow_provider_dpone.contracts.authority_fields import Hex64, MemberId, NonNegative, TimestampMs, Token, UuidText
 from airflow_provider_dpone.contracts.authority_generation import (
     MAX_REBUILDS,
     MEMBER_CONFIG,
@@ -120,18 +121,35 @@ class InternalAuthorityRecordV1(_InternalRecord):
     schema_: Literal["dpone.clickhouse.cluster-full-refresh.v1"] = Field(default=INTERNAL_SCHEMA_V1, alias="schema")
 
 
+class ReaderFence(BaseModel):
+    """A validation of a COMPLETED operation's capsule in progress: no successor takes the target before
+    ``expires_at_ms`` (wall clock) unless the fence is released first; ``token`` names the validation holding it."""
+
+    model_config = MEMBER_CONFIG
+
+    token: Token
+    expires_at_ms: TimestampMs
+
+
 class InternalAuthorityRecordV2(_InternalRecord):
-    """Version 2: version 1 plus the optional durable quality-replay capsule."""
+    """Version 2: version 1 plus the optional durable quality-replay capsule and reader fence."""
 
     schema_: Literal["dpone.clickhouse.cluster-full-refresh.v2"] = Field(default=INTERNAL_SCHEMA_V2, alias="schema")
     quality: QualityBinding | None = None
+    reader: ReaderFence | None = Field(default=None, exclude_if=lambda value: value is None)
 
     @model_validator(mode="after")
     def _capsule_bound_at_staged(self) -> InternalAuthorityRecordV2:
         # a v2 record without a capsule past STAGING is read, and blocked by the protocol (REQUIRED)
         if self.quality is not None and self.phase in (Phase.LOCKED, Phase.STAGING):
             raise ValueError("the capsule is bound by the STAGED write, not before")
+        if self.reader is not None and (self.phase is not Phase.COMPLETED or self.quality is None):
+            raise ValueError("a reader fence guards the validation of a COMPLETED operation's capsule only")
         return self
+
+    def reader_fenced(self, now_ms: int) -> bool:
+        """Whether an unexpired reader fence keeps successors out."""
+        return self.reader is not None and self.reader.expires_at_ms > now_ms
 
 
 InternalAuthorityRecord = InternalAuthorityRecordV1 | InternalAuthorityRecordV2

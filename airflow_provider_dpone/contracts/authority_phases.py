@@ -45,7 +45,7 @@ ALLOWED_TRANSITIONS: Final[Mapping[Phase | None, frozenset[Phase]]] = {
     Phase.PUBLICATION_DISPATCHING: frozenset({Phase.PUBLICATION_DISPATCHING, Phase.COMMITTED, Phase.STAGED}),
     Phase.COMMITTED: frozenset({Phase.COMMITTED, Phase.CLEANUP_DISPATCHING}),
     Phase.CLEANUP_DISPATCHING: frozenset({Phase.CLEANUP_DISPATCHING, Phase.COMPLETED, Phase.COMMITTED}),
-    Phase.COMPLETED: frozenset({Phase.LOCKED}),
+    Phase.COMPLETED: frozenset({Phase.LOCKED, Phase.COMPLETED}),
     Phase.ABORTED: frozenset({Phase.LOCKED}),
 }
 

@@ -31,19 +31,19 @@ from airflow_provider_dpone.contracts.authority_fields import (
 from airflow_provider_dpone.contracts.authority_generation import MEMBER_CONFIG
 from airflow_provider_dpone.contracts.canonical import canonical_json, sha256_hex
 from airflow_provider_dpone.contracts.manifest_types import Closed
+from airflow_provider_dpone.contracts.quality_read import (
+    COLUMN_METRICS,
+    MAX_TARGET_COLUMNS,
+    ColumnCounts,
+    TargetCounts,
+    TargetMetric,
+)
 
 QUALITY_SCHEMA_V1: Final = "dpone.quality.replay.v1"
 QUALITY_SCHEMA_V2: Final = "dpone.quality.replay.v2"
-MAX_TARGET_COLUMNS: Final[int] = 256
-"""At most this many columns in a target plan (seed 002: bounded observation)."""
-TARGET_BUDGET_MS: Final[int] = 60_000
-"""One shared monotonic budget for the metadata and aggregate reads of one target observation."""
 
 GateName = Literal["row_count_reconciliation", "min_rows", "typed_hash_reconciliation"]
 GATES: Final[tuple[GateName, ...]] = ("row_count_reconciliation", "min_rows", "typed_hash_reconciliation")
-TargetMetric = Literal["row_count", "null_count", "distinct_count"]
-BUILT_TARGET_METRICS: Final[frozenset[str]] = frozenset({"row_count"})
-"""Target metrics this provider can observe; requesting another is refused (``..._UNSUPPORTED``), never ignored."""
 _CORE_CONFIG = ConfigDict(
     frozen=True, extra="forbid", populate_by_name=True, serialize_by_alias=True, revalidate_instances="always"
 )
@@ -56,14 +56,26 @@ class QualityPolicy(Closed):
     min_rows: StrictInt = Field(default=0, ge=0, description="Lowest staged row count the min_rows gate accepts.")
     target_metrics: tuple[TargetMetric, ...] = Field(
         default=("row_count",),
-        description="Post-commit target observations on one admitted replica (empty: source/staged-only evidence). "
-        "Only row_count is built; null_count and distinct_count are refused.",
+        description="Post-commit target observations on one admitted replica (empty: source/staged-only evidence): "
+        "row_count, and null_count / distinct_count of each selected column, each equal to the staged candidate's.",
+    )
+    target_columns: tuple[StrictStr, ...] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_TARGET_COLUMNS,
+        description="Columns null_count and distinct_count observe (default: every column of the table; at most "
+        f"{MAX_TARGET_COLUMNS}).",
     )
 
     @model_validator(mode="after")
     def _unique(self) -> QualityPolicy:
         if len(set(self.target_metrics)) != len(self.target_metrics):
             raise ValueError("target_metrics are listed once each")
+        if self.target_columns is not None:
+            if len(set(self.target_columns)) != len(self.target_columns):
+                raise ValueError("target_columns are listed once each")
+            if not COLUMN_METRICS & set(self.target_metrics):
+                raise ValueError("target_columns select the columns of null_count / distinct_count: request one")
         return self
 
     def identity(self) -> str:
@@ -89,8 +101,11 @@ class TargetPlan(BaseModel):
     model_config = MEMBER_CONFIG
 
     dataset: StrictStr
-    columns: tuple[tuple[StrictStr, StrictStr], ...] = Field(max_length=MAX_TARGET_COLUMNS)
+    columns: tuple[tuple[StrictStr, StrictStr], ...] = Field(min_length=1)
+    """Every physical column and type, in order: what the generation guard requires on every replica."""
     metrics: tuple[TargetMetric, ...] = Field(min_length=1)
+    selected: tuple[StrictStr, ...] = Field(default=(), max_length=MAX_TARGET_COLUMNS)
+    """The columns the per-column metrics observe (empty without one)."""
     acceptance_mode: Literal["one_admitted_replica"] = "one_admitted_replica"
     schema_digest: Hex64
     selection_digest: Hex64
@@ -100,6 +115,9 @@ class TargetPlan(BaseModel):
     def _sorted(self) -> TargetPlan:
         if list(self.replicas) != sorted(set(self.replicas)):
             raise ValueError("the admitted replica list is sorted and unique")
+        names = {name for name, _ in self.columns}
+        if not set(self.selected) <= names or bool(self.selected) != bool(COLUMN_METRICS & set(self.metrics)):
+            raise ValueError("the selected columns are table columns, exactly when a per-column metric is requested")
         return self
 
 
@@ -128,11 +146,16 @@ class QualityCore(BaseModel):
     passed: StrictBool
     requested: tuple[TargetMetric, ...]
     target_plan: TargetPlan | None = None
+    expected: TargetCounts | None = None
+    """The requested observations of the staged candidate (one replica, the same bounded reader): the target's
+    counts must equal them. Present exactly with a target plan (v2)."""
 
     @model_validator(mode="after")
     def _obligation_matches_schema(self) -> QualityCore:
         if (self.schema_ == QUALITY_SCHEMA_V2) != (self.target_plan is not None):
             raise ValueError("target obligations (v2) carry the sealed target plan; v1 evidence carries none")
+        if (self.target_plan is None) != (self.expected is None):
+            raise ValueError("the staged observations are bound exactly with a target plan")
         if self.passed != all(gate.passed for gate in self.report if gate.required):
             raise ValueError("the core passes exactly when every required gate passed")
         return self
@@ -150,8 +173,18 @@ class TargetObservation(BaseModel):
     generation_uuid: UuidText
     row_count: NonNegative
     content_digest: Hex64
+    columns: tuple[ColumnCounts, ...] = Field(default=(), max_length=MAX_TARGET_COLUMNS)
     elapsed_ms: NonNegative
     observed_at_ms: TimestampMs
+
+    @property
+    def counts(self) -> TargetCounts:
+        return TargetCounts(
+            generation_uuid=self.generation_uuid,
+            row_count=self.row_count,
+            content_digest=self.content_digest,
+            columns=self.columns,
+        )
 
 
 class QualityBinding(BaseModel):
@@ -204,6 +237,14 @@ def completion_reservation(binding: QualityBinding) -> QualityBinding:
             generation_uuid=binding.core.generation_uuid,
             row_count=UINT64_MAX,
             content_digest="f" * 64,
+            columns=tuple(
+                ColumnCounts(
+                    name=name,
+                    null_count=UINT64_MAX if "null_count" in plan.metrics else None,
+                    distinct_count=UINT64_MAX if "distinct_count" in plan.metrics else None,
+                )
+                for name in plan.selected
+            ),
             elapsed_ms=UINT64_MAX,
             observed_at_ms=UINT64_MAX,
         )

@@ -24,6 +24,7 @@ from airflow_provider_dpone.contracts.authority_phases import Phase
 from airflow_provider_dpone.contracts.canonical import canonical_json
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.contracts.quality_capsule import CapsuleState, QualityBinding
+from airflow_provider_dpone.contracts.quality_read import ColumnCounts
 
 RECEIPT_SCHEMA: Literal["dpone.clickhouse.cluster-external-full-refresh-receipt.v1"] = (
     "dpone.clickhouse.cluster-external-full-refresh-receipt.v1"
@@ -120,6 +121,8 @@ class QualityReceipt(BaseModel):
     completion_version: UInt64 | None
     target_member_id: MemberId | None
     target_row_count: NonNegative | None
+    target_columns: tuple[ColumnCounts, ...] = ()
+    """The target's null and distinct counts per selected column (column names and counts, never values)."""
 
 
 class InternalPublicationReceiptV2(InternalPublicationReceipt):
@@ -145,6 +148,7 @@ def quality_receipt(binding: QualityBinding) -> QualityReceipt:
         completion_version=binding.completion_version,
         target_member_id=None if target is None else target.member_id,
         target_row_count=None if target is None else target.row_count,
+        target_columns=() if target is None else target.columns,
     )
 
 

@@ -245,6 +245,7 @@ class DponeClickHouseHook(BaseHook):
             source=source,
             settings=protocol_settings(self.resolved().options),
             close=close,
+            member_connections=self.resolved().for_member,
         )
 
 

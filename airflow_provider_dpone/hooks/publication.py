@@ -17,15 +17,27 @@ the object it is bound to. This module imports no client, so a DAG file that nam
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Protocol
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Protocol
 
 from airflow_provider_dpone.contracts.connection import ClickHouseConnectionOptions
 from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.contracts.inventory import AdmittedMember
 from airflow_provider_dpone.contracts.manifest import ClusterPublicationManifest
 from airflow_provider_dpone.ports.publication import ArtifactSource, ColumnSpec, TableSpec
+from airflow_provider_dpone.ports.quality import AcceptanceReader
 from airflow_provider_dpone.protocol.context import ProtocolSettings, PublicationPorts
 from airflow_provider_dpone.protocol.request import PublicationRequest
+
+if TYPE_CHECKING:
+    from airflow_provider_dpone.adapters.clickhouse.connection import ResolvedConnection
+
+MemberConnections = Callable[[AdmittedMember], "ResolvedConnection"]
+AcceptanceReaderFactory = Callable[[MemberConnections], AcceptanceReader]
+"""The seed's keyword-only ``target_acceptance_reader`` of ``ClickHouseSink(..., durable_quality_replay=True)``, on
+this provider's operators: it builds the bounded reader of one task try from the admitted sink connection (a resolver
+of each member's direct connection). Default: the hook's
+:class:`~airflow_provider_dpone.adapters.clickhouse.acceptance_reader.SubprocessAcceptanceReader`."""
 
 DEFAULT_QUEUE_READER = "airflow_provider_dpone.triggers.ddl_queue_readers.clickhouse_queue_reader"
 """Import path of the factory the deferral trigger builds its (async, read-only) DDL queue reader with."""
@@ -50,6 +62,20 @@ class PublicationEnvironment:
     queue_reader: str = DEFAULT_QUEUE_READER
     settings: ProtocolSettings = field(default_factory=ProtocolSettings)
     close: Callable[[], None] = _nothing_to_close
+    member_connections: MemberConnections | None = None
+    """The admitted sink connection of each member (what a ``target_acceptance_reader`` factory is given)."""
+
+
+def with_acceptance_reader(
+    environment: PublicationEnvironment, factory: AcceptanceReaderFactory
+) -> PublicationEnvironment:
+    """``environment`` whose target acceptance reads go through the reader ``factory`` builds."""
+    if environment.member_connections is None:
+        raise DponeError(
+            "DPONE_REPLAY_QUALITY_EVIDENCE_UNSUPPORTED", "this environment offers no member connections for a reader"
+        )
+    reader = factory(environment.member_connections)
+    return replace(environment, ports=replace(environment.ports, acceptance=reader))
 
 
 class PortsFactory(Protocol):

@@ -29,10 +29,12 @@ from airflow_provider_dpone.contracts.manifest import (
     parse_manifest,
 )
 from airflow_provider_dpone.hooks.publication import (
+    AcceptanceReaderFactory,
     PortsFactory,
     PublicationEnvironment,
     declared_table,
     hook_environment,
+    with_acceptance_reader,
 )
 from airflow_provider_dpone.operators.lineage import Moved
 from airflow_provider_dpone.operators.reporting import (
@@ -179,6 +181,9 @@ class DponePublicationOperator(BaseOperator):
     :param ports_factory: builds the protocol's ports and the extraction (default: the ClickHouse adapters built by
         :meth:`~airflow_provider_dpone.hooks.clickhouse.DponeClickHouseHook.publication_environment`). A seam for
         tests and alternative deployments; see :mod:`airflow_provider_dpone.hooks.publication`.
+    :param target_acceptance_reader: keyword-only; with ``durable_quality_replay`` and target metrics, builds the
+        bounded reader of the target observations from the admitted sink connection (default: a worker process per
+        read, see ``docs/quality-replay.md``). A plain function, like ``ports_factory``.
     """
 
     template_fields: Sequence[str] = ("manifest", "dpone_clickhouse_conn_id")
@@ -193,12 +198,14 @@ class DponePublicationOperator(BaseOperator):
         manifest: ManifestInput,
         dpone_clickhouse_conn_id: str | None = None,
         ports_factory: PortsFactory | None = None,
+        target_acceptance_reader: AcceptanceReaderFactory | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.manifest = manifest
         self.dpone_clickhouse_conn_id = dpone_clickhouse_conn_id
         self.ports_factory = ports_factory
+        self.target_acceptance_reader = target_acceptance_reader
 
     @property
     def task_log(self) -> TaskLog:
@@ -222,7 +229,10 @@ class DponePublicationOperator(BaseOperator):
             conn_id = self.dpone_clickhouse_conn_id or manifest.sink.connection_id
             factory = self.ports_factory or hook_environment
             environment = factory(manifest, conn_id, ddl_task_timeout_seconds=self._ddl_task_timeout_seconds())
+            close = environment.close
             try:
+                if self.target_acceptance_reader is not None:
+                    environment = with_acceptance_reader(environment, self.target_acceptance_reader)
                 dag_run = context["dag_run"]
                 fence = build_request(
                     manifest, dag_id=dag_run.dag_id, run_id=dag_run.run_id, table=fence_table(manifest)
@@ -232,7 +242,7 @@ class DponePublicationOperator(BaseOperator):
                 service = publication_service(environment.ports, request, environment.settings)
                 return action(TaskSession(manifest, environment, request, service, conn_id))
             finally:
-                environment.close()
+                close()
         except DponeError as error:
             raise_for(error, self.task_log)
 

@@ -142,6 +142,8 @@ def log_capsule(log: Log, quality: QualityReceipt | None) -> None:
         return
     gates = " ".join(f"{name}={'pass' if passed else 'FAIL'}" for name, passed in quality.gates)
     target = "-" if quality.target_row_count is None else f"{quality.target_row_count} on {quality.target_member_id}"
+    if quality.target_columns:
+        target += f", null/distinct counts of {len(quality.target_columns)} columns"
     log.info(
         "quality capsule %s (%s, core %s): gates %s; target rows %s",
         quality.state,

@@ -395,7 +395,13 @@ class ArtifactSource(Protocol):
 
 
 class Clock(Protocol):
-    def now_ms(self) -> int: ...
+    def now_ms(self) -> int:
+        """Wall-clock milliseconds: what records and receipts carry."""
+        ...
+
+    def monotonic_ms(self) -> int:
+        """Monotonic milliseconds: what budgets are measured with (a wall-clock step cannot extend one)."""
+        ...
 
 
 class Entropy(Protocol):

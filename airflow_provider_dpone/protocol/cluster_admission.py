@@ -19,7 +19,6 @@ from airflow_provider_dpone.contracts.manifest_cluster import (
     ReplicationMode,
 )
 from airflow_provider_dpone.contracts.manifest_types import LoadStrategy
-from airflow_provider_dpone.contracts.quality_capsule import BUILT_TARGET_METRICS
 from airflow_provider_dpone.protocol.admission_types import Blocker, ReplicationDecision
 
 RESERVED_NAME_FRAGMENT: Final[str] = "__dpone"
@@ -86,8 +85,8 @@ def _sink_and_load_blockers(manifest: ClusterPublicationManifest) -> list[Blocke
 
 def _replay_blockers(manifest: ClusterPublicationManifest) -> list[Blocker]:
     """Durable quality replay (seed 002) exists only on the internal replicated full refresh: true anywhere else,
-    a quality policy without the selector (it would be silently ignored), and target metrics this provider cannot
-    observe all fail closed here, before credentials, source access, DDL or authority mutation."""
+    and a quality policy without the selector (it would be silently ignored), fail closed here, before credentials,
+    source access, DDL or authority mutation."""
     field = "sink.options.durable_quality_replay"
     if not manifest.sink.options.durable_quality_replay:
         if manifest.quality is None:
@@ -104,11 +103,6 @@ def _replay_blockers(manifest: ClusterPublicationManifest) -> list[Blocker]:
     if route is not None:
         detail = f"route {route}: only cluster_internal full_refresh records durable quality evidence"
         return [Blocker(REPLAY_UNSUPPORTED, field, detail)]
-    policy = manifest.quality_policy
-    assert policy is not None
-    unbuilt = [metric for metric in policy.target_metrics if metric not in BUILT_TARGET_METRICS]
-    if unbuilt:
-        return [Blocker(REPLAY_UNSUPPORTED, "quality.target_metrics", f"not observable by this provider: {unbuilt}")]
     return []
 
 

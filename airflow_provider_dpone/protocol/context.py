@@ -23,6 +23,7 @@ from airflow_provider_dpone.ports.publication import (
     MemberSession,
     MemberSessions,
 )
+from airflow_provider_dpone.ports.quality import AcceptanceReader
 from airflow_provider_dpone.protocol.authority_io import Held, write_record
 from airflow_provider_dpone.protocol.request import PublicationRequest
 
@@ -38,6 +39,9 @@ class PublicationPorts:
     artifacts: ArtifactStore
     clock: Clock
     entropy: Entropy
+    acceptance: AcceptanceReader | None = None
+    """The bounded target-acceptance reader (durable quality replay with target metrics only; ``None``: the
+    capability is not offered, and such a request is ``..._UNSUPPORTED``)."""
 
 
 @dataclass(frozen=True)
@@ -128,11 +132,13 @@ class Context:
     def commit(self, held: Held, **changes: Any) -> Held:
         """CAS the held record to a validated copy with ``changes``, a fresh write identity and timestamp.
 
-        COMMITTED loops only for the quality-replay capsule's completion writes (seed 002): any other write in
-        COMMITTED (a recorded error, say) would break the capsule's completion-version continuity."""
-        looping = held.record.phase is Phase.COMMITTED and changes.get("phase", Phase.COMMITTED) is Phase.COMMITTED
-        if looping and set(changes) - {"phase"} != {"quality"}:
-            raise DponeError("DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_TRANSITION_INVALID", "COMMITTED -> COMMITTED")
+        COMMITTED loops only for the quality-replay capsule's completion writes, COMPLETED only for the reader fence
+        (seed 002): any other write there (a recorded error, say) would change evidence that is final."""
+        phase = held.record.phase
+        loop_only = {Phase.COMMITTED: {"quality"}, Phase.COMPLETED: {"reader"}}.get(phase)
+        looping = loop_only is not None and changes.get("phase", phase) is phase
+        if looping and set(changes) - {"phase"} != loop_only:
+            raise DponeError("DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_TRANSITION_INVALID", f"{phase} -> {phase}")
         record = held.record.evolve(write_id=self.ports.entropy.token(), updated_at_ms=self.now(), **changes)
         if (held.record.phase, record.phase) in VOID_EDGES and len(record.voided) != len(held.record.voided) + 1:
             raise DponeError("DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_TRANSITION_INVALID", f"{held.record.phase} back")

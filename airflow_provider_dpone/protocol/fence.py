@@ -22,6 +22,7 @@ from airflow_provider_dpone.contracts.authority_phases import TERMINAL_PHASES, P
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.protocol.authority_io import Current, Held
 from airflow_provider_dpone.protocol.context import Context
+from airflow_provider_dpone.protocol.quality_fence import successor_blocked
 from airflow_provider_dpone.protocol.seal import DIVERGENT, adoptable_engines, observe_baseline
 
 _UNRESOLVED_OTHER_MODE = {
@@ -77,6 +78,11 @@ def _is_own(ctx: Context, record: AuthorityRecord) -> bool:
 
 def _require_resolved(ctx: Context, record: AuthorityRecord) -> None:
     if record.phase in TERMINAL_PHASES:
+        if successor_blocked(record, ctx.now()):
+            raise DponeError(
+                "DPONE_CLICKHOUSE_CLUSTER_OPERATION_FENCED",
+                f"operation {record.operation_id[:16]} is validating its quality evidence (reader fence)",
+            )
         return
     if record.replication_mode == ctx.request.replication_mode:
         raise DponeError(

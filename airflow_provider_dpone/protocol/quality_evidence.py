@@ -21,6 +21,8 @@ from airflow_provider_dpone.contracts.authority_generation import MemberGenerati
 from airflow_provider_dpone.contracts.authority_internal import InternalAuthorityRecordV2
 from airflow_provider_dpone.contracts.canonical import canonical_json, sha256_hex
 from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.contracts.errors.replay import FAILED as FAILED  # the stage step raises it
+from airflow_provider_dpone.contracts.errors.replay import INVALID, MISMATCH, REQUIRED, UNSUPPORTED
 from airflow_provider_dpone.contracts.quality_capsule import (
     QUALITY_SCHEMA_V1,
     QUALITY_SCHEMA_V2,
@@ -32,15 +34,10 @@ from airflow_provider_dpone.contracts.quality_capsule import (
     completion_reservation,
     prepared,
 )
+from airflow_provider_dpone.contracts.quality_read import COLUMN_METRICS, MAX_TARGET_COLUMNS, TargetCounts
 from airflow_provider_dpone.contracts.receipts import ArtifactReceipt
 from airflow_provider_dpone.protocol.context import Context
-
-REQUIRED: Final[str] = "DPONE_REPLAY_QUALITY_EVIDENCE_REQUIRED"
-MISMATCH: Final[str] = "DPONE_REPLAY_QUALITY_EVIDENCE_MISMATCH"
-INVALID: Final[str] = "DPONE_REPLAY_QUALITY_EVIDENCE_INVALID"
-FAILED: Final[str] = "DPONE_REPLAY_QUALITY_EVIDENCE_FAILED"
-INCOMPLETE: Final[str] = "DPONE_REPLAY_QUALITY_EVIDENCE_INCOMPLETE"
-UNSUPPORTED: Final[str] = "DPONE_REPLAY_QUALITY_EVIDENCE_UNSUPPORTED"
+from airflow_provider_dpone.protocol.quality_target import Budget, counts_of, read_plan
 
 IDENTITY_REGISTRY: Final[Mapping[str, Mapping[str, str]]] = {
     "PublicationRequest": {
@@ -64,6 +61,7 @@ IDENTITY_REGISTRY: Final[Mapping[str, Mapping[str, str]]] = {
     "QualityPolicy": {
         "min_rows": "bound: policy_identity",
         "target_metrics": "bound: policy_identity, target_plan",
+        "target_columns": "bound: policy_identity, target_plan.selected",
     },
 }
 """Every configuration field the capsule could depend on, classified (a test fails when a field is added to one of
@@ -125,15 +123,39 @@ def _target_plan(ctx: Context, policy: QualityPolicy, artifact: ArtifactReceipt)
     if not policy.target_metrics:
         return None
     dataset = f"{ctx.request.database}.{ctx.request.target}"
-    selection = {"dataset": dataset, "columns": [list(pair) for pair in artifact.schema_pairs]}
+    names = tuple(name for name, _ in artifact.schema_pairs)
+    selected: tuple[str, ...] = ()
+    if COLUMN_METRICS & set(policy.target_metrics):
+        selected = policy.target_columns or names
+    unknown = sorted(set(selected) - set(names))
+    if unknown or len(selected) > MAX_TARGET_COLUMNS:
+        detail = f"{len(unknown)} selected columns are not in the table" if unknown else f"{len(selected)} columns"
+        raise DponeError(
+            UNSUPPORTED, f"target observation selects at most {MAX_TARGET_COLUMNS} table columns: {detail}"
+        )
+    selection = {"dataset": dataset, "columns": [list(pair) for pair in artifact.schema_pairs], "selected": selected}
     return TargetPlan(
         dataset=dataset,
         columns=artifact.schema_pairs,
         metrics=policy.target_metrics,
+        selected=selected,
         schema_digest=artifact.schema_digest,
         selection_digest=sha256_hex(canonical_json({**selection, "metrics": list(policy.target_metrics)})),
         replicas=tuple(sorted(ctx.inventory.member_ids)),
     )
+
+
+def _staged_observation(ctx: Context, plan: TargetPlan, artifact: ArtifactReceipt, candidate_uuid: str) -> TargetCounts:
+    """The requested observations of the verified staged candidate, on the first sealed replica, through the same
+    bounded reader the target acceptance uses: what the target's counts must equal after publication."""
+    version = artifact.content_digest_version
+    request = read_plan(
+        ctx, ctx.request.candidate_name, candidate_uuid, digest_version=version, scan=(plan.replicas[0], plan)
+    )
+    counts = counts_of(ctx, request, Budget(ctx))
+    if counts.row_count != artifact.row_count or counts.content_digest != artifact.content_digest:
+        raise DponeError(MISMATCH, f"replica {plan.replicas[0]}: the staged candidate changed after verification")
+    return counts
 
 
 def build_capsule(
@@ -169,6 +191,7 @@ def build_capsule(
         passed=all(gate.passed for gate in report if gate.required),
         requested=policy.target_metrics,
         target_plan=plan,
+        expected=None if plan is None else _staged_observation(ctx, plan, artifact, generation_uuid),
     )
     binding = prepared(core)
     reserved = record.model_copy(update={"quality": completion_reservation(binding)})

@@ -7,29 +7,41 @@ capsule state          what happens
 =====================  ==========================================================================================
 PREPARED (v1 core)     one CAS: COMPLETE (source/staged-only evidence; nothing to observe on the target)
 PREPARED (v2 core)     all-replica generation guard, then one CAS: TARGET_PENDING; then as below
-TARGET_PENDING         guard, scan one admitted replica, guard again, within one 60 s budget; one CAS: COMPLETE when
-                       the counts equal the core's, FAILED (and ``..._FAILED``) otherwise
-COMPLETE               validate: core digest, binding, completion-version continuity, exact live inventory, and the
-                       all-replica generation/schema/health guard; never a rescan
+TARGET_PENDING         guard, the bounded read of one admitted replica, guard again, within one 60 s budget; one
+                       CAS: COMPLETE when the counts equal the core's (source rows and digest, staged observations),
+                       FAILED (and ``..._FAILED``) otherwise
+COMPLETE               validate: core digest, binding, completion-version continuity, exact live inventory, the stored
+                       observation, and the all-replica generation/content/schema/health guard; never a rescan. Once
+                       the operation is COMPLETED, under the durable reader fence (:mod:`quality_fence`)
 FAILED                 blocks with ``..._FAILED``; nothing is relabelled
 =====================  ==========================================================================================
 
 Every write is the acknowledged CAS with exact read-back of :mod:`authority_io`; an unknown outcome stops the attempt
-and the retry re-reads. A guard or scan that does not answer is ``..._INCOMPLETE`` (never success): the capsule stays
-TARGET_PENDING and the retry observes again. The target is the exact managed generation: the replicated candidate's
-UUID, now under the target name on every replica.
+and the retry re-reads. A guard or read that does not answer is ``..._INCOMPLETE`` (never success): the capsule stays
+TARGET_PENDING and the retry observes again (:mod:`quality_target`). The target is the exact managed generation: the
+replicated candidate's UUID and verified parts (or content), now under the target name on every replica.
 """
 
 from __future__ import annotations
 
 from airflow_provider_dpone.contracts.authority_phases import Phase
 from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.contracts.quality_capsule import TARGET_BUDGET_MS, QualityBinding, TargetObservation
-from airflow_provider_dpone.contracts.receipts import CURRENT_CONTENT_DIGEST, ContentDigestVersion
-from airflow_provider_dpone.ports.publication import UnavailableError
+from airflow_provider_dpone.contracts.errors.replay import FAILED, INVALID, MISMATCH
+from airflow_provider_dpone.contracts.quality_capsule import QualityBinding, TargetObservation
 from airflow_provider_dpone.protocol.authority_io import Held
 from airflow_provider_dpone.protocol.context import Context
-from airflow_provider_dpone.protocol.quality_evidence import FAILED, INCOMPLETE, INVALID, MISMATCH, require_capsule
+from airflow_provider_dpone.protocol.quality_evidence import require_capsule
+from airflow_provider_dpone.protocol.quality_fence import fenced
+from airflow_provider_dpone.protocol.quality_target import (
+    Budget,
+    digest_version,
+    guard,
+    guarded,
+    judge,
+    observe,
+    read_plan,
+    store_write,
+)
 
 
 def settle(ctx: Context, held: Held) -> Held:
@@ -37,8 +49,10 @@ def settle(ctx: Context, held: Held) -> Held:
     if ctx.request.quality is None:
         return held
     binding = require_capsule(ctx, held.record)
+    if binding.state == "COMPLETE" and binding.core.target_plan is not None:
+        return fenced(ctx, held, lambda current: validate_complete(ctx, current, binding))
     if binding.state == "COMPLETE":
-        validate_complete(ctx, held, binding)
+        validate_complete(ctx, held, binding)  # source/staged-only evidence: nothing on the target to fence
         return held
     if held.record.phase is not Phase.COMMITTED:
         raise DponeError(INVALID, f"capsule {binding.state} in phase {held.record.phase}")
@@ -46,17 +60,13 @@ def settle(ctx: Context, held: Held) -> Held:
     if plan is None:
         return _write(ctx, held, binding, state="COMPLETE", completion_version=held.version + 1)
     if binding.state == "PREPARED":
-        started = ctx.now()
-        guard(ctx, binding, started)
+        guard(ctx, held.record, binding.core)
         held = _write(ctx, held, binding, state="TARGET_PENDING", pending_version=held.version + 1)
         binding = require_capsule(ctx, held.record)
-    artifact = held.record.artifact
-    observation = observe_target(
-        ctx, binding, CURRENT_CONTENT_DIGEST if artifact is None else artifact.content_digest_version
-    )
+    observation = observe_target(ctx, held, binding)
     core = binding.core
-    if observation.row_count != core.source_rows or observation.content_digest != core.source_digests[1]:
-        detail = f"target rows {observation.row_count} != source rows {core.source_rows} or digest differs"
+    if not accepted(binding, observation):
+        detail = f"target rows {observation.row_count} (source {core.source_rows}): counts or digest differ"
         _write(
             ctx,
             held,
@@ -71,7 +81,18 @@ def settle(ctx: Context, held: Held) -> Held:
 
 
 def _write(ctx: Context, held: Held, binding: QualityBinding, **changes: object) -> Held:
-    return ctx.commit(held, quality=binding.model_copy(update=changes))
+    return store_write(lambda: ctx.commit(held, quality=binding.model_copy(update=changes)))
+
+
+def accepted(binding: QualityBinding, observation: TargetObservation) -> bool:
+    """The target observation equals the original evidence: source rows and typed digest, and exactly the requested
+    observations of the staged candidate (same generation, same columns, same counts)."""
+    core = binding.core
+    return (
+        observation.row_count == core.source_rows
+        and observation.content_digest == core.source_digests[1]
+        and observation.counts == core.expected
+    )
 
 
 def validate_complete(ctx: Context, held: Held, binding: QualityBinding) -> None:
@@ -90,65 +111,39 @@ def validate_complete(ctx: Context, held: Held, binding: QualityBinding) -> None
     if plan is None:
         return
     target = binding.target
-    if target is None or target.generation_uuid != core.generation_uuid or target.row_count != core.source_rows:
+    if target is None or target.generation_uuid != core.generation_uuid or not accepted(binding, target):
         raise DponeError(INVALID, "the stored target observation does not prove the core's generation")
     if plan.replicas != tuple(sorted(ctx.inventory.member_ids)):
         raise DponeError(MISMATCH, "the admitted replicas differ from the sealed target plan")
-    guard(ctx, binding, ctx.now())
+    guard(ctx, held.record, core)
 
 
-def guard(ctx: Context, binding: QualityBinding, started: int) -> None:
-    """Every sealed replica holds exactly the managed generation under the target name, with the sealed schema, as
-    one healthy replica of one table; and the shared budget is not spent."""
-    plan = binding.core.target_plan
+def observe_target(ctx: Context, held: Held, binding: QualityBinding) -> TargetObservation:
+    """One bounded observation: the guard on every sealed replica, the count of the first (counts are never summed
+    across replicas), the guard again; one shared budget for all of it."""
+    core = binding.core
+    plan = core.target_plan
     assert plan is not None
-    paths = set()
-    for member_id in plan.replicas:
-        if member_id not in ctx.inventory.member_ids:
-            raise DponeError(MISMATCH, f"sealed replica {member_id} is not in the live inventory")
-        try:
-            session = ctx.session(member_id)
-            observed = session.observe_table(ctx.request.database, ctx.request.target, with_content=False)
-            status = session.replica_status(ctx.request.database, ctx.request.target)
-        except UnavailableError:
-            raise DponeError(INCOMPLETE, f"replica {member_id} did not answer the generation guard") from None
-        if not observed.exists or observed.uuid != binding.core.generation_uuid:
-            raise DponeError(MISMATCH, f"replica {member_id} does not hold the managed generation")
-        if observed.columns != plan.columns:
-            raise DponeError(MISMATCH, f"replica {member_id}: schema differs from the sealed target plan")
-        if status is None or status.is_readonly:
-            raise DponeError(INCOMPLETE, f"replica {member_id} is not a healthy writable replica")
-        paths.add(status.zookeeper_path)
-    if len(paths) != 1:
-        raise DponeError(MISMATCH, "the replicas are not one replicated table")
-    if ctx.now() - started > TARGET_BUDGET_MS:
-        raise DponeError(INCOMPLETE, f"target observation exceeded its {TARGET_BUDGET_MS} ms budget")
-
-
-def observe_target(ctx: Context, binding: QualityBinding, digest_version: ContentDigestVersion) -> TargetObservation:
-    """Guard, the aggregate scan of the first sealed replica (counts are never summed across replicas), guard. The
-    digest is computed with the version the record's artifact receipt names (the source digest's)."""
-    plan = binding.core.target_plan
-    assert plan is not None
-    started = ctx.now()
-    guard(ctx, binding, started)
+    budget = Budget(ctx)
     member_id = plan.replicas[0]
-    try:
-        scanned = ctx.session(member_id).observe_table(
-            ctx.request.database, ctx.request.target, with_content=True, digest_version=digest_version
-        )
-    except UnavailableError:
-        raise DponeError(INCOMPLETE, f"replica {member_id} did not answer the target scan") from None
-    if not scanned.exists or scanned.uuid != binding.core.generation_uuid:
+    reads = guarded(held.record, plan)
+    version = digest_version(held.record)
+    request = read_plan(
+        ctx, ctx.request.target, core.generation_uuid, digest_version=version, guard=reads, scan=(member_id, plan)
+    )
+    observation = observe(ctx, request, budget)
+    judge(core, reads, observation.before)
+    judge(core, reads, observation.after)
+    counts = observation.counts
+    assert counts is not None  # answers() of a scan plan
+    if counts.generation_uuid != core.generation_uuid:
         raise DponeError(MISMATCH, f"replica {member_id} moved off the managed generation during the scan")
-    if scanned.row_count is None or scanned.content_digest is None:
-        raise DponeError(INCOMPLETE, f"replica {member_id}: partial scan result")
-    guard(ctx, binding, started)
     return TargetObservation(
         member_id=member_id,
-        generation_uuid=binding.core.generation_uuid,
-        row_count=scanned.row_count,
-        content_digest=scanned.content_digest,
-        elapsed_ms=max(0, ctx.now() - started),
+        generation_uuid=counts.generation_uuid,
+        row_count=counts.row_count,
+        content_digest=counts.content_digest,
+        columns=counts.columns,
+        elapsed_ms=max(0, budget.elapsed_ms()),
         observed_at_ms=ctx.now(),
     )

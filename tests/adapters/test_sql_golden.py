@@ -338,3 +338,45 @@ def test_every_statement_validates_names(name: str) -> None:
         with pytest.raises(DponeError) as caught:
             render()
         assert caught.value.code == "DPONE_IDENTIFIER_INVALID"
+
+
+def test_acceptance_counts_are_one_aggregate_statement_with_positional_aliases() -> None:
+    from airflow_provider_dpone.adapters.clickhouse import sql_acceptance
+    from airflow_provider_dpone.contracts.quality_read import TargetReadPlan
+
+    schema = (("id", "UInt64"), ("name", "Nullable(String)"))
+    plan = TargetReadPlan(
+        database="db",
+        table="t",
+        generation_uuid=UUID,
+        scan="m" + "0" * 16,
+        metrics=("row_count", "null_count", "distinct_count"),
+        columns=("id", "name"),
+        digest_version=1,
+        schema_columns=schema,
+    )
+    rest = (
+        " (SELECT toString(uuid) FROM system.tables WHERE database = 'db' AND name = 't') AS generation_uuid,"
+        " countIf(isNull(`id`)) AS null_0, uniqExact(`id`) AS distinct_0,"
+        " countIf(isNull(`name`)) AS null_1, uniqExact(`name`) AS distinct_1 FROM `db`.`t`"
+    )
+    assert sql_acceptance.target_counts(plan) == (
+        "SELECT count(), toString(sum(reinterpretAsUInt128(sipHash128(tuple(*)))))," + rest
+    )
+    # version 2 (every receipt written since digest versions): the typed row SHA-256 of the whole schema, summed
+    v2 = plan.model_copy(update={"digest_version": 2})
+    assert sql_acceptance.target_counts(v2) == f"SELECT {sql_digest.aggregates(schema, 2)}," + rest
+    assert sql_digest.aggregates(schema, 2).startswith("count(), toString(sum(reinterpretAsUInt256(reverse(")
+    assert sql_acceptance.aliases(plan) == ("null_0", "distinct_0", "null_1", "distinct_1")
+    assert sql_acceptance.read_settings(0) == {"max_execution_time": 1, "timeout_overflow_mode": "throw"}
+    with pytest.raises(DponeError):
+        TargetReadPlan(
+            database="db",
+            table="t",
+            generation_uuid=UUID,
+            scan="m" + "0" * 16,
+            metrics=("null_count",),
+            columns=("a`b",),
+            digest_version=2,
+            schema_columns=(("a`b", "UInt64"),),
+        )

@@ -56,9 +56,15 @@ class FaultInjector:
     counter: int = 0
     trace: list[str] = field(default_factory=list)
     fired: list[tuple[int, str, FaultKind]] = field(default_factory=list)
+    named: dict[tuple[str, int], FaultKind] = field(default_factory=dict)
+    """Faults by point name and occurrence (see :meth:`at_next`)."""
 
     def schedule(self, faults: Iterable[tuple[int, FaultKind]]) -> None:
         self.plan = dict(faults)
+
+    def at_next(self, name: str, kind: FaultKind, nth: int = 1) -> None:
+        """Fire ``kind`` at the ``nth`` fault point named ``name`` reached from now on."""
+        self.named[(name, self.trace.count(name) + nth)] = kind
 
     def disable(self) -> None:
         self.enabled = False
@@ -69,7 +75,7 @@ class FaultInjector:
         self.trace.append(name)
         if not self.enabled:
             return None
-        kind = self.plan.get(index)
+        kind = self.plan.get(index) or self.named.pop((name, self.trace.count(name)), None)
         if kind is not None:
             self.fired.append((index, name, kind))
         return kind

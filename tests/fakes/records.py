@@ -21,6 +21,7 @@ from airflow_provider_dpone.contracts.quality_capsule import (
     TargetObservation,
     TargetPlan,
 )
+from airflow_provider_dpone.contracts.quality_read import ColumnCounts, TargetCounts
 from airflow_provider_dpone.contracts.receipts import ArtifactColumn, ArtifactReceipt
 
 TARGET_KEY = target_key("analytics", "analytics_db", "target_table")
@@ -246,7 +247,8 @@ def capsule(state: CapsuleState = "PREPARED", *, members: int = 2) -> QualityBin
     plan = TargetPlan(
         dataset="analytics_db.target_table",
         columns=(("id", "UInt64"), ("name", "String")),
-        metrics=("row_count",),
+        metrics=("row_count", "null_count", "distinct_count"),
+        selected=("name",),
         schema_digest="d" * 64,
         selection_digest="e" * 64,
         replicas=ids,
@@ -270,11 +272,24 @@ def capsule(state: CapsuleState = "PREPARED", *, members: int = 2) -> QualityBin
         staged_rows=tuple((mid, 3) for mid in ids),
         report=gates,
         passed=True,
-        requested=("row_count",),
+        requested=plan.metrics,
         target_plan=plan,
+        expected=TargetCounts(
+            generation_uuid=uuid(9),
+            row_count=3,
+            content_digest="c" * 64,
+            columns=(ColumnCounts(name="name", null_count=0, distinct_count=3),),
+        ),
     )
+    assert core.expected is not None
     observed = TargetObservation(
-        member_id=ids[0], generation_uuid=uuid(9), row_count=3, content_digest="c" * 64, elapsed_ms=5, observed_at_ms=T0
+        member_id=ids[0],
+        generation_uuid=uuid(9),
+        row_count=3,
+        content_digest="c" * 64,
+        columns=core.expected.columns,
+        elapsed_ms=5,
+        observed_at_ms=T0,
     )
     completion: dict[str, object] = {
         "PREPARED": {},

@@ -170,6 +170,9 @@ class FakeClock:
     def now_ms(self) -> int:
         return self.ms
 
+    def monotonic_ms(self) -> int:
+        return self.ms
+
     def advance(self, ms: int) -> None:
         self.ms += ms
 
@@ -237,6 +240,9 @@ class FakeWorld:
         self.dispatched: list[DispatchSettings] = []
         self.authority_facts: dict[str, TableFacts | None] = {}
         self._uuid_counter = 0
+        from tests.fakes.acceptance import FakeAcceptanceReader
+
+        self.acceptance = FakeAcceptanceReader(self)
         self.coordinator_started_at_ms = self.clock.now_ms() - 86_400_000
         self.coordinator_stalled = False
         self.held: list[Callable[[], object]] = []
@@ -359,6 +365,7 @@ class FakeWorld:
             artifacts=FakeArtifactStore(self),
             clock=self.clock,
             entropy=self.entropy,
+            acceptance=self.acceptance,
         )
 
     def source(self, columns: Sequence[tuple[str, str]], rows: Sequence[Row], *, replayable: bool = True) -> FakeSource:

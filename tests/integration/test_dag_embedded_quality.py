@@ -73,10 +73,17 @@ def test_a_durable_run_ends_with_a_complete_capsule_in_a_v2_record(
     assert quality.core_digest == quality.core.digest()
     assert quality.target is not None and quality.target.row_count == source.rows == SOURCE_ROWS
     assert quality.target.member_id == min(record.member_ids())  # one admitted replica, never a sum
+    expected = quality.core.expected
+    assert expected is not None and quality.core.target_plan is not None
+    assert [column.name for column in quality.target.columns] == [name for name, _ in quality.core.target_plan.columns]
+    assert quality.target.columns == expected.columns  # null and distinct counts, read by the bounded worker
+    assert all(column.distinct_count and column.distinct_count <= SOURCE_ROWS for column in quality.target.columns)
+    assert all(column.null_count is not None for column in quality.target.columns)
     assert [count for _, count in quality.core.staged_rows] == [SOURCE_ROWS] * REPLICAS
     receipt = outcome.xcom["cleanup"]
     assert receipt["schema"] == "dpone.clickhouse.cluster-full-refresh-receipt.v2"
     assert receipt["quality"]["state"] == "COMPLETE" and receipt["quality"]["target_row_count"] == SOURCE_ROWS
+    assert receipt["quality"]["target_columns"] == [column.model_dump() for column in quality.target.columns]
     assert outcome.xcom["stage"]["quality"]["state"] == "PREPARED"
     assert "quality capsule PREPARED" in log and "quality capsule COMPLETE" in log
     assert_redacted("\n".join([log, repr(outcome.xcom)]), embedded_cluster, PASSWORD)
@@ -126,3 +133,91 @@ def test_lost_responses_of_both_completion_writes_resume_on_publish_retries(
     assert quality.pending_version is not None and quality.completion_version == quality.pending_version + 1
     source = source_content(embedded_cluster, fresh_database)
     assert replica_contents(embedded_cluster, fresh_database) == [source] * REPLICAS
+
+
+READS: list[tuple[str, bool, int]] = []
+
+
+def counting_reader(connections: Any) -> Any:
+    """A ``target_acceptance_reader`` factory: the default worker-process reader over the admitted sink connection,
+    recording which table each read observed and how much budget it was given."""
+    from airflow_provider_dpone.adapters.clickhouse.acceptance_reader import SubprocessAcceptanceReader
+
+    inner = SubprocessAcceptanceReader(connections)
+
+    class Counting:
+        def observe(self, members: Any, plan: Any, *, budget_ms: int) -> Any:
+            READS.append((plan.table, plan.scan is not None, budget_ms))
+            return inner.observe(members, plan, budget_ms=budget_ms)
+
+    return Counting()
+
+
+def test_target_acceptance_reader_of_the_operators_builds_the_reader_from_the_sink_connection(
+    example: ModuleType, embedded_cluster: EmbeddedCluster, fresh_database: str, manifest: dict[str, Any]
+) -> None:
+    configure(example, None, manifest=manifest, poll_interval=0.2)
+    READS.clear()
+    try:
+        for task in example.dag.tasks:
+            task.target_acceptance_reader = counting_reader
+        outcome = run_example(example, logical_date=datetime(2026, 6, 4, tzinfo=UTC))
+    finally:
+        for task in example.dag.tasks:
+            task.target_acceptance_reader = None
+    assert outcome.succeeded, outcome.states
+    record = authority_record(embedded_cluster, fresh_database)
+    assert isinstance(record, InternalAuthorityRecordV2) and record.quality is not None
+    assert record.quality.state == "COMPLETE"
+    scans = [table for table, scan, _ in READS if scan]
+    assert scans == [record.candidate_name, "target_table"]  # the staged observation, then the target's; no rescan
+    assert ("target_table", False) in [(table, scan) for table, scan, _ in READS]  # the guard before TARGET_PENDING
+    assert all(0 < budget <= 60_000 for _, _, budget in READS)
+
+
+def test_a_target_read_that_fails_is_incomplete_and_airflow_retries_it_from_the_retained_state(
+    example: ModuleType,
+    embedded_cluster: EmbeddedCluster,
+    fresh_database: str,
+    manifest: dict[str, Any],
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """The target's aggregate read fails inside the scanned replica's engine: the bounded worker answers "could not
+    ask", the publish try fails with the retryable ``..._INCOMPLETE`` and leaves the capsule TARGET_PENDING, and
+    Airflow's retry of the same run observes again and completes it."""
+    for member in embedded_cluster.members:  # the scanned replica is the first sealed one; arm every replica
+        embedded_cluster.faults.fail_next_statement(member, 241, match="uniqExact.*`target_table`")
+    configure(example, None, manifest=manifest, poll_interval=0.2, retries=2)
+    capfd.readouterr()
+    outcome = run_example(example, logical_date=datetime(2026, 6, 5, tzinfo=UTC))
+    log = capfd.readouterr().out
+    assert outcome.succeeded, outcome.states
+    assert outcome.tries["publish"] == 2 and "DPONE_REPLAY_QUALITY_EVIDENCE_INCOMPLETE" in log
+    assert len(embedded_cluster.faults.armed()) == REPLICAS - 1  # exactly one replica was scanned
+    record = authority_record(embedded_cluster, fresh_database)
+    assert isinstance(record, InternalAuthorityRecordV2) and record.quality is not None
+    assert record.quality.state == "COMPLETE" and record.quality.target is not None
+    assert record.quality.target.row_count == SOURCE_ROWS
+
+
+def test_a_replayed_run_validates_under_the_reader_fence_and_releases_it_for_the_next_run(
+    example: ModuleType, embedded_cluster: EmbeddedCluster, fresh_database: str, manifest: dict[str, Any]
+) -> None:
+    """A clear of a completed run replays every task: publish and cleanup validate the COMPLETE capsule under the
+    durable reader fence in the real KeeperMap record. The first fence write loses its response (it took effect):
+    that try is INCOMPLETE, the retry takes the orphaned fence over and releases it, and the next DAG run takes the
+    target at once."""
+    configure(example, None, manifest=manifest, poll_interval=0.2, retries=2)
+    first = datetime(2026, 6, 6, tzinfo=UTC)
+    assert run_example(example, logical_date=first).succeeded
+    completed = authority_record(embedded_cluster, fresh_database)
+    embedded_cluster.faults.lose_response("coordinator", match='^ALTER TABLE .*"reader":')
+    replay = run_example(example, logical_date=first)  # the same run id: a same-operation replay
+    assert replay.succeeded, replay.states
+    assert not embedded_cluster.faults.armed() and replay.tries["publish"] == 2
+    record = authority_record(embedded_cluster, fresh_database)
+    assert isinstance(record, InternalAuthorityRecordV2) and record.operation_id == completed.operation_id
+    assert record.phase.value == "COMPLETED" and record.reader is None and record.quality == completed.quality
+    successor = run_example(example, logical_date=datetime(2026, 6, 7, tzinfo=UTC))
+    assert successor.succeeded, successor.states
+    assert authority_record(embedded_cluster, fresh_database).operation_id != completed.operation_id

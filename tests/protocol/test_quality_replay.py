@@ -9,7 +9,6 @@ capsule is replayed by checks, never by a rescan. The recovery table of the seed
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,13 +16,15 @@ import pytest
 from airflow_provider_dpone.contracts.authority_codec import decode, encode
 from airflow_provider_dpone.contracts.authority_internal import InternalAuthorityRecordV1, InternalAuthorityRecordV2
 from airflow_provider_dpone.contracts.authority_phases import Phase
+from airflow_provider_dpone.contracts.inventory import AdmittedMember
 from airflow_provider_dpone.contracts.quality_capsule import QualityBinding, QualityPolicy
+from airflow_provider_dpone.contracts.quality_read import TargetReadPlan
 from airflow_provider_dpone.contracts.receipts_publication import InternalPublicationReceiptV2
-from airflow_provider_dpone.ports.publication import TableObservation
 from airflow_provider_dpone.protocol.request import PublicationRequest
 from airflow_provider_dpone.protocol.results import Committed, Completed
+from tests.fakes.acceptance import FakeAcceptanceReader
 from tests.fakes.faults import FaultKind
-from tests.fakes.ports import FakeAuthorityStore, FakeMemberSession
+from tests.fakes.ports import FakeAuthorityStore
 from tests.fakes.world import exact_authority_facts
 from tests.protocol.sim import BASELINE_ROWS, NEW_ROWS, Sim, error_code, rows_of
 
@@ -54,21 +55,21 @@ def capsule(sim: Sim) -> QualityBinding:
 
 
 @pytest.fixture
-def scans(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter[str]]:
-    """Content scans of the published generation under the target name, per member (the aggregate reads of a
-    target observation; the baseline read before staging scans the predecessor, which is not counted)."""
+def scans(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """Bounded target reads of the published generation under the target name, per member (the aggregate read of a
+    target observation; the staged observation reads the candidate and is not counted)."""
     counted: Counter[str] = Counter()
-    original = FakeMemberSession.observe_table
+    original = FakeAcceptanceReader.observe
 
     def observe(
-        self: FakeMemberSession, database: str, table: str, *, with_content: bool, **options: Any
-    ) -> TableObservation:
-        observed = original(self, database, table, with_content=with_content, **options)
-        if with_content and table == "target_table" and observed.uuid in self.world.entropy.issued_uuids:
-            counted[self.member.member_id] += 1
-        return observed
+        self: FakeAcceptanceReader, members: tuple[AdmittedMember, ...], plan: TargetReadPlan, *, budget_ms: int
+    ) -> Any:
+        observation = original(self, members, plan, budget_ms=budget_ms)
+        if plan.table == "target_table" and plan.scan is not None:
+            counted[plan.scan] += 1
+        return observation
 
-    monkeypatch.setattr(FakeMemberSession, "observe_table", observe)
+    monkeypatch.setattr(FakeAcceptanceReader, "observe", observe)
     return counted
 
 
@@ -250,21 +251,28 @@ def test_recovery_a_missing_core_blocks_with_required() -> None:
     assert [entry.intent.kind for entry in sim.world.queue] == ["create"]
 
 
-def test_recovery_a_target_that_differs_after_commit_fails_and_stays_failed(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_recovery_a_target_whose_content_drifted_after_commit_blocks_without_a_relabel(
+    monkeypatch: pytest.MonkeyPatch, scans: Counter[str]
+) -> None:
+    """An unmanaged write under the same generation (same UUID) changes the replica's parts: the guard digests it
+    again, finds other content and blocks with ``..._MISMATCH``; the capsule stays TARGET_PENDING with no target
+    observation (nothing is reconstructed from current counts), and undoing the write lets the retry complete."""
     points = capsule_writes(monkeypatch)
+    scans.clear()
     sim = durable()
     sim.world.faults.schedule([(points["TARGET_PENDING"], FaultKind.CRASH_AFTER)])
     assert sim.run_dag(tries=1) == "stopped at publish: crash"
-    scanned = sim.world.table(sim.world.members[0], "target_table")  # the first sealed replica: the one scanned
-    assert scanned is not None
-    scanned.rows.append((77, "unmanaged"))  # an unmanaged write under the same generation
-    assert error_code(lambda: sim.service().publish()) == FAILED
+    drifted = sim.world.table(sim.world.members[1], "target_table")  # not even the scanned replica
+    assert drifted is not None
+    drifted.rows.append((77, "unmanaged"))
+    assert error_code(lambda: sim.service().publish()) == MISMATCH
+    assert error_code(lambda: sim.service().cleanup()) == MISMATCH
+    assert capsule(sim).state == "TARGET_PENDING" and capsule(sim).target is None
+    assert sum(scans.values()) == 2  # the publish and the cleanup observation, both refused by their guards
+    drifted.rows.pop()
+    assert isinstance(sim.service().publish(), Committed)
     quality = capsule(sim)
-    assert quality.state == "FAILED" and quality.target is not None and quality.target.row_count == len(NEW_ROWS) + 1
-    scanned.rows.pop()
-    assert error_code(lambda: sim.service().publish()) == FAILED  # no relabelling from current counts
-    assert error_code(lambda: sim.service().cleanup()) == FAILED
-    assert capsule(sim) == quality
+    assert quality.state == "COMPLETE" and quality.target is not None and sum(scans.values()) == 3
 
 
 def test_store_preflight_refuses_a_legacy_store_before_any_authority_write() -> None:

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_dpone.contracts.clickhouse_engines import MERGE_TREE_FAMILY, EngineClass, classify_engine
+from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.protocol.admission import (
     AdmissionResult,
     Blocker,
@@ -212,10 +213,24 @@ def test_a_quality_policy_without_the_selector_is_refused_not_ignored() -> None:
 
 
 @pytest.mark.parametrize("metric", ["null_count", "distinct_count"])
-def test_target_metrics_this_provider_cannot_observe_are_refused(metric: str) -> None:
+def test_null_and_distinct_target_metrics_are_admitted(metric: str) -> None:
     result = _admit(internal, _replay, lambda r: r.update(quality={"target_metrics": ["row_count", metric]}))
-    blocker = _only(result, "DPONE_REPLAY_QUALITY_EVIDENCE_UNSUPPORTED", "quality.target_metrics")
-    assert metric in blocker.detail
+    assert result.codes == ()
+
+
+@pytest.mark.parametrize(
+    "quality",
+    [
+        {"target_metrics": ["row_count"], "target_columns": ["id"]},  # no per-column metric to select for
+        {"target_metrics": ["null_count"], "target_columns": ["id", "id"]},
+        {"target_metrics": ["null_count"], "target_columns": []},
+        {"target_metrics": ["null_count"], "target_columns": [f"c{index}" for index in range(257)]},
+    ],
+)
+def test_a_target_column_selection_is_refused_unless_bounded_unique_and_used(quality: dict[str, Any]) -> None:
+    with pytest.raises(DponeError) as raised:
+        _admit(internal, _replay, lambda r: r.update(quality=quality))
+    assert raised.value.code == "DPONE_MANIFEST_FIELD_INVALID"
 
 
 @pytest.mark.parametrize(

@@ -38,20 +38,21 @@ SEED_DIAGRAM = {
 }
 ABORT_BEFORE_PUBLICATION = {(Phase.STAGING, Phase.ABORTED), (Phase.STAGED, Phase.ABORTED)}  # seed §6.7
 CAPSULE_COMPLETION = {(Phase.COMMITTED, Phase.COMMITTED)}  # seed 002: the capsule's completion writes
+READER_FENCE = {(Phase.COMPLETED, Phase.COMPLETED)}  # seed 002: the durable reader fence of a validation
 VOIDED_PERMIT = {(Phase.PUBLICATION_DISPATCHING, Phase.STAGED), (Phase.CLEANUP_DISPATCHING, Phase.COMMITTED)}
 """Seed 000 §5.4: the explicit void of a permit proven dead returns to the phase its step is dispatched from."""
 
 
 def test_transition_table_is_the_seed_state_machine() -> None:
     allowed = {(old, new) for old, news in ALLOWED_TRANSITIONS.items() for new in news}
-    assert allowed == SEED_DIAGRAM | ABORT_BEFORE_PUBLICATION | CAPSULE_COMPLETION | VOIDED_PERMIT
+    assert allowed == SEED_DIAGRAM | ABORT_BEFORE_PUBLICATION | CAPSULE_COMPLETION | READER_FENCE | VOIDED_PERMIT
     assert set(Phase) == {new for _, new in allowed}
 
 
 @pytest.mark.parametrize("old", [None, *Phase])
 @pytest.mark.parametrize("new", list(Phase))
 def test_every_transition_is_decided_by_the_table(old: Phase | None, new: Phase) -> None:
-    if (old, new) in SEED_DIAGRAM | ABORT_BEFORE_PUBLICATION | CAPSULE_COMPLETION | VOIDED_PERMIT:
+    if (old, new) in SEED_DIAGRAM | ABORT_BEFORE_PUBLICATION | CAPSULE_COMPLETION | READER_FENCE | VOIDED_PERMIT:
         require_transition(old, new)
     else:
         with pytest.raises(DponeError) as raised:
@@ -63,7 +64,8 @@ def test_abort_only_before_publication_and_terminal_phases_restart_only_as_locke
     for phase in Phase:
         assert is_allowed(phase, Phase.ABORTED) == (phase in PRE_PUBLICATION_PHASES)
     for phase in TERMINAL_PHASES:
-        assert ALLOWED_TRANSITIONS[phase] == frozenset({Phase.LOCKED})
+        assert ALLOWED_TRANSITIONS[phase] - {phase} == frozenset({Phase.LOCKED})
+    assert ALLOWED_TRANSITIONS[Phase.ABORTED] == frozenset({Phase.LOCKED})
 
 
 def test_staged_requires_every_member_ready() -> None:

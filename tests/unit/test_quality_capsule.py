@@ -91,3 +91,17 @@ def test_policy_identity_spells_out_the_defaults() -> None:
     assert QualityPolicy(min_rows=1).identity() != QualityPolicy().identity()
     with pytest.raises(ValidationError):
         QualityPolicy(target_metrics=("row_count", "row_count"))
+
+
+def test_a_reader_fence_round_trips_only_on_a_completed_v2_record_with_a_capsule() -> None:
+    from airflow_provider_dpone.contracts.authority_internal import ReaderFence
+
+    fence = ReaderFence(token="a" * 32, expires_at_ms=1_790_000_090_000)
+    completed = internal_record(Phase.COMPLETED, quality=capsule("COMPLETE"), v2=True)
+    fenced = completed.model_copy(update={"reader": fence})
+    assert isinstance(fenced, InternalAuthorityRecordV2)
+    assert decode(encode(fenced)) == fenced and '"reader"' not in encode(completed).payload
+    assert fenced.reader_fenced(fence.expires_at_ms - 1) and not fenced.reader_fenced(fence.expires_at_ms)
+    committed = internal_record(Phase.COMMITTED, quality=capsule("COMPLETE"), v2=True)
+    with pytest.raises(ValidationError):
+        InternalAuthorityRecordV2.model_validate({**committed.model_dump(by_alias=True), "reader": fence})

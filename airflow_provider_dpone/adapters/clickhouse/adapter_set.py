@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, BinaryIO
 
+from airflow_provider_dpone.adapters.clickhouse.acceptance_reader import SubprocessAcceptanceReader
 from airflow_provider_dpone.adapters.clickhouse.artifact_source import FileArtifactSource, QueryArtifactSource
 from airflow_provider_dpone.adapters.clickhouse.authority_store import ClickHouseAuthorityStore
 from airflow_provider_dpone.adapters.clickhouse.catalog import ClickHouseCatalog
@@ -27,12 +28,16 @@ from airflow_provider_dpone.adapters.clickhouse.oneshot import PROCESS_GUARD, Mu
 from airflow_provider_dpone.adapters.clickhouse.sql_cluster_ddl import DEFAULT_TASK_TIMEOUT_SECONDS
 from airflow_provider_dpone.adapters.storage.artifact_store import ObjectStorageArtifactStore
 from airflow_provider_dpone.contracts.inventory import AdmittedMember
+from airflow_provider_dpone.ports.quality import AcceptanceReader
 from airflow_provider_dpone.protocol.context import PublicationPorts
 
 
 class SystemClock:
     def now_ms(self) -> int:
         return time.time_ns() // 1_000_000
+
+    def monotonic_ms(self) -> int:
+        return time.monotonic_ns() // 1_000_000
 
 
 class SystemEntropy:
@@ -131,6 +136,7 @@ def build_publication_adapters(
     store: ObjectStorageArtifactStore,
     guard: MutationGuard = PROCESS_GUARD,
     ddl_task_timeout_seconds: int = DEFAULT_TASK_TIMEOUT_SECONDS,
+    acceptance: AcceptanceReader | None = None,
 ) -> PublicationAdapters:
     """Wire the real adapters; the authority table lives in the target ``database`` on the coordinator."""
     ports = PublicationPorts(
@@ -141,6 +147,7 @@ def build_publication_adapters(
         artifacts=store,
         clock=SystemClock(),
         entropy=SystemEntropy(),
+        acceptance=acceptance,
     )
     return PublicationAdapters(ports=ports, coordinator=coordinator, members=members, store=store)
 
@@ -153,7 +160,8 @@ def adapters_for(
     guard: MutationGuard = PROCESS_GUARD,
     ddl_task_timeout_seconds: int = DEFAULT_TASK_TIMEOUT_SECONDS,
 ) -> PublicationAdapters:
-    """The adapter set over HTTP(S) for one resolved coordinator connection."""
+    """The adapter set over HTTP(S) for one resolved coordinator connection; target acceptance reads run in bounded
+    worker processes over each member's direct connection."""
     return build_publication_adapters(
         coordinator=Endpoint.of(connection),
         members=MemberEndpoints.derived_from(connection),
@@ -161,4 +169,5 @@ def adapters_for(
         store=store,
         guard=guard,
         ddl_task_timeout_seconds=ddl_task_timeout_seconds,
+        acceptance=SubprocessAcceptanceReader(connection.for_member),
     )

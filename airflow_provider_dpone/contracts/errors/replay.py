@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Final
+
 from airflow_provider_dpone.contracts.errors.code import ErrorCode
 
 CODES: tuple[ErrorCode, ...] = (
@@ -32,8 +34,9 @@ CODES: tuple[ErrorCode, ...] = (
     ErrorCode(
         "DPONE_REPLAY_QUALITY_EVIDENCE_INCOMPLETE",
         "governance or a read guard remains unresolved, or store access failed",
-        "follow the retained-state recovery procedure in docs/runbook.md",
-        retryable=False,
+        "follow the retained-state recovery procedure in docs/runbook.md (a retry of the same run resumes from the "
+        "retained capsule state)",
+        retryable=True,
     ),
     ErrorCode(
         "DPONE_REPLAY_QUALITY_EVIDENCE_UNSUPPORTED",
@@ -42,3 +45,10 @@ CODES: tuple[ErrorCode, ...] = (
         retryable=False,
     ),
 )
+
+REQUIRED: Final[str] = "DPONE_REPLAY_QUALITY_EVIDENCE_REQUIRED"
+MISMATCH: Final[str] = "DPONE_REPLAY_QUALITY_EVIDENCE_MISMATCH"
+INVALID: Final[str] = "DPONE_REPLAY_QUALITY_EVIDENCE_INVALID"
+FAILED: Final[str] = "DPONE_REPLAY_QUALITY_EVIDENCE_FAILED"
+INCOMPLETE: Final[str] = "DPONE_REPLAY_QUALITY_EVIDENCE_INCOMPLETE"
+UNSUPPORTED: Final[str] = "DPONE_REPLAY_QUALITY_EVIDENCE_UNSUPPORTED"
