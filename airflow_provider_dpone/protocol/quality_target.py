@@ -30,7 +30,7 @@ from airflow_provider_dpone.contracts.quality_read import (
     TargetReadPlan,
 )
 from airflow_provider_dpone.contracts.receipts import CURRENT_CONTENT_DIGEST, ContentDigestVersion
-from airflow_provider_dpone.ports.publication import UnavailableError
+from airflow_provider_dpone.ports.publication import MemberSession, UnavailableError
 from airflow_provider_dpone.ports.quality import ReadIncompleteError
 from airflow_provider_dpone.protocol.authority_io import Held
 from airflow_provider_dpone.protocol.context import Context
@@ -82,6 +82,28 @@ def read_plan(
 def digest_version(record: AuthorityRecord) -> ContentDigestVersion:
     """The digest version the record's artifact receipt names: the source digest's, so digests compare."""
     return CURRENT_CONTENT_DIGEST if record.artifact is None else record.artifact.content_digest_version
+
+
+def replica_facts(session: MemberSession, plan: TargetReadPlan, read: ReplicaRead) -> ReplicaFacts:
+    """One guarded replica's facts as every reader takes them (the real worker and the fake alike): metadata and
+    active parts, the content digest (in the plan's version) only where the parts differ from the verified ones, and
+    the replica's health."""
+    observed = session.observe_table(plan.database, plan.table, with_content=False, with_parts=True)
+    if observed.exists and observed.uuid == plan.generation_uuid and observed.parts_digest != read.verified_parts:
+        observed = session.observe_table(
+            plan.database, plan.table, with_content=True, digest_version=plan.digest_version
+        )
+    status = session.replica_status(plan.database, plan.table) if observed.exists else None
+    return ReplicaFacts(
+        member_id=read.member_id,
+        exists=observed.exists,
+        uuid=observed.uuid,
+        columns=observed.columns,
+        parts_digest=observed.parts_digest,
+        content_digest=observed.content_digest,
+        zookeeper_path=None if status is None else status.zookeeper_path,
+        readonly=None if status is None else status.is_readonly,
+    )
 
 
 def guarded(record: AuthorityRecord, plan: TargetPlan) -> tuple[ReplicaRead, ...]:

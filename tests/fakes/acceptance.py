@@ -16,17 +16,15 @@ from airflow_provider_dpone.contracts.inventory import AdmittedMember
 from airflow_provider_dpone.contracts.quality_read import (
     ColumnCounts,
     Observation,
-    ReplicaFacts,
-    ReplicaRead,
     TargetCounts,
     TargetReadPlan,
 )
 from airflow_provider_dpone.ports.publication import UnavailableError
 from airflow_provider_dpone.ports.quality import ReadIncompleteError
+from airflow_provider_dpone.protocol.quality_target import replica_facts
 from tests.fakes.world import content_digest
 
 if TYPE_CHECKING:
-    from tests.fakes.ports import FakeMemberSession
     from tests.fakes.world import FakeWorld
 
 
@@ -42,30 +40,12 @@ class FakeAcceptanceReader:
 
         started = self.world.clock.ms
         sessions = {m.member_id: FakeMemberSession(self.world, self.world.member(m.member_id)) for m in members}
-        before = tuple(self._facts(sessions[read.member_id], plan, read) for read in plan.guard)
+        before = tuple(replica_facts(sessions[read.member_id], plan, read) for read in plan.guard)
         if plan.scan is None:
             return Observation(before=before)
         counts = self._scan(plan.scan, plan, budget_ms - (self.world.clock.ms - started))
-        after = tuple(self._facts(sessions[read.member_id], plan, read) for read in plan.guard)
+        after = tuple(replica_facts(sessions[read.member_id], plan, read) for read in plan.guard)
         return Observation(before=before, counts=counts, after=after)
-
-    def _facts(self, session: FakeMemberSession, plan: TargetReadPlan, read: ReplicaRead) -> ReplicaFacts:
-        observed = session.observe_table(plan.database, plan.table, with_content=False, with_parts=True)
-        if observed.exists and observed.uuid == plan.generation_uuid and observed.parts_digest != read.verified_parts:
-            observed = session.observe_table(
-                plan.database, plan.table, with_content=True, digest_version=plan.digest_version
-            )
-        status = session.replica_status(plan.database, plan.table) if observed.exists else None
-        return ReplicaFacts(
-            member_id=read.member_id,
-            exists=observed.exists,
-            uuid=observed.uuid,
-            columns=observed.columns,
-            parts_digest=observed.parts_digest,
-            content_digest=observed.content_digest,
-            zookeeper_path=None if status is None else status.zookeeper_path,
-            readonly=None if status is None else status.is_readonly,
-        )
 
     def _scan(self, member_id: str, plan: TargetReadPlan, budget_ms: int) -> TargetCounts:
         def effect() -> TargetCounts:

@@ -30,11 +30,10 @@ from airflow_provider_dpone.contracts.connection import ClickHouseConnectionOpti
 from airflow_provider_dpone.contracts.quality_read import (
     ColumnCounts,
     Observation,
-    ReplicaFacts,
-    ReplicaRead,
     TargetCounts,
     TargetReadPlan,
 )
+from airflow_provider_dpone.protocol.quality_target import replica_facts
 
 MAX_REQUEST_BYTES = 1 << 20
 
@@ -92,26 +91,6 @@ def _connection(raw: dict[str, Any], budget_seconds: int) -> ResolvedConnection:
     )
 
 
-def _facts(session: ClickHouseMemberSession, plan: TargetReadPlan, read: ReplicaRead) -> ReplicaFacts:
-    """What the member session observes; the content digest only where the parts differ from the verified ones."""
-    observed = session.observe_table(plan.database, plan.table, with_content=False, with_parts=True)
-    if observed.exists and observed.uuid == plan.generation_uuid and observed.parts_digest != read.verified_parts:
-        observed = session.observe_table(
-            plan.database, plan.table, with_content=True, digest_version=plan.digest_version
-        )
-    status = session.replica_status(plan.database, plan.table) if observed.exists else None
-    return ReplicaFacts(
-        member_id=read.member_id,
-        exists=observed.exists,
-        uuid=observed.uuid,
-        columns=observed.columns,
-        parts_digest=observed.parts_digest,
-        content_digest=observed.content_digest,
-        zookeeper_path=None if status is None else status.zookeeper_path,
-        readonly=None if status is None else status.is_readonly,
-    )
-
-
 def _observe(request: dict[str, Any]) -> Observation:
     plan = TargetReadPlan.model_validate(request["plan"])
     budget_seconds = math.ceil(int(request["budget_ms"]) / 1000)
@@ -121,12 +100,12 @@ def _observe(request: dict[str, Any]) -> Observation:
     endpoints = {mid: Endpoint.of(_connection(connections[mid], budget_seconds)) for mid in plan.member_ids}
     try:
         sessions = {mid: ClickHouseMemberSession(endpoint, mid) for mid, endpoint in endpoints.items()}
-        before = tuple(_facts(sessions[read.member_id], plan, read) for read in plan.guard)
+        before = tuple(replica_facts(sessions[read.member_id], plan, read) for read in plan.guard)
         if plan.scan is None:
             return Observation(before=before)
         result = endpoints[plan.scan].reader().query(target_counts(plan), settings=read_settings(budget_seconds))
         counts = counts_from(plan, tuple(result.column_names), list(result.result_rows))
-        after = tuple(_facts(sessions[read.member_id], plan, read) for read in plan.guard)
+        after = tuple(replica_facts(sessions[read.member_id], plan, read) for read in plan.guard)
         return Observation(before=before, counts=counts, after=after)
     finally:
         for endpoint in endpoints.values():
