@@ -8,7 +8,7 @@ staging table with ``PostgresTransferTarget.load_chunk``; then each verification
 * ``sql_typed_sha256`` - the typed SHA-256 of every row recomputed in SQL and summed (``digest.chunk_digest``): exact
   against the source's typed multiset, cost dominated by per-value text conversion inside PostgreSQL;
 * ``readback_equal`` - the committed rows read back by binary COPY into Arrow (ADBC) and compared value for value,
-  aligned by ``__dpone_row``, with the rows that were loaded (``digest.stored_equals_sent``): exact, no hash at all;
+  aligned by ``__dpone_row``, with the rows that were loaded (``readback_equality.stored_equals_sent``): exact, no hash at all;
 * ``readback_fetch_only`` - the read-back alone, to show what the comparison itself costs;
 * ``md5_row_text_sum`` - ``md5(row::text)`` per row, summed as 64-bit prefixes: PostgreSQL's cost only; the worker has
   no vectorised way to compute the same text of a row, so it cannot be compared with what was sent;
@@ -40,13 +40,14 @@ import psycopg
 from _common import chdb_engine
 from native_transfer import _columns
 
-from airflow_provider_dpone.adapters.postgres.digest import chunk_digest, readback_chunk, stored_equals_sent
+from airflow_provider_dpone.adapters.postgres.digest import chunk_digest, readback_chunk
 from airflow_provider_dpone.adapters.postgres.statements import qualified
 from airflow_provider_dpone.adapters.postgres.target import (
     PostgresTransferTarget,
     postgres_connection_factory,
     postgres_copy_factory,
 )
+from airflow_provider_dpone.adapters.readback_equality import stored_equals_sent
 from airflow_provider_dpone.contracts.identifiers import quote_postgres
 from airflow_provider_dpone.contracts.native_arrow_chunk import conform, decode_chunk, encode_chunk
 from airflow_provider_dpone.contracts.transfer_target import CHUNK_COLUMN, TargetColumn, TargetTable

@@ -7,8 +7,10 @@ one fresh connection, closed at the end: nothing is replayed on a new connection
 lives here: the order of each transaction, the publication lock each takes (exclusive to prepare, publish and clean
 up; shared to load and reconcile, so reconcile cannot read "absent" while a publishing transaction can still
 commit), the checks on what a transaction observed, the receipt written in the publishing transaction and read back,
-and which failure is definite and which outcome is unknown. Statements, locks, drivers, bulk loads and digests stay
-in each dialect's modules.
+and which failure is definite and which outcome is unknown, and how a chunk is verified: exact read-back equality with
+the sealed rows loaded when the dialect can read them back exactly, else (or on any difference) the typed digest
+recomputed in the target (``readback_equality.py``). Statements, locks, drivers, bulk loads and digests stay in each
+dialect's modules.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any, ClassVar, Protocol
 
 import pyarrow as pa
 
+from airflow_provider_dpone.adapters.readback_equality import LoadedChunks
 from airflow_provider_dpone.contracts.canonical import tagged_digest
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.contracts.transfer_target import RECEIPT_TABLE, PublicationMode, TargetPlan, TargetTable
@@ -131,9 +134,13 @@ class SqlTransferTarget(ABC):
     table_kinds: ClassVar[frozenset[str]]
     """The catalog's kinds of an ordinary table (any other object in the target's name is refused)."""
 
-    def __init__(self, table: TargetTable, *, lock_timeout_ms: int) -> None:
+    def __init__(self, table: TargetTable, *, lock_timeout_ms: int, equality: bool = True) -> None:
+        """``equality``: verify a chunk loaded from a sealed stage object by exact read-back first (the digest
+        decides when the rows differ or were not kept); off, every chunk is verified by the typed digest alone."""
         self.table = table
         self._lock_timeout_ms = int(lock_timeout_ms)
+        self._equality = equality
+        self._loaded = LoadedChunks()
 
     # -- the dialect ---------------------------------------------------------------------------------------------
     @abstractmethod
@@ -168,8 +175,15 @@ class SqlTransferTarget(ABC):
     def _window_bounds(self, plan: TargetPlan) -> tuple[object, object]: ...
 
     @abstractmethod
-    def _load(self, plan: TargetPlan, ordinal: int, rows: pa.Table) -> None:
-        """One transaction: shared publication lock, exclusive chunk lock, refuse a staged ordinal, load, commit."""
+    def _load(self, plan: TargetPlan, ordinal: int, rows: pa.Table) -> pa.Table:
+        """One transaction: shared publication lock, exclusive chunk lock, refuse a staged ordinal, load, commit.
+
+        Returns the loaded rows in the form :meth:`_readback_equal` compares with."""
+
+    def _readback_equal(self, plan: TargetPlan, ordinal: int, sent: pa.Table) -> int | None:
+        """The committed rows of ``ordinal`` read back in exact forms only; their count when they are exactly
+        ``sent`` (``readback_equality.stored_equals_sent``), else None (the typed digest then decides)."""
+        return None
 
     @abstractmethod
     def _staged_digest(self, session: Session, plan: TargetPlan, ordinal: int) -> tuple[int, int]:
@@ -247,6 +261,7 @@ class SqlTransferTarget(ABC):
 
     def prepare(self, invocation: TargetInvocation) -> None:
         plan = self.plan(invocation)
+        self._loaded.forget(plan.staging_table)
         with self._session() as session:
             try:
                 self._begin(session, plan, exclusive=True)
@@ -267,11 +282,22 @@ class SqlTransferTarget(ABC):
         self._prepared(plan)
 
     def load_chunk(self, invocation: TargetInvocation, ordinal: int, rows: pa.Table) -> None:
-        self._load(self.plan(invocation), ordinal, rows)
+        plan = self.plan(invocation)
+        self._loaded.take(plan.staging_table, ordinal)  # rows kept by an earlier attempt are stale
+        loaded = self._load(plan, ordinal, rows)
+        if self._equality:
+            self._loaded.keep(plan.staging_table, ordinal, rows, loaded)
 
     def verify_chunk(self, invocation: TargetInvocation, expected: ChunkEvidence) -> ChunkEvidence:
-        """Reads only: the staged chunk's count and typed sum as the target recomputes them; rolled back."""
+        """Reads only: exact equality with the sealed rows this adapter loaded, when it holds them and they are the
+        rows of ``expected``; otherwise, or when they differ, the staged chunk's count and typed sum as the target
+        recomputes them. Every read is rolled back."""
         plan = self.plan(invocation)
+        loaded = self._loaded.take(plan.staging_table, expected.ordinal)
+        if loaded is not None and loaded[1] == expected.typed_sum and loaded[0].num_rows == expected.rows:
+            rows = self._readback_equal(plan, expected.ordinal, loaded[0])
+            if rows is not None:
+                return ChunkEvidence(ordinal=expected.ordinal, rows=rows, typed_sum=expected.typed_sum)
         with self._session() as session:
             try:
                 self._require_staging(session, plan)
@@ -339,6 +365,7 @@ class SqlTransferTarget(ABC):
     def cleanup(self, invocation: TargetInvocation) -> None:
         """Drop the invocation's staging and retired tables (idempotent); waits out an in-flight publication."""
         plan = self.plan(invocation)
+        self._loaded.forget(plan.staging_table)
         with self._session() as session:
             try:
                 self._begin(session, plan, exclusive=True)

@@ -243,8 +243,9 @@ def _text_or_bytes(value: bytes) -> object:
         return value
 
 
-def table_rows(table: pa.Table, logicals: Sequence[LogicalType]) -> list[tuple[object, ...]]:
-    """A staged table as Python rows in the forms the row-based targets take (text when UTF-8, aware UTC datetimes)."""
+def table_columns(table: pa.Table | pa.RecordBatch, logicals: Sequence[LogicalType]) -> list[list[object]]:
+    """A staged table's columns as Python values in the forms the row-based targets take (text when UTF-8, aware UTC
+    datetimes), one list per column."""
     decoded: list[list[object]] = []
     for logical, array in zip(logicals, table.columns, strict=True):
         values: list[Any] = array.to_pylist()
@@ -253,6 +254,12 @@ def table_rows(table: pa.Table, logicals: Sequence[LogicalType]) -> list[tuple[o
         elif logical is LogicalType.DATETIME:
             values = [None if v is None else v.replace(tzinfo=dt.UTC) for v in values]
         decoded.append(values)
+    return decoded
+
+
+def table_rows(table: pa.Table, logicals: Sequence[LogicalType]) -> list[tuple[object, ...]]:
+    """A staged table as Python rows (:func:`table_columns`, row by row)."""
+    decoded = table_columns(table, logicals)
     return list(zip(*decoded, strict=True)) if decoded else []
 
 

@@ -199,6 +199,20 @@ class RowConverter:
         except (_InvalidValueError, ValueError):
             raise self._explain(row, row_index) from None
 
+    def columns(self, columns: Sequence[Sequence[object]], first_row: int = 0) -> list[list[object]]:
+        """Whole columns converted column by column, with the same per-value converters; when any value fails, the
+        rows are walked in order so the error names the same row (counted from ``first_row``) and column as the
+        row-wise call."""
+        if len(columns) != len(self._converters):
+            raise DponeError("mssql_native.target_value_invalid", f"{len(columns)} columns for {len(self._names)}")
+        try:
+            return [[convert(v) for v in values] for convert, values in zip(self._converters, columns, strict=True)]
+        except (_InvalidValueError, ValueError):
+            pass
+        for index, row in enumerate(zip(*columns, strict=True), start=first_row):
+            self(row, index)
+        raise DponeError("mssql_native.target_value_invalid", "a value failed its check")  # pragma: no cover
+
     def _explain(self, row: Sequence[object], row_index: int) -> DponeError:
         if len(row) != len(self._converters):
             return DponeError(

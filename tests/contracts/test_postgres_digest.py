@@ -18,15 +18,15 @@ import pyarrow as pa
 import pytest
 
 from airflow_provider_dpone.adapters.postgres.arrow_load import copy_table
-from airflow_provider_dpone.adapters.postgres.digest import readback_chunk, stored_equals_sent
+from airflow_provider_dpone.adapters.postgres.digest import readback_chunk
 from airflow_provider_dpone.adapters.postgres.statements import qualified
 from airflow_provider_dpone.adapters.postgres.target import PostgresTransferTarget
-from airflow_provider_dpone.contracts.native_arrow_chunk import decode_chunk, encode_chunk, rows_table
+from airflow_provider_dpone.adapters.readback_equality import stored_equals_sent
 from airflow_provider_dpone.contracts.transfer_target import PublicationMode, TargetColumn, TargetPlan
 from airflow_provider_dpone.contracts.transfer_target_types import StringMapping
 from airflow_provider_dpone.ports.transfer import ChunkEvidence, TargetInvocation
 from tests.fixtures.postgres import PostgresServer
-from tests.fixtures.target_harness import PostgresHarness, bind, chunk, evidence
+from tests.fixtures.target_harness import PostgresHarness, bind, chunk, evidence, sealed_chunk
 
 UTC = dt.UTC
 TYPES = [
@@ -150,10 +150,7 @@ def _sealed(
     invocation: TargetInvocation, plan: TargetPlan, rows: list[tuple[object, ...]]
 ) -> tuple[pa.Table, ChunkEvidence]:
     """The rows as the route hands them over: a table decoded from a sealed v2 stage object (ordinal 0)."""
-    expected = evidence(plan, 0, rows)
-    columns = list(invocation.columns)
-    data = encode_chunk(rows_table(rows, columns), columns, plan.invocation_id, 0, int(expected.typed_sum, 16))
-    return decode_chunk(data, columns).table, expected
+    return sealed_chunk(invocation, 0, rows), evidence(plan, 0, rows)
 
 
 def _read_back(pg: PostgresHarness, plan: TargetPlan) -> pa.Table:

@@ -28,7 +28,15 @@ from airflow_provider_dpone.contracts.typed_digest import MultisetDigest
 from airflow_provider_dpone.ports.transfer import ChunkEvidence, TargetInvocation, TransferTarget
 from airflow_provider_dpone.protocol.native_transfer.schema_admission import map_type
 from tests.fakes.transfer_target import Fault, SimulatedCrash
-from tests.fixtures.target_harness import FakeHarness, MsSqlHarness, PostgresHarness, Rows, TargetHarness, plan_of
+from tests.fixtures.target_harness import (
+    FakeHarness,
+    MsSqlHarness,
+    PostgresHarness,
+    Rows,
+    TargetHarness,
+    plan_of,
+    sealed_chunk,
+)
 
 UTC = dt.UTC
 DAY = dt.datetime(2026, 3, 1, tzinfo=UTC)
@@ -117,11 +125,12 @@ def windowed(invocation: str = "inv-window-0001") -> TargetInvocation:
 
 
 def stage(h: TargetHarness, inv: TargetInvocation, chunks: list[Rows]) -> list[ChunkEvidence]:
-    """Prepare, load and verify every chunk; return the chunks to publish."""
+    """Prepare, load (sealed chunks, as the route loads them from its stage) and verify every chunk; return the
+    chunks to publish."""
     h.target.prepare(inv)
     expected = [evidence(ordinal, rows) for ordinal, rows in enumerate(chunks)]
     for ordinal, rows in enumerate(chunks):
-        h.target.load_chunk(inv, ordinal, chunk(rows))
+        h.target.load_chunk(inv, ordinal, sealed_chunk(inv, ordinal, rows))
         assert h.target.verify_chunk(inv, expected[ordinal]) == expected[ordinal]
     return expected
 
@@ -189,6 +198,18 @@ def test_verification_reads_back_what_the_target_stored(harness: TargetHarness, 
     assert harness.target.verify_chunk(inv, evidence(0, rows)) == evidence(0, rows)
     harness.tamper(plan_of(harness, inv), 0, action)
     assert harness.target.verify_chunk(inv, evidence(0, rows)) != evidence(0, rows)
+
+
+@pytest.mark.parametrize("action", ["drop_one", "duplicate_one"])
+def test_a_sealed_chunk_whose_stored_rows_changed_is_verified_as_stored(harness: TargetHarness, action: str) -> None:
+    """Read-back equality refuses the changed rows; the typed digest then reports what the target stores."""
+    inv = full()
+    harness.target.prepare(inv)
+    rows = rows_for(9)
+    harness.target.load_chunk(inv, 0, sealed_chunk(inv, 0, rows))
+    harness.tamper(plan_of(harness, inv), 0, action)
+    observed = harness.target.verify_chunk(inv, evidence(0, rows))
+    assert observed.rows == (8 if action == "drop_one" else 10) and observed != evidence(0, rows)
 
 
 def test_verification_distinguishes_a_changed_value(harness: TargetHarness) -> None:

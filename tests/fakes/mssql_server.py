@@ -178,6 +178,9 @@ class EmulatedServer:
         self.triggers: set[str] = set()  # qualified names of tables that have a DML trigger
         self.bulk_commits_alone = False  # INSERT BULK commits outside the session's transaction
         self.major_version = 16  # SERVERPROPERTY('ProductMajorVersion'): 16 is SQL Server 2022
+        # pymssql's default conn_properties set TEXTSIZE 2147483647; a connection that overrides them keeps FreeTDS's
+        # or the server's smaller default (tests set one).
+        self.default_textsize = 2147483647
         self._ids = itertools.count(1)
 
     def connect(self) -> FakeConnection:
@@ -239,6 +242,7 @@ class FakeConnection:
         self.id = conn_id
         self._conn = _DriverConnection(server.driver_tds)
         self.options = 0  # @@OPTIONS of the session, as its SET statements leave it
+        self.textsize = server.default_textsize  # @@TEXTSIZE: (MAX) values a SELECT returns are cut to it (bytes)
         self.work: dict[str, Table] | None = None
         self.dead = False
         self.held = False

@@ -67,7 +67,7 @@ def _load(plan: TargetPlan, rows: list[tuple[object, ...]], backend: ImportBacke
 
 
 def _staged(server: EmulatedServer, plan: TargetPlan) -> list[list[object]]:
-    return [row[1:] for row in server.tables[tsql.staging(plan)].rows]
+    return [row[2:] for row in server.tables[tsql.staging(plan)].rows]  # without the ordinal and the position
 
 
 PROBE = HostBind("SQLINT4", b"\xff\xff\xff\xff", -1)  # ordinal -1: prepare's bulk-transaction probe row
@@ -95,11 +95,11 @@ def test_the_stand_in_turns_a_zero_length_bcp_value_into_null_as_freetds_does() 
     table, invocation = bind(plan)
     MsSqlTransferTarget(server.connect, table).prepare(invocation)
     conn = server.connect()
-    conn.bulk_copy(tsql.staging(plan), [(0, 1, b"", b"x")])
-    assert server.bcp_rows[-1][2].bind == HostBind("SQLVARBINARY", b"", 0)
-    assert conn.work is not None and conn.work[tsql.staging(plan)].rows == [[0, 1, None, b"x"]]
+    conn.bulk_copy(tsql.staging(plan), [(0, 0, 1, b"", b"x")])  # ordinal, position, k, b, s
+    assert server.bcp_rows[-1][3].bind == HostBind("SQLVARBINARY", b"", 0)
+    assert conn.work is not None and conn.work[tsql.staging(plan)].rows == [[0, 0, 1, None, b"x"]]
     with pytest.raises(Exception, match="20204"):
-        conn.bulk_copy(tsql.staging(plan), [(0, 1, b"x", b"")])
+        conn.bulk_copy(tsql.staging(plan), [(0, 1, 1, b"x", b"")])
 
 
 def _strings(mapping: StringMapping) -> TargetPlan:
@@ -125,11 +125,11 @@ def test_empty_strings_and_binaries_load_as_empty_values(backend: ImportBackend,
     server = _load(plan, rows, backend)
     assert sorted(_staged(server, plan), key=lambda r: r[0]) == [list(r) for r in rows]
     # No BCP row ever carries a zero-length value: those rows went as parameters.
-    assert [r[1].bind.data for r in _chunk_rows(server)] == (
+    assert [r[2].bind.data for r in _chunk_rows(server)] == (  # k of the rows BCP sent
         [b"\x02\x00\x00\x00"] if backend is ImportBackend.BCP else []
     )
     rendered = b"".join(_rendered(server))
-    assert b"(CAST(0 AS INT), CAST(1 AS INT), " + CAST[empty] + b", " + CAST[empty] + b", " in rendered
+    assert b"(CAST(0 AS INT), CAST(0 AS INT), CAST(1 AS INT), " + CAST[empty] + b", " + CAST[empty] + b", " in rendered
     assert CAST[empty] + b", " + CAST[empty] + b")" in rendered
 
 
@@ -142,7 +142,7 @@ def test_many_empty_rows_interleave_bcp_runs_and_full_inserts() -> None:
     kinds = [k for k in server.statements(loader) if k in {"bulk_copy", "insert_values"}]
     assert kinds == ["bulk_copy", "insert_values", "bulk_copy", "insert_values", "bulk_copy", "insert_values"]
     inserts = [c for c in server.calls if c.statement == "insert_values"]
-    assert [len(c.params or ()) // 6 for c in inserts] == [per_statement, per_statement, 5]
+    assert [len(c.params or ()) // 7 for c in inserts] == [per_statement, per_statement, 5]
     assert len(_chunk_rows(server)) == 2 * per_statement + 5
     assert sorted(_staged(server, EMPTY_PLAN)) == sorted(list(r) for r in rows)
 
@@ -165,7 +165,7 @@ def test_varbinary_max_over_8000_bytes_is_one_plp_chunk() -> None:
     plan = _plan(TargetColumn(name="v", source_type="String"))
     value = bytes(range(256)) * 35 + bytes(40)  # 9000 bytes
     server = _load(plan, [(1, value)], ImportBackend.BCP)
-    sent = _chunk_rows(server)[0][2]
+    sent = _chunk_rows(server)[0][3]
     assert sent.bind == HostBind("SQLVARBINARY", value, 9000)
     assert sent.wire == PLP_9000 + value + PLP_END
     assert _staged(server, plan) == [[1, value]]
@@ -174,7 +174,7 @@ def test_varbinary_max_over_8000_bytes_is_one_plp_chunk() -> None:
 def test_nvarchar_max_over_8000_bytes_is_bound_as_utf16le() -> None:
     plan = _plan(TargetColumn(name="v", source_type="String", string_mapping=TEXT))
     server = _load(plan, [(1, "é" * 4500)], ImportBackend.BCP)
-    sent = _chunk_rows(server)[0][2]
+    sent = _chunk_rows(server)[0][3]
     assert sent.bind == HostBind("SQLVARCHAR", b"\xe9\x00" * 4500, 9000)  # pymssql's utf-16le fix for nvarchar
     assert sent.wire == PLP_9000 + b"\xe9\x00" * 4500 + PLP_END
 
@@ -265,7 +265,7 @@ def test_boundary_value_bytes_over_bcp(case: str) -> None:
     source_type, value, text, wire, _ = BOUNDARIES[case]
     plan = _plan(TargetColumn(name="v", source_type=source_type))
     server = _load(plan, [(1, value)], ImportBackend.BCP)
-    sent = _chunk_rows(server)[0][2]
+    sent = _chunk_rows(server)[0][3]
     assert sent.bind == HostBind("SQLVARCHAR", text, len(text))  # exact text: FreeTDS converts it client-side
     assert sent.wire == wire
 
@@ -276,8 +276,8 @@ def test_boundary_value_parameters_over_sqlclient(case: str) -> None:
     plan = _plan(TargetColumn(name="v", source_type=source_type))
     server = _load(plan, [(1, value)], ImportBackend.SQLCLIENT)
     assert _rendered(server) == [
-        f"INSERT INTO {tsql.staging(plan)} ([__dpone_chunk], [k], [v]) VALUES\n".encode()
-        + b"(CAST(0 AS INT), CAST(1 AS INT), "
+        f"INSERT INTO {tsql.staging(plan)} ([__dpone_chunk], [__dpone_row], [k], [v]) VALUES\n".encode()
+        + b"(CAST(0 AS INT), CAST(0 AS INT), CAST(1 AS INT), "
         + literal
         + b");"
     ]

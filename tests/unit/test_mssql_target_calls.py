@@ -154,7 +154,7 @@ def test_sqlclient_load_sends_bounded_batches() -> None:
     rows = [(i, None, T0) for i in range(per_statement * 2 + 1)]
     target.load_chunk(INV, 0, chunk(INV, rows))
     inserts = [c for c in server.calls if c.statement == "insert_values"]
-    assert [len(c.params or ()) // 4 for c in inserts] == [per_statement, per_statement, 1]
+    assert [len(c.params or ()) // 5 for c in inserts] == [per_statement, per_statement, 1]  # ordinal, position, 3
     assert target.verify_chunk(INV, _expectation(rows)) == _expectation(rows)
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import sqlfluff
 
-from airflow_provider_dpone.adapters.mssql import digest, tsql
+from airflow_provider_dpone.adapters.mssql import digest, readback, tsql
 from airflow_provider_dpone.adapters.mssql.target import MsSqlTransferTarget
 from airflow_provider_dpone.contracts.native_transfer_options import ImportBackend
 from airflow_provider_dpone.contracts.transfer_target import PublicationMode, TargetColumn, TargetPlan, UtcWindow
@@ -73,6 +73,7 @@ def golden_statements() -> dict[str, str]:
         "session_facts": tsql.SESSION_FACTS,
         "server_version": digest.SERVER_VERSION,
         "chunk_digest": digest.chunk_digest(FULL),
+        "readback_chunk": readback.readback_chunk(FULL),
         "triggers": tsql.TRIGGERS,
         "object_type": tsql.OBJECT_TYPE,
         "table_columns": tsql.TABLE_COLUMNS,

@@ -71,15 +71,18 @@ def _check(name: str, column: ColumnType, array: pa.ChunkedArray) -> pa.ChunkedA
     return array
 
 
-def _uuid_text(array: pa.Array) -> list[object]:
-    """Canonical lower-case UUID text, from the 16 bytes of each value (vectorised hex)."""
+def uuid_text(array: pa.Array) -> pa.StringArray:
+    """Canonical lower-case UUID text, from the 16 bytes of each value (vectorised hex, no Python per value)."""
     storage = array.storage if isinstance(array, pa.ExtensionArray) else array
     raw = np.frombuffer(storage.buffers()[1], dtype=np.uint8)[storage.offset * 16 : (storage.offset + len(array)) * 16]
     nibbles = np.stack([raw >> 4, raw & 0x0F], axis=1).reshape(-1, 32)
-    hex_rows = _HEX[nibbles]
-    texts = np.insert(hex_rows, _UUID_DASHES, ord("-"), axis=1).tobytes().decode("ascii")
-    valid = storage.is_valid().to_numpy(zero_copy_only=False)
-    return [texts[i * 36 : i * 36 + 36] if ok else None for i, ok in enumerate(valid)]
+    texts = np.insert(_HEX[nibbles], _UUID_DASHES, ord("-"), axis=1).reshape(-1)
+    offsets = np.arange(0, 36 * len(array) + 1, 36, dtype=np.int32)
+    result: pa.StringArray = pa.StringArray.from_buffers(len(array), pa.py_buffer(offsets), pa.py_buffer(texts))
+    if storage.null_count == 0:
+        return result
+    nulls_kept: pa.StringArray = pc.if_else(storage.is_valid(), result, pa.scalar(None, pa.string()))
+    return nulls_kept
 
 
 def _encode(column: ColumnType, array: pa.Array) -> list[object]:
@@ -91,7 +94,7 @@ def _encode(column: ColumnType, array: pa.Array) -> list[object]:
     elif storage is StorageKind.DECIMAL:
         return [None if value is None else format(value, "f") for value in array.to_pylist()]
     elif storage is StorageKind.UUID:
-        return _uuid_text(array)
+        array = uuid_text(array)
     values: list[object] = array.to_pylist()
     return values
 

@@ -1,7 +1,10 @@
 """The two import backends of a chunk: BCP (pymssql ``bulk_copy``) and parameterized batches ("SqlClient").
 
-Both take the chunk's Arrow table as the route hands it over. BCP checks and encodes it column by column
-(:mod:`arrow_bcp`); the parameterized backend goes row by row.
+Both take the chunk's Arrow table as the route hands it over and work column by column: BCP checks and encodes it
+vectorised (:mod:`arrow_bcp`); the parameterized backend converts each column to Python values once
+(``to_pylist``), checks and encodes it with the per-type converters of :mod:`values`, and zips the columns into
+parameter rows. Every staged row carries its position in the chunk (``tsql.ROW``), which read-back verification
+aligns by.
 
 Both write into the invocation's staging table inside the chunk's one transaction (pymssql keeps a transaction open
 while autocommit is off; :mod:`checks` refuses a server where BCP would not join it), so a chunk is either fully
@@ -18,16 +21,18 @@ run continues with the rest. Staging is a multiset, so the interleaving changes 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from itertools import repeat
 from typing import Final
 
 import pyarrow as pa
 
 from airflow_provider_dpone.adapters.mssql import tsql
-from airflow_provider_dpone.adapters.mssql.arrow_bcp import bcp_rows, canonical_row
+from airflow_provider_dpone.adapters.mssql.arrow_bcp import SLICE_ROWS, bcp_rows, canonical_row
 from airflow_provider_dpone.adapters.mssql.driver import DbConnection, DbCursor
-from airflow_provider_dpone.adapters.mssql.values import sqlclient_row_encoder
-from airflow_provider_dpone.contracts.native_arrow_chunk import chunk_rows
+from airflow_provider_dpone.adapters.mssql.values import sqlclient_columns, sqlclient_row_encoder
+from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.contracts.native_arrow_chunk import table_columns
 from airflow_provider_dpone.contracts.native_transfer_options import ImportBackend
 from airflow_provider_dpone.contracts.transfer_target import TargetPlan
 from airflow_provider_dpone.contracts.transfer_target_values import RowConverter
@@ -44,7 +49,7 @@ def _logical(plan: TargetPlan) -> list[LogicalType]:
 
 def sqlclient_rows_per_statement(plan: TargetPlan) -> int:
     """Rows per INSERT: bounded by VALUES' row limit and by a statement size that stays cheap to compile."""
-    return max(1, min(MAX_VALUES_ROWS, MAX_VALUES_PER_STATEMENT // (len(plan.columns) + 1)))
+    return max(1, min(MAX_VALUES_ROWS, MAX_VALUES_PER_STATEMENT // (len(plan.columns) + 2)))
 
 
 class _Router:
@@ -61,7 +66,7 @@ class _Router:
         self._plan = plan
         self._ordinal = ordinal
         bcp = backend is ImportBackend.BCP
-        self._rows = self._from_arrow(rows) if bcp else self._from_rows(chunk_rows(rows, _logical(plan)))
+        self._rows = self._from_arrow(rows) if bcp else self._from_columns(rows)
         self.per_statement = sqlclient_rows_per_statement(plan)
         self._full_statement: str | None = None
         self.pending: list[object] = []
@@ -69,25 +74,34 @@ class _Router:
         self.sent = 0
         self.done = False
 
-    def _from_arrow(self, table: pa.Table) -> Iterator[tuple[bool, Sequence[object]]]:
+    def _from_arrow(self, table: pa.Table) -> Iterator[tuple[bool, int, Sequence[object]]]:
         for index, (values, empty) in enumerate(bcp_rows(table, self._plan)):
             if empty:
-                yield False, self._param_encode(canonical_row(table, self._plan, index))
+                yield False, index, self._param_encode(canonical_row(table, self._plan, index))
             else:
-                yield True, values
+                yield True, index, values
 
-    def _from_rows(self, rows: Iterable[Sequence[object]]) -> Iterator[tuple[bool, Sequence[object]]]:
-        columns = [c.column_type for c in self._plan.columns]
-        convert = RowConverter(self._plan.column_names, columns, text_allows_nul=False)
-        for index, row in enumerate(rows):
-            yield False, self._param_encode(convert(row, index))
+    def _from_columns(self, table: pa.Table) -> Iterator[tuple[bool, int, Sequence[object]]]:
+        """Parameter rows, one slice of columns at a time (Python values exist for one slice only)."""
+        plan = self._plan
+        if table.num_columns != len(plan.columns):
+            raise DponeError(
+                "mssql_native.target_value_invalid", f"{table.num_columns} columns for {len(plan.columns)}"
+            )
+        types, logicals = [c.column_type for c in plan.columns], _logical(plan)
+        convert = RowConverter(plan.column_names, types, text_allows_nul=False)
+        first = 0
+        for batch in table.to_batches(max_chunksize=SLICE_ROWS):
+            encoded = sqlclient_columns(types, convert.columns(table_columns(batch, logicals), first))
+            yield from zip(repeat(False), range(first, first + batch.num_rows), zip(*encoded, strict=True))
+            first += batch.num_rows
 
     def _next_bcp_row(self) -> tuple[object, ...] | None:
-        for is_bcp, values in self._rows:
+        for is_bcp, position, values in self._rows:
             if is_bcp:
                 self.sent += 1
-                return (self._ordinal, *values)
-            self.pending.extend((self._ordinal, *values))
+                return (self._ordinal, position, *values)
+            self.pending.extend((self._ordinal, position, *values))
             self.pending_rows += 1
             if self.pending_rows == self.per_statement:
                 return None

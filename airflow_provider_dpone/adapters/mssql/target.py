@@ -3,7 +3,12 @@
 The transaction shape is :class:`~airflow_provider_dpone.adapters.transfer_target_common.SqlTransferTarget`'s, in
 T-SQL: every connection runs with ``XACT_ABORT`` and a bounded ``LOCK_TIMEOUT``; the publication lock is a
 transaction-owned ``sp_getapplock``; the receipt's primary key makes a second commit impossible; full refresh swaps by
-``sp_rename``, window replace deletes the window and inserts. Every statement comes from :mod:`tsql`.
+``sp_rename``, window replace deletes the window and inserts. Every statement comes from :mod:`tsql` (and the
+verification reads from :mod:`digest` and :mod:`readback`).
+
+A chunk loaded from a sealed stage object is verified by exact read-back equality (:mod:`readback`: each column in a
+form pymssql returns without loss, aligned by the row position); the typed digest computed in T-SQL decides for any
+other chunk and whenever the rows read back differ.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from typing import Any, ClassVar, Final, Literal
 
 import pyarrow as pa
 
-from airflow_provider_dpone.adapters.mssql import checks, digest, tsql
+from airflow_provider_dpone.adapters.mssql import checks, digest, readback, tsql, values
 from airflow_provider_dpone.adapters.mssql.driver import (
     DRIVER_ERRORS,
     ConnectionFactory,
@@ -26,7 +31,7 @@ from airflow_provider_dpone.adapters.mssql.driver import (
 )
 from airflow_provider_dpone.adapters.mssql.loaders import load_chunk
 from airflow_provider_dpone.adapters.mssql.schema import check_target_columns
-from airflow_provider_dpone.adapters.mssql.values import readback
+from airflow_provider_dpone.adapters.readback_equality import stored_equals_sent
 from airflow_provider_dpone.adapters.transfer_target_common import Session, SqlTransferTarget, Statements, short
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.contracts.native_transfer_options import ImportBackend
@@ -63,8 +68,11 @@ class MsSqlTransferTarget(SqlTransferTarget):
         *,
         import_backend: ImportBackend = ImportBackend.BCP,
         lock_timeout_ms: int = 30_000,
+        verification: Literal["equality", "server"] = "equality",
     ) -> None:
-        super().__init__(table, lock_timeout_ms=lock_timeout_ms)
+        """``verification``: ``equality`` reads a sealed chunk back exactly and compares it with the rows loaded (the
+        typed digest decides otherwise); ``server`` verifies every chunk by the typed digest alone."""
+        super().__init__(table, lock_timeout_ms=lock_timeout_ms, equality=verification == "equality")
         self._connect = connect
         self._backend = import_backend
 
@@ -163,7 +171,7 @@ class MsSqlTransferTarget(SqlTransferTarget):
                 self._commit_or_unknown(session, "mssql_native.target_prepare_failed", "bulk probe removal")
                 raise DponeError("mssql_native.target_bulk_outside_transaction", short(plan))
 
-    def _load(self, plan: TargetPlan, ordinal: int, rows: pa.Table) -> None:
+    def _load(self, plan: TargetPlan, ordinal: int, rows: pa.Table) -> pa.Table:
         with self._session() as session:
             try:
                 self._lock_chunk(session, plan, ordinal)
@@ -174,6 +182,27 @@ class MsSqlTransferTarget(SqlTransferTarget):
             except DRIVER_ERRORS as exc:
                 raise DponeError("mssql_native.target_load_failed", f"chunk {ordinal}: {sanitized(exc)}") from None
             self._commit_or_unknown(session, "mssql_native.target_load_failed", f"chunk {ordinal}")
+        return rows
+
+    def _readback_equal(self, plan: TargetPlan, ordinal: int, sent: pa.Table) -> int | None:
+        if not readback.supported(plan):
+            return None
+        with self._session() as session:
+            try:
+                if self._kind(session, plan.target_schema, plan.staging_table) is None:
+                    return None  # the digest path reports the missing staging with its exact error
+                cursor = session.run(readback.readback_chunk(plan), (ordinal,))
+                rows: list[Any] = []
+                while batch := cursor.fetchmany(FETCH_ROWS):
+                    rows.extend(batch)
+                session.conn.rollback()
+            except DRIVER_ERRORS as exc:
+                raise DponeError("mssql_native.target_unavailable", f"verify: {sanitized(exc)}") from None
+        try:
+            stored, expected = readback.stored_table(plan, rows), readback.comparable(plan, sent)
+        except readback.NotExactError:
+            return None
+        return stored.num_rows if stored_equals_sent(expected, stored) else None
 
     def _staged_digest(self, session: Session, plan: TargetPlan, ordinal: int) -> tuple[int, int]:
         """As the server computes it from what it stores (``digest.py``); read back only for text columns on a
@@ -189,7 +218,7 @@ class MsSqlTransferTarget(SqlTransferTarget):
     @staticmethod
     def _readback_digest(session: Session, plan: TargetPlan, ordinal: int) -> tuple[int, int]:
         observed = MultisetDigest(plan.typed_columns)
-        normalize = readback([c.column_type for c in plan.columns])
+        normalize = values.readback([c.column_type for c in plan.columns])
         cursor = session.run(tsql.select_chunk(plan), (ordinal,))
         while batch := cursor.fetchmany(FETCH_ROWS):
             observed.add_rows(normalize(row) for row in batch)

@@ -12,10 +12,11 @@ from __future__ import annotations
 from typing import Final, Literal
 
 from airflow_provider_dpone.contracts.identifiers import quote_tsql
-from airflow_provider_dpone.contracts.transfer_target import CHUNK_COLUMN, RECEIPT_TABLE, TargetPlan
+from airflow_provider_dpone.contracts.transfer_target import CHUNK_COLUMN, RECEIPT_TABLE, ROW_COLUMN, TargetPlan
 from airflow_provider_dpone.contracts.typed_digest import LogicalType
 
 CHUNK: Final[str] = quote_tsql(CHUNK_COLUMN)
+ROW: Final[str] = quote_tsql(ROW_COLUMN)
 
 
 def qualified(schema: str, table: str) -> str:
@@ -116,7 +117,9 @@ def drop_retired(plan: TargetPlan) -> str:
 
 
 def create_staging(plan: TargetPlan) -> str:
-    definitions = [f"{CHUNK} INT NOT NULL"] + [
+    """The chunk ordinal and each row's position in its chunk (read-back verification aligns rows by it), then the
+    planned columns."""
+    definitions = [f"{CHUNK} INT NOT NULL", f"{ROW} INT NOT NULL"] + [
         f"{quote_tsql(c.name)} {c.column_type.tsql} {'NULL' if c.column_type.nullable else 'NOT NULL'}"
         for c in plan.columns
     ]
@@ -149,9 +152,11 @@ def insert_values(plan: TargetPlan, rows: int) -> str:
 
     The CAST pins each value's type: a multi-row VALUES list otherwise types a column by its widest literal.
     """
-    casts = ", ".join(["CAST(%s AS INT)", *(f"CAST(%s AS {c.column_type.tsql})" for c in plan.columns)])
+    casts = ", ".join(
+        ["CAST(%s AS INT)", "CAST(%s AS INT)", *(f"CAST(%s AS {c.column_type.tsql})" for c in plan.columns)]
+    )
     tuples = ",\n".join(f"({casts})" for _ in range(rows))
-    return f"INSERT INTO {staging(plan)} ({CHUNK}, {_columns(plan)}) VALUES\n{tuples};"
+    return f"INSERT INTO {staging(plan)} ({CHUNK}, {ROW}, {_columns(plan)}) VALUES\n{tuples};"
 
 
 def _window_predicate(plan: TargetPlan) -> str:
@@ -181,10 +186,11 @@ RENAME: Final[str] = "EXEC sp_rename @objname = %s, @newname = %s, @objtype = N'
 
 
 def full_refresh_swap(plan: TargetPlan, *, target_exists: bool) -> list[tuple[str, tuple[str, ...]]]:
-    """Turn staging into the target (statement, parameters): drop the ordinal index and column, rename, drop old."""
+    """Turn staging into the target (statement, parameters): drop the ordinal index, the ordinal and position
+    columns, rename, drop old."""
     steps: list[tuple[str, tuple[str, ...]]] = [
         (f"DROP INDEX {quote_tsql(plan.staging_index)} ON {staging(plan)};", ()),
-        (f"ALTER TABLE {staging(plan)} DROP COLUMN {CHUNK};", ()),
+        (f"ALTER TABLE {staging(plan)} DROP COLUMN {CHUNK}, {ROW};", ()),
     ]
     if target_exists:
         steps.append((RENAME, (target(plan), plan.retired_table)))

@@ -68,14 +68,26 @@ _SQLCLIENT: dict[StorageKind, Encoder] = {
 
 
 def sqlclient_row_encoder(columns: Sequence[ColumnType]) -> Callable[[Sequence[object]], list[object]]:
-    """Parameters for the CAST-typed multi-row INSERT (the parameterized "SqlClient" backend, and the rows with an
-    empty value that BCP cannot send)."""
+    """Parameters for the CAST-typed multi-row INSERT, one row (the rows with an empty value that BCP cannot send)."""
     encoders = tuple(_SQLCLIENT[column.storage] for column in columns)
 
     def encode(row: Sequence[object]) -> list[object]:
         return [None if value is None else encoder(value) for encoder, value in zip(encoders, row, strict=True)]
 
     return encode
+
+
+def sqlclient_columns(columns: Sequence[ColumnType], values: Sequence[list[object]]) -> list[list[object]]:
+    """Parameters for the CAST-typed multi-row INSERT, column by column (the parameterized "SqlClient" backend):
+    the same encoders as :func:`sqlclient_row_encoder`, one loop per column; columns passed as they are stay lists."""
+    encoded: list[list[object]] = []
+    for column, column_values in zip(columns, values, strict=True):
+        encoder = _SQLCLIENT[column.storage]
+        if encoder is _identity:
+            encoded.append(column_values)
+        else:
+            encoded.append([None if value is None else encoder(value) for value in column_values])
+    return encoded
 
 
 def _parse_datetime(value: object) -> object:

@@ -15,9 +15,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_provider_dpone.adapters.postgres.statements import ROW_COLUMN
 from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.contracts.transfer_target import CHUNK_COLUMN, TargetPlan
+from airflow_provider_dpone.contracts.transfer_target import CHUNK_COLUMN, ROW_COLUMN, TargetPlan
 from airflow_provider_dpone.contracts.transfer_target_types import ColumnType, StorageKind
 
 _INTEGERS: Final[dict[str, pa.DataType]] = {"smallint": pa.int16(), "integer": pa.int32(), "bigint": pa.int64()}

@@ -1,9 +1,9 @@
 """How a staged chunk is verified where PostgreSQL stores it: exact read-back, or the typed digest in SQL.
 
 **Read-back equality (the default).** The chunk's committed rows are read back by binary COPY (ADBC, Arrow) and
-compared, value for value, with the rows that were loaded (:func:`stored_equals_sent`). Each staged row carries its
-position in the chunk (``__dpone_row``); the positions read back must be exactly ``0..rows-1`` once each, so a
-missing, extra or duplicated row fails, and every column of the aligned rows must be equal (NULLs in the same
+compared, value for value, with the rows that were loaded (``readback_equality.stored_equals_sent``, shared with
+SQL Server). Each staged row carries its position in the chunk (``__dpone_row``); the positions read back must be
+exactly ``0..rows-1`` once each, so a missing, extra or duplicated row fails, and every column of the aligned rows must be equal (NULLs in the same
 places; numeric is read back as its text and parsed into the exact decimal type, refusing any other scale). No hash is
 involved, so there is no collision to bound. The rows compared against are the sealed stage chunk (its object
 SHA-256 and header are checked against the journal receipt before loading), so equality proves the target stores
@@ -36,12 +36,9 @@ from __future__ import annotations
 
 from typing import Final
 
-import numpy as np
-import pyarrow as pa
-
-from airflow_provider_dpone.adapters.postgres.statements import ROW_COLUMN, qualified
+from airflow_provider_dpone.adapters.postgres.statements import qualified
 from airflow_provider_dpone.contracts.identifiers import quote_postgres
-from airflow_provider_dpone.contracts.transfer_target import CHUNK_COLUMN, TargetPlan
+from airflow_provider_dpone.contracts.transfer_target import CHUNK_COLUMN, ROW_COLUMN, TargetPlan
 from airflow_provider_dpone.contracts.transfer_target_types import ColumnType, StorageKind
 from airflow_provider_dpone.contracts.typed_digest import HASH_LIMBS
 
@@ -121,43 +118,4 @@ def readback_chunk(plan: TargetPlan) -> str:
     return (
         f"SELECT {columns} FROM {qualified(plan.target_schema, plan.staging_table)} "
         f"WHERE {quote_postgres(CHUNK_COLUMN)} = $1"
-    )
-
-
-def _same_values(sent: pa.ChunkedArray, stored: pa.ChunkedArray) -> bool:
-    """Equal values and NULL positions; a stored value is first brought into the sent type by a safe cast only."""
-    if stored.type != sent.type:
-        if isinstance(stored.type, pa.ExtensionType) and not isinstance(sent.type, pa.ExtensionType):
-            stored = pa.chunked_array([chunk.storage for chunk in stored.chunks], stored.type.storage_type)
-        try:
-            stored = stored.cast(sent.type, safe=True)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-            return False
-    return bool(sent.equals(stored))
-
-
-def stored_equals_sent(sent: pa.Table, stored: pa.Table) -> bool:
-    """Whether ``stored`` (``__dpone_row`` then the planned columns, in any order) is exactly the rows of ``sent``.
-
-    The positions must be a permutation of ``0..rows-1``: a missing or duplicated row leaves a hole. Each stored
-    column is then put in sent order and compared with Arrow's vectorised equality.
-    """
-    rows = sent.num_rows
-    if stored.num_rows != rows or stored.num_columns != sent.num_columns + 1:
-        return False
-    if rows == 0:
-        return True
-    positions = stored.column(0)
-    if positions.null_count:
-        return False
-    index = positions.to_numpy().astype(np.int64, copy=False)
-    if int(index.min()) < 0 or int(index.max()) >= rows:
-        return False
-    order = np.full(rows, -1, dtype=np.int64)
-    order[index] = np.arange(rows, dtype=np.int64)
-    if int(order.min()) < 0:
-        return False
-    take = pa.array(order)  # aligned one column at a time: at most one extra column in memory
-    return all(
-        _same_values(column, stored.column(position + 1).take(take)) for position, column in enumerate(sent.columns)
     )

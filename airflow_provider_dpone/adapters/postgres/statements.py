@@ -10,12 +10,14 @@ from __future__ import annotations
 from typing import Final
 
 from airflow_provider_dpone.contracts.identifiers import quote_postgres
-from airflow_provider_dpone.contracts.transfer_target import CHUNK_COLUMN, RECEIPT_TABLE, PublicationMode, TargetPlan
+from airflow_provider_dpone.contracts.transfer_target import (
+    CHUNK_COLUMN,
+    RECEIPT_TABLE,
+    ROW_COLUMN,
+    PublicationMode,
+    TargetPlan,
+)
 from airflow_provider_dpone.contracts.transfer_target_types import ColumnType, StorageKind
-
-ROW_COLUMN: Final[str] = "__dpone_row"
-"""Each staged row's position in its chunk (0..rows-1): verification aligns the rows it reads back with the rows it
-sent by this column, so the comparison is positional and exact without sorting (``digest.py``)."""
 
 COPY_TYPES: Final[dict[StorageKind, str]] = {
     StorageKind.UINT64: "numeric",

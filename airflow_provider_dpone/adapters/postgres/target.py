@@ -7,8 +7,8 @@ ordinal, binary COPY straight from the chunk's Arrow buffers (``arrow_load.py``)
 ended its call cleanly is parked and reused, because opening one is expensive (``_copy_session``).
 
 ``verify_chunk`` reads the committed rows back (binary COPY to Arrow) and compares them exactly with the rows this
-adapter loaded for that ordinal, when they came from a sealed stage chunk (``digest.py``); otherwise, or when they
-differ, it recomputes the typed digest in SQL. The loaded rows wait in memory only between the two calls.
+adapter loaded for that ordinal, when they came from a sealed stage chunk (the base's read-back equality,
+``readback_equality.py``); otherwise, or when they differ, it recomputes the typed digest in SQL (``digest.py``).
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ from psycopg.conninfo import make_conninfo
 
 from airflow_provider_dpone.adapters.postgres import statements as sql
 from airflow_provider_dpone.adapters.postgres.arrow_load import copy_table
-from airflow_provider_dpone.adapters.postgres.digest import chunk_digest, readback_chunk, stored_equals_sent
+from airflow_provider_dpone.adapters.postgres.digest import chunk_digest, readback_chunk
+from airflow_provider_dpone.adapters.readback_equality import stored_equals_sent
 from airflow_provider_dpone.adapters.transfer_target_common import (
     Session,
     SqlTransferTarget,
@@ -40,11 +41,9 @@ from airflow_provider_dpone.adapters.transfer_target_common import (
 )
 from airflow_provider_dpone.contracts.canonical import tagged_digest
 from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.contracts.native_arrow_chunk import sealed_facts
 from airflow_provider_dpone.contracts.transfer_target import RECEIPT_TABLE, TargetPlan, TargetTable
 from airflow_provider_dpone.contracts.transfer_target_values import readback_normalizer
 from airflow_provider_dpone.contracts.typed_digest import LogicalType, MultisetDigest, fold_limb_sums
-from airflow_provider_dpone.ports.transfer import ChunkEvidence, TargetInvocation
 
 SERVER_DIGEST_MIN_VERSION: Final[int] = 140000  # extract(epoch ...) returns exact numeric from PostgreSQL 14
 Connection = psycopg.Connection[Any]
@@ -102,13 +101,11 @@ class PostgresTransferTarget(SqlTransferTarget):
         ``server`` for rows of unknown provenance); ``server`` hashes the staged chunk inside PostgreSQL (14+; older
         servers read back); ``readback`` streams the chunk to the worker and hashes it there in Python.
         """
-        super().__init__(table, lock_timeout_ms=lock_timeout_ms)
+        super().__init__(table, lock_timeout_ms=lock_timeout_ms, equality=verification == "equality")
         self._connect = connect
         self._copy_connect = copy_connect
         self._lock_timeout = f"{int(lock_timeout_ms)}ms"
         self._verification = verification
-        self._loaded: dict[tuple[str, int], tuple[pa.Table, str]] = {}
-        self._loaded_lock = threading.Lock()
         self._idle: list[CopyConnection] = []
         self._idle_lock = threading.Lock()
         weakref.finalize(self, _close_all, self._idle, self._idle_lock)
@@ -200,11 +197,9 @@ class PostgresTransferTarget(SqlTransferTarget):
             return window.start.date(), window.end.date()
         return window.start, window.end
 
-    def _load(self, plan: TargetPlan, ordinal: int, rows: pa.Table) -> None:
+    def _load(self, plan: TargetPlan, ordinal: int, rows: pa.Table) -> pa.Table:
         """One transaction on the bulk connection: locks, the already-loaded check, binary COPY from Arrow, commit."""
         table = copy_table(rows, plan, ordinal)
-        sealed = sealed_facts(rows)
-        self._forget(plan, ordinal)
         with self._copy_session() as conn:
             try:
                 with conn.cursor() as cursor:
@@ -231,36 +226,7 @@ class PostgresTransferTarget(SqlTransferTarget):
             except BULK_ERRORS as exc:
                 detail = f"chunk {ordinal}: commit outcome unknown ({_sanitized(exc)})"
                 raise DponeError("mssql_native.target_load_failed", detail) from None
-        if sealed is not None and sealed[0] == ordinal and self._verification == "equality":
-            with self._loaded_lock:
-                self._loaded[(plan.staging_table, ordinal)] = (table.select(list(plan.column_names)), sealed[2])
-
-    def _forget(self, plan: TargetPlan, ordinal: int | None = None) -> tuple[pa.Table, str] | None:
-        """Drop (and return) the loaded rows awaiting verification: one ordinal, or all of the plan's staging."""
-        with self._loaded_lock:
-            if ordinal is not None:
-                return self._loaded.pop((plan.staging_table, ordinal), None)
-            for key in [key for key in self._loaded if key[0] == plan.staging_table]:
-                del self._loaded[key]
-        return None
-
-    def prepare(self, invocation: TargetInvocation) -> None:
-        self._forget(self.plan(invocation))
-        super().prepare(invocation)
-
-    def cleanup(self, invocation: TargetInvocation) -> None:
-        self._forget(self.plan(invocation))
-        super().cleanup(invocation)
-
-    def verify_chunk(self, invocation: TargetInvocation, expected: ChunkEvidence) -> ChunkEvidence:
-        """Exact equality with the sealed rows this adapter loaded, when it holds them; else the typed digest."""
-        plan = self.plan(invocation)
-        loaded = self._forget(plan, expected.ordinal)
-        if loaded is not None and loaded[1] == expected.typed_sum and loaded[0].num_rows == expected.rows:
-            rows = self._readback_equal(plan, expected.ordinal, loaded[0])
-            if rows is not None:
-                return ChunkEvidence(ordinal=expected.ordinal, rows=rows, typed_sum=expected.typed_sum)
-        return super().verify_chunk(invocation, expected)
+        return table.select(list(plan.column_names))
 
     def _readback_equal(self, plan: TargetPlan, ordinal: int, sent: pa.Table) -> int | None:
         """The committed rows of ``ordinal`` read back; their count when they are exactly ``sent``, else None."""
