@@ -34,10 +34,13 @@ from airflow_provider_dpone.adapters.mssql import tsql
 from airflow_provider_dpone.adapters.mssql.arrow_bcp import SLICE_ROWS
 from airflow_provider_dpone.adapters.mssql.loaders import sqlclient_rows_per_statement
 from airflow_provider_dpone.adapters.mssql.target import MsSqlTransferTarget
+from airflow_provider_dpone.adapters.mssql.values import sqlclient_row_encoder
 from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.contracts.native_arrow_chunk import table_rows
 from airflow_provider_dpone.contracts.native_transfer_options import ImportBackend
 from airflow_provider_dpone.contracts.transfer_target import PublicationMode, TargetColumn, TargetPlan
 from airflow_provider_dpone.contracts.transfer_target_types import StringMapping
+from airflow_provider_dpone.contracts.transfer_target_values import RowConverter
 from tests.fakes.mssql_bcp import HostBind
 from tests.fakes.mssql_server import BcpColumn, EmulatedServer
 from tests.fixtures.target_harness import bind, chunk, evidence
@@ -281,3 +284,73 @@ def test_boundary_value_parameters_over_sqlclient(case: str) -> None:
         + literal
         + b");"
     ]
+
+
+# -- the parameterized backend encodes column by column, to the same parameters as row by row ------------------------
+def _wide_plan(mapping: StringMapping) -> TargetPlan:
+    return _plan(
+        TargetColumn(name="u64", source_type="UInt64"),
+        TargetColumn(name="d", source_type="Nullable(Decimal(38, 10))"),
+        TargetColumn(name="b", source_type="Nullable(String)", string_mapping=mapping),
+        TargetColumn(name="t", source_type="Nullable(String)", string_mapping=mapping),
+        TargetColumn(name="f", source_type="Bool"),
+        TargetColumn(name="day", source_type="Date32"),
+        TargetColumn(name="ts", source_type="Nullable(DateTime64(6, 'UTC'))"),
+        TargetColumn(name="u", source_type="Nullable(UUID)"),
+    )
+
+
+def _wide_row(i: int, mapping: StringMapping) -> tuple[object, ...]:
+    nulls = i % 5 == 0
+    text = f"é'{i}" * (i % 3)
+    return (
+        i, 2**64 - 1 - i, None if nulls else Decimal(i).scaleb(-10) - Decimal(10**27),
+        None if nulls else (text if mapping is TEXT else bytes([i % 256]) * (i % 4)),
+        None if nulls else (text if mapping is TEXT else text.encode()), i % 2 == 0,
+        dt.date(1, 1, 1) + dt.timedelta(days=i * 97),
+        None if nulls else dt.datetime(1, 1, 1, tzinfo=UTC) + dt.timedelta(seconds=i * 86_413, microseconds=i),
+        None if nulls else uuid.UUID(int=i * 2**100 + i),
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("mapping", list(StringMapping))
+def test_sqlclient_parameters_are_byte_for_byte_the_row_by_row_encoding(mapping: StringMapping) -> None:
+    """Column-wise conversion (``to_pylist`` per column, the per-type converters per column) sends exactly what the
+    row-by-row path sent: each row through ``RowConverter`` and ``sqlclient_row_encoder``, rendered by pymssql's own
+    ``substitute_params``; across an encoding slice boundary, with NULLs, empty values and every admitted kind."""
+    plan = _wide_plan(mapping)
+    rows = [_wide_row(i, mapping) for i in range(SLICE_ROWS + 37)]
+    server = _load(plan, rows, ImportBackend.SQLCLIENT)
+    _, invocation = bind(plan)
+    types = [c.column_type for c in plan.columns]
+    convert = RowConverter(plan.column_names, types, text_allows_nul=False)
+    encode = sqlclient_row_encoder(types)
+    logicals = [c.column_type.logical for c in plan.columns]
+    reference = [
+        (0, position, *encode(convert(row, position)))
+        for position, row in enumerate(table_rows(chunk(invocation, rows), logicals))
+    ]
+    inserts = [c for c in server.calls if c.statement == "insert_values"]
+    width = len(plan.columns) + 2
+    sent = [tuple(c.params[i : i + width]) for c in inserts if c.params for i in range(0, len(c.params), width)]
+    assert sent == reference
+    assert [_mssql.substitute_params(c.sql, c.params) for c in inserts] == [
+        _mssql.substitute_params(c.sql, tuple(v for row in reference[s : s + len(c.params) // width] for v in row))
+        for c, s in zip(inserts, range(0, len(rows), sqlclient_rows_per_statement(plan)), strict=True)
+        if c.sql and c.params
+    ]
+    first = next(p for p in inserts[0].params or () if isinstance(p, str) and "T" in p and ":" in p)
+    # row 1: 0001-01-01 + 86,413 s + 1 us, in the ISO 8601 text DATETIME2 parses (pymssql renders a str as N'...')
+    assert first == "0001-01-02T00:00:13.000001"
+
+
+def test_a_refused_value_past_the_first_slice_names_its_row_as_row_by_row_did() -> None:
+    plan = _wide_plan(TEXT)
+    rows = [_wide_row(i, TEXT) for i in range(SLICE_ROWS + 10)]
+    rows[SLICE_ROWS + 3] = (*rows[SLICE_ROWS + 3][:4], "a\x00b", *rows[SLICE_ROWS + 3][5:])
+    server = EmulatedServer()
+    table, invocation = bind(plan)
+    target = MsSqlTransferTarget(server.connect, table, import_backend=ImportBackend.SQLCLIENT)
+    target.prepare(invocation)
+    with pytest.raises(DponeError, match=rf"target_value_invalid.*row {SLICE_ROWS + 3} column t: NUL"):
+        target.load_chunk(invocation, 0, chunk(invocation, rows))
