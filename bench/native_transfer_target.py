@@ -14,31 +14,50 @@ computed before timing starts: they are the source's cost, recorded in its chunk
 
 ``--verification server`` (the default) hashes each staged chunk inside PostgreSQL; ``readback`` streams it to the
 worker and hashes it there.
+
+``--mssql-python`` measures, without a server (none can run here), the Python side of the SQL Server target on one
+chunk of ``--rows`` rows per shape, best of ``--repeat`` runs:
+
+* the parameterized ("SqlClient") backend's parameters: row by row (each row through ``RowConverter`` and
+  ``sqlclient_row_encoder``, as before) against column by column (``loaders.sqlclient_rows``);
+* read-back verification's worker side: the rows the read-back SELECT returns (built here as pymssql hands them
+  over) decoded into Arrow and compared with the sealed rows (``readback.stored_table``, ``readback.comparable``,
+  ``stored_equals_sent``), next to the worker side of hashing the same rows with the typed digest in Python. The
+  server's part (scan, the CONVERTs, TDS) and pymssql's per-value decoding are not measured. Its last line is one
+  JSON object with the ratios.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from decimal import Decimal
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's package, not another install
 
 import psycopg
+import pyarrow as pa
 
+from airflow_provider_dpone.adapters.mssql import readback
+from airflow_provider_dpone.adapters.mssql.loaders import sqlclient_rows
+from airflow_provider_dpone.adapters.mssql.values import sqlclient_row_encoder
 from airflow_provider_dpone.adapters.postgres.statements import copy_type, qualified
 from airflow_provider_dpone.adapters.postgres.target import (
     PostgresTransferTarget,
     postgres_connection_factory,
     postgres_copy_factory,
 )
+from airflow_provider_dpone.adapters.readback_equality import stored_equals_sent
 from airflow_provider_dpone.contracts.identifiers import quote_postgres
-from airflow_provider_dpone.contracts.native_arrow_chunk import rows_table
+from airflow_provider_dpone.contracts.native_arrow_chunk import decode_chunk, encode_chunk, rows_table, table_rows
 from airflow_provider_dpone.contracts.transfer_target import PublicationMode, TargetColumn, TargetPlan, TargetTable
+from airflow_provider_dpone.contracts.transfer_target_types import StorageKind
+from airflow_provider_dpone.contracts.transfer_target_values import RowConverter
 from airflow_provider_dpone.contracts.typed_digest import MultisetDigest
 from airflow_provider_dpone.ports.transfer import ChunkEvidence, TargetInvocation
 from airflow_provider_dpone.protocol.native_transfer.schema_admission import map_type
@@ -146,20 +165,26 @@ def target_run(
     return phases
 
 
+def shape_plans(shapes: list[str], tag: str) -> Iterator[tuple[str, TargetPlan]]:
+    """The full-refresh plan of each requested shape (narrow, wide) into schema ``bench``."""
+    for name, columns in (("narrow", narrow_columns()), ("wide", wide_columns())):
+        if name in shapes:
+            plan = TargetPlan(
+                invocation_id=f"bench-{name}-{tag}",
+                target_schema="bench",
+                target_table=name,
+                columns=columns,
+                mode=PublicationMode.FULL_REFRESH,
+            )
+            yield name, plan
+
+
 def run(dsn: str, total: int, chunk_rows: int, verification: str, shapes: list[str]) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("DROP SCHEMA IF EXISTS bench CASCADE")
         conn.execute("CREATE SCHEMA bench")
-    for name, columns in (("narrow", narrow_columns()), ("wide", wide_columns())):
-        if name not in shapes:
-            continue
-        plan = TargetPlan(
-            invocation_id=f"bench-{name}-{total}-{verification}",
-            target_schema="bench",
-            target_table=name,
-            columns=columns,
-            mode=PublicationMode.FULL_REFRESH,
-        )
+    for name, plan in shape_plans(shapes, f"{total}-{verification}"):
+        columns = plan.columns
         expected = expectations(plan, total, chunk_rows)
         settle(dsn)
         base = baseline(dsn, plan, total)
@@ -174,6 +199,84 @@ def run(dsn: str, total: int, chunk_rows: int, verification: str, shapes: list[s
         )
 
 
+def _best(repeat: int, work: Callable[[], object]) -> float:
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        work()
+        times.append(time.perf_counter() - started)
+    return min(times)
+
+
+def _as_returned(plan: TargetPlan, sent: pa.Table) -> list[tuple[object, ...]]:
+    """The read-back SELECT's rows as pymssql returns them: position, then each column in its read-back form."""
+    comparable = readback.comparable(plan, sent)
+    columns: list[list[object]] = [list(range(sent.num_rows))]
+    for column, array in zip(plan.columns, comparable.columns, strict=True):
+        storage = column.column_type.storage
+        values = array.to_pylist()
+        if storage in (StorageKind.UINT64, StorageKind.DECIMAL):
+            values = [None if v is None else str(v) for v in values]
+        elif storage is StorageKind.TEXT:
+            values = [None if v is None else v.decode().encode("utf-16-le") for v in values]
+        columns.append(values)
+    return list(zip(*columns, strict=True))
+
+
+def _sealed(plan: TargetPlan, total: int) -> pa.Table:
+    """One chunk of ``total`` rows as the route loads it: decoded from a sealed stage object."""
+    native = [map_type(c.name, c.source_type, implicit_utc=True) for c in plan.columns]
+    digest = MultisetDigest(plan.typed_columns)
+    digest.add_rows(rows(plan.columns, 0, total))
+    data = encode_chunk(rows_table(rows(plan.columns, 0, total), native), native, plan.invocation_id, 0, digest.total)
+    return decode_chunk(data, native).table
+
+
+def mssql_shape(plan: TargetPlan, sent: pa.Table, repeat: int) -> tuple[float, float, float, float]:
+    """Seconds for: parameters row by row, parameters column by column, read-back decode + compare, and the typed
+    digest of the same rows in Python."""
+    types = [c.column_type for c in plan.columns]
+    logicals = [c.column_type.logical for c in plan.columns]
+    returned = _as_returned(plan, sent)
+
+    def row_wise() -> object:
+        convert = RowConverter(plan.column_names, types, text_allows_nul=False)
+        encode = sqlclient_row_encoder(types)
+        return [encode(convert(row, i)) for i, row in enumerate(table_rows(sent, logicals))]
+
+    def column_wise() -> object:
+        return list(sqlclient_rows(plan, sent))
+
+    def compare() -> object:
+        stored = readback.stored_table(plan, returned)
+        assert stored_equals_sent(readback.comparable(plan, sent), stored)
+        return stored
+
+    def python_digest() -> object:
+        observed = MultisetDigest(plan.typed_columns)
+        observed.add_rows(table_rows(sent, logicals))
+        return observed.total
+
+    return tuple(_best(repeat, work) for work in (row_wise, column_wise, compare, python_digest))  # type: ignore[return-value]
+
+
+def mssql_python(total: int, shapes: list[str], repeat: int) -> dict[str, float]:
+    """The Python side of the SQL Server target on one chunk per shape (see the module docstring)."""
+    ratios: dict[str, float] = {}
+    for name, plan in shape_plans(shapes, f"{total}-mssql"):
+        old, new, equal, hashed = mssql_shape(plan, _sealed(plan, total), repeat)
+        print(
+            f"{name:6} cols={len(plan.columns):3} rows={total:,} | parameters row-wise {old:6.3f}s"
+            f" column-wise {new:6.3f}s ({old / new:.2f}x faster) | read-back decode+compare {equal:6.3f}s"
+            f" (typed digest of the same rows in Python {hashed:6.3f}s)",
+            flush=True,
+        )
+        ratios[f"{name}_parameters_row_over_column"] = round(old / new, 3)
+        ratios[f"{name}_readback_compare_s_per_100k"] = round(equal * 100_000 / total, 4)
+        ratios[f"{name}_readback_compare_over_python_digest"] = round(equal / hashed, 3)
+    return ratios
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=1_000_000)
@@ -181,7 +284,12 @@ def main() -> None:
     parser.add_argument("--verification", choices=["server", "readback"], default="server")
     parser.add_argument("--shapes", default="narrow,wide", help="comma-separated: narrow, wide")
     parser.add_argument("--dsn", help="an existing PostgreSQL (default: a throwaway cluster started here)")
+    parser.add_argument("--mssql-python", action="store_true", help="SQL Server's Python side only (no server)")
+    parser.add_argument("--repeat", type=int, default=3, help="--mssql-python: runs per measure, best taken")
     args = parser.parse_args()
+    if args.mssql_python:
+        print(json.dumps(mssql_python(args.rows, args.shapes.split(","), args.repeat), sort_keys=True))
+        return
     if args.dsn:
         run(args.dsn, args.rows, args.chunk_rows, args.verification, args.shapes.split(","))
         return

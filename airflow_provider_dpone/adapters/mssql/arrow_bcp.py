@@ -99,6 +99,33 @@ def _encode(column: ColumnType, array: pa.Array) -> list[object]:
     return values
 
 
+def _parameters(column: ColumnType, array: pa.Array) -> list[object]:
+    """The parameterized backend's forms (:mod:`values`) of a checked column: as BCP's, except UInt64 as ``int``,
+    binary as ``bytearray`` (pymssql's ``0x`` literal) and datetimes with a ``T`` between date and time."""
+    storage = column.storage
+    if storage is StorageKind.UINT64:
+        values: list[object] = array.to_pylist()
+        return values
+    if storage is StorageKind.BINARY:
+        return [None if value is None else bytearray(value) for value in array.to_pylist()]
+    if storage is StorageKind.DATETIME:
+        text = pc.cast(pc.cast(array, pa.timestamp("us")), pa.string())
+        return pc.replace_substring(text, " ", "T", max_replacements=1).to_pylist()  # type: ignore[no-any-return]
+    return _encode(column, array)
+
+
+def parameter_columns(batch: pa.RecordBatch, plan: TargetPlan) -> list[list[object]]:
+    """One slice's parameters for the parameterized backend, column by column: checked vectorised like BCP's, with
+    NUL refused in text (a parameter row is a C string in pymssql)."""
+    columns = []
+    for c, array in zip(plan.columns, batch.columns, strict=True):
+        checked = _check(c.name, c.column_type, pa.chunked_array([array]))
+        if c.column_type.storage is StorageKind.TEXT and pc.any(pc.match_substring(checked, "\x00")).as_py():
+            raise _invalid(c.name, "NUL character cannot be stored as text here (map the column as binary)")
+        columns.append(_parameters(c.column_type, checked.combine_chunks()))
+    return columns
+
+
 def bcp_rows(table: pa.Table, plan: TargetPlan) -> Iterator[tuple[Sequence[object], bool]]:
     """Each row's ``bulk_copy`` values in column order, and whether it holds an empty string or binary."""
     if table.num_columns != len(plan.columns):

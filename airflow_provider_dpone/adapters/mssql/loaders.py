@@ -22,13 +22,12 @@ run continues with the rest. Staging is a multiset, so the interleaving changes 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from itertools import repeat
 from typing import Final
 
 import pyarrow as pa
 
 from airflow_provider_dpone.adapters.mssql import tsql
-from airflow_provider_dpone.adapters.mssql.arrow_bcp import SLICE_ROWS, bcp_rows, canonical_row
+from airflow_provider_dpone.adapters.mssql.arrow_bcp import SLICE_ROWS, bcp_rows, canonical_row, parameter_columns
 from airflow_provider_dpone.adapters.mssql.driver import DbConnection, DbCursor
 from airflow_provider_dpone.adapters.mssql.values import sqlclient_columns, sqlclient_row_encoder
 from airflow_provider_dpone.contracts.errors import DponeError
@@ -50,6 +49,24 @@ def _logical(plan: TargetPlan) -> list[LogicalType]:
 def sqlclient_rows_per_statement(plan: TargetPlan) -> int:
     """Rows per INSERT: bounded by VALUES' row limit and by a statement size that stays cheap to compile."""
     return max(1, min(MAX_VALUES_ROWS, MAX_VALUES_PER_STATEMENT // (len(plan.columns) + 2)))
+
+
+def sqlclient_rows(plan: TargetPlan, table: pa.Table) -> Iterator[tuple[int, Sequence[object]]]:
+    """Each row's position and parameters for the parameterized backend, one slice of columns at a time (Python values
+    exist for one slice only): checked and encoded vectorised (``arrow_bcp.parameter_columns``); a slice that fails a
+    check goes through the per-value converters column by column, which raise the row-naming error."""
+    if table.num_columns != len(plan.columns):
+        raise DponeError("mssql_native.target_value_invalid", f"{table.num_columns} columns for {len(plan.columns)}")
+    types, logicals = [c.column_type for c in plan.columns], _logical(plan)
+    convert = RowConverter(plan.column_names, types, text_allows_nul=False)
+    first = 0
+    for batch in table.to_batches(max_chunksize=SLICE_ROWS):
+        try:
+            encoded = parameter_columns(batch, plan)
+        except DponeError:  # the row-by-row converters name the row and column that failed, as they always did
+            encoded = sqlclient_columns(types, convert.columns(table_columns(batch, logicals), first))
+        yield from enumerate(zip(*encoded, strict=True), start=first)
+        first += batch.num_rows
 
 
 class _Router:
@@ -82,19 +99,8 @@ class _Router:
                 yield True, index, values
 
     def _from_columns(self, table: pa.Table) -> Iterator[tuple[bool, int, Sequence[object]]]:
-        """Parameter rows, one slice of columns at a time (Python values exist for one slice only)."""
-        plan = self._plan
-        if table.num_columns != len(plan.columns):
-            raise DponeError(
-                "mssql_native.target_value_invalid", f"{table.num_columns} columns for {len(plan.columns)}"
-            )
-        types, logicals = [c.column_type for c in plan.columns], _logical(plan)
-        convert = RowConverter(plan.column_names, types, text_allows_nul=False)
-        first = 0
-        for batch in table.to_batches(max_chunksize=SLICE_ROWS):
-            encoded = sqlclient_columns(types, convert.columns(table_columns(batch, logicals), first))
-            yield from zip(repeat(False), range(first, first + batch.num_rows), zip(*encoded, strict=True))
-            first += batch.num_rows
+        for position, values in sqlclient_rows(self._plan, table):
+            yield False, position, values
 
     def _next_bcp_row(self) -> tuple[object, ...] | None:
         for is_bcp, position, values in self._rows:
