@@ -22,7 +22,7 @@ import pyarrow as pa
 import pytest
 
 from airflow_provider_dpone.adapters.mssql import readback, tsql
-from airflow_provider_dpone.adapters.mssql.target import MsSqlTransferTarget
+from airflow_provider_dpone.adapters.mssql.target import FETCH_ROWS, MsSqlTransferTarget
 from airflow_provider_dpone.adapters.readback_equality import stored_equals_sent
 from airflow_provider_dpone.contracts.native_transfer_options import ImportBackend
 from airflow_provider_dpone.contracts.transfer_target import PublicationMode, TargetColumn, TargetPlan
@@ -255,3 +255,19 @@ def test_positions_must_be_each_row_once() -> None:
     row = [(0, 1, str(values[0])), (1, 2, str(values[1]))]
     assert stored_equals_sent(expected, readback.stored_table(UUID_PLAN, row[::-1]))
     assert not stored_equals_sent(expected, readback.stored_table(UUID_PLAN, [row[0], (0, 2, str(values[1]))]))
+
+
+def test_a_chunk_longer_than_one_fetch_is_decoded_batch_by_batch() -> None:
+    """Rows on both sides of a fetch boundary: verified by read-back alone; a value that cannot be exact in the first
+    batch stops the decoding, the rest is drained and the read transaction still ends cleanly."""
+    rows: list[tuple[object, ...]] = [(i, f"v{i}", None if i % 3 else "") for i in range(FETCH_ROWS + 50)]
+    server, target, sent = _loaded(TEXT_PLAN, rows)
+    observed, kinds = _verify(server, target, TEXT_PLAN, rows)
+    assert observed == evidence(TEXT_PLAN, 0, rows) and "chunk_digest" not in kinds
+    _tamper(server, TEXT_PLAN, FETCH_ROWS + 7, "t", "v\ud800")
+    assert target._readback_equal(TEXT_PLAN, 0, sent) is None
+    _tamper(server, TEXT_PLAN, FETCH_ROWS + 7, "t", f"v{FETCH_ROWS + 7}")
+    _tamper(server, TEXT_PLAN, 3, "t", "v\ud800")
+    assert target._readback_equal(TEXT_PLAN, 0, sent) is None
+    last = [c.statement or c.kind for c in server.calls if c.connection == server.calls[-1].connection]
+    assert last[-3:] == ["readback_chunk", "rollback", "close"]  # drained, rolled back, closed

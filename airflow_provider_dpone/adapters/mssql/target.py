@@ -185,24 +185,37 @@ class MsSqlTransferTarget(SqlTransferTarget):
         return rows
 
     def _readback_equal(self, plan: TargetPlan, ordinal: int, sent: pa.Table) -> int | None:
+        """Decoded into Arrow one fetch at a time (Python values exist for one batch only); a value that cannot be
+        exact stops the decoding, and the rest is drained so the transaction ends cleanly."""
         if not readback.supported(plan):
             return None
+        parts: list[pa.Table] | None = []
         with self._session() as session:
             try:
                 if self._kind(session, plan.target_schema, plan.staging_table) is None:
                     return None  # the digest path reports the missing staging with its exact error
                 cursor = session.run(readback.readback_chunk(plan), (ordinal,))
-                rows: list[Any] = []
                 while batch := cursor.fetchmany(FETCH_ROWS):
-                    rows.extend(batch)
+                    parts = None if parts is None else self._decoded(plan, batch, parts)
                 session.conn.rollback()
             except DRIVER_ERRORS as exc:
                 raise DponeError("mssql_native.target_unavailable", f"verify: {sanitized(exc)}") from None
         try:
-            stored, expected = readback.stored_table(plan, rows), readback.comparable(plan, sent)
+            if parts is None:
+                return None
+            stored = pa.concat_tables(parts) if parts else readback.stored_table(plan, [])
+            expected = readback.comparable(plan, sent)
         except readback.NotExactError:
             return None
         return stored.num_rows if stored_equals_sent(expected, stored) else None
+
+    @staticmethod
+    def _decoded(plan: TargetPlan, batch: list[Any], parts: list[pa.Table]) -> list[pa.Table] | None:
+        try:
+            parts.append(readback.stored_table(plan, batch))
+        except readback.NotExactError:
+            return None
+        return parts
 
     def _staged_digest(self, session: Session, plan: TargetPlan, ordinal: int) -> tuple[int, int]:
         """As the server computes it from what it stores (``digest.py``); read back only for text columns on a
