@@ -19,9 +19,10 @@ from airflow_provider_dpone.adapters.mssql import digest, readback, tsql
 from airflow_provider_dpone.adapters.mssql.target import MsSqlTransferTarget
 from airflow_provider_dpone.contracts.native_transfer_options import ImportBackend
 from airflow_provider_dpone.contracts.transfer_target import PublicationMode, TargetColumn, TargetPlan, UtcWindow
+from airflow_provider_dpone.contracts.transfer_target_types import StringMapping
 from tests.fakes.mssql_server import Column, EmulatedServer, Table
 from tests.fakes.transfer_target import Fault
-from tests.fixtures.target_harness import bind, chunk, evidence
+from tests.fixtures.target_harness import bind, chunk, evidence, sealed_chunk
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "tsql"
 UTC = dt.UTC
@@ -60,6 +61,16 @@ def _plan(mode: PublicationMode, window_column: str | None = None) -> TargetPlan
 
 
 FULL = _plan(PublicationMode.FULL_REFRESH)
+TEXT_PLAN = TargetPlan(
+    invocation_id="golden-invocation-0001",
+    target_schema="dbo",
+    target_table="notes",
+    columns=(
+        TargetColumn(name="id", source_type="UInt64"),
+        TargetColumn(name="note", source_type="Nullable(String)", string_mapping=StringMapping.TEXT),
+    ),
+    mode=PublicationMode.FULL_REFRESH,
+)
 WINDOW = _plan(PublicationMode.WINDOW_REPLACE, "ts3")
 DATE_WINDOW = _plan(PublicationMode.WINDOW_REPLACE, "day")
 
@@ -74,6 +85,7 @@ def golden_statements() -> dict[str, str]:
         "server_version": digest.SERVER_VERSION,
         "chunk_digest": digest.chunk_digest(FULL),
         "readback_chunk": readback.readback_chunk(FULL),
+        "readback_chunk_text": readback.readback_chunk(TEXT_PLAN),
         "triggers": tsql.TRIGGERS,
         "object_type": tsql.OBJECT_TYPE,
         "table_columns": tsql.TABLE_COLUMNS,
@@ -158,17 +170,19 @@ def test_every_statement_the_adapter_emits_has_a_golden_file(backend: ImportBack
     target = MsSqlTransferTarget(server.connect, table, import_backend=backend)
     rows = [_row(i) for i in range(3)]
     target.prepare(invocation)
-    target.load_chunk(invocation, 0, chunk(invocation, rows))
-    assert target.verify_chunk(invocation, evidence(plan, 0, rows)) == evidence(plan, 0, rows)
+    target.load_chunk(invocation, 0, sealed_chunk(invocation, 0, rows))  # verified by read-back
+    target.load_chunk(invocation, 1, chunk(invocation, rows))  # not from a stage object: verified by the digest
+    chunks = [evidence(plan, 0, rows), evidence(plan, 1, rows)]
+    assert [target.verify_chunk(invocation, c) for c in chunks] == chunks
     server.faults.arm(Fault.LOST_ACK)
     with pytest.raises(Exception, match="outcome"):
-        target.publish(invocation, [evidence(plan, 0, rows)])
+        target.publish(invocation, chunks)
     target.reconcile(invocation)
     target.cleanup(invocation)
     known = set(STATEMENTS.values())
     known_insert = re.compile(re.escape(STATEMENTS["insert_values_2_rows"].split(" VALUES")[0]) + r" VALUES\n.*", re.S)
     emitted = [c for c in server.calls if c.kind == "execute"]
-    assert emitted
+    assert {"readback_chunk", "chunk_digest"} <= {c.statement for c in emitted}
     for call in emitted:
         assert call.sql is not None
         assert call.sql in known or known_insert.fullmatch(call.sql), f"no golden file for {call.statement}"
