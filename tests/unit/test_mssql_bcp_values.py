@@ -354,3 +354,22 @@ def test_a_refused_value_past_the_first_slice_names_its_row_as_row_by_row_did() 
     target.prepare(invocation)
     with pytest.raises(DponeError, match=rf"target_value_invalid.*row {SLICE_ROWS + 3} column t: NUL"):
         target.load_chunk(invocation, 0, chunk(invocation, rows))
+
+
+def test_a_column_not_in_its_staged_type_takes_the_per_value_path() -> None:
+    """A UUID column as variable-length bytes: the per-value converters accept 16 bytes (parameters, as before);
+    BCP's vectorised hex reads 16-byte slots, so it refuses the column instead of encoding the offsets."""
+    plan = _plan(TargetColumn(name="u", source_type="UUID"))
+    value = uuid.UUID("00112233-4455-6677-8899-aabbccddeeff")
+    table = pa.table({"k": pa.array([1], pa.int32()), "u": pa.array([value.bytes], pa.binary())})
+    for backend in ImportBackend:
+        server = EmulatedServer()
+        bound, invocation = bind(plan)
+        target = MsSqlTransferTarget(server.connect, bound, import_backend=backend)
+        target.prepare(invocation)
+        if backend is ImportBackend.BCP:
+            with pytest.raises(DponeError, match="column u: binary values are not 16-byte UUIDs"):
+                target.load_chunk(invocation, 0, table)
+            continue
+        target.load_chunk(invocation, 0, table)
+        assert b"CAST(N'00112233-4455-6677-8899-aabbccddeeff' AS UNIQUEIDENTIFIER)" in _rendered(server)[0]

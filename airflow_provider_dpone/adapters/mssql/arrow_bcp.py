@@ -14,7 +14,7 @@ the loader sends it as a parameter row instead, from :func:`canonical_row`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Final
 
 import numpy as np
@@ -42,6 +42,8 @@ def _check(name: str, column: ColumnType, array: pa.ChunkedArray) -> pa.ChunkedA
     if not column.nullable and array.null_count:
         raise _invalid(name, "NULL in a non-nullable column")
     storage = column.storage
+    if storage is StorageKind.UUID and not (isinstance(array.type, pa.UuidType) or array.type == pa.binary(16)):
+        raise _invalid(name, f"{array.type} values are not 16-byte UUIDs")  # the hex encoding reads 16-byte slots
     try:
         if storage is StorageKind.TEXT:
             return array.cast(pa.string(), safe=True)
@@ -114,11 +116,29 @@ def _parameters(column: ColumnType, array: pa.Array) -> list[object]:
     return _encode(column, array)
 
 
+_STAGED: Final[dict[StorageKind, Callable[[pa.DataType], bool]]] = {
+    StorageKind.INTEGER: pa.types.is_integer,
+    StorageKind.UINT64: pa.types.is_integer,
+    StorageKind.DECIMAL: pa.types.is_decimal,
+    StorageKind.BINARY: lambda t: pa.types.is_binary(t) or pa.types.is_large_binary(t),
+    StorageKind.TEXT: lambda t: pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_string(t),
+    StorageKind.BOOLEAN: pa.types.is_boolean,
+    StorageKind.DATE: pa.types.is_date32,
+    StorageKind.DATETIME: pa.types.is_timestamp,
+    StorageKind.UUID: lambda t: isinstance(t, pa.UuidType),
+}
+"""The Arrow types a chunk stages each kind as (``native_arrow_chunk.stage_type``): the vectorised parameter path
+takes only these; any other table goes through the per-value converters, as it always did."""
+
+
 def parameter_columns(batch: pa.RecordBatch, plan: TargetPlan) -> list[list[object]]:
     """One slice's parameters for the parameterized backend, column by column: checked vectorised like BCP's, with
-    NUL refused in text (a parameter row is a C string in pymssql)."""
+    NUL refused in text (a parameter row is a C string in pymssql). A column not in its staged Arrow type is refused
+    too, so the caller's per-value converters decide it."""
     columns = []
     for c, array in zip(plan.columns, batch.columns, strict=True):
+        if not _STAGED[c.column_type.storage](array.type):
+            raise _invalid(c.name, f"{array.type} is not the staged type")
         checked = _check(c.name, c.column_type, pa.chunked_array([array]))
         if c.column_type.storage is StorageKind.TEXT and pc.any(pc.match_substring(checked, "\x00")).as_py():
             raise _invalid(c.name, "NUL character cannot be stored as text here (map the column as binary)")
