@@ -9,7 +9,9 @@ fixed-point notation, dates and datetimes as ISO text with six fractional digits
 values Arrow would spell otherwise (its decimal text switches to exponent notation) go through Python one by one.
 
 A row holding an empty string or binary cannot travel by BCP (see :mod:`loaders`); :func:`bcp_rows` marks it, and
-the loader sends it as a parameter row instead, from :func:`canonical_row`.
+the loader sends it as a parameter row instead, from :func:`canonical_row`. The parameterized backend takes the same
+checks and encodings column by column (:func:`parameter_columns`), in its own forms where pymssql's parameter
+quoting needs them.
 """
 
 from __future__ import annotations

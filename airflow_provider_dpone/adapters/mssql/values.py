@@ -5,8 +5,9 @@ legacy DATETIME (milliseconds), refuses ``date``, ``uuid.UUID`` and integers bey
 precision of 33; its parameter quoting sends ASCII ``bytes`` as a varchar literal. So values that could lose
 precision travel as exact text that SQL Server (or FreeTDS's BCP conversion) parses into the column's own type:
 decimals in fixed-point notation, UInt64 in digits, datetimes with all six fractional digits, UUIDs in canonical form.
-Binary values always travel as binary (``bytearray`` makes pymssql emit a ``0x..`` literal). The BCP backend encodes
-the same forms from Arrow, column by column (:mod:`arrow_bcp`); parameters are encoded here, row by row.
+Binary values always travel as binary (``bytearray`` makes pymssql emit a ``0x..`` literal). Both backends encode
+these forms from Arrow, column by column (:mod:`arrow_bcp`); the per-value encoders here serve a row with an empty
+value that BCP cannot send, and a parameter slice that failed a vectorised check (the converters name its row).
 """
 
 from __future__ import annotations
