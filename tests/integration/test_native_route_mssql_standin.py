@@ -22,8 +22,9 @@ from airflow_provider_dpone.contracts.transfer_target import RECEIPT_TABLE
 from tests.fixtures.target_harness import MsSqlHarness
 from tests.integration.native_chdb import admin, db
 from tests.integration.native_route_chdb import multiset
+from tests.integration.native_route_corpus import CORPUS
 from tests.integration.native_route_pg import PgRoute
-from tests.integration.native_route_scenarios import MakeRoute, RouteCorpus
+from tests.integration.native_route_scenarios import MakeRoute, RouteCorpus, rows_of
 
 __all__ = ["admin", "db"]  # fixtures shared through tests/integration/native_chdb.py
 
@@ -58,3 +59,24 @@ def make_route(request: pytest.FixtureRequest) -> MakeRoute:
 
 class TestRouteOnTheSqlServerStandIn(RouteCorpus):
     """Every corpus table and every kill of the matrix, into the SQL Server adapter over the stand-in."""
+
+
+@pytest.mark.parametrize("backend", [ImportBackend.BCP, ImportBackend.SQLCLIENT], ids=["bcp", "batches"])
+def test_the_route_verifies_every_chunk_by_exact_read_back(
+    admin: Any, db: str, tmp_path: Path, backend: ImportBackend
+) -> None:
+    """The route loads chunks from sealed stage objects, so every chunk of every corpus table is verified by the
+    read-back alone: the typed digest is never computed when the stored rows are the sealed rows."""
+    harness = MsSqlHarness(backend)
+    for table in CORPUS:
+        relation = table.create(admin, db)
+        fields = {"table": f"{table.name}_rb", "string_mapping": table.string_mapping}
+        route = StandInRoute(tmp_path / table.name, relation, harness, **fields)  # type: ignore[arg-type]
+        before = len(harness.server.calls)
+        route.run()
+        calls = [c for c in harness.server.calls[before:] if c.kind == "execute"]
+        loaded = {c.params[0] for c in calls if c.statement == "chunk_present" and c.params and c.params[0] >= 0}
+        verified = [c.params[0] for c in calls if c.statement == "readback_chunk" and c.params]
+        assert route.target_rows() == rows_of(admin, relation), table.name
+        assert loaded and sorted(verified) == sorted(loaded), table.name
+        assert not [c for c in calls if c.statement == "chunk_digest"], table.name
