@@ -359,6 +359,33 @@ def test_exchange_swaps_the_uuids_on_every_member(backend: PortBackend) -> None:
         assert pair == (candidate_uuid, target_uuid)
 
 
+def test_an_exchanged_table_keeps_its_parts_digest_under_the_new_name(backend: PortBackend) -> None:
+    """The published table keeps its part names and checksums: what a candidate was verified with is what the target
+    shows after EXCHANGE (a successor's baseline reuses its digest on that basis, protocol/seal.py)."""
+    receipt = backend.seal(COLUMNS, ROWS)
+    verified = {}
+    for member_id in members(backend):
+        candidate(backend, member_id, "target")
+        value = candidate(backend, member_id)
+        member = session(backend, member_id)
+        artifact = backend.ports.artifacts.open(receipt)
+        member.load(
+            backend.database, "cand", value, artifact, query_id=f"dpone-load-{uuid.uuid4().hex}", dedup_token="t"
+        )
+        verified[member_id] = member.observe_table(backend.database, "cand", with_content=True)
+    intent = ExchangeTables(cluster=backend.cluster, database=backend.database, left="target", right="cand")
+    outcome = backend.ports.ddl.dispatch(backend.inventory, intent, settings())
+    assert sorted(outcome.finished) == members(backend) and not outcome.failed
+    for member_id, before in verified.items():
+        after = session(backend, member_id).observe_table(backend.database, "target", with_content=True)
+        assert before.parts_digest is not None and after.uuid == before.uuid
+        assert (after.parts_digest, after.row_count, after.content_digest) == (
+            before.parts_digest,
+            before.row_count,
+            before.content_digest,
+        )
+
+
 def test_rename_moves_the_uuid_on_every_member(backend: PortBackend) -> None:
     before = {m: candidate(backend, m) for m in members(backend)}
     intent = RenameTable(cluster=backend.cluster, database=backend.database, source="cand", target="target")
