@@ -155,15 +155,16 @@ def test_inventory_is_every_member_sorted_by_position(backend: PortBackend) -> N
 
 
 def test_catalog_facts_of_every_member(backend: PortBackend) -> None:
+    catalog = backend.ports.catalog
     for member in backend.inventory.members:
-        assert backend.ports.catalog.database_engine(member, backend.database) == "Atomic"
-        assert backend.ports.catalog.database_engine(member, "no_such_database") is None
-        facts = backend.ports.catalog.table_facts(member, backend.database, AUTHORITY_TABLE)
-        assert facts is not None
+        engine, facts = catalog.admission_facts(member, backend.database, AUTHORITY_TABLE)
+        assert engine == "Atomic" and facts is not None
         assert tuple((column.name, column.type) for column in facts.columns) == AUTHORITY_COLUMNS
+        assert all(column.default_kind == "" for column in facts.columns)
         assert facts.engine == "KeeperMap" and facts.primary_key == "target_key"
         assert facts.engine_full.startswith("KeeperMap('/") and facts.engine_full.endswith("PRIMARY KEY target_key")
-        assert backend.ports.catalog.table_facts(member, backend.database, "no_such_table") is None
+        assert catalog.admission_facts(member, backend.database, "no_such_table") == ("Atomic", None)
+        assert catalog.admission_facts(member, "no_such_database", AUTHORITY_TABLE) == (None, None)
 
 
 # --- member staging ----------------------------------------------------------------------------------------------
