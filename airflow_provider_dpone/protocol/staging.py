@@ -16,7 +16,8 @@ Each member converges by repeated *observe, then at most one mutation* steps, in
 A lost response is resolved by the next step's observation; a process death by the next attempt's observation.
 
 Members are staged in three passes so the slow work runs concurrently while the authority writes stay serialized in
-member order: (1) in member order, each member is driven up to a fresh candidate, and one CAS binds every fresh
+member order: (1) every member's candidate is observed, and created when intended and absent, concurrently; then,
+in member order, each member is driven from that observation up to a fresh candidate, and one CAS binds every fresh
 candidate (CREATED) before any load; (2) those loads, each followed by its candidate's content observation, run
 concurrently (:meth:`Context.each_member`); (3) in member order, each member resumes from that observation (READY, or
 rebuild as above), and the READY of every verified member rides on the STAGED CAS. A process death between the
@@ -45,9 +46,11 @@ def stage_all(ctx: Context, held: Held) -> Held:
     """Stage every member to READY, then CAS STAGED: one CAS binds every freshly created candidate, and the READY of
     every member whose load was verified rides on the STAGED CAS."""
     member_ids = held.record.member_ids()
+    start = held
+    seen = ctx.each_member(lambda member_id: _create_and_observe(ctx, start, member_id), member_ids)
     fresh: list[MemberRecord] = []
     for member_id in member_ids:
-        held, created = stage_member(ctx, held, member_id, defer_created=True)
+        held, created = stage_member(ctx, held, member_id, first=seen[member_id], defer_created=True)
         if created is not None:
             fresh.append(created)
     if fresh:  # durable before any load: a load only ever goes into a candidate the authority binds
@@ -185,6 +188,21 @@ def _drop_stale(ctx: Context, member_id: str, obs: TableObservation) -> None:
     assert stale is not None
     session = ctx.session(member_id)
     mutate_once(member_id, "drop", lambda: session.drop_table(ctx.request.database, ctx.request.candidate_name, stale))
+
+
+def _create_and_observe(ctx: Context, held: Held, member_id: str) -> TableObservation | None:
+    """A member's first step, concurrently with the others': its candidate observed (with content once bound), and
+    an intended candidate that is absent created and observed again. ``None`` for a READY member. Everything else
+    is decided in member order from this observation."""
+    member = _external(held).member(member_id)
+    if member.stage is MemberStage.READY:
+        return None
+    artifact = _artifact(held)
+    obs = observe_candidate(ctx, member_id, artifact=artifact, with_content=member.stage is MemberStage.CREATED)
+    if member.stage is MemberStage.INTENDED and not obs.exists:
+        _create(ctx, member)
+        obs = observe_candidate(ctx, member_id, artifact=artifact)
+    return obs
 
 
 def _load_and_observe(ctx: Context, held: Held, member_id: str) -> TableObservation:
