@@ -233,11 +233,9 @@ def breakdown(seconds: Counter[str]) -> dict[str, float]:
 
 
 def instrument(adapters: Any) -> tuple[Counter[str], Counter[str]]:
-    """Wrap the adapters' ports in counters (``adapters.ports_uninstrumented`` keeps the originals)."""
     calls: Counter[str] = Counter()
     seconds: Counter[str] = Counter()
     ports = adapters.ports
-    adapters.ports_uninstrumented = ports
     adapters.ports = replace(
         ports,
         authority=Counting(ports.authority, "authority", calls, seconds),
@@ -384,14 +382,19 @@ def start_cluster(directory: Path, members: int) -> Any:
 
 
 def attach(cluster: Any, database: str, store_dir: Path) -> tuple[Any, Any, list[tuple[str, int]]]:
+    raw = cluster.connection_json(database)
+    connection = resolved(raw, database)
+    provision(connection, [(e.host, e.port) for e in cluster.endpoints], database)
+    return adapter_set(connection, database, store_dir), raw, [(m.host, m.port) for m in cluster.members]
+
+
+def adapter_set(connection: Any, database: str, store_dir: Path) -> Any:
+    """A fresh set of adapters (no client connected yet), as each Airflow task try builds one."""
     from airflow.sdk import ObjectStoragePath
 
     from airflow_provider_dpone.adapters.clickhouse.adapter_set import adapters_for
     from airflow_provider_dpone.adapters.storage.artifact_store import ObjectStorageArtifactStore
 
-    raw = cluster.connection_json(database)
-    connection = resolved(raw, database)
-    provision(connection, [(e.host, e.port) for e in cluster.endpoints], database)
     adapters = adapters_for(
         connection,
         database=database,
@@ -399,7 +402,7 @@ def attach(cluster: Any, database: str, store_dir: Path) -> tuple[Any, Any, list
         ddl_task_timeout_seconds=60,
     )
     adapters.coordinator_connection = connection
-    return adapters, raw, [(m.host, m.port) for m in cluster.members]
+    return adapters
 
 
 def timing(base: Path, rows: int, trials: int, members_count: int = 2) -> dict[str, Any]:
@@ -512,15 +515,16 @@ def round_trips(base: Path) -> None:
                 f"CREATE TABLE `rt`.`target_1` ({TABLE_DDL}) ENGINE = MergeTree ORDER BY id",
             )
             for case in ("first", "steady"):  # the first publication makes the target the steady state's
-                calls, _seconds = instrument(adapters)
+                fresh = adapter_set(adapters.coordinator_connection, "rt", base / f"rt{count}")
+                calls, _seconds = instrument(fresh)  # a fresh adapter set: both cases connect their clients
                 http: Counter[str] = Counter()
                 undo = count_http(http)
                 try:
                     req = request("rt", "target_1", f"rt-{uuid.uuid4().hex}", 1 << 30)
-                    run_publication(adapters, req, Sealed(receipt))
+                    run_publication(fresh, req, Sealed(receipt))
                 finally:
                     undo()
-                    adapters.ports = adapters.ports_uninstrumented
+                    fresh.close()
                 keeper = sum(v for k, v in calls.items() if k.startswith("authority."))
                 cas = 2 * calls["authority.compare_and_set"]  # the update, then one read (adapters' authority_store)
                 keeper_http = calls["authority.read"] + calls["authority.create"] + cas
