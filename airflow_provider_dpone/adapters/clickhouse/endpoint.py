@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from airflow_provider_dpone.adapters.clickhouse.clients import Purpose, build_client, close_client
+from airflow_provider_dpone.adapters.clickhouse.clients import Handshakes, Purpose, build_client, close_client
 from airflow_provider_dpone.adapters.clickhouse.connection import ResolvedConnection
 
 ClientFactory = Callable[[Purpose, str | None], Any]
@@ -28,9 +28,12 @@ class Endpoint:
         self._lock = threading.Lock()
 
     @classmethod
-    def of(cls, connection: ResolvedConnection) -> Endpoint:
-        """An endpoint over HTTP(S) with the hardened clients of :func:`clients.build_client`."""
-        return cls(lambda purpose, session: build_client(connection, purpose, session_id=session))
+    def of(cls, connection: ResolvedConnection, handshakes: Handshakes | None = None) -> Endpoint:
+        """An endpoint over HTTP(S) with the hardened clients of :func:`clients.build_client` (connecting through
+        ``handshakes`` when given: the adapter set's shared connect exchanges)."""
+        return cls(
+            lambda purpose, session: build_client(connection, purpose, session_id=session, handshakes=handshakes)
+        )
 
     @classmethod
     def over(cls, client: Any) -> Endpoint:
