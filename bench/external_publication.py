@@ -500,9 +500,36 @@ def digest_costs(connection: Any, member: tuple[str, int], database: str, table:
         close_client(client)
 
 
+def run_as_tasks(connection: Any, database: str, store_dir: Path, req: Any, receipt: Any) -> tuple[Counter, Counter]:
+    """One publication whose four entry points each run on a fresh adapter set, as four Airflow tasks would (each
+    connects its own clients); the port calls and HTTP requests of all four."""
+    from airflow_provider_dpone.protocol.service import publication_service
+
+    calls: Counter[str] = Counter()
+    http: Counter[str] = Counter()
+    undo = count_http(http)
+    try:
+        for entry in ("fence", "stage", "publish", "cleanup"):
+            adapters = adapter_set(connection, database, store_dir)
+            counted, _seconds = instrument(adapters)
+            try:
+                service = publication_service(adapters.ports, req)
+                if entry == "stage":
+                    service.stage(Sealed(receipt))
+                else:
+                    getattr(service, entry)()
+            finally:
+                adapters.close()
+            calls.update(counted)
+    finally:
+        undo()
+    return calls, http
+
+
 def round_trips(base: Path) -> None:
-    print("round trips of one publication (10,000 rows; sealed artifact bound as stage input); the old target is")
-    print("empty and created outside dpone (first adoption), or the previous publication's (steady state):")
+    print("round trips of one publication (10,000 rows; sealed artifact bound as stage input; each entry point on its")
+    print("own adapter set, as one Airflow task each); the old target is empty and created outside dpone (first")
+    print("adoption), or the previous publication's (steady state):")
     print("  members  old-target  keeper-ops  keeper-http  cluster-ddl  member-calls  http-total")
     for count in (2, 3, 4):
         cluster = start_cluster(base / f"cluster{count}", count)
@@ -515,16 +542,8 @@ def round_trips(base: Path) -> None:
                 f"CREATE TABLE `rt`.`target_1` ({TABLE_DDL}) ENGINE = MergeTree ORDER BY id",
             )
             for case in ("first", "steady"):  # the first publication makes the target the steady state's
-                fresh = adapter_set(adapters.coordinator_connection, "rt", base / f"rt{count}")
-                calls, _seconds = instrument(fresh)  # a fresh adapter set: both cases connect their clients
-                http: Counter[str] = Counter()
-                undo = count_http(http)
-                try:
-                    req = request("rt", "target_1", f"rt-{uuid.uuid4().hex}", 1 << 30)
-                    run_publication(fresh, req, Sealed(receipt))
-                finally:
-                    undo()
-                    fresh.close()
+                req = request("rt", "target_1", f"rt-{uuid.uuid4().hex}", 1 << 30)
+                calls, http = run_as_tasks(adapters.coordinator_connection, "rt", base / f"rt{count}", req, receipt)
                 keeper = sum(v for k, v in calls.items() if k.startswith("authority."))
                 cas = 2 * calls["authority.compare_and_set"]  # the update, then one read (adapters' authority_store)
                 keeper_http = calls["authority.read"] + calls["authority.create"] + cas
