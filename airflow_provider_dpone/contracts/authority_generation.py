@@ -268,8 +268,11 @@ class GenerationRecord(AuthorityCore):
         return self
 
     def published(self) -> tuple[PublishedMember, ...]:
-        """What this record published on each member, for a successor's baseline: nothing unless COMPLETED, and
-        only members whose candidate was verified with a parts digest (without one, a digest cannot be reused)."""
+        """What this record leaves published on each member, for a successor's baseline: a COMPLETED record's
+        verified candidates (only members verified with a parts digest: without one, a digest cannot be reused); an
+        ABORTED one never published, so what its own predecessor published; nothing otherwise."""
+        if self.phase is Phase.ABORTED:
+            return self.predecessor
         if self.phase is not Phase.COMPLETED or self.artifact is None:
             return ()
         return tuple(

@@ -128,3 +128,13 @@ def test_a_target_written_since_the_commit_is_divergent_and_blocks(
     assert raised.value.code == DIVERGENT
     assert second.request.target in {table for _, table in digested}
     assert second.record().phase.value == "LOCKED"
+
+
+def test_an_aborted_operation_hands_on_what_its_predecessor_published(digested: list[tuple[str, str]]) -> None:
+    _, published, aborted = _completed("external")
+    aborted.service().stage(aborted.source)
+    aborted.service().abort()
+    third = Sim.successor(aborted, run_id="scheduled__2026-09-20", rows=SECOND_ROWS)
+    third.service().fence()
+    assert [fact.target_uuid for fact in third.record().predecessor] == [m.candidate_uuid for m in published.members]
+    assert _completes_digesting(third, digested) == []
