@@ -28,7 +28,7 @@ from airflow_provider_dpone.contracts.authority_fields import (
     UuidText,
 )
 from airflow_provider_dpone.contracts.authority_phases import Phase
-from airflow_provider_dpone.contracts.receipts import ArtifactReceipt
+from airflow_provider_dpone.contracts.receipts import ArtifactReceipt, ContentDigestVersion
 
 MEMBER_CONFIG = ConfigDict(frozen=True, extra="forbid", revalidate_instances="always")
 """Nested records are revalidated inside their parent, so a ``model_copy`` cannot smuggle an invalid member in."""
@@ -156,6 +156,22 @@ class MemberGeneration(BaseModel):
         return self
 
 
+class PublishedMember(BaseModel):
+    """What a COMPLETED predecessor published on one member, carried into its successor's record by the fence: the
+    target's UUID (the predecessor's candidate), and the row count, content digest (with its version) and active
+    parts that candidate was verified with. The successor's baseline reuses the digest only while the target still
+    holds exactly that UUID and those parts (protocol/seal.py); otherwise it digests the target again."""
+
+    model_config = MEMBER_CONFIG
+
+    member_id: MemberId
+    target_uuid: UuidText
+    row_count: NonNegative
+    content_digest: Hex64
+    digest_version: ContentDigestVersion
+    parts_digest: Hex64
+
+
 class ErrorClassification(BaseModel):
     """Redacted last failure: the stable code and the phase it happened in; no detail text."""
 
@@ -206,6 +222,10 @@ class GenerationRecord(AuthorityCore):
     )
     """Permits voided by the explicit operator action, oldest first, each with its proof. Left out of the payload
     while empty, so a record written without it re-encodes to its own bytes."""
+    predecessor: tuple[PublishedMember, ...] = Field(default=(), exclude_if=lambda value: not value)
+    """The COMPLETED predecessor's published facts (members it verified with a parts digest), ordered by member id.
+    Left out of the payload while empty (no predecessor, or a record written without them), so such a record
+    re-encodes to its own bytes and its baseline is digested."""
 
     def members_staged(self) -> bool:
         """Whether every member holds its verified candidate (what STAGED and later phases require)."""
@@ -240,9 +260,36 @@ class GenerationRecord(AuthorityCore):
             raise ValueError(f"{phase} requires the bound cleanup")
         if phase is Phase.COMPLETED and not all(member.predecessor_absent for member in self.members):
             raise ValueError("COMPLETED requires the predecessor absent on every member")
+        carried = [member.member_id for member in self.predecessor]
+        if carried != sorted(set(carried)) or (carried and self.previous_operation_id is None):
+            raise ValueError("predecessor facts are unique, ordered by member_id, and name a previous operation")
         if self.publication is not None and self.publication.epoch > self.dispatch_epoch:
             raise ValueError("a bound epoch cannot exceed the dispatch epoch")
         return self
+
+    def published(self) -> tuple[PublishedMember, ...]:
+        """What this record leaves published on each member, for a successor's baseline: a COMPLETED record's
+        verified candidates (only members verified with a parts digest: without one, a digest cannot be reused); an
+        ABORTED one never published, so what its own predecessor published; nothing otherwise."""
+        if self.phase is Phase.ABORTED:
+            return self.predecessor
+        if self.phase is not Phase.COMPLETED or self.artifact is None:
+            return ()
+        return tuple(
+            PublishedMember(
+                member_id=member.member_id,
+                target_uuid=member.candidate_uuid,
+                row_count=member.row_count,
+                content_digest=member.content_digest,
+                digest_version=self.artifact.content_digest_version,
+                parts_digest=member.parts_digest,
+            )
+            for member in self.members
+            if member.candidate_uuid is not None
+            and member.row_count is not None
+            and member.content_digest is not None
+            and member.parts_digest is not None
+        )
 
     def member_ids(self) -> tuple[str, ...]:
         return tuple(member.member_id for member in self.members)

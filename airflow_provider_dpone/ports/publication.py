@@ -278,12 +278,11 @@ class ClusterCatalog(Protocol):
         """Every ``system.clusters`` row of the cluster (sorted by shard, replica)."""
         ...
 
-    def database_engine(self, member: AdmittedMember, database: str) -> str | None:
-        """The database engine on one member, or ``None`` when the database is absent."""
-        ...
-
-    def table_facts(self, member: AdmittedMember, database: str, table: str) -> TableFacts | None:
-        """Engine, key and columns of one table on one member, or ``None`` when absent."""
+    def admission_facts(
+        self, member: AdmittedMember, database: str, table: str
+    ) -> tuple[str | None, TableFacts | None]:
+        """One member's database engine (``None`` when the database is absent) and the engine, key and columns of
+        one table there (``None`` when absent), read in one request: admission runs at every entry point."""
         ...
 
 

@@ -10,6 +10,9 @@
                                          what it published, equal content everywhere), then the same versioned CAS,
                                          recording the predecessor's schema and operation. Binding the artifact then
                                          observes and binds that baseline before any candidate exists.
+
+A COMPLETED predecessor's per-member published facts (its candidate's UUID, row count, content digest with its version,
+and parts digest) ride on the new record (``predecessor``): the baseline reuses a digest only where they still hold.
 """
 
 from __future__ import annotations
@@ -100,7 +103,8 @@ def _adopt_physical_truth(ctx: Context, previous: AuthorityRecord) -> None:
             "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_DRIFT",
             f"mode migration: {previous.schema_} bound {len(previous.members)} members, live {len(ctx.inventory.members)}",
         )
-    observations = observe_baseline(ctx, ctx.inventory.member_ids, adoptable_engines(ctx, previous.schema_))
+    engines = adoptable_engines(ctx, previous.schema_)
+    observations = observe_baseline(ctx, ctx.inventory.member_ids, engines, previous.published())
     if previous.phase is Phase.COMPLETED:
         moved = sorted(
             member.member_id
@@ -126,6 +130,7 @@ def _new_record(ctx: Context, previous: AuthorityRecord | None) -> AuthorityReco
         "candidate_name": ctx.request.candidate_name,
         "previous_schema": None if previous is None else previous.schema_,
         "previous_operation_id": None if previous is None else previous.operation_id,
+        "predecessor": () if previous is None else previous.published(),
         "created_at_ms": now,
         "updated_at_ms": now,
     }

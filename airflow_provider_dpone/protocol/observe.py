@@ -6,7 +6,7 @@ their own function); before a receipt exists (the baseline) with the current one
 
 from __future__ import annotations
 
-from airflow_provider_dpone.contracts.authority_generation import MemberGeneration
+from airflow_provider_dpone.contracts.authority_generation import MemberGeneration, PublishedMember
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.contracts.receipts import CURRENT_CONTENT_DIGEST, ArtifactReceipt, ContentDigestVersion
 from airflow_provider_dpone.ports.publication import TableObservation, UnavailableError
@@ -59,14 +59,42 @@ def observe_candidate(
     )
 
 
+def observe_unchanged(
+    ctx: Context,
+    member_id: str,
+    table: str,
+    known: tuple[str, int, str, str] | None,
+    digest_version: ContentDigestVersion,
+) -> TableObservation:
+    """``table`` with its content. ``known`` is a (UUID, row count, parts digest, content digest) recorded together:
+    while the table holds that UUID, row count and parts, no row can have moved, so the recorded digest stands (one
+    metadata read); otherwise (a merge, another table, nothing known) the server digests it again."""
+    if known is not None:
+        uuid, rows, parts, digest = known
+        obs = observe(ctx, member_id, table, with_content=False, with_parts=True, digest_version=digest_version)
+        if obs.exists and (obs.uuid, obs.row_count, obs.parts_digest) == (uuid, rows, parts):
+            return obs.model_copy(update={"content_digest": digest})
+    return observe(ctx, member_id, table, with_content=True, digest_version=digest_version)
+
+
 def observe_verified(ctx: Context, member: MemberGeneration, artifact: ArtifactReceipt) -> TableObservation:
     """The member's candidate with its content: the digest recorded at verification while the candidate's parts are
-    unchanged since (no row can have moved), a fresh digest otherwise (a merge, or anything else)."""
-    if member.parts_digest is not None:
-        obs = observe_candidate(ctx, member.member_id, artifact=artifact, with_parts=True)
-        if obs.exists and obs.uuid == member.candidate_uuid and obs.parts_digest == member.parts_digest:
-            return obs.model_copy(update={"content_digest": member.content_digest})
-    return observe_candidate(ctx, member.member_id, artifact=artifact, with_content=True)
+    unchanged since, a fresh digest otherwise."""
+    uuid, rows, parts, digest = member.candidate_uuid, member.row_count, member.parts_digest, member.content_digest
+    known = None
+    if uuid is not None and rows is not None and parts is not None and digest is not None:
+        known = (uuid, rows, parts, digest)
+    return observe_unchanged(ctx, member.member_id, ctx.request.candidate_name, known, artifact.content_digest_version)
+
+
+def observe_baseline_target(ctx: Context, member_id: str, published: PublishedMember | None) -> TableObservation:
+    """The existing target with its content (current digest version): what a COMPLETED predecessor ``published``
+    on this member is reused while the target still holds its UUID and parts and was digested with the current
+    version; a merge, a foreign or first-adopted target, or a record without the facts is digested."""
+    known = None
+    if published is not None and published.digest_version == CURRENT_CONTENT_DIGEST:
+        known = (published.target_uuid, published.row_count, published.parts_digest, published.content_digest)
+    return observe_unchanged(ctx, member_id, ctx.request.target, known, CURRENT_CONTENT_DIGEST)
 
 
 def is_exact(obs: TableObservation, member: MemberGeneration, artifact: ArtifactReceipt) -> bool:

@@ -1,5 +1,5 @@
-"""Gathers the live facts runtime admission decides on: one inventory read plus two catalog reads per member (the
-members' reads concurrently).
+"""Gathers the live facts runtime admission decides on: one inventory read plus one catalog read per member (the
+database engine and the authority table's facts; the members' reads concurrently).
 
 With durable quality replay selected, the authority-table check is the store preflight of seed 002 (read-only; a store
 that is absent, legacy or not exactly the admitted schema gives ``..._UNSUPPORTED``, never a migration).
@@ -30,10 +30,7 @@ def admit_runtime(catalog: ClusterCatalog, request: PublicationRequest, *, paral
         rows = catalog.inventory(request.cluster)
         inventory = admit_inventory(rows, cluster=request.cluster, mode=request.replication_mode)
         read = concurrently(
-            lambda member: (
-                catalog.database_engine(member, request.database),
-                catalog.table_facts(member, request.database, AUTHORITY_TABLE),
-            ),
+            lambda member: catalog.admission_facts(member, request.database, AUTHORITY_TABLE),
             inventory.members,
             parallelism,
         )

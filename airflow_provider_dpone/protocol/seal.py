@@ -26,7 +26,7 @@ from airflow_provider_dpone.contracts.authority_external import (
     ExternalAuthorityRecord,
     MemberRecord,
 )
-from airflow_provider_dpone.contracts.authority_generation import MemberGeneration
+from airflow_provider_dpone.contracts.authority_generation import MemberGeneration, PublishedMember
 from airflow_provider_dpone.contracts.authority_internal import (
     INTERNAL_SCHEMA_V1,
     INTERNAL_SCHEMA_V2,
@@ -41,7 +41,7 @@ from airflow_provider_dpone.contracts.receipts import CURRENT_CONTENT_DIGEST, Ar
 from airflow_provider_dpone.ports.publication import ArtifactSource, TableObservation
 from airflow_provider_dpone.protocol.authority_io import Held
 from airflow_provider_dpone.protocol.context import Context
-from airflow_provider_dpone.protocol.observe import observe_target
+from airflow_provider_dpone.protocol.observe import observe_baseline_target
 from airflow_provider_dpone.protocol.request import MODE_ENGINE_CLASS
 
 UNSUPPORTED = "DPONE_CLICKHOUSE_CLUSTER_ARTIFACT_UNSUPPORTED"
@@ -59,7 +59,8 @@ def bind_artifact_and_baseline(ctx: Context, held: Held, source: ArtifactSource)
         _abort(ctx, held, COLUMN_TYPE_UNSUPPORTED, untyped)
     record = held.record
     # the existing target first: a divergent one or one of the wrong engine blocks before any source I/O
-    observations = observe_baseline(ctx, record.member_ids(), adoptable_engines(ctx, record.previous_schema))
+    engines = adoptable_engines(ctx, record.previous_schema)
+    observations = observe_baseline(ctx, record.member_ids(), engines, record.predecessor)
     receipt = source.seal()
     problem = unsupported_reason(ctx, receipt)
     if problem is not None:
@@ -105,15 +106,22 @@ def adoptable_engines(ctx: Context, previous: str | None) -> frozenset[EngineCla
 
 
 def observe_baseline(
-    ctx: Context, member_ids: Iterable[str], engines: frozenset[EngineClass]
+    ctx: Context,
+    member_ids: Iterable[str],
+    engines: frozenset[EngineClass],
+    published: Iterable[PublishedMember] = (),
 ) -> dict[str, TableObservation]:
     """The target on every member, with content: absent everywhere, or present everywhere with equal schema and
     content and an adoptable engine. Physical UUIDs may be distinct or equal: ``CREATE TABLE ... ON CLUSTER`` in an
     Atomic database gives every member the same one, and replicas of one replicated table share theirs. Each member
     records its own UUID, and publication and cleanup reconcile per member, so equal UUIDs need nothing else. Two
     inventory entries that are one server still cannot publish: the second finds the first one's candidate under the
-    candidate name, a UUID it never intended, and stops as CANDIDATE_FOREIGN before any target is touched."""
-    observations = ctx.each_member(lambda mid: observe_target(ctx, mid, with_content=True), member_ids)
+    candidate name, a UUID it never intended, and stops as CANDIDATE_FOREIGN before any target is touched.
+
+    A member's content digest is the one its COMPLETED predecessor ``published`` (and verified) while the target
+    still holds that candidate's UUID, row count and parts; otherwise it is digested (observe.py)."""
+    facts = {member.member_id: member for member in published}
+    observations = ctx.each_member(lambda mid: observe_baseline_target(ctx, mid, facts.get(mid)), member_ids)
     present = {mid for mid, obs in observations.items() if obs.exists}
     if not present:
         return observations

@@ -16,9 +16,13 @@ Each member converges by repeated *observe, then at most one mutation* steps, in
 A lost response is resolved by the next step's observation; a process death by the next attempt's observation.
 
 Members are staged in three passes so the slow work runs concurrently while the authority writes stay serialized in
-member order: (1) in member order, each member is driven up to its CAS CREATED (the load is held back); (2) the held
-back loads, each followed by its candidate's content observation, run concurrently (:meth:`Context.each_member`);
-(3) in member order, each member resumes from that observation (CAS READY, or rebuild as above).
+member order: (1) every member's candidate is observed, and created when intended and absent, concurrently; then,
+in member order, each member is driven from that observation up to a fresh candidate, and one CAS binds every fresh
+candidate (CREATED) before any load; (2) those loads, each followed by its candidate's content observation, run
+concurrently (:meth:`Context.each_member`); (3) in member order, each member resumes from that observation (READY, or
+rebuild as above), and the READY of every verified member rides on the STAGED CAS. A process death between the
+creates and the binding CAS leaves candidates under their intended UUIDs, which the next attempt observes fresh and
+binds; one between the loads and the STAGED CAS leaves bound candidates, which it observes with their content.
 """
 
 from __future__ import annotations
@@ -39,29 +43,46 @@ from airflow_provider_dpone.protocol.observe import is_exact, observe_candidate
 
 
 def stage_all(ctx: Context, held: Held) -> Held:
-    """Stage every member to READY, then CAS STAGED."""
+    """Stage every member to READY, then CAS STAGED: one CAS binds every freshly created candidate, and the READY of
+    every member whose load was verified rides on the STAGED CAS."""
     member_ids = held.record.member_ids()
-    to_load = []
+    start = held
+    seen = ctx.each_member(lambda member_id: _create_and_observe(ctx, start, member_id), member_ids)
+    fresh: list[MemberRecord] = []
     for member_id in member_ids:
-        held, load_pending = stage_member(ctx, held, member_id, hold_load=True)
-        if load_pending:
-            to_load.append(member_id)
+        held, created = stage_member(ctx, held, member_id, first=seen[member_id], defer_created=True)
+        if created is not None:
+            fresh.append(created)
+    if fresh:  # durable before any load: a load only ever goes into a candidate the authority binds
+        held = _commit_members(ctx, held, fresh)
     bound = held
-    loaded = ctx.each_member(lambda member_id: _load_and_observe(ctx, bound, member_id), to_load)
+    loaded = ctx.each_member(lambda member_id: _load_and_observe(ctx, bound, member_id), [m.member_id for m in fresh])
+    ready: list[MemberRecord] = []
     for member_id in member_ids:
-        held, _ = stage_member(ctx, held, member_id, first=loaded.get(member_id))
-    return ctx.commit(held, phase=Phase.STAGED)
+        held, verified = stage_member(ctx, held, member_id, first=loaded.get(member_id), defer_ready=True)
+        if verified is not None:
+            ready.append(verified)
+    return ctx.commit(held, phase=Phase.STAGED, members=_replaced(held, ready))
 
 
 def stage_member(
-    ctx: Context, held: Held, member_id: str, *, first: TableObservation | None = None, hold_load: bool = False
-) -> tuple[Held, bool]:
-    """Step the member towards READY. With ``hold_load`` it returns ``(held, True)`` right after its CAS CREATED,
-    leaving the load to the caller; ``first`` is an observation of the candidate to start from instead of a read."""
+    ctx: Context,
+    held: Held,
+    member_id: str,
+    *,
+    first: TableObservation | None = None,
+    defer_created: bool = False,
+    defer_ready: bool = False,
+) -> tuple[Held, MemberRecord | None]:
+    """Step the member towards READY. ``first`` is an observation of the candidate to start from instead of a read.
+
+    With ``defer_created`` it stops at a fresh candidate and returns its CREATED update unwritten (the caller binds
+    it, then loads); with ``defer_ready`` it returns the verified READY update unwritten (the caller writes it).
+    Otherwise every update is written as it is decided, and the load follows its CREATED write."""
     for _ in range(ctx.settings.max_member_steps):
         member = _external(held).member(member_id)
         if member.stage is MemberStage.READY:
-            return held, False
+            return held, None
         if first is not None:
             obs, first = first, None
         else:
@@ -80,11 +101,10 @@ def stage_member(
             if not obs.exists:
                 _create(ctx, member)
             elif _is_fresh(ctx, obs):
-                held = _commit_member(
-                    ctx, held, member.model_copy(update={"stage": MemberStage.CREATED, "candidate_uuid": obs.uuid})
-                )
-                if hold_load:
-                    return held, True
+                created = member.model_copy(update={"stage": MemberStage.CREATED, "candidate_uuid": obs.uuid})
+                if defer_created:
+                    return held, created
+                held = _commit_member(ctx, held, created)
                 _load_once(ctx, held, member_id)
             else:
                 held = _intend(ctx, held, member, rebuild=True)
@@ -97,7 +117,9 @@ def stage_member(
                     "parts_digest": obs.parts_digest,
                 }
             )
-            return _commit_member(ctx, held, ready), False
+            if defer_ready:
+                return held, ready
+            return _commit_member(ctx, held, ready), None
         else:
             held = _intend(ctx, held, member, rebuild=True)
     raise DponeError("DPONE_CLICKHOUSE_CLUSTER_MEMBER_OUTCOME_UNKNOWN", f"member {member_id} did not settle")
@@ -135,7 +157,18 @@ def _intend(ctx: Context, held: Held, member: MemberRecord, *, rebuild: bool) ->
 
 
 def _commit_member(ctx: Context, held: Held, member: MemberRecord) -> Held:
-    return ctx.commit(held, phase=Phase.STAGING, members=_external(held).with_member(member))
+    return _commit_members(ctx, held, [member])
+
+
+def _commit_members(ctx: Context, held: Held, updated: list[MemberRecord]) -> Held:
+    """One STAGING CAS with every member in ``updated`` replaced."""
+    return ctx.commit(held, phase=Phase.STAGING, members=_replaced(held, updated))
+
+
+def _replaced(held: Held, updated: list[MemberRecord]) -> tuple[MemberRecord, ...]:
+    """The held record's members with every member in ``updated`` replaced (by id)."""
+    by_id = {member.member_id: member for member in updated}
+    return tuple(by_id.get(member.member_id, member) for member in _external(held).members)
 
 
 def _create(ctx: Context, member: MemberRecord) -> None:
@@ -155,6 +188,21 @@ def _drop_stale(ctx: Context, member_id: str, obs: TableObservation) -> None:
     assert stale is not None
     session = ctx.session(member_id)
     mutate_once(member_id, "drop", lambda: session.drop_table(ctx.request.database, ctx.request.candidate_name, stale))
+
+
+def _create_and_observe(ctx: Context, held: Held, member_id: str) -> TableObservation | None:
+    """A member's first step, concurrently with the others': its candidate observed (with content once bound), and
+    an intended candidate that is absent created and observed again. ``None`` for a READY member. Everything else
+    is decided in member order from this observation."""
+    member = _external(held).member(member_id)
+    if member.stage is MemberStage.READY:
+        return None
+    artifact = _artifact(held)
+    obs = observe_candidate(ctx, member_id, artifact=artifact, with_content=member.stage is MemberStage.CREATED)
+    if member.stage is MemberStage.INTENDED and not obs.exists:
+        _create(ctx, member)
+        obs = observe_candidate(ctx, member_id, artifact=artifact)
+    return obs
 
 
 def _load_and_observe(ctx: Context, held: Held, member_id: str) -> TableObservation:

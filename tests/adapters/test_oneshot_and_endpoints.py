@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError, ProgrammingError
 
+from airflow_provider_dpone.adapters.clickhouse.clients import Purpose
 from airflow_provider_dpone.adapters.clickhouse.connection import ResolvedConnection
+from airflow_provider_dpone.adapters.clickhouse.endpoint import Endpoint
 from airflow_provider_dpone.adapters.clickhouse.oneshot import (
     MutationGuard,
     MutationReplayRefusedError,
@@ -111,3 +115,27 @@ def test_member_endpoint_map_is_explicit_and_complete() -> None:
         coordinator(**options).for_member(member(1, 3))
     assert caught.value.code == "DPONE_CLICKHOUSE_MEMBER_ENDPOINT_UNRESOLVED"
     assert "10.0.0.5" not in str(caught.value)
+
+
+def test_an_endpoint_builds_one_client_per_purpose_when_threads_ask_at_once() -> None:
+    built: list[object] = []
+    closed: list[object] = []
+    gate = threading.Barrier(8)
+
+    def factory(purpose: Purpose, session: str | None) -> object:
+        time.sleep(0.01)  # a connect takes time: every thread is inside the factory's window
+        client = object()
+        built.append(client)
+        return client
+
+    endpoint = Endpoint(factory, closer=closed.append)
+
+    def ask() -> object:
+        gate.wait()
+        return endpoint.reader()
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        clients = list(pool.map(lambda _: ask(), range(8)))
+    assert len(built) == 1 and all(client is built[0] for client in clients)
+    endpoint.close()
+    assert closed == built

@@ -155,15 +155,16 @@ def test_inventory_is_every_member_sorted_by_position(backend: PortBackend) -> N
 
 
 def test_catalog_facts_of_every_member(backend: PortBackend) -> None:
+    catalog = backend.ports.catalog
     for member in backend.inventory.members:
-        assert backend.ports.catalog.database_engine(member, backend.database) == "Atomic"
-        assert backend.ports.catalog.database_engine(member, "no_such_database") is None
-        facts = backend.ports.catalog.table_facts(member, backend.database, AUTHORITY_TABLE)
-        assert facts is not None
+        engine, facts = catalog.admission_facts(member, backend.database, AUTHORITY_TABLE)
+        assert engine == "Atomic" and facts is not None
         assert tuple((column.name, column.type) for column in facts.columns) == AUTHORITY_COLUMNS
+        assert all(column.default_kind == "" for column in facts.columns)
         assert facts.engine == "KeeperMap" and facts.primary_key == "target_key"
         assert facts.engine_full.startswith("KeeperMap('/") and facts.engine_full.endswith("PRIMARY KEY target_key")
-        assert backend.ports.catalog.table_facts(member, backend.database, "no_such_table") is None
+        assert catalog.admission_facts(member, backend.database, "no_such_table") == ("Atomic", None)
+        assert catalog.admission_facts(member, "no_such_database", AUTHORITY_TABLE) == (None, None)
 
 
 # --- member staging ----------------------------------------------------------------------------------------------
@@ -357,6 +358,33 @@ def test_exchange_swaps_the_uuids_on_every_member(backend: PortBackend) -> None:
         assert observe(backend.database, "cand", with_content=False).uuid == target_uuid
         pair = session(backend, member_id).table_uuids(backend.database, ("target", "cand"))
         assert pair == (candidate_uuid, target_uuid)
+
+
+def test_an_exchanged_table_keeps_its_parts_digest_under_the_new_name(backend: PortBackend) -> None:
+    """The published table keeps its part names and checksums: what a candidate was verified with is what the target
+    shows after EXCHANGE (a successor's baseline reuses its digest on that basis, protocol/seal.py)."""
+    receipt = backend.seal(COLUMNS, ROWS)
+    verified = {}
+    for member_id in members(backend):
+        candidate(backend, member_id, "target")
+        value = candidate(backend, member_id)
+        member = session(backend, member_id)
+        artifact = backend.ports.artifacts.open(receipt)
+        member.load(
+            backend.database, "cand", value, artifact, query_id=f"dpone-load-{uuid.uuid4().hex}", dedup_token="t"
+        )
+        verified[member_id] = member.observe_table(backend.database, "cand", with_content=True)
+    intent = ExchangeTables(cluster=backend.cluster, database=backend.database, left="target", right="cand")
+    outcome = backend.ports.ddl.dispatch(backend.inventory, intent, settings())
+    assert sorted(outcome.finished) == members(backend) and not outcome.failed
+    for member_id, before in verified.items():
+        after = session(backend, member_id).observe_table(backend.database, "target", with_content=True)
+        assert before.parts_digest is not None and after.uuid == before.uuid
+        assert (after.parts_digest, after.row_count, after.content_digest) == (
+            before.parts_digest,
+            before.row_count,
+            before.content_digest,
+        )
 
 
 def test_rename_moves_the_uuid_on_every_member(backend: PortBackend) -> None:

@@ -112,12 +112,14 @@ class FakeCatalog:
         ]
         return tuple(sorted(rows, key=lambda row: (row.shard_num, row.replica_num)))
 
-    def database_engine(self, member: AdmittedMember, database: str) -> str | None:
-        self.world.calls["catalog.database_engine"] += 1
-        return self.world.member(member.member_id).databases.get(database)
+    def admission_facts(
+        self, member: AdmittedMember, database: str, table: str
+    ) -> tuple[str | None, TableFacts | None]:
+        self.world.calls["catalog.admission_facts"] += 1
+        engine = self.world.member(member.member_id).databases.get(database)
+        return engine, None if engine is None else self._table_facts(member, table)
 
-    def table_facts(self, member: AdmittedMember, database: str, table: str) -> TableFacts | None:
-        self.world.calls["catalog.table_facts"] += 1
+    def _table_facts(self, member: AdmittedMember, table: str) -> TableFacts | None:
         if table == AUTHORITY_TABLE:
             return self.world.authority_facts.get(member.member_id, exact_authority_facts())
         found = self.world.table(self.world.member(member.member_id), table)

@@ -301,7 +301,7 @@ def test_a_member_without_the_target_database_answers_that_it_has_none(embedded_
         inventory = admit_inventory(
             catalog.inventory(embedded_cluster.cluster_name), cluster=embedded_cluster.cluster_name, mode="external"
         )
-        engines = [catalog.database_engine(member, database) for member in inventory.members]
+        engines = [catalog.admission_facts(member, database, "t")[0] for member in inventory.members]
         assert sorted(engines, key=str) == ["Atomic", None]
     finally:
         members.close()
@@ -368,3 +368,41 @@ def test_concurrent_compare_and_set_at_one_version_admits_exactly_one_writer(
     finally:
         for endpoint in endpoints:
             endpoint.close()
+
+
+def test_clients_of_one_adapter_set_connect_once_per_server(embedded_cluster: Any) -> None:
+    """The second client of a server replays the first one's connect exchange: no request, the same server facts,
+    and it works; another server, or another adapter set, connects itself."""
+    from airflow_provider_dpone.adapters.clickhouse import clients
+
+    sent: list[str] = []
+    original = clients.PinnedPoolManager.urlopen
+
+    def urlopen(self: Any, method: str, url: str, redirect: bool = True, **kw: Any) -> Any:
+        sent.append(url)
+        return original(self, method, url, redirect, **kw)
+
+    member1, member2 = (connection_to(embedded_cluster, name) for name in ("member1", "member2"))
+    shared = clients.Handshakes()
+    opened = []
+    clients.PinnedPoolManager.urlopen = urlopen  # type: ignore[method-assign]
+    try:
+        counts = []
+        for connection, purpose, handshakes in (
+            (member1, Purpose.READ, shared),
+            (member1, Purpose.MUTATION, shared),
+            (member2, Purpose.READ, shared),
+            (member1, Purpose.READ, clients.Handshakes()),
+        ):
+            before = len(sent)
+            opened.append(build_client(connection, purpose, handshakes=handshakes))
+            counts.append(len(sent) - before)
+        assert counts[1] == 0 and counts[0] == counts[2] == counts[3] >= 1
+        first, replayed = opened[0], opened[1]
+        facts = ("server_version", "server_tz", "protocol_version", "server_settings", "params")
+        assert [getattr(replayed, name) for name in facts] == [getattr(first, name) for name in facts]
+        assert [int(client.command("SELECT 41 + 1")) for client in opened] == [42] * 4
+    finally:
+        clients.PinnedPoolManager.urlopen = original  # type: ignore[method-assign]
+        for client in opened:
+            close_client(client)

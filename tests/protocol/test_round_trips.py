@@ -43,7 +43,11 @@ def test_mutations_per_member_are_constant(members: int) -> None:
     assert calls.get("member.drop", 0) == 0
     assert calls["ddl.dispatch"] == 2  # one exchange and one cleanup drop, whatever the member count
     assert calls["authority.create"] == 1
-    assert calls["authority.cas"] == 2 * members + 6  # intents ride on the STAGING CAS; CREATED and READY per member
+    # STAGING (every intent), one CREATED binding every fresh candidate, STAGED (every READY), publication permit,
+    # COMMITTED, cleanup permit, COMPLETED: whatever the member count
+    assert calls["authority.cas"] == 7
+    # admission at each of the four entry points: the inventory, and one catalog read per member
+    assert calls["catalog.inventory"] == 4 and calls["catalog.admission_facts"] == 4 * members
 
 
 @pytest.mark.parametrize("members", [2, 3, 4])

@@ -13,6 +13,7 @@ from airflow_provider_dpone.contracts.authority_codec import (
     encode_payload,
 )
 from airflow_provider_dpone.contracts.authority_external import EXTERNAL_SCHEMA, ExternalAuthorityRecord
+from airflow_provider_dpone.contracts.authority_generation import PublishedMember
 from airflow_provider_dpone.contracts.authority_internal import INTERNAL_SCHEMA_V1, INTERNAL_SCHEMA_V2
 from airflow_provider_dpone.contracts.authority_phases import Phase
 from airflow_provider_dpone.contracts.authority_row import AUTHORITY_COLUMNS, AuthorityRow
@@ -186,6 +187,31 @@ def test_parts_digest_round_trips_and_a_record_written_without_it_stays_readable
     assert json.loads(row.payload)["members"][0]["parts_digest"] == "a" * 64
     assert decode(row) == with_parts and decode(row).members[0].parts_digest == "a" * 64
     assert canonical_json(json.loads(row.payload)) == row.payload
+
+
+def test_predecessor_facts_round_trip_and_a_record_written_without_them_stays_readable() -> None:
+    record = external_record(Phase.LOCKED, members=2).evolve(previous_operation_id="b" * 64)
+    without = encode(record)
+    assert "predecessor" not in json.loads(without.payload)
+    assert decode(without) == record
+    facts = tuple(
+        PublishedMember(
+            member_id=member_id,
+            target_uuid="00000000-0000-4000-8000-00000000000" + str(index),
+            row_count=3,
+            content_digest="c" * 64,
+            digest_version=CONTENT_DIGEST_V2,
+            parts_digest="d" * 64,
+        )
+        for index, member_id in enumerate(record.member_ids())
+    )
+    row = encode(record.evolve(predecessor=facts))
+    assert decode(row).predecessor == facts
+    assert canonical_json(json.loads(row.payload)) == row.payload
+    with pytest.raises(ValueError, match="predecessor facts"):
+        record.evolve(predecessor=tuple(reversed(facts)))
+    with pytest.raises(ValueError, match="predecessor facts"):
+        record.evolve(predecessor=facts, previous_operation_id=None)
 
 
 def test_a_parts_digest_without_verified_content_is_malformed() -> None:

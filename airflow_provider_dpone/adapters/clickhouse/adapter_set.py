@@ -20,6 +20,7 @@ from airflow_provider_dpone.adapters.clickhouse.acceptance_reader import Subproc
 from airflow_provider_dpone.adapters.clickhouse.artifact_source import FileArtifactSource, QueryArtifactSource
 from airflow_provider_dpone.adapters.clickhouse.authority_store import ClickHouseAuthorityStore
 from airflow_provider_dpone.adapters.clickhouse.catalog import ClickHouseCatalog
+from airflow_provider_dpone.adapters.clickhouse.clients import Handshakes
 from airflow_provider_dpone.adapters.clickhouse.cluster_ddl import ClickHouseClusterDDL
 from airflow_provider_dpone.adapters.clickhouse.connection import ResolvedConnection
 from airflow_provider_dpone.adapters.clickhouse.endpoint import Endpoint
@@ -58,8 +59,8 @@ class MemberEndpoints:
         self._endpoints: dict[str, Endpoint] = {}
 
     @classmethod
-    def derived_from(cls, coordinator: ResolvedConnection) -> MemberEndpoints:
-        return cls(lambda member: Endpoint.of(coordinator.for_member(member)))
+    def derived_from(cls, coordinator: ResolvedConnection, handshakes: Handshakes | None = None) -> MemberEndpoints:
+        return cls(lambda member: Endpoint.of(coordinator.for_member(member), handshakes))
 
     def __call__(self, member: AdmittedMember) -> Endpoint:
         if member.member_id not in self._endpoints:
@@ -161,10 +162,11 @@ def adapters_for(
     ddl_task_timeout_seconds: int = DEFAULT_TASK_TIMEOUT_SECONDS,
 ) -> PublicationAdapters:
     """The adapter set over HTTP(S) for one resolved coordinator connection; target acceptance reads run in bounded
-    worker processes over each member's direct connection."""
+    worker processes over each member's direct connection. Its clients share their connect exchanges per server."""
+    handshakes = Handshakes()
     return build_publication_adapters(
-        coordinator=Endpoint.of(connection),
-        members=MemberEndpoints.derived_from(connection),
+        coordinator=Endpoint.of(connection, handshakes),
+        members=MemberEndpoints.derived_from(connection, handshakes),
         database=database,
         store=store,
         guard=guard,

@@ -69,18 +69,22 @@ class ClickHouseCatalog:
         except ValueError:
             raise UnavailableError("system.clusters returned a malformed row") from None
 
-    def database_engine(self, member: AdmittedMember, database: str) -> str | None:
-        rows = _rows(self.members(member), sql_catalog.database_engine(database), "system.databases")
-        return str(rows[0][0]) if rows else None
-
-    def table_facts(self, member: AdmittedMember, database: str, table: str) -> TableFacts | None:
-        rows = _rows(self.members(member), sql_catalog.table_facts(database, table), "system.tables")
-        if not rows:
-            return None
-        engine, engine_full, primary_key, columns = rows[0]
-        return TableFacts(
-            engine=engine,
-            engine_full=engine_full,
-            primary_key=primary_key,
-            columns=tuple(ColumnFact(name=name, type=type_, default_kind=kind) for name, type_, kind in columns),
-        )
+    def admission_facts(
+        self, member: AdmittedMember, database: str, table: str
+    ) -> tuple[str | None, TableFacts | None]:
+        rows = _rows(self.members(member), sql_catalog.admission_facts(database, table), "catalog facts")
+        if len(rows) != 1:
+            raise UnavailableError(f"catalog facts read returned {len(rows)} rows")
+        engines, tables, columns = rows[0]
+        if len(engines) > 1 or len(tables) > 1:
+            raise UnavailableError("catalog facts read returned more than one database or table")
+        facts = None
+        if tables:
+            engine, engine_full, primary_key = tables[0]
+            facts = TableFacts(
+                engine=engine,
+                engine_full=engine_full,
+                primary_key=primary_key,
+                columns=tuple(ColumnFact(name=name, type=type_, default_kind=kind) for name, type_, kind in columns),
+            )
+        return (str(engines[0]) if engines else None), facts

@@ -17,6 +17,11 @@ with a bytes body is silently sent twice (``http_sync.HttpSyncBackend.request``)
 ``request`` is wrapped to force ``retryable=False``, ``retries=0`` and no ``retry_body``: a mutation leaves the
 process at most once, and a lost response surfaces as an error the adapter reports as "outcome unknown".
 
+Connecting a client costs clickhouse-connect three requests (server version and time zone, ``system.settings``, the
+protocol-version probe). The clients of one adapter set (one task) share them through :class:`Handshakes`: the first
+client of a server records its connect exchange, the others of that server replay it (same server, same user, same
+settings, moments apart); nothing is shared between adapter sets.
+
 The async client (triggers, read-only) has the same options; its aiohttp session is built without following
 redirects.
 """
@@ -24,6 +29,7 @@ redirects.
 from __future__ import annotations
 
 import logging
+import threading
 import warnings
 from enum import StrEnum
 from typing import Any, Final
@@ -149,14 +155,88 @@ def make_one_shot(backend: Any) -> None:
     backend.request = request
 
 
+class Handshakes:
+    """clickhouse-connect's connect exchange per server, recorded by the first client that connects to it and replayed
+    to the later clients of the same adapter set (see module docstring). One per adapter set, never process-wide."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._locks: dict[tuple[Any, ...], threading.Lock] = {}
+        self._transcripts: dict[tuple[Any, ...], list[tuple[Any, Any, BaseException | None]]] = {}
+
+    def lock(self, key: tuple[Any, ...]) -> threading.Lock:
+        """Held while a client of ``key`` connects, so a second one waits for the first one's transcript."""
+        with self._lock:
+            return self._locks.setdefault(key, threading.Lock())
+
+    def transcript(self, key: tuple[Any, ...]) -> list[tuple[Any, Any, BaseException | None]] | None:
+        return self._transcripts.get(key)
+
+    def remember(self, key: tuple[Any, ...], transcript: list[tuple[Any, Any, BaseException | None]]) -> None:
+        self._transcripts[key] = transcript
+
+
+class _SharedHandshakeClient(HttpClient):
+    """An :class:`HttpClient` whose connect exchange is recorded into, or replayed from, its :class:`Handshakes`.
+
+    clickhouse-connect runs the exchange through ``_execute_operation`` while ``__init__`` connects; the replay
+    answers the same operations, in the same order, with the recorded results (a different operation is refused)."""
+
+    def __init__(self, *, handshakes: Handshakes, **kwargs: Any) -> None:
+        settings = tuple(sorted((kwargs.get("settings") or {}).items()))
+        fields = ("interface", "host", "port", "username", "database")
+        self._handshake_key = (*(kwargs.get(name) for name in fields), settings)
+        self._handshakes = handshakes
+        self._recording: list[tuple[Any, Any, BaseException | None]] | None = None
+        self._replaying: list[tuple[Any, Any, BaseException | None]] | None = None
+        with handshakes.lock(self._handshake_key):
+            recorded = handshakes.transcript(self._handshake_key)
+            if recorded is None:
+                self._recording = []
+            else:
+                self._replaying = list(recorded)
+            try:
+                super().__init__(**kwargs)
+                if self._recording is not None:
+                    handshakes.remember(self._handshake_key, self._recording)
+            finally:
+                self._recording = self._replaying = None
+
+    def _execute_operation(self, operation: Any) -> Any:
+        if self._replaying is not None:
+            expected, result, error = self._replaying.pop(0) if self._replaying else (None, None, None)
+            if expected != operation:
+                raise RuntimeError("the connect exchange differs from the recorded one")
+            if error is not None:
+                raise error
+            return result
+        try:
+            result = super()._execute_operation(operation)
+        except Exception as error:
+            if self._recording is not None:
+                self._recording.append((operation, None, error))
+            raise
+        if self._recording is not None:
+            self._recording.append((operation, result, None))
+        return result
+
+
 def build_client(
-    connection: ResolvedConnection, purpose: Purpose = Purpose.READ, *, session_id: str | None = None
+    connection: ResolvedConnection,
+    purpose: Purpose = Purpose.READ,
+    *,
+    session_id: str | None = None,
+    handshakes: Handshakes | None = None,
 ) -> HttpClient:
-    """A connected sync client for ``purpose``. The caller closes it (``close_client``)."""
+    """A connected sync client for ``purpose``; with ``handshakes``, connected through the shared exchange of its
+    server. The caller closes it (``close_client``)."""
     kwargs = client_kwargs(connection, purpose, session_id=session_id)
     pool = _pool(connection)
     try:
-        client = HttpClient(pool_mgr=pool, **kwargs)
+        if handshakes is None:
+            client = HttpClient(pool_mgr=pool, **kwargs)
+        else:
+            client = _SharedHandshakeClient(pool_mgr=pool, handshakes=handshakes, **kwargs)
     except Exception:
         pool.clear()
         raise

@@ -3,9 +3,11 @@
 * ``system.clusters`` -- every row of the cluster, sorted by ``(shard_num, replica_num)``. The query runs with
   ``skip_unavailable_shards = 0`` and never reads through a ``Distributed``/``remote``/``cluster()`` facade, so an
   unreachable member cannot silently drop out of the inventory: partial inventory is never admission evidence.
-* ``system.databases`` -- the engine of the target database on one member (must be ``Atomic``).
-* ``system.tables`` + ``system.columns`` -- engine, full engine expression (``engine_full``: the literal Keeper path
-  of the authority table), primary key, and the ordered columns with their default kind, in one statement.
+* ``system.databases`` + ``system.tables`` + ``system.columns`` -- on one member, in one statement (admission runs at
+  every entry point, so one request per member): the engine of the target database (must be ``Atomic``), and one
+  table's engine, full engine expression (``engine_full``: the literal Keeper path of the authority table), primary
+  key and ordered columns with their default kind. Each is an array scalar subquery, empty when absent, so the
+  statement always answers one row.
 """
 
 from __future__ import annotations
@@ -32,11 +34,6 @@ def inventory(cluster: str) -> str:
     )
 
 
-def database_engine(database: str) -> str:
-    """The engine of ``database`` (no row when the database is absent)."""
-    return f"SELECT engine FROM system.databases WHERE name = {_name(database, 'database')}"
-
-
 def columns_array(database: str, table: str) -> str:
     """A scalar subquery: the table's ``(name, type, default_kind)`` tuples ordered by ``position``."""
     return (
@@ -45,9 +42,12 @@ def columns_array(database: str, table: str) -> str:
     )
 
 
-def table_facts(database: str, table: str) -> str:
-    """Engine, ``engine_full``, primary key and ordered columns of one table (no row when absent)."""
+def admission_facts(database: str, table: str) -> str:
+    """One row: ``[engine]`` of ``database``, ``[(engine, engine_full, primary_key)]`` of ``table`` (each empty when
+    absent) and the table's ordered columns."""
+    db, name = _name(database, "database"), _name(table, "table")
     return (
-        f"SELECT engine, engine_full, primary_key, {columns_array(database, table)}"
-        f" FROM system.tables WHERE database = {_name(database, 'database')} AND name = {_name(table, 'table')}"
+        f"SELECT (SELECT groupArray(engine) FROM system.databases WHERE name = {db}),"
+        " (SELECT groupArray((engine, engine_full, primary_key)) FROM system.tables"
+        f" WHERE database = {db} AND name = {name}), {columns_array(database, table)}"
     )

@@ -1,0 +1,140 @@
+"""Baseline digest reuse across operations (seed 000 §3 step 4): a successor of a COMPLETED operation takes the content
+digest of each member's existing target from what the predecessor published and verified there, only while the
+target still holds that candidate's UUID, row count and active parts, and the digest has the current version.
+Anything else (a merge, another table under the name, an older digest version, a record without the facts, a target
+dpone never published) is digested again, and the baseline rules (uniform, equal content) hold as before."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from airflow_provider_dpone.contracts.authority_codec import AuthorityRecord, encode
+from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.contracts.inventory import ReplicationMode
+from airflow_provider_dpone.ports.publication import TableObservation
+from airflow_provider_dpone.protocol.seal import DIVERGENT
+from tests.fakes.ports import FakeMemberSession
+from tests.fakes.world import FakeMember, FakeTable
+from tests.protocol.sim import Sim
+
+SECOND_ROWS = ((40, "second-40"), (41, "second-41"), (42, "second-42"))
+
+
+@pytest.fixture
+def digested(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
+    """Every (member id, table) whose content the server digests from now on."""
+    seen: list[tuple[str, str]] = []
+    original = FakeMemberSession.observe_table
+
+    def observe_table(self: FakeMemberSession, database: str, table: str, **kwargs: Any) -> TableObservation:
+        if kwargs.get("with_content"):
+            seen.append((self.member.member_id, table))
+        return original(self, database, table, **kwargs)
+
+    monkeypatch.setattr(FakeMemberSession, "observe_table", observe_table)
+    return seen
+
+
+def _completed(mode: ReplicationMode, members: int = 2) -> tuple[Sim, AuthorityRecord, Sim]:
+    """A completed operation, its COMPLETED record, and its successor fenced (LOCKED, the predecessor's facts
+    carried)."""
+    first = Sim.build(members=members, mode=mode)
+    assert first.run_dag() == "completed"
+    published = first.record()
+    second = Sim.successor(first, run_id="scheduled__2026-09-19", rows=SECOND_ROWS)
+    second.service().fence()
+    return first, published, second
+
+
+def _successor_and_target(mode: ReplicationMode, index: int) -> tuple[Sim, FakeMember, FakeTable]:
+    """A fenced successor, and one member with the target its predecessor published there."""
+    _, _, second = _completed(mode)
+    member = second.world.members[index]
+    target = second.world.table(member, second.request.target)
+    assert target is not None
+    return second, member, target
+
+
+def _completes_digesting(sim: Sim, seen: list[tuple[str, str]]) -> list[str]:
+    """Run the DAG to completion; the members whose target was digested while it ran."""
+    del seen[:]
+    assert sim.run_dag() == "completed"
+    sim.check_converged()
+    return sorted(member_id for member_id, table in seen if table == sim.request.target)
+
+
+@pytest.mark.parametrize("mode", ["external", "internal"])
+def test_the_successor_reuses_every_published_digest(mode: ReplicationMode, digested: list[tuple[str, str]]) -> None:
+    _, published, second = _completed(mode, members=3)
+    carried = second.record().predecessor
+    assert [fact.member_id for fact in carried] == list(published.member_ids())
+    assert [fact.target_uuid for fact in carried] == [member.candidate_uuid for member in published.members]
+    assert _completes_digesting(second, digested) == []
+    record = second.record()
+    assert [(m.target_uuid, m.target_row_count, m.target_content_digest) for m in record.members] == [
+        (m.candidate_uuid, m.row_count, m.content_digest) for m in published.members
+    ]
+
+
+@pytest.mark.parametrize("mode", ["external", "internal"])
+def test_a_merged_target_is_digested_again_on_that_member_only(
+    mode: ReplicationMode, digested: list[tuple[str, str]]
+) -> None:
+    second, merged, target = _successor_and_target(mode, 1)
+    target.merges += 1
+    assert _completes_digesting(second, digested) == [merged.member_id]
+
+
+def test_another_table_under_the_target_name_is_digested_again(digested: list[tuple[str, str]]) -> None:
+    first, _, second = _completed("external")
+    replaced = second.world.members[0]
+    second.world.put_table(replaced, second.request.target, first.request.table.schema_pairs, first.rows)
+    second.snapshot()  # the replacement is a pre-existing (foreign) table for the successor
+    assert _completes_digesting(second, digested) == [replaced.member_id]  # equal content, a new UUID: adopted
+
+
+@pytest.mark.parametrize("change", ["older_digest_version", "record_without_facts"])
+def test_facts_that_cannot_vouch_for_the_digest_are_not_used(change: str, digested: list[tuple[str, str]]) -> None:
+    _, _, second = _completed("external")
+    record = second.record()
+    if change == "older_digest_version":
+        facts = tuple(fact.model_copy(update={"digest_version": 1}) for fact in record.predecessor)
+    else:
+        facts = ()
+    rewritten = record.evolve(predecessor=facts)
+    key = second.request.target_key
+    second.world.keeper[key] = (encode(rewritten), second.world.keeper[key][1])
+    assert _completes_digesting(second, digested) == sorted(second.record().member_ids())
+
+
+def test_a_target_dpone_never_published_is_digested(digested: list[tuple[str, str]]) -> None:
+    sim = Sim.build()
+    sim.service().fence()
+    assert sim.record().predecessor == ()
+    assert _completes_digesting(sim, digested) == sorted(sim.record().member_ids())
+
+
+@pytest.mark.parametrize("mode", ["external", "internal"])
+def test_a_target_written_since_the_commit_is_divergent_and_blocks(
+    mode: ReplicationMode, digested: list[tuple[str, str]]
+) -> None:
+    second, _, target = _successor_and_target(mode, 0)
+    target.rows.append((99, "late"))
+    del digested[:]
+    with pytest.raises(DponeError) as raised:
+        second.service().stage(second.source)
+    assert raised.value.code == DIVERGENT
+    assert second.request.target in {table for _, table in digested}
+    assert second.record().phase.value == "LOCKED"
+
+
+def test_an_aborted_operation_hands_on_what_its_predecessor_published(digested: list[tuple[str, str]]) -> None:
+    _, published, aborted = _completed("external")
+    aborted.service().stage(aborted.source)
+    aborted.service().abort()
+    third = Sim.successor(aborted, run_id="scheduled__2026-09-20", rows=SECOND_ROWS)
+    third.service().fence()
+    assert [fact.target_uuid for fact in third.record().predecessor] == [m.candidate_uuid for m in published.members]
+    assert _completes_digesting(third, digested) == []
