@@ -110,6 +110,8 @@ def worker(shape: str, rows: int, trials: int, dsn: str, chunk_rows: int, source
     admin.command("CREATE DATABASE bench ENGINE = Atomic")
     definitions, expressions = _columns(shape)
     admin.command(f"CREATE TABLE bench.events ({definitions}) ENGINE = ReplacingMergeTree(ver) ORDER BY id")
+    # every trial reads the same rows: a background merge would collapse the four versions of each id
+    admin.command("SYSTEM STOP MERGES bench.events")
     for batch in range(4):
         select = expressions.replace(", b,", f", {batch},", 1)
         admin.command(f"INSERT INTO bench.events SELECT {select} FROM numbers({rows // 4})")

@@ -61,6 +61,11 @@ SET_LOCK_TIMEOUT_BULK: Final[str] = "SELECT set_config('lock_timeout', $1, true)
 LOCK_EXCLUSIVE_BULK: Final[str] = "SELECT pg_advisory_xact_lock($1)"
 LOCK_SHARED_BULK: Final[str] = "SELECT pg_advisory_xact_lock_shared($1)"
 """The same statements for the bulk (ADBC) connection, whose parameters are positional ``$n``."""
+READ_BY_INDEX: Final[str] = "SELECT set_config('enable_seqscan', 'off', true)"
+"""For the rest of the transaction, read one chunk through the staging index, never by scanning all of staging.
+Staging is never analyzed (``STAGING_STORAGE``), so the planner has no statistics to choose by."""
+SUMMARIZE_BULK: Final[str] = "SELECT brin_summarize_new_values($1::regclass)"
+"""Summarize the pages a chunk's load wrote, in its transaction (the parameter is ``staging_index_name``)."""
 RELATION_KIND_BULK: Final[str] = (
     "SELECT c.relkind FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
     "WHERE n.nspname = $1 AND c.relname = $2"
@@ -110,23 +115,36 @@ def drop_retired(plan: TargetPlan) -> str:
     return f"DROP TABLE IF EXISTS {qualified(plan.target_schema, plan.retired_table)}"
 
 
+STAGING_STORAGE: Final[str] = "autovacuum_enabled"
+"""Off on staging while it loads: vacuuming or analyzing a table that is written once, read per chunk and then
+published or dropped competes with the load for the CPU. A full-refresh swap resets it, so the published table has
+the server's default."""
+
+
 def create_staging(plan: TargetPlan) -> str:
     """Window replace stages UNLOGGED (transient, never published as-is); full refresh stages the future table."""
     unlogged = "UNLOGGED " if plan.mode is PublicationMode.WINDOW_REPLACE else ""
     positions = [f"{quote_postgres(CHUNK_COLUMN)} integer NOT NULL", f"{quote_postgres(ROW_COLUMN)} integer NOT NULL"]
     definitions = ", ".join([*positions, *_definitions(plan)])
-    return f"CREATE {unlogged}TABLE {qualified(plan.target_schema, plan.staging_table)} ({definitions})"
+    staging = qualified(plan.target_schema, plan.staging_table)
+    return f"CREATE {unlogged}TABLE {staging} ({definitions}) WITH ({STAGING_STORAGE} = false)"
 
 
 def create_staging_index(plan: TargetPlan) -> str:
-    """B-tree on the chunk ordinal: the already-loaded check and the verification read-back touch only that chunk's
-    pages. (A BRIN index leaves the ranges written since its creation unsummarized, so every lookup scanned the whole
-    staging table: quadratic in chunks.) Keys arrive in ascending order, so maintenance appends to the rightmost leaf.
+    """BRIN on the chunk ordinal, one range per page, summarized by each chunk's load in its own transaction
+    (``SUMMARIZE_BULK``): the already-loaded check and the reads of one chunk visit only the pages whose range holds
+    that ordinal. A B-tree had an entry per row and cost a third of the load. One page per range, because COPY puts
+    some rows into earlier pages that still have room: each such row widens only its own page's range.
+    (Unsummarized ranges are always read, so without the summary every lookup scanned all pages loaded since.)
     """
     return (
-        f"CREATE INDEX {quote_postgres(plan.staging_index)} ON "
-        f"{qualified(plan.target_schema, plan.staging_table)} USING btree ({quote_postgres(CHUNK_COLUMN)})"
+        f"CREATE INDEX {quote_postgres(plan.staging_index)} ON {qualified(plan.target_schema, plan.staging_table)} "
+        f"USING brin ({quote_postgres(CHUNK_COLUMN)}) WITH (pages_per_range = 1)"
     )
+
+
+def staging_index_name(plan: TargetPlan) -> str:
+    return qualified(plan.target_schema, plan.staging_index)
 
 
 def chunk_present(plan: TargetPlan) -> str:
@@ -152,10 +170,6 @@ def copy_out_chunk(plan: TargetPlan, ordinal: int) -> str:
         f"COPY (SELECT {_columns(plan)} FROM {qualified(plan.target_schema, plan.staging_table)} "
         f"WHERE {quote_postgres(CHUNK_COLUMN)} = {int(ordinal)}) TO STDOUT (FORMAT BINARY)"
     )
-
-
-def delete_chunk(plan: TargetPlan) -> str:
-    return f"DELETE FROM {qualified(plan.target_schema, plan.staging_table)} WHERE {quote_postgres(CHUNK_COLUMN)} = %s"
 
 
 def chunk_counts(plan: TargetPlan) -> str:
@@ -186,12 +200,14 @@ def insert_from_staging(plan: TargetPlan) -> str:
 
 
 def full_refresh_swap(plan: TargetPlan, *, target_exists: bool) -> list[str]:
-    """Turn staging into the target: drop the ordinal index and columns, rename, drop the previous table."""
+    """Turn staging into the target: drop the ordinal index and columns, reset the staging-only storage parameter,
+    rename, drop the previous table."""
     schema = plan.target_schema
     staging = qualified(schema, plan.staging_table)
     statements = [
         f"DROP INDEX {qualified(schema, plan.staging_index)}",
-        f"ALTER TABLE {staging} DROP COLUMN {quote_postgres(CHUNK_COLUMN)}, DROP COLUMN {quote_postgres(ROW_COLUMN)}",
+        f"ALTER TABLE {staging} DROP COLUMN {quote_postgres(CHUNK_COLUMN)}, DROP COLUMN {quote_postgres(ROW_COLUMN)}, "
+        f"RESET ({STAGING_STORAGE})",
     ]
     if target_exists:
         statements.append(

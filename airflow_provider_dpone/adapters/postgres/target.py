@@ -3,7 +3,8 @@
 The transaction shape is :class:`~airflow_provider_dpone.adapters.transfer_target_common.SqlTransferTarget`'s: the
 publication lock is a transaction-level advisory lock under a bounded ``lock_timeout``. A chunk loads on the bulk
 (ADBC) connection in one transaction: shared publication lock + exclusive chunk lock, refuse an already staged
-ordinal, binary COPY straight from the chunk's Arrow buffers (``arrow_load.py``), commit. A bulk connection that
+ordinal, binary COPY straight from the chunk's Arrow buffers (``arrow_load.py``), summarize the staging index over
+the pages just written (``statements.create_staging_index``), commit. A bulk connection that
 ended its call cleanly is parked and reused, because opening one is expensive (``_copy_session``).
 
 ``verify_chunk`` reads the committed rows back (binary COPY to Arrow) and compares them exactly with the rows this
@@ -211,12 +212,14 @@ class PostgresTransferTarget(SqlTransferTarget):
                         cursor.execute(sql.RELATION_KIND_BULK, parameters=(plan.target_schema, RECEIPT_TABLE))
                         committed = cursor.fetchone() is not None and self._committed(plan)
                         raise staging_missing(plan, committed=committed)
+                    cursor.execute(sql.READ_BY_INDEX)
                     cursor.execute(sql.chunk_present_bulk(plan), parameters=(ordinal,))
                     present = cursor.fetchone()
                     if present is not None and present[0]:
                         raise DponeError("mssql_native.target_chunk_already_loaded", f"chunk {ordinal}")
                     if table.num_rows:
                         cursor.adbc_ingest(plan.staging_table, table, mode="append", db_schema_name=plan.target_schema)
+                        cursor.execute(sql.SUMMARIZE_BULK, parameters=(sql.staging_index_name(plan),))
             except BULK_ERRORS as exc:
                 if getattr(exc, "sqlstate", None) == LOCK_NOT_AVAILABLE:
                     raise DponeError("mssql_native.target_publication_in_flight", f"chunk {ordinal}") from None
@@ -236,6 +239,7 @@ class PostgresTransferTarget(SqlTransferTarget):
                     cursor.execute(sql.RELATION_KIND_BULK, parameters=(plan.target_schema, plan.staging_table))
                     if cursor.fetchone() is None:
                         return None  # the digest path reports the missing staging with its exact error
+                    cursor.execute(sql.READ_BY_INDEX)
                     cursor.execute(readback_chunk(plan), parameters=(ordinal,))
                     stored = cursor.fetch_arrow_table()
                 conn.rollback()
@@ -252,6 +256,7 @@ class PostgresTransferTarget(SqlTransferTarget):
 
     def _staged_digest(self, session: Session, plan: TargetPlan, ordinal: int) -> tuple[int, int]:
         conn = session.conn
+        session.run(sql.READ_BY_INDEX)
         if self._verification != "readback" and conn.info.server_version >= SERVER_DIGEST_MIN_VERSION:
             row = session.one(chunk_digest(plan, ordinal))
             return int(row[0]), fold_limb_sums([int(value) for value in row[1:]])
