@@ -52,9 +52,15 @@ Classifier = Callable[[Context, AuthorityRecord, str], Side | None]
 
 def require_before(ctx: Context, held: Held, step: DdlStep) -> None:
     """The default barrier: every member is still exactly as the step expects before its DDL."""
-    for member_id in held.record.member_ids():
-        if step.classify(ctx, held.record, member_id) is not Side.BEFORE:
+    for member_id, side in observe_sides(ctx, held, step).items():
+        if side is not Side.BEFORE:
             raise DponeError(step.foreign_code, f"{step.what}: member {member_id} is not as bound")
+
+
+def observe_sides(ctx: Context, held: Held, step: DdlStep) -> dict[str, Side | None]:
+    """Every member's side of ``step``, observed concurrently (reads only), in member order: the caller judges them
+    in that order, so the first member reported is the same whatever the threads' timing."""
+    return ctx.each_member(lambda member_id: step.classify(ctx, held.record, member_id), held.record.member_ids())
 
 
 @dataclass(frozen=True)
@@ -104,10 +110,9 @@ def reconcile_step(ctx: Context, held: Held, step: DdlStep) -> StepProgress:
     """Observe the bound entry and every member; run the completion CAS when complete. Never dispatches."""
     binding = step.slot(held.record)
     assert binding is not None
-    entry = read_entry(ctx, binding)
+    entry = read_entry(ctx, binding)  # before the members: their state is at least as late as the entry's
     sides: dict[str, Side] = {}
-    for member_id in held.record.member_ids():
-        side = step.classify(ctx, held.record, member_id)
+    for member_id, side in observe_sides(ctx, held, step).items():
         if side is None:
             raise ctx.fail_closed(held, step.foreign_code, f"{step.what}: member {member_id}")
         sides[member_id] = side

@@ -18,8 +18,8 @@ from airflow_provider_dpone.ports.publication import DdlIntent, ExchangeTables, 
 from airflow_provider_dpone.protocol.authority_io import Held
 from airflow_provider_dpone.protocol.context import Context
 from airflow_provider_dpone.protocol.ddl_step import DdlStep, StepProgress, run_step
-from airflow_provider_dpone.protocol.observe import is_exact, observe_target, observe_verified
-from airflow_provider_dpone.protocol.reconcile import Side, classify_observed
+from airflow_provider_dpone.protocol.observe import is_exact, observe_verified
+from airflow_provider_dpone.protocol.reconcile import Side, classify_observed, observe_pair
 
 FOREIGN = "DPONE_CLICKHOUSE_CLUSTER_PUBLICATION_FOREIGN_UUID"
 
@@ -72,17 +72,17 @@ def _commit(ctx: Context, held: Held, binding: DdlBinding) -> Held:
 
 
 def _barrier(ctx: Context, held: Held, _step: DdlStep) -> None:
-    """Observed concurrently, judged in member order."""
+    """Observed concurrently, judged in member order. Of the target only its UUID matters: one UUID read."""
     record = held.record
     artifact = record.artifact
     assert artifact is not None
     observed = ctx.each_member(
-        lambda member_id: (observe_target(ctx, member_id), observe_verified(ctx, record.member(member_id), artifact)),
+        lambda member_id: (observe_pair(ctx, member_id)[0], observe_verified(ctx, record.member(member_id), artifact)),
         record.member_ids(),
     )
     for member in record.members:
-        target, candidate = observed[member.member_id]
-        if target.uuid != member.target_uuid:
+        target_uuid, candidate = observed[member.member_id]
+        if target_uuid != member.target_uuid:
             raise DponeError(
                 "DPONE_CLICKHOUSE_CLUSTER_TARGET_DIVERGENT", f"member {member.member_id}: target changed since baseline"
             )
