@@ -72,7 +72,8 @@ def _commit(ctx: Context, held: Held, binding: DdlBinding) -> Held:
 
 
 def _barrier(ctx: Context, held: Held, _step: DdlStep) -> None:
-    """Observed concurrently, judged in member order. Of the target only its UUID matters: one UUID read."""
+    """Observed concurrently, judged in member order: the target's UUID alone (one UUID read), and the candidate as
+    verified (its parts, and its content only if they changed)."""
     record = held.record
     artifact = record.artifact
     assert artifact is not None
