@@ -57,7 +57,7 @@ def _nothing_to_drop(ctx: Context, held: Held, step: DdlStep, *, allow_dispatch:
             permitted_at_ms=ctx.now(),
         )
         held = ctx.commit(held, phase=Phase.CLEANUP_DISPATCHING, cleanup=binding)
-    if any(side is not Side.BEFORE for side in observe_sides(ctx, held, step).values()):
+    if any(side is not Side.BEFORE for _member_id, side in observe_sides(ctx, held, step)):
         raise ctx.fail_closed(held, FOREIGN, "cleanup: name reused")
     bound = held.record.cleanup
     assert bound is not None

@@ -12,7 +12,7 @@ import pytest
 from airflow_provider_dpone.contracts.authority_internal import InternalAuthorityRecordV1
 from airflow_provider_dpone.contracts.authority_phases import MemberStage, Phase
 from airflow_provider_dpone.contracts.receipts_publication import InternalPublicationReceipt
-from airflow_provider_dpone.ports.publication import TableObservation
+from airflow_provider_dpone.ports.publication import TableObservation, UnavailableError
 from airflow_provider_dpone.protocol.context import ProtocolSettings
 from airflow_provider_dpone.protocol.results import Committed, Completed, InProgress
 from tests.fakes.faults import FaultKind
@@ -179,6 +179,26 @@ def test_a_replica_missing_from_system_replicas_fails_closed_and_keeps_everythin
     assert all(sim.world.table(m, sim.request.candidate_name) is not None for m in sim.world.members)
     assert sim.successes == 0
     sim.check_invariants()
+
+
+def test_replicas_observed_concurrently_are_judged_in_member_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A foreign table on the first replica fails the create closed even when a later replica, read at the same
+    time, does not answer: the verdict is the one a replica-by-replica pass reaches, not the first thread's."""
+    sim = internal(3)
+    sim.settings = ProtocolSettings(dispatch_quiet_ms=120_000, member_parallelism=3)
+    first, silent = sorted(sim.world.members, key=lambda member: member.member_id)[:2]
+    sim.world.put_table(first, sim.request.candidate_name, COLUMNS, ((7, "x"),))
+    uuids = FakeMemberSession.table_uuids
+
+    def unanswered(self: FakeMemberSession, database: str, tables: tuple[str, ...]) -> tuple[str | None, ...]:
+        if self.member is silent:
+            raise UnavailableError("no answer")
+        return uuids(self, database, tables)
+
+    sim.service().fence()
+    monkeypatch.setattr(FakeMemberSession, "table_uuids", unanswered)
+    assert error_code(lambda: sim.service().stage(sim.source)) == "DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_FOREIGN"
+    assert sim.world.calls["ddl.dispatch"] == 0 and sim.world.effects == []
 
 
 def test_a_foreign_table_under_the_candidate_name_blocks_the_create() -> None:
