@@ -10,8 +10,10 @@ bound entry is still running on some member the task waits:
   (``reconcile_publication`` / ``reconcile_cleanup``); the event and XCom are never trusted. Still in progress ->
   defer again, at most ``max_deferrals`` times, then a retryable failure (the retry resumes the same entry).
 * not deferrable: the initiator waits up to ``[dpone] ddl_task_timeout_seconds``; then the task polls the same
-  read-only reconcile in-process every ``poll_interval`` seconds for at most ``timeout_seconds``, then fails
-  retryably.
+  read-only reconcile in-process for at most ``timeout_seconds``, then fails retryably.
+
+Both waits start short and grow to ``poll_interval`` seconds between polls
+(:func:`~airflow_provider_dpone.triggers.ddl_queue.poll_delay`).
 
 ``deferrable`` defaults to ``[operators] default_deferrable`` (``False`` when unset), as in every official provider.
 
@@ -20,7 +22,6 @@ Nothing is ever re-dispatched: a bound permit that never reached the queue fails
 
 from __future__ import annotations
 
-import math
 import time
 from datetime import timedelta
 from typing import Any, Final, Literal, NoReturn
@@ -47,7 +48,13 @@ from airflow_provider_dpone.operators.reporting import (
     short,
 )
 from airflow_provider_dpone.protocol.results import CleanupResult, InProgress, PublishResult
-from airflow_provider_dpone.triggers.ddl_queue import ClusterDDLQueueTrigger, ProgressGate, progress_heartbeat_seconds
+from airflow_provider_dpone.triggers.ddl_queue import (
+    ClusterDDLQueueTrigger,
+    ProgressGate,
+    poll_delay,
+    polls_within,
+    progress_heartbeat_seconds,
+)
 
 Result = PublishResult | CleanupResult
 
@@ -72,7 +79,8 @@ class _WaitingOperator(DponePublicationOperator):
 
     :param deferrable: wait for an unfinished DDL in the triggerer instead of the worker (default:
         ``[operators] default_deferrable``, ``False`` when unset).
-    :param poll_interval: seconds between queue polls (trigger) or reconciles (in-process).
+    :param poll_interval: the longest wait between queue polls (trigger) or reconciles (in-process); the first
+        waits are shorter.
     :param timeout_seconds: bound of one wait (one deferral, or the in-process loop) before a retryable failure.
     :param max_deferrals: deferrals per try before a retryable failure (the retry resumes the same entry).
     """
@@ -157,7 +165,7 @@ class _WaitingOperator(DponePublicationOperator):
         else:
             self.task_log.info(
                 "deferrable=False: the initiator waits up to [dpone] ddl_task_timeout_seconds, then an "
-                "unfinished ON CLUSTER DDL is polled in the worker every %.1f s for at most %.0f s "
+                "unfinished ON CLUSTER DDL is polled in the worker at most %.1f s apart for at most %.0f s "
                 "(set deferrable=True, or [operators] default_deferrable = true, to free the worker)",
                 self.poll_interval,
                 self.timeout_seconds,
@@ -180,7 +188,7 @@ class _WaitingOperator(DponePublicationOperator):
 
     def _defer(self, session: TaskSession, progress: InProgress, round_: int) -> NoReturn:
         assert progress.correlation_token is not None
-        attempts = max(1, math.ceil(self.timeout_seconds / self.poll_interval)) if self.poll_interval else 1
+        attempts = polls_within(self.timeout_seconds, self.poll_interval)
         trigger = ClusterDDLQueueTrigger(
             conn_id=session.conn_id,
             cluster=session.request.cluster,
@@ -205,13 +213,15 @@ class _WaitingOperator(DponePublicationOperator):
         """Reconcile every ``poll_interval`` until the entry finishes; log the waiting line when it changes, and again
         as a heartbeat every ``[dpone] progress_heartbeat_seconds``."""
         deadline = time.monotonic() + self.timeout_seconds
+        polls = 1  # the dispatching call's own reconcile
         while isinstance(result, InProgress):
             if time.monotonic() >= deadline:
                 raise DponeError(
                     "DPONE_CLICKHOUSE_CLUSTER_DDL_WAIT_EXHAUSTED",
                     f"{self.stage_name} epoch {result.epoch} still in progress after {self.timeout_seconds:.0f} s",
                 )
-            time.sleep(self.poll_interval)
+            time.sleep(poll_delay(polls, self.poll_interval))
+            polls += 1
             result = self._reconcile(session)
             if isinstance(result, InProgress) and progress.due(in_progress_line(result)):
                 self.task_log.info("%s", in_progress_line(result))

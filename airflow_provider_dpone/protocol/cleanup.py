@@ -16,7 +16,7 @@ from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.ports.publication import DropTable
 from airflow_provider_dpone.protocol.authority_io import Held
 from airflow_provider_dpone.protocol.context import Context
-from airflow_provider_dpone.protocol.ddl_step import DdlStep, StepProgress, require_before, run_step
+from airflow_provider_dpone.protocol.ddl_step import DdlStep, StepProgress, observe_sides, require_before, run_step
 from airflow_provider_dpone.protocol.publication import FOREIGN
 from airflow_provider_dpone.protocol.reconcile import Reconciliation, Side, Verdict, classify_observed
 
@@ -57,9 +57,8 @@ def _nothing_to_drop(ctx: Context, held: Held, step: DdlStep, *, allow_dispatch:
             permitted_at_ms=ctx.now(),
         )
         held = ctx.commit(held, phase=Phase.CLEANUP_DISPATCHING, cleanup=binding)
-    for member_id in held.record.member_ids():
-        if _side(ctx, held.record, member_id) is not Side.BEFORE:
-            raise ctx.fail_closed(held, FOREIGN, "cleanup: name reused")
+    if any(side is not Side.BEFORE for _member_id, side in observe_sides(ctx, held, step)):
+        raise ctx.fail_closed(held, FOREIGN, "cleanup: name reused")
     bound = held.record.cleanup
     assert bound is not None
     return StepProgress(_complete(ctx, held, bound), Reconciliation(Verdict.COMPLETE, None, ()))

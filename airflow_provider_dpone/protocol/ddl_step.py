@@ -23,7 +23,7 @@ coordinator, which the proof relies on.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,9 +52,26 @@ Classifier = Callable[[Context, AuthorityRecord, str], Side | None]
 
 def require_before(ctx: Context, held: Held, step: DdlStep) -> None:
     """The default barrier: every member is still exactly as the step expects before its DDL."""
-    for member_id in held.record.member_ids():
-        if step.classify(ctx, held.record, member_id) is not Side.BEFORE:
+    for member_id, side in observe_sides(ctx, held, step):
+        if side is not Side.BEFORE:
             raise DponeError(step.foreign_code, f"{step.what}: member {member_id} is not as bound")
+
+
+def observe_sides(ctx: Context, held: Held, step: DdlStep) -> Iterator[tuple[str, Side | None]]:
+    """Every member's side of ``step``, observed concurrently (reads only) and yielded in member order; a member whose
+    read failed raises only when it is reached. The caller's first verdict is therefore the one a member-by-member
+    pass would reach (a foreign member before an unanswered one fails closed), whatever the threads' timing."""
+
+    def side(member_id: str) -> Side | DponeError | None:
+        try:
+            return step.classify(ctx, held.record, member_id)
+        except DponeError as error:
+            return error
+
+    for member_id, observed in ctx.each_member(side, held.record.member_ids()).items():
+        if isinstance(observed, DponeError):
+            raise observed
+        yield member_id, observed
 
 
 @dataclass(frozen=True)
@@ -104,10 +121,9 @@ def reconcile_step(ctx: Context, held: Held, step: DdlStep) -> StepProgress:
     """Observe the bound entry and every member; run the completion CAS when complete. Never dispatches."""
     binding = step.slot(held.record)
     assert binding is not None
-    entry = read_entry(ctx, binding)
+    entry = read_entry(ctx, binding)  # before the members: their state is at least as late as the entry's
     sides: dict[str, Side] = {}
-    for member_id in held.record.member_ids():
-        side = step.classify(ctx, held.record, member_id)
+    for member_id, side in observe_sides(ctx, held, step):
         if side is None:
             raise ctx.fail_closed(held, step.foreign_code, f"{step.what}: member {member_id}")
         sides[member_id] = side

@@ -13,7 +13,8 @@ Each attempt resumes from the shared candidate's state in the authority record:
   the retryable ``REPLICA_NOT_CONVERGED`` and nothing mutated; a retry waits again. Then the content digest of every
   replica must equal the artifact's (counts are never summed across replicas): CAS READY and STAGED in one write,
   which also binds the durable quality-replay capsule when the request selects it (:mod:`quality_evidence`; a failed
-  required gate binds it FAILED and stops with ``..._FAILED``).
+  required gate binds it FAILED and stops with ``..._FAILED``). The replicas are read concurrently (each one's wait
+  followed at once by its digest), and judged in member order once all have answered.
 * Anything else (empty after an ambiguous or unsent load, partial, duplicated, a replica converged to other content)
   -> rebuild: prove every replica holds exactly the owned UUID, one fenced ``DROP TABLE ... ON CLUSTER``, then a new
   intent and a new CREATE, and the same immutable artifact is loaded into the new table.
@@ -38,7 +39,13 @@ from airflow_provider_dpone.contracts.authority_internal import (
 from airflow_provider_dpone.contracts.authority_phases import MemberStage, Phase
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.contracts.receipts import ArtifactReceipt
-from airflow_provider_dpone.ports.publication import CreateReplicatedTable, DropTable, ReplicaStatus, UnavailableError
+from airflow_provider_dpone.ports.publication import (
+    CreateReplicatedTable,
+    DropTable,
+    ReplicaStatus,
+    TableObservation,
+    UnavailableError,
+)
 from airflow_provider_dpone.protocol.authority_io import Held
 from airflow_provider_dpone.protocol.context import Context
 from airflow_provider_dpone.protocol.ddl_step import DdlStep, run_step
@@ -46,7 +53,7 @@ from airflow_provider_dpone.protocol.member_mutation import load_identity, load_
 from airflow_provider_dpone.protocol.observe import is_exact, observe_candidate
 from airflow_provider_dpone.protocol.quality_evidence import FAILED as QUALITY_FAILED
 from airflow_provider_dpone.protocol.quality_evidence import build_capsule
-from airflow_provider_dpone.protocol.reconcile import Side
+from airflow_provider_dpone.protocol.reconcile import Side, observe_pair
 
 FOREIGN = "DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_FOREIGN"
 PENDING = "DPONE_CLICKHOUSE_CLUSTER_STAGING_DDL_PENDING"
@@ -137,11 +144,13 @@ def _complete(ctx: Context, held: Held, step: DdlStep) -> Held:
 
 
 def _holds_intent(ctx: Context, record: AuthorityRecord, member_id: str) -> bool | None:
-    """True: the candidate name holds exactly the intended UUID; False: nothing; None: something foreign."""
-    observed = observe_candidate(ctx, member_id)
-    if not observed.exists:
+    """True: the candidate name holds exactly the intended UUID; False: nothing; None: something foreign.
+
+    Only the name's UUID decides, so only the UUID is read (one request, no schema or count)."""
+    _target, held_uuid = observe_pair(ctx, member_id)
+    if held_uuid is None:
         return False
-    return True if observed.uuid == _candidate(record).uuid_intent else None
+    return True if held_uuid == _candidate(record).uuid_intent else None
 
 
 def _create_side(ctx: Context, record: AuthorityRecord, member_id: str) -> Side | None:
@@ -173,7 +182,7 @@ def _converge(ctx: Context, held: Held) -> Held | None:
     """READY + STAGED when every replica caught up to exactly the artifact; ``None`` when the candidate must be
     rebuilt. Stops (retryable, nothing mutated) while a replica is still behind."""
     record = held.record
-    statuses = {mid: _replica_status(ctx, mid) for mid in record.member_ids()}
+    statuses = ctx.each_member(lambda mid: _replica_status(ctx, mid), record.member_ids())
     present = {mid: status for mid, status in statuses.items() if status is not None}
     if len(present) != len(statuses):
         missing = sorted(set(statuses) - set(present))
@@ -187,13 +196,16 @@ def _converge(ctx: Context, held: Held) -> Held | None:
     if readonly:
         raise DponeError(NOT_CONVERGED, f"read-only replicas {readonly}")
     timeout = ctx.settings.replica_sync_timeout_seconds
-    for member_id in record.member_ids():
-        if not _sync(ctx, member_id, timeout):
-            raise DponeError(NOT_CONVERGED, f"member {member_id} not caught up within {timeout:g} s")
     artifact = _artifact(record)
+    caught_up = ctx.each_member(lambda mid: _caught_up_content(ctx, mid, artifact, timeout), record.member_ids())
+    contents = {}
+    for member_id, observed in caught_up.items():
+        if observed is None:
+            raise DponeError(NOT_CONVERGED, f"member {member_id} not caught up within {timeout:g} s")
+        contents[member_id] = observed
     verified = []
     for member in record.members:
-        observed = observe_candidate(ctx, member.member_id, artifact=artifact, with_content=True, with_parts=True)
+        observed = contents[member.member_id]
         if observed.uuid != member.candidate_uuid:
             raise ctx.fail_closed(held, FOREIGN, f"member {member.member_id}")
         if not is_exact(observed, member, artifact):
@@ -225,6 +237,16 @@ def _replica_status(ctx: Context, member_id: str) -> ReplicaStatus | None:
         raise DponeError(
             "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_INCOMPLETE", f"member {member_id} did not answer"
         ) from None
+
+
+def _caught_up_content(
+    ctx: Context, member_id: str, artifact: ArtifactReceipt, timeout: float
+) -> TableObservation | None:
+    """One replica's wait and then, at once, its content (``None``: not caught up within the bound). Each replica
+    runs this on its own, so the replica that took the load is digested while the others still fetch its parts."""
+    if not _sync(ctx, member_id, timeout):
+        return None
+    return observe_candidate(ctx, member_id, artifact=artifact, with_content=True, with_parts=True)
 
 
 def _sync(ctx: Context, member_id: str, timeout: float) -> bool:

@@ -15,6 +15,7 @@ member by observation (a new process; XCom and the event are never trusted). Run
 harmless, since it never mutates. Cancellation (the triggerer stopping, the task being cleared) interrupts the sleep
 and closes the client in ``finally``. Like ``AwsBaseWaiterTrigger`` it is bounded by a poll interval and a maximum
 number of attempts; unlike a generic SQL trigger it never logs SQL, hosts or results, only counts and the entry name.
+The first poll is immediate and the next waits grow to the poll interval (:func:`poll_delay`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,27 @@ from airflow_provider_dpone.triggers.ddl_queue_readers import QueueReader, Queue
 
 DEFAULT_READER = "airflow_provider_dpone.triggers.ddl_queue_readers.clickhouse_queue_reader"
 DEFAULT_HEARTBEAT_SECONDS: Final[float] = 300.0
+
+FIRST_POLL_DELAYS: Final[tuple[float, ...]] = (0.25, 0.5, 1.0, 2.0)
+"""The waits after the first polls, each capped at the poll interval: a DDL still running when its task began to
+wait often finishes soon after, so the wait grows to the full interval only while it does not."""
+
+
+def poll_delay(polls: int, poll_interval: float) -> float:
+    """Seconds to wait after the ``polls``-th poll (counted from 1): :data:`FIRST_POLL_DELAYS`, then the interval."""
+    ramp = FIRST_POLL_DELAYS[polls - 1] if 0 < polls <= len(FIRST_POLL_DELAYS) else poll_interval
+    return min(ramp, poll_interval)
+
+
+def polls_within(seconds: float, poll_interval: float) -> int:
+    """How many polls the :func:`poll_delay` schedule takes to wait at least ``seconds`` (one at least)."""
+    if poll_interval <= 0:
+        return 1
+    polls, waited = 1, 0.0
+    while waited < seconds:
+        waited += poll_delay(polls, poll_interval)
+        polls += 1
+    return polls
 
 
 def progress_heartbeat_seconds() -> float:
@@ -76,7 +98,7 @@ class ClusterDDLQueueTrigger(BaseTrigger):
     :param entry: the entry name, once the task has observed it; pins the poll to exactly that entry.
     :param stage: ``publication`` or ``cleanup`` (carried into the event for the task's log).
     :param round: how many deferrals preceded this one (carried into the event; bounds re-deferral).
-    :param poll_interval: seconds between polls.
+    :param poll_interval: the longest wait between polls (the first waits are shorter: :func:`poll_delay`).
     :param max_attempts: polls before a ``timeout`` event.
     :param missing_attempts: polls without any entry before a ``missing`` event.
     :param max_read_errors: consecutive failed reads before an ``error`` event.
@@ -196,7 +218,7 @@ class ClusterDDLQueueTrigger(BaseTrigger):
                         yield self._event(verdict, attempt, snapshot)
                         return
                 if attempt < self.max_attempts:
-                    await asyncio.sleep(self.poll_interval)
+                    await asyncio.sleep(poll_delay(attempt, self.poll_interval))
             yield self._event("timeout", self.max_attempts, snapshot)
         finally:
             await reader.close()

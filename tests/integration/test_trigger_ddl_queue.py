@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from typing import Any
 
 import pytest
 
 from airflow_provider_dpone.triggers.ddl_queue import (
+    FIRST_POLL_DELAYS,
     ClusterDDLQueueTrigger,
     ProgressGate,
     load_reader_factory,
+    poll_delay,
+    polls_within,
     progress_heartbeat_seconds,
 )
 from airflow_provider_dpone.triggers.ddl_queue_readers import HostState, QueueSnapshot, snapshot_from_rows
@@ -205,3 +209,25 @@ def test_the_heartbeat_is_serialized_and_configurable(monkeypatch: pytest.Monkey
     assert progress_heartbeat_seconds() == 300.0
     monkeypatch.setenv("AIRFLOW__DPONE__PROGRESS_HEARTBEAT_SECONDS", "15")
     assert progress_heartbeat_seconds() == 15.0
+
+
+def test_the_waits_between_polls_grow_to_the_interval_and_the_poll_count_covers_the_timeout() -> None:
+    assert [poll_delay(n, 5.0) for n in range(1, 8)] == [*FIRST_POLL_DELAYS, 5.0, 5.0, 5.0]
+    assert [poll_delay(n, 0.3) for n in range(1, 4)] == [0.25, 0.3, 0.3]  # never longer than the interval
+    assert poll_delay(1, 0.0) == 0.0
+    for seconds, interval in ((3600.0, 5.0), (1.0, 0.2), (10.0, 30.0), (0.5, 5.0)):
+        polls = polls_within(seconds, interval)
+        waited = sum(poll_delay(n, interval) for n in range(1, polls))
+        assert waited >= seconds > waited - poll_delay(polls - 1, interval), (seconds, interval, polls)
+    assert polls_within(60.0, 0.0) == 1
+
+
+async def test_an_entry_that_finishes_soon_after_the_first_poll_is_seen_without_waiting_a_whole_interval() -> None:
+    ScriptedReader.script = [
+        _snapshot(("Finished", 0), ("Active", None)),
+        _snapshot(("Finished", 0), ("Finished", 0)),
+    ]
+    started = time.monotonic()
+    (event,) = await _events(_trigger(poll_interval=30.0, max_attempts=3))
+    assert (event["status"], event["attempts"]) == ("finished", 2)
+    assert time.monotonic() - started < 5.0, "the second poll waits the first short delay, not the 30 s interval"

@@ -3,15 +3,20 @@ create, one load through one replica, bounded convergence, rebuild instead of a 
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
+from typing import Any
 
 import pytest
 
 from airflow_provider_dpone.contracts.authority_internal import InternalAuthorityRecordV1
 from airflow_provider_dpone.contracts.authority_phases import MemberStage, Phase
 from airflow_provider_dpone.contracts.receipts_publication import InternalPublicationReceipt
+from airflow_provider_dpone.ports.publication import TableObservation, UnavailableError
+from airflow_provider_dpone.protocol.context import ProtocolSettings
 from airflow_provider_dpone.protocol.results import Committed, Completed, InProgress
 from tests.fakes.faults import FaultKind
+from tests.fakes.ports import FakeMemberSession
 from tests.protocol.sim import BASELINE_ROWS, COLUMNS, NEW_ROWS, RETRY_DELAY_MS, Sim, error_code, point_of, rows_of
 
 NOT_CONVERGED = "DPONE_CLICKHOUSE_CLUSTER_REPLICA_NOT_CONVERGED"
@@ -176,6 +181,26 @@ def test_a_replica_missing_from_system_replicas_fails_closed_and_keeps_everythin
     sim.check_invariants()
 
 
+def test_replicas_observed_concurrently_are_judged_in_member_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A foreign table on the first replica fails the create closed even when a later replica, read at the same
+    time, does not answer: the verdict is the one a replica-by-replica pass reaches, not the first thread's."""
+    sim = internal(3)
+    sim.settings = ProtocolSettings(dispatch_quiet_ms=120_000, member_parallelism=3)
+    first, silent = sorted(sim.world.members, key=lambda member: member.member_id)[:2]
+    sim.world.put_table(first, sim.request.candidate_name, COLUMNS, ((7, "x"),))
+    uuids = FakeMemberSession.table_uuids
+
+    def unanswered(self: FakeMemberSession, database: str, tables: tuple[str, ...]) -> tuple[str | None, ...]:
+        if self.member is silent:
+            raise UnavailableError("no answer")
+        return uuids(self, database, tables)
+
+    sim.service().fence()
+    monkeypatch.setattr(FakeMemberSession, "table_uuids", unanswered)
+    assert error_code(lambda: sim.service().stage(sim.source)) == "DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_FOREIGN"
+    assert sim.world.calls["ddl.dispatch"] == 0 and sim.world.effects == []
+
+
 def test_a_foreign_table_under_the_candidate_name_blocks_the_create() -> None:
     sim = internal(2)
     foreign = sim.world.put_table(sim.world.members[1], sim.request.candidate_name, COLUMNS, ((7, "x"),))
@@ -334,3 +359,36 @@ def test_a_create_held_by_a_stalled_coordinator_is_never_left_behind_by_an_abort
     assert sim.service().abort().phase == "ABORTED"
     assert all(sim.world.table(m, sim.request.candidate_name) is None for m in sim.world.members)
     sim.check_invariants()
+
+
+def test_replicas_are_awaited_at_once_and_the_loading_replica_is_digested_while_the_others_still_fetch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The other replicas' SYNC REPLICA waits are in flight together, and answer only once the replica that took the
+    load has been digested: a schedule that waits for one replica after another, or for every replica before
+    digesting any, breaks the barrier or times out here and fails the run."""
+    sim = internal(3)
+    sim.settings = ProtocolSettings(dispatch_quiet_ms=120_000, member_parallelism=3)
+    loader = min(member.member_id for member in sim.world.members)
+    others_waiting = threading.Barrier(2, timeout=10)
+    loader_digested = threading.Event()
+    sync, observe = FakeMemberSession.sync_replica, FakeMemberSession.observe_table
+
+    def slow_sync(self: FakeMemberSession, *args: Any, **kwargs: Any) -> bool:
+        if self.member.member_id != loader:
+            others_waiting.wait()
+            if not loader_digested.wait(10):
+                raise TimeoutError("the loading replica was not digested while the others waited")
+        return sync(self, *args, **kwargs)
+
+    def watched_observe(self: FakeMemberSession, database: str, table: str, **kwargs: Any) -> TableObservation:
+        observed = observe(self, database, table, **kwargs)
+        if self.member.member_id == loader and table == sim.request.candidate_name and kwargs["with_content"]:
+            loader_digested.set()
+        return observed
+
+    monkeypatch.setattr(FakeMemberSession, "sync_replica", slow_sync)
+    monkeypatch.setattr(FakeMemberSession, "observe_table", watched_observe)
+    assert sim.run_dag(tries=1) == "completed"
+    sim.check_converged()
+    assert all(member.row_count == len(NEW_ROWS) for member in record_of(sim).members)
