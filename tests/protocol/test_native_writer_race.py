@@ -6,6 +6,8 @@ receipt and can only wait for that put. ``late``: the put resumes after the reti
 ``during_retirement``: the put resumes between the listing and the removal of the stage directory (the interleaving
 that once surfaced as ``OSError: Directory not empty``). Either way the recovery must succeed, the fenced writer must
 stop as fenced with its threads joined, and no stage object of the retired invocation may remain.
+``late_without_directories``: as ``late`` on a store whose puts recreate any prefix (an object store has no
+directory to retire), so only the writer's own lease check after the put keeps the retirement true.
 """
 
 from __future__ import annotations
@@ -28,8 +30,9 @@ LAST = 3  # seven rows in chunks of two: ordinals 0..3
 class GatedStage(ObjectStageStore):
     """Holds the stage-writer thread's put of the last chunk until released; other puts pass straight through."""
 
-    def __init__(self, root: str) -> None:
+    def __init__(self, root: str, *, directories: bool = True) -> None:
         super().__init__(root, OPERATION)
+        self._directories = directories
         self.entered = threading.Event()
         self.release = threading.Event()
         self.finished = threading.Event()
@@ -41,6 +44,8 @@ class GatedStage(ObjectStageStore):
         self.entered.set()
         assert self.release.wait(WAIT), "the test never released the held put"
         try:
+            if not self._directories:
+                self.open_prefix(key.rsplit("/", 1)[0] + "/")
             super().put(key, data)
         finally:
             self.finished.set()
@@ -54,10 +59,10 @@ def files(root) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in (root / OPERATION).rglob("*") if p.is_file())
 
 
-@pytest.mark.parametrize("resume", ["late", "during_retirement"])
+@pytest.mark.parametrize("resume", ["late", "during_retirement", "late_without_directories"])
 def test_a_fenced_writers_held_put_never_outlives_the_retirement(tmp_path, monkeypatch, resume) -> None:
     harness = make_harness(tmp_path)
-    gated = GatedStage(f"file://{tmp_path}")
+    gated = GatedStage(f"file://{tmp_path}", directories=resume != "late_without_directories")
     outcome: dict[str, BaseException] = {}
     receipts = []
     quiet = threading.Event()

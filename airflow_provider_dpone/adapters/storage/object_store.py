@@ -50,7 +50,8 @@ class ObjectStore:
         if self._local:
             self._put_local(target.path, data, create_parents=create_parents)
             return
-        target.parent.mkdir(parents=True, exist_ok=True)
+        if create_parents:
+            target.parent.mkdir(parents=True, exist_ok=True)
         try:
             with target.open("xb") as handle:  # type: ignore[no-untyped-call]
                 handle.write(data)
@@ -95,9 +96,11 @@ class ObjectStore:
         return sorted(child.name for child in directory.iterdir() if not child.name.startswith((".tmp-", ".retired-")))
 
     def make_prefix(self, prefix: str) -> None:
-        """Create the directory of ``prefix`` (object stores have none: nothing to do there)."""
+        """Create the directory of ``prefix`` (on object stores a no-op, as it was before every put)."""
         if self._local:
             os.makedirs(self.path(prefix).path, exist_ok=True)
+        else:
+            self.path(prefix).mkdir(parents=True, exist_ok=True)
 
     def delete(self, key: str) -> None:
         """Remove one object; an absent object is already removed."""
