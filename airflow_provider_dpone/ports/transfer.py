@@ -79,13 +79,22 @@ class SnapshotSourceConnector(Protocol):
 
 
 class StageStore(Protocol):
-    """Durable stage objects: create-once, atomically visible, never overwritten."""
+    """Durable stage objects: create-once, atomically visible, never overwritten.
+
+    ``put`` writes only into a prefix made writable by ``open_prefix`` and never recreates a retired one;
+    ``delete_prefix`` retires a prefix and raises ``mssql_native.stage_retirement_failed`` (never a bare
+    ``OSError``) when it cannot.
+    """
+
+    def open_prefix(self, prefix: str) -> None: ...
 
     def put(self, key: str, data: bytes) -> None: ...
 
     def get(self, key: str) -> bytes: ...
 
     def exists(self, key: str) -> bool: ...
+
+    def delete(self, key: str) -> None: ...
 
     def delete_prefix(self, prefix: str) -> None: ...
 

@@ -92,7 +92,9 @@ class Harness:
     def stage(self) -> ObjectStageStore:
         return ObjectStageStore(f"file://{self.root}", OPERATION)
 
-    def route(self, checkpoint: Callable[[str], None] | None = None) -> NativeTransferRoute:
+    def route(
+        self, checkpoint: Callable[[str], None] | None = None, stage: ObjectStageStore | None = None
+    ) -> NativeTransferRoute:
         def bind_target() -> InMemoryTransferTarget:
             self.target_bindings += 1
             return self.target
@@ -102,15 +104,17 @@ class Harness:
             self.request(),
             connector=self.source,
             journal_store=ObjectJournalStore(f"file://{self.root}", OPERATION),
-            stage=self.stage(),
+            stage=self.stage() if stage is None else stage,
             target_factory=bind_target,
             clock=self.clock,
             lease_duration=LEASE,
             **kwargs,
         )
 
-    def run(self, checkpoint: Callable[[str], None] | None = None) -> RouteResult:
-        return self.route(checkpoint).run()
+    def run(
+        self, checkpoint: Callable[[str], None] | None = None, stage: ObjectStageStore | None = None
+    ) -> RouteResult:
+        return self.route(checkpoint, stage).run()
 
     def expire_lease(self) -> None:
         self.clock.advance(LEASE * 2)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import errno
+import shutil
+
 import pytest
 
 from airflow_provider_dpone.adapters.storage.native_journal import ObjectJournalStore
@@ -14,6 +17,7 @@ OPERATION = "0" * 32
 
 def test_objects_are_created_once_and_never_overwritten(tmp_path) -> None:
     stage = ObjectStageStore(f"file://{tmp_path}", OPERATION)
+    stage.open_prefix("stage/a/")
     stage.put("stage/a/00000000.chunk", b"first")
     with pytest.raises(DponeError) as again:
         stage.put("stage/a/00000000.chunk", b"second")
@@ -25,6 +29,38 @@ def test_objects_are_created_once_and_never_overwritten(tmp_path) -> None:
     assert missing.value.code == "mssql_native.stage_integrity_failed"
     stage.delete_prefix("stage/a/")
     assert not stage.exists("stage/a/00000000.chunk")
+
+
+def test_a_retired_prefix_refuses_late_puts_and_is_not_recreated(tmp_path) -> None:
+    stage = ObjectStageStore(f"file://{tmp_path}", OPERATION)
+    with pytest.raises(DponeError) as unopened:
+        stage.put("stage/a/00000000.chunk", b"x")
+    assert unopened.value.code == "mssql_native.stage_integrity_failed"
+    stage.open_prefix("stage/a/")
+    stage.put("stage/a/00000000.chunk", b"first")
+    stage.delete_prefix("stage/a/")
+    with pytest.raises(DponeError) as late:
+        stage.put("stage/a/00000001.chunk", b"late")
+    assert late.value.code == "mssql_native.stage_integrity_failed"
+    assert not [p for p in (tmp_path / OPERATION).rglob("*") if p.is_file()], "nothing survives the retirement"
+    assert not (tmp_path / OPERATION / "stage" / "a").exists(), "a late put never recreates a retired prefix"
+    stage.delete_prefix("stage/a/")  # retiring an absent prefix is a no-op
+    stage.delete("stage/a/00000000.chunk")  # so is removing an absent object
+
+
+def test_a_storage_refusal_in_retirement_is_a_stable_error(tmp_path, monkeypatch) -> None:
+    stage = ObjectStageStore(f"file://{tmp_path}", OPERATION)
+    stage.open_prefix("stage/a/")
+    stage.put("stage/a/00000000.chunk", b"first")
+
+    def refuse(path: str, *args: object, **kwargs: object) -> None:
+        raise OSError(errno.EACCES, "Permission denied", path)
+
+    monkeypatch.setattr(shutil, "rmtree", refuse)
+    with pytest.raises(DponeError) as refused:
+        stage.delete_prefix("stage/a/")
+    assert refused.value.code == "mssql_native.stage_retirement_failed"
+    assert refused.value.error.action
 
 
 def test_journal_appends_are_exclusive_and_read_in_order(tmp_path) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 import uuid
 from typing import Final
 
@@ -39,13 +40,18 @@ class ObjectStore:
     def path(self, key: str) -> ObjectStoragePath:
         return self.root / _check_key(key)
 
-    def put_once(self, key: str, data: bytes) -> None:
-        """Create ``key`` with ``data``; ``FileExistsError`` if it already exists (never overwritten)."""
+    def put_once(self, key: str, data: bytes, *, create_parents: bool = True) -> None:
+        """Create ``key`` with ``data``; ``FileExistsError`` if it already exists (never overwritten).
+
+        Without ``create_parents`` a local put into a missing (retired) directory fails with ``FileNotFoundError``
+        instead of recreating it: that is how a retired stage prefix fences a late writer.
+        """
         target = self.path(key)
         if self._local:
-            self._put_local(target.path, data)
+            self._put_local(target.path, data, create_parents=create_parents)
             return
-        target.parent.mkdir(parents=True, exist_ok=True)
+        if create_parents:
+            target.parent.mkdir(parents=True, exist_ok=True)
         try:
             with target.open("xb") as handle:  # type: ignore[no-untyped-call]
                 handle.write(data)
@@ -55,9 +61,10 @@ class ObjectStore:
             raise DponeError("mssql_native.storage_unsupported", "filesystem lacks exclusive create") from None
 
     @staticmethod
-    def _put_local(final: str, data: bytes) -> None:
+    def _put_local(final: str, data: bytes, *, create_parents: bool) -> None:
         directory = os.path.dirname(final)
-        os.makedirs(directory, exist_ok=True)
+        if create_parents:
+            os.makedirs(directory, exist_ok=True)
         temporary = os.path.join(directory, f".tmp-{uuid.uuid4().hex}")
         descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o640)
         try:
@@ -86,9 +93,39 @@ class ObjectStore:
         directory = self.path(prefix)
         if not directory.exists():
             return []
-        return sorted(child.name for child in directory.iterdir() if not child.name.startswith(".tmp-"))
+        return sorted(child.name for child in directory.iterdir() if not child.name.startswith((".tmp-", ".retired-")))
+
+    def make_prefix(self, prefix: str) -> None:
+        """Create the directory of ``prefix`` (on object stores a no-op, as it was before every put)."""
+        if self._local:
+            os.makedirs(self.path(prefix).path, exist_ok=True)
+        else:
+            self.path(prefix).mkdir(parents=True, exist_ok=True)
+
+    def delete(self, key: str) -> None:
+        """Remove one object; an absent object is already removed."""
+        with contextlib.suppress(FileNotFoundError):
+            self.path(key).unlink()
 
     def delete_prefix(self, prefix: str) -> None:
+        """Remove every object under ``prefix``.
+
+        Locally the directory is first renamed away atomically, so a writer still holding the old path can neither
+        create a file in the tree being removed (no ``Directory not empty``) nor recreate the prefix when its puts
+        use ``create_parents=False``. Object stores have no directories: the writer-side fence covers them.
+        """
         directory = self.path(prefix)
-        if directory.exists():
-            directory.fs.rm(directory.path, recursive=True)
+        if not self._local:
+            if directory.exists():
+                directory.fs.rm(directory.path, recursive=True)
+            return
+        parent, name = os.path.split(directory.path.rstrip("/"))
+        with contextlib.suppress(FileNotFoundError):
+            os.rename(os.path.join(parent, name), os.path.join(parent, f".retired-{name}-{uuid.uuid4().hex}"))
+        try:
+            leftovers = [entry for entry in os.listdir(parent) if entry.startswith(f".retired-{name}-")]
+        except FileNotFoundError:
+            return
+        for entry in leftovers:  # this retirement's tree and any an interrupted one left
+            with contextlib.suppress(FileNotFoundError):
+                shutil.rmtree(os.path.join(parent, entry))

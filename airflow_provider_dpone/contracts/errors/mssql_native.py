@@ -112,6 +112,13 @@ CODES: tuple[ErrorCode, ...] = (
         retryable=False,
     ),
     ErrorCode(
+        "mssql_native.stage_retirement_failed",
+        "the storage refused to remove a stage object or prefix (permission, I/O or a non-empty directory)",
+        "fix the stage storage and rerun; the invocation stays unsettled and its custody held until retirement "
+        "succeeds",
+        retryable=True,
+    ),
+    ErrorCode(
         "mssql_native.journal_corrupt",
         "the recovery journal has a gap, a broken hash chain, a non-canonical or oversize record, or an impossible "
         "record order",

@@ -58,17 +58,28 @@ class LeaseKeeper:
         self._write("acquired", now, fenced)
         self.fenced_holder = fenced
 
-    def ensure(self) -> None:
-        """Call before every durable write: stop if custody may be lost, renew at half-time."""
-        if self.expires_at is None:
+    def require_live(self) -> dt.datetime:
+        """Raise unless custody is certainly still ours (more than the skew margin left); never writes.
+
+        Safe from a helper thread (the stage writer): it only reads. Returns the time of the check.
+        """
+        expires_at = self.expires_at
+        if expires_at is None:
             raise DponeError("mssql_native.journal_conflict", "writer holds no lease")
         now = self._clock.now()
-        if now >= self.expires_at - self.skew:
+        if now >= expires_at - self.skew:
             raise DponeError(
                 "mssql_native.journal_conflict",
                 "this writer's own lease expired before the write (no other writer seen)",
             )
-        if now >= self.expires_at - self.duration / 2:
+        for companion in self._companions:
+            companion.require_live()
+        return now
+
+    def ensure(self) -> None:
+        """Call before every durable write: stop if custody may be lost, renew at half-time."""
+        now = self.require_live()
+        if self.expires_at is not None and now >= self.expires_at - self.duration / 2:
             self._write("renewed", now, None)
         for companion in self._companions:
             companion.ensure()

@@ -6,8 +6,10 @@ typed sum is the vectorised sum of those hashes and the chunk is staged as one A
 (``contracts/native_arrow_chunk.py``): no value is encoded in Python. Each chunk is written as one create-once stage
 object before its receipt is journaled, so a receipt always names durable bytes. Stage writes (Arrow IPC encoding,
 the object's SHA-256, the durable put) run in one writer thread while the SELECT is read on; receipts are journaled
-by this thread in ordinal order, each after its object is durable, and on any failure the writer is finished before
-the error propagates, so nothing is written after the invocation is settled. Duplicates and multiplicity are preserved: rows are never keyed,
+by this thread in ordinal order, each after its object is durable, and on any failure the writer thread is joined
+before the error propagates. The writer thread checks the lease itself right before and right after each put: an
+object that landed when custody may already be lost is removed by its own writer, and a late put into a prefix a
+recovery has retired fails instead of recreating it, so no stage object outlives the settlement of its invocation. Duplicates and multiplicity are preserved: rows are never keyed,
 sorted or merged. At EOF the raw route re-observes the authority (drift fails the invocation), captures the
 post-query physical profile, seals the EOF descriptor and writes stage-complete with the extension in one record.
 """
@@ -71,8 +73,12 @@ def stage_prefix(invocation_id: str) -> str:
     return f"stage/{invocation_id}/"
 
 
+def evidence_prefix(invocation_id: str) -> str:
+    return f"evidence/{invocation_id}/"
+
+
 def evidence_key(invocation_id: str, name: str) -> str:
-    return f"evidence/{invocation_id}/{name}.json"
+    return f"{evidence_prefix(invocation_id)}{name}.json"
 
 
 class Producer:
@@ -94,7 +100,8 @@ class Producer:
         self._checkpoint("admitted")
         receipts: list[ChunkReceipt] = []
         streamed = 0
-        writer = _StageWriter(self._stage, admitted)
+        self._stage.open_prefix(stage_prefix(plan.invocation_id))
+        writer = _StageWriter(self._stage, self._lease, admitted)
         try:
             buffer = _ChunkBuffer()
             with session.stream(admitted.query) as blocks:
@@ -208,6 +215,7 @@ class Producer:
             "coverage": [entry.model_dump(mode="json") for entry in coverage],
         }
         self._lease.ensure()
+        self._stage.open_prefix(evidence_prefix(admitted.plan.invocation_id))
         self._stage.put(
             evidence_key(admitted.plan.invocation_id, "source_physical"),
             canonical_json_bytes(evidence, max_bytes=64 * 1024 * 1024),
@@ -237,8 +245,9 @@ class _ChunkBuffer:
 class _StageWriter:
     """One background thread that encodes sealed chunks and puts them into the stage, in submission order."""
 
-    def __init__(self, stage: StageStore, admitted: AdmittedSnapshot) -> None:
+    def __init__(self, stage: StageStore, lease: LeaseKeeper, admitted: AdmittedSnapshot) -> None:
         self._stage = stage
+        self._lease = lease
         self.admitted = admitted
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dpone-stage")
         self.pending: deque[Future[_Written]] = deque()
@@ -253,8 +262,27 @@ class _StageWriter:
         plan = self.admitted.plan
         data = encode_chunk(buffer.table(), plan.columns, plan.invocation_id, ordinal, buffer.total)
         key = stage_key(plan.invocation_id, ordinal)
-        self._stage.put(key, data)
+        self._put_in_custody(key, data)
         return _Written(ordinal, buffer.rows, buffer.total, key, _sha(data), len(data))
+
+    def _put_in_custody(self, key: str, data: bytes) -> None:
+        """Put ``key`` only while the lease is certainly ours, and keep it only if it still was once durable.
+
+        A recoverer fences after expiry plus the skew margin and only then retires the prefix, so an object whose
+        writer saw a live lease after the put landed before any retirement and is removed by it. Otherwise the writer
+        removes its own object (never journaled, so nothing refers to it) and stops as fenced.
+        """
+        self._lease.require_live()
+        try:
+            self._stage.put(key, data)
+        except Exception:
+            self._lease.require_live()  # a put refused by a retired prefix is the fence, not a storage fault
+            raise
+        try:
+            self._lease.require_live()
+        except DponeError:
+            self._stage.delete(key)
+            raise
 
     def close(self) -> None:
         """Finish the write in progress and drop queued ones: after this, nothing more reaches the stage."""

@@ -43,7 +43,12 @@ from airflow_provider_dpone.ports.transfer import (
     TransferTarget,
 )
 from airflow_provider_dpone.protocol.native_transfer.custody import LeaseKeeper
-from airflow_provider_dpone.protocol.native_transfer.extraction import Checkpoint, evidence_key, stage_prefix
+from airflow_provider_dpone.protocol.native_transfer.extraction import (
+    Checkpoint,
+    evidence_key,
+    evidence_prefix,
+    stage_prefix,
+)
 from airflow_provider_dpone.protocol.native_transfer.journal import RouteJournal
 from airflow_provider_dpone.protocol.native_transfer.recovery import load_verified_chunk
 from airflow_provider_dpone.protocol.native_transfer.states import InvocationView, apply_record
@@ -217,6 +222,7 @@ class Publisher:
         )
         key = evidence_key(view.invocation_id, "route")
         if not self._stage.exists(key):
+            self._stage.open_prefix(evidence_prefix(view.invocation_id))
             self._stage.put(key, evidence)
         elif self._stage.get(key) != evidence:
             raise DponeError("mssql_native.stage_integrity_failed", "stored route evidence differs")

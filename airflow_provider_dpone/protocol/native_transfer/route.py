@@ -155,7 +155,13 @@ class NativeTransferRoute:
         return fold(self._journal.records)[-1]
 
     def _settle_unsealed(self, view: InvocationView, reason: str) -> None:
-        """Writer custody is settled (lease ours) and no target custody exists before EOF: retire and record."""
+        """Writer custody is settled (lease ours) and no target custody exists before EOF: retire and record.
+
+        The proof that the old writer is terminal is the fence: our lease was taken only after its lease expired plus
+        the skew margin, and its writer thread puts a stage object only while its own lease is live (checked after
+        the put too). So the retirement below runs after any object it could keep. If the storage refuses the
+        retirement, ``mssql_native.stage_retirement_failed`` propagates, nothing is recorded and custody stays held.
+        """
         decode_source_marker(view.plan.source_query_id)
         self._stage.delete_prefix(stage_prefix(view.invocation_id))
         self._lease.ensure()
