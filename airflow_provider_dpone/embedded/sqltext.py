@@ -9,7 +9,7 @@ literals, quoted identifiers and comments, so a keyword inside a literal is neve
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 WORD = "word"
@@ -383,44 +383,43 @@ def head_tokens(text: str, count: int) -> Iterator[Token]:
         yield token
 
 
-def replace_table_reference(text: str, database: str, table: str, replacement: str) -> str:
-    """Replace every ``database.table`` reference (bare or quoted parts, any case for the database) with text."""
+def _replace_triples(text: str, matches: Callable[[Token, Token, Token], bool], replacement: str) -> str:
+    """Replace every run of three consecutive tokens that ``matches`` (not inside strings or comments) with text."""
     window: list[Token] = []
     spans: list[tuple[int, int]] = []
     for token in tokens(text):
         window.append(token)
         if len(window) > 3:
             window.pop(0)
-        if len(window) == 3:
-            db, dot, name = window
-            if (
-                db.kind in (WORD, QUOTED)
-                and db.name.lower() == database
-                and dot.text == "."
-                and name.kind in (WORD, QUOTED)
-                and name.name == table
-            ):
-                spans.append((db.start, name.end))
+        if len(window) == 3 and matches(*window):
+            spans.append((window[0].start, window[2].end))
     for start, end in reversed(spans):
         text = text[:start] + replacement + text[end:]
     return text
+
+
+def replace_table_reference(text: str, database: str, table: str, replacement: str) -> str:
+    """Replace every ``database.table`` reference (bare or quoted parts, any case for the database) with text."""
+
+    def matches(db: Token, dot: Token, name: Token) -> bool:
+        return (
+            db.kind in (WORD, QUOTED)
+            and db.name.lower() == database
+            and dot.text == "."
+            and name.kind in (WORD, QUOTED)
+            and name.name == table
+        )
+
+    return _replace_triples(text, matches, replacement)
 
 
 def replace_call(text: str, function: str, replacement: str) -> str:
     """Replace every argument-less call ``function()`` (any case; not inside strings or comments) with text."""
-    window: list[Token] = []
-    spans: list[tuple[int, int]] = []
-    for token in tokens(text):
-        window.append(token)
-        if len(window) > 3:
-            window.pop(0)
-        if len(window) == 3:
-            name, opening, closing = window
-            if name.upper == function.upper() and opening.text == "(" and closing.text == ")":
-                spans.append((name.start, closing.end))
-    for start, end in reversed(spans):
-        text = text[:start] + replacement + text[end:]
-    return text
+
+    def matches(name: Token, opening: Token, closing: Token) -> bool:
+        return name.upper == function.upper() and opening.text == "(" and closing.text == ")"
+
+    return _replace_triples(text, matches, replacement)
 
 
 def quote_string(value: str) -> str:
