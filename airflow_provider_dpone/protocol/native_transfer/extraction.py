@@ -9,8 +9,8 @@ the object's SHA-256, the durable put) run in one writer thread while the SELECT
 by this thread in ordinal order, each after its object is durable, and on any failure the writer thread is joined
 before the error propagates. The writer thread checks the lease itself right before and right after each put: an
 object that landed when custody may already be lost is removed by its own writer, and a late put into a prefix a
-recovery has retired fails instead of recreating it, so no stage object outlives the settlement of its invocation. Duplicates and multiplicity are preserved: rows are never keyed,
-sorted or merged. At EOF the raw route re-observes the authority (drift fails the invocation), captures the
+recovery has retired fails instead of recreating it, so no stage object outlives the settlement of its invocation.
+Duplicates and multiplicity are preserved: rows are never keyed, sorted or merged. At EOF the raw route re-observes the authority (drift fails the invocation), captures the
 post-query physical profile, seals the EOF descriptor and writes stage-complete with the extension in one record.
 """
 
