@@ -59,6 +59,56 @@ class PeakSampler:
         self.peak = max(self.peak, rss_bytes())
 
 
+def process_cpu_seconds(pid: int, *, reaped: bool = False) -> float:
+    """User + system CPU of process ``pid`` (all its threads; with ``reaped``, also its exited, waited-for children),
+    from ``/proc/<pid>/stat``; 0 when the process is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    ticks = int(fields[11]) + int(fields[12]) + ((int(fields[13]) + int(fields[14])) if reaped else 0)
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def children(pid: int) -> list[int]:
+    """The live child pids of ``pid``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+class CpuCounters:
+    """CPU seconds spent by this worker process, the PostgreSQL server (postmaster, its live backends and the ones
+    it has reaped) and, when known, the source engine's process: each measurement reports the CPU it cost, not only
+    its wall time, because on a shared two-core machine wall time depends on what else runs."""
+
+    def __init__(self, postmaster: int | None, source: int | None) -> None:
+        self._postmaster = postmaster
+        self._source = source
+
+    def snapshot(self) -> dict[str, float]:
+        worker = os.times()
+        sample = {"worker": worker.user + worker.system}
+        if self._postmaster:
+            sample["postgres"] = process_cpu_seconds(self._postmaster, reaped=True) + sum(
+                process_cpu_seconds(child) for child in children(self._postmaster)
+            )
+        if self._source:
+            sample["source"] = process_cpu_seconds(self._source)
+        return sample
+
+    @staticmethod
+    def spent(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+        return {name: round(after[name] - before[name], 3) for name in before}
+
+
 class UtcClock:
     """The wall clock the route's lease and journal read."""
 

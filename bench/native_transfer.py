@@ -17,17 +17,22 @@ trials of:
 Printed per shape and size: median/min/max seconds, rows/s and bytes/s (bytes = the typed stage bytes, the same
 logical bytes for both), the ratio ours/baseline measured in the same run, each phase's share of the route
 (preflight = admission and the pre-query physical profile; sealing = authority re-observation and the post-query
-profile), and the peak RSS growth of the process during each trial: bounded chunks keep it flat from the small to the
-large row count. Every measurement (both baselines and the route) runs under the same RSS sampler. The last line
-printed is one JSON object with every shape's ratios and peaks. A throwaway PostgreSQL server is started once (``tests/fixtures/postgres.py``) unless ``--dsn`` is
-given. Not part of the pytest suite.
+profile), the peak RSS growth of the process during each trial (bounded chunks keep it flat from the small to the
+large row count) and the CPU seconds each measurement cost in the worker, in PostgreSQL (postmaster and backends) and
+in the source engine's process. Every measurement (both baselines and the route) runs under the same RSS sampler and
+CPU counters. The last line printed is one JSON object with every shape's ratios, peaks and CPU seconds, the peaks
+side by side per row count (``peak_rss_growth_by_rows``), and the load average before and after. A throwaway
+PostgreSQL server is started once (``tests/fixtures/postgres.py``) unless ``--dsn`` is given. Not part of the pytest
+suite.
 
     .venv/bin/python bench/native_transfer.py [--rows 100000 1000000] [--shapes narrow wide] [--trials 3]
-        [--source chdb|http]
+        [--source http|chdb]
 
-``--source http`` reads from a member of an embedded cluster (``airflow_provider_dpone.embedded``) through
-clickhouse-connect's HTTP client, as the hook builds it for a server; both the baseline and the route then go over
-HTTP, so the ratio still compares like with like.
+The source is read as production reads it (``--source http``, the default): from a member of an embedded cluster
+(``airflow_provider_dpone.embedded``) through clickhouse-connect's HTTP client, as the hook builds it for a server;
+the route and both baselines go over HTTP. ``--source chdb`` runs the engine in the worker process instead: faster to
+set up, but clickhouse-connect's chdb interface materialises the whole ArrowStream result before the first batch, so
+the worker's RSS then grows with rows (about 2.2 GiB at 10M narrow rows) and measures the interface, not the route.
 """
 
 from __future__ import annotations
@@ -46,7 +51,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from _common import PeakSampler, UtcClock, chdb_engine, rss_bytes, spread, worker_env
+from _common import CpuCounters, PeakSampler, UtcClock, chdb_engine, rss_bytes, spread, worker_env
 
 REPO = Path(__file__).resolve().parents[1]
 PHASES = ("admitted", "eof", "stage_complete", "loaded", "succeeded")
@@ -79,7 +84,7 @@ def _columns(shape: str) -> tuple[str, str]:
     return ", ".join(definitions), ", ".join(expressions)
 
 
-def worker(shape: str, rows: int, trials: int, dsn: str, chunk_rows: int, source: str = "chdb") -> dict[str, Any]:
+def worker(shape: str, rows: int, trials: int, dsn: str, chunk_rows: int, source: str = "http") -> dict[str, Any]:
     import clickhouse_connect
     import psycopg
 
@@ -101,11 +106,16 @@ def worker(shape: str, rows: int, trials: int, dsn: str, chunk_rows: int, source
     from airflow_provider_dpone.protocol.native_transfer.admission import SourceRequest, admit
     from airflow_provider_dpone.protocol.native_transfer.route import NativeTransferRoute
 
-    path, engine = chdb_engine()
     stage_root = tempfile.mkdtemp(prefix="dpone-bench-stage-")
-    connector = ClickHouseSnapshotConnector(lambda: clickhouse_connect.get_client(**engine), inprocess_transport(path))
+    source_pid = None
     if source == "http":
         engine, connector, cluster = _http_source(stage_root)
+        source_pid = cluster.processes()["member1"]["pid"]
+    else:
+        path, engine = chdb_engine()
+        connector = ClickHouseSnapshotConnector(
+            lambda: clickhouse_connect.get_client(**engine), inprocess_transport(path)
+        )
     admin = clickhouse_connect.get_client(**engine)
     admin.command("CREATE DATABASE bench ENGINE = Atomic")
     definitions, expressions = _columns(shape)
@@ -118,6 +128,9 @@ def worker(shape: str, rows: int, trials: int, dsn: str, chunk_rows: int, source
     schema = f"bench_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(f'CREATE SCHEMA "{schema}"')
+        backend = conn.execute("SELECT pg_backend_pid()").fetchone()
+    postmaster = int(Path(f"/proc/{backend[0]}/stat").read_text().rsplit(")", 1)[1].split()[1]) if backend else None
+    cpu = CpuCounters(postmaster, source_pid)
     options = NativeTransferOptions.model_validate(
         {"source_snapshot": {"mode": "exact_raw_rows"}, "execution": {"chunk_rows": chunk_rows}}
     )
@@ -134,6 +147,9 @@ def worker(shape: str, rows: int, trials: int, dsn: str, chunk_rows: int, source
         "copy_peak": [],
         "phases": [],
         "stage_bytes": [],
+        "ours_cpu": [],
+        "copy_cpu": [],
+        "baseline_cpu": [],
     }
     for trial in range(trials + 1):
         operation = uuid.uuid4().hex
@@ -150,7 +166,7 @@ def worker(shape: str, rows: int, trials: int, dsn: str, chunk_rows: int, source
         sql, parameters = render_select(admitted.query, row_hash=False)
         settings = {**admitted.query.settings_dict(), "max_block_size": admitted.query.block_rows}
         plain = clickhouse_connect.get_client(**engine)
-        start_rss = rss_bytes()
+        start_rss, start_cpu = rss_bytes(), cpu.snapshot()
         with PeakSampler() as stream_memory:
             started = time.perf_counter()
             count = 0
@@ -160,12 +176,12 @@ def worker(shape: str, rows: int, trials: int, dsn: str, chunk_rows: int, source
                 for block in stream:
                     count += len(block[0])
             baseline = time.perf_counter() - started
-        stream_peak = stream_memory.peak - start_rss
-        copy_s, copy_peak = None, None
+        stream_peak, stream_cpu = stream_memory.peak - start_rss, cpu.spent(start_cpu, cpu.snapshot())
+        copy_s, copy_peak, copy_cpu = None, None, None
         if trial:  # the route's target table exists after the warmup: the plain pipeline copies into its twin
             start_rss = rss_bytes()
             with PeakSampler() as copy_memory:
-                copy_s = _arrow_copy(plain, admitted, dsn, schema)
+                copy_s, copy_cpu = _arrow_copy(plain, admitted, dsn, schema, cpu)
             copy_peak = copy_memory.peak - start_rss
         plain.close()
         assert count == rows, (count, rows)
@@ -197,17 +213,21 @@ def worker(shape: str, rows: int, trials: int, dsn: str, chunk_rows: int, source
             lease_duration=dt.timedelta(hours=1),
             checkpoint=checkpoint,
         )
-        start_rss = rss_bytes()
+        start_rss, start_cpu = rss_bytes(), cpu.snapshot()
         with PeakSampler() as memory:
             started = time.perf_counter()
             result = route.run()
             ours = time.perf_counter() - started
+        ours_cpu = cpu.spent(start_cpu, cpu.snapshot())
         assert result.rows == rows
         if trial == 0:
             continue
         points = [started, *(marks[name] for name in PHASES)]
         results["baseline_s"].append(baseline)
         results["baseline_peak"].append(stream_peak)
+        results["baseline_cpu"].append(stream_cpu)
+        results["copy_cpu"].append(copy_cpu)
+        results["ours_cpu"].append(ours_cpu)
         results["copy_s"].append(copy_s)
         results["copy_peak"].append(copy_peak)
         results["ours_s"].append(ours)
@@ -222,7 +242,7 @@ def worker(shape: str, rows: int, trials: int, dsn: str, chunk_rows: int, source
     return {"shape": shape, "rows": rows, "trials": trials, "source": source, **results}
 
 
-def _arrow_copy(client: Any, admitted: Any, dsn: str, schema: str) -> float:
+def _arrow_copy(client: Any, admitted: Any, dsn: str, schema: str, cpu: CpuCounters) -> tuple[float, dict[str, float]]:
     """The plain pipeline: Arrow blocks of the projection, cast to the target's wire types, binary COPY, one commit."""
     import adbc_driver_postgresql.dbapi as adbc
     import pyarrow as pa
@@ -239,7 +259,7 @@ def _arrow_copy(client: Any, admitted: Any, dsn: str, schema: str) -> float:
     with adbc.connect(dsn) as conn, conn.cursor() as cursor:
         cursor.execute(f'CREATE TABLE "{schema}".baseline (LIKE "{schema}".events)')
         conn.commit()
-        started = time.perf_counter()
+        started, start_cpu = time.perf_counter(), cpu.snapshot()
         with client.query_arrow_stream(sql, settings=settings, use_strings=False) as stream:
             for batch in stream:
                 table = conform(pa.Table.from_batches([batch]), columns)
@@ -248,10 +268,10 @@ def _arrow_copy(client: Any, admitted: Any, dsn: str, schema: str) -> float:
                 )
                 cursor.adbc_ingest("baseline", table, mode="append", db_schema_name=schema)
         conn.commit()
-        elapsed = time.perf_counter() - started
+        elapsed, spent = time.perf_counter() - started, cpu.spent(start_cpu, cpu.snapshot())
         cursor.execute(f'DROP TABLE "{schema}".baseline')
         conn.commit()
-    return elapsed
+    return elapsed, spent
 
 
 def _http_source(root: str) -> tuple[dict[str, Any], Any, Any]:
@@ -304,6 +324,9 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
         f"peak RSS growth      : route {peaks['ours']:.1f} MiB, plain copy {peaks['copy']:.1f} MiB, "
         f"stream {peaks['baseline']:.1f} MiB"
     )
+    cpu = {name: _median_cpu(result[f"{name}_cpu"]) for name in ("ours", "copy", "baseline")}
+    for label, name in (("route", "ours"), ("plain copy", "copy"), ("stream", "baseline")):
+        print(f"CPU s ({label:10}): " + ", ".join(f"{part} {value:.2f}" for part, value in cpu[name].items()))
     arrow = max(result["ours_arrow_peak"]) / 2**20
     print(
         f"route Arrow buffers  : peak {arrow:.1f} MiB (the worker's own chunk buffers, without the in-process engine)"
@@ -319,7 +342,25 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
         "ratio_route_vs_arrow_copy": round(ours / copy, 3),
         "ratio_route_vs_stream": round(ours / baseline, 3),
         "peak_rss_growth_mib": {name: round(value, 1) for name, value in peaks.items()},
+        "cpu_s": {"route": cpu["ours"], "arrow_copy": cpu["copy"], "stream": cpu["baseline"]},
     }
+
+
+def _median_cpu(samples: list[dict[str, float]]) -> dict[str, float]:
+    """The median CPU seconds of each process group over the measured trials."""
+    return {part: round(statistics.median(sample[part] for sample in samples), 3) for part in samples[0]}
+
+
+def rss_by_rows(summary: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per shape, each measurement's peak RSS growth at every row count: flat in rows means these stay level."""
+    labels = {"ours": "route_mib", "copy": "arrow_copy_mib", "baseline": "stream_mib"}
+    shapes: dict[str, dict[str, Any]] = {}
+    for entry in summary:
+        shape = shapes.setdefault(entry["shape"], {"shape": entry["shape"], "rows": []})
+        shape["rows"].append(entry["rows"])
+        for name, value in entry["peak_rss_growth_mib"].items():
+            shape.setdefault(labels[name], []).append(value)
+    return list(shapes.values())
 
 
 def main() -> None:
@@ -331,9 +372,10 @@ def main() -> None:
     parser.add_argument("--dsn", default=None)
     parser.add_argument(
         "--source",
-        default="chdb",
+        default="http",
         choices=["chdb", "http"],
-        help="chdb: the in-process engine; http: a member of an embedded cluster through clickhouse-connect's HTTP client",
+        help="http (as production reads): a member of an embedded cluster through clickhouse-connect's HTTP client; "
+        "chdb: the engine in this process (its ArrowStream result is materialised whole, so RSS grows with rows)",
     )
     parser.add_argument("--worker", nargs=2, metavar=("SHAPE", "DSN"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -343,6 +385,7 @@ def main() -> None:
         return
     sys.path.insert(0, str(REPO))
     env = worker_env()
+    load_before = os.getloadavg()
 
     summary: list[dict[str, Any]] = []
 
@@ -372,7 +415,14 @@ def main() -> None:
 
         with throwaway_cluster() as server:
             run_all(server.dsn)
-    print(json.dumps({"bench": "native_transfer", "load_average": os.getloadavg()[0], "results": summary}))
+    report = {
+        "bench": "native_transfer",
+        "source": args.source,
+        "load_average": {"before": round(load_before[0], 2), "after": round(os.getloadavg()[0], 2)},
+        "results": summary,
+        "peak_rss_growth_by_rows": rss_by_rows(summary),
+    }
+    print(json.dumps(report))
 
 
 if __name__ == "__main__":
