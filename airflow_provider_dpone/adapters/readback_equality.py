@@ -48,8 +48,11 @@ def stored_equals_sent(sent: pa.Table, stored: pa.Table) -> bool:
     index = positions.to_numpy().astype(np.int64, copy=False)
     if int(index.min()) < 0 or int(index.max()) >= rows:
         return False
+    identity = np.arange(rows, dtype=np.int64)
+    if np.array_equal(index, identity):  # read back in load order (the usual case): already aligned
+        return all(_same_values(column, stored.column(i + 1)) for i, column in enumerate(sent.columns))
     order = np.full(rows, -1, dtype=np.int64)
-    order[index] = np.arange(rows, dtype=np.int64)
+    order[index] = identity
     if int(order.min()) < 0:
         return False
     take = pa.array(order)  # aligned one column at a time: at most one extra column in memory

@@ -11,8 +11,10 @@ import datetime as dt
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 
 from airflow_provider_dpone.contracts.native_chunk import RelationRef
@@ -39,13 +41,14 @@ class SourceBlock:
     row's SHA-256 over the canonical typed encoding (``contracts/typed_digest.row_hash``), computed by the source in
     the same SELECT. ``columns`` never contains ``_part``/``_part_offset``: provenance travels only in
     ``parts``/``offsets`` and is consumed by the coverage check, so it can never reach a stage object or the target.
+    ``offsets`` may be an integer array (a zero-copy view of the result column): coverage is summed vectorised.
     """
 
     columns: pa.Table
     row_hashes: pa.Array
     rows: int
     parts: Sequence[str] | None = None
-    offsets: Sequence[int] | None = None
+    offsets: Sequence[int] | npt.NDArray[np.integer[Any]] | None = None
 
 
 class SnapshotSourceSession(Protocol):

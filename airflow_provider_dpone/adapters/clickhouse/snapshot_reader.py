@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 from clickhouse_connect.driver.client import Client
 from clickhouse_connect.driver.exceptions import ClickHouseError
@@ -64,16 +65,24 @@ def stream_blocks(client: Client, query: SnapshotQuery) -> Iterator[Iterator[Sou
                     if not query.provenance:
                         yield SourceBlock(columns=columns, row_hashes=hashes, rows=rows)
                         continue
-                    raw_parts = batch.column(width + 1).to_pylist()
-                    decoded = {raw: raw.decode("ascii") if isinstance(raw, bytes) else raw for raw in set(raw_parts)}
                     yield SourceBlock(
                         columns=columns,
                         row_hashes=hashes,
                         rows=rows,
-                        parts=[decoded[raw] for raw in raw_parts],
-                        offsets=batch.column(width + 2).to_pylist(),
+                        parts=_part_names(batch.column(width + 1)),
+                        offsets=batch.column(width + 2).to_numpy(zero_copy_only=False),
                     )
             except ClickHouseError as exc:
                 raise source_failure(exc, "mssql_native.source_query_failed", "select") from None
 
         yield blocks()
+
+
+def _part_names(column: pa.Array) -> list[str]:
+    """Each row's ``_part`` as text, decoded once per distinct part (a block usually comes from one part)."""
+    encoded = column.dictionary_encode()
+    names = [raw.decode("ascii") if isinstance(raw, bytes) else raw for raw in encoded.dictionary.to_pylist()]
+    if len(names) == 1:
+        return names * len(column)
+    labels: list[str] = np.array(names, dtype=object)[encoded.indices.to_numpy()].tolist()
+    return labels

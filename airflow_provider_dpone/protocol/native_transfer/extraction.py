@@ -1,9 +1,10 @@
 """The single producer: one SELECT, bounded typed chunks sealed into the durable stage, EOF sealed atomically.
 
 Bounded memory: at most one source block, one chunk buffer (``chunk_rows`` rows or ``max_chunk_bytes`` bytes,
-checked every slice) and ``STAGE_WRITES_IN_FLIGHT`` sealed chunks being written are held. Blocks arrive as Arrow with each row's typed SHA-256 computed by the source; a chunk's
-typed sum is the vectorised sum of those hashes and the chunk is staged as one Arrow IPC object
-(``contracts/native_arrow_chunk.py``): no value is encoded in Python. Each chunk is written as one create-once stage
+checked every slice; a block whose bytes fit the chunk's room is one slice) and ``STAGE_WRITES_IN_FLIGHT`` sealed
+chunks being written are held. Blocks arrive as Arrow with each row's typed SHA-256 computed by the source; a chunk's
+typed sum is the vectorised sum of those hashes (once per chunk, in the writer thread) and the chunk is staged as one
+Arrow IPC object (``contracts/native_arrow_chunk.py``): no value is encoded in Python. Each chunk is written as one create-once stage
 object before its receipt is journaled, so a receipt always names durable bytes. Stage writes (Arrow IPC encoding,
 the object's SHA-256, the durable put) run in one writer thread while the SELECT is read on; receipts are journaled
 by this thread in ordinal order, each after its object is durable, and on any failure the writer thread is joined
@@ -146,9 +147,12 @@ class Producer:
         if block.columns.num_columns != len(plan.columns) or len(block.row_hashes) != block.rows:
             raise DponeError("mssql_native.source_snapshot_drift", "block width differs from the projection")
         start = 0
+        # A block whose every byte still fits the chunk is taken up to the chunk's row room in one slice: no prefix
+        # of it can reach max_chunk_bytes, so slicing it finer would seal at the same row.
+        fits = buffer.body_bytes + block.columns.nbytes < plan.max_chunk_bytes
         while start < block.rows:
             room = plan.chunk_rows - buffer.rows
-            take = min(block.rows - start, room, SLICE_ROWS)
+            take = min(block.rows - start, room) if fits else min(block.rows - start, room, SLICE_ROWS)
             buffer.add(block.columns.slice(start, take), block.row_hashes.slice(start, take))
             start += take
             if buffer.rows >= plan.chunk_rows or buffer.body_bytes >= plan.max_chunk_bytes:
@@ -224,22 +228,27 @@ class Producer:
 
 
 class _ChunkBuffer:
-    """The rows of the chunk being filled: Arrow slices (zero-copy views of source blocks) and their hash sum."""
+    """The rows of the chunk being filled: Arrow slices (zero-copy views of source blocks) and their row hashes,
+    summed once per chunk (``total``, in the writer thread) rather than once per slice."""
 
     def __init__(self) -> None:
         self._slices: list[pa.Table] = []
+        self._hashes: list[pa.Array] = []
         self.rows = 0
         self.body_bytes = 0
-        self.total = 0
 
     def add(self, columns: pa.Table, hashes: pa.Array) -> None:
         self._slices.append(columns)
+        self._hashes.append(hashes)
         self.rows += columns.num_rows
         self.body_bytes += columns.nbytes
-        self.total = (self.total + hash_sum(hashes)) % MODULUS
 
     def table(self) -> pa.Table:
         return pa.concat_tables(self._slices).combine_chunks()
+
+    def total(self) -> int:
+        """The chunk's typed sum: the modular sum of its row hashes."""
+        return hash_sum(pa.concat_arrays(self._hashes)) % MODULUS if self._hashes else 0
 
 
 class _StageWriter:
@@ -260,10 +269,11 @@ class _StageWriter:
 
     def _write(self, buffer: _ChunkBuffer, ordinal: int) -> _Written:
         plan = self.admitted.plan
-        data = encode_chunk(buffer.table(), plan.columns, plan.invocation_id, ordinal, buffer.total)
+        total = buffer.total()
+        data = encode_chunk(buffer.table(), plan.columns, plan.invocation_id, ordinal, total)
         key = stage_key(plan.invocation_id, ordinal)
         self._put_in_custody(key, data)
-        return _Written(ordinal, buffer.rows, buffer.total, key, _sha(data), len(data))
+        return _Written(ordinal, buffer.rows, total, key, _sha(data), len(data))
 
     def _put_in_custody(self, key: str, data: bytes) -> None:
         """Put ``key`` only while the lease is certainly ours, and keep it only if it still was once durable.

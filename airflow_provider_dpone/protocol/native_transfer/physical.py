@@ -3,14 +3,17 @@
 The pre-query profile must contain every base part the query reads: a part that appears in ``_part`` but not in the
 profile (for example a merge or insert between preflight and the SELECT) means provenance is incomplete and the
 invocation fails. Offsets must lie inside the part's physical row count. Coverage is accumulated per part as a
-count and an order-independent fingerprint of the selected offsets; row values are never kept.
+count and an order-independent fingerprint of the selected offsets; row values are never kept. Offsets are summed
+as unsigned 64-bit arrays, whose wrap-around is exactly the fingerprint's arithmetic modulo 2**64.
 """
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Sequence
-from typing import Final
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
 
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.contracts.native_source_observation import PhysicalObservation
@@ -71,47 +74,43 @@ class CoverageTracker:
         self._parts: dict[str, _Acc] = {}
         self.rows = 0
 
-    def observe(self, parts: Sequence[str] | None, offsets: Sequence[int] | None, rows: int) -> None:
+    def observe(
+        self,
+        parts: Sequence[str] | None,
+        offsets: Sequence[int] | npt.NDArray[np.integer[Any]] | None,
+        rows: int,
+    ) -> None:
         if parts is None or offsets is None or len(parts) != rows or len(offsets) != rows:
             raise DponeError("mssql_native.source_provenance_incomplete", "a block lacks part provenance")
-        if rows and len(set(parts)) == 1:
-            self._observe_run(parts[0], offsets)
-            self.rows += rows
+        if not rows:
             return
-        limits = self._limits
-        accumulators = self._parts
-        for part, offset in zip(parts, offsets, strict=True):
-            acc = accumulators.get(part)
-            if acc is None:
-                if part not in limits:
-                    raise DponeError(
-                        "mssql_native.source_provenance_incomplete", "a part outside the pre-query profile"
-                    )
-                acc = accumulators[part] = _Acc()
-                acc.min_offset = offset
-            if offset >= limits[part] or offset < 0:
-                raise DponeError("mssql_native.source_provenance_incomplete", "an offset outside its part")
-            acc.rows += 1
-            acc.total = (acc.total + offset) & _MASK
-            acc.square_sum = (acc.square_sum + offset * offset) & _MASK
-            acc.min_offset = min(acc.min_offset, offset)
-            acc.max_offset = max(acc.max_offset, offset)
+        values = np.asarray(offsets)
+        if values.dtype.kind not in "iu":
+            raise DponeError("mssql_native.source_provenance_incomplete", "part offsets are not integers")
+        first = parts[0]
+        if parts.count(first) == rows:
+            self._observe_run(first, values)
+        else:
+            labels = np.array(parts, dtype=object)
+            for part in dict.fromkeys(parts):  # first-seen order
+                self._observe_run(part, values[labels == part])
         self.rows += rows
 
-    def _observe_run(self, part: str, offsets: Sequence[int]) -> None:
-        """A block from one part (the common case): aggregate with builtins instead of per-row bookkeeping."""
+    def _observe_run(self, part: str, offsets: npt.NDArray[np.integer[Any]]) -> None:
+        """The rows of one part within a block: bounds checked and the fingerprint summed over whole arrays."""
         if part not in self._limits:
             raise DponeError("mssql_native.source_provenance_incomplete", "a part outside the pre-query profile")
-        low, high = min(offsets), max(offsets)
+        low, high = int(offsets.min()), int(offsets.max())
         if low < 0 or high >= self._limits[part]:
             raise DponeError("mssql_native.source_provenance_incomplete", "an offset outside its part")
+        wrapped = offsets.astype(np.uint64, copy=False)
         acc = self._parts.get(part)
         if acc is None:
             acc = self._parts[part] = _Acc()
             acc.min_offset = low
         acc.rows += len(offsets)
-        acc.total = (acc.total + sum(offsets)) & _MASK
-        acc.square_sum = (acc.square_sum + sum(map(operator.mul, offsets, offsets))) & _MASK
+        acc.total = (acc.total + int(wrapped.sum(dtype=np.uint64))) & _MASK
+        acc.square_sum = (acc.square_sum + int((wrapped * wrapped).sum(dtype=np.uint64))) & _MASK
         acc.min_offset = min(acc.min_offset, low)
         acc.max_offset = max(acc.max_offset, high)
 
