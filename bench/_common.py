@@ -35,11 +35,13 @@ def arrow_bytes() -> int:
 
 class PeakSampler:
     """Samples VmRSS every 5 ms in a thread; ``peak`` is the highest value seen while running, ``arrow_peak`` the
-    highest Arrow allocation (the worker's own buffers, apart from an in-process engine's memory)."""
+    highest Arrow allocation (the worker's own buffers, apart from an in-process engine's memory), ``cpu`` the CPU
+    seconds the sampling thread itself used (it grows with wall time, so CPU counters subtract it)."""
 
     def __init__(self) -> None:
         self.peak = rss_bytes()
         self.arrow_peak = arrow_bytes()
+        self.cpu = 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -48,6 +50,7 @@ class PeakSampler:
             self.peak = max(self.peak, rss_bytes())
             self.arrow_peak = max(self.arrow_peak, arrow_bytes())
             time.sleep(0.005)
+        self.cpu = time.thread_time()
 
     def __enter__(self) -> PeakSampler:
         self._thread.start()
@@ -105,8 +108,11 @@ class CpuCounters:
         return sample
 
     @staticmethod
-    def spent(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
-        return {name: round(after[name] - before[name], 3) for name in before}
+    def spent(before: dict[str, float], after: dict[str, float], sampler: PeakSampler) -> dict[str, float]:
+        """CPU seconds between two snapshots, without the RSS sampling thread's own (``sampler`` has stopped)."""
+        spent = {name: after[name] - before[name] for name in before}
+        spent["worker"] -= sampler.cpu
+        return {name: round(value, 3) for name, value in spent.items()}
 
 
 class UtcClock:

@@ -176,13 +176,13 @@ def worker(shape: str, rows: int, trials: int, dsn: str, chunk_rows: int, source
                 for block in stream:
                     count += len(block[0])
             baseline = time.perf_counter() - started
-        stream_peak, stream_cpu = stream_memory.peak - start_rss, cpu.spent(start_cpu, cpu.snapshot())
+        stream_peak, stream_cpu = stream_memory.peak - start_rss, cpu.spent(start_cpu, cpu.snapshot(), stream_memory)
         copy_s, copy_peak, copy_cpu = None, None, None
         if trial:  # the route's target table exists after the warmup: the plain pipeline copies into its twin
             start_rss = rss_bytes()
             with PeakSampler() as copy_memory:
-                copy_s, copy_cpu = _arrow_copy(plain, admitted, dsn, schema, cpu)
-            copy_peak = copy_memory.peak - start_rss
+                copy_s, copy_before, copy_after = _arrow_copy(plain, admitted, dsn, schema, cpu)
+            copy_peak, copy_cpu = copy_memory.peak - start_rss, cpu.spent(copy_before, copy_after, copy_memory)
         plain.close()
         assert count == rows, (count, rows)
         marks: dict[str, float] = {}
@@ -218,7 +218,7 @@ def worker(shape: str, rows: int, trials: int, dsn: str, chunk_rows: int, source
             started = time.perf_counter()
             result = route.run()
             ours = time.perf_counter() - started
-        ours_cpu = cpu.spent(start_cpu, cpu.snapshot())
+        ours_cpu = cpu.spent(start_cpu, cpu.snapshot(), memory)
         assert result.rows == rows
         if trial == 0:
             continue
@@ -242,8 +242,12 @@ def worker(shape: str, rows: int, trials: int, dsn: str, chunk_rows: int, source
     return {"shape": shape, "rows": rows, "trials": trials, "source": source, **results}
 
 
-def _arrow_copy(client: Any, admitted: Any, dsn: str, schema: str, cpu: CpuCounters) -> tuple[float, dict[str, float]]:
-    """The plain pipeline: Arrow blocks of the projection, cast to the target's wire types, binary COPY, one commit."""
+def _arrow_copy(
+    client: Any, admitted: Any, dsn: str, schema: str, cpu: CpuCounters
+) -> tuple[float, dict[str, float], dict[str, float]]:
+    """The plain pipeline: Arrow blocks of the projection, cast to the target's wire types, binary COPY, one commit.
+
+    Returns its seconds and the CPU counters before and after it."""
     import adbc_driver_postgresql.dbapi as adbc
     import pyarrow as pa
 
@@ -268,10 +272,10 @@ def _arrow_copy(client: Any, admitted: Any, dsn: str, schema: str, cpu: CpuCount
                 )
                 cursor.adbc_ingest("baseline", table, mode="append", db_schema_name=schema)
         conn.commit()
-        elapsed, spent = time.perf_counter() - started, cpu.spent(start_cpu, cpu.snapshot())
+        elapsed, end_cpu = time.perf_counter() - started, cpu.snapshot()
         cursor.execute(f'DROP TABLE "{schema}".baseline')
         conn.commit()
-    return elapsed, spent
+    return elapsed, start_cpu, end_cpu
 
 
 def _http_source(root: str) -> tuple[dict[str, Any], Any, Any]:
