@@ -42,6 +42,7 @@ import datetime as dt
 import itertools
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -239,6 +240,7 @@ def worker(shape: str, rows: int, trials: int, dsn: str, chunk_rows: int, source
         conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
     if source == "http":
         cluster.stop()
+    shutil.rmtree(stage_root, ignore_errors=True)  # the stage and, over HTTP, the cluster's data (GiB for wide)
     return {"shape": shape, "rows": rows, "trials": trials, "source": source, **results}
 
 
