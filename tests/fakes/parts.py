@@ -46,6 +46,19 @@ def append(table: FakeTable, rows: Sequence[Row]) -> None:
         table.parts.append(_new(table, len(rows)))
 
 
+def merge(table: FakeTable, start: int, stop: int) -> None:
+    """A background merge of the active parts ``start:stop`` (in name order) into one new part; the rows stay."""
+    active_parts(table)  # the parts as they are now
+    merged = table.parts[start:stop]
+    table.parts[start:stop] = [_new(table, sum(count for _, count in merged))]
+
+
+def parts_digest(table: FakeTable) -> str:
+    """The fake's active-parts fingerprint (names and checksums): it changes with every write and every merge."""
+    listed = [(name, checksum) for name, checksum, _ in active_parts(table)]
+    return hashlib.sha256(repr((table.uuid, listed)).encode()).hexdigest()
+
+
 def drop_part(table: FakeTable, index: int) -> None:
     """``ALTER TABLE ... DROP PART``: the part's rows leave, the other parts stay as they are."""
     parts = active_parts(table)

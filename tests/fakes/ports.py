@@ -56,7 +56,6 @@ from tests.fakes.world import (
     Row,
     content_digest,
     exact_authority_facts,
-    parts_digest,
 )
 
 if TYPE_CHECKING:
@@ -169,12 +168,11 @@ class FakeMemberSession:
             engine=found.engine,
             columns=found.columns,
             row_count=len(found.rows),
-            parts_digest=parts_digest(found) if with_content or with_parts else None,
+            parts_digest=parts.parts_digest(found) if with_content or with_parts else None,
         )
         if not with_content:
             return observed
         digest, facts, read = parts.content(found, digest_version, known_parts)
-        self.world.calls["member.parts_read"] += read
         return observed.model_copy(
             update={
                 "content_digest": digest,

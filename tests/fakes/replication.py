@@ -109,7 +109,8 @@ def insert(world: FakeWorld, table: FakeTable, rows: Sequence[Row], token: str, 
     """An INSERT on this replica: blocks (the first ``upto`` only, for an interrupted insert), deduplicated by id."""
     replica = table.replica
     if replica is None:
-        parts.append(table, rows)  # plain MergeTree: non_replicated_deduplication_window = 0
+        for block in blocks(world, rows):  # plain MergeTree: non_replicated_deduplication_window = 0
+            parts.append(table, block)
         return
     log = replica.log
     for index, block in enumerate(blocks(world, rows)[:upto]):

@@ -111,11 +111,6 @@ def digest_of(count: int, total: int, version: ContentDigestVersion) -> str:
     return digest if version == CONTENT_DIGEST_V2 else hashlib.sha256(f"v1:{digest}".encode()).hexdigest()
 
 
-def parts_digest(table: FakeTable) -> str:
-    """The fake's active-parts fingerprint: it changes with every write (rows in stored order) and every merge."""
-    return hashlib.sha256(repr((table.uuid, table.merges, table.rows)).encode()).hexdigest()
-
-
 @lru_cache(maxsize=4096)
 def _typed_sums(columns: tuple[tuple[str, str], ...], rows: tuple[Row, ...]) -> tuple[int, int]:
     acc = MultisetDigest(typed_columns(columns))
