@@ -109,8 +109,8 @@ def insert(world: FakeWorld, table: FakeTable, rows: Sequence[Row], token: str, 
     """An INSERT on this replica: blocks (the first ``upto`` only, for an interrupted insert), deduplicated by id."""
     replica = table.replica
     if replica is None:
-        for block in blocks(world, rows):  # plain MergeTree: non_replicated_deduplication_window = 0
-            parts.append(table, block)
+        for start in range(0, len(rows), world.part_rows):  # plain MergeTree: non_replicated_deduplication_window = 0
+            parts.append(table, rows[start : start + world.part_rows])
         return
     log = replica.log
     for index, block in enumerate(blocks(world, rows)[:upto]):

@@ -243,6 +243,8 @@ class FakeWorld:
         self.internal_replication = internal_replication
         self.replicated_logs: dict[str, ReplicatedLog] = {}
         self.insert_block_rows = 2
+        self.part_rows = 1 << 20
+        """Rows per part a plain MergeTree INSERT writes (the server's ``max_insert_block_size``)."""
         self.dedup_window = 100
         self.members: list[FakeMember] = []
         for replica in range(1, members + 1):

@@ -95,7 +95,7 @@ def test_a_partly_merged_target_reads_only_the_merged_part(
     """The predecessor published its candidate with its part facts: after a merge of two of the target's parts, the
     successor's baseline reads that one new part and sums it with the carried facts, to the published digest."""
     first = Sim.build(members=2, mode=mode)
-    first.world.insert_block_rows = 1  # one part per row
+    first.world.insert_block_rows = first.world.part_rows = 1  # one part per row
     assert first.run_dag() == "completed"
     published = first.record()
     second = Sim.successor(first, run_id="scheduled__2026-09-19", rows=SECOND_ROWS)

@@ -294,7 +294,7 @@ def _staged_counting_digests(
     """A staged operation, and the member ids whose content is digested from then on (in internal mode, each replica
     of the one replicated candidate); ``parts_read`` collects how many parts each of those digests read."""
     sim = Sim.build(members=3, mode=mode)
-    sim.world.insert_block_rows = 1  # one part per row: a merge can replace some parts and leave others
+    sim.world.insert_block_rows = sim.world.part_rows = 1  # one part per row: a merge can leave some parts as they are
     sim.service().fence()
     sim.service().stage(sim.source)
     digested: list[str] = []

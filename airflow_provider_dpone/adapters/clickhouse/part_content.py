@@ -15,7 +15,7 @@ The digest is a sum over rows, so it is the sum of the parts' sums (``contracts/
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -79,15 +79,12 @@ def digest(read: Read, target: Target, listed: Listed, known: Sequence[PartDiges
         )
         if after == listed and set(sums) <= set(missing):
             parts = {key: facts.get(key) or _fact(key, *sums.get(name, (0, 0))) for name, key in keys.items()}
-            return _content(target, parts, len(missing))
+            return _content(target, ((fact.rows, int(fact.sum, 16)) for fact in parts.values()), parts, len(missing))
         listed = after
     sums = _read(read, target, None)
-    checksums = dict(listed)
+    checksums = dict(listed)  # a part the read saw but the listing did not (a merge in between) is not recorded
     keys = {name: part_key(name, checksums[name]) for name in sums if name in checksums}
-    facts = {key: _fact(key, *sums[name]) for name, key in keys.items()}
-    rows = sum(count for count, _ in sums.values())
-    total = sum(value for _, value in sums.values()) % sql_digest.MODULUS[target.version]
-    return Content(rows, sql_digest.content_digest(rows, total, target.version), _bounded(facts), len(sums))
+    return _content(target, sums.values(), {key: _fact(key, *sums[name]) for name, key in keys.items()}, len(sums))
 
 
 def _read(read: Read, target: Target, parts: Sequence[str] | None) -> dict[str, tuple[int, int]]:
@@ -109,7 +106,10 @@ def _bounded(parts: dict[str, PartDigest]) -> tuple[PartDigest, ...] | None:
     return tuple(parts[key] for key in sorted(parts))
 
 
-def _content(target: Target, parts: dict[str, PartDigest], parts_read: int) -> Content:
-    rows = sum(fact.rows for fact in parts.values())
-    total = sum(int(fact.sum, 16) for fact in parts.values()) % sql_digest.MODULUS[target.version]
-    return Content(rows, sql_digest.content_digest(rows, total, target.version), _bounded(parts), parts_read)
+def _content(target: Target, sums: Iterable[tuple[int, int]], parts: dict[str, PartDigest], parts_read: int) -> Content:
+    """The table's digest from every part's (rows, sum), with the facts to record of ``parts``."""
+    rows = total = 0
+    for count, value in sums:
+        rows, total = rows + count, total + value
+    digest = sql_digest.content_digest(rows, total % sql_digest.MODULUS[target.version], target.version)
+    return Content(rows, digest, _bounded(parts), parts_read)
