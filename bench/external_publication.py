@@ -494,15 +494,13 @@ def digest_costs(connection: Any, member: tuple[str, int], database: str, table:
     }
     client = build_client(connection.at(*member), Purpose.READ)
     try:
-        costs = {}
-        for name, statement in statements.items():
-            runs = []
-            for _ in range(3):
+        runs: dict[str, list[float]] = {name: [] for name in statements}
+        for _ in range(3):  # interleaved, so a warmer cache or a busier moment favours no statement
+            for name, statement in statements.items():
                 started = time.perf_counter()
                 client.query(statement)
-                runs.append(time.perf_counter() - started)
-            costs[name] = round(statistics.median(runs), 3)
-        return costs
+                runs[name].append(time.perf_counter() - started)
+        return {name: round(statistics.median(values), 3) for name, values in runs.items()}
     finally:
         close_client(client)
 
