@@ -159,12 +159,15 @@ def optimize_final(embedded_cluster: Any, database: str, table: str) -> None:
             client.close()
 
 
+@pytest.mark.parametrize("facts", ["recorded", "stripped"])
 def test_forced_merges_before_the_barrier_and_of_the_old_target_publish_exactly(
-    adapters: PublicationAdapters, embedded_cluster: Any, fresh_database: str
+    adapters: PublicationAdapters, embedded_cluster: Any, fresh_database: str, facts: str
 ) -> None:
     """A merge between a member's verification and the barrier changes the candidate's parts: the barrier reads the
     changed parts again and still publishes (their sum is exactly the verified digest). A merge of the published
-    target before the next operation: the successor's baseline reads it again and publishes the next generation."""
+    target before the next operation: the successor's baseline reads it again. ``stripped``: the record is rewritten
+    without part facts, as an older writer left it, and the barrier reads every part, as before."""
+    from airflow_provider_dpone.contracts.authority_codec import decode, encode
     from airflow_provider_dpone.protocol.request import PublicationRequest
 
     publish(adapters, fresh_database, "run-1", 20_000, 1)
@@ -176,6 +179,13 @@ def test_forced_merges_before_the_barrier_and_of_the_old_target_publish_exactly(
         adapters.query_source(query=source_query(30_000, 3), columns=COLUMNS, max_source_bytes=1 << 26)
     )
     assert stage.phase == "STAGED"
+    stored = adapters.ports.authority.read(parsed.target_key)
+    assert stored is not None
+    record = decode(stored.row)
+    assert all(member.part_digests for member in record.members)
+    if facts == "stripped":
+        members = tuple(member.model_copy(update={"part_digests": None}) for member in record.members)
+        adapters.ports.authority.compare_and_set(encode(record.evolve(members=members)), stored.version)
     optimize_final(embedded_cluster, fresh_database, parsed.candidate_name)
     assert isinstance(service.publish(), Committed)
     assert isinstance(service.cleanup(), Completed)
