@@ -199,8 +199,11 @@ class Counting:
             finally:
                 self._calls[key] += 1
                 self._seconds[key] += time.perf_counter() - started
-            if "+digest" in key:  # how many parts' rows the digest read (the others' recorded sums were reused)
+            if "+digest" in key:  # how many parts and rows the digest read (the others' recorded sums were reused)
                 self._calls[f"parts-read:{key}"] += result.parts_read or 0
+                known = {fact.part for fact in kwargs.get("known_parts", ())}
+                fresh = [fact.rows for fact in result.part_digests or () if fact.part not in known]
+                self._calls[f"rows-read:{key}"] += sum(fresh) if result.part_digests else result.row_count or 0
             if name == "session":
                 return Counting(result, "member", self._calls, self._seconds)
             return result
