@@ -97,7 +97,7 @@ def part_content(
 
     The sums add up to :func:`table_content`'s (the digest is a sum over rows), and the names say which parts were
     read, so a caller can tell whether a merge replaced parts between its listing and this read. Measured on 10M rows
-    (10 parts) on an embedded member: no slower than the one-group read (docs/publication-sql.md).
+    (9 parts) on an embedded member: no slower than the one-group read (docs/publication-sql.md).
     """
     numbers = f"count() AS c, {_hash_sum(columns, version)} AS s"
     where = "" if parts is None else f" WHERE _part IN ({', '.join(string_literal(part) for part in parts)})"
