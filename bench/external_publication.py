@@ -191,7 +191,7 @@ class Counting:
         def wrapped(*args: Any, **kwargs: Any) -> Any:
             key = f"{self._prefix}.{name}"
             if name == "observe_table" and kwargs.get("with_content"):
-                key += "+digest"
+                key += "+digest-changed-parts" if kwargs.get("known_parts") else "+digest"  # whole or partial read
                 key += ":candidate" if "__dpone_" in str(args[1]) else ":target"
             started = time.perf_counter()
             try:
@@ -199,6 +199,11 @@ class Counting:
             finally:
                 self._calls[key] += 1
                 self._seconds[key] += time.perf_counter() - started
+            if "+digest" in key:  # how many parts and rows the digest read (the others' recorded sums were reused)
+                self._calls[f"parts-read:{key}"] += result.parts_read or 0
+                known = {fact.part for fact in kwargs.get("known_parts", ())}
+                fresh = [fact.rows for fact in result.part_digests or () if fact.part not in known]
+                self._calls[f"rows-read:{key}"] += sum(fresh) if result.part_digests else result.row_count or 0
             if name == "session":
                 return Counting(result, "member", self._calls, self._seconds)
             return result
@@ -210,6 +215,10 @@ CATEGORIES: dict[str, tuple[str, ...]] = {
     "load (member.load: the INSERT, hashing the artifact while it streams)": ("member.load",),
     "content digest of the candidates (after load; barrier re-digests)": ("member.observe_table+digest:candidate",),
     "content digest of the old target (baseline)": ("member.observe_table+digest:target",),
+    "content digest of changed parts only (barrier, baseline; after a merge)": (
+        "member.observe_table+digest-changed-parts:candidate",
+        "member.observe_table+digest-changed-parts:target",
+    ),
     "artifact verification on open (a full SHA-256 pass)": ("artifacts.open",),
     "authority reads": ("authority.read",),
     "authority writes (create, CAS = update + read-back)": ("authority.create", "authority.compare_and_set"),
@@ -474,8 +483,8 @@ def timing(base: Path, rows: int, trials: int, members_count: int = 2) -> dict[s
 
 
 def digest_costs(connection: Any, member: tuple[str, int], database: str, table: str) -> dict[str, float]:
-    """Median seconds (3 runs) of each content-digest version, a count and a plain scan of ``table`` on one member:
-    the measurement the digest version was chosen by."""
+    """Median seconds (3 runs) of each content-digest version, the per-part form of version 2 (``GROUP BY _part``),
+    a count and a plain scan of ``table`` on one member: the measurement the digest version was chosen by."""
     from airflow_provider_dpone.adapters.clickhouse import sql_digest
     from airflow_provider_dpone.adapters.clickhouse.clients import Purpose, build_client, close_client
 
@@ -484,18 +493,17 @@ def digest_costs(connection: Any, member: tuple[str, int], database: str, table:
         "scan": f"SELECT count(), sum(id), sum(length(name)), count(amount), max(at) FROM `{database}`.`{table}`",
         "digest_v1_siphash128": sql_digest.table_content(database, table, COLUMNS, 1),
         "digest_v2_typed_sha256": sql_digest.table_content(database, table, COLUMNS, 2),
+        "digest_v2_per_part": sql_digest.part_content(database, table, COLUMNS, 2),
     }
     client = build_client(connection.at(*member), Purpose.READ)
     try:
-        costs = {}
-        for name, statement in statements.items():
-            runs = []
-            for _ in range(3):
+        runs: dict[str, list[float]] = {name: [] for name in statements}
+        for _ in range(3):  # interleaved, so a warmer cache or a busier moment favours no statement
+            for name, statement in statements.items():
                 started = time.perf_counter()
                 client.query(statement)
-                runs.append(time.perf_counter() - started)
-            costs[name] = round(statistics.median(runs), 3)
-        return costs
+                runs[name].append(time.perf_counter() - started)
+        return {name: round(statistics.median(values), 3) for name, values in runs.items()}
     finally:
         close_client(client)
 

@@ -28,6 +28,7 @@ from airflow_provider_dpone.contracts.authority_fields import (
     UuidText,
 )
 from airflow_provider_dpone.contracts.authority_phases import Phase
+from airflow_provider_dpone.contracts.part_digests import MAX_PART_DIGESTS, PartDigest
 from airflow_provider_dpone.contracts.receipts import ArtifactReceipt, ContentDigestVersion
 
 MEMBER_CONFIG = ConfigDict(frozen=True, extra="forbid", revalidate_instances="always")
@@ -41,6 +42,8 @@ MAX_REBUILDS = 16
 _STAGED_OR_LATER = frozenset(
     {Phase.STAGED, Phase.PUBLICATION_DISPATCHING, Phase.COMMITTED, Phase.CLEANUP_DISPATCHING, Phase.COMPLETED}
 )
+
+PartDigests = tuple[PartDigest, ...] | None
 
 DdlKind = Literal["create", "exchange", "rename", "drop", "none"]
 
@@ -142,6 +145,10 @@ class MemberGeneration(BaseModel):
     """The candidate's active parts (names and checksums) seen with its verified content: the publication barrier
     digests the content again only when they changed. Left out of the payload when absent, so a record written
     without it re-encodes to its own bytes."""
+    part_digests: PartDigests = Field(default=None, max_length=MAX_PART_DIGESTS, exclude_if=lambda value: value is None)
+    """What each active part added to the verified content (``contracts/part_digests.py``): when the parts changed,
+    only parts not listed here are read again. Absent in records written without it, and for candidates of more
+    than :data:`MAX_PART_DIGESTS` parts; then the whole candidate is read again (left out of the payload)."""
     published_uuid: UuidText | None = None
     predecessor_absent: bool = False
 
@@ -153,6 +160,8 @@ class MemberGeneration(BaseModel):
             raise ValueError("a verified candidate records its row count and content digest together")
         if self.parts_digest is not None and self.content_digest is None:
             raise ValueError("a parts digest is recorded only with the verified content")
+        if self.part_digests is not None and self.parts_digest is None:
+            raise ValueError("part digests are recorded only with the parts digest of the verified content")
         return self
 
 
@@ -170,6 +179,9 @@ class PublishedMember(BaseModel):
     content_digest: Hex64
     digest_version: ContentDigestVersion
     parts_digest: Hex64
+    part_digests: PartDigests = Field(default=None, max_length=MAX_PART_DIGESTS, exclude_if=lambda value: value is None)
+    """The verified candidate's part facts, when recorded: a successor whose target's parts changed since (a
+    merge) reads only the parts not listed. Left out of the payload when absent."""
 
 
 class ErrorClassification(BaseModel):
@@ -283,6 +295,7 @@ class GenerationRecord(AuthorityCore):
                 content_digest=member.content_digest,
                 digest_version=self.artifact.content_digest_version,
                 parts_digest=member.parts_digest,
+                part_digests=member.part_digests,
             )
             for member in self.members
             if member.candidate_uuid is not None

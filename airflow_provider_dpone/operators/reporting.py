@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # the native transfer's DAG file imports this module: the pub
     from airflow_provider_dpone.contracts.authority_external import ExternalAuthorityRecord
     from airflow_provider_dpone.contracts.authority_row import AuthorityRow, VersionedAuthorityRow
     from airflow_provider_dpone.contracts.inventory import AdmittedMember
+    from airflow_provider_dpone.contracts.part_digests import PartDigest
     from airflow_provider_dpone.contracts.receipts_publication import PublicationReceipt, QualityReceipt
     from airflow_provider_dpone.ports.publication import (
         ArtifactHandle,
@@ -307,9 +308,15 @@ class _Session:
         with_content: bool,
         with_parts: bool = False,
         digest_version: ContentDigestVersion = CURRENT_CONTENT_DIGEST,
+        known_parts: tuple[PartDigest, ...] = (),
     ) -> TableObservation:
         observation = self._inner.observe_table(
-            database, table, with_content=with_content, with_parts=with_parts, digest_version=digest_version
+            database,
+            table,
+            with_content=with_content,
+            with_parts=with_parts,
+            digest_version=digest_version,
+            known_parts=known_parts,
         )
         self._progress.observed[self._member_id] = observation
         return observation

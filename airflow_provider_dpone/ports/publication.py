@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, Strict
 from airflow_provider_dpone.contracts.authority_fields import Hex64, MemberId, NonNegative, UuidText
 from airflow_provider_dpone.contracts.authority_row import AuthorityRow, VersionedAuthorityRow
 from airflow_provider_dpone.contracts.inventory import AdmittedInventory, AdmittedMember, InventoryRow, TableFacts
+from airflow_provider_dpone.contracts.part_digests import MAX_PART_DIGESTS, PartDigest
 from airflow_provider_dpone.contracts.receipts import CURRENT_CONTENT_DIGEST, ArtifactReceipt, ContentDigestVersion
 
 _CLOSED = ConfigDict(frozen=True, extra="forbid")
@@ -90,6 +91,10 @@ class TableObservation(BaseModel):
     by ``digest_version``, that produced the artifact receipt's ``content_digest``); rows never travel to the worker. ``parts_digest``
     fingerprints the table's active parts (names and the server's checksums of their files), read *before* the
     content in the same statement: while it is unchanged, no row was added, removed or rewritten since.
+
+    With content, ``part_digests`` are the facts of every active part the digest was summed from (at most
+    :data:`~airflow_provider_dpone.contracts.part_digests.MAX_PART_DIGESTS`; ``None`` above the bound or for an
+    engine without parts) and ``parts_read`` how many parts' rows were read for it (the others were known).
     """
 
     model_config = _CLOSED
@@ -101,6 +106,8 @@ class TableObservation(BaseModel):
     row_count: NonNegative | None = None
     content_digest: Hex64 | None = None
     parts_digest: Hex64 | None = None
+    part_digests: tuple[PartDigest, ...] | None = Field(default=None, max_length=MAX_PART_DIGESTS)
+    parts_read: NonNegative | None = None
 
     @classmethod
     def absent(cls) -> TableObservation:
@@ -307,10 +314,15 @@ class MemberSession(Protocol):
         with_content: bool,
         with_parts: bool = False,
         digest_version: ContentDigestVersion = CURRENT_CONTENT_DIGEST,
+        known_parts: tuple[PartDigest, ...] = (),
     ) -> TableObservation:
         """What the member holds under ``database.table`` (content digest only when ``with_content``, computed with
         the function of ``digest_version``: the one the record's artifact receipt names; parts digest when
-        ``with_content`` or ``with_parts``)."""
+        ``with_content`` or ``with_parts``).
+
+        ``known_parts`` are facts recorded earlier with the same digest version: an active part among them (same
+        name and checksum) is not read again; the digest is still exactly the one a read of every row would give, of
+        one moment's part set (parts replaced while it was read: read again, at worst the whole table)."""
         ...
 
     def table_uuids(self, database: str, tables: tuple[str, ...]) -> tuple[str | None, ...]:

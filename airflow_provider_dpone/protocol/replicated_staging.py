@@ -216,6 +216,7 @@ def _converge(ctx: Context, held: Held) -> Held | None:
                     "row_count": observed.row_count,
                     "content_digest": observed.content_digest,
                     "parts_digest": observed.parts_digest,  # the barrier digests again only if parts changed
+                    "part_digests": observed.part_digests,  # and then only the parts not listed here
                 }
             )
         )

@@ -119,7 +119,8 @@ def observe_baseline(
     candidate name, a UUID it never intended, and stops as CANDIDATE_FOREIGN before any target is touched.
 
     A member's content digest is the one its COMPLETED predecessor ``published`` (and verified) while the target
-    still holds that candidate's UUID, row count and parts; otherwise it is digested (observe.py)."""
+    still holds that candidate's UUID, row count and parts; when only its parts changed, just the parts not recorded
+    are read; otherwise it is digested whole (observe.py)."""
     facts = {member.member_id: member for member in published}
     observations = ctx.each_member(lambda mid: observe_baseline_target(ctx, mid, facts.get(mid)), member_ids)
     present = {mid for mid, obs in observations.items() if obs.exists}

@@ -115,6 +115,7 @@ def stage_member(
                     "row_count": obs.row_count,
                     "content_digest": obs.content_digest,
                     "parts_digest": obs.parts_digest,
+                    "part_digests": obs.part_digests,
                 }
             )
             if defer_ready:

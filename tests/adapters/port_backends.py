@@ -21,6 +21,7 @@ from airflow_provider_dpone.adapters.clickhouse.adapter_set import PublicationAd
 from airflow_provider_dpone.adapters.clickhouse.clients import Purpose, build_client, close_client
 from airflow_provider_dpone.adapters.clickhouse.connection import ResolvedConnection
 from airflow_provider_dpone.adapters.clickhouse.literals import string_literal
+from airflow_provider_dpone.adapters.clickhouse.member_session import ClickHouseMemberSessions
 from airflow_provider_dpone.adapters.storage.artifact_store import ObjectStorageArtifactStore
 from airflow_provider_dpone.contracts.authority_row import AUTHORITY_COLUMNS, AUTHORITY_TABLE
 from airflow_provider_dpone.contracts.connection import ClickHouseConnectionOptions
@@ -28,6 +29,7 @@ from airflow_provider_dpone.contracts.inventory import AdmittedInventory
 from airflow_provider_dpone.contracts.receipts import ArtifactReceipt
 from airflow_provider_dpone.protocol.context import PublicationPorts
 from airflow_provider_dpone.protocol.runtime_admission import admit_inventory
+from tests.fakes import parts
 from tests.fakes.publication import FakeWorld, FaultKind
 
 Row = tuple[object, ...]
@@ -56,6 +58,18 @@ class PortBackend(Protocol):
         ...
 
     def start_fetches(self, member_id: str, table: str) -> None: ...
+
+    def stop_merges(self, member_id: str, table: str) -> None:
+        """No background merge on the member's ``table`` from now on (the fake never merges by itself)."""
+        ...
+
+    def merge(self, member_id: str, table: str) -> None:
+        """``OPTIMIZE TABLE ... FINAL`` on the member: its parts become one new part, the rows stay."""
+        ...
+
+    def drop_part(self, member_id: str, table: str, index: int) -> None:
+        """``ALTER TABLE ... DROP PART`` of the member's ``index``-th active part (by name): its rows leave."""
+        ...
 
     def stall_coordinator(self) -> None:
         """The coordinator keeps the next ON CLUSTER request it receives and queues nothing (a SIGSTOP)."""
@@ -113,6 +127,19 @@ class FakeBackend:
 
     def start_fetches(self, member_id: str, table: str) -> None:
         self.world.member(member_id).fetch_paused = False
+
+    def stop_merges(self, member_id: str, table: str) -> None:
+        del member_id, table
+
+    def merge(self, member_id: str, table: str) -> None:
+        found = self.world.table(self.world.member(member_id), table)
+        assert found is not None
+        found.merges += 1
+
+    def drop_part(self, member_id: str, table: str, index: int) -> None:
+        found = self.world.table(self.world.member(member_id), table)
+        assert found is not None
+        parts.drop_part(found, index)
 
     def stall_coordinator(self) -> None:
         self.world.stall_coordinator()
@@ -224,6 +251,35 @@ class EmbeddedBackend:
     def start_fetches(self, member_id: str, table: str) -> None:
         del table
         self.embedded.faults.resume_replication(self.process_of(member_id))
+
+    def stop_merges(self, member_id: str, table: str) -> None:
+        self._command(member_id, f"SYSTEM STOP MERGES `{self.database}`.`{table}`")
+
+    def merge(self, member_id: str, table: str) -> None:
+        name = f"`{self.database}`.`{table}`"
+        self._command(member_id, f"SYSTEM START MERGES {name}")
+        self._command(member_id, f"OPTIMIZE TABLE {name} FINAL")
+        self._command(member_id, f"SYSTEM STOP MERGES {name}")
+
+    def drop_part(self, member_id: str, table: str, index: int) -> None:
+        names = self._query(
+            member_id,
+            f"SELECT name FROM system.parts WHERE database = {string_literal(self.database)}"
+            f" AND table = {string_literal(table)} AND active ORDER BY name",
+        )
+        part = string_literal(str(names[index][0]))
+        self._command(member_id, f"ALTER TABLE `{self.database}`.`{table}` DROP PART {part}")
+
+    def _endpoint(self, member_id: str) -> Any:
+        sessions = self.ports.sessions
+        assert isinstance(sessions, ClickHouseMemberSessions)
+        return sessions.endpoints(self.inventory.member(member_id))
+
+    def _command(self, member_id: str, statement: str) -> None:
+        self._endpoint(member_id).reader().command(statement, settings={"mutations_sync": 2})
+
+    def _query(self, member_id: str, statement: str) -> list[Any]:
+        return list(self._endpoint(member_id).reader().query(statement).result_rows)
 
     def stall_coordinator(self) -> None:
         self.embedded.faults.hold_ddl("coordinator", match="ON CLUSTER")

@@ -54,8 +54,10 @@ class Scripted:
         self.reads: list[Callable[[], list[tuple[Any, ...]]]] = []
         self.writes: list[Callable[[], Any]] = []
         self.sent: list[str] = []
+        self.queries: list[str] = []
 
     def query(self, statement: str, **_: Any) -> Result:
+        self.queries.append(statement)
         return Result(self.reads.pop(0)())
 
     def command(self, statement: str, **_: Any) -> Any:
@@ -251,10 +253,26 @@ def test_observation_refuses_content_of_a_table_that_changed_meanwhile(parts_uui
     client = Scripted()
     client.reads += [
         rows((UUID, "MergeTree", [("id", "UInt64", "")], ([("all_1_1_0", "ab")], parts_uuid))),
-        rows((3, "7", content_uuid)),
+        rows(([("all_1_1_0", 3, "7")], content_uuid)),  # the per-part content read (sql_digest.part_content)
     ]
     with pytest.raises(UnavailableError):
         session(client).observe_table("db", "cand", with_content=True)
+
+
+def test_observation_refuses_parts_listed_after_a_partial_read_of_another_table() -> None:
+    from airflow_provider_dpone.contracts.part_digests import PartDigest, part_key
+
+    known = (PartDigest(part=part_key("all_1_1_0", "ab"), rows=3, sum="0" * 63 + "7"),)
+    listed = [("all_1_1_0", "ab"), ("all_2_2_0", "cd")]
+    client = Scripted()
+    client.reads += [
+        rows((UUID, "MergeTree", [("id", "UInt64", "")], (listed, UUID))),
+        rows(([("all_2_2_0", 1, "5")], UUID)),  # only the part not known is read
+        rows(((listed, "another-uuid"),)),  # the listing after it: another table under the name
+    ]
+    with pytest.raises(UnavailableError):
+        session(client).observe_table("db", "cand", with_content=True, known_parts=known)
+    assert "WHERE _part IN ('all_2_2_0')" in client.queries[1]
 
 
 @pytest.mark.parametrize(

@@ -227,6 +227,16 @@ def test_digest_statements() -> None:
         f"(SELECT (groupArray((name, hash_of_all_files)), {uuid_of_t}) FROM (SELECT name, hash_of_all_files"
         " FROM system.parts WHERE database = 'db' AND table = 't' AND active ORDER BY name))"
     )
+    assert sql_digest.listed_parts("db", "t") == f"SELECT {sql_digest.active_parts('db', 't')}"
+    assert sql_digest.part_content("db", "t", columns, 1) == (
+        f"SELECT groupArray((p, c, s)), {uuid_of_t} FROM (SELECT _part AS p, count() AS c,"
+        " toString(sum(reinterpretAsUInt128(sipHash128(tuple(*))))) AS s FROM `db`.`t` GROUP BY _part)"
+    )
+    assert sql_digest.part_content("db", "t", columns, 2, ("all_1_1_0", "it's")) == (
+        f"SELECT groupArray((p, c, s)), {uuid_of_t} FROM (SELECT _part AS p, count() AS c,"
+        f" toString(sum(reinterpretAsUInt256(reverse({row})))) AS s FROM `db`.`t`"
+        " WHERE _part IN ('all_1_1_0', 'it\\'s') GROUP BY _part)"
+    )
 
 
 @pytest.mark.parametrize("version", [1, 2])

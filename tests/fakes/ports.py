@@ -22,6 +22,7 @@ from airflow_provider_dpone.contracts.inventory import (
     MemberEndpoint,
     TableFacts,
 )
+from airflow_provider_dpone.contracts.part_digests import MAX_PART_DIGESTS, PartDigest
 from airflow_provider_dpone.contracts.receipts import (
     CURRENT_CONTENT_DIGEST,
     ArtifactColumn,
@@ -44,6 +45,7 @@ from airflow_provider_dpone.ports.publication import (
     TableSpec,
     UnavailableError,
 )
+from tests.fakes import parts
 from tests.fakes.replication import blocks, fetch, insert, status
 from tests.fakes.world import (
     Effect,
@@ -54,7 +56,6 @@ from tests.fakes.world import (
     Row,
     content_digest,
     exact_authority_facts,
-    parts_digest,
 )
 
 if TYPE_CHECKING:
@@ -155,19 +156,29 @@ class FakeMemberSession:
         with_content: bool,
         with_parts: bool = False,
         digest_version: ContentDigestVersion = CURRENT_CONTENT_DIGEST,
+        known_parts: tuple[PartDigest, ...] = (),
     ) -> TableObservation:
         self.world.calls["member.observe"] += 1
         found = self.member.tables.get((database, table))
         if found is None:
             return TableObservation.absent()
-        return TableObservation(
+        observed = TableObservation(
             exists=True,
             uuid=found.uuid,
             engine=found.engine,
             columns=found.columns,
             row_count=len(found.rows),
-            content_digest=content_digest(found.columns, found.rows, digest_version) if with_content else None,
-            parts_digest=parts_digest(found) if with_content or with_parts else None,
+            parts_digest=parts.parts_digest(found) if with_content or with_parts else None,
+        )
+        if not with_content:
+            return observed
+        digest, facts, read = parts.content(found, digest_version, known_parts)
+        return observed.model_copy(
+            update={
+                "content_digest": digest,
+                "part_digests": facts if len(facts) <= MAX_PART_DIGESTS else None,
+                "parts_read": read,
+            }
         )
 
     def table_uuids(self, database: str, tables: tuple[str, ...]) -> tuple[str | None, ...]:
@@ -205,7 +216,7 @@ class FakeMemberSession:
         def partial() -> None:
             found = target()
             if found.replica is None:
-                found.rows.extend(artifact.rows[: len(artifact.rows) // 2])
+                parts.append(found, artifact.rows[: len(artifact.rows) // 2])
             else:  # an interrupted replicated INSERT: the first half of its blocks were committed
                 insert(self.world, found, artifact.rows, dedup_token, upto=len(blocks(self.world, artifact.rows)) // 2)
             self.world.effects.append(Effect(self.member.member_id, "member", "load", table, uuid))

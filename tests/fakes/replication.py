@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from airflow_provider_dpone.contracts.clickhouse_engines import EngineClass, classify_engine
 from airflow_provider_dpone.ports.publication import ReplicaStatus
+from tests.fakes import parts
 
 if TYPE_CHECKING:
     from tests.fakes.world import FakeMember, FakeTable, FakeWorld, Row
@@ -108,7 +109,8 @@ def insert(world: FakeWorld, table: FakeTable, rows: Sequence[Row], token: str, 
     """An INSERT on this replica: blocks (the first ``upto`` only, for an interrupted insert), deduplicated by id."""
     replica = table.replica
     if replica is None:
-        table.rows.extend(rows)  # plain MergeTree: non_replicated_deduplication_window = 0
+        for start in range(0, len(rows), world.part_rows):  # plain MergeTree: non_replicated_deduplication_window = 0
+            parts.append(table, rows[start : start + world.part_rows])
         return
     log = replica.log
     for index, block in enumerate(blocks(world, rows)[:upto]):
@@ -118,7 +120,7 @@ def insert(world: FakeWorld, table: FakeTable, rows: Sequence[Row], token: str, 
         log.block_ids = [*log.block_ids, block_id][-world.dedup_window :]
         log.parts.append(block)
         replica.fetched.add(len(log.parts) - 1)
-        table.rows.extend(block)
+        parts.append(table, block)
 
 
 def fetch(table: FakeTable, limit: int | None = None) -> bool:
@@ -133,7 +135,7 @@ def fetch(table: FakeTable, limit: int | None = None) -> bool:
         if member.fetch_corrupt and part:
             part = part[:-1]
             member.fetch_corrupt -= member.fetch_corrupt > 0
-        table.rows.extend(part)
+        parts.append(table, part)
         replica.fetched.add(index)
     return not replica.pending
 

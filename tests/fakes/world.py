@@ -51,7 +51,12 @@ from airflow_provider_dpone.contracts.receipts import (
     ArtifactReceipt,
     ContentDigestVersion,
 )
-from airflow_provider_dpone.contracts.typed_digest import LogicalType, MultisetDigest, TypedColumn
+from airflow_provider_dpone.contracts.typed_digest import (
+    LogicalType,
+    MultisetDigest,
+    TypedColumn,
+    native_multiset_digest,
+)
 from airflow_provider_dpone.ports.publication import (
     DdlIntent,
     DispatchSettings,
@@ -86,22 +91,31 @@ def typed_columns(columns: Sequence[tuple[str, str]]) -> list[TypedColumn]:
 def content_digest(
     columns: Sequence[tuple[str, str]], rows: Sequence[Row], version: ContentDigestVersion = CURRENT_CONTENT_DIGEST
 ) -> str:
-    """What the server computes for a table (the fake memoizes it: a pure function of schema and rows). Version 2 is
-    the typed multiset digest itself, as on the real server; version 1 is a different function of the same rows."""
-    digest = _content_digest(tuple(columns), tuple(rows))
+    """What the server computes for a table (the fake memoizes it: a pure function of schema and rows)."""
+    return digest_of(*content_sums(columns, rows, version), version)
+
+
+def content_sums(
+    columns: Sequence[tuple[str, str]], rows: Sequence[Row], version: ContentDigestVersion
+) -> tuple[int, int]:
+    """Row count and multiset sum of ``rows``: additive over any split of the rows, as on the server. Version 2 sums
+    the typed row hashes; version 1 a different additive function of them (``3 * hash + 1`` modulo 2**128)."""
+    count, total = _typed_sums(tuple(columns), tuple(rows))
+    return (count, total) if version == CONTENT_DIGEST_V2 else (count, (3 * total + count) % 2**128)
+
+
+def digest_of(count: int, total: int, version: ContentDigestVersion) -> str:
+    """The canonical digest of a count and sum: the typed multiset digest itself for version 2, as on the real
+    server; for version 1 a different function of them."""
+    digest = native_multiset_digest(count, total)
     return digest if version == CONTENT_DIGEST_V2 else hashlib.sha256(f"v1:{digest}".encode()).hexdigest()
 
 
-def parts_digest(table: FakeTable) -> str:
-    """The fake's active-parts fingerprint: it changes with every write (rows in stored order) and every merge."""
-    return hashlib.sha256(repr((table.uuid, table.merges, table.rows)).encode()).hexdigest()
-
-
 @lru_cache(maxsize=4096)
-def _content_digest(columns: tuple[tuple[str, str], ...], rows: tuple[Row, ...]) -> str:
+def _typed_sums(columns: tuple[tuple[str, str], ...], rows: tuple[Row, ...]) -> tuple[int, int]:
     acc = MultisetDigest(typed_columns(columns))
     acc.add_rows(rows)
-    return acc.hexdigest
+    return acc.rows, acc.total
 
 
 @dataclass
@@ -113,6 +127,10 @@ class FakeTable:
     replica: FakeReplica | None = None
     merges: int = 0
     """Background merges so far: they rewrite parts (so the parts digest) but never the rows."""
+    parts: list[tuple[str, int]] = field(default_factory=list)
+    """Active parts as last seen (name, rows), covering ``rows`` in order: ``tests.fakes.parts``."""
+    parts_merges: int = 0
+    blocks: int = 0
 
 
 @dataclass
@@ -225,6 +243,8 @@ class FakeWorld:
         self.internal_replication = internal_replication
         self.replicated_logs: dict[str, ReplicatedLog] = {}
         self.insert_block_rows = 2
+        self.part_rows = 1 << 20
+        """Rows per part a plain MergeTree INSERT writes (the server's ``max_insert_block_size``)."""
         self.dedup_window = 100
         self.members: list[FakeMember] = []
         for replica in range(1, members + 1):

@@ -146,6 +146,60 @@ def test_absent_target_then_exchange_then_cleanup_on_real_engines(
         assert digest_on(embedded_cluster, member, fresh_database, "target_table") == tuple(map(int, expected_second))
 
 
+def optimize_final(embedded_cluster: Any, database: str, table: str) -> None:
+    """``OPTIMIZE TABLE ... FINAL`` on every member: the table's parts are replaced by a merged one (new names)."""
+    listing = f"SELECT name FROM system.parts WHERE database = '{database}' AND table = '{table}' AND active"
+    for member in embedded_cluster.members:
+        client = embedded_cluster.client(member)
+        try:
+            before = set(client.query(listing).result_rows)
+            client.command(f"OPTIMIZE TABLE `{database}`.`{table}` FINAL")
+            assert set(client.query(listing).result_rows).isdisjoint(before)
+        finally:
+            client.close()
+
+
+@pytest.mark.parametrize("facts", ["recorded", "stripped"])
+def test_forced_merges_before_the_barrier_and_of_the_old_target_publish_exactly(
+    adapters: PublicationAdapters, embedded_cluster: Any, fresh_database: str, facts: str
+) -> None:
+    """A merge between a member's verification and the barrier changes the candidate's parts: the barrier reads the
+    changed parts again and still publishes (their sum is exactly the verified digest). A merge of the published
+    target before the next operation: the successor's baseline reads it again. ``stripped``: the record is rewritten
+    without part facts, as an older writer left it, and the barrier reads every part, as before."""
+    from airflow_provider_dpone.contracts.authority_codec import decode, encode
+    from airflow_provider_dpone.protocol.request import PublicationRequest
+
+    publish(adapters, fresh_database, "run-1", 20_000, 1)
+    optimize_final(embedded_cluster, fresh_database, "target_table")
+    parsed = PublicationRequest.parse(request(fresh_database, "run-2"))
+    service = publication_service(adapters.ports, parsed)
+    service.fence()
+    stage = service.stage(
+        adapters.query_source(query=source_query(30_000, 3), columns=COLUMNS, max_source_bytes=1 << 26)
+    )
+    assert stage.phase == "STAGED"
+    stored = adapters.ports.authority.read(parsed.target_key)
+    assert stored is not None
+    record = decode(stored.row)
+    assert all(member.part_digests for member in record.members)
+    if facts == "stripped":
+        members = tuple(member.model_copy(update={"part_digests": None}) for member in record.members)
+        adapters.ports.authority.compare_and_set(encode(record.evolve(members=members)), stored.version)
+    optimize_final(embedded_cluster, fresh_database, parsed.candidate_name)
+    assert isinstance(service.publish(), Committed)
+    assert isinstance(service.cleanup(), Completed)
+    reference = build_client(adapters_connection(embedded_cluster, fresh_database), Purpose.READ)
+    try:
+        expected = reference.query(
+            f"SELECT count(), sum(reinterpretAsUInt128(sipHash128(tuple(*)))) FROM ({source_query(30_000, 3)})"
+        ).result_rows[0]
+    finally:
+        close_client(reference)
+    for member in embedded_cluster.members:
+        assert digest_on(embedded_cluster, member, fresh_database, "target_table") == tuple(map(int, expected))
+
+
 def adapters_connection(embedded_cluster: Any, database: str) -> Any:
     from airflow_provider_dpone.adapters.clickhouse.connection import ResolvedConnection
 

@@ -15,6 +15,7 @@ from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.contracts.inventory import ReplicationMode
 from airflow_provider_dpone.ports.publication import TableObservation
 from airflow_provider_dpone.protocol.seal import DIVERGENT
+from tests.fakes import parts
 from tests.fakes.ports import FakeMemberSession
 from tests.fakes.world import FakeMember, FakeTable
 from tests.protocol.sim import Sim
@@ -85,6 +86,49 @@ def test_a_merged_target_is_digested_again_on_that_member_only(
     second, merged, target = _successor_and_target(mode, 1)
     target.merges += 1
     assert _completes_digesting(second, digested) == [merged.member_id]
+
+
+@pytest.mark.parametrize("carried", [True, False])
+@pytest.mark.parametrize("mode", ["external", "internal"])
+def test_a_partly_merged_target_reads_only_the_merged_part(
+    mode: ReplicationMode, carried: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The predecessor published its candidate with its part facts: after a merge of two of the target's parts, the
+    successor's baseline reads that one new part and sums it with the carried facts, to the published digest.
+    Without ``carried`` part facts (a predecessor written before them) the whole target is read, as before."""
+    first = Sim.build(members=2, mode=mode)
+    first.world.insert_block_rows = first.world.part_rows = 1  # one part per row
+    assert first.run_dag() == "completed"
+    published = first.record()
+    second = Sim.successor(first, run_id="scheduled__2026-09-19", rows=SECOND_ROWS)
+    second.service().fence()
+    record = second.record()
+    assert all(fact.part_digests is not None for fact in record.predecessor)
+    if not carried:
+        facts = tuple(fact.model_copy(update={"part_digests": None}) for fact in record.predecessor)
+        key = second.request.target_key
+        second.world.keeper[key] = (encode(record.evolve(predecessor=facts)), second.world.keeper[key][1])
+    member = second.world.members[1]
+    target = second.world.table(member, second.request.target)
+    assert target is not None and len(parts.active_parts(target)) >= 3
+    parts.merge(target, 0, 2)
+    read: list[tuple[str, str, int | None]] = []
+    original = FakeMemberSession.observe_table
+
+    def observe_table(self: FakeMemberSession, database: str, table: str, **kwargs: Any) -> TableObservation:
+        observed = original(self, database, table, **kwargs)
+        if kwargs.get("with_content"):
+            read.append((self.member.member_id, table, observed.parts_read))
+        return observed
+
+    monkeypatch.setattr(FakeMemberSession, "observe_table", observe_table)
+    assert second.run_dag() == "completed"
+    second.check_converged()
+    target_reads = [entry for entry in read if entry[1] == second.request.target]
+    expected_reads = 1 if carried else len(parts.active_parts(target))
+    assert target_reads == [(member.member_id, second.request.target, expected_reads)]
+    baseline = second.record().member(member.member_id)
+    assert baseline.target_content_digest == published.member(member.member_id).content_digest
 
 
 def test_another_table_under_the_target_name_is_digested_again(digested: list[tuple[str, str]]) -> None:

@@ -13,6 +13,7 @@ from airflow_provider_dpone.contracts.authority_phases import Phase
 from airflow_provider_dpone.contracts.inventory import ReplicationMode
 from airflow_provider_dpone.ports.publication import TableObservation
 from airflow_provider_dpone.protocol.results import Committed, Completed, InProgress
+from tests.fakes import parts
 from tests.fakes.faults import FaultKind
 from tests.fakes.ports import FakeMemberSession
 from tests.fakes.records import internal_v1, internal_v2
@@ -287,19 +288,25 @@ def test_a_completed_operation_still_answers_after_later_topology_changes() -> N
     assert sim.service().fence().phase == "COMPLETED"
 
 
-def _staged_counting_digests(monkeypatch: pytest.MonkeyPatch, mode: ReplicationMode) -> tuple[Sim, list[str]]:
+def _staged_counting_digests(
+    monkeypatch: pytest.MonkeyPatch, mode: ReplicationMode, parts_read: list[int] | None = None
+) -> tuple[Sim, list[str]]:
     """A staged operation, and the member ids whose content is digested from then on (in internal mode, each replica
-    of the one replicated candidate)."""
+    of the one replicated candidate); ``parts_read`` collects how many parts each of those digests read."""
     sim = Sim.build(members=3, mode=mode)
+    sim.world.insert_block_rows = sim.world.part_rows = 1  # one part per row: a merge can leave some parts as they are
     sim.service().fence()
     sim.service().stage(sim.source)
     digested: list[str] = []
     original = FakeMemberSession.observe_table
 
     def observe_table(self: FakeMemberSession, *args: Any, **kwargs: Any) -> TableObservation:
+        observed = original(self, *args, **kwargs)
         if kwargs.get("with_content"):
             digested.append(self.member.member_id)
-        return original(self, *args, **kwargs)
+            if parts_read is not None:
+                parts_read.append(observed.parts_read or 0)
+        return observed
 
     monkeypatch.setattr(FakeMemberSession, "observe_table", observe_table)
     return sim, digested
@@ -326,6 +333,46 @@ def test_barrier_digests_a_merged_candidate_again_and_publishes(
     sim.world.table(merged, sim.request.candidate_name).merges += 1  # type: ignore[union-attr]
     assert isinstance(sim.service().publish(), Committed)
     assert digested == [merged.member_id]
+    assert isinstance(sim.service().cleanup(), Completed)
+    sim.check_converged()
+
+
+@pytest.mark.parametrize("mode", ["external", "internal"])
+def test_barrier_reads_only_the_parts_a_merge_made(monkeypatch: pytest.MonkeyPatch, mode: ReplicationMode) -> None:
+    """Two of a candidate's parts merged between its verification and the barrier: the barrier reads that one new
+    part, sums the others' recorded facts, and gets exactly the verified digest."""
+    read: list[int] = []
+    sim, digested = _staged_counting_digests(monkeypatch, mode, read)
+    merged = sim.world.members[1]
+    table = sim.world.table(merged, sim.request.candidate_name)
+    assert table is not None
+    verified = sim.record().member(merged.member_id).part_digests
+    assert verified is not None and len(verified) == len(sim.rows) >= 3
+    parts.merge(table, 0, 2)
+    assert isinstance(sim.service().publish(), Committed)
+    assert (digested, read) == ([merged.member_id], [1])
+    assert isinstance(sim.service().cleanup(), Completed)
+    sim.check_converged()
+
+
+@pytest.mark.parametrize("mode", ["external", "internal"])
+def test_barrier_of_a_record_without_part_facts_reads_the_whole_candidate(
+    monkeypatch: pytest.MonkeyPatch, mode: ReplicationMode
+) -> None:
+    """A record written before part facts existed (or above their bound): the barrier falls back to reading every
+    part of a merged candidate, as before."""
+    read: list[int] = []
+    sim, digested = _staged_counting_digests(monkeypatch, mode, read)
+    merged = sim.world.members[1]
+    record = sim.record()
+    members = tuple(member.model_copy(update={"part_digests": None}) for member in record.members)
+    key = sim.request.target_key
+    sim.world.keeper[key] = (encode(record.evolve(members=members)), sim.world.keeper[key][1])
+    table = sim.world.table(merged, sim.request.candidate_name)
+    assert table is not None
+    parts.merge(table, 0, 2)
+    assert isinstance(sim.service().publish(), Committed)
+    assert digested == [merged.member_id] and read == [len(parts.active_parts(table))]
     assert isinstance(sim.service().cleanup(), Completed)
     sim.check_converged()
 

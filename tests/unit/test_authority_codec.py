@@ -19,6 +19,7 @@ from airflow_provider_dpone.contracts.authority_phases import Phase
 from airflow_provider_dpone.contracts.authority_row import AUTHORITY_COLUMNS, AuthorityRow
 from airflow_provider_dpone.contracts.canonical import canonical_json, sha256_hex
 from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.contracts.part_digests import MAX_PART_DIGESTS, PartDigest
 from airflow_provider_dpone.contracts.receipts import CONTENT_DIGEST_V1, CONTENT_DIGEST_V2
 from tests.fakes.records import external_record, internal_v1, internal_v2
 
@@ -212,6 +213,63 @@ def test_predecessor_facts_round_trip_and_a_record_written_without_them_stays_re
         record.evolve(predecessor=tuple(reversed(facts)))
     with pytest.raises(ValueError, match="predecessor facts"):
         record.evolve(predecessor=facts, previous_operation_id=None)
+
+
+def _part_facts(count: int) -> tuple[PartDigest, ...]:
+    return tuple(PartDigest(part=f"{index:064x}", rows=10**6, sum="f" * 64) for index in range(count))
+
+
+def test_part_digests_round_trip_and_a_record_written_before_them_re_encodes_to_its_own_bytes() -> None:
+    record = external_record(Phase.STAGED, existing=True, members=2)
+    verified = record.members[0].model_copy(update={"parts_digest": "a" * 64})
+    before = encode(record.evolve(members=(verified, *record.members[1:])))  # what a writer without the field wrote
+    assert "part_digests" not in before.payload
+    assert encode(decode(before)).payload == before.payload and decode(before).members[0].part_digests is None
+    facts = _part_facts(3)
+    with_facts = record.evolve(members=(verified.model_copy(update={"part_digests": facts}), *record.members[1:]))
+    row = encode(with_facts)
+    assert decode(row).members[0].part_digests == facts and canonical_json(json.loads(row.payload)) == row.payload
+    assert json.loads(row.payload)["members"][0]["part_digests"][0] == {
+        "part": "0" * 64,
+        "rows": 10**6,
+        "sum": "f" * 64,
+    }
+
+
+def test_part_digests_need_the_parts_digest_and_stay_within_their_bound() -> None:
+    record = external_record(Phase.STAGED, existing=True, members=2)
+    payload = json.loads(encode(record).payload)
+    payload["members"][0]["part_digests"] = [fact.model_dump() for fact in _part_facts(1)]
+    assert _code(_row_with_payload(encode(record), canonical_json(payload))) == (
+        "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_RECORD_INVALID"
+    )
+    payload["members"][0]["parts_digest"] = "a" * 64
+    payload["members"][0]["part_digests"] = [fact.model_dump() for fact in _part_facts(MAX_PART_DIGESTS + 1)]
+    assert _code(_row_with_payload(encode(record), canonical_json(payload))) == (
+        "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_RECORD_INVALID"
+    )
+
+
+def test_a_member_at_the_part_bound_with_its_predecessor_stays_small() -> None:
+    """The documented size of the bound: a member's candidate facts and its predecessor's, both at the bound."""
+    record = external_record(Phase.STAGED, existing=True, members=2).evolve(previous_operation_id="b" * 64)
+    facts = _part_facts(MAX_PART_DIGESTS)
+    members = tuple(m.model_copy(update={"parts_digest": "a" * 64, "part_digests": facts}) for m in record.members)
+    predecessor = tuple(
+        PublishedMember(
+            member_id=member.member_id,
+            target_uuid=member.target_uuid or "",
+            row_count=3,
+            content_digest="c" * 64,
+            digest_version=CONTENT_DIGEST_V2,
+            parts_digest="d" * 64,
+            part_digests=facts,
+        )
+        for member in record.members
+    )
+    bare = len(encode(record).payload)
+    full = len(encode(record.evolve(members=members, predecessor=predecessor)).payload)
+    assert (full - bare) / len(record.members) < 12 * 1024
 
 
 def test_a_parts_digest_without_verified_content_is_malformed() -> None:

@@ -21,7 +21,7 @@ from typing import Any, Final
 
 from clickhouse_connect.driver.exceptions import Error
 
-from airflow_provider_dpone.adapters.clickhouse import sql_digest, sql_member
+from airflow_provider_dpone.adapters.clickhouse import part_content, sql_digest, sql_member
 from airflow_provider_dpone.adapters.clickhouse.endpoint import Endpoint
 from airflow_provider_dpone.adapters.clickhouse.oneshot import (
     PROCESS_GUARD,
@@ -33,7 +33,9 @@ from airflow_provider_dpone.adapters.clickhouse.oneshot import (
     mutation_query_id,
     sanitized,
 )
+from airflow_provider_dpone.contracts.clickhouse_engines import EngineClass, classify_engine
 from airflow_provider_dpone.contracts.inventory import AdmittedMember
+from airflow_provider_dpone.contracts.part_digests import PartDigest
 from airflow_provider_dpone.contracts.receipts import CURRENT_CONTENT_DIGEST, ContentDigestVersion
 from airflow_provider_dpone.ports.publication import (
     ArtifactHandle,
@@ -45,6 +47,9 @@ from airflow_provider_dpone.ports.publication import (
     TableSpec,
     UnavailableError,
 )
+
+_PARTED = frozenset({EngineClass.MERGE_TREE, EngineClass.REPLICATED_MERGE_TREE, EngineClass.SHARED_MERGE_TREE})
+"""Engines whose content is summed per active part (``_part``); any other is digested in one read."""
 
 SYNC_DDL: dict[str, Any] = {"wait_end_of_query": 1}
 
@@ -98,34 +103,43 @@ class ClickHouseMemberSession:
         with_content: bool,
         with_parts: bool = False,
         digest_version: ContentDigestVersion = CURRENT_CONTENT_DIGEST,
+        known_parts: tuple[PartDigest, ...] = (),
     ) -> TableObservation:
         parts_read = with_content or with_parts  # in the metadata statement, before the content: sql_digest
         meta = self._rows(sql_member.observe_metadata(database, table, with_parts=parts_read), "metadata read")
         if not meta:
             return TableObservation.absent()
         uuid, engine, columns, *active = meta[0]
+        uuid, engine = str(uuid), str(engine)
         schema = tuple((str(name), str(type_)) for name, type_, _ in columns)
-        parts = None
-        if parts_read:
-            active_parts, parts_uuid = active[0]
-            if parts_uuid != uuid:
-                raise UnavailableError(f"member {self.member_id}: the table changed during observation")
-            parts = sql_digest.parts_digest(str(uuid), ((str(name), str(hashed)) for name, hashed in active_parts))
+        observed = TableObservation(exists=True, uuid=uuid, engine=engine, columns=schema)
+        try:
+            listed = part_content.listing(active[0], uuid) if parts_read else None
+            if listed is not None:
+                observed = observed.model_copy(update={"parts_digest": sql_digest.parts_digest(uuid, listed)})
+            content = None
+            if with_content and listed is not None and classify_engine(engine) in _PARTED:
+                target = part_content.Target(database, table, uuid, schema, digest_version)
+                content = part_content.digest(self._rows, target, listed, known_parts)
+        except part_content.TableChangedError:
+            raise UnavailableError(f"member {self.member_id}: the table changed during observation") from None
+        if content is not None:
+            return observed.model_copy(
+                update={
+                    "row_count": content.row_count,
+                    "content_digest": content.content_digest,
+                    "part_digests": content.part_digests,
+                    "parts_read": content.parts_read,
+                }
+            )
         statement = sql_digest.table_content(database, table, schema if with_content else None, digest_version)
         count, *digest, bound_uuid = self._rows(statement, "content read")[0]
         if bound_uuid != uuid:
             raise UnavailableError(f"member {self.member_id}: the table changed during observation")
-        return TableObservation(
-            exists=True,
-            uuid=str(uuid),
-            engine=str(engine),
-            columns=schema,
-            row_count=int(count),
-            content_digest=sql_digest.content_digest(int(count), int(digest[0]), digest_version)
-            if with_content
-            else None,
-            parts_digest=parts,
-        )
+        content_digest = None
+        if with_content:
+            content_digest = sql_digest.content_digest(int(count), int(digest[0]), digest_version)
+        return observed.model_copy(update={"row_count": int(count), "content_digest": content_digest})
 
     def replica_status(self, database: str, table: str) -> ReplicaStatus | None:
         rows = self._rows(sql_member.replica_status(database, table), "replica status read")

@@ -36,7 +36,8 @@ from airflow_provider_dpone.contracts.typed_digest import native_multiset_digest
 
 DIGEST_TAG: Final[str] = "dpone.clickhouse.content-digest.v1"
 ALGORITHM: Final[str] = "count+sum(reinterpretAsUInt128(sipHash128(tuple(*))))"
-V1_AGGREGATES: Final[str] = "count(), toString(sum(reinterpretAsUInt128(sipHash128(tuple(*)))))"
+V1_SUM: Final[str] = "toString(sum(reinterpretAsUInt128(sipHash128(tuple(*)))))"
+V1_AGGREGATES: Final[str] = f"count(), {V1_SUM}"
 """``toString``: a wide integer travels as decimal text, so no client-side integer width can truncate it."""
 COUNT_ONLY: Final[str] = "count()"
 MODULUS: Final[dict[int, int]] = {1: 2**128, 2: 2**256}
@@ -44,9 +45,13 @@ MODULUS: Final[dict[int, int]] = {1: 2**128, 2: 2**256}
 
 def aggregates(columns: Sequence[tuple[str, str]], version: ContentDigestVersion) -> str:
     """``count(), <sum of row hashes as decimal text>`` of one digest version over ``columns`` in table order."""
+    return f"count(), {_hash_sum(columns, version)}"
+
+
+def _hash_sum(columns: Sequence[tuple[str, str]], version: ContentDigestVersion) -> str:
     if version == CONTENT_DIGEST_V1:
-        return V1_AGGREGATES
-    return f"count(), toString(sum(reinterpretAsUInt256(reverse({row_hash_expression(columns)}))))"
+        return V1_SUM
+    return f"toString(sum(reinterpretAsUInt256(reverse({row_hash_expression(columns)}))))"
 
 
 def content_digest(row_count: int, hash_sum: int, version: ContentDigestVersion) -> str:
@@ -80,6 +85,28 @@ def table_content(
     return f"SELECT {numbers}, {_uuid_of(database, table)} FROM {qualified_clickhouse(database, table)}"
 
 
+def part_content(
+    database: str,
+    table: str,
+    columns: Sequence[tuple[str, str]],
+    version: ContentDigestVersion,
+    parts: Sequence[str] | None = None,
+) -> str:
+    """Count and multiset sum *per active part* (``GROUP BY _part``) of ``database.table``, only of the parts named
+    in ``parts`` when given, as one row: ``[(part, count, sum)]`` of the parts the read actually saw, and the UUID.
+
+    The sums add up to :func:`table_content`'s (the digest is a sum over rows), and the names say which parts were
+    read, so a caller can tell whether a merge replaced parts between its listing and this read. Measured on 10M rows
+    (9 parts) on an embedded member: no slower than the one-group read (docs/publication-sql.md).
+    """
+    numbers = f"count() AS c, {_hash_sum(columns, version)} AS s"
+    where = "" if parts is None else f" WHERE _part IN ({', '.join(string_literal(part) for part in parts)})"
+    return (
+        f"SELECT groupArray((p, c, s)), {_uuid_of(database, table)} FROM (SELECT _part AS p, {numbers}"
+        f" FROM {qualified_clickhouse(database, table)}{where} GROUP BY _part)"
+    )
+
+
 PARTS_TAG: Final[str] = "dpone.clickhouse.active-parts.v1"
 
 
@@ -95,6 +122,11 @@ def active_parts(database: str, table: str) -> str:
         f"(SELECT (groupArray((name, hash_of_all_files)), {_uuid_of(database, table)}) FROM (SELECT name,"
         f" hash_of_all_files FROM system.parts WHERE database = {db} AND table = {name} AND active ORDER BY name))"
     )
+
+
+def listed_parts(database: str, table: str) -> str:
+    """The active parts and the UUID alone (:func:`active_parts` as a statement): the listing after a per-part read."""
+    return f"SELECT {active_parts(database, table)}"
 
 
 def parts_digest(uuid: str, parts: Iterable[tuple[str, str]]) -> str:
