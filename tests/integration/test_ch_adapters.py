@@ -404,8 +404,9 @@ def test_clients_of_one_adapter_set_connect_once_per_server(embedded_cluster: An
 def test_an_observation_with_parts_of_an_empty_table_reads_no_count(
     embedded_cluster: Any, fresh_database: str, store: ObjectStorageArtifactStore
 ) -> None:
-    """A MergeTree table without active parts is empty: its observation with parts is one request (no count read),
-    and says 0 rows; once a part exists the count is read, and the observation says what ``count()`` says."""
+    """A MergeTree table without active parts is empty: its observation with parts is one request (no count or
+    digest read), and says 0 rows and the empty artifact's content digest; once a part exists the count is read, and
+    the observation says what ``count()`` says."""
     member = Endpoint.of(connection_to(embedded_cluster, "member1"))
     session = ClickHouseMemberSession(member, "m0000000000000001", guard=MutationGuard())
     coordinator = Endpoint.of(connection_to(embedded_cluster, "coordinator"))
@@ -424,6 +425,17 @@ def test_an_observation_with_parts_of_an_empty_table_reads_no_count(
         empty = session.observe_table(fresh_database, "cand", with_content=False, with_parts=True)
         assert (empty.exists, empty.uuid, empty.engine, empty.row_count) == (True, value, "MergeTree", 0)
         assert empty.columns == COLUMNS and empty.parts_digest is not None and len(statements) == 1
+        digested = session.observe_table(fresh_database, "cand", with_content=True)  # parts read with the content
+        assert (digested.row_count, digested.parts_digest) == (0, empty.parts_digest) and len(statements) == 2
+        nothing = QueryArtifactSource(
+            source=coordinator,
+            query=f"{QUERY} LIMIT 0",
+            columns=COLUMNS,
+            store=store,
+            reference=coordinator,
+            max_source_bytes=1 << 24,
+        ).seal()
+        assert digested.content_digest == nothing.content_digest
         receipt = seal_query(coordinator, store)
         session.load(
             fresh_database,

@@ -111,11 +111,19 @@ class ClickHouseMemberSession:
             if parts_uuid != uuid:
                 raise UnavailableError(f"member {self.member_id}: the table changed during observation")
             parts = sql_digest.parts_digest(str(uuid), ((str(name), str(hashed)) for name, hashed in active_parts))
-            if not active_parts and not with_content and str(engine).endswith("MergeTree"):
+            if not active_parts and str(engine).endswith("MergeTree"):
                 # a MergeTree table holds its rows only in active parts: none (read between the subquery's UUID
-                # and the statement's own, which agree) means this very table is empty; no count to read
+                # and the statement's own, which agree) means this very table is empty, so its count is 0 and its
+                # content digest the empty multiset's (a sum over no rows): nothing left to read
+                empty = sql_digest.content_digest(0, 0, digest_version) if with_content else None
                 return TableObservation(
-                    exists=True, uuid=str(uuid), engine=str(engine), columns=schema, row_count=0, parts_digest=parts
+                    exists=True,
+                    uuid=str(uuid),
+                    engine=str(engine),
+                    columns=schema,
+                    row_count=0,
+                    content_digest=empty,
+                    parts_digest=parts,
                 )
         statement = sql_digest.table_content(database, table, schema if with_content else None, digest_version)
         count, *digest, bound_uuid = self._rows(statement, "content read")[0]
