@@ -26,6 +26,10 @@ Not part of the pytest suite.
 
     .venv/bin/python bench/external_publication.py [--rows 1000000] [--trials 3] [--members 2 3]
         [--rss-rows 100000 1000000]
+
+``--trace`` instead prints the timeline of one steady-state publication of ``--rows`` rows per ``--members`` count
+(after warm-ups): every HTTP request the adapters send, with its start, duration and statement head, under its entry
+point (the internal bench's ``--trace`` prints the same for the replicated route).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -45,6 +50,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -275,6 +281,67 @@ def count_http(counter: Counter[str]) -> Callable[[], None]:
 
 
 # --- phases -----------------------------------------------------------------------------------------------------
+
+
+def statement_head(url: str, body: Any) -> str:
+    """The first words of the statement a request carries (in its ``query`` parameter, or else its body)."""
+    text = parse_qs(urlsplit(url).query).get("query", [""])[0]
+    if not text and isinstance(body, bytes | str):
+        text = body[:200].decode("utf-8", "replace") if isinstance(body, bytes) else body[:200]
+    return re.sub(r"\s+", " ", text)[:100]
+
+
+def print_timeline(title: str, adapters: Any, req: Any, receipt: Any) -> None:
+    """Run one publication of ``req`` and print every HTTP request the adapters send: its start (ms from the start
+    of ``fence``), its duration and the statement's first words, under the entry point it belongs to; requests sent
+    concurrently overlap in time."""
+    from airflow_provider_dpone.adapters.clickhouse import clients
+
+    requests: list[tuple[float, float, str]] = []
+    original = clients.PinnedPoolManager.urlopen
+
+    def urlopen(self: Any, method: str, url: str, redirect: bool = True, **kw: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return original(self, method, url, redirect, **kw)
+        finally:
+            requests.append((started, time.perf_counter() - started, statement_head(url, kw.get("body"))))
+
+    clients.PinnedPoolManager.urlopen = urlopen  # type: ignore[method-assign]
+    began = time.perf_counter()
+    try:
+        spent = run_publication(adapters, req, Sealed(receipt))
+    finally:
+        clients.PinnedPoolManager.urlopen = original  # type: ignore[method-assign]
+    ends, total = [], 0.0
+    for phase, seconds in spent.items():
+        total += seconds
+        ends.append((began + total, phase))
+    print(f"\n{title}: {len(requests)} requests, {total * 1000:.0f} ms")
+    phase = 0
+    print(f"  -- {ends[0][1]}")
+    for started, seconds, head in sorted(requests):
+        while phase < len(ends) - 1 and started >= ends[phase][0]:
+            phase += 1
+            print(f"  -- {ends[phase][1]}")
+        print(f"  {(started - began) * 1000:8.1f} {seconds * 1000:7.1f}  {head}")
+
+
+def trace(base: Path, members_count: int, rows: int) -> None:
+    """The request timeline of one steady-state publication (the old target published by the previous one) of
+    ``rows`` rows, after two warm-up publications."""
+    cluster = start_cluster(base / f"trace{members_count}", members_count)
+    try:
+        adapters, _raw, members = attach(cluster, "bench", base / f"trace-artifacts{members_count}")
+        receipt, _ = seal_artifact(adapters, rows)
+        for warmup in range(2):
+            ours_trial(adapters, members, "bench", receipt, f"warmup_{warmup}", steady=True)
+        run_publication(adapters, request("bench", "traced", f"previous-{uuid.uuid4().hex}", 1 << 34), Sealed(receipt))
+        req = request("bench", "traced", f"trace-{uuid.uuid4().hex}", 1 << 34)
+        print_timeline(f"{members_count} members, {rows:,d} rows, steady state", adapters, req, receipt)
+        adapters.close()
+    finally:
+        cluster.stop()
 
 
 def seal_artifact(adapters: Any, rows: int) -> tuple[Any, float]:
@@ -510,8 +577,9 @@ def digest_costs(connection: Any, member: tuple[str, int], database: str, table:
 
 def run_as_tasks(connection: Any, database: str, store_dir: Path, req: Any, receipt: Any) -> tuple[Counter, Counter]:
     """One publication whose four entry points each run on a fresh adapter set, as four Airflow tasks would (each
-    connects its own clients); the port calls and HTTP requests of all four."""
-    from airflow_provider_dpone.protocol.service import publication_service
+    connects its own clients, and the stage task resolves its table first); the port calls and HTTP requests of all
+    four."""
+    from airflow_provider_dpone.protocol.service import bound_columns, publication_service
 
     calls: Counter[str] = Counter()
     http: Counter[str] = Counter()
@@ -521,11 +589,11 @@ def run_as_tasks(connection: Any, database: str, store_dir: Path, req: Any, rece
             adapters = adapter_set(connection, database, store_dir)
             counted, _seconds = instrument(adapters)
             try:
-                service = publication_service(adapters.ports, req)
-                if entry == "stage":
-                    service.stage(Sealed(receipt))
+                if entry == "stage":  # as the stage operator: the bound columns first, with the task's admission
+                    _columns, begun = bound_columns(adapters.ports, req)
+                    publication_service(adapters.ports, req, begun=begun).stage(Sealed(receipt))
                 else:
-                    getattr(service, entry)()
+                    getattr(publication_service(adapters.ports, req), entry)()
             finally:
                 adapters.close()
             calls.update(counted)
@@ -536,8 +604,9 @@ def run_as_tasks(connection: Any, database: str, store_dir: Path, req: Any, rece
 
 def round_trips(base: Path) -> None:
     print("round trips of one publication (10,000 rows; sealed artifact bound as stage input; each entry point on its")
-    print("own adapter set, as one Airflow task each); the old target is empty and created outside dpone (first")
-    print("adoption), or the previous publication's (steady state):")
+    print("own adapter set, as one Airflow task each, the stage task reading the bound columns first as its operator")
+    print("does); the old target is empty and created outside dpone (first adoption), or the previous publication's")
+    print("(steady state):")
     print("  members  old-target  keeper-ops  keeper-http  cluster-ddl  member-calls  http-total")
     for count in (2, 3, 4):
         cluster = start_cluster(base / f"cluster{count}", count)
@@ -608,10 +677,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rss-rows", type=int, nargs="*", default=[100_000, 1_000_000])
     parser.add_argument("--skip", nargs="*", default=[], choices=["timing", "round-trips", "rss"])
     parser.add_argument("--rss-worker", nargs=4, help=argparse.SUPPRESS)
+    parser.add_argument("--trace", action="store_true", help="the request timeline of one steady-state publication")
     args = parser.parse_args(argv)
     if args.rss_worker:
         raw, database, rows, directory = args.rss_worker
         rss_worker(json.loads(raw), database, int(rows), directory)
+        return 0
+    if args.trace:
+        with tempfile.TemporaryDirectory(prefix="dpone-bench-") as tmp:
+            for count in args.members:
+                trace(Path(tmp), count, args.rows)
         return 0
     summary: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="dpone-bench-") as tmp:

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import statistics
 import sys
 import tempfile
@@ -39,7 +38,6 @@ import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 import external_publication as shared  # the publication benchmarks' shared helpers (this folder is on sys.path)
 
@@ -200,18 +198,8 @@ def measure(base: Path, replicas: int, rows: int, trials: int) -> dict[str, Any]
         cluster.stop()
 
 
-def statement_head(url: str, body: Any) -> str:
-    """The first words of the statement a request carries (in its ``query`` parameter, or else its body)."""
-    text = parse_qs(urlsplit(url).query).get("query", [""])[0]
-    if not text and isinstance(body, bytes | str):
-        text = body[:200].decode("utf-8", "replace") if isinstance(body, bytes) else body[:200]
-    return re.sub(r"\s+", " ", text)[:100]
-
-
 def trace(base: Path, replicas: int) -> None:
     """One publication's requests on a timeline: where the cost that does not grow with rows goes."""
-    from airflow_provider_dpone.adapters.clickhouse import clients
-
     cluster = start_cluster(base / f"trace{replicas}", replicas)
     try:
         adapters, _raw, _members = shared.attach(cluster, "bench", base / f"trace-artifacts{replicas}")
@@ -219,35 +207,8 @@ def trace(base: Path, replicas: int) -> None:
         for warmup in range(2):
             ours_trial(adapters, "bench", receipt, warmup)
         create_replicated(adapters.coordinator_connection, "bench", "target_traced")
-        requests: list[tuple[float, float, str]] = []
-        original = clients.PinnedPoolManager.urlopen
-
-        def urlopen(self: Any, method: str, url: str, redirect: bool = True, **kw: Any) -> Any:
-            started = time.perf_counter()
-            try:
-                return original(self, method, url, redirect, **kw)
-            finally:
-                requests.append((started, time.perf_counter() - started, statement_head(url, kw.get("body"))))
-
-        clients.PinnedPoolManager.urlopen = urlopen  # type: ignore[method-assign]
-        began = time.perf_counter()
-        try:
-            req = request("bench", "target_traced", f"trace-{uuid.uuid4().hex}", 1 << 34)
-            spent = shared.run_publication(adapters, req, shared.Sealed(receipt))
-        finally:
-            clients.PinnedPoolManager.urlopen = original  # type: ignore[method-assign]
-        ends, total = [], 0.0
-        for phase, seconds in spent.items():
-            total += seconds
-            ends.append((began + total, phase))
-        print(f"\n{replicas} replicas, {FIXED_COST_ROWS:,d} rows: {len(requests)} requests, {total * 1000:.0f} ms")
-        phase = 0
-        print(f"  -- {ends[0][1]}")
-        for started, seconds, head in sorted(requests):
-            while phase < len(ends) - 1 and started >= ends[phase][0]:
-                phase += 1
-                print(f"  -- {ends[phase][1]}")
-            print(f"  {(started - began) * 1000:8.1f} {seconds * 1000:7.1f}  {head}")
+        req = request("bench", "target_traced", f"trace-{uuid.uuid4().hex}", 1 << 34)
+        shared.print_timeline(f"{replicas} replicas, {FIXED_COST_ROWS:,d} rows", adapters, req, receipt)
         adapters.close()
     finally:
         cluster.stop()

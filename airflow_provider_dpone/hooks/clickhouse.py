@@ -173,12 +173,14 @@ class DponeClickHouseHook(BaseHook):
         artifact_base: str | None = None,
         ddl_task_timeout_seconds: int = DEFAULT_TASK_TIMEOUT_SECONDS,
         guard: MutationGuard = PROCESS_GUARD,
+        connection: ResolvedConnection | None = None,
     ) -> PublicationAdapters:
         """The adapter set of the publication service for the target ``database`` (close it after use); ``guard``
-        refuses to send any one-shot mutation twice (default: one guard for the whole process)."""
+        refuses to send any one-shot mutation twice (default: one guard for the whole process). ``connection``: the
+        coordinator connection already resolved by the caller (default: looked up now)."""
         store = ObjectStorageArtifactStore(artifact_base or default_artifact_base())
         return adapters_for(
-            self.resolved(),
+            connection or self.resolved(),
             database=database,
             store=store,
             guard=guard,
@@ -205,8 +207,12 @@ class DponeClickHouseHook(BaseHook):
         if isinstance(manifest.source, ArtifactManifestSource):
             raise DponeError("DPONE_CLICKHOUSE_CLUSTER_ARTIFACT_SOURCE_UNSUPPORTED", "source.type artifact")
         wait = configured_ddl_task_timeout_seconds() if ddl_task_timeout_seconds is None else ddl_task_timeout_seconds
+        coordinator = self.resolved()  # one connection lookup per task try (each is a round trip to Airflow)
         adapters = self.publication_adapters(
-            database=manifest.sink.database, ddl_task_timeout_seconds=wait, guard=MutationGuard()
+            database=manifest.sink.database,
+            ddl_task_timeout_seconds=wait,
+            guard=MutationGuard(),
+            connection=coordinator,
         )
         query = manifest.source.query
         source_conn_id = manifest.source.connection_id
@@ -243,9 +249,9 @@ class DponeClickHouseHook(BaseHook):
             ports=adapters.ports,
             table=table,
             source=source,
-            settings=protocol_settings(self.resolved().options),
+            settings=protocol_settings(coordinator.options),
             close=close,
-            member_connections=self.resolved().for_member,
+            member_connections=coordinator.for_member,
         )
 
 

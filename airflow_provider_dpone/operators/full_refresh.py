@@ -50,7 +50,7 @@ from airflow_provider_dpone.operators.reporting import (
 from airflow_provider_dpone.ports.publication import TableSpec
 from airflow_provider_dpone.protocol.admission import admit_static
 from airflow_provider_dpone.protocol.request import PublicationRequest
-from airflow_provider_dpone.protocol.service import PublicationService, bound_columns, publication_service
+from airflow_provider_dpone.protocol.service import Begun, PublicationService, bound_columns, publication_service
 
 T = TypeVar("T")
 
@@ -142,16 +142,17 @@ def resolve_table(
     fence: PublicationRequest,
     *,
     stages: bool,
-) -> TableSpec:
-    """The table definition of this task's request (``fence`` is the request with :func:`fence_table`).
+) -> tuple[TableSpec, Begun | None]:
+    """The table definition of this task's request (``fence`` is the request with :func:`fence_table`), and the
+    admission and authority read taken to resolve it, for the task's entry point to start from (``None``: none).
 
     Only the stage task resolves one: the columns this operation bound (:func:`bound_columns`), else the source's
     (metadata only, after runtime admission passed). Every other task gets :func:`fence_table`.
     """
     if not stages:
-        return fence.table
-    columns = bound_columns(environment.ports, fence)
-    return environment.table() if columns is None else declared_table(manifest, columns)
+        return fence.table, None
+    columns, begun = bound_columns(environment.ports, fence, environment.settings)
+    return (environment.table() if columns is None else declared_table(manifest, columns)), begun
 
 
 # --- the operators ---------------------------------------------------------------------------------------------------
@@ -166,6 +167,9 @@ class TaskSession:
     request: PublicationRequest
     service: PublicationService
     conn_id: str
+    begun: Begun | None = None
+    """The admission and authority read this try already took (stage task: to resolve the table), for its entry
+    point to start from instead of admitting again."""
 
 
 class DponePublicationOperator(BaseOperator):
@@ -237,10 +241,10 @@ class DponePublicationOperator(BaseOperator):
                 fence = build_request(
                     manifest, dag_id=dag_run.dag_id, run_id=dag_run.run_id, table=fence_table(manifest)
                 )
-                table = resolve_table(manifest, environment, fence, stages=self.stages)
+                table, begun = resolve_table(manifest, environment, fence, stages=self.stages)
                 request = build_request(manifest, dag_id=dag_run.dag_id, run_id=dag_run.run_id, table=table)
                 service = publication_service(environment.ports, request, environment.settings)
-                return action(TaskSession(manifest, environment, request, service, conn_id))
+                return action(TaskSession(manifest, environment, request, service, conn_id, begun))
             finally:
                 close()
         except DponeError as error:
@@ -292,7 +296,9 @@ class DponeStageOperator(DponePublicationOperator):
 
     def _stage(self, session: TaskSession) -> XCom:
         progress = StageProgress(session.environment.ports, self.task_log)
-        service = publication_service(progress.ports, session.request, session.environment.settings)
+        service = publication_service(
+            progress.ports, session.request, session.environment.settings, begun=session.begun
+        )
         result = service.stage(session.environment.source(session.request))
         log_transition(self.task_log, result.phase_before, result.phase, result.operation_id)
         log_members(self.task_log, result)

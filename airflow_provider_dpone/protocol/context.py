@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from airflow_provider_dpone.contracts.authority_codec import AuthorityRecord
-from airflow_provider_dpone.contracts.authority_generation import ErrorClassification
+from airflow_provider_dpone.contracts.authority_generation import DdlBinding, ErrorClassification
 from airflow_provider_dpone.contracts.authority_phases import VOID_EDGES, Phase, is_allowed
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.contracts.inventory import AdmittedInventory
@@ -28,6 +28,7 @@ from airflow_provider_dpone.protocol.authority_io import Held, write_record
 from airflow_provider_dpone.protocol.request import PublicationRequest
 
 T = TypeVar("T")
+U = TypeVar("U")
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,17 @@ def concurrently(work: Callable[[K], T], keys: Iterable[K], parallelism: int) ->
     return {key: future.result() for key, future in futures.items()}
 
 
+def alongside(first: Callable[[], T], second: Callable[[], U], parallelism: int) -> tuple[T, U]:
+    """Two independent reads, at once when ``parallelism`` > 1. Both finish before this returns; a failure of
+    ``first`` is raised before one of ``second`` (as in order). Neither may write the authority."""
+    if parallelism <= 1:
+        return first(), second()
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="dpone-alongside") as pool:
+        later = pool.submit(second)
+        result = first()
+    return result, later.result()
+
+
 class Context:
     """Everything one entry-point invocation needs; sessions are opened lazily, once per member."""
 
@@ -109,6 +121,7 @@ class Context:
         self.inventory = inventory
         self.settings = settings
         self._sessions: dict[str, MemberSession] = {}
+        self._permits: set[str] = set()
 
     def session(self, member_id: str) -> MemberSession:
         if member_id not in self._sessions:
@@ -121,10 +134,30 @@ class Context:
         Every call finishes before this returns; when some raised, the first failure in member order is re-raised
         (so the outcome does not depend on thread timing). ``work`` must not write the authority.
         """
-        ids = list(member_ids)
-        for member_id in ids:  # sessions open here, not concurrently inside the workers
-            self.session(member_id)
+        ids = self.open_sessions(member_ids)
         return concurrently(work, ids, self.settings.member_parallelism)
+
+    def open_sessions(self, member_ids: Iterable[str]) -> list[str]:
+        """Open the members' sessions in the calling thread (never concurrently inside workers); the ids, listed."""
+        ids = list(member_ids)
+        for member_id in ids:
+            self.session(member_id)
+        return ids
+
+    def grant(self, binding: DdlBinding) -> None:
+        """Hold the in-memory permit of ``binding``: its acknowledged, read-back-proven CAS was written by this
+        invocation (:mod:`ddl_step`), so this invocation, and only it, may send its one dispatch."""
+        assert binding.correlation_token is not None
+        self._permits.add(binding.correlation_token)
+
+    def redeem(self, binding: DdlBinding) -> bool:
+        """True exactly once for a permit this invocation holds (its one dispatch); False for any other binding: a
+        permit read from the authority was written by an earlier attempt, whose dispatch is never repeated."""
+        token = binding.correlation_token
+        if token is None or token not in self._permits:
+            return False
+        self._permits.remove(token)
+        return True
 
     def now(self) -> int:
         return self.ports.clock.now_ms()

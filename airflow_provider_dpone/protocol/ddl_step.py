@@ -6,9 +6,10 @@ permit is written in, the record slot that holds the binding, the per-member cla
 and the completion update.
 
 * Permit: the barrier passes (by default every member BEFORE), then one acknowledged, read-back-proven CAS
-  increments the dispatch epoch and binds a fresh random correlation token and the intent's normalized digest.
-* Dispatch once: only the process holding that in-memory permit dispatches, and exactly once; an unknown answer or a
-  refusal is resolved by observation, never by a second dispatch.
+  increments the dispatch epoch and binds a fresh random correlation token and the intent's normalized digest. That
+  CAS may be one the caller writes anyway, with the barrier observed before it (:func:`commit_permitted`).
+* Dispatch once: only the invocation holding that in-memory permit (``Context.grant``/``redeem``) dispatches, and
+  exactly once; an unknown answer or a refusal is resolved by observation, never by a second dispatch.
 * Reconcile: the one queue entry carrying the token plus every member's physical state, decided by
   :func:`~airflow_provider_dpone.protocol.reconcile.decide`. A foreign member fails closed at once.
 * Finish: on COMPLETE, the step's completion CAS (with the observed queue entry).
@@ -111,8 +112,9 @@ def run_step(ctx: Context, held: Held, step: DdlStep, *, allow_dispatch: bool) -
             raise DponeError("DPONE_CLICKHOUSE_CLUSTER_PHASE_NOT_READY", f"{step.what} not dispatched yet")
         step.barrier(ctx, held, step)
         held = _permit(ctx, held, step)
-        binding = step.slot(held.record)
-        assert binding is not None
+    binding = step.slot(held.record)
+    assert binding is not None
+    if ctx.redeem(binding):  # this invocation's own permit (taken just above, or folded into an earlier CAS)
         _dispatch_once(ctx, binding, step.intent)
     return reconcile_step(ctx, held, step)
 
@@ -148,21 +150,40 @@ def reconcile_step(ctx: Context, held: Held, step: DdlStep) -> StepProgress:
 
 def _permit(ctx: Context, held: Held, step: DdlStep) -> Held:
     """CAS the step's phase with a new epoch and a binding for its intent; the returned record is the permit."""
-    epoch = held.record.dispatch_epoch + 1
-    binding = DdlBinding(
-        kind=step.intent.kind,
-        epoch=epoch,
+    binding = new_permit(ctx, held.record, step.intent)
+    return commit_permitted(ctx, held, binding, phase=step.phase, **step.bind(held.record, binding))
+
+
+def new_permit(ctx: Context, record: AuthorityRecord, intent: DdlIntent) -> DdlBinding:
+    """A binding for ``intent`` at the record's next dispatch epoch, with a fresh random correlation token. It is a
+    permit only once :func:`commit_permitted` wrote it."""
+    return DdlBinding(
+        kind=intent.kind,
+        epoch=record.dispatch_epoch + 1,
         correlation_token=ctx.ports.entropy.token(),
-        query_digest=ddl_intent_digest(step.intent.model_dump(mode="json")),
+        query_digest=ddl_intent_digest(intent.model_dump(mode="json")),
         permitted_at_ms=ctx.now(),
     )
-    return ctx.commit(held, phase=step.phase, dispatch_epoch=epoch, **step.bind(held.record, binding))
+
+
+def commit_permitted(ctx: Context, held: Held, binding: DdlBinding | None, **changes: Any) -> Held:
+    """CAS ``changes`` (which put ``binding`` in its step's slot) at the binding's epoch. The acknowledged,
+    read-back-proven CAS is the permit: this invocation holds it in memory, and :func:`run_step` of that step sends
+    its one dispatch. A phase change that must be durable before a DDL anyway (the STAGING CAS before the candidate's
+    CREATE, a rebuild's new intent after its DROP) thus carries the permit in the same write. ``None``: no permit
+    rides on this CAS (a plain commit)."""
+    if binding is None:
+        return ctx.commit(held, **changes)
+    held = ctx.commit(held, dispatch_epoch=binding.epoch, **changes)
+    ctx.grant(binding)
+    return held
 
 
 def _dispatch_once(ctx: Context, binding: DdlBinding, intent: DdlIntent) -> DispatchOutcome | None:
     """The single dispatch of a permit. ``None`` when the initiator's answer is unknown or a refusal: either way the
     queue entry and the members are observed next, never the dispatch repeated."""
     assert binding.correlation_token is not None and binding.query_digest is not None
+    assert binding.query_digest == ddl_intent_digest(intent.model_dump(mode="json")), "the permit is for this intent"
     if ctx.now() - binding.permitted_at_ms > ctx.settings.dispatch_deadline_ms:
         return None  # too late to send: the request could arrive after a restart the void proof counts on
     settings = DispatchSettings(

@@ -16,7 +16,7 @@ from airflow_provider_dpone.contracts.authority_phases import Phase
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.ports.publication import DdlIntent, ExchangeTables, RenameTable
 from airflow_provider_dpone.protocol.authority_io import Held
-from airflow_provider_dpone.protocol.context import Context
+from airflow_provider_dpone.protocol.context import Context, alongside
 from airflow_provider_dpone.protocol.ddl_step import DdlStep, StepProgress, run_step
 from airflow_provider_dpone.protocol.observe import is_exact, observe_verified
 from airflow_provider_dpone.protocol.reconcile import Side, classify_observed, observe_pair
@@ -72,13 +72,17 @@ def _commit(ctx: Context, held: Held, binding: DdlBinding) -> Held:
 
 
 def _barrier(ctx: Context, held: Held, _step: DdlStep) -> None:
-    """Observed concurrently, judged in member order: the target's UUID alone (one UUID read), and the candidate as
-    verified (its parts, and its content only if they changed)."""
+    """Observed concurrently (every member, and on each the two reads at once), judged in member order: the target's
+    UUID alone (one UUID read), and the candidate as verified (its parts, and its content only if they changed)."""
     record = held.record
     artifact = record.artifact
     assert artifact is not None
     observed = ctx.each_member(
-        lambda member_id: (observe_pair(ctx, member_id)[0], observe_verified(ctx, record.member(member_id), artifact)),
+        lambda member_id: alongside(
+            lambda: observe_pair(ctx, member_id)[0],
+            lambda: observe_verified(ctx, record.member(member_id), artifact),
+            ctx.settings.member_parallelism,
+        ),
         record.member_ids(),
     )
     for member in record.members:

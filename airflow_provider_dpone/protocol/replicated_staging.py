@@ -4,7 +4,8 @@ Each attempt resumes from the shared candidate's state in the authority record:
 
 * INTENDED -> one fenced ``CREATE TABLE ... UUID <intent> ON CLUSTER`` (:mod:`ddl_step`). Each replica is BEFORE
   while the name is free, AFTER once it holds exactly the intended UUID; anything else is foreign (fail closed, touch
-  nothing). The completion CAS binds the candidate on every replica *and* the one load (replica = lowest member id,
+  nothing). Its permit rides on the CAS that writes the intent whenever the name was just observed free on every
+  replica (the STAGING CAS, :mod:`seal`; a rebuild's drop completion), and this attempt dispatches it next. The completion CAS binds the candidate on every replica *and* the one load (replica = lowest member id,
   deterministic ``query_id`` and ``insert_deduplication_token``); only then, in the same attempt, the load is sent
   once through that replica.
 * CREATED -> bounded convergence: every replica must be one replica of one table (``system.replicas``: present, the
@@ -17,7 +18,8 @@ Each attempt resumes from the shared candidate's state in the authority record:
   followed at once by its digest), and judged in member order once all have answered.
 * Anything else (empty after an ambiguous or unsent load, partial, duplicated, a replica converged to other content)
   -> rebuild: prove every replica holds exactly the owned UUID, one fenced ``DROP TABLE ... ON CLUSTER``, then a new
-  intent and a new CREATE, and the same immutable artifact is loaded into the new table.
+  intent with the new CREATE's permit (one CAS, the drop's completion), that CREATE, and the same immutable artifact
+  is loaded into the new table.
 
 Why rebuild instead of sending an ambiguous load again: replicated deduplication would make a resend harmless only
 within a finite window (``replicated_deduplication_window``) and only if the resend splits into exactly the same
@@ -48,7 +50,7 @@ from airflow_provider_dpone.ports.publication import (
 )
 from airflow_provider_dpone.protocol.authority_io import Held
 from airflow_provider_dpone.protocol.context import Context
-from airflow_provider_dpone.protocol.ddl_step import DdlStep, run_step
+from airflow_provider_dpone.protocol.ddl_step import DdlStep, commit_permitted, new_permit, run_step
 from airflow_provider_dpone.protocol.member_mutation import load_identity, load_once
 from airflow_provider_dpone.protocol.observe import is_exact, observe_candidate
 from airflow_provider_dpone.protocol.quality_evidence import FAILED as QUALITY_FAILED
@@ -65,17 +67,17 @@ def stage_replicated(ctx: Context, held: Held) -> Held:
     """Drive the shared candidate to READY and CAS STAGED, or stop with a stable code (a retry resumes)."""
     for _ in range(ctx.settings.max_member_steps):
         candidate = _candidate(held.record)
-        if candidate.stage is MemberStage.INTENDED:
-            held = _create(ctx, held)
-        elif candidate.drop is not None:
-            held = _drop(ctx, held)
-        else:
-            converged = _converge(ctx, held)
-            if converged is not None:
-                return converged
-            if candidate.rebuilds >= MAX_REBUILDS:
-                raise ctx.fail_closed(held, "DPONE_CLICKHOUSE_CLUSTER_STAGING_REBUILD_LIMIT", "replicated candidate")
-            held = _drop(ctx, held)
+        if candidate.stage is not MemberStage.INTENDED:
+            if candidate.drop is None:
+                converged = _converge(ctx, held)
+                if converged is not None:
+                    return converged
+                if candidate.rebuilds >= MAX_REBUILDS:
+                    raise ctx.fail_closed(
+                        held, "DPONE_CLICKHOUSE_CLUSTER_STAGING_REBUILD_LIMIT", "replicated candidate"
+                    )
+            held = _drop(ctx, held)  # completes with a fresh intent and its create permit, dispatched right below
+        held = _create(ctx, held)  # never leaves a permit of this attempt undispatched at the end of a step
     raise DponeError("DPONE_CLICKHOUSE_CLUSTER_MEMBER_OUTCOME_UNKNOWN", "replicated candidate did not settle")
 
 
@@ -104,16 +106,9 @@ def _create(ctx: Context, held: Held) -> Held:
 
 
 def create_step(ctx: Context, record: AuthorityRecord) -> DdlStep:
-    intent = CreateReplicatedTable(
-        cluster=ctx.request.cluster,
-        database=ctx.request.database,
-        table=ctx.request.candidate_name,
-        uuid=_candidate(record).uuid_intent,
-        spec=ctx.request.table,
-    )
     return DdlStep(
         what="candidate create",
-        intent=intent,
+        intent=_create_intent(ctx, _candidate(record).uuid_intent),
         phase=Phase.STAGING,
         dispatched_from=Phase.STAGING,
         slot=lambda record: _candidate(record).create,
@@ -122,6 +117,37 @@ def create_step(ctx: Context, record: AuthorityRecord) -> DdlStep:
         foreign_code=FOREIGN,
         finish=_bind_created,
     )
+
+
+def _create_intent(ctx: Context, uuid: str) -> CreateReplicatedTable:
+    return CreateReplicatedTable(
+        cluster=ctx.request.cluster,
+        database=ctx.request.database,
+        table=ctx.request.candidate_name,
+        uuid=uuid,
+        spec=ctx.request.table,
+    )
+
+
+def intend(
+    ctx: Context, record: AuthorityRecord, *, names_free: bool, previous: ReplicatedCandidate | None = None
+) -> tuple[ReplicatedCandidate, DdlBinding | None]:
+    """A fresh candidate UUID intent (after ``previous``: its owned UUIDs kept, rebuilds + 1) for the caller's CAS.
+
+    With ``names_free`` (the caller observed the candidate name free on every replica: the create step's barrier),
+    the permit of its ON CLUSTER CREATE rides on the same CAS (:func:`ddl_step.commit_permitted`): the intent must be
+    durable before the CREATE anyway, and a permit alone in its own CAS would follow it at once. The states a crash
+    can leave are those of the two writes apart, minus the one between them: without the CAS nothing is intended
+    (the same attempt starts over); with it, the permit is bound and its dispatch unproven until observed, exactly
+    as after a separate permit CAS (``DISPATCH_UNPROVEN`` after the quiet period, released only by the void)."""
+    uuid = ctx.ports.entropy.uuid()
+    owned = (uuid,) if previous is None else (*previous.owned_uuids, uuid)
+    rebuilds = 0 if previous is None else previous.rebuilds + 1
+    candidate = ReplicatedCandidate(stage=MemberStage.INTENDED, uuid_intent=uuid, owned_uuids=owned, rebuilds=rebuilds)
+    if not names_free:
+        return candidate, None
+    binding = new_permit(ctx, record, _create_intent(ctx, uuid))
+    return candidate.model_copy(update={"create": binding}), binding
 
 
 def bound_staging_step(ctx: Context, record: AuthorityRecord) -> DdlStep | None:
@@ -283,16 +309,10 @@ def drop_step(ctx: Context) -> DdlStep:
 
 
 def _intend_again(ctx: Context, held: Held, binding: DdlBinding) -> Held:
-    """The old candidate is gone from every replica: persist a fresh intent (rebuilds + 1) before any new CREATE."""
+    """The old candidate is gone from every replica: persist a fresh intent (rebuilds + 1) before any new CREATE,
+    with the new CREATE's permit (the drop's reconciliation just observed the name free on every replica)."""
     del binding  # the drop's entry needs no record: the next intent replaces the whole candidate state
     record = held.record
-    old = _candidate(record)
-    intent = ctx.ports.entropy.uuid()
-    fresh = ReplicatedCandidate(
-        stage=MemberStage.INTENDED,
-        uuid_intent=intent,
-        owned_uuids=(*old.owned_uuids, intent),
-        rebuilds=old.rebuilds + 1,
-    )
+    fresh, permit = intend(ctx, record, names_free=True, previous=_candidate(record))
     members = tuple(member.model_copy(update={"candidate_uuid": None}) for member in record.members)
-    return ctx.commit(held, phase=Phase.STAGING, candidate=fresh, members=members)
+    return commit_permitted(ctx, held, permit, phase=Phase.STAGING, candidate=fresh, members=members)

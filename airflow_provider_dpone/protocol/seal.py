@@ -8,7 +8,10 @@ and content) or absent on every member; anything mixed blocks without mutating. 
 the empty artifact's digests identify it like any other.
 
 The same CAS persists the first candidate UUID intent (one per member in external mode, the one shared intent of the
-replicated candidate in internal mode), so no CREATE can ever precede its intent.
+replicated candidate in internal mode), so no CREATE can ever precede its intent. The candidate name is observed on
+every member alongside the baseline, before that CAS: staging starts from that observation, and in internal mode,
+when the name is free on every replica (the create step's barrier), the CAS also carries the permit of the ON
+CLUSTER CREATE, which the stage then dispatches (:mod:`replicated_staging`).
 
 An existing target must have the mode's engine class, except that a record which succeeded a terminal record of the
 *other* mode (a mode migration, ``previous_schema``) adopts a target of that mode's engine: that is the physical
@@ -26,12 +29,8 @@ from airflow_provider_dpone.contracts.authority_external import (
     ExternalAuthorityRecord,
     MemberRecord,
 )
-from airflow_provider_dpone.contracts.authority_generation import MemberGeneration, PublishedMember
-from airflow_provider_dpone.contracts.authority_internal import (
-    INTERNAL_SCHEMA_V1,
-    INTERNAL_SCHEMA_V2,
-    ReplicatedCandidate,
-)
+from airflow_provider_dpone.contracts.authority_generation import DdlBinding, MemberGeneration, PublishedMember
+from airflow_provider_dpone.contracts.authority_internal import INTERNAL_SCHEMA_V1, INTERNAL_SCHEMA_V2
 from airflow_provider_dpone.contracts.authority_phases import MemberStage, Phase
 from airflow_provider_dpone.contracts.clickhouse_engines import EngineClass, classify_engine
 from airflow_provider_dpone.contracts.column_profile import COLUMN_TYPE_UNSUPPORTED, unsupported_columns
@@ -40,8 +39,10 @@ from airflow_provider_dpone.contracts.identities import generation_id
 from airflow_provider_dpone.contracts.receipts import CURRENT_CONTENT_DIGEST, ArtifactReceipt
 from airflow_provider_dpone.ports.publication import ArtifactSource, TableObservation
 from airflow_provider_dpone.protocol.authority_io import Held
-from airflow_provider_dpone.protocol.context import Context
-from airflow_provider_dpone.protocol.observe import observe_baseline_target
+from airflow_provider_dpone.protocol.context import Context, alongside
+from airflow_provider_dpone.protocol.ddl_step import commit_permitted
+from airflow_provider_dpone.protocol.observe import observe_baseline_target, observe_candidate
+from airflow_provider_dpone.protocol.replicated_staging import intend
 from airflow_provider_dpone.protocol.request import MODE_ENGINE_CLASS
 
 UNSUPPORTED = "DPONE_CLICKHOUSE_CLUSTER_ARTIFACT_UNSUPPORTED"
@@ -49,8 +50,11 @@ DIVERGENT = "DPONE_CLICKHOUSE_CLUSTER_TARGET_DIVERGENT"
 _INTERNAL_SCHEMAS = frozenset({INTERNAL_SCHEMA_V1, INTERNAL_SCHEMA_V2})
 
 
-def bind_artifact_and_baseline(ctx: Context, held: Held, source: ArtifactSource) -> Held:
-    """Observe the baseline, seal (or fail and abort), and CAS STAGING with the first candidate intent.
+def bind_artifact_and_baseline(
+    ctx: Context, held: Held, source: ArtifactSource
+) -> tuple[Held, Mapping[str, TableObservation]]:
+    """Observe the baseline, seal (or fail and abort), and CAS STAGING with the first candidate intent; with it, each
+    member's candidate name as observed just before that CAS (staging starts from it instead of reading again).
 
     A column type outside the encoder profile aborts, and an existing target that cannot be adopted blocks, before
     the source is extracted."""
@@ -60,19 +64,27 @@ def bind_artifact_and_baseline(ctx: Context, held: Held, source: ArtifactSource)
     record = held.record
     # the existing target first: a divergent one or one of the wrong engine blocks before any source I/O
     engines = adoptable_engines(ctx, record.previous_schema)
-    observations = observe_baseline(ctx, record.member_ids(), engines, record.predecessor)
+    ids = ctx.open_sessions(record.member_ids())
+    observations, candidates = alongside(
+        lambda: observe_baseline(ctx, ids, engines, record.predecessor),
+        lambda: ctx.each_member(lambda member_id: observe_candidate(ctx, member_id), ids),
+        ctx.settings.member_parallelism,
+    )
     receipt = source.seal()
     problem = unsupported_reason(ctx, receipt)
     if problem is not None:
         _abort(ctx, held, UNSUPPORTED, problem)
     present = any(obs.exists for obs in observations.values())
-    changes = (
-        _internal_staging(ctx, record, observations)
-        if ctx.request.internal
-        else _external_staging(ctx, record, observations)
-    )
-    return ctx.commit(
+    permit = None
+    if ctx.request.internal:
+        names_free = not any(obs.exists for obs in candidates.values())
+        changes, permit = _internal_staging(ctx, record, observations, names_free=names_free)
+    else:
+        changes = _external_staging(ctx, record, observations)
+    staged = commit_permitted(
+        ctx,
         held,
+        permit,
         phase=Phase.STAGING,
         artifact=receipt,
         schema_digest=receipt.schema_digest,
@@ -85,6 +97,7 @@ def bind_artifact_and_baseline(ctx: Context, held: Held, source: ArtifactSource)
         baseline="existing" if present else "absent",
         **changes,
     )
+    return staged, candidates
 
 
 def _abort(ctx: Context, held: Held, code: str, problem: str) -> NoReturn:
@@ -181,13 +194,13 @@ def _external_staging(
 
 
 def _internal_staging(
-    ctx: Context, record: AuthorityRecord, observations: Mapping[str, TableObservation]
-) -> dict[str, object]:
-    """The one shared candidate UUID intent; every replica records its own baseline."""
-    intent = ctx.ports.entropy.uuid()
+    ctx: Context, record: AuthorityRecord, observations: Mapping[str, TableObservation], *, names_free: bool
+) -> tuple[dict[str, object], DdlBinding | None]:
+    """The one shared candidate UUID intent, with the permit of its ON CLUSTER CREATE when the candidate name was
+    observed free on every replica (:func:`replicated_staging.intend`); every replica records its own baseline."""
     members = tuple(
         MemberGeneration.model_validate(_baseline(member_id, observations[member_id]))
         for member_id in record.member_ids()
     )
-    candidate = ReplicatedCandidate(stage=MemberStage.INTENDED, uuid_intent=intent, owned_uuids=(intent,))
-    return {"members": members, "candidate": candidate}
+    candidate, permit = intend(ctx, record, names_free=names_free)
+    return {"members": members, "candidate": candidate}, permit

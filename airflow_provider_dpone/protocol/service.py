@@ -30,26 +30,29 @@ and PREPARED before the publication DDL, and settled (:mod:`quality_replay`) by 
 operation committed: publish completes it, cleanup starts only after it is COMPLETE, and replays validate it.
 
 Every entry point starts the same way, whatever happened before: live runtime admission (inventory drift fences)
-and a fresh read of the authority (concurrent reads; both answer before anything is decided). The authority record alone decides what to resume; results returned to Airflow
-are for humans and pollers, never trusted by a later task. Each entry point is idempotent: calling it again after
+and a fresh read of the authority (concurrent reads; both answer before anything is decided), once per task (the
+stage task takes them before describing the source, :func:`bound_columns`, and its stage call starts from them).
+The authority record alone decides what to resume; results returned to Airflow are for humans and pollers, never
+trusted by a later task. Each entry point is idempotent: calling it again after
 success returns the same outcome without mutating anything.
 """
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Literal
 
 from airflow_provider_dpone.contracts.authority_codec import AuthorityRecord
 from airflow_provider_dpone.contracts.authority_external import ExternalAuthorityRecord
 from airflow_provider_dpone.contracts.authority_phases import MemberStage, Phase
 from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.contracts.inventory import AdmittedInventory
 from airflow_provider_dpone.contracts.receipts_publication import build_receipt
 from airflow_provider_dpone.ports.publication import ArtifactSource
 from airflow_provider_dpone.protocol.abort import abort_before_publication
 from airflow_provider_dpone.protocol.authority_io import Current, Held, read_current
 from airflow_provider_dpone.protocol.cleanup import clean_up
-from airflow_provider_dpone.protocol.context import Context, ProtocolSettings, PublicationPorts
+from airflow_provider_dpone.protocol.context import Context, ProtocolSettings, PublicationPorts, alongside
 from airflow_provider_dpone.protocol.ddl_step import StepProgress
 from airflow_provider_dpone.protocol.fence import lock_or_resume, require_own
 from airflow_provider_dpone.protocol.publication import publish
@@ -80,15 +83,46 @@ from airflow_provider_dpone.protocol.void_permit import void_permit
 _NOT_YET_PUBLISHED = frozenset({Phase.LOCKED, Phase.STAGING, Phase.STAGED})
 
 
+@dataclass(frozen=True)
+class Begun:
+    """How an entry point starts: the live runtime admission and the authority record as read (both at once, both
+    answered before anything is decided). Taken by :func:`bound_columns` for the stage task, and handed to the
+    stage entry point of the same task, so that the task admits and reads once."""
+
+    request: PublicationRequest
+    inventory: AdmittedInventory
+    current: Current | None
+
+
+def begin(ports: PublicationPorts, request: PublicationRequest, settings: ProtocolSettings) -> Begun:
+    """Runtime admission and the authority read, two independent reads: concurrently when members' work may run
+    concurrently (``member_parallelism`` > 1). An admission failure is raised first, as in order."""
+    parallelism = settings.member_parallelism
+    inventory, current = alongside(
+        lambda: admit_runtime(ports.catalog, request, parallelism=parallelism),
+        lambda: read_current(ports.authority, request.target_key),
+        parallelism,
+    )
+    return Begun(request, inventory, current)
+
+
 class PublicationService:
     """The full refresh of one target, for one scheduler invocation, in the request's replication mode."""
 
     def __init__(
-        self, ports: PublicationPorts, request: PublicationRequest, settings: ProtocolSettings | None = None
+        self,
+        ports: PublicationPorts,
+        request: PublicationRequest,
+        settings: ProtocolSettings | None = None,
+        *,
+        begun: Begun | None = None,
     ) -> None:
         self.ports = ports
         self.request = request
         self.settings = settings or ProtocolSettings()
+        if begun is not None and begun.request.model_copy(update={"table": request.table}) != request:
+            raise ValueError("the admission handed on was taken for another request")
+        self._begun = begun
 
     # --- entry points ---------------------------------------------------------------------------------------------
 
@@ -109,10 +143,11 @@ class PublicationService:
         """Seal and bind the artifact (only while none is bound), then stage every member to READY and CAS STAGED."""
         ctx, current = self._begin()
         held = require_own(ctx, current)
+        names = None
         if held.record.phase is Phase.LOCKED:
-            held = bind_artifact_and_baseline(ctx, held, source)
+            held, names = bind_artifact_and_baseline(ctx, held, source)
         if held.record.phase is Phase.STAGING:
-            held = stage_replicated(ctx, held) if self.request.internal else stage_all(ctx, held)
+            held = stage_replicated(ctx, held) if self.request.internal else stage_all(ctx, held, names)
         if self.request.quality is not None and held.record.phase is Phase.STAGED:
             require_capsule(ctx, held.record)  # a retry of a stage whose gates failed fails the same way
         record = held.record
@@ -182,20 +217,12 @@ class PublicationService:
     # --- phases ---------------------------------------------------------------------------------------------------
 
     def _begin(self) -> tuple[Context, Current | None]:
-        """Runtime admission and the authority read, two independent reads: concurrently when members' work may run
-        concurrently (``member_parallelism`` > 1). Nothing is decided before both have answered, and an admission
-        failure is raised first, as in order."""
-        parallelism = self.settings.member_parallelism
-        target_key = self.request.target_key
-        if parallelism > 1:
-            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="dpone-authority") as pool:
-                reading = pool.submit(read_current, self.ports.authority, target_key)
-                inventory = admit_runtime(self.ports.catalog, self.request, parallelism=parallelism)
-            current = reading.result()
-        else:
-            inventory = admit_runtime(self.ports.catalog, self.request)
-            current = read_current(self.ports.authority, target_key)
-        return Context(self.ports, self.request, inventory, self.settings), current
+        """The entry point's :func:`begin`: the one handed on by the task for its first entry point call (taken
+        moments before in the same task, see :func:`bound_columns`), else a fresh one."""
+        begun, self._begun = self._begun, None
+        if begun is None:
+            begun = begin(self.ports, self.request, self.settings)
+        return Context(self.ports, self.request, begun.inventory, self.settings), begun.current
 
     def _publication(self, *, allow_dispatch: bool) -> PublishResult:
         ctx, current = self._begin()
@@ -228,31 +255,35 @@ class PublicationService:
         return Completed(build_receipt(held.record, held.version), phase_before=phase.value)
 
 
-def bound_columns(ports: PublicationPorts, request: PublicationRequest) -> tuple[tuple[str, str], ...] | None:
+def bound_columns(
+    ports: PublicationPorts, request: PublicationRequest, settings: ProtocolSettings | None = None
+) -> tuple[tuple[tuple[str, str], ...] | None, Begun]:
     """The typed columns of the artifact this operation bound, which define the stage request's table: a retry
-    recreates candidates exactly as bound even if the source changed meanwhile.
+    recreates candidates exactly as bound even if the source changed meanwhile. ``None`` when none is bound yet.
 
-    ``None`` when none is bound yet, and only after live runtime admission passed: a mode that does not match the
-    cluster's ``internal_replication`` flag fails before the caller touches the source to describe it. ``request``
-    may carry any table (only its identities are used). An unreadable record counts as none here: the stage entry
-    point that follows reads it again and fails with its code.
+    Taken with the stage entry point's own start (:func:`begin`: live runtime admission, so a mode that does not
+    match the cluster's ``internal_replication`` flag fails before the caller touches the source to describe it,
+    and the authority read), which is returned for the task to hand to its stage call
+    (``publication_service(..., begun=...)``): the task admits once. ``request`` may carry any table (only its
+    identities are used).
     """
-    try:
-        current = read_current(ports.authority, request.target_key)
-    except DponeError:
-        current = None
-    record = None if current is None else current.record
+    begun = begin(ports, request, settings or ProtocolSettings())
+    record = None if begun.current is None else begun.current.record
     if record is not None and record.operation_id == request.operation_id and record.artifact is not None:
-        return record.artifact.schema_pairs
-    admit_runtime(ports.catalog, request)
-    return None
+        return record.artifact.schema_pairs, begun
+    return None, begun
 
 
 def publication_service(
-    ports: PublicationPorts, request: PublicationRequest, settings: ProtocolSettings | None = None
+    ports: PublicationPorts,
+    request: PublicationRequest,
+    settings: ProtocolSettings | None = None,
+    *,
+    begun: Begun | None = None,
 ) -> PublicationService:
-    """The service every publication operator builds per task try (both modes; see the module docstring)."""
-    return PublicationService(ports, request, settings)
+    """The service every publication operator builds per task try (both modes; see the module docstring);
+    ``begun``: the task's admission and read already taken for this request (:func:`bound_columns`)."""
+    return PublicationService(ports, request, settings, begun=begun)
 
 
 def _ready(record: AuthorityRecord) -> int:

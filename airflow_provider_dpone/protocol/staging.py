@@ -16,16 +16,18 @@ Each member converges by repeated *observe, then at most one mutation* steps, in
 A lost response is resolved by the next step's observation; a process death by the next attempt's observation.
 
 Members are staged in three passes so the slow work runs concurrently while the authority writes stay serialized in
-member order: (1) every member's candidate is observed, and created when intended and absent, concurrently; then,
-in member order, each member is driven from that observation up to a fresh candidate, and one CAS binds every fresh
-candidate (CREATED) before any load; (2) those loads, each followed by its candidate's content observation, run
-concurrently (:meth:`Context.each_member`); (3) in member order, each member resumes from that observation (READY, or
+member order: (1) every member's candidate is observed (before the STAGING CAS, when this invocation wrote it), and
+created when intended and absent, concurrently; then, in member order, each member is driven from that observation up
+to a fresh candidate, and one CAS binds every fresh candidate (CREATED) before any load; (2) those loads, each
+followed by its candidate's content observation, run concurrently (:meth:`Context.each_member`); (3) in member order, each member resumes from that observation (READY, or
 rebuild as above), and the READY of every verified member rides on the STAGED CAS. A process death between the
 creates and the binding CAS leaves candidates under their intended UUIDs, which the next attempt observes fresh and
 binds; one between the loads and the STAGED CAS leaves bound candidates, which it observes with their content.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from airflow_provider_dpone.contracts.authority_external import (
     MAX_REBUILDS_PER_MEMBER,
@@ -42,12 +44,19 @@ from airflow_provider_dpone.protocol.member_mutation import load_once, mutate_on
 from airflow_provider_dpone.protocol.observe import is_exact, observe_candidate
 
 
-def stage_all(ctx: Context, held: Held) -> Held:
+def stage_all(ctx: Context, held: Held, names: Mapping[str, TableObservation] | None = None) -> Held:
     """Stage every member to READY, then CAS STAGED: one CAS binds every freshly created candidate, and the READY of
-    every member whose load was verified rides on the STAGED CAS."""
+    every member whose load was verified rides on the STAGED CAS.
+
+    ``names``: each member's candidate name as observed just before this invocation's STAGING CAS (which wrote every
+    intent): the first step starts from it instead of reading again. Only a UUID absent then, or foreign (an intent
+    is new in that CAS), can be there; anything that appears since makes the CREATE fail, and the next attempt
+    observes it."""
     member_ids = held.record.member_ids()
-    start = held
-    seen = ctx.each_member(lambda member_id: _create_and_observe(ctx, start, member_id), member_ids)
+    start, known = held, names or {}
+    seen = ctx.each_member(
+        lambda member_id: _create_and_observe(ctx, start, member_id, known.get(member_id)), member_ids
+    )
     fresh: list[MemberRecord] = []
     for member_id in member_ids:
         held, created = stage_member(ctx, held, member_id, first=seen[member_id], defer_created=True)
@@ -191,18 +200,23 @@ def _drop_stale(ctx: Context, member_id: str, obs: TableObservation) -> None:
     mutate_once(member_id, "drop", lambda: session.drop_table(ctx.request.database, ctx.request.candidate_name, stale))
 
 
-def _create_and_observe(ctx: Context, held: Held, member_id: str) -> TableObservation | None:
-    """A member's first step, concurrently with the others': its candidate observed (with content once bound), and
-    an intended candidate that is absent created and observed again. ``None`` for a READY member. Everything else
-    is decided in member order from this observation."""
+def _create_and_observe(
+    ctx: Context, held: Held, member_id: str, seen: TableObservation | None
+) -> TableObservation | None:
+    """A member's first step, concurrently with the others': its candidate observed (with content once bound; or
+    ``seen`` before the STAGING CAS, see :func:`stage_all`), and an intended candidate that is absent created and
+    observed again (with its parts: a table without parts is empty, so its count is not read). ``None`` for a READY
+    member. Everything else is decided in member order from this observation."""
     member = _external(held).member(member_id)
     if member.stage is MemberStage.READY:
         return None
     artifact = _artifact(held)
-    obs = observe_candidate(ctx, member_id, artifact=artifact, with_content=member.stage is MemberStage.CREATED)
+    obs = seen
+    if obs is None:
+        obs = observe_candidate(ctx, member_id, artifact=artifact, with_content=member.stage is MemberStage.CREATED)
     if member.stage is MemberStage.INTENDED and not obs.exists:
         _create(ctx, member)
-        obs = observe_candidate(ctx, member_id, artifact=artifact)
+        obs = observe_candidate(ctx, member_id, artifact=artifact, with_parts=True)
     return obs
 
 

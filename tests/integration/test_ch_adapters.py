@@ -46,6 +46,13 @@ def store(tmp_path: Path) -> ObjectStorageArtifactStore:
     return ObjectStorageArtifactStore(ObjectStoragePath(f"file://{tmp_path}/artifacts"))
 
 
+def seal_query(coordinator: Endpoint, store: ObjectStorageArtifactStore) -> Any:
+    """The receipt of :data:`QUERY` extracted from (and digested on) ``coordinator`` into ``store``."""
+    return QueryArtifactSource(
+        source=coordinator, query=QUERY, columns=COLUMNS, store=store, reference=coordinator, max_source_bytes=1 << 24
+    ).seal()
+
+
 def count_rows(embedded_cluster: Any, target: Any, database: str, table: str) -> int:
     client = embedded_cluster.client(target)
     try:
@@ -108,14 +115,7 @@ def test_the_guard_refuses_a_second_load_with_the_same_query_id(
     guard = MutationGuard()
     session = ClickHouseMemberSession(member, "m0000000000000001", guard=guard)
     try:
-        receipt = QueryArtifactSource(
-            source=coordinator,
-            query=QUERY,
-            columns=COLUMNS,
-            store=store,
-            reference=coordinator,
-            max_source_bytes=1 << 24,
-        ).seal()
+        receipt = seal_query(coordinator, store)
         value = str(uuid.uuid4())
         session.create_table(fresh_database, "cand", value, SPEC)
         query_id = f"dpone-load-{uuid.uuid4().hex}"
@@ -219,14 +219,7 @@ def test_adoption_of_a_native_file_seals_the_same_receipt_as_extraction(
 ) -> None:
     coordinator = Endpoint.of(connection_to(embedded_cluster, "coordinator"))
     try:
-        extracted = QueryArtifactSource(
-            source=coordinator,
-            query=QUERY,
-            columns=COLUMNS,
-            store=store,
-            reference=coordinator,
-            max_source_bytes=1 << 24,
-        ).seal()
+        extracted = seal_query(coordinator, store)
         data = native_bytes(embedded_cluster)
         adopted = FileArtifactSource(
             opener=lambda: io.BytesIO(data),
@@ -406,3 +399,57 @@ def test_clients_of_one_adapter_set_connect_once_per_server(embedded_cluster: An
         clients.PinnedPoolManager.urlopen = original  # type: ignore[method-assign]
         for client in opened:
             close_client(client)
+
+
+def test_an_observation_with_parts_of_an_empty_table_reads_no_count(
+    embedded_cluster: Any, fresh_database: str, store: ObjectStorageArtifactStore
+) -> None:
+    """A MergeTree table without active parts is empty: its observation with parts is one request (no count or
+    digest read), and says 0 rows and the empty artifact's content digest; once a part exists the count is read, and
+    the observation says what ``count()`` says."""
+    member = Endpoint.of(connection_to(embedded_cluster, "member1"))
+    session = ClickHouseMemberSession(member, "m0000000000000001", guard=MutationGuard())
+    coordinator = Endpoint.of(connection_to(embedded_cluster, "coordinator"))
+    statements: list[str] = []
+    reader = member.reader()
+    query = reader.query
+
+    def counted(statement: str, *args: Any, **kwargs: Any) -> Any:
+        statements.append(statement)
+        return query(statement, *args, **kwargs)
+
+    reader.query = counted
+    try:
+        value = str(uuid.uuid4())
+        session.create_table(fresh_database, "cand", value, SPEC)
+        empty = session.observe_table(fresh_database, "cand", with_content=False, with_parts=True)
+        assert (empty.exists, empty.uuid, empty.engine, empty.row_count) == (True, value, "MergeTree", 0)
+        assert empty.columns == COLUMNS and empty.parts_digest is not None and len(statements) == 1
+        digested = session.observe_table(fresh_database, "cand", with_content=True)  # parts read with the content
+        assert (digested.row_count, digested.parts_digest) == (0, empty.parts_digest) and len(statements) == 2
+        nothing = QueryArtifactSource(
+            source=coordinator,
+            query=f"{QUERY} LIMIT 0",
+            columns=COLUMNS,
+            store=store,
+            reference=coordinator,
+            max_source_bytes=1 << 24,
+        ).seal()
+        assert digested.content_digest == nothing.content_digest
+        receipt = seal_query(coordinator, store)
+        session.load(
+            fresh_database,
+            "cand",
+            value,
+            store.open(receipt),
+            query_id=f"dpone-load-{uuid.uuid4().hex}",
+            dedup_token="t",
+        )
+        statements.clear()
+        loaded = session.observe_table(fresh_database, "cand", with_content=False, with_parts=True)
+        assert loaded.row_count == count_rows(embedded_cluster, "member1", fresh_database, "cand") == 10_000
+        assert loaded.parts_digest != empty.parts_digest and len(statements) == 2
+    finally:
+        reader.query = query
+        coordinator.close()
+        member.close()

@@ -57,6 +57,8 @@ def test_full_run_completes_and_every_member_holds_the_generation(
     assert outcome.succeeded, outcome.states
     assert outcome.tries == {"fence": 1, "stage": 1, "publish": 1, "cleanup": 1}
     assert (deployment.environments, deployment.table_calls) == (4, 1), "only staging reads the source's schema"
+    calls = deployment.world.calls  # each task admits and reads the authority once (stage: before its schema read)
+    assert (calls["catalog.inventory"], calls["authority.read"]) == (4, 4), calls
     expected = sorted(ROWS, key=repr)
     assert deployment.content("target_table") == [expected, expected]
     receipt = outcome.xcom["cleanup"]

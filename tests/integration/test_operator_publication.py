@@ -259,3 +259,28 @@ def test_the_void_permit_operator_refuses_a_negative_skew_margin_when_the_dag_is
         DponeVoidPermitOperator(
             task_id="v", manifest=str(MANIFEST), target_dag_id="d", target_run_id="r", skew_margin_seconds=-1
         )
+
+
+def test_a_task_environment_looks_its_coordinator_connection_up_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each lookup is a round trip to Airflow (and its secrets backend): the adapters, the protocol settings and the
+    member connections of one task try share one resolution."""
+    from airflow.sdk import Connection
+
+    from airflow_provider_dpone.hooks.clickhouse import DponeClickHouseHook
+
+    manifest = read_manifest(MANIFEST)
+    conn_id = manifest.sink.connection_id
+    looked_up: list[str] = []
+    connection = Connection(conn_id=conn_id, conn_type="dpone_clickhouse", host="coordinator.invalid", port=8123)
+
+    def lookup(cls: type, requested: str) -> Connection:
+        looked_up.append(requested)
+        return connection
+
+    monkeypatch.setattr(DponeClickHouseHook, "get_connection", classmethod(lookup))
+    environment = hook_environment(manifest, conn_id, ddl_task_timeout_seconds=30)
+    try:
+        assert environment.settings.send_timeout_ms > 0 and environment.member_connections is not None
+        assert looked_up == [conn_id]
+    finally:
+        environment.close()

@@ -59,5 +59,6 @@ def test_internal_mutations_do_not_grow_with_members(members: int) -> None:
     assert calls["ddl.dispatch"] == 3  # create, exchange, cleanup drop
     assert calls["member.sync_replica"] == members and calls["member.replica_status"] == members
     assert calls["authority.create"] == 1
-    # STAGING, create permit, CREATED, STAGED (with READY), publication permit, COMMITTED, cleanup permit, COMPLETED
-    assert calls["authority.cas"] == 8
+    # STAGING (with the create permit), CREATED, STAGED (with READY), publication permit, COMMITTED, cleanup permit,
+    # COMPLETED
+    assert calls["authority.cas"] == 7
