@@ -194,6 +194,7 @@ def test_member_load_settings() -> None:
         "async_insert": 0,
         "input_format_skip_unknown_fields": 0,
         "input_format_native_allow_types_conversion": 0,
+        "min_insert_block_size_rows": 0,
     }
 
 

@@ -244,7 +244,7 @@ class FakeWorld:
         self.replicated_logs: dict[str, ReplicatedLog] = {}
         self.insert_block_rows = 2
         self.part_rows = 1 << 20
-        """Rows per part a plain MergeTree INSERT writes (the server's ``max_insert_block_size``)."""
+        """Rows per part a plain MergeTree INSERT writes (a stand-in: a load squashes by bytes, about 256 MiB)."""
         self.dedup_window = 100
         self.members: list[FakeMember] = []
         for replica in range(1, members + 1):

@@ -128,6 +128,48 @@ def test_the_guard_refuses_a_second_load_with_the_same_query_id(
         member.close()
 
 
+def test_a_load_of_more_than_a_million_rows_lands_in_one_part(
+    embedded_cluster: Any, fresh_database: str, store: ObjectStorageArtifactStore
+) -> None:
+    """The server squashes a load by bytes only: 1.2M narrow rows (many Native blocks, about 12 MB) become one part,
+    where the default row threshold (about 1M rows) would cut two, and a second part is what a merge replaces."""
+    coordinator = Endpoint.of(connection_to(embedded_cluster, "coordinator"))
+    member = Endpoint.of(connection_to(embedded_cluster, "member1"))
+    session = ClickHouseMemberSession(member, "m0000000000000001", guard=MutationGuard())
+    query = "SELECT number AS id, toString(number % 10) AS name FROM numbers(1200000)"
+    try:
+        receipt = QueryArtifactSource(
+            source=coordinator,
+            query=query,
+            columns=COLUMNS,
+            store=store,
+            reference=coordinator,
+            max_source_bytes=1 << 25,
+        ).seal()
+        value = str(uuid.uuid4())
+        session.create_table(fresh_database, "cand", value, SPEC)
+        session.load(
+            fresh_database,
+            "cand",
+            value,
+            store.open(receipt),
+            query_id=f"dpone-load-{uuid.uuid4().hex}",
+            dedup_token="t",
+        )
+        client = embedded_cluster.client("member1")
+        try:
+            parts = client.query(
+                "SELECT count(), sum(rows) FROM system.parts WHERE database = {d:String} AND table = 'cand' AND active",
+                parameters={"d": fresh_database},
+            ).result_rows
+        finally:
+            client.close()
+        assert parts == [(1, 1_200_000)]
+    finally:
+        coordinator.close()
+        member.close()
+
+
 def test_a_load_whose_artifact_fails_verification_while_streaming_is_invalid_and_never_complete(
     embedded_cluster: Any, fresh_database: str, store: ObjectStorageArtifactStore, tmp_path: Path
 ) -> None:

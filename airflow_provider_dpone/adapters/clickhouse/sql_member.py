@@ -10,9 +10,9 @@ Every statement here runs on one member's direct connection, never ``ON CLUSTER`
 * **create** -- ``CREATE TABLE ... UUID '<intent>'`` with the exact column list, engine and ``ORDER BY``. Never
   ``IF NOT EXISTS`` (a taken name must be refused, not silently kept) and never ``OR REPLACE``;
 * **load** -- one ``INSERT INTO ... (columns) FORMAT Native`` whose body is the artifact's bytes, with a deterministic
-  ``query_id`` and ``insert_deduplication_token``, ``async_insert = 0``, and the strict Native input settings: a
+  ``query_id`` and ``insert_deduplication_token``, ``async_insert = 0``, the strict Native input settings (a
   column the table lacks, a declared column the bytes lack, or a type that differs is an error, never a silent
-  conversion or default;
+  conversion or default), and squashing by bytes only (few parts, so few merges before the barrier);
 * **drop** -- ``DROP TABLE ... SYNC`` after the UUID probe showed the exact UUID. The UUID is carried in
   ``log_comment`` so the statement (and its one-shot guard key) names the physical table it is meant for.
 """
@@ -147,14 +147,22 @@ def load_statement(database: str, table: str, columns: Sequence[str]) -> str:
     return f"INSERT INTO {load_target(database, table)} ({names}) FORMAT Native"
 
 
+LOAD_SQUASHING: Final[dict[str, str | int]] = {"min_insert_block_size_rows": 0}
+"""The server squashes a load's blocks by bytes only (``min_insert_block_size_bytes``, 256 MiB by default), not
+also at about 1M rows: a large artifact lands in a few parts instead of one per million rows, so background merges,
+each of which makes the barrier read its new part again, rarely start before publication. A part's memory stays
+bounded by the same byte threshold that already bounds wide rows."""
+
+
 def load_settings(*, query_id: str, dedup_token: str) -> dict[str, str | int]:
-    """Request settings of one load: deterministic ids, synchronous insert, strict Native input."""
+    """Request settings of one load: deterministic ids, synchronous insert, strict Native input, squashed by bytes."""
     return {
         "query_id": query_id,
         "insert_deduplication_token": dedup_token,
         "insert_deduplicate": 1,
         "async_insert": 0,
         **STRICT_NATIVE_INPUT,
+        **LOAD_SQUASHING,
     }
 
 
