@@ -17,6 +17,7 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 
+from airflow_provider_dpone.adapters.postgres.target import COPY_BATCH_ROWS
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.contracts.native_arrow_chunk import rows_table
 from airflow_provider_dpone.contracts.native_schema import NativeColumn
@@ -210,6 +211,19 @@ def test_a_sealed_chunk_whose_stored_rows_changed_is_verified_as_stored(harness:
     harness.tamper(plan_of(harness, inv), 0, action)
     observed = harness.target.verify_chunk(inv, evidence(0, rows))
     assert observed.rows == (8 if action == "drop_one" else 10) and observed != evidence(0, rows)
+
+
+def test_a_chunk_of_several_copy_batches_loads_verifies_and_publishes_exactly(harness: TargetHarness) -> None:
+    """A sealed chunk larger than one COPY batch (PostgreSQL feeds its COPY in batches) is stored whole, in order."""
+    inv, plan = full(), plan_of(harness, full())
+    rows = rows_for(2 * COPY_BATCH_ROWS + 5)
+    harness.target.prepare(inv)
+    harness.target.load_chunk(inv, 0, sealed_chunk(inv, 0, rows))
+    assert harness.target.verify_chunk(inv, evidence(0, rows)) == evidence(0, rows)
+    assert digest_of(plan, harness.staged_rows(plan, 0)) == digest_of(plan, rows)
+    receipt = harness.target.publish(inv, [evidence(0, rows)])
+    assert receipt.rows == len(rows)
+    assert digest_of(plan, harness.read_target(plan)) == digest_of(plan, rows)
 
 
 def test_verification_distinguishes_a_changed_value(harness: TargetHarness) -> None:

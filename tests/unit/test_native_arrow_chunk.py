@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from airflow_provider_dpone.contracts import native_stage_codec
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.contracts.native_arrow_chunk import (
+    MAGIC,
     conform,
     decode_chunk,
     encode_chunk,
@@ -46,6 +47,23 @@ def test_v2_round_trip_keeps_every_typed_value_and_the_vectorised_sum_is_the_dig
     assert staged.header["format"] == "dpone.native-arrow-chunk.v2"
     again = _digest([tuple(row) for row in table_rows(staged.table, LOGICALS)])
     assert (again.rows, again.total) == (reference.rows, reference.total)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(rows, max_size=25), st.integers(min_value=0, max_value=5))
+def test_v2_object_is_byte_for_byte_the_arrow_stream_an_arrow_sink_writes(batch, start) -> None:
+    """The object is written into a bytes buffer directly; its bytes are exactly what an Arrow buffer sink produced
+    (the encoding sealed before), also for a sliced, multi-chunk table as a chunk buffer can hand over."""
+    table = rows_table(batch, COLUMNS)
+    table = pa.concat_tables([table, table]).slice(min(start, table.num_rows))
+    data = encode_chunk(table, COLUMNS, "a" * 32, 1, 7)
+    prefix = len(MAGIC) + 4 + int.from_bytes(data[len(MAGIC) : len(MAGIC) + 4], "big")
+    sink = pa.BufferOutputStream()
+    sink.write(data[:prefix])
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    assert data == sink.getvalue().to_pybytes()
+    assert decode_chunk(data, COLUMNS).table.equals(table)
 
 
 def test_hash_sum_folds_carries_across_limbs_and_chunks() -> None:

@@ -54,6 +54,9 @@ CopyConnectionFactory = Callable[[], CopyConnection]
 BULK_ERRORS: Final = (adbc_dbapi.Error, adbc_driver_manager.Error)
 LOCK_NOT_AVAILABLE: Final = "55P03"
 IDLE_BULK_CONNECTIONS: Final = 4
+COPY_BATCH_ROWS: Final = 8192
+"""Rows per record batch fed to one chunk's COPY: the server stores a batch while the next is encoded, instead of
+waiting for the whole chunk's COPY data (the same rows, one COPY, one transaction)."""
 
 
 def postgres_connection_factory(dsn: str, *, connect_timeout: int = 10) -> ConnectionFactory:
@@ -218,7 +221,10 @@ class PostgresTransferTarget(SqlTransferTarget):
                     if present is not None and present[0]:
                         raise DponeError("mssql_native.target_chunk_already_loaded", f"chunk {ordinal}")
                     if table.num_rows:
-                        cursor.adbc_ingest(plan.staging_table, table, mode="append", db_schema_name=plan.target_schema)
+                        batches = table.to_reader(max_chunksize=COPY_BATCH_ROWS)
+                        cursor.adbc_ingest(
+                            plan.staging_table, batches, mode="append", db_schema_name=plan.target_schema
+                        )
                         cursor.execute(sql.SUMMARIZE_BULK, parameters=(sql.staging_index_name(plan),))
             except BULK_ERRORS as exc:
                 if getattr(exc, "sqlstate", None) == LOCK_NOT_AVAILABLE:
