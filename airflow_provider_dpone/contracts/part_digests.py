@@ -26,7 +26,7 @@ PART_KEY_TAG: Final[str] = "dpone.clickhouse.part.v1"
 MAX_PART_DIGESTS: Final[int] = 32
 """Bound on recorded parts per table: each fact is about 150 bytes of payload, a member records its candidate's and
 carries its predecessor's, so 32 parts keep a member under 10 KiB of the record (MAX_AUTHORITY_PAYLOAD_BYTES is
-256 KiB). One INSERT of 10M rows makes about 10 parts; merges only reduce the count."""
+256 KiB). A load squashes by bytes, so 10M narrow rows make 2 parts; merges only reduce the count."""
 
 
 class PartDigest(BaseModel):
