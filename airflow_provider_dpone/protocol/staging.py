@@ -19,10 +19,11 @@ Members are staged in three passes so the slow work runs concurrently while the 
 member order: (1) every member's candidate is observed (before the STAGING CAS, when this invocation wrote it), and
 created when intended and absent, concurrently; then, in member order, each member is driven from that observation up
 to a fresh candidate, and one CAS binds every fresh candidate (CREATED) before any load; (2) those loads, each
-followed by its candidate's content observation, run concurrently (:meth:`Context.each_member`); (3) in member order, each member resumes from that observation (READY, or
-rebuild as above), and the READY of every verified member rides on the STAGED CAS. A process death between the
-creates and the binding CAS leaves candidates under their intended UUIDs, which the next attempt observes fresh and
-binds; one between the loads and the STAGED CAS leaves bound candidates, which it observes with their content.
+followed by its candidate's content observation, run concurrently (:meth:`Context.each_member`); (3) in member
+order, each member resumes from that observation (READY, or rebuild as above), and the READY of every verified member
+rides on the STAGED CAS. A process death between the creates and the binding CAS leaves candidates under their
+intended UUIDs, which the next attempt observes fresh and binds; one between the loads and the STAGED CAS leaves bound
+candidates, which it observes with their content.
 """
 
 from __future__ import annotations
