@@ -46,11 +46,24 @@ def store(tmp_path: Path) -> ObjectStorageArtifactStore:
     return ObjectStorageArtifactStore(ObjectStoragePath(f"file://{tmp_path}/artifacts"))
 
 
-def seal_query(coordinator: Endpoint, store: ObjectStorageArtifactStore) -> Any:
-    """The receipt of :data:`QUERY` extracted from (and digested on) ``coordinator`` into ``store``."""
+def seal_query(
+    coordinator: Endpoint, store: ObjectStorageArtifactStore, query: str = QUERY, max_source_bytes: int = 1 << 24
+) -> Any:
+    """The receipt of ``query`` (:data:`QUERY` by default) extracted from (and digested on) ``coordinator`` into
+    ``store``."""
     return QueryArtifactSource(
-        source=coordinator, query=QUERY, columns=COLUMNS, store=store, reference=coordinator, max_source_bytes=1 << 24
+        source=coordinator,
+        query=query,
+        columns=COLUMNS,
+        store=store,
+        reference=coordinator,
+        max_source_bytes=max_source_bytes,
     ).seal()
+
+
+def load_once(session: ClickHouseMemberSession, database: str, uuid_value: str, handle: Any) -> None:
+    """One load of ``handle`` into ``database.cand`` (holding ``uuid_value``) under a fresh query id."""
+    session.load(database, "cand", uuid_value, handle, query_id=f"dpone-load-{uuid.uuid4().hex}", dedup_token="t")
 
 
 def count_rows(embedded_cluster: Any, target: Any, database: str, table: str) -> int:
@@ -138,24 +151,10 @@ def test_a_load_of_more_than_a_million_rows_lands_in_one_part(
     session = ClickHouseMemberSession(member, "m0000000000000001", guard=MutationGuard())
     query = "SELECT number AS id, toString(number % 10) AS name FROM numbers(1200000)"
     try:
-        receipt = QueryArtifactSource(
-            source=coordinator,
-            query=query,
-            columns=COLUMNS,
-            store=store,
-            reference=coordinator,
-            max_source_bytes=1 << 25,
-        ).seal()
+        receipt = seal_query(coordinator, store, query, max_source_bytes=1 << 25)
         value = str(uuid.uuid4())
         session.create_table(fresh_database, "cand", value, SPEC)
-        session.load(
-            fresh_database,
-            "cand",
-            value,
-            store.open(receipt),
-            query_id=f"dpone-load-{uuid.uuid4().hex}",
-            dedup_token="t",
-        )
+        load_once(session, fresh_database, value, store.open(receipt))
         client = embedded_cluster.client("member1")
         try:
             parts = client.query(
@@ -192,9 +191,7 @@ def test_a_load_whose_artifact_fails_verification_while_streaming_is_invalid_and
         value = str(uuid.uuid4())
         session.create_table(fresh_database, "cand", value, SPEC)
         with pytest.raises(ArtifactInvalidError):  # verified while streamed: the protocol stops, never rebuilds
-            session.load(
-                fresh_database, "cand", value, handle, query_id=f"dpone-load-{uuid.uuid4().hex}", dedup_token="t"
-            )
+            load_once(session, fresh_database, value, handle)
         assert count_rows(embedded_cluster, "member1", fresh_database, "cand") < 10_000
     finally:
         coordinator.close()
@@ -469,24 +466,10 @@ def test_an_observation_with_parts_of_an_empty_table_reads_no_count(
         assert empty.columns == COLUMNS and empty.parts_digest is not None and len(statements) == 1
         digested = session.observe_table(fresh_database, "cand", with_content=True)  # parts read with the content
         assert (digested.row_count, digested.parts_digest) == (0, empty.parts_digest) and len(statements) == 2
-        nothing = QueryArtifactSource(
-            source=coordinator,
-            query=f"{QUERY} LIMIT 0",
-            columns=COLUMNS,
-            store=store,
-            reference=coordinator,
-            max_source_bytes=1 << 24,
-        ).seal()
+        nothing = seal_query(coordinator, store, f"{QUERY} LIMIT 0")
         assert digested.content_digest == nothing.content_digest
         receipt = seal_query(coordinator, store)
-        session.load(
-            fresh_database,
-            "cand",
-            value,
-            store.open(receipt),
-            query_id=f"dpone-load-{uuid.uuid4().hex}",
-            dedup_token="t",
-        )
+        load_once(session, fresh_database, value, store.open(receipt))
         statements.clear()
         loaded = session.observe_table(fresh_database, "cand", with_content=False, with_parts=True)
         assert loaded.row_count == count_rows(embedded_cluster, "member1", fresh_database, "cand") == 10_000
