@@ -118,14 +118,15 @@ class ClickHouseMemberSession:
             if listed is not None:
                 observed = observed.model_copy(update={"parts_digest": sql_digest.parts_digest(uuid, listed)})
             content = None
-            if listed == () and classify_engine(engine) in _PARTED:
+            parted = classify_engine(engine) in _PARTED
+            if listed == () and parted:
                 # a MergeTree table holds its rows only in active parts: none (read between the subquery's UUID
                 # and the statement's own, which agree) means this very table is empty, so its count is 0 and its
                 # content digest the empty multiset's (a sum over no rows): nothing left to read
                 if not with_content:
                     return observed.model_copy(update={"row_count": 0})
                 content = part_content.Content(0, sql_digest.content_digest(0, 0, digest_version), (), 0)
-            elif with_content and listed is not None and classify_engine(engine) in _PARTED:
+            elif with_content and listed is not None and parted:
                 target = part_content.Target(database, table, uuid, schema, digest_version)
                 content = part_content.digest(self._rows, target, listed, known_parts)
         except part_content.TableChangedError:
