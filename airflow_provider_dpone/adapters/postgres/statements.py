@@ -64,8 +64,6 @@ LOCK_SHARED_BULK: Final[str] = "SELECT pg_advisory_xact_lock_shared($1)"
 READ_BY_INDEX: Final[str] = "SELECT set_config('enable_seqscan', 'off', true)"
 """For the rest of the transaction, read one chunk through the staging index, never by scanning all of staging.
 Staging is never analyzed (``STAGING_STORAGE``), so the planner has no statistics to choose by."""
-SUMMARIZE_BULK: Final[str] = "SELECT brin_summarize_new_values($1::regclass)"
-"""Summarize the pages a chunk's load wrote, in its transaction (the parameter is ``staging_index_name``)."""
 RELATION_KIND_BULK: Final[str] = (
     "SELECT c.relkind FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
     "WHERE n.nspname = $1 AND c.relname = $2"
@@ -131,20 +129,15 @@ def create_staging(plan: TargetPlan) -> str:
 
 
 def create_staging_index(plan: TargetPlan) -> str:
-    """BRIN on the chunk ordinal, one range per page, summarized by each chunk's load in its own transaction
-    (``SUMMARIZE_BULK``): the already-loaded check and the reads of one chunk visit only the pages whose range holds
-    that ordinal. A B-tree had an entry per row and cost a third of the load. One page per range, because COPY puts
-    some rows into earlier pages that still have room: each such row widens only its own page's range.
-    (Unsummarized ranges are always read, so without the summary every lookup scanned all pages loaded since.)
+    """A B-tree on the chunk ordinal: the already-loaded check and the reads of one chunk cost the same however much
+    is staged. A BRIN was cheaper to keep up at 1M rows, but every BRIN lookup reads the whole index and rows that COPY
+    puts into earlier pages widen old ranges, so its lookups grew with staging: quadratic in chunks (measurements in
+    docs/clickhouse-to-mssql.md, "The staging index").
     """
     return (
         f"CREATE INDEX {quote_postgres(plan.staging_index)} ON {qualified(plan.target_schema, plan.staging_table)} "
-        f"USING brin ({quote_postgres(CHUNK_COLUMN)}) WITH (pages_per_range = 1)"
+        f"({quote_postgres(CHUNK_COLUMN)})"
     )
-
-
-def staging_index_name(plan: TargetPlan) -> str:
-    return qualified(plan.target_schema, plan.staging_index)
 
 
 def chunk_present(plan: TargetPlan) -> str:

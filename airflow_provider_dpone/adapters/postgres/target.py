@@ -3,9 +3,9 @@
 The transaction shape is :class:`~airflow_provider_dpone.adapters.transfer_target_common.SqlTransferTarget`'s: the
 publication lock is a transaction-level advisory lock under a bounded ``lock_timeout``. A chunk loads on the bulk
 (ADBC) connection in one transaction: shared publication lock + exclusive chunk lock, refuse an already staged
-ordinal, binary COPY straight from the chunk's Arrow buffers (``arrow_load.py``), summarize the staging index over
-the pages just written (``statements.create_staging_index``), commit. A bulk connection that
-ended its call cleanly is parked and reused, because opening one is expensive (``_copy_session``).
+ordinal (through the staging index, ``statements.create_staging_index``), binary COPY straight from the chunk's
+Arrow buffers (``arrow_load.py``), commit. A bulk connection that ended its call cleanly is parked and reused,
+because opening one is expensive (``_copy_session``).
 
 ``verify_chunk`` reads the committed rows back (binary COPY to Arrow) and compares them exactly with the rows this
 adapter loaded for that ordinal, when they came from a sealed stage chunk (the base's read-back equality,
@@ -225,7 +225,6 @@ class PostgresTransferTarget(SqlTransferTarget):
                         cursor.adbc_ingest(
                             plan.staging_table, batches, mode="append", db_schema_name=plan.target_schema
                         )
-                        cursor.execute(sql.SUMMARIZE_BULK, parameters=(sql.staging_index_name(plan),))
             except BULK_ERRORS as exc:
                 if getattr(exc, "sqlstate", None) == LOCK_NOT_AVAILABLE:
                     raise DponeError("mssql_native.target_publication_in_flight", f"chunk {ordinal}") from None
