@@ -216,9 +216,9 @@ def test_digest_statements() -> None:
     assert sql_digest.table_content("db", "t", None, 2) == f"SELECT count(), {uuid_of_t} FROM `db`.`t`"
     assert sql_digest.temporary_content("tmp", (("id", "UInt64"),), 1) == f"SELECT {v1} FROM `tmp`"
     row = (
-        "SHA256(concat('dpone.typed-row.v1\\0', concat(reverse(reinterpretAsFixedString(toUInt32(length(toString(`id`))"
-        " + 1))), '\\x01', toString(`id`)), if(isNull(`s`), unhex('0000000100'), concat(reverse(reinterpretAsFixedString("
-        "toUInt32(length(assumeNotNull(`s`)) + 1))), '\\x01', assumeNotNull(`s`)))))"
+        "SHA256(concat('dpone.typed-row.v1\\0', reverse(reinterpretAsFixedString(toUInt32(length(toString(`id`)) + 1))),"
+        " '\\x01', toString(`id`), reverse(reinterpretAsFixedString(toUInt32(length(if(isNull(`s`), '',"
+        " assumeNotNull(`s`))) + 1))), char(isNotNull(`s`)), if(isNull(`s`), '', assumeNotNull(`s`))))"
     )
     columns = (("id", "UInt64"), ("s", "Nullable(String)"))
     assert sql_digest.table_content("db", "t", columns, 2) == (

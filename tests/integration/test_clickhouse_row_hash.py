@@ -8,16 +8,26 @@ hash from the engine (``adapters/clickhouse/sql_row_hash.py``) must be byte-iden
 
 from __future__ import annotations
 
+from typing import Final
+
 import pyarrow as pa
 import pytest
 
-from airflow_provider_dpone.adapters.clickhouse.sql_row_hash import ROW_HASH_COLUMN, row_hash_sql
+from airflow_provider_dpone.adapters.clickhouse.sql_row_hash import (
+    ROW_HASH_COLUMN,
+    _text,
+    _unwrap,
+    row_hash_expression,
+    row_hash_sql,
+)
 from airflow_provider_dpone.contracts.identifiers import quote_clickhouse
 from airflow_provider_dpone.contracts.native_arrow_chunk import conform, table_rows
 from airflow_provider_dpone.contracts.typed_digest import row_hash
 from airflow_provider_dpone.protocol.native_transfer.schema_admission import map_type
 from tests.integration.native_chdb import admin, db
 from tests.integration.native_route_corpus import CORPUS, CorpusTable
+from tests.integration.test_publication_digest import _columns as _publication_columns
+from tests.integration.test_publication_digest import _query as _publication_query
 
 __all__ = ["admin", "db"]
 
@@ -47,3 +57,83 @@ def test_engine_row_hash_equals_the_typed_digest(admin, db: str, table: CorpusTa
                 assert engine_hash == row_hash(typed, row).to_bytes(32, "big"), (table.name, index)
                 checked += 1
     assert checked == table.rows
+
+
+_NULLABLE_TYPES: Final = (
+    "Nullable(UInt8)",
+    "Nullable(Int32)",
+    "Nullable(UInt64)",
+    "Nullable(Decimal(9, 2))",
+    "Nullable(Decimal(18, 4))",
+    "Nullable(String)",
+    "Nullable(FixedString(4))",
+    "LowCardinality(Nullable(String))",
+    "Nullable(Bool)",
+    "Nullable(Date)",
+    "Nullable(DateTime('UTC'))",
+    "Nullable(DateTime64(6, 'UTC'))",
+)
+_NULLABLE_ROWS: Final = (
+    ("NULL",) * 12,
+    ("0", "0", "0", "0", "0", "''", "unhex('00000000')", "''", "false", "'1970-01-01'", "0", "0"),
+    (
+        "255",
+        "-2147483648",
+        "18446744073709551615",
+        "-9999999.99",
+        "99999999999999.9999",
+        "unhex('00')",
+        "unhex('61000000')",
+        "'x'",
+        "true",
+        "'2149-06-06'",
+        "4294967295",
+        "'2299-12-31 23:59:59.999999'",
+    ),
+)
+NULLABLES: Final = CorpusTable(
+    "nullables",
+    "(k UInt32, " + ", ".join(f"n{index} {type_}" for index, type_ in enumerate(_NULLABLE_TYPES)) + ")",
+    "ReplacingMergeTree ORDER BY k",
+    tuple(f"VALUES ({row}, {', '.join(values)})" for row, values in enumerate(_NULLABLE_ROWS)),
+    rows=3,
+)
+"""Every admitted type as ``Nullable`` (and ``LowCardinality(Nullable(String))``): NULL, zero/empty, NUL-padded and
+extreme values, each present field next to a NULL one (a NULL field has no bytes of its own but its prefix)."""
+
+
+def test_nullable_fields_hash_as_the_typed_digest(admin, db: str) -> None:
+    test_engine_row_hash_equals_the_typed_digest(admin, db, NULLABLES)
+
+
+def _nested_field(name: str, type_text: str) -> str:
+    """The form the row hash was first written in (``concat`` per field, a NULL field as one literal): the bytes any
+    stored digest-version-2 record and stage object were computed over."""
+    inner, low_cardinality = _unwrap(type_text, "LowCardinality")
+    base, nullable = _unwrap(inner, "Nullable")
+    quoted = quote_clickhouse(name)
+
+    def present(value: str) -> str:
+        text = _text(base, value, low_cardinality=low_cardinality)
+        return f"concat(reverse(reinterpretAsFixedString(toUInt32(length({text}) + 1))), '\\x01', {text})"
+
+    if not nullable:
+        return present(quoted)
+    return f"if(isNull({quoted}), unhex('0000000100'), {present(f'assumeNotNull({quoted})')})"
+
+
+def test_the_publication_profile_keeps_the_bytes_of_the_first_form(admin, db: str) -> None:
+    """Floats (``-0.0``, NaN, infinities), IPv4/IPv6, the widest integers and decimals, time zones, NUL-padded strings,
+    each plain and ``Nullable`` (NULL in the last row), plus ``LowCardinality(Nullable(String))``: the row hash is
+    byte-identical to the first form's, so existing content digests stay valid."""
+    columns = (*_publication_columns(), ("lc", "LowCardinality(Nullable(String))"))
+    table = f"{quote_clickhouse(db)}.profile"
+    admin.command(f"CREATE TABLE {table} ({', '.join(f'`{n}` {t}' for n, t in columns)}) ENGINE = Memory")
+    values = ", ".join(f"`{name}`" for name, _ in columns[:-1])
+    lc = "multiIf(`c0` = -128, '', `c0` = 127, unhex('00ff'), NULL)"
+    admin.command(f"INSERT INTO {table} SELECT {values}, {lc} FROM ({_publication_query(columns[:-1])})")
+    old = f"SHA256(concat('dpone.typed-row.v1\\0', {', '.join(_nested_field(n, t) for n, t in columns)}))"
+    rows = admin.query(f"SELECT hex({row_hash_expression(columns)}), hex({old}) FROM {table}").result_rows
+    assert len(rows) == 3
+    assert len({new for new, _ in rows}) == 3
+    assert all(new == first for new, first in rows)
