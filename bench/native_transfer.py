@@ -130,7 +130,8 @@ def worker(shape: str, rows: int, trials: int, dsn: str, chunk_rows: int, source
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(f'CREATE SCHEMA "{schema}"')
         backend = conn.execute("SELECT pg_backend_pid()").fetchone()
-    postmaster = int(Path(f"/proc/{backend[0]}/stat").read_text().rsplit(")", 1)[1].split()[1]) if backend else None
+        # read while the backend is alive: once the connection closes it exits, and its /proc entry with it
+        postmaster = int(Path(f"/proc/{backend[0]}/stat").read_text().rsplit(")", 1)[1].split()[1]) if backend else None
     cpu = CpuCounters(postmaster, source_pid)
     options = NativeTransferOptions.model_validate(
         {"source_snapshot": {"mode": "exact_raw_rows"}, "execution": {"chunk_rows": chunk_rows}}
