@@ -176,14 +176,7 @@ def test_a_load_whose_artifact_fails_verification_while_streaming_is_invalid_and
     member = Endpoint.of(connection_to(embedded_cluster, "member1"))
     try:
         small = ObjectStorageArtifactStore(store.base, chunk_bytes=4096)
-        receipt = QueryArtifactSource(
-            source=coordinator,
-            query=QUERY,
-            columns=COLUMNS,
-            store=small,
-            reference=coordinator,
-            max_source_bytes=1 << 24,
-        ).seal()
+        receipt = seal_query(coordinator, small)
         path = tmp_path / "artifacts" / "sha256" / receipt.sha256[:2] / f"{receipt.sha256}.native"
         path.write_bytes(path.read_bytes()[:-1] + b"\x00")  # the same size, other bytes: open checks only the size
         handle = small.open(receipt)
