@@ -21,8 +21,9 @@ import sys
 from typing import Any, Final, TextIO
 
 from airflow_provider_dpone import __version__
-from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.contracts.manifest import (
+from airflow_provider_dpone.admission import AdmissionResult, admit_static
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.manifest import (
     Manifest,
     ManifestError,
     NativeTransferManifest,
@@ -30,7 +31,6 @@ from airflow_provider_dpone.contracts.manifest import (
     normalized_plan,
     normalized_plan_digest,
 )
-from airflow_provider_dpone.protocol.admission import AdmissionResult, admit_static
 
 EXIT_OK: Final[int] = 0
 EXIT_INVALID_INPUT: Final[int] = 2

@@ -26,16 +26,16 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from airflow_provider_dpone.cli import EXIT_CODES
-from airflow_provider_dpone.contracts.connection import ClickHouseConnectionOptions
-from airflow_provider_dpone.contracts.errors import REGISTRY
-from airflow_provider_dpone.contracts.manifest import ClusterPublicationManifest, NativeTransferManifest
-from airflow_provider_dpone.contracts.manifest_types import DocType
-from airflow_provider_dpone.contracts.native_transfer_options import (
+from airflow_provider_dpone.core.connection_options import ClickHouseConnectionOptions
+from airflow_provider_dpone.core.errors import REGISTRY
+from airflow_provider_dpone.core.manifest import ClusterPublicationManifest, NativeTransferManifest
+from airflow_provider_dpone.core.manifest.transfer_options import (
     ExecutionOptions,
     NativeTransferOptions,
     SourceSnapshot,
     WireOptions,
 )
+from airflow_provider_dpone.core.manifest.types import DocType
 
 REGENERATE: Final[str] = "python -m airflow_provider_dpone.docs_gen"
 DEFAULT_DOCS_DIR: Final[Path] = Path(__file__).resolve().parents[1] / "docs"

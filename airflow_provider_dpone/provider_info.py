@@ -9,7 +9,7 @@ import copy
 from typing import Any
 
 from airflow_provider_dpone import __version__
-from airflow_provider_dpone.contracts.connection import connection_form_fields
+from airflow_provider_dpone.core.connection_options import connection_form_fields
 
 NATIVE_TRANSFER = "dpone ClickHouse native transfer"
 DESCRIPTION = "Fenced, exactly-once ClickHouse cluster publication and ClickHouse → SQL Server / PostgreSQL transfer."

@@ -78,8 +78,8 @@ def source_query(rows: int) -> str:
 
 
 def resolved(raw: dict[str, Any], database: str) -> Any:
-    from airflow_provider_dpone.adapters.clickhouse.connection import ResolvedConnection
-    from airflow_provider_dpone.contracts.connection import ClickHouseConnectionOptions
+    from airflow_provider_dpone.core.clickhouse.connection import ResolvedConnection
+    from airflow_provider_dpone.core.connection_options import ClickHouseConnectionOptions
 
     return ResolvedConnection(
         host=raw["host"],
@@ -93,8 +93,8 @@ def resolved(raw: dict[str, Any], database: str) -> Any:
 
 def provision(connection: Any, endpoints: list[tuple[str, int]], database: str) -> None:
     """The database on every process and the KeeperMap authority table (seed 002 preconditions)."""
-    from airflow_provider_dpone.adapters.clickhouse.clients import Purpose, build_client, close_client
-    from airflow_provider_dpone.contracts.authority_row import AUTHORITY_COLUMNS, AUTHORITY_TABLE
+    from airflow_provider_dpone.cluster.values.authority.row import AUTHORITY_COLUMNS, AUTHORITY_TABLE
+    from airflow_provider_dpone.core.clickhouse.clients import Purpose, build_client, close_client
 
     columns = ", ".join(f"`{n}` {t}" for n, t in AUTHORITY_COLUMNS)
     path = f"/dpone/bench/{uuid.uuid4().hex}"
@@ -112,7 +112,7 @@ def provision(connection: Any, endpoints: list[tuple[str, int]], database: str) 
 
 
 def on_members(connection: Any, members: list[tuple[str, int]], statement: str) -> None:
-    from airflow_provider_dpone.adapters.clickhouse.clients import Purpose, build_client, close_client
+    from airflow_provider_dpone.core.clickhouse.clients import Purpose, build_client, close_client
 
     for host, port in members:
         client = build_client(connection.at(host, port), Purpose.READ)
@@ -133,8 +133,8 @@ class Sealed:
 
 
 def request(database: str, target: str, run_id: str, max_bytes: int) -> Any:
-    from airflow_provider_dpone.ports.publication import ColumnSpec, TableSpec
-    from airflow_provider_dpone.protocol.request import PublicationRequest
+    from airflow_provider_dpone.cluster.ports import ColumnSpec, TableSpec
+    from airflow_provider_dpone.cluster.protocol.request import PublicationRequest
 
     return PublicationRequest.parse(
         {
@@ -153,8 +153,8 @@ def request(database: str, target: str, run_id: str, max_bytes: int) -> Any:
 
 def run_publication(adapters: Any, req: Any, source: Any) -> dict[str, float]:
     """The four entry points in order; wall-clock seconds spent in each."""
-    from airflow_provider_dpone.protocol.results import Committed, Completed
-    from airflow_provider_dpone.protocol.service import publication_service
+    from airflow_provider_dpone.cluster.protocol.results import Committed, Completed
+    from airflow_provider_dpone.cluster.protocol.service import publication_service
 
     service = publication_service(adapters.ports, req)
     spent: dict[str, float] = {}
@@ -264,7 +264,7 @@ def instrument(adapters: Any) -> tuple[Counter[str], Counter[str]]:
 
 def count_http(counter: Counter[str]) -> Callable[[], None]:
     """Count every HTTP request the adapters' pools send; returns the undo."""
-    from airflow_provider_dpone.adapters.clickhouse import clients
+    from airflow_provider_dpone.core.clickhouse import clients
 
     original = clients.PinnedPoolManager.urlopen
 
@@ -295,7 +295,7 @@ def print_timeline(title: str, adapters: Any, req: Any, receipt: Any) -> None:
     """Run one publication of ``req`` and print every HTTP request the adapters send: its start (ms from the start
     of ``fence``), its duration and the statement's first words, under the entry point it belongs to; requests sent
     concurrently overlap in time."""
-    from airflow_provider_dpone.adapters.clickhouse import clients
+    from airflow_provider_dpone.core.clickhouse import clients
 
     requests: list[tuple[float, float, str]] = []
     original = clients.PinnedPoolManager.urlopen
@@ -432,8 +432,8 @@ def rss_worker(raw: dict[str, Any], database: str, rows: int, directory: str) ->
 
     from airflow.sdk import ObjectStoragePath
 
-    from airflow_provider_dpone.adapters.clickhouse.adapter_set import adapters_for
-    from airflow_provider_dpone.adapters.storage.artifact_store import ObjectStorageArtifactStore
+    from airflow_provider_dpone.cluster.clickhouse.adapter_set import adapters_for
+    from airflow_provider_dpone.cluster.clickhouse.artifact_store import ObjectStorageArtifactStore
 
     connection = resolved(raw, database)
     adapters = adapters_for(
@@ -468,8 +468,8 @@ def adapter_set(connection: Any, database: str, store_dir: Path) -> Any:
     """A fresh set of adapters (no client connected yet), as each Airflow task try builds one."""
     from airflow.sdk import ObjectStoragePath
 
-    from airflow_provider_dpone.adapters.clickhouse.adapter_set import adapters_for
-    from airflow_provider_dpone.adapters.storage.artifact_store import ObjectStorageArtifactStore
+    from airflow_provider_dpone.cluster.clickhouse.adapter_set import adapters_for
+    from airflow_provider_dpone.cluster.clickhouse.artifact_store import ObjectStorageArtifactStore
 
     adapters = adapters_for(
         connection,
@@ -552,8 +552,8 @@ def timing(base: Path, rows: int, trials: int, members_count: int = 2) -> dict[s
 def digest_costs(connection: Any, member: tuple[str, int], database: str, table: str) -> dict[str, float]:
     """Median seconds (3 runs) of each content-digest version, the per-part form of version 2 (``GROUP BY _part``),
     a count and a plain scan of ``table`` on one member: the measurement the digest version was chosen by."""
-    from airflow_provider_dpone.adapters.clickhouse import sql_digest
-    from airflow_provider_dpone.adapters.clickhouse.clients import Purpose, build_client, close_client
+    from airflow_provider_dpone.cluster.clickhouse import sql_digest
+    from airflow_provider_dpone.core.clickhouse.clients import Purpose, build_client, close_client
 
     statements = {
         "count": f"SELECT count() FROM `{database}`.`{table}`",
@@ -579,7 +579,7 @@ def run_as_tasks(connection: Any, database: str, store_dir: Path, req: Any, rece
     """One publication whose four entry points each run on a fresh adapter set, as four Airflow tasks would (each
     connects its own clients, and the stage task resolves its table first); the port calls and HTTP requests of all
     four."""
-    from airflow_provider_dpone.protocol.service import bound_columns, publication_service
+    from airflow_provider_dpone.cluster.protocol.service import bound_columns, publication_service
 
     calls: Counter[str] = Counter()
     http: Counter[str] = Counter()

@@ -55,8 +55,8 @@ def start_cluster(directory: Path, members: int) -> Any:
 
 
 def request(database: str, target: str, run_id: str, max_bytes: int) -> Any:
-    from airflow_provider_dpone.ports.publication import ColumnSpec, TableSpec
-    from airflow_provider_dpone.protocol.request import PublicationRequest
+    from airflow_provider_dpone.cluster.ports import ColumnSpec, TableSpec
+    from airflow_provider_dpone.cluster.protocol.request import PublicationRequest
 
     return PublicationRequest.parse(
         {
@@ -79,7 +79,7 @@ def request(database: str, target: str, run_id: str, max_bytes: int) -> Any:
 
 def create_replicated(connection: Any, database: str, table: str) -> None:
     """An empty ReplicatedMergeTree on every replica (one ON CLUSTER statement through the coordinator)."""
-    from airflow_provider_dpone.adapters.clickhouse.clients import Purpose, build_client, close_client
+    from airflow_provider_dpone.core.clickhouse.clients import Purpose, build_client, close_client
 
     client = build_client(connection, Purpose.READ)
     try:

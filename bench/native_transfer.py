@@ -89,23 +89,20 @@ def worker(shape: str, rows: int, trials: int, dsn: str, chunk_rows: int, source
     import clickhouse_connect
     import psycopg
 
-    from airflow_provider_dpone.adapters.clickhouse.snapshot_session import (
-        ClickHouseSnapshotConnector,
-        inprocess_transport,
-    )
-    from airflow_provider_dpone.adapters.clickhouse.snapshot_sql import render_select
-    from airflow_provider_dpone.adapters.postgres.target import (
+    from airflow_provider_dpone.core.manifest.transfer_options import NativeTransferOptions
+    from airflow_provider_dpone.transfer.route.admission import SourceRequest, admit
+    from airflow_provider_dpone.transfer.route.route import NativeTransferRoute
+    from airflow_provider_dpone.transfer.source.session import ClickHouseSnapshotConnector, inprocess_transport
+    from airflow_provider_dpone.transfer.source.sql import render_select
+    from airflow_provider_dpone.transfer.storage.journal_store import ObjectJournalStore
+    from airflow_provider_dpone.transfer.storage.stage_store import ObjectStageStore
+    from airflow_provider_dpone.transfer.targets.postgres.target import (
         PostgresTransferTarget,
         postgres_connection_factory,
         postgres_copy_factory,
     )
-    from airflow_provider_dpone.adapters.storage.native_journal import ObjectJournalStore
-    from airflow_provider_dpone.adapters.storage.native_stage import ObjectStageStore
-    from airflow_provider_dpone.contracts.native_chunk import RelationRef
-    from airflow_provider_dpone.contracts.native_transfer_options import NativeTransferOptions
-    from airflow_provider_dpone.contracts.transfer_target import TargetTable
-    from airflow_provider_dpone.protocol.native_transfer.admission import SourceRequest, admit
-    from airflow_provider_dpone.protocol.native_transfer.route import NativeTransferRoute
+    from airflow_provider_dpone.transfer.values.chunk import RelationRef
+    from airflow_provider_dpone.transfer.values.target import TargetTable
 
     stage_root = tempfile.mkdtemp(prefix="dpone-bench-stage-")
     source_pid = None
@@ -258,9 +255,9 @@ def _arrow_copy(
     import adbc_driver_postgresql.dbapi as adbc
     import pyarrow as pa
 
-    from airflow_provider_dpone.adapters.postgres.arrow_load import wire_type
-    from airflow_provider_dpone.contracts.native_arrow_chunk import conform
-    from airflow_provider_dpone.contracts.transfer_target_types import parse_column_type
+    from airflow_provider_dpone.transfer.targets.postgres.arrow_load import wire_type
+    from airflow_provider_dpone.transfer.values.arrow_chunk import conform
+    from airflow_provider_dpone.transfer.values.target_types import parse_column_type
 
     columns = admitted.plan.columns
     query = admitted.query
@@ -287,9 +284,9 @@ def _arrow_copy(
 
 def _http_source(root: str) -> tuple[dict[str, Any], Any, Any]:
     """A member of an embedded cluster over HTTP: plain client kwargs (admin, baseline) and the hook's connector."""
-    from airflow_provider_dpone.adapters.clickhouse.snapshot_session import http_connector
-    from airflow_provider_dpone.contracts.connection import ClickHouseConnectionOptions
+    from airflow_provider_dpone.core.connection_options import ClickHouseConnectionOptions
     from airflow_provider_dpone.embedded import EmbeddedCluster
+    from airflow_provider_dpone.transfer.source.session import http_connector
 
     cluster = EmbeddedCluster.start(Path(root) / "cluster", members=2)
     member = cluster.endpoint("member1")

@@ -36,19 +36,16 @@ from _common import PeakSampler, UtcClock, chdb_engine, rss_bytes, spread, worke
 def worker(rows: int, trials: int) -> dict[str, Any]:
     import clickhouse_connect
 
-    from airflow_provider_dpone.adapters.clickhouse.snapshot_session import (
-        ClickHouseSnapshotConnector,
-        inprocess_transport,
-    )
-    from airflow_provider_dpone.adapters.clickhouse.snapshot_sql import render_select
-    from airflow_provider_dpone.adapters.storage.native_journal import ObjectJournalStore
-    from airflow_provider_dpone.adapters.storage.native_stage import ObjectStageStore
-    from airflow_provider_dpone.contracts.native_chunk import RelationRef
-    from airflow_provider_dpone.contracts.native_transfer_options import NativeTransferOptions
-    from airflow_provider_dpone.protocol.native_transfer.admission import SourceRequest, admit
-    from airflow_provider_dpone.protocol.native_transfer.custody import LeaseKeeper
-    from airflow_provider_dpone.protocol.native_transfer.extraction import Producer
-    from airflow_provider_dpone.protocol.native_transfer.journal import RouteJournal
+    from airflow_provider_dpone.core.manifest.transfer_options import NativeTransferOptions
+    from airflow_provider_dpone.transfer.route.admission import SourceRequest, admit
+    from airflow_provider_dpone.transfer.route.custody import LeaseKeeper
+    from airflow_provider_dpone.transfer.route.extraction import Producer
+    from airflow_provider_dpone.transfer.route.journal import RouteJournal
+    from airflow_provider_dpone.transfer.source.session import ClickHouseSnapshotConnector, inprocess_transport
+    from airflow_provider_dpone.transfer.source.sql import render_select
+    from airflow_provider_dpone.transfer.storage.journal_store import ObjectJournalStore
+    from airflow_provider_dpone.transfer.storage.stage_store import ObjectStageStore
+    from airflow_provider_dpone.transfer.values.chunk import RelationRef
 
     path, engine = chdb_engine()
     stage_root = tempfile.mkdtemp(prefix="dpone-bench-stage-")

@@ -43,24 +43,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's 
 import psycopg
 import pyarrow as pa
 
-from airflow_provider_dpone.adapters.mssql import readback
-from airflow_provider_dpone.adapters.mssql.loaders import sqlclient_rows
-from airflow_provider_dpone.adapters.mssql.values import sqlclient_row_encoder
-from airflow_provider_dpone.adapters.postgres.statements import copy_type, qualified
-from airflow_provider_dpone.adapters.postgres.target import (
+from airflow_provider_dpone.core.identifiers import quote_postgres
+from airflow_provider_dpone.core.typed_digest import MultisetDigest
+from airflow_provider_dpone.transfer.ports import ChunkEvidence, TargetInvocation
+from airflow_provider_dpone.transfer.route.schema_admission import map_type
+from airflow_provider_dpone.transfer.targets.mssql import readback
+from airflow_provider_dpone.transfer.targets.mssql.loaders import sqlclient_rows
+from airflow_provider_dpone.transfer.targets.mssql.values import sqlclient_row_encoder
+from airflow_provider_dpone.transfer.targets.postgres.statements import copy_type, qualified
+from airflow_provider_dpone.transfer.targets.postgres.target import (
     PostgresTransferTarget,
     postgres_connection_factory,
     postgres_copy_factory,
 )
-from airflow_provider_dpone.adapters.readback_equality import stored_equals_sent
-from airflow_provider_dpone.contracts.identifiers import quote_postgres
-from airflow_provider_dpone.contracts.native_arrow_chunk import decode_chunk, encode_chunk, rows_table, table_rows
-from airflow_provider_dpone.contracts.transfer_target import PublicationMode, TargetColumn, TargetPlan, TargetTable
-from airflow_provider_dpone.contracts.transfer_target_types import StorageKind
-from airflow_provider_dpone.contracts.transfer_target_values import RowConverter
-from airflow_provider_dpone.contracts.typed_digest import MultisetDigest
-from airflow_provider_dpone.ports.transfer import ChunkEvidence, TargetInvocation
-from airflow_provider_dpone.protocol.native_transfer.schema_admission import map_type
+from airflow_provider_dpone.transfer.targets.readback_equality import stored_equals_sent
+from airflow_provider_dpone.transfer.values.arrow_chunk import decode_chunk, encode_chunk, rows_table, table_rows
+from airflow_provider_dpone.transfer.values.target import PublicationMode, TargetColumn, TargetPlan, TargetTable
+from airflow_provider_dpone.transfer.values.target_types import StorageKind
+from airflow_provider_dpone.transfer.values.target_values import RowConverter
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 TEMPLATES = 997  # rows are built from a cycle of prepared templates: generation stays cheap next to the load

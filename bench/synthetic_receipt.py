@@ -92,9 +92,9 @@ def _adapters(cluster: Any, database: str, store: Path) -> Any:
     """The real adapter set of one task try: a fresh one-shot guard, as a new worker process has."""
     from airflow.sdk import ObjectStoragePath
 
-    from airflow_provider_dpone.adapters.clickhouse.adapter_set import adapters_for
-    from airflow_provider_dpone.adapters.clickhouse.oneshot import MutationGuard
-    from airflow_provider_dpone.adapters.storage.artifact_store import ObjectStorageArtifactStore
+    from airflow_provider_dpone.cluster.clickhouse.adapter_set import adapters_for
+    from airflow_provider_dpone.cluster.clickhouse.artifact_store import ObjectStorageArtifactStore
+    from airflow_provider_dpone.core.clickhouse.oneshot import MutationGuard
 
     return adapters_for(
         resolved(cluster.connection_json(database), database),
@@ -107,9 +107,9 @@ def _adapters(cluster: Any, database: str, store: Path) -> Any:
 
 def _ours(cluster: Any, store: Path, database: str, rows: int, run_id: str) -> str:
     """One operation of the service; a step failing with a retryable code is tried again (at most three tries)."""
-    from airflow_provider_dpone.contracts.errors import REGISTRY, DponeError
-    from airflow_provider_dpone.protocol.results import Committed, Completed
-    from airflow_provider_dpone.protocol.service import publication_service
+    from airflow_provider_dpone.cluster.protocol.results import Committed, Completed
+    from airflow_provider_dpone.cluster.protocol.service import publication_service
+    from airflow_provider_dpone.core.errors import REGISTRY, DponeError
 
     req = request(database, TARGET, run_id, 1 << 30)
     for step in ("fence", "stage", "publish", "cleanup"):
@@ -188,7 +188,7 @@ SCENARIOS: tuple[tuple[str, str, bool, Callable[[Any], None]], ...] = (
 
 def produce(rows: int, out: Path) -> dict[str, Any]:
     """Run the profile on a fresh embedded cluster and write the receipt to ``out``; return it."""
-    from airflow_provider_dpone.contracts.canonical import canonical_json
+    from airflow_provider_dpone.core.canonical import canonical_json
     from airflow_provider_dpone.embedded import EmbeddedCluster
 
     fixture = {

@@ -40,20 +40,20 @@ import psycopg
 from _common import chdb_engine
 from native_transfer import _columns
 
-from airflow_provider_dpone.adapters.postgres.digest import chunk_digest, readback_chunk
-from airflow_provider_dpone.adapters.postgres.statements import qualified
-from airflow_provider_dpone.adapters.postgres.target import (
+from airflow_provider_dpone.core.identifiers import quote_postgres
+from airflow_provider_dpone.transfer.ports import ChunkEvidence, TargetInvocation
+from airflow_provider_dpone.transfer.route.schema_admission import map_type
+from airflow_provider_dpone.transfer.targets.postgres.digest import chunk_digest, readback_chunk
+from airflow_provider_dpone.transfer.targets.postgres.statements import qualified
+from airflow_provider_dpone.transfer.targets.postgres.target import (
     PostgresTransferTarget,
     postgres_connection_factory,
     postgres_copy_factory,
 )
-from airflow_provider_dpone.adapters.readback_equality import stored_equals_sent
-from airflow_provider_dpone.contracts.identifiers import quote_postgres
-from airflow_provider_dpone.contracts.native_arrow_chunk import conform, decode_chunk, encode_chunk
-from airflow_provider_dpone.contracts.transfer_target import CHUNK_COLUMN, TargetColumn, TargetTable
-from airflow_provider_dpone.contracts.transfer_target_types import StorageKind
-from airflow_provider_dpone.ports.transfer import ChunkEvidence, TargetInvocation
-from airflow_provider_dpone.protocol.native_transfer.schema_admission import map_type
+from airflow_provider_dpone.transfer.targets.readback_equality import stored_equals_sent
+from airflow_provider_dpone.transfer.values.arrow_chunk import conform, decode_chunk, encode_chunk
+from airflow_provider_dpone.transfer.values.target import CHUNK_COLUMN, TargetColumn, TargetTable
+from airflow_provider_dpone.transfer.values.target_types import StorageKind
 
 EXACT = {
     "sql_typed_sha256": "exact (SHA-256 per row, multiset sum mod 2^256)",

@@ -52,7 +52,7 @@ def prepare_demo(
     empty ``ReplicatedMergeTree`` target created ``ON CLUSTER``: one replicated table whose replicas share a Keeper
     path, the table internal mode publishes into (the first run then exchanges it instead of renaming into place).
     """
-    from airflow_provider_dpone.contracts.authority_row import AUTHORITY_COLUMNS, AUTHORITY_TABLE
+    from airflow_provider_dpone.cluster.values.authority.row import AUTHORITY_COLUMNS, AUTHORITY_TABLE
 
     authority_columns = ", ".join(f"`{name}` {type_}" for name, type_ in AUTHORITY_COLUMNS)
     authority = (

@@ -16,27 +16,27 @@ from typing import Any, ClassVar
 from airflow.sdk import BaseHook
 from pydantic import ValidationError
 
-from airflow_provider_dpone.adapters.clickhouse.adapter_set import MemberEndpoints, PublicationAdapters, adapters_for
-from airflow_provider_dpone.adapters.clickhouse.clients import Purpose, build_async_client, build_client, close_client
-from airflow_provider_dpone.adapters.clickhouse.connection import ResolvedConnection
-from airflow_provider_dpone.adapters.clickhouse.endpoint import Endpoint
-from airflow_provider_dpone.adapters.clickhouse.member_session import ClickHouseMemberSessions
-from airflow_provider_dpone.adapters.clickhouse.oneshot import PROCESS_GUARD, MutationGuard
-from airflow_provider_dpone.adapters.clickhouse.sql_cluster_ddl import DEFAULT_TASK_TIMEOUT_SECONDS
-from airflow_provider_dpone.adapters.storage.artifact_store import ObjectStorageArtifactStore
-from airflow_provider_dpone.contracts.connection import ClickHouseConnectionOptions
-from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.contracts.inventory import AdmittedInventory, AdmittedMember
-from airflow_provider_dpone.contracts.manifest import ArtifactSource as ArtifactManifestSource
-from airflow_provider_dpone.contracts.manifest import ClusterPublicationManifest
+from airflow_provider_dpone.cluster.clickhouse.adapter_set import MemberEndpoints, PublicationAdapters, adapters_for
+from airflow_provider_dpone.cluster.clickhouse.artifact_store import ObjectStorageArtifactStore
+from airflow_provider_dpone.cluster.clickhouse.member_session import ClickHouseMemberSessions
+from airflow_provider_dpone.cluster.clickhouse.sql_cluster_ddl import DEFAULT_TASK_TIMEOUT_SECONDS
+from airflow_provider_dpone.cluster.ports import ArtifactSource, TableSpec
+from airflow_provider_dpone.cluster.protocol.request import PublicationRequest
+from airflow_provider_dpone.core.clickhouse.clients import Purpose, build_async_client, build_client, close_client
+from airflow_provider_dpone.core.clickhouse.connection import ResolvedConnection
+from airflow_provider_dpone.core.clickhouse.endpoint import Endpoint
+from airflow_provider_dpone.core.clickhouse.oneshot import PROCESS_GUARD, MutationGuard
+from airflow_provider_dpone.core.connection_options import ClickHouseConnectionOptions
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.inventory import AdmittedInventory, AdmittedMember
+from airflow_provider_dpone.core.manifest import ArtifactSource as ArtifactManifestSource
+from airflow_provider_dpone.core.manifest import ClusterPublicationManifest
 from airflow_provider_dpone.hooks.publication import (
     PublicationEnvironment,
     configured_ddl_task_timeout_seconds,
     declared_table,
     protocol_settings,
 )
-from airflow_provider_dpone.ports.publication import ArtifactSource, TableSpec
-from airflow_provider_dpone.protocol.request import PublicationRequest
 from airflow_provider_dpone.provider_info import UI_FIELD_BEHAVIOUR
 
 CONNECTION_TYPES = ("dpone_clickhouse", "clickhouse")
@@ -124,7 +124,7 @@ class DponeClickHouseHook(BaseHook):
 
         The answer names the stable code of a failure (invalid extra, refused credentials, no answer), never a host.
         """
-        from airflow_provider_dpone.adapters.clickhouse.catalog import read_failure
+        from airflow_provider_dpone.cluster.clickhouse.catalog import read_failure
 
         try:
             client = self.coordinator_client()
@@ -257,7 +257,7 @@ class DponeClickHouseHook(BaseHook):
 
 def describe_query(endpoint: Any, query: str) -> tuple[tuple[str, str], ...]:
     """The ``(name, type)`` pairs of the query's result, in canonical spelling; reads no row."""
-    from airflow_provider_dpone.adapters.clickhouse.types import canonical_columns
+    from airflow_provider_dpone.core.clickhouse.types import canonical_columns
 
     try:
         rows = endpoint.reader().query(f"DESCRIBE TABLE ({query})").result_rows

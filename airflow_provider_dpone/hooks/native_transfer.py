@@ -5,7 +5,7 @@ memory (the clients and connection factories close over them) and never reach lo
 
 * Source: a ``dpone_clickhouse`` (or the official ``clickhouse``) connection, read directly over HTTP(S) with no client
   retry, no redirects, bounded timeouts and every request pinned to one server by a ClickHouse HTTP session
-  (``adapters/clickhouse/snapshot_session.http_connector``). The transport
+  (``transfer/source/session.http_connector``). The transport
   options come from the connection's extra, parsed by :class:`DponeClickHouseHook`. (The ClickHouse client factory
   lives here until the publication hook exposes one the route can share.)
 * Target: ``mssql`` through the Microsoft SQL Server provider's ``MsSqlHook`` (pymssql; BCP or SqlClient batches as
@@ -22,16 +22,16 @@ from typing import Any, Final
 
 from airflow.sdk import BaseHook
 
-from airflow_provider_dpone.adapters.clickhouse.snapshot_session import (
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.manifest.transfer import MssqlSink, NativeTransferManifest, PostgresSink
+from airflow_provider_dpone.hooks.clickhouse import CONNECTION_TYPES, DponeClickHouseHook
+from airflow_provider_dpone.transfer.ports import TransferTarget
+from airflow_provider_dpone.transfer.source.session import (
     ClickHouseSnapshotConnector,
     http_connector,
     source_transport_options,
 )
-from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.contracts.manifest_transfer import MssqlSink, NativeTransferManifest, PostgresSink
-from airflow_provider_dpone.contracts.transfer_target import TargetTable
-from airflow_provider_dpone.hooks.clickhouse import CONNECTION_TYPES, DponeClickHouseHook
-from airflow_provider_dpone.ports.transfer import TransferTarget
+from airflow_provider_dpone.transfer.values.target import TargetTable
 
 DEFAULT_BASE_DIR: Final = "dpone-native-transfer"
 _POSTGRES_EXTRAS: Final = frozenset(
@@ -90,8 +90,8 @@ class DponeNativeTransferHook(BaseHook):
         return self._postgres_target(sink, table)
 
     def _mssql_target(self, sink: MssqlSink, table: TargetTable) -> TransferTarget:
-        from airflow_provider_dpone.adapters.mssql.connection import mssql_connection_factory
-        from airflow_provider_dpone.adapters.mssql.target import MsSqlTransferTarget
+        from airflow_provider_dpone.transfer.targets.mssql.connection import mssql_connection_factory
+        from airflow_provider_dpone.transfer.targets.mssql.target import MsSqlTransferTarget
 
         backend = self.manifest.source.options.native_transfer.execution.import_backend
         return MsSqlTransferTarget(mssql_connection_factory(sink.connection_id), table, import_backend=backend)
@@ -114,7 +114,7 @@ class DponeNativeTransferHook(BaseHook):
         )
 
     def _postgres_target(self, sink: PostgresSink, table: TargetTable) -> TransferTarget:
-        from airflow_provider_dpone.adapters.postgres.target import (
+        from airflow_provider_dpone.transfer.targets.postgres.target import (
             PostgresTransferTarget,
             postgres_connection_factory,
             postgres_copy_factory,

@@ -20,24 +20,23 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Protocol
 
-from airflow_provider_dpone.contracts.connection import ClickHouseConnectionOptions
-from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.contracts.inventory import AdmittedMember
-from airflow_provider_dpone.contracts.manifest import ClusterPublicationManifest
-from airflow_provider_dpone.ports.publication import ArtifactSource, ColumnSpec, TableSpec
-from airflow_provider_dpone.ports.quality import AcceptanceReader
-from airflow_provider_dpone.protocol.context import ProtocolSettings, PublicationPorts
-from airflow_provider_dpone.protocol.request import PublicationRequest
+from airflow_provider_dpone.cluster.ports import AcceptanceReader, ArtifactSource, ColumnSpec, TableSpec
+from airflow_provider_dpone.cluster.protocol.context import ProtocolSettings, PublicationPorts
+from airflow_provider_dpone.cluster.protocol.request import PublicationRequest
+from airflow_provider_dpone.core.connection_options import ClickHouseConnectionOptions
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.inventory import AdmittedMember
+from airflow_provider_dpone.core.manifest import ClusterPublicationManifest
 
 if TYPE_CHECKING:
-    from airflow_provider_dpone.adapters.clickhouse.connection import ResolvedConnection
+    from airflow_provider_dpone.core.clickhouse.connection import ResolvedConnection
 
 MemberConnections = Callable[[AdmittedMember], "ResolvedConnection"]
 AcceptanceReaderFactory = Callable[[MemberConnections], AcceptanceReader]
 """The seed's keyword-only ``target_acceptance_reader`` of ``ClickHouseSink(..., durable_quality_replay=True)``, on
 this provider's operators: it builds the bounded reader of one task try from the admitted sink connection (a resolver
 of each member's direct connection). Default: the hook's
-:class:`~airflow_provider_dpone.adapters.clickhouse.acceptance_reader.SubprocessAcceptanceReader`."""
+:class:`~airflow_provider_dpone.cluster.clickhouse.acceptance_reader.SubprocessAcceptanceReader`."""
 
 DEFAULT_QUEUE_READER = "airflow_provider_dpone.triggers.ddl_queue_readers.clickhouse_queue_reader"
 """Import path of the factory the deferral trigger builds its (async, read-only) DDL queue reader with."""
@@ -123,7 +122,7 @@ def configured_ddl_task_timeout_seconds() -> int:
     """
     from airflow.sdk import conf
 
-    from airflow_provider_dpone.adapters.clickhouse.sql_cluster_ddl import DEFAULT_TASK_TIMEOUT_SECONDS
+    from airflow_provider_dpone.cluster.clickhouse.sql_cluster_ddl import DEFAULT_TASK_TIMEOUT_SECONDS
 
     return conf.getint("dpone", "ddl_task_timeout_seconds", fallback=DEFAULT_TASK_TIMEOUT_SECONDS)
 

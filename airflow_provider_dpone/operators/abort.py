@@ -26,10 +26,10 @@ from typing import Any, cast
 
 from airflow.sdk import Context
 
-from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.cluster.protocol.service import publication_service
+from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.operators.full_refresh import DponePublicationOperator, TaskSession
 from airflow_provider_dpone.operators.reporting import XCom, log_transition, raise_for
-from airflow_provider_dpone.protocol.service import publication_service
 
 MISMATCH = "DPONE_CLICKHOUSE_CLUSTER_ABORT_OPERATION_MISMATCH"
 

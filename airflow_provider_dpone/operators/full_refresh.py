@@ -20,8 +20,17 @@ from typing import Any, TypeVar
 
 from airflow.sdk import BaseOperator, Context
 
-from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.contracts.manifest import (
+from airflow_provider_dpone.admission import admit_static
+from airflow_provider_dpone.cluster.ports import TableSpec
+from airflow_provider_dpone.cluster.protocol.request import PublicationRequest
+from airflow_provider_dpone.cluster.protocol.service import (
+    Begun,
+    PublicationService,
+    bound_columns,
+    publication_service,
+)
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.manifest import (
     ClusterPublicationManifest,
     load_manifest,
     manifest_from_mapping,
@@ -47,10 +56,6 @@ from airflow_provider_dpone.operators.reporting import (
     raise_for,
     stage_xcom,
 )
-from airflow_provider_dpone.ports.publication import TableSpec
-from airflow_provider_dpone.protocol.admission import admit_static
-from airflow_provider_dpone.protocol.request import PublicationRequest
-from airflow_provider_dpone.protocol.service import Begun, PublicationService, bound_columns, publication_service
 
 T = TypeVar("T")
 

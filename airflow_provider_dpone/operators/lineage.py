@@ -20,13 +20,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_dpone.contracts.manifest import ClusterPublicationManifest
-from airflow_provider_dpone.contracts.manifest_cluster import ClickHouseQuerySource
+from airflow_provider_dpone.core.manifest import ClusterPublicationManifest
+from airflow_provider_dpone.core.manifest.cluster import ClickHouseQuerySource
 
 if TYPE_CHECKING:
     from airflow.providers.openlineage.extractors import OperatorLineage
 
-    from airflow_provider_dpone.contracts.manifest_transfer import NativeTransferManifest
+    from airflow_provider_dpone.core.manifest.transfer import NativeTransferManifest
 
 _DEFAULT_PORTS = {"mssql": 1433, "postgres": 5432}
 

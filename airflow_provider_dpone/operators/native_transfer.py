@@ -26,16 +26,16 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 from airflow.sdk import BaseOperator, Context
 
-from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.operators.reporting import TaskLog, raise_for
 
 if TYPE_CHECKING:  # the route's modules are imported when a task runs, never when a DAG file is parsed
-    from airflow_provider_dpone.contracts.manifest_transfer import NativeTransferManifest
+    from airflow_provider_dpone.core.manifest.transfer import NativeTransferManifest
     from airflow_provider_dpone.operators.lineage import Moved
     from airflow_provider_dpone.operators.native_transfer_support import OperationIdentity, ProgressJournal
-    from airflow_provider_dpone.ports.transfer import SnapshotSourceConnector, TransferTarget
-    from airflow_provider_dpone.protocol.native_transfer.admission import SourceRequest
-    from airflow_provider_dpone.protocol.native_transfer.route import NativeTransferRoute, RouteResult
+    from airflow_provider_dpone.transfer.ports import SnapshotSourceConnector, TransferTarget
+    from airflow_provider_dpone.transfer.route.admission import SourceRequest
+    from airflow_provider_dpone.transfer.route.route import NativeTransferRoute, RouteResult
 
 ManifestInput: TypeAlias = "str | os.PathLike[str] | Mapping[str, Any] | NativeTransferManifest"
 ConnectorFactory = Callable[["NativeTransferManifest"], "SnapshotSourceConnector"]
@@ -45,8 +45,8 @@ _PHASES_LOGGED = frozenset({"admitted", "eof", "stage_complete", "prepared", "lo
 
 def load_transfer_manifest(manifest: ManifestInput) -> NativeTransferManifest:
     """A native transfer manifest from a path, a mapping or a model (anything else is a terminal error)."""
-    from airflow_provider_dpone.contracts.manifest import load_manifest, manifest_from_mapping
-    from airflow_provider_dpone.contracts.manifest_transfer import NativeTransferManifest
+    from airflow_provider_dpone.core.manifest import load_manifest, manifest_from_mapping
+    from airflow_provider_dpone.core.manifest.transfer import NativeTransferManifest
 
     if isinstance(manifest, NativeTransferManifest):
         return manifest
@@ -117,7 +117,7 @@ class DponeNativeTransferOperator(BaseOperator):
 
     # -- wiring --------------------------------------------------------------------------------------------------
     def _manifest(self) -> NativeTransferManifest:
-        from airflow_provider_dpone.protocol.admission import admit_static
+        from airflow_provider_dpone.admission import admit_static
 
         manifest = load_transfer_manifest(self.manifest)
         admission = admit_static(manifest)
@@ -142,9 +142,9 @@ class DponeNativeTransferOperator(BaseOperator):
 
     @staticmethod
     def request(manifest: NativeTransferManifest, identity: OperationIdentity) -> SourceRequest:
-        from airflow_provider_dpone.contracts.native_chunk import RelationRef
-        from airflow_provider_dpone.contracts.native_window import UtcWindow
-        from airflow_provider_dpone.protocol.native_transfer.admission import SourceRequest
+        from airflow_provider_dpone.transfer.route.admission import SourceRequest
+        from airflow_provider_dpone.transfer.values.chunk import RelationRef
+        from airflow_provider_dpone.transfer.values.utc_window import UtcWindow
 
         window = manifest.load.window
         return SourceRequest(
@@ -158,11 +158,11 @@ class DponeNativeTransferOperator(BaseOperator):
     def build_route(
         self, manifest: NativeTransferManifest, identity: OperationIdentity, base: str
     ) -> tuple[NativeTransferRoute, ProgressJournal]:
-        from airflow_provider_dpone.adapters.storage.native_journal import ObjectJournalStore
-        from airflow_provider_dpone.adapters.storage.native_stage import ObjectStageStore
         from airflow_provider_dpone.operators.native_transfer_support import ProgressJournal, ProgressTarget, UtcClock
-        from airflow_provider_dpone.protocol.native_transfer.route import NativeTransferRoute
-        from airflow_provider_dpone.protocol.native_transfer.target_custody import TargetCustody
+        from airflow_provider_dpone.transfer.route.route import NativeTransferRoute
+        from airflow_provider_dpone.transfer.route.target_custody import TargetCustody
+        from airflow_provider_dpone.transfer.storage.journal_store import ObjectJournalStore
+        from airflow_provider_dpone.transfer.storage.stage_store import ObjectStageStore
 
         clock = UtcClock()
         lease = dt.timedelta(minutes=self.lease_minutes)
@@ -232,8 +232,8 @@ class DponeNativeTransferOperator(BaseOperator):
     @staticmethod
     def _settled_invocation(journal: ProgressJournal) -> str | None:
         """The invocation the journal shows settled before EOF (the last one), or None."""
-        from airflow_provider_dpone.protocol.native_transfer.inspection import summarize
-        from airflow_provider_dpone.protocol.native_transfer.states import RouteState
+        from airflow_provider_dpone.transfer.route.inspection import summarize
+        from airflow_provider_dpone.transfer.route.states import RouteState
 
         try:
             summary = summarize(journal)
@@ -260,7 +260,7 @@ class DponeNativeTransferOperator(BaseOperator):
         manifest: NativeTransferManifest, identity: OperationIdentity, result: RouteResult, journal: ProgressJournal
     ) -> dict[str, Any]:
         """Redacted evidence for XCom: ids, counts, digests and phases only."""
-        from airflow_provider_dpone.protocol.native_transfer.inspection import summarize
+        from airflow_provider_dpone.transfer.route.inspection import summarize
 
         snapshot = manifest.source.options.native_transfer.source_snapshot
         return {

@@ -15,18 +15,18 @@ from typing import Any
 
 import pyarrow as pa
 
-from airflow_provider_dpone.contracts.manifest import normalized_plan_digest
-from airflow_provider_dpone.contracts.manifest_transfer import NativeTransferManifest
-from airflow_provider_dpone.contracts.native_chunk import ChunkReceipt, operation_id
-from airflow_provider_dpone.contracts.native_journal import LeaseRecord, decode_record
-from airflow_provider_dpone.ports.transfer import (
+from airflow_provider_dpone.core.manifest import normalized_plan_digest
+from airflow_provider_dpone.core.manifest.transfer import NativeTransferManifest
+from airflow_provider_dpone.transfer.ports import (
     ChunkEvidence,
     JournalStore,
     TargetInvocation,
     TargetPublicationReceipt,
     TransferTarget,
 )
-from airflow_provider_dpone.protocol.native_transfer.target_custody import target_key
+from airflow_provider_dpone.transfer.route.target_custody import target_key
+from airflow_provider_dpone.transfer.values.chunk import ChunkReceipt, operation_id
+from airflow_provider_dpone.transfer.values.journal_records import LeaseRecord, decode_record
 
 
 class OperationIdentity:

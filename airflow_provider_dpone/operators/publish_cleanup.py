@@ -28,9 +28,10 @@ from typing import Any, Final, Literal, NoReturn
 
 from airflow.sdk import Asset, Context, conf
 
-from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.contracts.manifest import ClusterPublicationManifest
-from airflow_provider_dpone.contracts.receipts_publication import PublicationReceipt
+from airflow_provider_dpone.cluster.protocol.results import CleanupResult, InProgress, PublishResult
+from airflow_provider_dpone.cluster.values.publication_receipts import PublicationReceipt
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.manifest import ClusterPublicationManifest
 from airflow_provider_dpone.operators.full_refresh import (
     DponePublicationOperator,
     ManifestInput,
@@ -47,7 +48,6 @@ from airflow_provider_dpone.operators.reporting import (
     receipt_xcom,
     short,
 )
-from airflow_provider_dpone.protocol.results import CleanupResult, InProgress, PublishResult
 from airflow_provider_dpone.triggers.ddl_queue import (
     ClusterDDLQueueTrigger,
     ProgressGate,

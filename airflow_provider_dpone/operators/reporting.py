@@ -25,24 +25,24 @@ from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.contracts.receipts import CURRENT_CONTENT_DIGEST, ContentDigestVersion
+from airflow_provider_dpone.cluster.values.receipts import CURRENT_CONTENT_DIGEST, ContentDigestVersion
+from airflow_provider_dpone.core.errors import DponeError
 
 if TYPE_CHECKING:  # the native transfer's DAG file imports this module: the publication's models load when used
-    from airflow_provider_dpone.contracts.authority_external import ExternalAuthorityRecord
-    from airflow_provider_dpone.contracts.authority_row import AuthorityRow, VersionedAuthorityRow
-    from airflow_provider_dpone.contracts.inventory import AdmittedMember
-    from airflow_provider_dpone.contracts.part_digests import PartDigest
-    from airflow_provider_dpone.contracts.receipts_publication import PublicationReceipt, QualityReceipt
-    from airflow_provider_dpone.ports.publication import (
+    from airflow_provider_dpone.cluster.ports import (
         ArtifactHandle,
         AuthorityStore,
         MemberSession,
         MemberSessions,
         TableObservation,
     )
-    from airflow_provider_dpone.protocol.context import PublicationPorts
-    from airflow_provider_dpone.protocol.results import FenceResult, InProgress, StageResult
+    from airflow_provider_dpone.cluster.protocol.context import PublicationPorts
+    from airflow_provider_dpone.cluster.protocol.results import FenceResult, InProgress, StageResult
+    from airflow_provider_dpone.cluster.values.authority.external import ExternalAuthorityRecord
+    from airflow_provider_dpone.cluster.values.authority.row import AuthorityRow, VersionedAuthorityRow
+    from airflow_provider_dpone.cluster.values.part_digests import PartDigest
+    from airflow_provider_dpone.cluster.values.publication_receipts import PublicationReceipt, QualityReceipt
+    from airflow_provider_dpone.core.inventory import AdmittedMember
 
 XCom = dict[str, Any]
 
@@ -226,7 +226,7 @@ class StageProgress:
 
     def seen(self, record: ExternalAuthorityRecord, *, committed: bool) -> None:
         """Track rebuild counts; log each increase a committed write made."""
-        from airflow_provider_dpone.contracts.authority_external import MAX_REBUILDS_PER_MEMBER
+        from airflow_provider_dpone.cluster.values.authority.external import MAX_REBUILDS_PER_MEMBER
 
         artifact_rows = record.artifact.row_count if record.artifact is not None else None
         for member in record.members:
@@ -258,8 +258,8 @@ class _Authority:
         self._progress = progress
 
     def _note(self, row: AuthorityRow, *, committed: bool) -> None:
-        from airflow_provider_dpone.contracts.authority_codec import decode
-        from airflow_provider_dpone.contracts.authority_external import ExternalAuthorityRecord
+        from airflow_provider_dpone.cluster.values.authority.codec import decode
+        from airflow_provider_dpone.cluster.values.authority.external import ExternalAuthorityRecord
 
         try:
             record = decode(row)

@@ -89,7 +89,7 @@ class ClickHouseQueueReader:
         return self._client
 
     async def read(self, cluster: str, correlation_token: str, entry: str | None) -> QueueSnapshot | None:
-        from airflow_provider_dpone.adapters.clickhouse.sql_cluster_ddl import queue_entry
+        from airflow_provider_dpone.cluster.clickhouse.sql_cluster_ddl import queue_entry
 
         client = await self._connect()
         result = await client.query(queue_entry(cluster, correlation_token))

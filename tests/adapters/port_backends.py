@@ -17,18 +17,18 @@ from typing import Any, Literal, Protocol
 
 from airflow.sdk import ObjectStoragePath
 
-from airflow_provider_dpone.adapters.clickhouse.adapter_set import PublicationAdapters, adapters_for
-from airflow_provider_dpone.adapters.clickhouse.clients import Purpose, build_client, close_client
-from airflow_provider_dpone.adapters.clickhouse.connection import ResolvedConnection
-from airflow_provider_dpone.adapters.clickhouse.literals import string_literal
-from airflow_provider_dpone.adapters.clickhouse.member_session import ClickHouseMemberSessions
-from airflow_provider_dpone.adapters.storage.artifact_store import ObjectStorageArtifactStore
-from airflow_provider_dpone.contracts.authority_row import AUTHORITY_COLUMNS, AUTHORITY_TABLE
-from airflow_provider_dpone.contracts.connection import ClickHouseConnectionOptions
-from airflow_provider_dpone.contracts.inventory import AdmittedInventory
-from airflow_provider_dpone.contracts.receipts import ArtifactReceipt
-from airflow_provider_dpone.protocol.context import PublicationPorts
-from airflow_provider_dpone.protocol.runtime_admission import admit_inventory
+from airflow_provider_dpone.cluster.clickhouse.adapter_set import PublicationAdapters, adapters_for
+from airflow_provider_dpone.cluster.clickhouse.artifact_store import ObjectStorageArtifactStore
+from airflow_provider_dpone.cluster.clickhouse.member_session import ClickHouseMemberSessions
+from airflow_provider_dpone.cluster.protocol.context import PublicationPorts
+from airflow_provider_dpone.cluster.protocol.runtime_admission import admit_inventory
+from airflow_provider_dpone.cluster.values.authority.row import AUTHORITY_COLUMNS, AUTHORITY_TABLE
+from airflow_provider_dpone.cluster.values.receipts import ArtifactReceipt
+from airflow_provider_dpone.core.clickhouse.clients import Purpose, build_client, close_client
+from airflow_provider_dpone.core.clickhouse.connection import ResolvedConnection
+from airflow_provider_dpone.core.clickhouse.literals import string_literal
+from airflow_provider_dpone.core.connection_options import ClickHouseConnectionOptions
+from airflow_provider_dpone.core.inventory import AdmittedInventory
 from tests.fakes import parts
 from tests.fakes.publication import FakeWorld, FaultKind
 

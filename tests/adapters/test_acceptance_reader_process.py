@@ -16,17 +16,17 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_dpone.adapters.clickhouse import acceptance_reader
-from airflow_provider_dpone.adapters.clickhouse.acceptance_reader import (
+from airflow_provider_dpone.cluster.clickhouse import acceptance_reader
+from airflow_provider_dpone.cluster.clickhouse.acceptance_reader import (
     SubprocessAcceptanceReader,
     parse_answer,
     worker_environment,
 )
-from airflow_provider_dpone.adapters.clickhouse.connection import ResolvedConnection
-from airflow_provider_dpone.contracts.inventory import AdmittedMember
-from airflow_provider_dpone.contracts.quality_read import ReplicaRead, TargetReadPlan
-from airflow_provider_dpone.ports.publication import UnavailableError
-from airflow_provider_dpone.ports.quality import ReadIncompleteError
+from airflow_provider_dpone.cluster.ports import ReadIncompleteError
+from airflow_provider_dpone.cluster.values.quality_read import ReplicaRead, TargetReadPlan
+from airflow_provider_dpone.core.clickhouse.connection import ResolvedConnection
+from airflow_provider_dpone.core.inventory import AdmittedMember
+from airflow_provider_dpone.core.outcomes import UnavailableError
 
 SECRET = "pw-Reader-Private-91c"
 MEMBER = "m" + "0" * 16
@@ -170,7 +170,7 @@ def test_an_answer_after_the_deadline_is_not_an_answer(tmp_path: Path, monkeypat
 
 
 def test_the_worker_takes_only_one_exact_aggregate_row_as_counts() -> None:
-    from airflow_provider_dpone.adapters.clickhouse.acceptance_worker import IncompleteAnswerError, counts_from
+    from airflow_provider_dpone.cluster.clickhouse.acceptance_worker import IncompleteAnswerError, counts_from
 
     names = ("count()", "toString(sum(...))", "generation_uuid", "null_0")
     row = [3, "12345", PLAN.generation_uuid, 0]

@@ -13,11 +13,11 @@ import pytest
 from airflow.sdk import ObjectStoragePath
 
 import airflow_provider_dpone
-from airflow_provider_dpone.adapters.clickhouse.artifact_source import copy_bounded
-from airflow_provider_dpone.adapters.storage.artifact_store import ObjectStorageArtifactStore
-from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.contracts.receipts import ArtifactColumn, ArtifactReceipt
-from airflow_provider_dpone.ports.publication import ArtifactInvalidError
+from airflow_provider_dpone.cluster.clickhouse.artifact_source import copy_bounded
+from airflow_provider_dpone.cluster.clickhouse.artifact_store import ObjectStorageArtifactStore
+from airflow_provider_dpone.cluster.values.receipts import ArtifactColumn, ArtifactReceipt
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.outcomes import ArtifactInvalidError
 
 
 def store_at(tmp_path: Path, chunk_bytes: int = 4) -> ObjectStorageArtifactStore:
@@ -141,8 +141,8 @@ def test_a_fresh_process_reopens_the_artifact_from_the_receipt_alone(tmp_path: P
     script = (
         "import sys, hashlib\n"
         "from airflow.sdk import ObjectStoragePath\n"
-        "from airflow_provider_dpone.adapters.storage.artifact_store import ObjectStorageArtifactStore\n"
-        "from airflow_provider_dpone.contracts.receipts import ArtifactReceipt\n"
+        "from airflow_provider_dpone.cluster.clickhouse.artifact_store import ObjectStorageArtifactStore\n"
+        "from airflow_provider_dpone.cluster.values.receipts import ArtifactReceipt\n"
         "receipt = ArtifactReceipt.model_validate_json(sys.stdin.read())\n"
         f"store = ObjectStorageArtifactStore(ObjectStoragePath('file://{tmp_path}/artifacts'))\n"
         "print(hashlib.sha256(b''.join(store.open(receipt).chunks())).hexdigest())\n"

@@ -13,27 +13,23 @@ from typing import Any
 import pytest
 from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError
 
-from airflow_provider_dpone.adapters.clickhouse.authority_store import ClickHouseAuthorityStore
-from airflow_provider_dpone.adapters.clickhouse.cluster_ddl import ClickHouseClusterDDL
-from airflow_provider_dpone.adapters.clickhouse.endpoint import Endpoint
-from airflow_provider_dpone.adapters.clickhouse.member_session import (
+from airflow_provider_dpone.cluster.clickhouse.authority_store import ClickHouseAuthorityStore
+from airflow_provider_dpone.cluster.clickhouse.cluster_ddl import ClickHouseClusterDDL
+from airflow_provider_dpone.cluster.clickhouse.member_session import (
     SYNC_READ_MARGIN_SECONDS,
     ClickHouseMemberSession,
     sync_bound,
 )
-from airflow_provider_dpone.adapters.clickhouse.oneshot import MutationGuard
-from airflow_provider_dpone.contracts.authority_row import AuthorityRow
-from airflow_provider_dpone.contracts.identities import member_id
-from airflow_provider_dpone.contracts.inventory import AdmittedInventory, AdmittedMember, MemberEndpoint
-from airflow_provider_dpone.ports.publication import (
+from airflow_provider_dpone.cluster.ports import ColumnSpec, DispatchSettings, DropTable, HostDdlState, TableSpec
+from airflow_provider_dpone.cluster.values.authority.row import AuthorityRow
+from airflow_provider_dpone.core.clickhouse.endpoint import Endpoint
+from airflow_provider_dpone.core.clickhouse.oneshot import MutationGuard
+from airflow_provider_dpone.core.identities import member_id
+from airflow_provider_dpone.core.inventory import AdmittedInventory, AdmittedMember, MemberEndpoint
+from airflow_provider_dpone.core.outcomes import (
     AuthorityConflictError,
-    ColumnSpec,
-    DispatchSettings,
-    DropTable,
-    HostDdlState,
     MutationRejectedError,
     OutcomeUnknownError,
-    TableSpec,
     UnavailableError,
 )
 
@@ -182,7 +178,7 @@ SPEC = TableSpec(columns=(ColumnSpec(name="id", type="UInt64"),))
 
 class Handle:
     def __init__(self) -> None:
-        from airflow_provider_dpone.contracts.receipts import ArtifactColumn, ArtifactReceipt
+        from airflow_provider_dpone.cluster.values.receipts import ArtifactColumn, ArtifactReceipt
 
         self.receipt = ArtifactReceipt(
             sha256="a" * 64,
@@ -221,7 +217,7 @@ def test_every_load_failure_after_sending_is_unknown(answer: Callable[[], Any]) 
 
 
 def test_a_load_whose_artifact_fails_verification_while_streaming_is_invalid_not_unknown() -> None:
-    from airflow_provider_dpone.ports.publication import ArtifactInvalidError
+    from airflow_provider_dpone.core.outcomes import ArtifactInvalidError
 
     class Tampered(Handle):
         def chunks(self) -> Any:
@@ -260,7 +256,7 @@ def test_observation_refuses_content_of_a_table_that_changed_meanwhile(parts_uui
 
 
 def test_observation_refuses_parts_listed_after_a_partial_read_of_another_table() -> None:
-    from airflow_provider_dpone.contracts.part_digests import PartDigest, part_key
+    from airflow_provider_dpone.cluster.values.part_digests import PartDigest, part_key
 
     known = (PartDigest(part=part_key("all_1_1_0", "ab"), rows=3, sum="0" * 63 + "7"),)
     listed = [("all_1_1_0", "ab"), ("all_2_2_0", "cd")]

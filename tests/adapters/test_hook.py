@@ -7,7 +7,7 @@ import json
 import pytest
 from airflow.sdk import Connection
 
-from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.hooks.clickhouse import DponeClickHouseHook, default_artifact_base
 
 

@@ -9,10 +9,10 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError, ProgrammingError
 
-from airflow_provider_dpone.adapters.clickhouse.clients import Purpose
-from airflow_provider_dpone.adapters.clickhouse.connection import ResolvedConnection
-from airflow_provider_dpone.adapters.clickhouse.endpoint import Endpoint
-from airflow_provider_dpone.adapters.clickhouse.oneshot import (
+from airflow_provider_dpone.core.clickhouse.clients import Purpose
+from airflow_provider_dpone.core.clickhouse.connection import ResolvedConnection
+from airflow_provider_dpone.core.clickhouse.endpoint import Endpoint
+from airflow_provider_dpone.core.clickhouse.oneshot import (
     MutationGuard,
     MutationReplayRefusedError,
     Refused,
@@ -21,11 +21,11 @@ from airflow_provider_dpone.adapters.clickhouse.oneshot import (
     mutation_query_id,
     sanitized,
 )
-from airflow_provider_dpone.contracts.connection import ClickHouseConnectionOptions
-from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.contracts.identities import member_id
-from airflow_provider_dpone.contracts.inventory import AdmittedMember, MemberEndpoint
-from airflow_provider_dpone.ports.publication import MutationRejectedError
+from airflow_provider_dpone.core.connection_options import ClickHouseConnectionOptions
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.identities import member_id
+from airflow_provider_dpone.core.inventory import AdmittedMember, MemberEndpoint
+from airflow_provider_dpone.core.outcomes import MutationRejectedError
 
 
 def test_guard_refuses_the_second_claim_of_one_query_id() -> None:

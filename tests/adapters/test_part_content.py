@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_dpone.adapters.clickhouse import part_content
-from airflow_provider_dpone.adapters.clickhouse.member_session import ClickHouseMemberSession
+from airflow_provider_dpone.cluster.clickhouse import part_content
+from airflow_provider_dpone.cluster.clickhouse.member_session import ClickHouseMemberSession
 from tests.adapters.port_backends import EmbeddedBackend, open_backend
 from tests.contracts.test_part_digests import Table, facts
 

@@ -7,7 +7,7 @@ from typing import Literal
 import pytest
 from clickhouse_connect.driver._backend.httpcommon import embed_insert_query
 
-from airflow_provider_dpone.adapters.clickhouse import (
+from airflow_provider_dpone.cluster.clickhouse import (
     reference_digest,
     sql_authority,
     sql_catalog,
@@ -15,10 +15,7 @@ from airflow_provider_dpone.adapters.clickhouse import (
     sql_digest,
     sql_member,
 )
-from airflow_provider_dpone.contracts.authority_row import AuthorityRow
-from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.contracts.typed_digest import LogicalType, MultisetDigest, TypedColumn
-from airflow_provider_dpone.ports.publication import (
+from airflow_provider_dpone.cluster.ports import (
     ColumnSpec,
     CreateReplicatedTable,
     DispatchSettings,
@@ -27,6 +24,9 @@ from airflow_provider_dpone.ports.publication import (
     RenameTable,
     TableSpec,
 )
+from airflow_provider_dpone.cluster.values.authority.row import AuthorityRow
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.typed_digest import LogicalType, MultisetDigest, TypedColumn
 
 KEY = "ab" * 32
 UUID = "00000000-0000-4000-8000-000000000001"
@@ -352,8 +352,8 @@ def test_every_statement_validates_names(name: str) -> None:
 
 
 def test_acceptance_counts_are_one_aggregate_statement_with_positional_aliases() -> None:
-    from airflow_provider_dpone.adapters.clickhouse import sql_acceptance
-    from airflow_provider_dpone.contracts.quality_read import TargetReadPlan
+    from airflow_provider_dpone.cluster.clickhouse import sql_acceptance
+    from airflow_provider_dpone.cluster.values.quality_read import TargetReadPlan
 
     schema = (("id", "UInt64"), ("name", "Nullable(String)"))
     plan = TargetReadPlan(

@@ -6,14 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from airflow_provider_dpone.adapters.clickhouse.literals import (
-    settings_clause,
-    string_literal,
-    uint_literal,
-    uuid_literal,
-)
-from airflow_provider_dpone.adapters.clickhouse.types import canonical_columns, canonical_type
-from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.core.clickhouse.literals import settings_clause, string_literal, uint_literal, uuid_literal
+from airflow_provider_dpone.core.clickhouse.types import canonical_columns, canonical_type
+from airflow_provider_dpone.core.errors import DponeError
 
 
 def unescape(literal: str) -> str:

@@ -15,14 +15,9 @@ from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError
 from clickhouse_connect.driver.httputil import get_pool_manager, get_pool_manager_options
 from urllib3 import Timeout
 
-from airflow_provider_dpone.adapters.clickhouse.clients import (
-    PinnedPoolManager,
-    Purpose,
-    client_kwargs,
-    make_one_shot,
-)
-from airflow_provider_dpone.adapters.clickhouse.connection import ResolvedConnection
-from airflow_provider_dpone.contracts.connection import ClickHouseConnectionOptions
+from airflow_provider_dpone.core.clickhouse.clients import PinnedPoolManager, Purpose, client_kwargs, make_one_shot
+from airflow_provider_dpone.core.clickhouse.connection import ResolvedConnection
+from airflow_provider_dpone.core.connection_options import ClickHouseConnectionOptions
 from tests.adapters.http_servers import ok_reply, redirect_reply, serve
 
 INSERT_BODY = b"INSERT INTO `db`.`t` FORMAT Native\n" + b"\x00" * 64

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import datetime as dt
 
-from airflow_provider_dpone.contracts.native_chunk import NativeChunkPlan, RelationRef
-from airflow_provider_dpone.contracts.native_transfer_options import SourceSnapshot
-from airflow_provider_dpone.contracts.native_window import UtcWindow
-from airflow_provider_dpone.contracts.raw_snapshot import (
+from airflow_provider_dpone.core.manifest.transfer_options import SourceSnapshot
+from airflow_provider_dpone.transfer.route.read_profile import frozen_settings
+from airflow_provider_dpone.transfer.route.schema_admission import map_type
+from airflow_provider_dpone.transfer.values.chunk import NativeChunkPlan, RelationRef
+from airflow_provider_dpone.transfer.values.raw_snapshot import (
     AccessRecord,
     EngineSignature,
     FilterState,
@@ -22,8 +23,7 @@ from airflow_provider_dpone.contracts.raw_snapshot import (
     legacy_source_binding_sha256,
     raw_source_query_id,
 )
-from airflow_provider_dpone.protocol.native_transfer.read_profile import frozen_settings
-from airflow_provider_dpone.protocol.native_transfer.schema_admission import map_type
+from airflow_provider_dpone.transfer.values.utc_window import UtcWindow
 
 H = "ab" * 32
 RELATION = RelationRef(database="sales", table="events")

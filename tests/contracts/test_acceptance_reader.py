@@ -18,21 +18,16 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_dpone.contracts.quality_read import (
-    ColumnCounts,
-    Observation,
-    ReplicaRead,
-    TargetReadPlan,
-)
-from airflow_provider_dpone.ports.publication import (
+from airflow_provider_dpone.cluster.ports import (
     ColumnSpec,
     CreateReplicatedTable,
     DispatchSettings,
     MemberSession,
+    ReadIncompleteError,
     TableSpec,
-    UnavailableError,
 )
-from airflow_provider_dpone.ports.quality import ReadIncompleteError
+from airflow_provider_dpone.cluster.values.quality_read import ColumnCounts, Observation, ReplicaRead, TargetReadPlan
+from airflow_provider_dpone.core.outcomes import UnavailableError
 from tests.adapters.port_backends import EmbeddedBackend, FakeBackend, PortBackend, Row, open_backend
 
 pytestmark = pytest.mark.embedded_cluster(members=2, internal_replication=True)

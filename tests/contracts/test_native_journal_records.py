@@ -6,10 +6,12 @@ import json
 
 import pytest
 
-from airflow_provider_dpone.contracts.canonical import canonical_json_bytes
-from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.contracts.native_chunk import ChunkReceipt, CompletionMetadata, NativeStageComplete
-from airflow_provider_dpone.contracts.native_journal import (
+from airflow_provider_dpone.core.canonical import canonical_json_bytes
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.transfer.route.journal import RouteJournal
+from airflow_provider_dpone.transfer.route.states import RouteState, fold
+from airflow_provider_dpone.transfer.values.chunk import ChunkReceipt, CompletionMetadata, NativeStageComplete
+from airflow_provider_dpone.transfer.values.journal_records import (
     GENESIS,
     MAX_RECORD_BYTES,
     InvocationSettled,
@@ -20,8 +22,6 @@ from airflow_provider_dpone.contracts.native_journal import (
     decode_record,
     encode_record,
 )
-from airflow_provider_dpone.protocol.native_transfer.journal import RouteJournal
-from airflow_provider_dpone.protocol.native_transfer.states import RouteState, fold
 from tests.contracts.raw_snapshot_fixtures import H, plan
 
 INV = "1" * 32

@@ -16,14 +16,14 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_dpone.contracts.native_arrow_chunk import table_rows
-from airflow_provider_dpone.contracts.native_chunk import RelationRef
-from airflow_provider_dpone.contracts.native_query import SnapshotQuery
-from airflow_provider_dpone.contracts.native_window import UtcWindow
-from airflow_provider_dpone.contracts.raw_snapshot import SettingRecord
-from airflow_provider_dpone.contracts.typed_digest import row_hash
-from airflow_provider_dpone.protocol.native_transfer.read_profile import FILTER_SETTINGS, frozen_settings
-from airflow_provider_dpone.protocol.native_transfer.schema_admission import map_type
+from airflow_provider_dpone.core.typed_digest import row_hash
+from airflow_provider_dpone.transfer.route.read_profile import FILTER_SETTINGS, frozen_settings
+from airflow_provider_dpone.transfer.route.schema_admission import map_type
+from airflow_provider_dpone.transfer.values.arrow_chunk import table_rows
+from airflow_provider_dpone.transfer.values.chunk import RelationRef
+from airflow_provider_dpone.transfer.values.query import SnapshotQuery
+from airflow_provider_dpone.transfer.values.raw_snapshot import SettingRecord
+from airflow_provider_dpone.transfer.values.utc_window import UtcWindow
 from tests.fakes.transfer_source import FakeSnapshotSource, FakeTable
 from tests.integration import native_chdb
 

@@ -9,9 +9,9 @@ import uuid
 
 import pytest
 
-from airflow_provider_dpone.contracts.part_digests import MAX_PART_DIGESTS, PartDigest
-from airflow_provider_dpone.contracts.receipts import CONTENT_DIGEST_V1, ContentDigestVersion
-from airflow_provider_dpone.ports.publication import TableObservation
+from airflow_provider_dpone.cluster.ports import TableObservation
+from airflow_provider_dpone.cluster.values.part_digests import MAX_PART_DIGESTS, PartDigest
+from airflow_provider_dpone.cluster.values.receipts import CONTENT_DIGEST_V1, ContentDigestVersion
 from tests.adapters.port_backends import PortBackend
 from tests.contracts.test_publication_ports import COLUMNS, ROWS, candidate, members, session
 from tests.contracts.test_publication_ports import backend as backend  # the same fake and embedded backends

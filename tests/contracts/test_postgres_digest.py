@@ -17,14 +17,14 @@ import psycopg
 import pyarrow as pa
 import pytest
 
-from airflow_provider_dpone.adapters.postgres.arrow_load import copy_table
-from airflow_provider_dpone.adapters.postgres.digest import readback_chunk
-from airflow_provider_dpone.adapters.postgres.statements import qualified
-from airflow_provider_dpone.adapters.postgres.target import PostgresTransferTarget
-from airflow_provider_dpone.adapters.readback_equality import stored_equals_sent
-from airflow_provider_dpone.contracts.transfer_target import PublicationMode, TargetColumn, TargetPlan
-from airflow_provider_dpone.contracts.transfer_target_types import StringMapping
-from airflow_provider_dpone.ports.transfer import ChunkEvidence, TargetInvocation
+from airflow_provider_dpone.core.manifest.transfer import StringMapping
+from airflow_provider_dpone.transfer.ports import ChunkEvidence, TargetInvocation
+from airflow_provider_dpone.transfer.targets.postgres.arrow_load import copy_table
+from airflow_provider_dpone.transfer.targets.postgres.digest import readback_chunk
+from airflow_provider_dpone.transfer.targets.postgres.statements import qualified
+from airflow_provider_dpone.transfer.targets.postgres.target import PostgresTransferTarget
+from airflow_provider_dpone.transfer.targets.readback_equality import stored_equals_sent
+from airflow_provider_dpone.transfer.values.target import PublicationMode, TargetColumn, TargetPlan
 from tests.fixtures.postgres import PostgresServer
 from tests.fixtures.target_harness import PostgresHarness, bind, chunk, evidence, sealed_chunk
 

@@ -18,9 +18,9 @@ import pyarrow as pa
 import pytest
 
 import tests.contracts.test_target_contract as contract
-from airflow_provider_dpone.adapters.postgres import statements as sql
-from airflow_provider_dpone.adapters.postgres.digest import chunk_digest, readback_chunk
-from airflow_provider_dpone.contracts.transfer_target import CHUNK_COLUMN, TargetPlan
+from airflow_provider_dpone.transfer.targets.postgres import statements as sql
+from airflow_provider_dpone.transfer.targets.postgres.digest import chunk_digest, readback_chunk
+from airflow_provider_dpone.transfer.values.target import CHUNK_COLUMN, TargetPlan
 from tests.fixtures.postgres import PostgresServer
 from tests.fixtures.target_harness import PostgresHarness
 

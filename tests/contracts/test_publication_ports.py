@@ -13,20 +13,18 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_dpone.contracts.authority_row import AUTHORITY_COLUMNS, AUTHORITY_TABLE, AuthorityRow
-from airflow_provider_dpone.contracts.receipts import CONTENT_DIGEST_V1, CONTENT_DIGEST_V2
-from airflow_provider_dpone.ports.publication import (
-    AuthorityConflictError,
+from airflow_provider_dpone.cluster.ports import (
     ColumnSpec,
     DispatchSettings,
     DropTable,
     ExchangeTables,
     HostDdlState,
-    MutationRejectedError,
-    OutcomeUnknownError,
     RenameTable,
     TableSpec,
 )
+from airflow_provider_dpone.cluster.values.authority.row import AUTHORITY_COLUMNS, AUTHORITY_TABLE, AuthorityRow
+from airflow_provider_dpone.cluster.values.receipts import CONTENT_DIGEST_V1, CONTENT_DIGEST_V2
+from airflow_provider_dpone.core.outcomes import AuthorityConflictError, MutationRejectedError, OutcomeUnknownError
 from tests.adapters.port_backends import PortBackend, Row, open_backend
 from tests.fakes.world import content_digest as typed_multiset_digest
 
@@ -219,7 +217,7 @@ def test_load_then_observe_equals_the_artifact(backend: PortBackend) -> None:
 
 def test_the_content_digest_is_the_typed_multiset_digest_of_the_rows(backend: PortBackend) -> None:
     """Version 2 is one definition on every side: the server's digest equals the Python typed multiset digest
-    (``contracts.typed_digest``) of the same rows, so the fake and the engine agree value for value."""
+    (``core.typed_digest``) of the same rows, so the fake and the engine agree value for value."""
     receipt = backend.seal(COLUMNS, ROWS)
     assert receipt.content_digest_version == CONTENT_DIGEST_V2
     assert receipt.content_digest == typed_multiset_digest(COLUMNS, ROWS)
@@ -362,7 +360,7 @@ def test_exchange_swaps_the_uuids_on_every_member(backend: PortBackend) -> None:
 
 def test_an_exchanged_table_keeps_its_parts_digest_under_the_new_name(backend: PortBackend) -> None:
     """The published table keeps its part names and checksums: what a candidate was verified with is what the target
-    shows after EXCHANGE (a successor's baseline reuses its digest on that basis, protocol/seal.py)."""
+    shows after EXCHANGE (a successor's baseline reuses its digest on that basis, cluster/protocol/seal.py)."""
     receipt = backend.seal(COLUMNS, ROWS)
     verified = {}
     for member_id in members(backend):

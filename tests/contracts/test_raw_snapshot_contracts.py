@@ -9,11 +9,19 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from airflow_provider_dpone.contracts.canonical import canonical_json_bytes
-from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.contracts.native_chunk import ChunkReceipt, CompletionMetadata, NativeStageComplete
-from airflow_provider_dpone.contracts.raw_snapshot import RAW_MARKER_PREFIX, decode_source_marker, raw_source_query_id
-from airflow_provider_dpone.contracts.raw_snapshot_eof import SourceEof, SourceSnapshotExtension, eof_descriptor_sha256
+from airflow_provider_dpone.core.canonical import canonical_json_bytes
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.transfer.values.chunk import ChunkReceipt, CompletionMetadata, NativeStageComplete
+from airflow_provider_dpone.transfer.values.raw_snapshot import (
+    RAW_MARKER_PREFIX,
+    decode_source_marker,
+    raw_source_query_id,
+)
+from airflow_provider_dpone.transfer.values.raw_snapshot_eof import (
+    SourceEof,
+    SourceSnapshotExtension,
+    eof_descriptor_sha256,
+)
 from tests.contracts.raw_snapshot_fixtures import H, legacy_binding, plan, profile
 
 GOLDEN_PROFILE_SHA256 = "fa2c2f419adea21f5356817f5d1a69e3814cc69eb841143385d4e30aeb4f8930"

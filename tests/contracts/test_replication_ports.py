@@ -18,19 +18,18 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_dpone.adapters.clickhouse.adapter_set import MemberEndpoints
-from airflow_provider_dpone.adapters.clickhouse.member_session import SYNC_READ_MARGIN_SECONDS, ClickHouseMemberSessions
-from airflow_provider_dpone.ports.publication import (
+from airflow_provider_dpone.cluster.clickhouse.adapter_set import MemberEndpoints
+from airflow_provider_dpone.cluster.clickhouse.member_session import SYNC_READ_MARGIN_SECONDS, ClickHouseMemberSessions
+from airflow_provider_dpone.cluster.ports import (
     ColumnSpec,
     CreateReplicatedTable,
     DispatchSettings,
     DropTable,
     HostDdlState,
     MemberSession,
-    OutcomeUnknownError,
     TableSpec,
-    UnavailableError,
 )
+from airflow_provider_dpone.core.outcomes import OutcomeUnknownError, UnavailableError
 from tests.adapters.port_backends import EmbeddedBackend, PortBackend, Row, open_backend
 
 pytestmark = pytest.mark.embedded_cluster(members=2, internal_replication=True)

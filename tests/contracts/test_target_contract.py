@@ -17,17 +17,17 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 
-from airflow_provider_dpone.adapters.postgres.target import COPY_BATCH_ROWS
-from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.contracts.native_arrow_chunk import rows_table
-from airflow_provider_dpone.contracts.native_schema import NativeColumn
-from airflow_provider_dpone.contracts.native_transfer_options import ImportBackend
-from airflow_provider_dpone.contracts.native_window import UtcWindow
-from airflow_provider_dpone.contracts.transfer_target import PublicationMode, TargetPlan
-from airflow_provider_dpone.contracts.transfer_target_types import StringMapping
-from airflow_provider_dpone.contracts.typed_digest import MultisetDigest
-from airflow_provider_dpone.ports.transfer import ChunkEvidence, TargetInvocation, TransferTarget
-from airflow_provider_dpone.protocol.native_transfer.schema_admission import map_type
+from airflow_provider_dpone.core.columns import NativeColumn
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.manifest.transfer import StringMapping
+from airflow_provider_dpone.core.manifest.transfer_options import ImportBackend
+from airflow_provider_dpone.core.typed_digest import MultisetDigest
+from airflow_provider_dpone.transfer.ports import ChunkEvidence, TargetInvocation, TransferTarget
+from airflow_provider_dpone.transfer.route.schema_admission import map_type
+from airflow_provider_dpone.transfer.targets.postgres.target import COPY_BATCH_ROWS
+from airflow_provider_dpone.transfer.values.arrow_chunk import rows_table
+from airflow_provider_dpone.transfer.values.target import PublicationMode, TargetPlan
+from airflow_provider_dpone.transfer.values.utc_window import UtcWindow
 from tests.fakes.transfer_target import Fault, SimulatedCrash
 from tests.fixtures.target_harness import (
     FakeHarness,

@@ -12,16 +12,11 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from airflow_provider_dpone.contracts.inventory import AdmittedMember
-from airflow_provider_dpone.contracts.quality_read import (
-    ColumnCounts,
-    Observation,
-    TargetCounts,
-    TargetReadPlan,
-)
-from airflow_provider_dpone.ports.publication import UnavailableError
-from airflow_provider_dpone.ports.quality import ReadIncompleteError
-from airflow_provider_dpone.protocol.quality_target import replica_facts
+from airflow_provider_dpone.cluster.ports import ReadIncompleteError
+from airflow_provider_dpone.cluster.protocol.quality_target import replica_facts
+from airflow_provider_dpone.cluster.values.quality_read import ColumnCounts, Observation, TargetCounts, TargetReadPlan
+from airflow_provider_dpone.core.inventory import AdmittedMember
+from airflow_provider_dpone.core.outcomes import UnavailableError
 from tests.fakes.world import content_digest
 
 if TYPE_CHECKING:

@@ -1,9 +1,9 @@
-"""The stand-in's evaluation of the T-SQL chunk digest (``adapters/mssql/digest.py``), modelled on T-SQL semantics.
+"""The stand-in's evaluation of the T-SQL chunk digest (``transfer/targets/mssql/digest.py``), modelled on T-SQL semantics.
 
 Each encoding template the adapter emits is recognized by its text and evaluated with a model of the T-SQL functions
 it uses (``CONVERT`` to character types and its styles, ``REPLACE``/``PATINDEX``/``SUBSTRING``, ``DATEDIFF_BIG`` and
 ``DATEPART``, ``LOWER``, ``DATALENGTH``, ``CAST(int AS BINARY(4))``, ``HASHBYTES``), never with the project's typed
-digest: a template that encoded a value differently from ``contracts/typed_digest.py`` gives a different total here.
+digest: a template that encoded a value differently from ``core/typed_digest.py`` gives a different total here.
 An unknown template fails the test loudly.
 """
 

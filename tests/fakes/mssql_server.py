@@ -1,4 +1,4 @@
-"""A recording DB-API fake of pymssql + SQL Server, for exactly the statements ``adapters/mssql/tsql.py`` emits.
+"""A recording DB-API fake of pymssql + SQL Server, for exactly the statements ``transfer/targets/mssql/tsql.py`` emits.
 
 No SQL Server can run here. This fake stands exactly where pymssql stands (the adapter's connection factory) and:
 
@@ -169,7 +169,7 @@ class EmulatedServer:
         self.fail_at: str | None = None  # the statement fails with a server error; the connection stays open
         self.held: list[FakeConnection] = []
         self.bcp_rows: list[list[BcpColumn]] = []  # every row a bulk copy sent, column by column
-        # Server answers the run-time checks read (adapters/mssql/checks.py); tests set the failing ones.
+        # Server answers the run-time checks read (transfer/targets/mssql/checks.py); tests set the failing ones.
         self.autocommit = False  # pymssql opens no transaction: @@TRANCOUNT stays 0
         self.session_options: int | None = None  # @@OPTIONS as observed; None: what the session's SETs made it
         self.protocol_version: int | None = 0x74000004  # sys.dm_exec_connections.protocol_version (TDS 7.4)

@@ -12,8 +12,8 @@ import hashlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from airflow_provider_dpone.contracts.part_digests import PartDigest, part_key, recorded, sum_text
-from airflow_provider_dpone.contracts.receipts import ContentDigestVersion
+from airflow_provider_dpone.cluster.values.part_digests import PartDigest, part_key, recorded, sum_text
+from airflow_provider_dpone.cluster.values.receipts import ContentDigestVersion
 
 if TYPE_CHECKING:  # the world imports the fakes that write parts
     from tests.fakes.world import FakeTable

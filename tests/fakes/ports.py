@@ -12,9 +12,27 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from airflow_provider_dpone.adapters.clickhouse.types import canonical_columns
-from airflow_provider_dpone.contracts.authority_row import AUTHORITY_TABLE, AuthorityRow, VersionedAuthorityRow
-from airflow_provider_dpone.contracts.inventory import (
+from airflow_provider_dpone.cluster.ports import (
+    DdlIntent,
+    DispatchOutcome,
+    DispatchSettings,
+    HostDdlState,
+    QueueEntryStatus,
+    QueueHostStatus,
+    ReplicaStatus,
+    TableObservation,
+    TableSpec,
+)
+from airflow_provider_dpone.cluster.values.authority.row import AUTHORITY_TABLE, AuthorityRow, VersionedAuthorityRow
+from airflow_provider_dpone.cluster.values.part_digests import MAX_PART_DIGESTS, PartDigest
+from airflow_provider_dpone.cluster.values.receipts import (
+    CURRENT_CONTENT_DIGEST,
+    ArtifactColumn,
+    ArtifactReceipt,
+    ContentDigestVersion,
+)
+from airflow_provider_dpone.core.clickhouse.types import canonical_columns
+from airflow_provider_dpone.core.inventory import (
     AdmittedInventory,
     AdmittedMember,
     ColumnFact,
@@ -22,27 +40,11 @@ from airflow_provider_dpone.contracts.inventory import (
     MemberEndpoint,
     TableFacts,
 )
-from airflow_provider_dpone.contracts.part_digests import MAX_PART_DIGESTS, PartDigest
-from airflow_provider_dpone.contracts.receipts import (
-    CURRENT_CONTENT_DIGEST,
-    ArtifactColumn,
-    ArtifactReceipt,
-    ContentDigestVersion,
-)
-from airflow_provider_dpone.ports.publication import (
+from airflow_provider_dpone.core.outcomes import (
     ArtifactInvalidError,
     AuthorityConflictError,
-    DdlIntent,
-    DispatchOutcome,
-    DispatchSettings,
-    HostDdlState,
     MutationRejectedError,
     OutcomeUnknownError,
-    QueueEntryStatus,
-    QueueHostStatus,
-    ReplicaStatus,
-    TableObservation,
-    TableSpec,
     UnavailableError,
 )
 from tests.fakes import parts

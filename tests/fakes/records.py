@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from airflow_provider_dpone.contracts.authority_external import ExternalAuthorityRecord, MemberRecord
-from airflow_provider_dpone.contracts.authority_generation import DdlBinding, MemberGeneration
-from airflow_provider_dpone.contracts.authority_internal import (
+from airflow_provider_dpone.cluster.values.authority.external import ExternalAuthorityRecord, MemberRecord
+from airflow_provider_dpone.cluster.values.authority.generation import DdlBinding, MemberGeneration
+from airflow_provider_dpone.cluster.values.authority.internal import (
     InternalAuthorityRecordV1,
     InternalAuthorityRecordV2,
     LoadBinding,
     ReplicatedCandidate,
 )
-from airflow_provider_dpone.contracts.authority_phases import MemberStage, Phase
-from airflow_provider_dpone.contracts.identities import INTERNAL_CANDIDATE_INFIX, candidate_name, member_id, target_key
-from airflow_provider_dpone.contracts.quality_capsule import (
+from airflow_provider_dpone.cluster.values.authority.phases import MemberStage, Phase
+from airflow_provider_dpone.cluster.values.quality_capsule import (
     QUALITY_SCHEMA_V2,
     CapsuleState,
     GateResult,
@@ -21,8 +20,9 @@ from airflow_provider_dpone.contracts.quality_capsule import (
     TargetObservation,
     TargetPlan,
 )
-from airflow_provider_dpone.contracts.quality_read import ColumnCounts, TargetCounts
-from airflow_provider_dpone.contracts.receipts import ArtifactColumn, ArtifactReceipt
+from airflow_provider_dpone.cluster.values.quality_read import ColumnCounts, TargetCounts
+from airflow_provider_dpone.cluster.values.receipts import ArtifactColumn, ArtifactReceipt
+from airflow_provider_dpone.core.identities import INTERNAL_CANDIDATE_INFIX, candidate_name, member_id, target_key
 
 TARGET_KEY = target_key("analytics", "analytics_db", "target_table")
 OPERATION = "6c47dd41409baff80f32c405d93fcee5804c6b1b2b20a736707dfe8a4de6c3ce"

@@ -15,11 +15,12 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.contracts.native_arrow_chunk import row_hashes, rows_table
-from airflow_provider_dpone.contracts.native_chunk import RelationRef
-from airflow_provider_dpone.contracts.native_query import SnapshotQuery, verify_query
-from airflow_provider_dpone.contracts.native_source_observation import (
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.transfer.ports import SourceBlock
+from airflow_provider_dpone.transfer.values.arrow_chunk import row_hashes, rows_table
+from airflow_provider_dpone.transfer.values.chunk import RelationRef
+from airflow_provider_dpone.transfer.values.query import SnapshotQuery, verify_query
+from airflow_provider_dpone.transfer.values.source_observation import (
     AccessObservation,
     ColumnObservation,
     MutationObservation,
@@ -32,7 +33,6 @@ from airflow_provider_dpone.contracts.native_source_observation import (
     SettingsObservation,
     TransportObservation,
 )
-from airflow_provider_dpone.ports.transfer import SourceBlock
 
 BASE_SETTINGS: dict[str, str] = {
     "final": "0",

@@ -1,6 +1,6 @@
 """An in-memory transfer target with deterministic fault injection.
 
-It implements the one target port (``ports/transfer.py``), with the same observable outcomes as the PostgreSQL and
+It implements the one target port (``transfer/ports.py``), with the same observable outcomes as the PostgreSQL and
 SQL Server adapters, and runs the same contract suite (``tests/contracts/test_target_contract.py``): a transaction's
 effects appear at its commit and all at once; a receipt is written in the publication's transaction; reconcile never
 answers while a publication is in flight. Faults are armed for the *next* commit (prepare, a chunk load or a
@@ -23,19 +23,15 @@ from enum import StrEnum
 
 import pyarrow as pa
 
-from airflow_provider_dpone.adapters.transfer_target_common import (
-    committed_receipt,
-    publication_request,
-    route_receipt,
-)
-from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.contracts.native_arrow_chunk import chunk_rows
-from airflow_provider_dpone.contracts.native_schema import NativeColumn
-from airflow_provider_dpone.contracts.transfer_target import PublicationMode, TargetPlan, TargetTable
-from airflow_provider_dpone.contracts.transfer_target_receipts import PublicationReceipt
-from airflow_provider_dpone.contracts.transfer_target_values import RowConverter
-from airflow_provider_dpone.contracts.typed_digest import MultisetDigest
-from airflow_provider_dpone.ports.transfer import ChunkEvidence, TargetInvocation, TargetPublicationReceipt
+from airflow_provider_dpone.core.columns import NativeColumn
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.typed_digest import MultisetDigest
+from airflow_provider_dpone.transfer.ports import ChunkEvidence, TargetInvocation, TargetPublicationReceipt
+from airflow_provider_dpone.transfer.targets.sql_target import committed_receipt, publication_request, route_receipt
+from airflow_provider_dpone.transfer.values.arrow_chunk import chunk_rows
+from airflow_provider_dpone.transfer.values.target import PublicationMode, TargetPlan, TargetTable
+from airflow_provider_dpone.transfer.values.target_receipts import PublicationReceipt
+from airflow_provider_dpone.transfer.values.target_values import RowConverter
 
 
 class Fault(StrEnum):

@@ -14,7 +14,7 @@ tests against the real adapters on the embedded cluster):
   with ``timed_out`` when some host has not finished (``distributed_ddl_output_mode=throw`` semantics);
 * KeeperMap: strict insert fails on an existing key; each successful update increments ``_version`` by one; a CAS at
   the wrong version changes nothing;
-* the content digest is the canonical typed multiset digest (``contracts.typed_digest``) over the table's rows;
+* the content digest is the canonical typed multiset digest (``core.typed_digest``) over the table's rows;
 * ``Replicated*MergeTree`` tables (internal mode) share one log per Keeper path, fetch asynchronously and deduplicate
   inserted blocks: see :mod:`tests.fakes.replication`.
 
@@ -35,34 +35,19 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from airflow_provider_dpone.adapters.clickhouse.types import canonical_columns
-from airflow_provider_dpone.contracts.authority_row import (
-    AUTHORITY_COLUMNS,
-    AuthorityRow,
-)
-from airflow_provider_dpone.contracts.identities import member_id
-from airflow_provider_dpone.contracts.inventory import (
-    ColumnFact,
-    TableFacts,
-)
-from airflow_provider_dpone.contracts.receipts import (
+from airflow_provider_dpone.cluster.ports import DdlIntent, DispatchSettings, HostDdlState
+from airflow_provider_dpone.cluster.protocol.context import PublicationPorts
+from airflow_provider_dpone.cluster.values.authority.row import AUTHORITY_COLUMNS, AuthorityRow
+from airflow_provider_dpone.cluster.values.receipts import (
     CONTENT_DIGEST_V2,
     CURRENT_CONTENT_DIGEST,
     ArtifactReceipt,
     ContentDigestVersion,
 )
-from airflow_provider_dpone.contracts.typed_digest import (
-    LogicalType,
-    MultisetDigest,
-    TypedColumn,
-    native_multiset_digest,
-)
-from airflow_provider_dpone.ports.publication import (
-    DdlIntent,
-    DispatchSettings,
-    HostDdlState,
-)
-from airflow_provider_dpone.protocol.context import PublicationPorts
+from airflow_provider_dpone.core.clickhouse.types import canonical_columns
+from airflow_provider_dpone.core.identities import member_id
+from airflow_provider_dpone.core.inventory import ColumnFact, TableFacts
+from airflow_provider_dpone.core.typed_digest import LogicalType, MultisetDigest, TypedColumn, native_multiset_digest
 from tests.fakes import replication
 from tests.fakes.faults import FaultInjector
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from airflow_provider_dpone.contracts.manifest import ClusterPublicationManifest, load_manifest
+from airflow_provider_dpone.core.manifest import ClusterPublicationManifest, load_manifest
 from airflow_provider_dpone.hooks.publication import PortsFactory
 from airflow_provider_dpone.operators.full_refresh import DponePublicationOperator
 from airflow_provider_dpone.operators.publish_cleanup import _WaitingOperator

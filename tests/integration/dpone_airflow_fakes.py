@@ -16,11 +16,11 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from airflow_provider_dpone.contracts.manifest import ClusterPublicationManifest
+from airflow_provider_dpone.cluster.ports import ColumnSpec, TableSpec
+from airflow_provider_dpone.cluster.protocol.context import ProtocolSettings
+from airflow_provider_dpone.cluster.protocol.request import PublicationRequest
+from airflow_provider_dpone.core.manifest import ClusterPublicationManifest
 from airflow_provider_dpone.hooks.publication import PortsFactory, PublicationEnvironment
-from airflow_provider_dpone.ports.publication import ColumnSpec, TableSpec
-from airflow_provider_dpone.protocol.context import ProtocolSettings
-from airflow_provider_dpone.protocol.request import PublicationRequest
 from airflow_provider_dpone.triggers.ddl_queue_readers import HostState, QueueSnapshot
 from tests.fakes.faults import FaultInjector, FaultKind
 from tests.fakes.publication import FakeSource, FakeWorld, Row

@@ -20,7 +20,7 @@ import clickhouse_connect
 import pytest
 from clickhouse_connect.driver.client import Client
 
-from airflow_provider_dpone.adapters.clickhouse.snapshot_session import ClickHouseSnapshotConnector, inprocess_transport
+from airflow_provider_dpone.transfer.source.session import ClickHouseSnapshotConnector, inprocess_transport
 
 POLICY_DATABASE = "dpone_policy_db"
 POLICY_TABLE = "guarded"

@@ -8,15 +8,15 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
-from airflow_provider_dpone.adapters.clickhouse.snapshot_session import ClickHouseSnapshotConnector, inprocess_transport
-from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.contracts.manifest_transfer import NativeTransferManifest
-from airflow_provider_dpone.ports.transfer import (
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.manifest.transfer import NativeTransferManifest
+from airflow_provider_dpone.transfer.ports import (
     ChunkEvidence,
     TargetInvocation,
     TargetPublicationReceipt,
     TransferTarget,
 )
+from airflow_provider_dpone.transfer.source.session import ClickHouseSnapshotConnector, inprocess_transport
 from tests.integration import native_chdb
 
 SOURCE_DATABASE = "events"

@@ -17,8 +17,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Final
 
-from airflow_provider_dpone.contracts.native_chunk import RelationRef
-from airflow_provider_dpone.contracts.transfer_target_types import StringMapping
+from airflow_provider_dpone.core.manifest.transfer import StringMapping
+from airflow_provider_dpone.transfer.values.chunk import RelationRef
 from tests.integration.native_route_pg import EVENT_BATCHES, EVENTS
 
 

@@ -17,17 +17,17 @@ from typing import Any
 
 import psycopg
 
-from airflow_provider_dpone.adapters.clickhouse.snapshot_session import ClickHouseSnapshotConnector, inprocess_transport
-from airflow_provider_dpone.adapters.storage.native_journal import ObjectJournalStore
-from airflow_provider_dpone.adapters.storage.native_stage import ObjectStageStore
-from airflow_provider_dpone.contracts.identifiers import quote_postgres
-from airflow_provider_dpone.contracts.native_chunk import RelationRef
-from airflow_provider_dpone.contracts.native_transfer_options import NativeTransferOptions
-from airflow_provider_dpone.contracts.native_window import UtcWindow
-from airflow_provider_dpone.contracts.transfer_target_types import StringMapping
-from airflow_provider_dpone.protocol.native_transfer.admission import SourceRequest
-from airflow_provider_dpone.protocol.native_transfer.route import NativeTransferRoute, RouteResult
-from airflow_provider_dpone.protocol.native_transfer.target_custody import TargetCustody, target_key
+from airflow_provider_dpone.core.identifiers import quote_postgres
+from airflow_provider_dpone.core.manifest.transfer import StringMapping
+from airflow_provider_dpone.core.manifest.transfer_options import NativeTransferOptions
+from airflow_provider_dpone.transfer.route.admission import SourceRequest
+from airflow_provider_dpone.transfer.route.route import NativeTransferRoute, RouteResult
+from airflow_provider_dpone.transfer.route.target_custody import TargetCustody, target_key
+from airflow_provider_dpone.transfer.source.session import ClickHouseSnapshotConnector, inprocess_transport
+from airflow_provider_dpone.transfer.storage.journal_store import ObjectJournalStore
+from airflow_provider_dpone.transfer.storage.stage_store import ObjectStageStore
+from airflow_provider_dpone.transfer.values.chunk import RelationRef
+from airflow_provider_dpone.transfer.values.utc_window import UtcWindow
 from tests.fakes.transfer_source import ManualClock
 from tests.fixtures.target_harness import PostgresHarness
 from tests.integration import native_chdb

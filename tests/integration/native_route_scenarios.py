@@ -21,9 +21,9 @@ from typing import Any, Protocol
 
 import pytest
 
-from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.contracts.native_chunk import RelationRef
-from airflow_provider_dpone.contracts.native_window import UtcWindow
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.transfer.values.chunk import RelationRef
+from airflow_provider_dpone.transfer.values.utc_window import UtcWindow
 from tests.fakes.transfer_target import Fault
 from tests.integration.native_route_chdb import read_rows
 from tests.integration.native_route_corpus import CORPUS, EVENTS_TABLE, CorpusTable

@@ -15,16 +15,17 @@ import clickhouse_connect
 import pytest
 from airflow.sdk import ObjectStoragePath
 
-from airflow_provider_dpone.adapters.clickhouse.artifact_source import FileArtifactSource, QueryArtifactSource
-from airflow_provider_dpone.adapters.clickhouse.clients import Purpose, build_async_client, build_client, close_client
-from airflow_provider_dpone.adapters.clickhouse.connection import ResolvedConnection
-from airflow_provider_dpone.adapters.clickhouse.endpoint import Endpoint
-from airflow_provider_dpone.adapters.clickhouse.member_session import ClickHouseMemberSession
-from airflow_provider_dpone.adapters.clickhouse.oneshot import MutationGuard, MutationReplayRefusedError
-from airflow_provider_dpone.adapters.storage.artifact_store import ObjectStorageArtifactStore
-from airflow_provider_dpone.contracts.connection import ClickHouseConnectionOptions
-from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.ports.publication import ArtifactInvalidError, ColumnSpec, TableSpec
+from airflow_provider_dpone.cluster.clickhouse.artifact_source import FileArtifactSource, QueryArtifactSource
+from airflow_provider_dpone.cluster.clickhouse.artifact_store import ObjectStorageArtifactStore
+from airflow_provider_dpone.cluster.clickhouse.member_session import ClickHouseMemberSession
+from airflow_provider_dpone.cluster.ports import ColumnSpec, TableSpec
+from airflow_provider_dpone.core.clickhouse.clients import Purpose, build_async_client, build_client, close_client
+from airflow_provider_dpone.core.clickhouse.connection import ResolvedConnection
+from airflow_provider_dpone.core.clickhouse.endpoint import Endpoint
+from airflow_provider_dpone.core.clickhouse.oneshot import MutationGuard, MutationReplayRefusedError
+from airflow_provider_dpone.core.connection_options import ClickHouseConnectionOptions
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.outcomes import ArtifactInvalidError
 from tests.adapters.http_servers import redirect_reply, serve
 
 pytestmark = pytest.mark.embedded_cluster(members=2)
@@ -300,9 +301,9 @@ def test_async_client_reads_and_refuses_a_redirect(embedded_cluster: Any) -> Non
 
 
 def test_a_member_without_the_target_database_answers_that_it_has_none(embedded_cluster: Any) -> None:
-    from airflow_provider_dpone.adapters.clickhouse.adapter_set import MemberEndpoints
-    from airflow_provider_dpone.adapters.clickhouse.catalog import ClickHouseCatalog
-    from airflow_provider_dpone.protocol.runtime_admission import admit_inventory
+    from airflow_provider_dpone.cluster.clickhouse.adapter_set import MemberEndpoints
+    from airflow_provider_dpone.cluster.clickhouse.catalog import ClickHouseCatalog
+    from airflow_provider_dpone.cluster.protocol.runtime_admission import admit_inventory
 
     database = f"only_one_{uuid.uuid4().hex[:8]}"
     client = embedded_cluster.client("member1")
@@ -341,9 +342,9 @@ def test_concurrent_compare_and_set_at_one_version_admits_exactly_one_writer(
 ) -> None:
     import threading
 
-    from airflow_provider_dpone.adapters.clickhouse.authority_store import ClickHouseAuthorityStore
-    from airflow_provider_dpone.contracts.authority_row import AUTHORITY_COLUMNS, AUTHORITY_TABLE, AuthorityRow
-    from airflow_provider_dpone.ports.publication import AuthorityConflictError
+    from airflow_provider_dpone.cluster.clickhouse.authority_store import ClickHouseAuthorityStore
+    from airflow_provider_dpone.cluster.values.authority.row import AUTHORITY_COLUMNS, AUTHORITY_TABLE, AuthorityRow
+    from airflow_provider_dpone.core.outcomes import AuthorityConflictError
 
     client = embedded_cluster.client("coordinator")
     try:
@@ -398,7 +399,7 @@ def test_concurrent_compare_and_set_at_one_version_admits_exactly_one_writer(
 def test_clients_of_one_adapter_set_connect_once_per_server(embedded_cluster: Any) -> None:
     """The second client of a server replays the first one's connect exchange: no request, the same server facts,
     and it works; another server, or another adapter set, connects itself."""
-    from airflow_provider_dpone.adapters.clickhouse import clients
+    from airflow_provider_dpone.core.clickhouse import clients
 
     sent: list[str] = []
     original = clients.PinnedPoolManager.urlopen

@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_dpone.adapters.clickhouse.adapter_set import PublicationAdapters
-from airflow_provider_dpone.adapters.clickhouse.clients import Purpose, build_client, close_client
-from airflow_provider_dpone.contracts.authority_row import AUTHORITY_COLUMNS, AUTHORITY_TABLE
+from airflow_provider_dpone.cluster.clickhouse.adapter_set import PublicationAdapters
+from airflow_provider_dpone.cluster.ports import ColumnSpec, TableSpec
+from airflow_provider_dpone.cluster.protocol.results import Committed, Completed
+from airflow_provider_dpone.cluster.protocol.service import publication_service
+from airflow_provider_dpone.cluster.values.authority.row import AUTHORITY_COLUMNS, AUTHORITY_TABLE
+from airflow_provider_dpone.core.clickhouse.clients import Purpose, build_client, close_client
 from airflow_provider_dpone.hooks.clickhouse import DponeClickHouseHook
-from airflow_provider_dpone.ports.publication import ColumnSpec, TableSpec
-from airflow_provider_dpone.protocol.results import Committed, Completed
-from airflow_provider_dpone.protocol.service import publication_service
 
 pytestmark = pytest.mark.embedded_cluster(members=2)
 
@@ -103,7 +103,7 @@ def digest_on(embedded_cluster: Any, member: Any, database: str, table: str) -> 
 
 
 def publish(adapters: PublicationAdapters, database: str, run_id: str, rows: int, salt: int) -> Completed:
-    from airflow_provider_dpone.protocol.request import PublicationRequest
+    from airflow_provider_dpone.cluster.protocol.request import PublicationRequest
 
     service = publication_service(adapters.ports, PublicationRequest.parse(request(database, run_id)))
     service.fence()
@@ -167,8 +167,8 @@ def test_forced_merges_before_the_barrier_and_of_the_old_target_publish_exactly(
     changed parts again and still publishes (their sum is exactly the verified digest). A merge of the published
     target before the next operation: the successor's baseline reads it again. ``stripped``: the record is rewritten
     without part facts, as an older writer left it, and the barrier reads every part, as before."""
-    from airflow_provider_dpone.contracts.authority_codec import decode, encode
-    from airflow_provider_dpone.protocol.request import PublicationRequest
+    from airflow_provider_dpone.cluster.protocol.request import PublicationRequest
+    from airflow_provider_dpone.cluster.values.authority.codec import decode, encode
 
     publish(adapters, fresh_database, "run-1", 20_000, 1)
     optimize_final(embedded_cluster, fresh_database, "target_table")
@@ -201,7 +201,7 @@ def test_forced_merges_before_the_barrier_and_of_the_old_target_publish_exactly(
 
 
 def adapters_connection(embedded_cluster: Any, database: str) -> Any:
-    from airflow_provider_dpone.adapters.clickhouse.connection import ResolvedConnection
+    from airflow_provider_dpone.core.clickhouse.connection import ResolvedConnection
 
     coordinator = embedded_cluster.coordinator
     return ResolvedConnection(
@@ -212,7 +212,7 @@ def adapters_connection(embedded_cluster: Any, database: str) -> Any:
 def test_a_lost_load_response_is_resolved_by_observation_without_duplicate_rows(
     adapters: PublicationAdapters, embedded_cluster: Any, fresh_database: str
 ) -> None:
-    from airflow_provider_dpone.protocol.request import PublicationRequest
+    from airflow_provider_dpone.cluster.protocol.request import PublicationRequest
 
     embedded_cluster.faults.lose_response("member2", match="^INSERT INTO")
     service = publication_service(adapters.ports, PublicationRequest.parse(request(fresh_database, "run-loss")))

@@ -2,8 +2,8 @@
 
 Every admitted type at its minimum and maximum, zeros, empties and NULLs (``bounds``), strings of every byte value
 and over 8,000 bytes (``large``), multi-byte text, and 100 columns cycling through the types (``wide``): each row's
-hash from the engine (``adapters/clickhouse/sql_row_hash.py``) must be byte-identical to
-``contracts.typed_digest.row_hash`` of the same row's values as they are staged (Arrow, in the stage schema).
+hash from the engine (``core/clickhouse/row_hash.py``) must be byte-identical to
+``core.typed_digest.row_hash`` of the same row's values as they are staged (Arrow, in the stage schema).
 """
 
 from __future__ import annotations
@@ -13,17 +13,17 @@ from typing import Final
 import pyarrow as pa
 import pytest
 
-from airflow_provider_dpone.adapters.clickhouse.sql_row_hash import (
+from airflow_provider_dpone.core.clickhouse.row_hash import (
     ROW_HASH_COLUMN,
     _text,
     _unwrap,
     row_hash_expression,
     row_hash_sql,
 )
-from airflow_provider_dpone.contracts.identifiers import quote_clickhouse
-from airflow_provider_dpone.contracts.native_arrow_chunk import conform, table_rows
-from airflow_provider_dpone.contracts.typed_digest import row_hash
-from airflow_provider_dpone.protocol.native_transfer.schema_admission import map_type
+from airflow_provider_dpone.core.identifiers import quote_clickhouse
+from airflow_provider_dpone.core.typed_digest import row_hash
+from airflow_provider_dpone.transfer.route.schema_admission import map_type
+from airflow_provider_dpone.transfer.values.arrow_chunk import conform, table_rows
 from tests.integration.native_chdb import admin, db
 from tests.integration.native_route_corpus import CORPUS, CorpusTable
 from tests.integration.test_publication_digest import _columns as _publication_columns

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_dpone.contracts.authority_phases import Phase
+from airflow_provider_dpone.cluster.values.authority.phases import Phase
 from airflow_provider_dpone.embedded import EmbeddedCluster
 from tests.integration.airflow_env import load_dag_file
 from tests.integration.dag_runner import configure, export_connection, load_example, run_example

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_dpone.contracts.manifest import ClusterPublicationManifest as Manifest
+from airflow_provider_dpone.core.manifest import ClusterPublicationManifest as Manifest
 from airflow_provider_dpone.embedded import EmbeddedCluster
 from airflow_provider_dpone.hooks.publication import PublicationEnvironment, hook_environment
 from airflow_provider_dpone.triggers.ddl_queue_readers import ClickHouseQueueReader, QueueSnapshot

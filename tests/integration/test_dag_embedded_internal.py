@@ -24,15 +24,15 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_dpone.contracts.authority_codec import AuthorityRecord
-from airflow_provider_dpone.contracts.authority_internal import INTERNAL_SCHEMA_V1
-from airflow_provider_dpone.contracts.authority_row import AuthorityRow
-from airflow_provider_dpone.contracts.identities import INTERNAL_CANDIDATE_INFIX
-from airflow_provider_dpone.contracts.manifest import ClusterPublicationManifest as Manifest
+from airflow_provider_dpone.cluster.protocol.authority_io import read_current
+from airflow_provider_dpone.cluster.protocol.context import ProtocolSettings
+from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecord
+from airflow_provider_dpone.cluster.values.authority.internal import INTERNAL_SCHEMA_V1
+from airflow_provider_dpone.cluster.values.authority.row import AuthorityRow
+from airflow_provider_dpone.core.identities import INTERNAL_CANDIDATE_INFIX
+from airflow_provider_dpone.core.manifest import ClusterPublicationManifest as Manifest
 from airflow_provider_dpone.embedded import EmbeddedCluster
 from airflow_provider_dpone.hooks.publication import PublicationEnvironment, hook_environment
-from airflow_provider_dpone.protocol.authority_io import read_current
-from airflow_provider_dpone.protocol.context import ProtocolSettings
 from tests.integration.dag_runner import (
     INTERNAL_EXAMPLE_FILE,
     RunOutcome,

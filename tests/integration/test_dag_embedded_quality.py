@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_dpone.contracts.authority_internal import INTERNAL_SCHEMA_V2, InternalAuthorityRecordV2
+from airflow_provider_dpone.cluster.values.authority.internal import INTERNAL_SCHEMA_V2, InternalAuthorityRecordV2
 from airflow_provider_dpone.embedded import EmbeddedCluster
 from tests.integration.dag_runner import (
     assert_redacted,
@@ -141,7 +141,7 @@ READS: list[tuple[str, bool, int]] = []
 def counting_reader(connections: Any) -> Any:
     """A ``target_acceptance_reader`` factory: the default worker-process reader over the admitted sink connection,
     recording which table each read observed and how much budget it was given."""
-    from airflow_provider_dpone.adapters.clickhouse.acceptance_reader import SubprocessAcceptanceReader
+    from airflow_provider_dpone.cluster.clickhouse.acceptance_reader import SubprocessAcceptanceReader
 
     inner = SubprocessAcceptanceReader(connections)
 

@@ -13,9 +13,9 @@ from types import ModuleType
 
 import pytest
 
-from airflow_provider_dpone.contracts.authority_codec import decode
-from airflow_provider_dpone.contracts.authority_external import ExternalAuthorityRecord
-from airflow_provider_dpone.contracts.manifest import ClusterPublicationManifest, load_manifest
+from airflow_provider_dpone.cluster.values.authority.codec import decode
+from airflow_provider_dpone.cluster.values.authority.external import ExternalAuthorityRecord
+from airflow_provider_dpone.core.manifest import ClusterPublicationManifest, load_manifest
 from tests.fakes.faults import FaultKind
 from tests.integration.dag_runner import asset_events, configure, load_example, run_example
 from tests.integration.dpone_airflow_fakes import FakeDeployment, NamedFaults

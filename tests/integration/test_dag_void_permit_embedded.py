@@ -27,8 +27,8 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_dpone.contracts.authority_phases import Phase
-from airflow_provider_dpone.contracts.manifest import ClusterPublicationManifest
+from airflow_provider_dpone.cluster.values.authority.phases import Phase
+from airflow_provider_dpone.core.manifest import ClusterPublicationManifest
 from airflow_provider_dpone.embedded import EmbeddedCluster
 from airflow_provider_dpone.hooks.publication import PublicationEnvironment, hook_environment
 from tests.integration.airflow_env import load_dag_file

@@ -25,10 +25,10 @@ from typing import Any
 import clickhouse_connect
 import pytest
 
-from airflow_provider_dpone.contracts.authority_internal import INTERNAL_SCHEMA_V1
-from airflow_provider_dpone.contracts.manifest import ClusterPublicationManifest as Manifest
+from airflow_provider_dpone.cluster.values.authority.internal import INTERNAL_SCHEMA_V1
+from airflow_provider_dpone.core.manifest import ClusterPublicationManifest as Manifest
+from airflow_provider_dpone.core.outcomes import OutcomeUnknownError
 from airflow_provider_dpone.hooks.publication import PublicationEnvironment, hook_environment
-from airflow_provider_dpone.ports.publication import OutcomeUnknownError
 from tests.integration.dag_runner import (
     INTERNAL_EXAMPLE_FILE,
     RunOutcome,

@@ -14,8 +14,8 @@ import json
 
 import pytest
 
-from airflow_provider_dpone.contracts.manifest import load_manifest
-from airflow_provider_dpone.contracts.manifest_transfer import NativeTransferManifest
+from airflow_provider_dpone.core.manifest import load_manifest
+from airflow_provider_dpone.core.manifest.transfer import NativeTransferManifest
 from airflow_provider_dpone.hooks.native_transfer import DponeNativeTransferHook
 from airflow_provider_dpone.operators.native_transfer import DponeNativeTransferOperator
 from tests.integration.native_airflow import load_dag_module, native_dags_folder

@@ -20,12 +20,12 @@ from typing import Any
 import psycopg
 import pytest
 
-from airflow_provider_dpone.adapters.mssql.target import MsSqlTransferTarget
-from airflow_provider_dpone.contracts.manifest import load_manifest
-from airflow_provider_dpone.contracts.manifest_transfer import NativeTransferManifest
-from airflow_provider_dpone.contracts.transfer_target import TargetTable
+from airflow_provider_dpone.core.manifest import load_manifest
+from airflow_provider_dpone.core.manifest.transfer import NativeTransferManifest
 from airflow_provider_dpone.hooks.native_transfer import DponeNativeTransferHook
 from airflow_provider_dpone.operators.native_transfer import DponeNativeTransferOperator
+from airflow_provider_dpone.transfer.targets.mssql.target import MsSqlTransferTarget
+from airflow_provider_dpone.transfer.values.target import TargetTable
 from tests.fakes.mssql_server import EmulatedServer
 from tests.fakes.transfer_target import FaultPlan
 from tests.integration import native_chdb

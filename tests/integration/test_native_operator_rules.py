@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.contracts.manifest import load_manifest
-from airflow_provider_dpone.contracts.manifest_transfer import NativeTransferManifest
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.manifest import load_manifest
+from airflow_provider_dpone.core.manifest.transfer import NativeTransferManifest
 from airflow_provider_dpone.operators.native_transfer import DponeNativeTransferOperator
 from airflow_provider_dpone.operators.native_transfer_support import OperationIdentity
 from tests.fixtures.target_harness import PostgresHarness
@@ -232,9 +232,9 @@ def test_guide_shows_the_real_plan_output() -> None:
 def test_hook_builds_the_adapters_from_airflow_connections(monkeypatch) -> None:
     import json
 
-    from airflow_provider_dpone.adapters.mssql.target import MsSqlTransferTarget
-    from airflow_provider_dpone.adapters.postgres.target import PostgresTransferTarget
     from airflow_provider_dpone.hooks.native_transfer import DponeNativeTransferHook, stage_base
+    from airflow_provider_dpone.transfer.targets.mssql.target import MsSqlTransferTarget
+    from airflow_provider_dpone.transfer.targets.postgres.target import PostgresTransferTarget
 
     postgres = {"conn_type": "postgres", "host": "db.internal", "port": 5433, "login": "loader", "password": "pw-x9"}
     postgres |= {"schema": "warehouse", "extra": {"sslmode": "verify-full", "unrelated": "dropped"}}

@@ -20,14 +20,14 @@ from typing import Any
 import psycopg
 import pytest
 
-from airflow_provider_dpone.adapters.clickhouse.snapshot_session import ClickHouseSnapshotConnector, http_transport
-from airflow_provider_dpone.contracts.connection import ClickHouseConnectionOptions
-from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.contracts.manifest import load_manifest
-from airflow_provider_dpone.contracts.manifest_transfer import NativeTransferManifest
-from airflow_provider_dpone.contracts.native_chunk import RelationRef
+from airflow_provider_dpone.core.connection_options import ClickHouseConnectionOptions
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.manifest import load_manifest
+from airflow_provider_dpone.core.manifest.transfer import NativeTransferManifest
 from airflow_provider_dpone.hooks.native_transfer import DponeNativeTransferHook
-from airflow_provider_dpone.protocol.native_transfer.admission import check_transport
+from airflow_provider_dpone.transfer.route.admission import check_transport
+from airflow_provider_dpone.transfer.source.session import ClickHouseSnapshotConnector, http_transport
+from airflow_provider_dpone.transfer.values.chunk import RelationRef
 from tests.fixtures.target_harness import PostgresHarness
 from tests.integration.native_route_chdb import read_rows
 from tests.integration.native_route_pg import PgRoute, events_table

@@ -29,16 +29,15 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_dpone.adapters.clickhouse.snapshot_session import ClickHouseSnapshotConnector
-from airflow_provider_dpone.adapters.mssql.connection import mssql_connection_factory
-from airflow_provider_dpone.adapters.mssql.target import MsSqlTransferTarget
-from airflow_provider_dpone.contracts.manifest import load_manifest
-from airflow_provider_dpone.contracts.manifest_transfer import NativeTransferManifest
-from airflow_provider_dpone.contracts.native_chunk import RelationRef
-from airflow_provider_dpone.contracts.native_transfer_options import ImportBackend
-from airflow_provider_dpone.contracts.transfer_target import RECEIPT_TABLE, TargetTable
-from airflow_provider_dpone.contracts.transfer_target_types import StringMapping
+from airflow_provider_dpone.core.manifest import load_manifest
+from airflow_provider_dpone.core.manifest.transfer import NativeTransferManifest, StringMapping
+from airflow_provider_dpone.core.manifest.transfer_options import ImportBackend
 from airflow_provider_dpone.hooks.native_transfer import DponeNativeTransferHook
+from airflow_provider_dpone.transfer.source.session import ClickHouseSnapshotConnector
+from airflow_provider_dpone.transfer.targets.mssql.connection import mssql_connection_factory
+from airflow_provider_dpone.transfer.targets.mssql.target import MsSqlTransferTarget
+from airflow_provider_dpone.transfer.values.chunk import RelationRef
+from airflow_provider_dpone.transfer.values.target import RECEIPT_TABLE, TargetTable
 from tests.fakes.transfer_target import FaultPlan
 from tests.fixtures.target_harness import FaultyConnection, settle_held
 from tests.integration.native_route_chdb import multiset

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_dpone.adapters.mssql import tsql
-from airflow_provider_dpone.contracts.native_chunk import RelationRef
-from airflow_provider_dpone.contracts.native_transfer_options import ImportBackend
-from airflow_provider_dpone.contracts.transfer_target import RECEIPT_TABLE
+from airflow_provider_dpone.core.manifest.transfer_options import ImportBackend
+from airflow_provider_dpone.transfer.targets.mssql import tsql
+from airflow_provider_dpone.transfer.values.chunk import RelationRef
+from airflow_provider_dpone.transfer.values.target import RECEIPT_TABLE
 from tests.fixtures.target_harness import MsSqlHarness
 from tests.integration.native_chdb import admin, db
 from tests.integration.native_route_chdb import multiset

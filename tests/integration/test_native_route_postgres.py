@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_dpone.contracts.native_chunk import RelationRef
+from airflow_provider_dpone.transfer.values.chunk import RelationRef
 from tests.fixtures.target_harness import PostgresHarness
 from tests.integration.native_chdb import admin, db
 from tests.integration.native_route_pg import PgRoute

@@ -13,10 +13,10 @@ from decimal import Decimal
 
 import pytest
 
-from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.contracts.native_chunk import RelationRef
-from airflow_provider_dpone.contracts.native_window import UtcWindow
-from airflow_provider_dpone.protocol.native_transfer.schema_admission import map_type
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.transfer.route.schema_admission import map_type
+from airflow_provider_dpone.transfer.values.chunk import RelationRef
+from airflow_provider_dpone.transfer.values.utc_window import UtcWindow
 from tests.fakes.transfer_target import Fault, SimulatedCrash
 from tests.integration import native_chdb
 from tests.integration.native_chdb import admin, db

@@ -19,12 +19,12 @@ from typing import Any
 import psycopg
 import pytest
 
-from airflow_provider_dpone.adapters.clickhouse.snapshot_session import ClickHouseSnapshotConnector, http_connector
-from airflow_provider_dpone.contracts.canonical import tagged_digest
-from airflow_provider_dpone.contracts.connection import ClickHouseConnectionOptions
-from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.contracts.native_chunk import RelationRef
-from airflow_provider_dpone.contracts.native_source_observation import ServerObservation
+from airflow_provider_dpone.core.canonical import tagged_digest
+from airflow_provider_dpone.core.connection_options import ClickHouseConnectionOptions
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.transfer.source.session import ClickHouseSnapshotConnector, http_connector
+from airflow_provider_dpone.transfer.values.chunk import RelationRef
+from airflow_provider_dpone.transfer.values.source_observation import ServerObservation
 from tests.adapters.http_servers import Balancer, Route, balance
 from tests.fixtures.target_harness import PostgresHarness
 from tests.integration.native_route_chdb import read_rows

@@ -7,11 +7,11 @@ import datetime as dt
 
 import pytest
 
-from airflow_provider_dpone.adapters.storage.native_journal import ObjectJournalStore
-from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.contracts.native_journal import LeaseRecord
-from airflow_provider_dpone.protocol.native_transfer.journal import RouteJournal
-from airflow_provider_dpone.protocol.native_transfer.target_custody import TargetCustody
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.transfer.route.journal import RouteJournal
+from airflow_provider_dpone.transfer.route.target_custody import TargetCustody
+from airflow_provider_dpone.transfer.storage.journal_store import ObjectJournalStore
+from airflow_provider_dpone.transfer.values.journal_records import LeaseRecord
 from tests.fakes.transfer_source import ManualClock
 
 LEASE = dt.timedelta(minutes=10)

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from airflow.sdk.exceptions import TaskDeferred
 
-from airflow_provider_dpone.adapters.clickhouse.sql_cluster_ddl import DEFAULT_TASK_TIMEOUT_SECONDS
+from airflow_provider_dpone.cluster.clickhouse.sql_cluster_ddl import DEFAULT_TASK_TIMEOUT_SECONDS
 from airflow_provider_dpone.embedded import EmbeddedCluster
 from airflow_provider_dpone.operators import (
     DponeCleanupOperator,

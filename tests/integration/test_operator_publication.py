@@ -11,7 +11,7 @@ import pytest
 from airflow.sdk import Asset
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from airflow_provider_dpone.contracts.errors import REGISTRY, DponeError
+from airflow_provider_dpone.core.errors import REGISTRY, DponeError
 from airflow_provider_dpone.hooks.publication import declared_table, hook_environment
 from airflow_provider_dpone.operators import (
     DponeCleanupOperator,
@@ -228,8 +228,8 @@ def test_the_internal_manifest_builds_an_internal_request_with_its_partition_key
 
 
 def test_the_convergence_bound_is_a_deployment_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_provider_dpone.cluster.protocol.context import ProtocolSettings
     from airflow_provider_dpone.hooks.publication import protocol_settings
-    from airflow_provider_dpone.protocol.context import ProtocolSettings
 
     assert protocol_settings() == ProtocolSettings()
     monkeypatch.setenv("AIRFLOW__DPONE__REPLICA_SYNC_TIMEOUT_SECONDS", "7.5")
@@ -237,8 +237,8 @@ def test_the_convergence_bound_is_a_deployment_setting(monkeypatch: pytest.Monke
 
 
 def test_the_void_proofs_margins_come_from_the_connection_and_the_deployment(monkeypatch: pytest.MonkeyPatch) -> None:
-    from airflow_provider_dpone.contracts.connection import ClickHouseConnectionOptions
-    from airflow_provider_dpone.contracts.errors import DponeError
+    from airflow_provider_dpone.core.connection_options import ClickHouseConnectionOptions
+    from airflow_provider_dpone.core.errors import DponeError
     from airflow_provider_dpone.hooks.publication import protocol_settings
 
     options = ClickHouseConnectionOptions(connect_timeout_seconds=2, send_receive_timeout_seconds=7)

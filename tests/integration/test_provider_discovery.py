@@ -18,7 +18,7 @@ import pytest
 
 import airflow_provider_dpone
 from airflow_provider_dpone import __version__
-from airflow_provider_dpone.contracts.connection import ClickHouseConnectionOptions
+from airflow_provider_dpone.core.connection_options import ClickHouseConnectionOptions
 from airflow_provider_dpone.provider_info import HOOK_CLASS, UI_FIELD_BEHAVIOUR, get_provider_info
 
 PACKAGE_ROOT = str(Path(airflow_provider_dpone.__file__).resolve().parents[1])

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_dpone.adapters.clickhouse.reference_digest import reference_digest
-from airflow_provider_dpone.contracts.column_profile import unsupported_type
-from airflow_provider_dpone.contracts.receipts import CONTENT_DIGEST_V1, CONTENT_DIGEST_V2, ArtifactReceipt
-from airflow_provider_dpone.ports.publication import ColumnSpec, TableSpec
+from airflow_provider_dpone.cluster.clickhouse.reference_digest import reference_digest
+from airflow_provider_dpone.cluster.ports import ColumnSpec, TableSpec
+from airflow_provider_dpone.cluster.values.receipts import CONTENT_DIGEST_V1, CONTENT_DIGEST_V2, ArtifactReceipt
+from airflow_provider_dpone.core.column_profile import unsupported_type
 from tests.adapters.port_backends import EmbeddedBackend, open_backend
 
 pytestmark = pytest.mark.embedded_cluster(members=2)

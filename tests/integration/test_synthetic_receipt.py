@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from airflow_provider_dpone.contracts.canonical import canonical_json
+from airflow_provider_dpone.core.canonical import canonical_json
 
 ROOT = Path(__file__).resolve().parents[2]
 ROWS = 300

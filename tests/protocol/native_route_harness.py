@@ -9,12 +9,12 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 
-from airflow_provider_dpone.adapters.storage.native_journal import ObjectJournalStore
-from airflow_provider_dpone.adapters.storage.native_stage import ObjectStageStore
-from airflow_provider_dpone.contracts.native_chunk import RelationRef
-from airflow_provider_dpone.contracts.native_transfer_options import NativeTransferOptions
-from airflow_provider_dpone.protocol.native_transfer.admission import SourceRequest
-from airflow_provider_dpone.protocol.native_transfer.route import NativeTransferRoute, RouteResult
+from airflow_provider_dpone.core.manifest.transfer_options import NativeTransferOptions
+from airflow_provider_dpone.transfer.route.admission import SourceRequest
+from airflow_provider_dpone.transfer.route.route import NativeTransferRoute, RouteResult
+from airflow_provider_dpone.transfer.storage.journal_store import ObjectJournalStore
+from airflow_provider_dpone.transfer.storage.stage_store import ObjectStageStore
+from airflow_provider_dpone.transfer.values.chunk import RelationRef
 from tests.fakes.transfer_source import FakeSnapshotSource, FakeTable, ManualClock
 from tests.fakes.transfer_target import Fault, InMemoryTransferTarget, SimulatedCrash
 

@@ -14,15 +14,15 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from airflow_provider_dpone.contracts.authority_codec import AuthorityRecord, decode
-from airflow_provider_dpone.contracts.authority_phases import Phase
-from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.contracts.inventory import ReplicationMode
-from airflow_provider_dpone.ports.publication import ColumnSpec, TableSpec
-from airflow_provider_dpone.protocol.context import ProtocolSettings
-from airflow_provider_dpone.protocol.request import PublicationRequest
-from airflow_provider_dpone.protocol.results import Committed, Completed, InProgress
-from airflow_provider_dpone.protocol.service import PublicationService
+from airflow_provider_dpone.cluster.ports import ColumnSpec, TableSpec
+from airflow_provider_dpone.cluster.protocol.context import ProtocolSettings
+from airflow_provider_dpone.cluster.protocol.request import PublicationRequest
+from airflow_provider_dpone.cluster.protocol.results import Committed, Completed, InProgress
+from airflow_provider_dpone.cluster.protocol.service import PublicationService
+from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecord, decode
+from airflow_provider_dpone.cluster.values.authority.phases import Phase
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.inventory import ReplicationMode
 from tests.fakes.publication import FakeSource, FakeWorld, FaultKind, Row, SimulatedCrash
 
 COLUMNS: tuple[tuple[str, str], ...] = (("id", "UInt64"), ("name", "String"))

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_dpone.contracts.authority_codec import encode
-from airflow_provider_dpone.contracts.authority_phases import Phase
-from airflow_provider_dpone.contracts.authority_row import AuthorityRow, VersionedAuthorityRow
-from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.ports.publication import MutationRejectedError, OutcomeUnknownError, UnavailableError
-from airflow_provider_dpone.protocol.authority_io import Current, read_current, write_record
+from airflow_provider_dpone.cluster.protocol.authority_io import Current, read_current, write_record
+from airflow_provider_dpone.cluster.values.authority.codec import encode
+from airflow_provider_dpone.cluster.values.authority.phases import Phase
+from airflow_provider_dpone.cluster.values.authority.row import AuthorityRow, VersionedAuthorityRow
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.outcomes import MutationRejectedError, OutcomeUnknownError, UnavailableError
 from tests.fakes.publication import FakeWorld
 from tests.fakes.records import external_record
 

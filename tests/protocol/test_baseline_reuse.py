@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_dpone.contracts.authority_codec import AuthorityRecord, encode
-from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.contracts.inventory import ReplicationMode
-from airflow_provider_dpone.ports.publication import TableObservation
-from airflow_provider_dpone.protocol.seal import DIVERGENT
+from airflow_provider_dpone.cluster.ports import TableObservation
+from airflow_provider_dpone.cluster.protocol.seal import DIVERGENT
+from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecord, encode
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.inventory import ReplicationMode
 from tests.fakes import parts
 from tests.fakes.ports import FakeMemberSession
 from tests.fakes.world import FakeMember, FakeTable

@@ -10,24 +10,26 @@ from collections import Counter
 
 import pytest
 
-from airflow_provider_dpone.contracts.authority_codec import encode
-from airflow_provider_dpone.contracts.authority_phases import Phase
-from airflow_provider_dpone.contracts.inventory import AdmittedInventory
-from airflow_provider_dpone.ports.publication import (
-    ArtifactInvalidError,
-    AuthorityConflictError,
+from airflow_provider_dpone.cluster.ports import (
     ColumnSpec,
     DispatchSettings,
     DropTable,
     ExchangeTables,
     HostDdlState,
-    MutationRejectedError,
-    OutcomeUnknownError,
     RenameTable,
     TableSpec,
+)
+from airflow_provider_dpone.cluster.protocol.runtime_admission import admit_inventory
+from airflow_provider_dpone.cluster.values.authority.codec import encode
+from airflow_provider_dpone.cluster.values.authority.phases import Phase
+from airflow_provider_dpone.core.inventory import AdmittedInventory
+from airflow_provider_dpone.core.outcomes import (
+    ArtifactInvalidError,
+    AuthorityConflictError,
+    MutationRejectedError,
+    OutcomeUnknownError,
     UnavailableError,
 )
-from airflow_provider_dpone.protocol.runtime_admission import admit_inventory
 from tests.fakes.faults import FaultKind, SimulatedCrash
 from tests.fakes.publication import FakeMemberSession, FakeWorld, content_digest
 from tests.fakes.records import external_record

@@ -14,9 +14,9 @@ import contextlib
 
 import pytest
 
-from airflow_provider_dpone.contracts.authority_internal import InternalAuthorityRecordV1, ReplicatedCandidate
-from airflow_provider_dpone.contracts.authority_phases import MemberStage, Phase
-from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.cluster.values.authority.internal import InternalAuthorityRecordV1, ReplicatedCandidate
+from airflow_provider_dpone.cluster.values.authority.phases import MemberStage, Phase
+from airflow_provider_dpone.core.errors import DponeError
 from tests.fakes.faults import SINGLE_FAULT_KINDS, FaultKind, SimulatedCrash
 from tests.protocol.sim import COLUMNS, SETTINGS, UNPROVEN, Sim, error_code, point_of
 

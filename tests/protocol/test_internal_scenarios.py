@@ -9,12 +9,13 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_dpone.contracts.authority_internal import InternalAuthorityRecordV1
-from airflow_provider_dpone.contracts.authority_phases import MemberStage, Phase
-from airflow_provider_dpone.contracts.receipts_publication import InternalPublicationReceipt
-from airflow_provider_dpone.ports.publication import TableObservation, UnavailableError
-from airflow_provider_dpone.protocol.context import ProtocolSettings
-from airflow_provider_dpone.protocol.results import Committed, Completed, InProgress
+from airflow_provider_dpone.cluster.ports import TableObservation
+from airflow_provider_dpone.cluster.protocol.context import ProtocolSettings
+from airflow_provider_dpone.cluster.protocol.results import Committed, Completed, InProgress
+from airflow_provider_dpone.cluster.values.authority.internal import InternalAuthorityRecordV1
+from airflow_provider_dpone.cluster.values.authority.phases import MemberStage, Phase
+from airflow_provider_dpone.cluster.values.publication_receipts import InternalPublicationReceipt
+from airflow_provider_dpone.core.outcomes import UnavailableError
 from tests.fakes.faults import FaultKind
 from tests.fakes.ports import FakeMemberSession
 from tests.protocol.sim import BASELINE_ROWS, COLUMNS, NEW_ROWS, RETRY_DELAY_MS, Sim, error_code, point_of, rows_of

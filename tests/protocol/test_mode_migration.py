@@ -11,19 +11,19 @@ from collections.abc import Callable
 
 import pytest
 
-from airflow_provider_dpone.contracts.authority_codec import decode, encode
-from airflow_provider_dpone.contracts.authority_external import ExternalAuthorityRecord
-from airflow_provider_dpone.contracts.authority_internal import (
+from airflow_provider_dpone.cluster.protocol.results import InProgress
+from airflow_provider_dpone.cluster.values.authority.codec import decode, encode
+from airflow_provider_dpone.cluster.values.authority.external import ExternalAuthorityRecord
+from airflow_provider_dpone.cluster.values.authority.internal import (
     INTERNAL_SCHEMA_V1,
     INTERNAL_SCHEMA_V2,
     InternalAuthorityRecordV1,
     InternalAuthorityRecordV2,
 )
-from airflow_provider_dpone.contracts.authority_phases import TERMINAL_PHASES, Phase
-from airflow_provider_dpone.contracts.identities import PROTOCOL_VERSION
-from airflow_provider_dpone.contracts.inventory import ReplicationMode
-from airflow_provider_dpone.contracts.quality_capsule import QualityBinding
-from airflow_provider_dpone.protocol.results import InProgress
+from airflow_provider_dpone.cluster.values.authority.phases import TERMINAL_PHASES, Phase
+from airflow_provider_dpone.cluster.values.quality_capsule import QualityBinding
+from airflow_provider_dpone.core.identities import PROTOCOL_VERSION
+from airflow_provider_dpone.core.inventory import ReplicationMode
 from tests.fakes.faults import FaultKind, SimulatedCrash
 from tests.fakes.records import capsule
 from tests.protocol.sim import BASELINE_ROWS, COLUMNS, NEW_ROWS, Sim, error_code, point_of, rows_of

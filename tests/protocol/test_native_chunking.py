@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_dpone.adapters.storage.native_journal import ObjectJournalStore
-from airflow_provider_dpone.contracts.native_transfer_options import NativeTransferOptions
-from airflow_provider_dpone.protocol.native_transfer.admission import SourceRequest
-from airflow_provider_dpone.protocol.native_transfer.extraction import SLICE_ROWS
-from airflow_provider_dpone.protocol.native_transfer.journal import RouteJournal
-from airflow_provider_dpone.protocol.native_transfer.states import fold
+from airflow_provider_dpone.core.manifest.transfer_options import NativeTransferOptions
+from airflow_provider_dpone.transfer.route.admission import SourceRequest
+from airflow_provider_dpone.transfer.route.extraction import SLICE_ROWS
+from airflow_provider_dpone.transfer.route.journal import RouteJournal
+from airflow_provider_dpone.transfer.route.states import fold
+from airflow_provider_dpone.transfer.storage.journal_store import ObjectJournalStore
 from tests.fakes.transfer_source import FakeSnapshotSource, FakeTable
 from tests.protocol.native_route_harness import COLUMNS, OPERATION, Harness, multiset, t
 

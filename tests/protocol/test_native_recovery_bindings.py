@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_dpone.contracts.canonical import canonical_json_bytes, sha256_hex
-from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.contracts.native_journal import GENESIS
-from airflow_provider_dpone.contracts.native_transfer_options import NativeTransferOptions
+from airflow_provider_dpone.core.canonical import canonical_json_bytes, sha256_hex
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.manifest.transfer_options import NativeTransferOptions
+from airflow_provider_dpone.transfer.values.journal_records import GENESIS
 from tests.fakes.transfer_target import SimulatedCrash
 from tests.protocol.native_route_harness import OPERATION, Harness, crash_at, make_harness, make_table
 
@@ -84,7 +84,7 @@ def _profile_uuid(records: list[Record]) -> list[Record]:
 
 def _profile_consistent_forgery(records: list[Record]) -> list[Record]:
     """Rewrite the profile AND recompute its digest: the plan's source_query_id binding still refuses it."""
-    from airflow_provider_dpone.contracts.raw_snapshot_eof import SourceSnapshotExtension
+    from airflow_provider_dpone.transfer.values.raw_snapshot_eof import SourceSnapshotExtension
 
     body = of_kind(records, "stage_complete")["body"]["completion_metadata"]
     extension = SourceSnapshotExtension.model_validate(body["source_snapshot_v1"])

@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.contracts.native_source_observation import ReplicaObservation, RowPolicyObservation
-from airflow_provider_dpone.contracts.native_transfer_options import NativeTransferOptions
-from airflow_provider_dpone.contracts.raw_snapshot_physical import MAX_PARTS
-from airflow_provider_dpone.contracts.transfer_target import TargetTable
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.manifest.transfer_options import NativeTransferOptions
+from airflow_provider_dpone.transfer.values.raw_snapshot_physical import MAX_PARTS
+from airflow_provider_dpone.transfer.values.source_observation import ReplicaObservation, RowPolicyObservation
+from airflow_provider_dpone.transfer.values.target import TargetTable
 from tests.fakes.transfer_source import FakePart
 from tests.protocol.native_route_harness import LEASE, OPERATION, Harness, make_harness, multiset
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_dpone.contracts.authority_internal import InternalAuthorityRecordV2
-from airflow_provider_dpone.contracts.quality_capsule import QualityPolicy
-from airflow_provider_dpone.ports.publication import ReplicaStatus
-from airflow_provider_dpone.protocol.quality_fence import READER_LEASE_MS
-from airflow_provider_dpone.protocol.results import Completed
+from airflow_provider_dpone.cluster.ports import ReplicaStatus
+from airflow_provider_dpone.cluster.protocol.quality_fence import READER_LEASE_MS
+from airflow_provider_dpone.cluster.protocol.results import Completed
+from airflow_provider_dpone.cluster.values.authority.internal import InternalAuthorityRecordV2
+from airflow_provider_dpone.core.manifest.cluster import QualityPolicy
 from tests.fakes.faults import FaultKind, SimulatedCrash
 from tests.fakes.ports import FakeMemberSession
 from tests.protocol.sim import NEW_ROWS, Sim, error_code

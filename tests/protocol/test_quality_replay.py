@@ -13,15 +13,19 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_dpone.contracts.authority_codec import decode, encode
-from airflow_provider_dpone.contracts.authority_internal import InternalAuthorityRecordV1, InternalAuthorityRecordV2
-from airflow_provider_dpone.contracts.authority_phases import Phase
-from airflow_provider_dpone.contracts.inventory import AdmittedMember
-from airflow_provider_dpone.contracts.quality_capsule import QualityBinding, QualityPolicy
-from airflow_provider_dpone.contracts.quality_read import TargetReadPlan
-from airflow_provider_dpone.contracts.receipts_publication import InternalPublicationReceiptV2
-from airflow_provider_dpone.protocol.request import PublicationRequest
-from airflow_provider_dpone.protocol.results import Committed, Completed
+from airflow_provider_dpone.cluster.protocol.request import PublicationRequest
+from airflow_provider_dpone.cluster.protocol.results import Committed, Completed
+from airflow_provider_dpone.cluster.values.authority.codec import decode, encode
+from airflow_provider_dpone.cluster.values.authority.internal import (
+    InternalAuthorityRecordV1,
+    InternalAuthorityRecordV2,
+)
+from airflow_provider_dpone.cluster.values.authority.phases import Phase
+from airflow_provider_dpone.cluster.values.publication_receipts import InternalPublicationReceiptV2
+from airflow_provider_dpone.cluster.values.quality_capsule import QualityBinding
+from airflow_provider_dpone.cluster.values.quality_read import TargetReadPlan
+from airflow_provider_dpone.core.inventory import AdmittedMember
+from airflow_provider_dpone.core.manifest.cluster import QualityPolicy
 from tests.fakes.acceptance import FakeAcceptanceReader
 from tests.fakes.faults import FaultKind
 from tests.fakes.ports import FakeAuthorityStore
@@ -293,8 +297,8 @@ def test_a_durable_request_on_the_external_route_is_refused_before_any_io() -> N
 
 
 def test_every_configuration_field_is_classified_for_the_capsule_identity() -> None:
-    from airflow_provider_dpone.ports.publication import TableSpec
-    from airflow_provider_dpone.protocol.quality_evidence import IDENTITY_REGISTRY
+    from airflow_provider_dpone.cluster.ports import TableSpec
+    from airflow_provider_dpone.cluster.protocol.quality_evidence import IDENTITY_REGISTRY
 
     models = {"PublicationRequest": PublicationRequest, "TableSpec": TableSpec, "QualityPolicy": QualityPolicy}
     assert set(IDENTITY_REGISTRY) == set(models)
@@ -332,8 +336,8 @@ def test_a_failed_gate_is_resolved_by_abort_which_keeps_the_capsule_and_frees_th
 def test_committed_loops_only_for_the_capsule_writes() -> None:
     """Any other write in COMMITTED (a recorded error) would break the completion-version continuity; it is refused
     (and fail_closed's best-effort error record is skipped)."""
-    from airflow_provider_dpone.contracts.authority_generation import ErrorClassification
-    from airflow_provider_dpone.protocol.authority_io import Held
+    from airflow_provider_dpone.cluster.protocol.authority_io import Held
+    from airflow_provider_dpone.cluster.values.authority.generation import ErrorClassification
 
     sim = durable()
     _hold_staged(sim)
@@ -355,7 +359,7 @@ def test_a_capsule_whose_completion_would_not_fit_is_refused_before_it_is_bound(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The completion-size reservation: the record with the largest completion plus the margin must fit 256 KiB."""
-    from airflow_provider_dpone.protocol import quality_evidence
+    from airflow_provider_dpone.cluster.protocol import quality_evidence
 
     sim = durable()
     monkeypatch.setattr(quality_evidence, "COMPLETION_MARGIN_BYTES", 256 * 1024 - 1024)

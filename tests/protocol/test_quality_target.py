@@ -12,13 +12,14 @@ from dataclasses import replace
 
 import pytest
 
-from airflow_provider_dpone.contracts.authority_internal import InternalAuthorityRecordV2
-from airflow_provider_dpone.contracts.inventory import AdmittedMember
-from airflow_provider_dpone.contracts.quality_capsule import QualityBinding, QualityPolicy
-from airflow_provider_dpone.contracts.quality_read import ColumnCounts, Observation, TargetReadPlan
-from airflow_provider_dpone.ports.publication import ReplicaStatus
-from airflow_provider_dpone.protocol.results import Committed, Completed
-from airflow_provider_dpone.protocol.service import PublicationService
+from airflow_provider_dpone.cluster.ports import ReplicaStatus
+from airflow_provider_dpone.cluster.protocol.results import Committed, Completed
+from airflow_provider_dpone.cluster.protocol.service import PublicationService
+from airflow_provider_dpone.cluster.values.authority.internal import InternalAuthorityRecordV2
+from airflow_provider_dpone.cluster.values.quality_capsule import QualityBinding
+from airflow_provider_dpone.cluster.values.quality_read import ColumnCounts, Observation, TargetReadPlan
+from airflow_provider_dpone.core.inventory import AdmittedMember
+from airflow_provider_dpone.core.manifest.cluster import QualityPolicy
 from tests.fakes.acceptance import FakeAcceptanceReader
 from tests.fakes.faults import FaultKind
 from tests.fakes.ports import FakeMemberSession

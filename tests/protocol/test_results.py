@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_dpone.contracts.inventory import ReplicationMode
-from airflow_provider_dpone.protocol.results import Committed, Completed, InProgress, member_progress
+from airflow_provider_dpone.cluster.protocol.results import Committed, Completed, InProgress, member_progress
+from airflow_provider_dpone.core.inventory import ReplicationMode
 from tests.protocol.sim import Sim
 
 

@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_dpone.contracts.authority_row import AUTHORITY_COLUMNS
-from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.contracts.identities import member_id
-from airflow_provider_dpone.contracts.inventory import ColumnFact, InventoryRow, MemberEndpoint, TableFacts
-from airflow_provider_dpone.protocol.runtime_admission import (
+from airflow_provider_dpone.cluster.protocol.runtime_admission import (
     admit_inventory,
     is_direct_mergetree,
     require_atomic_databases,
     require_authority_table,
 )
+from airflow_provider_dpone.cluster.values.authority.row import AUTHORITY_COLUMNS
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.identities import member_id
+from airflow_provider_dpone.core.inventory import ColumnFact, InventoryRow, MemberEndpoint, TableFacts
 from tests.fakes.publication import exact_authority_facts
 from tests.protocol.sim import Sim
 

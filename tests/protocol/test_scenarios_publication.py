@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_dpone.contracts.authority_codec import encode
-from airflow_provider_dpone.contracts.authority_phases import Phase
-from airflow_provider_dpone.contracts.inventory import ReplicationMode
-from airflow_provider_dpone.ports.publication import TableObservation
-from airflow_provider_dpone.protocol.results import Committed, Completed, InProgress
+from airflow_provider_dpone.cluster.ports import TableObservation
+from airflow_provider_dpone.cluster.protocol.results import Committed, Completed, InProgress
+from airflow_provider_dpone.cluster.values.authority.codec import encode
+from airflow_provider_dpone.cluster.values.authority.phases import Phase
+from airflow_provider_dpone.core.inventory import ReplicationMode
 from tests.fakes import parts
 from tests.fakes.faults import FaultKind
 from tests.fakes.ports import FakeMemberSession

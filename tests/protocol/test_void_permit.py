@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_dpone.contracts.authority_generation import VoidedPermit
-from airflow_provider_dpone.contracts.authority_phases import Phase
-from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.contracts.inventory import ReplicationMode
-from airflow_provider_dpone.protocol.authority_io import Held
-from airflow_provider_dpone.protocol.results import Committed, InProgress
+from airflow_provider_dpone.cluster.protocol.authority_io import Held
+from airflow_provider_dpone.cluster.protocol.results import Committed, InProgress
+from airflow_provider_dpone.cluster.values.authority.generation import VoidedPermit
+from airflow_provider_dpone.cluster.values.authority.phases import Phase
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.inventory import ReplicationMode
 from tests.fakes.faults import SINGLE_FAULT_KINDS, FaultKind, SimulatedCrash
 from tests.fakes.ports import FakeClusterDDL
 from tests.protocol.sim import NEW_ROWS, SETTINGS, UNPROVEN, Sim, error_code, rows_of

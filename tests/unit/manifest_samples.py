@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from airflow_provider_dpone.contracts.manifest import Manifest, parse_manifest
+from airflow_provider_dpone.core.manifest import Manifest, parse_manifest
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "dags_examples" / "manifests"

@@ -7,15 +7,15 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_dpone.contracts.clickhouse_engines import MERGE_TREE_FAMILY, EngineClass, classify_engine
-from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.protocol.admission import (
+from airflow_provider_dpone.admission import (
     AdmissionResult,
     Blocker,
     ReplicationDecision,
     TransferDecision,
     admit_static,
 )
+from airflow_provider_dpone.core.clickhouse_engines import MERGE_TREE_FAMILY, EngineClass, classify_engine
+from airflow_provider_dpone.core.errors import DponeError
 from tests.unit.manifest_samples import cluster_of, external, internal, load, storage_of, transfer
 
 Edit = Callable[[dict[str, Any]], object]

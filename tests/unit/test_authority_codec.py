@@ -6,21 +6,21 @@ import json
 
 import pytest
 
-from airflow_provider_dpone.contracts.authority_codec import (
+from airflow_provider_dpone.cluster.values.authority.codec import (
     MAX_AUTHORITY_PAYLOAD_BYTES,
     decode,
     encode,
     encode_payload,
 )
-from airflow_provider_dpone.contracts.authority_external import EXTERNAL_SCHEMA, ExternalAuthorityRecord
-from airflow_provider_dpone.contracts.authority_generation import PublishedMember
-from airflow_provider_dpone.contracts.authority_internal import INTERNAL_SCHEMA_V1, INTERNAL_SCHEMA_V2
-from airflow_provider_dpone.contracts.authority_phases import Phase
-from airflow_provider_dpone.contracts.authority_row import AUTHORITY_COLUMNS, AuthorityRow
-from airflow_provider_dpone.contracts.canonical import canonical_json, sha256_hex
-from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.contracts.part_digests import MAX_PART_DIGESTS, PartDigest
-from airflow_provider_dpone.contracts.receipts import CONTENT_DIGEST_V1, CONTENT_DIGEST_V2
+from airflow_provider_dpone.cluster.values.authority.external import EXTERNAL_SCHEMA, ExternalAuthorityRecord
+from airflow_provider_dpone.cluster.values.authority.generation import PublishedMember
+from airflow_provider_dpone.cluster.values.authority.internal import INTERNAL_SCHEMA_V1, INTERNAL_SCHEMA_V2
+from airflow_provider_dpone.cluster.values.authority.phases import Phase
+from airflow_provider_dpone.cluster.values.authority.row import AUTHORITY_COLUMNS, AuthorityRow
+from airflow_provider_dpone.cluster.values.part_digests import MAX_PART_DIGESTS, PartDigest
+from airflow_provider_dpone.cluster.values.receipts import CONTENT_DIGEST_V1, CONTENT_DIGEST_V2
+from airflow_provider_dpone.core.canonical import canonical_json, sha256_hex
+from airflow_provider_dpone.core.errors import DponeError
 from tests.fakes.records import external_record, internal_v1, internal_v2
 
 

@@ -7,8 +7,8 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from airflow_provider_dpone.contracts.authority_external import DdlBinding, MemberRecord
-from airflow_provider_dpone.contracts.authority_phases import (
+from airflow_provider_dpone.cluster.values.authority.external import DdlBinding, MemberRecord
+from airflow_provider_dpone.cluster.values.authority.phases import (
     ALLOWED_TRANSITIONS,
     PRE_PUBLICATION_PHASES,
     TERMINAL_PHASES,
@@ -17,8 +17,8 @@ from airflow_provider_dpone.contracts.authority_phases import (
     is_allowed,
     require_transition,
 )
-from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.contracts.receipts_publication import RECEIPT_SCHEMA, build_receipt
+from airflow_provider_dpone.cluster.values.publication_receipts import RECEIPT_SCHEMA, build_receipt
+from airflow_provider_dpone.core.errors import DponeError
 from tests.fakes.records import external_record, token, uuid
 
 SEED_DIAGRAM = {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_dpone.contracts.canonical import (
+from airflow_provider_dpone.core.canonical import (
     canonical_json,
     canonical_json_bytes,
     digest,
@@ -12,7 +12,7 @@ from airflow_provider_dpone.contracts.canonical import (
     sha256_hex,
     tagged_digest,
 )
-from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.core.errors import DponeError
 
 
 def test_keys_are_sorted_and_whitespace_free() -> None:

@@ -14,7 +14,7 @@ import pytest
 
 import airflow_provider_dpone
 from airflow_provider_dpone.cli import EXIT_BLOCKED, EXIT_INVALID_INPUT, EXIT_OK, main, run
-from airflow_provider_dpone.contracts.manifest import load_manifest, normalized_plan, normalized_plan_digest
+from airflow_provider_dpone.core.manifest import load_manifest, normalized_plan, normalized_plan_digest
 from tests.unit.manifest_samples import EXAMPLES, cluster_of, external, storage_of, to_yaml, transfer
 
 PACKAGE_ROOT = str(Path(airflow_provider_dpone.__file__).resolve().parents[1])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_dpone.contracts.column_profile import unsupported_columns, unsupported_type
+from airflow_provider_dpone.core.column_profile import unsupported_columns, unsupported_type
 
 ADMITTED = (
     "UInt8",

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from airflow_provider_dpone.admission import admit_static
 from airflow_provider_dpone.cli import EXIT_CODES, run
-from airflow_provider_dpone.contracts.errors import REGISTRY
-from airflow_provider_dpone.contracts.manifest import ClusterPublicationManifest, NativeTransferManifest, parse_manifest
+from airflow_provider_dpone.core.errors import REGISTRY
+from airflow_provider_dpone.core.manifest import ClusterPublicationManifest, NativeTransferManifest, parse_manifest
 from airflow_provider_dpone.docs_gen import REGENERATE, SECTIONS, field_rows, regenerate, stale_pages
-from airflow_provider_dpone.protocol.admission import admit_static
 from tests.unit.manifest_samples import EXAMPLES, REPO
 
 DOCS = REPO / "docs"

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from airflow_provider_dpone.contracts.errors import REGISTRY, DponeError
+from airflow_provider_dpone.core.errors import REGISTRY, DponeError
 
 _CODE = re.compile(r"^(DPONE_[A-Z0-9_]+|mssql_native\.[a-z0-9_]+)$")
 

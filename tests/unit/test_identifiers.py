@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.contracts.identifiers import (
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.identifiers import (
     qualified_clickhouse,
     quote_postgres,
     quote_tsql,

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from airflow_provider_dpone.contracts import identities as ids
-from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.contracts.identifiers import MAX_IDENTIFIER_LENGTH
+from airflow_provider_dpone.core import identities as ids
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.identifiers import MAX_IDENTIFIER_LENGTH
 
 PLAN = "5" * 64
 TARGET_KEY = "ffc55aa66031de7b8501adfb6def59231aeb119c89addcca541c274e684ae623"

@@ -12,35 +12,30 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
+from airflow_provider_dpone.admission import admit_static
 from airflow_provider_dpone.cli import run
-from airflow_provider_dpone.contracts.authority_codec import decode, encode
-from airflow_provider_dpone.contracts.authority_generation import DdlBinding
-from airflow_provider_dpone.contracts.authority_internal import (
+from airflow_provider_dpone.cluster.ports import ColumnSpec, TableSpec
+from airflow_provider_dpone.cluster.protocol.request import PublicationRequest
+from airflow_provider_dpone.cluster.values.authority.codec import decode, encode
+from airflow_provider_dpone.cluster.values.authority.generation import DdlBinding
+from airflow_provider_dpone.cluster.values.authority.internal import (
     INTERNAL_SCHEMA_V1,
     INTERNAL_SCHEMA_V2,
     InternalAuthorityRecordV1,
     LoadBinding,
     ReplicatedCandidate,
 )
-from airflow_provider_dpone.contracts.authority_phases import MemberStage, Phase
-from airflow_provider_dpone.contracts.canonical import canonical_json
-from airflow_provider_dpone.contracts.clickhouse_engines import MERGE_TREE_FAMILY
-from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.contracts.identities import (
-    CANDIDATE_INFIX,
-    INTERNAL_CANDIDATE_INFIX,
-    candidate_name,
-    member_id,
-)
-from airflow_provider_dpone.contracts.manifest import ClusterPublicationManifest
-from airflow_provider_dpone.contracts.receipts_publication import (
+from airflow_provider_dpone.cluster.values.authority.phases import MemberStage, Phase
+from airflow_provider_dpone.cluster.values.publication_receipts import (
     INTERNAL_RECEIPT_SCHEMA,
     InternalPublicationReceipt,
     build_receipt,
 )
-from airflow_provider_dpone.ports.publication import ColumnSpec, TableSpec
-from airflow_provider_dpone.protocol.admission import admit_static
-from airflow_provider_dpone.protocol.request import PublicationRequest
+from airflow_provider_dpone.core.canonical import canonical_json
+from airflow_provider_dpone.core.clickhouse_engines import MERGE_TREE_FAMILY
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.identities import CANDIDATE_INFIX, INTERNAL_CANDIDATE_INFIX, candidate_name, member_id
+from airflow_provider_dpone.core.manifest import ClusterPublicationManifest
 from tests.fakes.records import OTHER_OPERATION, internal_record, token, uuid
 from tests.unit.manifest_samples import EXAMPLES, external, internal, load, storage_of
 

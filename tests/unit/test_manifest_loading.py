@@ -10,8 +10,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.contracts.manifest import (
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.manifest import (
     MAX_MANIFEST_BYTES,
     ArtifactSource,
     ClusterPublicationManifest,
@@ -24,8 +24,8 @@ from airflow_provider_dpone.contracts.manifest import (
     normalized_plan_digest,
     parse_manifest,
 )
-from airflow_provider_dpone.contracts.native_transfer_options import ReplicaScope, SnapshotMode
-from airflow_provider_dpone.contracts.transfer_target_types import StringMapping
+from airflow_provider_dpone.core.manifest.transfer import StringMapping
+from airflow_provider_dpone.core.manifest.transfer_options import ReplicaScope, SnapshotMode
 from tests.unit.manifest_samples import EXAMPLES, cluster_of, external, load, storage_of, to_yaml, transfer
 
 

@@ -12,13 +12,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from airflow_provider_dpone.contracts.canonical import canonical_json_bytes, sha256_hex
-from airflow_provider_dpone.contracts.manifest import (
-    load_manifest,
-    normalized_plan,
-    normalized_plan_digest,
-    parse_manifest,
-)
+from airflow_provider_dpone.core.canonical import canonical_json_bytes, sha256_hex
+from airflow_provider_dpone.core.manifest import load_manifest, normalized_plan, normalized_plan_digest, parse_manifest
 from tests.unit.manifest_samples import EXAMPLES, cluster_of, external, load, storage_of, to_yaml, transfer
 
 Edit = Callable[[dict[str, Any]], object]

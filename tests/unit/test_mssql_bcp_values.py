@@ -30,17 +30,17 @@ import pyarrow as pa
 import pytest
 from pymssql import _mssql
 
-from airflow_provider_dpone.adapters.mssql import tsql
-from airflow_provider_dpone.adapters.mssql.arrow_bcp import SLICE_ROWS
-from airflow_provider_dpone.adapters.mssql.loaders import sqlclient_rows_per_statement
-from airflow_provider_dpone.adapters.mssql.target import MsSqlTransferTarget
-from airflow_provider_dpone.adapters.mssql.values import sqlclient_row_encoder
-from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.contracts.native_arrow_chunk import table_rows
-from airflow_provider_dpone.contracts.native_transfer_options import ImportBackend
-from airflow_provider_dpone.contracts.transfer_target import PublicationMode, TargetColumn, TargetPlan
-from airflow_provider_dpone.contracts.transfer_target_types import StringMapping
-from airflow_provider_dpone.contracts.transfer_target_values import RowConverter
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.manifest.transfer import StringMapping
+from airflow_provider_dpone.core.manifest.transfer_options import ImportBackend
+from airflow_provider_dpone.transfer.targets.mssql import tsql
+from airflow_provider_dpone.transfer.targets.mssql.arrow_bcp import SLICE_ROWS
+from airflow_provider_dpone.transfer.targets.mssql.loaders import sqlclient_rows_per_statement
+from airflow_provider_dpone.transfer.targets.mssql.target import MsSqlTransferTarget
+from airflow_provider_dpone.transfer.targets.mssql.values import sqlclient_row_encoder
+from airflow_provider_dpone.transfer.values.arrow_chunk import table_rows
+from airflow_provider_dpone.transfer.values.target import PublicationMode, TargetColumn, TargetPlan
+from airflow_provider_dpone.transfer.values.target_values import RowConverter
 from tests.fakes.mssql_bcp import HostBind
 from tests.fakes.mssql_server import BcpColumn, EmulatedServer
 from tests.fixtures.target_harness import bind, chunk, evidence

@@ -1,8 +1,8 @@
-"""The T-SQL chunk digest (``adapters/mssql/digest.py``) against preimages written by hand.
+"""The T-SQL chunk digest (``transfer/targets/mssql/digest.py``) against preimages written by hand.
 
 No SQL Server runs here. The stand-in evaluates the golden T-SQL with a model of the T-SQL functions it uses
 (``tests/fakes/mssql_digest.py``); these tests compare that with digests whose canonical bytes are spelled out below
-by hand from the documented encoding (``contracts/typed_digest.py``: per row SHA-256 over ``b"dpone.typed-row.v1\\0"``
+by hand from the documented encoding (``core/typed_digest.py``: per row SHA-256 over ``b"dpone.typed-row.v1\\0"``
 and, per column, a 4-byte big-endian length of ``0x01`` + canonical bytes, or ``00000001 00`` for NULL; the chunk total
 is the sum of row hashes modulo 2**256). The real-server suite runs the same statement on SQL Server.
 """
@@ -17,12 +17,12 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_dpone.adapters.mssql import tsql
-from airflow_provider_dpone.adapters.mssql.target import MsSqlTransferTarget
-from airflow_provider_dpone.contracts.native_transfer_options import ImportBackend
-from airflow_provider_dpone.contracts.transfer_target import PublicationMode, TargetColumn, TargetPlan
-from airflow_provider_dpone.contracts.transfer_target_types import StringMapping
-from airflow_provider_dpone.ports.transfer import ChunkEvidence
+from airflow_provider_dpone.core.manifest.transfer import StringMapping
+from airflow_provider_dpone.core.manifest.transfer_options import ImportBackend
+from airflow_provider_dpone.transfer.ports import ChunkEvidence
+from airflow_provider_dpone.transfer.targets.mssql import tsql
+from airflow_provider_dpone.transfer.targets.mssql.target import MsSqlTransferTarget
+from airflow_provider_dpone.transfer.values.target import PublicationMode, TargetColumn, TargetPlan
 from tests.fakes.mssql_server import EmulatedServer
 from tests.fixtures.target_harness import bind, chunk, evidence
 
@@ -118,7 +118,7 @@ def _verified(target: MsSqlTransferTarget, plan: TargetPlan, expected: ChunkEvid
 
 
 def test_the_hand_derived_digest_is_the_typed_digest() -> None:
-    """The hand-written canonical bytes agree with ``contracts/typed_digest.py`` (the source side's digest)."""
+    """The hand-written canonical bytes agree with ``core/typed_digest.py`` (the source side's digest)."""
     assert evidence(PLAN, 0, [row for row, _ in CASES]) == _hand_expectation(CASES)
 
 

@@ -21,13 +21,13 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 
-from airflow_provider_dpone.adapters.mssql import readback, tsql
-from airflow_provider_dpone.adapters.mssql.target import FETCH_ROWS, MsSqlTransferTarget
-from airflow_provider_dpone.adapters.readback_equality import stored_equals_sent
-from airflow_provider_dpone.contracts.native_transfer_options import ImportBackend
-from airflow_provider_dpone.contracts.transfer_target import PublicationMode, TargetColumn, TargetPlan
-from airflow_provider_dpone.contracts.transfer_target_types import StringMapping
-from airflow_provider_dpone.ports.transfer import ChunkEvidence
+from airflow_provider_dpone.core.manifest.transfer import StringMapping
+from airflow_provider_dpone.core.manifest.transfer_options import ImportBackend
+from airflow_provider_dpone.transfer.ports import ChunkEvidence
+from airflow_provider_dpone.transfer.targets.mssql import readback, tsql
+from airflow_provider_dpone.transfer.targets.mssql.target import FETCH_ROWS, MsSqlTransferTarget
+from airflow_provider_dpone.transfer.targets.readback_equality import stored_equals_sent
+from airflow_provider_dpone.transfer.values.target import PublicationMode, TargetColumn, TargetPlan
 from tests.fakes.mssql_server import EmulatedServer
 from tests.fixtures.target_harness import bind, chunk, evidence, sealed_chunk
 

@@ -13,12 +13,12 @@ from decimal import Decimal
 
 import pytest
 
-from airflow_provider_dpone.adapters.mssql import tsql
-from airflow_provider_dpone.adapters.mssql.checks import NOCOUNT, PROBE_ORDINAL, XACT_ABORT, tds_level
-from airflow_provider_dpone.adapters.mssql.target import MsSqlTransferTarget
-from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.contracts.native_transfer_options import ImportBackend
-from airflow_provider_dpone.contracts.transfer_target import PublicationMode, TargetColumn, TargetPlan
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.manifest.transfer_options import ImportBackend
+from airflow_provider_dpone.transfer.targets.mssql import tsql
+from airflow_provider_dpone.transfer.targets.mssql.checks import NOCOUNT, PROBE_ORDINAL, XACT_ABORT, tds_level
+from airflow_provider_dpone.transfer.targets.mssql.target import MsSqlTransferTarget
+from airflow_provider_dpone.transfer.values.target import PublicationMode, TargetColumn, TargetPlan
 from tests.fakes.mssql_server import Column, EmulatedServer, Table
 from tests.fakes.transfer_target import Fault, SimulatedCrash
 from tests.fixtures.target_harness import bind, chunk, evidence

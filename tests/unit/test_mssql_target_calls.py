@@ -13,16 +13,16 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 
-from airflow_provider_dpone.adapters.mssql import tsql
-from airflow_provider_dpone.adapters.mssql.arrow_bcp import bcp_rows
-from airflow_provider_dpone.adapters.mssql.loaders import BCP_SINGLE_BATCH, sqlclient_rows_per_statement
-from airflow_provider_dpone.adapters.mssql.schema import describe_tsql_type
-from airflow_provider_dpone.adapters.mssql.target import MsSqlTransferTarget
-from airflow_provider_dpone.adapters.mssql.values import sqlclient_row_encoder
-from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.contracts.native_transfer_options import ImportBackend
-from airflow_provider_dpone.contracts.transfer_target import PublicationMode, TargetColumn, TargetPlan
-from airflow_provider_dpone.ports.transfer import ChunkEvidence
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.manifest.transfer_options import ImportBackend
+from airflow_provider_dpone.transfer.ports import ChunkEvidence
+from airflow_provider_dpone.transfer.targets.mssql import tsql
+from airflow_provider_dpone.transfer.targets.mssql.arrow_bcp import bcp_rows
+from airflow_provider_dpone.transfer.targets.mssql.loaders import BCP_SINGLE_BATCH, sqlclient_rows_per_statement
+from airflow_provider_dpone.transfer.targets.mssql.schema import describe_tsql_type
+from airflow_provider_dpone.transfer.targets.mssql.target import MsSqlTransferTarget
+from airflow_provider_dpone.transfer.targets.mssql.values import sqlclient_row_encoder
+from airflow_provider_dpone.transfer.values.target import PublicationMode, TargetColumn, TargetPlan
 from tests.fakes.mssql_server import Column, EmulatedServer, Table
 from tests.fakes.transfer_target import Fault
 from tests.fixtures.target_harness import bind, chunk, evidence

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 import sqlfluff
 
-from airflow_provider_dpone.adapters.mssql import digest, readback, tsql
-from airflow_provider_dpone.adapters.mssql.target import MsSqlTransferTarget
-from airflow_provider_dpone.contracts.native_transfer_options import ImportBackend
-from airflow_provider_dpone.contracts.transfer_target import PublicationMode, TargetColumn, TargetPlan, UtcWindow
-from airflow_provider_dpone.contracts.transfer_target_types import StringMapping
+from airflow_provider_dpone.core.manifest.transfer import StringMapping
+from airflow_provider_dpone.core.manifest.transfer_options import ImportBackend
+from airflow_provider_dpone.transfer.targets.mssql import digest, readback, tsql
+from airflow_provider_dpone.transfer.targets.mssql.target import MsSqlTransferTarget
+from airflow_provider_dpone.transfer.values.target import PublicationMode, TargetColumn, TargetPlan, UtcWindow
 from tests.fakes.mssql_server import Column, EmulatedServer, Table
 from tests.fakes.transfer_target import Fault
 from tests.fixtures.target_harness import bind, chunk, evidence, sealed_chunk

@@ -7,8 +7,19 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.contracts.native_source_observation import (
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.manifest.transfer_options import NativeTransferOptions, ReplicaScope
+from airflow_provider_dpone.core.typed_digest import LogicalType
+from airflow_provider_dpone.transfer.route.admission import check_transport
+from airflow_provider_dpone.transfer.route.engine_admission import (
+    admit_legacy_engine,
+    admit_raw_engine,
+    parse_engine_full,
+)
+from airflow_provider_dpone.transfer.route.read_profile import admit_access, admit_settings, frozen_settings
+from airflow_provider_dpone.transfer.route.schema_admission import admit_columns, map_type
+from airflow_provider_dpone.transfer.route.selector import RouteMode, resolve_selector
+from airflow_provider_dpone.transfer.values.source_observation import (
     AccessObservation,
     ColumnObservation,
     RelationObservation,
@@ -17,17 +28,6 @@ from airflow_provider_dpone.contracts.native_source_observation import (
     SettingsObservation,
     TransportObservation,
 )
-from airflow_provider_dpone.contracts.native_transfer_options import NativeTransferOptions, ReplicaScope
-from airflow_provider_dpone.contracts.typed_digest import LogicalType
-from airflow_provider_dpone.protocol.native_transfer.admission import check_transport
-from airflow_provider_dpone.protocol.native_transfer.engine_admission import (
-    admit_legacy_engine,
-    admit_raw_engine,
-    parse_engine_full,
-)
-from airflow_provider_dpone.protocol.native_transfer.read_profile import admit_access, admit_settings, frozen_settings
-from airflow_provider_dpone.protocol.native_transfer.schema_admission import admit_columns, map_type
-from airflow_provider_dpone.protocol.native_transfer.selector import RouteMode, resolve_selector
 
 UUID = "5f0c3f0e-8a7c-4f4e-9f5e-1a2b3c4d5e6f"
 NO_REPLICA = ReplicaObservation(present=False)

@@ -13,9 +13,9 @@ import random
 import numpy as np
 import pytest
 
-from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.contracts.raw_snapshot_physical import PartCoverage, PhysicalPart, PhysicalProfile
-from airflow_provider_dpone.protocol.native_transfer.physical import CoverageTracker
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.transfer.route.physical import CoverageTracker
+from airflow_provider_dpone.transfer.values.raw_snapshot_physical import PartCoverage, PhysicalPart, PhysicalProfile
 
 MASK = (1 << 64) - 1
 BIG = 1 << 62  # offsets this large make both sums wrap modulo 2**64 within a few rows

@@ -7,10 +7,10 @@ import shutil
 
 import pytest
 
-from airflow_provider_dpone.adapters.storage.native_journal import ObjectJournalStore
-from airflow_provider_dpone.adapters.storage.native_stage import ObjectStageStore
-from airflow_provider_dpone.adapters.storage.object_store import ObjectStore
-from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.storage import ObjectStore
+from airflow_provider_dpone.transfer.storage.journal_store import ObjectJournalStore
+from airflow_provider_dpone.transfer.storage.stage_store import ObjectStageStore
 
 OPERATION = "0" * 32
 

@@ -6,13 +6,13 @@ import datetime as dt
 
 import pytest
 
-from airflow_provider_dpone.adapters.clickhouse.snapshot_sql import parts_sql, render_select
-from airflow_provider_dpone.adapters.clickhouse.sql_row_hash import row_hash_sql
-from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.contracts.native_chunk import RelationRef
-from airflow_provider_dpone.contracts.native_query import SnapshotQuery, query_record
-from airflow_provider_dpone.contracts.native_window import UtcWindow
-from airflow_provider_dpone.protocol.native_transfer.schema_admission import map_type
+from airflow_provider_dpone.core.clickhouse.row_hash import row_hash_sql
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.transfer.route.schema_admission import map_type
+from airflow_provider_dpone.transfer.source.sql import parts_sql, render_select
+from airflow_provider_dpone.transfer.values.chunk import RelationRef
+from airflow_provider_dpone.transfer.values.query import SnapshotQuery, query_record
+from airflow_provider_dpone.transfer.values.utc_window import UtcWindow
 
 PROJECTION = (map_type("id", "UInt64", implicit_utc=False), map_type("ts", "DateTime64(3, 'UTC')", implicit_utc=False))
 WINDOW = UtcWindow.of("ts", dt.datetime(2026, 1, 1, tzinfo=dt.UTC), dt.datetime(2026, 2, 1, tzinfo=dt.UTC))

@@ -14,16 +14,16 @@ import pytest
 from clickhouse_connect.driver.exceptions import DatabaseError
 from urllib3.util import Retry
 
-from airflow_provider_dpone.adapters.clickhouse.clients import PinnedPoolManager
-from airflow_provider_dpone.adapters.clickhouse.snapshot_session import (
+from airflow_provider_dpone.core.clickhouse.clients import PinnedPoolManager
+from airflow_provider_dpone.core.connection_options import ClickHouseConnectionOptions
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.transfer.route.admission import check_transport
+from airflow_provider_dpone.transfer.source.session import (
     http_connector,
     http_transport,
     open_pinning_session,
     source_transport_options,
 )
-from airflow_provider_dpone.contracts.connection import ClickHouseConnectionOptions
-from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.protocol.native_transfer.admission import check_transport
 
 
 class SessionServer:
@@ -178,7 +178,7 @@ def test_the_source_client_uses_its_own_pool_and_ignores_environment_proxies(mon
 
 def test_the_hook_resolves_the_source_connection_only_when_it_connects(monkeypatch: pytest.MonkeyPatch) -> None:
     """Post-EOF recovery never connects: a deleted or retyped source connection cannot block it."""
-    from airflow_provider_dpone.contracts.manifest import load_manifest
+    from airflow_provider_dpone.core.manifest import load_manifest
     from airflow_provider_dpone.hooks.native_transfer import DponeNativeTransferHook
 
     manifest = load_manifest(EXAMPLE_MANIFEST)
@@ -198,10 +198,10 @@ def test_the_hook_resolves_the_source_connection_only_when_it_connects(monkeypat
 
 
 def test_a_session_that_stays_locked_is_refused_after_bounded_pauses(monkeypatch: pytest.MonkeyPatch) -> None:
-    from airflow_provider_dpone.adapters.clickhouse import snapshot_metadata
+    from airflow_provider_dpone.transfer.source import metadata
 
     pauses: list[float] = []
-    monkeypatch.setattr(snapshot_metadata.time, "sleep", pauses.append)
+    monkeypatch.setattr(metadata.time, "sleep", pauses.append)
     calls: list[int] = []
 
     def locked() -> None:
@@ -209,13 +209,13 @@ def test_a_session_that_stays_locked_is_refused_after_bounded_pauses(monkeypatch
         raise DatabaseError("Code: 373. Session is locked", code=373)
 
     with pytest.raises(DatabaseError):
-        snapshot_metadata.on_session(locked)
-    assert len(calls) == len(snapshot_metadata.LOCKED_PAUSES) + 1 and sum(pauses) == pytest.approx(1.55)
+        metadata.on_session(locked)
+    assert len(calls) == len(metadata.LOCKED_PAUSES) + 1 and sum(pauses) == pytest.approx(1.55)
 
     def unknown_table() -> None:
         calls.append(2)
         raise DatabaseError("Code: 60. Unknown table", code=60)
 
     with pytest.raises(DatabaseError):
-        snapshot_metadata.on_session(unknown_table)
-    assert calls.count(2) == 1 and len(pauses) == len(snapshot_metadata.LOCKED_PAUSES), "other refusals: sent once"
+        metadata.on_session(unknown_table)
+    assert calls.count(2) == 1 and len(pauses) == len(metadata.LOCKED_PAUSES), "other refusals: sent once"

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.contracts.native_stage_codec import ChunkEncoder, decode_chunk, field_encoder
-from airflow_provider_dpone.contracts.typed_digest import MultisetDigest, TypedColumn, _encode
-from airflow_provider_dpone.protocol.native_transfer.schema_admission import map_type
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.typed_digest import MultisetDigest, TypedColumn, _encode
+from airflow_provider_dpone.transfer.route.schema_admission import map_type
+from airflow_provider_dpone.transfer.values.stage_codec import ChunkEncoder, decode_chunk, field_encoder
 
 COLUMNS = [
     map_type("i", "Int64", implicit_utc=False),

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.contracts.native_transfer_options import (
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.manifest.transfer_options import (
     NativeTransferOptions,
     ReplicaScope,
     SnapshotMode,

@@ -6,10 +6,10 @@ import datetime as dt
 
 import pytest
 
-from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.contracts.native_window import UtcWindow, format_utc, parse_utc
-from airflow_provider_dpone.protocol.native_transfer.schema_admission import map_type
-from airflow_provider_dpone.protocol.native_transfer.window import admit_window, partition_ids
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.transfer.route.schema_admission import map_type
+from airflow_provider_dpone.transfer.route.window import admit_window, partition_ids
+from airflow_provider_dpone.transfer.values.utc_window import UtcWindow, format_utc, parse_utc
 
 
 def utc(*args: int) -> dt.datetime:

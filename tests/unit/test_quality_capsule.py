@@ -7,16 +7,12 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from airflow_provider_dpone.contracts.authority_codec import decode, encode
-from airflow_provider_dpone.contracts.authority_internal import InternalAuthorityRecordV2
-from airflow_provider_dpone.contracts.authority_phases import Phase
-from airflow_provider_dpone.contracts.quality_capsule import (
-    QualityBinding,
-    QualityPolicy,
-    completion_reservation,
-    prepared,
-)
-from airflow_provider_dpone.contracts.receipts_publication import InternalPublicationReceiptV2, build_receipt
+from airflow_provider_dpone.cluster.values.authority.codec import decode, encode
+from airflow_provider_dpone.cluster.values.authority.internal import InternalAuthorityRecordV2
+from airflow_provider_dpone.cluster.values.authority.phases import Phase
+from airflow_provider_dpone.cluster.values.publication_receipts import InternalPublicationReceiptV2, build_receipt
+from airflow_provider_dpone.cluster.values.quality_capsule import QualityBinding, completion_reservation, prepared
+from airflow_provider_dpone.core.manifest.cluster import QualityPolicy
 from tests.fakes.records import capsule, internal_record, internal_v1
 
 
@@ -94,7 +90,7 @@ def test_policy_identity_spells_out_the_defaults() -> None:
 
 
 def test_a_reader_fence_round_trips_only_on_a_completed_v2_record_with_a_capsule() -> None:
-    from airflow_provider_dpone.contracts.authority_internal import ReaderFence
+    from airflow_provider_dpone.cluster.values.authority.internal import ReaderFence
 
     fence = ReaderFence(token="a" * 32, expires_at_ms=1_790_000_090_000)
     completed = internal_record(Phase.COMPLETED, quality=capsule("COMPLETE"), v2=True)

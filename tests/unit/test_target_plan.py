@@ -7,15 +7,15 @@ import datetime as dt
 import pytest
 from pydantic import ValidationError
 
-from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.contracts.identifiers import validate_identifier
-from airflow_provider_dpone.contracts.transfer_target import PublicationMode, TargetColumn, TargetPlan, UtcWindow
-from airflow_provider_dpone.contracts.transfer_target_receipts import (
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.identifiers import validate_identifier
+from airflow_provider_dpone.core.typed_digest import MultisetDigest
+from airflow_provider_dpone.transfer.values.target import PublicationMode, TargetColumn, TargetPlan, UtcWindow
+from airflow_provider_dpone.transfer.values.target_receipts import (
     ChunkExpectation,
     PublicationReceipt,
     PublicationRequest,
 )
-from airflow_provider_dpone.contracts.typed_digest import MultisetDigest
 
 UTC = dt.UTC
 COLS = (TargetColumn(name="id", source_type="UInt64"), TargetColumn(name="ts", source_type="DateTime64(3, 'UTC')"))

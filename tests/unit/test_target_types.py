@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.contracts.transfer_target_types import StorageKind, StringMapping, parse_column_type
-from airflow_provider_dpone.contracts.typed_digest import LogicalType
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.manifest.transfer import StringMapping
+from airflow_provider_dpone.core.typed_digest import LogicalType
+from airflow_provider_dpone.transfer.values.target_types import StorageKind, parse_column_type
 
 
 @pytest.mark.parametrize(

@@ -10,10 +10,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.contracts.transfer_target_types import StringMapping, parse_column_type
-from airflow_provider_dpone.contracts.transfer_target_values import RowConverter, readback_normalizer
-from airflow_provider_dpone.contracts.typed_digest import LogicalType, TypedColumn, row_hash
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.manifest.transfer import StringMapping
+from airflow_provider_dpone.core.typed_digest import LogicalType, TypedColumn, row_hash
+from airflow_provider_dpone.transfer.values.target_types import parse_column_type
+from airflow_provider_dpone.transfer.values.target_values import RowConverter, readback_normalizer
 
 WIDE = Context(prec=200)
 

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.contracts.typed_digest import LogicalType, MultisetDigest, TypedColumn, row_hash
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.typed_digest import LogicalType, MultisetDigest, TypedColumn, row_hash
 
 COLS = [
     TypedColumn(name="id", logical=LogicalType.INTEGER),

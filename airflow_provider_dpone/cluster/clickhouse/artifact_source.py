@@ -1,0 +1,133 @@
+"""Sealing an artifact (``ArtifactSource``): extraction from a ClickHouse source query, or adoption of an existing file.
+
+Extraction streams the query's result as ClickHouse ``Native`` bytes over HTTP (``raw_stream``) straight into the
+artifact store in large chunks, hashing while it writes; ``max_source_bytes`` is enforced *while* streaming: the
+stream is closed and the partial object discarded at the bound, never after. Adoption copies an existing Native file
+into the store the same way. Either way the bytes pass through the worker once, as bytes: no Python row objects.
+
+Then the receipt is completed from the *stored* object: the server loads those bytes into a temporary table,
+checks them against the declared columns and returns the row count and the reference content digest
+(``reference_digest``). The receipt is what the protocol binds in the authority before any member is touched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping, Sequence
+from typing import Any, BinaryIO
+
+from airflow_provider_dpone.cluster.clickhouse.artifact_store import (
+    ArtifactWriter,
+    ObjectStorageArtifactStore,
+    StoredObject,
+)
+from airflow_provider_dpone.cluster.clickhouse.reference_digest import reference_digest
+from airflow_provider_dpone.cluster.values.receipts import CURRENT_CONTENT_DIGEST, ArtifactColumn, ArtifactReceipt
+from airflow_provider_dpone.core.clickhouse.endpoint import Endpoint
+from airflow_provider_dpone.core.clickhouse.types import canonical_columns
+from airflow_provider_dpone.core.errors import DponeError
+
+
+def seal_stored(
+    store: ObjectStorageArtifactStore,
+    stored: StoredObject,
+    columns: Sequence[tuple[str, str]],
+    reference: Endpoint,
+) -> ArtifactReceipt:
+    """The receipt of a committed object: rows and content digest computed by ``reference`` from the stored bytes."""
+    rows, content = reference_digest(reference, columns, store.stream(stored))
+    return ArtifactReceipt(
+        sha256=stored.sha256,
+        byte_size=stored.byte_size,
+        row_count=rows,
+        wire_format="Native",
+        columns=tuple(ArtifactColumn(name=name, type=type_) for name, type_ in columns),
+        content_digest=content,
+        replayable=True,
+        content_digest_version=CURRENT_CONTENT_DIGEST,
+    )
+
+
+def copy_bounded(read: Any, writer: ArtifactWriter, chunk_bytes: int) -> None:
+    """Copy ``read(n)`` chunks into ``writer`` until EOF (the writer enforces the bound before each write)."""
+    while chunk := read(chunk_bytes):
+        writer.write(chunk)
+
+
+class QueryArtifactSource:
+    """Extraction: one read-only query on the source, streamed as Native bytes into the store."""
+
+    def __init__(
+        self,
+        *,
+        source: Endpoint,
+        query: str,
+        columns: Sequence[tuple[str, str]],
+        store: ObjectStorageArtifactStore,
+        reference: Endpoint,
+        max_source_bytes: int,
+        settings: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.source = source
+        self.query = query
+        self.columns = canonical_columns(tuple(columns))
+        self.store = store
+        self.reference = reference
+        self.max_source_bytes = max_source_bytes
+        self.settings = dict(settings or {})
+
+    def seal(self) -> ArtifactReceipt:
+        writer = self.store.writer(self.max_source_bytes)
+        with writer:
+            try:
+                stream = self.source.reader().raw_stream(self.query, fmt="Native", settings=self.settings)
+            except Exception as error:  # noqa: BLE001 -- the query or the connection failed
+                raise DponeError("DPONE_ARTIFACT_EXTRACTION_FAILED", type(error).__name__) from None
+            try:
+                copy_bounded(stream.read, writer, self.store.chunk_bytes)
+            except DponeError:
+                raise
+            except Exception as error:  # noqa: BLE001 -- the stream broke
+                raise DponeError("DPONE_ARTIFACT_EXTRACTION_FAILED", type(error).__name__) from None
+            finally:
+                _close(stream)
+            stored = writer.commit()
+        return seal_stored(self.store, stored, self.columns, self.reference)
+
+
+class FileArtifactSource:
+    """Adoption: an existing Native file (any readable binary stream) copied into the store under the same bound."""
+
+    def __init__(
+        self,
+        *,
+        opener: Any,
+        columns: Sequence[tuple[str, str]],
+        store: ObjectStorageArtifactStore,
+        reference: Endpoint,
+        max_source_bytes: int,
+    ) -> None:
+        self.opener = opener
+        self.columns = canonical_columns(tuple(columns))
+        self.store = store
+        self.reference = reference
+        self.max_source_bytes = max_source_bytes
+
+    def seal(self) -> ArtifactReceipt:
+        writer = self.store.writer(self.max_source_bytes)
+        with writer:
+            try:
+                handle: BinaryIO = self.opener()
+            except Exception as error:  # noqa: BLE001
+                raise DponeError("DPONE_ARTIFACT_STORE_FAILED", f"open source file ({type(error).__name__})") from None
+            try:
+                copy_bounded(handle.read, writer, self.store.chunk_bytes)
+            finally:
+                _close(handle)
+            stored = writer.commit()
+        return seal_stored(self.store, stored, self.columns, self.reference)
+
+
+def _close(stream: Any) -> None:
+    with contextlib.suppress(Exception):  # closing a broken stream may fail too
+        stream.close()

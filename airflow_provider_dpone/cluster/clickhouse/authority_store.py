@@ -1,0 +1,103 @@
+""":class:`~airflow_provider_dpone.cluster.ports.AuthorityStore` on the KeeperMap authority table.
+
+* ``read`` -- one ``SELECT`` with ``_version``; any failure is :class:`UnavailableError`.
+* ``create`` -- the strict insert, one-shot. ``KEEPER_EXCEPTION`` (the key exists) is an
+  :class:`AuthorityConflictError`; another server error a :class:`MutationRejectedError`; no answer an
+  :class:`OutcomeUnknownError`. A strict insert that was acknowledged *is* the proof of creation.
+* ``compare_and_set`` -- one-shot ``ALTER ... UPDATE ... WHERE _version = N``, then one read. The caller already
+  holds version N (it read or wrote it), so no read precedes the write. The update statement succeeds *without
+  effect* when its ``WHERE`` matches nothing, so the outcome is proven by the versions read after it. A key's
+  version only grows and authority rows are never deleted, so a version of at most N (or no row) after the
+  acknowledged update means it matched nothing, and a statement that has returned cannot apply later:
+
+  ===============================================  ===============================================
+  observed after the update                        outcome
+  ===============================================  ===============================================
+  version N + 1 and exactly our row                applied
+  version N + 1, another row                       conflict (another writer made N -> N + 1)
+  no row, or version <= N                          conflict (nothing matched)
+  version > N + 1, or no answer                    outcome unknown
+  ===============================================  ===============================================
+
+  "Exactly our row" includes the caller-specific write id inside the payload, so another writer's equal-looking
+  row cannot be mistaken for ours.
+"""
+
+from __future__ import annotations
+
+from clickhouse_connect.driver.exceptions import Error
+
+from airflow_provider_dpone.cluster.clickhouse import sql_authority
+from airflow_provider_dpone.cluster.values.authority.row import AuthorityRow, VersionedAuthorityRow
+from airflow_provider_dpone.core.clickhouse.endpoint import Endpoint
+from airflow_provider_dpone.core.clickhouse.oneshot import (
+    KEEPER_EXCEPTION,
+    PROCESS_GUARD,
+    MutationGuard,
+    Refused,
+    classify,
+    mutation_query_id,
+    sanitized,
+)
+from airflow_provider_dpone.core.outcomes import (
+    AuthorityConflictError,
+    MutationRejectedError,
+    OutcomeUnknownError,
+    UnavailableError,
+)
+
+SCOPE = "authority"
+
+
+class ClickHouseAuthorityStore:
+    """The authority table in ``database`` on the coordinator (the KeeperMap facade the protocol writes through)."""
+
+    def __init__(self, endpoint: Endpoint, database: str, *, guard: MutationGuard = PROCESS_GUARD) -> None:
+        self.endpoint = endpoint
+        self.database = database
+        self.guard = guard
+
+    def read(self, target_key: str) -> VersionedAuthorityRow | None:
+        try:
+            rows = self.endpoint.reader().query(sql_authority.read_row(self.database, target_key)).result_rows
+            if not rows:
+                return None
+            if len(rows) > 1:
+                raise UnavailableError(f"{len(rows)} rows under one primary key")
+            values = dict(zip(sql_authority.READ_COLUMNS, rows[0], strict=True))
+            version = values.pop("_version")
+            return VersionedAuthorityRow(row=AuthorityRow.model_validate(values), version=version)
+        except UnavailableError:
+            raise
+        except Exception as error:  # noqa: BLE001 -- every read failure is "unavailable"
+            raise UnavailableError(f"authority read failed ({type(error).__name__})") from None
+
+    def create(self, row: AuthorityRow) -> None:
+        self._send("authority-create", sql_authority.strict_insert(self.database, row))
+
+    def compare_and_set(self, row: AuthorityRow, expected_version: int) -> None:
+        self._send("authority-cas", sql_authority.compare_and_set(self.database, row, expected_version))
+        try:
+            after = self.read(row.target_key)
+        except UnavailableError:
+            raise OutcomeUnknownError("authority read after compare-and-set failed") from None
+        if after is not None and after.version == expected_version + 1 and after.row == row:
+            return
+        if after is None or after.version <= expected_version:
+            raise AuthorityConflictError("the update matched nothing: the key is not at the expected version")
+        if after.version == expected_version + 1:
+            raise AuthorityConflictError("another write holds the next version")
+        raise OutcomeUnknownError("authority version moved on; the outcome of this write is not provable")
+
+    def _send(self, kind: str, statement: str) -> None:
+        query_id = mutation_query_id(kind, SCOPE, statement)
+        self.guard.claim(query_id)
+        try:
+            self.endpoint.mutator().command(statement, settings={"query_id": query_id})
+        except Error as error:
+            failure = classify(error)
+            if isinstance(failure, Refused) and failure.code == KEEPER_EXCEPTION:
+                raise AuthorityConflictError("strict mode refused the write (Code 999)") from None
+            if isinstance(failure, Refused):
+                raise MutationRejectedError(sanitized(failure)) from None
+            raise OutcomeUnknownError(sanitized(failure)) from None

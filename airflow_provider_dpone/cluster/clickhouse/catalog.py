@@ -1,0 +1,84 @@
+""":class:`~airflow_provider_dpone.cluster.ports.ClusterCatalog`: topology from the coordinator, catalog facts
+from each member's own direct connection (a fact about member B is never read through member A).
+
+Every failure is :class:`UnavailableError` (the protocol blocks: partial inventory is never sufficient), except
+refused credentials (``DPONE_CLICKHOUSE_AUTHENTICATION_FAILED``, terminal) and a coordinator that does not answer the
+first read at all (``DPONE_CLICKHOUSE_COORDINATOR_UNREACHABLE``): a person must not read either as a missing cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from airflow_provider_dpone.cluster.clickhouse import sql_catalog
+from airflow_provider_dpone.core.clickhouse.endpoint import Endpoint
+from airflow_provider_dpone.core.clickhouse.oneshot import Refused, Unknown, classify
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.inventory import AdmittedMember, ColumnFact, InventoryRow, MemberEndpoint, TableFacts
+from airflow_provider_dpone.core.outcomes import UnavailableError
+
+MemberEndpoints = Callable[[AdmittedMember], Endpoint]
+AUTHENTICATION_FAILED = 516
+"""ClickHouse's ``AUTHENTICATION_FAILED``: wrong password, or no such user."""
+
+
+def _rows(endpoint: Endpoint, statement: str, what: str, *, coordinator: bool = False) -> list[Any]:
+    """The rows of a read; a failure is "unavailable", except two a person must tell apart from a missing cluster:
+    refused credentials (terminal) and a coordinator that gives no ClickHouse answer at all."""
+    try:
+        return list(endpoint.reader().query(statement).result_rows)
+    except Exception as error:  # noqa: BLE001 -- every read failure is classified, by type and code only
+        raise read_failure(error, what, coordinator=coordinator) from None
+
+
+def read_failure(error: BaseException, what: str, *, coordinator: bool) -> DponeError | UnavailableError:
+    """The failure a failed read means: refused credentials, a coordinator with no answer, or "unavailable"."""
+    failure = classify(error)
+    if isinstance(failure, Refused) and failure.code == AUTHENTICATION_FAILED:
+        return DponeError("DPONE_CLICKHOUSE_AUTHENTICATION_FAILED", f"{what} read: Code {failure.code}")
+    if coordinator and isinstance(failure, Unknown):
+        return DponeError("DPONE_CLICKHOUSE_COORDINATOR_UNREACHABLE", f"{what} read: {type(error).__name__}")
+    return UnavailableError(f"{what} read failed ({type(error).__name__})")
+
+
+class ClickHouseCatalog:
+    def __init__(self, coordinator: Endpoint, members: MemberEndpoints) -> None:
+        self.coordinator = coordinator
+        self.members = members
+
+    def inventory(self, cluster: str) -> tuple[InventoryRow, ...]:
+        rows = _rows(self.coordinator, sql_catalog.inventory(cluster), "system.clusters", coordinator=True)
+        try:
+            return tuple(
+                InventoryRow(
+                    cluster=name,
+                    shard_num=int(shard),
+                    replica_num=int(replica),
+                    internal_replication=bool(internal),
+                    endpoint=MemberEndpoint(host=host, port=int(port)),
+                )
+                for name, shard, replica, internal, host, port in rows
+            )
+        except ValueError:
+            raise UnavailableError("system.clusters returned a malformed row") from None
+
+    def admission_facts(
+        self, member: AdmittedMember, database: str, table: str
+    ) -> tuple[str | None, TableFacts | None]:
+        rows = _rows(self.members(member), sql_catalog.admission_facts(database, table), "catalog facts")
+        if len(rows) != 1:
+            raise UnavailableError(f"catalog facts read returned {len(rows)} rows")
+        engines, tables, columns = rows[0]
+        if len(engines) > 1 or len(tables) > 1:
+            raise UnavailableError("catalog facts read returned more than one database or table")
+        facts = None
+        if tables:
+            engine, engine_full, primary_key = tables[0]
+            facts = TableFacts(
+                engine=engine,
+                engine_full=engine_full,
+                primary_key=primary_key,
+                columns=tuple(ColumnFact(name=name, type=type_, default_kind=kind) for name, type_, kind in columns),
+            )
+        return (str(engines[0]) if engines else None), facts

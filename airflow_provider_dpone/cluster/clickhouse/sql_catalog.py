@@ -1,0 +1,53 @@
+"""SQL of runtime admission: topology and catalog facts (read-only; seed 000 §1, seed 002 preconditions).
+
+* ``system.clusters`` -- every row of the cluster, sorted by ``(shard_num, replica_num)``. The query runs with
+  ``skip_unavailable_shards = 0`` and never reads through a ``Distributed``/``remote``/``cluster()`` facade, so an
+  unreachable member cannot silently drop out of the inventory: partial inventory is never admission evidence.
+* ``system.databases`` + ``system.tables`` + ``system.columns`` -- on one member, in one statement (admission runs at
+  every entry point, so one request per member): the engine of the target database (must be ``Atomic``), and one
+  table's engine, full engine expression (``engine_full``: the literal Keeper path of the authority table), primary
+  key and ordered columns with their default kind. Each is an array scalar subquery, empty when absent, so the
+  statement always answers one row.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from airflow_provider_dpone.core.clickhouse.literals import settings_clause, string_literal
+from airflow_provider_dpone.core.identifiers import validate_identifier
+
+NO_SKIP: Final[dict[str, str | int]] = {"skip_unavailable_shards": 0}
+
+
+def _name(value: str, what: str) -> str:
+    """A validated identifier as a string literal (catalog tables compare names as values)."""
+    return string_literal(validate_identifier(value, what=what))
+
+
+def inventory(cluster: str) -> str:
+    """Every ``system.clusters`` row of ``cluster``, sorted by position."""
+    return (
+        "SELECT cluster, shard_num, replica_num, toUInt8(internal_replication), host_name, port"
+        f" FROM system.clusters WHERE cluster = {_name(cluster, 'cluster')}"
+        f" ORDER BY shard_num, replica_num{settings_clause(NO_SKIP)}"
+    )
+
+
+def columns_array(database: str, table: str) -> str:
+    """A scalar subquery: the table's ``(name, type, default_kind)`` tuples ordered by ``position``."""
+    return (
+        "(SELECT arrayMap(c -> (c.2, c.3, c.4), arraySort(c -> c.1, groupArray((position, name, type, default_kind))))"
+        f" FROM system.columns WHERE database = {_name(database, 'database')} AND table = {_name(table, 'table')})"
+    )
+
+
+def admission_facts(database: str, table: str) -> str:
+    """One row: ``[engine]`` of ``database``, ``[(engine, engine_full, primary_key)]`` of ``table`` (each empty when
+    absent) and the table's ordered columns."""
+    db, name = _name(database, "database"), _name(table, "table")
+    return (
+        f"SELECT (SELECT groupArray(engine) FROM system.databases WHERE name = {db}),"
+        " (SELECT groupArray((engine, engine_full, primary_key)) FROM system.tables"
+        f" WHERE database = {db} AND name = {name}), {columns_array(database, table)}"
+    )

@@ -1,0 +1,426 @@
+"""Ports of the cluster route: publication (both replication modes) and the quality-replay acceptance reader.
+
+The ports speak in *intents* and *observations*, never SQL: "create this table with this exact UUID", "exchange these
+two tables on the cluster", "what does this member hold under this name". The ClickHouse adapters (``cluster/clickhouse/``)
+render the SQL; the in-memory fakes (``tests/fakes/``) implement the same contracts for the fault simulation, and both
+pass the contract suites of ``tests/contracts/``.
+
+Failure contract shared by every mutating method (each is one-shot: no retry, no reconnect replay, no async insert),
+with the outcomes of :mod:`airflow_provider_dpone.core.outcomes`:
+
+* returns normally        -> the effect happened (acknowledged);
+* ``MutationRejectedError`` / ``AuthorityConflictError`` -> the server refused; no effect;
+* ``OutcomeUnknownError`` -> the request may or may not have taken effect (lost response, timeout, broken
+  connection). The caller resolves it by *observation*, never by repeating the mutation.
+
+Read methods raise ``UnavailableError`` when they cannot answer; a read has no effect to be unsure about. The
+acceptance reader also raises :class:`ReadIncompleteError`: the read was asked but did not end in one complete answer
+within the budget (timeout, cancellation, a crashed worker, a partial, malformed or late answer, a missing alias).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from enum import StrEnum
+from typing import Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
+
+from airflow_provider_dpone.cluster.values.authority.row import AuthorityRow, VersionedAuthorityRow
+from airflow_provider_dpone.cluster.values.part_digests import MAX_PART_DIGESTS, PartDigest
+from airflow_provider_dpone.cluster.values.quality_read import Observation, TargetReadPlan
+from airflow_provider_dpone.cluster.values.receipts import CURRENT_CONTENT_DIGEST, ArtifactReceipt, ContentDigestVersion
+from airflow_provider_dpone.core.fields import Hex64, MemberId, NonNegative, UuidText
+from airflow_provider_dpone.core.inventory import AdmittedInventory, AdmittedMember, InventoryRow, TableFacts
+
+_CLOSED = ConfigDict(frozen=True, extra="forbid")
+
+
+# --- values -------------------------------------------------------------------------------------------------------
+
+
+class ColumnSpec(BaseModel):
+    model_config = _CLOSED
+
+    name: StrictStr
+    type: StrictStr
+
+
+class TableSpec(BaseModel):
+    """The physical definition a candidate is created with (validated names; the adapter renders and quotes).
+
+    ``engine`` is a bare engine name (``MergeTree``, ``ReplacingMergeTree``, ...) exactly as ``system.tables.engine``
+    reports it, so a created candidate can be recognized by observation.
+    """
+
+    model_config = _CLOSED
+
+    columns: tuple[ColumnSpec, ...] = Field(min_length=1)
+    engine: StrictStr = "MergeTree"
+    order_by: tuple[StrictStr, ...] = ()
+    partition_by: StrictStr | None = None
+    """The manifest's partition key (a column or an allowed date function of one), rendered by the adapter."""
+
+    @property
+    def schema_pairs(self) -> tuple[tuple[str, str], ...]:
+        return tuple((column.name, column.type) for column in self.columns)
+
+
+class TableObservation(BaseModel):
+    """What one member holds under one name: physical UUID, engine, ordered schema, and (if asked) content.
+
+    ``content_digest`` is the canonical typed multiset digest computed by the server over all rows (the same function,
+    by ``digest_version``, that produced the artifact receipt's ``content_digest``); rows never travel to the worker. ``parts_digest``
+    fingerprints the table's active parts (names and the server's checksums of their files), read *before* the
+    content in the same statement: while it is unchanged, no row was added, removed or rewritten since.
+
+    With content, ``part_digests`` are the facts of every active part the digest was summed from (at most
+    :data:`~airflow_provider_dpone.cluster.values.part_digests.MAX_PART_DIGESTS`; ``None`` above the bound or for an
+    engine without parts) and ``parts_read`` how many parts' rows were read for it (the others were known).
+    """
+
+    model_config = _CLOSED
+
+    exists: StrictBool
+    uuid: UuidText | None = None
+    engine: StrictStr | None = None
+    columns: tuple[tuple[str, str], ...] = ()
+    row_count: NonNegative | None = None
+    content_digest: Hex64 | None = None
+    parts_digest: Hex64 | None = None
+    part_digests: tuple[PartDigest, ...] | None = Field(default=None, max_length=MAX_PART_DIGESTS)
+    parts_read: NonNegative | None = None
+
+    @classmethod
+    def absent(cls) -> TableObservation:
+        return cls(exists=False)
+
+
+class ExchangeTables(BaseModel):
+    """``EXCHANGE TABLES left AND right ON CLUSTER``: both names keep existing, their UUIDs swap on every member."""
+
+    model_config = _CLOSED
+
+    kind: Literal["exchange"] = "exchange"
+    cluster: StrictStr
+    database: StrictStr
+    left: StrictStr
+    right: StrictStr
+
+
+class RenameTable(BaseModel):
+    """``RENAME TABLE source TO target ON CLUSTER``: the UUID moves to the new name on every member."""
+
+    model_config = _CLOSED
+
+    kind: Literal["rename"] = "rename"
+    cluster: StrictStr
+    database: StrictStr
+    source: StrictStr
+    target: StrictStr
+
+
+class DropTable(BaseModel):
+    """``DROP TABLE name ON CLUSTER ... SYNC``: the protocol proves beforehand which UUID each member holds there."""
+
+    model_config = _CLOSED
+
+    kind: Literal["drop"] = "drop"
+    cluster: StrictStr
+    database: StrictStr
+    table: StrictStr
+
+
+class CreateReplicatedTable(BaseModel):
+    """``CREATE TABLE db.table UUID 'uuid' ON CLUSTER c (...) ENGINE = <spec.engine> ORDER BY ...`` (internal mode).
+
+    ``spec.engine`` is a ``Replicated*MergeTree`` name and is rendered without arguments, so the server's default
+    replica path (``/clickhouse/tables/{uuid}/{shard}``) and replica name (``{replica}``) apply: with the one persisted
+    UUID on every host, every replica of the shard shares one Keeper path, as ClickHouse does for ``ON CLUSTER`` in an
+    Atomic database. Never ``IF NOT EXISTS``: a taken name fails on that host and shows in the queue entry.
+    """
+
+    model_config = _CLOSED
+
+    kind: Literal["create"] = "create"
+    cluster: StrictStr
+    database: StrictStr
+    table: StrictStr
+    uuid: UuidText
+    spec: TableSpec
+
+
+DdlIntent = ExchangeTables | RenameTable | DropTable | CreateReplicatedTable
+
+
+class DispatchSettings(BaseModel):
+    """The settings every ON CLUSTER dispatch carries; fixed values are typed so an adapter cannot weaken them.
+
+    ``log_comment`` is canonical JSON binding the correlation token, epoch and operation prefix, so the queue entry and
+    ``system.query_log`` rows of this dispatch are attributable without any host, SQL value or credential.
+    """
+
+    model_config = _CLOSED
+
+    correlation_token: StrictStr = Field(pattern=r"^[0-9a-f]{32}$")
+    query_digest: Hex64
+    log_comment: StrictStr
+    distributed_ddl_output_mode: Literal["throw"] = "throw"
+    skip_unavailable_shards: Literal[0] = 0
+
+
+class DispatchOutcome(BaseModel):
+    """What the initiator answered (``distributed_ddl_output_mode=throw``). A hint only: decisions come from the queue
+    entry and from physical observation of every member."""
+
+    model_config = _CLOSED
+
+    entry: StrictStr | None = None
+    finished: tuple[MemberId, ...] = ()
+    failed: tuple[MemberId, ...] = ()
+    timed_out: StrictBool = False
+
+
+class HostDdlState(StrEnum):
+    """Per-host status of a distributed DDL queue entry (``system.distributed_ddl_queue.status``)."""
+
+    INACTIVE = "Inactive"
+    ACTIVE = "Active"
+    FINISHED = "Finished"
+    REMOVING = "Removing"
+    UNKNOWN = "Unknown"
+
+
+class QueueHostStatus(BaseModel):
+    model_config = _CLOSED
+
+    member_id: MemberId
+    state: HostDdlState
+    exception_code: StrictInt | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.state is HostDdlState.FINISHED and bool(self.exception_code)
+
+    @property
+    def succeeded(self) -> bool:
+        return self.state is HostDdlState.FINISHED and not self.exception_code
+
+
+class QueueEntryStatus(BaseModel):
+    """The one queue entry that carries a correlation token, with one status per host mapped to member ids."""
+
+    model_config = _CLOSED
+
+    entry: StrictStr
+    correlation_token: StrictStr
+    hosts: tuple[QueueHostStatus, ...]
+
+
+class ReplicaStatus(BaseModel):
+    """One replica's ``system.replicas`` row for one table: what bounded convergence waits on.
+
+    ``log_pointer`` is the next shared-log entry this replica will read and ``log_max_index`` the newest entry's index
+    (both 0 while the log is still empty), so these counters alone cannot tell "caught up" from "nothing logged yet":
+    convergence is decided by ``SYSTEM SYNC REPLICA`` and the content digests. ``is_readonly`` means the replica lost
+    Keeper and cannot fetch.
+    """
+
+    model_config = _CLOSED
+
+    zookeeper_path: StrictStr
+    replica_name: StrictStr
+    is_readonly: StrictBool
+    queue_size: NonNegative
+    inserts_in_queue: NonNegative
+    log_max_index: NonNegative
+    log_pointer: NonNegative
+    total_replicas: NonNegative
+    active_replicas: NonNegative
+
+
+# --- ports --------------------------------------------------------------------------------------------------------
+
+
+class AuthorityStore(Protocol):
+    """The KeeperMap authority table (strict mode). Writes are one-shot; versions are KeeperMap ``_version``."""
+
+    def read(self, target_key: str) -> VersionedAuthorityRow | None:
+        """The row and its version, or ``None``. Raises :class:`UnavailableError`."""
+        ...
+
+    def create(self, row: AuthorityRow) -> None:
+        """Strict insert: returns only when the key was created holding ``row`` at version 0. Raises
+        :class:`AuthorityConflictError` if the key exists."""
+        ...
+
+    def compare_and_set(self, row: AuthorityRow, expected_version: int) -> None:
+        """Replace the row iff its version is ``expected_version``: returns only after a read-back showed exactly
+        ``row`` at ``expected_version + 1`` (the caller makes no read of its own)."""
+        ...
+
+
+class ClusterCatalog(Protocol):
+    """Topology and catalog facts (read-only)."""
+
+    def inventory(self, cluster: str) -> tuple[InventoryRow, ...]:
+        """Every ``system.clusters`` row of the cluster (sorted by shard, replica)."""
+        ...
+
+    def admission_facts(
+        self, member: AdmittedMember, database: str, table: str
+    ) -> tuple[str | None, TableFacts | None]:
+        """One member's database engine (``None`` when the database is absent) and the engine, key and columns of
+        one table there (``None`` when absent), read in one request: admission runs at every entry point."""
+        ...
+
+
+class ArtifactHandle(Protocol):
+    """An opened sealed artifact, streamed as raw bytes in large chunks. The bytes are verified against the receipt
+    while they stream: the final chunk comes only after the SHA-256 is proven, else :class:`ArtifactInvalidError`."""
+
+    @property
+    def receipt(self) -> ArtifactReceipt: ...
+
+    def chunks(self) -> Iterator[bytes]: ...
+
+
+class MemberSession(Protocol):
+    """A direct connection to one member (no load balancer, no retries, no async insert)."""
+
+    def observe_table(
+        self,
+        database: str,
+        table: str,
+        *,
+        with_content: bool,
+        with_parts: bool = False,
+        digest_version: ContentDigestVersion = CURRENT_CONTENT_DIGEST,
+        known_parts: tuple[PartDigest, ...] = (),
+    ) -> TableObservation:
+        """What the member holds under ``database.table`` (content digest only when ``with_content``, computed with
+        the function of ``digest_version``: the one the record's artifact receipt names; parts digest when
+        ``with_content`` or ``with_parts``).
+
+        ``known_parts`` are facts recorded earlier with the same digest version: an active part among them (same
+        name and checksum) is not read again; the digest is still exactly the one a read of every row would give, of
+        one moment's part set (parts replaced while it was read: read again, at worst the whole table)."""
+        ...
+
+    def table_uuids(self, database: str, tables: tuple[str, ...]) -> tuple[str | None, ...]:
+        """The UUID each name holds (``None`` when free), all read in one consistent snapshot of the database.
+
+        One read, not one per name: an ``EXCHANGE``/``RENAME`` applied between two separate reads would show a torn
+        pair (the same UUID under both names, or under neither) that no single moment ever had.
+        """
+        ...
+
+    def create_table(self, database: str, table: str, uuid: str, spec: TableSpec) -> None:
+        """``CREATE TABLE ... UUID uuid`` (never ``IF NOT EXISTS``: a taken name is :class:`MutationRejectedError`)."""
+        ...
+
+    def load(
+        self, database: str, table: str, uuid: str, artifact: ArtifactHandle, *, query_id: str, dedup_token: str
+    ) -> None:
+        """One INSERT of the whole artifact into the table, refused unless the name still holds ``uuid``.
+
+        :class:`ArtifactInvalidError` when the artifact's bytes failed verification while they were sent: the INSERT
+        never completed, but the member may hold part of it (the caller stops; a retry observes and rebuilds)."""
+        ...
+
+    def drop_table(self, database: str, table: str, uuid: str) -> None:
+        """Drop the table iff it holds exactly ``uuid`` (``SYNC``); otherwise :class:`MutationRejectedError`."""
+        ...
+
+    def replica_status(self, database: str, table: str) -> ReplicaStatus | None:
+        """This member's ``system.replicas`` row for the table, or ``None`` (absent or not replicated)."""
+        ...
+
+    def sync_replica(self, database: str, table: str, *, timeout_seconds: float) -> bool:
+        """``SYSTEM SYNC REPLICA`` bounded by ``timeout_seconds``: ``True`` once this replica has fetched every entry
+        of the shared log as of the call, ``False`` when the bound elapsed first (ClickHouse Code 159). Not a mutation
+        (it only waits), so it may be repeated; :class:`UnavailableError` when it cannot be asked."""
+        ...
+
+
+class MemberSessions(Protocol):
+    """Opens member sessions from the resolved coordinator connection and an admitted member's endpoint."""
+
+    def session(self, member: AdmittedMember) -> MemberSession: ...
+
+
+class ClusterDDL(Protocol):
+    """One-shot ``ON CLUSTER`` dispatch and read-only queue observation.
+
+    ``dispatch`` applies :class:`DispatchSettings` exactly (``distributed_ddl_output_mode=throw``,
+    ``skip_unavailable_shards=0``, ``log_comment``) and also carries the correlation token in the query text, so the one
+    queue entry can be found again; it raises :class:`OutcomeUnknownError` when the initiator's answer is lost.
+    """
+
+    def dispatch(
+        self, inventory: AdmittedInventory, intent: DdlIntent, settings: DispatchSettings
+    ) -> DispatchOutcome: ...
+
+    def queue_status(self, inventory: AdmittedInventory, correlation_token: str) -> QueueEntryStatus | None:
+        """The one entry carrying ``correlation_token`` or ``None``; raises :class:`UnavailableError`."""
+        ...
+
+    def server_started_at_ms(self) -> int:
+        """A lower bound of when the coordinator (the server ``dispatch`` sends to) last started, in ms since the
+        epoch on its own clock: a request it received before then died with the old server. Raises
+        :class:`UnavailableError`."""
+        ...
+
+
+class ArtifactStore(Protocol):
+    """The content-addressed durable artifact store."""
+
+    def open(self, receipt: ArtifactReceipt) -> ArtifactHandle:
+        """Reopen by ``receipt.sha256``; :class:`ArtifactInvalidError` when it is missing or of another size (its
+        digest may be checked here already, and is at the latest while the handle streams)."""
+        ...
+
+
+class ArtifactSource(Protocol):
+    """Extraction: produces and seals the artifact. Called only while no artifact is bound to the operation."""
+
+    def seal(self) -> ArtifactReceipt: ...
+
+
+class Clock(Protocol):
+    def now_ms(self) -> int:
+        """Wall-clock milliseconds: what records and receipts carry."""
+        ...
+
+    def monotonic_ms(self) -> int:
+        """Monotonic milliseconds: what budgets are measured with (a wall-clock step cannot extend one)."""
+        ...
+
+
+class Entropy(Protocol):
+    """Randomness, injected so the simulation is deterministic. Random values are recorded, never derived."""
+
+    def token(self) -> str:
+        """32 lower-case hex digits (128 bits)."""
+        ...
+
+    def uuid(self) -> str:
+        """A random UUID in canonical lower-case text."""
+        ...
+
+
+# --- quality replay: the bounded acceptance reader ----------------------------------------------------------
+
+
+class ReadIncompleteError(Exception):
+    """The bounded read did not end in one complete, well-formed answer within its budget."""
+
+
+class AcceptanceReader(Protocol):
+    """One observation of one exact generation, within a budget that interrupts every read in flight."""
+
+    def observe(self, members: tuple[AdmittedMember, ...], plan: TargetReadPlan, *, budget_ms: int) -> Observation:
+        """The facts and counts the plan asks for, answering it exactly (:meth:`Observation.answers`); ``members``
+        are the plan's members (:attr:`TargetReadPlan.member_ids`, in order). The counts' generation UUID is read in
+        the same statement as the counts; the caller judges every fact."""
+        ...

@@ -1,0 +1,76 @@
+"""Operator abort before publication (seed 000 §6.7): drop exactly the owned candidates, then CAS ABORTED.
+
+Only LOCKED, STAGING and STAGED may be aborted: once a publication permit exists, the DDL may have reached a member.
+A table under the candidate name with a UUID the operation never intended is foreign and is left alone (the abort
+stops). ABORTED is terminal, never success, and lets a new operation take the target slot.
+
+Both modes drop member by member, each by its exact UUID (``DROP TABLE ... SYNC`` on that member only): in internal
+mode that removes each replica of the owned replicated candidate, and the last one removes its Keeper path. In
+internal mode the candidate's own ON CLUSTER create or rebuild drop may still be queued on a replica; a drop before
+it runs there would leave that replica's CREATE to run after ABORTED, so the abort waits (retryable) until the bound
+entry finished on every host. A permit with no entry at all may still be held by a stalled coordinator: the abort
+waits until it is queued, or voided with recorded proof (:mod:`void_permit`), which empties the binding.
+"""
+
+from __future__ import annotations
+
+from airflow_provider_dpone.cluster.ports import HostDdlState
+from airflow_provider_dpone.cluster.protocol.authority_io import Held
+from airflow_provider_dpone.cluster.protocol.context import Context
+from airflow_provider_dpone.cluster.protocol.member_mutation import mutate_once
+from airflow_provider_dpone.cluster.protocol.observe import observe_candidate
+from airflow_provider_dpone.cluster.protocol.reconcile import read_entry
+from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecord
+from airflow_provider_dpone.cluster.values.authority.external import ExternalAuthorityRecord
+from airflow_provider_dpone.cluster.values.authority.generation import ErrorClassification
+from airflow_provider_dpone.cluster.values.authority.phases import PRE_PUBLICATION_PHASES, MemberStage, Phase
+from airflow_provider_dpone.core.errors import DponeError
+
+ABORT_CODE = "DPONE_CLICKHOUSE_CLUSTER_OPERATION_ABORTED"
+
+
+def abort_before_publication(ctx: Context, held: Held) -> Held:
+    record = held.record
+    if record.phase not in PRE_PUBLICATION_PHASES:
+        raise DponeError("DPONE_CLICKHOUSE_CLUSTER_ABORT_AFTER_PUBLICATION", f"phase {record.phase}")
+    _require_no_queued_candidate_ddl(ctx, record)
+    for member_id in record.member_ids():
+        obs = observe_candidate(ctx, member_id)
+        if not obs.exists:
+            continue
+        if obs.uuid not in owned_uuids(record, member_id) or obs.uuid is None:
+            raise DponeError("DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_FOREIGN", f"member {member_id}")
+        _drop_exact(ctx, member_id, record.candidate_name, obs.uuid)
+        if observe_candidate(ctx, member_id).exists:
+            raise DponeError("DPONE_CLICKHOUSE_CLUSTER_MEMBER_OUTCOME_UNKNOWN", f"member {member_id}: drop")
+    classification = ErrorClassification(code=ABORT_CODE, phase=record.phase, at_ms=ctx.now())
+    return ctx.commit(held, phase=Phase.ABORTED, last_error=classification)
+
+
+def _drop_exact(ctx: Context, member_id: str, name: str, uuid: str) -> None:
+    session = ctx.session(member_id)
+    mutate_once(member_id, "drop", lambda: session.drop_table(ctx.request.database, name, uuid))
+
+
+def owned_uuids(record: AuthorityRecord, member_id: str) -> tuple[str, ...]:
+    """Every candidate UUID the operation ever intended on ``member_id`` (internal mode: the shared ones)."""
+    if isinstance(record, ExternalAuthorityRecord):
+        return record.member(member_id).owned_candidate_uuids
+    return () if record.candidate is None else record.candidate.owned_uuids
+
+
+def _require_no_queued_candidate_ddl(ctx: Context, record: AuthorityRecord) -> None:
+    """Internal mode: no bound create (still INTENDED) or rebuild drop of the candidate may still run on a host."""
+    candidate = None if isinstance(record, ExternalAuthorityRecord) else record.candidate
+    if candidate is None:
+        return
+    pending = candidate.drop or (candidate.create if candidate.stage is MemberStage.INTENDED else None)
+    if pending is None:
+        return
+    entry = read_entry(ctx, pending)
+    if entry is None:  # a stalled coordinator may still queue it: only a void with proof releases the permit
+        raise DponeError(
+            "DPONE_CLICKHOUSE_CLUSTER_STAGING_DDL_PENDING", f"abort waits for the {pending.kind} entry, or its void"
+        )
+    if any(host.state in (HostDdlState.INACTIVE, HostDdlState.ACTIVE) for host in entry.hosts):
+        raise DponeError("DPONE_CLICKHOUSE_CLUSTER_STAGING_DDL_PENDING", f"abort waits for the {pending.kind} entry")

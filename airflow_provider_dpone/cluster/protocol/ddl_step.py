@@ -1,0 +1,199 @@
+"""One fenced ``ON CLUSTER`` DDL step: permit -> dispatch once -> reconcile -> finish (seed 000 §5.2-5.6, §6.3-6.5).
+
+Every cluster DDL of both modes is this step: the external publication and cleanup, and the internal candidate
+CREATE, rebuild DROP, publication and cleanup. A :class:`DdlStep` names what differs: the intent, the phase the
+permit is written in, the record slot that holds the binding, the per-member classifier (BEFORE / AFTER / foreign)
+and the completion update.
+
+* Permit: the barrier passes (by default every member BEFORE), then one acknowledged, read-back-proven CAS
+  increments the dispatch epoch and binds a fresh random correlation token and the intent's normalized digest. That
+  CAS may be one the caller writes anyway, with the barrier observed before it (:func:`commit_permitted`).
+* Dispatch once: only the invocation holding that in-memory permit (``Context.grant``/``redeem``) dispatches, and
+  exactly once; an unknown answer or a refusal is resolved by observation, never by a second dispatch.
+* Reconcile: the one queue entry carrying the token plus every member's physical state, decided by
+  :func:`~airflow_provider_dpone.cluster.protocol.reconcile.decide`. A foreign member fails closed at once.
+* Finish: on COMPLETE, the step's completion CAS (with the observed queue entry).
+
+A VOID verdict (no queue entry, no member effect, quiet period elapsed) is *not* a licence to dispatch again: a
+request can still be in flight, and a second permit could apply the same DDL twice. The step fails closed with
+``DISPATCH_UNPROVEN``. Only the explicit operator action of :mod:`~airflow_provider_dpone.cluster.protocol.void_permit`, with
+recorded proof that the first request can no longer execute, empties the slot so that a retry takes a new permit.
+A permit older than ``dispatch_deadline_ms`` is never sent: that bounds how late its request can reach the
+coordinator, which the proof relies on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_provider_dpone.cluster.ports import DdlIntent, DispatchOutcome, DispatchSettings
+from airflow_provider_dpone.cluster.protocol.authority_io import Held
+from airflow_provider_dpone.cluster.protocol.context import Context
+from airflow_provider_dpone.cluster.protocol.reconcile import Reconciliation, Side, Verdict, decide, read_entry
+from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecord
+from airflow_provider_dpone.cluster.values.authority.generation import DdlBinding
+from airflow_provider_dpone.cluster.values.authority.phases import Phase
+from airflow_provider_dpone.core.canonical import canonical_json
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.identities import ddl_intent_digest
+from airflow_provider_dpone.core.outcomes import MutationRejectedError, OutcomeUnknownError
+
+UNPROVEN = "DPONE_CLICKHOUSE_CLUSTER_DISPATCH_UNPROVEN"
+
+Classifier = Callable[[Context, AuthorityRecord, str], Side | None]
+"""One member's side of the step (observed physically), or ``None`` when it holds something foreign."""
+
+
+def require_before(ctx: Context, held: Held, step: DdlStep) -> None:
+    """The default barrier: every member is still exactly as the step expects before its DDL."""
+    for member_id, side in observe_sides(ctx, held, step):
+        if side is not Side.BEFORE:
+            raise DponeError(step.foreign_code, f"{step.what}: member {member_id} is not as bound")
+
+
+def observe_sides(ctx: Context, held: Held, step: DdlStep) -> Iterator[tuple[str, Side | None]]:
+    """Every member's side of ``step``, observed concurrently (reads only) and yielded in member order; a member whose
+    read failed raises only when it is reached. The caller's first verdict is therefore the one a member-by-member
+    pass would reach (a foreign member before an unanswered one fails closed), whatever the threads' timing."""
+
+    def side(member_id: str) -> Side | DponeError | None:
+        try:
+            return step.classify(ctx, held.record, member_id)
+        except DponeError as error:
+            return error
+
+    for member_id, observed in ctx.each_member(side, held.record.member_ids()).items():
+        if isinstance(observed, DponeError):
+            raise observed
+        yield member_id, observed
+
+
+@dataclass(frozen=True)
+class DdlStep:
+    what: str
+    """Names the step in details: ``publication``, ``cleanup``, ``candidate create``, ``candidate drop``."""
+    intent: DdlIntent
+    phase: Phase
+    """The phase the permit CAS writes (and the step stays in until it finishes)."""
+    dispatched_from: Phase
+    """The phase a permit is taken in, to which an explicitly voided permit returns (``cluster/protocol/void_permit.py``)."""
+    slot: Callable[[AuthorityRecord], DdlBinding | None]
+    """The step's binding in the record, ``None`` while no permit was taken."""
+    bind: Callable[[AuthorityRecord, DdlBinding | None], dict[str, Any]]
+    """The record changes that store a binding in the slot (``None``: empty it again, after a void)."""
+    classify: Classifier
+    foreign_code: str
+    finish: Callable[[Context, Held, DdlBinding], Held]
+    """The completion CAS; the binding carries the observed queue entry."""
+    barrier: Callable[[Context, Held, DdlStep], None] = require_before
+
+
+@dataclass(frozen=True)
+class StepProgress:
+    held: Held
+    reconciliation: Reconciliation
+
+    @property
+    def complete(self) -> bool:
+        return self.reconciliation.verdict is Verdict.COMPLETE
+
+
+def run_step(ctx: Context, held: Held, step: DdlStep, *, allow_dispatch: bool) -> StepProgress:
+    """Take the permit and dispatch (only if none is bound and ``allow_dispatch``), then reconcile the bound one."""
+    if step.slot(held.record) is None:
+        if not allow_dispatch:
+            raise DponeError("DPONE_CLICKHOUSE_CLUSTER_PHASE_NOT_READY", f"{step.what} not dispatched yet")
+        step.barrier(ctx, held, step)
+        held = _permit(ctx, held, step)
+    binding = step.slot(held.record)
+    assert binding is not None
+    if ctx.redeem(binding):  # this invocation's own permit (taken just above, or folded into an earlier CAS)
+        _dispatch_once(ctx, binding, step.intent)
+    return reconcile_step(ctx, held, step)
+
+
+def reconcile_step(ctx: Context, held: Held, step: DdlStep) -> StepProgress:
+    """Observe the bound entry and every member; run the completion CAS when complete. Never dispatches."""
+    binding = step.slot(held.record)
+    assert binding is not None
+    entry = read_entry(ctx, binding)  # before the members: their state is at least as late as the entry's
+    sides: dict[str, Side] = {}
+    for member_id, side in observe_sides(ctx, held, step):
+        if side is None:
+            raise ctx.fail_closed(held, step.foreign_code, f"{step.what}: member {member_id}")
+        sides[member_id] = side
+    try:
+        outcome = decide(
+            what=step.what,
+            binding=binding,
+            entry=entry,
+            sides=sides,
+            members=held.record.member_ids(),
+            now_ms=ctx.now(),
+            quiet_ms=ctx.settings.dispatch_quiet_ms,
+        )
+    except DponeError as error:
+        raise ctx.fail_closed(held, error.code, error.detail) from None
+    if outcome.verdict is Verdict.VOID:
+        raise ctx.fail_closed(held, UNPROVEN, f"{step.what}: epoch {binding.epoch} never reached the queue")
+    if outcome.verdict is Verdict.COMPLETE:
+        held = step.finish(ctx, held, binding.model_copy(update={"entry": outcome.entry}))
+    return StepProgress(held, outcome)
+
+
+def _permit(ctx: Context, held: Held, step: DdlStep) -> Held:
+    """CAS the step's phase with a new epoch and a binding for its intent; the returned record is the permit."""
+    binding = new_permit(ctx, held.record, step.intent)
+    return commit_permitted(ctx, held, binding, phase=step.phase, **step.bind(held.record, binding))
+
+
+def new_permit(ctx: Context, record: AuthorityRecord, intent: DdlIntent) -> DdlBinding:
+    """A binding for ``intent`` at the record's next dispatch epoch, with a fresh random correlation token. It is a
+    permit only once :func:`commit_permitted` wrote it."""
+    return DdlBinding(
+        kind=intent.kind,
+        epoch=record.dispatch_epoch + 1,
+        correlation_token=ctx.ports.entropy.token(),
+        query_digest=ddl_intent_digest(intent.model_dump(mode="json")),
+        permitted_at_ms=ctx.now(),
+    )
+
+
+def commit_permitted(ctx: Context, held: Held, binding: DdlBinding | None, **changes: Any) -> Held:
+    """CAS ``changes`` (which put ``binding`` in its step's slot) at the binding's epoch. The acknowledged,
+    read-back-proven CAS is the permit: this invocation holds it in memory, and :func:`run_step` of that step sends
+    its one dispatch. A phase change that must be durable before a DDL anyway (the STAGING CAS before the candidate's
+    CREATE, a rebuild's new intent after its DROP) thus carries the permit in the same write. ``None``: no permit
+    rides on this CAS (a plain commit)."""
+    if binding is None:
+        return ctx.commit(held, **changes)
+    held = ctx.commit(held, dispatch_epoch=binding.epoch, **changes)
+    ctx.grant(binding)
+    return held
+
+
+def _dispatch_once(ctx: Context, binding: DdlBinding, intent: DdlIntent) -> DispatchOutcome | None:
+    """The single dispatch of a permit. ``None`` when the initiator's answer is unknown or a refusal: either way the
+    queue entry and the members are observed next, never the dispatch repeated."""
+    assert binding.correlation_token is not None and binding.query_digest is not None
+    assert binding.query_digest == ddl_intent_digest(intent.model_dump(mode="json")), "the permit is for this intent"
+    if ctx.now() - binding.permitted_at_ms > ctx.settings.dispatch_deadline_ms:
+        return None  # too late to send: the request could arrive after a restart the void proof counts on
+    settings = DispatchSettings(
+        correlation_token=binding.correlation_token,
+        query_digest=binding.query_digest,
+        log_comment=canonical_json(
+            {
+                "dpone": "cluster-full-refresh" if ctx.request.internal else "cluster-external-full-refresh",
+                "operation": ctx.request.operation_id[:16],
+                "epoch": binding.epoch,
+                "token": binding.correlation_token,
+            }
+        ),
+    )
+    try:
+        return ctx.ports.ddl.dispatch(ctx.inventory, intent, settings)
+    except (OutcomeUnknownError, MutationRejectedError):
+        return None

@@ -1,0 +1,135 @@
+"""Member observations with the port failures mapped to stable codes (reads have no effect to be unsure about).
+
+A content digest is always computed with the digest version of the record's artifact receipt (old records keep
+their own function); before a receipt exists (the baseline) with the current one, which the receipt must then name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from airflow_provider_dpone.cluster.ports import TableObservation
+from airflow_provider_dpone.cluster.protocol.context import Context
+from airflow_provider_dpone.cluster.values.authority.generation import MemberGeneration, PublishedMember
+from airflow_provider_dpone.cluster.values.part_digests import PartDigest
+from airflow_provider_dpone.cluster.values.receipts import CURRENT_CONTENT_DIGEST, ArtifactReceipt, ContentDigestVersion
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.outcomes import UnavailableError
+
+
+def observe(
+    ctx: Context,
+    member_id: str,
+    table: str,
+    *,
+    with_content: bool,
+    with_parts: bool = False,
+    digest_version: ContentDigestVersion = CURRENT_CONTENT_DIGEST,
+    known_parts: tuple[PartDigest, ...] = (),
+) -> TableObservation:
+    try:
+        session = ctx.session(member_id)
+        return session.observe_table(
+            ctx.request.database,
+            table,
+            with_content=with_content,
+            with_parts=with_parts,
+            digest_version=digest_version,
+            known_parts=known_parts,
+        )
+    except UnavailableError:
+        raise DponeError(
+            "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_INCOMPLETE", f"member {member_id} did not answer"
+        ) from None
+
+
+def observe_target(ctx: Context, member_id: str, *, with_content: bool = False) -> TableObservation:
+    """The target (its content digest, for the baseline, with the current digest version)."""
+    return observe(ctx, member_id, ctx.request.target, with_content=with_content)
+
+
+def observe_candidate(
+    ctx: Context,
+    member_id: str,
+    *,
+    artifact: ArtifactReceipt | None = None,
+    with_content: bool = False,
+    with_parts: bool = False,
+) -> TableObservation:
+    """The candidate; its content (``with_content``) digested with the function the bound ``artifact`` names."""
+    if with_content and artifact is None:
+        raise ValueError("a candidate's content is digested with its artifact's digest version")
+    return observe(
+        ctx,
+        member_id,
+        ctx.request.candidate_name,
+        with_content=with_content,
+        with_parts=with_parts,
+        digest_version=CURRENT_CONTENT_DIGEST if artifact is None else artifact.content_digest_version,
+    )
+
+
+@dataclass(frozen=True)
+class Verified:
+    """A table's content as recorded together: while the table holds this UUID, row count and parts digest, no row
+    can have moved; ``part_digests`` say what each of its parts added (empty: not recorded)."""
+
+    uuid: str
+    row_count: int
+    parts_digest: str
+    content_digest: str
+    part_digests: tuple[PartDigest, ...]
+
+
+def observe_unchanged(
+    ctx: Context, member_id: str, table: str, known: Verified | None, digest_version: ContentDigestVersion
+) -> TableObservation:
+    """``table`` with its content. While it holds ``known``'s UUID, row count and parts, the recorded digest stands
+    (one metadata read). When only its parts changed (a merge, a write), the server reads just the parts not among
+    ``known``'s part digests and sums them with the recorded ones: exactly the digest of every row, of one moment's
+    part set (``MemberSession.observe_table``). Another table, or nothing known, is digested whole."""
+    if known is None:
+        return observe(ctx, member_id, table, with_content=True, digest_version=digest_version)
+    obs = observe(ctx, member_id, table, with_content=False, with_parts=True, digest_version=digest_version)
+    if obs.exists and (obs.uuid, obs.row_count, obs.parts_digest) == (known.uuid, known.row_count, known.parts_digest):
+        return obs.model_copy(update={"content_digest": known.content_digest})
+    reusable = known.part_digests if obs.exists and obs.uuid == known.uuid else ()
+    return observe(ctx, member_id, table, with_content=True, digest_version=digest_version, known_parts=reusable)
+
+
+def observe_verified(ctx: Context, member: MemberGeneration, artifact: ArtifactReceipt) -> TableObservation:
+    """The member's candidate with its content: the digest recorded at verification while the candidate's parts are
+    unchanged since; otherwise read again, only the parts not recorded at verification."""
+    uuid, rows, parts, digest = member.candidate_uuid, member.row_count, member.parts_digest, member.content_digest
+    known = None
+    if uuid is not None and rows is not None and parts is not None and digest is not None:
+        known = Verified(uuid, rows, parts, digest, member.part_digests or ())
+    return observe_unchanged(ctx, member.member_id, ctx.request.candidate_name, known, artifact.content_digest_version)
+
+
+def observe_baseline_target(ctx: Context, member_id: str, published: PublishedMember | None) -> TableObservation:
+    """The existing target with its content (current digest version): what a COMPLETED predecessor ``published``
+    on this member is reused while the target still holds its UUID and parts and was digested with the current
+    version, and its part digests while only parts changed; a foreign or first-adopted target, or a record without
+    the facts, is digested whole."""
+    known = None
+    if published is not None and published.digest_version == CURRENT_CONTENT_DIGEST:
+        known = Verified(
+            published.target_uuid,
+            published.row_count,
+            published.parts_digest,
+            published.content_digest,
+            published.part_digests or (),
+        )
+    return observe_unchanged(ctx, member_id, ctx.request.target, known, CURRENT_CONTENT_DIGEST)
+
+
+def is_exact(obs: TableObservation, member: MemberGeneration, artifact: ArtifactReceipt) -> bool:
+    """The member's bound candidate holds exactly the artifact: schema, row count and canonical content digest."""
+    return (
+        obs.exists
+        and obs.uuid == member.candidate_uuid
+        and obs.columns == artifact.schema_pairs
+        and obs.row_count == artifact.row_count
+        and obs.content_digest == artifact.content_digest
+    )

@@ -1,0 +1,95 @@
+"""STAGED -> PUBLICATION_DISPATCHING -> COMMITTED: the one fenced publication DDL, both modes (seed 000 §5).
+
+Barrier: every target still the baseline UUID (or absent), every candidate still the exact staged generation (schema,
+rows, content digest). Then one :mod:`~airflow_provider_dpone.cluster.protocol.ddl_step` of ``EXCHANGE TABLES`` (existing
+baseline) or ``RENAME TABLE`` (absent baseline) ON CLUSTER. Each member is classified by its (target UUID, candidate
+UUID) pair: BEFORE = (baseline, candidate), AFTER = (candidate, baseline). In internal mode every replica binds the
+same candidate UUID; the pairs are still per member. COMMITTED is written only when every member's target *is* its
+verified candidate and the bound queue entry is present without host failure.
+"""
+
+from __future__ import annotations
+
+from airflow_provider_dpone.cluster.ports import DdlIntent, ExchangeTables, RenameTable
+from airflow_provider_dpone.cluster.protocol.authority_io import Held
+from airflow_provider_dpone.cluster.protocol.context import Context, alongside
+from airflow_provider_dpone.cluster.protocol.ddl_step import DdlStep, StepProgress, run_step
+from airflow_provider_dpone.cluster.protocol.observe import is_exact, observe_verified
+from airflow_provider_dpone.cluster.protocol.reconcile import Side, classify_observed, observe_pair
+from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecord
+from airflow_provider_dpone.cluster.values.authority.generation import DdlBinding
+from airflow_provider_dpone.cluster.values.authority.phases import Phase
+from airflow_provider_dpone.core.errors import DponeError
+
+FOREIGN = "DPONE_CLICKHOUSE_CLUSTER_PUBLICATION_FOREIGN_UUID"
+
+
+def publication_intent(ctx: Context, record: AuthorityRecord) -> DdlIntent:
+    request = ctx.request
+    if record.baseline == "existing":
+        return ExchangeTables(
+            cluster=request.cluster, database=request.database, left=request.target, right=record.candidate_name
+        )
+    return RenameTable(
+        cluster=request.cluster, database=request.database, source=record.candidate_name, target=request.target
+    )
+
+
+def publish(ctx: Context, held: Held, *, allow_dispatch: bool) -> StepProgress:
+    """From STAGED: barrier, permit, one dispatch (only with ``allow_dispatch``); then reconcile, COMMITTED if done."""
+    return run_step(ctx, held, publication_step(ctx, held.record), allow_dispatch=allow_dispatch)
+
+
+def publication_step(ctx: Context, record: AuthorityRecord) -> DdlStep:
+    return DdlStep(
+        what="publication",
+        intent=publication_intent(ctx, record),
+        phase=Phase.PUBLICATION_DISPATCHING,
+        dispatched_from=Phase.STAGED,
+        slot=lambda record: record.publication,
+        bind=lambda _record, binding: {"publication": binding},
+        classify=_side,
+        foreign_code=FOREIGN,
+        finish=_commit,
+        barrier=_barrier,
+    )
+
+
+def _side(ctx: Context, record: AuthorityRecord, member_id: str) -> Side | None:
+    member = record.member(member_id)
+    return classify_observed(
+        ctx,
+        member_id,
+        before=(member.target_uuid, member.candidate_uuid),
+        after=(member.candidate_uuid, member.target_uuid),
+    )
+
+
+def _commit(ctx: Context, held: Held, binding: DdlBinding) -> Held:
+    record = held.record
+    members = tuple(member.model_copy(update={"published_uuid": member.candidate_uuid}) for member in record.members)
+    return ctx.commit(held, phase=Phase.COMMITTED, members=members, publication=binding, committed_at_ms=ctx.now())
+
+
+def _barrier(ctx: Context, held: Held, _step: DdlStep) -> None:
+    """Observed concurrently (every member, and on each the two reads at once), judged in member order: the target's
+    UUID alone (one UUID read), and the candidate as verified (its parts, and its content only if they changed)."""
+    record = held.record
+    artifact = record.artifact
+    assert artifact is not None
+    observed = ctx.each_member(
+        lambda member_id: alongside(
+            lambda: observe_pair(ctx, member_id)[0],
+            lambda: observe_verified(ctx, record.member(member_id), artifact),
+            ctx.settings.member_parallelism,
+        ),
+        record.member_ids(),
+    )
+    for member in record.members:
+        target_uuid, candidate = observed[member.member_id]
+        if target_uuid != member.target_uuid:
+            raise DponeError(
+                "DPONE_CLICKHOUSE_CLUSTER_TARGET_DIVERGENT", f"member {member.member_id}: target changed since baseline"
+            )
+        if not is_exact(candidate, member, artifact):
+            raise DponeError("DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_DIVERGENT", f"member {member.member_id}")

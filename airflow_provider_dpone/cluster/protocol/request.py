@@ -1,0 +1,110 @@
+"""What one cluster full refresh publishes: the request every Airflow task of the run rebuilds identically.
+
+The request is pure input (names, scheduler invocation, normalized plan digest, replication mode, table definition,
+byte bound). Every identity the protocol uses is derived from it deterministically, so a retried task in a fresh
+process arrives at the same ``target_key``, ``operation_id`` and candidate name without reading XCom.
+
+``replication_mode`` has no default here: the operators pass the admitted manifest's mode (whose own default is
+``internal``), and the table engine must be the mode's engine class (internal: ``Replicated*MergeTree``, external: a
+direct ``*MergeTree``), checked before anything is read. Each mode has its own protocol version in ``operation_id``
+and its own candidate infix, so the two modes can never resume each other's operation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError, model_validator
+
+from airflow_provider_dpone.cluster.ports import TableSpec
+from airflow_provider_dpone.core.clickhouse_engines import EngineClass, classify_engine
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.fields import Hex64
+from airflow_provider_dpone.core.identifiers import validate_identifier
+from airflow_provider_dpone.core.identities import (
+    CANDIDATE_INFIX,
+    INTERNAL_CANDIDATE_INFIX,
+    INTERNAL_PROTOCOL_VERSION,
+    PROTOCOL_VERSION,
+    candidate_name,
+    operation_id,
+    target_key,
+)
+from airflow_provider_dpone.core.inventory import ReplicationMode
+from airflow_provider_dpone.core.manifest.cluster import QualityPolicy
+
+MODE_ENGINE_CLASS: dict[ReplicationMode, EngineClass] = {
+    "internal": EngineClass.REPLICATED_MERGE_TREE,
+    "external": EngineClass.MERGE_TREE,
+}
+"""The one table engine class each replication mode publishes (candidates and targets alike)."""
+
+
+class PublicationRequest(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    cluster: StrictStr
+    database: StrictStr
+    target: StrictStr
+    dag_id: StrictStr = Field(min_length=1)
+    run_id: StrictStr = Field(min_length=1)
+    normalized_plan_digest: Hex64
+    replication_mode: ReplicationMode
+    table: TableSpec
+    max_source_bytes: StrictInt = Field(ge=1)
+    quality: QualityPolicy | None = None
+    """The durable quality-replay policy (seed 002) when selected; ``None`` keeps the legacy behaviour."""
+
+    @model_validator(mode="after")
+    def _names_are_identifiers(self) -> PublicationRequest:
+        validate_identifier(self.cluster, what="cluster")
+        validate_identifier(self.database, what="database")
+        validate_identifier(self.target, what="target")
+        for index, column in enumerate(self.table.columns):
+            validate_identifier(column.name, what=f"table.columns[{index}]")
+        for index, name in enumerate(self.table.order_by):
+            validate_identifier(name, what=f"table.order_by[{index}]")
+        names = [column.name for column in self.table.columns]
+        if len(set(names)) != len(names) or not set(self.table.order_by) <= set(names):
+            raise ValueError("table columns must be unique and order_by must name table columns")
+        if self.quality is not None and not self.internal:
+            raise DponeError("DPONE_REPLAY_QUALITY_EVIDENCE_UNSUPPORTED", "durable quality replay needs internal mode")
+        if classify_engine(self.table.engine) is not MODE_ENGINE_CLASS[self.replication_mode]:
+            raise DponeError(
+                "DPONE_CLICKHOUSE_CLUSTER_TARGET_ENGINE_UNSUPPORTED", f"table.engine for {self.replication_mode} mode"
+            )
+        return self
+
+    @classmethod
+    def parse(cls, values: Mapping[str, Any]) -> PublicationRequest:
+        """Validate untrusted values; failures carry a stable code and field paths, never the offending values."""
+        try:
+            return cls.model_validate(dict(values))
+        except ValidationError as error:
+            paths = sorted({".".join(str(part) for part in item["loc"]) or "$" for item in error.errors()})
+            raise DponeError("DPONE_CLICKHOUSE_CLUSTER_REQUEST_INVALID", f"fields: {paths[:8]}") from None
+
+    @property
+    def target_key(self) -> str:
+        return target_key(self.cluster, self.database, self.target)
+
+    @property
+    def operation_id(self) -> str:
+        return operation_id(
+            dag_id=self.dag_id,
+            run_id=self.run_id,
+            target_key_hex=self.target_key,
+            normalized_plan_digest=self.normalized_plan_digest,
+            protocol_version=INTERNAL_PROTOCOL_VERSION if self.internal else PROTOCOL_VERSION,
+        )
+
+    @property
+    def candidate_name(self) -> str:
+        return candidate_name(
+            self.target, self.operation_id, INTERNAL_CANDIDATE_INFIX if self.internal else CANDIDATE_INFIX
+        )
+
+    @property
+    def internal(self) -> bool:
+        return self.replication_mode == "internal"

@@ -1,0 +1,164 @@
+"""What each entry point returns to its Airflow task, the same types in both replication modes: identifiers, phases
+(before and after the call), per-member progress, receipts and what to poll; never state a later task would trust
+instead of re-reading the authority.
+
+The phases and the progress come from the records the entry point read and wrote anyway, so a task logs and pushes
+them without reading a port itself. ``phase_before`` is ``"absent"`` when no record held the target.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecord
+from airflow_provider_dpone.cluster.values.authority.external import ExternalAuthorityRecord
+from airflow_provider_dpone.cluster.values.authority.internal import InternalAuthorityRecordV2
+from airflow_provider_dpone.cluster.values.publication_receipts import (
+    PublicationReceipt,
+    QualityReceipt,
+    quality_receipt,
+)
+from airflow_provider_dpone.cluster.values.receipts import ArtifactReceipt
+from airflow_provider_dpone.core.inventory import ReplicationMode
+
+ABSENT = "absent"
+"""The phase of a target no record holds."""
+
+
+def phase_of(record: AuthorityRecord | None) -> str:
+    return ABSENT if record is None else record.phase.value
+
+
+@dataclass(frozen=True)
+class MemberProgress:
+    """One member's stage, verified rows (``None`` until verified) and candidate rebuilds; opaque id only."""
+
+    member_id: str
+    stage: str
+    row_count: int | None
+    rebuilds: int
+
+
+def member_progress(record: AuthorityRecord) -> tuple[MemberProgress, ...]:
+    """External members have their own candidate; internal replicas share one replicated candidate, so they share
+    its stage and rebuild count."""
+    if isinstance(record, ExternalAuthorityRecord):
+        return tuple(MemberProgress(m.member_id, m.stage.value, m.row_count, m.rebuilds) for m in record.members)
+    candidate = record.candidate
+    stage = "PENDING" if candidate is None else candidate.stage.value
+    rebuilds = 0 if candidate is None else candidate.rebuilds
+    return tuple(MemberProgress(m.member_id, stage, m.row_count, rebuilds) for m in record.members)
+
+
+def capsule_of(record: AuthorityRecord) -> QualityReceipt | None:
+    """The quality-replay capsule a v2 record holds, as humans see it."""
+    if isinstance(record, InternalAuthorityRecordV2) and record.quality is not None:
+        return quality_receipt(record.quality)
+    return None
+
+
+def load_member(record: AuthorityRecord) -> str | None:
+    """Internal mode: the replica the one load goes through, once bound."""
+    if isinstance(record, ExternalAuthorityRecord) or record.candidate is None or record.candidate.load is None:
+        return None
+    return record.candidate.load.member_id
+
+
+@dataclass(frozen=True)
+class FenceResult:
+    operation_id: str
+    target_key: str
+    phase: str
+    candidate_name: str
+    replication_mode: ReplicationMode
+    phase_before: str
+
+
+@dataclass(frozen=True)
+class StageResult:
+    """``ready_members``: members whose candidate holds exactly the artifact (internal mode: replicas converged).
+
+    ``schema`` is the record's schema id; ``artifact`` the bound artifact; ``members`` each member's progress;
+    ``load_member_id`` (internal mode) the replica the one load went through, the others received it by replication.
+    ``quality``: the durable quality-replay capsule of a v2 record, as humans see it (``None`` without one).
+    """
+
+    operation_id: str
+    phase: str
+    generation_id: str | None
+    ready_members: int
+    replication_mode: ReplicationMode
+    phase_before: str
+    schema: str
+    artifact: ArtifactReceipt | None
+    members: tuple[MemberProgress, ...]
+    load_member_id: str | None
+    quality: QualityReceipt | None = None
+
+
+@dataclass(frozen=True)
+class InProgress:
+    """The bound DDL is not finished: poll ``correlation_token`` (and ``entry`` once known) again later.
+
+    Nothing is ever re-dispatched: a poll and a retry of the dispatching task both only reconcile the bound entry.
+    ``member_count``: the members the entry must finish on.
+    """
+
+    operation_id: str
+    stage: Literal["publication", "cleanup"]
+    epoch: int
+    correlation_token: str | None
+    entry: str | None
+    pending_members: tuple[str, ...]
+    phase_before: str
+    phase: str
+    member_count: int
+
+
+@dataclass(frozen=True)
+class Committed:
+    """The publication is committed; ``receipt.phase`` is the record's phase (COMMITTED, or later once cleanup has
+    begun)."""
+
+    receipt: PublicationReceipt
+    phase_before: str
+
+    @property
+    def phase(self) -> str:
+        return self.receipt.phase
+
+
+@dataclass(frozen=True)
+class Completed:
+    receipt: PublicationReceipt
+    phase_before: str
+
+    @property
+    def phase(self) -> str:
+        return self.receipt.phase
+
+
+@dataclass(frozen=True)
+class Aborted:
+    operation_id: str
+    phase: str
+    phase_before: str
+
+
+PublishResult = InProgress | Committed
+CleanupResult = InProgress | Completed
+
+
+@dataclass(frozen=True)
+class Voided:
+    """An explicitly voided dispatch permit: which step, its epoch and token, and the coordinator start time that
+    proved it dead; ``phase`` is the phase the operation returned to (its step is dispatched again from there)."""
+
+    operation_id: str
+    step: str
+    epoch: int
+    correlation_token: str
+    server_started_at_ms: int
+    phase_before: str
+    phase: str

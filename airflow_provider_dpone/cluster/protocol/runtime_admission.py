@@ -1,0 +1,160 @@
+"""Runtime admission: the live inventory and catalog facts, read once per phase, and the pure decisions over them.
+
+:func:`admit_runtime` gathers the facts (one inventory read plus one catalog read per member, the members
+concurrently) and every other function decides on them without reading anything, so each rule is tested exhaustively
+and every phase re-runs admission cheaply (inventory drift fences the operation). Any member that cannot answer
+blocks: partial inventory is never sufficient, and ``skip_unavailable_shards`` is never admission evidence. With
+durable quality replay selected, the authority-table check is the store preflight (read-only; a store that is absent,
+legacy or not exactly the admitted schema gives ``..._UNSUPPORTED``, never a migration).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Final
+
+from airflow_provider_dpone.cluster.ports import ClusterCatalog
+from airflow_provider_dpone.cluster.protocol.context import concurrently
+from airflow_provider_dpone.cluster.protocol.request import PublicationRequest
+from airflow_provider_dpone.cluster.values.authority.row import (
+    AUTHORITY_COLUMNS,
+    AUTHORITY_PRIMARY_KEY,
+    AUTHORITY_TABLE,
+)
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.identities import inventory_digest, member_id
+from airflow_provider_dpone.core.inventory import (
+    AdmittedInventory,
+    AdmittedMember,
+    InventoryRow,
+    ReplicationMode,
+    TableFacts,
+)
+from airflow_provider_dpone.core.outcomes import UnavailableError
+
+_KEEPER_MAP: Final[re.Pattern[str]] = re.compile(
+    r"KeeperMap\('(?P<path>/[A-Za-z0-9_.\-/]*)'(?:, ?(?P<capacity>[0-9]+))?\)(?: PRIMARY KEY target_key)?"
+)
+
+
+def admit_inventory(rows: Sequence[InventoryRow], *, cluster: str, mode: ReplicationMode) -> AdmittedInventory:
+    """One shard, at least two unique members, uniform flag equal to the mode, one opaque id per member."""
+    rows = [row for row in rows if row.cluster == cluster]
+    if not rows:
+        raise DponeError("DPONE_CLICKHOUSE_CLUSTER_INVENTORY_INCOMPLETE", "no system.clusters rows for the cluster")
+    shards = {row.shard_num for row in rows}
+    if len(shards) != 1:
+        raise DponeError("DPONE_CLICKHOUSE_CLUSTER_INVENTORY_MULTI_SHARD", f"{len(shards)} shards")
+    positions = [(row.shard_num, row.replica_num) for row in rows]
+    endpoints = [(row.endpoint.host.lower(), row.endpoint.port) for row in rows]
+    if len(set(positions)) != len(positions) or len(set(endpoints)) != len(endpoints):
+        raise DponeError("DPONE_CLICKHOUSE_CLUSTER_INVENTORY_AMBIGUOUS", f"{len(rows)} rows")
+    if len(rows) < 2:
+        raise DponeError("DPONE_CLICKHOUSE_CLUSTER_INVENTORY_TOO_FEW_MEMBERS", f"{len(rows)} member")
+    flags = {row.internal_replication for row in rows}
+    if len(flags) != 1:
+        raise DponeError("DPONE_CLICKHOUSE_CLUSTER_INVENTORY_MIXED_REPLICATION", "internal_replication differs")
+    internal = flags.pop()
+    if internal != (mode == "internal"):
+        raise DponeError(
+            "DPONE_CLICKHOUSE_CLUSTER_REPLICATION_MODE_MISMATCH", f"mode {mode}, internal_replication={internal}"
+        )
+    members = [
+        AdmittedMember(
+            member_id=member_id(row.shard_num, row.replica_num),
+            shard_num=row.shard_num,
+            replica_num=row.replica_num,
+            endpoint=row.endpoint,
+        )
+        for row in rows
+    ]
+    if len({member.member_id for member in members}) != len(members):
+        raise DponeError("DPONE_CLICKHOUSE_CLUSTER_MEMBER_ID_COLLISION", f"{len(members)} members")
+    members.sort(key=lambda member: member.member_id)
+    return AdmittedInventory(
+        cluster=cluster,
+        internal_replication=internal,
+        members=tuple(members),
+        digest=inventory_digest(cluster=cluster, internal_replication=internal, members=positions),
+    )
+
+
+def require_atomic_databases(engines: Mapping[str, str | None]) -> None:
+    """Every member has the database and it is Atomic (EXCHANGE and UUID-exact tables need it)."""
+    bad = sorted(member for member, engine in engines.items() if engine != "Atomic")
+    if bad:
+        raise DponeError("DPONE_CLICKHOUSE_CLUSTER_DATABASE_NOT_ATOMIC", f"members {bad}")
+
+
+def require_authority_table(facts: Mapping[str, TableFacts | None]) -> str:
+    """Exact columns without defaults, primary key ``target_key``, one literal Keeper path, same engine everywhere.
+
+    Returns the Keeper path. Macros (``{...}``), relative paths, ``..`` segments and differing facades are refused:
+    SQL metadata cannot prove two facades share Keeper data, but differing metadata proves they may not.
+    """
+    absent = sorted(member for member, fact in facts.items() if fact is None)
+    if absent or not facts:
+        raise DponeError("DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_TABLE_UNSUPPORTED", f"absent on members {absent}")
+    engines: set[str] = set()
+    for member, fact in sorted(facts.items()):
+        assert fact is not None
+        columns = tuple((column.name, column.type) for column in fact.columns)
+        if columns != AUTHORITY_COLUMNS or any(column.default_kind for column in fact.columns):
+            raise DponeError("DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_TABLE_UNSUPPORTED", f"{member}: columns differ")
+        if fact.primary_key.strip() != AUTHORITY_PRIMARY_KEY:
+            raise DponeError("DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_TABLE_UNSUPPORTED", f"{member}: primary key differs")
+        match = _KEEPER_MAP.fullmatch(fact.engine_full.strip())
+        if fact.engine != "KeeperMap" or match is None:
+            raise DponeError(
+                "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_TABLE_UNSUPPORTED", f"{member}: not KeeperMap with a literal path"
+            )
+        path = match.group("path")
+        if "//" in path or "/../" in path + "/" or "/./" in path + "/":
+            raise DponeError("DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_TABLE_UNSUPPORTED", f"{member}: non-normal path")
+        engines.add(fact.engine_full.strip())
+    if len(engines) != 1:
+        raise DponeError("DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_TABLE_UNSUPPORTED", "engine expressions differ")
+    only = _KEEPER_MAP.fullmatch(engines.pop())
+    assert only is not None
+    return only.group("path")
+
+
+def is_direct_mergetree(engine: str | None) -> bool:
+    """A plain (non-replicated, non-shared) *MergeTree engine: the only external-mode table engine."""
+    return (
+        engine is not None
+        and engine.endswith("MergeTree")
+        and not engine.startswith(("Replicated", "Shared"))
+        and engine.isidentifier()
+    )
+
+
+def require_direct_mergetree(engine: str | None, *, what: str) -> None:
+    if not is_direct_mergetree(engine):
+        raise DponeError("DPONE_CLICKHOUSE_CLUSTER_TARGET_ENGINE_UNSUPPORTED", what)
+
+
+def admit_runtime(catalog: ClusterCatalog, request: PublicationRequest, *, parallelism: int = 1) -> AdmittedInventory:
+    """Read the complete inventory and catalog facts and admit them, or fail with a stable code. The members'
+    reads run ``parallelism`` members at a time (they are independent reads); the decision waits for all of them."""
+    try:
+        rows = catalog.inventory(request.cluster)
+        inventory = admit_inventory(rows, cluster=request.cluster, mode=request.replication_mode)
+        read = concurrently(
+            lambda member: catalog.admission_facts(member, request.database, AUTHORITY_TABLE),
+            inventory.members,
+            parallelism,
+        )
+        require_atomic_databases({member.member_id: engine for member, (engine, _) in read.items()})
+        facts = {member.member_id: table for member, (_, table) in read.items()}
+    except UnavailableError:
+        raise DponeError("DPONE_CLICKHOUSE_CLUSTER_INVENTORY_INCOMPLETE", "a catalog read did not answer") from None
+    try:
+        require_authority_table(facts)
+    except DponeError as error:
+        if request.quality is None:
+            raise
+        # seed 002 store preflight: an absent, legacy or unverified store is refused, never migrated
+        raise DponeError("DPONE_REPLAY_QUALITY_EVIDENCE_UNSUPPORTED", f"authority store: {error.detail}") from None
+    return inventory

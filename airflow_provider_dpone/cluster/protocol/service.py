@@ -1,0 +1,313 @@
+"""The publication service: one entry point per Airflow task, the same for both replication modes.
+
+Service API (what the four operators call, identically in internal and external mode)::
+
+    service = publication_service(ports, request, settings)      # or PublicationService(ports, request, settings)
+    service.fence()                  -> FenceResult      # fence task: create/resume the LOCKED record, before source I/O
+    service.stage(source)            -> StageResult      # stage task: seal + bind the artifact once, stage to STAGED
+    service.publish()                -> PublishResult    # publish task: dispatch the one publication DDL or resume it
+    service.reconcile_publication()  -> PublishResult    # deferred poll: read-only (+ the COMMITTED CAS); never dispatches
+    service.cleanup()                -> CleanupResult    # cleanup task: dispatch the one predecessor DROP or resume it
+    service.reconcile_cleanup()      -> CleanupResult    # deferred poll: read-only (+ the COMPLETED CAS)
+    service.abort()                  -> Aborted          # operator action, before publication only
+    service.void_permit()            -> Voided           # operator action: release a permit proven dead
+
+Every result carries the phase before and after the call and, for stage, each member's progress: the task logs and
+pushes them without a read of its own.
+
+``PublishResult = InProgress | Committed`` and ``CleanupResult = InProgress | Completed`` (:mod:`results`); the receipt
+of :class:`Committed`/:class:`Completed` is the external or the internal receipt schema, by mode. Failures are
+:class:`~airflow_provider_dpone.core.errors.DponeError` with stable codes (the operators map them to retry or
+terminal failure).
+
+The mode is ``request.replication_mode`` (from the admitted manifest); nothing ever falls back to the other mode. The
+modes differ only in staging: external stages one candidate per member (:mod:`staging`), internal creates one
+replicated candidate ON CLUSTER, loads it once and waits for convergence (:mod:`replicated_staging`). Fencing, the
+artifact, publication, cleanup and abort are shared, and every ON CLUSTER DDL is one :mod:`ddl_step`.
+
+With durable quality replay selected (internal mode only), the capsule is bound by the STAGED write, required intact
+and PREPARED before the publication DDL, and settled (:mod:`quality_replay`) by every entry point that finds the
+operation committed: publish completes it, cleanup starts only after it is COMPLETE, and replays validate it.
+
+Every entry point starts the same way, whatever happened before: live runtime admission (inventory drift fences)
+and a fresh read of the authority (concurrent reads; both answer before anything is decided), once per task (the
+stage task takes them before describing the source, :func:`bound_columns`, and its stage call starts from them).
+The authority record alone decides what to resume; results returned to Airflow are for humans and pollers, never
+trusted by a later task. Each entry point is idempotent: calling it again after
+success returns the same outcome without mutating anything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from airflow_provider_dpone.cluster.ports import ArtifactSource
+from airflow_provider_dpone.cluster.protocol.abort import abort_before_publication
+from airflow_provider_dpone.cluster.protocol.authority_io import Current, Held, read_current
+from airflow_provider_dpone.cluster.protocol.cleanup import clean_up
+from airflow_provider_dpone.cluster.protocol.context import Context, ProtocolSettings, PublicationPorts, alongside
+from airflow_provider_dpone.cluster.protocol.ddl_step import StepProgress
+from airflow_provider_dpone.cluster.protocol.fence import lock_or_resume, require_own
+from airflow_provider_dpone.cluster.protocol.publication import publish
+from airflow_provider_dpone.cluster.protocol.quality_evidence import require_capsule
+from airflow_provider_dpone.cluster.protocol.quality_replay import settle
+from airflow_provider_dpone.cluster.protocol.replicated_staging import stage_replicated
+from airflow_provider_dpone.cluster.protocol.request import PublicationRequest
+from airflow_provider_dpone.cluster.protocol.results import (
+    Aborted,
+    CleanupResult,
+    Committed,
+    Completed,
+    FenceResult,
+    InProgress,
+    PublishResult,
+    StageResult,
+    Voided,
+    capsule_of,
+    load_member,
+    member_progress,
+    phase_of,
+)
+from airflow_provider_dpone.cluster.protocol.runtime_admission import admit_runtime
+from airflow_provider_dpone.cluster.protocol.seal import bind_artifact_and_baseline
+from airflow_provider_dpone.cluster.protocol.staging import stage_all
+from airflow_provider_dpone.cluster.protocol.void_permit import void_permit
+from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecord
+from airflow_provider_dpone.cluster.values.authority.external import ExternalAuthorityRecord
+from airflow_provider_dpone.cluster.values.authority.phases import MemberStage, Phase
+from airflow_provider_dpone.cluster.values.publication_receipts import build_receipt
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.inventory import AdmittedInventory
+
+_NOT_YET_PUBLISHED = frozenset({Phase.LOCKED, Phase.STAGING, Phase.STAGED})
+
+
+@dataclass(frozen=True)
+class Begun:
+    """How an entry point starts: the live runtime admission and the authority record as read (both at once, both
+    answered before anything is decided). Taken by :func:`bound_columns` for the stage task, and handed to the
+    stage entry point of the same task, so that the task admits and reads once."""
+
+    request: PublicationRequest
+    inventory: AdmittedInventory
+    current: Current | None
+
+
+def begin(ports: PublicationPorts, request: PublicationRequest, settings: ProtocolSettings) -> Begun:
+    """Runtime admission and the authority read, two independent reads: concurrently when members' work may run
+    concurrently (``member_parallelism`` > 1). An admission failure is raised first, as in order."""
+    parallelism = settings.member_parallelism
+    inventory, current = alongside(
+        lambda: admit_runtime(ports.catalog, request, parallelism=parallelism),
+        lambda: read_current(ports.authority, request.target_key),
+        parallelism,
+    )
+    return Begun(request, inventory, current)
+
+
+class PublicationService:
+    """The full refresh of one target, for one scheduler invocation, in the request's replication mode."""
+
+    def __init__(
+        self,
+        ports: PublicationPorts,
+        request: PublicationRequest,
+        settings: ProtocolSettings | None = None,
+        *,
+        begun: Begun | None = None,
+    ) -> None:
+        self.ports = ports
+        self.request = request
+        self.settings = settings or ProtocolSettings()
+        if begun is not None and begun.request.model_copy(update={"table": request.table}) != request:
+            raise ValueError("the admission handed on was taken for another request")
+        self._begun = begun
+
+    # --- entry points ---------------------------------------------------------------------------------------------
+
+    def fence(self) -> FenceResult:
+        """Create or resume this operation's authority row (LOCKED) before any source I/O."""
+        ctx, current = self._begin()
+        record = lock_or_resume(ctx, current).record
+        return FenceResult(
+            operation_id=record.operation_id,
+            target_key=record.target_key,
+            phase=record.phase.value,
+            candidate_name=record.candidate_name,
+            replication_mode=record.replication_mode,
+            phase_before=_phase(current),
+        )
+
+    def stage(self, source: ArtifactSource) -> StageResult:
+        """Seal and bind the artifact (only while none is bound), then stage every member to READY and CAS STAGED."""
+        ctx, current = self._begin()
+        held = require_own(ctx, current)
+        names = None
+        if held.record.phase is Phase.LOCKED:
+            held, names = bind_artifact_and_baseline(ctx, held, source)
+        if held.record.phase is Phase.STAGING:
+            held = stage_replicated(ctx, held) if self.request.internal else stage_all(ctx, held, names)
+        if self.request.quality is not None and held.record.phase is Phase.STAGED:
+            require_capsule(ctx, held.record)  # a retry of a stage whose gates failed fails the same way
+        record = held.record
+        return StageResult(
+            operation_id=record.operation_id,
+            phase=record.phase.value,
+            generation_id=record.generation_id,
+            ready_members=_ready(record),
+            replication_mode=record.replication_mode,
+            phase_before=_phase(current),
+            schema=record.schema_,
+            artifact=record.artifact,
+            members=member_progress(record),
+            load_member_id=load_member(record),
+            quality=capsule_of(record),
+        )
+
+    def publish(self) -> PublishResult:
+        """Dispatch the one publication DDL (from STAGED) or resume it; committed receipt or what to poll."""
+        return self._publication(allow_dispatch=True)
+
+    def reconcile_publication(self) -> PublishResult:
+        """Read-only poll of the bound publication (plus the COMMITTED CAS when complete); never dispatches."""
+        return self._publication(allow_dispatch=False)
+
+    def cleanup(self) -> CleanupResult:
+        """Drop exactly the predecessor (one fenced DDL) and CAS COMPLETED once it is absent everywhere."""
+        return self._cleanup(allow_dispatch=True)
+
+    def reconcile_cleanup(self) -> CleanupResult:
+        """Read-only poll of the bound cleanup (plus the COMPLETED CAS when complete); never dispatches."""
+        return self._cleanup(allow_dispatch=False)
+
+    def abort(self) -> Aborted:
+        """Operator action before publication: drop exactly the owned candidates and CAS ABORTED."""
+        ctx, current = self._begin()
+        if current is None or current.record.replication_mode != self.request.replication_mode:
+            raise DponeError("DPONE_CLICKHOUSE_CLUSTER_PHASE_NOT_READY", "no operation of this mode holds the target")
+        record = before = current.record
+        if record.operation_id != self.request.operation_id:
+            raise DponeError("DPONE_CLICKHOUSE_CLUSTER_OPERATION_FENCED", "abort only the operation of this run")
+        if record.phase is not Phase.ABORTED:
+            if not set(record.member_ids()) <= set(ctx.inventory.member_ids):
+                raise DponeError("DPONE_CLICKHOUSE_CLUSTER_INVENTORY_DRIFT", "a bound member left the inventory")
+            record = abort_before_publication(ctx, Held(record, current.version)).record
+        return Aborted(record.operation_id, record.phase.value, phase_before=before.phase.value)
+
+    def void_permit(self) -> Voided:
+        """Operator action: release a permit whose dispatch is unproven, with recorded proof that its request can no
+        longer execute (:mod:`void_permit`); the next publish, cleanup or stage attempt takes a new permit."""
+        ctx, current = self._begin()
+        held = require_own(ctx, current)
+        before = held.record.phase
+        held, proof = void_permit(ctx, held)
+        permit = proof.permit
+        assert permit.correlation_token is not None  # a voided permit was dispatched (model invariant)
+        return Voided(
+            operation_id=held.record.operation_id,
+            step=proof.step,
+            epoch=permit.epoch,
+            correlation_token=permit.correlation_token,
+            server_started_at_ms=proof.server_started_at_ms,
+            phase_before=before.value,
+            phase=held.record.phase.value,
+        )
+
+    # --- phases ---------------------------------------------------------------------------------------------------
+
+    def _begin(self) -> tuple[Context, Current | None]:
+        """The entry point's :func:`begin`: the one handed on by the task for its first entry point call (taken
+        moments before in the same task, see :func:`bound_columns`), else a fresh one."""
+        begun, self._begun = self._begun, None
+        if begun is None:
+            begun = begin(self.ports, self.request, self.settings)
+        return Context(self.ports, self.request, begun.inventory, self.settings), begun.current
+
+    def _publication(self, *, allow_dispatch: bool) -> PublishResult:
+        ctx, current = self._begin()
+        held = require_own(ctx, current)
+        phase = held.record.phase
+        if phase in (Phase.LOCKED, Phase.STAGING):
+            raise DponeError("DPONE_CLICKHOUSE_CLUSTER_PHASE_NOT_READY", f"phase {phase}: stage first")
+        if phase in (Phase.STAGED, Phase.PUBLICATION_DISPATCHING):
+            if self.request.quality is not None:
+                require_capsule(ctx, held.record)  # bound before dispatch; FAILED never publishes
+            progress = publish(ctx, held, allow_dispatch=allow_dispatch)
+            if not progress.complete:
+                return _in_progress(progress, "publication", before=phase)
+            held = progress.held
+        held = settle(ctx, held)
+        return Committed(build_receipt(held.record, held.version), phase_before=phase.value)
+
+    def _cleanup(self, *, allow_dispatch: bool) -> CleanupResult:
+        ctx, current = self._begin()
+        held = require_own(ctx, current)
+        phase = held.record.phase
+        if phase in _NOT_YET_PUBLISHED or phase is Phase.PUBLICATION_DISPATCHING:
+            raise DponeError("DPONE_CLICKHOUSE_CLUSTER_PHASE_NOT_READY", f"phase {phase}: publish first")
+        held = settle(ctx, held)  # cleanup never starts before the capsule is COMPLETE; replays validate it
+        if phase in (Phase.COMMITTED, Phase.CLEANUP_DISPATCHING):
+            progress = clean_up(ctx, held, allow_dispatch=allow_dispatch)
+            if not progress.complete:
+                return _in_progress(progress, "cleanup", before=phase)
+            held = progress.held
+        return Completed(build_receipt(held.record, held.version), phase_before=phase.value)
+
+
+def bound_columns(
+    ports: PublicationPorts, request: PublicationRequest, settings: ProtocolSettings | None = None
+) -> tuple[tuple[tuple[str, str], ...] | None, Begun]:
+    """The typed columns of the artifact this operation bound, which define the stage request's table: a retry
+    recreates candidates exactly as bound even if the source changed meanwhile. ``None`` when none is bound yet.
+
+    Taken with the stage entry point's own start (:func:`begin`: live runtime admission, so a mode that does not
+    match the cluster's ``internal_replication`` flag fails before the caller touches the source to describe it,
+    and the authority read), which is returned for the task to hand to its stage call
+    (``publication_service(..., begun=...)``): the task admits once. ``request`` may carry any table (only its
+    identities are used).
+    """
+    begun = begin(ports, request, settings or ProtocolSettings())
+    record = None if begun.current is None else begun.current.record
+    if record is not None and record.operation_id == request.operation_id and record.artifact is not None:
+        return record.artifact.schema_pairs, begun
+    return None, begun
+
+
+def publication_service(
+    ports: PublicationPorts,
+    request: PublicationRequest,
+    settings: ProtocolSettings | None = None,
+    *,
+    begun: Begun | None = None,
+) -> PublicationService:
+    """The service every publication operator builds per task try (both modes; see the module docstring);
+    ``begun``: the task's admission and read already taken for this request (:func:`bound_columns`)."""
+    return PublicationService(ports, request, settings, begun=begun)
+
+
+def _ready(record: AuthorityRecord) -> int:
+    if isinstance(record, ExternalAuthorityRecord):
+        return sum(member.stage is MemberStage.READY for member in record.members)
+    return len(record.members) if record.members_staged() else 0
+
+
+def _phase(current: Current | None) -> str:
+    return phase_of(None if current is None else current.record)
+
+
+def _in_progress(progress: StepProgress, stage: Literal["publication", "cleanup"], *, before: Phase) -> InProgress:
+    record = progress.held.record
+    binding = record.publication if stage == "publication" else record.cleanup
+    assert binding is not None
+    return InProgress(
+        operation_id=record.operation_id,
+        stage=stage,
+        epoch=binding.epoch,
+        correlation_token=binding.correlation_token,
+        entry=progress.reconciliation.entry,
+        pending_members=progress.reconciliation.pending,
+        phase_before=before.value,
+        phase=record.phase.value,
+        member_count=len(record.members),
+    )

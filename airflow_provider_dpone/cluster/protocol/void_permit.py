@@ -1,0 +1,112 @@
+"""The explicit void of a dispatch permit whose request is proven dead (seed 000 §5.4: never redispatch on one's own).
+
+A step that cannot prove its permit's dispatch (no queue entry, no member effect) fails closed with
+``DISPATCH_UNPROVEN`` and keeps the target held: a stalled coordinator may still hold the request and run it later.
+This operator action releases it, only with proof that the first request can no longer execute:
+
+1. the coordinator started after the permit plus the dispatch deadline, the client's send timeout and a clock-skew
+   margin: every request the permit could send reached the old server (a permit is never sent once older than the
+   deadline) and died with it; a restart alone proves nothing, a request sent after it still runs;
+2. then no ``system.distributed_ddl_queue`` entry carries the permit's correlation token (nothing was queued before
+   the restart, and nothing can be now);
+3. and every member shows exactly the step's pre-dispatch UUIDs (the step's own classifier says BEFORE).
+
+The proof (start time, permit, margins, the queue observation, each member's UUID pair by opaque id) is written into
+the authority by one acknowledged, read-back-proven CAS that also empties the step's slot and returns the phase to the
+one its step is dispatched from; the next attempt then takes a *new* permit (new epoch, new token). A lost response
+of that CAS is resolved by reading the record again (the void is then done, or not), never by writing twice: a
+retry that finds the last voided permit at the current epoch (no permit taken since) reports that void again. Any
+missing proof refuses with a code that names it, and changes nothing.
+"""
+
+from __future__ import annotations
+
+from typing import cast
+
+from airflow_provider_dpone.cluster.protocol.authority_io import Held
+from airflow_provider_dpone.cluster.protocol.cleanup import cleanup_step
+from airflow_provider_dpone.cluster.protocol.context import Context
+from airflow_provider_dpone.cluster.protocol.ddl_step import DdlStep
+from airflow_provider_dpone.cluster.protocol.publication import publication_step
+from airflow_provider_dpone.cluster.protocol.reconcile import Side, observe_pair, read_entry
+from airflow_provider_dpone.cluster.protocol.replicated_staging import bound_staging_step
+from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecord
+from airflow_provider_dpone.cluster.values.authority.external import ExternalAuthorityRecord
+from airflow_provider_dpone.cluster.values.authority.generation import MemberUuids, VoidedPermit, VoidedStep
+from airflow_provider_dpone.cluster.values.authority.phases import Phase
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.outcomes import UnavailableError
+
+NOTHING = "DPONE_CLICKHOUSE_CLUSTER_VOID_NOTHING_TO_VOID"
+RESTART = "DPONE_CLICKHOUSE_CLUSTER_VOID_RESTART_UNPROVEN"
+QUEUED = "DPONE_CLICKHOUSE_CLUSTER_VOID_QUEUE_ENTRY_EXISTS"
+EFFECT = "DPONE_CLICKHOUSE_CLUSTER_VOID_MEMBER_CHANGED"
+
+
+def void_permit(ctx: Context, held: Held) -> tuple[Held, VoidedPermit]:
+    """Prove the bound permit dead and CAS the proof with the emptied slot; or refuse, changing nothing."""
+    record = held.record
+    step = _bound_step(ctx, record)
+    permit = None if step is None else step.slot(record)
+    if step is None or permit is None or permit.kind == "none":
+        if record.voided and record.voided[-1].permit.epoch == record.dispatch_epoch:
+            return held, record.voided[-1]  # already voided, no permit taken since (a retry after a lost response)
+        raise DponeError(NOTHING, f"phase {record.phase}: no dispatch permit is bound")
+    proof_time = _server_started_at(ctx)
+    deadline, send, skew = (
+        ctx.settings.dispatch_deadline_ms,
+        ctx.settings.send_timeout_ms,
+        ctx.settings.void_skew_margin_ms,
+    )
+    earliest = permit.permitted_at_ms + deadline + send + skew
+    if proof_time <= earliest:
+        raise DponeError(
+            RESTART,
+            f"{step.what} epoch {permit.epoch}: coordinator started {max(0, earliest - proof_time + 1)} ms too early",
+        )
+    if read_entry(ctx, permit) is not None:
+        raise DponeError(QUEUED, f"{step.what} epoch {permit.epoch}: the request reached the queue")
+    members = tuple(_unchanged(ctx, record, step, member_id) for member_id in record.member_ids())
+    proof = VoidedPermit(
+        step=cast(VoidedStep, step.what),  # the four DdlStep names are exactly the VoidedStep literals
+        permit=permit,
+        server_started_at_ms=proof_time,
+        dispatch_deadline_ms=deadline,
+        send_timeout_ms=send,
+        skew_margin_ms=skew,
+        members=members,
+        voided_at_ms=ctx.now(),
+    )
+    held = ctx.commit(
+        held,
+        phase=step.dispatched_from,
+        last_error=None,
+        voided=(*record.voided, proof),
+        **step.bind(record, None),
+    )
+    return held, proof
+
+
+def _bound_step(ctx: Context, record: AuthorityRecord) -> DdlStep | None:
+    if record.phase is Phase.PUBLICATION_DISPATCHING:
+        return publication_step(ctx, record)
+    if record.phase is Phase.CLEANUP_DISPATCHING:
+        return cleanup_step(ctx, record)
+    if record.phase is Phase.STAGING and not isinstance(record, ExternalAuthorityRecord):
+        return bound_staging_step(ctx, record)
+    return None
+
+
+def _server_started_at(ctx: Context) -> int:
+    try:
+        return ctx.ports.ddl.server_started_at_ms()
+    except UnavailableError:
+        raise DponeError(RESTART, "the coordinator's start time could not be read") from None
+
+
+def _unchanged(ctx: Context, record: AuthorityRecord, step: DdlStep, member_id: str) -> MemberUuids:
+    """The member's UUID pair, required to be exactly what the step expects before its DDL."""
+    target, candidate = observe_pair(ctx, member_id)
+    if step.classify(ctx, record, member_id) is not Side.BEFORE:
+        raise DponeError(EFFECT, f"{step.what}: member {member_id} is not as before the DDL")
+    return MemberUuids(member_id=member_id, target_uuid=target, candidate_uuid=candidate)

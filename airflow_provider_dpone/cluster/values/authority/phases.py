@@ -1,0 +1,81 @@
+"""Phases of one external publication operation and the transitions the protocol may write (seed 000, state machine).
+
+The table is the single source of allowed phase changes: the authority write helper refuses any write whose phase
+change is not listed, so a protocol defect cannot skip a barrier (for example jump from STAGING to
+PUBLICATION_DISPATCHING). ``None`` stands for "no record yet".
+
+The edges are the seed's state diagram, plus the two edges its recovery rule 6.7 requires: an operation may be
+ABORTED "before publication only ... after exact owned candidate cleanup", which is possible from STAGING and STAGED
+as well as LOCKED. Self-loops record progress inside a phase (member stage records, bound queue entries, epochs, and
+in COMMITTED the at most two completion writes of a durable quality-replay capsule). The two :data:`VOID_EDGES` go
+back one phase, only by the explicit void of a permit whose request is proven dead (``cluster/protocol/void_permit.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import Final
+
+from airflow_provider_dpone.core.errors import DponeError
+
+
+class Phase(StrEnum):
+    LOCKED = "LOCKED"
+    STAGING = "STAGING"
+    STAGED = "STAGED"
+    PUBLICATION_DISPATCHING = "PUBLICATION_DISPATCHING"
+    COMMITTED = "COMMITTED"
+    CLEANUP_DISPATCHING = "CLEANUP_DISPATCHING"
+    COMPLETED = "COMPLETED"
+    ABORTED = "ABORTED"
+
+
+TERMINAL_PHASES: Final[frozenset[Phase]] = frozenset({Phase.COMPLETED, Phase.ABORTED})
+"""A terminal record is resolved: a new operation may take the slot by a versioned CAS."""
+
+PRE_PUBLICATION_PHASES: Final[frozenset[Phase]] = frozenset({Phase.LOCKED, Phase.STAGING, Phase.STAGED})
+"""Phases in which no publication DDL can have been dispatched: the only phases that may be ABORTED."""
+
+ALLOWED_TRANSITIONS: Final[Mapping[Phase | None, frozenset[Phase]]] = {
+    None: frozenset({Phase.LOCKED}),
+    Phase.LOCKED: frozenset({Phase.STAGING, Phase.ABORTED}),
+    Phase.STAGING: frozenset({Phase.STAGING, Phase.STAGED, Phase.ABORTED}),
+    Phase.STAGED: frozenset({Phase.PUBLICATION_DISPATCHING, Phase.ABORTED}),
+    Phase.PUBLICATION_DISPATCHING: frozenset({Phase.PUBLICATION_DISPATCHING, Phase.COMMITTED, Phase.STAGED}),
+    Phase.COMMITTED: frozenset({Phase.COMMITTED, Phase.CLEANUP_DISPATCHING}),
+    Phase.CLEANUP_DISPATCHING: frozenset({Phase.CLEANUP_DISPATCHING, Phase.COMPLETED, Phase.COMMITTED}),
+    Phase.COMPLETED: frozenset({Phase.LOCKED, Phase.COMPLETED}),
+    Phase.ABORTED: frozenset({Phase.LOCKED}),
+}
+
+
+VOID_EDGES: Final[frozenset[tuple[Phase, Phase]]] = frozenset(
+    {(Phase.PUBLICATION_DISPATCHING, Phase.STAGED), (Phase.CLEANUP_DISPATCHING, Phase.COMMITTED)}
+)
+"""The two backward edges: an explicitly voided permit (with its recorded proof) returns the operation to the phase
+its step is dispatched from. The write helper takes them only with one more voided permit in the record."""
+
+
+def is_allowed(old: Phase | None, new: Phase) -> bool:
+    return new in ALLOWED_TRANSITIONS[old]
+
+
+def require_transition(old: Phase | None, new: Phase) -> None:
+    """Raise ``AUTHORITY_TRANSITION_INVALID`` unless ``old -> new`` is in :data:`ALLOWED_TRANSITIONS`."""
+    if not is_allowed(old, new):
+        raise DponeError("DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_TRANSITION_INVALID", f"{old} -> {new}")
+
+
+class MemberStage(StrEnum):
+    """Per-member staging state inside the external record.
+
+    PENDING: nothing intended yet. INTENDED: a candidate UUID intent is persisted (CREATE may or may not have run).
+    CREATED: the candidate with that exact UUID was observed empty and bound; the single load may have been sent, so an
+    inexact candidate in this stage is rebuilt, never appended to. READY: exact content observed and recorded.
+    """
+
+    PENDING = "PENDING"
+    INTENDED = "INTENDED"
+    CREATED = "CREATED"
+    READY = "READY"

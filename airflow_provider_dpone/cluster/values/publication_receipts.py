@@ -1,0 +1,215 @@
+"""The publication receipts: ``dpone.clickhouse.cluster-external-full-refresh-receipt.v1`` (external record) and
+``dpone.clickhouse.cluster-full-refresh-receipt.v1`` (internal replicated record v1), ``...-receipt.v2`` (internal
+record v2: the same fields plus the quality-replay capsule's state).
+
+A receipt is what a task hands to humans and downstream tasks (XCom, logs): redacted by construction. It names the
+operation, generation, digests, counts, phases and opaque member ids, and the authority version it was derived from,
+so anyone can re-read the authority to check it. It never contains hosts, SQL, paths, physical UUIDs or row values,
+and a downstream task never trusts it instead of the authority. Each record version has its own receipt schema; both
+are built by :func:`build_receipt` from a committed record, and only from one whose every member verified exactly the
+artifact's rows and content.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecord
+from airflow_provider_dpone.cluster.values.authority.external import ExternalAuthorityRecord
+from airflow_provider_dpone.cluster.values.authority.internal import InternalAuthorityRecordV2
+from airflow_provider_dpone.cluster.values.authority.phases import Phase
+from airflow_provider_dpone.cluster.values.quality_capsule import CapsuleState, QualityBinding
+from airflow_provider_dpone.cluster.values.quality_read import ColumnCounts
+from airflow_provider_dpone.core.canonical import canonical_json
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.fields import Hex64, MemberId, NonNegative, TimestampMs, UInt64
+
+RECEIPT_SCHEMA: Literal["dpone.clickhouse.cluster-external-full-refresh-receipt.v1"] = (
+    "dpone.clickhouse.cluster-external-full-refresh-receipt.v1"
+)
+INTERNAL_RECEIPT_SCHEMA: Literal["dpone.clickhouse.cluster-full-refresh-receipt.v1"] = (
+    "dpone.clickhouse.cluster-full-refresh-receipt.v1"
+)
+INTERNAL_RECEIPT_SCHEMA_V2: Literal["dpone.clickhouse.cluster-full-refresh-receipt.v2"] = (
+    "dpone.clickhouse.cluster-full-refresh-receipt.v2"
+)
+
+ReceiptPhase = Literal["COMMITTED", "CLEANUP_DISPATCHING", "COMPLETED"]
+_RECEIPT_PHASES: dict[Phase, ReceiptPhase] = {
+    Phase.COMMITTED: "COMMITTED",
+    Phase.CLEANUP_DISPATCHING: "CLEANUP_DISPATCHING",
+    Phase.COMPLETED: "COMPLETED",
+}
+_CONFIG = ConfigDict(frozen=True, extra="forbid", populate_by_name=True, serialize_by_alias=True)
+
+
+class ReplicaReceipt(BaseModel):
+    """One member's verified generation (internal mode: one replica of the shared candidate)."""
+
+    model_config = _CONFIG
+
+    member_id: MemberId
+    row_count: NonNegative
+    content_digest: Hex64
+    predecessor_absent: bool
+
+
+class MemberReceipt(ReplicaReceipt):
+    """One external member: its own candidate, so its own rebuild count."""
+
+    rebuilds: NonNegative
+
+
+class _ReceiptFields(BaseModel):
+    model_config = _CONFIG
+
+    target_key: Hex64
+    operation_id: Hex64
+    generation_id: Hex64
+    phase: ReceiptPhase
+    authority_version: UInt64
+    inventory_digest: Hex64
+    normalized_plan_digest: Hex64
+    artifact_sha256: Hex64
+    artifact_bytes: NonNegative
+    row_count: NonNegative
+    schema_digest: Hex64
+    content_digest: Hex64
+    baseline: Literal["absent", "existing"]
+    publication_kind: Literal["exchange", "rename"]
+    publication_query_digest: Hex64
+    dispatch_epoch: UInt64
+    committed_at_ms: TimestampMs
+
+    def to_json(self) -> str:
+        return canonical_json(self.model_dump(mode="json", by_alias=True))
+
+
+class ExternalPublicationReceipt(_ReceiptFields):
+    schema_: Literal["dpone.clickhouse.cluster-external-full-refresh-receipt.v1"] = Field(
+        default=RECEIPT_SCHEMA, alias="schema"
+    )
+    replication_mode: Literal["external"] = "external"
+    members: tuple[MemberReceipt, ...]
+
+
+class InternalPublicationReceipt(_ReceiptFields):
+    """The internal receipt: one replicated candidate, loaded once through ``load_member_id``, rebuilt ``rebuilds``
+    times, verified on every replica."""
+
+    schema_: Literal["dpone.clickhouse.cluster-full-refresh-receipt.v1"] = Field(
+        default=INTERNAL_RECEIPT_SCHEMA, alias="schema"
+    )
+    replication_mode: Literal["internal"] = "internal"
+    load_member_id: MemberId
+    rebuilds: NonNegative
+    members: tuple[ReplicaReceipt, ...]
+
+
+class QualityReceipt(BaseModel):
+    """The capsule as humans see it: schema, state, digests, counts and versions; never rows or hosts."""
+
+    model_config = _CONFIG
+
+    schema_: Literal["dpone.quality.replay.v1", "dpone.quality.replay.v2"] = Field(alias="schema")
+    state: CapsuleState
+    core_digest: Hex64
+    policy_identity: Hex64
+    gates: tuple[tuple[str, bool], ...]
+    completion_version: UInt64 | None
+    target_member_id: MemberId | None
+    target_row_count: NonNegative | None
+    target_columns: tuple[ColumnCounts, ...] = ()
+    """The target's null and distinct counts per selected column (column names and counts, never values)."""
+
+
+class InternalPublicationReceiptV2(InternalPublicationReceipt):
+    """The receipt of a v2 record: the v1 receipt plus its quality-replay capsule (``None`` if it holds none)."""
+
+    schema_: Literal["dpone.clickhouse.cluster-full-refresh-receipt.v2"] = Field(  # type: ignore[assignment]
+        default=INTERNAL_RECEIPT_SCHEMA_V2, alias="schema"
+    )
+    quality: QualityReceipt | None
+
+
+PublicationReceipt = ExternalPublicationReceipt | InternalPublicationReceipt | InternalPublicationReceiptV2
+
+
+def quality_receipt(binding: QualityBinding) -> QualityReceipt:
+    target = binding.target
+    return QualityReceipt(
+        schema=binding.core.schema_,
+        state=binding.state,
+        core_digest=binding.core_digest,
+        policy_identity=binding.core.policy_identity,
+        gates=tuple((gate.name, gate.passed) for gate in binding.core.report),
+        completion_version=binding.completion_version,
+        target_member_id=None if target is None else target.member_id,
+        target_row_count=None if target is None else target.row_count,
+        target_columns=() if target is None else target.columns,
+    )
+
+
+def build_receipt(record: AuthorityRecord, version: int) -> PublicationReceipt:
+    """The receipt of a committed record (COMMITTED, CLEANUP_DISPATCHING or COMPLETED); anything else is refused."""
+    publication = record.publication
+    artifact = record.artifact
+    if (
+        record.phase not in _RECEIPT_PHASES
+        or publication is None
+        or publication.kind not in ("exchange", "rename")
+        or publication.query_digest is None
+        or artifact is None
+        or record.generation_id is None
+        or record.baseline is None
+        or record.schema_digest is None
+        or record.committed_at_ms is None
+    ):
+        raise DponeError("DPONE_CLICKHOUSE_CLUSTER_RECEIPT_INVALID", f"phase {record.phase} has no commit receipt")
+    replicas = []
+    for member in record.members:
+        if member.content_digest != artifact.content_digest or member.row_count != artifact.row_count:
+            raise DponeError("DPONE_CLICKHOUSE_CLUSTER_RECEIPT_INVALID", f"member {member.member_id} differs")
+        replicas.append(
+            ReplicaReceipt(
+                member_id=member.member_id,
+                row_count=member.row_count,
+                content_digest=member.content_digest,
+                predecessor_absent=member.predecessor_absent,
+            )
+        )
+    fields: dict[str, Any] = {
+        "target_key": record.target_key,
+        "operation_id": record.operation_id,
+        "generation_id": record.generation_id,
+        "phase": _RECEIPT_PHASES[record.phase],
+        "authority_version": version,
+        "inventory_digest": record.inventory_digest,
+        "normalized_plan_digest": record.normalized_plan_digest,
+        "artifact_sha256": artifact.sha256,
+        "artifact_bytes": artifact.byte_size,
+        "row_count": artifact.row_count,
+        "schema_digest": record.schema_digest,
+        "content_digest": artifact.content_digest,
+        "baseline": record.baseline,
+        "publication_kind": "exchange" if publication.kind == "exchange" else "rename",
+        "publication_query_digest": publication.query_digest,
+        "dispatch_epoch": publication.epoch,
+        "committed_at_ms": record.committed_at_ms,
+    }
+    if isinstance(record, ExternalAuthorityRecord):
+        members = tuple(
+            MemberReceipt(**replica.model_dump(), rebuilds=member.rebuilds)
+            for replica, member in zip(replicas, record.members, strict=True)
+        )
+        return ExternalPublicationReceipt(**fields, members=members)
+    candidate = record.candidate
+    if candidate is None or candidate.load is None:  # excluded by the record invariants once committed
+        raise DponeError("DPONE_CLICKHOUSE_CLUSTER_RECEIPT_INVALID", "committed without a loaded candidate")
+    internal = {**fields, "load_member_id": candidate.load.member_id, "rebuilds": candidate.rebuilds}
+    if isinstance(record, InternalAuthorityRecordV2):
+        quality = None if record.quality is None else quality_receipt(record.quality)
+        return InternalPublicationReceiptV2(**internal, members=tuple(replicas), quality=quality)
+    return InternalPublicationReceipt(**internal, members=tuple(replicas))

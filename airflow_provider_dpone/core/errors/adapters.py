@@ -1,0 +1,88 @@
+"""``DPONE_ARTIFACT_*`` and ``DPONE_CLICKHOUSE_*`` (not ``_CLUSTER_``): the ClickHouse adapters and the artifact store.
+
+These are failures of the real systems behind the publication ports: extraction bounds, artifact bytes that do not
+match their declared schema, column types outside the supported profile, the transport's one-shot guard and member
+endpoint resolution. Details carry only sanitized facts (counts, digests, opaque member ids, field positions).
+"""
+
+from __future__ import annotations
+
+from airflow_provider_dpone.core.errors.code import ErrorCode
+
+CODES: tuple[ErrorCode, ...] = (
+    ErrorCode(
+        "DPONE_ARTIFACT_SOURCE_BYTES_EXCEEDED",
+        "the extracted artifact reached max_source_bytes while streaming; extraction stopped at the bound and kept "
+        "no partial artifact",
+        "narrow the source query or raise load.max_source_bytes deliberately",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_ARTIFACT_SCHEMA_MISMATCH",
+        "the artifact's Native columns differ from the declared table columns (a name is missing or unknown, or a "
+        "type differs); ClickHouse refused the strict load",
+        "make the source query return exactly the declared columns with exactly the declared types",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_ARTIFACT_EXTRACTION_FAILED",
+        "the source query failed or its stream broke before the end; no artifact was sealed",
+        "check the source query and the source server, then retry the task",
+        retryable=True,
+    ),
+    ErrorCode(
+        "DPONE_ARTIFACT_STORE_FAILED",
+        "the artifact store could not write, rename or read an artifact object",
+        "check the artifact store location, its credentials and free space, then retry the task",
+        retryable=True,
+    ),
+    ErrorCode(
+        "DPONE_ARTIFACT_DIGEST_FAILED",
+        "the reference content digest of the artifact could not be computed on the server",
+        "check that the coordinator answers and accepts temporary tables, then retry the task",
+        retryable=True,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_TYPE_UNSUPPORTED",
+        "a column type is outside the supported ClickHouse type grammar (plain type names, numeric and simple "
+        "quoted arguments, nesting)",
+        "declare the column with a canonical ClickHouse type such as UInt64, String or Nullable(Decimal(18, 4))",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_MUTATION_REPLAY_REFUSED",
+        "the same one-shot mutation (same query id) was about to be sent a second time by this process; it was "
+        "not sent",
+        "let the next task attempt resume from the authority; an ambiguous outcome is resolved by observation",
+        retryable=True,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_MEMBER_ENDPOINT_UNRESOLVED",
+        "a member from system.clusters has no endpoint: member_endpoints lacks its 'shard:replica' key",
+        "add every member's 'shard_num:replica_num' to member_endpoints, or remove the map to use member_http_port",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_TRANSPORT_INSECURE",
+        "the connection asks for HTTPS but the transport could not be built with HTTPS; nothing is downgraded to "
+        "plain HTTP",
+        "fix the TLS options (ca_cert, verify) of the connection",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_COORDINATOR_UNREACHABLE",
+        "the coordinator of the connection did not answer at all (connection refused, name not resolved, connect "
+        "timeout or a transport error before any ClickHouse answer)",
+        "check the connection's host, port and scheme and that the server is up and reachable from the worker; "
+        "retries resume",
+        retryable=True,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_AUTHENTICATION_FAILED",
+        "ClickHouse refused the connection's credentials (Code 516 AUTHENTICATION_FAILED: wrong password, or no "
+        "such user on that server)",
+        "fix the login and password of the Airflow connection (the same credentials must be valid on every member); "
+        "a retry cannot help",
+        retryable=False,
+    ),
+)

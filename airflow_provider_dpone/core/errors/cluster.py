@@ -1,0 +1,433 @@
+"""``DPONE_CLICKHOUSE_CLUSTER_*``: ClickHouse cluster publication (static admission, runtime admission, authority)."""
+
+from __future__ import annotations
+
+from airflow_provider_dpone.core.errors.code import ErrorCode
+
+STATIC_ADMISSION: tuple[ErrorCode, ...] = (
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_REQUIRED",
+        "the ClickHouse sink declares no physical_design.storage.clickhouse.cluster; only cluster publication is "
+        "provided and nothing falls back to a local publisher",
+        "declare cluster.name, ddl_scope: cluster and replication_mode for the target cluster",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_ARTIFACT_SOURCE_UNSUPPORTED",
+        "source.type is 'artifact': publishing an already sealed artifact from a store by its identity is not "
+        "provided in this version",
+        "use a source of type clickhouse (a query the stage task extracts and seals itself)",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_ABORT_OPERATION_MISMATCH",
+        "the abort task's operation_id guard names another operation than the one its target DAG run and manifest "
+        "derive; nothing was touched",
+        "pass the DAG id and run id of the run to abort with the manifest that run used, and its operation id",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_DDL_SCOPE_REQUIRED",
+        "cluster.ddl_scope is not 'cluster' (publication is one correlated ON CLUSTER operation)",
+        "set physical_design.storage.clickhouse.cluster.ddl_scope: cluster",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_STAGING_DATABASE_MISMATCH",
+        "sink.staging_database differs from sink.database (EXCHANGE/RENAME publication needs both in one database)",
+        "omit sink.staging_database or set it to sink.database",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_SOURCE_BYTES_UNBOUNDED",
+        "load.max_source_bytes is absent or not positive; cluster publication needs a positive source byte bound",
+        "set load.max_source_bytes to a positive integer that bounds the extracted artifact",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_LOAD_STRATEGY_UNSUPPORTED",
+        "cluster publication supports only load.strategy: full_refresh",
+        "use strategy full_refresh for a ClickHouse cluster target",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_ENGINE_UNSUPPORTED",
+        "the declared engine is not a *MergeTree table engine that can be a publication target "
+        "(Shared*, Merge, View, Memory, Log, KeeperMap and unknown names are refused)",
+        "declare a MergeTree-family engine: Replicated*MergeTree for internal mode, *MergeTree for external mode",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_DISTRIBUTED_TARGET",
+        "a Distributed table is declared as the publication target; Distributed access facades are never published to",
+        "publish to the local *MergeTree table behind the facade and keep the facade outside dpone",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_ENGINE_MODE_MISMATCH",
+        "the engine does not match replication_mode (internal needs Replicated*MergeTree, external a direct "
+        "non-replicated *MergeTree)",
+        "change the engine or replication_mode so that both describe the real topology; there is no fallback",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_ACCESS_TABLE_UNSUPPORTED",
+        "cluster.access_table is declared; access tables are not publication targets and are not maintained",
+        "remove cluster.access_table and manage any Distributed read facade outside dpone",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_TARGET_NAME_RESERVED",
+        "the target table name uses the reserved '__dpone' namespace of candidates and the authority table",
+        "choose a target table name that does not contain '__dpone'",
+        retryable=False,
+    ),
+)
+"""Static admission: checked from the manifest alone, before any connection or credential is touched."""
+
+RUNTIME_ADMISSION: tuple[ErrorCode, ...] = (
+    # runtime admission, authority and publication
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_IDENTITY_INVALID",
+        "an input of a deterministic identity is malformed (digest, position, scheduler invocation or name)",
+        "pass the normalized plan digest (64 hex) and non-empty dag/run ids exactly as the scheduler produced them",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_REQUEST_INVALID",
+        "the publication request (names, plan digest, table definition or byte bound) is malformed",
+        "fix the reported fields of the task's publication request",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_INCOMPLETE",
+        "system.clusters returned no rows for the cluster, or a member did not answer an admission read",
+        "check the cluster name and that every member is reachable; partial inventory is never sufficient",
+        retryable=True,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_MULTI_SHARD",
+        "the cluster has more than one shard; cluster publication supports exactly one shard",
+        "publish to a one-shard cluster definition",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_TOO_FEW_MEMBERS",
+        "the shard has fewer than two unique members",
+        "use local publication for a single server, or add replicas to the cluster definition",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_AMBIGUOUS",
+        "two inventory rows share a (shard, replica) position or an endpoint, so members cannot be mapped one to one",
+        "fix the remote_servers definition so every replica is listed once",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_MIXED_REPLICATION",
+        "inventory rows disagree on internal_replication",
+        "make internal_replication uniform for the shard",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_REPLICATION_MODE_MISMATCH",
+        "the declared replication_mode does not match the observed internal_replication flag",
+        "declare replication_mode: external only for internal_replication=false clusters (internal otherwise)",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_MEMBER_ID_COLLISION",
+        "two members of one inventory derive the same short opaque member id",
+        "report this inventory shape; the id length must be raised in a new identity version",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_DATABASE_NOT_ATOMIC",
+        "the target database is missing or is not an Atomic database on some member",
+        "create the target database with ENGINE = Atomic on every member",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_TABLE_UNSUPPORTED",
+        "the KeeperMap authority table is absent or differs from the required columns, key or engine on some member",
+        "provision __dpone_cluster_publication_authority with the seven required columns, PRIMARY KEY target_key and one "
+        "literal KeeperMap path on every member; nothing is migrated automatically",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_TARGET_ENGINE_UNSUPPORTED",
+        "the table engine does not match the replication mode (internal: Replicated*MergeTree, external: a direct "
+        "non-replicated *MergeTree), in the request or on some member's existing target",
+        "declare the engine and replication_mode of the real topology; a target of the other mode's engine is adopted "
+        "only when the previous operation on the target was of that mode",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_DRIFT",
+        "the live inventory differs from the inventory bound to the operation",
+        "restore the bound topology and retry, or abort the operation before publication and start a new run",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_RECORD_INVALID",
+        "an authority row or payload is malformed, or its columns disagree with its payload",
+        "preserve the row; investigate who wrote it; never delete or rewrite authority rows by hand",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_DIGEST_MISMATCH",
+        "an authority payload does not match its payload_sha256",
+        "preserve the row and investigate storage integrity or tampering",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_SCHEMA_UNKNOWN",
+        "an authority payload names a schema version this provider does not know",
+        "upgrade the provider to a version that reads this record; never overwrite it",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_PAYLOAD_OVERSIZE",
+        "an authority payload exceeds the 256 KiB bound",
+        "preserve the row; an oversize payload is corrupt or hostile",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_PAYLOAD_NONCANONICAL",
+        "an authority payload is not the canonical encoding of its record",
+        "preserve the row and investigate who rewrote it; never re-encode it to make it pass",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_TRANSITION_INVALID",
+        "a requested phase change is not in the allowed transition table",
+        "this is a protocol defect or a tampered record; preserve state and report it",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_CONFLICT",
+        "another writer changed the authority row first (strict insert or version check lost)",
+        "retry the task: it re-reads the authority and resumes or is fenced",
+        retryable=True,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_OUTCOME_UNKNOWN",
+        "an authority write was not acknowledged or its read-back did not show exactly that write",
+        "retry the task: it re-reads the authority; no dispatch permit was granted",
+        retryable=True,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_WRITE_REFUSED",
+        "the server refused an authority write (for example: no INSERT or ALTER UPDATE grant on the authority table, "
+        "a read-only Keeper session); nothing was written",
+        "fix what the server's answer names (grants on __dpone_cluster_publication_authority, Keeper health), then "
+        "retry the task: it re-reads the authority and resumes",
+        retryable=True,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_UNAVAILABLE",
+        "the authority row could not be read",
+        "check Keeper and the KeeperMap table, then retry the task",
+        retryable=True,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_OPERATION_FENCED",
+        "the target is held by a different unresolved operation",
+        "let the holding operation finish, or abort it before publication; there is no lease stealing",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_INTERNAL_RECORD_UNRESOLVED",
+        "an unresolved internal (replicated) publication record holds the target, which blocks external mode",
+        "finish or recover the internal operation first (clear its failed task, or abort it before publication)",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_EXTERNAL_RECORD_UNRESOLVED",
+        "an unresolved external publication record holds the target, which blocks internal mode",
+        "finish or recover the external operation first (clear its failed task, or abort it before publication)",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_OPERATION_ABORTED",
+        "this operation was aborted before publication; an aborted operation never resumes",
+        "start a new DAG run (a new operation id) to publish again",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_PHASE_NOT_READY",
+        "the operation is not yet in the phase this task needs",
+        "retry after the upstream task has succeeded",
+        retryable=True,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_ARTIFACT_UNSUPPORTED",
+        "the sealed artifact is not replayable, exceeds max_source_bytes or does not match the table schema",
+        "produce a replayable content-addressed artifact within the byte bound; the operation was aborted",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_COLUMN_TYPE_UNSUPPORTED",
+        "a column of the source query has a type outside the publication's encoder profile: nested or dynamic "
+        "(Array, Map, Tuple, Nested, JSON, Object, Dynamic, Variant, AggregateFunction, ...) or LowCardinality; "
+        "the operation was aborted before extraction",
+        "cast the column in the source query to a scalar type (integer, float, Bool, String, FixedString, UUID, "
+        "IPv4/IPv6, Date, DateTime, DateTime64, Decimal, optionally Nullable), e.g. toJSONString(col) for JSON",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_ARTIFACT_INVALID",
+        "the sealed artifact is missing or its bytes no longer match the receipt bound in authority",
+        "restore the retained artifact from the content-addressed store; never re-extract under the same operation",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_TARGET_DIVERGENT",
+        "the existing target differs between members (presence, schema or content), or changed since the baseline",
+        "repair the target so every member holds equal content, then retry; nothing was mutated",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_FOREIGN",
+        "a table occupies the candidate name with a UUID this operation never intended",
+        "inspect the foreign table; it is retained and never adopted or dropped automatically",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_DIVERGENT",
+        "a staged (READY) candidate no longer matches the desired generation",
+        "preserve state and investigate writes that bypass the provider",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_STAGING_REBUILD_LIMIT",
+        "a member's candidate was rebuilt too many times within one operation",
+        "investigate the member's load failures; the operation can be aborted before publication",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_MEMBER_OUTCOME_UNKNOWN",
+        "a member mutation (create, load or drop) did not return an acknowledgement",
+        "retry the task: it observes the member and resumes without repeating the mutation blindly",
+        retryable=True,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_MEMBER_MUTATION_REJECTED",
+        "a member refused a create, load or drop",
+        "retry the task: it observes the member; check grants and disk if it repeats",
+        retryable=True,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_PUBLICATION_MIXED",
+        "the bound ON CLUSTER DDL (publication, cleanup, or a replicated candidate's create or drop) finished or failed "
+        "on a member that does not show its effect",
+        "follow the terminal-mixed recovery runbook; all objects are retained and nothing is re-dispatched",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_PUBLICATION_EVIDENCE_MISSING",
+        "the bound DDL queue entry is missing or incomplete while members already show its effect",
+        "follow the runbook; the queue evidence may have expired; objects are retained",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_PUBLICATION_FOREIGN_UUID",
+        "a member's target or candidate name holds a UUID other than the bound predecessor or candidate",
+        "inspect the member for writers that bypass the provider; objects are retained",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_DISPATCH_UNPROVEN",
+        "a dispatch permit was taken but its DDL never reached the queue within the quiet period and no member shows "
+        "an effect; whether the request is still in flight cannot be proven, so nothing is re-dispatched",
+        "all objects and the record are retained; follow the runbook: restart the coordinator, wait past the permit "
+        "time plus the margins, run the void-permit action (DponeVoidPermitOperator or dpone void-permit), then retry",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_VOID_NOTHING_TO_VOID",
+        "the void-permit action found no bound dispatch permit to void in the operation's phase (nothing changed)",
+        "void only an operation stopped with DISPATCH_UNPROVEN; check the DAG run, the manifest and the phase",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_VOID_RESTART_UNPROVEN",
+        "the void-permit action has no proof that the coordinator restarted after the permit time plus the dispatch "
+        "deadline, the send timeout and the clock-skew margin (or its start time could not be read); a stalled "
+        "coordinator may still hold the request, so nothing changed",
+        "restart the coordinator server once that much time has passed since the permit (the detail says how much "
+        "later it must start), wait until it answers, then run the void-permit action again",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_VOID_QUEUE_ENTRY_EXISTS",
+        "the void-permit action found a distributed DDL queue entry carrying the permit's token: the request was "
+        "queued, so the permit is not void and nothing changed",
+        "do not void it: retry the stopped task, which reconciles the entry and every member",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_VOID_MEMBER_CHANGED",
+        "the void-permit action found a member whose tables are not exactly the step's pre-dispatch UUIDs: the DDL "
+        "(or something foreign) took effect, so the permit is not void and nothing changed",
+        "do not void it: retry the stopped task to reconcile, and diagnose the member from the retained objects",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_STAGING_DDL_PENDING",
+        "the replicated candidate's bound ON CLUSTER create or drop has not finished on every replica yet",
+        "retry the stage task: it resumes the same bound queue entry by observation; nothing is re-dispatched (an "
+        "abort waits the same way; when the entry never appears, void the permit as the runbook says, then abort)",
+        retryable=True,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_REPLICA_NOT_CONVERGED",
+        "a replica of the candidate did not fetch every replicated part within the bounded wait",
+        "retry the stage task: it waits again without mutating; check the replica's Keeper session and fetches",
+        retryable=True,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_REPLICA_SET_INVALID",
+        "the candidate's replicas are not one replicated table (a replica is missing from system.replicas, reports "
+        "another Keeper path, or the replica count differs from the inventory)",
+        "inspect system.replicas for the candidate on every member; objects are retained and nothing is dropped",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_DDL_QUEUE_UNAVAILABLE",
+        "the status of the bound distributed DDL queue entry could not be read",
+        "retry the task; the queue is read again, nothing is re-dispatched",
+        retryable=True,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_DDL_WAIT_EXHAUSTED",
+        "the bound ON CLUSTER DDL (publication or cleanup) was still unfinished on some member when this try's wait "
+        "ended (timeout_seconds in the worker, or max_deferrals deferrals)",
+        "let Airflow retry: the retry resumes the same bound entry and re-dispatches nothing; check the pending "
+        "members' DDL workers if it repeats",
+        retryable=True,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_REBUILT",
+        "a member's candidate did not hold exactly the sealed artifact (absent, empty after a lost load, partial or "
+        "duplicated) and is rebuilt from the same artifact; staging goes on",
+        "nothing, unless it repeats: after the rebuild limit staging stops with "
+        "DPONE_CLICKHOUSE_CLUSTER_STAGING_REBUILD_LIMIT; check the member's disk and load errors",
+        retryable=True,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_ABORT_AFTER_PUBLICATION",
+        "abort was requested after publication was dispatched",
+        "an operation can be aborted only before publication; let it finish or follow the runbook",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_RECEIPT_INVALID",
+        "a publication receipt is malformed or does not belong to the committed authority record",
+        "re-read the receipt from the committed authority record",
+        retryable=False,
+    ),
+)
+"""Runtime admission, authority and publication: checked against the live cluster and the Keeper authority."""
+
+CODES: tuple[ErrorCode, ...] = STATIC_ADMISSION + RUNTIME_ADMISSION

@@ -1,0 +1,100 @@
+"""Codes for input that is malformed before any domain rule applies: manifests, canonical JSON, identifiers."""
+
+from __future__ import annotations
+
+from airflow_provider_dpone.core.errors.code import ErrorCode
+
+CODES: tuple[ErrorCode, ...] = (
+    ErrorCode(
+        "DPONE_MANIFEST_UNREADABLE",
+        "the manifest file cannot be read",
+        "check the path and file permissions",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_MANIFEST_YAML_INVALID",
+        "the manifest is not valid YAML or is not a mapping at the top level",
+        "fix the YAML syntax at the reported line and column",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_MANIFEST_UNKNOWN_FIELD",
+        "the manifest contains a field the schema does not define",
+        "remove or correct the reported field; see docs/manifest-reference.md",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_MANIFEST_FIELD_INVALID",
+        "a manifest field has a wrong type or a value outside its allowed set",
+        "correct the reported field; see docs/manifest-reference.md",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_MANIFEST_FIELD_MISSING",
+        "a required manifest field is absent",
+        "add the reported field; see docs/manifest-reference.md",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_MANIFEST_DUPLICATE_KEY",
+        "a YAML mapping in the manifest repeats a key (YAML would silently keep only the last value)",
+        "remove the repeated key at the reported line",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_MANIFEST_OVERSIZE",
+        "the manifest file exceeds the size bound for manifests",
+        "a manifest declares one job; move data and long SQL out of it",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_MANIFEST_VERSION_UNSUPPORTED",
+        "the manifest's version is not one this provider reads",
+        "set version: 1; see docs/manifest-reference.md",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_MANIFEST_WINDOW_INVALID",
+        "load.window is not a fixed UTC half-open interval, or is absent/present for the wrong strategy",
+        "give column, start and end as explicit UTC timestamps (e.g. 2026-09-01T00:00:00Z) with start < end, "
+        "only with strategy partition_replace",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_IDENTIFIER_INVALID",
+        "a database, table, column or cluster name is not a plain identifier "
+        "(letters, digits, underscore; at most 128 characters; no quotes, backticks, NUL or look-alike characters)",
+        "rename the object or reference it by a plain identifier",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CANONICAL_JSON_INVALID",
+        "a value cannot be encoded as canonical JSON (floats, non-string keys or unsupported types)",
+        "encode decimals as strings and use only JSON objects, arrays, strings, integers, booleans and null",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CANONICAL_JSON_NONCANONICAL",
+        "stored bytes are not the canonical encoding of their value",
+        "preserve the stored bytes and investigate who rewrote them; never re-encode to make them pass",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CANONICAL_JSON_OVERSIZE",
+        "a canonical JSON document exceeds its size bound",
+        "reduce the document (fewer members or columns) or investigate a corrupt payload",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CONNECTION_INVALID",
+        "the Airflow connection's extra is not a JSON object of known dpone_clickhouse options",
+        "fix the connection's extra fields; see docs/connections.md",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_TYPED_VALUE_INVALID",
+        "a value does not fit its column's logical type (or NULL in a non-nullable column)",
+        "check the column type mapping; floats and nested types are not supported by exact verification",
+        retryable=False,
+    ),
+)

@@ -1,0 +1,95 @@
+"""Runtime inventory values: what system.clusters and the catalogs say, and the admitted member map.
+
+Endpoints (host, port) are needed in memory to open member connections, but they never enter an identity, the
+authority, a receipt, a log line or an error: :class:`MemberEndpoint` is excluded from ``repr`` and from every
+serialized form of :class:`AdmittedMember`, and the protocol only ever serializes ``member_id``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field, StrictBool, StrictInt, StrictStr
+
+from airflow_provider_dpone.core.fields import CLOSED, Hex64, MemberId
+
+ReplicationMode = Literal["internal", "external"]
+
+
+class MemberEndpoint(BaseModel):
+    """Where a member answers; in memory only."""
+
+    model_config = CLOSED
+
+    host: StrictStr = Field(min_length=1)
+    port: StrictInt = Field(ge=1, le=65535)
+
+    def __repr__(self) -> str:  # never print endpoints
+        return "MemberEndpoint(<redacted>)"
+
+    __str__ = __repr__
+
+
+class InventoryRow(BaseModel):
+    """One row of ``system.clusters`` for the cluster (as read, before any decision)."""
+
+    model_config = CLOSED
+
+    cluster: StrictStr
+    shard_num: StrictInt = Field(ge=1)
+    replica_num: StrictInt = Field(ge=1)
+    internal_replication: StrictBool
+    endpoint: MemberEndpoint = Field(repr=False)
+
+
+class AdmittedMember(BaseModel):
+    """One admitted member: its opaque id and position; the endpoint travels only to the member-session provider."""
+
+    model_config = CLOSED
+
+    member_id: MemberId
+    shard_num: StrictInt = Field(ge=1)
+    replica_num: StrictInt = Field(ge=1)
+    endpoint: MemberEndpoint = Field(repr=False, exclude=True)
+
+
+class AdmittedInventory(BaseModel):
+    """The complete admitted member map, ordered by ``member_id`` (the stable staging order)."""
+
+    model_config = CLOSED
+
+    cluster: StrictStr
+    internal_replication: StrictBool
+    members: tuple[AdmittedMember, ...]
+    digest: Hex64
+
+    @property
+    def member_ids(self) -> tuple[str, ...]:
+        return tuple(member.member_id for member in self.members)
+
+    def member(self, member_id: str) -> AdmittedMember:
+        for candidate in self.members:
+            if candidate.member_id == member_id:
+                return candidate
+        raise KeyError(member_id)
+
+
+class ColumnFact(BaseModel):
+    """A column as ``system.columns`` reports it; ``default_kind`` is empty when the column has no default."""
+
+    model_config = CLOSED
+
+    name: StrictStr
+    type: StrictStr
+    default_kind: StrictStr = ""
+
+
+class TableFacts(BaseModel):
+    """Catalog facts of one table on one member (``system.tables`` + ``system.columns``)."""
+
+    model_config = CLOSED
+
+    engine: StrictStr
+    engine_full: StrictStr
+    primary_key: StrictStr
+    columns: tuple[ColumnFact, ...]

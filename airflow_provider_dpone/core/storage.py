@@ -1,0 +1,131 @@
+"""Create-once, atomically visible objects on Airflow's ``ObjectStoragePath`` (file://, s3://, gs://, ...).
+
+Why create-once: the recovery journal's fencing and the stage's tamper evidence both rely on an object never being
+overwritten. On a local filesystem an object is written to a unique temporary file, flushed and fsynced, then
+published with ``link`` (which fails if the name exists) and the directory is fsynced: readers see either nothing or
+the complete bytes. On other filesystems the filesystem's exclusive-create mode (``xb``) is required; a filesystem
+without it is refused rather than silently downgraded to a racy exists-then-put.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import uuid
+from typing import Final
+
+from airflow.sdk import ObjectStoragePath
+
+from airflow_provider_dpone.core.errors import DponeError
+
+_KEY: Final[re.Pattern[str]] = re.compile(r"[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*/?")
+_LOCAL: Final = frozenset({"file", "local"})
+
+
+def _check_key(key: str) -> str:
+    if not _KEY.fullmatch(key) or any(part in ("", ".", "..") for part in key.rstrip("/").split("/")):
+        raise DponeError("mssql_native.storage_unsupported", "object key is not a plain relative path")
+    return key
+
+
+class ObjectStore:
+    """Objects under one root; keys are plain relative paths."""
+
+    def __init__(self, root: ObjectStoragePath | str) -> None:
+        self.root = root if isinstance(root, ObjectStoragePath) else ObjectStoragePath(root)
+        self._local = self.root.protocol in _LOCAL
+
+    def path(self, key: str) -> ObjectStoragePath:
+        return self.root / _check_key(key)
+
+    def put_once(self, key: str, data: bytes, *, create_parents: bool = True) -> None:
+        """Create ``key`` with ``data``; ``FileExistsError`` if it already exists (never overwritten).
+
+        Without ``create_parents`` a local put into a missing (retired) directory fails with ``FileNotFoundError``
+        instead of recreating it: that is how a retired stage prefix fences a late writer.
+        """
+        target = self.path(key)
+        if self._local:
+            self._put_local(target.path, data, create_parents=create_parents)
+            return
+        if create_parents:
+            target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            with target.open("xb") as handle:  # type: ignore[no-untyped-call]
+                handle.write(data)
+        except FileExistsError:
+            raise
+        except (ValueError, NotImplementedError, TypeError):
+            raise DponeError("mssql_native.storage_unsupported", "filesystem lacks exclusive create") from None
+
+    @staticmethod
+    def _put_local(final: str, data: bytes, *, create_parents: bool) -> None:
+        directory = os.path.dirname(final)
+        if create_parents:
+            os.makedirs(directory, exist_ok=True)
+        temporary = os.path.join(directory, f".tmp-{uuid.uuid4().hex}")
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o640)
+        try:
+            with os.fdopen(descriptor, "wb", buffering=1024 * 1024) as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.link(temporary, final)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temporary)
+        directory_fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(directory_fd)
+        finally:
+            os.close(directory_fd)
+
+    def get(self, key: str) -> bytes:
+        return self.path(key).read_bytes()
+
+    def exists(self, key: str) -> bool:
+        return self.path(key).exists()
+
+    def list(self, prefix: str) -> list[str]:
+        """Names directly under ``prefix`` (temporary files excluded), sorted."""
+        directory = self.path(prefix)
+        if not directory.exists():
+            return []
+        return sorted(child.name for child in directory.iterdir() if not child.name.startswith((".tmp-", ".retired-")))
+
+    def make_prefix(self, prefix: str) -> None:
+        """Create the directory of ``prefix`` (on object stores a no-op, as it was before every put)."""
+        if self._local:
+            os.makedirs(self.path(prefix).path, exist_ok=True)
+        else:
+            self.path(prefix).mkdir(parents=True, exist_ok=True)
+
+    def delete(self, key: str) -> None:
+        """Remove one object; an absent object is already removed."""
+        with contextlib.suppress(FileNotFoundError):
+            self.path(key).unlink()
+
+    def delete_prefix(self, prefix: str) -> None:
+        """Remove every object under ``prefix``.
+
+        Locally the directory is first renamed away atomically, so a writer still holding the old path can neither
+        create a file in the tree being removed (no ``Directory not empty``) nor recreate the prefix when its puts
+        use ``create_parents=False``. Object stores have no directories: the writer-side fence covers them.
+        """
+        directory = self.path(prefix)
+        if not self._local:
+            if directory.exists():
+                directory.fs.rm(directory.path, recursive=True)
+            return
+        parent, name = os.path.split(directory.path.rstrip("/"))
+        with contextlib.suppress(FileNotFoundError):
+            os.rename(os.path.join(parent, name), os.path.join(parent, f".retired-{name}-{uuid.uuid4().hex}"))
+        try:
+            leftovers = [entry for entry in os.listdir(parent) if entry.startswith(f".retired-{name}-")]
+        except FileNotFoundError:
+            return
+        for entry in leftovers:  # this retirement's tree and any an interrupted one left
+            with contextlib.suppress(FileNotFoundError):
+                shutil.rmtree(os.path.join(parent, entry))

@@ -1,0 +1,50 @@
+"""The recovery journal on a create-once store: sequence, hash chain and closed records.
+
+Appends are create-once at the next sequence number, so two writers can never both append record ``n``: the loser
+gets ``mssql_native.journal_conflict`` and must stop. That is the fencing primitive the writer lease builds on.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.transfer.ports import JournalStore
+from airflow_provider_dpone.transfer.values.journal_records import GENESIS, JournalRecord, decode_record, encode_record
+
+
+class RouteJournal:
+    """The decoded, chain-verified records of one operation, and appends that extend the chain."""
+
+    def __init__(self, store: JournalStore) -> None:
+        self._store = store
+        self._records: list[JournalRecord] = []
+
+    @property
+    def records(self) -> list[JournalRecord]:
+        return list(self._records)
+
+    def load(self) -> list[JournalRecord]:
+        records: list[JournalRecord] = []
+        previous = GENESIS
+        for expected, (seq, raw) in enumerate(self._store.read_all()):
+            if seq != expected:
+                raise DponeError("mssql_native.journal_corrupt", f"record {expected} is missing")
+            record = decode_record(raw)
+            if record.seq != seq:
+                raise DponeError("mssql_native.journal_corrupt", f"record {seq} names sequence {record.seq}")
+            if record.prev_sha256 != previous:
+                raise DponeError("mssql_native.journal_corrupt", f"record {seq} breaks the hash chain")
+            previous = record.sha256
+            records.append(record)
+        self._records = records
+        return self.records
+
+    def append(self, kind: str, body: BaseModel) -> JournalRecord:
+        seq = len(self._records)
+        previous = self._records[-1].sha256 if self._records else GENESIS
+        raw = encode_record(seq, previous, kind, body)
+        self._store.append(seq, raw)
+        record = decode_record(raw)
+        self._records.append(record)
+        return record

@@ -1,0 +1,88 @@
+"""The one data SELECT, streamed in bounded column blocks with hidden provenance split off.
+
+Rows arrive as Arrow (``ArrowStream``), strings as bytes (``use_strings=False``): decoding to text on the way in would
+replace invalid UTF-8 and change the typed multiset. The SELECT carries each row's typed SHA-256
+(``sql_row_hash.py``), so no value is encoded in Python. The result schema is checked against the admitted
+projection before the first row is used, and each block is cast into the stage schema, refusing any lossy cast (an
+empty result may come without a schema); ``_part``/``_part_offset`` are removed from the block and handed over
+separately, so they can never reach a stage object or the target. Leaving the context closes the stream (also on
+error or cancellation).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from clickhouse_connect.driver.client import Client
+from clickhouse_connect.driver.exceptions import ClickHouseError
+
+from airflow_provider_dpone.core.clickhouse.row_hash import ROW_HASH_COLUMN
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.transfer.ports import SourceBlock
+from airflow_provider_dpone.transfer.source.metadata import on_session, source_failure
+from airflow_provider_dpone.transfer.source.sql import render_select
+from airflow_provider_dpone.transfer.values.arrow_chunk import conform
+from airflow_provider_dpone.transfer.values.query import PROVENANCE_COLUMNS, SnapshotQuery
+
+
+@contextmanager
+def stream_blocks(client: Client, query: SnapshotQuery) -> Iterator[Iterator[SourceBlock]]:
+    text, parameters = render_select(query)
+    settings: dict[str, str | int] = {**query.settings_dict(), "max_block_size": query.block_rows}
+    settings["query_id"] = query.vendor_query_id
+    width = len(query.projection)
+    expected = [column.name for column in query.projection] + [ROW_HASH_COLUMN]
+    if query.provenance:
+        expected += list(PROVENANCE_COLUMNS)
+    try:
+        context = on_session(
+            lambda: client.query_arrow_stream(text, parameters=parameters, settings=settings, use_strings=False)
+        )
+    except ClickHouseError as exc:
+        raise source_failure(exc, "mssql_native.source_query_failed", "select") from None
+    except pa.ArrowInvalid:
+        context = None  # an empty result may come without a schema message
+    if context is None:
+        yield iter(())
+        return
+    with context:
+        reader: Any = context.gen
+        if list(reader.schema.names) != expected:
+            raise DponeError("mssql_native.source_snapshot_drift", "result header differs from the admitted projection")
+
+        def blocks() -> Iterator[SourceBlock]:
+            try:
+                for batch in context:
+                    rows = batch.num_rows
+                    if not rows:
+                        continue
+                    columns = conform(pa.Table.from_batches([batch.select(range(width))]), query.projection)
+                    hashes = batch.column(width)
+                    if not query.provenance:
+                        yield SourceBlock(columns=columns, row_hashes=hashes, rows=rows)
+                        continue
+                    yield SourceBlock(
+                        columns=columns,
+                        row_hashes=hashes,
+                        rows=rows,
+                        parts=_part_names(batch.column(width + 1)),
+                        offsets=batch.column(width + 2).to_numpy(zero_copy_only=False),
+                    )
+            except ClickHouseError as exc:
+                raise source_failure(exc, "mssql_native.source_query_failed", "select") from None
+
+        yield blocks()
+
+
+def _part_names(column: pa.Array) -> list[str]:
+    """Each row's ``_part`` as text, decoded once per distinct part (a block usually comes from one part)."""
+    encoded = column.dictionary_encode()
+    names = [raw.decode("ascii") if isinstance(raw, bytes) else raw for raw in encoded.dictionary.to_pylist()]
+    if len(names) == 1:
+        return names * len(column)
+    labels: list[str] = np.array(names, dtype=object)[encoded.indices.to_numpy()].tolist()
+    return labels

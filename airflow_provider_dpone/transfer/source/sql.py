@@ -1,0 +1,90 @@
+"""The SQL text of the snapshot source: bounded metadata reads and the one data SELECT.
+
+Every statement here is a read. Values travel as server-side typed parameters (``{name:Type}``), identifiers only
+through :func:`~airflow_provider_dpone.core.identifiers.qualified_clickhouse`/``quote_clickhouse``. The data
+SELECT is rendered only from a :class:`~airflow_provider_dpone.transfer.values.query.SnapshotQuery` whose
+descriptor digests were recomputed first: no FINAL, ORDER BY, GROUP BY, SAMPLE, LIMIT or OFFSET can appear.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from airflow_provider_dpone.core.clickhouse.row_hash import row_hash_sql
+from airflow_provider_dpone.core.identifiers import qualified_clickhouse, quote_clickhouse
+from airflow_provider_dpone.transfer.values.query import (
+    PROVENANCE_COLUMNS,
+    SnapshotQuery,
+    parameters_descriptor,
+    verify_query,
+)
+
+SERVER_SQL: Final = (
+    "SELECT version(), revision(), serverTimezone(), getSetting('session_timezone'), toString(serverUUID()), hostName(), "
+    "(SELECT groupArray((macro, substitution)) FROM (SELECT macro, substitution FROM system.macros ORDER BY macro))"
+)
+PROBE_SQL: Final = "SELECT 1"
+DATABASE_SQL: Final = "SELECT engine FROM system.databases WHERE name = {database:String}"
+TABLE_SQL: Final = (
+    "SELECT engine, engine_full, toString(uuid), is_temporary, partition_key, sorting_key, primary_key "
+    "FROM system.tables WHERE database = {database:String} AND name = {table:String}"
+)
+COLUMNS_SQL: Final = (
+    "SELECT name, type, default_kind, default_expression, is_in_partition_key, is_in_sorting_key, is_in_primary_key "
+    "FROM system.columns WHERE database = {database:String} AND table = {table:String} ORDER BY position"
+)
+PRINCIPAL_SQL: Final = "SELECT currentUser(), currentRoles(), enabledRoles()"
+ROW_POLICIES_SQL: Final = (
+    "SELECT toString(id), name, select_filter, is_restrictive, apply_to_all, apply_to_list, apply_to_except "
+    "FROM system.row_policies WHERE database = {database:String} AND table = {table:String}"
+)
+SETTINGS_SQL: Final = "SELECT name, value FROM system.settings WHERE name IN {names:Array(String)}"
+REPLICA_SQL: Final = (
+    "SELECT replica_name, zookeeper_path, replica_path, is_readonly, is_session_expired "
+    "FROM system.replicas WHERE database = {database:String} AND table = {table:String}"
+)
+MUTATIONS_SQL: Final = (
+    "SELECT count() FROM system.mutations "
+    "WHERE database = {database:String} AND table = {table:String} AND NOT is_done AND NOT is_killed"
+)
+_PARTS_SELECT: Final = (
+    "SELECT name, partition_id, rows, level, data_version, min_block_number, max_block_number, hash_of_all_files, "
+    "has_lightweight_delete FROM system.parts "
+    "WHERE database = {database:String} AND table = {table:String} AND active"
+)
+_PARTS_WINDOW: Final = (
+    " AND (partition_id IN {partition_ids:Array(String)} OR (startsWith(partition_id, 'patch-') "
+    "AND replaceRegexpOne(partition_id, '^patch-[0-9a-f]+-', '') IN {partition_ids:Array(String)}))"
+)
+_PARTS_TAIL: Final = " ORDER BY name LIMIT {limit:UInt32}"
+
+
+def parts_sql(bounded: bool) -> str:
+    """Active base and patch parts, optionally only of the window's partitions, capped (cap + 1 rows)."""
+    return _PARTS_SELECT + (_PARTS_WINDOW if bounded else "") + _PARTS_TAIL
+
+
+def render_select(query: SnapshotQuery, *, row_hash: bool = True) -> tuple[str, dict[str, Any]]:
+    """The one data SELECT and its typed parameters, after re-verifying the admitted descriptor digests.
+
+    ``row_hash`` adds each row's typed SHA-256 after the projection: derived from the projected values only, it reads
+    nothing else and changes no row.
+    """
+    verify_query(query)
+    projection = [quote_clickhouse(column.name) for column in query.projection]
+    if row_hash:
+        projection.append(row_hash_sql(query.projection))
+    if query.provenance:
+        projection.extend(PROVENANCE_COLUMNS)
+    sql = f"SELECT {', '.join(projection)} FROM {qualified_clickhouse(query.relation.database, query.relation.table)}"
+    parameters: dict[str, Any] = {}
+    if query.window is not None:
+        descriptor = parameters_descriptor(query)
+        column = quote_clickhouse(query.window.column)
+        start, end = descriptor["dpone_window_start"], descriptor["dpone_window_end"]
+        sql += (
+            f" WHERE {column} >= {{dpone_window_start:{start['type']}}}"
+            f" AND {column} < {{dpone_window_end:{end['type']}}}"
+        )
+        parameters = {"dpone_window_start": start["value"], "dpone_window_end": end["value"]}
+    return sql, parameters

@@ -1,0 +1,1 @@
+"""The durable stage and journal of the transfer on object storage (write-once objects)."""

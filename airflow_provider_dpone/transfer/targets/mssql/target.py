@@ -1,0 +1,238 @@
+"""The transfer-target port on SQL Server, through pymssql (BCP or parameterized batches).
+
+The transaction shape is :class:`~airflow_provider_dpone.transfer.targets.sql_target.SqlTransferTarget`'s, in
+T-SQL: every connection runs with ``XACT_ABORT`` and a bounded ``LOCK_TIMEOUT``; the publication lock is a
+transaction-owned ``sp_getapplock``; the receipt's primary key makes a second commit impossible; full refresh swaps by
+``sp_rename``, window replace deletes the window and inserts. Every statement comes from :mod:`tsql` (and the
+verification reads from :mod:`digest` and :mod:`readback`).
+
+A chunk loaded from a sealed stage object is verified by exact read-back equality (:mod:`readback`: each column in a
+form pymssql returns without loss, aligned by the row position); the typed digest computed in T-SQL decides for any
+other chunk and whenever the rows read back differ.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, ClassVar, Final, Literal
+
+import pyarrow as pa
+
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.manifest.transfer_options import ImportBackend
+from airflow_provider_dpone.core.typed_digest import LogicalType, MultisetDigest, fold_limb_sums
+from airflow_provider_dpone.transfer.targets.mssql import checks, digest, readback, tsql, values
+from airflow_provider_dpone.transfer.targets.mssql.driver import (
+    DRIVER_ERRORS,
+    ConnectionFactory,
+    DbCursor,
+    negotiated_tds,
+    sanitized,
+)
+from airflow_provider_dpone.transfer.targets.mssql.loaders import load_chunk
+from airflow_provider_dpone.transfer.targets.mssql.schema import check_target_columns
+from airflow_provider_dpone.transfer.targets.readback_equality import stored_equals_sent
+from airflow_provider_dpone.transfer.targets.sql_target import Session, SqlTransferTarget, Statements, short
+from airflow_provider_dpone.transfer.values.target import TargetPlan, TargetTable
+
+FETCH_ROWS: Final[int] = 10_000
+
+
+def _runner(cursor: DbCursor) -> Any:
+    def execute(statement: str, params: Any) -> DbCursor:
+        cursor.execute(statement, params)
+        return cursor
+
+    return execute
+
+
+def _datetime2(value: Any) -> Any:
+    """TDS < 7.3 returns DATETIME2 as text."""
+    return dt.datetime.fromisoformat(value[:26]) if isinstance(value, str) else value
+
+
+class MsSqlTransferTarget(SqlTransferTarget):
+    """Stage, verify and atomically publish into one table of one SQL Server database."""
+
+    errors: ClassVar[tuple[type[BaseException], ...]] = DRIVER_ERRORS
+    statements: ClassVar[Statements] = tsql
+    table_kinds: ClassVar[frozenset[str]] = frozenset({"U"})
+
+    def __init__(
+        self,
+        connect: ConnectionFactory,
+        table: TargetTable,
+        *,
+        import_backend: ImportBackend = ImportBackend.BCP,
+        lock_timeout_ms: int = 30_000,
+        verification: Literal["equality", "server"] = "equality",
+    ) -> None:
+        """``verification``: ``equality`` reads a sealed chunk back exactly and compares it with the rows loaded (the
+        typed digest decides otherwise); ``server`` verifies every chunk by the typed digest alone."""
+        super().__init__(table, lock_timeout_ms=lock_timeout_ms, equality=verification == "equality")
+        self._connect = connect
+        self._backend = import_backend
+
+    # -- the dialect ---------------------------------------------------------------------------------------------
+    @contextmanager
+    def _session(self) -> Iterator[Session]:
+        try:
+            conn = self._connect()
+        except DRIVER_ERRORS as exc:
+            raise DponeError("mssql_native.target_unavailable", sanitized(exc)) from None
+        try:
+            try:
+                cursor = conn.cursor()
+                session = Session(conn, _runner(cursor), cursor)
+                session.run(tsql.session_settings(self._lock_timeout_ms))
+            except DRIVER_ERRORS as exc:
+                raise DponeError("mssql_native.target_unavailable", sanitized(exc)) from None
+            yield session
+        finally:
+            # Closing a broken connection may fail: the server rolls back whatever was not committed anyway.
+            with contextlib.suppress(*DRIVER_ERRORS):
+                conn.close()
+
+    @staticmethod
+    def _sanitized(exc: BaseException) -> str:
+        return sanitized(exc)
+
+    def _lock(self, session: Session, resource: str, mode: Literal["Exclusive", "Shared"], what: str) -> None:
+        row = session.one(tsql.applock(mode), (resource, self._lock_timeout_ms))
+        if row is not None:
+            checks.require_transaction(row[1], what)
+        if row is None or int(row[0]) < 0:
+            raise DponeError("mssql_native.target_publication_in_flight", what)
+
+    def _begin(self, session: Session, plan: TargetPlan, *, exclusive: bool) -> None:
+        self._lock(session, plan.lock_resource, "Exclusive" if exclusive else "Shared", short(plan))
+
+    def _lock_chunk(self, session: Session, plan: TargetPlan, ordinal: int) -> None:
+        self._begin(session, plan, exclusive=False)
+        self._lock(session, f"{plan.lock_resource}.chunk.{int(ordinal)}", "Exclusive", f"chunk {ordinal}")
+
+    def _kind(self, session: Session, schema: str, name: str) -> str | None:
+        row = session.one(tsql.OBJECT_TYPE, (tsql.qualified(schema, name),))
+        return None if row is None else str(row[0]).strip()
+
+    def _timestamp(self, value: Any) -> Any:
+        return _datetime2(value)
+
+    def _check_session(self, session: Session) -> None:
+        checks.check_session(session.one(tsql.SESSION_FACTS), negotiated_tds(session.conn))
+
+    def _create_receipt_table(self, session: Session, plan: TargetPlan) -> None:
+        session.run(tsql.create_receipt_table(plan), (tsql.receipts(plan),))
+
+    def _check_target_columns(self, session: Session, plan: TargetPlan) -> None:
+        check_target_columns(plan, session.run(tsql.TABLE_COLUMNS, (tsql.target(plan),)).fetchall())
+
+    def _check_staging(self, session: Session, plan: TargetPlan) -> None:
+        checks.check_no_triggers(session.one(tsql.TRIGGERS, (tsql.target(plan), tsql.staging(plan))))
+
+    def _prepared(self, plan: TargetPlan) -> None:
+        if self._backend is ImportBackend.BCP:
+            self._probe_bulk_transaction(plan)
+
+    def _swap(self, session: Session, plan: TargetPlan, *, target_exists: bool) -> None:
+        for statement, params in tsql.full_refresh_swap(plan, target_exists=target_exists):
+            session.run(statement, params or None)
+
+    def _window_bounds(self, plan: TargetPlan) -> tuple[object, object]:
+        window = plan.window
+        assert window is not None
+        column = next(c for c in plan.columns if c.name == window.column)
+        if column.column_type.logical is LogicalType.DATE:
+            return window.start.date().isoformat(), window.end.date().isoformat()
+        start, end = (
+            bound.replace(tzinfo=None).isoformat(sep="T", timespec="microseconds")
+            for bound in (window.start, window.end)
+        )
+        return start, end
+
+    def _probe_bulk_transaction(self, plan: TargetPlan) -> None:
+        """Bulk-copy one probe row, roll back, and observe its absence: INSERT BULK must join the transaction."""
+        with self._session() as session:
+            try:
+                self._begin(session, plan, exclusive=False)
+                probe = checks.probe_table(plan)
+                load_chunk(session.conn, session.cursor, plan, ImportBackend.BCP, checks.PROBE_ORDINAL, probe)
+                session.conn.rollback()
+                self._begin(session, plan, exclusive=False)
+                survived = session.one(tsql.chunk_present(plan), (checks.PROBE_ORDINAL,)) is not None
+                if survived:
+                    session.run(tsql.delete_chunk(plan), (checks.PROBE_ORDINAL,))
+            except DRIVER_ERRORS as exc:
+                raise DponeError("mssql_native.target_prepare_failed", f"bulk probe: {sanitized(exc)}") from None
+            if survived:
+                self._commit_or_unknown(session, "mssql_native.target_prepare_failed", "bulk probe removal")
+                raise DponeError("mssql_native.target_bulk_outside_transaction", short(plan))
+
+    def _load(self, plan: TargetPlan, ordinal: int, rows: pa.Table) -> pa.Table:
+        with self._session() as session:
+            try:
+                self._lock_chunk(session, plan, ordinal)
+                self._require_staging(session, plan)
+                if session.one(tsql.chunk_present(plan), (ordinal,)) is not None:
+                    raise DponeError("mssql_native.target_chunk_already_loaded", f"chunk {ordinal}")
+                load_chunk(session.conn, session.cursor, plan, self._backend, ordinal, rows)
+            except DRIVER_ERRORS as exc:
+                raise DponeError("mssql_native.target_load_failed", f"chunk {ordinal}: {sanitized(exc)}") from None
+            self._commit_or_unknown(session, "mssql_native.target_load_failed", f"chunk {ordinal}")
+        return rows
+
+    def _readback_equal(self, plan: TargetPlan, ordinal: int, sent: pa.Table) -> int | None:
+        """Decoded into Arrow one fetch at a time (Python values exist for one batch only); a value that cannot be
+        exact stops the decoding, and the rest is drained so the transaction ends cleanly."""
+        if not readback.supported(plan):
+            return None
+        parts: list[pa.Table] | None = []
+        with self._session() as session:
+            try:
+                if self._kind(session, plan.target_schema, plan.staging_table) is None:
+                    return None  # the digest path reports the missing staging with its exact error
+                cursor = session.run(readback.readback_chunk(plan), (ordinal,))
+                while batch := cursor.fetchmany(FETCH_ROWS):
+                    parts = None if parts is None else self._decoded(plan, batch, parts)
+                session.conn.rollback()
+            except DRIVER_ERRORS as exc:
+                raise DponeError("mssql_native.target_unavailable", f"verify: {sanitized(exc)}") from None
+        try:
+            if parts is None:
+                return None
+            stored = pa.concat_tables(parts) if parts else readback.stored_table(plan, [])
+            expected = readback.comparable(plan, sent)
+        except readback.NotExactError:
+            return None
+        return stored.num_rows if stored_equals_sent(expected, stored) else None
+
+    @staticmethod
+    def _decoded(plan: TargetPlan, batch: list[Any], parts: list[pa.Table]) -> list[pa.Table] | None:
+        try:
+            parts.append(readback.stored_table(plan, batch))
+        except readback.NotExactError:
+            return None
+        return parts
+
+    def _staged_digest(self, session: Session, plan: TargetPlan, ordinal: int) -> tuple[int, int]:
+        """As the server computes it from what it stores (``digest.py``); read back only for text columns on a
+        server without UTF-8 collations."""
+        if not digest.server_digest_supported(plan, None):
+            row = session.one(digest.SERVER_VERSION)
+            version = None if row is None or row[0] is None else int(row[0])
+            if not digest.server_digest_supported(plan, version):
+                return self._readback_digest(session, plan, ordinal)
+        row = session.one(digest.chunk_digest(plan), (ordinal,))
+        return int(row[0]), fold_limb_sums([int(value) for value in row[1:]])
+
+    @staticmethod
+    def _readback_digest(session: Session, plan: TargetPlan, ordinal: int) -> tuple[int, int]:
+        observed = MultisetDigest(plan.typed_columns)
+        normalize = values.readback([c.column_type for c in plan.columns])
+        cursor = session.run(tsql.select_chunk(plan), (ordinal,))
+        while batch := cursor.fetchmany(FETCH_ROWS):
+            observed.add_rows(normalize(row) for row in batch)
+        return observed.rows, observed.total

@@ -1,0 +1,121 @@
+"""How a staged chunk is verified where PostgreSQL stores it: exact read-back, or the typed digest in SQL.
+
+**Read-back equality (the default).** The chunk's committed rows are read back by binary COPY (ADBC, Arrow) and
+compared, value for value, with the rows that were loaded (``readback_equality.stored_equals_sent``, shared with
+SQL Server). Each staged row carries its position in the chunk (``__dpone_row``); the positions read back must be
+exactly ``0..rows-1`` once each, so a missing, extra or duplicated row fails, and every column of the aligned rows must be equal (NULLs in the same
+places; numeric is read back as its text and parsed into the exact decimal type, refusing any other scale). No hash is
+involved, so there is no collision to bound. The rows compared against are the sealed stage chunk (its object
+SHA-256 and header are checked against the journal receipt before loading), so equality proves the target stores
+exactly the rows whose typed sum the receipt records. See docs/clickhouse-to-mssql.md for the full argument and the
+measured alternatives (``bench/transfer_verification.py``).
+
+**The typed digest in SQL** (the fallback when the loaded rows are not known to this process, and the authority
+when read-back differs):
+
+The same bytes as ``core/typed_digest.py``, hashed by the server: for each row, SHA-256 over the row tag and, per
+column, a 4-byte big-endian length and the canonical encoding (``0x00`` for NULL, ``0x01`` + the value's canonical
+text or bytes otherwise). The 32-byte row hashes are summed as eight 32-bit limbs (``sum`` over ``bigint`` is exact,
+it returns ``numeric``), and ``typed_digest.fold_limb_sums`` folds them modulo 2**256. So verification reads the
+staged chunk where it is stored and returns one row: no row travels back to the worker.
+
+The encodings per type, and why each is exact:
+
+* integers and ``numeric(20,0)`` (UInt64): ``::text`` is the plain decimal spelling, as Python's ``str(int)``;
+* ``numeric(P,S)``: ``trunc(value * 10^S)::text`` is the unscaled integer, as the digest's ``int(value.scaleb(S))``;
+* ``timestamptz(p)``: ``trunc(extract(epoch ...) * 10^p)`` (``extract`` returns exact ``numeric`` since PostgreSQL 14),
+  ticks at the column's precision, as the digest's;
+* ``date``: ``YYYY-MM-DD``; ``uuid``: its lower-case hyphenated text; ``boolean``: ``1``/``0``;
+* ``bytea``: the bytes themselves; ``text``: its UTF-8 bytes (``convert_to``).
+
+The differential test (tests/contracts/test_postgres_digest.py) checks these against the Python digest on boundary
+values of every type.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from airflow_provider_dpone.core.identifiers import quote_postgres
+from airflow_provider_dpone.core.typed_digest import HASH_LIMBS
+from airflow_provider_dpone.transfer.targets.postgres.statements import qualified
+from airflow_provider_dpone.transfer.values.target import CHUNK_COLUMN, ROW_COLUMN, TargetPlan
+from airflow_provider_dpone.transfer.values.target_types import ColumnType, StorageKind
+
+_ROW_TAG: Final[str] = r"'\x64706f6e652e74797065642d726f772e763100'::bytea"  # b"dpone.typed-row.v1\x00"
+_NULL_FIELD: Final[str] = r"'\x0000000100'::bytea"
+
+
+def _encoding(name: str, column: ColumnType) -> str:
+    """SQL for the canonical bytes of a present value (the caller handles NULL)."""
+    storage = column.storage
+    if storage in (StorageKind.INTEGER, StorageKind.UINT64, StorageKind.UUID):
+        return f"convert_to({name}::text, 'UTF8')"
+    if storage is StorageKind.DECIMAL:
+        return f"convert_to(trunc({name} * 10::numeric ^ {int(column.scale)})::text, 'UTF8')"
+    if storage is StorageKind.DATETIME:
+        return f"convert_to(trunc(extract(epoch FROM {name}) * 10::numeric ^ {int(column.scale)})::text, 'UTF8')"
+    if storage is StorageKind.DATE:
+        return f"convert_to(to_char({name}, 'YYYY-MM-DD'), 'UTF8')"
+    if storage is StorageKind.BOOLEAN:
+        # no ELSE: a NULL boolean must stay NULL (the field is then encoded as NULL, not as false)
+        return rf"CASE WHEN {name} THEN '\x31'::bytea WHEN NOT {name} THEN '\x30'::bytea END"
+    if storage is StorageKind.TEXT:
+        return f"convert_to({name}, 'UTF8')"
+    return name  # bytea
+
+
+def _limb(index: int) -> str:
+    """Bytes 4i..4i+3 of the hash as an unsigned 32-bit integer (``get_byte`` arithmetic: cheaper than casts)."""
+    first = 4 * index
+    return (
+        f"get_byte(h, {first})::bigint * 16777216 + get_byte(h, {first + 1}) * 65536 "
+        f"+ get_byte(h, {first + 2}) * 256 + get_byte(h, {first + 3})"
+    )
+
+
+def _concat(parts: list[str]) -> str:
+    """A balanced tree of ``||``: a left-deep chain would copy a wide row's growing prefix once per column."""
+    if len(parts) == 1:
+        return parts[0]
+    middle = len(parts) // 2
+    return f"({_concat(parts[:middle])} || {_concat(parts[middle:])})"
+
+
+def chunk_digest(plan: TargetPlan, ordinal: int) -> str:
+    """One row: the chunk's row count and the eight limb sums of its row hashes."""
+    encoded = ", ".join(
+        f"{_encoding(quote_postgres(c.name), c.column_type)} AS e{i}" for i, c in enumerate(plan.columns)
+    )
+    fields = _concat(
+        [_ROW_TAG]
+        + [
+            f"(CASE WHEN e{i} IS NULL THEN {_NULL_FIELD} ELSE int4send(octet_length(e{i}) + 1) || '\\x01'::bytea || e{i} END)"
+            for i in range(len(plan.columns))
+        ]
+    )
+    limbs = ", ".join(f"coalesce(sum({_limb(i)}), 0)" for i in range(HASH_LIMBS))
+    # OFFSET 0 keeps each subquery from being inlined: inlined, every reference to e<i> or h would recompute it.
+    return (
+        f"SELECT count(*), {limbs} FROM (SELECT sha256({fields}) AS h FROM "
+        f"(SELECT {encoded} FROM {qualified(plan.target_schema, plan.staging_table)} "
+        f"WHERE {quote_postgres(CHUNK_COLUMN)} = {int(ordinal)} OFFSET 0) AS encoded OFFSET 0) AS hashed"
+    )
+
+
+def _readback_column(name: str, column: ColumnType) -> str:
+    """``numeric`` travels as its exact text (``numeric_out`` keeps every digit of the declared scale): the driver's
+    binary-numeric-to-text conversion costs about twice as much; the worker parses it into the exact decimal type."""
+    quoted = quote_postgres(name)
+    if column.storage in (StorageKind.UINT64, StorageKind.DECIMAL):
+        return f"{quoted}::text"
+    return quoted
+
+
+def readback_chunk(plan: TargetPlan) -> str:
+    """The committed rows of one ordinal with their positions (the ordinal is the only parameter)."""
+    columns = ", ".join([quote_postgres(ROW_COLUMN)] + [_readback_column(c.name, c.column_type) for c in plan.columns])
+    return (
+        f"SELECT {columns} FROM {qualified(plan.target_schema, plan.staging_table)} "
+        f"WHERE {quote_postgres(CHUNK_COLUMN)} = $1"
+    )

@@ -1,0 +1,380 @@
+"""The transfer-target port as SQL Server and PostgreSQL both implement it: one transaction shape, two dialects.
+
+:class:`SqlTransferTarget` is bound to one target table and implements
+:class:`~airflow_provider_dpone.transfer.ports.TransferTarget`. Every call derives the invocation's
+:class:`TargetPlan` (so a retry in another process touches the same staging and reads the same receipt) and opens
+one fresh connection, closed at the end: nothing is replayed on a new connection. What both dialects decide alike
+lives here: the order of each transaction, the publication lock each takes (exclusive to prepare, publish and clean
+up; shared to load and reconcile, so reconcile cannot read "absent" while a publishing transaction can still
+commit), the checks on what a transaction observed, the receipt written in the publishing transaction and read back,
+and which failure is definite and which outcome is unknown, and how a chunk is verified: exact read-back equality with
+the sealed rows loaded when the dialect can read them back exactly, else (or on any difference) the typed digest
+recomputed in the target (``readback_equality.py``). Statements, locks, drivers, bulk loads and digests stay in each
+dialect's modules.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, ClassVar, Protocol
+
+import pyarrow as pa
+
+from airflow_provider_dpone.core.canonical import tagged_digest
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.transfer.ports import ChunkEvidence, TargetInvocation, TargetPublicationReceipt
+from airflow_provider_dpone.transfer.targets.readback_equality import LoadedChunks
+from airflow_provider_dpone.transfer.values.target import RECEIPT_TABLE, PublicationMode, TargetPlan, TargetTable
+from airflow_provider_dpone.transfer.values.target_receipts import (
+    ChunkExpectation,
+    PublicationReceipt,
+    PublicationRequest,
+)
+
+
+def short(plan: TargetPlan) -> str:
+    """The publication as error details name it: a prefix of its opaque id."""
+    return f"publication {plan.publication_id[:16]}"
+
+
+def staging_missing(plan: TargetPlan, *, committed: bool) -> DponeError:
+    """The error for an absent staging table: the publication already committed (the swap or the cleanup consumed
+    the table), or its staging is gone."""
+    if committed:
+        return DponeError("mssql_native.target_publication_already_committed", short(plan))
+    return DponeError("mssql_native.target_staging_missing", short(plan))
+
+
+def check_staged_chunks(counts: dict[int, int], request: PublicationRequest) -> None:
+    """The staged rows per chunk ordinal must be exactly the requested chunks, none missing, extra or short.
+
+    An extra ordinal is refused like a missing one: it is how a row nobody requested (a bulk-copy probe row under
+    ordinal -1 orphaned by a crash, a chunk of another attempt) is kept out of the publication.
+    """
+    expected = request.chunk_rows
+    if counts != expected:
+        extra = sorted(set(counts) - set(expected))
+        differing = sorted(o for o in expected if counts.get(o) != expected[o])
+        raise DponeError(
+            "mssql_native.target_staging_incomplete",
+            f"{len(counts)} staged chunks, {len(expected)} requested; "
+            f"ordinals not requested: {extra[:8]}; missing or short: {differing[:8]}",
+        )
+
+
+def publication_request(chunks: Sequence[ChunkEvidence]) -> PublicationRequest:
+    return PublicationRequest(
+        chunks=tuple(ChunkExpectation(ordinal=c.ordinal, rows=c.rows, typed_sum=c.typed_sum) for c in chunks)
+    )
+
+
+def route_receipt(receipt: PublicationReceipt) -> TargetPublicationReceipt:
+    """The receipt as the route journals it, with the digest of the receipt row as the target stored it."""
+    return TargetPublicationReceipt(
+        publication_id=receipt.publication_id,
+        rows=receipt.rows,
+        workload_digest=receipt.digest,
+        receipt_sha256=tagged_digest("dpone.target-receipt.v1", receipt.model_dump(mode="json")),
+    )
+
+
+def committed_receipt(plan: TargetPlan, request: PublicationRequest, committed_at: Any) -> PublicationReceipt:
+    return PublicationReceipt(
+        publication_id=plan.publication_id,
+        invocation_id=plan.invocation_id,
+        target_schema=plan.target_schema,
+        target_table=plan.target_table,
+        mode=plan.mode,
+        rows=request.rows,
+        digest=request.digest,
+        committed_at=committed_at,
+    )
+
+
+class Statements(Protocol):
+    """The statements both dialects' modules (``mssql/tsql.py``, ``postgres/statements.py``) build from a plan."""
+
+    def select_receipt(self, plan: TargetPlan) -> str: ...
+    def insert_receipt(self, plan: TargetPlan) -> str: ...
+    def drop_staging(self, plan: TargetPlan) -> str: ...
+    def drop_retired(self, plan: TargetPlan) -> str: ...
+    def create_staging(self, plan: TargetPlan) -> str: ...
+    def create_staging_index(self, plan: TargetPlan) -> str: ...
+    def chunk_counts(self, plan: TargetPlan) -> str: ...
+    def rows_outside_window(self, plan: TargetPlan) -> str: ...
+    def delete_window(self, plan: TargetPlan) -> str: ...
+    def insert_from_staging(self, plan: TargetPlan) -> str: ...
+
+
+class Session:
+    """One connection and its statement runner for the duration of one port call."""
+
+    def __init__(self, conn: Any, execute: Callable[[str, Any], Any], cursor: Any = None) -> None:
+        self.conn = conn
+        self.cursor = cursor
+        self._execute = execute
+
+    def run(self, statement: str, params: Sequence[Any] | None = None) -> Any:
+        """Execute ``statement``; returns the cursor holding its result."""
+        return self._execute(statement, params)
+
+    def one(self, statement: str, params: Sequence[Any] | None = None) -> Any:
+        return self.run(statement, params).fetchone()
+
+
+class SqlTransferTarget(ABC):
+    """Stage, verify and atomically publish into one bound table of a SQL database (see the module docstring)."""
+
+    errors: ClassVar[tuple[type[BaseException], ...]]
+    """What the driver raises for a failed statement or round trip."""
+    statements: ClassVar[Statements]
+    table_kinds: ClassVar[frozenset[str]]
+    """The catalog's kinds of an ordinary table (any other object in the target's name is refused)."""
+
+    def __init__(self, table: TargetTable, *, lock_timeout_ms: int, equality: bool = True) -> None:
+        """``equality``: verify a chunk loaded from a sealed stage object by exact read-back first (the digest
+        decides when the rows differ or were not kept); off, every chunk is verified by the typed digest alone."""
+        self.table = table
+        self._lock_timeout_ms = int(lock_timeout_ms)
+        self._equality = equality
+        self._loaded = LoadedChunks()
+
+    # -- the dialect ---------------------------------------------------------------------------------------------
+    @abstractmethod
+    def _session(self) -> AbstractContextManager[Session]:
+        """A fresh connection in an explicit transaction (``target_unavailable`` if it cannot be opened)."""
+
+    @staticmethod
+    @abstractmethod
+    def _sanitized(exc: BaseException) -> str:
+        """Exception class and the server's error number only: server messages may quote values."""
+
+    @abstractmethod
+    def _begin(self, session: Session, plan: TargetPlan, *, exclusive: bool) -> None:
+        """Take the publication's transaction-owned lock (bounded wait); refused: ``target_publication_in_flight``."""
+
+    @abstractmethod
+    def _kind(self, session: Session, schema: str, name: str) -> str | None:
+        """The catalog kind of an object, or ``None`` when it does not exist."""
+
+    @abstractmethod
+    def _create_receipt_table(self, session: Session, plan: TargetPlan) -> None: ...
+
+    @abstractmethod
+    def _check_target_columns(self, session: Session, plan: TargetPlan) -> None:
+        """A window-replace target must hold exactly the planned columns, in their target types."""
+
+    @abstractmethod
+    def _swap(self, session: Session, plan: TargetPlan, *, target_exists: bool) -> None:
+        """Rename staging into place (the old table retired and dropped) in the publishing transaction."""
+
+    @abstractmethod
+    def _window_bounds(self, plan: TargetPlan) -> tuple[object, object]: ...
+
+    @abstractmethod
+    def _load(self, plan: TargetPlan, ordinal: int, rows: pa.Table) -> pa.Table:
+        """One transaction: shared publication lock, exclusive chunk lock, refuse a staged ordinal, load, commit.
+
+        Returns the loaded rows in the form :meth:`_readback_equal` compares with."""
+
+    def _readback_equal(self, plan: TargetPlan, ordinal: int, sent: pa.Table) -> int | None:
+        """The committed rows of ``ordinal`` read back in exact forms only; their count when they are exactly
+        ``sent`` (``readback_equality.stored_equals_sent``), else None (the typed digest then decides)."""
+        return None
+
+    @abstractmethod
+    def _staged_digest(self, session: Session, plan: TargetPlan, ordinal: int) -> tuple[int, int]:
+        """Row count and typed sum of one staged ordinal, recomputed from what the target stores."""
+
+    def _check_session(self, session: Session) -> None:
+        """Refuse a server or session the transaction shape does not hold on (prepare, before any DDL)."""
+        return None
+
+    def _check_staging(self, session: Session, plan: TargetPlan) -> None:
+        """Refuse staging or a target the load would not write exactly (prepare, after staging is created)."""
+        return None
+
+    def _prepared(self, plan: TargetPlan) -> None:
+        """Runs after the prepare transaction committed."""
+        return None
+
+    def _timestamp(self, value: Any) -> Any:
+        """A receipt's commit time as the driver returns it -> ``datetime``."""
+        return value
+
+    # -- shared plumbing -----------------------------------------------------------------------------------------
+    def plan(self, invocation: TargetInvocation) -> TargetPlan:
+        return self.table.plan(invocation.invocation_id, invocation.columns, invocation.window)
+
+    def _receipt(self, session: Session, plan: TargetPlan) -> PublicationReceipt | None:
+        if self._kind(session, plan.target_schema, RECEIPT_TABLE) is None:
+            return None
+        row = session.one(self.statements.select_receipt(plan), (plan.publication_id,))
+        if row is None:
+            return None
+        publication_id, invocation_id, schema, table, mode, rows, digest, committed_at = row
+        return PublicationReceipt(
+            publication_id=publication_id,
+            invocation_id=invocation_id,
+            target_schema=schema,
+            target_table=table,
+            mode=PublicationMode(mode),
+            rows=int(rows),
+            digest=digest,
+            committed_at=self._timestamp(committed_at),
+        )
+
+    def _refuse_committed(self, session: Session, plan: TargetPlan) -> None:
+        """A publication whose receipt exists is done: nothing may stage or publish it again."""
+        if self._receipt(session, plan) is not None:
+            raise DponeError("mssql_native.target_publication_already_committed", short(plan))
+
+    def _target_exists(self, session: Session, plan: TargetPlan, *, required: bool = False) -> bool:
+        """Whether the target is a table; window replace (``required``) writes into an existing one, never creates."""
+        kind = self._kind(session, plan.target_schema, plan.target_table)
+        if kind is not None and kind not in self.table_kinds:
+            raise DponeError("mssql_native.target_schema_mismatch", f"target object kind {kind!r} is not a table")
+        if required and kind is None:
+            raise DponeError("mssql_native.target_schema_mismatch", "window_replace target does not exist")
+        return kind is not None
+
+    def _require_staging(self, session: Session, plan: TargetPlan) -> None:
+        if self._kind(session, plan.target_schema, plan.staging_table) is None:
+            raise staging_missing(plan, committed=self._receipt(session, plan) is not None)
+
+    def _commit_or_unknown(self, session: Session, code: str, what: str) -> None:
+        try:
+            session.conn.commit()
+        except Exception as exc:  # noqa: BLE001 - whatever COMMIT raised, its outcome is unknown
+            raise DponeError(code, f"{what}: commit outcome unknown ({self._sanitized(exc)})") from None
+
+    def _failed(self, code: str, what: str, exc: BaseException) -> DponeError:
+        return DponeError(code, f"{what}{': ' if what else ''}{self._sanitized(exc)}")
+
+    # -- the port ------------------------------------------------------------------------------------------------
+    def admit(self, invocation: TargetInvocation) -> None:
+        """Building the plan refuses unsupported types, reserved names and a window on a non-temporal column."""
+        self.plan(invocation)
+
+    def prepare(self, invocation: TargetInvocation) -> None:
+        plan = self.plan(invocation)
+        self._loaded.forget(plan.staging_table)
+        with self._session() as session:
+            try:
+                self._begin(session, plan, exclusive=True)
+                self._check_session(session)
+                self._create_receipt_table(session, plan)
+                self._refuse_committed(session, plan)
+                window = plan.mode is PublicationMode.WINDOW_REPLACE
+                self._target_exists(session, plan, required=window)
+                if window:
+                    self._check_target_columns(session, plan)
+                sql = self.statements
+                for build in (sql.drop_staging, sql.create_staging, sql.create_staging_index):
+                    session.run(build(plan))
+                self._check_staging(session, plan)
+            except self.errors as exc:
+                raise self._failed("mssql_native.target_prepare_failed", "", exc) from None
+            self._commit_or_unknown(session, "mssql_native.target_prepare_failed", "prepare")
+        self._prepared(plan)
+
+    def load_chunk(self, invocation: TargetInvocation, ordinal: int, rows: pa.Table) -> None:
+        plan = self.plan(invocation)
+        self._loaded.take(plan.staging_table, ordinal)  # rows kept by an earlier attempt are stale
+        loaded = self._load(plan, ordinal, rows)
+        if self._equality:
+            self._loaded.keep(plan.staging_table, ordinal, rows, loaded)
+
+    def verify_chunk(self, invocation: TargetInvocation, expected: ChunkEvidence) -> ChunkEvidence:
+        """Reads only: exact equality with the sealed rows this adapter loaded, when it holds them and they are the
+        rows of ``expected``; otherwise, or when they differ, the staged chunk's count and typed sum as the target
+        recomputes them. Every read is rolled back."""
+        plan = self.plan(invocation)
+        loaded = self._loaded.take(plan.staging_table, expected.ordinal)
+        if loaded is not None and loaded[1] == expected.typed_sum and loaded[0].num_rows == expected.rows:
+            rows = self._readback_equal(plan, expected.ordinal, loaded[0])
+            if rows is not None:
+                return ChunkEvidence(ordinal=expected.ordinal, rows=rows, typed_sum=expected.typed_sum)
+        with self._session() as session:
+            try:
+                self._require_staging(session, plan)
+                rows, total = self._staged_digest(session, plan, expected.ordinal)
+                session.conn.rollback()
+            except self.errors as exc:
+                raise self._failed("mssql_native.target_unavailable", "verify", exc) from None
+        return ChunkEvidence(ordinal=expected.ordinal, rows=rows, typed_sum=f"{total:064x}")
+
+    def publish(self, invocation: TargetInvocation, chunks: Sequence[ChunkEvidence]) -> TargetPublicationReceipt:
+        """One transaction: receipt absent, staging exactly the requested chunks, swap or window replace, receipt.
+
+        A failure before COMMIT is rolled back by the server (``target_publication_failed``); any failure of the
+        COMMIT itself is unknown (``target_publication_outcome_unknown``).
+        """
+        plan, request = self.plan(invocation), publication_request(chunks)
+        with self._session() as session:
+            try:
+                receipt = self._publish_transaction(session, plan, request)
+            except self.errors as exc:
+                raise self._failed("mssql_native.target_publication_failed", "", exc) from None
+            self._commit_or_unknown(session, "mssql_native.target_publication_outcome_unknown", short(plan))
+        return route_receipt(receipt.require_matches(request))
+
+    def _publish_transaction(
+        self, session: Session, plan: TargetPlan, request: PublicationRequest
+    ) -> PublicationReceipt:
+        sql = self.statements
+        self._begin(session, plan, exclusive=True)
+        self._refuse_committed(session, plan)
+        self._require_staging(session, plan)
+        check_staged_chunks({int(o): int(n) for o, n in session.run(sql.chunk_counts(plan)).fetchall()}, request)
+        if plan.mode is PublicationMode.FULL_REFRESH:
+            self._swap(session, plan, target_exists=self._target_exists(session, plan))
+        else:
+            self._target_exists(session, plan, required=True)
+            bounds = self._window_bounds(plan)
+            outside = session.one(sql.rows_outside_window(plan), bounds)
+            if outside is None or int(outside[0]):
+                raise DponeError("mssql_native.target_rows_outside_window", f"{outside and outside[0]} staged rows")
+            session.run(sql.delete_window(plan), bounds)
+            inserted = int(session.run(sql.insert_from_staging(plan)).rowcount)
+            if inserted != request.rows:
+                raise DponeError("mssql_native.target_staging_incomplete", f"inserted {inserted} of {request.rows}")
+            session.run(sql.drop_staging(plan))
+        values = (plan.publication_id, plan.invocation_id, plan.target_schema, plan.target_table, plan.mode.value)
+        row = session.one(sql.insert_receipt(plan), (*values, request.rows, request.digest))
+        committed_at = None if row is None else self._timestamp(row[0])
+        if not isinstance(committed_at, dt.datetime):
+            raise DponeError("mssql_native.target_publication_failed", "receipt insert returned no commit time")
+        return committed_receipt(plan, request, committed_at)
+
+    def reconcile(self, invocation: TargetInvocation) -> TargetPublicationReceipt | None:
+        """The receipt, read under the shared publication lock; ``None`` is final. Never changes anything."""
+        plan = self.plan(invocation)
+        with self._session() as session:
+            try:
+                self._begin(session, plan, exclusive=False)
+                receipt = self._receipt(session, plan)
+                session.conn.rollback()
+            except self.errors as exc:
+                raise self._failed("mssql_native.target_unavailable", "reconcile", exc) from None
+        return None if receipt is None else route_receipt(receipt)
+
+    def cleanup(self, invocation: TargetInvocation) -> None:
+        """Drop the invocation's staging and retired tables (idempotent); waits out an in-flight publication."""
+        plan = self.plan(invocation)
+        self._loaded.forget(plan.staging_table)
+        with self._session() as session:
+            try:
+                self._begin(session, plan, exclusive=True)
+                for name, build in (
+                    (plan.staging_table, self.statements.drop_staging),
+                    (plan.retired_table, self.statements.drop_retired),
+                ):
+                    if self._kind(session, plan.target_schema, name) is not None:
+                        session.run(build(plan))
+            except self.errors as exc:
+                raise self._failed("mssql_native.target_unavailable", "cleanup", exc) from None
+            self._commit_or_unknown(session, "mssql_native.target_unavailable", "cleanup")

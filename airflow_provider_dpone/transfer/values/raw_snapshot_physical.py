@@ -1,0 +1,69 @@
+"""Checksum-bearing physical profile of the source parts, and the query's touched-part coverage.
+
+The physical profile is provenance and a race detector, not a row-content digest: it lists the active base and patch
+parts (with delete-mask state and the server's file checksums) of the bounded partition set before and after the one
+SELECT. Equal before/after profiles give ``endpoint_authority_agreement`` only; they never prove that nothing
+changed in between.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from airflow_provider_dpone.core.canonical import digest, tagged_digest
+
+PHYSICAL_KIND: Final = "dpone.clickhouse-physical-profile.v1"
+MAX_PARTS: Final[int] = 10_000
+"""The fixed implementation cap on the parts of one profile: exceeding it fails before data I/O."""
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class PhysicalPart(_Frozen):
+    name: str
+    partition_id: str
+    kind: Literal["base", "patch"]
+    rows: int = Field(ge=0)
+    level: int = Field(ge=0)
+    data_version: int = Field(ge=0)
+    min_block: int
+    max_block: int
+    checksum: str
+    has_lightweight_delete: bool
+
+
+class PhysicalProfile(_Frozen):
+    """Active parts of the relation within the bounded partitions (``None`` means every partition)."""
+
+    kind: Literal["dpone.clickhouse-physical-profile.v1"] = PHYSICAL_KIND
+    relation_uuid: str
+    partition_ids: tuple[str, ...] | None
+    parts: tuple[PhysicalPart, ...] = Field(max_length=MAX_PARTS)
+
+    def sha256(self) -> str:
+        return digest(self.model_dump(mode="json"))
+
+    def base_parts(self) -> dict[str, PhysicalPart]:
+        return {part.name: part for part in self.parts if part.kind == "base"}
+
+
+class PartCoverage(_Frozen):
+    """Selected rows of one base part: count and an order-independent fingerprint of the selected offsets."""
+
+    part: str
+    rows: int = Field(ge=1)
+    min_offset: int = Field(ge=0)
+    max_offset: int = Field(ge=0)
+    offsets_sum: int = Field(ge=0)
+    offsets_square_sum: int = Field(ge=0)
+
+
+def coverage_sha256(entries: Iterable[PartCoverage]) -> str:
+    """Digest of the touched-part coverage, sorted by part name (independent of arrival order)."""
+    ordered = sorted(entries, key=lambda entry: entry.part)
+    return tagged_digest("dpone.clickhouse-part-coverage.v1", [entry.model_dump(mode="json") for entry in ordered])
