@@ -16,9 +16,8 @@ from typing import Any, ClassVar
 from airflow.sdk import BaseHook
 from pydantic import ValidationError
 
-from airflow_provider_dpone.cluster.clickhouse.adapter_set import MemberEndpoints, PublicationAdapters, adapters_for
+from airflow_provider_dpone.cluster.clickhouse.adapter_set import PublicationAdapters, adapters_for
 from airflow_provider_dpone.cluster.clickhouse.artifact_store import ObjectStorageArtifactStore
-from airflow_provider_dpone.cluster.clickhouse.member_session import ClickHouseMemberSessions
 from airflow_provider_dpone.cluster.clickhouse.sql_cluster_ddl import DEFAULT_TASK_TIMEOUT_SECONDS
 from airflow_provider_dpone.cluster.ports import ArtifactSource, TableSpec
 from airflow_provider_dpone.cluster.protocol.request import PublicationRequest
@@ -28,9 +27,7 @@ from airflow_provider_dpone.core.clickhouse.endpoint import Endpoint
 from airflow_provider_dpone.core.clickhouse.oneshot import PROCESS_GUARD, MutationGuard
 from airflow_provider_dpone.core.connection_options import ClickHouseConnectionOptions
 from airflow_provider_dpone.core.errors import DponeError
-from airflow_provider_dpone.core.inventory import AdmittedInventory, AdmittedMember
-from airflow_provider_dpone.core.manifest import ArtifactSource as ArtifactManifestSource
-from airflow_provider_dpone.core.manifest import ClusterPublicationManifest
+from airflow_provider_dpone.core.manifest import ClusterPublicationManifest, SealedArtifactSource
 from airflow_provider_dpone.hooks.publication import (
     PublicationEnvironment,
     configured_ddl_task_timeout_seconds,
@@ -148,21 +145,9 @@ class DponeClickHouseHook(BaseHook):
         """A read client of the coordinator (close it with ``close_client``)."""
         return build_client(self.resolved(), Purpose.READ)
 
-    def mutation_client(self, member: AdmittedMember | None = None) -> Any:
-        """A one-shot mutation client of the coordinator, or of ``member``'s direct endpoint."""
-        connection = self.resolved()
-        return build_client(connection.for_member(member) if member else connection, Purpose.MUTATION)
-
     async def async_coordinator_client(self) -> Any:
         """An async read client of the coordinator for deferrable pollers."""
         return await build_async_client(await self.aresolved())
-
-    def member_sessions(self, inventory: AdmittedInventory) -> ClickHouseMemberSessions:
-        """Member sessions over direct endpoints (close them with ``close()``); every member must resolve."""
-        connection = self.resolved()
-        for member in inventory.members:
-            connection.for_member(member)
-        return ClickHouseMemberSessions(MemberEndpoints.derived_from(connection))
 
     # --- composition ------------------------------------------------------------------------------------------
 
@@ -204,7 +189,7 @@ class DponeClickHouseHook(BaseHook):
         sorting key. The extraction streams exactly those columns; the protocol refuses an artifact whose schema
         differs, before any member is touched.
         """
-        if isinstance(manifest.source, ArtifactManifestSource):
+        if isinstance(manifest.source, SealedArtifactSource):
             raise DponeError("DPONE_CLICKHOUSE_CLUSTER_ARTIFACT_SOURCE_UNSUPPORTED", "source.type artifact")
         wait = configured_ddl_task_timeout_seconds() if ddl_task_timeout_seconds is None else ddl_task_timeout_seconds
         coordinator = self.resolved()  # one connection lookup per task try (each is a round trip to Airflow)

@@ -59,7 +59,7 @@ from airflow_provider_dpone.operators.reporting import (
 
 T = TypeVar("T")
 
-ManifestInput = str | Path | Mapping[str, Any]
+ClusterManifestInput = str | Path | Mapping[str, Any]
 """A manifest path (``.yaml``/``.yml``), inline YAML text, or an already parsed mapping."""
 
 _YAML_SUFFIXES = (".yaml", ".yml")
@@ -68,7 +68,7 @@ _YAML_SUFFIXES = (".yaml", ".yml")
 # --- what every task rebuilds ----------------------------------------------------------------------------------------
 
 
-def read_manifest(manifest: ManifestInput, *, base_dir: Path | None = None) -> ClusterPublicationManifest:
+def read_manifest(manifest: ClusterManifestInput, *, base_dir: Path | None = None) -> ClusterPublicationManifest:
     """Load the manifest and require the cluster publication route; relative paths resolve against ``base_dir``."""
     if isinstance(manifest, Mapping):
         loaded = manifest_from_mapping(dict(manifest))
@@ -204,7 +204,7 @@ class DponePublicationOperator(BaseOperator):
     def __init__(
         self,
         *,
-        manifest: ManifestInput,
+        manifest: ClusterManifestInput,
         dpone_clickhouse_conn_id: str | None = None,
         ports_factory: PortsFactory | None = None,
         target_acceptance_reader: AcceptanceReaderFactory | None = None,

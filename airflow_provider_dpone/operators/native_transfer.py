@@ -37,13 +37,13 @@ if TYPE_CHECKING:  # the route's modules are imported when a task runs, never wh
     from airflow_provider_dpone.transfer.route.admission import SourceRequest
     from airflow_provider_dpone.transfer.route.route import NativeTransferRoute, RouteResult
 
-ManifestInput: TypeAlias = "str | os.PathLike[str] | Mapping[str, Any] | NativeTransferManifest"
+TransferManifestInput: TypeAlias = "str | os.PathLike[str] | Mapping[str, Any] | NativeTransferManifest"
 ConnectorFactory = Callable[["NativeTransferManifest"], "SnapshotSourceConnector"]
-TargetFactory = Callable[["NativeTransferManifest"], "TransferTarget"]
+ManifestTargetFactory = Callable[["NativeTransferManifest"], "TransferTarget"]
 _PHASES_LOGGED = frozenset({"admitted", "eof", "stage_complete", "prepared", "loaded", "publish_intent", "succeeded"})
 
 
-def load_transfer_manifest(manifest: ManifestInput) -> NativeTransferManifest:
+def load_transfer_manifest(manifest: TransferManifestInput) -> NativeTransferManifest:
     """A native transfer manifest from a path, a mapping or a model (anything else is a terminal error)."""
     from airflow_provider_dpone.core.manifest import load_manifest, manifest_from_mapping
     from airflow_provider_dpone.core.manifest.transfer import NativeTransferManifest
@@ -89,11 +89,11 @@ class DponeNativeTransferOperator(BaseOperator):
     def __init__(
         self,
         *,
-        manifest: ManifestInput,
+        manifest: TransferManifestInput,
         stage_base: str | None = None,
         lease_minutes: float = DEFAULT_LEASE_MINUTES,
         connector_factory: ConnectorFactory | None = None,
-        target_factory: TargetFactory | None = None,
+        target_factory: ManifestTargetFactory | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)

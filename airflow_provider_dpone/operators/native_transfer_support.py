@@ -24,8 +24,8 @@ from airflow_provider_dpone.transfer.ports import (
     TargetPublicationReceipt,
     TransferTarget,
 )
-from airflow_provider_dpone.transfer.route.target_custody import target_key
-from airflow_provider_dpone.transfer.values.chunk import ChunkReceipt, operation_id
+from airflow_provider_dpone.transfer.route.target_custody import transfer_target_key
+from airflow_provider_dpone.transfer.values.chunk import ChunkReceipt, transfer_operation_id
 from airflow_provider_dpone.transfer.values.journal_records import LeaseRecord, decode_record
 
 
@@ -35,8 +35,8 @@ class OperationIdentity:
     def __init__(self, manifest: NativeTransferManifest, dag_id: str, run_id: str) -> None:
         sink = manifest.sink
         self.plan_digest = normalized_plan_digest(manifest)
-        self.target_key = target_key(sink.type, sink.connection_id, sink.target_schema, sink.table)
-        self.operation_id = operation_id(dag_id, run_id, self.target_key, self.plan_digest)
+        self.target_key = transfer_target_key(sink.type, sink.connection_id, sink.target_schema, sink.table)
+        self.operation_id = transfer_operation_id(dag_id, run_id, self.target_key, self.plan_digest)
 
 
 class UtcClock:

@@ -33,8 +33,8 @@ from airflow_provider_dpone.cluster.values.publication_receipts import Publicati
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.manifest import ClusterPublicationManifest
 from airflow_provider_dpone.operators.full_refresh import (
+    ClusterManifestInput,
     DponePublicationOperator,
-    ManifestInput,
     TaskSession,
     asset_uri,
     read_manifest,
@@ -69,7 +69,7 @@ candidate with separate statements, so a concurrent EXCHANGE or RENAME can show 
 """
 
 
-def publication_asset(manifest: ManifestInput) -> Asset:
+def publication_asset(manifest: ClusterManifestInput) -> Asset:
     """The Airflow Asset a committed publication of ``manifest`` updates (cluster, database, table; no host)."""
     return Asset(uri=asset_uri(read_manifest(manifest)))
 
@@ -240,7 +240,7 @@ class DponePublishOperator(_WaitingOperator):
     stage_name = "publication"
     _lineage: tuple[ClusterPublicationManifest, Moved] | None = None
 
-    def __init__(self, *, manifest: ManifestInput, outlets: Any = None, **kwargs: Any) -> None:
+    def __init__(self, *, manifest: ClusterManifestInput, outlets: Any = None, **kwargs: Any) -> None:
         if outlets is None:
             outlets = [publication_asset(manifest)]
         super().__init__(manifest=manifest, outlets=outlets, **kwargs)

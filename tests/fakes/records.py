@@ -13,12 +13,12 @@ from airflow_provider_dpone.cluster.values.authority.internal import (
 from airflow_provider_dpone.cluster.values.authority.phases import MemberStage, Phase
 from airflow_provider_dpone.cluster.values.quality_capsule import (
     QUALITY_SCHEMA_V2,
+    AcceptancePlan,
     CapsuleState,
     GateResult,
     QualityBinding,
     QualityCore,
     TargetObservation,
-    TargetPlan,
 )
 from airflow_provider_dpone.cluster.values.quality_read import ColumnCounts, TargetCounts
 from airflow_provider_dpone.cluster.values.receipts import ArtifactColumn, ArtifactReceipt
@@ -244,7 +244,7 @@ def internal_v1(phase: Phase, *, operation: str = OTHER_OPERATION) -> InternalAu
 def capsule(state: CapsuleState = "PREPARED", *, members: int = 2) -> QualityBinding:
     """A structurally valid v2 capsule in ``state`` (not bound to any particular record: codec and receipt tests)."""
     ids = tuple(sorted(member_id(1, replica) for replica in range(1, members + 1)))
-    plan = TargetPlan(
+    plan = AcceptancePlan(
         dataset="analytics_db.target_table",
         columns=(("id", "UInt64"), ("name", "String")),
         metrics=("row_count", "null_count", "distinct_count"),

@@ -30,7 +30,7 @@ from airflow_provider_dpone.transfer.ports import ChunkEvidence, TargetInvocatio
 from airflow_provider_dpone.transfer.targets.sql_target import committed_receipt, publication_request, route_receipt
 from airflow_provider_dpone.transfer.values.arrow_chunk import chunk_rows
 from airflow_provider_dpone.transfer.values.target import PublicationMode, TargetPlan, TargetTable
-from airflow_provider_dpone.transfer.values.target_receipts import PublicationReceipt
+from airflow_provider_dpone.transfer.values.target_receipts import TargetReceiptRow
 from airflow_provider_dpone.transfer.values.target_values import RowConverter
 
 
@@ -79,7 +79,7 @@ class FakeTable:
 @dataclass
 class FakeDatabase:
     tables: dict[tuple[str, str], FakeTable] = field(default_factory=dict)
-    receipts: dict[tuple[str, str], PublicationReceipt] = field(default_factory=dict)
+    receipts: dict[tuple[str, str], TargetReceiptRow] = field(default_factory=dict)
     lock: threading.RLock = field(default_factory=threading.RLock)
     in_flight: dict[str, Callable[[], None]] = field(default_factory=dict)
 
@@ -118,7 +118,7 @@ class InMemoryTransferTarget:
         return self.database.read(self.table.target_schema, self.table.table) or []
 
     @property
-    def receipts(self) -> list[PublicationReceipt]:
+    def receipts(self) -> list[TargetReceiptRow]:
         return list(self.database.receipts.values())
 
     def seed(self, columns: Sequence[NativeColumn], rows: Sequence[tuple[object, ...]]) -> None:
@@ -162,7 +162,7 @@ class InMemoryTransferTarget:
             raise DponeError(f"mssql_native.{code}", f"publication {plan.publication_id[:16]}")
         return table
 
-    def _receipt(self, plan: TargetPlan) -> PublicationReceipt | None:
+    def _receipt(self, plan: TargetPlan) -> TargetReceiptRow | None:
         return self.database.receipts.get((plan.target_schema, plan.publication_id))
 
     def _not_in_flight(self, plan: TargetPlan) -> None:

@@ -22,7 +22,7 @@ from airflow_provider_dpone.core.manifest.transfer import StringMapping
 from airflow_provider_dpone.core.manifest.transfer_options import NativeTransferOptions
 from airflow_provider_dpone.transfer.route.admission import SourceRequest
 from airflow_provider_dpone.transfer.route.route import NativeTransferRoute, RouteResult
-from airflow_provider_dpone.transfer.route.target_custody import TargetCustody, target_key
+from airflow_provider_dpone.transfer.route.target_custody import TargetCustody, transfer_target_key
 from airflow_provider_dpone.transfer.source.session import ClickHouseSnapshotConnector, inprocess_transport
 from airflow_provider_dpone.transfer.storage.journal_store import ObjectJournalStore
 from airflow_provider_dpone.transfer.storage.stage_store import ObjectStageStore
@@ -114,7 +114,7 @@ class PgRoute:
         target = self.harness.bind(self.table, self.string_mapping)
         custody = TargetCustody(
             ObjectJournalStore(
-                f"file://{self.root}/targets", target_key("postgres", "pg", self.harness.schema, self.table)
+                f"file://{self.root}/targets", transfer_target_key("postgres", "pg", self.harness.schema, self.table)
             ),
             self.operation,
             self.clock,

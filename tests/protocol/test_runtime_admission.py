@@ -7,7 +7,6 @@ import pytest
 
 from airflow_provider_dpone.cluster.protocol.runtime_admission import (
     admit_inventory,
-    is_direct_mergetree,
     require_atomic_databases,
     require_authority_table,
 )
@@ -125,24 +124,6 @@ def test_authority_facades_must_agree() -> None:
     assert _code(lambda: require_authority_table({"m1": exact_authority_facts(), "m2": other})) == (
         "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_TABLE_UNSUPPORTED"
     )
-
-
-@pytest.mark.parametrize(
-    ("engine", "direct"),
-    [
-        ("MergeTree", True),
-        ("ReplacingMergeTree", True),
-        ("SummingMergeTree", True),
-        ("ReplicatedMergeTree", False),
-        ("ReplicatedReplacingMergeTree", False),
-        ("SharedMergeTree", False),
-        ("Distributed", False),
-        ("Log", False),
-        (None, False),
-    ],
-)
-def test_only_direct_mergetree_engines_are_external_targets(engine: str | None, direct: bool) -> None:
-    assert is_direct_mergetree(engine) is direct
 
 
 def test_every_entry_point_runs_admission_before_touching_authority() -> None:

@@ -13,11 +13,11 @@ from hypothesis import strategies as st
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.manifest import (
     MAX_MANIFEST_BYTES,
-    ArtifactSource,
     ClusterPublicationManifest,
     ManifestError,
     NativeTransferManifest,
     ReplicationMode,
+    SealedArtifactSource,
     load_manifest,
     manifest_from_mapping,
     normalized_plan,
@@ -77,7 +77,7 @@ def test_artifact_source_and_python_mapping_api() -> None:
     raw = external()
     raw["source"] = {"type": "artifact", "sha256": "ab" * 32, "store_uri": "s3://bucket/dpone/artifacts"}
     manifest = manifest_from_mapping(raw)
-    assert isinstance(manifest, ClusterPublicationManifest) and isinstance(manifest.source, ArtifactSource)
+    assert isinstance(manifest, ClusterPublicationManifest) and isinstance(manifest.source, SealedArtifactSource)
 
 
 def test_models_are_frozen() -> None:

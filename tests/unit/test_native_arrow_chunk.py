@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.typed_digest import MultisetDigest
-from airflow_provider_dpone.transfer.values import stage_codec
 from airflow_provider_dpone.transfer.values.arrow_chunk import (
     MAGIC,
     conform,
@@ -24,6 +23,7 @@ from airflow_provider_dpone.transfer.values.arrow_chunk import (
     rows_table,
     table_rows,
 )
+from tests.fixtures.stage_v1_writer import ChunkEncoder
 from tests.unit.test_native_stage_codec import COLUMNS, rows
 
 LOGICALS = [column.logical for column in COLUMNS]
@@ -77,7 +77,7 @@ def test_hash_sum_folds_carries_across_limbs_and_chunks() -> None:
 @settings(max_examples=30, deadline=None)
 @given(st.lists(rows, max_size=10))
 def test_v1_objects_sealed_before_the_upgrade_still_decode(batch) -> None:
-    encoder = stage_codec.ChunkEncoder(COLUMNS)
+    encoder = ChunkEncoder(COLUMNS)
     encoder.add_columns([list(column) for column in zip(*batch, strict=True)] or [[] for _ in COLUMNS], 0, len(batch))
     staged = decode_chunk(encoder.seal("a" * 32, 0), COLUMNS)
     assert staged.header["format"] == "dpone.native-typed-chunk.v1"

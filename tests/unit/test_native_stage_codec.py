@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.typed_digest import MultisetDigest, TypedColumn, _encode
 from airflow_provider_dpone.transfer.route.schema_admission import map_type
-from airflow_provider_dpone.transfer.values.stage_codec import ChunkEncoder, decode_chunk, field_encoder
+from airflow_provider_dpone.transfer.values.stage_codec import decode_chunk
+from tests.fixtures.stage_v1_writer import ChunkEncoder, field_encoder
 
 COLUMNS = [
     map_type("i", "Int64", implicit_utc=False),

@@ -10,16 +10,16 @@ from pydantic import ValidationError
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.identifiers import validate_identifier
 from airflow_provider_dpone.core.typed_digest import MultisetDigest
-from airflow_provider_dpone.transfer.values.target import PublicationMode, TargetColumn, TargetPlan, UtcWindow
+from airflow_provider_dpone.transfer.values.target import PublicationMode, TargetColumn, TargetPlan, TargetWindow
 from airflow_provider_dpone.transfer.values.target_receipts import (
     ChunkExpectation,
-    PublicationReceipt,
-    PublicationRequest,
+    TargetPublication,
+    TargetReceiptRow,
 )
 
 UTC = dt.UTC
 COLS = (TargetColumn(name="id", source_type="UInt64"), TargetColumn(name="ts", source_type="DateTime64(3, 'UTC')"))
-WINDOW = UtcWindow(column="ts", start=dt.datetime(2026, 1, 1, tzinfo=UTC), end=dt.datetime(2026, 1, 2, tzinfo=UTC))
+WINDOW = TargetWindow(column="ts", start=dt.datetime(2026, 1, 1, tzinfo=UTC), end=dt.datetime(2026, 1, 2, tzinfo=UTC))
 
 
 def _plan(**changes: object) -> TargetPlan:
@@ -68,7 +68,7 @@ def test_lock_key_is_a_signed_bigint() -> None:
         {"window": WINDOW},
         {
             "mode": PublicationMode.WINDOW_REPLACE,
-            "window": UtcWindow(column="id", start=WINDOW.start, end=WINDOW.end),
+            "window": TargetWindow(column="id", start=WINDOW.start, end=WINDOW.end),
         },
     ],
 )
@@ -84,12 +84,12 @@ def test_reserved_column_prefix_is_refused() -> None:
 
 def test_window_must_be_aware_utc_and_ordered() -> None:
     with pytest.raises(DponeError):
-        UtcWindow(column="ts", start=dt.datetime(2026, 1, 1), end=dt.datetime(2026, 1, 2, tzinfo=UTC))
+        TargetWindow(column="ts", start=dt.datetime(2026, 1, 1), end=dt.datetime(2026, 1, 2, tzinfo=UTC))
     with pytest.raises(DponeError):
-        UtcWindow(column="ts", start=WINDOW.end, end=WINDOW.start)
+        TargetWindow(column="ts", start=WINDOW.end, end=WINDOW.start)
     plus_one = dt.timezone(dt.timedelta(hours=1))
     with pytest.raises(DponeError):
-        UtcWindow(column="ts", start=dt.datetime(2026, 1, 1, tzinfo=plus_one), end=WINDOW.end)
+        TargetWindow(column="ts", start=dt.datetime(2026, 1, 1, tzinfo=plus_one), end=WINDOW.end)
 
 
 def test_date_window_needs_midnight_bounds() -> None:
@@ -97,9 +97,11 @@ def test_date_window_needs_midnight_bounds() -> None:
     noon = dt.datetime(2026, 1, 1, 12, tzinfo=UTC)
     with pytest.raises(DponeError):
         _plan(
-            columns=cols, mode=PublicationMode.WINDOW_REPLACE, window=UtcWindow(column="d", start=noon, end=WINDOW.end)
+            columns=cols,
+            mode=PublicationMode.WINDOW_REPLACE,
+            window=TargetWindow(column="d", start=noon, end=WINDOW.end),
         )
-    ok = UtcWindow(column="d", start=WINDOW.start, end=WINDOW.end)
+    ok = TargetWindow(column="d", start=WINDOW.start, end=WINDOW.end)
     assert _plan(columns=cols, mode=PublicationMode.WINDOW_REPLACE, window=ok).window == ok
 
 
@@ -112,23 +114,23 @@ def _expectation(ordinal: int, rows: list[tuple[object, ...]]) -> ChunkExpectati
 def test_publication_digest_folds_chunks_independently_of_chunking() -> None:
     t = dt.datetime(2026, 1, 1, tzinfo=UTC)
     rows = [(i, t) for i in range(5)]
-    split = PublicationRequest(chunks=(_expectation(0, rows[:2]), _expectation(1, rows[2:])))
-    whole = PublicationRequest(chunks=(_expectation(0, rows),))
+    split = TargetPublication(chunks=(_expectation(0, rows[:2]), _expectation(1, rows[2:])))
+    whole = TargetPublication(chunks=(_expectation(0, rows),))
     assert (split.rows, split.digest) == (whole.rows, whole.digest)
-    assert PublicationRequest().rows == 0
+    assert TargetPublication().rows == 0
     assert split.chunk_rows == {0: 2, 1: 3}
 
 
 def test_publication_chunks_must_be_contiguous() -> None:
     t = dt.datetime(2026, 1, 1, tzinfo=UTC)
     with pytest.raises(DponeError, match="contiguous"):
-        PublicationRequest(chunks=(_expectation(1, [(1, t)]),))
+        TargetPublication(chunks=(_expectation(1, [(1, t)]),))
 
 
 def test_receipt_conflict() -> None:
     plan = _plan()
-    request = PublicationRequest(chunks=(_expectation(0, [(1, dt.datetime(2026, 1, 1, tzinfo=UTC))]),))
-    receipt = PublicationReceipt(
+    request = TargetPublication(chunks=(_expectation(0, [(1, dt.datetime(2026, 1, 1, tzinfo=UTC))]),))
+    receipt = TargetReceiptRow(
         publication_id=plan.publication_id,
         invocation_id=plan.invocation_id,
         target_schema="dbo",
@@ -141,4 +143,4 @@ def test_receipt_conflict() -> None:
     assert receipt.require_matches(request) is receipt
     assert receipt.committed_at.tzinfo is UTC
     with pytest.raises(DponeError, match="target_receipt_conflict"):
-        receipt.require_matches(PublicationRequest())
+        receipt.require_matches(TargetPublication())

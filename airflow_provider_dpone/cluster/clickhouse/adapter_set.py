@@ -14,10 +14,10 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, BinaryIO
+from typing import Any
 
 from airflow_provider_dpone.cluster.clickhouse.acceptance_reader import SubprocessAcceptanceReader
-from airflow_provider_dpone.cluster.clickhouse.artifact_source import FileArtifactSource, QueryArtifactSource
+from airflow_provider_dpone.cluster.clickhouse.artifact_source import QueryArtifactSource
 from airflow_provider_dpone.cluster.clickhouse.artifact_store import ObjectStorageArtifactStore
 from airflow_provider_dpone.cluster.clickhouse.authority_store import ClickHouseAuthorityStore
 from airflow_provider_dpone.cluster.clickhouse.catalog import ClickHouseCatalog
@@ -100,18 +100,6 @@ class PublicationAdapters:
             reference=self.coordinator,
             max_source_bytes=max_source_bytes,
             settings=settings,
-        )
-
-    def file_source(
-        self, *, opener: Callable[[], BinaryIO], columns: Sequence[tuple[str, str]], max_source_bytes: int
-    ) -> FileArtifactSource:
-        """Adoption of an existing Native file (``opener`` returns a readable binary stream)."""
-        return FileArtifactSource(
-            opener=opener,
-            columns=columns,
-            store=self.store,
-            reference=self.coordinator,
-            max_source_bytes=max_source_bytes,
         )
 
     def close(self) -> None:

@@ -24,10 +24,10 @@ from airflow_provider_dpone.cluster.values.authority.internal import InternalAut
 from airflow_provider_dpone.cluster.values.quality_capsule import (
     QUALITY_SCHEMA_V1,
     QUALITY_SCHEMA_V2,
+    AcceptancePlan,
     GateResult,
     QualityBinding,
     QualityCore,
-    TargetPlan,
     completion_reservation,
     prepared,
 )
@@ -119,7 +119,7 @@ def config_digest(ctx: Context) -> str:
     )
 
 
-def _target_plan(ctx: Context, policy: QualityPolicy, artifact: ArtifactReceipt) -> TargetPlan | None:
+def _target_plan(ctx: Context, policy: QualityPolicy, artifact: ArtifactReceipt) -> AcceptancePlan | None:
     if not policy.target_metrics:
         return None
     dataset = f"{ctx.request.database}.{ctx.request.target}"
@@ -134,7 +134,7 @@ def _target_plan(ctx: Context, policy: QualityPolicy, artifact: ArtifactReceipt)
             UNSUPPORTED, f"target observation selects at most {MAX_TARGET_COLUMNS} table columns: {detail}"
         )
     selection = {"dataset": dataset, "columns": [list(pair) for pair in artifact.schema_pairs], "selected": selected}
-    return TargetPlan(
+    return AcceptancePlan(
         dataset=dataset,
         columns=artifact.schema_pairs,
         metrics=policy.target_metrics,
@@ -145,7 +145,9 @@ def _target_plan(ctx: Context, policy: QualityPolicy, artifact: ArtifactReceipt)
     )
 
 
-def _staged_observation(ctx: Context, plan: TargetPlan, artifact: ArtifactReceipt, candidate_uuid: str) -> TargetCounts:
+def _staged_observation(
+    ctx: Context, plan: AcceptancePlan, artifact: ArtifactReceipt, candidate_uuid: str
+) -> TargetCounts:
     """The requested observations of the verified staged candidate, on the first sealed replica, through the same
     bounded reader the target acceptance uses: what the target's counts must equal after publication."""
     version = artifact.content_digest_version

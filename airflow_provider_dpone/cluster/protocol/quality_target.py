@@ -21,7 +21,7 @@ from airflow_provider_dpone.cluster.ports import MemberSession, ReadIncompleteEr
 from airflow_provider_dpone.cluster.protocol.authority_io import Held
 from airflow_provider_dpone.cluster.protocol.context import Context
 from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecord
-from airflow_provider_dpone.cluster.values.quality_capsule import QualityCore, TargetPlan
+from airflow_provider_dpone.cluster.values.quality_capsule import AcceptancePlan, QualityCore
 from airflow_provider_dpone.cluster.values.quality_read import (
     TARGET_BUDGET_MS,
     Observation,
@@ -62,7 +62,7 @@ def read_plan(
     *,
     digest_version: ContentDigestVersion,
     guard: tuple[ReplicaRead, ...] = (),
-    scan: tuple[str, TargetPlan] | None = None,
+    scan: tuple[str, AcceptancePlan] | None = None,
 ) -> TargetReadPlan:
     """The typed request of one observation of ``table`` (never SQL): ``scan`` is the replica counted and the sealed
     plan whose metrics and selected columns it counts; every digest uses ``digest_version``."""
@@ -106,7 +106,7 @@ def replica_facts(session: MemberSession, plan: TargetReadPlan, read: ReplicaRea
     )
 
 
-def guarded(record: AuthorityRecord, plan: TargetPlan) -> tuple[ReplicaRead, ...]:
+def guarded(record: AuthorityRecord, plan: AcceptancePlan) -> tuple[ReplicaRead, ...]:
     """Every sealed replica with the parts digest convergence recorded for it."""
     verified = {member.member_id: member.parts_digest for member in record.members}
     return tuple(ReplicaRead(member_id=mid, verified_parts=verified.get(mid)) for mid in plan.replicas)

@@ -120,21 +120,6 @@ def require_authority_table(facts: Mapping[str, TableFacts | None]) -> str:
     return only.group("path")
 
 
-def is_direct_mergetree(engine: str | None) -> bool:
-    """A plain (non-replicated, non-shared) *MergeTree engine: the only external-mode table engine."""
-    return (
-        engine is not None
-        and engine.endswith("MergeTree")
-        and not engine.startswith(("Replicated", "Shared"))
-        and engine.isidentifier()
-    )
-
-
-def require_direct_mergetree(engine: str | None, *, what: str) -> None:
-    if not is_direct_mergetree(engine):
-        raise DponeError("DPONE_CLICKHOUSE_CLUSTER_TARGET_ENGINE_UNSUPPORTED", what)
-
-
 def admit_runtime(catalog: ClusterCatalog, request: PublicationRequest, *, parallelism: int = 1) -> AdmittedInventory:
     """Read the complete inventory and catalog facts and admit them, or fail with a stable code. The members'
     reads run ``parallelism`` members at a time (they are independent reads); the decision waits for all of them."""

@@ -14,10 +14,10 @@ from typing import Final
 from airflow_provider_dpone.core.admission_types import Blocker, ReplicationDecision
 from airflow_provider_dpone.core.clickhouse_engines import EngineClass, classify_engine
 from airflow_provider_dpone.core.manifest.cluster import (
-    ArtifactSource,
     ClusterPublicationManifest,
     DdlScope,
     ReplicationMode,
+    SealedArtifactSource,
 )
 from airflow_provider_dpone.core.manifest.types import LoadStrategy
 
@@ -64,7 +64,7 @@ def _topology_blockers(manifest: ClusterPublicationManifest) -> list[Blocker]:
 def _sink_and_load_blockers(manifest: ClusterPublicationManifest) -> list[Blocker]:
     sink, load = manifest.sink, manifest.load
     blockers: list[Blocker] = []
-    if isinstance(manifest.source, ArtifactSource):
+    if isinstance(manifest.source, SealedArtifactSource):
         detail = "staging a sealed artifact from a store by its identity is not provided yet"
         blockers.append(Blocker("DPONE_CLICKHOUSE_CLUSTER_ARTIFACT_SOURCE_UNSUPPORTED", "source.type", detail))
     if sink.effective_staging_database != sink.database:

@@ -4,7 +4,7 @@ The capsule rides inside the ``dpone.clickhouse.cluster-full-refresh.v2`` author
 one acknowledged authority CAS with exact read-back. Its **core** is written once, in the CAS that makes the record
 STAGED (before any publication DDL can be dispatched), and never changes: it holds the policy identity, the digests of
 the configuration, plan, source and staged observations, the gate report and, for target obligations
-(``dpone.quality.replay.v2``), the sealed :class:`TargetPlan`. ``core_digest`` is the SHA-256 of the core's canonical
+(``dpone.quality.replay.v2``), the sealed :class:`AcceptancePlan`. ``core_digest`` is the SHA-256 of the core's canonical
 JSON; a reader recomputes it and blocks on any difference (the protocol, not the codec, so the stable code is the
 quality family's ``INVALID``).
 
@@ -51,7 +51,7 @@ class GateResult(BaseModel):
     observed: StrictStr
 
 
-class TargetPlan(BaseModel):
+class AcceptancePlan(BaseModel):
     """The sealed target obligation: what recovery observes, never replaced from current manifest values."""
 
     model_config = MEMBER_CONFIG
@@ -68,7 +68,7 @@ class TargetPlan(BaseModel):
     replicas: tuple[MemberId, ...] = Field(min_length=1)
 
     @model_validator(mode="after")
-    def _sorted(self) -> TargetPlan:
+    def _sorted(self) -> AcceptancePlan:
         if list(self.replicas) != sorted(set(self.replicas)):
             raise ValueError("the admitted replica list is sorted and unique")
         names = {name for name, _ in self.columns}
@@ -101,7 +101,7 @@ class QualityCore(BaseModel):
     report: tuple[GateResult, ...]
     passed: StrictBool
     requested: tuple[TargetMetric, ...]
-    target_plan: TargetPlan | None = None
+    target_plan: AcceptancePlan | None = None
     expected: TargetCounts | None = None
     """The requested observations of the staged candidate (one replica, the same bounded reader): the target's
     counts must equal them. Present exactly with a target plan (v2)."""

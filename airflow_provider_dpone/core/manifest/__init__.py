@@ -11,13 +11,13 @@ Manifests name Airflow connection ids only; hosts and credentials live in the co
 from __future__ import annotations
 
 from airflow_provider_dpone.core.manifest.cluster import (
-    ArtifactSource,
     ClickHouseQuerySource,
     ClickHouseSink,
     ClusterPublicationManifest,
     ClusterSettings,
     DdlScope,
     ReplicationMode,
+    SealedArtifactSource,
 )
 from airflow_provider_dpone.core.manifest.loader import (
     MAX_MANIFEST_BYTES,
@@ -47,7 +47,7 @@ __all__ = [
     "PLAN_KIND",
     "ROUTE_CLUSTER",
     "ROUTE_TRANSFER",
-    "ArtifactSource",
+    "SealedArtifactSource",
     "ClickHouseQuerySource",
     "ClickHouseSink",
     "ClickHouseTableSource",

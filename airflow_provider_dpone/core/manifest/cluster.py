@@ -93,7 +93,7 @@ class ClickHouseQuerySource(Closed):
     )
 
 
-class ArtifactSource(Closed):
+class SealedArtifactSource(Closed):
     """Publish an already sealed, content-addressed artifact instead of extracting (parsed and validated; static
     admission refuses it with ``DPONE_CLICKHOUSE_CLUSTER_ARTIFACT_SOURCE_UNSUPPORTED`` until staging from a store by
     its identity is provided)."""
@@ -108,7 +108,7 @@ class ArtifactSource(Closed):
     )
 
 
-PublicationSource = Annotated[ClickHouseQuerySource | ArtifactSource, Field(discriminator="type")]
+PublicationSource = Annotated[ClickHouseQuerySource | SealedArtifactSource, Field(discriminator="type")]
 
 
 class ClickHouseSink(Closed):

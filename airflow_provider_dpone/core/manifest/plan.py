@@ -20,10 +20,10 @@ from typing import Any, Final
 
 from airflow_provider_dpone.core.canonical import digest, sha256_hex
 from airflow_provider_dpone.core.manifest.cluster import (
-    ArtifactSource,
     ClickHouseQuerySource,
     ClusterLoad,
     ClusterPublicationManifest,
+    SealedArtifactSource,
 )
 from airflow_provider_dpone.core.manifest.loader import Manifest
 from airflow_provider_dpone.core.manifest.transfer import NativeTransferManifest, StringMapping, TransferLoad
@@ -48,7 +48,7 @@ def _load(load: ClusterLoad | TransferLoad) -> dict[str, Any]:
     return out
 
 
-def _publication_source(source: ClickHouseQuerySource | ArtifactSource) -> dict[str, Any]:
+def _publication_source(source: ClickHouseQuerySource | SealedArtifactSource) -> dict[str, Any]:
     if isinstance(source, ClickHouseQuerySource):
         return {"type": "clickhouse", "connection_id": source.connection_id, "query_sha256": sha256_hex(source.query)}
     return {"type": "artifact", "sha256": source.sha256}

@@ -31,7 +31,7 @@ from airflow_provider_dpone.transfer.values.utc_window import parse_utc
 OperationJournal = Callable[[str], JournalStore]
 
 
-def target_key(sink_type: str, connection_id: str, schema: str, table: str) -> str:
+def transfer_target_key(sink_type: str, connection_id: str, schema: str, table: str) -> str:
     """Opaque id of one target table (the journal path of its custody); no host or credential enters it."""
     return tagged_digest("dpone.native-target.v1", sink_type, connection_id, schema, table)[:32]
 

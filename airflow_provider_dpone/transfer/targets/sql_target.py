@@ -30,8 +30,8 @@ from airflow_provider_dpone.transfer.targets.readback_equality import LoadedChun
 from airflow_provider_dpone.transfer.values.target import RECEIPT_TABLE, PublicationMode, TargetPlan, TargetTable
 from airflow_provider_dpone.transfer.values.target_receipts import (
     ChunkExpectation,
-    PublicationReceipt,
-    PublicationRequest,
+    TargetPublication,
+    TargetReceiptRow,
 )
 
 
@@ -48,7 +48,7 @@ def staging_missing(plan: TargetPlan, *, committed: bool) -> DponeError:
     return DponeError("mssql_native.target_staging_missing", short(plan))
 
 
-def check_staged_chunks(counts: dict[int, int], request: PublicationRequest) -> None:
+def check_staged_chunks(counts: dict[int, int], request: TargetPublication) -> None:
     """The staged rows per chunk ordinal must be exactly the requested chunks, none missing, extra or short.
 
     An extra ordinal is refused like a missing one: it is how a row nobody requested (a bulk-copy probe row under
@@ -65,13 +65,13 @@ def check_staged_chunks(counts: dict[int, int], request: PublicationRequest) -> 
         )
 
 
-def publication_request(chunks: Sequence[ChunkEvidence]) -> PublicationRequest:
-    return PublicationRequest(
+def publication_request(chunks: Sequence[ChunkEvidence]) -> TargetPublication:
+    return TargetPublication(
         chunks=tuple(ChunkExpectation(ordinal=c.ordinal, rows=c.rows, typed_sum=c.typed_sum) for c in chunks)
     )
 
 
-def route_receipt(receipt: PublicationReceipt) -> TargetPublicationReceipt:
+def route_receipt(receipt: TargetReceiptRow) -> TargetPublicationReceipt:
     """The receipt as the route journals it, with the digest of the receipt row as the target stored it."""
     return TargetPublicationReceipt(
         publication_id=receipt.publication_id,
@@ -81,8 +81,8 @@ def route_receipt(receipt: PublicationReceipt) -> TargetPublicationReceipt:
     )
 
 
-def committed_receipt(plan: TargetPlan, request: PublicationRequest, committed_at: Any) -> PublicationReceipt:
-    return PublicationReceipt(
+def committed_receipt(plan: TargetPlan, request: TargetPublication, committed_at: Any) -> TargetReceiptRow:
+    return TargetReceiptRow(
         publication_id=plan.publication_id,
         invocation_id=plan.invocation_id,
         target_schema=plan.target_schema,
@@ -209,14 +209,14 @@ class SqlTransferTarget(ABC):
     def plan(self, invocation: TargetInvocation) -> TargetPlan:
         return self.table.plan(invocation.invocation_id, invocation.columns, invocation.window)
 
-    def _receipt(self, session: Session, plan: TargetPlan) -> PublicationReceipt | None:
+    def _receipt(self, session: Session, plan: TargetPlan) -> TargetReceiptRow | None:
         if self._kind(session, plan.target_schema, RECEIPT_TABLE) is None:
             return None
         row = session.one(self.statements.select_receipt(plan), (plan.publication_id,))
         if row is None:
             return None
         publication_id, invocation_id, schema, table, mode, rows, digest, committed_at = row
-        return PublicationReceipt(
+        return TargetReceiptRow(
             publication_id=publication_id,
             invocation_id=invocation_id,
             target_schema=schema,
@@ -322,9 +322,7 @@ class SqlTransferTarget(ABC):
             self._commit_or_unknown(session, "mssql_native.target_publication_outcome_unknown", short(plan))
         return route_receipt(receipt.require_matches(request))
 
-    def _publish_transaction(
-        self, session: Session, plan: TargetPlan, request: PublicationRequest
-    ) -> PublicationReceipt:
+    def _publish_transaction(self, session: Session, plan: TargetPlan, request: TargetPublication) -> TargetReceiptRow:
         sql = self.statements
         self._begin(session, plan, exclusive=True)
         self._refuse_committed(session, plan)

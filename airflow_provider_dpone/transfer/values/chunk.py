@@ -140,6 +140,6 @@ class NativeStageComplete(_Frozen):
         return body
 
 
-def operation_id(dag_id: str, run_id: str, target_key: str, route_fingerprint: str) -> str:
+def transfer_operation_id(dag_id: str, run_id: str, target_key: str, route_fingerprint: str) -> str:
     """Deterministic operation id: the same DAG run, target and normalized plan always resume the same journal."""
     return tagged_digest("dpone.native-operation.v1", dag_id, run_id, target_key, route_fingerprint)[:32]

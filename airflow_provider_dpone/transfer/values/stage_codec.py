@@ -1,14 +1,14 @@
-"""The durable stage object format ``dpone.native-typed-chunk.v1``: typed rows whose bytes are their own digest input.
+"""The reader of the superseded stage object format ``dpone.native-typed-chunk.v1`` (stages sealed before v2).
 
-Each row is stored as exactly the preimage that :func:`~airflow_provider_dpone.core.typed_digest.row_hash`
-hashes (length-prefixed canonical value encodings in column order). So sealing a chunk encodes every value once, the
-typed sum is computed over the very bytes that are persisted, and a reader re-verifies a stage object by hashing
-frames, without trusting any decoder. Layout::
+Each row was stored as exactly the preimage that :func:`~airflow_provider_dpone.core.typed_digest.row_hash` hashes
+(length-prefixed canonical value encodings in column order). Layout::
 
     MAGIC | u32 header length | canonical JSON header | rows x (u32 frame length | frame)
 
-The header repeats the row count and typed sum so a stage object is self-checking; the journal's chunk receipt binds
-the object's SHA-256 so it is also tamper-evident.
+:func:`decode_chunk` recomputes the typed sum from the stored frames and checks it, with the row count and column
+layout, against the header before decoding anything; each decoded value is then re-encoded and compared with its
+stored field, so a decoder defect can never hand the target a row whose digest differs from the sealed one. Nothing
+writes this format any more; the journal's chunk receipt binds the object's SHA-256, so it is also tamper-evident.
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ import datetime as dt
 import hashlib
 import struct
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from decimal import MAX_EMAX, MAX_PREC, MIN_EMIN, Context, Decimal
 from typing import Any, Final
 
-from airflow_provider_dpone.core.canonical import canonical_json_bytes, parse_canonical_json
+from airflow_provider_dpone.core.canonical import parse_canonical_json
 from airflow_provider_dpone.core.columns import NativeColumn, columns_sha256
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.typed_digest import _ROW_TAG, MODULUS, LogicalType, TypedColumn, _encode
@@ -29,195 +29,12 @@ from airflow_provider_dpone.transfer.values.chunk import STAGE_FORMAT, typed_sum
 
 MAGIC: Final[bytes] = b"DPONE-CHUNK\x01"
 _U32: Final = struct.Struct(">I")
-_EPOCH_NAIVE: Final = dt.datetime(1970, 1, 1)
 _EPOCH: Final = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _MICRO: Final = dt.timedelta(microseconds=1)
 _PRESENT: Final = b"\x01"
 _NULL_FIELD: Final = _U32.pack(1) + b"\x00"
-_INT_ONLY: Final = frozenset({int})
-_BYTES_ONLY: Final = frozenset({bytes})
-_DATETIME_ONLY: Final = frozenset({dt.datetime})
-_DECIMAL_ONLY: Final = frozenset({Decimal})
 _EXACT: Final = Context(prec=MAX_PREC, Emax=MAX_EMAX, Emin=MIN_EMIN)
 """Decimal scaling must be exact: the default context would round DECIMAL(38, s) values to 28 digits."""
-
-FieldEncoder = Callable[[object], bytes]
-
-
-def _generic(column: TypedColumn) -> FieldEncoder:
-    def encode(value: object) -> bytes:
-        encoded = _encode(column, value)
-        return _U32.pack(len(encoded)) + encoded
-
-    return encode
-
-
-def field_encoder(column: TypedColumn) -> FieldEncoder:
-    """A length-prefixed encoder for one value of ``column``, byte-identical to the typed digest's encoding.
-
-    Common exact types take a fast path; anything else (and every unexpected Python type) goes through the digest's
-    own encoder, which is the single source of truth and refuses values outside the logical type.
-    """
-    generic = _generic(column)
-    nullable = column.nullable
-    logical = column.logical
-    pack = _U32.pack
-
-    if logical is LogicalType.INTEGER:
-
-        def encode_int(value: object) -> bytes:
-            if type(value) is int:
-                text = b"\x01" + str(value).encode("ascii")
-                return pack(len(text)) + text
-            if value is None and nullable:
-                return _NULL_FIELD
-            return generic(value)
-
-        return encode_int
-    if logical is LogicalType.STRING:
-
-        def encode_str(value: object) -> bytes:
-            if type(value) is bytes:
-                return pack(len(value) + 1) + _PRESENT + value
-            if value is None and nullable:
-                return _NULL_FIELD
-            return generic(value)
-
-        return encode_str
-    if logical is LogicalType.DECIMAL:
-        scale = column.scale
-
-        def encode_decimal(value: object) -> bytes:
-            if type(value) is Decimal:
-                scaled = value.scaleb(scale, context=_EXACT)
-                integral = int(scaled)
-                if scaled == integral:
-                    text = b"\x01" + str(integral).encode("ascii")
-                    return pack(len(text)) + text
-            if value is None and nullable:
-                return _NULL_FIELD
-            return generic(value)
-
-        return encode_decimal
-    if logical is LogicalType.DATETIME and column.scale <= 6:
-        factor = 10 ** (6 - column.scale)
-
-        def encode_datetime(value: object) -> bytes:
-            if type(value) is dt.datetime and value.tzinfo is None:
-                ticks, remainder = divmod((value - _EPOCH_NAIVE) // _MICRO, factor)
-                if not remainder:
-                    text = b"\x01" + str(ticks).encode("ascii")
-                    return pack(len(text)) + text
-            if value is None and nullable:
-                return _NULL_FIELD
-            return generic(value)
-
-        return encode_datetime
-    return generic
-
-
-def column_encoder(column: TypedColumn) -> Callable[[Sequence[object]], list[bytes]]:
-    """Encode a whole column slice: a branch-free comprehension when every value has the exact expected type,
-    otherwise value by value through :func:`field_encoder` (same bytes either way)."""
-    single = field_encoder(column)
-    pack = _U32.pack
-    logical = column.logical
-
-    def fallback(values: Sequence[object]) -> list[bytes]:
-        return list(map(single, values))
-
-    if logical is LogicalType.INTEGER:
-
-        def ints(values: Sequence[object]) -> list[bytes]:
-            if set(map(type, values)) <= _INT_ONLY:
-                texts = [str(value).encode("ascii") for value in values]
-                return [pack(len(text) + 1) + _PRESENT + text for text in texts]
-            return fallback(values)
-
-        return ints
-    if logical is LogicalType.STRING:
-
-        def strings(values: Sequence[object]) -> list[bytes]:
-            if set(map(type, values)) <= _BYTES_ONLY:
-                return [pack(len(value) + 1) + _PRESENT + value for value in values]  # type: ignore[operator,arg-type]
-            return fallback(values)
-
-        return strings
-    if logical is LogicalType.DECIMAL:
-        scale = column.scale
-        exponent = -scale
-
-        def decimals(values: Sequence[object]) -> list[bytes]:
-            present = [value for value in values if value is not None]
-            if set(map(type, present)) <= _DECIMAL_ONLY and all(
-                value.as_tuple().exponent == exponent  # type: ignore[attr-defined]
-                for value in present
-            ):
-                # At exactly the column's scale, shifting the exponent to zero is exact: no rounding, no check.
-                texts = [
-                    None if value is None else str(int(value.scaleb(scale, context=_EXACT))).encode("ascii")  # type: ignore[attr-defined]
-                    for value in values
-                ]
-                if column.nullable or len(present) == len(values):
-                    return [_NULL_FIELD if text is None else pack(len(text) + 1) + _PRESENT + text for text in texts]
-            return fallback(values)
-
-        return decimals
-    if logical is LogicalType.DATETIME and column.scale <= 6:
-        factor = 10 ** (6 - column.scale)
-
-        def datetimes(values: Sequence[object]) -> list[bytes]:
-            if set(map(type, values)) <= _DATETIME_ONLY and all(value.tzinfo is None for value in values):  # type: ignore[attr-defined]
-                micros = [(value - _EPOCH_NAIVE) // _MICRO for value in values]  # type: ignore[operator]
-                if factor == 1 or all(not tick % factor for tick in micros):
-                    texts = [str(tick // factor).encode("ascii") for tick in micros]
-                    return [pack(len(text) + 1) + _PRESENT + text for text in texts]
-            return fallback(values)
-
-        return datetimes
-    return fallback
-
-
-class ChunkEncoder:
-    """Accumulates rows of one chunk: persisted frames, row count and the typed sum over exactly those frames."""
-
-    def __init__(self, columns: Sequence[NativeColumn]) -> None:
-        self.columns = tuple(columns)
-        self._encoders = [column_encoder(column.typed) for column in self.columns]
-        self._body = bytearray()
-        self.rows = 0
-        self.total = 0
-
-    @property
-    def body_bytes(self) -> int:
-        return len(self._body)
-
-    def add_columns(self, block: Sequence[Sequence[object]], start: int, stop: int) -> None:
-        """Append rows ``start:stop`` of a column-oriented block."""
-        encoded = [encoder(column[start:stop]) for encoder, column in zip(self._encoders, block, strict=True)]
-        frames = list(map(b"".join, zip(*encoded, strict=True)))
-        pack = _U32.pack
-        self._body += b"".join([pack(len(frame)) + frame for frame in frames])
-        sha = hashlib.sha256
-        tag = _ROW_TAG
-        self.total = (
-            self.total + sum([int.from_bytes(sha(tag + frame).digest(), "big") for frame in frames])
-        ) % MODULUS
-        self.rows += stop - start
-
-    def seal(self, invocation_id: str, ordinal: int) -> bytes:
-        """The complete stage object for this chunk."""
-        header = canonical_json_bytes(
-            {
-                "format": STAGE_FORMAT,
-                "columns_sha256": columns_sha256(self.columns),
-                "invocation_id": invocation_id,
-                "ordinal": ordinal,
-                "rows": self.rows,
-                "typed_sum": typed_sum_hex(self.total),
-            }
-        )
-        return MAGIC + _U32.pack(len(header)) + header + bytes(self._body)
 
 
 def _split(data: bytes) -> tuple[dict[str, Any], memoryview]:

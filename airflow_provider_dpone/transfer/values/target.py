@@ -24,7 +24,7 @@ from airflow_provider_dpone.core.identifiers import validate_identifier
 from airflow_provider_dpone.core.manifest.transfer import StringMapping
 from airflow_provider_dpone.core.typed_digest import LogicalType, TypedColumn
 from airflow_provider_dpone.transfer.values.target_types import ColumnType, parse_column_type
-from airflow_provider_dpone.transfer.values.utc_window import UtcWindow as SourceWindow
+from airflow_provider_dpone.transfer.values.utc_window import UtcWindow
 
 RESERVED_PREFIX: Final[str] = "__dpone_"
 CHUNK_COLUMN: Final[str] = "__dpone_chunk"
@@ -82,7 +82,7 @@ def _utc(value: dt.datetime, what: str) -> dt.datetime:
     return value.astimezone(dt.UTC)
 
 
-class UtcWindow(_Closed):
+class TargetWindow(_Closed):
     """The half-open window ``[start, end)`` on one column, in UTC."""
 
     column: str
@@ -95,7 +95,7 @@ class UtcWindow(_Closed):
         return _utc(value, "bound")
 
     @model_validator(mode="after")
-    def _ordered(self) -> UtcWindow:
+    def _ordered(self) -> TargetWindow:
         validate_identifier(self.column, what="window.column")
         if not self.start < self.end:
             raise _plan_error("window: start must be before end")
@@ -113,7 +113,7 @@ class TargetPlan(_Closed):
     target_table: str
     columns: tuple[TargetColumn, ...] = Field(min_length=1, max_length=MAX_COLUMNS)
     mode: PublicationMode
-    window: UtcWindow | None = None
+    window: TargetWindow | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> TargetPlan:
@@ -132,7 +132,7 @@ class TargetPlan(_Closed):
             self._check_window(self.window)
         return self
 
-    def _check_window(self, window: UtcWindow) -> None:
+    def _check_window(self, window: TargetWindow) -> None:
         column = next((c for c in self.columns if c.name == window.column), None)
         if column is None:
             raise _plan_error("window.column: not a planned column")
@@ -202,7 +202,7 @@ class TargetTable(_Closed):
     table: str
     string_mapping: StringMapping = StringMapping.BINARY
 
-    def plan(self, invocation_id: str, columns: Sequence[NativeColumn], window: SourceWindow | None) -> TargetPlan:
+    def plan(self, invocation_id: str, columns: Sequence[NativeColumn], window: UtcWindow | None) -> TargetPlan:
         """The deterministic plan of one invocation (validates names and column types; no I/O)."""
         return TargetPlan(
             invocation_id=invocation_id,
@@ -215,5 +215,5 @@ class TargetTable(_Closed):
             mode=PublicationMode.FULL_REFRESH if window is None else PublicationMode.WINDOW_REPLACE,
             window=None
             if window is None
-            else UtcWindow(column=window.column, start=window.start_at, end=window.end_at),
+            else TargetWindow(column=window.column, start=window.start_at, end=window.end_at),
         )

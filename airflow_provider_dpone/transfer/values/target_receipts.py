@@ -53,13 +53,13 @@ class ChunkExpectation(_Closed):
         return cls(ordinal=ordinal, rows=accumulated.rows, typed_sum=f"{accumulated.total:064x}")
 
 
-class PublicationRequest(_Closed):
+class TargetPublication(_Closed):
     """Every chunk of the invocation, contiguous from ordinal 0 (zero chunks publish an empty replacement)."""
 
     chunks: tuple[ChunkExpectation, ...] = Field(default=(), max_length=MAX_CHUNKS)
 
     @model_validator(mode="after")
-    def _contiguous(self) -> PublicationRequest:
+    def _contiguous(self) -> TargetPublication:
         if [chunk.ordinal for chunk in self.chunks] != list(range(len(self.chunks))):
             raise DponeError("mssql_native.target_plan_invalid", "publication chunks must be contiguous from 0")
         return self
@@ -82,7 +82,7 @@ class PublicationRequest(_Closed):
         return {chunk.ordinal: chunk.rows for chunk in self.chunks if chunk.rows}
 
 
-class PublicationReceipt(_Closed):
+class TargetReceiptRow(_Closed):
     """The row the publication transaction wrote into ``__dpone_publication_receipts``: proof it committed."""
 
     publication_id: str
@@ -105,7 +105,7 @@ class PublicationReceipt(_Closed):
         aware = value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
         return aware.astimezone(dt.UTC)
 
-    def require_matches(self, request: PublicationRequest) -> PublicationReceipt:
+    def require_matches(self, request: TargetPublication) -> TargetReceiptRow:
         """Refuse a receipt whose rows or digest differ from what this invocation asked to publish."""
         if self.rows != request.rows or self.digest != request.digest:
             raise DponeError(

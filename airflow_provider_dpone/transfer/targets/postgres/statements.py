@@ -151,13 +151,6 @@ def chunk_present_bulk(plan: TargetPlan) -> str:
     return chunk_present(plan).replace("%s", "$1")
 
 
-def copy_in(plan: TargetPlan) -> str:
-    return (
-        f"COPY {qualified(plan.target_schema, plan.staging_table)} "
-        f"({quote_postgres(CHUNK_COLUMN)}, {quote_postgres(ROW_COLUMN)}, {_columns(plan)}) FROM STDIN (FORMAT BINARY)"
-    )
-
-
 def copy_out_chunk(plan: TargetPlan, ordinal: int) -> str:
     return (
         f"COPY (SELECT {_columns(plan)} FROM {qualified(plan.target_schema, plan.staging_table)} "
