@@ -28,6 +28,7 @@ from pydantic.fields import FieldInfo
 from airflow_provider_dpone.cli import EXIT_CODES
 from airflow_provider_dpone.core.connection_options import ClickHouseConnectionOptions
 from airflow_provider_dpone.core.errors import REGISTRY
+from airflow_provider_dpone.core.errors.code import LEGACY_NATIVE_TRANSFER_PREFIX, NATIVE_TRANSFER_PREFIX
 from airflow_provider_dpone.core.manifest import ClusterPublicationManifest, NativeTransferManifest
 from airflow_provider_dpone.core.manifest.transfer_options import (
     ExecutionOptions,
@@ -162,7 +163,12 @@ def error_codes() -> str:
         retry = "yes" if entry.retryable else "no"
         families.setdefault(entry.family, []).append((f"`{entry.code}`", retry, entry.cause, entry.action))
     header = ("Code", "Retryable", "Cause", "Next action")
-    parts = [f"### {family}\n\n" + _table(header, rows) for family, rows in families.items()]
+    notes = {
+        NATIVE_TRANSFER_PREFIX.rstrip("."): f"Every code of this family is also accepted under its earlier name "
+        f"`{LEGACY_NATIVE_TRANSFER_PREFIX}*` (for example `{LEGACY_NATIVE_TRANSFER_PREFIX}target_unavailable`); the "
+        "provider reports the name below.\n\n"
+    }
+    parts = [f"### {family}\n\n" + notes.get(family, "") + _table(header, rows) for family, rows in families.items()]
     return "\n\n".join(parts)
 
 

@@ -26,7 +26,7 @@ _LOCAL: Final = frozenset({"file", "local"})
 
 def _check_key(key: str) -> str:
     if not _KEY.fullmatch(key) or any(part in ("", ".", "..") for part in key.rstrip("/").split("/")):
-        raise DponeError("mssql_native.storage_unsupported", "object key is not a plain relative path")
+        raise DponeError("native_transfer.storage_unsupported", "object key is not a plain relative path")
     return key
 
 
@@ -58,7 +58,7 @@ class ObjectStore:
         except FileExistsError:
             raise
         except (ValueError, NotImplementedError, TypeError):
-            raise DponeError("mssql_native.storage_unsupported", "filesystem lacks exclusive create") from None
+            raise DponeError("native_transfer.storage_unsupported", "filesystem lacks exclusive create") from None
 
     @staticmethod
     def _put_local(final: str, data: bytes, *, create_parents: bool) -> None:

@@ -5,7 +5,7 @@ The task runs the native transfer route of seed 003 once per try:
 * the operation id is derived from dag_id + run_id + target table + normalized plan (never the try number), so an
   Airflow retry or a clear of the run is the same operation: it resumes from the journal. After source EOF that
   resume is source-free (it completes from the durable stage); a failure before EOF was settled by the failing try,
-  and the next try re-extracts as a new invocation (``mssql_native.reextract_required``);
+  and the next try re-extracts as a new invocation (``native_transfer.reextract_required``);
 * a failure's code decides the outcome, as for every operator (:mod:`~airflow_provider_dpone.operators.reporting`):
   retryable codes let Airflow retry, terminal codes fail without retry, each as one line with the code, the cause
   and the next action;
@@ -76,7 +76,7 @@ class DponeNativeTransferOperator(BaseOperator):
         Templated.
     :param lease_minutes: writer lease; a crashed try's custody is taken over only after it expires. Rule: the
         retries must outlast it (``retries * retry_delay > lease_minutes``), or a worker killed before EOF spends
-        every retry on ``mssql_native.custody_held``; the defaults (5 minutes, and the examples' 3 retries 2 minutes
+        every retry on ``native_transfer.custody_held``; the defaults (5 minutes, and the examples' 3 retries 2 minutes
         apart) keep it, and a task that breaks it is logged with a warning when it is built.
     :param connector_factory: optional source connector builder (default: the manifest's ClickHouse connection).
     :param target_factory: optional target adapter builder (default: the manifest's SQL Server/PostgreSQL connection).
@@ -103,7 +103,7 @@ class DponeNativeTransferOperator(BaseOperator):
         if not retries_outlast_lease(int(self.retries or 0), self.retry_delay, lease_minutes):
             self.log.warning(
                 "native transfer %s: retries x retry_delay does not outlast the %s-minute writer lease: a worker "
-                "killed before EOF would spend every retry on mssql_native.custody_held",
+                "killed before EOF would spend every retry on native_transfer.custody_held",
                 self.task_id,
                 lease_minutes,
             )
@@ -252,7 +252,7 @@ class DponeNativeTransferOperator(BaseOperator):
         if settled is None or settled == settled_before:
             return error
         return DponeError(
-            "mssql_native.reextract_required", f"invocation {settled} settled before EOF after {error.code}"
+            "native_transfer.reextract_required", f"invocation {settled} settled before EOF after {error.code}"
         )
 
     @staticmethod

@@ -85,7 +85,7 @@ class StageStore(Protocol):
     """Durable stage objects: create-once, atomically visible, never overwritten.
 
     ``put`` writes only into a prefix made writable by ``open_prefix`` and never recreates a retired one;
-    ``delete_prefix`` retires a prefix and raises ``mssql_native.stage_retirement_failed`` (never a bare
+    ``delete_prefix`` retires a prefix and raises ``native_transfer.stage_retirement_failed`` (never a bare
     ``OSError``) when it cannot.
     """
 
@@ -106,7 +106,7 @@ class JournalStore(Protocol):
     """Create-once records of one operation, addressed by sequence number."""
 
     def append(self, seq: int, data: bytes) -> None:
-        """Create record ``seq``; raise ``mssql_native.journal_conflict`` if it already exists."""
+        """Create record ``seq``; raise ``native_transfer.journal_conflict`` if it already exists."""
         ...
 
     def read_all(self) -> list[tuple[int, bytes]]:

@@ -45,7 +45,7 @@ class MemoryJournal:
 
     def append(self, seq: int, data: bytes) -> None:
         if seq in self.records:
-            raise DponeError("mssql_native.journal_conflict", "exists")
+            raise DponeError("native_transfer.journal_conflict", "exists")
         self.records[seq] = data
 
     def read_all(self) -> list[tuple[int, bytes]]:
@@ -80,7 +80,7 @@ def envelope(kind: str, body: dict) -> bytes:
 def test_malformed_records_fail_closed(raw: bytes, code: str) -> None:
     with pytest.raises(DponeError) as info:
         decode_record(raw)
-    assert info.value.code == "mssql_native." + code
+    assert info.value.code == "native_transfer." + code
 
 
 def test_stage_complete_never_carries_a_null_extension() -> None:
@@ -89,7 +89,7 @@ def test_stage_complete_never_carries_a_null_extension() -> None:
     body["completion_metadata"]["source_snapshot_v1"] = None
     with pytest.raises(DponeError) as info:
         decode_record(envelope("stage_complete", body))
-    assert info.value.code == "mssql_native.journal_corrupt"
+    assert info.value.code == "native_transfer.journal_corrupt"
 
 
 def test_chain_and_sequence_are_verified() -> None:
@@ -100,16 +100,16 @@ def test_chain_and_sequence_are_verified() -> None:
     assert len(RouteJournal(store).load()) == 2
     with pytest.raises(DponeError) as conflict:
         store.append(1, b"{}")
-    assert conflict.value.code == "mssql_native.journal_conflict"
+    assert conflict.value.code == "native_transfer.journal_conflict"
     store.records[1] = encode_record(1, H, "chunk", receipt(0))
     with pytest.raises(DponeError) as broken:
         RouteJournal(store).load()
-    assert broken.value.code == "mssql_native.journal_corrupt"
+    assert broken.value.code == "native_transfer.journal_corrupt"
     del store.records[1]
     store.records[2] = encode_record(2, GENESIS, "chunk", receipt(0))
     with pytest.raises(DponeError) as gap:
         RouteJournal(store).load()
-    assert gap.value.code == "mssql_native.journal_corrupt"
+    assert gap.value.code == "native_transfer.journal_corrupt"
 
 
 def chained(*bodies: tuple[str, object]) -> list:
@@ -174,7 +174,7 @@ PUBLISH = PublishIntent(invocation_id=INV, attempt=1)
 def test_impossible_record_orders_are_corruption(bodies) -> None:
     with pytest.raises(DponeError) as info:
         fold(chained(*bodies))
-    assert info.value.code == "mssql_native.journal_corrupt"
+    assert info.value.code == "native_transfer.journal_corrupt"
 
 
 def test_fold_reports_the_diagram_states() -> None:

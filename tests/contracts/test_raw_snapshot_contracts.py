@@ -91,7 +91,7 @@ def test_profile_is_closed(changes) -> None:
 def test_marker_decoder_is_closed(value: str) -> None:
     with pytest.raises(DponeError) as info:
         decode_source_marker(value)
-    assert info.value.code == "mssql_native.recovery_binding_invalid"
+    assert info.value.code == "native_transfer.recovery_binding_invalid"
 
 
 def test_marker_decoder_known_versions() -> None:
@@ -137,7 +137,7 @@ def test_tampered_extension_fails_recomputation(tamper) -> None:
     extension = tamper(SourceSnapshotExtension.seal(profile(), legacy_binding(), eof()))
     with pytest.raises(DponeError) as info:
         extension.verify_digests(legacy_binding())
-    assert info.value.code == "mssql_native.recovery_binding_invalid"
+    assert info.value.code == "native_transfer.recovery_binding_invalid"
 
 
 def test_extension_is_closed() -> None:

@@ -145,7 +145,7 @@ def test_admit_refuses_a_window_on_a_non_temporal_column_before_any_io(harness: 
     bad = TargetInvocation(OPERATION, "inv-bad-00001", COLUMNS, UtcWindow.of("id", WINDOW.start_at, WINDOW.end_at))
     with pytest.raises(DponeError) as refused:
         harness.target.admit(bad)
-    assert codes(refused) == "mssql_native.target_plan_invalid"
+    assert codes(refused) == "native_transfer.target_plan_invalid"
     harness.target.admit(windowed())
     assert plan_of(harness, windowed()).mode is PublicationMode.WINDOW_REPLACE
     assert plan_of(harness, full()).mode is PublicationMode.FULL_REFRESH
@@ -163,10 +163,10 @@ def test_full_refresh_publishes_exactly_the_verified_rows(harness: TargetHarness
     assert harness.target.reconcile(inv) == receipt
     with pytest.raises(DponeError) as again:
         harness.target.publish(inv, [evidence(0, chunks[0]), evidence(1, chunks[1]), evidence(2, [])])
-    assert codes(again) == "mssql_native.target_publication_already_committed"
+    assert codes(again) == "native_transfer.target_publication_already_committed"
     with pytest.raises(DponeError) as late_prepare:
         harness.target.prepare(inv)
-    assert codes(late_prepare) == "mssql_native.target_publication_already_committed"
+    assert codes(late_prepare) == "native_transfer.target_publication_already_committed"
 
 
 def test_full_refresh_replaces_an_existing_table(harness: TargetHarness) -> None:
@@ -242,7 +242,7 @@ def test_a_staged_ordinal_is_never_loaded_twice(harness: TargetHarness) -> None:
     harness.target.load_chunk(inv, 0, chunk(rows_for(3)))
     with pytest.raises(DponeError) as twice:
         harness.target.load_chunk(inv, 0, chunk(rows_for(3)))
-    assert codes(twice) == "mssql_native.target_chunk_already_loaded"
+    assert codes(twice) == "native_transfer.target_chunk_already_loaded"
     assert harness.target.verify_chunk(inv, evidence(0, rows_for(3))) == evidence(0, rows_for(3))
 
 
@@ -253,7 +253,7 @@ def test_load_with_a_lost_ack_is_resolved_by_verification(harness: TargetHarness
     harness.faults.arm(Fault.LOST_ACK)
     with pytest.raises(DponeError) as unknown:
         harness.target.load_chunk(inv, 0, chunk(rows))
-    assert codes(unknown) == "mssql_native.target_load_failed"
+    assert codes(unknown) == "native_transfer.target_load_failed"
     assert harness.target.verify_chunk(inv, evidence(0, rows)) == evidence(0, rows)
 
 
@@ -275,7 +275,7 @@ def test_publish_refuses_staging_that_differs_from_the_request(harness: TargetHa
     for wrong in ([*staged, evidence(2, rows_for(1, start=8))], staged[:1]):
         with pytest.raises(DponeError) as refused:
             harness.target.publish(inv, wrong)
-        assert codes(refused) == "mssql_native.target_staging_incomplete"
+        assert codes(refused) == "native_transfer.target_staging_incomplete"
     assert harness.target.reconcile(inv) is None
     assert harness.read_target(plan) is None
 
@@ -306,7 +306,7 @@ def test_a_value_the_text_column_cannot_hold_is_refused_naming_the_column(harnes
     bad: Rows = [(1, "ok", None), (2, b"\xff\xfe not utf-8", None)]
     with pytest.raises(DponeError) as refused:
         target.load_chunk(inv, 0, chunk(bad, TEXT_COLUMNS))
-    assert codes(refused) == "mssql_native.target_value_invalid"
+    assert codes(refused) == "native_transfer.target_value_invalid"
     assert "column label" in refused.value.detail
     assert target.verify_chunk(inv, evidence(0, [], TEXT_COLUMNS)).rows == 0
 
@@ -344,7 +344,7 @@ def test_window_replace_refuses_staged_rows_outside_the_window(harness: TargetHa
     staged = stage(harness, inv, [rows_for(3), stray])
     with pytest.raises(DponeError) as refused:
         harness.target.publish(inv, staged)
-    assert codes(refused) == "mssql_native.target_rows_outside_window"
+    assert codes(refused) == "native_transfer.target_rows_outside_window"
     assert digest_of(plan, harness.read_target(plan)) == digest_of(plan, outside + inside)
     assert harness.target.reconcile(inv) is None
 
@@ -353,13 +353,13 @@ def test_window_replace_needs_a_matching_target_table(harness: TargetHarness) ->
     inv = windowed()
     with pytest.raises(DponeError) as missing:
         harness.target.prepare(inv)
-    assert codes(missing) == "mssql_native.target_schema_mismatch"
+    assert codes(missing) == "native_transfer.target_schema_mismatch"
     other = native(*((c.name, c.source_type) for c in COLUMNS[:2]), ("amount", "Nullable(Decimal(18, 2))"))
     other_inv = TargetInvocation(OPERATION, "inv-window-0002", (*other, *COLUMNS[3:]), WINDOW)
     harness.seed_target(plan_of(harness, other_inv), [])
     with pytest.raises(DponeError) as mismatch:
         harness.target.prepare(inv)
-    assert codes(mismatch) == "mssql_native.target_schema_mismatch"
+    assert codes(mismatch) == "native_transfer.target_schema_mismatch"
 
 
 # -- unknown commit outcome and crashes ---------------------------------------------------------------------------
@@ -375,12 +375,12 @@ def test_lost_commit_ack_is_reconciled_as_committed_and_never_republished(harnes
     harness.faults.arm(Fault.LOST_ACK)
     with pytest.raises(DponeError) as unknown:
         harness.target.publish(inv, staged)
-    assert codes(unknown) == "mssql_native.target_publication_outcome_unknown"
+    assert codes(unknown) == "native_transfer.target_publication_outcome_unknown"
     receipt = harness.target.reconcile(inv)
     assert receipt is not None and (receipt.rows, receipt.workload_digest) == digest_of(plan, new)
     with pytest.raises(DponeError) as again:
         harness.target.publish(inv, staged)
-    assert codes(again) == "mssql_native.target_publication_already_committed"
+    assert codes(again) == "native_transfer.target_publication_already_committed"
     assert digest_of(plan, harness.read_target(plan)) == digest_of(plan, outside + new)
 
 
@@ -422,11 +422,11 @@ def test_reconcile_never_answers_while_a_commit_is_in_flight(harness: TargetHarn
     harness.faults.arm(Fault.IN_FLIGHT)
     with pytest.raises(DponeError) as unknown:
         harness.target.publish(inv, staged)
-    assert codes(unknown) == "mssql_native.target_publication_outcome_unknown"
+    assert codes(unknown) == "native_transfer.target_publication_outcome_unknown"
     for call in (harness.target.reconcile, harness.target.cleanup):
         with pytest.raises(DponeError) as waiting:
             call(inv)
-        assert codes(waiting) == "mssql_native.target_publication_in_flight"
+        assert codes(waiting) == "native_transfer.target_publication_in_flight"
     harness.settle_in_flight(plan_of(harness, inv), commit=commit)
     assert (harness.target.reconcile(inv) is not None) is commit
 
@@ -521,7 +521,7 @@ def test_cleanup_drops_only_the_invocations_staging(harness: TargetHarness) -> N
     assert not harness.staging_exists(plan_of(harness, inv)) and harness.staging_exists(plan_of(harness, other))
     with pytest.raises(DponeError) as gone:
         harness.target.load_chunk(inv, 0, chunk(rows_for(1)))
-    assert codes(gone) == "mssql_native.target_staging_missing"
+    assert codes(gone) == "native_transfer.target_staging_missing"
 
 
 def test_prepare_of_the_same_invocation_starts_from_empty_staging(harness: TargetHarness) -> None:

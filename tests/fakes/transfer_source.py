@@ -276,7 +276,9 @@ class FakeSession:
         effective = dict(server.settings)
         for name, value in overlay.items():
             if name not in effective:
-                raise DponeError("mssql_native.source_read_profile_unsupported", "server refused the frozen settings")
+                raise DponeError(
+                    "native_transfer.source_read_profile_unsupported", "server refused the frozen settings"
+                )
             if name not in server.constrained:
                 effective[name] = value
         return SettingsObservation(values={name: effective[name] for name in names if name in effective})

@@ -159,7 +159,7 @@ class InMemoryTransferTarget:
         if table is None:
             committed = self._receipt(plan) is not None
             code = "target_publication_already_committed" if committed else "target_staging_missing"
-            raise DponeError(f"mssql_native.{code}", f"publication {plan.publication_id[:16]}")
+            raise DponeError(f"native_transfer.{code}", f"publication {plan.publication_id[:16]}")
         return table
 
     def _receipt(self, plan: TargetPlan) -> TargetReceiptRow | None:
@@ -167,7 +167,7 @@ class InMemoryTransferTarget:
 
     def _not_in_flight(self, plan: TargetPlan) -> None:
         if plan.publication_id in self.database.in_flight:
-            raise DponeError("mssql_native.target_publication_in_flight", f"publication {plan.publication_id[:16]}")
+            raise DponeError("native_transfer.target_publication_in_flight", f"publication {plan.publication_id[:16]}")
 
     # -- the port ------------------------------------------------------------------------------------------------
     def admit(self, invocation: TargetInvocation) -> None:
@@ -180,10 +180,10 @@ class InMemoryTransferTarget:
         with self.database.lock:
             self._not_in_flight(plan)
             if self._receipt(plan) is not None:
-                raise DponeError("mssql_native.target_publication_already_committed", "prepare after commit")
+                raise DponeError("native_transfer.target_publication_already_committed", "prepare after commit")
             target = self.database.tables.get((plan.target_schema, plan.target_table))
             if plan.mode is PublicationMode.WINDOW_REPLACE and (target is None or target.columns != fake_columns(plan)):
-                raise DponeError("mssql_native.target_schema_mismatch", "window_replace target")
+                raise DponeError("native_transfer.target_schema_mismatch", "window_replace target")
 
         def apply() -> None:
             self.database.tables[(plan.target_schema, plan.staging_table)] = FakeTable(fake_columns(plan))
@@ -191,7 +191,7 @@ class InMemoryTransferTarget:
         try:
             self._commit(apply)
         except ConnectionError:
-            raise DponeError("mssql_native.target_prepare_failed", "prepare: commit outcome unknown") from None
+            raise DponeError("native_transfer.target_prepare_failed", "prepare: commit outcome unknown") from None
 
     def load_chunk(self, invocation: TargetInvocation, ordinal: int, rows: pa.Table) -> None:
         self.calls.append(f"load:{ordinal}")
@@ -204,11 +204,11 @@ class InMemoryTransferTarget:
         with self.database.lock:
             table = self._staging(plan)
             if any(row[0] == ordinal for row in table.rows):
-                raise DponeError("mssql_native.target_chunk_already_loaded", f"chunk {ordinal}")
+                raise DponeError("native_transfer.target_chunk_already_loaded", f"chunk {ordinal}")
         try:
             self._commit(lambda: self._staging(plan).rows.extend(staged))
         except ConnectionError:
-            raise DponeError("mssql_native.target_load_failed", f"chunk {ordinal}: commit outcome unknown") from None
+            raise DponeError("native_transfer.target_load_failed", f"chunk {ordinal}: commit outcome unknown") from None
 
     def verify_chunk(self, invocation: TargetInvocation, expected: ChunkEvidence) -> ChunkEvidence:
         self.calls.append(f"verify:{expected.ordinal}")
@@ -225,7 +225,7 @@ class InMemoryTransferTarget:
         with self.database.lock:
             self._not_in_flight(plan)
             if self._receipt(plan) is not None:
-                raise DponeError("mssql_native.target_publication_already_committed", "publish")
+                raise DponeError("native_transfer.target_publication_already_committed", "publish")
             staging = self._staging(plan)
             counts: dict[int, int] = {}
             for row in staging.rows:
@@ -233,17 +233,17 @@ class InMemoryTransferTarget:
                 assert isinstance(ordinal, int)
                 counts[ordinal] = counts.get(ordinal, 0) + 1
             if counts != request.chunk_rows:
-                raise DponeError("mssql_native.target_staging_incomplete", f"{len(counts)} staged chunks")
+                raise DponeError("native_transfer.target_staging_incomplete", f"{len(counts)} staged chunks")
             new_rows = [row[1:] for row in staging.rows]
             key = (plan.target_schema, plan.target_table)
             if plan.window is not None:
                 window, position = plan.window, plan.column_names.index(plan.window.column)
                 target = self.database.tables.get(key)
                 if target is None:
-                    raise DponeError("mssql_native.target_schema_mismatch", "window_replace target is gone")
+                    raise DponeError("native_transfer.target_schema_mismatch", "window_replace target is gone")
                 inside = _inside(window.start, window.end)
                 if not all(inside(row[position]) for row in new_rows):
-                    raise DponeError("mssql_native.target_rows_outside_window", "staged rows")
+                    raise DponeError("native_transfer.target_rows_outside_window", "staged rows")
                 kept = [row for row in target.rows if not inside(row[position])]
                 new_rows = kept + new_rows
             receipt = committed_receipt(plan, request, dt.datetime.now(dt.UTC))
@@ -258,7 +258,7 @@ class InMemoryTransferTarget:
             self._commit(apply, publication=plan.publication_id)
         except ConnectionError:
             raise DponeError(
-                "mssql_native.target_publication_outcome_unknown", f"publication {plan.publication_id[:16]}"
+                "native_transfer.target_publication_outcome_unknown", f"publication {plan.publication_id[:16]}"
             ) from None
         return route_receipt(receipt)
 

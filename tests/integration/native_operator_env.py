@@ -76,7 +76,7 @@ class FlakyPublish:
     def publish(self, invocation: TargetInvocation, chunks: Sequence[ChunkEvidence]) -> TargetPublicationReceipt:
         if self.failures:
             self.failures -= 1
-            raise DponeError("mssql_native.target_publication_failed", "connection refused before BEGIN (simulated)")
+            raise DponeError("native_transfer.target_publication_failed", "connection refused before BEGIN (simulated)")
         return self._target.publish(invocation, chunks)
 
     def __getattr__(self, name: str) -> Any:

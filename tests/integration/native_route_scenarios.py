@@ -125,7 +125,7 @@ class RouteCorpus:
         assert "stage_complete" not in first and first.count("chunk") == 2
         with pytest.raises(DponeError) as held:
             route.run()
-        assert held.value.code == "mssql_native.custody_held", "a live lease of the killed writer is held custody"
+        assert held.value.code == "native_transfer.custody_held", "a live lease of the killed writer is held custody"
         route.expire_leases()
         result = route.run()
         assert len(result.settled_invocations) == 1 and result.settled_invocations[0] != result.invocation_id
@@ -145,7 +145,7 @@ class RouteCorpus:
 
         with pytest.raises(DponeError) as failed:
             route.run(add_column)
-        assert failed.value.code == "mssql_native.source_snapshot_drift"
+        assert failed.value.code == "native_transfer.source_snapshot_drift"
         assert route.journal_kinds()[-2:] == ["invocation_settled", "lease"]
         admin.command(f"ALTER TABLE {db}.events DROP COLUMN extra")
         result = route.run()
@@ -175,7 +175,7 @@ class RouteCorpus:
         checkpoint = at_publish(route, Fault.COMMIT_DROPPED) if failure == "commit_dropped" else None
         with pytest.raises(DponeError) as absent:
             route.run(checkpoint)
-        assert absent.value.code == "mssql_native.publication_absent", "an intent without a receipt is absent"
+        assert absent.value.code == "native_transfer.publication_absent", "an intent without a receipt is absent"
         assert route.receipts() == 0
         route.deny_source = True
         result = route.run()
@@ -197,12 +197,12 @@ class RouteCorpus:
         route = make_route(tmp_path, events)
         with pytest.raises(DponeError) as held:
             route.run(at_publish(route, Fault.IN_FLIGHT))
-        assert held.value.code == "mssql_native.target_publication_in_flight"
+        assert held.value.code == "native_transfer.target_publication_in_flight"
         other = make_route(tmp_path, events, operation="c" * 32, clock=route.clock)
         route.expire_leases()
         with pytest.raises(DponeError) as blocked:
             other.run()
-        assert blocked.value.code == "mssql_native.custody_held" and other.last_connections == 0
+        assert blocked.value.code == "native_transfer.custody_held" and other.last_connections == 0
         route.harness.settle_in_flight(None, commit=True)  # the held COMMIT completes
         route.deny_source = True
         result = route.run()
@@ -224,5 +224,5 @@ class RouteCorpus:
                 attempts.append(blocked.value.code)
 
         assert first.run(overlap).rows == 7
-        assert attempts == ["mssql_native.custody_held"] and second.last_connections == 0
+        assert attempts == ["native_transfer.custody_held"] and second.last_connections == 0
         assert second.run().rows == 7 and first.receipts() == 2

@@ -135,7 +135,7 @@ def test_retry_after_eof_completes_from_the_stage_without_the_source(admin, harn
     seam = SourceSeam()
     flaky = FlakyPublish(harness.bind("raw_events"))
     task = operator(harness, tmp_path, seam, flaky)
-    with pytest.raises(AirflowException, match=r"mssql_native\.publication_absent") as first:
+    with pytest.raises(AirflowException, match=r"native_transfer\.publication_absent") as first:
         task.execute(context(try_number=1))
     assert not isinstance(first.value, AirflowFailException), "an absent publication is retryable"
     seam.deny = True
@@ -157,7 +157,7 @@ class _FailingStream:
 
             def failing() -> Iterator[Any]:
                 yield next(iter(blocks))
-                raise DponeError("mssql_native.source_query_failed", "server code 210 (simulated)")
+                raise DponeError("native_transfer.source_query_failed", "server code 210 (simulated)")
 
             yield failing()
 
@@ -171,7 +171,7 @@ def test_failure_before_eof_is_reextract_required_then_a_new_invocation(admin, h
     seam.connector.connect = lambda: _FailingStream(real_connect())  # type: ignore[method-assign]
     manifest = manifest_for(harness, source_snapshot={"mode": "exact_raw_rows"}, execution={"chunk_rows": 2})
     task = operator(harness, tmp_path, seam, manifest=manifest)
-    with pytest.raises(AirflowException, match=r"mssql_native\.reextract_required") as failed:
+    with pytest.raises(AirflowException, match=r"native_transfer\.reextract_required") as failed:
         task.execute(context(try_number=1))
     assert "source_query_failed" in str(failed.value) and not isinstance(failed.value, AirflowFailException)
     seam.connector.connect = real_connect  # type: ignore[method-assign]
@@ -187,16 +187,16 @@ def test_a_later_try_failing_for_its_own_reason_is_not_named_after_an_earlier_se
     seam.connector.connect = lambda: _FailingStream(real_connect())  # type: ignore[method-assign]
     manifest = manifest_for(harness, source_snapshot={"mode": "exact_raw_rows"}, execution={"chunk_rows": 2})
     task = operator(harness, tmp_path, seam, manifest=manifest)
-    with pytest.raises(AirflowException, match=r"mssql_native\.reextract_required"):
+    with pytest.raises(AirflowException, match=r"native_transfer\.reextract_required"):
         task.execute(context(try_number=1))
 
     def unreachable() -> Any:
-        raise DponeError("mssql_native.source_query_failed", "connection refused (simulated)")
+        raise DponeError("native_transfer.source_query_failed", "connection refused (simulated)")
 
     seam.connector.connect = unreachable  # type: ignore[method-assign]
     with pytest.raises(AirflowException) as second:
         task.execute(context(try_number=2))
-    assert "mssql_native.source_query_failed" in str(second.value)
+    assert "native_transfer.source_query_failed" in str(second.value)
     assert "reextract_required" not in str(second.value), "try 2 settled nothing: try 1's invocation is not its own"
     seam.connector.connect = real_connect  # type: ignore[method-assign]
     assert task.execute(context(try_number=3))["rows"] == 7
@@ -204,11 +204,11 @@ def test_a_later_try_failing_for_its_own_reason_is_not_named_after_an_earlier_se
 
 def test_terminal_codes_fail_without_retry(admin, harness, tmp_path) -> None:
     legacy = manifest_for(harness, execution={"chunk_rows": 2})
-    with pytest.raises(AirflowFailException, match=r"mssql_native\.replacing_raw_snapshot_required"):
+    with pytest.raises(AirflowFailException, match=r"native_transfer\.replacing_raw_snapshot_required"):
         operator(harness, tmp_path, SourceSeam(), manifest=legacy).execute(context())
     blocked = manifest_for(harness, source_snapshot={"mode": "query_visible", "replica_scope": "connected_replica"})
     seam = SourceSeam(deny=True)
-    with pytest.raises(AirflowFailException, match=r"mssql_native\.source_snapshot_mode_invalid"):
+    with pytest.raises(AirflowFailException, match=r"native_transfer\.source_snapshot_mode_invalid"):
         operator(harness, tmp_path, seam, manifest=blocked).execute(context())
     assert seam.connector.connections == 0, "static admission refuses before any connection"
 

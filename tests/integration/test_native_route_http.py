@@ -139,7 +139,7 @@ def test_tls_required_is_never_downgraded_to_http(embedded_cluster, events, harn
     route = PgRoute(tmp_path, events, harness, source=secure)
     with pytest.raises(DponeError) as failed:
         route.run()
-    assert failed.value.code == "mssql_native.source_transport_unsupported"
+    assert failed.value.code == "native_transfer.source_transport_unsupported"
     assert str(endpoint.port) not in str(failed.value), "the driver's message (host, port) is withheld"
     assert target_columns(route) == [], "nothing was published"
 
@@ -150,4 +150,4 @@ def test_tls_required_is_never_downgraded_to_http(embedded_cluster, events, harn
             check_transport(observe(plain))
     finally:
         plain.close()
-    assert refused.value.code == "mssql_native.source_transport_unsupported"
+    assert refused.value.code == "native_transfer.source_transport_unsupported"

@@ -218,7 +218,7 @@ def refused(route: ChdbRoute, checkpoint=None) -> str:
 def test_admission_refusals_happen_before_extraction(admin, db, tmp_path, ddl, code) -> None:
     admin.command(ddl.format(db=db))
     route = ChdbRoute(tmp_path, RelationRef(database=db, table="t"))
-    assert refused(route) == "mssql_native." + code
+    assert refused(route) == "native_transfer." + code
     assert "plan" not in journal_kinds(tmp_path) and route.streams == []
 
 
@@ -231,7 +231,7 @@ def test_omitted_selector_is_the_legacy_plain_merge_tree_route(admin, db, tmp_pa
     assert "_part" not in route.streams[0].replace("_part_like", "")
     replacing = events_table(admin, db)
     legacy = ChdbRoute(tmp_path / "second", replacing, options={})
-    assert refused(legacy) == "mssql_native.replacing_raw_snapshot_required"
+    assert refused(legacy) == "native_transfer.replacing_raw_snapshot_required"
 
 
 def test_merge_between_preflight_and_select_is_incomplete_provenance(admin, db, tmp_path) -> None:
@@ -242,7 +242,7 @@ def test_merge_between_preflight_and_select_is_incomplete_provenance(admin, db, 
         if point == "admitted":
             admin.command(f"OPTIMIZE TABLE {db}.events PARTITION 202601 FINAL")
 
-    assert refused(route, optimize) == "mssql_native.source_provenance_incomplete"
+    assert refused(route, optimize) == "native_transfer.source_provenance_incomplete"
     assert journal_kinds(tmp_path)[-2:] == ["invocation_settled", "lease"]
 
 
@@ -254,7 +254,7 @@ def test_relation_dropped_before_the_select_fails_the_query(admin, db, tmp_path)
         if point == "admitted":
             admin.command(f"DROP TABLE {db}.events SYNC")
 
-    assert refused(route, drop) == "mssql_native.source_query_failed"
+    assert refused(route, drop) == "native_transfer.source_query_failed"
     assert journal_kinds(tmp_path)[-2:] == ["invocation_settled", "lease"]
 
 
@@ -266,7 +266,7 @@ def test_insert_between_preflight_and_select_is_incomplete_provenance(admin, db,
         if point == "admitted":
             admin.command(f"INSERT INTO {db}.events VALUES (5, 1, 0, 'late', '2026-01-09 00:00:00', 1)")
 
-    assert refused(route, insert) == "mssql_native.source_provenance_incomplete"
+    assert refused(route, insert) == "native_transfer.source_provenance_incomplete"
 
 
 @pytest.mark.parametrize(
@@ -290,7 +290,7 @@ def test_drift_before_eof_is_refused(admin, db, tmp_path, change) -> None:
         else:
             admin.command(change.format(db=db))
 
-    assert refused(route, drift) == "mssql_native.source_snapshot_drift"
+    assert refused(route, drift) == "native_transfer.source_snapshot_drift"
 
 
 def test_merge_after_acquisition_keeps_the_acquired_view_and_reports_disagreement(admin, db, tmp_path) -> None:

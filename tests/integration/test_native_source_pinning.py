@@ -4,7 +4,7 @@ Two members of the embedded cluster hold a table of the same name with DIFFERENT
 address can. The route's production HTTP connector dials a layer-7 balancer (``tests/adapters/http_servers.balance``)
 that forwards each request to the member its rule picks. Pinning decides the outcome: when the data SELECT lands on
 another member than admission read, that member could answer it with its own rows; the run must instead fail closed
-with ``mssql_native.source_endpoint_drift`` and publish nothing. The target is a real PostgreSQL.
+with ``native_transfer.source_endpoint_drift`` and publish nothing. The target is a real PostgreSQL.
 """
 
 from __future__ import annotations
@@ -180,7 +180,7 @@ def test_a_data_select_answered_by_another_member_fails_closed(
     assert other and other != read_rows(clients[ADMITTED], f"SELECT * FROM {fresh_database}.events")
 
     code, balancer, route = refused(tmp_path, relation, harness, embedded_cluster, data_select_elsewhere, scope)
-    assert code == "mssql_native.source_endpoint_drift"
+    assert code == "native_transfer.source_endpoint_drift"
     data = [backend for backend, query_id in balancer.routed if query_id.startswith("dpone-")]
     assert data == [OTHER], "the data SELECT reached the other member, which refused the foreign session"
     assert route.journal_kinds()[-2:] == ["invocation_settled", "lease"], "settled: the retry re-extracts"
@@ -192,7 +192,7 @@ def test_a_balancer_that_moves_requests_between_members_is_refused_before_any_da
 ) -> None:
     relation = create_tables(clients, fresh_database, "single_server")
     code, balancer, _ = refused(tmp_path, relation, harness, embedded_cluster, round_robin, "single_server")
-    assert code == "mssql_native.source_endpoint_drift"
+    assert code == "native_transfer.source_endpoint_drift"
     assert not [query_id for _, query_id in balancer.routed if query_id.startswith("dpone-")]
 
 
@@ -203,7 +203,7 @@ def test_an_intermediary_that_drops_the_session_is_not_pinned(
     relation = create_tables(clients, fresh_database, "single_server")
     drop = frozenset({"session_id", "session_check", "session_timeout"})
     code, balancer, route = refused(tmp_path, relation, harness, embedded_cluster, sticky, "single_server", drop=drop)
-    assert code == "mssql_native.replica_scope_unproven"
+    assert code == "native_transfer.replica_scope_unproven"
     assert not [query_id for _, query_id in balancer.routed if query_id.startswith("dpone-")]
     assert "plan" not in route.journal_kinds()
 

@@ -33,7 +33,7 @@ def test_custody_one_operation_per_table(tmp_path) -> None:
     first.acquire()
     with pytest.raises(DponeError) as held:
         custody(tmp_path, "b" * 32, clock).acquire()
-    assert held.value.code == "mssql_native.custody_held"
+    assert held.value.code == "native_transfer.custody_held"
     again = custody(tmp_path, "a" * 32, clock)
     again.acquire()
     assert again.fenced_holder == "a" * 32, "a later try of the same operation takes over its own lease"

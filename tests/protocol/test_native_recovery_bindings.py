@@ -121,13 +121,13 @@ def _stage_rows(records: list[Record]) -> list[Record]:
 @pytest.mark.parametrize(
     ("edit", "code"),
     [
-        (_eof_rows, "mssql_native.recovery_binding_invalid"),
-        (_profile_uuid, "mssql_native.recovery_binding_invalid"),
-        (_profile_consistent_forgery, "mssql_native.recovery_binding_invalid"),
-        (_drop_extension, "mssql_native.recovery_binding_invalid"),
-        (_unknown_marker, "mssql_native.recovery_binding_invalid"),
-        (_extension_in_chunk, "mssql_native.recovery_binding_invalid"),
-        (_stage_rows, "mssql_native.recovery_binding_invalid"),
+        (_eof_rows, "native_transfer.recovery_binding_invalid"),
+        (_profile_uuid, "native_transfer.recovery_binding_invalid"),
+        (_profile_consistent_forgery, "native_transfer.recovery_binding_invalid"),
+        (_drop_extension, "native_transfer.recovery_binding_invalid"),
+        (_unknown_marker, "native_transfer.recovery_binding_invalid"),
+        (_extension_in_chunk, "native_transfer.recovery_binding_invalid"),
+        (_stage_rows, "native_transfer.recovery_binding_invalid"),
     ],
 )
 def test_tampered_bindings_fail_closed(tmp_path, edit, code) -> None:
@@ -140,13 +140,13 @@ def test_unchained_edit_is_journal_corruption(tmp_path) -> None:
     harness = sealed(tmp_path)
     path = sorted(journal_dir(tmp_path).iterdir())[2]
     path.write_bytes(path.read_bytes().replace(b'"rows":2', b'"rows":3'))
-    assert_refused_before_target(harness, "mssql_native.journal_corrupt")
+    assert_refused_before_target(harness, "native_transfer.journal_corrupt")
 
 
 def test_missing_record_is_journal_corruption(tmp_path) -> None:
     harness = sealed(tmp_path)
     sorted(journal_dir(tmp_path).iterdir())[3].unlink()
-    assert_refused_before_target(harness, "mssql_native.journal_corrupt")
+    assert_refused_before_target(harness, "native_transfer.journal_corrupt")
 
 
 @pytest.mark.parametrize("damage", ["flip", "truncate", "delete"])
@@ -160,13 +160,13 @@ def test_tampered_or_missing_stage_fails_closed(tmp_path, damage) -> None:
         chunk.write_bytes(data[:-3])
     else:
         chunk.unlink()
-    assert_refused_before_target(harness, "mssql_native.stage_integrity_failed")
+    assert_refused_before_target(harness, "native_transfer.stage_integrity_failed")
 
 
 def test_selector_change_after_eof_is_refused(tmp_path) -> None:
     harness = sealed(tmp_path)
     harness.options = NativeTransferOptions.model_validate({"execution": {"chunk_rows": 2}})
-    assert_refused_before_target(harness, "mssql_native.recovery_binding_invalid")
+    assert_refused_before_target(harness, "native_transfer.recovery_binding_invalid")
 
 
 @pytest.mark.parametrize("sealed_explicit", [False, True], ids=["omitted_then_explicit", "explicit_then_omitted"])
@@ -201,7 +201,7 @@ def test_legacy_run_writes_no_extension_and_refuses_one(tmp_path) -> None:
         return records
 
     rewrite_journal(tmp_path, add_extension)
-    assert_refused_before_target(harness, "mssql_native.recovery_binding_invalid")
+    assert_refused_before_target(harness, "native_transfer.recovery_binding_invalid")
 
 
 def test_legacy_run_recovers_source_free(tmp_path) -> None:

@@ -35,7 +35,7 @@ def converge(harness: Harness, *, post_eof: bool) -> list[RouteState]:
         try:
             result = harness.run()
         except DponeError as exc:
-            if exc.code != "mssql_native.publication_absent":
+            if exc.code != "native_transfer.publication_absent":
                 raise
             assert harness.source.connections == before
             continue
@@ -61,7 +61,7 @@ def test_crash_before_eof_settles_then_reextracts(tmp_path, point) -> None:
     assert harness.target.calls == ["admit"]
     with pytest.raises(DponeError) as held:
         harness.run()
-    assert held.value.code == "mssql_native.custody_held"
+    assert held.value.code == "native_transfer.custody_held"
     assert harness.source.connections == 1, "held custody must block before touching the source"
     harness.expire_lease()
     result = harness.run()
@@ -103,7 +103,7 @@ def test_interrupted_commit_proven_absent_fails_then_republishes(tmp_path) -> No
     harness.source.deny = True
     with pytest.raises(DponeError) as absent:
         harness.run()
-    assert absent.value.code == "mssql_native.publication_absent"
+    assert absent.value.code == "native_transfer.publication_absent"
     assert harness.target.rows() == []
     result = harness.run()
     assert result.resumed_from is RouteState.PUBLISHING
@@ -115,11 +115,11 @@ def test_unknown_commit_stays_held_until_the_target_can_answer(tmp_path) -> None
     harness = make_harness(tmp_path)
     with pytest.raises(DponeError) as unknown:
         harness.run(fault_at(harness, "publish_intent", Fault.IN_FLIGHT))
-    assert unknown.value.code == "mssql_native.target_publication_in_flight", "reconcile may not answer yet"
+    assert unknown.value.code == "native_transfer.target_publication_in_flight", "reconcile may not answer yet"
     harness.source.deny = True
     with pytest.raises(DponeError) as still:
         harness.run()
-    assert still.value.code == "mssql_native.target_publication_in_flight"
+    assert still.value.code == "native_transfer.target_publication_in_flight"
     (pending,) = harness.target.database.in_flight
     harness.target.settle(pending, commit=True)
     assert harness.run().resumed_from is RouteState.OUTCOME_UNKNOWN
@@ -135,7 +135,7 @@ def test_clean_failure_before_eof_settles_immediately(tmp_path) -> None:
 
     with pytest.raises(DponeError) as failed:
         harness.run(drift)
-    assert failed.value.code == "mssql_native.source_snapshot_drift"
+    assert failed.value.code == "native_transfer.source_snapshot_drift"
     harness.source.tables[("db", "events")].columns.pop()
     result = harness.run()
     assert result.resumed_from is RouteState.REEXTRACT_REQUIRED
@@ -148,7 +148,7 @@ def test_target_verification_mismatch_publishes_nothing(tmp_path) -> None:
     harness.target.lose_a_row = True
     with pytest.raises(DponeError) as failed:
         harness.run()
-    assert failed.value.code == "mssql_native.target_verification_failed"
+    assert failed.value.code == "native_transfer.target_verification_failed"
     assert harness.target.rows() == [] and not harness.target.receipts
     harness.source.deny = True
     assert harness.run().resumed_from is RouteState.PUBLISHING
@@ -181,7 +181,7 @@ def test_held_custody_blocks_an_overlapping_run(tmp_path) -> None:
             overlapping.append(held.value)
 
     harness.run(start_second_run)
-    assert overlapping[0].code == "mssql_native.custody_held"
+    assert overlapping[0].code == "native_transfer.custody_held"
     assert_published_once(harness)
 
 

@@ -42,25 +42,25 @@ def refused_before_extraction(harness: Harness) -> str:
 def test_pending_mutations_are_refused(tmp_path) -> None:
     harness = make_harness(tmp_path)
     harness.source.tables[("db", "events")].pending_mutations = 1
-    assert refused_before_extraction(harness) == "mssql_native.source_read_profile_unsupported"
+    assert refused_before_extraction(harness) == "native_transfer.source_read_profile_unsupported"
 
 
 def test_uninspectable_policies_are_refused(tmp_path) -> None:
     harness = make_harness(tmp_path)
     harness.source.server.policies_inspectable = False
-    assert refused_before_extraction(harness) == "mssql_native.source_read_profile_unsupported"
+    assert refused_before_extraction(harness) == "native_transfer.source_read_profile_unsupported"
 
 
 def test_a_profile_constraint_that_overrides_a_frozen_setting_is_refused(tmp_path) -> None:
     harness = make_harness(tmp_path)
     harness.source.server.constrained.add("max_parallel_replicas")
-    assert refused_before_extraction(harness) == "mssql_native.source_read_profile_unsupported"
+    assert refused_before_extraction(harness) == "native_transfer.source_read_profile_unsupported"
 
 
 def test_target_mapping_loss_is_refused_before_extraction(tmp_path) -> None:
     harness = make_harness(tmp_path)
     harness.target.table = TargetTable(target_schema="dbo", table="__dpone_reserved")
-    assert refused_before_extraction(harness) == "mssql_native.target_plan_invalid"
+    assert refused_before_extraction(harness) == "native_transfer.target_plan_invalid"
     assert harness.target.calls == ["admit"]
 
 
@@ -70,7 +70,7 @@ def test_part_cap_is_enforced_before_data_io(tmp_path) -> None:
     table.parts.extend(FakePart(f"all_{i}_{i}_1", "all", [], level=1) for i in range(100, 100 + MAX_PARTS))
     with pytest.raises(DponeError) as info:
         harness.run()
-    assert info.value.code == "mssql_native.source_part_cap_exceeded"
+    assert info.value.code == "native_transfer.source_part_cap_exceeded"
     assert harness.target.calls.count("prepare") == 0
 
 
@@ -83,7 +83,7 @@ def test_policy_drift_before_eof_fails_the_invocation(tmp_path) -> None:
 
     with pytest.raises(DponeError) as info:
         harness.run(add_policy)
-    assert info.value.code == "mssql_native.source_snapshot_drift"
+    assert info.value.code == "native_transfer.source_snapshot_drift"
     assert kinds(harness)[-2:] == ["invocation_settled", "lease"]
 
 
@@ -126,7 +126,7 @@ def test_replica_identity_change_before_eof_is_drift(tmp_path) -> None:
 
     with pytest.raises(DponeError) as info:
         harness.run(switch)
-    assert info.value.code == "mssql_native.source_snapshot_drift"
+    assert info.value.code == "native_transfer.source_snapshot_drift"
 
 
 @pytest.mark.parametrize(
@@ -144,7 +144,7 @@ def test_another_server_answering_at_eof_is_endpoint_drift(tmp_path, change) -> 
 
     with pytest.raises(DponeError) as info:
         harness.run(fail_over)
-    assert info.value.code == "mssql_native.source_endpoint_drift"
+    assert info.value.code == "native_transfer.source_endpoint_drift"
     assert kinds(harness)[-2:] == ["invocation_settled", "lease"] and not harness.target.rows()
 
 
@@ -152,13 +152,13 @@ def test_an_unpinned_endpoint_is_refused_before_extraction(tmp_path) -> None:
     harness = make_harness(tmp_path)
     server = harness.source.server
     server.transport = server.transport.model_copy(update={"pinned": False})
-    assert refused_before_extraction(harness) == "mssql_native.replica_scope_unproven"
+    assert refused_before_extraction(harness) == "native_transfer.replica_scope_unproven"
 
 
 def test_replicated_engine_needs_connected_replica(tmp_path) -> None:
     harness = make_harness(tmp_path)
     replicated(harness, "single_server")
-    assert refused_before_extraction(harness) == "mssql_native.replica_scope_unproven"
+    assert refused_before_extraction(harness) == "native_transfer.replica_scope_unproven"
 
 
 def test_a_long_extraction_renews_its_lease(tmp_path) -> None:
@@ -187,7 +187,7 @@ def test_a_writer_that_lost_its_lease_stops_without_writing(tmp_path) -> None:
 
     with pytest.raises(DponeError) as stopped:
         harness.run(stall_then_get_fenced)
-    assert stopped.value.code == "mssql_native.journal_conflict"
+    assert stopped.value.code == "native_transfer.journal_conflict"
     files_after = sorted(p.name for p in (tmp_path / OPERATION).rglob("*") if p.is_file())
     assert files_after == outcome["files"], "the fenced writer wrote after losing custody"
     assert multiset(harness.target.rows()) == harness.source_rows()

@@ -104,7 +104,7 @@ def test_a_fenced_writers_held_put_never_outlives_the_retirement(tmp_path, monke
 
     assert not writer.is_alive()
     assert isinstance(outcome.get("writer"), DponeError), outcome
-    assert outcome["writer"].code == "mssql_native.journal_conflict"
+    assert outcome["writer"].code == "native_transfer.journal_conflict"
     assert not stage_threads(), "a stage-writer thread outlived its invocation"
     assert files(tmp_path) == retired, "the fenced writer left an object behind the retirement"
     assert not any(f"stage/{fenced}/" in name for name in retired)
@@ -125,12 +125,12 @@ def test_a_refused_retirement_keeps_the_invocation_unsettled_and_custody_held(tm
         storage_down.setattr("shutil.rmtree", refuse)
         with pytest.raises(DponeError) as refused:
             harness.run()
-    assert refused.value.code == "mssql_native.stage_retirement_failed"
+    assert refused.value.code == "native_transfer.stage_retirement_failed"
     assert "invocation_settled" not in kinds(harness)
     assert kinds(harness)[-1] == "lease" and harness.target.calls.count("prepare") == 0
     with pytest.raises(DponeError) as held:
         harness.run()
-    assert held.value.code == "mssql_native.custody_held", "an unproven retirement keeps custody held"
+    assert held.value.code == "native_transfer.custody_held", "an unproven retirement keeps custody held"
     harness.expire_lease()
     result = harness.run()
     assert len(result.settled_invocations) == 1 and multiset(harness.target.rows()) == harness.source_rows()

@@ -294,7 +294,7 @@ def test_query_visible_has_no_connected_replica_form() -> None:
     )
     _only(
         result,
-        "mssql_native.source_snapshot_mode_invalid",
+        "native_transfer.source_snapshot_mode_invalid",
         "source.options.native_transfer.source_snapshot.replica_scope",
     )
     assert isinstance(result.decision, TransferDecision)

@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from airflow_provider_dpone.core.errors import REGISTRY, DponeError
+from airflow_provider_dpone.core.errors import ALIASES, REGISTRY, DponeError, lookup
 
-_CODE = re.compile(r"^(DPONE_[A-Z0-9_]+|mssql_native\.[a-z0-9_]+)$")
+_CODE = re.compile(r"^(DPONE_[A-Z0-9_]+|native_transfer\.[a-z0-9_]+)$")
 
 
 @pytest.mark.parametrize("code", sorted(REGISTRY))
@@ -34,4 +34,16 @@ def test_message_is_one_line_with_next_action() -> None:
 
 def test_seed_families_are_present() -> None:
     families = {entry.family for entry in REGISTRY.values()}
-    assert {"DPONE_REPLAY_QUALITY_EVIDENCE", "mssql_native", "DPONE"} <= families
+    assert {"DPONE_REPLAY_QUALITY_EVIDENCE", "native_transfer", "DPONE"} <= families
+
+
+def test_the_earlier_native_transfer_names_are_aliases_of_the_registered_codes() -> None:
+    native = sorted(code for code in REGISTRY if code.startswith("native_transfer."))
+    assert native and len(ALIASES) == len(native)
+    for code in native:
+        alias = "mssql_native." + code.removeprefix("native_transfer.")
+        assert ALIASES[alias] == code and lookup(alias) is REGISTRY[code]
+    error = DponeError("mssql_native.target_unavailable", "detail")
+    assert error.code == "native_transfer.target_unavailable", "an alias is accepted, the registered code is emitted"
+    assert str(error).startswith("native_transfer.target_unavailable: ")
+    assert not set(ALIASES) & set(REGISTRY)

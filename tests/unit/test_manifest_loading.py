@@ -483,14 +483,14 @@ def test_unquoted_yaml_timestamps_stay_exact() -> None:
 def test_selector_shape_errors_have_the_selector_code(selector: object) -> None:
     raw = transfer()
     raw["source"]["options"]["native_transfer"]["source_snapshot"] = selector
-    error = _fails(raw, "mssql_native.source_snapshot_mode_invalid")
+    error = _fails(raw, "native_transfer.source_snapshot_mode_invalid")
     assert "source.options.native_transfer.source_snapshot" in error.detail
 
 
 def test_raw_rows_require_target_local_verification() -> None:
     raw = transfer()
     raw["source"]["options"]["native_transfer"]["execution"] = {"verification_backend": "source_only"}
-    error = _fails(raw, "mssql_native.source_snapshot_mode_invalid")
+    error = _fails(raw, "native_transfer.source_snapshot_mode_invalid")
     assert "target_local" in error.detail
 
 

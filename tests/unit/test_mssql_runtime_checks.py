@@ -44,9 +44,9 @@ def _target(server: EmulatedServer, backend: ImportBackend = ImportBackend.BCP) 
 
 
 def _refused(server: EmulatedServer, code: str, backend: ImportBackend = ImportBackend.BCP) -> None:
-    with pytest.raises(DponeError, match=f"mssql_native.{code}") as refused:
+    with pytest.raises(DponeError, match=f"native_transfer.{code}") as refused:
         _target(server, backend).prepare(INV)
-    assert refused.value.code == f"mssql_native.{code}"
+    assert refused.value.code == f"native_transfer.{code}"
     assert tsql.staging(PLAN) not in server.tables  # nothing prepared was committed
 
 
@@ -167,7 +167,7 @@ def test_a_probe_row_left_by_a_crash_is_refused_by_publication_and_gone_after_th
     assert target.verify_chunk(INV, request[0]) == request[0]
     with pytest.raises(DponeError) as refused:
         target.publish(INV, request)
-    assert refused.value.code == "mssql_native.target_staging_incomplete"
+    assert refused.value.code == "native_transfer.target_staging_incomplete"
     assert "-1" in str(refused.value), "the unexpected ordinal is named"
     assert _published_rows(server) is None and target.reconcile(INV) is None
 

@@ -77,7 +77,7 @@ def test_omission_and_query_visible_are_the_legacy_route() -> None:
     assert requirement(None).mode is RouteMode.LEGACY and requirement(None).declared is None
     explicit = requirement("query_visible")
     assert explicit.mode is RouteMode.LEGACY and explicit.declared is None  # one normalized form, bound everywhere
-    assert code_of(requirement, "query_visible", "connected_replica") == "mssql_native.source_snapshot_mode_invalid"
+    assert code_of(requirement, "query_visible", "connected_replica") == "native_transfer.source_snapshot_mode_invalid"
     assert requirement("exact_raw_rows", "connected_replica").replica_scope is ReplicaScope.CONNECTED_REPLICA
 
 
@@ -116,7 +116,7 @@ def test_engine_arguments_are_parsed_exactly(engine: str, engine_full: str, expe
     ],
 )
 def test_unparsed_engine_text_is_refused(engine_full: str) -> None:
-    assert code_of(parse_engine_full, "ReplacingMergeTree", engine_full) == "mssql_native.source_engine_unsupported"
+    assert code_of(parse_engine_full, "ReplacingMergeTree", engine_full) == "native_transfer.source_engine_unsupported"
 
 
 def test_raw_engine_signature_binds_version_and_delete_columns() -> None:
@@ -206,7 +206,7 @@ def test_raw_engine_signature_binds_version_and_delete_columns() -> None:
 )
 def test_raw_engine_refusals(scope, engine, engine_full, replica, code) -> None:
     assert code_of(admit_raw_engine, requirement("exact_raw_rows", scope), relation(engine, engine_full), replica) == (
-        "mssql_native." + code
+        "native_transfer." + code
     )
 
 
@@ -221,14 +221,14 @@ def test_raw_engine_refusals(scope, engine, engine_full, replica, code) -> None:
 )
 def test_relation_refusals(overrides, code) -> None:
     observed = relation("ReplacingMergeTree", "ReplacingMergeTree(ver) ORDER BY id", **overrides)
-    assert code_of(admit_raw_engine, requirement(), observed, NO_REPLICA) == "mssql_native." + code
+    assert code_of(admit_raw_engine, requirement(), observed, NO_REPLICA) == "native_transfer." + code
 
 
 def test_legacy_admits_plain_merge_tree_only() -> None:
     admit_legacy_engine(relation("MergeTree", "MergeTree ORDER BY id"))
     replacing = relation("ReplacingMergeTree", "ReplacingMergeTree(ver) ORDER BY id")
-    assert code_of(admit_legacy_engine, replacing) == "mssql_native.replacing_raw_snapshot_required"
-    assert code_of(admit_legacy_engine, relation("Log", "Log")) == "mssql_native.source_engine_unsupported"
+    assert code_of(admit_legacy_engine, replacing) == "native_transfer.replacing_raw_snapshot_required"
+    assert code_of(admit_legacy_engine, relation("Log", "Log")) == "native_transfer.source_engine_unsupported"
 
 
 # --- schema and types ---------------------------------------------------------------------------------------------
@@ -283,7 +283,7 @@ def test_admitted_types(type_: str, logical: LogicalType, nullable: bool, scale:
     ],
 )
 def test_refused_types(type_: str) -> None:
-    assert code_of(map_type, "c", type_, implicit_utc=False) == "mssql_native.source_schema_unsupported"
+    assert code_of(map_type, "c", type_, implicit_utc=False) == "native_transfer.source_schema_unsupported"
 
 
 def test_implicit_datetime_needs_proven_utc_calendars() -> None:
@@ -293,13 +293,13 @@ def test_implicit_datetime_needs_proven_utc_calendars() -> None:
 @pytest.mark.parametrize("kind", ["DEFAULT", "MATERIALIZED", "ALIAS", "EPHEMERAL"])
 def test_computed_columns_are_refused(kind: str) -> None:
     columns = (column("id", "UInt64"), column("x", "UInt8", kind))
-    assert code_of(admit_columns, columns, raw=True, implicit_utc=True) == "mssql_native.source_schema_unsupported"
+    assert code_of(admit_columns, columns, raw=True, implicit_utc=True) == "native_transfer.source_schema_unsupported"
 
 
 @pytest.mark.parametrize("name", ["_part", "_part_offset"])
 def test_provenance_names_are_reserved_in_raw_mode_only(name: str) -> None:
     columns = (column("id", "UInt64"), column(name, "String"))
-    assert code_of(admit_columns, columns, raw=True, implicit_utc=True) == "mssql_native.source_schema_unsupported"
+    assert code_of(admit_columns, columns, raw=True, implicit_utc=True) == "native_transfer.source_schema_unsupported"
     projection, _ = admit_columns(columns, raw=False, implicit_utc=True)
     assert [c.name for c in projection] == ["id", name]
 
@@ -334,14 +334,14 @@ def test_frozen_settings_are_bound_sorted_with_filter_state() -> None:
     ],
 )
 def test_overridden_or_filtered_profiles_are_refused(observed: SettingsObservation) -> None:
-    assert code_of(admit_settings, observed, frozen_settings(3600)) == "mssql_native.source_read_profile_unsupported"
+    assert code_of(admit_settings, observed, frozen_settings(3600)) == "native_transfer.source_read_profile_unsupported"
 
 
 def test_missing_frozen_setting_is_refused() -> None:
     observed = effective()
     del observed.values["apply_patch_parts"]
-    assert code_of(admit_settings, observed, frozen_settings(3600)) == "mssql_native.source_read_profile_unsupported"
-    assert code_of(frozen_settings, 0) == "mssql_native.source_read_profile_unsupported"
+    assert code_of(admit_settings, observed, frozen_settings(3600)) == "native_transfer.source_read_profile_unsupported"
+    assert code_of(frozen_settings, 0) == "native_transfer.source_read_profile_unsupported"
 
 
 def policy(
@@ -374,7 +374,7 @@ def test_access_binds_policy_identity_without_predicate_text() -> None:
 
 
 def test_uninspectable_policies_are_refused() -> None:
-    assert code_of(admit_access, access(inspectable=False)) == "mssql_native.source_read_profile_unsupported"
+    assert code_of(admit_access, access(inspectable=False)) == "native_transfer.source_read_profile_unsupported"
 
 
 # --- transport ----------------------------------------------------------------------------------------------------
@@ -403,4 +403,4 @@ def test_transport_authority() -> None:
         ({"follows_redirects": True}, "source_transport_unsupported"),
         ({"pinned": False}, "replica_scope_unproven"),
     ]:
-        assert code_of(check_transport, transport(**changes)) == "mssql_native." + code
+        assert code_of(check_transport, transport(**changes)) == "native_transfer." + code

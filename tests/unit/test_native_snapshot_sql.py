@@ -58,7 +58,7 @@ def test_a_query_that_differs_from_its_admitted_digests_is_not_rendered() -> Non
     widened = admitted.model_copy(update={"window": None})
     with pytest.raises(DponeError) as info:
         render_select(widened)
-    assert info.value.code == "mssql_native.source_snapshot_drift"
+    assert info.value.code == "native_transfer.source_snapshot_drift"
 
 
 def test_physical_profile_reads_are_bounded() -> None:

@@ -108,7 +108,7 @@ def test_pinning_is_reported_only_when_observed(server: SessionServer, session_c
     assert not observed.pinned
     with pytest.raises(DponeError) as refused:
         check_transport(observed)
-    assert refused.value.code == "mssql_native.replica_scope_unproven"
+    assert refused.value.code == "native_transfer.replica_scope_unproven"
 
 
 @pytest.mark.parametrize(
@@ -128,7 +128,7 @@ def test_pinning_is_reported_only_when_observed(server: SessionServer, session_c
 def test_unverified_downgraded_or_redirecting_transports_are_refused(options, url, retries, code) -> None:
     with pytest.raises(DponeError) as info:
         check_transport(http_transport("h", 1, options)(client(url, retries)))
-    assert info.value.code == "mssql_native." + code
+    assert info.value.code == "native_transfer." + code
 
 
 # -- transport policy of the source connection (TLS by default, explicit plaintext, no proxy, lazy resolution) ---------
@@ -140,7 +140,7 @@ def test_a_non_loopback_source_gets_verified_https_when_the_extra_says_nothing()
 def test_plain_http_to_a_non_loopback_source_is_refused_without_allow_plaintext() -> None:
     with pytest.raises(DponeError, match="allow_plaintext") as info:
         source_transport_options("10.1.2.3", ClickHouseConnectionOptions(secure=False))
-    assert info.value.code == "mssql_native.source_transport_unsupported"
+    assert info.value.code == "native_transfer.source_transport_unsupported"
 
 
 def test_allow_plaintext_is_explicit_and_logged_without_the_host(caplog: pytest.LogCaptureFixture) -> None:

@@ -107,13 +107,13 @@ def sealed() -> bytes:
 def test_damaged_chunks_are_refused(damage) -> None:
     with pytest.raises(DponeError) as info:
         decode_chunk(damage(sealed()), COLUMNS)
-    assert info.value.code == "mssql_native.stage_integrity_failed"
+    assert info.value.code == "native_transfer.stage_integrity_failed"
 
 
 def test_chunk_of_another_column_layout_is_refused() -> None:
     with pytest.raises(DponeError) as info:
         decode_chunk(sealed(), [*COLUMNS[:-1], map_type("id", "String", implicit_utc=False)])
-    assert info.value.code == "mssql_native.stage_integrity_failed"
+    assert info.value.code == "native_transfer.stage_integrity_failed"
 
 
 def test_wide_decimal_neighbours_stay_distinct_and_exact() -> None:

@@ -36,7 +36,7 @@ def test_omission_is_none_and_explicit_selector_parses() -> None:
 def test_invalid_selectors_have_one_code(raw: object) -> None:
     with pytest.raises(DponeError) as info:
         parse_source_snapshot(raw)
-    assert info.value.code == "mssql_native.source_snapshot_mode_invalid"
+    assert info.value.code == "native_transfer.source_snapshot_mode_invalid"
 
 
 def test_raw_rows_require_target_local_verification() -> None:

@@ -35,7 +35,7 @@ def test_bounds_are_canonical_aware_utc() -> None:
     for bad in (dt.datetime(2026, 1, 1), dt.datetime(2026, 1, 1, tzinfo=dt.timezone(dt.timedelta(hours=1)))):
         with pytest.raises(DponeError) as info:
             format_utc(bad)
-        assert info.value.code == "mssql_native.source_window_invalid"
+        assert info.value.code == "native_transfer.source_window_invalid"
     with pytest.raises(DponeError):
         window(utc(2026, 1, 2), utc(2026, 1, 2))
     with pytest.raises(DponeError):
@@ -82,10 +82,10 @@ def test_full_refresh_and_unpartitioned_windows() -> None:
 def test_window_refusals(win: UtcWindow, key: str, implicit_utc: bool) -> None:
     with pytest.raises(DponeError) as info:
         admit_window(win, COLUMNS, key, implicit_utc=implicit_utc)
-    assert info.value.code == "mssql_native.source_window_invalid"
+    assert info.value.code == "native_transfer.source_window_invalid"
 
 
 def test_window_spanning_too_many_partitions_is_refused() -> None:
     with pytest.raises(DponeError) as info:
         partition_ids("toDate", window(utc(1990, 1, 1), utc(2026, 1, 1)))
-    assert info.value.code == "mssql_native.source_part_cap_exceeded"
+    assert info.value.code == "native_transfer.source_part_cap_exceeded"

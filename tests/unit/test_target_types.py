@@ -86,7 +86,7 @@ def test_text_mapping_is_an_explicit_opt_in() -> None:
 def test_unsupported_types_are_refused_with_a_code(source: str) -> None:
     with pytest.raises(DponeError) as caught:
         parse_column_type(source)
-    assert caught.value.code == "mssql_native.target_type_unsupported"
+    assert caught.value.code == "native_transfer.target_type_unsupported"
 
 
 def test_fixed_string_cannot_be_text() -> None:

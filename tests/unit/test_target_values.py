@@ -68,7 +68,7 @@ def test_fitting_values_become_canonical(source_type: str, value: object, expect
 def test_values_that_do_not_fit_are_refused_without_echoing_them(source_type: str, value: object) -> None:
     with pytest.raises(DponeError) as refused:
         _convert(source_type, value)
-    assert refused.value.code == "mssql_native.target_value_invalid"
+    assert refused.value.code == "native_transfer.target_value_invalid"
     assert "column c" in refused.value.detail and repr(value) not in refused.value.detail
 
 

@@ -3,7 +3,8 @@
 Every failure a user can cause has a code, a one-line cause, the next action, and whether a retry can help
 (:class:`ErrorCode`). Codes are stable: they are part of the public contract (logs, alerts and runbooks match on them),
 so a code is never renamed or reused; new codes are added to the family module that owns them (``cluster``,
-``replay``, ``mssql_native``, ``general``, ``adapters``).
+``replay``, ``native_transfer``, ``general``, ``adapters``). The native-transfer family was first named
+``mssql_native.*``; those codes stay valid aliases (:func:`lookup` resolves them, :data:`ALIASES` lists them).
 
 Messages never carry hosts, credentials, SQL values or row data; ``detail`` is for sanitized facts (counts, phases,
 digests, opaque ids, field paths).
@@ -13,8 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from airflow_provider_dpone.core.errors import adapters, cluster, general, mssql_native, replay
-from airflow_provider_dpone.core.errors.code import ErrorCode
+from airflow_provider_dpone.core.errors import adapters, cluster, general, native_transfer, replay
+from airflow_provider_dpone.core.errors.code import LEGACY_NATIVE_TRANSFER_PREFIX, NATIVE_TRANSFER_PREFIX, ErrorCode
 
 
 def _build(families: Iterable[tuple[ErrorCode, ...]]) -> dict[str, ErrorCode]:
@@ -28,14 +29,23 @@ def _build(families: Iterable[tuple[ErrorCode, ...]]) -> dict[str, ErrorCode]:
 
 
 REGISTRY: dict[str, ErrorCode] = _build(
-    (general.CODES, cluster.CODES, replay.CODES, mssql_native.CODES, adapters.CODES)
+    (general.CODES, cluster.CODES, replay.CODES, native_transfer.CODES, adapters.CODES)
 )
 
 
+ALIASES: dict[str, str] = {
+    LEGACY_NATIVE_TRANSFER_PREFIX + code.removeprefix(NATIVE_TRANSFER_PREFIX): code
+    for code in REGISTRY
+    if code.startswith(NATIVE_TRANSFER_PREFIX)
+}
+"""Each earlier code name and the registered code it stands for."""
+
+
 def lookup(code: str) -> ErrorCode:
-    """The registered entry for ``code``; an unregistered code is a programming error, not a user error."""
+    """The registered entry for ``code`` (or for the code an alias stands for); an unregistered code is a programming
+    error, not a user error."""
     try:
-        return REGISTRY[code]
+        return REGISTRY[ALIASES.get(code, code)]
     except KeyError:
         raise KeyError(f"unregistered error code {code!r}: add it to core/errors") from None
 
@@ -49,7 +59,7 @@ class DponeError(Exception):
 
     def __init__(self, code: str, detail: str = "") -> None:
         self.error = lookup(code)
-        self.code = code
+        self.code = self.error.code
         self.detail = detail
         super().__init__(self.render())
 
@@ -67,4 +77,4 @@ class DponeError(Exception):
         return {"code": self.code, "cause": self.error.cause, "detail": self.detail, "action": self.error.action}
 
 
-__all__ = ["REGISTRY", "DponeError", "ErrorCode", "lookup"]
+__all__ = ["ALIASES", "REGISTRY", "DponeError", "ErrorCode", "lookup"]

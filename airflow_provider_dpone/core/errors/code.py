@@ -10,6 +10,12 @@ task fails at once instead of spending its retries.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
+
+NATIVE_TRANSFER_PREFIX: Final[str] = "native_transfer."
+LEGACY_NATIVE_TRANSFER_PREFIX: Final[str] = "mssql_native."
+"""The family's earlier name, from when SQL Server was its only target: every ``mssql_native.X`` is an alias of
+``native_transfer.X`` (looked up, matched and documented as such; never emitted)."""
 
 
 @dataclass(frozen=True)
@@ -24,8 +30,8 @@ class ErrorCode:
     @property
     def family(self) -> str:
         """The code's family prefix, used to group the reference documentation."""
-        if self.code.startswith("mssql_native."):
-            return "mssql_native"
+        if self.code.startswith(NATIVE_TRANSFER_PREFIX):
+            return NATIVE_TRANSFER_PREFIX.rstrip(".")
         for prefix in ("DPONE_CLICKHOUSE_CLUSTER_", "DPONE_REPLAY_QUALITY_EVIDENCE_"):
             if self.code.startswith(prefix):
                 return prefix.rstrip("_")

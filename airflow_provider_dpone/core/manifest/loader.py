@@ -190,7 +190,7 @@ def _code_and_path(err: ErrorDetails, unions: tuple[str, ...]) -> tuple[str, str
     path = _path(tuple(err["loc"]), unions)
     reason = _reason(err)
     if path.startswith(_SELECTOR_PATH + ".source_snapshot") or (path == _SELECTOR_PATH and kind == "value_error"):
-        return "mssql_native.source_snapshot_mode_invalid", path, reason
+        return "native_transfer.source_snapshot_mode_invalid", path, reason
     if kind == "union_tag_not_found":
         return "DPONE_MANIFEST_FIELD_MISSING", path + ".type", "required"
     if kind == "union_tag_invalid":

@@ -57,7 +57,7 @@ class TransferSinkOptions(SinkOptions):
         default=StringMapping.BINARY,
         description="How ClickHouse String columns are stored: binary (default; VARBINARY(MAX)/bytea, every byte "
         "round-trips) or text (NVARCHAR(MAX)/text; every value must be strict UTF-8, and NUL-free on PostgreSQL, "
-        "or the load is refused with mssql_native.target_value_invalid). Applies to every String column of the table.",
+        "or the load is refused with native_transfer.target_value_invalid). Applies to every String column of the table.",
     )
 
 

@@ -78,13 +78,13 @@ class NativeTransferOptions(_Closed):
 
 
 def parse_source_snapshot(raw: object) -> SourceSnapshot | None:
-    """Parse the selector alone, mapping every shape error to ``mssql_native.source_snapshot_mode_invalid``."""
+    """Parse the selector alone, mapping every shape error to ``native_transfer.source_snapshot_mode_invalid``."""
     if raw is None:
         return None
     if not isinstance(raw, dict):
-        raise DponeError("mssql_native.source_snapshot_mode_invalid", "source_snapshot must be a mapping")
+        raise DponeError("native_transfer.source_snapshot_mode_invalid", "source_snapshot must be a mapping")
     try:
         return SourceSnapshot.model_validate(raw)
     except ValidationError as exc:
         fields = sorted({".".join(str(p) for p in err["loc"]) for err in exc.errors()})
-        raise DponeError("mssql_native.source_snapshot_mode_invalid", "fields: " + ", ".join(fields)) from None
+        raise DponeError("native_transfer.source_snapshot_mode_invalid", "fields: " + ", ".join(fields)) from None

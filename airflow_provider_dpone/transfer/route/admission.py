@@ -2,7 +2,7 @@
 
 The order follows seed 003 sections 2-7: transport authority, server, relation and engine, schema, window, access
 context, effective read settings, pending mutations, the frozen profile and ``source_query_id``, then the bounded
-pre-query physical profile. Every refusal is a stable ``mssql_native.*`` code raised here, before extraction.
+pre-query physical profile. Every refusal is a stable ``native_transfer.*`` code raised here, before extraction.
 """
 
 from __future__ import annotations
@@ -84,9 +84,11 @@ class AuthorityFingerprint:
         """Another server answering is endpoint drift; any other change is snapshot drift."""
         drifted = self.drifted(other)
         if "endpoint" in drifted:
-            raise DponeError("mssql_native.source_endpoint_drift", "another server answered at EOF than at admission")
+            raise DponeError(
+                "native_transfer.source_endpoint_drift", "another server answered at EOF than at admission"
+            )
         if drifted:
-            raise DponeError("mssql_native.source_snapshot_drift", "changed before EOF: " + ", ".join(drifted))
+            raise DponeError("native_transfer.source_snapshot_drift", "changed before EOF: " + ", ".join(drifted))
 
 
 @dataclass(frozen=True)
@@ -104,17 +106,17 @@ class AdmittedSnapshot:
 def check_transport(observed: TransportObservation) -> TransportRecord:
     """One direct, bounded, verified-when-required endpoint; no redirect, no unpinned balancer."""
     if observed.requires_tls and (observed.scheme != "https" or not observed.tls_verified):
-        raise DponeError("mssql_native.source_transport_unsupported", "TLS is required but not verified")
+        raise DponeError("native_transfer.source_transport_unsupported", "TLS is required but not verified")
     if observed.scheme == "https" and not observed.tls_verified:
-        raise DponeError("mssql_native.source_transport_unsupported", "HTTPS without certificate verification")
+        raise DponeError("native_transfer.source_transport_unsupported", "HTTPS without certificate verification")
     if not observed.bounded_timeouts:
-        raise DponeError("mssql_native.source_transport_unsupported", "timeouts are not bounded")
+        raise DponeError("native_transfer.source_transport_unsupported", "timeouts are not bounded")
     if observed.follows_redirects:
-        raise DponeError("mssql_native.source_transport_unsupported", "redirects are followed")
+        raise DponeError("native_transfer.source_transport_unsupported", "redirects are followed")
     if not observed.pinned:
-        raise DponeError("mssql_native.replica_scope_unproven", "endpoint is not pinned to one server")
+        raise DponeError("native_transfer.replica_scope_unproven", "endpoint is not pinned to one server")
     if observed.scheme not in ("https", "http", "inprocess"):
-        raise DponeError("mssql_native.source_transport_unsupported", "unknown transport scheme")
+        raise DponeError("native_transfer.source_transport_unsupported", "unknown transport scheme")
     scheme = "https" if observed.scheme == "https" else "http" if observed.scheme == "http" else "inprocess"
     return TransportRecord(scheme=scheme, tls_verified=observed.tls_verified)
 
@@ -207,7 +209,7 @@ def admit(
         read_settings, filters = admit_settings(settings_observed, frozen)
         if session.mutations(request.relation).pending_classic_mutations:
             raise DponeError(
-                "mssql_native.source_read_profile_unsupported",
+                "native_transfer.source_read_profile_unsupported",
                 "pending classic mutations with apply_mutations_on_fly=0",
             )
         record = query_record(query)

@@ -1,7 +1,7 @@
 """Writer custody: a lease in the journal that fences overlapping runs and proves a crashed writer has stopped.
 
 A runner acquires the lease by appending a ``lease`` record. A lease that is neither released nor expired is held
-custody: another run is blocked with ``mssql_native.custody_held`` (it may still be writing). A writer checks its own
+custody: another run is blocked with ``native_transfer.custody_held`` (it may still be writing). A writer checks its own
 lease before every durable write and stops once less than the skew margin remains, renewing at half-time; a recoverer
 only fences a lease after its expiry plus the same margin. So when a fence succeeds, the old writer has provably
 stopped writing, and its unpublished stage may be retired.
@@ -53,7 +53,7 @@ class LeaseKeeper:
         fenced: str | None = None
         if current is not None and current.action != "released":
             if now < parse_utc(current.expires_at) + self.skew:
-                raise DponeError("mssql_native.custody_held", "a writer lease is live")
+                raise DponeError("native_transfer.custody_held", "a writer lease is live")
             fenced = current.holder
         self._write("acquired", now, fenced)
         self.fenced_holder = fenced
@@ -65,11 +65,11 @@ class LeaseKeeper:
         """
         expires_at = self.expires_at
         if expires_at is None:
-            raise DponeError("mssql_native.journal_conflict", "writer holds no lease")
+            raise DponeError("native_transfer.journal_conflict", "writer holds no lease")
         now = self._clock.now()
         if now >= expires_at - self.skew:
             raise DponeError(
-                "mssql_native.journal_conflict",
+                "native_transfer.journal_conflict",
                 "this writer's own lease expired before the write (no other writer seen)",
             )
         for companion in self._companions:

@@ -52,25 +52,25 @@ def _split_arguments(text: str) -> tuple[list[str], str]:
                 if arguments == [""]:
                     return [], text[index + 1 :]
                 if not all(arguments):
-                    raise DponeError("mssql_native.source_engine_unsupported", "empty engine argument")
+                    raise DponeError("native_transfer.source_engine_unsupported", "empty engine argument")
                 return arguments, text[index + 1 :]
         elif char == "," and depth == 1:
             arguments.append(text[start:index].strip())
             start = index + 1
         index += 1
-    raise DponeError("mssql_native.source_engine_unsupported", "unbalanced engine arguments")
+    raise DponeError("native_transfer.source_engine_unsupported", "unbalanced engine arguments")
 
 
 def parse_engine_full(engine: str, engine_full: str) -> list[EngineArgument]:
     """Split ``engine_full`` into the engine's arguments; the name must be exactly ``engine`` (no prefix/suffix)."""
     if not engine or not engine_full.startswith(engine):
-        raise DponeError("mssql_native.source_engine_unsupported", "engine_full does not start with the engine name")
+        raise DponeError("native_transfer.source_engine_unsupported", "engine_full does not start with the engine name")
     rest = engine_full[len(engine) :]
     raw_arguments: list[str] = []
     if rest.startswith("("):
         raw_arguments, rest = _split_arguments(rest)
     if rest and not (rest.startswith(" ") and rest[1:].startswith(_CLAUSES)):
-        raise DponeError("mssql_native.source_engine_unsupported", "unparsed text after the engine name")
+        raise DponeError("native_transfer.source_engine_unsupported", "unparsed text after the engine name")
     arguments: list[EngineArgument] = []
     for text in raw_arguments:
         if _IDENT.fullmatch(text):
@@ -84,22 +84,22 @@ def parse_engine_full(engine: str, engine_full: str) -> list[EngineArgument]:
 
 def _check_relation(relation: RelationObservation) -> None:
     if not relation.exists:
-        raise DponeError("mssql_native.source_metadata_unavailable", "relation not found or not visible")
+        raise DponeError("native_transfer.source_metadata_unavailable", "relation not found or not visible")
     if relation.database_engine != "Atomic":
-        raise DponeError("mssql_native.source_engine_unsupported", "database engine is not Atomic")
+        raise DponeError("native_transfer.source_engine_unsupported", "database engine is not Atomic")
     if relation.is_temporary:
-        raise DponeError("mssql_native.source_engine_unsupported", "temporary table")
+        raise DponeError("native_transfer.source_engine_unsupported", "temporary table")
     if not relation.uuid or relation.uuid == _ZERO_UUID:
-        raise DponeError("mssql_native.source_engine_unsupported", "relation has no UUID")
+        raise DponeError("native_transfer.source_engine_unsupported", "relation has no UUID")
 
 
 def admit_legacy_engine(relation: RelationObservation) -> None:
     """Omitted/query_visible selector: exactly a plain MergeTree, as before."""
     _check_relation(relation)
     if relation.engine in REPLACING:
-        raise DponeError("mssql_native.replacing_raw_snapshot_required", f"engine {relation.engine}")
+        raise DponeError("native_transfer.replacing_raw_snapshot_required", f"engine {relation.engine}")
     if relation.engine != "MergeTree":
-        raise DponeError("mssql_native.source_engine_unsupported", f"engine {relation.engine or 'none'}")
+        raise DponeError("native_transfer.source_engine_unsupported", f"engine {relation.engine or 'none'}")
     parse_engine_full(relation.engine, relation.engine_full)
 
 
@@ -107,7 +107,7 @@ def _column_type(relation: RelationObservation, name: str) -> str:
     for column in relation.columns:
         if column.name == name:
             return column.type
-    raise DponeError("mssql_native.source_engine_unsupported", "engine argument is not a column of the relation")
+    raise DponeError("native_transfer.source_engine_unsupported", "engine argument is not a column of the relation")
 
 
 def admit_raw_engine(
@@ -117,37 +117,37 @@ def admit_raw_engine(
     _check_relation(relation)
     engine = relation.engine
     if engine == "MergeTree":
-        raise DponeError("mssql_native.replacing_raw_snapshot_required", "exact_raw_rows on a plain MergeTree")
+        raise DponeError("native_transfer.replacing_raw_snapshot_required", "exact_raw_rows on a plain MergeTree")
     if engine not in REPLACING:
-        raise DponeError("mssql_native.source_engine_unsupported", f"engine {engine or 'none'}")
+        raise DponeError("native_transfer.source_engine_unsupported", f"engine {engine or 'none'}")
     arguments = parse_engine_full(engine, relation.engine_full)
     replicated = engine == "ReplicatedReplacingMergeTree"
     strings = [argument for argument in arguments if argument.kind == "string"]
     if replicated:
         if requirement.replica_scope is not ReplicaScope.CONNECTED_REPLICA:
-            raise DponeError("mssql_native.replica_scope_unproven", "replicated engine needs connected_replica")
+            raise DponeError("native_transfer.replica_scope_unproven", "replicated engine needs connected_replica")
         if len(strings) not in (0, 2) or arguments[: len(strings)] != strings:
-            raise DponeError("mssql_native.source_engine_unsupported", "replication path arguments are not parsed")
+            raise DponeError("native_transfer.source_engine_unsupported", "replication path arguments are not parsed")
         if not replica.present or not replica.replica_name or not replica.zookeeper_path:
-            raise DponeError("mssql_native.replica_scope_unproven", "connected replica identity is not observable")
+            raise DponeError("native_transfer.replica_scope_unproven", "connected replica identity is not observable")
     else:
         if requirement.replica_scope is not ReplicaScope.SINGLE_SERVER:
-            raise DponeError("mssql_native.replica_scope_unproven", "non-replicated engine needs single_server")
+            raise DponeError("native_transfer.replica_scope_unproven", "non-replicated engine needs single_server")
         if strings:
-            raise DponeError("mssql_native.source_engine_unsupported", "unexpected string engine argument")
+            raise DponeError("native_transfer.source_engine_unsupported", "unexpected string engine argument")
         if replica.present:
-            raise DponeError("mssql_native.replica_scope_unproven", "table reports a replica but is not replicated")
+            raise DponeError("native_transfer.replica_scope_unproven", "table reports a replica but is not replicated")
     columns = arguments[len(strings) :]
     if len(columns) > 2 or any(argument.kind != "identifier" for argument in columns):
         raise DponeError(
-            "mssql_native.source_engine_unsupported", "engine arguments are not version/is_deleted columns"
+            "native_transfer.source_engine_unsupported", "engine arguments are not version/is_deleted columns"
         )
     version = columns[0].text if columns else None
     deleted = columns[1].text if len(columns) > 1 else None
     if version is not None and not _VERSION_TYPES.fullmatch(_column_type(relation, version)):
-        raise DponeError("mssql_native.source_engine_unsupported", "version column type is not admitted")
+        raise DponeError("native_transfer.source_engine_unsupported", "version column type is not admitted")
     if deleted is not None and _column_type(relation, deleted) != "UInt8":
-        raise DponeError("mssql_native.source_engine_unsupported", "is_deleted column is not UInt8")
+        raise DponeError("native_transfer.source_engine_unsupported", "is_deleted column is not UInt8")
     return EngineSignature(
         name="ReplicatedReplacingMergeTree" if replicated else "ReplacingMergeTree",
         version_column=version,

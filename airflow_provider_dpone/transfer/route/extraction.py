@@ -120,7 +120,7 @@ class Producer:
             writer.close()
         self._checkpoint("eof")
         if sum(receipt.rows for receipt in receipts) != streamed:
-            raise DponeError("mssql_native.source_eof_mismatch", "sealed rows differ from streamed rows")
+            raise DponeError("native_transfer.source_eof_mismatch", "sealed rows differ from streamed rows")
         extension = None
         if tracker is not None and before is not None:
             extension = self._seal_snapshot(session, admitted, before, tracker, streamed)
@@ -131,7 +131,7 @@ class Producer:
         self._lease.ensure()
         self._journal.append("stage_complete", complete)
         if extension is not None and extension.source_eof.rows != complete.rows:
-            raise DponeError("mssql_native.source_eof_mismatch", "source EOF rows differ from stage-complete rows")
+            raise DponeError("native_transfer.source_eof_mismatch", "source EOF rows differ from stage-complete rows")
         self._checkpoint("stage_complete")
         return complete
 
@@ -145,7 +145,7 @@ class Producer:
     ) -> _ChunkBuffer:
         plan = admitted.plan
         if block.columns.num_columns != len(plan.columns) or len(block.row_hashes) != block.rows:
-            raise DponeError("mssql_native.source_snapshot_drift", "block width differs from the projection")
+            raise DponeError("native_transfer.source_snapshot_drift", "block width differs from the projection")
         start = 0
         # A block whose every byte still fits the chunk is taken up to the chunk's row room in one slice: no prefix
         # of it can reach max_chunk_bytes, so slicing it finer would seal at the same row.
@@ -172,7 +172,7 @@ class Producer:
     def _record(self, written: _Written, receipts: list[ChunkReceipt], admitted: AdmittedSnapshot) -> None:
         """Journal the receipt of a chunk whose stage object is durable (ordinal order, this thread only)."""
         if written.ordinal != len(receipts):
-            raise DponeError("mssql_native.source_eof_mismatch", "chunk receipts out of order")
+            raise DponeError("native_transfer.source_eof_mismatch", "chunk receipts out of order")
         receipt = ChunkReceipt(
             invocation_id=admitted.plan.invocation_id,
             ordinal=written.ordinal,
@@ -196,11 +196,13 @@ class Producer:
         streamed: int,
     ) -> SourceSnapshotExtension:
         if admitted.profile is None or admitted.authority is None:
-            raise DponeError("mssql_native.source_eof_mismatch", "raw invocation without a frozen profile")
+            raise DponeError("native_transfer.source_eof_mismatch", "raw invocation without a frozen profile")
         admitted.authority.require_unchanged(observe_authority(session, admitted.plan.relation, admitted.frozen))
         after = capture_physical(session, admitted)
         if tracker.rows != streamed:
-            raise DponeError("mssql_native.source_provenance_incomplete", "provenance rows differ from streamed rows")
+            raise DponeError(
+                "native_transfer.source_provenance_incomplete", "provenance rows differ from streamed rows"
+            )
         coverage = tracker.entries()
         self.endpoint_authority_agreement = after.sha256() == before.sha256()
         eof = SourceEof(

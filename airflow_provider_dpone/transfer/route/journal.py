@@ -1,7 +1,7 @@
 """The recovery journal on a create-once store: sequence, hash chain and closed records.
 
 Appends are create-once at the next sequence number, so two writers can never both append record ``n``: the loser
-gets ``mssql_native.journal_conflict`` and must stop. That is the fencing primitive the writer lease builds on.
+gets ``native_transfer.journal_conflict`` and must stop. That is the fencing primitive the writer lease builds on.
 """
 
 from __future__ import annotations
@@ -29,12 +29,12 @@ class RouteJournal:
         previous = GENESIS
         for expected, (seq, raw) in enumerate(self._store.read_all()):
             if seq != expected:
-                raise DponeError("mssql_native.journal_corrupt", f"record {expected} is missing")
+                raise DponeError("native_transfer.journal_corrupt", f"record {expected} is missing")
             record = decode_record(raw)
             if record.seq != seq:
-                raise DponeError("mssql_native.journal_corrupt", f"record {seq} names sequence {record.seq}")
+                raise DponeError("native_transfer.journal_corrupt", f"record {seq} names sequence {record.seq}")
             if record.prev_sha256 != previous:
-                raise DponeError("mssql_native.journal_corrupt", f"record {seq} breaks the hash chain")
+                raise DponeError("native_transfer.journal_corrupt", f"record {seq} breaks the hash chain")
             previous = record.sha256
             records.append(record)
         self._records = records

@@ -31,7 +31,7 @@ def physical_profile(
     relation_uuid: str, partition_ids: tuple[str, ...] | None, observed: PhysicalObservation
 ) -> PhysicalProfile:
     if observed.truncated or len(observed.parts) > MAX_PARTS:
-        raise DponeError("mssql_native.source_part_cap_exceeded", f"more than {MAX_PARTS} active parts")
+        raise DponeError("native_transfer.source_part_cap_exceeded", f"more than {MAX_PARTS} active parts")
     parts = tuple(
         sorted(
             (
@@ -81,12 +81,12 @@ class CoverageTracker:
         rows: int,
     ) -> None:
         if parts is None or offsets is None or len(parts) != rows or len(offsets) != rows:
-            raise DponeError("mssql_native.source_provenance_incomplete", "a block lacks part provenance")
+            raise DponeError("native_transfer.source_provenance_incomplete", "a block lacks part provenance")
         if not rows:
             return
         values = np.asarray(offsets)
         if values.dtype.kind not in "iu":
-            raise DponeError("mssql_native.source_provenance_incomplete", "part offsets are not integers")
+            raise DponeError("native_transfer.source_provenance_incomplete", "part offsets are not integers")
         first = parts[0]
         if parts.count(first) == rows:
             self._observe_run(first, values)
@@ -99,10 +99,10 @@ class CoverageTracker:
     def _observe_run(self, part: str, offsets: npt.NDArray[np.integer[Any]]) -> None:
         """The rows of one part within a block: bounds checked and the fingerprint summed over whole arrays."""
         if part not in self._limits:
-            raise DponeError("mssql_native.source_provenance_incomplete", "a part outside the pre-query profile")
+            raise DponeError("native_transfer.source_provenance_incomplete", "a part outside the pre-query profile")
         low, high = int(offsets.min()), int(offsets.max())
         if low < 0 or high >= self._limits[part]:
-            raise DponeError("mssql_native.source_provenance_incomplete", "an offset outside its part")
+            raise DponeError("native_transfer.source_provenance_incomplete", "an offset outside its part")
         wrapped = offsets.astype(np.uint64, copy=False)
         acc = self._parts.get(part)
         if acc is None:

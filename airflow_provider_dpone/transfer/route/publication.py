@@ -4,7 +4,7 @@ Runs only after the sealed bindings and the stage were validated, and never open
 is preceded by its journaled intent and is one-shot. An interrupted attempt is not repaired in place: ``prepare``
 recreates the invocation's staging empty and the sealed chunks are loaded again from the durable stage. A publish
 whose acknowledgement is lost is resolved by the target's receipt (``reconcile``), never by publishing again blindly;
-proven absence ends the attempt (``mssql_native.publication_absent``) and the next run republishes source-free.
+proven absence ends the attempt (``native_transfer.publication_absent``) and the next run republishes source-free.
 
 Chunks go to the target pipelined: while chunk n is verified, chunk n+1 loads and chunk n+2 is read from the stage
 and checked against its receipt (``PIPELINE_DEPTH`` chunks in flight at most, so memory stays bounded by chunk size,
@@ -106,9 +106,9 @@ class Publisher:
     ) -> None:
         if receipt is None:
             self._append(view, "publish_absent", PublishAbsent(invocation_id=view.invocation_id, attempt=attempt))
-            raise DponeError("mssql_native.publication_absent", "interrupted publication proven absent")
+            raise DponeError("native_transfer.publication_absent", "interrupted publication proven absent")
         if receipt.rows != complete.rows or receipt.workload_digest != complete.workload_digest:
-            raise DponeError("mssql_native.publication_outcome_unknown", "target receipt does not match the stage")
+            raise DponeError("native_transfer.publication_outcome_unknown", "target receipt does not match the stage")
         published = Published(
             publication_id=receipt.publication_id,
             rows=receipt.rows,
@@ -129,7 +129,7 @@ class Publisher:
             self._target.cleanup(invocation)
             self._append(view, "target_cleaned", TargetCleaned(invocation_id=view.invocation_id, attempt=attempt))
             raise DponeError(
-                "mssql_native.target_verification_failed", f"chunk {differing}: target-local verification differs"
+                "native_transfer.target_verification_failed", f"chunk {differing}: target-local verification differs"
             )
         rows, total = 0, 0
         for evidence in chunk_evidence(view):
@@ -137,7 +137,7 @@ class Publisher:
             total = (total + int(evidence.typed_sum, 16)) % MODULUS
         self._checkpoint("loaded")
         if rows != complete.rows or typed_sum_hex(total) != complete.typed_sum:
-            raise DponeError("mssql_native.target_verification_failed", "target totals differ from stage-complete")
+            raise DponeError("native_transfer.target_verification_failed", "target totals differ from stage-complete")
         verified = TargetVerified(
             invocation_id=view.invocation_id, attempt=attempt, rows=rows, typed_sum=typed_sum_hex(total)
         )
@@ -196,7 +196,7 @@ class Publisher:
     def _finish(self, view: InvocationView, complete: NativeStageComplete, invocation: TargetInvocation) -> Succeeded:
         published = view.published
         if published is None:
-            raise DponeError("mssql_native.publication_outcome_unknown", "no recorded publication")
+            raise DponeError("native_transfer.publication_outcome_unknown", "no recorded publication")
         extension = complete.completion_metadata.source_snapshot_v1
         evidence = canonical_json_bytes(
             {
@@ -220,7 +220,7 @@ class Publisher:
             self._stage.open_prefix(evidence_prefix(view.invocation_id))
             self._stage.put(key, evidence)
         elif self._stage.get(key) != evidence:
-            raise DponeError("mssql_native.stage_integrity_failed", "stored route evidence differs")
+            raise DponeError("native_transfer.stage_integrity_failed", "stored route evidence differs")
         succeeded = Succeeded(
             invocation_id=view.invocation_id,
             publication_id=published.publication_id,

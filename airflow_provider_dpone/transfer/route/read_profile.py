@@ -23,7 +23,7 @@ _EMPTY_TABLE_FILTERS: Final = frozenset({"", "{}"})
 def frozen_settings(max_execution_time_seconds: int) -> dict[str, str]:
     """The versioned framework read profile; values are text exactly as ``system.settings`` reports them."""
     if not 0 < max_execution_time_seconds <= 7 * 86_400:
-        raise DponeError("mssql_native.source_read_profile_unsupported", "max_execution_time must be bounded")
+        raise DponeError("native_transfer.source_read_profile_unsupported", "max_execution_time must be bounded")
     return {
         "final": "0",
         "use_query_cache": "0",
@@ -50,17 +50,19 @@ def admit_settings(
     values = observed.values
     for name, expected in frozen.items():
         if name not in values:
-            raise DponeError("mssql_native.source_read_profile_unsupported", f"server lacks setting {name}")
+            raise DponeError("native_transfer.source_read_profile_unsupported", f"server lacks setting {name}")
         if values[name] != expected:
-            raise DponeError("mssql_native.source_read_profile_unsupported", f"setting {name} is overridden")
+            raise DponeError("native_transfer.source_read_profile_unsupported", f"setting {name} is overridden")
     table_filters = values.get("additional_table_filters")
     if table_filters is None:
-        raise DponeError("mssql_native.source_read_profile_unsupported", "additional_table_filters is not inspectable")
+        raise DponeError(
+            "native_transfer.source_read_profile_unsupported", "additional_table_filters is not inspectable"
+        )
     if table_filters not in _EMPTY_TABLE_FILTERS:
-        raise DponeError("mssql_native.source_read_profile_unsupported", "additional_table_filters is not empty")
+        raise DponeError("native_transfer.source_read_profile_unsupported", "additional_table_filters is not empty")
     result_filter = values.get("additional_result_filter")
     if result_filter not in (None, ""):
-        raise DponeError("mssql_native.source_read_profile_unsupported", "additional_result_filter is not empty")
+        raise DponeError("native_transfer.source_read_profile_unsupported", "additional_result_filter is not empty")
     records = tuple(SettingRecord(name=name, value=frozen[name]) for name in sorted(frozen))
     state = FilterState(
         additional_table_filters="empty", additional_result_filter="absent" if result_filter is None else "empty"
@@ -71,7 +73,7 @@ def admit_settings(
 def admit_access(observed: AccessObservation) -> AccessRecord:
     """Principal, roles and the identity of every row policy on the relation (predicates only as digests)."""
     if not observed.policies_inspectable:
-        raise DponeError("mssql_native.source_read_profile_unsupported", "row policies cannot be inspected")
+        raise DponeError("native_transfer.source_read_profile_unsupported", "row policies cannot be inspected")
     roles = set(observed.current_roles) | set(observed.enabled_roles)
     policies = []
     for policy in observed.row_policies:

@@ -26,7 +26,7 @@ from airflow_provider_dpone.transfer.values.raw_snapshot import decode_source_ma
 
 
 def _invalid(detail: str) -> DponeError:
-    return DponeError("mssql_native.recovery_binding_invalid", detail)
+    return DponeError("native_transfer.recovery_binding_invalid", detail)
 
 
 def validate_plan_binding(view: InvocationView, request: SourceRequest) -> None:
@@ -99,9 +99,9 @@ def load_verified_chunk(view: InvocationView, ordinal: int, stage: StageStore, *
     except DponeError:
         raise
     except Exception as exc:  # noqa: BLE001 - any unreadable stage object is a missing stage object
-        raise DponeError("mssql_native.stage_integrity_failed", f"chunk {ordinal}: {type(exc).__name__}") from None
+        raise DponeError("native_transfer.stage_integrity_failed", f"chunk {ordinal}: {type(exc).__name__}") from None
     if len(data) != receipt.object_bytes or sha256_hex(data) != receipt.object_sha256:
-        raise DponeError("mssql_native.stage_integrity_failed", f"chunk {ordinal} differs from its receipt")
+        raise DponeError("native_transfer.stage_integrity_failed", f"chunk {ordinal} differs from its receipt")
     chunk = decode_chunk(data, view.plan.columns, decode_rows=decode_rows)
     header = chunk.header
     if (
@@ -114,7 +114,7 @@ def load_verified_chunk(view: InvocationView, ordinal: int, stage: StageStore, *
             and header.get("format") != view.stage_complete.completion_metadata.stage_format
         )
     ):
-        raise DponeError("mssql_native.stage_integrity_failed", f"chunk {ordinal} header differs from its receipt")
+        raise DponeError("native_transfer.stage_integrity_failed", f"chunk {ordinal} header differs from its receipt")
     return chunk
 
 

@@ -2,7 +2,7 @@
 
 ``run`` is safe to call again after any crash (an Airflow retry or a cleared run calls it with the same request):
 
-* a live lease of another runner is held custody: ``mssql_native.custody_held``, nothing else happens;
+* a live lease of another runner is held custody: ``native_transfer.custody_held``, nothing else happens;
 * an invocation interrupted before EOF is settled (its lease fenced or released, so its writer has stopped; target
   custody cannot exist before EOF), its stage retired, and a NEW invocation re-extracts - never resuming by offset;
 * a sealed invocation is validated from the journal alone (marker, extension, profile, EOF, counts) BEFORE the target
@@ -160,7 +160,7 @@ class NativeTransferRoute:
         The proof that the old writer is terminal is the fence: our lease was taken only after its lease expired plus
         the skew margin, and its writer thread puts a stage object only while its own lease is live (checked after
         the put too). So the retirement below runs after any object it could keep. If the storage refuses the
-        retirement, ``mssql_native.stage_retirement_failed`` propagates, nothing is recorded and custody stays held.
+        retirement, ``native_transfer.stage_retirement_failed`` propagates, nothing is recorded and custody stays held.
         """
         decode_source_marker(view.plan.source_query_id)
         self._stage.delete_prefix(stage_prefix(view.invocation_id))
@@ -178,7 +178,7 @@ class NativeTransferRoute:
         still released only when the invocation was settled; otherwise it stays held until expiry, and the next run
         settles it after fencing.
         """
-        if isinstance(error, DponeError) and error.code == "mssql_native.journal_conflict":
+        if isinstance(error, DponeError) and error.code == "native_transfer.journal_conflict":
             return
         try:
             views = fold(self._journal.records)
@@ -196,7 +196,7 @@ class NativeTransferRoute:
         succeeded = view.succeeded
         complete: NativeStageComplete | None = view.stage_complete
         if succeeded is None or complete is None:
-            raise DponeError("mssql_native.publication_outcome_unknown", "route ended without a recorded success")
+            raise DponeError("native_transfer.publication_outcome_unknown", "route ended without a recorded success")
         extension = complete.completion_metadata.source_snapshot_v1
         return RouteResult(
             operation_id=view.plan.operation_id,

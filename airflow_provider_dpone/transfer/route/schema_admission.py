@@ -41,7 +41,7 @@ def implicit_calendar_is_utc(server_timezone: str, session_timezone: str) -> boo
 
 
 def _unsupported(name: str, why: str) -> DponeError:
-    return DponeError("mssql_native.source_schema_unsupported", f"column {name}: {why}")
+    return DponeError("native_transfer.source_schema_unsupported", f"column {name}: {why}")
 
 
 def _unwrap(type_text: str, wrapper: str) -> tuple[str, bool]:
@@ -110,9 +110,9 @@ def admit_columns(
 ) -> tuple[tuple[NativeColumn, ...], tuple[SchemaColumnRecord, ...]]:
     """The ordered projection and its schema records; every column of the relation must be admitted."""
     if not observed:
-        raise DponeError("mssql_native.source_metadata_unavailable", "relation has no visible columns")
+        raise DponeError("native_transfer.source_metadata_unavailable", "relation has no visible columns")
     if len(observed) > MAX_COLUMNS:
-        raise DponeError("mssql_native.source_schema_unsupported", f"more than {MAX_COLUMNS} columns")
+        raise DponeError("native_transfer.source_schema_unsupported", f"more than {MAX_COLUMNS} columns")
     seen: set[str] = set()
     columns: list[NativeColumn] = []
     records: list[SchemaColumnRecord] = []
@@ -121,7 +121,7 @@ def admit_columns(
             validate_identifier(column.name, what="column")
         except DponeError:
             raise DponeError(
-                "mssql_native.source_schema_unsupported", "a column name is not a plain identifier"
+                "native_transfer.source_schema_unsupported", "a column name is not a plain identifier"
             ) from None
         if column.name in seen:
             raise _unsupported(column.name, "duplicate column name")

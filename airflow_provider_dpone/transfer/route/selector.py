@@ -46,10 +46,10 @@ def resolve_selector(options: NativeTransferOptions) -> SnapshotRequirement:
     declared = options.source_snapshot
     if declared is None or declared.mode is SnapshotMode.QUERY_VISIBLE:
         if declared is not None and declared.replica_scope is not ReplicaScope.SINGLE_SERVER:
-            raise DponeError("mssql_native.source_snapshot_mode_invalid", "query_visible admits single_server only")
+            raise DponeError("native_transfer.source_snapshot_mode_invalid", "query_visible admits single_server only")
         return SnapshotRequirement(RouteMode.LEGACY, ReplicaScope.SINGLE_SERVER, normalized_selector(declared))
     if options.execution.verification_backend is not VerificationBackend.TARGET_LOCAL:
         raise DponeError(
-            "mssql_native.source_snapshot_mode_invalid", "exact_raw_rows requires verification_backend target_local"
+            "native_transfer.source_snapshot_mode_invalid", "exact_raw_rows requires verification_backend target_local"
         )
     return SnapshotRequirement(RouteMode.RAW, declared.replica_scope, declared)

@@ -84,7 +84,7 @@ class InvocationView:
 
 
 def _corrupt(detail: str) -> DponeError:
-    return DponeError("mssql_native.journal_corrupt", detail)
+    return DponeError("native_transfer.journal_corrupt", detail)
 
 
 def apply_record(view: InvocationView, body: object, kind: str) -> None:

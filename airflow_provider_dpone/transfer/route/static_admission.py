@@ -26,7 +26,7 @@ def transfer_blockers(manifest: NativeTransferManifest) -> tuple[Blocker, ...]:
         and snapshot.replica_scope is ReplicaScope.CONNECTED_REPLICA
     ):
         detail = "query_visible reads a directly connected plain MergeTree: replica_scope must be single_server"
-        blockers.append(Blocker("mssql_native.source_snapshot_mode_invalid", _SELECTOR + ".replica_scope", detail))
+        blockers.append(Blocker("native_transfer.source_snapshot_mode_invalid", _SELECTOR + ".replica_scope", detail))
     if manifest.sink.options.durable_quality_replay:
         detail = f"route native_transfer_{manifest.sink.type}: no durable quality evidence store"
         blockers.append(

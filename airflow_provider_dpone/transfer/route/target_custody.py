@@ -5,7 +5,7 @@ DAGs) publishing into the same table are not fenced by it, and the target port k
 invocations: their full refreshes would simply follow each other (the last one wins), and their work could
 interleave. So every run also takes a lease in the target table's own journal, held by its operation id:
 
-* a live lease of another operation is held custody: ``mssql_native.custody_held``, nothing else happens;
+* a live lease of another operation is held custody: ``native_transfer.custody_held``, nothing else happens;
 * an expired or released lease of another operation is taken over only when that operation has no publication whose
   outcome is unknown; a publish intent without a recorded outcome may still commit in the target, so it blocks
   overlapping work until that operation's own retry reconciles it by its receipt;
@@ -65,16 +65,16 @@ class TargetCustody(LeaseKeeper):
             fenced = current.holder
         if current is not None and current.holder != self.holder:
             if current.action != "released" and now < parse_utc(current.expires_at) + self.skew:
-                raise DponeError("mssql_native.custody_held", "another operation holds the target table")
+                raise DponeError("native_transfer.custody_held", "another operation holds the target table")
             if unresolved_publication(self._operation_journal(current.holder)):
                 raise DponeError(
-                    "mssql_native.custody_held",
+                    "native_transfer.custody_held",
                     "another operation's publication into the target table has an unknown outcome",
                 )
         try:
             self._write("acquired", now, fenced)
         except DponeError as exc:
-            if exc.code == "mssql_native.journal_conflict":
-                raise DponeError("mssql_native.custody_held", "another operation took the target table") from None
+            if exc.code == "native_transfer.journal_conflict":
+                raise DponeError("native_transfer.custody_held", "another operation took the target table") from None
             raise
         self.fenced_holder = fenced

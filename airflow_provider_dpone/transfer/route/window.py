@@ -69,7 +69,7 @@ def partition_ids(function: str, window: UtcWindow) -> tuple[str, ...]:
     for day in iterate(window.start_at.date(), last_instant.date()):
         ids.append(render(day))
         if len(ids) > MAX_PARTS:
-            raise DponeError("mssql_native.source_part_cap_exceeded", "window spans too many partitions")
+            raise DponeError("native_transfer.source_part_cap_exceeded", "window spans too many partitions")
     return tuple(ids)
 
 
@@ -80,22 +80,22 @@ def admit_window(
         return WindowAdmission(window=None, column_type=None, partition_ids=None)
     column = next((candidate for candidate in columns if candidate.name == window.column), None)
     if column is None:
-        raise DponeError("mssql_native.source_window_invalid", "window column is not in the admitted schema")
+        raise DponeError("native_transfer.source_window_invalid", "window column is not in the admitted schema")
     if column.logical is not LogicalType.DATETIME or column.nullable:
-        raise DponeError("mssql_native.source_window_invalid", "window column must be a non-nullable UTC DateTime")
+        raise DponeError("native_transfer.source_window_invalid", "window column must be a non-nullable UTC DateTime")
     if "'" not in column.source_type and not implicit_utc:
-        raise DponeError("mssql_native.source_window_invalid", "implicit calendar of the window column is not UTC")
+        raise DponeError("native_transfer.source_window_invalid", "implicit calendar of the window column is not UTC")
     step = 10 ** (6 - column.scale)
     for bound in (window.start_at, window.end_at):
         micros = (bound - _EPOCH) // dt.timedelta(microseconds=1)
         if micros % step:
-            raise DponeError("mssql_native.source_window_invalid", "window bound is finer than the column precision")
+            raise DponeError("native_transfer.source_window_invalid", "window bound is finer than the column precision")
     key = partition_key.strip()
     if key in ("", "tuple()"):
         return WindowAdmission(window=window, column_type=column.source_type, partition_ids=("all",))
     match = _EXPRESSION.fullmatch(key)
     if match is None or match.group(1) not in PARTITION_ALLOWLIST or match.group(2) != window.column:
-        raise DponeError("mssql_native.source_window_invalid", "partition expression is not on the window allowlist")
+        raise DponeError("native_transfer.source_window_invalid", "partition expression is not on the window allowlist")
     return WindowAdmission(
         window=window, column_type=column.source_type, partition_ids=partition_ids(match.group(1), window)
     )

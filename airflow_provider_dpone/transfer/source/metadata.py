@@ -1,7 +1,7 @@
 """Bounded metadata reads of the snapshot source, as observation values for admission.
 
 Read failures map to stable codes: a metadata table the account may not read is
-``mssql_native.source_metadata_unavailable`` - except ``system.row_policies``, whose denial is reported as
+``native_transfer.source_metadata_unavailable`` - except ``system.row_policies``, whose denial is reported as
 "not inspectable" so admission refuses with ``source_read_profile_unsupported`` (a policy is never assumed absent).
 """
 
@@ -48,7 +48,7 @@ def source_failure(exc: ClickHouseError, code: str, what: str) -> DponeError:
     server_code = getattr(exc, "code", None)
     if server_code == SESSION_NOT_FOUND:
         return DponeError(
-            "mssql_native.source_endpoint_drift", f"{what}: the server reached does not hold this run's session"
+            "native_transfer.source_endpoint_drift", f"{what}: the server reached does not hold this run's session"
         )
     return DponeError(code, f"{what}: server code {server_code}" if server_code else f"{what}: {type(exc).__name__}")
 
@@ -74,7 +74,7 @@ def _rows(client: Client, query: str, parameters: dict[str, Any], what: str) -> 
     try:
         return list(on_session(lambda: client.query(query, parameters=parameters)).result_rows)
     except ClickHouseError as exc:
-        raise source_failure(exc, "mssql_native.source_metadata_unavailable", what) from None
+        raise source_failure(exc, "native_transfer.source_metadata_unavailable", what) from None
 
 
 def _text(value: object) -> str:
@@ -137,7 +137,7 @@ def read_access(client: Client, relation: RelationRef) -> AccessObservation:
         rows = on_session(lambda: client.query(sql.ROW_POLICIES_SQL, parameters=parameters)).result_rows
     except DatabaseError as exc:
         if getattr(exc, "code", None) != ACCESS_DENIED:
-            raise source_failure(exc, "mssql_native.source_metadata_unavailable", "row policies") from None
+            raise source_failure(exc, "native_transfer.source_metadata_unavailable", "row policies") from None
         return AccessObservation(
             user=_text(user),
             current_roles=tuple(sorted(map(_text, current_roles))),
@@ -175,9 +175,9 @@ def read_settings(client: Client, overlay: Mapping[str, str], names: Sequence[st
         code = getattr(exc, "code", None)
         if code in _SETTING_REFUSALS:
             raise DponeError(
-                "mssql_native.source_read_profile_unsupported", f"server refused the frozen settings ({code})"
+                "native_transfer.source_read_profile_unsupported", f"server refused the frozen settings ({code})"
             ) from None
-        raise source_failure(exc, "mssql_native.source_metadata_unavailable", "settings") from None
+        raise source_failure(exc, "native_transfer.source_metadata_unavailable", "settings") from None
     return SettingsObservation(values={_text(name): _text(value) for name, value in rows})
 
 

@@ -43,7 +43,7 @@ def stream_blocks(client: Client, query: SnapshotQuery) -> Iterator[Iterator[Sou
             lambda: client.query_arrow_stream(text, parameters=parameters, settings=settings, use_strings=False)
         )
     except ClickHouseError as exc:
-        raise source_failure(exc, "mssql_native.source_query_failed", "select") from None
+        raise source_failure(exc, "native_transfer.source_query_failed", "select") from None
     except pa.ArrowInvalid:
         context = None  # an empty result may come without a schema message
     if context is None:
@@ -52,7 +52,9 @@ def stream_blocks(client: Client, query: SnapshotQuery) -> Iterator[Iterator[Sou
     with context:
         reader: Any = context.gen
         if list(reader.schema.names) != expected:
-            raise DponeError("mssql_native.source_snapshot_drift", "result header differs from the admitted projection")
+            raise DponeError(
+                "native_transfer.source_snapshot_drift", "result header differs from the admitted projection"
+            )
 
         def blocks() -> Iterator[SourceBlock]:
             try:
@@ -73,7 +75,7 @@ def stream_blocks(client: Client, query: SnapshotQuery) -> Iterator[Iterator[Sou
                         offsets=batch.column(width + 2).to_numpy(zero_copy_only=False),
                     )
             except ClickHouseError as exc:
-                raise source_failure(exc, "mssql_native.source_query_failed", "select") from None
+                raise source_failure(exc, "native_transfer.source_query_failed", "select") from None
 
         yield blocks()
 

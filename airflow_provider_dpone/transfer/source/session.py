@@ -8,7 +8,7 @@ Pinning over HTTP uses ClickHouse's own HTTP session: the first request creates 
 and every later request carries ``session_check=1``, so a server that does not hold the session (another replica
 behind a balancer, or the same server restarted) refuses it with ``SESSION_NOT_FOUND`` instead of answering. The
 metadata reads of admission and the data SELECT therefore all run on the server admission observed, or fail
-(``mssql_native.source_endpoint_drift``). ``pinned`` is observed, not assumed: a request with an unknown session must
+(``native_transfer.source_endpoint_drift``). ``pinned`` is observed, not assumed: a request with an unknown session must
 be refused, which an intermediary that drops or ignores session parameters would not do.
 """
 
@@ -74,7 +74,7 @@ def source_transport_options(host: str, options: ClickHouseConnectionOptions) ->
     if not options.secure:
         if not options.allow_plaintext:
             raise DponeError(
-                "mssql_native.source_transport_unsupported",
+                "native_transfer.source_transport_unsupported",
                 "plain HTTP to a non-loopback source needs allow_plaintext: true in the connection extra",
             )
         log.warning("native-transfer source is read over plain HTTP (allow_plaintext is set)")
@@ -185,7 +185,7 @@ def open_pinning_session(client: Client) -> None:
     try:
         client.query(PROBE_SQL)
     except ClickHouseError as exc:
-        raise metadata.source_failure(exc, "mssql_native.source_query_failed", "open session") from None
+        raise metadata.source_failure(exc, "native_transfer.source_query_failed", "open session") from None
     client.set_client_setting("session_check", "1")
 
 
@@ -203,7 +203,7 @@ def observe_pinning(client: Client) -> bool:
     except DatabaseError as exc:
         if getattr(exc, "code", None) == metadata.SESSION_NOT_FOUND:
             return True
-        raise metadata.source_failure(exc, "mssql_native.source_metadata_unavailable", "session probe") from None
+        raise metadata.source_failure(exc, "native_transfer.source_metadata_unavailable", "session probe") from None
     return False
 
 
@@ -247,9 +247,9 @@ def http_connector(
             # the driver's message names the host and port: only the kind of failure is reported
             if _tls_failure(exc):
                 raise DponeError(
-                    "mssql_native.source_transport_unsupported", "TLS handshake failed: the endpoint speaks no TLS"
+                    "native_transfer.source_transport_unsupported", "TLS handshake failed: the endpoint speaks no TLS"
                 ) from None
-            raise DponeError("mssql_native.source_query_failed", f"connect: {type(exc).__name__}") from None
+            raise DponeError("native_transfer.source_query_failed", f"connect: {type(exc).__name__}") from None
         backend = getattr(client, "_backend", None)
         if backend is not None and hasattr(backend, "http_retries"):
             backend.http_retries = Retry(total=0, redirect=0, raise_on_redirect=True)

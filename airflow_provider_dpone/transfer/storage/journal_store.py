@@ -25,13 +25,15 @@ class ObjectJournalStore:
         try:
             self._store.put_once(f"journal/{seq:08d}.json", data)
         except FileExistsError:
-            raise DponeError("mssql_native.journal_conflict", f"another process appended record {seq} first") from None
+            raise DponeError(
+                "native_transfer.journal_conflict", f"another process appended record {seq} first"
+            ) from None
 
     def read_all(self) -> list[tuple[int, bytes]]:
         records: list[tuple[int, bytes]] = []
         for name in self._store.list("journal"):
             match = _NAME.fullmatch(name)
             if match is None:
-                raise DponeError("mssql_native.journal_corrupt", "unexpected object in the journal")
+                raise DponeError("native_transfer.journal_corrupt", "unexpected object in the journal")
             records.append((int(match.group(1)), self._store.get(f"journal/{name}")))
         return sorted(records)

@@ -29,15 +29,15 @@ class ObjectStageStore:
         try:
             self._store.put_once(key, data, create_parents=False)
         except FileExistsError:
-            raise DponeError("mssql_native.stage_integrity_failed", "stage object already exists") from None
+            raise DponeError("native_transfer.stage_integrity_failed", "stage object already exists") from None
         except FileNotFoundError:
-            raise DponeError("mssql_native.stage_integrity_failed", "stage prefix is retired or not open") from None
+            raise DponeError("native_transfer.stage_integrity_failed", "stage prefix is retired or not open") from None
 
     def get(self, key: str) -> bytes:
         try:
             return self._store.get(key)
         except FileNotFoundError:
-            raise DponeError("mssql_native.stage_integrity_failed", "stage object is missing") from None
+            raise DponeError("native_transfer.stage_integrity_failed", "stage object is missing") from None
 
     def exists(self, key: str) -> bool:
         return self._store.exists(key)
@@ -57,4 +57,4 @@ def _retirement(what: str) -> Iterator[None]:
     try:
         yield
     except OSError as exc:
-        raise DponeError("mssql_native.stage_retirement_failed", f"{what}: {exc.strerror}") from None
+        raise DponeError("native_transfer.stage_retirement_failed", f"{what}: {exc.strerror}") from None

@@ -44,8 +44,8 @@ def staging_missing(plan: TargetPlan, *, committed: bool) -> DponeError:
     """The error for an absent staging table: the publication already committed (the swap or the cleanup consumed
     the table), or its staging is gone."""
     if committed:
-        return DponeError("mssql_native.target_publication_already_committed", short(plan))
-    return DponeError("mssql_native.target_staging_missing", short(plan))
+        return DponeError("native_transfer.target_publication_already_committed", short(plan))
+    return DponeError("native_transfer.target_staging_missing", short(plan))
 
 
 def check_staged_chunks(counts: dict[int, int], request: TargetPublication) -> None:
@@ -59,7 +59,7 @@ def check_staged_chunks(counts: dict[int, int], request: TargetPublication) -> N
         extra = sorted(set(counts) - set(expected))
         differing = sorted(o for o in expected if counts.get(o) != expected[o])
         raise DponeError(
-            "mssql_native.target_staging_incomplete",
+            "native_transfer.target_staging_incomplete",
             f"{len(counts)} staged chunks, {len(expected)} requested; "
             f"ordinals not requested: {extra[:8]}; missing or short: {differing[:8]}",
         )
@@ -230,15 +230,15 @@ class SqlTransferTarget(ABC):
     def _refuse_committed(self, session: Session, plan: TargetPlan) -> None:
         """A publication whose receipt exists is done: nothing may stage or publish it again."""
         if self._receipt(session, plan) is not None:
-            raise DponeError("mssql_native.target_publication_already_committed", short(plan))
+            raise DponeError("native_transfer.target_publication_already_committed", short(plan))
 
     def _target_exists(self, session: Session, plan: TargetPlan, *, required: bool = False) -> bool:
         """Whether the target is a table; window replace (``required``) writes into an existing one, never creates."""
         kind = self._kind(session, plan.target_schema, plan.target_table)
         if kind is not None and kind not in self.table_kinds:
-            raise DponeError("mssql_native.target_schema_mismatch", f"target object kind {kind!r} is not a table")
+            raise DponeError("native_transfer.target_schema_mismatch", f"target object kind {kind!r} is not a table")
         if required and kind is None:
-            raise DponeError("mssql_native.target_schema_mismatch", "window_replace target does not exist")
+            raise DponeError("native_transfer.target_schema_mismatch", "window_replace target does not exist")
         return kind is not None
 
     def _require_staging(self, session: Session, plan: TargetPlan) -> None:
@@ -277,8 +277,8 @@ class SqlTransferTarget(ABC):
                     session.run(build(plan))
                 self._check_staging(session, plan)
             except self.errors as exc:
-                raise self._failed("mssql_native.target_prepare_failed", "", exc) from None
-            self._commit_or_unknown(session, "mssql_native.target_prepare_failed", "prepare")
+                raise self._failed("native_transfer.target_prepare_failed", "", exc) from None
+            self._commit_or_unknown(session, "native_transfer.target_prepare_failed", "prepare")
         self._prepared(plan)
 
     def load_chunk(self, invocation: TargetInvocation, ordinal: int, rows: pa.Table) -> None:
@@ -304,7 +304,7 @@ class SqlTransferTarget(ABC):
                 rows, total = self._staged_digest(session, plan, expected.ordinal)
                 session.conn.rollback()
             except self.errors as exc:
-                raise self._failed("mssql_native.target_unavailable", "verify", exc) from None
+                raise self._failed("native_transfer.target_unavailable", "verify", exc) from None
         return ChunkEvidence(ordinal=expected.ordinal, rows=rows, typed_sum=f"{total:064x}")
 
     def publish(self, invocation: TargetInvocation, chunks: Sequence[ChunkEvidence]) -> TargetPublicationReceipt:
@@ -318,8 +318,8 @@ class SqlTransferTarget(ABC):
             try:
                 receipt = self._publish_transaction(session, plan, request)
             except self.errors as exc:
-                raise self._failed("mssql_native.target_publication_failed", "", exc) from None
-            self._commit_or_unknown(session, "mssql_native.target_publication_outcome_unknown", short(plan))
+                raise self._failed("native_transfer.target_publication_failed", "", exc) from None
+            self._commit_or_unknown(session, "native_transfer.target_publication_outcome_unknown", short(plan))
         return route_receipt(receipt.require_matches(request))
 
     def _publish_transaction(self, session: Session, plan: TargetPlan, request: TargetPublication) -> TargetReceiptRow:
@@ -335,17 +335,17 @@ class SqlTransferTarget(ABC):
             bounds = self._window_bounds(plan)
             outside = session.one(sql.rows_outside_window(plan), bounds)
             if outside is None or int(outside[0]):
-                raise DponeError("mssql_native.target_rows_outside_window", f"{outside and outside[0]} staged rows")
+                raise DponeError("native_transfer.target_rows_outside_window", f"{outside and outside[0]} staged rows")
             session.run(sql.delete_window(plan), bounds)
             inserted = int(session.run(sql.insert_from_staging(plan)).rowcount)
             if inserted != request.rows:
-                raise DponeError("mssql_native.target_staging_incomplete", f"inserted {inserted} of {request.rows}")
+                raise DponeError("native_transfer.target_staging_incomplete", f"inserted {inserted} of {request.rows}")
             session.run(sql.drop_staging(plan))
         values = (plan.publication_id, plan.invocation_id, plan.target_schema, plan.target_table, plan.mode.value)
         row = session.one(sql.insert_receipt(plan), (*values, request.rows, request.digest))
         committed_at = None if row is None else self._timestamp(row[0])
         if not isinstance(committed_at, dt.datetime):
-            raise DponeError("mssql_native.target_publication_failed", "receipt insert returned no commit time")
+            raise DponeError("native_transfer.target_publication_failed", "receipt insert returned no commit time")
         return committed_receipt(plan, request, committed_at)
 
     def reconcile(self, invocation: TargetInvocation) -> TargetPublicationReceipt | None:
@@ -357,7 +357,7 @@ class SqlTransferTarget(ABC):
                 receipt = self._receipt(session, plan)
                 session.conn.rollback()
             except self.errors as exc:
-                raise self._failed("mssql_native.target_unavailable", "reconcile", exc) from None
+                raise self._failed("native_transfer.target_unavailable", "reconcile", exc) from None
         return None if receipt is None else route_receipt(receipt)
 
     def cleanup(self, invocation: TargetInvocation) -> None:
@@ -374,5 +374,5 @@ class SqlTransferTarget(ABC):
                     if self._kind(session, plan.target_schema, name) is not None:
                         session.run(build(plan))
             except self.errors as exc:
-                raise self._failed("mssql_native.target_unavailable", "cleanup", exc) from None
-            self._commit_or_unknown(session, "mssql_native.target_unavailable", "cleanup")
+                raise self._failed("native_transfer.target_unavailable", "cleanup", exc) from None
+            self._commit_or_unknown(session, "native_transfer.target_unavailable", "cleanup")

@@ -10,7 +10,7 @@ same SELECT over the canonical typed encoding (``core/typed_digest.py``); it is 
 with numpy. A v2 object is protected by its SHA-256 (bound in the journal's chunk receipt); the typed sum is proven
 end to end when the target recomputes it over what it stored. Objects of format v1
 (``transfer/values/stage_codec.py``) are still read, so stages sealed before an upgrade recover unchanged; any
-other format is refused with ``mssql_native.stage_integrity_failed``.
+other format is refused with ``native_transfer.stage_integrity_failed``.
 """
 
 from __future__ import annotations
@@ -92,11 +92,11 @@ def conform(table: pa.Table, columns: Sequence[NativeColumn]) -> pa.Table:
     """A source block's columns in the stage schema; any other type or nullability than admitted is drift."""
     schema = stage_schema(columns)
     if table.column_names != schema.names:
-        raise DponeError("mssql_native.source_snapshot_drift", "result columns differ from the admitted projection")
+        raise DponeError("native_transfer.source_snapshot_drift", "result columns differ from the admitted projection")
     arrays = []
     for field, source, array in zip(schema, table.schema, table.columns, strict=True):
         if source.nullable and not field.nullable:
-            raise DponeError("mssql_native.source_snapshot_drift", f"column {field.name}: nullable in the result")
+            raise DponeError("native_transfer.source_snapshot_drift", f"column {field.name}: nullable in the result")
         if array.type == field.type:
             arrays.append(array)
         elif _widened(array.type, field.type):
@@ -104,7 +104,7 @@ def conform(table: pa.Table, columns: Sequence[NativeColumn]) -> pa.Table:
             arrays.append(storage.cast(field.type))
         else:
             raise DponeError(
-                "mssql_native.source_snapshot_drift", f"column {field.name}: {array.type} is not {field.type}"
+                "native_transfer.source_snapshot_drift", f"column {field.name}: {array.type} is not {field.type}"
             )
     return pa.Table.from_arrays(arrays, schema=schema)
 
@@ -117,7 +117,7 @@ def hash_sum(hashes: pa.Array | pa.ChunkedArray) -> int:
         if not len(chunk):
             continue
         if chunk.type != pa.binary(HASH_BYTES) or chunk.null_count:
-            raise DponeError("mssql_native.source_snapshot_drift", "row hashes are not 32-byte values")
+            raise DponeError("native_transfer.source_snapshot_drift", "row hashes are not 32-byte values")
         buffer = chunk.buffers()[-1]
         words = np.frombuffer(buffer, dtype=">u4", count=len(chunk) * HASH_LIMBS, offset=chunk.offset * HASH_BYTES)
         limbs += words.reshape(-1, HASH_LIMBS).astype(np.uint64).sum(axis=0, dtype=np.uint64)
@@ -166,24 +166,24 @@ def decode_chunk(data: bytes, columns: Sequence[NativeColumn], *, decode_rows: b
 def _decode_arrow(data: bytes, columns: Sequence[NativeColumn], *, decode_rows: bool) -> StagedChunk:
     start = len(MAGIC) + 4
     if len(data) < start:
-        raise DponeError("mssql_native.stage_integrity_failed", "truncated chunk header")
+        raise DponeError("native_transfer.stage_integrity_failed", "truncated chunk header")
     (size,) = _U32.unpack_from(data, len(MAGIC))
     try:
         header = parse_canonical_json(data[start : start + size])
     except DponeError:
-        raise DponeError("mssql_native.stage_integrity_failed", "chunk header is not canonical") from None
+        raise DponeError("native_transfer.stage_integrity_failed", "chunk header is not canonical") from None
     if not isinstance(header, dict) or header.get("format") != STAGE_FORMAT_ARROW:
-        raise DponeError("mssql_native.stage_integrity_failed", "unknown chunk format")
+        raise DponeError("native_transfer.stage_integrity_failed", "unknown chunk format")
     if header.get("columns_sha256") != columns_sha256(columns):
-        raise DponeError("mssql_native.stage_integrity_failed", "chunk column layout differs from the plan")
+        raise DponeError("native_transfer.stage_integrity_failed", "chunk column layout differs from the plan")
     if not decode_rows:
         return StagedChunk(header, stage_schema(columns).empty_table())
     try:
         table = pa.ipc.open_stream(pa.py_buffer(data)[start + size :]).read_all()
     except (pa.ArrowInvalid, OSError):
-        raise DponeError("mssql_native.stage_integrity_failed", "chunk body is not an Arrow stream") from None
+        raise DponeError("native_transfer.stage_integrity_failed", "chunk body is not an Arrow stream") from None
     if not table.schema.equals(stage_schema(columns)) or table.num_rows != header.get("rows"):
-        raise DponeError("mssql_native.stage_integrity_failed", "chunk body differs from its header")
+        raise DponeError("native_transfer.stage_integrity_failed", "chunk body differs from its header")
     facts = {"ordinal": header.get("ordinal"), "rows": table.num_rows, "typed_sum": header.get("typed_sum")}
     return StagedChunk(header, table.replace_schema_metadata({SEALED_METADATA_KEY: canonical_json_bytes(facts)}))
 

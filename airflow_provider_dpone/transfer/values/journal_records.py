@@ -145,7 +145,7 @@ class JournalRecord:
 
 def encode_record(seq: int, prev_sha256: str, kind: str, body: BaseModel) -> bytes:
     if _BODIES.get(kind) is not type(body):
-        raise DponeError("mssql_native.journal_corrupt", f"record kind {kind} does not match its body")
+        raise DponeError("native_transfer.journal_corrupt", f"record kind {kind} does not match its body")
     return canonical_json_bytes(
         {"seq": seq, "prev_sha256": prev_sha256, "kind": kind, "body": body_json(body)}, max_bytes=MAX_RECORD_BYTES
     )
@@ -164,16 +164,16 @@ def decode_record(raw: bytes) -> JournalRecord:
     try:
         envelope = parse_canonical_json(raw, max_bytes=MAX_RECORD_BYTES)
     except DponeError as exc:
-        raise DponeError("mssql_native.journal_corrupt", f"record is not canonical JSON ({exc.code})") from None
+        raise DponeError("native_transfer.journal_corrupt", f"record is not canonical JSON ({exc.code})") from None
     if not isinstance(envelope, dict) or set(envelope) != {"seq", "prev_sha256", "kind", "body"}:
-        raise DponeError("mssql_native.journal_corrupt", "record envelope is not closed")
+        raise DponeError("native_transfer.journal_corrupt", "record envelope is not closed")
     kind, body, seq, prev = envelope["kind"], envelope["body"], envelope["seq"], envelope["prev_sha256"]
     model = _BODIES.get(kind) if isinstance(kind, str) else None
     if model is None or not isinstance(seq, int) or not isinstance(prev, str) or not isinstance(body, dict):
-        raise DponeError("mssql_native.journal_corrupt", "unknown record kind or malformed envelope")
+        raise DponeError("native_transfer.journal_corrupt", "unknown record kind or malformed envelope")
     if kind != "stage_complete" and _mentions_extension(body):
-        raise DponeError("mssql_native.recovery_binding_invalid", f"completion extension inside a {kind} record")
-    code = "mssql_native.recovery_binding_invalid" if kind == "stage_complete" else "mssql_native.journal_corrupt"
+        raise DponeError("native_transfer.recovery_binding_invalid", f"completion extension inside a {kind} record")
+    code = "native_transfer.recovery_binding_invalid" if kind == "stage_complete" else "native_transfer.journal_corrupt"
     try:
         decoded = model.model_validate(body)
     except ValidationError as exc:
@@ -182,5 +182,5 @@ def decode_record(raw: bytes) -> JournalRecord:
     except DponeError as exc:
         raise DponeError(code, f"{kind} record: {exc.code}") from None
     if encode_record(seq, prev, kind, decoded) != raw:
-        raise DponeError("mssql_native.journal_corrupt", f"{kind} record does not re-encode to its stored bytes")
+        raise DponeError("native_transfer.journal_corrupt", f"{kind} record does not re-encode to its stored bytes")
     return JournalRecord(seq, prev, kind, decoded, raw)

@@ -89,4 +89,4 @@ def query_record(query: SnapshotQuery) -> QueryRecord:
 def verify_query(query: SnapshotQuery) -> None:
     """Recompute the three descriptor digests and require the ones the profile bound (raw mode)."""
     if query.expected is not None and query_record(query) != query.expected:
-        raise DponeError("mssql_native.source_snapshot_drift", "rendered query differs from the admitted profile")
+        raise DponeError("native_transfer.source_snapshot_drift", "rendered query differs from the admitted profile")

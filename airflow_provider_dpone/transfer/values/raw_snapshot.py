@@ -173,4 +173,4 @@ def decode_source_marker(source_query_id: str) -> SourceMarker:
         rest = source_query_id[len(RAW_MARKER_PREFIX) :]
         if _HEX64.fullmatch(rest):
             return SourceMarker(kind="raw_v1", binding_sha256=rest)
-    raise DponeError("mssql_native.recovery_binding_invalid", "source_query_id has an unknown marker version")
+    raise DponeError("native_transfer.recovery_binding_invalid", "source_query_id has an unknown marker version")

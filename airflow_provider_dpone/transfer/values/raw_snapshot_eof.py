@@ -2,7 +2,7 @@
 
 The extension carries both bounded preimages (profile and EOF) and their digests, so recovery recomputes every
 digest from what the journal holds and never needs the source again. Any disagreement fails closed with
-``mssql_native.recovery_binding_invalid``.
+``native_transfer.recovery_binding_invalid``.
 """
 
 from __future__ import annotations
@@ -77,8 +77,8 @@ class SourceSnapshotExtension(BaseModel):
         """Recompute profile, EOF and binding digests from the preimages; any mismatch fails closed."""
         profile_sha = self.profile.sha256()
         if profile_sha != self.source_snapshot_profile_sha256:
-            raise DponeError("mssql_native.recovery_binding_invalid", "profile digest does not match its preimage")
+            raise DponeError("native_transfer.recovery_binding_invalid", "profile digest does not match its preimage")
         if eof_descriptor_sha256(profile_sha, self.source_eof) != self.source_eof_descriptor_sha256:
-            raise DponeError("mssql_native.recovery_binding_invalid", "EOF descriptor digest does not match")
+            raise DponeError("native_transfer.recovery_binding_invalid", "EOF descriptor digest does not match")
         if raw_source_query_id(legacy_binding_sha256, profile_sha) != self.source_query_binding:
-            raise DponeError("mssql_native.recovery_binding_invalid", "source query binding does not recompute")
+            raise DponeError("native_transfer.recovery_binding_invalid", "source query binding does not recompute")

@@ -39,15 +39,15 @@ _EXACT: Final = Context(prec=MAX_PREC, Emax=MAX_EMAX, Emin=MIN_EMIN)
 
 def _split(data: bytes) -> tuple[dict[str, Any], memoryview]:
     if not data.startswith(MAGIC) or len(data) < len(MAGIC) + 4:
-        raise DponeError("mssql_native.stage_integrity_failed", "not a typed chunk object")
+        raise DponeError("native_transfer.stage_integrity_failed", "not a typed chunk object")
     (size,) = _U32.unpack_from(data, len(MAGIC))
     start = len(MAGIC) + 4
     try:
         header = parse_canonical_json(data[start : start + size])
     except DponeError:
-        raise DponeError("mssql_native.stage_integrity_failed", "chunk header is not canonical") from None
+        raise DponeError("native_transfer.stage_integrity_failed", "chunk header is not canonical") from None
     if not isinstance(header, dict) or header.get("format") != STAGE_FORMAT:
-        raise DponeError("mssql_native.stage_integrity_failed", "unknown chunk format")
+        raise DponeError("native_transfer.stage_integrity_failed", "unknown chunk format")
     return header, memoryview(data)[start + size :]
 
 
@@ -56,11 +56,11 @@ def _frames(body: memoryview) -> Iterator[bytes]:
     end = len(body)
     while offset < end:
         if offset + 4 > end:
-            raise DponeError("mssql_native.stage_integrity_failed", "truncated frame length")
+            raise DponeError("native_transfer.stage_integrity_failed", "truncated frame length")
         (size,) = _U32.unpack_from(body, offset)
         offset += 4
         if offset + size > end:
-            raise DponeError("mssql_native.stage_integrity_failed", "truncated frame")
+            raise DponeError("native_transfer.stage_integrity_failed", "truncated frame")
         yield bytes(body[offset : offset + size])
         offset += size
 
@@ -86,7 +86,7 @@ def _decode_value(column: TypedColumn, raw: bytes) -> object:
     if logical is LogicalType.DATETIME:
         ticks = int(text)
         if column.scale > 6:
-            raise DponeError("mssql_native.stage_integrity_failed", f"column {column.name}: precision above 6")
+            raise DponeError("native_transfer.stage_integrity_failed", f"column {column.name}: precision above 6")
         return _EPOCH + dt.timedelta(microseconds=ticks * 10 ** (6 - column.scale))
     return uuid.UUID(text.decode("ascii"))
 
@@ -101,16 +101,16 @@ def _split_fields(frames: Sequence[bytes], width: int) -> list[list[bytes]]:
         end = len(frame)
         for append in appenders:
             if offset + 4 > end:
-                raise DponeError("mssql_native.stage_integrity_failed", "truncated field")
+                raise DponeError("native_transfer.stage_integrity_failed", "truncated field")
             (size,) = unpack(frame, offset)
             offset += 4
             stop = offset + size
             if not size or stop > end or frame[offset] > 1:
-                raise DponeError("mssql_native.stage_integrity_failed", "malformed field")
+                raise DponeError("native_transfer.stage_integrity_failed", "malformed field")
             append(frame[offset:stop])
             offset = stop
         if offset != end:
-            raise DponeError("mssql_native.stage_integrity_failed", "trailing bytes in frame")
+            raise DponeError("native_transfer.stage_integrity_failed", "trailing bytes in frame")
     return columns
 
 
@@ -122,7 +122,9 @@ def _decode_column(column: TypedColumn, raws: list[bytes]) -> list[object]:
     """
     null = _NULL_FIELD[4:]
     if not column.nullable and null in raws:
-        raise DponeError("mssql_native.stage_integrity_failed", f"column {column.name}: NULL in a non-nullable column")
+        raise DponeError(
+            "native_transfer.stage_integrity_failed", f"column {column.name}: NULL in a non-nullable column"
+        )
     logical = column.logical
     values: list[Any]
     encoded: list[bytes]
@@ -153,7 +155,7 @@ def _decode_column(column: TypedColumn, raws: list[bytes]) -> list[object]:
         values = [_decode_value(column, raw) for raw in raws]
         encoded = [_encode(column, value) for value in values]
     if encoded != raws:
-        raise DponeError("mssql_native.stage_integrity_failed", f"column {column.name}: a value does not re-encode")
+        raise DponeError("native_transfer.stage_integrity_failed", f"column {column.name}: a value does not re-encode")
     return values
 
 
@@ -182,13 +184,13 @@ def decode_chunk(data: bytes, columns: Sequence[NativeColumn], *, decode_rows: b
     """
     header, body = _split(data)
     if header.get("columns_sha256") != columns_sha256(columns):
-        raise DponeError("mssql_native.stage_integrity_failed", "chunk column layout differs from the plan")
+        raise DponeError("native_transfer.stage_integrity_failed", "chunk column layout differs from the plan")
     frames = list(_frames(body))
     sha = hashlib.sha256
     tag = _ROW_TAG
     total = sum([int.from_bytes(sha(tag + frame).digest(), "big") for frame in frames]) % MODULUS
     if len(frames) != header.get("rows") or typed_sum_hex(total) != header.get("typed_sum"):
-        raise DponeError("mssql_native.stage_integrity_failed", "chunk rows or typed sum differ from its header")
+        raise DponeError("native_transfer.stage_integrity_failed", "chunk rows or typed sum differ from its header")
     rows: list[tuple[object, ...]] = []
     if decode_rows and frames:
         typed = [column.typed for column in columns]
@@ -196,6 +198,6 @@ def decode_chunk(data: bytes, columns: Sequence[NativeColumn], *, decode_rows: b
         try:
             decoded = [_decode_column(column, raws) for column, raws in zip(typed, fields, strict=True)]
         except (ValueError, OverflowError, IndexError):
-            raise DponeError("mssql_native.stage_integrity_failed", "a field does not decode") from None
+            raise DponeError("native_transfer.stage_integrity_failed", "a field does not decode") from None
         rows = list(zip(*decoded, strict=True))
     return DecodedChunk(header, rows, total)

@@ -49,7 +49,7 @@ class _Closed(BaseModel):
 
 
 def _plan_error(detail: str) -> DponeError:
-    return DponeError("mssql_native.target_plan_invalid", detail)
+    return DponeError("native_transfer.target_plan_invalid", detail)
 
 
 class TargetColumn(_Closed):

@@ -61,7 +61,7 @@ class TargetPublication(_Closed):
     @model_validator(mode="after")
     def _contiguous(self) -> TargetPublication:
         if [chunk.ordinal for chunk in self.chunks] != list(range(len(self.chunks))):
-            raise DponeError("mssql_native.target_plan_invalid", "publication chunks must be contiguous from 0")
+            raise DponeError("native_transfer.target_plan_invalid", "publication chunks must be contiguous from 0")
         return self
 
     @property
@@ -109,7 +109,7 @@ class TargetReceiptRow(_Closed):
         """Refuse a receipt whose rows or digest differ from what this invocation asked to publish."""
         if self.rows != request.rows or self.digest != request.digest:
             raise DponeError(
-                "mssql_native.target_receipt_conflict",
+                "native_transfer.target_receipt_conflict",
                 f"publication {self.publication_id[:16]}: receipt rows {self.rows}, requested {request.rows}",
             )
         return self

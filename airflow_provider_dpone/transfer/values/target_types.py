@@ -2,7 +2,7 @@
 
 Only mappings that are lossless *and* exactly verifiable are admitted: a value read back from the target must encode to
 the same typed-digest bytes as the value the source read (``core/typed_digest.py``). Everything else is refused
-with ``mssql_native.target_type_unsupported`` before any row moves.
+with ``native_transfer.target_type_unsupported`` before any row moves.
 
 Decisions (see docs/targets.md for the table):
 
@@ -87,7 +87,7 @@ _UTC: Final[frozenset[str]] = frozenset({"'UTC'"})
 
 def _refuse(source_type: str, reason: str) -> DponeError:
     # The type text is catalog metadata, not row data; it is bounded before it reaches a message.
-    return DponeError("mssql_native.target_type_unsupported", f"{source_type[:80]}: {reason}")
+    return DponeError("native_transfer.target_type_unsupported", f"{source_type[:80]}: {reason}")
 
 
 def _args(text: str | None) -> list[str]:

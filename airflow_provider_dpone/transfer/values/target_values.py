@@ -1,7 +1,7 @@
 """Row values checked against their target column types, before any byte is sent to a target.
 
 Each column gets one converter, built once per plan, that returns the value's canonical Python form (the form every
-target adapter knows how to write) or raises ``mssql_native.target_value_invalid``. Checking here, not in the
+target adapter knows how to write) or raises ``native_transfer.target_value_invalid``. Checking here, not in the
 database, matters for two reasons: the refusal is the same on every target (SQL Server, PostgreSQL, the fake), and the
 error never carries the value (a database error message may quote it).
 
@@ -204,26 +204,26 @@ class RowConverter:
         rows are walked in order so the error names the same row (counted from ``first_row``) and column as the
         row-wise call."""
         if len(columns) != len(self._converters):
-            raise DponeError("mssql_native.target_value_invalid", f"{len(columns)} columns for {len(self._names)}")
+            raise DponeError("native_transfer.target_value_invalid", f"{len(columns)} columns for {len(self._names)}")
         try:
             return [[convert(v) for v in values] for convert, values in zip(self._converters, columns, strict=True)]
         except (_InvalidValueError, ValueError):
             pass
         for index, row in enumerate(zip(*columns, strict=True), start=first_row):
             self(row, index)
-        raise DponeError("mssql_native.target_value_invalid", "a value failed its check")  # pragma: no cover
+        raise DponeError("native_transfer.target_value_invalid", "a value failed its check")  # pragma: no cover
 
     def _explain(self, row: Sequence[object], row_index: int) -> DponeError:
         if len(row) != len(self._converters):
             return DponeError(
-                "mssql_native.target_value_invalid", f"row {row_index}: {len(row)} values for {len(self._names)}"
+                "native_transfer.target_value_invalid", f"row {row_index}: {len(row)} values for {len(self._names)}"
             )
         for name, convert, value in zip(self._names, self._converters, row, strict=True):
             try:
                 convert(value)
             except _InvalidValueError as exc:
-                return DponeError("mssql_native.target_value_invalid", f"row {row_index} column {name}: {exc}")
-        return DponeError("mssql_native.target_value_invalid", f"row {row_index}")
+                return DponeError("native_transfer.target_value_invalid", f"row {row_index} column {name}: {exc}")
+        return DponeError("native_transfer.target_value_invalid", f"row {row_index}")
 
 
 def readback_normalizer(columns: Sequence[ColumnType]) -> Callable[[Sequence[object]], Sequence[object]]:

@@ -22,14 +22,14 @@ _CANONICAL: Final[re.Pattern[str]] = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:
 def format_utc(value: dt.datetime) -> str:
     """Canonical text of an aware UTC instant; naive or non-UTC values are refused (no implicit calendar)."""
     if value.tzinfo is None or value.utcoffset() != dt.timedelta(0):
-        raise DponeError("mssql_native.source_window_invalid", "window bounds must be timezone-aware UTC")
+        raise DponeError("native_transfer.source_window_invalid", "window bounds must be timezone-aware UTC")
     return value.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def parse_utc(text: str) -> dt.datetime:
     """Inverse of :func:`format_utc`; only the canonical spelling is accepted."""
     if not _CANONICAL.fullmatch(text):
-        raise DponeError("mssql_native.source_window_invalid", "window bound is not canonical UTC text")
+        raise DponeError("native_transfer.source_window_invalid", "window bound is not canonical UTC text")
     return dt.datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=dt.UTC)
 
 
@@ -56,7 +56,7 @@ class UtcWindow(BaseModel):
     @model_validator(mode="after")
     def _ordered(self) -> UtcWindow:
         if parse_utc(self.start) >= parse_utc(self.end):
-            raise DponeError("mssql_native.source_window_invalid", "window start must be before end")
+            raise DponeError("native_transfer.source_window_invalid", "window start must be before end")
         return self
 
     @classmethod

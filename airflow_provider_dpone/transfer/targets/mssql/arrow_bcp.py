@@ -3,7 +3,7 @@
 The BCP backend loads the same Arrow batches the route stages and PostgreSQL copies. Each column is checked once,
 vectorised (a NULL in a non-nullable column, an integer out of the column's range, a decimal that does not fit
 ``DECIMAL(P,S)``, a FixedString of another length, text that is not strict UTF-8, a time finer than the column's
-precision: ``mssql_native.target_value_invalid`` naming the column, never the value), then encoded in the exact forms
+precision: ``native_transfer.target_value_invalid`` naming the column, never the value), then encoded in the exact forms
 of :mod:`values` (why those forms: see there): integers, booleans and bytes as they are, UInt64 as digits, decimals in
 fixed-point notation, dates and datetimes as ISO text with six fractional digits, UUIDs in canonical text. Only the
 values Arrow would spell otherwise (its decimal text switches to exponent notation) go through Python one by one.
@@ -35,7 +35,7 @@ _UUID_DASHES: Final = (8, 12, 16, 20)  # hex positions before which the canonica
 
 
 def _invalid(name: str, why: str) -> DponeError:
-    return DponeError("mssql_native.target_value_invalid", f"column {name}: {why}")
+    return DponeError("native_transfer.target_value_invalid", f"column {name}: {why}")
 
 
 def _check(name: str, column: ColumnType, array: pa.ChunkedArray) -> pa.ChunkedArray:
@@ -151,7 +151,7 @@ def parameter_columns(batch: pa.RecordBatch, plan: TargetPlan) -> list[list[obje
 def bcp_rows(table: pa.Table, plan: TargetPlan) -> Iterator[tuple[Sequence[object], bool]]:
     """Each row's ``bulk_copy`` values in column order, and whether it holds an empty string or binary."""
     if table.num_columns != len(plan.columns):
-        raise DponeError("mssql_native.target_value_invalid", f"{table.num_columns} columns for {len(plan.columns)}")
+        raise DponeError("native_transfer.target_value_invalid", f"{table.num_columns} columns for {len(plan.columns)}")
     types = [c.column_type for c in plan.columns]
     checked = pa.Table.from_arrays(
         [_check(c.name, t, array) for c, t, array in zip(plan.columns, types, table.columns, strict=True)],

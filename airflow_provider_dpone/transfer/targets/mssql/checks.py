@@ -28,7 +28,7 @@ PROBE_ORDINAL: Final[int] = -1  # never a chunk ordinal: chunks count from 0
 def require_transaction(open_transactions: Any, what: str) -> None:
     """Autocommit on (a connection extra or a pooler) leaves no transaction to own the lock or the chunk."""
     if int(open_transactions) < 1:
-        raise DponeError("mssql_native.target_transaction_required", f"{what}: @@TRANCOUNT is 0")
+        raise DponeError("native_transfer.target_transaction_required", f"{what}: @@TRANCOUNT is 0")
 
 
 def tds_level(protocol_version: int) -> tuple[int, int]:
@@ -41,22 +41,24 @@ def check_session(facts: Sequence[Any] | None, driver_tds: tuple[int, int] | Non
     """The answer of ``tsql.SESSION_FACTS``; ``driver_tds`` is the version the driver negotiated, used when the login
     may not read the server's own view of the connection."""
     if facts is None:
-        raise DponeError("mssql_native.target_session_unsupported", "session facts returned no row")
+        raise DponeError("native_transfer.target_session_unsupported", "session facts returned no row")
     options, open_transactions, protocol = int(facts[0]), facts[1], facts[2]
     require_transaction(open_transactions, "session")
     if options & NOCOUNT or not options & XACT_ABORT:
         detail = f"NOCOUNT {'ON' if options & NOCOUNT else 'OFF'}, XACT_ABORT {'ON' if options & XACT_ABORT else 'OFF'}"
-        raise DponeError("mssql_native.target_session_unsupported", detail)
+        raise DponeError("native_transfer.target_session_unsupported", detail)
     version = tds_level(protocol) if protocol is not None else driver_tds
     if version is None or version < MIN_TDS:
         shown = "unknown" if version is None else f"{version[0]}.{version[1]}"
-        raise DponeError("mssql_native.target_tds_version_unsupported", f"negotiated TDS {shown}")
+        raise DponeError("native_transfer.target_tds_version_unsupported", f"negotiated TDS {shown}")
 
 
 def check_no_triggers(row: Sequence[Any] | None) -> None:
     count = 0 if row is None else int(row[0])
     if count:
-        raise DponeError("mssql_native.target_triggers_present", f"{count} trigger(s) on the target or staging table")
+        raise DponeError(
+            "native_transfer.target_triggers_present", f"{count} trigger(s) on the target or staging table"
+        )
 
 
 def _probe_array(column: ColumnType) -> pa.Array:

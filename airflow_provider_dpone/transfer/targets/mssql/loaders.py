@@ -61,7 +61,7 @@ def sqlclient_rows(plan: TargetPlan, table: pa.Table) -> Iterator[tuple[int, Seq
     exist for one slice only): checked and encoded vectorised (``arrow_bcp.parameter_columns``); a slice that fails a
     check goes through the per-value converters column by column, which raise the row-naming error."""
     if table.num_columns != len(plan.columns):
-        raise DponeError("mssql_native.target_value_invalid", f"{table.num_columns} columns for {len(plan.columns)}")
+        raise DponeError("native_transfer.target_value_invalid", f"{table.num_columns} columns for {len(plan.columns)}")
     types, logicals = [c.column_type for c in plan.columns], _logical(plan)
     convert = RowConverter(plan.column_names, types, text_allows_nul=False)
     first = 0

@@ -39,8 +39,8 @@ def check_target_columns(plan: TargetPlan, rows: Sequence[Sequence[Any]]) -> Non
         for row in rows
     }
     if set(found) != set(plan.column_names):
-        raise DponeError("mssql_native.target_schema_mismatch", f"{len(found)} target columns, column set differs")
+        raise DponeError("native_transfer.target_schema_mismatch", f"{len(found)} target columns, column set differs")
     for column in plan.columns:
         spelled, nullable = found[column.name]
         if spelled != column.column_type.tsql or (column.column_type.nullable and not nullable):
-            raise DponeError("mssql_native.target_schema_mismatch", f"column {column.name}")
+            raise DponeError("native_transfer.target_schema_mismatch", f"column {column.name}")

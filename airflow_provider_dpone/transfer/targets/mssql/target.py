@@ -82,14 +82,14 @@ class MsSqlTransferTarget(SqlTransferTarget):
         try:
             conn = self._connect()
         except DRIVER_ERRORS as exc:
-            raise DponeError("mssql_native.target_unavailable", sanitized(exc)) from None
+            raise DponeError("native_transfer.target_unavailable", sanitized(exc)) from None
         try:
             try:
                 cursor = conn.cursor()
                 session = Session(conn, _runner(cursor), cursor)
                 session.run(tsql.session_settings(self._lock_timeout_ms))
             except DRIVER_ERRORS as exc:
-                raise DponeError("mssql_native.target_unavailable", sanitized(exc)) from None
+                raise DponeError("native_transfer.target_unavailable", sanitized(exc)) from None
             yield session
         finally:
             # Closing a broken connection may fail: the server rolls back whatever was not committed anyway.
@@ -105,7 +105,7 @@ class MsSqlTransferTarget(SqlTransferTarget):
         if row is not None:
             checks.require_transaction(row[1], what)
         if row is None or int(row[0]) < 0:
-            raise DponeError("mssql_native.target_publication_in_flight", what)
+            raise DponeError("native_transfer.target_publication_in_flight", what)
 
     def _begin(self, session: Session, plan: TargetPlan, *, exclusive: bool) -> None:
         self._lock(session, plan.lock_resource, "Exclusive" if exclusive else "Shared", short(plan))
@@ -166,10 +166,10 @@ class MsSqlTransferTarget(SqlTransferTarget):
                 if survived:
                     session.run(tsql.delete_chunk(plan), (checks.PROBE_ORDINAL,))
             except DRIVER_ERRORS as exc:
-                raise DponeError("mssql_native.target_prepare_failed", f"bulk probe: {sanitized(exc)}") from None
+                raise DponeError("native_transfer.target_prepare_failed", f"bulk probe: {sanitized(exc)}") from None
             if survived:
-                self._commit_or_unknown(session, "mssql_native.target_prepare_failed", "bulk probe removal")
-                raise DponeError("mssql_native.target_bulk_outside_transaction", short(plan))
+                self._commit_or_unknown(session, "native_transfer.target_prepare_failed", "bulk probe removal")
+                raise DponeError("native_transfer.target_bulk_outside_transaction", short(plan))
 
     def _load(self, plan: TargetPlan, ordinal: int, rows: pa.Table) -> pa.Table:
         with self._session() as session:
@@ -177,11 +177,11 @@ class MsSqlTransferTarget(SqlTransferTarget):
                 self._lock_chunk(session, plan, ordinal)
                 self._require_staging(session, plan)
                 if session.one(tsql.chunk_present(plan), (ordinal,)) is not None:
-                    raise DponeError("mssql_native.target_chunk_already_loaded", f"chunk {ordinal}")
+                    raise DponeError("native_transfer.target_chunk_already_loaded", f"chunk {ordinal}")
                 load_chunk(session.conn, session.cursor, plan, self._backend, ordinal, rows)
             except DRIVER_ERRORS as exc:
-                raise DponeError("mssql_native.target_load_failed", f"chunk {ordinal}: {sanitized(exc)}") from None
-            self._commit_or_unknown(session, "mssql_native.target_load_failed", f"chunk {ordinal}")
+                raise DponeError("native_transfer.target_load_failed", f"chunk {ordinal}: {sanitized(exc)}") from None
+            self._commit_or_unknown(session, "native_transfer.target_load_failed", f"chunk {ordinal}")
         return rows
 
     def _readback_equal(self, plan: TargetPlan, ordinal: int, sent: pa.Table) -> int | None:
@@ -199,7 +199,7 @@ class MsSqlTransferTarget(SqlTransferTarget):
                     parts = None if parts is None else self._decoded(plan, batch, parts)
                 session.conn.rollback()
             except DRIVER_ERRORS as exc:
-                raise DponeError("mssql_native.target_unavailable", f"verify: {sanitized(exc)}") from None
+                raise DponeError("native_transfer.target_unavailable", f"verify: {sanitized(exc)}") from None
         try:
             if parts is None:
                 return None

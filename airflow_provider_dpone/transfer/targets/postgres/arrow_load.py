@@ -4,7 +4,7 @@ Binary COPY needs each column in its exact wire type, so every staged column is 
 PostgreSQL column (``int2/int4/int8``, ``numeric`` as ``decimal128(P, S)``, ``bytea``, ``text``, ``bool``, ``date``,
 ``timestamptz``, ``uuid``). Casts are vectorised and safe: a value that does not fit, bytes that are not strict
 UTF-8 in a text column, a NUL in text, a FixedString of another length, or a NULL in a non-nullable column is refused
-with ``mssql_native.target_value_invalid`` naming the column, never the value.
+with ``native_transfer.target_value_invalid`` naming the column, never the value.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def wire_type(column: ColumnType) -> pa.DataType:
 
 
 def _invalid(name: str, why: str) -> DponeError:
-    return DponeError("mssql_native.target_value_invalid", f"column {name}: {why}")
+    return DponeError("native_transfer.target_value_invalid", f"column {name}: {why}")
 
 
 def _cast(name: str, column: ColumnType, array: pa.ChunkedArray) -> pa.ChunkedArray:
@@ -81,7 +81,7 @@ def _cast(name: str, column: ColumnType, array: pa.ChunkedArray) -> pa.ChunkedAr
 def copy_table(data: pa.Table, plan: TargetPlan, ordinal: int) -> pa.Table:
     """The staging rows of one chunk: the ordinal, each row's position, then every planned column in its wire type."""
     if data.num_columns != len(plan.columns):
-        raise DponeError("mssql_native.target_value_invalid", f"{data.num_columns} columns for {len(plan.columns)}")
+        raise DponeError("native_transfer.target_value_invalid", f"{data.num_columns} columns for {len(plan.columns)}")
     columns = [_cast(c.name, c.column_type, array) for c, array in zip(plan.columns, data.columns, strict=True)]
     table = pa.Table.from_arrays(columns, names=list(plan.column_names))
     table = table.add_column(0, ROW_COLUMN, pa.array(np.arange(table.num_rows, dtype=np.int32)))

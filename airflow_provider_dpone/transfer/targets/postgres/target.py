@@ -120,7 +120,7 @@ class PostgresTransferTarget(SqlTransferTarget):
         try:
             conn = self._connect()
         except psycopg.Error as exc:
-            raise DponeError("mssql_native.target_unavailable", _sanitized(exc)) from None
+            raise DponeError("native_transfer.target_unavailable", _sanitized(exc)) from None
         try:
             yield Session(conn, conn.execute)
         finally:
@@ -140,7 +140,7 @@ class PostgresTransferTarget(SqlTransferTarget):
             try:
                 conn = self._copy_connect()
             except BULK_ERRORS as exc:
-                raise DponeError("mssql_native.target_unavailable", _sanitized(exc)) from None
+                raise DponeError("native_transfer.target_unavailable", _sanitized(exc)) from None
         clean = False
         try:
             yield conn
@@ -168,7 +168,7 @@ class PostgresTransferTarget(SqlTransferTarget):
         try:
             session.run(sql.LOCK_EXCLUSIVE if exclusive else sql.LOCK_SHARED, (plan.lock_key,))
         except psycopg.errors.LockNotAvailable:
-            raise DponeError("mssql_native.target_publication_in_flight", short(plan)) from None
+            raise DponeError("native_transfer.target_publication_in_flight", short(plan)) from None
 
     def _kind(self, session: Session, schema: str, name: str) -> str | None:
         row = session.one(sql.RELATION_KIND, (schema, name))
@@ -183,11 +183,13 @@ class PostgresTransferTarget(SqlTransferTarget):
             for name, type_name, not_null in session.run(sql.TABLE_COLUMNS, (plan.target_schema, plan.target_table))
         }
         if set(found) != set(plan.column_names):
-            raise DponeError("mssql_native.target_schema_mismatch", f"{len(found)} target columns, column set differs")
+            raise DponeError(
+                "native_transfer.target_schema_mismatch", f"{len(found)} target columns, column set differs"
+            )
         for column in plan.columns:
             type_name, not_null = found[column.name]
             if type_name != column.column_type.postgres or (not_null and column.column_type.nullable):
-                raise DponeError("mssql_native.target_schema_mismatch", f"column {column.name}")
+                raise DponeError("native_transfer.target_schema_mismatch", f"column {column.name}")
 
     def _swap(self, session: Session, plan: TargetPlan, *, target_exists: bool) -> None:
         for statement in sql.full_refresh_swap(plan, target_exists=target_exists):
@@ -219,7 +221,7 @@ class PostgresTransferTarget(SqlTransferTarget):
                     cursor.execute(sql.chunk_present_bulk(plan), parameters=(ordinal,))
                     present = cursor.fetchone()
                     if present is not None and present[0]:
-                        raise DponeError("mssql_native.target_chunk_already_loaded", f"chunk {ordinal}")
+                        raise DponeError("native_transfer.target_chunk_already_loaded", f"chunk {ordinal}")
                     if table.num_rows:
                         batches = table.to_reader(max_chunksize=COPY_BATCH_ROWS)
                         cursor.adbc_ingest(
@@ -227,13 +229,13 @@ class PostgresTransferTarget(SqlTransferTarget):
                         )
             except BULK_ERRORS as exc:
                 if getattr(exc, "sqlstate", None) == LOCK_NOT_AVAILABLE:
-                    raise DponeError("mssql_native.target_publication_in_flight", f"chunk {ordinal}") from None
-                raise DponeError("mssql_native.target_load_failed", f"chunk {ordinal}: {_sanitized(exc)}") from None
+                    raise DponeError("native_transfer.target_publication_in_flight", f"chunk {ordinal}") from None
+                raise DponeError("native_transfer.target_load_failed", f"chunk {ordinal}: {_sanitized(exc)}") from None
             try:
                 conn.commit()
             except BULK_ERRORS as exc:
                 detail = f"chunk {ordinal}: commit outcome unknown ({_sanitized(exc)})"
-                raise DponeError("mssql_native.target_load_failed", detail) from None
+                raise DponeError("native_transfer.target_load_failed", detail) from None
         return table.select(list(plan.column_names))
 
     def _readback_equal(self, plan: TargetPlan, ordinal: int, sent: pa.Table) -> int | None:
@@ -249,7 +251,7 @@ class PostgresTransferTarget(SqlTransferTarget):
                     stored = cursor.fetch_arrow_table()
                 conn.rollback()
             except BULK_ERRORS as exc:
-                raise DponeError("mssql_native.target_unavailable", f"verify: {_sanitized(exc)}") from None
+                raise DponeError("native_transfer.target_unavailable", f"verify: {_sanitized(exc)}") from None
         return stored.num_rows if stored_equals_sent(sent, stored) else None
 
     def _committed(self, plan: TargetPlan) -> bool:

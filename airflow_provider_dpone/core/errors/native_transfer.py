@@ -1,4 +1,5 @@
-"""``mssql_native.*``: the native ClickHouse -> SQL Server transfer route and its raw-row snapshot (seed 003)."""
+"""``native_transfer.*``: the native ClickHouse -> SQL Server / PostgreSQL transfer, any target, and its raw-row
+snapshot (earlier name ``mssql_native.*``, kept as aliases: see :data:`~airflow_provider_dpone.core.errors.ALIASES`)."""
 
 from __future__ import annotations
 
@@ -6,53 +7,53 @@ from airflow_provider_dpone.core.errors.code import ErrorCode
 
 CODES: tuple[ErrorCode, ...] = (
     ErrorCode(
-        "mssql_native.source_snapshot_mode_invalid",
+        "native_transfer.source_snapshot_mode_invalid",
         "source_snapshot has an unknown mode, an unknown field, or a mode/replica_scope combination that is not allowed",
         "use mode query_visible or exact_raw_rows, and replica_scope single_server or connected_replica",
         retryable=False,
     ),
     ErrorCode(
-        "mssql_native.replacing_raw_snapshot_required",
+        "native_transfer.replacing_raw_snapshot_required",
         "the source engine needs an explicit exact_raw_rows snapshot (or the requested snapshot does not fit the engine)",
         "declare source_snapshot.mode: exact_raw_rows for ReplacingMergeTree, or read a plain MergeTree table",
         retryable=False,
     ),
     ErrorCode(
-        "mssql_native.replica_scope_unproven",
+        "native_transfer.replica_scope_unproven",
         "the declared replica_scope does not match the engine, or the connection cannot prove one pinned server",
         "use single_server for ReplacingMergeTree, connected_replica for ReplicatedReplacingMergeTree, and a direct "
         "server endpoint (or a balancer that keeps ClickHouse HTTP sessions on one server)",
         retryable=False,
     ),
     ErrorCode(
-        "mssql_native.source_read_profile_unsupported",
+        "native_transfer.source_read_profile_unsupported",
         "an effective read setting, filter or policy cannot be frozen to the raw-snapshot profile",
         "remove the overriding profile or setting for the source user; settings cannot be weakened per workload",
         retryable=False,
     ),
     ErrorCode(
-        "mssql_native.source_provenance_incomplete",
+        "native_transfer.source_provenance_incomplete",
         "part provenance of the snapshot query is missing or outside the pre-query physical profile",
         "retry as a new invocation (the run re-extracts); investigate concurrent DDL if it repeats",
         retryable=True,
     ),
     # --- source admission, extraction, durable stage and recovery (raw-row snapshot route) ---
     ErrorCode(
-        "mssql_native.source_engine_unsupported",
+        "native_transfer.source_engine_unsupported",
         "the source relation is not an admitted table (view, Distributed, Shared engine, alias, non-Atomic database, "
         "temporary table or zero UUID)",
         "read a MergeTree or ReplacingMergeTree table of an Atomic database directly",
         retryable=False,
     ),
     ErrorCode(
-        "mssql_native.source_schema_unsupported",
+        "native_transfer.source_schema_unsupported",
         "a source column has DEFAULT/MATERIALIZED/ALIAS/EPHEMERAL, an unsupported or lossy type, or a reserved "
         "provenance name (_part, _part_offset) in raw mode",
         "project the table through supported ordinary columns, or rename the reserved column",
         retryable=False,
     ),
     ErrorCode(
-        "mssql_native.source_window_invalid",
+        "native_transfer.source_window_invalid",
         "the partition window is not a fixed UTC half-open interval over an admitted column, or the partition "
         "expression or calendar cannot be proven UTC",
         "declare aware UTC bounds with start < end on a UTC DateTime/DateTime64 column partitioned by an allowlisted "
@@ -60,14 +61,14 @@ CODES: tuple[ErrorCode, ...] = (
         retryable=False,
     ),
     ErrorCode(
-        "mssql_native.source_transport_unsupported",
+        "native_transfer.source_transport_unsupported",
         "the source session is not one direct, verified endpoint (TLS required but not verified, unbounded timeout, "
         "or redirect)",
         "use an HTTPS connection with certificate verification and bounded timeouts to one server",
         retryable=False,
     ),
     ErrorCode(
-        "mssql_native.source_endpoint_drift",
+        "native_transfer.source_endpoint_drift",
         "a source request was answered by another server than the one admission observed (a balancer moved the "
         "session, the server restarted or the session expired), or the server's identity changed before EOF",
         "connect to one server directly, or through a balancer that keeps an HTTP session on one server; the retry "
@@ -75,95 +76,95 @@ CODES: tuple[ErrorCode, ...] = (
         retryable=True,
     ),
     ErrorCode(
-        "mssql_native.source_metadata_unavailable",
+        "native_transfer.source_metadata_unavailable",
         "required source metadata (tables, columns, parts, settings, policies, replicas) cannot be inspected",
         "grant the source account SELECT on the relation and the bounded system metadata listed in the route guide",
         retryable=True,
     ),
     ErrorCode(
-        "mssql_native.source_part_cap_exceeded",
+        "native_transfer.source_part_cap_exceeded",
         "the pre-query physical profile has more active parts than the fixed cap",
         "narrow the window or let merges reduce the part count; provenance is never truncated",
         retryable=False,
     ),
     ErrorCode(
-        "mssql_native.source_snapshot_drift",
+        "native_transfer.source_snapshot_drift",
         "relation, schema, access context, read profile or replica identity changed before EOF",
         "retry as a new invocation; investigate concurrent DDL, grants or profile changes if it repeats",
         retryable=True,
     ),
     ErrorCode(
-        "mssql_native.source_eof_mismatch",
+        "native_transfer.source_eof_mismatch",
         "the stream's EOF does not match its receipts (row count, contiguous chunk ordinals or typed evidence)",
         "retry as a new invocation; the sealed stage is not published",
         retryable=True,
     ),
     ErrorCode(
-        "mssql_native.recovery_binding_invalid",
+        "native_transfer.recovery_binding_invalid",
         "the recovery marker, completion extension, profile, EOF descriptor, schema, window or row count in the "
         "journal disagree or are of an unknown version",
         "preserve the journal and stage; investigate tampering or a mismatched selector; never edit records",
         retryable=False,
     ),
     ErrorCode(
-        "mssql_native.stage_integrity_failed",
+        "native_transfer.stage_integrity_failed",
         "a durable stage object is missing, tampered or does not match its chunk receipt",
         "preserve the stage; the invocation must be settled and re-extracted",
         retryable=False,
     ),
     ErrorCode(
-        "mssql_native.stage_retirement_failed",
+        "native_transfer.stage_retirement_failed",
         "the storage refused to remove a stage object or prefix (permission, I/O or a non-empty directory)",
         "fix the stage storage and rerun; the invocation stays unsettled and its custody held until retirement "
         "succeeds",
         retryable=True,
     ),
     ErrorCode(
-        "mssql_native.journal_corrupt",
+        "native_transfer.journal_corrupt",
         "the recovery journal has a gap, a broken hash chain, a non-canonical or oversize record, or an impossible "
         "record order",
         "preserve the journal; investigate the storage and any concurrent writer",
         retryable=False,
     ),
     ErrorCode(
-        "mssql_native.journal_conflict",
+        "native_transfer.journal_conflict",
         "this writer was fenced: another process appended to the recovery journal first, or this writer's own lease "
         "expired before its next write (the detail says which)",
         "stop this attempt; the owning attempt or a later retry resumes from the journal",
         retryable=True,
     ),
     ErrorCode(
-        "mssql_native.custody_held",
+        "native_transfer.custody_held",
         "a previous invocation's writer lease or target custody is not proven settled",
         "wait for the lease to expire or settle the held custody; overlapping runs are blocked",
         retryable=True,
     ),
     ErrorCode(
-        "mssql_native.target_verification_failed",
+        "native_transfer.target_verification_failed",
         "the target-local typed digest or row count of the staged rows differs from the sealed receipts",
         "the staging is discarded and nothing is published; investigate type mapping on the target",
         retryable=True,
     ),
     ErrorCode(
-        "mssql_native.publication_outcome_unknown",
+        "native_transfer.publication_outcome_unknown",
         "the target cannot prove whether the publication committed",
         "keep the run held; reconcile the target receipt before any retry or cleanup",
         retryable=True,
     ),
     ErrorCode(
-        "mssql_native.publication_absent",
+        "native_transfer.publication_absent",
         "the publication was proven not committed after an interrupted commit",
         "retry the task; it republishes source-free from the sealed stage",
         retryable=True,
     ),
     ErrorCode(
-        "mssql_native.storage_unsupported",
+        "native_transfer.storage_unsupported",
         "the stage/journal storage cannot create objects exclusively and atomically",
         "use file:// or an object store whose filesystem supports exclusive create",
         retryable=False,
     ),
     ErrorCode(
-        "mssql_native.source_query_failed",
+        "native_transfer.source_query_failed",
         "the snapshot SELECT or a metadata read failed on the server (timeout, limit, cancellation, lost session)",
         "retry as a new invocation; raise the bounded limits only through the connection, never per workload",
         retryable=True,
@@ -174,110 +175,110 @@ CODES: tuple[ErrorCode, ...] = (
 # PostgreSQL adapter of the same port). Details carry only opaque ids, ordinals, counts, digests and SQLSTATE classes.
 CODES += (
     ErrorCode(
-        "mssql_native.target_type_unsupported",
+        "native_transfer.target_type_unsupported",
         "a source column type has no lossless, exactly verifiable target mapping (floats, nested, >38 digits, ...)",
         "cast the column in the source to a supported type; see docs/targets.md for the type mapping",
         retryable=False,
     ),
     ErrorCode(
-        "mssql_native.target_plan_invalid",
+        "native_transfer.target_plan_invalid",
         "the target plan is malformed (invocation id, names, reserved prefix, window, mode or column set)",
         "fix the reported field of the target plan; names starting with __dpone_ are reserved",
         retryable=False,
     ),
     ErrorCode(
-        "mssql_native.target_value_invalid",
+        "native_transfer.target_value_invalid",
         "a row value does not fit its target column (range, precision, UTF-8 text, NUL in PostgreSQL text)",
         "check the source column type; map String as binary (the lossless default) if values are not UTF-8",
         retryable=False,
     ),
     ErrorCode(
-        "mssql_native.target_unavailable",
+        "native_transfer.target_unavailable",
         "the target database could not be reached or refused the session before any change was made",
         "check the target connection and retry the task; nothing was changed",
         retryable=True,
     ),
     ErrorCode(
-        "mssql_native.target_schema_mismatch",
+        "native_transfer.target_schema_mismatch",
         "the target table is not a base table, or its columns differ from the planned mapping",
         "align the target table with the planned column types (see docs/targets.md) or use full_refresh",
         retryable=False,
     ),
     ErrorCode(
-        "mssql_native.target_prepare_failed",
+        "native_transfer.target_prepare_failed",
         "the staging table or the receipt table could not be created",
         "check CREATE TABLE permission in the target schema; the invocation's staging can be retried",
         retryable=True,
     ),
     ErrorCode(
-        "mssql_native.target_chunk_already_loaded",
+        "native_transfer.target_chunk_already_loaded",
         "rows of this chunk ordinal are already in staging (an earlier load committed)",
         "verify the chunk; discard it and load again only if verification fails",
         retryable=True,
     ),
     ErrorCode(
-        "mssql_native.target_load_failed",
+        "native_transfer.target_load_failed",
         "a chunk load failed; its transaction was rolled back, or its commit acknowledgement was lost",
         "verify the chunk to observe whether it is present; a retry prepares empty staging and reloads the stage",
         retryable=True,
     ),
     ErrorCode(
-        "mssql_native.target_staging_missing",
+        "native_transfer.target_staging_missing",
         "the invocation's staging table does not exist and no publication receipt exists",
         "prepare the staging again and reload every chunk from the durable stage",
         retryable=True,
     ),
     ErrorCode(
-        "mssql_native.target_staging_incomplete",
+        "native_transfer.target_staging_incomplete",
         "the staged chunks differ from the publication request (missing, extra, or a different row count)",
         "load and verify the missing chunks, or discard the extra ones, then publish again",
         retryable=True,
     ),
     ErrorCode(
-        "mssql_native.target_rows_outside_window",
+        "native_transfer.target_rows_outside_window",
         "staged rows lie outside the replaced UTC window (or have a NULL window value)",
         "fix the source window; publishing them would duplicate rows outside the window",
         retryable=False,
     ),
     ErrorCode(
-        "mssql_native.target_publication_already_committed",
+        "native_transfer.target_publication_already_committed",
         "a publication receipt for this invocation already exists: the publication committed earlier",
         "do not publish again; read the receipt with reconcile and continue with cleanup",
         retryable=False,
     ),
     ErrorCode(
-        "mssql_native.target_publication_failed",
+        "native_transfer.target_publication_failed",
         "the publication transaction failed before commit and was rolled back; the target is unchanged",
         "fix the reported cause and publish again (the staging is retained)",
         retryable=True,
     ),
     ErrorCode(
-        "mssql_native.target_publication_outcome_unknown",
+        "native_transfer.target_publication_outcome_unknown",
         "the publication commit was sent but its acknowledgement was lost",
         "reconcile the publication by its receipt; never publish again before reconcile answers",
         retryable=True,
     ),
     ErrorCode(
-        "mssql_native.target_publication_in_flight",
+        "native_transfer.target_publication_in_flight",
         "the publication lock is still held: a publishing transaction may still commit or roll back",
         "reconcile again later; do not publish or clean up until reconcile answers committed or absent",
         retryable=True,
     ),
     ErrorCode(
-        "mssql_native.target_receipt_conflict",
+        "native_transfer.target_receipt_conflict",
         "the stored publication receipt disagrees with the expected rows or digest",
         "stop and investigate: the receipt table was changed or the plan differs from the committed one",
         retryable=False,
     ),
     ErrorCode(
-        "mssql_native.target_transaction_required",
+        "native_transfer.target_transaction_required",
         "the SQL Server session has no open transaction (@@TRANCOUNT is 0): autocommit is on, so application locks and "
         "chunk transactions cannot be held",
         "remove autocommit from the connection's extras (pymssql must run with autocommit off)",
         retryable=False,
     ),
     ErrorCode(
-        "mssql_native.target_session_unsupported",
+        "native_transfer.target_session_unsupported",
         "the effective SQL Server session options differ from what the route sets (NOCOUNT must be OFF and XACT_ABORT "
         "ON after the session settings)",
         "remove what overrides the session options (a logon trigger, a pooler resetting the session, the server's "
@@ -285,27 +286,27 @@ CODES += (
         retryable=False,
     ),
     ErrorCode(
-        "mssql_native.target_tds_version_unsupported",
+        "native_transfer.target_tds_version_unsupported",
         "the negotiated TDS version is older than 7.3, which cannot carry DATE and DATETIME2 through bulk copy",
         "set tds_version 7.3 or 7.4 in the SQL Server connection's extras (FreeTDS defaults may be older)",
         retryable=False,
     ),
     ErrorCode(
-        "mssql_native.target_bulk_outside_transaction",
+        "native_transfer.target_bulk_outside_transaction",
         "a bulk-copied probe row survived the rollback of its transaction: this server commits INSERT BULK on its own, "
         "so a chunk could be staged without its transaction",
         "use import_backend: mssql_sqlclient for this server, and report the server version and driver settings",
         retryable=False,
     ),
     ErrorCode(
-        "mssql_native.target_triggers_present",
+        "native_transfer.target_triggers_present",
         "the target or staging table has triggers: they would change row counts and published rows",
         "drop or disable the triggers on the target table (and any DDL trigger that adds them to new tables)",
         retryable=False,
     ),
     # --- Airflow surface of the route ---
     ErrorCode(
-        "mssql_native.reextract_required",
+        "native_transfer.reextract_required",
         "an invocation failed before source EOF and was settled (its writer stopped, its stage retired, no target "
         "custody existed)",
         "let Airflow retry (or clear the task): the next try re-extracts as a new invocation; fix the cause first if "
