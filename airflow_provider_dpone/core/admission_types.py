@@ -32,7 +32,7 @@ class Blocker:
 
 @dataclass(frozen=True)
 class ReplicationDecision:
-    """The cluster route decision, field for field as the public contract (seed 000, "CLI") shows it.
+    """The cluster route decision, field for field as the public contract shows it.
 
     ``selected`` is None while any blocker remains: nothing is ever selected in place of what was requested.
     """

@@ -1,4 +1,4 @@
-"""The column types a cluster publication admits: the canonical encoder profile of seed 000 ("edge cases").
+"""The column types a cluster publication admits: the canonical encoder profile.
 
 Artifact receipts, candidate checks and the content digest compare typed values. The profile is what the tests prove
 exact end to end: integers, floats, Bool, String, FixedString, UUID, IPv4/IPv6, Date/Date32, DateTime/DateTime64 with

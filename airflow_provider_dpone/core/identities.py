@@ -1,4 +1,4 @@
-"""Deterministic identities of the cluster publication, both replication modes (seed 000, section 2).
+"""Deterministic identities of the cluster publication, both replication modes.
 
 Why deterministic: an Airflow retry, a cleared run or a fresh worker must find the *same* operation, the same members
 and the same candidate table without any state carried between processes other than the Keeper authority. So every

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 MemberConnections = Callable[[AdmittedMember], "ResolvedConnection"]
 AcceptanceReaderFactory = Callable[[MemberConnections], AcceptanceReader]
-"""The seed's keyword-only ``target_acceptance_reader`` of ``ClickHouseSink(..., durable_quality_replay=True)``, on
+"""The keyword-only ``target_acceptance_reader`` of ``ClickHouseSink(..., durable_quality_replay=True)``, on
 this provider's operators: it builds the bounded reader of one task try from the admitted sink connection (a resolver
 of each member's direct connection). Default: the hook's
 :class:`~airflow_provider_dpone.cluster.clickhouse.acceptance_reader.SubprocessAcceptanceReader`."""

@@ -1,7 +1,8 @@
 """Airflow operators: a thin surface over the protocol (the hook builds the adapters; operators call one entry point
 and shape its result into logs and XCom).
 
-The external-replication full refresh of one ClickHouse cluster table is four tasks::
+The full refresh of one ClickHouse cluster table, in either replication mode (internal, the default, or external), is
+four tasks::
 
     DponeFenceOperator >> DponeStageOperator >> DponePublishOperator >> DponeCleanupOperator
 

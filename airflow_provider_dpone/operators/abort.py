@@ -1,11 +1,11 @@
 """The maintenance operators of a full refresh, each a task of a maintenance DAG that acts on one stopped DAG run.
 
-``DponeAbortOperator`` (seed 000 §6.7): only LOCKED, STAGING and STAGED may be aborted (once a publication permit
+``DponeAbortOperator``: only LOCKED, STAGING and STAGED may be aborted (once a publication permit
 exists the DDL may have reached a member: ``ABORT_AFTER_PUBLICATION``); exactly the candidates the operation owns are
 dropped, member by member and by UUID, a foreign table under the candidate name stops the abort untouched; then
 ABORTED, which is terminal, never success, and lets the next run take the target.
 
-``DponeVoidPermitOperator`` (seed 000 §5.4): a run stopped with ``DISPATCH_UNPROVEN`` holds its target until its
+``DponeVoidPermitOperator``: a run stopped with ``DISPATCH_UNPROVEN`` holds its target until its
 permit is voided with proof that the first request can no longer execute: the coordinator restarted later than the
 permit time plus the dispatch deadline, the send timeout and the clock-skew margin, no queue entry carries the
 permit's token, and every member shows exactly the pre-dispatch UUIDs. The proof is recorded in the authority and the

@@ -5,7 +5,7 @@ base, and the two pre-publication steps (``DponeFenceOperator``, ``DponeStageOpe
 Each try of each task starts from nothing it did not re-derive. It re-reads the manifest (a file path, inline YAML
 text or a mapping), runs static admission again, and derives the :class:`PublicationRequest` from the manifest, the
 DAG id and the DAG run id, never from an upstream task's XCom and never from the try number: every try of every task
-of one DAG run, and a clear of the whole run, arrive at the same ``operation_id`` (seed 000 §2), while a new DAG run
+of one DAG run, and a clear of the whole run, arrive at the same ``operation_id``, while a new DAG run
 derives a new one. It then gets a fresh environment from the ports factory (the hook builds it) and a fresh
 :class:`PublicationService`, which re-reads the authority itself, so an Airflow retry, a clear of one task or a clear
 of the whole run is a same-operation retry that resumes wherever the authority says.
@@ -134,7 +134,7 @@ def fence_table(manifest: ClusterPublicationManifest) -> TableSpec:
 
     Only staging reads the table definition (to check the sealed artifact and to create candidates). The request
     model requires a valid one in every task, so a task that does not stage passes this placeholder rather than
-    touching the source: the fence runs before any source I/O (seed 000 §2), and publish and cleanup must not depend
+    touching the source: the fence runs before any source I/O, and publish and cleanup must not depend
     on the source at all.
     """
     order_by = manifest.physical_design.storage.clickhouse.order_by

@@ -1,6 +1,6 @@
 """``DponeNativeTransferOperator``: one ClickHouse table (or one fixed UTC window) into SQL Server or PostgreSQL.
 
-The task runs the native transfer route of seed 003 once per try:
+The task runs the native transfer route once per try:
 
 * the operation id is derived from dag_id + run_id + target table + normalized plan (never the try number), so an
   Airflow retry or a clear of the run is the same operation: it resumes from the journal. After source EOF that
@@ -68,7 +68,7 @@ def retries_outlast_lease(retries: int, retry_delay: object, lease_minutes: floa
 
 
 class DponeNativeTransferOperator(BaseOperator):
-    """Move one ClickHouse table (seed 003 route) into the manifest's SQL Server or PostgreSQL table.
+    """Move one ClickHouse table into the manifest's SQL Server or PostgreSQL table.
 
     :param manifest: path to the YAML manifest, an inline mapping, or a loaded :class:`NativeTransferManifest`.
         Templated: Jinja renders the path, or every string of a mapping (not the content of a manifest file).

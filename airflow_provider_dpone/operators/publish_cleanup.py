@@ -64,8 +64,8 @@ DEFERRABLE_DDL_TASK_TIMEOUT_SECONDS: Final[int] = 1
 
 Long enough for healthy hosts to finish a metadata-only statement, so the common case commits without a deferral;
 short enough that an entry a host has not finished frees the worker at once. Not 0: the reconcile that follows the
-dispatch would then nearly always run while the hosts execute the entry, and it reads each member's target and
-candidate with separate statements, so a concurrent EXCHANGE or RENAME can show it a torn pair.
+dispatch would then nearly always run while the hosts execute the entry, and nearly every deferrable publication
+would defer once for a statement the hosts finish within a second.
 """
 
 

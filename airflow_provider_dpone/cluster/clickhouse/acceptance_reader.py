@@ -1,4 +1,4 @@
-"""The bounded acceptance reader (seed 002): each observation runs in a worker process killed when its budget ends.
+"""The bounded acceptance reader: each observation runs in a worker process killed when its budget ends.
 
 :class:`SubprocessAcceptanceReader` implements :class:`~airflow_provider_dpone.cluster.ports.AcceptanceReader`. Per
 read it starts ``python -m airflow_provider_dpone.cluster.clickhouse.acceptance_worker`` with:

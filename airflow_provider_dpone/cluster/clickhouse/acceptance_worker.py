@@ -1,4 +1,4 @@
-"""The bounded acceptance worker process (seed 002): ``python -m airflow_provider_dpone.cluster.clickhouse.acceptance_worker``.
+"""The bounded acceptance worker process: ``python -m airflow_provider_dpone.cluster.clickhouse.acceptance_worker``.
 
 It reads **one** request frame from its stdin, a private pipe only its parent holds: the connection of each member
 the plan reads (credentials included: never in argv, the environment, a file or a report), a typed

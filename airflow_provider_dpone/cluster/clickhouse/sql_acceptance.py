@@ -1,4 +1,4 @@
-"""SQL of the bounded acceptance read (seed 002): one aggregate statement rendered from a typed plan.
+"""SQL of the bounded acceptance read: one aggregate statement rendered from a typed plan.
 
 The worker never receives SQL; it renders this from a :class:`TargetReadPlan` whose names were validated as plain
 identifiers, and quotes every name. One statement reads, over the whole table on one server: the row count and the

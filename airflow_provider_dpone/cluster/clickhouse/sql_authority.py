@@ -1,4 +1,4 @@
-"""SQL of the authority phase: the KeeperMap table ``__dpone_cluster_publication_authority`` (seed 002 preconditions).
+"""SQL of the authority phase: the KeeperMap table ``__dpone_cluster_publication_authority``.
 
 Three statements, all with ``keeper_map_strict_mode = 1``:
 
@@ -10,8 +10,8 @@ Three statements, all with ``keeper_map_strict_mode = 1``:
   writes them in one Keeper multi-request conditioned on exactly those versions, so the update applies only while
   the row is still at version ``N`` and a concurrent writer makes it fail rather than be overwritten (ClickHouse docs,
   KeeperMap: "fetching and updating data will succeed only if it's done atomically"). An update whose ``WHERE``
-  matches nothing succeeds *without effect*, which is why the adapter proves the outcome by reading the version
-  before and after (see ``authority_store``). The primary key is not updatable, so the key never moves.
+  matches nothing succeeds *without effect*, which is why the adapter proves the outcome by reading the row once
+  after the update (see ``authority_store``: no read precedes the write). The primary key is not updatable, so the key never moves.
 
 Values are rendered as escaped literals (payloads are canonical JSON the protocol produced, never row data), so the
 statement is one self-contained text: no URL parameters that could exceed the server's URI limit.

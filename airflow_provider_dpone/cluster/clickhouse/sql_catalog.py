@@ -1,4 +1,4 @@
-"""SQL of runtime admission: topology and catalog facts (read-only; seed 000 §1, seed 002 preconditions).
+"""SQL of runtime admission: topology and catalog facts (read-only).
 
 * ``system.clusters`` -- every row of the cluster, sorted by ``(shard_num, replica_num)``. The query runs with
   ``skip_unavailable_shards = 0`` and never reads through a ``Distributed``/``remote``/``cluster()`` facade, so an

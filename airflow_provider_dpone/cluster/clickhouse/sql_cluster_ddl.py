@@ -1,6 +1,6 @@
 """SQL of publication and cleanup: the one correlated ``ON CLUSTER`` statement per permit, and its queue entry.
 
-Dispatch (seed 000 §5.3, §6.3) renders exactly one of::
+Dispatch renders exactly one of::
 
     EXCHANGE TABLES db.target AND db.candidate ON CLUSTER c SETTINGS ...   -- existing target: UUIDs swap
     RENAME TABLE db.candidate TO db.target ON CLUSTER c SETTINGS ...       -- absent target: the UUID moves

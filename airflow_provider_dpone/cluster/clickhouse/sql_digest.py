@@ -6,8 +6,8 @@ into, see ``reference_digest``) and for every member's candidate and target of t
 * version 2 (new receipts): ``count(), sum(reinterpretAsUInt256(reverse(<typed row SHA-256>)))``, the row hash of
   ``sql_row_hash`` over the columns in table order, summed modulo 2**256 -- exactly
   :class:`~airflow_provider_dpone.core.typed_digest.MultisetDigest` (the transfer's digest), so the canonical
-  value is :func:`~airflow_provider_dpone.core.typed_digest.native_multiset_digest`. Measured on 1M rows of the
-  bench's table on an embedded member: 0.21-0.28 s against 0.25-0.33 s for version 1;
+  value is :func:`~airflow_provider_dpone.core.typed_digest.native_multiset_digest` (costs:
+  ``docs/perf-publication.md``);
 * version 1 (records written before versions): ``count(), sum(reinterpretAsUInt128(sipHash128(tuple(*))))``.
 
 Why this shape:
@@ -96,8 +96,8 @@ def part_content(
     in ``parts`` when given, as one row: ``[(part, count, sum)]`` of the parts the read actually saw, and the UUID.
 
     The sums add up to :func:`table_content`'s (the digest is a sum over rows), and the names say which parts were
-    read, so a caller can tell whether a merge replaced parts between its listing and this read. Measured on 10M rows
-    (9 parts) on an embedded member: no slower than the one-group read (docs/publication-sql.md).
+    read, so a caller can tell whether a merge replaced parts between its listing and this read (its cost against
+    the one-group read: docs/perf-publication.md).
     """
     numbers = f"count() AS c, {_hash_sum(columns, version)} AS s"
     where = "" if parts is None else f" WHERE _part IN ({', '.join(string_literal(part) for part in parts)})"

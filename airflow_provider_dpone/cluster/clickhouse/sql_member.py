@@ -1,4 +1,4 @@
-"""SQL of per-member staging: observe, create, load and drop a candidate table on one member (seed 000 §4).
+"""SQL of per-member staging: observe, create, load and drop a candidate table on one member.
 
 Every statement here runs on one member's direct connection, never ``ON CLUSTER`` and never through a facade:
 

@@ -1,4 +1,4 @@
-"""The durable quality-replay capsule (seed 002): policy, immutable core, completion state, size reservation.
+"""The durable quality-replay capsule: policy, immutable core, completion state, size reservation.
 
 The capsule rides inside the ``dpone.clickhouse.cluster-full-refresh.v2`` authority record, so every state change is
 one acknowledged authority CAS with exact read-back. Its **core** is written once, in the CAS that makes the record

@@ -1,4 +1,4 @@
-"""The typed request and answer of one bounded observation (seed 002): what the worker is asked, what it returns.
+"""The typed request and answer of one bounded observation: what the worker is asked, what it returns.
 
 The worker never receives SQL. A :class:`TargetReadPlan` names the table and the exact generation (UUID) it must
 find there, the replicas whose metadata to read before and after (``guard``: UUID, columns, active parts, replica

@@ -1,4 +1,4 @@
-"""``DPONE_REPLAY_QUALITY_EVIDENCE_*``: durable, replayable quality evidence of committed publications (seed 002)."""
+"""``DPONE_REPLAY_QUALITY_EVIDENCE_*``: durable, replayable quality evidence of committed publications."""
 
 from __future__ import annotations
 

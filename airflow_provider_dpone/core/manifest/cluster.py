@@ -1,4 +1,4 @@
-"""Manifest of the ClickHouse cluster full-refresh publication route (seed 000, ADR 0069, seed 002).
+"""Manifest of the ClickHouse cluster full-refresh publication route.
 
 The model accepts every *well-formed* declaration, including ones static admission will refuse (a ``local`` DDL
 scope, a Distributed engine, a missing byte bound): a well-formed but inadmissible manifest gets a domain code from
@@ -32,7 +32,7 @@ from airflow_provider_dpone.core.manifest.types import (
 )
 
 MAX_TARGET_COLUMNS: Final[int] = 256
-"""At most this many selected columns in one acceptance read (seed 002: bounded observation)."""
+"""At most this many selected columns in one acceptance read."""
 TargetMetric = Literal["row_count", "null_count", "distinct_count"]
 COLUMN_METRICS: Final[frozenset[str]] = frozenset({"null_count", "distinct_count"})
 """The metrics observed per selected column (``row_count`` is one number for the table)."""

@@ -1,4 +1,4 @@
-"""Manifest of the native ClickHouse -> SQL Server / PostgreSQL transfer route (seed 003).
+"""Manifest of the native ClickHouse -> SQL Server / PostgreSQL transfer route.
 
 The source is one table, named by database and table: there is no custom SQL on this route (a raw snapshot is one
 qualified SELECT that dpone renders itself). ``source.options.native_transfer`` is the existing closed option model,

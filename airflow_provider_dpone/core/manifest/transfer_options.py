@@ -1,6 +1,6 @@
 """``source.options.native_transfer``: the closed option schema of the native ClickHouse -> SQL Server route.
 
-``source_snapshot`` is the seed-003 selector. Omitting it behaves exactly as before (plain MergeTree only); the
+``source_snapshot`` selects the snapshot mode. Omitting it behaves exactly as before (plain MergeTree only); the
 explicit ``query_visible`` spelling means the same and is never written into manifests that omit it. Every object
 here is closed (unknown keys are refused), because a misspelled safety option must never silently mean the default.
 """

@@ -1,6 +1,6 @@
 """Source admission: observe, decide, and freeze the profile and chunk plan before any row I/O.
 
-The order follows seed 003 sections 2-7: transport authority, server, relation and engine, schema, window, access
+The order: transport authority, server, relation and engine, schema, window, access
 context, effective read settings, pending mutations, the frozen profile and ``source_query_id``, then the bounded
 pre-query physical profile. Every refusal is a stable ``native_transfer.*`` code raised here, before extraction.
 """

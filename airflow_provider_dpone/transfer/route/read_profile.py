@@ -1,6 +1,6 @@
 """The frozen read profile: query-level settings, inspected filters, principal/roles and row-policy identity.
 
-Settings are frozen at query level (seed 003 section 6) and then *observed* under that same overlay: if the server
+Settings are frozen at query level and then *observed* under that same overlay: if the server
 lacks a setting, or a profile constraint overrides a frozen value, admission fails; nothing is weakened per workload.
 Server-side filters are inspected and must be empty; they are never cleared to obtain admission. Row policies are
 never bypassed: they are enumerated, reduced to an identity digest, and the SELECT runs under them. An account that

@@ -1,4 +1,4 @@
-"""The route state machine of seed 003: extract once, seal, publish; recover without guessing.
+"""The transfer route state machine: extract once, seal, publish; recover without guessing.
 
 ``run`` is safe to call again after any crash (an Airflow retry or a cleared run calls it with the same request):
 

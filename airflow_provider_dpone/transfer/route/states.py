@@ -1,4 +1,4 @@
-"""Fold the journal into invocation views and the route state of seed 003's state diagram.
+"""Fold the journal into invocation views and the route state of the transfer state diagram.
 
 The fold enforces record order (a chunk after its plan, contiguous ordinals, target records only after
 stage-complete, one outstanding publication at a time, ...). An impossible order is corruption and fails closed; it

@@ -1,4 +1,4 @@
-"""Static admission of the native ClickHouse -> SQL Server / PostgreSQL transfer route (seed 003).
+"""Static admission of the native ClickHouse -> SQL Server / PostgreSQL transfer route.
 
 Only what the manifest alone can decide is checked here. The closed option model has already refused unknown
 selector fields, unknown modes and ``exact_raw_rows`` without target-local verification. What remains is the one

@@ -6,7 +6,7 @@ that ordinal is verified; the stored rows are then read back, each with its posi
 and compared value for value (:func:`stored_equals_sent`). Equality has no collision to bound, and it binds the
 receipt's typed sum because the rows compared with are the rows that sum was computed over. Each dialect reads back
 only in forms that are provably exact for its driver (``postgres/digest.py``, ``mssql/readback.py``); a difference
-never fails by itself: the typed digest computed in the target then decides (docs/clickhouse-to-mssql.md).
+never fails by itself: the typed digest computed in the target then decides (docs/transfer-verification.md).
 """
 
 from __future__ import annotations

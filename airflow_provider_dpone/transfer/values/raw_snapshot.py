@@ -1,4 +1,4 @@
-"""``dpone.clickhouse-raw-snapshot-profile.v1`` and the versioned ``source_query_id`` binding (seed 003).
+"""``dpone.clickhouse-raw-snapshot-profile.v1`` and the versioned ``source_query_id`` binding.
 
 The profile is frozen before any row I/O. Its SHA-256 binds everything that determines which rows one plain,
 non-FINAL SELECT returns and how they are typed: engine signature, relation UUID, schema and keys, the UTC window,

@@ -32,7 +32,7 @@ from airflow_provider_dpone.core.canonical import canonical_json, parse_canonica
 from airflow_provider_dpone.core.errors import DponeError
 
 MAX_AUTHORITY_PAYLOAD_BYTES: Final[int] = 256 * 1024
-"""Seed 002 envelope bound: an authority payload is at most 256 KiB of canonical UTF-8 JSON."""
+"""Envelope bound: an authority payload is at most 256 KiB of canonical UTF-8 JSON."""
 
 AuthorityRecord = ExternalAuthorityRecord | InternalAuthorityRecord
 """Every record version the codec reads and writes (the protocol calls it a publication record)."""

@@ -1,4 +1,4 @@
-"""The external-replication authority record ``dpone.clickhouse.cluster-external-full-refresh.v1`` (seed 000).
+"""The external-replication authority record ``dpone.clickhouse.cluster-external-full-refresh.v1``.
 
 One record per target key holds everything a fresh process needs to resume without guessing: the fence, the bound
 inventory and plan, the sealed artifact and logical generation, the ordered per-member stage/publication/cleanup

@@ -1,4 +1,4 @@
-"""What every publication authority record holds, whatever its replication mode (seed 000 §3-6, ADR 0067/0069).
+"""What every publication authority record holds, whatever its replication mode.
 
 Both modes publish one logical generation (the sealed artifact) to every member of a one-shard cluster through the
 same fence, the same one-shot ``ON CLUSTER`` publication and the same fenced cleanup. So both record versions share
@@ -92,7 +92,7 @@ class MemberUuids(BaseModel):
 
 
 class VoidedPermit(BaseModel):
-    """The recorded proof that a dispatch permit's request can no longer execute (seed 000 §5.4, the runbook).
+    """The recorded proof that a dispatch permit's request can no longer execute.
 
     ``permit`` is the binding that was voided, whole (so its token can never be confused with a later permit's).
     The proof: the coordinator's server started at ``server_started_at_ms`` (a lower bound, its own clock), later than

@@ -7,7 +7,7 @@ candidate state is shared (:class:`ReplicatedCandidate`) while every replica kee
 :class:`~airflow_provider_dpone.cluster.values.authority.generation.MemberGeneration` (baseline target, bound candidate,
 verified content, publication and cleanup), which is what publication and cleanup reconcile in both modes.
 
-``...v2`` (seed 002) adds the durable quality-replay capsule (:mod:`quality_capsule`) and, while a COMPLETED
+``...v2`` adds the durable quality-replay capsule (:mod:`quality_capsule`) and, while a COMPLETED
 operation's capsule is being validated, the durable reader fence (:class:`ReaderFence`); both fields are optional and
 a v1 record keeps its v1 encoding (the codec never upgrades a record it reads). The protocol creates a v2 record exactly
 when the request selects durable quality replay, and binds the capsule in the CAS that makes the record STAGED.

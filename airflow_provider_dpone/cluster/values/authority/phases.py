@@ -1,12 +1,12 @@
-"""Phases of one external publication operation and the transitions the protocol may write (seed 000, state machine).
+"""Phases of one publication operation (both replication modes) and the transitions the protocol may write.
 
 The table is the single source of allowed phase changes: the authority write helper refuses any write whose phase
 change is not listed, so a protocol defect cannot skip a barrier (for example jump from STAGING to
 PUBLICATION_DISPATCHING). ``None`` stands for "no record yet".
 
-The edges are the seed's state diagram, plus the two edges its recovery rule 6.7 requires: an operation may be
-ABORTED "before publication only ... after exact owned candidate cleanup", which is possible from STAGING and STAGED
-as well as LOCKED. Self-loops record progress inside a phase (member stage records, bound queue entries, epochs, and
+The edges are the publication state diagram (docs/runbook.md), plus the two edges abort requires: an operation may
+be ABORTED before publication only, after exact owned candidate cleanup, which is possible from STAGING and STAGED as
+well as LOCKED. Self-loops record progress inside a phase (member stage records, bound queue entries, epochs, and
 in COMMITTED the at most two completion writes of a durable quality-replay capsule). The two :data:`VOID_EDGES` go
 back one phase, only by the explicit void of a permit whose request is proven dead (``cluster/protocol/void_permit.py``).
 """

@@ -1,4 +1,4 @@
-"""The KeeperMap authority row (seed 002, "Authority preconditions") and the version observed on read.
+"""The KeeperMap authority row and the version observed on read.
 
 The row is the physical shape of ``__dpone_cluster_publication_authority``. A few columns are projections of the
 payload (operation, fence token, phase, epoch) so an operator can read the state with plain SQL; the payload is the

@@ -7,8 +7,8 @@ exactly ``0..rows-1`` once each, so a missing, extra or duplicated row fails, an
 places; numeric is read back as its text and parsed into the exact decimal type, refusing any other scale). No hash is
 involved, so there is no collision to bound. The rows compared against are the sealed stage chunk (its object
 SHA-256 and header are checked against the journal receipt before loading), so equality proves the target stores
-exactly the rows whose typed sum the receipt records. See docs/clickhouse-to-mssql.md for the full argument and the
-measured alternatives (``bench/transfer_verification.py``).
+exactly the rows whose typed sum the receipt records. See docs/transfer-verification.md for the full argument and
+docs/perf-transfer.md for the measured alternatives (``bench/transfer_verification.py``).
 
 **The typed digest in SQL** (the fallback when the loaded rows are not known to this process, and the authority
 when read-back differs):

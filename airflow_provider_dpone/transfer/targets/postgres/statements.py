@@ -132,7 +132,7 @@ def create_staging_index(plan: TargetPlan) -> str:
     """A B-tree on the chunk ordinal: the already-loaded check and the reads of one chunk cost the same however much
     is staged. A BRIN was cheaper to keep up at 1M rows, but every BRIN lookup reads the whole index and rows that COPY
     puts into earlier pages widen old ranges, so its lookups grew with staging: quadratic in chunks (measurements in
-    docs/clickhouse-to-mssql.md, "The staging index").
+    docs/perf-transfer.md).
     """
     return (
         f"CREATE INDEX {quote_postgres(plan.staging_index)} ON {qualified(plan.target_schema, plan.staging_table)} "
