@@ -94,8 +94,7 @@ def worker(shape: str, rows: int, trials: int, dsn: str, chunk_rows: int, source
     from airflow_provider_dpone.transfer.route.route import NativeTransferRoute
     from airflow_provider_dpone.transfer.source.session import ClickHouseSnapshotConnector, inprocess_transport
     from airflow_provider_dpone.transfer.source.sql import render_select
-    from airflow_provider_dpone.transfer.storage.journal_store import ObjectJournalStore
-    from airflow_provider_dpone.transfer.storage.stage_store import ObjectStageStore
+    from airflow_provider_dpone.transfer.storage import ObjectJournalStore, ObjectStageStore
     from airflow_provider_dpone.transfer.targets.postgres.target import (
         PostgresTransferTarget,
         postgres_connection_factory,

@@ -43,8 +43,7 @@ def worker(rows: int, trials: int) -> dict[str, Any]:
     from airflow_provider_dpone.transfer.route.journal import RouteJournal
     from airflow_provider_dpone.transfer.source.session import ClickHouseSnapshotConnector, inprocess_transport
     from airflow_provider_dpone.transfer.source.sql import render_select
-    from airflow_provider_dpone.transfer.storage.journal_store import ObjectJournalStore
-    from airflow_provider_dpone.transfer.storage.stage_store import ObjectStageStore
+    from airflow_provider_dpone.transfer.storage import ObjectJournalStore, ObjectStageStore
     from airflow_provider_dpone.transfer.values.chunk import RelationRef
 
     path, engine = chdb_engine()

@@ -90,7 +90,7 @@ class DponeNativeTransferHook(BaseHook):
         return self._postgres_target(sink, table)
 
     def _mssql_target(self, sink: MssqlSink, table: TargetTable) -> TransferTarget:
-        from airflow_provider_dpone.transfer.targets.mssql.connection import mssql_connection_factory
+        from airflow_provider_dpone.transfer.targets.mssql.driver import mssql_connection_factory
         from airflow_provider_dpone.transfer.targets.mssql.target import MsSqlTransferTarget
 
         backend = self.manifest.source.options.native_transfer.execution.import_backend

@@ -161,8 +161,7 @@ class DponeNativeTransferOperator(BaseOperator):
         from airflow_provider_dpone.operators.native_transfer_support import ProgressJournal, ProgressTarget, UtcClock
         from airflow_provider_dpone.transfer.route.route import NativeTransferRoute
         from airflow_provider_dpone.transfer.route.target_custody import TargetCustody
-        from airflow_provider_dpone.transfer.storage.journal_store import ObjectJournalStore
-        from airflow_provider_dpone.transfer.storage.stage_store import ObjectStageStore
+        from airflow_provider_dpone.transfer.storage import ObjectJournalStore, ObjectStageStore
 
         clock = UtcClock()
         lease = dt.timedelta(minutes=self.lease_minutes)

@@ -15,8 +15,7 @@ from airflow_provider_dpone.core.manifest.transfer_options import NativeTransfer
 from airflow_provider_dpone.transfer.route.admission import SourceRequest
 from airflow_provider_dpone.transfer.route.route import NativeTransferRoute, RouteResult
 from airflow_provider_dpone.transfer.source.session import ClickHouseSnapshotConnector, inprocess_transport
-from airflow_provider_dpone.transfer.storage.journal_store import ObjectJournalStore
-from airflow_provider_dpone.transfer.storage.stage_store import ObjectStageStore
+from airflow_provider_dpone.transfer.storage import ObjectJournalStore, ObjectStageStore
 from airflow_provider_dpone.transfer.values.chunk import RelationRef
 from airflow_provider_dpone.transfer.values.utc_window import UtcWindow
 from tests.fakes.transfer_source import ManualClock

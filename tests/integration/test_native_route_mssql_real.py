@@ -34,7 +34,7 @@ from airflow_provider_dpone.core.manifest.transfer import NativeTransferManifest
 from airflow_provider_dpone.core.manifest.transfer_options import ImportBackend
 from airflow_provider_dpone.hooks.native_transfer import DponeNativeTransferHook
 from airflow_provider_dpone.transfer.source.session import ClickHouseSnapshotConnector
-from airflow_provider_dpone.transfer.targets.mssql.connection import mssql_connection_factory
+from airflow_provider_dpone.transfer.targets.mssql.driver import mssql_connection_factory
 from airflow_provider_dpone.transfer.targets.mssql.target import MsSqlTransferTarget
 from airflow_provider_dpone.transfer.values.chunk import RelationRef
 from airflow_provider_dpone.transfer.values.target import RECEIPT_TABLE, TargetTable

@@ -10,7 +10,7 @@ import pytest
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.transfer.route.journal import RouteJournal
 from airflow_provider_dpone.transfer.route.target_custody import TargetCustody
-from airflow_provider_dpone.transfer.storage.journal_store import ObjectJournalStore
+from airflow_provider_dpone.transfer.storage import ObjectJournalStore
 from airflow_provider_dpone.transfer.values.journal_records import LeaseRecord
 from tests.fakes.transfer_source import ManualClock
 

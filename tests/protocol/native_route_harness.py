@@ -12,8 +12,7 @@ from pathlib import Path
 from airflow_provider_dpone.core.manifest.transfer_options import NativeTransferOptions
 from airflow_provider_dpone.transfer.route.admission import SourceRequest
 from airflow_provider_dpone.transfer.route.route import NativeTransferRoute, RouteResult
-from airflow_provider_dpone.transfer.storage.journal_store import ObjectJournalStore
-from airflow_provider_dpone.transfer.storage.stage_store import ObjectStageStore
+from airflow_provider_dpone.transfer.storage import ObjectJournalStore, ObjectStageStore
 from airflow_provider_dpone.transfer.values.chunk import RelationRef
 from tests.fakes.transfer_source import FakeSnapshotSource, FakeTable, ManualClock
 from tests.fakes.transfer_target import Fault, InMemoryTransferTarget, SimulatedCrash

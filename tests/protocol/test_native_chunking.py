@@ -16,7 +16,7 @@ from airflow_provider_dpone.transfer.route.admission import SourceRequest
 from airflow_provider_dpone.transfer.route.extraction import SLICE_ROWS
 from airflow_provider_dpone.transfer.route.journal import RouteJournal
 from airflow_provider_dpone.transfer.route.states import fold
-from airflow_provider_dpone.transfer.storage.journal_store import ObjectJournalStore
+from airflow_provider_dpone.transfer.storage import ObjectJournalStore
 from tests.fakes.transfer_source import FakeSnapshotSource, FakeTable
 from tests.protocol.native_route_harness import COLUMNS, OPERATION, Harness, multiset, t
 

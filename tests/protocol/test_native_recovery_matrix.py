@@ -10,7 +10,7 @@ import pytest
 
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.transfer.route.states import RouteState
-from airflow_provider_dpone.transfer.storage.stage_store import ObjectStageStore
+from airflow_provider_dpone.transfer.storage import ObjectStageStore
 from tests.fakes.transfer_target import Fault, SimulatedCrash
 from tests.protocol.native_route_harness import Harness, crash_at, fault_at, make_harness, multiset
 

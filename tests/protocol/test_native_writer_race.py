@@ -18,7 +18,7 @@ import threading
 import pytest
 
 from airflow_provider_dpone.core.errors import DponeError
-from airflow_provider_dpone.transfer.storage.stage_store import ObjectStageStore
+from airflow_provider_dpone.transfer.storage import ObjectStageStore
 from tests.fakes.transfer_target import SimulatedCrash
 from tests.protocol.native_route_harness import LEASE, OPERATION, crash_at, make_harness, multiset
 from tests.protocol.test_native_route_admission import kinds

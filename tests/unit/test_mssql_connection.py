@@ -8,7 +8,7 @@ from typing import Any
 import pymssql
 import pytest
 
-from airflow_provider_dpone.transfer.targets.mssql.connection import mssql_connection_factory
+from airflow_provider_dpone.transfer.targets.mssql.driver import mssql_connection_factory
 
 
 def test_factory_opens_a_fresh_pymssql_connection_per_call(monkeypatch: pytest.MonkeyPatch) -> None:

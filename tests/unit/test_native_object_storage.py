@@ -9,8 +9,7 @@ import pytest
 
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.storage import ObjectStore
-from airflow_provider_dpone.transfer.storage.journal_store import ObjectJournalStore
-from airflow_provider_dpone.transfer.storage.stage_store import ObjectStageStore
+from airflow_provider_dpone.transfer.storage import ObjectJournalStore, ObjectStageStore
 
 OPERATION = "0" * 32
 

@@ -15,7 +15,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from airflow_provider_dpone.core.errors import adapters, cluster, general, native_transfer, replay
-from airflow_provider_dpone.core.errors.code import LEGACY_NATIVE_TRANSFER_PREFIX, NATIVE_TRANSFER_PREFIX, ErrorCode
+from airflow_provider_dpone.core.errors.code import (
+    LEGACY_NATIVE_TRANSFER_PREFIX,
+    NATIVE_TRANSFER_PREFIX,
+    ErrorCode,
+    registered_name,
+)
 
 
 def _build(families: Iterable[tuple[ErrorCode, ...]]) -> dict[str, ErrorCode]:
@@ -45,7 +50,7 @@ def lookup(code: str) -> ErrorCode:
     """The registered entry for ``code`` (or for the code an alias stands for); an unregistered code is a programming
     error, not a user error."""
     try:
-        return REGISTRY[ALIASES.get(code, code)]
+        return REGISTRY[registered_name(code)]
     except KeyError:
         raise KeyError(f"unregistered error code {code!r}: add it to core/errors") from None
 

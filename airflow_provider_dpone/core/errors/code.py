@@ -36,3 +36,11 @@ class ErrorCode:
             if self.code.startswith(prefix):
                 return prefix.rstrip("_")
         return "DPONE"
+
+
+def registered_name(code: str) -> str:
+    """The name ``code`` is registered under: an earlier ``mssql_native.X`` is ``native_transfer.X``; any other
+    code is its own name."""
+    if code.startswith(LEGACY_NATIVE_TRANSFER_PREFIX):
+        return NATIVE_TRANSFER_PREFIX + code.removeprefix(LEGACY_NATIVE_TRANSFER_PREFIX)
+    return code

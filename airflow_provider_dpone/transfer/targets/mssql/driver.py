@@ -3,6 +3,13 @@
 The adapter is written against these protocols so the recording fake in the tests can stand in for pymssql exactly
 where pymssql would be (no other seam). ``DRIVER_ERRORS`` is what the driver raises for a statement that failed:
 pymssql's DB-API errors, and the ``_mssql`` exceptions its ``bulk_copy`` raises unwrapped.
+
+Connections (:func:`mssql_connection_factory`): connections for the SQL Server target, from an Airflow connection through the Microsoft SQL Server provider.
+
+``MsSqlHook.get_conn()`` returns a pymssql connection with autocommit off: pymssql opens a transaction at connect and
+after every commit or rollback, which is exactly the one-transaction-per-call shape the target needs. The hook reads
+host, port, credentials and driver options (``tds_version``, ``login_timeout``, ``timeout``, ``encryption``...) from
+the connection's extras; secrets stay inside the hook and the driver.
 """
 
 from __future__ import annotations
@@ -60,3 +67,19 @@ def sanitized(exc: BaseException) -> str:
             first = first[0]
         number = first if isinstance(first, int) and not isinstance(first, bool) else None
     return type(exc).__name__ + (f" error {number}" if number is not None else "")
+
+
+def mssql_connection_factory(mssql_conn_id: str, *, database: str | None = None) -> ConnectionFactory:
+    """A factory of fresh pymssql connections for ``mssql_conn_id`` (one per port call, never reused).
+
+    ``database`` overrides the connection's database (the hook calls it ``schema``).
+    """
+
+    def connect() -> DbConnection:
+        from airflow.providers.microsoft.mssql.hooks.mssql import MsSqlHook
+
+        hook = MsSqlHook(mssql_conn_id=mssql_conn_id, schema=database)
+        conn: DbConnection = hook.get_conn()
+        return conn
+
+    return connect

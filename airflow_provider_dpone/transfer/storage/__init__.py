@@ -1,1 +1,0 @@
-"""The durable stage and journal of the transfer on object storage (write-once objects)."""
