@@ -3,7 +3,7 @@ base, and the two pre-publication steps (``DponeFenceOperator``, ``DponeStageOpe
 :mod:`~airflow_provider_dpone.operators.publish_cleanup`.
 
 Each try of each task starts from nothing it did not re-derive. It re-reads the manifest (a file path, inline YAML
-text or a mapping), runs static admission again, and derives the :class:`PublicationRequest` from the manifest, the
+text, a mapping or a model), runs static admission again, and derives the :class:`PublicationRequest` from the manifest, the
 DAG id and the DAG run id, never from an upstream task's XCom and never from the try number: every try of every task
 of one DAG run, and a clear of the whole run, arrive at the same ``operation_id``, while a new DAG run
 derives a new one. It then gets a fresh environment from the ports factory (the hook builds it) and a fresh
@@ -13,14 +13,14 @@ of the whole run is a same-operation retry that resumes wherever the authority s
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 from airflow.sdk import BaseOperator, Context
 
-from airflow_provider_dpone.admission import admit_static
+from airflow_provider_dpone.admission import require_admissible
 from airflow_provider_dpone.cluster.ports import TableSpec
 from airflow_provider_dpone.cluster.protocol.request import PublicationRequest
 from airflow_provider_dpone.cluster.protocol.service import (
@@ -32,10 +32,9 @@ from airflow_provider_dpone.cluster.protocol.service import (
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.manifest import (
     ClusterPublicationManifest,
-    load_manifest,
-    manifest_from_mapping,
+    ManifestInput,
     normalized_plan_digest,
-    parse_manifest,
+    read_manifest_input,
 )
 from airflow_provider_dpone.hooks.publication import (
     AcceptanceReaderFactory,
@@ -59,40 +58,14 @@ from airflow_provider_dpone.operators.reporting import (
 
 T = TypeVar("T")
 
-ClusterManifestInput = str | Path | Mapping[str, Any]
-"""A manifest path (``.yaml``/``.yml``), inline YAML text, or an already parsed mapping."""
-
-_YAML_SUFFIXES = (".yaml", ".yml")
-
 
 # --- what every task rebuilds ----------------------------------------------------------------------------------------
 
 
-def read_manifest(manifest: ClusterManifestInput, *, base_dir: Path | None = None) -> ClusterPublicationManifest:
-    """Load the manifest and require the cluster publication route; relative paths resolve against ``base_dir``."""
-    if isinstance(manifest, Mapping):
-        loaded = manifest_from_mapping(dict(manifest))
-    elif isinstance(manifest, Path) or (
-        isinstance(manifest, str) and "\n" not in manifest and manifest.strip().endswith(_YAML_SUFFIXES)
-    ):
-        path = Path(manifest)
-        if not path.is_absolute() and base_dir is not None:
-            path = base_dir / path
-        loaded = load_manifest(path)
-    else:
-        loaded = parse_manifest(manifest)
-    if not isinstance(loaded, ClusterPublicationManifest):
-        raise DponeError("DPONE_MANIFEST_FIELD_INVALID", "sink.type: the publication operators need a clickhouse sink")
-    return loaded
-
-
-def require_admissible(manifest: ClusterPublicationManifest) -> None:
-    """Static admission again, before any connection is touched; every blocker's code in one line."""
-    result = admit_static(manifest)
-    if result.blockers:
-        first = result.blockers[0]
-        others = f"; also {', '.join(result.codes[1:])}" if len(result.blockers) > 1 else ""
-        raise DponeError(first.code, f"{first.field}: {first.detail}{others}")
+def read_manifest(manifest: ManifestInput, *, base_dir: Path | None = None) -> ClusterPublicationManifest:
+    """The cluster publication manifest (:func:`read_manifest_input` of the cluster route); relative paths resolve
+    against ``base_dir``."""
+    return read_manifest_input(manifest, kind=ClusterPublicationManifest, base_dir=base_dir)
 
 
 def cluster_name(manifest: ClusterPublicationManifest) -> str:
@@ -183,7 +156,7 @@ class DponePublicationOperator(BaseOperator):
     ``system.clusters`` inventory must report the matching ``internal_replication`` flag; nothing falls back.
 
     :param manifest: the cluster publication manifest: a ``.yaml`` path (relative paths resolve against the DAG
-        file's folder), inline YAML text, or a mapping. Every task of the DAG must get the same manifest. Templated:
+        file's folder), inline YAML text, a mapping or a loaded model. Every task of the DAG must get the same manifest. Templated:
         Jinja renders the path or inline text, or every string of a mapping (not the content of a manifest file).
     :param dpone_clickhouse_conn_id: the ``dpone_clickhouse`` connection of the cluster's coordinator; default: the
         manifest's ``sink.connection_id``. Templated.
@@ -204,7 +177,7 @@ class DponePublicationOperator(BaseOperator):
     def __init__(
         self,
         *,
-        manifest: ClusterManifestInput,
+        manifest: ManifestInput,
         dpone_clickhouse_conn_id: str | None = None,
         ports_factory: PortsFactory | None = None,
         target_acceptance_reader: AcceptanceReaderFactory | None = None,

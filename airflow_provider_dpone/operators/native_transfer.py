@@ -19,10 +19,8 @@ Stage and journal live under ``stage_base`` (``s3://bucket/prefix`` in productio
 from __future__ import annotations
 
 import datetime as dt
-import os
-from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, TypeAlias
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Final
 
 from airflow.sdk import BaseOperator, Context
 
@@ -30,6 +28,7 @@ from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.operators.reporting import TaskLog, raise_for
 
 if TYPE_CHECKING:  # the route's modules are imported when a task runs, never when a DAG file is parsed
+    from airflow_provider_dpone.core.manifest import ManifestInput
     from airflow_provider_dpone.core.manifest.transfer import NativeTransferManifest
     from airflow_provider_dpone.operators.lineage import Moved
     from airflow_provider_dpone.operators.native_transfer_support import OperationIdentity, ProgressJournal
@@ -37,23 +36,9 @@ if TYPE_CHECKING:  # the route's modules are imported when a task runs, never wh
     from airflow_provider_dpone.transfer.route.admission import SourceRequest
     from airflow_provider_dpone.transfer.route.route import NativeTransferRoute, RouteResult
 
-TransferManifestInput: TypeAlias = "str | os.PathLike[str] | Mapping[str, Any] | NativeTransferManifest"
 ConnectorFactory = Callable[["NativeTransferManifest"], "SnapshotSourceConnector"]
 ManifestTargetFactory = Callable[["NativeTransferManifest"], "TransferTarget"]
 _PHASES_LOGGED = frozenset({"admitted", "eof", "stage_complete", "prepared", "loaded", "publish_intent", "succeeded"})
-
-
-def load_transfer_manifest(manifest: TransferManifestInput) -> NativeTransferManifest:
-    """A native transfer manifest from a path, a mapping or a model (anything else is a terminal error)."""
-    from airflow_provider_dpone.core.manifest import load_manifest, manifest_from_mapping
-    from airflow_provider_dpone.core.manifest.transfer import NativeTransferManifest
-
-    if isinstance(manifest, NativeTransferManifest):
-        return manifest
-    loaded = manifest_from_mapping(dict(manifest)) if isinstance(manifest, Mapping) else load_manifest(Path(manifest))
-    if not isinstance(loaded, NativeTransferManifest):
-        raise DponeError("DPONE_MANIFEST_FIELD_INVALID", "source/sink: not a native transfer manifest")
-    return loaded
 
 
 DEFAULT_LEASE_MINUTES: Final = 5.0
@@ -70,8 +55,9 @@ def retries_outlast_lease(retries: int, retry_delay: object, lease_minutes: floa
 class DponeNativeTransferOperator(BaseOperator):
     """Move one ClickHouse table into the manifest's SQL Server or PostgreSQL table.
 
-    :param manifest: path to the YAML manifest, an inline mapping, or a loaded :class:`NativeTransferManifest`.
-        Templated: Jinja renders the path, or every string of a mapping (not the content of a manifest file).
+    :param manifest: a ``.yaml`` path, inline YAML text, a mapping, or a loaded :class:`NativeTransferManifest`.
+        Templated: Jinja renders the path or inline text, or every string of a mapping (not the content of a manifest
+        file).
     :param stage_base: ``ObjectStoragePath`` URL of the durable stage and journal (``s3://...`` in production).
         Templated.
     :param lease_minutes: writer lease; a crashed try's custody is taken over only after it expires. Rule: the
@@ -89,7 +75,7 @@ class DponeNativeTransferOperator(BaseOperator):
     def __init__(
         self,
         *,
-        manifest: TransferManifestInput,
+        manifest: ManifestInput,
         stage_base: str | None = None,
         lease_minutes: float = DEFAULT_LEASE_MINUTES,
         connector_factory: ConnectorFactory | None = None,
@@ -117,13 +103,11 @@ class DponeNativeTransferOperator(BaseOperator):
 
     # -- wiring --------------------------------------------------------------------------------------------------
     def _manifest(self) -> NativeTransferManifest:
-        from airflow_provider_dpone.admission import admit_static
+        from airflow_provider_dpone.admission import require_admissible
+        from airflow_provider_dpone.core.manifest import NativeTransferManifest, read_manifest_input
 
-        manifest = load_transfer_manifest(self.manifest)
-        admission = admit_static(manifest)
-        if not admission.admissible:
-            first = admission.blockers[0]
-            raise DponeError(first.code, f"{first.field}: {first.detail}")
+        manifest = read_manifest_input(self.manifest, kind=NativeTransferManifest)
+        require_admissible(manifest)
         return manifest
 
     def _connector(self, manifest: NativeTransferManifest) -> SnapshotSourceConnector:

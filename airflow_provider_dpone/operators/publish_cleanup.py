@@ -31,9 +31,8 @@ from airflow.sdk import Asset, Context, conf
 from airflow_provider_dpone.cluster.protocol.results import CleanupResult, InProgress, PublishResult
 from airflow_provider_dpone.cluster.values.publication_receipts import PublicationReceipt
 from airflow_provider_dpone.core.errors import DponeError
-from airflow_provider_dpone.core.manifest import ClusterPublicationManifest
+from airflow_provider_dpone.core.manifest import ClusterPublicationManifest, ManifestInput
 from airflow_provider_dpone.operators.full_refresh import (
-    ClusterManifestInput,
     DponePublicationOperator,
     TaskSession,
     asset_uri,
@@ -69,7 +68,7 @@ would defer once for a statement the hosts finish within a second.
 """
 
 
-def publication_asset(manifest: ClusterManifestInput) -> Asset:
+def publication_asset(manifest: ManifestInput) -> Asset:
     """The Airflow Asset a committed publication of ``manifest`` updates (cluster, database, table; no host)."""
     return Asset(uri=asset_uri(read_manifest(manifest)))
 
@@ -240,7 +239,7 @@ class DponePublishOperator(_WaitingOperator):
     stage_name = "publication"
     _lineage: tuple[ClusterPublicationManifest, Moved] | None = None
 
-    def __init__(self, *, manifest: ClusterManifestInput, outlets: Any = None, **kwargs: Any) -> None:
+    def __init__(self, *, manifest: ManifestInput, outlets: Any = None, **kwargs: Any) -> None:
         if outlets is None:
             outlets = [publication_asset(manifest)]
         super().__init__(manifest=manifest, outlets=outlets, **kwargs)

@@ -202,14 +202,15 @@ def test_manifest_and_connection_ids_are_templated_as_a_mapping_or_a_path(tmp_pa
 
 
 def test_the_native_transfer_manifest_and_stage_base_are_templated() -> None:
-    from airflow_provider_dpone.operators.native_transfer import DponeNativeTransferOperator, load_transfer_manifest
+    from airflow_provider_dpone.core.manifest import NativeTransferManifest, read_manifest_input
+    from airflow_provider_dpone.operators.native_transfer import DponeNativeTransferOperator
 
     task = DponeNativeTransferOperator(
         task_id="transfer", manifest=str(TRANSFER).replace("mssql", "{{ params.sink }}"), stage_base="s3://b/{{ ds }}"
     )
     task.render_template_fields({"params": {"sink": "mssql"}, "ds": "2026-09-01"})
     assert task.stage_base == "s3://b/2026-09-01"
-    assert load_transfer_manifest(task.manifest).sink.type == "mssql"
+    assert read_manifest_input(task.manifest, kind=NativeTransferManifest).sink.type == "mssql"
 
 
 INTERNAL = REPO / "dags_examples" / "manifests" / "clickhouse_internal_full_refresh.yaml"

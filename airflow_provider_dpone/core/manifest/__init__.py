@@ -1,4 +1,5 @@
-"""Public manifest API: load a manifest, and compute its normalized plan and digest.
+"""Public manifest API: load a manifest (from a file, text, a mapping or what an operator was given), and compute its
+normalized plan and digest.
 
 A manifest declares one job of one of two routes, chosen by ``sink.type``:
 
@@ -23,9 +24,11 @@ from airflow_provider_dpone.core.manifest.loader import (
     MAX_MANIFEST_BYTES,
     Manifest,
     ManifestError,
+    ManifestInput,
     load_manifest,
     manifest_from_mapping,
     parse_manifest,
+    read_manifest_input,
 )
 from airflow_provider_dpone.core.manifest.plan import (
     PLAN_KIND,
@@ -57,6 +60,7 @@ __all__ = [
     "LoadStrategy",
     "Manifest",
     "ManifestError",
+    "ManifestInput",
     "MssqlSink",
     "NativeTransferManifest",
     "PostgresSink",
@@ -67,4 +71,5 @@ __all__ = [
     "normalized_plan",
     "normalized_plan_digest",
     "parse_manifest",
+    "read_manifest_input",
 ]

@@ -18,7 +18,7 @@ import re
 import stat
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -31,6 +31,11 @@ from airflow_provider_dpone.core.manifest.types import IDENTIFIER_ERROR, WINDOW_
 
 Manifest = ClusterPublicationManifest | NativeTransferManifest
 """A loaded manifest: one of the two routes, chosen by ``sink.type``."""
+
+ManifestInput = str | os.PathLike[str] | Mapping[str, Any] | Manifest
+"""What an operator accepts as its manifest: a ``.yaml``/``.yml`` path, inline YAML text, a mapping, or a model."""
+
+M = TypeVar("M", ClusterPublicationManifest, NativeTransferManifest)
 
 MAX_MANIFEST_BYTES: Final[int] = 1024 * 1024
 MAX_INTEGER_DIGITS: Final[int] = 64
@@ -45,6 +50,11 @@ _ROUTES: Final[dict[str, type[BaseModel]]] = {
 _UNION_FIELDS: Final[dict[type[BaseModel], tuple[str, ...]]] = {
     ClusterPublicationManifest: ("source",),
     NativeTransferManifest: ("sink",),
+}
+_YAML_SUFFIXES: Final[tuple[str, ...]] = (".yaml", ".yml")
+_KIND_REQUIRED: Final[dict[type[BaseModel], str]] = {
+    ClusterPublicationManifest: "sink.type: the publication operators need a clickhouse sink",
+    NativeTransferManifest: "sink.type: the native transfer operator needs an mssql or postgres sink",
 }
 _SELECTOR_PATH: Final[str] = "source.options.native_transfer"
 _PLAIN_KEY: Final[re.Pattern[str]] = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
@@ -268,3 +278,30 @@ def load_manifest(path: str | Path) -> Manifest:
     finally:
         os.close(descriptor)
     return parse_manifest(data)
+
+
+def read_manifest_input(value: ManifestInput, *, kind: type[M], base_dir: Path | None = None) -> M:
+    """The manifest of route ``kind`` from what an operator was given; any other route's manifest is refused.
+
+    A model is taken as is and a mapping validated. A path-like, or a one-line string ending in ``.yaml``/``.yml``, is
+    a file (a relative one resolves against ``base_dir`` when given); any other string is inline YAML text.
+    """
+    loaded: object
+    if isinstance(value, ClusterPublicationManifest | NativeTransferManifest):
+        loaded = value
+    elif isinstance(value, Mapping):
+        loaded = manifest_from_mapping(dict(value))
+    elif isinstance(value, os.PathLike) or (
+        isinstance(value, str) and "\n" not in value and value.strip().endswith(_YAML_SUFFIXES)
+    ):
+        path = Path(value)
+        if not path.is_absolute() and base_dir is not None:
+            path = base_dir / path
+        loaded = load_manifest(path)
+    elif isinstance(value, str):
+        loaded = parse_manifest(value)
+    else:
+        raise _problem("DPONE_MANIFEST_FIELD_INVALID", "manifest: expected a path, YAML text, a mapping or a model")
+    if not isinstance(loaded, kind):
+        raise DponeError("DPONE_MANIFEST_FIELD_INVALID", _KIND_REQUIRED[kind])
+    return loaded
