@@ -1,6 +1,9 @@
-"""Connections of the native transfer route: the ClickHouse source, the SQL Server or PostgreSQL target, the stage.
+"""Connections of the native transfer route and the composition of one task try: source, target, stage, journal.
 
-The hook reads Airflow connections and builds the adapters the route drives; it holds no route state. Secrets stay in
+The hook reads Airflow connections and builds the adapters the route drives, and the route itself over them
+(:meth:`DponeNativeTransferHook.route`, as the publication hook builds a publication task try's environment); it holds
+no route state. An operation's ids (:class:`OperationIdentity`) come from the DAG id, the run id, the target table and
+the normalized plan, never from the try number. Secrets stay in
 memory (the clients and connection factories close over them) and never reach logs, XCom or the journal.
 
 * Source: a ``dpone_clickhouse`` (or the official ``clickhouse``) connection, read directly over HTTP(S) with no client
@@ -17,26 +20,42 @@ memory (the clients and connection factories close over them) and never reach lo
 
 from __future__ import annotations
 
+import datetime as dt
 import tempfile
-from typing import Any, Final
+from collections.abc import Callable
+from typing import Any, Final, TypeVar
 
 from airflow.sdk import BaseHook
 
 from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.manifest import normalized_plan_digest
 from airflow_provider_dpone.core.manifest.transfer import MssqlSink, NativeTransferManifest, PostgresSink
 from airflow_provider_dpone.hooks.clickhouse import CONNECTION_TYPES, DponeClickHouseHook
-from airflow_provider_dpone.transfer.ports import TransferTarget
+from airflow_provider_dpone.transfer.ports import JournalStore, SnapshotSourceConnector, TransferTarget
+from airflow_provider_dpone.transfer.route.admission import SourceRequest
+from airflow_provider_dpone.transfer.route.extraction import Checkpoint
+from airflow_provider_dpone.transfer.route.route import NativeTransferRoute
+from airflow_provider_dpone.transfer.route.target_custody import TargetCustody, transfer_target_key
 from airflow_provider_dpone.transfer.source.session import (
     ClickHouseSnapshotConnector,
     http_connector,
     source_transport_options,
 )
+from airflow_provider_dpone.transfer.storage import ObjectJournalStore, ObjectStageStore
+from airflow_provider_dpone.transfer.values.chunk import RelationRef, transfer_operation_id
 from airflow_provider_dpone.transfer.values.target import TargetTable
+from airflow_provider_dpone.transfer.values.utc_window import UtcWindow
 
 DEFAULT_BASE_DIR: Final = "dpone-native-transfer"
 _POSTGRES_EXTRAS: Final = frozenset(
     {"sslmode", "sslrootcert", "sslcert", "sslkey", "sslcrl", "target_session_attrs", "connect_timeout"}
 )
+
+P = TypeVar("P")
+
+
+def _as_is(port: P) -> P:
+    return port
 
 
 def stage_base(configured: str | None = None) -> str:
@@ -51,14 +70,84 @@ def stage_base(configured: str | None = None) -> str:
     return f"file://{tempfile.gettempdir()}/{DEFAULT_BASE_DIR}"
 
 
+class OperationIdentity:
+    """The deterministic ids of one operation of a DAG run."""
+
+    def __init__(self, manifest: NativeTransferManifest, dag_id: str, run_id: str) -> None:
+        sink = manifest.sink
+        self.plan_digest = normalized_plan_digest(manifest)
+        self.target_key = transfer_target_key(sink.type, sink.connection_id, sink.target_schema, sink.table)
+        self.operation_id = transfer_operation_id(dag_id, run_id, self.target_key, self.plan_digest)
+
+
+class UtcClock:
+    def now(self) -> dt.datetime:
+        return dt.datetime.now(dt.UTC)
+
+
 class DponeNativeTransferHook(BaseHook):
-    """Build the route's source connector and target adapter from the manifest's connection ids."""
+    """Build the route's source connector, target adapter, stage and journal from the manifest's connection ids."""
 
     hook_name = "dpone native transfer"
 
     def __init__(self, manifest: NativeTransferManifest, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.manifest = manifest
+
+    # -- composition ---------------------------------------------------------------------------------------------
+    def route(
+        self,
+        identity: OperationIdentity,
+        base: str,
+        *,
+        lease: dt.timedelta,
+        checkpoint: Checkpoint,
+        connector: SnapshotSourceConnector | None = None,
+        target: Callable[[], TransferTarget] | None = None,
+        journal_wrapper: Callable[[JournalStore], JournalStore] = _as_is,
+        target_wrapper: Callable[[TransferTarget], TransferTarget] = _as_is,
+    ) -> tuple[NativeTransferRoute, JournalStore]:
+        """The route of one task try of ``identity``'s operation under the stage/journal ``base``, and its journal.
+
+        The operation's journal and stage live under ``base``; the target table's custody under ``base/targets``, so
+        two operations never work on one target table at once. ``connector`` and ``target`` replace the manifest's
+        connections (default: :meth:`source_connector`, :meth:`target`; the target is built when the route needs
+        it). The wrappers see every journal record and target call (the operator's progress log).
+        """
+        clock = UtcClock()
+        journal = journal_wrapper(ObjectJournalStore(base, identity.operation_id))
+        custody = TargetCustody(
+            ObjectJournalStore(f"{base}/targets", identity.target_key),
+            identity.operation_id,
+            clock,
+            lease,
+            lambda operation: ObjectJournalStore(base, operation),
+        )
+        build_target = self.target if target is None else target
+        route = NativeTransferRoute(
+            self.source_request(identity),
+            connector=self.source_connector() if connector is None else connector,
+            journal_store=journal,
+            stage=ObjectStageStore(base, identity.operation_id),
+            target_factory=lambda: target_wrapper(build_target()),
+            clock=clock,
+            lease_duration=lease,
+            checkpoint=checkpoint,
+            target_custody=custody,
+        )
+        return route, journal
+
+    def source_request(self, identity: OperationIdentity) -> SourceRequest:
+        """What the route reads: the manifest's relation and window, under the operation's ids."""
+        manifest = self.manifest
+        window = manifest.load.window
+        return SourceRequest(
+            operation_id=identity.operation_id,
+            route_fingerprint=identity.plan_digest,
+            relation=RelationRef(database=manifest.source.database, table=manifest.source.table),
+            window=None if window is None else UtcWindow.of(window.column, window.start, window.end),
+            options=manifest.source.options.native_transfer,
+        )
 
     # -- source --------------------------------------------------------------------------------------------------
     def source_connector(self) -> ClickHouseSnapshotConnector:

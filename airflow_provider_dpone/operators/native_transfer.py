@@ -30,10 +30,9 @@ from airflow_provider_dpone.operators.reporting import TaskLog, raise_for
 if TYPE_CHECKING:  # the route's modules are imported when a task runs, never when a DAG file is parsed
     from airflow_provider_dpone.core.manifest import ManifestInput
     from airflow_provider_dpone.core.manifest.transfer import NativeTransferManifest
+    from airflow_provider_dpone.hooks.native_transfer import OperationIdentity
     from airflow_provider_dpone.operators.lineage import Moved
-    from airflow_provider_dpone.operators.native_transfer_support import OperationIdentity, ProgressJournal
-    from airflow_provider_dpone.transfer.ports import SnapshotSourceConnector, TransferTarget
-    from airflow_provider_dpone.transfer.route.admission import SourceRequest
+    from airflow_provider_dpone.transfer.ports import JournalStore, SnapshotSourceConnector, TransferTarget
     from airflow_provider_dpone.transfer.route.route import NativeTransferRoute, RouteResult
 
 ConnectorFactory = Callable[["NativeTransferManifest"], "SnapshotSourceConnector"]
@@ -110,65 +109,24 @@ class DponeNativeTransferOperator(BaseOperator):
         require_admissible(manifest)
         return manifest
 
-    def _connector(self, manifest: NativeTransferManifest) -> SnapshotSourceConnector:
-        if self.connector_factory is not None:
-            return self.connector_factory(manifest)
-        from airflow_provider_dpone.hooks.native_transfer import DponeNativeTransferHook
-
-        return DponeNativeTransferHook(manifest).source_connector()
-
-    def _target(self, manifest: NativeTransferManifest) -> TransferTarget:
-        if self.target_factory is not None:
-            return self.target_factory(manifest)
-        from airflow_provider_dpone.hooks.native_transfer import DponeNativeTransferHook
-
-        return DponeNativeTransferHook(manifest).target()
-
-    @staticmethod
-    def request(manifest: NativeTransferManifest, identity: OperationIdentity) -> SourceRequest:
-        from airflow_provider_dpone.transfer.route.admission import SourceRequest
-        from airflow_provider_dpone.transfer.values.chunk import RelationRef
-        from airflow_provider_dpone.transfer.values.utc_window import UtcWindow
-
-        window = manifest.load.window
-        return SourceRequest(
-            operation_id=identity.operation_id,
-            route_fingerprint=identity.plan_digest,
-            relation=RelationRef(database=manifest.source.database, table=manifest.source.table),
-            window=None if window is None else UtcWindow.of(window.column, window.start, window.end),
-            options=manifest.source.options.native_transfer,
-        )
-
     def build_route(
         self, manifest: NativeTransferManifest, identity: OperationIdentity, base: str
-    ) -> tuple[NativeTransferRoute, ProgressJournal]:
-        from airflow_provider_dpone.operators.native_transfer_support import ProgressJournal, ProgressTarget, UtcClock
-        from airflow_provider_dpone.transfer.route.route import NativeTransferRoute
-        from airflow_provider_dpone.transfer.route.target_custody import TargetCustody
-        from airflow_provider_dpone.transfer.storage import ObjectJournalStore, ObjectStageStore
+    ) -> tuple[NativeTransferRoute, JournalStore]:
+        """The hook's route of this try, with the operator's factories (if given) and its progress log."""
+        from airflow_provider_dpone.hooks.native_transfer import DponeNativeTransferHook
+        from airflow_provider_dpone.operators.native_transfer_support import ProgressJournal, ProgressTarget
 
-        clock = UtcClock()
-        lease = dt.timedelta(minutes=self.lease_minutes)
-        journal = ProgressJournal(ObjectJournalStore(base, identity.operation_id), self.task_log)
-        custody = TargetCustody(
-            ObjectJournalStore(f"{base}/targets", identity.target_key),
-            identity.operation_id,
-            clock,
-            lease,
-            lambda operation: ObjectJournalStore(base, operation),
-        )
-        route = NativeTransferRoute(
-            self.request(manifest, identity),
-            connector=self._connector(manifest),
-            journal_store=journal,
-            stage=ObjectStageStore(base, identity.operation_id),
-            target_factory=lambda: ProgressTarget(self._target(manifest), self.task_log),
-            clock=clock,
-            lease_duration=lease,
+        connector_factory, target_factory = self.connector_factory, self.target_factory
+        return DponeNativeTransferHook(manifest).route(
+            identity,
+            base,
+            lease=dt.timedelta(minutes=self.lease_minutes),
             checkpoint=self._checkpoint,
-            target_custody=custody,
+            connector=None if connector_factory is None else connector_factory(manifest),
+            target=None if target_factory is None else lambda: target_factory(manifest),
+            journal_wrapper=lambda store: ProgressJournal(store, self.task_log),
+            target_wrapper=lambda target: ProgressTarget(target, self.task_log),
         )
-        return route, journal
 
     def _checkpoint(self, point: str) -> None:
         if point in _PHASES_LOGGED:
@@ -182,9 +140,8 @@ class DponeNativeTransferOperator(BaseOperator):
 
     # -- execution -----------------------------------------------------------------------------------------------
     def execute(self, context: Context) -> dict[str, Any]:
-        from airflow_provider_dpone.hooks.native_transfer import stage_base
+        from airflow_provider_dpone.hooks.native_transfer import OperationIdentity, stage_base
         from airflow_provider_dpone.operators.lineage import Moved
-        from airflow_provider_dpone.operators.native_transfer_support import OperationIdentity
 
         try:
             manifest = self._manifest()
@@ -213,7 +170,7 @@ class DponeNativeTransferOperator(BaseOperator):
         return evidence
 
     @staticmethod
-    def _settled_invocation(journal: ProgressJournal) -> str | None:
+    def _settled_invocation(journal: JournalStore) -> str | None:
         """The invocation the journal shows settled before EOF (the last one), or None."""
         from airflow_provider_dpone.transfer.route.inspection import summarize
         from airflow_provider_dpone.transfer.route.states import RouteState
@@ -224,7 +181,7 @@ class DponeNativeTransferOperator(BaseOperator):
             return None
         return summary.invocation_id if summary.state is RouteState.REEXTRACT_REQUIRED else None
 
-    def _settled(self, error: DponeError, journal: ProgressJournal, settled_before: str | None) -> DponeError:
+    def _settled(self, error: DponeError, journal: JournalStore, settled_before: str | None) -> DponeError:
         """``error``, or ``reextract_required`` when THIS try's failing invocation was settled before EOF.
 
         An invocation an earlier try settled is not this try's: then this try failed for its own reason (``error``).
@@ -240,7 +197,7 @@ class DponeNativeTransferOperator(BaseOperator):
 
     @staticmethod
     def evidence(
-        manifest: NativeTransferManifest, identity: OperationIdentity, result: RouteResult, journal: ProgressJournal
+        manifest: NativeTransferManifest, identity: OperationIdentity, result: RouteResult, journal: JournalStore
     ) -> dict[str, Any]:
         """Redacted evidence for XCom: ids, counts, digests and phases only."""
         from airflow_provider_dpone.transfer.route.inspection import summarize

@@ -1,22 +1,15 @@
-"""Helpers of the native transfer operator: identity, progress logging, the clock.
+"""Progress logging of the native transfer operator: what the journal records and what the target was given.
 
-Identity: an operation is (dag_id, run_id, target table, normalized plan); the try number never enters it, so an
-Airflow retry or a clear of the run is the same operation and resumes from its journal.
-
-Whether a failure is retried is the error registry's decision (``ErrorCode.retryable``), mapped onto Airflow by
-:mod:`~airflow_provider_dpone.operators.reporting` as for every operator.
+Both wrap a port and pass every call through unchanged; they log phases, chunk ordinals, rows and bytes, never values.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
 
-from airflow_provider_dpone.core.manifest import normalized_plan_digest
-from airflow_provider_dpone.core.manifest.transfer import NativeTransferManifest
 from airflow_provider_dpone.transfer.ports import (
     ChunkEvidence,
     JournalStore,
@@ -24,24 +17,8 @@ from airflow_provider_dpone.transfer.ports import (
     TargetPublicationReceipt,
     TransferTarget,
 )
-from airflow_provider_dpone.transfer.route.target_custody import transfer_target_key
-from airflow_provider_dpone.transfer.values.chunk import ChunkReceipt, transfer_operation_id
+from airflow_provider_dpone.transfer.values.chunk import ChunkReceipt
 from airflow_provider_dpone.transfer.values.journal_records import LeaseRecord, decode_record
-
-
-class OperationIdentity:
-    """The deterministic ids of one operation of a DAG run."""
-
-    def __init__(self, manifest: NativeTransferManifest, dag_id: str, run_id: str) -> None:
-        sink = manifest.sink
-        self.plan_digest = normalized_plan_digest(manifest)
-        self.target_key = transfer_target_key(sink.type, sink.connection_id, sink.target_schema, sink.table)
-        self.operation_id = transfer_operation_id(dag_id, run_id, self.target_key, self.plan_digest)
-
-
-class UtcClock:
-    def now(self) -> dt.datetime:
-        return dt.datetime.now(dt.UTC)
 
 
 class ProgressJournal:

@@ -19,8 +19,8 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.manifest import load_manifest
 from airflow_provider_dpone.core.manifest.transfer import NativeTransferManifest
+from airflow_provider_dpone.hooks.native_transfer import OperationIdentity
 from airflow_provider_dpone.operators.native_transfer import DponeNativeTransferOperator
-from airflow_provider_dpone.operators.native_transfer_support import OperationIdentity
 from tests.fixtures.target_harness import PostgresHarness
 from tests.integration import native_chdb
 from tests.integration.native_operator_env import (
