@@ -6,11 +6,10 @@ no route state. An operation's ids (:class:`OperationIdentity`) come from the DA
 the normalized plan, never from the try number. Secrets stay in
 memory (the clients and connection factories close over them) and never reach logs, XCom or the journal.
 
-* Source: a ``dpone_clickhouse`` (or the official ``clickhouse``) connection, read directly over HTTP(S) with no client
-  retry, no redirects, bounded timeouts and every request pinned to one server by a ClickHouse HTTP session
-  (``transfer/source/session.http_connector``). The transport
-  options come from the connection's extra, parsed by :class:`DponeClickHouseHook`. (The ClickHouse client factory
-  lives here until the publication hook exposes one the route can share.)
+* Source: a ``dpone_clickhouse`` (or the official ``clickhouse``) connection, read directly over HTTP(S) through the
+  one ClickHouse client factory (no client retry, no redirects, bounded timeouts) with every request pinned to one
+  server by a ClickHouse HTTP session (``transfer/source/session.http_connector``). The transport options come from
+  the connection's extra, parsed by :class:`DponeClickHouseHook`.
 * Target: ``mssql`` through the Microsoft SQL Server provider's ``MsSqlHook`` (pymssql; BCP or SqlClient batches as
   ``execution.import_backend`` says), or ``postgres`` through psycopg with a DSN built from the connection.
 * Stage and journal: one ``ObjectStoragePath`` base (``s3://...`` in production). Default: ``[dpone]

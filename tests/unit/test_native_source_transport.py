@@ -158,18 +158,19 @@ def test_loopback_sources_keep_their_configuration(host: str) -> None:
 
 
 def test_the_source_client_uses_its_own_pool_and_ignores_environment_proxies(monkeypatch: pytest.MonkeyPatch) -> None:
-    import clickhouse_connect
     from urllib3 import ProxyManager
+
+    from airflow_provider_dpone.core.clickhouse import clients
 
     monkeypatch.setenv("HTTP_PROXY", "http://proxy.invalid:3128")
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
     built: dict[str, object] = {}
 
-    def get_client(**kwargs: object) -> StubClient:
+    def http_client(**kwargs: object) -> StubClient:  # what the one client factory constructs
         built.update(kwargs)
         return StubClient("https://ch.internal:8443", None)
 
-    monkeypatch.setattr(clickhouse_connect, "get_client", get_client)
+    monkeypatch.setattr(clients, "HttpClient", http_client)
     options = ClickHouseConnectionOptions(secure=True)
     http_connector("ch.internal", 8443, "u", "p", options).connect()
     pool = built["pool_mgr"]

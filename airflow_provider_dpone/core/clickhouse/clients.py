@@ -1,4 +1,5 @@
-"""clickhouse-connect clients built from a resolved connection, hardened for a fenced protocol.
+"""clickhouse-connect clients built from a resolved connection, hardened for a fenced protocol: the one client factory
+of both routes (the cluster's adapters and the transfer's source session).
 
 Every client:
 
@@ -84,6 +85,9 @@ class Purpose(StrEnum):
     """One-shot: no driver retry of any kind (see module docstring)."""
     SCRATCH = "scratch"
     """One-shot with an explicit session (temporary tables of the reference digest)."""
+    SOURCE = "source"
+    """A transfer source's reads: never resent on an error status (``query_retries = 0``); the source opens its own
+    pinning session on the client, so a request is answered only by the server that holds it."""
 
 
 def client_kwargs(connection: ResolvedConnection, purpose: Purpose, *, session_id: str | None = None) -> dict[str, Any]:
@@ -244,7 +248,7 @@ def build_client(
         close_client(client)
         raise DponeError("DPONE_CLICKHOUSE_TRANSPORT_INSECURE", "client url scheme")
     client.http_retries = NO_RETRY  # type: ignore[assignment]
-    if purpose is not Purpose.READ:
+    if purpose in (Purpose.MUTATION, Purpose.SCRATCH):
         make_one_shot(client._backend)
     return client
 

@@ -25,7 +25,8 @@ from typing import Final
 from clickhouse_connect.driver.client import Client
 from clickhouse_connect.driver.exceptions import ClickHouseError, DatabaseError
 
-from airflow_provider_dpone.core.clickhouse.clients import NO_RETRY, PinnedPoolManager
+from airflow_provider_dpone.core.clickhouse.clients import Purpose, build_client, close_client
+from airflow_provider_dpone.core.clickhouse.connection import ResolvedConnection
 from airflow_provider_dpone.core.connection_options import ClickHouseConnectionOptions
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.transfer.ports import SourceBlock
@@ -234,15 +235,15 @@ def http_transport(
 def http_connector(
     host: str, port: int, username: str, password: str, options: ClickHouseConnectionOptions
 ) -> ClickHouseSnapshotConnector:
-    """A direct HTTP(S) source: no client retries, no redirects, bounded timeouts, verification as configured, and
-    every request after the first pinned to the server that holds the client's session."""
-    import clickhouse_connect
-    from clickhouse_connect.driver.httputil import get_pool_manager_options
-    from urllib3.util import Retry
+    """A direct HTTP(S) source on the one client factory (``core.clickhouse.clients.build_client``, purpose
+    ``SOURCE``): its own pool with no environment proxy, no client retries, no redirects, bounded timeouts,
+    verification as configured, no downgrade; and every request after the first pinned to the server that holds the
+    client's session."""
+    connection = ResolvedConnection(host=host, port=port, username=username, password=password, options=options)
 
     def build() -> Client:
         try:
-            client = _open_client()
+            client = build_client(connection, Purpose.SOURCE)
         except ClickHouseError as exc:
             # the driver's message names the host and port: only the kind of failure is reported
             if _tls_failure(exc):
@@ -250,40 +251,12 @@ def http_connector(
                     "native_transfer.source_transport_unsupported", "TLS handshake failed: the endpoint speaks no TLS"
                 ) from None
             raise DponeError("native_transfer.source_query_failed", f"connect: {type(exc).__name__}") from None
-        backend = getattr(client, "_backend", None)
-        if backend is not None and hasattr(backend, "http_retries"):
-            backend.http_retries = Retry(total=0, redirect=0, raise_on_redirect=True)
         try:
             open_pinning_session(client)
         except BaseException:
-            client.close()
+            close_client(client)
             raise
         return client
-
-    def _open_client() -> Client:
-        # Its own pool: no proxy from the environment (HTTP(S)_PROXY), no resend, no redirect.
-        pool = PinnedPoolManager(
-            **get_pool_manager_options(
-                ca_cert=options.ca_cert if options.secure else None,
-                verify=options.verify if options.secure else True,
-                retries=NO_RETRY,
-                maxsize=2,
-            )
-        )
-        return clickhouse_connect.get_client(
-            pool_mgr=pool,
-            host=host,
-            port=port,
-            username=username,
-            password=password,
-            secure=options.secure,
-            verify=options.verify,
-            ca_cert=options.ca_cert,
-            connect_timeout=options.connect_timeout_seconds,
-            send_receive_timeout=options.send_receive_timeout_seconds,
-            query_retries=0,
-            autogenerate_session_id=False,  # the pinning session is opened explicitly, after the client's start-up
-        )
 
     return ClickHouseSnapshotConnector(build, http_transport(host, port, options))
 
