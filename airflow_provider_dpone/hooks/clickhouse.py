@@ -2,8 +2,9 @@
 
 The hook resolves one Airflow connection (types ``dpone_clickhouse`` and ``clickhouse``) into an in-memory
 :class:`ResolvedConnection`, and builds from it: the coordinator's read client, one-shot mutation clients, the async
-client of deferrable pollers, member sessions, the adapter set of the publication service, and the whole
-environment of one publication task try (:meth:`DponeClickHouseHook.publication_environment`).
+client of deferrable pollers and the distributed DDL queue read they poll with (:meth:`DponeClickHouseHook.aqueue_entries`),
+member sessions, the adapter set of the publication service, and the whole environment of one publication task try
+(:meth:`DponeClickHouseHook.publication_environment`).
 It holds no protocol state and makes no protocol decision: what to read, write or publish is the protocol's.
 """
 
@@ -18,7 +19,12 @@ from pydantic import ValidationError
 
 from airflow_provider_dpone.cluster.clickhouse.adapter_set import PublicationAdapters, adapters_for
 from airflow_provider_dpone.cluster.clickhouse.artifact_store import ObjectStorageArtifactStore
-from airflow_provider_dpone.cluster.clickhouse.sql_cluster_ddl import DEFAULT_TASK_TIMEOUT_SECONDS
+from airflow_provider_dpone.cluster.clickhouse.sql_cluster_ddl import (
+    DEFAULT_TASK_TIMEOUT_SECONDS,
+    QueueEntry,
+    queue_entries,
+    queue_entry,
+)
 from airflow_provider_dpone.cluster.ports import ArtifactSource, TableSpec
 from airflow_provider_dpone.cluster.protocol.request import PublicationRequest
 from airflow_provider_dpone.core.clickhouse.clients import Purpose, build_async_client, build_client, close_client
@@ -52,6 +58,7 @@ class DponeClickHouseHook(BaseHook):
     def __init__(self, dpone_clickhouse_conn_id: str = default_conn_name, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.dpone_clickhouse_conn_id = dpone_clickhouse_conn_id
+        self._async_client: Any = None
 
     @classmethod
     def get_ui_field_behaviour(cls) -> dict[str, Any]:
@@ -148,6 +155,23 @@ class DponeClickHouseHook(BaseHook):
     async def async_coordinator_client(self) -> Any:
         """An async read client of the coordinator for deferrable pollers."""
         return await build_async_client(await self.aresolved())
+
+    async def aqueue_entries(
+        self, cluster: str, correlation_token: str, entry: str | None = None
+    ) -> tuple[QueueEntry, ...]:
+        """The ``system.distributed_ddl_queue`` entries of ``cluster`` whose query carries ``correlation_token`` (only
+        ``entry`` once its name is known), parsed as the sync adapter parses them. Read-only; the async client is built
+        at the first call and kept for the next ones until :meth:`aclose`."""
+        if self._async_client is None:
+            self._async_client = await self.async_coordinator_client()
+        result = await self._async_client.query(queue_entry(cluster, correlation_token))
+        return queue_entries(result.result_rows, entry=entry)
+
+    async def aclose(self) -> None:
+        """Close the async client :meth:`aqueue_entries` built (nothing to do when none was)."""
+        client, self._async_client = self._async_client, None
+        if client is not None:
+            await client.close()
 
     # --- composition ------------------------------------------------------------------------------------------
 

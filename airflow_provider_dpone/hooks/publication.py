@@ -39,7 +39,9 @@ of each member's direct connection). Default: the hook's
 :class:`~airflow_provider_dpone.cluster.clickhouse.acceptance_reader.SubprocessAcceptanceReader`."""
 
 DEFAULT_QUEUE_READER = "airflow_provider_dpone.triggers.ddl_queue_readers.clickhouse_queue_reader"
-"""Import path of the factory the deferral trigger builds its (async, read-only) DDL queue reader with."""
+"""Import path of the factory the deferral trigger builds its (async, read-only) DDL queue reader with (the trigger's
+default too): a reader over :meth:`DponeClickHouseHook.aqueue_entries
+<airflow_provider_dpone.hooks.clickhouse.DponeClickHouseHook.aqueue_entries>`."""
 
 
 def _nothing_to_close() -> None:

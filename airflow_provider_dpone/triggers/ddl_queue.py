@@ -23,14 +23,17 @@ from __future__ import annotations
 import asyncio
 import importlib
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, Final
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_provider_dpone.triggers.ddl_queue_readers import QueueReader, QueueReaderFactory, QueueSnapshot
+from airflow_provider_dpone.cluster.clickhouse.sql_cluster_ddl import QueueEntry
+from airflow_provider_dpone.hooks.publication import DEFAULT_QUEUE_READER
+from airflow_provider_dpone.triggers.ddl_queue_readers import QueueReader, QueueReaderFactory
 
-DEFAULT_READER = "airflow_provider_dpone.triggers.ddl_queue_readers.clickhouse_queue_reader"
+DEFAULT_READER: Final[str] = DEFAULT_QUEUE_READER
+"""The reader a trigger polls with unless told otherwise: the publication environment's default."""
 DEFAULT_HEARTBEAT_SECONDS: Final[float] = 300.0
 
 FIRST_POLL_DELAYS: Final[tuple[float, ...]] = (0.25, 0.5, 1.0, 2.0)
@@ -160,7 +163,8 @@ class ClusterDDLQueueTrigger(BaseTrigger):
             },
         )
 
-    def _event(self, status: str, attempts: int, snapshot: QueueSnapshot | None) -> TriggerEvent:
+    def _event(self, status: str, attempts: int, entries: Sequence[QueueEntry]) -> TriggerEvent:
+        found = entries[0] if entries else None
         return TriggerEvent(  # type: ignore[no-untyped-call]
             {
                 "status": status,
@@ -168,57 +172,59 @@ class ClusterDDLQueueTrigger(BaseTrigger):
                 "round": self.round,
                 "attempts": attempts,
                 "correlation_token": self.correlation_token,
-                "entry": snapshot.entry if snapshot is not None else self.entry,
-                "hosts": len(snapshot.hosts) if snapshot is not None else 0,
+                "entry": found.entry if found is not None else self.entry,
+                "hosts": len(found.hosts) if found is not None else 0,
                 "expected_hosts": self.expected_hosts,
-                "finished": snapshot.finished if snapshot is not None else 0,
-                "failed": snapshot.failed if snapshot is not None else 0,
+                "finished": found.finished if found is not None else 0,
+                "failed": found.failed if found is not None else 0,
             }
         )
 
-    def _verdict(self, snapshot: QueueSnapshot | None, missing: int) -> str | None:
-        if snapshot is None:
+    def _verdict(self, entries: Sequence[QueueEntry], missing: int) -> str | None:
+        if not entries:
             return "missing" if missing >= self.missing_attempts else None
-        if snapshot.entries > 1:
+        if len(entries) > 1:
             return "ambiguous"
-        if len(snapshot.hosts) >= self.expected_hosts and snapshot.finished == len(snapshot.hosts):
+        (found,) = entries
+        if len(found.hosts) >= self.expected_hosts and found.finished == len(found.hosts):
             return "finished"
         return None
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         reader: QueueReader = load_reader_factory(self.reader)(self.conn_id)
-        snapshot: QueueSnapshot | None = None
+        entries: Sequence[QueueEntry] = ()
         entry = self.entry
         missing = errors = 0
         progress = ProgressGate(self.heartbeat_seconds)
         try:
             for attempt in range(1, self.max_attempts + 1):
                 try:
-                    snapshot = await reader.read(self.cluster, self.correlation_token, entry)
+                    entries = await reader.read(self.cluster, self.correlation_token, entry)
                 except Exception as exc:  # noqa: BLE001 - any failed read counts; the type only is logged
                     errors += 1
                     self.log.warning("dpone %s: queue read %d failed (%s)", self.stage, attempt, type(exc).__name__)
                     if errors >= self.max_read_errors:
-                        yield self._event("error", attempt, snapshot)
+                        yield self._event("error", attempt, entries)
                         return
                 else:
                     errors = 0
-                    missing = missing + 1 if snapshot is None else 0
-                    if snapshot is not None and snapshot.entries == 1:
-                        entry = snapshot.entry  # pinned: later polls read exactly this entry
-                    verdict = self._verdict(snapshot, missing)
-                    if snapshot is not None:
+                    missing = 0 if entries else missing + 1
+                    if len(entries) == 1:
+                        entry = entries[0].entry  # pinned: later polls read exactly this entry
+                    verdict = self._verdict(entries, missing)
+                    if entries:
+                        found = entries[0]
                         line = (
-                            f"dpone {self.stage}: queue entry {snapshot.entry}: {snapshot.finished} of "
-                            f"{max(len(snapshot.hosts), self.expected_hosts)} hosts finished, {snapshot.failed} failed"
+                            f"dpone {self.stage}: queue entry {found.entry}: {found.finished} of "
+                            f"{max(len(found.hosts), self.expected_hosts)} hosts finished, {found.failed} failed"
                         )
                         if progress.due(line):
                             self.log.info("%s", line)
                     if verdict is not None:
-                        yield self._event(verdict, attempt, snapshot)
+                        yield self._event(verdict, attempt, entries)
                         return
                 if attempt < self.max_attempts:
                     await asyncio.sleep(poll_delay(attempt, self.poll_interval))
-            yield self._event("timeout", self.max_attempts, snapshot)
+            yield self._event("timeout", self.max_attempts, entries)
         finally:
             await reader.close()

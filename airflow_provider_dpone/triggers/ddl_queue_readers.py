@@ -1,56 +1,27 @@
 """Read-only, async readers of one distributed DDL queue entry, for :class:`ClusterDDLQueueTrigger`.
 
-A reader answers one question: what is the per-host status of the queue entry that carries this correlation token
-(and, once known, has this entry name)? It never mutates and never reads anything else. The trigger names its reader
+A reader answers one question: which queue entries carry this correlation token (and, once known, have this entry
+name), with each host's status? It never mutates and never reads anything else. The trigger names its reader
 factory by import path, because the triggerer rebuilds a trigger from its serialized kwargs in another process.
 
-The default reader (:func:`clickhouse_queue_reader`) uses the async clickhouse-connect client on the connection's
-coordinator, built from an async Airflow connection lookup. Secrets stay in memory; nothing is logged.
+The default reader (:func:`clickhouse_queue_reader`) is :meth:`DponeClickHouseHook.aqueue_entries
+<airflow_provider_dpone.hooks.clickhouse.DponeClickHouseHook.aqueue_entries>` of the connection's coordinator: the
+async client, from an async Airflow connection lookup, and the rows parsed by the one queue parser. Secrets stay in
+memory; nothing is logged.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
-FINISHED = "Finished"
-
-
-@dataclass(frozen=True)
-class HostState:
-    status: str
-    exception_code: int | None = None
-
-    @property
-    def finished(self) -> bool:
-        return self.status == FINISHED
-
-    @property
-    def failed(self) -> bool:
-        return self.finished and bool(self.exception_code)
-
-
-@dataclass(frozen=True)
-class QueueSnapshot:
-    """The hosts of the one entry carrying the token; ``entries`` > 1 means the token is ambiguous."""
-
-    entry: str
-    hosts: tuple[HostState, ...]
-    entries: int = 1
-
-    @property
-    def finished(self) -> int:
-        return sum(host.finished for host in self.hosts)
-
-    @property
-    def failed(self) -> int:
-        return sum(host.failed for host in self.hosts)
+from airflow_provider_dpone.cluster.clickhouse.sql_cluster_ddl import QueueEntry
 
 
 class QueueReader(Protocol):
-    async def read(self, cluster: str, correlation_token: str, entry: str | None) -> QueueSnapshot | None:
-        """The entry's snapshot, or ``None`` while no entry carries the token. Raises on a failed read."""
+    async def read(self, cluster: str, correlation_token: str, entry: str | None) -> Sequence[QueueEntry]:
+        """Every entry carrying the token (only ``entry`` once known): none yet, one, or (never expected) more, in
+        name order. Raises on a failed read."""
         ...
 
     async def close(self) -> None: ...
@@ -60,45 +31,20 @@ QueueReaderFactory = Callable[[str], QueueReader]
 """Builds a reader from the ``dpone_clickhouse`` connection id."""
 
 
-def snapshot_from_rows(rows: Sequence[Sequence[Any]], entry: str | None) -> QueueSnapshot | None:
-    """Group ``(entry, host, port, status, exception_code)`` rows (the adapter's queue query); keep the bound entry
-    when its name is known. Hosts are counted, never kept."""
-    by_entry: dict[str, list[HostState]] = {}
-    for name, _host, _port, status, code in rows:
-        if entry is not None and name != entry:
-            continue
-        by_entry.setdefault(str(name), []).append(HostState(str(status), None if code is None else int(code)))
-    if not by_entry:
-        return None
-    name = sorted(by_entry)[0]
-    return QueueSnapshot(entry=name, hosts=tuple(by_entry[name]), entries=len(by_entry))
-
-
 class ClickHouseQueueReader:
-    """Polls ``system.distributed_ddl_queue`` through the async clickhouse-connect client (lazily connected)."""
+    """Polls ``system.distributed_ddl_queue`` through the hook of the connection (its async client, lazily built)."""
 
     def __init__(self, conn_id: str) -> None:
+        from airflow_provider_dpone.hooks.clickhouse import DponeClickHouseHook
+
         self.conn_id = conn_id
-        self._client: Any = None
+        self.hook = DponeClickHouseHook(dpone_clickhouse_conn_id=conn_id)
 
-    async def _connect(self) -> Any:
-        if self._client is None:
-            from airflow_provider_dpone.triggers.ddl_queue_client import async_coordinator_client
-
-            self._client = await async_coordinator_client(self.conn_id)
-        return self._client
-
-    async def read(self, cluster: str, correlation_token: str, entry: str | None) -> QueueSnapshot | None:
-        from airflow_provider_dpone.cluster.clickhouse.sql_cluster_ddl import queue_entry
-
-        client = await self._connect()
-        result = await client.query(queue_entry(cluster, correlation_token))
-        return snapshot_from_rows(result.result_rows, entry)
+    async def read(self, cluster: str, correlation_token: str, entry: str | None) -> Sequence[QueueEntry]:
+        return await self.hook.aqueue_entries(cluster, correlation_token, entry)
 
     async def close(self) -> None:
-        client, self._client = self._client, None
-        if client is not None:
-            await client.close()
+        await self.hook.aclose()
 
 
 def clickhouse_queue_reader(conn_id: str) -> QueueReader:

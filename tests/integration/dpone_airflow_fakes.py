@@ -16,12 +16,12 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from airflow_provider_dpone.cluster.clickhouse.sql_cluster_ddl import QueueEntry, QueueHost
 from airflow_provider_dpone.cluster.ports import ColumnSpec, TableSpec
 from airflow_provider_dpone.cluster.protocol.context import ProtocolSettings
 from airflow_provider_dpone.cluster.protocol.request import PublicationRequest
 from airflow_provider_dpone.core.manifest import ClusterPublicationManifest
 from airflow_provider_dpone.hooks.publication import PortsFactory, PublicationEnvironment
-from airflow_provider_dpone.triggers.ddl_queue_readers import HostState, QueueSnapshot
 from tests.fakes.faults import FaultInjector, FaultKind
 from tests.fakes.publication import FakeSource, FakeWorld, Row
 
@@ -111,18 +111,17 @@ class FakeQueueReader:
         self.conn_id = conn_id
         self.closed = False
 
-    async def read(self, cluster: str, correlation_token: str, entry: str | None) -> QueueSnapshot | None:
+    async def read(self, cluster: str, correlation_token: str, entry: str | None) -> Sequence[QueueEntry]:
         deployment = CURRENT
         assert deployment is not None, "no fake deployment is active"
         deployment.polls += 1
         if deployment.on_poll is not None:
             deployment.on_poll(deployment.polls)
         matches = [e for e in deployment.world.queue if e.token == correlation_token and entry in (None, e.name)]
-        if not matches:
-            return None
-        found = matches[0]
-        hosts = tuple(HostState(state.value, code) for state, code in found.hosts.values())
-        return QueueSnapshot(entry=found.name, hosts=hosts, entries=len(matches))
+        return tuple(
+            QueueEntry(entry=found.name, hosts=tuple(QueueHost(state, code) for state, code in found.hosts.values()))
+            for found in matches
+        )
 
     async def close(self) -> None:
         self.closed = True

@@ -9,7 +9,7 @@ database; assertions read every member directly.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
@@ -17,10 +17,11 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_dpone.cluster.clickhouse.sql_cluster_ddl import QueueEntry
 from airflow_provider_dpone.core.manifest import ClusterPublicationManifest as Manifest
 from airflow_provider_dpone.embedded import EmbeddedCluster
 from airflow_provider_dpone.hooks.publication import PublicationEnvironment, hook_environment
-from airflow_provider_dpone.triggers.ddl_queue_readers import ClickHouseQueueReader, QueueSnapshot
+from airflow_provider_dpone.triggers.ddl_queue_readers import ClickHouseQueueReader
 from tests.integration.dag_runner import (
     INTERNAL_EXAMPLE_FILE,
     RunOutcome,
@@ -52,13 +53,13 @@ class ResumingReader(ClickHouseQueueReader):
     """The real async queue reader; after a poll that shows the entry unfinished, it resumes the paused member (an
     operator fixing the member while the task waits in the triggerer)."""
 
-    async def read(self, cluster: str, correlation_token: str, entry: str | None) -> QueueSnapshot | None:
-        snapshot = await super().read(cluster, correlation_token, entry)
-        if snapshot is not None and snapshot.finished < len(snapshot.hosts):
+    async def read(self, cluster: str, correlation_token: str, entry: str | None) -> Sequence[QueueEntry]:
+        entries = await super().read(cluster, correlation_token, entry)
+        if entries and entries[0].finished < len(entries[0].hosts):
             for member, embedded in list(PAUSED.items()):
                 embedded.faults.resume(member)
                 del PAUSED[member]
-        return snapshot
+        return entries
 
 
 def resuming_reader(conn_id: str) -> ResumingReader:

@@ -5,10 +5,13 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
+from airflow_provider_dpone.cluster.clickhouse.sql_cluster_ddl import QueueEntry, QueueHost, queue_entries
+from airflow_provider_dpone.cluster.ports import HostDdlState
 from airflow_provider_dpone.triggers.ddl_queue import (
     FIRST_POLL_DELAYS,
     ClusterDDLQueueTrigger,
@@ -18,13 +21,12 @@ from airflow_provider_dpone.triggers.ddl_queue import (
     polls_within,
     progress_heartbeat_seconds,
 )
-from airflow_provider_dpone.triggers.ddl_queue_readers import HostState, QueueSnapshot, snapshot_from_rows
 
 READER = "tests.integration.test_trigger_ddl_queue.scripted_reader"
 
 
 class ScriptedReader:
-    """Answers from a script of snapshots (``None`` = no entry yet, an exception = failed read)."""
+    """Answers from a script of queue entries (``()`` = no entry yet, an exception = failed read)."""
 
     script: list[Any] = []  # noqa: RUF012 - one script per test, set by the fixture
     reads: list[tuple[str, str, str | None]] = []  # noqa: RUF012
@@ -33,7 +35,7 @@ class ScriptedReader:
     def __init__(self, conn_id: str) -> None:
         self.conn_id = conn_id
 
-    async def read(self, cluster: str, correlation_token: str, entry: str | None) -> QueueSnapshot | None:
+    async def read(self, cluster: str, correlation_token: str, entry: str | None) -> Sequence[QueueEntry]:
         ScriptedReader.reads.append((cluster, correlation_token, entry))
         step = ScriptedReader.script.pop(0) if len(ScriptedReader.script) > 1 else ScriptedReader.script[0]
         if isinstance(step, Exception):
@@ -50,11 +52,15 @@ def scripted_reader(conn_id: str) -> ScriptedReader:
 
 @pytest.fixture(autouse=True)
 def _reset() -> None:
-    ScriptedReader.script, ScriptedReader.reads, ScriptedReader.closed = [None], [], 0
+    ScriptedReader.script, ScriptedReader.reads, ScriptedReader.closed = [()], [], 0
 
 
-def _snapshot(*states: tuple[str, int | None], entry: str = "query-0000000007", entries: int = 1) -> QueueSnapshot:
-    return QueueSnapshot(entry=entry, hosts=tuple(HostState(s, c) for s, c in states), entries=entries)
+def _snapshot(
+    *states: tuple[str, int | None], entry: str = "query-0000000007", entries: int = 1
+) -> tuple[QueueEntry, ...]:
+    """``entries`` entries carrying the token (more than one: ambiguous), the first named ``entry``."""
+    hosts = tuple(QueueHost(HostDdlState(s), c) for s, c in states)
+    return tuple(QueueEntry(entry=entry if n == 0 else f"{entry}-{n}", hosts=hosts) for n in range(entries))
 
 
 def _trigger(**overrides: Any) -> ClusterDDLQueueTrigger:
@@ -88,7 +94,7 @@ def test_serialize_returns_the_literal_class_path_and_rebuilds_an_equal_trigger(
 
 async def test_finishes_with_one_event_when_every_expected_host_is_finished() -> None:
     ScriptedReader.script = [
-        None,
+        (),
         _snapshot(("Active", None), ("Inactive", None)),
         _snapshot(("Finished", 0), ("Active", None)),
         _snapshot(("Finished", 0), ("Finished", 0)),
@@ -125,7 +131,7 @@ async def test_fewer_hosts_than_expected_is_not_finished() -> None:
 
 
 async def test_missing_entry_and_ambiguous_token_and_read_errors_are_terminal_events() -> None:
-    ScriptedReader.script = [None]
+    ScriptedReader.script = [()]
     assert [e["status"] for e in await _events(_trigger())] == ["missing"]
     ScriptedReader.script = [_snapshot(("Active", None), ("Active", None), entries=2)]
     assert [e["status"] for e in await _events(_trigger())] == ["ambiguous"]
@@ -170,16 +176,17 @@ def test_invalid_bounds_and_reader_paths_are_refused() -> None:
         load_reader_factory("no_module_path")
 
 
-def test_snapshot_from_rows_keeps_only_the_bound_entry() -> None:
+def test_queue_entries_keeps_only_the_bound_entry() -> None:
     rows = [
         ("query-1", "h1", 9000, "Finished", 0),
         ("query-1", "h2", 9000, "Active", None),
         ("query-2", "h1", 9000, "Finished", 0),
     ]
-    assert snapshot_from_rows(rows, "query-2") == QueueSnapshot("query-2", (HostState("Finished", 0),), 1)
-    unbound = snapshot_from_rows(rows, None)
-    assert unbound is not None and unbound.entries == 2
-    assert snapshot_from_rows([], None) is None
+    finished = QueueHost(HostDdlState.FINISHED, 0, "h1", 9000)
+    assert queue_entries(rows, entry="query-2") == (QueueEntry("query-2", (finished,)),)
+    unbound = queue_entries(rows)
+    assert len(unbound) == 2 and [e.entry for e in unbound] == ["query-1", "query-2"]
+    assert queue_entries([]) == ()
 
 
 async def test_progress_is_logged_when_it_changes_not_on_every_poll(capfd: pytest.CaptureFixture[str]) -> None:

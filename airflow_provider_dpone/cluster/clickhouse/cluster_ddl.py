@@ -14,7 +14,6 @@ left out, which the protocol reads as missing evidence.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import Any
 
 from clickhouse_connect.driver.exceptions import Error
@@ -24,9 +23,7 @@ from airflow_provider_dpone.cluster.ports import (
     DdlIntent,
     DispatchOutcome,
     DispatchSettings,
-    HostDdlState,
     QueueEntryStatus,
-    QueueHostStatus,
 )
 from airflow_provider_dpone.core.clickhouse.endpoint import Endpoint
 from airflow_provider_dpone.core.clickhouse.oneshot import (
@@ -40,8 +37,6 @@ from airflow_provider_dpone.core.clickhouse.oneshot import (
 )
 from airflow_provider_dpone.core.inventory import AdmittedInventory
 from airflow_provider_dpone.core.outcomes import OutcomeUnknownError, UnavailableError
-
-_STATES = frozenset(state.value for state in HostDdlState)
 
 
 def _hosts(inventory: AdmittedInventory) -> dict[tuple[str, int], str]:
@@ -102,26 +97,12 @@ class ClickHouseClusterDDL:
             rows: list[Any] = list(self.coordinator.reader().query(statement).result_rows)
         except Exception as error:  # noqa: BLE001 -- every read failure is "unavailable"
             raise UnavailableError(f"distributed DDL queue read failed ({type(error).__name__})") from None
-        entries: dict[str, list[tuple[str, int, str | None, int | None]]] = defaultdict(list)
-        for entry, host, port, status, code in rows:
-            entries[str(entry)].append((str(host or ""), int(port or 0), status, code))
+        entries = sql_cluster_ddl.queue_entries(rows)
         if not entries:
             return None
         if len(entries) > 1:
             raise UnavailableError(f"{len(entries)} queue entries carry one correlation token")
-        ((name, host_rows),) = entries.items()
-        members = _hosts(inventory)
-        statuses = []
-        for host, port, status, code in host_rows:
-            member = members.get((host.lower(), port))
-            if member is None:
-                continue
-            state = HostDdlState(status) if status in _STATES else HostDdlState.UNKNOWN
-            statuses.append(
-                QueueHostStatus(member_id=member, state=state, exception_code=int(code) if code is not None else None)
-            )
-        statuses.sort(key=lambda host_status: host_status.member_id)
-        return QueueEntryStatus(entry=name, correlation_token=correlation_token, hosts=tuple(statuses))
+        return entries[0].status(correlation_token, _hosts(inventory))
 
     def server_started_at_ms(self) -> int:
         try:

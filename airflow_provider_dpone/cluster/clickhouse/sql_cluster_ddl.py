@@ -12,7 +12,8 @@ reports per-host results and fails loudly), ``skip_unavailable_shards = 0`` and 
 correlation token -- plus a bounded ``distributed_ddl_task_timeout``. The settings are a *query-level* ``SETTINGS``
 clause, so they are part of the formatted query text ClickHouse stores in the distributed DDL queue entry:
 ``system.distributed_ddl_queue.query`` contains the token, and the one entry of a permit is found by the token alone
-(a SQL comment would not survive formatting). Queue observation reads only that entry's rows, one per host.
+(a SQL comment would not survive formatting). Queue observation reads only that entry's rows, one per host, and
+:func:`queue_entries` is the one parser of those rows, for the adapter's sync read and the trigger's async one.
 
 The coordinator's start time (the void proof of ``cluster/protocol/void_permit.py``) is its clock minus ``uptime()``. Uptime
 counts whole seconds, so one more second is subtracted: the answer is a lower bound, never later than the start.
@@ -21,10 +22,18 @@ counts whole seconds, so one more second is subtracted: the answer is a lower bo
 from __future__ import annotations
 
 import re
-from typing import Final
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
 
 from airflow_provider_dpone.cluster.clickhouse.sql_member import table_definition
-from airflow_provider_dpone.cluster.ports import DdlIntent, DispatchSettings
+from airflow_provider_dpone.cluster.ports import (
+    DdlIntent,
+    DispatchSettings,
+    HostDdlState,
+    QueueEntryStatus,
+    QueueHostStatus,
+)
 from airflow_provider_dpone.core.clickhouse.literals import settings_clause, string_literal, uuid_literal
 from airflow_provider_dpone.core.clickhouse_engines import EngineClass, classify_engine
 from airflow_provider_dpone.core.errors import DponeError
@@ -33,6 +42,7 @@ from airflow_provider_dpone.core.identifiers import qualified_clickhouse, quote_
 DEFAULT_TASK_TIMEOUT_SECONDS: Final[int] = 120
 SERVER_STARTED_AT: Final[str] = "SELECT toUnixTimestamp64Milli(now64(3)) - (toUInt64(uptime()) + 1) * 1000"
 _TOKEN: Final[re.Pattern[str]] = re.compile(r"[0-9a-f]{32}")
+_STATES: Final[frozenset[str]] = frozenset(state.value for state in HostDdlState)
 
 
 def ddl_settings(settings: DispatchSettings, *, task_timeout_seconds: int) -> dict[str, str | int]:
@@ -84,3 +94,61 @@ def queue_entry(cluster: str, correlation_token: str) -> str:
         "SELECT entry, host, port, toString(status), exception_code FROM system.distributed_ddl_queue"
         f" WHERE cluster = {name} AND position(query, {needle}) > 0 ORDER BY entry, host, port"
     )
+
+
+@dataclass(frozen=True)
+class QueueHost:
+    """One host's row of a queue entry; its endpoint stays in memory (never in ``repr``) to map it to a member."""
+
+    state: HostDdlState
+    exception_code: int | None = None
+    host: str = field(default="", repr=False)
+    port: int = field(default=0, repr=False)
+
+    @property
+    def finished(self) -> bool:
+        return self.state is HostDdlState.FINISHED
+
+    @property
+    def failed(self) -> bool:
+        return self.finished and bool(self.exception_code)
+
+
+@dataclass(frozen=True)
+class QueueEntry:
+    """One queue entry whose query carries a correlation token, with one row per host."""
+
+    entry: str
+    hosts: tuple[QueueHost, ...]
+
+    @property
+    def finished(self) -> int:
+        return sum(host.finished for host in self.hosts)
+
+    @property
+    def failed(self) -> int:
+        return sum(host.failed for host in self.hosts)
+
+    def status(self, correlation_token: str, members: Mapping[tuple[str, int], str]) -> QueueEntryStatus:
+        """The entry as the protocol reads it: hosts mapped to member ids by ``members`` (lower-case host name and
+        port), in member order; a host outside ``members`` is left out, which the protocol reads as missing evidence."""
+        statuses = [
+            QueueHostStatus(member_id=member, state=host.state, exception_code=host.exception_code)
+            for host in self.hosts
+            if (member := members.get((host.host.lower(), host.port))) is not None
+        ]
+        statuses.sort(key=lambda host_status: host_status.member_id)
+        return QueueEntryStatus(entry=self.entry, correlation_token=correlation_token, hosts=tuple(statuses))
+
+
+def queue_entries(rows: Iterable[Sequence[Any]], *, entry: str | None = None) -> tuple[QueueEntry, ...]:
+    """The rows of :func:`queue_entry` (``entry, host, port, status, exception_code``) grouped by entry, in name
+    order; with ``entry``, that entry's only. A status outside :class:`HostDdlState` is ``Unknown``."""
+    grouped: dict[str, list[QueueHost]] = {}
+    for name, host, port, status, code in rows:
+        if entry is not None and name != entry:
+            continue
+        state = HostDdlState(status) if status in _STATES else HostDdlState.UNKNOWN
+        parsed = QueueHost(state, None if code is None else int(code), str(host or ""), int(port or 0))
+        grouped.setdefault(str(name), []).append(parsed)
+    return tuple(QueueEntry(name, tuple(grouped[name])) for name in sorted(grouped))
