@@ -42,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's 
 
 import psycopg
 import pyarrow as pa
+from airflow_provider_dpone.transfer.targets.readback_equality import stored_equals_sent
 
 from airflow_provider_dpone.core.identifiers import quote_postgres
 from airflow_provider_dpone.core.typed_digest import MultisetDigest
@@ -56,7 +57,6 @@ from airflow_provider_dpone.transfer.targets.postgres.target import (
     postgres_connection_factory,
     postgres_copy_factory,
 )
-from airflow_provider_dpone.transfer.targets.readback_equality import stored_equals_sent
 from airflow_provider_dpone.transfer.values.arrow_chunk import decode_chunk, encode_chunk, rows_table, table_rows
 from airflow_provider_dpone.transfer.values.target import PublicationMode, TargetColumn, TargetPlan, TargetTable
 from airflow_provider_dpone.transfer.values.target_types import StorageKind

@@ -38,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import psycopg
 from _common import chdb_engine
+from airflow_provider_dpone.transfer.targets.readback_equality import stored_equals_sent
 from native_transfer import _columns
 
 from airflow_provider_dpone.core.identifiers import quote_postgres
@@ -50,7 +51,6 @@ from airflow_provider_dpone.transfer.targets.postgres.target import (
     postgres_connection_factory,
     postgres_copy_factory,
 )
-from airflow_provider_dpone.transfer.targets.readback_equality import stored_equals_sent
 from airflow_provider_dpone.transfer.values.arrow_chunk import conform, decode_chunk, encode_chunk
 from airflow_provider_dpone.transfer.values.target import CHUNK_COLUMN, TargetColumn, TargetTable
 from airflow_provider_dpone.transfer.values.target_types import StorageKind

@@ -62,11 +62,11 @@ class TestRouteOnTheSqlServerStandIn(RouteCorpus):
 
 
 @pytest.mark.parametrize("backend", [ImportBackend.BCP, ImportBackend.SQLCLIENT], ids=["bcp", "batches"])
-def test_the_route_verifies_every_chunk_by_exact_read_back(
+def test_the_route_verifies_every_chunk_by_the_digest_sql_server_computes(
     admin: Any, db: str, tmp_path: Path, backend: ImportBackend
 ) -> None:
-    """The route loads chunks from sealed stage objects, so every chunk of every corpus table is verified by the
-    read-back alone: the typed digest is never computed when the stored rows are the sealed rows."""
+    """Every loaded chunk of every corpus table is verified by the T-SQL typed digest over what the server stores,
+    once while loading and once more in the publishing transaction, under a table lock on staging."""
     harness = MsSqlHarness(backend)
     for table in CORPUS:
         relation = table.create(admin, db)
@@ -76,7 +76,10 @@ def test_the_route_verifies_every_chunk_by_exact_read_back(
         route.run()
         calls = [c for c in harness.server.calls[before:] if c.kind == "execute"]
         loaded = {c.params[0] for c in calls if c.statement == "chunk_present" and c.params and c.params[0] >= 0}
-        verified = [c.params[0] for c in calls if c.statement == "readback_chunk" and c.params]
+        digested = [c.params[0] for c in calls if c.statement == "chunk_digest" and c.params]
         assert route.target_rows() == rows_of(admin, relation), table.name
-        assert loaded and sorted(verified) == sorted(loaded), table.name
-        assert not [c for c in calls if c.statement == "chunk_digest"], table.name
+        assert loaded and sorted(digested) == sorted([*loaded, *loaded]), table.name
+        statements = [c.statement for c in calls]
+        assert "lock_staging" in statements, table.name
+        locked = statements.index("lock_staging")
+        assert statements.count("chunk_digest") - statements[:locked].count("chunk_digest") == len(loaded), table.name

@@ -94,6 +94,15 @@ CODES: tuple[ErrorCode, ...] = (
         retryable=True,
     ),
     ErrorCode(
+        "native_transfer.source_rows_differ",
+        "the rows the worker received differ from the rows the source server counts for the same SELECT (its count, "
+        "or per part the rows and the offsets' fingerprint): a row was lost, repeated or moved between the server and "
+        "the stage, or the source changed during the read",
+        "let Airflow retry: nothing was sealed, the next try re-extracts; if it repeats on an unchanged source, keep "
+        "the task log and report it",
+        retryable=True,
+    ),
+    ErrorCode(
         "native_transfer.source_eof_mismatch",
         "the stream's EOF does not match its receipts (row count, contiguous chunk ordinals or typed evidence)",
         "retry as a new invocation; the sealed stage is not published",

@@ -140,5 +140,25 @@ class PhysicalObservation(_Observation):
     truncated: bool
 
 
+class SelectedPart(_Observation):
+    """The rows of one part the SELECT selects, as the server counts them: count and the offsets' fingerprint
+    (minimum, maximum, and the sums of the offsets and of their squares, each modulo 2**64)."""
+
+    part: str
+    rows: int = Field(ge=1)
+    min_offset: int = Field(ge=0)
+    max_offset: int = Field(ge=0)
+    offsets_sum: int = Field(ge=0)
+    offsets_square_sum: int = Field(ge=0)
+
+
+class SelectedRows(_Observation):
+    """The server's own account of the rows the data SELECT selects, read in a separate aggregate statement:
+    ``rows`` always, and per part (``parts``, sorted by name) when the SELECT carries part provenance."""
+
+    rows: int = Field(ge=0)
+    parts: tuple[SelectedPart, ...] | None = None
+
+
 class MutationObservation(_Observation):
     pending_classic_mutations: int
