@@ -23,6 +23,7 @@ from tests.fixtures.target_harness import MsSqlHarness
 from tests.integration.native_chdb import admin, db
 from tests.integration.native_route_chdb import multiset
 from tests.integration.native_route_corpus import CORPUS
+from tests.integration.native_route_corruption import CorruptionCorpus
 from tests.integration.native_route_pg import PgRoute
 from tests.integration.native_route_scenarios import MakeRoute, RouteCorpus, rows_of
 
@@ -46,6 +47,17 @@ class StandInRoute(PgRoute):
     def receipts(self) -> int:
         return len(self._rows(RECEIPT_TABLE))
 
+    def tamper_staging(self) -> None:
+        """Change the first staged row's first column, in every staging table (as an UPDATE by SQL would)."""
+        server = self.harness.server  # type: ignore[attr-defined]
+        with server.mutex:
+            staged = [table for name, table in server.tables.items() if "__dpone_stg" in name]
+            assert staged, "no staging table to tamper with"
+            for table in staged:
+                row = next(r for r in table.rows if r[0] == 0)
+                position = 2  # after the chunk ordinal and the row position
+                row[position] = row[position] + 1000
+
 
 @pytest.fixture(params=[ImportBackend.BCP, ImportBackend.SQLCLIENT], ids=["bcp", "batches"])
 def make_route(request: pytest.FixtureRequest) -> MakeRoute:
@@ -59,6 +71,10 @@ def make_route(request: pytest.FixtureRequest) -> MakeRoute:
 
 class TestRouteOnTheSqlServerStandIn(RouteCorpus):
     """Every corpus table and every kill of the matrix, into the SQL Server adapter over the stand-in."""
+
+
+class TestCorruptionOnTheSqlServerStandIn(CorruptionCorpus):
+    """Every corruption of the transfer path, caught before publication into the SQL Server adapter."""
 
 
 @pytest.mark.parametrize("backend", [ImportBackend.BCP, ImportBackend.SQLCLIENT], ids=["bcp", "batches"])
