@@ -20,6 +20,7 @@ from airflow_provider_dpone.transfer.ports import SourceBlock
 from airflow_provider_dpone.transfer.values.arrow_chunk import row_hashes, rows_table
 from airflow_provider_dpone.transfer.values.chunk import RelationRef
 from airflow_provider_dpone.transfer.values.query import SnapshotQuery, verify_query
+from airflow_provider_dpone.transfer.values.raw_snapshot_physical import PartCoverage
 from airflow_provider_dpone.transfer.values.source_observation import (
     AccessObservation,
     ColumnObservation,
@@ -29,7 +30,6 @@ from airflow_provider_dpone.transfer.values.source_observation import (
     RelationObservation,
     ReplicaObservation,
     RowPolicyObservation,
-    SelectedPart,
     SelectedRows,
     ServerObservation,
     SettingsObservation,
@@ -375,7 +375,7 @@ class FakeSession:
             by_part.setdefault(part, []).append(offset)
         mask = (1 << 64) - 1
         parts = tuple(
-            SelectedPart(
+            PartCoverage(
                 part=part,
                 rows=len(offsets),
                 min_offset=min(offsets),

@@ -119,14 +119,11 @@ class CoverageTracker:
         lost, repeated or moved between the server and the stage changes a part's rows or offset fingerprint."""
         if selected.parts is None:
             raise DponeError("native_transfer.source_provenance_incomplete", "the server's count has no parts")
-        received = [
-            (e.part, e.rows, e.min_offset, e.max_offset, e.offsets_sum, e.offsets_square_sum) for e in self.entries()
-        ]
-        counted = [
-            (p.part, p.rows, p.min_offset, p.max_offset, p.offsets_sum, p.offsets_square_sum) for p in selected.parts
-        ]
+        received, counted = self.entries(), list(selected.parts)
         if received != counted:
-            differing = sorted({entry[0] for entry in set(received) ^ set(counted)})
+            differing = {entry.part for entry in received} ^ {entry.part for entry in counted} | {
+                mine.part for mine, theirs in zip(received, counted, strict=False) if mine != theirs
+            }
             raise DponeError(
                 "native_transfer.source_rows_differ",
                 f"{len(differing)} of {len(counted)} parts differ from the server's count of the SELECT",

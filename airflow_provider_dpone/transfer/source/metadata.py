@@ -18,6 +18,7 @@ from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.transfer.source import sql
 from airflow_provider_dpone.transfer.values.chunk import RelationRef
 from airflow_provider_dpone.transfer.values.query import SnapshotQuery
+from airflow_provider_dpone.transfer.values.raw_snapshot_physical import PartCoverage
 from airflow_provider_dpone.transfer.values.source_observation import (
     AccessObservation,
     ColumnObservation,
@@ -27,7 +28,6 @@ from airflow_provider_dpone.transfer.values.source_observation import (
     RelationObservation,
     ReplicaObservation,
     RowPolicyObservation,
-    SelectedPart,
     SelectedRows,
     ServerObservation,
     SettingsObservation,
@@ -240,7 +240,7 @@ def read_selected_rows(client: Client, query: SnapshotQuery) -> SelectedRows:
     if not query.provenance:
         return SelectedRows(rows=int(rows[0][0]))
     parts = tuple(
-        SelectedPart(
+        PartCoverage(
             part=_text(part),
             rows=int(count),
             min_offset=int(low),

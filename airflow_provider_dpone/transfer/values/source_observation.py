@@ -10,6 +10,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from airflow_provider_dpone.core.canonical import tagged_digest
+from airflow_provider_dpone.transfer.values.raw_snapshot_physical import PartCoverage
 
 
 class _Observation(BaseModel):
@@ -140,24 +141,13 @@ class PhysicalObservation(_Observation):
     truncated: bool
 
 
-class SelectedPart(_Observation):
-    """The rows of one part the SELECT selects, as the server counts them: count and the offsets' fingerprint
-    (minimum, maximum, and the sums of the offsets and of their squares, each modulo 2**64)."""
-
-    part: str
-    rows: int = Field(ge=1)
-    min_offset: int = Field(ge=0)
-    max_offset: int = Field(ge=0)
-    offsets_sum: int = Field(ge=0)
-    offsets_square_sum: int = Field(ge=0)
-
-
 class SelectedRows(_Observation):
     """The server's own account of the rows the data SELECT selects, read in a separate aggregate statement:
-    ``rows`` always, and per part (``parts``, sorted by name) when the SELECT carries part provenance."""
+    ``rows`` always, and per part (``parts``, sorted by name: the same coverage the worker accumulates from the rows
+    it receives) when the SELECT carries part provenance."""
 
     rows: int = Field(ge=0)
-    parts: tuple[SelectedPart, ...] | None = None
+    parts: tuple[PartCoverage, ...] | None = None
 
 
 class MutationObservation(_Observation):
