@@ -4,7 +4,8 @@ For a narrow (5 columns) and a wide (100 columns) table it measures, on one thro
 
 * baseline: CREATE TABLE + one binary ``COPY ... FROM STDIN`` of all rows + COMMIT (no checks, no receipt);
 * target: ``prepare`` + ``load_chunk`` per chunk (value checks, binary COPY, one transaction each) + ``verify_chunk``
-  per chunk (read back with binary COPY, typed digest) + ``publish`` (full-refresh swap with its receipt).
+  per chunk (the typed digest PostgreSQL computes) + ``publish`` (staging locked, every chunk's digest recomputed,
+  full-refresh swap with its receipt).
 
 It prints rows/s for each and the ratio target/baseline (total, and load alone). The source-side expected digests are
 computed before timing starts: they are the source's cost, recorded in its chunk receipts.
@@ -20,11 +21,8 @@ chunk of ``--rows`` rows per shape, best of ``--repeat`` runs:
 
 * the parameterized ("SqlClient") backend's parameters: row by row (each row through ``RowConverter`` and
   ``sqlclient_row_encoder``, as before) against column by column (``loaders.sqlclient_rows``);
-* read-back verification's worker side: the rows the read-back SELECT returns (built here as pymssql hands them
-  over) decoded into Arrow and compared with the sealed rows (``readback.stored_table``, ``readback.comparable``,
-  ``stored_equals_sent``), next to the worker side of hashing the same rows with the typed digest in Python. The
-  server's part (scan, the CONVERTs, TDS) and pymssql's per-value decoding are not measured. Its last line is one
-  JSON object with the ratios.
+* the typed digest of the same rows in Python (what the read-back fallback of a server without UTF-8 collations
+  costs the worker). The server's part is not measured. Its last line is one JSON object with the ratios.
 """
 
 from __future__ import annotations
@@ -47,7 +45,6 @@ from airflow_provider_dpone.core.identifiers import quote_postgres
 from airflow_provider_dpone.core.typed_digest import MultisetDigest
 from airflow_provider_dpone.transfer.ports import ChunkEvidence, TargetInvocation
 from airflow_provider_dpone.transfer.route.schema_admission import map_type
-from airflow_provider_dpone.transfer.targets.mssql import readback
 from airflow_provider_dpone.transfer.targets.mssql.loaders import sqlclient_rows
 from airflow_provider_dpone.transfer.targets.mssql.values import sqlclient_row_encoder
 from airflow_provider_dpone.transfer.targets.postgres.statements import copy_type, qualified
@@ -56,10 +53,8 @@ from airflow_provider_dpone.transfer.targets.postgres.target import (
     postgres_connection_factory,
     postgres_copy_factory,
 )
-from airflow_provider_dpone.transfer.targets.readback_equality import stored_equals_sent
 from airflow_provider_dpone.transfer.values.arrow_chunk import decode_chunk, encode_chunk, rows_table, table_rows
 from airflow_provider_dpone.transfer.values.target import PublicationMode, TargetColumn, TargetPlan, TargetTable
-from airflow_provider_dpone.transfer.values.target_types import StorageKind
 from airflow_provider_dpone.transfer.values.target_values import RowConverter
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -208,21 +203,6 @@ def _best(repeat: int, work: Callable[[], object]) -> float:
     return min(times)
 
 
-def _as_returned(plan: TargetPlan, sent: pa.Table) -> list[tuple[object, ...]]:
-    """The read-back SELECT's rows as pymssql returns them: position, then each column in its read-back form."""
-    comparable = readback.comparable(plan, sent)
-    columns: list[list[object]] = [list(range(sent.num_rows))]
-    for column, array in zip(plan.columns, comparable.columns, strict=True):
-        storage = column.column_type.storage
-        values = array.to_pylist()
-        if storage in (StorageKind.UINT64, StorageKind.DECIMAL):
-            values = [None if v is None else str(v) for v in values]
-        elif storage is StorageKind.TEXT:
-            values = [None if v is None else v.decode().encode("utf-16-le") for v in values]
-        columns.append(values)
-    return list(zip(*columns, strict=True))
-
-
 def _sealed(plan: TargetPlan, total: int) -> pa.Table:
     """One chunk of ``total`` rows as the route loads it: decoded from a sealed stage object."""
     native = [map_type(c.name, c.source_type, implicit_utc=True) for c in plan.columns]
@@ -232,12 +212,11 @@ def _sealed(plan: TargetPlan, total: int) -> pa.Table:
     return decode_chunk(data, native).table
 
 
-def mssql_shape(plan: TargetPlan, sent: pa.Table, repeat: int) -> tuple[float, float, float, float]:
-    """Seconds for: parameters row by row, parameters column by column, read-back decode + compare, and the typed
-    digest of the same rows in Python."""
+def mssql_shape(plan: TargetPlan, sent: pa.Table, repeat: int) -> tuple[float, float, float]:
+    """Seconds for: parameters row by row, parameters column by column, and the typed digest of the same rows in
+    Python."""
     types = [c.column_type for c in plan.columns]
     logicals = [c.column_type.logical for c in plan.columns]
-    returned = _as_returned(plan, sent)
 
     def row_wise() -> object:
         convert = RowConverter(plan.column_names, types, text_allows_nul=False)
@@ -247,33 +226,26 @@ def mssql_shape(plan: TargetPlan, sent: pa.Table, repeat: int) -> tuple[float, f
     def column_wise() -> object:
         return list(sqlclient_rows(plan, sent))
 
-    def compare() -> object:
-        stored = readback.stored_table(plan, returned)
-        assert stored_equals_sent(readback.comparable(plan, sent), stored)
-        return stored
-
     def python_digest() -> object:
         observed = MultisetDigest(plan.typed_columns)
         observed.add_rows(table_rows(sent, logicals))
         return observed.total
 
-    return tuple(_best(repeat, work) for work in (row_wise, column_wise, compare, python_digest))  # type: ignore[return-value]
+    return tuple(_best(repeat, work) for work in (row_wise, column_wise, python_digest))  # type: ignore[return-value]
 
 
 def mssql_python(total: int, shapes: list[str], repeat: int) -> dict[str, float]:
     """The Python side of the SQL Server target on one chunk per shape (see the module docstring)."""
     ratios: dict[str, float] = {}
     for name, plan in shape_plans(shapes, f"{total}-mssql"):
-        old, new, equal, hashed = mssql_shape(plan, _sealed(plan, total), repeat)
+        old, new, hashed = mssql_shape(plan, _sealed(plan, total), repeat)
         print(
             f"{name:6} cols={len(plan.columns):3} rows={total:,} | parameters row-wise {old:6.3f}s"
-            f" column-wise {new:6.3f}s ({old / new:.2f}x faster) | read-back decode+compare {equal:6.3f}s"
-            f" (typed digest of the same rows in Python {hashed:6.3f}s)",
+            f" column-wise {new:6.3f}s ({old / new:.2f}x faster) | typed digest in Python {hashed:6.3f}s",
             flush=True,
         )
         ratios[f"{name}_parameters_row_over_column"] = round(old / new, 3)
-        ratios[f"{name}_readback_compare_s_per_100k"] = round(equal * 100_000 / total, 4)
-        ratios[f"{name}_readback_compare_over_python_digest"] = round(equal / hashed, 3)
+        ratios[f"{name}_python_digest_s_per_100k"] = round(hashed * 100_000 / total, 4)
     return ratios
 
 

@@ -26,6 +26,7 @@ from airflow_provider_dpone.transfer.values.source_observation import (
     PhysicalObservation,
     RelationObservation,
     ReplicaObservation,
+    SelectedRows,
     ServerObservation,
     SettingsObservation,
     TransportObservation,
@@ -72,6 +73,11 @@ class SnapshotSourceSession(Protocol):
 
     def stream(self, query: SnapshotQuery) -> AbstractContextManager[Iterator[SourceBlock]]:
         """Run the one SELECT; the context closes (and cancels) the stream on exit, also on error."""
+        ...
+
+    def selected_rows(self, query: SnapshotQuery) -> SelectedRows:
+        """The server's count of the rows ``query`` selects (per part with provenance), aggregated by the server
+        in its own statement: no row travels, and nothing the stream decoded is used."""
         ...
 
     def close(self) -> None: ...

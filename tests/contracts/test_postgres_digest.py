@@ -17,13 +17,11 @@ import psycopg
 import pyarrow as pa
 import pytest
 
+from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.manifest.transfer import StringMapping
 from airflow_provider_dpone.transfer.ports import ChunkEvidence, TargetInvocation
-from airflow_provider_dpone.transfer.targets.postgres.arrow_load import copy_table
-from airflow_provider_dpone.transfer.targets.postgres.digest import readback_chunk
-from airflow_provider_dpone.transfer.targets.postgres.statements import qualified
+from airflow_provider_dpone.transfer.targets.postgres.statements import lock_staging, qualified
 from airflow_provider_dpone.transfer.targets.postgres.target import PostgresTransferTarget
-from airflow_provider_dpone.transfer.targets.readback_equality import stored_equals_sent
 from airflow_provider_dpone.transfer.values.target import PublicationMode, TargetColumn, TargetPlan
 from tests.fixtures.postgres import PostgresServer
 from tests.fixtures.target_harness import PostgresHarness, bind, chunk, evidence, sealed_chunk
@@ -153,43 +151,19 @@ def _sealed(
     return sealed_chunk(invocation, 0, rows), evidence(plan, 0, rows)
 
 
-def _read_back(pg: PostgresHarness, plan: TargetPlan) -> pa.Table:
-    conn = pg.copy_connect()
-    try:
-        with conn.cursor() as cursor:
-            cursor.execute(readback_chunk(plan), parameters=(0,))
-            return cursor.fetch_arrow_table()
-    finally:
-        conn.close()
-
-
-def test_read_back_equals_the_sealed_rows_on_boundary_values(pg: PostgresHarness) -> None:
-    plan = _plan(pg.schema, StringMapping.BINARY)
-    table, invocation = bind(plan)
-    sent, expected = _sealed(invocation, plan, _rows(StringMapping.BINARY))
-    target = PostgresTransferTarget(pg._connect, pg.copy_connect, table)
-    try:
-        target.prepare(invocation)
-        target.load_chunk(invocation, 0, sent)
-        assert stored_equals_sent(copy_table(sent, plan, 0).select(list(plan.column_names)), _read_back(pg, plan))
-        assert target.verify_chunk(invocation, expected) == expected
-    finally:
-        pg.close()
-
-
 TAMPER = {
     "value": "UPDATE {t} SET i64 = i64 + 1 WHERE __dpone_row = 2",
     "null": "UPDATE {t} SET d4 = NULL WHERE __dpone_row = 0",
-    "scale": "UPDATE {t} SET d0 = d0 + 0 WHERE __dpone_row = 2",  # no change: must still be equal (control)
+    "scale": "UPDATE {t} SET d0 = d0 + 0 WHERE __dpone_row = 2",  # no change: must still verify (control)
     "duplicate": "INSERT INTO {t} SELECT * FROM {t} WHERE __dpone_row = 2",
     "missing": "DELETE FROM {t} WHERE __dpone_row = 1",
-    "swapped": "UPDATE {t} SET __dpone_row = 1 - __dpone_row WHERE __dpone_row IN (0, 1)",
-    "replaced": "UPDATE {t} SET __dpone_row = 0 WHERE __dpone_row = 1",
+    "swapped": "UPDATE {t} SET __dpone_row = 1 - __dpone_row WHERE __dpone_row IN (0, 1)",  # same multiset (control)
 }
+UNCHANGED = {"scale", "swapped"}
 
 
 @pytest.mark.parametrize("action", sorted(TAMPER))
-def test_read_back_refuses_every_changed_missing_duplicated_or_moved_row(pg: PostgresHarness, action: str) -> None:
+def test_the_target_digest_sees_every_changed_missing_or_duplicated_row(pg: PostgresHarness, action: str) -> None:
     plan = _plan(pg.schema, StringMapping.BINARY)
     table, invocation = bind(plan)
     sent, expected = _sealed(invocation, plan, _rows(StringMapping.BINARY))
@@ -199,11 +173,63 @@ def test_read_back_refuses_every_changed_missing_duplicated_or_moved_row(pg: Pos
         target.load_chunk(invocation, 0, sent)
         with psycopg.connect(pg.dsn, autocommit=True) as admin:
             admin.execute(TAMPER[action].format(t=qualified(plan.target_schema, plan.staging_table)))
-        equal = stored_equals_sent(copy_table(sent, plan, 0).select(list(plan.column_names)), _read_back(pg, plan))
-        verified = target.verify_chunk(invocation, expected)
-        assert equal is (action == "scale")
-        # only positions changed: the fast path refuses, the typed digest then proves the same multiset is stored
-        assert (verified == expected) is (action in {"scale", "swapped", "replaced"})
+        assert (target.verify_chunk(invocation, expected) == expected) is (action in UNCHANGED)
+    finally:
+        pg.close()
+
+
+@pytest.mark.parametrize("action", sorted(set(TAMPER) - UNCHANGED))
+def test_staging_changed_after_verification_is_refused_by_the_publishing_transaction(
+    pg: PostgresHarness, action: str
+) -> None:
+    """A write into staging between the chunk's verification and the publish: the publishing transaction recomputes
+    every chunk under its table lock, refuses, and the old target stays exactly as it was."""
+    plan = _plan(pg.schema, StringMapping.BINARY)
+    table, invocation = bind(plan)
+    rows = _rows(StringMapping.BINARY)
+    sent, expected = _sealed(invocation, plan, rows)
+    old = PostgresTransferTarget(pg._connect, pg.copy_connect, table)
+    target_name = qualified(plan.target_schema, plan.target_table)
+    try:
+        with psycopg.connect(pg.dsn, autocommit=True) as admin:
+            admin.execute(f"CREATE TABLE {target_name} (old integer)")
+            admin.execute(f"INSERT INTO {target_name} VALUES (7)")
+        old.prepare(invocation)
+        old.load_chunk(invocation, 0, sent)
+        assert old.verify_chunk(invocation, expected) == expected
+        with psycopg.connect(pg.dsn, autocommit=True) as admin:
+            admin.execute(TAMPER[action].format(t=qualified(plan.target_schema, plan.staging_table)))
+        with pytest.raises(DponeError) as refused:
+            old.publish(invocation, [expected])
+        counted = action in {"duplicate", "missing"}  # the row count per chunk already differs
+        assert refused.value.code == (
+            "native_transfer.target_staging_incomplete" if counted else "native_transfer.target_verification_failed"
+        )
+        assert old.reconcile(invocation) is None
+        with psycopg.connect(pg.dsn, autocommit=True) as admin:
+            assert admin.execute(f"SELECT old FROM {target_name}").fetchall() == [(7,)]
+    finally:
+        pg.close()
+
+
+def test_the_publishing_transaction_holds_writers_off_staging(pg: PostgresHarness) -> None:
+    """The lock the publishing transaction takes on staging conflicts with every writer: a write attempted while it
+    is held waits (here: gives up at its lock timeout) instead of landing between verification and the swap."""
+    plan = _plan(pg.schema, StringMapping.BINARY)
+    table, invocation = bind(plan)
+    sent, _ = _sealed(invocation, plan, _rows(StringMapping.BINARY))
+    target = PostgresTransferTarget(pg._connect, pg.copy_connect, table)
+    staging = qualified(plan.target_schema, plan.staging_table)
+    try:
+        target.prepare(invocation)
+        target.load_chunk(invocation, 0, sent)
+        with psycopg.connect(pg.dsn) as holder, psycopg.connect(pg.dsn, autocommit=True) as writer:
+            holder.execute(lock_staging(plan))
+            writer.execute("SET lock_timeout = '200ms'")
+            with pytest.raises(psycopg.errors.LockNotAvailable):
+                writer.execute(f"UPDATE {staging} SET i64 = i64 + 1")
+            holder.rollback()
+            writer.execute(f"UPDATE {staging} SET i64 = i64 + 1 WHERE false")  # free again once it ends
     finally:
         pg.close()
 

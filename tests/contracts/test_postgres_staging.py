@@ -19,7 +19,7 @@ import pytest
 
 import tests.contracts.test_target_contract as contract
 from airflow_provider_dpone.transfer.targets.postgres import statements as sql
-from airflow_provider_dpone.transfer.targets.postgres.digest import chunk_digest, readback_chunk
+from airflow_provider_dpone.transfer.targets.postgres.digest import chunk_digest
 from airflow_provider_dpone.transfer.values.target import CHUNK_COLUMN, TargetPlan
 from tests.fixtures.postgres import PostgresServer
 from tests.fixtures.target_harness import PostgresHarness
@@ -86,7 +86,10 @@ def test_reading_one_chunk_visits_about_its_own_pages(pg: PostgresHarness) -> No
         (total,) = conn.execute(f"SELECT pg_relation_size('{staging}') / current_setting('block_size')::int").fetchone()  # type: ignore[misc]
         per_chunk = total / CHUNKS
         for ordinal in range(CHUNKS):
-            for query in (readback_chunk(plan).replace("$1", str(ordinal)), chunk_digest(plan, ordinal)):
+            for query in (
+                sql.copy_out_chunk(plan, ordinal).removeprefix("COPY (").removesuffix(") TO STDOUT (FORMAT BINARY)"),
+                chunk_digest(plan, ordinal),
+            ):
                 pages, nodes = _visited(conn, query)
                 assert "Seq Scan" not in nodes, nodes
                 assert 0.5 * per_chunk <= pages <= 1.5 * per_chunk + 8, (ordinal, pages, total)
@@ -120,7 +123,7 @@ def test_a_lookup_costs_the_same_however_much_is_staged(pg: PostgresHarness) -> 
     base = contract.chunk(contract.rows_for(2000))
     block = pa.concat_tables([base] * 10)  # 20,000 rows per chunk
     present = sql.chunk_present(plan)
-    first = readback_chunk(plan).replace("$1", "0")
+    first = chunk_digest(plan, 0)
 
     def costs(loaded: int) -> tuple[int, int]:
         with psycopg.connect(pg.dsn, autocommit=False) as conn:

@@ -189,6 +189,12 @@ def _chunk_counts(conn: FakeConnection, match: re.Match[str], params: tuple[Any,
     return list(counts.items()), -1
 
 
+@handler("lock_staging", rf"SELECT COUNT_BIG\(\*\) FROM {Q} WITH \(TABLOCK, HOLDLOCK\);")
+def _lock_staging(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...]) -> Result:
+    """A shared table lock to the end of the transaction: one connection at a time here, so only its count."""
+    return [(len(_table(_view(conn), match.group(1)).rows),)], -1
+
+
 @handler("select_chunk", rf"SELECT (.+) FROM {Q} WHERE \[__dpone_chunk\] = %s;")
 def _select_chunk(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...]) -> Result:
     table = _table(_view(conn), match.group(2))
@@ -375,67 +381,3 @@ def _chunk_digest(conn: FakeConnection, match: re.Match[str], params: tuple[Any,
         if row[0] == params[0]
     ]
     return [(len(hashes), *limb_sums(hashes))], -1
-
-
-_EPOCH = "CONVERT\\(DATETIME2\\(7\\), '1970-01-01T00:00:00', 126\\)"
-_READBACK_FORMS: list[tuple[re.Pattern[str], str]] = [
-    (re.compile(r"\[(\w+)\]"), "raw"),
-    (re.compile(r"CONVERT\(VARCHAR\(41\), \[(\w+)\]\)"), "decimal_text"),
-    (
-        re.compile(rf"DATEDIFF_BIG\(SECOND, {_EPOCH}, \[(\w+)\]\) \* 10000000 \+ DATEPART\(NANOSECOND, \[\1\]\) / 100"),
-        "ticks",
-    ),
-    (re.compile(r"DATEDIFF\(DAY, CONVERT\(DATE, '1970-01-01', 23\), \[(\w+)\]\)"), "days"),
-    (re.compile(r"LOWER\(CONVERT\(CHAR\(36\), \[(\w+)\]\)\)"), "uuid_text"),
-    (re.compile(r"CAST\(\[(\w+)\] AS VARBINARY\(MAX\)\)"), "varbinary"),
-]
-
-
-def _decimal_text(column_type: str, value: Decimal) -> str:
-    """``CONVERT(VARCHAR, v)`` of a DECIMAL(P,S): every digit of the scale; no integer digit when P equals S."""
-    precision, scale = (int(x) for x in column_type[8:-1].split(","))
-    text = format(value, "f")
-    if precision == scale:
-        text = text.replace("0.", ".", 1)
-    return text
-
-
-def _readback_value(form: str, column: Column, value: object, textsize: int) -> object:
-    """One read-back expression over a stored value, as SQL Server evaluates it and pymssql returns the result."""
-    if value is None:
-        return None
-    if form == "decimal_text":
-        assert isinstance(value, Decimal)
-        return _decimal_text(column.type, value)
-    if form == "ticks":
-        assert isinstance(value, dt.datetime)
-        delta = value - dt.datetime(1970, 1, 1)
-        return (delta.days * 86_400 + delta.seconds) * 10**7 + delta.microseconds * 10
-    if form == "days":
-        assert isinstance(value, dt.date)
-        return (value - dt.date(1970, 1, 1)).days
-    if form == "uuid_text":
-        return str(value).lower()
-    if form == "varbinary" and isinstance(value, str):  # NVARCHAR: its UTF-16LE code units, whatever they are
-        value = value.encode("utf-16-le", "surrogatepass")
-    if column.type.endswith("(MAX)"):
-        assert isinstance(value, bytes | str)
-        return value[:textsize] if isinstance(value, bytes) else value[: textsize // 2]  # TEXTSIZE counts bytes
-    return value
-
-
-@handler("readback_chunk", rf"SET TEXTSIZE (\d+);\nSELECT \[__dpone_row\], (.+) FROM {Q} WHERE \[__dpone_chunk\] = %s;")
-def _readback_chunk(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...]) -> Result:
-    conn.textsize = int(match.group(1))
-    table = _table(_view(conn), match.group(3))
-    picked: list[tuple[int, str]] = []
-    for expression, alias in re.findall(r"(.*?) AS \[(\w+)\](?:, |$)", match.group(2)):
-        form = next((f for pattern, f in _READBACK_FORMS if pattern.fullmatch(expression)), None)
-        assert form is not None, f"read-back expression unknown to the fake: {expression}"
-        picked.append((table.position(alias), form))
-    row_position = table.position("__dpone_row")
-    return [
-        (r[row_position], *(_readback_value(f, table.columns[p], r[p], conn.textsize) for p, f in picked))
-        for r in table.rows
-        if r[0] == params[0]
-    ], -1

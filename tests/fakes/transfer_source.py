@@ -20,6 +20,7 @@ from airflow_provider_dpone.transfer.ports import SourceBlock
 from airflow_provider_dpone.transfer.values.arrow_chunk import row_hashes, rows_table
 from airflow_provider_dpone.transfer.values.chunk import RelationRef
 from airflow_provider_dpone.transfer.values.query import SnapshotQuery, verify_query
+from airflow_provider_dpone.transfer.values.raw_snapshot_physical import PartCoverage
 from airflow_provider_dpone.transfer.values.source_observation import (
     AccessObservation,
     ColumnObservation,
@@ -29,6 +30,7 @@ from airflow_provider_dpone.transfer.values.source_observation import (
     RelationObservation,
     ReplicaObservation,
     RowPolicyObservation,
+    SelectedRows,
     ServerObservation,
     SettingsObservation,
     TransportObservation,
@@ -313,42 +315,77 @@ class FakeSession:
         )
         return PhysicalObservation(parts=observed, truncated=len(parts) > cap)
 
+    @staticmethod
+    def _selected(
+        table: FakeTable, query: SnapshotQuery, acquired: list[tuple[str, list[tuple[object, ...]], set[int]]]
+    ) -> Iterator[tuple[tuple[object, ...], str, int]]:
+        """The rows the SELECT selects from the acquired parts, with their part and offset (what the server reads)."""
+        window_index = _window_index(table, query)
+        window = query.window
+        for name, rows, deleted in acquired:
+            for offset, row in enumerate(rows):
+                if offset in deleted:
+                    continue
+                if window is not None and window_index is not None:
+                    value = _naive(row[window_index])
+                    start, end = _naive(window.start_at), _naive(window.end_at)
+                    if not start <= value < end:
+                        continue
+                yield row, name, offset
+
+    @staticmethod
+    def _acquire(table: FakeTable) -> list[tuple[str, list[tuple[object, ...]], set[int]]]:
+        return [(part.name, list(part.rows), set(part.deleted)) for part in sorted(table.parts, key=lambda p: p.name)]
+
     @contextmanager
     def stream(self, query: SnapshotQuery) -> Iterator[Iterator[SourceBlock]]:
         verify_query(query)
         table = self._table(query.relation)
         assert table is not None
-        acquired = [
-            (part.name, list(part.rows), set(part.deleted)) for part in sorted(table.parts, key=lambda p: p.name)
-        ]
+        acquired = self._acquire(table)
         names = [name for name, _ in table.columns]
         indexes = [names.index(column.name) for column in query.projection]
-        window_index = _window_index(table, query)
-        window = query.window
 
         def blocks() -> Iterator[SourceBlock]:
             buffer: list[tuple[tuple[object, ...], str, int]] = []
             emitted = 0
-            for name, rows, deleted in acquired:
-                for offset, row in enumerate(rows):
-                    if offset in deleted:
-                        continue
-                    if window is not None and window_index is not None:
-                        value = _naive(row[window_index])
-                        start, end = _naive(window.start_at), _naive(window.end_at)
-                        if not start <= value < end:
-                            continue
-                    buffer.append((row, name, offset))
-                    if len(buffer) == query.block_rows:
-                        yield self._block(buffer, indexes, query)
-                        emitted += 1
-                        if self._source.on_block is not None:
-                            self._source.on_block(emitted)
-                        buffer = []
+            for entry in self._selected(table, query, acquired):
+                buffer.append(entry)
+                if len(buffer) == query.block_rows:
+                    yield self._block(buffer, indexes, query)
+                    emitted += 1
+                    if self._source.on_block is not None:
+                        self._source.on_block(emitted)
+                    buffer = []
             if buffer:
                 yield self._block(buffer, indexes, query)
 
         yield blocks()
+
+    def selected_rows(self, query: SnapshotQuery) -> SelectedRows:
+        """The server's aggregate over the table as it is now (never over what a stream handed out)."""
+        verify_query(query)
+        table = self._table(query.relation)
+        assert table is not None
+        selected = list(self._selected(table, query, self._acquire(table)))
+        if not query.provenance:
+            return SelectedRows(rows=len(selected))
+        by_part: dict[str, list[int]] = {}
+        for _row, part, offset in selected:
+            by_part.setdefault(part, []).append(offset)
+        mask = (1 << 64) - 1
+        parts = tuple(
+            PartCoverage(
+                part=part,
+                rows=len(offsets),
+                min_offset=min(offsets),
+                max_offset=max(offsets),
+                offsets_sum=sum(offsets) & mask,
+                offsets_square_sum=sum(o * o for o in offsets) & mask,
+            )
+            for part, offsets in sorted(by_part.items())
+        )
+        return SelectedRows(rows=len(selected), parts=parts)
 
     @staticmethod
     def _block(

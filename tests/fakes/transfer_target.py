@@ -234,6 +234,11 @@ class InMemoryTransferTarget:
                 counts[ordinal] = counts.get(ordinal, 0) + 1
             if counts != request.chunk_rows:
                 raise DponeError("native_transfer.target_staging_incomplete", f"{len(counts)} staged chunks")
+            for chunk in request.chunks:  # recomputed under the lock, as the publishing transaction does
+                observed = MultisetDigest(plan.typed_columns)
+                observed.add_rows(row[1:] for row in staging.rows if row[0] == chunk.ordinal)
+                if (observed.rows, f"{observed.total:064x}") != (chunk.rows, chunk.typed_sum):
+                    raise DponeError("native_transfer.target_verification_failed", f"chunk {chunk.ordinal}")
             new_rows = [row[1:] for row in staging.rows]
             key = (plan.target_schema, plan.target_table)
             if plan.window is not None:

@@ -156,6 +156,23 @@ class PgRoute:
             ).fetchall()
         return multiset(found)
 
+    def tamper_staging(self) -> None:
+        """Change the first staged row's first column by SQL, in every staging table of the harness's schema."""
+        schema = quote_postgres(self.harness.schema)
+        with psycopg.connect(self.harness.dsn, autocommit=True) as conn:
+            names = conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = %s AND tablename LIKE '__dpone_stg%%'",
+                (self.harness.schema,),
+            ).fetchall()
+            assert names, "no staging table to tamper with"
+            for (name,) in names:
+                staging = f"{schema}.{quote_postgres(name)}"
+                first = conn.execute(f"SELECT * FROM {staging} LIMIT 0").description[2].name  # after chunk, row
+                conn.execute(
+                    f"UPDATE {staging} SET {quote_postgres(first)} = {quote_postgres(first)} + 1000 "
+                    "WHERE __dpone_chunk = 0 AND __dpone_row = 0"
+                )
+
     def receipts(self) -> int:
         with psycopg.connect(self.harness.dsn, autocommit=True) as conn:
             row = conn.execute(

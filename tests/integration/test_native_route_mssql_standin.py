@@ -23,6 +23,7 @@ from tests.fixtures.target_harness import MsSqlHarness
 from tests.integration.native_chdb import admin, db
 from tests.integration.native_route_chdb import multiset
 from tests.integration.native_route_corpus import CORPUS
+from tests.integration.native_route_corruption import CorruptionCorpus
 from tests.integration.native_route_pg import PgRoute
 from tests.integration.native_route_scenarios import MakeRoute, RouteCorpus, rows_of
 
@@ -46,6 +47,17 @@ class StandInRoute(PgRoute):
     def receipts(self) -> int:
         return len(self._rows(RECEIPT_TABLE))
 
+    def tamper_staging(self) -> None:
+        """Change the first staged row's first column, in every staging table (as an UPDATE by SQL would)."""
+        server = self.harness.server  # type: ignore[attr-defined]
+        with server.mutex:
+            staged = [table for name, table in server.tables.items() if "__dpone_stg" in name]
+            assert staged, "no staging table to tamper with"
+            for table in staged:
+                row = next(r for r in table.rows if r[0] == 0)
+                position = 2  # after the chunk ordinal and the row position
+                row[position] = row[position] + 1000
+
 
 @pytest.fixture(params=[ImportBackend.BCP, ImportBackend.SQLCLIENT], ids=["bcp", "batches"])
 def make_route(request: pytest.FixtureRequest) -> MakeRoute:
@@ -61,12 +73,16 @@ class TestRouteOnTheSqlServerStandIn(RouteCorpus):
     """Every corpus table and every kill of the matrix, into the SQL Server adapter over the stand-in."""
 
 
+class TestCorruptionOnTheSqlServerStandIn(CorruptionCorpus):
+    """Every corruption of the transfer path, caught before publication into the SQL Server adapter."""
+
+
 @pytest.mark.parametrize("backend", [ImportBackend.BCP, ImportBackend.SQLCLIENT], ids=["bcp", "batches"])
-def test_the_route_verifies_every_chunk_by_exact_read_back(
+def test_the_route_verifies_every_chunk_by_the_digest_sql_server_computes(
     admin: Any, db: str, tmp_path: Path, backend: ImportBackend
 ) -> None:
-    """The route loads chunks from sealed stage objects, so every chunk of every corpus table is verified by the
-    read-back alone: the typed digest is never computed when the stored rows are the sealed rows."""
+    """Every loaded chunk of every corpus table is verified by the T-SQL typed digest over what the server stores,
+    once while loading and once more in the publishing transaction, under a table lock on staging."""
     harness = MsSqlHarness(backend)
     for table in CORPUS:
         relation = table.create(admin, db)
@@ -76,7 +92,10 @@ def test_the_route_verifies_every_chunk_by_exact_read_back(
         route.run()
         calls = [c for c in harness.server.calls[before:] if c.kind == "execute"]
         loaded = {c.params[0] for c in calls if c.statement == "chunk_present" and c.params and c.params[0] >= 0}
-        verified = [c.params[0] for c in calls if c.statement == "readback_chunk" and c.params]
+        digested = [c.params[0] for c in calls if c.statement == "chunk_digest" and c.params]
         assert route.target_rows() == rows_of(admin, relation), table.name
-        assert loaded and sorted(verified) == sorted(loaded), table.name
-        assert not [c for c in calls if c.statement == "chunk_digest"], table.name
+        assert loaded and sorted(digested) == sorted([*loaded, *loaded]), table.name
+        statements = [c.statement for c in calls]
+        assert "lock_staging" in statements, table.name
+        locked = statements.index("lock_staging")
+        assert statements.count("chunk_digest") - statements[:locked].count("chunk_digest") == len(loaded), table.name

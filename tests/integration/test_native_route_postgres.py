@@ -18,6 +18,7 @@ import pytest
 from airflow_provider_dpone.transfer.values.chunk import RelationRef
 from tests.fixtures.target_harness import PostgresHarness
 from tests.integration.native_chdb import admin, db
+from tests.integration.native_route_corruption import CorruptionCorpus
 from tests.integration.native_route_pg import PgRoute
 from tests.integration.native_route_scenarios import MakeRoute, RouteCorpus
 
@@ -43,3 +44,7 @@ def make_route(harness: PostgresHarness) -> MakeRoute:
 
 class TestRouteOnPostgres(RouteCorpus):
     """Every corpus table and every kill of the matrix, into PostgreSQL."""
+
+
+class TestCorruptionOnPostgres(CorruptionCorpus):
+    """Every corruption of the transfer path, caught before publication into PostgreSQL."""

@@ -94,6 +94,15 @@ CODES: tuple[ErrorCode, ...] = (
         retryable=True,
     ),
     ErrorCode(
+        "native_transfer.source_rows_differ",
+        "the rows the worker received differ from the rows the source server counts for the same SELECT (its count, "
+        "or per part the rows and the offsets' fingerprint): a row was lost, repeated or moved between the server and "
+        "the stage, or the source changed during the read",
+        "let Airflow retry: nothing was sealed, the next try re-extracts; if it repeats on an unchanged source, keep "
+        "the task log and report it",
+        retryable=True,
+    ),
+    ErrorCode(
         "native_transfer.source_eof_mismatch",
         "the stream's EOF does not match its receipts (row count, contiguous chunk ordinals or typed evidence)",
         "retry as a new invocation; the sealed stage is not published",
@@ -141,8 +150,11 @@ CODES: tuple[ErrorCode, ...] = (
     ),
     ErrorCode(
         "native_transfer.target_verification_failed",
-        "the target-local typed digest or row count of the staged rows differs from the sealed receipts",
-        "the staging is discarded and nothing is published; investigate type mapping on the target",
+        "the typed digest or row count the target computed over the staged rows differs from the source's row hashes "
+        "(checked after each load and again, under a lock on staging, in the publishing transaction)",
+        "nothing was published and the old target is intact; let Airflow retry (it reloads the sealed stage). If it "
+        "fails again on the same chunk, the sealed stage differs from the source: trigger a new DAG run, which "
+        "re-extracts, and report the failure with the task log (see transfer-verification.md)",
         retryable=True,
     ),
     ErrorCode(

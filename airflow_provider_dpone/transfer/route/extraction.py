@@ -11,8 +11,13 @@ by this thread in ordinal order, each after its object is durable, and on any fa
 before the error propagates. The writer thread checks the lease itself right before and right after each put: an
 object that landed when custody may already be lost is removed by its own writer, and a late put into a prefix a
 recovery has retired fails instead of recreating it, so no stage object outlives the settlement of its invocation.
-Duplicates and multiplicity are preserved: rows are never keyed, sorted or merged. At EOF the raw route re-observes the authority (drift fails the invocation), captures the
-post-query physical profile, seals the EOF descriptor and writes stage-complete with the extension in one record.
+Duplicates and multiplicity are preserved: rows are never keyed, sorted or merged. Right before the SELECT the
+server counts, in its own aggregate statement, the rows the SELECT selects (per part, with the offsets' fingerprint,
+when the SELECT carries provenance); at EOF the rows received must be exactly that count, and part by part that
+coverage, so a row lost, repeated or moved anywhere between the server and the stage fails the invocation before
+anything is sealed complete (``native_transfer.source_rows_differ``), never by counting the decoded batches against
+themselves. At EOF the raw route also re-observes the authority (drift fails the invocation), captures the post-query
+physical profile, seals the EOF descriptor and writes stage-complete with the extension in one record.
 """
 
 from __future__ import annotations
@@ -102,6 +107,7 @@ class Producer:
         receipts: list[ChunkReceipt] = []
         streamed = 0
         self._stage.open_prefix(stage_prefix(plan.invocation_id))
+        selected = session.selected_rows(admitted.query)
         writer = _StageWriter(self._stage, self._lease, admitted)
         try:
             buffer = _ChunkBuffer()
@@ -121,8 +127,13 @@ class Producer:
         self._checkpoint("eof")
         if sum(receipt.rows for receipt in receipts) != streamed:
             raise DponeError("native_transfer.source_eof_mismatch", "sealed rows differ from streamed rows")
+        if selected.rows != streamed:
+            raise DponeError(
+                "native_transfer.source_rows_differ", f"the server selects {selected.rows} rows, {streamed} arrived"
+            )
         extension = None
         if tracker is not None and before is not None:
+            tracker.require_selected(selected)
             extension = self._seal_snapshot(session, admitted, before, tracker, streamed)
         metadata = CompletionMetadata(
             stage_format=STAGE_FORMAT_ARROW, columns_sha256=plan.columns_sha256, source_snapshot_v1=extension
@@ -144,8 +155,10 @@ class Producer:
         admitted: AdmittedSnapshot,
     ) -> _ChunkBuffer:
         plan = admitted.plan
-        if block.columns.num_columns != len(plan.columns) or len(block.row_hashes) != block.rows:
+        if block.columns.num_columns != len(plan.columns):
             raise DponeError("native_transfer.source_snapshot_drift", "block width differs from the projection")
+        if block.columns.num_rows != block.rows or len(block.row_hashes) != block.rows:
+            raise DponeError("native_transfer.source_rows_differ", "a block's values, row hashes and rows disagree")
         start = 0
         # A block whose every byte still fits the chunk is taken up to the chunk's row room in one slice: no prefix
         # of it can reach max_chunk_bytes, so slicing it finer would seal at the same row.

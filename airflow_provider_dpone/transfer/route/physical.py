@@ -22,7 +22,7 @@ from airflow_provider_dpone.transfer.values.raw_snapshot_physical import (
     PhysicalPart,
     PhysicalProfile,
 )
-from airflow_provider_dpone.transfer.values.source_observation import PhysicalObservation
+from airflow_provider_dpone.transfer.values.source_observation import PhysicalObservation, SelectedRows
 
 _MASK: Final = (1 << 64) - 1
 
@@ -113,6 +113,21 @@ class CoverageTracker:
         acc.square_sum = (acc.square_sum + int((wrapped * wrapped).sum(dtype=np.uint64))) & _MASK
         acc.min_offset = min(acc.min_offset, low)
         acc.max_offset = max(acc.max_offset, high)
+
+    def require_selected(self, selected: SelectedRows) -> None:
+        """The coverage received must be exactly what the server counts for the same SELECT, part by part: a row
+        lost, repeated or moved between the server and the stage changes a part's rows or offset fingerprint."""
+        if selected.parts is None:
+            raise DponeError("native_transfer.source_provenance_incomplete", "the server's count has no parts")
+        received, counted = self.entries(), list(selected.parts)
+        if received != counted:
+            differing = {entry.part for entry in received} ^ {entry.part for entry in counted} | {
+                mine.part for mine, theirs in zip(received, counted, strict=False) if mine != theirs
+            }
+            raise DponeError(
+                "native_transfer.source_rows_differ",
+                f"{len(differing)} of {len(counted)} parts differ from the server's count of the SELECT",
+            )
 
     def entries(self) -> list[PartCoverage]:
         return [

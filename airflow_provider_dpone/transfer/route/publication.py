@@ -52,6 +52,11 @@ EVIDENCE_KIND: Final = "dpone.native-transfer-evidence.v1"
 PIPELINE_DEPTH: Final = 3
 """Chunks in flight towards the target: one read from the stage, one loading, one verifying."""
 TargetFactory = Callable[[], TransferTarget]
+DEFINITE_REFUSALS: Final = frozenset(
+    {"native_transfer.target_verification_failed", "native_transfer.target_staging_incomplete"}
+)
+"""What a publishing transaction refuses before its COMMIT: reported as themselves once the receipt proves the
+publication absent (any other failure of ``publish`` stays an unknown outcome resolved by observation)."""
 
 
 def target_invocation(view: InvocationView) -> TargetInvocation:
@@ -103,9 +108,14 @@ class Publisher:
         complete: NativeStageComplete,
         attempt: int,
         receipt: TargetPublicationReceipt | None,
+        refusal: DponeError | None = None,
     ) -> None:
+        """``refusal``: the publishing transaction refused definitely; once the receipt proves it absent, the
+        refusal is the outcome (the staging it refused is not published, and the next attempt stages again)."""
         if receipt is None:
             self._append(view, "publish_absent", PublishAbsent(invocation_id=view.invocation_id, attempt=attempt))
+            if refusal is not None:
+                raise refusal
             raise DponeError("native_transfer.publication_absent", "interrupted publication proven absent")
         if receipt.rows != complete.rows or receipt.workload_digest != complete.workload_digest:
             raise DponeError("native_transfer.publication_outcome_unknown", "target receipt does not match the stage")
@@ -145,12 +155,15 @@ class Publisher:
         self._append(view, "publish_intent", PublishIntent(invocation_id=view.invocation_id, attempt=attempt))
         self._checkpoint("publish_intent")
         receipt: TargetPublicationReceipt | None
+        refusal: DponeError | None = None
         try:
             receipt = self._target.publish(invocation, chunk_evidence(view))
-        except Exception:  # noqa: BLE001 - a failed one-shot publish is an ambiguous outcome: observe, never repeat
+        except Exception as failure:  # noqa: BLE001 - a failed one-shot publish is ambiguous: observe, never repeat
+            if isinstance(failure, DponeError) and failure.code in DEFINITE_REFUSALS:
+                refusal = failure
             receipt = self._target.reconcile(invocation)
         self._checkpoint("publish_acknowledged")
-        self._record_outcome(view, complete, attempt, receipt)
+        self._record_outcome(view, complete, attempt, receipt, refusal)
 
     def _load_and_verify(self, view: InvocationView, invocation: TargetInvocation) -> int | None:
         """Load and verify every chunk, pipelined; the first ordinal whose target evidence differs, or None.

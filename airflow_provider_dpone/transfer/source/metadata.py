@@ -17,6 +17,8 @@ from clickhouse_connect.driver.exceptions import ClickHouseError, DatabaseError
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.transfer.source import sql
 from airflow_provider_dpone.transfer.values.chunk import RelationRef
+from airflow_provider_dpone.transfer.values.query import SnapshotQuery
+from airflow_provider_dpone.transfer.values.raw_snapshot_physical import PartCoverage
 from airflow_provider_dpone.transfer.values.source_observation import (
     AccessObservation,
     ColumnObservation,
@@ -26,6 +28,7 @@ from airflow_provider_dpone.transfer.values.source_observation import (
     RelationObservation,
     ReplicaObservation,
     RowPolicyObservation,
+    SelectedRows,
     ServerObservation,
     SettingsObservation,
 )
@@ -223,3 +226,28 @@ def read_physical(
         for name, partition_id, rows_, level, data_version, min_block, max_block, checksum, lightweight in rows[:cap]
     )
     return PhysicalObservation(parts=parts, truncated=len(rows) > cap)
+
+
+def read_selected_rows(client: Client, query: SnapshotQuery) -> SelectedRows:
+    """The server's count of the rows ``query`` selects, under the query's own frozen settings."""
+    text, parameters = sql.render_selected_rows(query)
+    try:
+        rows = list(
+            on_session(lambda: client.query(text, parameters=parameters, settings=query.settings_dict())).result_rows
+        )
+    except ClickHouseError as exc:
+        raise source_failure(exc, "native_transfer.source_query_failed", "selected rows") from None
+    if not query.provenance:
+        return SelectedRows(rows=int(rows[0][0]))
+    parts = tuple(
+        PartCoverage(
+            part=_text(part),
+            rows=int(count),
+            min_offset=int(low),
+            max_offset=int(high),
+            offsets_sum=int(total),
+            offsets_square_sum=int(squares),
+        )
+        for part, count, low, high, total, squares in rows
+    )
+    return SelectedRows(rows=sum(part.rows for part in parts), parts=parts)

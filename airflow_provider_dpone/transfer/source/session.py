@@ -41,6 +41,7 @@ from airflow_provider_dpone.transfer.values.source_observation import (
     PhysicalObservation,
     RelationObservation,
     ReplicaObservation,
+    SelectedRows,
     ServerObservation,
     SettingsObservation,
     TransportObservation,
@@ -117,6 +118,9 @@ class ClickHouseSnapshotSession:
 
     def stream(self, query: SnapshotQuery) -> AbstractContextManager[Iterator[SourceBlock]]:
         return stream_blocks(self._client, query)
+
+    def selected_rows(self, query: SnapshotQuery) -> SelectedRows:
+        return metadata.read_selected_rows(self._client, query)
 
     def close(self) -> None:
         self._client.close()

@@ -64,6 +64,22 @@ def parts_sql(bounded: bool) -> str:
     return _PARTS_SELECT + (_PARTS_WINDOW if bounded else "") + _PARTS_TAIL
 
 
+def _selection(query: SnapshotQuery) -> tuple[str, dict[str, Any]]:
+    """``FROM <relation> [WHERE <window>]`` and its typed parameters: the rows the data SELECT selects."""
+    sql = f" FROM {qualified_clickhouse(query.relation.database, query.relation.table)}"
+    parameters: dict[str, Any] = {}
+    if query.window is not None:
+        descriptor = parameters_descriptor(query)
+        column = quote_clickhouse(query.window.column)
+        start, end = descriptor["dpone_window_start"], descriptor["dpone_window_end"]
+        sql += (
+            f" WHERE {column} >= {{dpone_window_start:{start['type']}}}"
+            f" AND {column} < {{dpone_window_end:{end['type']}}}"
+        )
+        parameters = {"dpone_window_start": start["value"], "dpone_window_end": end["value"]}
+    return sql, parameters
+
+
 def render_select(query: SnapshotQuery, *, row_hash: bool = True) -> tuple[str, dict[str, Any]]:
     """The one data SELECT and its typed parameters, after re-verifying the admitted descriptor digests.
 
@@ -76,15 +92,24 @@ def render_select(query: SnapshotQuery, *, row_hash: bool = True) -> tuple[str, 
         projection.append(row_hash_sql(query.projection))
     if query.provenance:
         projection.extend(PROVENANCE_COLUMNS)
-    sql = f"SELECT {', '.join(projection)} FROM {qualified_clickhouse(query.relation.database, query.relation.table)}"
-    parameters: dict[str, Any] = {}
-    if query.window is not None:
-        descriptor = parameters_descriptor(query)
-        column = quote_clickhouse(query.window.column)
-        start, end = descriptor["dpone_window_start"], descriptor["dpone_window_end"]
-        sql += (
-            f" WHERE {column} >= {{dpone_window_start:{start['type']}}}"
-            f" AND {column} < {{dpone_window_end:{end['type']}}}"
-        )
-        parameters = {"dpone_window_start": start["value"], "dpone_window_end": end["value"]}
-    return sql, parameters
+    selection, parameters = _selection(query)
+    return f"SELECT {', '.join(projection)}{selection}", parameters
+
+
+def render_selected_rows(query: SnapshotQuery) -> tuple[str, dict[str, Any]]:
+    """The server's own count of the rows the data SELECT selects, over the same relation and window.
+
+    With provenance, one row per part: ``(part, rows, min offset, max offset, sum of offsets, sum of squared
+    offsets)``, the sums in ``UInt64`` (wrapping modulo 2**64 exactly as the worker's fingerprint does); without, one
+    ``count()``. It reads only the window column and the virtual columns, never the projection.
+    """
+    verify_query(query)
+    selection, parameters = _selection(query)
+    if not query.provenance:
+        return f"SELECT count(){selection}", parameters
+    offset = "toUInt64(_part_offset)"
+    return (
+        f"SELECT toString(_part) AS part, count(), min({offset}), max({offset}), sum({offset}), "
+        f"sum({offset} * {offset}){selection} GROUP BY part ORDER BY part",
+        parameters,
+    )

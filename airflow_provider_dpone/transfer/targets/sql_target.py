@@ -7,10 +7,11 @@ one fresh connection, closed at the end: nothing is replayed on a new connection
 lives here: the order of each transaction, the publication lock each takes (exclusive to prepare, publish and clean
 up; shared to load and reconcile, so reconcile cannot read "absent" while a publishing transaction can still
 commit), the checks on what a transaction observed, the receipt written in the publishing transaction and read back,
-and which failure is definite and which outcome is unknown, and how a chunk is verified: exact read-back equality with
-the sealed rows loaded when the dialect can read them back exactly, else (or on any difference) the typed digest
-recomputed in the target (``readback_equality.py``). Statements, locks, drivers, bulk loads and digests stay in each
-dialect's modules.
+and which failure is definite and which outcome is unknown, and how a chunk is verified: its row count and typed
+digest recomputed by the target from what it stores (never from the rows the load was handed), against the source's
+typed sum. The publishing transaction locks the staging table against every writer and verifies every chunk again
+under that lock before the swap, so nothing can change between the last check and the publication. Statements,
+locks, drivers, bulk loads and digests stay in each dialect's modules.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ import pyarrow as pa
 from airflow_provider_dpone.core.canonical import tagged_digest
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.transfer.ports import ChunkEvidence, TargetInvocation, TargetPublicationReceipt
-from airflow_provider_dpone.transfer.targets.readback_equality import LoadedChunks
 from airflow_provider_dpone.transfer.values.target import RECEIPT_TABLE, PublicationMode, TargetPlan, TargetTable
 from airflow_provider_dpone.transfer.values.target_receipts import (
     ChunkExpectation,
@@ -104,6 +104,7 @@ class Statements(Protocol):
     def create_staging(self, plan: TargetPlan) -> str: ...
     def create_staging_index(self, plan: TargetPlan) -> str: ...
     def chunk_counts(self, plan: TargetPlan) -> str: ...
+    def lock_staging(self, plan: TargetPlan) -> str: ...
     def rows_outside_window(self, plan: TargetPlan) -> str: ...
     def delete_window(self, plan: TargetPlan) -> str: ...
     def insert_from_staging(self, plan: TargetPlan) -> str: ...
@@ -134,13 +135,9 @@ class SqlTransferTarget(ABC):
     table_kinds: ClassVar[frozenset[str]]
     """The catalog's kinds of an ordinary table (any other object in the target's name is refused)."""
 
-    def __init__(self, table: TargetTable, *, lock_timeout_ms: int, equality: bool = True) -> None:
-        """``equality``: verify a chunk loaded from a sealed stage object by exact read-back first (the digest
-        decides when the rows differ or were not kept); off, every chunk is verified by the typed digest alone."""
+    def __init__(self, table: TargetTable, *, lock_timeout_ms: int) -> None:
         self.table = table
         self._lock_timeout_ms = int(lock_timeout_ms)
-        self._equality = equality
-        self._loaded = LoadedChunks()
 
     # -- the dialect ---------------------------------------------------------------------------------------------
     @abstractmethod
@@ -175,15 +172,8 @@ class SqlTransferTarget(ABC):
     def _window_bounds(self, plan: TargetPlan) -> tuple[object, object]: ...
 
     @abstractmethod
-    def _load(self, plan: TargetPlan, ordinal: int, rows: pa.Table) -> pa.Table:
-        """One transaction: shared publication lock, exclusive chunk lock, refuse a staged ordinal, load, commit.
-
-        Returns the loaded rows in the form :meth:`_readback_equal` compares with."""
-
-    def _readback_equal(self, plan: TargetPlan, ordinal: int, sent: pa.Table) -> int | None:
-        """The committed rows of ``ordinal`` read back in exact forms only; their count when they are exactly
-        ``sent`` (``readback_equality.stored_equals_sent``), else None (the typed digest then decides)."""
-        return None
+    def _load(self, plan: TargetPlan, ordinal: int, rows: pa.Table) -> None:
+        """One transaction: shared publication lock, exclusive chunk lock, refuse a staged ordinal, load, commit."""
 
     @abstractmethod
     def _staged_digest(self, session: Session, plan: TargetPlan, ordinal: int) -> tuple[int, int]:
@@ -261,7 +251,6 @@ class SqlTransferTarget(ABC):
 
     def prepare(self, invocation: TargetInvocation) -> None:
         plan = self.plan(invocation)
-        self._loaded.forget(plan.staging_table)
         with self._session() as session:
             try:
                 self._begin(session, plan, exclusive=True)
@@ -282,22 +271,12 @@ class SqlTransferTarget(ABC):
         self._prepared(plan)
 
     def load_chunk(self, invocation: TargetInvocation, ordinal: int, rows: pa.Table) -> None:
-        plan = self.plan(invocation)
-        self._loaded.take(plan.staging_table, ordinal)  # rows kept by an earlier attempt are stale
-        loaded = self._load(plan, ordinal, rows)
-        if self._equality:
-            self._loaded.keep(plan.staging_table, ordinal, rows, loaded)
+        self._load(self.plan(invocation), ordinal, rows)
 
     def verify_chunk(self, invocation: TargetInvocation, expected: ChunkEvidence) -> ChunkEvidence:
-        """Reads only: exact equality with the sealed rows this adapter loaded, when it holds them and they are the
-        rows of ``expected``; otherwise, or when they differ, the staged chunk's count and typed sum as the target
-        recomputes them. Every read is rolled back."""
+        """Reads only: the staged chunk's row count and typed sum as the target recomputes them from what it stores
+        (``expected`` names the ordinal; its values are never used). Every read is rolled back."""
         plan = self.plan(invocation)
-        loaded = self._loaded.take(plan.staging_table, expected.ordinal)
-        if loaded is not None and loaded[1] == expected.typed_sum and loaded[0].num_rows == expected.rows:
-            rows = self._readback_equal(plan, expected.ordinal, loaded[0])
-            if rows is not None:
-                return ChunkEvidence(ordinal=expected.ordinal, rows=rows, typed_sum=expected.typed_sum)
         with self._session() as session:
             try:
                 self._require_staging(session, plan)
@@ -308,10 +287,13 @@ class SqlTransferTarget(ABC):
         return ChunkEvidence(ordinal=expected.ordinal, rows=rows, typed_sum=f"{total:064x}")
 
     def publish(self, invocation: TargetInvocation, chunks: Sequence[ChunkEvidence]) -> TargetPublicationReceipt:
-        """One transaction: receipt absent, staging exactly the requested chunks, swap or window replace, receipt.
+        """One transaction: receipt absent, staging locked against writers and exactly the requested chunks, every
+        chunk's count and typed digest recomputed under that lock and equal to the requested, swap or window replace,
+        receipt.
 
-        A failure before COMMIT is rolled back by the server (``target_publication_failed``); any failure of the
-        COMMIT itself is unknown (``target_publication_outcome_unknown``).
+        A failure before COMMIT is rolled back by the server (``target_publication_failed``; a chunk that differs:
+        ``target_verification_failed``, the old target intact); any failure of the COMMIT itself is unknown
+        (``target_publication_outcome_unknown``).
         """
         plan, request = self.plan(invocation), publication_request(chunks)
         with self._session() as session:
@@ -327,7 +309,15 @@ class SqlTransferTarget(ABC):
         self._begin(session, plan, exclusive=True)
         self._refuse_committed(session, plan)
         self._require_staging(session, plan)
+        session.run(sql.lock_staging(plan))
         check_staged_chunks({int(o): int(n) for o, n in session.run(sql.chunk_counts(plan)).fetchall()}, request)
+        for chunk in request.chunks:
+            rows, total = self._staged_digest(session, plan, chunk.ordinal)
+            if rows != chunk.rows or f"{total:064x}" != chunk.typed_sum:
+                raise DponeError(
+                    "native_transfer.target_verification_failed",
+                    f"chunk {chunk.ordinal}: the staged rows differ from the source's at publication",
+                )
         if plan.mode is PublicationMode.FULL_REFRESH:
             self._swap(session, plan, target_exists=self._target_exists(session, plan))
         else:
@@ -363,7 +353,6 @@ class SqlTransferTarget(ABC):
     def cleanup(self, invocation: TargetInvocation) -> None:
         """Drop the invocation's staging and retired tables (idempotent); waits out an in-flight publication."""
         plan = self.plan(invocation)
-        self._loaded.forget(plan.staging_table)
         with self._session() as session:
             try:
                 self._begin(session, plan, exclusive=True)

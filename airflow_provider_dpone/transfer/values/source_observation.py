@@ -10,6 +10,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from airflow_provider_dpone.core.canonical import tagged_digest
+from airflow_provider_dpone.transfer.values.raw_snapshot_physical import PartCoverage
 
 
 class _Observation(BaseModel):
@@ -138,6 +139,15 @@ class PhysicalObservation(_Observation):
 
     parts: tuple[PartObservation, ...]
     truncated: bool
+
+
+class SelectedRows(_Observation):
+    """The server's own account of the rows the data SELECT selects, read in a separate aggregate statement:
+    ``rows`` always, and per part (``parts``, sorted by name: the same coverage the worker accumulates from the rows
+    it receives) when the SELECT carries part provenance."""
+
+    rows: int = Field(ge=0)
+    parts: tuple[PartCoverage, ...] | None = None
 
 
 class MutationObservation(_Observation):

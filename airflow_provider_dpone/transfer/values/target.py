@@ -29,8 +29,7 @@ from airflow_provider_dpone.transfer.values.utc_window import UtcWindow
 RESERVED_PREFIX: Final[str] = "__dpone_"
 CHUNK_COLUMN: Final[str] = "__dpone_chunk"
 ROW_COLUMN: Final[str] = "__dpone_row"
-"""Each staged row's position in its chunk (0..rows-1): read-back verification aligns the rows it reads with the rows
-it loaded by this column, so the comparison is positional and exact without sorting (``transfer/targets/readback_equality.py``)."""
+"""Each staged row's position in its chunk (0..rows-1), written by the load."""
 RECEIPT_TABLE: Final[str] = "__dpone_publication_receipts"
 MAX_COLUMNS: Final[int] = 1024
 _INVOCATION_ID: Final[re.Pattern[str]] = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{7,127}")

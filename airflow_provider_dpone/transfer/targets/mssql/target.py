@@ -4,11 +4,11 @@ The transaction shape is :class:`~airflow_provider_dpone.transfer.targets.sql_ta
 T-SQL: every connection runs with ``XACT_ABORT`` and a bounded ``LOCK_TIMEOUT``; the publication lock is a
 transaction-owned ``sp_getapplock``; the receipt's primary key makes a second commit impossible; full refresh swaps by
 ``sp_rename``, window replace deletes the window and inserts. Every statement comes from :mod:`tsql` (and the
-verification reads from :mod:`digest` and :mod:`readback`).
+verification reads from :mod:`digest`).
 
-A chunk loaded from a sealed stage object is verified by exact read-back equality (:mod:`readback`: each column in a
-form pymssql returns without loss, aligned by the row position); the typed digest computed in T-SQL decides for any
-other chunk and whenever the rows read back differ.
+A chunk is verified by the typed digest SQL Server computes in T-SQL over what it stores (:mod:`digest`), a path that
+shares nothing with the BCP or batch load; only text columns on a server without UTF-8 collations are read back and
+hashed in the worker instead.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import pyarrow as pa
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.manifest.transfer_options import ImportBackend
 from airflow_provider_dpone.core.typed_digest import LogicalType, MultisetDigest, fold_limb_sums
-from airflow_provider_dpone.transfer.targets.mssql import checks, digest, readback, tsql, values
+from airflow_provider_dpone.transfer.targets.mssql import checks, digest, tsql, values
 from airflow_provider_dpone.transfer.targets.mssql.driver import (
     DRIVER_ERRORS,
     ConnectionFactory,
@@ -34,7 +34,6 @@ from airflow_provider_dpone.transfer.targets.mssql.driver import (
 )
 from airflow_provider_dpone.transfer.targets.mssql.loaders import load_chunk
 from airflow_provider_dpone.transfer.targets.mssql.schema import check_target_columns
-from airflow_provider_dpone.transfer.targets.readback_equality import stored_equals_sent
 from airflow_provider_dpone.transfer.targets.sql_target import Session, SqlTransferTarget, Statements, short
 from airflow_provider_dpone.transfer.values.target import TargetPlan, TargetTable
 
@@ -68,11 +67,8 @@ class MsSqlTransferTarget(SqlTransferTarget):
         *,
         import_backend: ImportBackend = ImportBackend.BCP,
         lock_timeout_ms: int = 30_000,
-        verification: Literal["equality", "server"] = "equality",
     ) -> None:
-        """``verification``: ``equality`` reads a sealed chunk back exactly and compares it with the rows loaded (the
-        typed digest decides otherwise); ``server`` verifies every chunk by the typed digest alone."""
-        super().__init__(table, lock_timeout_ms=lock_timeout_ms, equality=verification == "equality")
+        super().__init__(table, lock_timeout_ms=lock_timeout_ms)
         self._connect = connect
         self._backend = import_backend
 
@@ -171,7 +167,7 @@ class MsSqlTransferTarget(SqlTransferTarget):
                 self._commit_or_unknown(session, "native_transfer.target_prepare_failed", "bulk probe removal")
                 raise DponeError("native_transfer.target_bulk_outside_transaction", short(plan))
 
-    def _load(self, plan: TargetPlan, ordinal: int, rows: pa.Table) -> pa.Table:
+    def _load(self, plan: TargetPlan, ordinal: int, rows: pa.Table) -> None:
         with self._session() as session:
             try:
                 self._lock_chunk(session, plan, ordinal)
@@ -182,40 +178,6 @@ class MsSqlTransferTarget(SqlTransferTarget):
             except DRIVER_ERRORS as exc:
                 raise DponeError("native_transfer.target_load_failed", f"chunk {ordinal}: {sanitized(exc)}") from None
             self._commit_or_unknown(session, "native_transfer.target_load_failed", f"chunk {ordinal}")
-        return rows
-
-    def _readback_equal(self, plan: TargetPlan, ordinal: int, sent: pa.Table) -> int | None:
-        """Decoded into Arrow one fetch at a time (Python values exist for one batch only); a value that cannot be
-        exact stops the decoding, and the rest is drained so the transaction ends cleanly."""
-        if not readback.supported(plan):
-            return None
-        parts: list[pa.Table] | None = []
-        with self._session() as session:
-            try:
-                if self._kind(session, plan.target_schema, plan.staging_table) is None:
-                    return None  # the digest path reports the missing staging with its exact error
-                cursor = session.run(readback.readback_chunk(plan), (ordinal,))
-                while batch := cursor.fetchmany(FETCH_ROWS):
-                    parts = None if parts is None else self._decoded(plan, batch, parts)
-                session.conn.rollback()
-            except DRIVER_ERRORS as exc:
-                raise DponeError("native_transfer.target_unavailable", f"verify: {sanitized(exc)}") from None
-        try:
-            if parts is None:
-                return None
-            stored = pa.concat_tables(parts) if parts else readback.stored_table(plan, [])
-            expected = readback.comparable(plan, sent)
-        except readback.NotExactError:
-            return None
-        return stored.num_rows if stored_equals_sent(expected, stored) else None
-
-    @staticmethod
-    def _decoded(plan: TargetPlan, batch: list[Any], parts: list[pa.Table]) -> list[pa.Table] | None:
-        try:
-            parts.append(readback.stored_table(plan, batch))
-        except readback.NotExactError:
-            return None
-        return parts
 
     def _staged_digest(self, session: Session, plan: TargetPlan, ordinal: int) -> tuple[int, int]:
         """As the server computes it from what it stores (``digest.py``); read back only for text columns on a

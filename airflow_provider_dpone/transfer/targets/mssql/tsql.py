@@ -147,6 +147,12 @@ def chunk_counts(plan: TargetPlan) -> str:
     return f"SELECT {CHUNK}, COUNT_BIG(*) FROM {staging(plan)} GROUP BY {CHUNK};"
 
 
+def lock_staging(plan: TargetPlan) -> str:
+    """A shared table lock on staging held to the end of the publishing transaction: every writer waits for it, so
+    what the transaction verifies is what it publishes."""
+    return f"SELECT COUNT_BIG(*) FROM {staging(plan)} WITH (TABLOCK, HOLDLOCK);"
+
+
 def insert_values(plan: TargetPlan, rows: int) -> str:
     """The parameterized-batch ("SqlClient") load: ``rows`` rows, every value CAST to its column type.
 

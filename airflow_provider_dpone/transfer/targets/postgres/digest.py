@@ -1,17 +1,4 @@
-"""How a staged chunk is verified where PostgreSQL stores it: exact read-back, or the typed digest in SQL.
-
-**Read-back equality (the default).** The chunk's committed rows are read back by binary COPY (ADBC, Arrow) and
-compared, value for value, with the rows that were loaded (``readback_equality.stored_equals_sent``, shared with
-SQL Server). Each staged row carries its position in the chunk (``__dpone_row``); the positions read back must be
-exactly ``0..rows-1`` once each, so a missing, extra or duplicated row fails, and every column of the aligned rows must be equal (NULLs in the same
-places; numeric is read back as its text and parsed into the exact decimal type, refusing any other scale). No hash is
-involved, so there is no collision to bound. The rows compared against are the sealed stage chunk (its object
-SHA-256 and header are checked against the journal receipt before loading), so equality proves the target stores
-exactly the rows whose typed sum the receipt records. See docs/transfer-verification.md for the full argument and
-docs/perf-transfer.md for the measured alternatives (``bench/transfer_verification.py``).
-
-**The typed digest in SQL** (the fallback when the loaded rows are not known to this process, and the authority
-when read-back differs):
+"""How a staged chunk is verified where PostgreSQL stores it: the typed digest, computed in SQL.
 
 The same bytes as ``core/typed_digest.py``, hashed by the server: for each row, SHA-256 over the row tag and, per
 column, a 4-byte big-endian length and the canonical encoding (``0x00`` for NULL, ``0x01`` + the value's canonical
@@ -39,7 +26,7 @@ from typing import Final
 from airflow_provider_dpone.core.identifiers import quote_postgres
 from airflow_provider_dpone.core.typed_digest import HASH_LIMBS
 from airflow_provider_dpone.transfer.targets.postgres.statements import qualified
-from airflow_provider_dpone.transfer.values.target import CHUNK_COLUMN, ROW_COLUMN, TargetPlan
+from airflow_provider_dpone.transfer.values.target import CHUNK_COLUMN, TargetPlan
 from airflow_provider_dpone.transfer.values.target_types import ColumnType, StorageKind
 
 _ROW_TAG: Final[str] = r"'\x64706f6e652e74797065642d726f772e763100'::bytea"  # b"dpone.typed-row.v1\x00"
@@ -100,22 +87,4 @@ def chunk_digest(plan: TargetPlan, ordinal: int) -> str:
         f"SELECT count(*), {limbs} FROM (SELECT sha256({fields}) AS h FROM "
         f"(SELECT {encoded} FROM {qualified(plan.target_schema, plan.staging_table)} "
         f"WHERE {quote_postgres(CHUNK_COLUMN)} = {int(ordinal)} OFFSET 0) AS encoded OFFSET 0) AS hashed"
-    )
-
-
-def _readback_column(name: str, column: ColumnType) -> str:
-    """``numeric`` travels as its exact text (``numeric_out`` keeps every digit of the declared scale): the driver's
-    binary-numeric-to-text conversion costs about twice as much; the worker parses it into the exact decimal type."""
-    quoted = quote_postgres(name)
-    if column.storage in (StorageKind.UINT64, StorageKind.DECIMAL):
-        return f"{quoted}::text"
-    return quoted
-
-
-def readback_chunk(plan: TargetPlan) -> str:
-    """The committed rows of one ordinal with their positions (the ordinal is the only parameter)."""
-    columns = ", ".join([quote_postgres(ROW_COLUMN)] + [_readback_column(c.name, c.column_type) for c in plan.columns])
-    return (
-        f"SELECT {columns} FROM {qualified(plan.target_schema, plan.staging_table)} "
-        f"WHERE {quote_postgres(CHUNK_COLUMN)} = $1"
     )

@@ -163,6 +163,12 @@ def chunk_counts(plan: TargetPlan) -> str:
     return f"SELECT {chunk}, count(*) FROM {qualified(plan.target_schema, plan.staging_table)} GROUP BY {chunk}"
 
 
+def lock_staging(plan: TargetPlan) -> str:
+    """``SHARE`` mode until the publishing transaction ends: it conflicts with every writer's ``ROW EXCLUSIVE``, so
+    what the transaction verifies is what it publishes."""
+    return f"LOCK TABLE {qualified(plan.target_schema, plan.staging_table)} IN SHARE MODE"
+
+
 def rows_outside_window(plan: TargetPlan) -> str:
     assert plan.window is not None
     column = quote_postgres(plan.window.column)

@@ -7,9 +7,10 @@ ordinal (through the staging index, ``statements.create_staging_index``), binary
 Arrow buffers (``arrow_load.py``), commit. A bulk connection that ended its call cleanly is parked and reused,
 because opening one is expensive (``_copy_session``).
 
-``verify_chunk`` reads the committed rows back (binary COPY to Arrow) and compares them exactly with the rows this
-adapter loaded for that ordinal, when they came from a sealed stage chunk (the base's read-back equality,
-``readback_equality.py``); otherwise, or when they differ, it recomputes the typed digest in SQL (``digest.py``).
+A chunk is verified by the typed digest PostgreSQL computes in SQL over what it stores (``digest.py``): a path that
+shares nothing with the ADBC load (neither its encoder nor its driver). A server older than
+``SERVER_DIGEST_MIN_VERSION``, or ``verification="readback"``, reads the staged rows back through psycopg's own COPY
+decoder and hashes them in the worker with the typed digest instead.
 """
 
 from __future__ import annotations
@@ -34,8 +35,7 @@ from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.typed_digest import LogicalType, MultisetDigest, fold_limb_sums
 from airflow_provider_dpone.transfer.targets.postgres import statements as sql
 from airflow_provider_dpone.transfer.targets.postgres.arrow_load import copy_table
-from airflow_provider_dpone.transfer.targets.postgres.digest import chunk_digest, readback_chunk
-from airflow_provider_dpone.transfer.targets.readback_equality import stored_equals_sent
+from airflow_provider_dpone.transfer.targets.postgres.digest import chunk_digest
 from airflow_provider_dpone.transfer.targets.sql_target import (
     Session,
     SqlTransferTarget,
@@ -99,13 +99,11 @@ class PostgresTransferTarget(SqlTransferTarget):
         table: TargetTable,
         *,
         lock_timeout_ms: int = 30_000,
-        verification: Literal["equality", "server", "readback"] = "equality",
+        verification: Literal["server", "readback"] = "server",
     ) -> None:
-        """``verification``: ``equality`` compares the stored rows with the sealed rows loaded (falling back to
-        ``server`` for rows of unknown provenance); ``server`` hashes the staged chunk inside PostgreSQL (14+; older
-        servers read back); ``readback`` streams the chunk to the worker and hashes it there in Python.
-        """
-        super().__init__(table, lock_timeout_ms=lock_timeout_ms, equality=verification == "equality")
+        """``verification``: ``server`` hashes the staged chunk inside PostgreSQL (14+; older servers read back);
+        ``readback`` streams the chunk to the worker through psycopg's COPY decoder and hashes it there."""
+        super().__init__(table, lock_timeout_ms=lock_timeout_ms)
         self._connect = connect
         self._copy_connect = copy_connect
         self._lock_timeout = f"{int(lock_timeout_ms)}ms"
@@ -203,7 +201,7 @@ class PostgresTransferTarget(SqlTransferTarget):
             return window.start.date(), window.end.date()
         return window.start, window.end
 
-    def _load(self, plan: TargetPlan, ordinal: int, rows: pa.Table) -> pa.Table:
+    def _load(self, plan: TargetPlan, ordinal: int, rows: pa.Table) -> None:
         """One transaction on the bulk connection: locks, the already-loaded check, binary COPY from Arrow, commit."""
         table = copy_table(rows, plan, ordinal)
         with self._copy_session() as conn:
@@ -236,23 +234,6 @@ class PostgresTransferTarget(SqlTransferTarget):
             except BULK_ERRORS as exc:
                 detail = f"chunk {ordinal}: commit outcome unknown ({_sanitized(exc)})"
                 raise DponeError("native_transfer.target_load_failed", detail) from None
-        return table.select(list(plan.column_names))
-
-    def _readback_equal(self, plan: TargetPlan, ordinal: int, sent: pa.Table) -> int | None:
-        """The committed rows of ``ordinal`` read back; their count when they are exactly ``sent``, else None."""
-        with self._copy_session() as conn:
-            try:
-                with conn.cursor() as cursor:
-                    cursor.execute(sql.RELATION_KIND_BULK, parameters=(plan.target_schema, plan.staging_table))
-                    if cursor.fetchone() is None:
-                        return None  # the digest path reports the missing staging with its exact error
-                    cursor.execute(sql.READ_BY_INDEX)
-                    cursor.execute(readback_chunk(plan), parameters=(ordinal,))
-                    stored = cursor.fetch_arrow_table()
-                conn.rollback()
-            except BULK_ERRORS as exc:
-                raise DponeError("native_transfer.target_unavailable", f"verify: {_sanitized(exc)}") from None
-        return stored.num_rows if stored_equals_sent(sent, stored) else None
 
     def _committed(self, plan: TargetPlan) -> bool:
         with self._session() as session:
