@@ -75,6 +75,8 @@ class ReplicationVariant:
     """Enters the candidate name (``<target><infix><operation>``)."""
     engine_class: EngineClass
     """The one engine class this mode publishes, candidates and targets alike."""
+    internal_replication: bool
+    """The ``internal_replication`` flag of ``system.clusters`` this mode requires on every member."""
     record_schemas: frozenset[str]
     """The authority record schemas of this mode (a successor of another mode's record adopts its target)."""
     unresolved_code: str
@@ -82,7 +84,7 @@ class ReplicationVariant:
     log_label: str
     """The ``dpone`` value of every ON CLUSTER DDL's ``log_comment``."""
     quality_replay: bool
-    """Whether durable quality replay (seed 002) can be selected: it is bound to the replicated candidate."""
+    """Whether durable quality replay can be selected: its capsule is bound to the replicated candidate."""
     new_record: Callable[[Mapping[str, object], Sequence[str], bool], AuthorityRecord]
     """A fresh LOCKED record from the shared fields, the member ids and whether quality replay is selected."""
     first_intents: FirstIntents
@@ -134,6 +136,7 @@ EXTERNAL: Final = ReplicationVariant(
     protocol_version=PROTOCOL_VERSION,
     candidate_infix=CANDIDATE_INFIX,
     engine_class=EngineClass.MERGE_TREE,
+    internal_replication=False,
     record_schemas=frozenset({EXTERNAL_SCHEMA}),
     unresolved_code="DPONE_CLICKHOUSE_CLUSTER_EXTERNAL_RECORD_UNRESOLVED",
     log_label="cluster-external-full-refresh",
@@ -192,6 +195,7 @@ INTERNAL: Final = ReplicationVariant(
     protocol_version=INTERNAL_PROTOCOL_VERSION,
     candidate_infix=INTERNAL_CANDIDATE_INFIX,
     engine_class=EngineClass.REPLICATED_MERGE_TREE,
+    internal_replication=True,
     record_schemas=frozenset({INTERNAL_SCHEMA_V1, INTERNAL_SCHEMA_V2}),
     unresolved_code="DPONE_CLICKHOUSE_CLUSTER_INTERNAL_RECORD_UNRESOLVED",
     log_label="cluster-full-refresh",
