@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_dpone.cluster.protocol.results import Committed, Completed, InProgress, member_progress
+from airflow_provider_dpone.cluster.protocol.mode import MODES
+from airflow_provider_dpone.cluster.protocol.results import Committed, Completed, InProgress
 from airflow_provider_dpone.core.inventory import ReplicationMode
 from tests.protocol.sim import Sim
 
@@ -40,7 +41,7 @@ def test_results_carry_the_phases_before_and_after_and_each_members_progress(mod
     record = sim.record()
     assert (stage.phase_before, stage.phase) == ("LOCKED", "STAGED")
     assert stage.schema == record.schema_ and stage.artifact == record.artifact
-    assert stage.members == member_progress(record) and len(stage.members) == 3
+    assert stage.members == MODES[mode].progress(record) and len(stage.members) == 3
     assert {member.row_count for member in stage.members} == {len(sim.rows)}
     assert (stage.load_member_id is None) == (mode == "external")
     assert stage.load_member_id is None or stage.load_member_id in record.member_ids()

@@ -17,7 +17,7 @@ from airflow_provider_dpone.cluster.values.authority.phases import (
     is_allowed,
     require_transition,
 )
-from airflow_provider_dpone.cluster.values.publication_receipts import RECEIPT_SCHEMA, build_receipt
+from airflow_provider_dpone.cluster.values.publication_receipts import RECEIPT_SCHEMA, external_receipt
 from airflow_provider_dpone.core.errors import DponeError
 from tests.fakes.records import external_record, token, uuid
 
@@ -158,7 +158,7 @@ def test_ddl_binding_token_matches_kind() -> None:
 @pytest.mark.parametrize("existing", [True, False])
 def test_receipt_is_built_only_from_committed_records_and_is_redacted(phase: Phase, existing: bool) -> None:
     record = external_record(phase, existing=existing, members=3)
-    receipt = build_receipt(record, version=17)
+    receipt = external_receipt(record, version=17)
     text = receipt.to_json()
     value = json.loads(text)
     assert value["schema"] == RECEIPT_SCHEMA
@@ -177,5 +177,5 @@ def test_receipt_is_built_only_from_committed_records_and_is_redacted(phase: Pha
 )
 def test_no_receipt_before_commit(phase: Phase) -> None:
     with pytest.raises(DponeError) as raised:
-        build_receipt(external_record(phase), version=3)
+        external_receipt(external_record(phase), version=3)
     assert raised.value.code == "DPONE_CLICKHOUSE_CLUSTER_RECEIPT_INVALID"

@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from airflow_provider_dpone.cluster.values.authority.codec import decode, encode
 from airflow_provider_dpone.cluster.values.authority.internal import InternalAuthorityRecordV2
 from airflow_provider_dpone.cluster.values.authority.phases import Phase
-from airflow_provider_dpone.cluster.values.publication_receipts import InternalPublicationReceiptV2, build_receipt
+from airflow_provider_dpone.cluster.values.publication_receipts import InternalPublicationReceiptV2, internal_receipt
 from airflow_provider_dpone.cluster.values.quality_capsule import QualityBinding, completion_reservation, prepared
 from airflow_provider_dpone.core.manifest.cluster import QualityPolicy
 from tests.fakes.records import capsule, internal_record, internal_v1
@@ -77,7 +77,7 @@ def test_no_capsule_before_the_staged_write_and_v1_records_keep_their_encoding()
 def test_a_v2_record_has_its_own_receipt_with_the_capsule_state() -> None:
     record = internal_record(Phase.COMMITTED, quality=capsule("COMPLETE"), v2=True)
     assert isinstance(record, InternalAuthorityRecordV2)
-    receipt = build_receipt(record, 9)
+    receipt = internal_receipt(record, 9)
     assert isinstance(receipt, InternalPublicationReceiptV2)
     assert receipt.quality is not None and receipt.quality.state == "COMPLETE" and receipt.quality.target_row_count == 3
 

@@ -21,9 +21,8 @@ from airflow_provider_dpone.cluster.protocol.member_mutation import mutate_once
 from airflow_provider_dpone.cluster.protocol.observe import observe_candidate
 from airflow_provider_dpone.cluster.protocol.reconcile import read_entry
 from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecord
-from airflow_provider_dpone.cluster.values.authority.external import ExternalAuthorityRecord
 from airflow_provider_dpone.cluster.values.authority.generation import ErrorClassification
-from airflow_provider_dpone.cluster.values.authority.phases import PRE_PUBLICATION_PHASES, MemberStage, Phase
+from airflow_provider_dpone.cluster.values.authority.phases import PRE_PUBLICATION_PHASES, Phase
 from airflow_provider_dpone.core.errors import DponeError
 
 ABORT_CODE = "DPONE_CLICKHOUSE_CLUSTER_OPERATION_ABORTED"
@@ -38,7 +37,7 @@ def abort_before_publication(ctx: Context, held: Held) -> Held:
         obs = observe_candidate(ctx, member_id)
         if not obs.exists:
             continue
-        if obs.uuid not in owned_uuids(record, member_id) or obs.uuid is None:
+        if obs.uuid not in ctx.request.mode.owned_uuids(record, member_id) or obs.uuid is None:
             raise DponeError("DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_FOREIGN", f"member {member_id}")
         _drop_exact(ctx, member_id, record.candidate_name, obs.uuid)
         if observe_candidate(ctx, member_id).exists:
@@ -52,19 +51,11 @@ def _drop_exact(ctx: Context, member_id: str, name: str, uuid: str) -> None:
     mutate_once(member_id, "drop", lambda: session.drop_table(ctx.request.database, name, uuid))
 
 
-def owned_uuids(record: AuthorityRecord, member_id: str) -> tuple[str, ...]:
-    """Every candidate UUID the operation ever intended on ``member_id`` (internal mode: the shared ones)."""
-    if isinstance(record, ExternalAuthorityRecord):
-        return record.member(member_id).owned_candidate_uuids
-    return () if record.candidate is None else record.candidate.owned_uuids
-
-
 def _require_no_queued_candidate_ddl(ctx: Context, record: AuthorityRecord) -> None:
-    """Internal mode: no bound create (still INTENDED) or rebuild drop of the candidate may still run on a host."""
-    candidate = None if isinstance(record, ExternalAuthorityRecord) else record.candidate
-    if candidate is None:
-        return
-    pending = candidate.drop or (candidate.create if candidate.stage is MemberStage.INTENDED else None)
+    """No bound staging DDL (internal mode: the candidate's create while INTENDED, or its rebuild drop) may still run
+    on a host."""
+    step = ctx.request.mode.staging_step(ctx, record)
+    pending = None if step is None else step.slot(record)
     if pending is None:
         return
     entry = read_entry(ctx, pending)

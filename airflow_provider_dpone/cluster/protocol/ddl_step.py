@@ -186,7 +186,7 @@ def _dispatch_once(ctx: Context, binding: DdlBinding, intent: DdlIntent) -> Disp
         query_digest=binding.query_digest,
         log_comment=canonical_json(
             {
-                "dpone": "cluster-full-refresh" if ctx.request.internal else "cluster-external-full-refresh",
+                "dpone": ctx.request.mode.log_label,
                 "operation": ctx.request.operation_id[:16],
                 "epoch": binding.epoch,
                 "token": binding.correlation_token,

@@ -19,22 +19,12 @@ from __future__ import annotations
 
 from airflow_provider_dpone.cluster.protocol.authority_io import Current, Held
 from airflow_provider_dpone.cluster.protocol.context import Context
+from airflow_provider_dpone.cluster.protocol.mode import MODES
 from airflow_provider_dpone.cluster.protocol.quality_fence import successor_blocked
 from airflow_provider_dpone.cluster.protocol.seal import DIVERGENT, adoptable_engines, observe_baseline
 from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecord
-from airflow_provider_dpone.cluster.values.authority.external import ExternalAuthorityRecord, MemberRecord
-from airflow_provider_dpone.cluster.values.authority.generation import MemberGeneration
-from airflow_provider_dpone.cluster.values.authority.internal import (
-    InternalAuthorityRecordV1,
-    InternalAuthorityRecordV2,
-)
 from airflow_provider_dpone.cluster.values.authority.phases import TERMINAL_PHASES, Phase
 from airflow_provider_dpone.core.errors import DponeError
-
-_UNRESOLVED_OTHER_MODE = {
-    "internal": "DPONE_CLICKHOUSE_CLUSTER_INTERNAL_RECORD_UNRESOLVED",
-    "external": "DPONE_CLICKHOUSE_CLUSTER_EXTERNAL_RECORD_UNRESOLVED",
-}
 
 
 def lock_or_resume(ctx: Context, current: Current | None) -> Held:
@@ -46,7 +36,7 @@ def lock_or_resume(ctx: Context, current: Current | None) -> Held:
         if _is_own(ctx, record):
             return require_resumable(ctx, Held(record, current.version))
         _require_resolved(ctx, record)
-        if record.replication_mode != ctx.request.replication_mode:
+        if not ctx.request.mode.holds(record):
             _adopt_physical_truth(ctx, record)
         previous = (record.phase, current.version)
     return ctx.create(_new_record(ctx, record), previous=previous)
@@ -79,7 +69,7 @@ def require_resumable(ctx: Context, held: Held) -> Held:
 
 
 def _is_own(ctx: Context, record: AuthorityRecord) -> bool:
-    return record.replication_mode == ctx.request.replication_mode and record.operation_id == ctx.request.operation_id
+    return ctx.request.mode.holds(record) and record.operation_id == ctx.request.operation_id
 
 
 def _require_resolved(ctx: Context, record: AuthorityRecord) -> None:
@@ -90,12 +80,12 @@ def _require_resolved(ctx: Context, record: AuthorityRecord) -> None:
                 f"operation {record.operation_id[:16]} is validating its quality evidence (reader fence)",
             )
         return
-    if record.replication_mode == ctx.request.replication_mode:
+    if ctx.request.mode.holds(record):
         raise DponeError(
             "DPONE_CLICKHOUSE_CLUSTER_OPERATION_FENCED",
             f"held by operation {record.operation_id[:16]} in phase {record.phase}",
         )
-    raise DponeError(_UNRESOLVED_OTHER_MODE[record.replication_mode], f"{record.schema_} in phase {record.phase}")
+    raise DponeError(MODES[record.replication_mode].unresolved_code, f"{record.schema_} in phase {record.phase}")
 
 
 def _adopt_physical_truth(ctx: Context, previous: AuthorityRecord) -> None:
@@ -121,7 +111,7 @@ def _adopt_physical_truth(ctx: Context, previous: AuthorityRecord) -> None:
 def _new_record(ctx: Context, previous: AuthorityRecord | None) -> AuthorityRecord:
     now = ctx.now()
     entropy = ctx.ports.entropy
-    fields = {
+    fields: dict[str, object] = {
         "target_key": ctx.request.target_key,
         "operation_id": ctx.request.operation_id,
         "fence_token": entropy.token(),
@@ -137,9 +127,4 @@ def _new_record(ctx: Context, previous: AuthorityRecord | None) -> AuthorityReco
         "created_at_ms": now,
         "updated_at_ms": now,
     }
-    if ctx.request.internal:
-        members = tuple(MemberGeneration(member_id=member_id) for member_id in ctx.inventory.member_ids)
-        model = InternalAuthorityRecordV2 if ctx.request.quality is not None else InternalAuthorityRecordV1
-        return model.model_validate({**fields, "members": members})
-    external = tuple(MemberRecord(member_id=member_id) for member_id in ctx.inventory.member_ids)
-    return ExternalAuthorityRecord.model_validate({**fields, "members": external})
+    return ctx.request.mode.new_record(fields, ctx.inventory.member_ids, ctx.request.quality is not None)

@@ -169,6 +169,7 @@ def build_capsule(
     if policy is None:
         return None
     artifact = record.artifact
+    # the record version that carries a capsule (v2, created for a request that selects replay), not the mode
     if not isinstance(record, InternalAuthorityRecordV2) or artifact is None or record.generation_id is None:
         raise DponeError(REQUIRED, f"{record.schema_} cannot carry the capsule")
     plan = _target_plan(ctx, policy, artifact)
@@ -204,7 +205,7 @@ def build_capsule(
 
 def require_capsule(ctx: Context, record: AuthorityRecord) -> QualityBinding:
     """The record's capsule, proven intact and bound to this request and record; FAILED blocks."""
-    quality = record.quality if isinstance(record, InternalAuthorityRecordV2) else None
+    quality = record.quality
     if quality is None:
         raise DponeError(REQUIRED, f"{record.schema_} in phase {record.phase} holds no quality capsule")
     core = quality.core

@@ -23,7 +23,8 @@ from typing import Final
 from airflow_provider_dpone.cluster.protocol.authority_io import Held
 from airflow_provider_dpone.cluster.protocol.context import Context
 from airflow_provider_dpone.cluster.protocol.quality_target import store_write
-from airflow_provider_dpone.cluster.values.authority.internal import InternalAuthorityRecordV2, ReaderFence
+from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecord
+from airflow_provider_dpone.cluster.values.authority.internal import ReaderFence
 from airflow_provider_dpone.cluster.values.authority.phases import Phase
 from airflow_provider_dpone.cluster.values.quality_read import TARGET_BUDGET_MS
 from airflow_provider_dpone.core.errors import DponeError
@@ -49,6 +50,7 @@ def fenced(ctx: Context, held: Held, validate: Callable[[Held], None]) -> Held:
     return store_write(lambda: ctx.commit(acquired, reader=None))
 
 
-def successor_blocked(record: object, now_ms: int) -> bool:
-    """Whether a successor operation must stay out of a terminal record: an unexpired reader fence."""
-    return isinstance(record, InternalAuthorityRecordV2) and record.reader_fenced(now_ms)
+def successor_blocked(record: AuthorityRecord, now_ms: int) -> bool:
+    """Whether a successor operation must stay out of a terminal record: an unexpired reader fence (only a record
+    that carries the capsule can hold one)."""
+    return record.reader_fenced(now_ms)

@@ -41,12 +41,7 @@ from airflow_provider_dpone.cluster.protocol.quality_evidence import build_capsu
 from airflow_provider_dpone.cluster.protocol.reconcile import Side, observe_pair
 from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecord
 from airflow_provider_dpone.cluster.values.authority.generation import MAX_REBUILDS, DdlBinding
-from airflow_provider_dpone.cluster.values.authority.internal import (
-    InternalAuthorityRecordV1,
-    InternalAuthorityRecordV2,
-    LoadBinding,
-    ReplicatedCandidate,
-)
+from airflow_provider_dpone.cluster.values.authority.internal import LoadBinding, ReplicatedCandidate, as_internal
 from airflow_provider_dpone.cluster.values.authority.phases import MemberStage, Phase
 from airflow_provider_dpone.cluster.values.receipts import ArtifactReceipt
 from airflow_provider_dpone.core.errors import DponeError
@@ -77,8 +72,8 @@ def stage_replicated(ctx: Context, held: Held) -> Held:
 
 
 def _candidate(record: AuthorityRecord) -> ReplicatedCandidate:
-    candidate = record.candidate if isinstance(record, InternalAuthorityRecordV1 | InternalAuthorityRecordV2) else None
-    if candidate is None:  # excluded by the record invariants in STAGING (and by the service's routing)
+    candidate = as_internal(record).candidate  # the internal mode's staging, so an internal record
+    if candidate is None:  # excluded by the record invariants in STAGING
         raise DponeError("DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_RECORD_INVALID", "STAGING without a replicated candidate")
     return candidate
 
@@ -147,8 +142,11 @@ def intend(
 
 def bound_staging_step(ctx: Context, record: AuthorityRecord) -> DdlStep | None:
     """The staging DDL step whose permit is bound and not yet reconciled (a rebuild drop, or a create still
-    INTENDED), or ``None``: what an explicit void of a staging permit applies to."""
-    candidate = _candidate(record)
+    INTENDED), or ``None`` (also before any candidate is intended): what an abort waits for, and what an explicit void
+    of a staging permit applies to."""
+    candidate = as_internal(record).candidate
+    if candidate is None:
+        return None
     if candidate.drop is not None:
         return drop_step(ctx)
     if candidate.stage is MemberStage.INTENDED and candidate.create is not None:

@@ -5,9 +5,10 @@ byte bound). Every identity the protocol uses is derived from it deterministical
 process arrives at the same ``target_key``, ``operation_id`` and candidate name without reading XCom.
 
 ``replication_mode`` has no default here: the operators pass the admitted manifest's mode (whose own default is
-``internal``), and the table engine must be the mode's engine class (internal: ``Replicated*MergeTree``, external: a
-direct ``*MergeTree``), checked before anything is read. Each mode has its own protocol version in ``operation_id``
-and its own candidate infix, so the two modes can never resume each other's operation.
+``internal``). ``mode`` is its value (:mod:`~airflow_provider_dpone.cluster.protocol.mode`), which the protocol asks
+wherever the modes differ. The table engine must be the mode's engine class (internal: ``Replicated*MergeTree``,
+external: a direct ``*MergeTree``), checked before anything is read. Each mode has its own protocol version in
+``operation_id`` and its own candidate infix, so the two modes can never resume each other's operation.
 """
 
 from __future__ import annotations
@@ -18,27 +19,14 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError, model_validator
 
 from airflow_provider_dpone.cluster.ports import TableSpec
-from airflow_provider_dpone.core.clickhouse_engines import EngineClass, classify_engine
+from airflow_provider_dpone.cluster.protocol.mode import MODES, ReplicationVariant
+from airflow_provider_dpone.core.clickhouse_engines import classify_engine
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.fields import Hex64
 from airflow_provider_dpone.core.identifiers import validate_identifier
-from airflow_provider_dpone.core.identities import (
-    CANDIDATE_INFIX,
-    INTERNAL_CANDIDATE_INFIX,
-    INTERNAL_PROTOCOL_VERSION,
-    PROTOCOL_VERSION,
-    candidate_name,
-    operation_id,
-    target_key,
-)
+from airflow_provider_dpone.core.identities import candidate_name, operation_id, target_key
 from airflow_provider_dpone.core.inventory import ReplicationMode
 from airflow_provider_dpone.core.manifest.cluster import QualityPolicy
-
-MODE_ENGINE_CLASS: dict[ReplicationMode, EngineClass] = {
-    "internal": EngineClass.REPLICATED_MERGE_TREE,
-    "external": EngineClass.MERGE_TREE,
-}
-"""The one table engine class each replication mode publishes (candidates and targets alike)."""
 
 
 class PublicationRequest(BaseModel):
@@ -68,9 +56,9 @@ class PublicationRequest(BaseModel):
         names = [column.name for column in self.table.columns]
         if len(set(names)) != len(names) or not set(self.table.order_by) <= set(names):
             raise ValueError("table columns must be unique and order_by must name table columns")
-        if self.quality is not None and not self.internal:
+        if self.quality is not None and not self.mode.quality_replay:
             raise DponeError("DPONE_REPLAY_QUALITY_EVIDENCE_UNSUPPORTED", "durable quality replay needs internal mode")
-        if classify_engine(self.table.engine) is not MODE_ENGINE_CLASS[self.replication_mode]:
+        if classify_engine(self.table.engine) is not self.mode.engine_class:
             raise DponeError(
                 "DPONE_CLICKHOUSE_CLUSTER_TARGET_ENGINE_UNSUPPORTED", f"table.engine for {self.replication_mode} mode"
             )
@@ -86,6 +74,11 @@ class PublicationRequest(BaseModel):
             raise DponeError("DPONE_CLICKHOUSE_CLUSTER_REQUEST_INVALID", f"fields: {paths[:8]}") from None
 
     @property
+    def mode(self) -> ReplicationVariant:
+        """What this request's replication mode does differently (the one value per mode)."""
+        return MODES[self.replication_mode]
+
+    @property
     def target_key(self) -> str:
         return target_key(self.cluster, self.database, self.target)
 
@@ -96,15 +89,9 @@ class PublicationRequest(BaseModel):
             run_id=self.run_id,
             target_key_hex=self.target_key,
             normalized_plan_digest=self.normalized_plan_digest,
-            protocol_version=INTERNAL_PROTOCOL_VERSION if self.internal else PROTOCOL_VERSION,
+            protocol_version=self.mode.protocol_version,
         )
 
     @property
     def candidate_name(self) -> str:
-        return candidate_name(
-            self.target, self.operation_id, INTERNAL_CANDIDATE_INFIX if self.internal else CANDIDATE_INFIX
-        )
-
-    @property
-    def internal(self) -> bool:
-        return self.replication_mode == "internal"
+        return candidate_name(self.target, self.operation_id, self.mode.candidate_infix)

@@ -12,8 +12,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecord
-from airflow_provider_dpone.cluster.values.authority.external import ExternalAuthorityRecord
-from airflow_provider_dpone.cluster.values.authority.internal import InternalAuthorityRecordV2
 from airflow_provider_dpone.cluster.values.publication_receipts import (
     PublicationReceipt,
     QualityReceipt,
@@ -32,7 +30,8 @@ def phase_of(record: AuthorityRecord | None) -> str:
 
 @dataclass(frozen=True)
 class MemberProgress:
-    """One member's stage, verified rows (``None`` until verified) and candidate rebuilds; opaque id only."""
+    """One member's stage, verified rows (``None`` until verified) and candidate rebuilds; opaque id only (the mode
+    derives it: :attr:`~airflow_provider_dpone.cluster.protocol.mode.ReplicationVariant.progress`)."""
 
     member_id: str
     stage: str
@@ -40,29 +39,9 @@ class MemberProgress:
     rebuilds: int
 
 
-def member_progress(record: AuthorityRecord) -> tuple[MemberProgress, ...]:
-    """External members have their own candidate; internal replicas share one replicated candidate, so they share
-    its stage and rebuild count."""
-    if isinstance(record, ExternalAuthorityRecord):
-        return tuple(MemberProgress(m.member_id, m.stage.value, m.row_count, m.rebuilds) for m in record.members)
-    candidate = record.candidate
-    stage = "PENDING" if candidate is None else candidate.stage.value
-    rebuilds = 0 if candidate is None else candidate.rebuilds
-    return tuple(MemberProgress(m.member_id, stage, m.row_count, rebuilds) for m in record.members)
-
-
 def capsule_of(record: AuthorityRecord) -> QualityReceipt | None:
     """The quality-replay capsule a v2 record holds, as humans see it."""
-    if isinstance(record, InternalAuthorityRecordV2) and record.quality is not None:
-        return quality_receipt(record.quality)
-    return None
-
-
-def load_member(record: AuthorityRecord) -> str | None:
-    """Internal mode: the replica the one load goes through, once bound."""
-    if isinstance(record, ExternalAuthorityRecord) or record.candidate is None or record.candidate.load is None:
-        return None
-    return record.candidate.load.member_id
+    return None if record.quality is None else quality_receipt(record.quality)
 
 
 @dataclass(frozen=True)

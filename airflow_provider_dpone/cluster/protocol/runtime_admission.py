@@ -16,6 +16,7 @@ from typing import Final
 
 from airflow_provider_dpone.cluster.ports import ClusterCatalog
 from airflow_provider_dpone.cluster.protocol.context import concurrently
+from airflow_provider_dpone.cluster.protocol.mode import MODES
 from airflow_provider_dpone.cluster.protocol.request import PublicationRequest
 from airflow_provider_dpone.cluster.values.authority.row import (
     AUTHORITY_COLUMNS,
@@ -56,7 +57,7 @@ def admit_inventory(rows: Sequence[InventoryRow], *, cluster: str, mode: Replica
     if len(flags) != 1:
         raise DponeError("DPONE_CLICKHOUSE_CLUSTER_INVENTORY_MIXED_REPLICATION", "internal_replication differs")
     internal = flags.pop()
-    if internal != (mode == "internal"):
+    if internal != MODES[mode].internal_replication:
         raise DponeError(
             "DPONE_CLICKHOUSE_CLUSTER_REPLICATION_MODE_MISMATCH", f"mode {mode}, internal_replication={internal}"
         )

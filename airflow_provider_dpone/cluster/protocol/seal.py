@@ -29,15 +29,9 @@ from airflow_provider_dpone.cluster.protocol.context import Context, alongside
 from airflow_provider_dpone.cluster.protocol.ddl_step import commit_permitted
 from airflow_provider_dpone.cluster.protocol.observe import observe_baseline_target, observe_candidate
 from airflow_provider_dpone.cluster.protocol.replicated_staging import intend
-from airflow_provider_dpone.cluster.protocol.request import MODE_ENGINE_CLASS
 from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecord
-from airflow_provider_dpone.cluster.values.authority.external import (
-    ErrorClassification,
-    ExternalAuthorityRecord,
-    MemberRecord,
-)
+from airflow_provider_dpone.cluster.values.authority.external import ErrorClassification, MemberRecord
 from airflow_provider_dpone.cluster.values.authority.generation import DdlBinding, MemberGeneration, PublishedMember
-from airflow_provider_dpone.cluster.values.authority.internal import INTERNAL_SCHEMA_V1, INTERNAL_SCHEMA_V2
 from airflow_provider_dpone.cluster.values.authority.phases import MemberStage, Phase
 from airflow_provider_dpone.cluster.values.receipts import CURRENT_CONTENT_DIGEST, ArtifactReceipt
 from airflow_provider_dpone.core.clickhouse_engines import EngineClass, classify_engine
@@ -47,7 +41,6 @@ from airflow_provider_dpone.core.identities import generation_id
 
 UNSUPPORTED = "DPONE_CLICKHOUSE_CLUSTER_ARTIFACT_UNSUPPORTED"
 DIVERGENT = "DPONE_CLICKHOUSE_CLUSTER_TARGET_DIVERGENT"
-_INTERNAL_SCHEMAS = frozenset({INTERNAL_SCHEMA_V1, INTERNAL_SCHEMA_V2})
 
 
 def bind_artifact_and_baseline(
@@ -75,12 +68,7 @@ def bind_artifact_and_baseline(
     if problem is not None:
         _abort(ctx, held, UNSUPPORTED, problem)
     present = any(obs.exists for obs in observations.values())
-    permit = None
-    if ctx.request.internal:
-        names_free = not any(obs.exists for obs in candidates.values())
-        changes, permit = _internal_staging(ctx, record, observations, names_free=names_free)
-    else:
-        changes = _external_staging(ctx, record, observations)
+    changes, permit = ctx.request.mode.first_intents(ctx, record, observations, candidates)
     staged = commit_permitted(
         ctx,
         held,
@@ -111,11 +99,7 @@ def _abort(ctx: Context, held: Held, code: str, problem: str) -> NoReturn:
 def adoptable_engines(ctx: Context, previous: str | None) -> frozenset[EngineClass]:
     """The engine classes an existing target may have: the mode's, plus the other mode's when the record succeeded
     a record of the other mode (``previous`` is its schema)."""
-    mode = ctx.request.replication_mode
-    engines = {MODE_ENGINE_CLASS[mode]}
-    if previous is not None and (previous in _INTERNAL_SCHEMAS) != (mode == "internal"):
-        engines.add(MODE_ENGINE_CLASS["external" if mode == "internal" else "internal"])
-    return frozenset(engines)
+    return ctx.request.mode.adoptable_engines(previous)
 
 
 def observe_baseline(
@@ -172,11 +156,15 @@ def _baseline(member_id: str, obs: TableObservation) -> dict[str, object]:
     }
 
 
-def _external_staging(
-    ctx: Context, record: AuthorityRecord, observations: Mapping[str, TableObservation]
-) -> dict[str, object]:
-    """One candidate UUID intent per member."""
-    assert isinstance(record, ExternalAuthorityRecord)
+def external_intents(
+    ctx: Context,
+    record: AuthorityRecord,
+    observations: Mapping[str, TableObservation],
+    candidates: Mapping[str, TableObservation],
+) -> tuple[dict[str, object], DdlBinding | None]:
+    """External mode: one candidate UUID intent per member, and no permit (each member creates its own candidate;
+    staging starts from the ``candidates`` observed)."""
+    del candidates
     members = []
     for member_id in record.member_ids():
         intent = ctx.ports.entropy.uuid()
@@ -190,17 +178,22 @@ def _external_staging(
                 }
             )
         )
-    return {"members": tuple(members)}
+    return {"members": tuple(members)}, None
 
 
-def _internal_staging(
-    ctx: Context, record: AuthorityRecord, observations: Mapping[str, TableObservation], *, names_free: bool
+def internal_intents(
+    ctx: Context,
+    record: AuthorityRecord,
+    observations: Mapping[str, TableObservation],
+    candidates: Mapping[str, TableObservation],
 ) -> tuple[dict[str, object], DdlBinding | None]:
-    """The one shared candidate UUID intent, with the permit of its ON CLUSTER CREATE when the candidate name was
-    observed free on every replica (:func:`replicated_staging.intend`); every replica records its own baseline."""
+    """Internal mode: the one shared candidate UUID intent, with the permit of its ON CLUSTER CREATE when the
+    candidate name was observed free on every replica (:func:`replicated_staging.intend`); every replica records its
+    own baseline."""
     members = tuple(
         MemberGeneration.model_validate(_baseline(member_id, observations[member_id]))
         for member_id in record.member_ids()
     )
+    names_free = not any(obs.exists for obs in candidates.values())
     candidate, permit = intend(ctx, record, names_free=names_free)
     return {"members": members, "candidate": candidate}, permit

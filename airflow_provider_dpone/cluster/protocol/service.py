@@ -20,10 +20,11 @@ of :class:`Committed`/:class:`Completed` is the external or the internal receipt
 :class:`~airflow_provider_dpone.core.errors.DponeError` with stable codes (the operators map them to retry or
 terminal failure).
 
-The mode is ``request.replication_mode`` (from the admitted manifest); nothing ever falls back to the other mode. The
-modes differ only in staging: external stages one candidate per member (:mod:`staging`), internal creates one
-replicated candidate ON CLUSTER, loads it once and waits for convergence (:mod:`replicated_staging`). Fencing, the
-artifact, publication, cleanup and abort are shared, and every ON CLUSTER DDL is one :mod:`ddl_step`.
+The mode is ``request.mode``, the value of the admitted manifest's ``replication_mode`` (:mod:`mode` names everything
+that differs); nothing ever falls back to the other mode. The modes differ mainly in staging: external stages one
+candidate per member (:mod:`staging`), internal creates one replicated candidate ON CLUSTER, loads it once and waits
+for convergence (:mod:`replicated_staging`). Fencing, the artifact, publication, cleanup and abort are shared, and
+every ON CLUSTER DDL is one :mod:`ddl_step`.
 
 With durable quality replay selected (internal mode only), the capsule is bound by the STAGED write, required intact
 and PREPARED before the publication DDL, and settled (:mod:`quality_replay`) by every entry point that finds the
@@ -52,7 +53,6 @@ from airflow_provider_dpone.cluster.protocol.fence import lock_or_resume, requir
 from airflow_provider_dpone.cluster.protocol.publication import publish
 from airflow_provider_dpone.cluster.protocol.quality_evidence import require_capsule
 from airflow_provider_dpone.cluster.protocol.quality_replay import settle
-from airflow_provider_dpone.cluster.protocol.replicated_staging import stage_replicated
 from airflow_provider_dpone.cluster.protocol.request import PublicationRequest
 from airflow_provider_dpone.cluster.protocol.results import (
     Aborted,
@@ -65,18 +65,12 @@ from airflow_provider_dpone.cluster.protocol.results import (
     StageResult,
     Voided,
     capsule_of,
-    load_member,
-    member_progress,
     phase_of,
 )
 from airflow_provider_dpone.cluster.protocol.runtime_admission import admit_runtime
 from airflow_provider_dpone.cluster.protocol.seal import bind_artifact_and_baseline
-from airflow_provider_dpone.cluster.protocol.staging import stage_all
 from airflow_provider_dpone.cluster.protocol.void_permit import void_permit
-from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecord
-from airflow_provider_dpone.cluster.values.authority.external import ExternalAuthorityRecord
-from airflow_provider_dpone.cluster.values.authority.phases import MemberStage, Phase
-from airflow_provider_dpone.cluster.values.publication_receipts import build_receipt
+from airflow_provider_dpone.cluster.values.authority.phases import Phase
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.inventory import AdmittedInventory
 
@@ -147,21 +141,21 @@ class PublicationService:
         if held.record.phase is Phase.LOCKED:
             held, names = bind_artifact_and_baseline(ctx, held, source)
         if held.record.phase is Phase.STAGING:
-            held = stage_replicated(ctx, held) if self.request.internal else stage_all(ctx, held, names)
+            held = self.request.mode.stage(ctx, held, names)
         if self.request.quality is not None and held.record.phase is Phase.STAGED:
             require_capsule(ctx, held.record)  # a retry of a stage whose gates failed fails the same way
-        record = held.record
+        record, mode = held.record, self.request.mode
         return StageResult(
             operation_id=record.operation_id,
             phase=record.phase.value,
             generation_id=record.generation_id,
-            ready_members=_ready(record),
+            ready_members=mode.ready_members(record),
             replication_mode=record.replication_mode,
             phase_before=_phase(current),
             schema=record.schema_,
             artifact=record.artifact,
-            members=member_progress(record),
-            load_member_id=load_member(record),
+            members=mode.progress(record),
+            load_member_id=mode.load_member(record),
             quality=capsule_of(record),
         )
 
@@ -184,7 +178,7 @@ class PublicationService:
     def abort(self) -> Aborted:
         """Operator action before publication: drop exactly the owned candidates and CAS ABORTED."""
         ctx, current = self._begin()
-        if current is None or current.record.replication_mode != self.request.replication_mode:
+        if current is None or not self.request.mode.holds(current.record):
             raise DponeError("DPONE_CLICKHOUSE_CLUSTER_PHASE_NOT_READY", "no operation of this mode holds the target")
         record = before = current.record
         if record.operation_id != self.request.operation_id:
@@ -238,7 +232,7 @@ class PublicationService:
                 return _in_progress(progress, "publication", before=phase)
             held = progress.held
         held = settle(ctx, held)
-        return Committed(build_receipt(held.record, held.version), phase_before=phase.value)
+        return Committed(self.request.mode.receipt(held.record, held.version), phase_before=phase.value)
 
     def _cleanup(self, *, allow_dispatch: bool) -> CleanupResult:
         ctx, current = self._begin()
@@ -252,7 +246,7 @@ class PublicationService:
             if not progress.complete:
                 return _in_progress(progress, "cleanup", before=phase)
             held = progress.held
-        return Completed(build_receipt(held.record, held.version), phase_before=phase.value)
+        return Completed(self.request.mode.receipt(held.record, held.version), phase_before=phase.value)
 
 
 def bound_columns(
@@ -284,12 +278,6 @@ def publication_service(
     """The service every publication operator builds per task try (both modes; see the module docstring);
     ``begun``: the task's admission and read already taken for this request (:func:`bound_columns`)."""
     return PublicationService(ports, request, settings, begun=begun)
-
-
-def _ready(record: AuthorityRecord) -> int:
-    if isinstance(record, ExternalAuthorityRecord):
-        return sum(member.stage is MemberStage.READY for member in record.members)
-    return len(record.members) if record.members_staged() else 0
 
 
 def _phase(current: Current | None) -> str:

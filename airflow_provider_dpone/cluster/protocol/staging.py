@@ -39,6 +39,7 @@ from airflow_provider_dpone.cluster.values.authority.external import (
     MAX_REBUILDS_PER_MEMBER,
     ExternalAuthorityRecord,
     MemberRecord,
+    as_external,
 )
 from airflow_provider_dpone.cluster.values.authority.phases import MemberStage, Phase
 from airflow_provider_dpone.cluster.values.receipts import ArtifactReceipt
@@ -137,9 +138,7 @@ def stage_member(
 
 
 def _external(held: Held) -> ExternalAuthorityRecord:
-    record = held.record
-    assert isinstance(record, ExternalAuthorityRecord)  # the service routes only external records here
-    return record
+    return as_external(held.record)  # the external mode's staging, so an external record
 
 
 def _artifact(held: Held) -> ArtifactReceipt:

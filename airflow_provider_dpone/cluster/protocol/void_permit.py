@@ -29,9 +29,7 @@ from airflow_provider_dpone.cluster.protocol.context import Context
 from airflow_provider_dpone.cluster.protocol.ddl_step import DdlStep
 from airflow_provider_dpone.cluster.protocol.publication import publication_step
 from airflow_provider_dpone.cluster.protocol.reconcile import Side, observe_pair, read_entry
-from airflow_provider_dpone.cluster.protocol.replicated_staging import bound_staging_step
 from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecord
-from airflow_provider_dpone.cluster.values.authority.external import ExternalAuthorityRecord
 from airflow_provider_dpone.cluster.values.authority.generation import MemberUuids, VoidedPermit, VoidedStep
 from airflow_provider_dpone.cluster.values.authority.phases import Phase
 from airflow_provider_dpone.core.errors import DponeError
@@ -92,8 +90,8 @@ def _bound_step(ctx: Context, record: AuthorityRecord) -> DdlStep | None:
         return publication_step(ctx, record)
     if record.phase is Phase.CLEANUP_DISPATCHING:
         return cleanup_step(ctx, record)
-    if record.phase is Phase.STAGING and not isinstance(record, ExternalAuthorityRecord):
-        return bound_staging_step(ctx, record)
+    if record.phase is Phase.STAGING:
+        return ctx.request.mode.staging_step(ctx, record)
     return None
 
 

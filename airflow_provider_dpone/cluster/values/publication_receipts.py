@@ -6,8 +6,8 @@ A receipt is what a task hands to humans and downstream tasks (XCom, logs): reda
 operation, generation, digests, counts, phases and opaque member ids, and the authority version it was derived from,
 so anyone can re-read the authority to check it. It never contains hosts, SQL, paths, physical UUIDs or row values,
 and a downstream task never trusts it instead of the authority. Each record version has its own receipt schema; both
-are built by :func:`build_receipt` from a committed record, and only from one whose every member verified exactly the
-artifact's rows and content.
+are built from a committed record (:func:`external_receipt`, :func:`internal_receipt`; the replication mode names its
+builder), and only from one whose every member verified exactly the artifact's rows and content.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecord
 from airflow_provider_dpone.cluster.values.authority.external import ExternalAuthorityRecord
-from airflow_provider_dpone.cluster.values.authority.internal import InternalAuthorityRecordV2
+from airflow_provider_dpone.cluster.values.authority.internal import InternalAuthorityRecord, InternalAuthorityRecordV2
 from airflow_provider_dpone.cluster.values.authority.phases import Phase
 from airflow_provider_dpone.cluster.values.quality_capsule import CapsuleState, QualityBinding
 from airflow_provider_dpone.cluster.values.quality_read import ColumnCounts
@@ -152,8 +152,35 @@ def quality_receipt(binding: QualityBinding) -> QualityReceipt:
     )
 
 
-def build_receipt(record: AuthorityRecord, version: int) -> PublicationReceipt:
-    """The receipt of a committed record (COMMITTED, CLEANUP_DISPATCHING or COMPLETED); anything else is refused."""
+def external_receipt(record: ExternalAuthorityRecord, version: int) -> ExternalPublicationReceipt:
+    """The receipt of a committed external record: every member with its own rebuild count."""
+    fields, replicas = _committed(record, version)
+    members = tuple(
+        MemberReceipt(**replica.model_dump(), rebuilds=member.rebuilds)
+        for replica, member in zip(replicas, record.members, strict=True)
+    )
+    return ExternalPublicationReceipt(**fields, members=members)
+
+
+def internal_receipt(
+    record: InternalAuthorityRecord, version: int
+) -> InternalPublicationReceipt | InternalPublicationReceiptV2:
+    """The receipt of a committed internal record: the v1 receipt, or for a v2 record the v2 receipt with its
+    capsule."""
+    fields, replicas = _committed(record, version)
+    candidate = record.candidate
+    if candidate is None or candidate.load is None:  # excluded by the record invariants once committed
+        raise DponeError("DPONE_CLICKHOUSE_CLUSTER_RECEIPT_INVALID", "committed without a loaded candidate")
+    internal = {**fields, "load_member_id": candidate.load.member_id, "rebuilds": candidate.rebuilds}
+    if isinstance(record, InternalAuthorityRecordV2):  # the record version (v2 adds the capsule), not the mode
+        quality = None if record.quality is None else quality_receipt(record.quality)
+        return InternalPublicationReceiptV2(**internal, members=replicas, quality=quality)
+    return InternalPublicationReceipt(**internal, members=replicas)
+
+
+def _committed(record: AuthorityRecord, version: int) -> tuple[dict[str, Any], tuple[ReplicaReceipt, ...]]:
+    """The fields every receipt shares and each member's verified generation, from a committed record (COMMITTED,
+    CLEANUP_DISPATCHING or COMPLETED); anything else is refused."""
     publication = record.publication
     artifact = record.artifact
     if (
@@ -199,17 +226,4 @@ def build_receipt(record: AuthorityRecord, version: int) -> PublicationReceipt:
         "dispatch_epoch": publication.epoch,
         "committed_at_ms": record.committed_at_ms,
     }
-    if isinstance(record, ExternalAuthorityRecord):
-        members = tuple(
-            MemberReceipt(**replica.model_dump(), rebuilds=member.rebuilds)
-            for replica, member in zip(replicas, record.members, strict=True)
-        )
-        return ExternalPublicationReceipt(**fields, members=members)
-    candidate = record.candidate
-    if candidate is None or candidate.load is None:  # excluded by the record invariants once committed
-        raise DponeError("DPONE_CLICKHOUSE_CLUSTER_RECEIPT_INVALID", "committed without a loaded candidate")
-    internal = {**fields, "load_member_id": candidate.load.member_id, "rebuilds": candidate.rebuilds}
-    if isinstance(record, InternalAuthorityRecordV2):
-        quality = None if record.quality is None else quality_receipt(record.quality)
-        return InternalPublicationReceiptV2(**internal, members=tuple(replicas), quality=quality)
-    return InternalPublicationReceipt(**internal, members=tuple(replicas))
+    return fields, tuple(replicas)

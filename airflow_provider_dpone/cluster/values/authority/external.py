@@ -9,7 +9,7 @@ stages its own candidate, so every member carries its own candidate UUID intent,
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
@@ -23,6 +23,7 @@ from airflow_provider_dpone.cluster.values.authority.generation import (
     MemberGeneration,
 )
 from airflow_provider_dpone.cluster.values.authority.phases import MemberStage
+from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.fields import NonNegative, UuidText
 
 EXTERNAL_SCHEMA: Literal["dpone.clickhouse.cluster-external-full-refresh.v1"] = (
@@ -40,6 +41,7 @@ __all__ = [
     "ErrorClassification",
     "ExternalAuthorityRecord",
     "MemberRecord",
+    "as_external",
 ]
 
 
@@ -79,6 +81,8 @@ class ExternalAuthorityRecord(GenerationRecord):
     )
     replication_mode: Literal["external"] = "external"
     members: tuple[MemberRecord, ...] = Field(min_length=2)
+    quality: ClassVar[None] = None
+    """An external record never carries a quality-replay capsule."""
 
     def members_staged(self) -> bool:
         return all(member.stage is MemberStage.READY for member in self.members)
@@ -92,3 +96,11 @@ class ExternalAuthorityRecord(GenerationRecord):
     def with_member(self, updated: MemberRecord) -> tuple[MemberRecord, ...]:
         """The member tuple with one member replaced (by id)."""
         return tuple(updated if member.member_id == updated.member_id else member for member in self.members)
+
+
+def as_external(record: GenerationRecord) -> ExternalAuthorityRecord:
+    """``record`` typed as the external record an external-mode function holds (type narrowing: the protocol hands a
+    mode's functions only records of that mode); any other record is invalid there."""
+    if not isinstance(record, ExternalAuthorityRecord):
+        raise DponeError("DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_RECORD_INVALID", "an external record was expected")
+    return record

@@ -243,6 +243,12 @@ class GenerationRecord(AuthorityCore):
         """Whether every member holds its verified candidate (what STAGED and later phases require)."""
         raise NotImplementedError
 
+    def reader_fenced(self, now_ms: int) -> bool:
+        """Whether an unexpired quality-replay reader fence keeps successors out (only a record that carries the
+        capsule can hold one)."""
+        del now_ms
+        return False
+
     @model_validator(mode="after")
     def _phase_invariants(self) -> Self:
         ids = [member.member_id for member in self.members]

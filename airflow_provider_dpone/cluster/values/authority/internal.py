@@ -15,7 +15,7 @@ when the request selects durable quality replay, and binds the capsule in the CA
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, Field, StrictStr, model_validator
 
@@ -28,6 +28,7 @@ from airflow_provider_dpone.cluster.values.authority.generation import (
 )
 from airflow_provider_dpone.cluster.values.authority.phases import MemberStage, Phase
 from airflow_provider_dpone.cluster.values.quality_capsule import QualityBinding
+from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.fields import Hex64, MemberId, NonNegative, TimestampMs, Token, UuidText
 
 INTERNAL_SCHEMA_V1: Literal["dpone.clickhouse.cluster-full-refresh.v1"] = "dpone.clickhouse.cluster-full-refresh.v1"
@@ -119,6 +120,8 @@ class InternalAuthorityRecordV1(_InternalRecord):
     """The internal replicated-publication record, version 1."""
 
     schema_: Literal["dpone.clickhouse.cluster-full-refresh.v1"] = Field(default=INTERNAL_SCHEMA_V1, alias="schema")
+    quality: ClassVar[None] = None
+    """A version 1 record never carries a quality-replay capsule."""
 
 
 class ReaderFence(BaseModel):
@@ -153,3 +156,11 @@ class InternalAuthorityRecordV2(_InternalRecord):
 
 
 InternalAuthorityRecord = InternalAuthorityRecordV1 | InternalAuthorityRecordV2
+
+
+def as_internal(record: GenerationRecord) -> InternalAuthorityRecord:
+    """``record`` typed as the internal record an internal-mode function holds (type narrowing: the protocol hands a
+    mode's functions only records of that mode); any other record is invalid there."""
+    if not isinstance(record, InternalAuthorityRecordV1 | InternalAuthorityRecordV2):
+        raise DponeError("DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_RECORD_INVALID", "an internal record was expected")
+    return record

@@ -1,0 +1,215 @@
+"""The replication mode as one value: everything the two publication protocols do differently, named once.
+
+``internal`` publishes a ``Replicated*MergeTree`` table: one replicated candidate, created by one fenced ``ON
+CLUSTER`` CREATE, loaded once through one replica, converged on all. ``external`` publishes a direct ``*MergeTree``
+table on an ``internal_replication=false`` cluster: every member stages its own candidate. Fencing, the artifact,
+publication, cleanup, abort and the void share one machine; it asks the request's :class:`ReplicationVariant`
+(``request.mode``) wherever the modes differ, and branches on nothing else, as :class:`~.ddl_step.DdlStep` does for
+DDL kinds.
+
+A mode's functions see only that mode's records: the protocol reaches them after the own-record test
+(:meth:`ReplicationVariant.holds`), so each narrows its record once (``as_external``/``as_internal``) and a record of
+the other mode is invalid there. Neither mode ever falls back to the other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from airflow_provider_dpone.cluster.ports import TableObservation
+from airflow_provider_dpone.cluster.protocol.authority_io import Held
+from airflow_provider_dpone.cluster.protocol.context import Context
+from airflow_provider_dpone.cluster.protocol.ddl_step import DdlStep
+from airflow_provider_dpone.cluster.protocol.replicated_staging import bound_staging_step, stage_replicated
+from airflow_provider_dpone.cluster.protocol.results import MemberProgress
+from airflow_provider_dpone.cluster.protocol.seal import external_intents, internal_intents
+from airflow_provider_dpone.cluster.protocol.staging import stage_all
+from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecord
+from airflow_provider_dpone.cluster.values.authority.external import (
+    EXTERNAL_SCHEMA,
+    ExternalAuthorityRecord,
+    MemberRecord,
+    as_external,
+)
+from airflow_provider_dpone.cluster.values.authority.generation import DdlBinding, MemberGeneration
+from airflow_provider_dpone.cluster.values.authority.internal import (
+    INTERNAL_SCHEMA_V1,
+    INTERNAL_SCHEMA_V2,
+    InternalAuthorityRecordV1,
+    InternalAuthorityRecordV2,
+    as_internal,
+)
+from airflow_provider_dpone.cluster.values.authority.phases import MemberStage
+from airflow_provider_dpone.cluster.values.publication_receipts import (
+    PublicationReceipt,
+    external_receipt,
+    internal_receipt,
+)
+from airflow_provider_dpone.core.clickhouse_engines import EngineClass
+from airflow_provider_dpone.core.identities import (
+    CANDIDATE_INFIX,
+    INTERNAL_CANDIDATE_INFIX,
+    INTERNAL_PROTOCOL_VERSION,
+    PROTOCOL_VERSION,
+)
+from airflow_provider_dpone.core.inventory import ReplicationMode
+
+Observations = Mapping[str, TableObservation]
+FirstIntents = Callable[
+    [Context, AuthorityRecord, Observations, Observations], tuple[dict[str, object], DdlBinding | None]
+]
+"""The STAGING CAS's first candidate intents: (record, each member's baseline, each member's candidate name as
+observed) -> the record changes, and the permit that rides on that CAS (``None``: none)."""
+Stage = Callable[[Context, Held, Observations | None], Held]
+"""STAGING -> STAGED; the observations are the candidate names seen just before this invocation's STAGING CAS."""
+
+
+@dataclass(frozen=True)
+class ReplicationVariant:
+    name: ReplicationMode
+    protocol_version: str
+    """Enters ``operation_id``: the two modes never resume each other's operation."""
+    candidate_infix: str
+    """Enters the candidate name (``<target><infix><operation>``)."""
+    engine_class: EngineClass
+    """The one engine class this mode publishes, candidates and targets alike."""
+    internal_replication: bool
+    """The ``internal_replication`` flag of ``system.clusters`` this mode requires on every member."""
+    record_schemas: frozenset[str]
+    """The authority record schemas of this mode (a successor of another mode's record adopts its target)."""
+    unresolved_code: str
+    """What a request of the other mode fails with while a record of this mode is unresolved."""
+    log_label: str
+    """The ``dpone`` value of every ON CLUSTER DDL's ``log_comment``."""
+    quality_replay: bool
+    """Whether durable quality replay can be selected: its capsule is bound to the replicated candidate."""
+    new_record: Callable[[Mapping[str, object], Sequence[str], bool], AuthorityRecord]
+    """A fresh LOCKED record from the shared fields, the member ids and whether quality replay is selected."""
+    first_intents: FirstIntents
+    stage: Stage
+    staging_step: Callable[[Context, AuthorityRecord], DdlStep | None]
+    """The staging DDL whose permit is bound and not yet reconciled, or ``None``: what abort waits for and what a
+    void while STAGING applies to (external staging sends no ON CLUSTER DDL, so there is none)."""
+    ready_members: Callable[[AuthorityRecord], int]
+    """Members whose candidate holds exactly the artifact (internal: all replicas once converged, else none)."""
+    progress: Callable[[AuthorityRecord], tuple[MemberProgress, ...]]
+    load_member: Callable[[AuthorityRecord], str | None]
+    """The replica the one load goes through, once bound (external: ``None``, every member loads its own)."""
+    owned_uuids: Callable[[AuthorityRecord, str], tuple[str, ...]]
+    """Every candidate UUID the operation ever intended on a member: what abort may drop there."""
+    receipt: Callable[[AuthorityRecord, int], PublicationReceipt]
+    """The receipt schema of a committed record (and its authority version)."""
+
+    def holds(self, record: AuthorityRecord) -> bool:
+        """The own-mode test: ``record`` is a record of this mode."""
+        return record.replication_mode == self.name
+
+    def adoptable_engines(self, previous_schema: str | None) -> frozenset[EngineClass]:
+        """The engine classes an existing target may have: this mode's, plus that of the mode whose record the
+        record succeeded (``previous_schema``; a mode migration adopts the target it left)."""
+        previous = {mode.engine_class for mode in MODES.values() if previous_schema in mode.record_schemas}
+        return frozenset({self.engine_class, *previous})
+
+
+# --- external: one candidate per member ---------------------------------------------------------------------------
+
+
+def _new_external(fields: Mapping[str, object], member_ids: Sequence[str], quality: bool) -> AuthorityRecord:
+    del quality  # refused for this mode by the request
+    members = tuple(MemberRecord(member_id=member_id) for member_id in member_ids)
+    return ExternalAuthorityRecord.model_validate({**fields, "members": members})
+
+
+def _external_ready(record: AuthorityRecord) -> int:
+    return sum(member.stage is MemberStage.READY for member in as_external(record).members)
+
+
+def _external_progress(record: AuthorityRecord) -> tuple[MemberProgress, ...]:
+    members = as_external(record).members
+    return tuple(MemberProgress(m.member_id, m.stage.value, m.row_count, m.rebuilds) for m in members)
+
+
+EXTERNAL: Final = ReplicationVariant(
+    name="external",
+    protocol_version=PROTOCOL_VERSION,
+    candidate_infix=CANDIDATE_INFIX,
+    engine_class=EngineClass.MERGE_TREE,
+    internal_replication=False,
+    record_schemas=frozenset({EXTERNAL_SCHEMA}),
+    unresolved_code="DPONE_CLICKHOUSE_CLUSTER_EXTERNAL_RECORD_UNRESOLVED",
+    log_label="cluster-external-full-refresh",
+    quality_replay=False,
+    new_record=_new_external,
+    first_intents=external_intents,
+    stage=stage_all,
+    staging_step=lambda ctx, record: None,
+    ready_members=_external_ready,
+    progress=_external_progress,
+    load_member=lambda record: None,
+    owned_uuids=lambda record, member_id: as_external(record).member(member_id).owned_candidate_uuids,
+    receipt=lambda record, version: external_receipt(as_external(record), version),
+)
+
+
+# --- internal: one replicated candidate ---------------------------------------------------------------------------
+
+
+def _new_internal(fields: Mapping[str, object], member_ids: Sequence[str], quality: bool) -> AuthorityRecord:
+    members = tuple(MemberGeneration(member_id=member_id) for member_id in member_ids)
+    model = InternalAuthorityRecordV2 if quality else InternalAuthorityRecordV1  # v2 carries the capsule
+    return model.model_validate({**fields, "members": members})
+
+
+def _stage_internal(ctx: Context, held: Held, names: Observations | None) -> Held:
+    del names  # the create step's barrier and reconciliation observe the names themselves
+    return stage_replicated(ctx, held)
+
+
+def _internal_ready(record: AuthorityRecord) -> int:
+    return len(record.members) if record.members_staged() else 0
+
+
+def _internal_progress(record: AuthorityRecord) -> tuple[MemberProgress, ...]:
+    """The replicas share one candidate, so they share its stage and rebuild count."""
+    candidate = as_internal(record).candidate
+    stage = "PENDING" if candidate is None else candidate.stage.value
+    rebuilds = 0 if candidate is None else candidate.rebuilds
+    return tuple(MemberProgress(m.member_id, stage, m.row_count, rebuilds) for m in record.members)
+
+
+def _internal_load_member(record: AuthorityRecord) -> str | None:
+    candidate = as_internal(record).candidate
+    return None if candidate is None or candidate.load is None else candidate.load.member_id
+
+
+def _internal_owned(record: AuthorityRecord, member_id: str) -> tuple[str, ...]:
+    del member_id  # every replica holds the shared candidate
+    candidate = as_internal(record).candidate
+    return () if candidate is None else candidate.owned_uuids
+
+
+INTERNAL: Final = ReplicationVariant(
+    name="internal",
+    protocol_version=INTERNAL_PROTOCOL_VERSION,
+    candidate_infix=INTERNAL_CANDIDATE_INFIX,
+    engine_class=EngineClass.REPLICATED_MERGE_TREE,
+    internal_replication=True,
+    record_schemas=frozenset({INTERNAL_SCHEMA_V1, INTERNAL_SCHEMA_V2}),
+    unresolved_code="DPONE_CLICKHOUSE_CLUSTER_INTERNAL_RECORD_UNRESOLVED",
+    log_label="cluster-full-refresh",
+    quality_replay=True,
+    new_record=_new_internal,
+    first_intents=internal_intents,
+    stage=_stage_internal,
+    staging_step=bound_staging_step,
+    ready_members=_internal_ready,
+    progress=_internal_progress,
+    load_member=_internal_load_member,
+    owned_uuids=_internal_owned,
+    receipt=lambda record, version: internal_receipt(as_internal(record), version),
+)
+
+MODES: Final[Mapping[ReplicationMode, ReplicationVariant]] = {"internal": INTERNAL, "external": EXTERNAL}
+"""Every replication mode by name (the manifest's ``replication_mode``, a record's ``replication_mode``)."""
