@@ -1,4 +1,4 @@
-"""Operator abort before publication (seed 000 §6.7): drop exactly the owned candidates, then CAS ABORTED.
+"""Operator abort before publication: drop exactly the owned candidates, then CAS ABORTED.
 
 Only LOCKED, STAGING and STAGED may be aborted: once a publication permit exists, the DDL may have reached a member.
 A table under the candidate name with a UUID the operation never intended is foreign and is left alone (the abort

@@ -3,7 +3,7 @@
 A write is one-shot (strict insert or versioned CAS) and is trusted only when the port acknowledged it. The port's
 contract is what makes an acknowledgement a proof: a strict insert that returns created the key at version 0, and a
 compare-and-set returns only after its own read-back showed exactly the written row (payload, hence the
-caller-specific ``write_id``) at exactly the previous version + 1 (seed 000's "exact version+1 post-read"; see
+caller-specific ``write_id``) at exactly the previous version + 1 (see
 ``cluster/clickhouse/authority_store.py``). A second read here would repeat that proof, one Keeper round trip per
 write. Anything else raises ``AUTHORITY_OUTCOME_UNKNOWN``: the caller gets no permit and stops; the next attempt
 re-reads the authority and resumes from whatever was durably written.

@@ -1,4 +1,4 @@
-"""COMMITTED -> CLEANUP_DISPATCHING -> COMPLETED: fenced removal of exactly the predecessor, both modes (seed 000 §6).
+"""COMMITTED -> CLEANUP_DISPATCHING -> COMPLETED: fenced removal of exactly the predecessor, both modes.
 
 After an EXCHANGE the candidate name holds each member's predecessor. Cleanup requires every member to still expose
 its committed candidate as the target and to hold exactly its bound predecessor UUID under the candidate name, then

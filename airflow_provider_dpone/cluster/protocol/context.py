@@ -167,8 +167,8 @@ class Context:
     def commit(self, held: Held, **changes: Any) -> Held:
         """CAS the held record to a validated copy with ``changes``, a fresh write identity and timestamp.
 
-        COMMITTED loops only for the quality-replay capsule's completion writes, COMPLETED only for the reader fence
-        (seed 002): any other write there (a recorded error, say) would change evidence that is final."""
+        COMMITTED loops only for the quality-replay capsule's completion writes, COMPLETED only for the reader fence:
+        any other write there (a recorded error, say) would change evidence that is final."""
         phase = held.record.phase
         loop_only = {Phase.COMMITTED: {"quality"}, Phase.COMPLETED: {"reader"}}.get(phase)
         looping = loop_only is not None and changes.get("phase", phase) is phase

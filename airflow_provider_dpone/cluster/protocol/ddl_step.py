@@ -1,4 +1,4 @@
-"""One fenced ``ON CLUSTER`` DDL step: permit -> dispatch once -> reconcile -> finish (seed 000 §5.2-5.6, §6.3-6.5).
+"""One fenced ``ON CLUSTER`` DDL step: permit -> dispatch once -> reconcile -> finish.
 
 Every cluster DDL of both modes is this step: the external publication and cleanup, and the internal candidate
 CREATE, rebuild DROP, publication and cleanup. A :class:`DdlStep` names what differs: the intent, the phase the

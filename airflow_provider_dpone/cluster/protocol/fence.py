@@ -1,4 +1,4 @@
-"""Pre-source fencing: create or resume the operation's authority row in phase LOCKED (seed 000 §2), both modes.
+"""Pre-source fencing: create or resume the operation's authority row in phase LOCKED, both modes.
 
 * no row                              -> strict insert of a new LOCKED record of the request's mode (random fence);
 * this operation's row                -> resume it (inventory drift fences; an ABORTED operation never resumes);

@@ -1,4 +1,4 @@
-"""STAGED -> PUBLICATION_DISPATCHING -> COMMITTED: the one fenced publication DDL, both modes (seed 000 §5).
+"""STAGED -> PUBLICATION_DISPATCHING -> COMMITTED: the one fenced publication DDL, both modes.
 
 Barrier: every target still the baseline UUID (or absent), every candidate still the exact staged generation (schema,
 rows, content digest). Then one :mod:`~airflow_provider_dpone.cluster.protocol.ddl_step` of ``EXCHANGE TABLES`` (existing

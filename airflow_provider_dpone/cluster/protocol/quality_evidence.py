@@ -1,4 +1,4 @@
-"""The producer side of durable quality replay (seed 002): gates, the immutable core, and the checks every reader runs.
+"""The producer side of durable quality replay: gates, the immutable core, and the checks every reader runs.
 
 The core is built once, from the *original* observations only: the sealed artifact (source rows, typed content
 digest, payload SHA-256, schema digest) and the staged candidate's verified replicas (each replica's own count and

@@ -1,4 +1,4 @@
-"""The durable reader fence (seed 002): no managed successor takes the target while a COMPLETED operation's capsule
+"""The durable reader fence: no managed successor takes the target while a COMPLETED operation's capsule
 is validated.
 
 Before COMPLETED the operation's own non-terminal record keeps successors out. After it, a validation (a replay of

@@ -1,4 +1,4 @@
-"""Completion and replay of a durable quality-replay capsule after COMMITTED (seed 002).
+"""Completion and replay of a durable quality-replay capsule after COMMITTED.
 
 ``settle`` is called by every entry point that finds the operation committed, and decides from the capsule alone:
 

@@ -1,4 +1,4 @@
-"""Target side of durable quality replay (seed 002): the shared budget, the bounded observation, the generation guard.
+"""Target side of durable quality replay: the shared budget, the bounded observation, the generation guard.
 
 Every read of one observation -- the metadata reads of the guard on every sealed replica, the aggregate read of one
 replica, the guard again -- is one call of the :class:`AcceptanceReader` with one monotonic budget
@@ -174,7 +174,7 @@ def guard(ctx: Context, record: AuthorityRecord, core: QualityCore) -> None:
 
 def store_write(write: Callable[[], Held]) -> Held:
     """An authority write of the quality evidence (a capsule completion, the reader fence): a refused, conflicting or
-    unacknowledged write is store access that failed, ``..._INCOMPLETE`` (seed 002); the retry re-reads the retained
+    unacknowledged write is store access that failed, ``..._INCOMPLETE``; the retry re-reads the retained
     state and resumes."""
     try:
         return write()

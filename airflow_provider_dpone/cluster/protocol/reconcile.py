@@ -1,4 +1,4 @@
-"""Reconciliation of one bound ON CLUSTER DDL against its queue entry and every member (seed 000 §5.4-5.6, §6.4).
+"""Reconciliation of one bound ON CLUSTER DDL against its queue entry and every member.
 
 Each member is classified from physical UUIDs only: BEFORE (untouched), AFTER (the intended effect), or foreign (any
 other UUID, which fails closed at once). The verdict then combines the sides with the *one* queue entry carrying the

@@ -1,4 +1,4 @@
-"""STAGING -> STAGED, internal mode (ADR 0067): one replicated candidate, created once, loaded once, converged.
+"""STAGING -> STAGED, internal mode: one replicated candidate, created once, loaded once, converged.
 
 Each attempt resumes from the shared candidate's state in the authority record:
 

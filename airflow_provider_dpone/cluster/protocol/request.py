@@ -42,7 +42,7 @@ class PublicationRequest(BaseModel):
     table: TableSpec
     max_source_bytes: StrictInt = Field(ge=1)
     quality: QualityPolicy | None = None
-    """The durable quality-replay policy (seed 002) when selected; ``None`` keeps the legacy behaviour."""
+    """The durable quality-replay policy when selected; ``None`` keeps the legacy behaviour."""
 
     @model_validator(mode="after")
     def _names_are_identifiers(self) -> PublicationRequest:

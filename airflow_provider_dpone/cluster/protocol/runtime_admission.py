@@ -141,6 +141,6 @@ def admit_runtime(catalog: ClusterCatalog, request: PublicationRequest, *, paral
     except DponeError as error:
         if request.quality is None:
             raise
-        # seed 002 store preflight: an absent, legacy or unverified store is refused, never migrated
+        # the quality-replay store preflight: an absent, legacy or unverified store is refused, never migrated
         raise DponeError("DPONE_REPLAY_QUALITY_EVIDENCE_UNSUPPORTED", f"authority store: {error.detail}") from None
     return inventory

@@ -1,4 +1,4 @@
-"""LOCKED -> STAGING: bind the sealed artifact, the logical generation and the observed baseline (seed 000 §3).
+"""LOCKED -> STAGING: bind the sealed artifact, the logical generation and the observed baseline.
 
 The artifact is produced by the injected source only while no artifact is bound; afterwards every attempt reopens the
 bound one. An unsupported artifact (not replayable, over ``max_source_bytes``, or a schema other than the table's)

@@ -1,4 +1,4 @@
-"""STAGING -> STAGED, external mode: direct per-member staging of the one sealed artifact (seed 000 §4).
+"""STAGING -> STAGED, external mode: direct per-member staging of the one sealed artifact.
 
 Each member converges by repeated *observe, then at most one mutation* steps, in stable member-id order:
 

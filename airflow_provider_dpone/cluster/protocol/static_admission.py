@@ -1,4 +1,4 @@
-"""Static admission of the ClickHouse cluster full-refresh route, and its replication decision (seed 000 §1.1-1.3).
+"""Static admission of the ClickHouse cluster full-refresh route, and its replication decision.
 
 Every rule here reads the manifest only: no connection, credential or catalog. What only the live cluster can prove
 (one shard, two or more members, uniform ``internal_replication`` flags matching the mode, Atomic databases, KeeperMap
@@ -84,7 +84,7 @@ def _sink_and_load_blockers(manifest: ClusterPublicationManifest) -> list[Blocke
 
 
 def _replay_blockers(manifest: ClusterPublicationManifest) -> list[Blocker]:
-    """Durable quality replay (seed 002) exists only on the internal replicated full refresh: true anywhere else,
+    """Durable quality replay exists only on the internal replicated full refresh: true anywhere else,
     and a quality policy without the selector (it would be silently ignored), fail closed here, before credentials,
     source access, DDL or authority mutation."""
     field = "sink.options.durable_quality_replay"

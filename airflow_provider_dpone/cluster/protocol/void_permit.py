@@ -1,4 +1,4 @@
-"""The explicit void of a dispatch permit whose request is proven dead (seed 000 §5.4: never redispatch on one's own).
+"""The explicit void of a dispatch permit whose request is proven dead.
 
 A step that cannot prove its permit's dispatch (no queue entry, no member effect) fails closed with
 ``DISPATCH_UNPROVEN`` and keeps the target held: a stalled coordinator may still hold the request and run it later.

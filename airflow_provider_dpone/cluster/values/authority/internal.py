@@ -1,4 +1,4 @@
-"""The internal (replicated, ADR 0067) authority records, sharing the target-key namespace with external records.
+"""The internal (replicated) authority records, sharing the target-key namespace with external records.
 
 ``dpone.clickhouse.cluster-full-refresh.v1`` is the internal replicated-publication record. Its members are the
 replicas of one ``Replicated*MergeTree`` table: one candidate, created once by one fenced ``ON CLUSTER`` CREATE with a
