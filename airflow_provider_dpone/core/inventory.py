@@ -7,13 +7,9 @@ serialized form of :class:`AdmittedMember`, and the protocol only ever serialize
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import BaseModel, Field, StrictBool, StrictInt, StrictStr
 
 from airflow_provider_dpone.core.fields import CLOSED, Hex64, MemberId
-
-ReplicationMode = Literal["internal", "external"]
 
 
 class MemberEndpoint(BaseModel):

@@ -22,7 +22,7 @@ from airflow_provider_dpone.cluster.protocol.service import PublicationService
 from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecord, decode
 from airflow_provider_dpone.cluster.values.authority.phases import Phase
 from airflow_provider_dpone.core.errors import DponeError
-from airflow_provider_dpone.core.inventory import ReplicationMode
+from airflow_provider_dpone.core.manifest.cluster import ReplicationMode
 from tests.fakes.publication import FakeSource, FakeWorld, FaultKind, Row, SimulatedCrash
 
 COLUMNS: tuple[tuple[str, str], ...] = (("id", "UInt64"), ("name", "String"))

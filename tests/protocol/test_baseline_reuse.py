@@ -14,7 +14,7 @@ from airflow_provider_dpone.cluster.ports import TableObservation
 from airflow_provider_dpone.cluster.protocol.seal import DIVERGENT
 from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecord, encode
 from airflow_provider_dpone.core.errors import DponeError
-from airflow_provider_dpone.core.inventory import ReplicationMode
+from airflow_provider_dpone.core.manifest.cluster import ReplicationMode
 from tests.fakes import parts
 from tests.fakes.ports import FakeMemberSession
 from tests.fakes.world import FakeMember, FakeTable

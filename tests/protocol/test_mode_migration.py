@@ -23,7 +23,7 @@ from airflow_provider_dpone.cluster.values.authority.internal import (
 from airflow_provider_dpone.cluster.values.authority.phases import TERMINAL_PHASES, Phase
 from airflow_provider_dpone.cluster.values.quality_capsule import QualityBinding
 from airflow_provider_dpone.core.identities import PROTOCOL_VERSION
-from airflow_provider_dpone.core.inventory import ReplicationMode
+from airflow_provider_dpone.core.manifest.cluster import ReplicationMode
 from tests.fakes.faults import FaultKind, SimulatedCrash
 from tests.fakes.records import capsule
 from tests.protocol.sim import BASELINE_ROWS, COLUMNS, NEW_ROWS, Sim, error_code, point_of, rows_of

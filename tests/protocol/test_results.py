@@ -7,7 +7,7 @@ import pytest
 
 from airflow_provider_dpone.cluster.protocol.mode import MODES
 from airflow_provider_dpone.cluster.protocol.results import Committed, Completed, InProgress
-from airflow_provider_dpone.core.inventory import ReplicationMode
+from airflow_provider_dpone.core.manifest.cluster import ReplicationMode
 from tests.protocol.sim import Sim
 
 

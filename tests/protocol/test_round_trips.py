@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_dpone.core.inventory import ReplicationMode
+from airflow_provider_dpone.core.manifest.cluster import ReplicationMode
 from tests.protocol.sim import BASELINE_ROWS, Sim
 
 

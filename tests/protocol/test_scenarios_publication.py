@@ -12,7 +12,7 @@ from airflow_provider_dpone.cluster.ports import TableObservation
 from airflow_provider_dpone.cluster.protocol.results import Committed, Completed, InProgress
 from airflow_provider_dpone.cluster.values.authority.codec import encode
 from airflow_provider_dpone.cluster.values.authority.phases import Phase
-from airflow_provider_dpone.core.inventory import ReplicationMode
+from airflow_provider_dpone.core.manifest.cluster import ReplicationMode
 from tests.fakes import parts
 from tests.fakes.faults import FaultKind
 from tests.fakes.ports import FakeMemberSession

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_dpone.core.inventory import ReplicationMode
+from airflow_provider_dpone.core.manifest.cluster import ReplicationMode
 from tests.fakes.faults import SINGLE_FAULT_KINDS, FaultKind
 from tests.protocol.sim import BASELINE_ROWS, UNPROVEN, Sim, permit_without_dispatch
 

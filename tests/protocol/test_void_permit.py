@@ -18,7 +18,7 @@ from airflow_provider_dpone.cluster.protocol.results import Committed, InProgres
 from airflow_provider_dpone.cluster.values.authority.generation import VoidedPermit
 from airflow_provider_dpone.cluster.values.authority.phases import Phase
 from airflow_provider_dpone.core.errors import DponeError
-from airflow_provider_dpone.core.inventory import ReplicationMode
+from airflow_provider_dpone.core.manifest.cluster import ReplicationMode
 from tests.fakes.faults import SINGLE_FAULT_KINDS, FaultKind, SimulatedCrash
 from tests.fakes.ports import FakeClusterDDL
 from tests.protocol.sim import NEW_ROWS, SETTINGS, UNPROVEN, Sim, error_code, rows_of

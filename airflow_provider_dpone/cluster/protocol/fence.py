@@ -25,6 +25,7 @@ from airflow_provider_dpone.cluster.protocol.seal import DIVERGENT, adoptable_en
 from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecord
 from airflow_provider_dpone.cluster.values.authority.phases import TERMINAL_PHASES, Phase
 from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.manifest.cluster import ReplicationMode
 
 
 def lock_or_resume(ctx: Context, current: Current | None) -> Held:
@@ -85,7 +86,9 @@ def _require_resolved(ctx: Context, record: AuthorityRecord) -> None:
             "DPONE_CLICKHOUSE_CLUSTER_OPERATION_FENCED",
             f"held by operation {record.operation_id[:16]} in phase {record.phase}",
         )
-    raise DponeError(MODES[record.replication_mode].unresolved_code, f"{record.schema_} in phase {record.phase}")
+    raise DponeError(
+        MODES[ReplicationMode(record.replication_mode)].unresolved_code, f"{record.schema_} in phase {record.phase}"
+    )
 
 
 def _adopt_physical_truth(ctx: Context, previous: AuthorityRecord) -> None:

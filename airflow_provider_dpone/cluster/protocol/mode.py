@@ -54,7 +54,7 @@ from airflow_provider_dpone.core.identities import (
     INTERNAL_PROTOCOL_VERSION,
     PROTOCOL_VERSION,
 )
-from airflow_provider_dpone.core.inventory import ReplicationMode
+from airflow_provider_dpone.core.manifest.cluster import ReplicationMode
 
 Observations = Mapping[str, TableObservation]
 FirstIntents = Callable[
@@ -132,7 +132,7 @@ def _external_progress(record: AuthorityRecord) -> tuple[MemberProgress, ...]:
 
 
 EXTERNAL: Final = ReplicationVariant(
-    name="external",
+    name=ReplicationMode.EXTERNAL,
     protocol_version=PROTOCOL_VERSION,
     candidate_infix=CANDIDATE_INFIX,
     engine_class=EngineClass.MERGE_TREE,
@@ -191,7 +191,7 @@ def _internal_owned(record: AuthorityRecord, member_id: str) -> tuple[str, ...]:
 
 
 INTERNAL: Final = ReplicationVariant(
-    name="internal",
+    name=ReplicationMode.INTERNAL,
     protocol_version=INTERNAL_PROTOCOL_VERSION,
     candidate_infix=INTERNAL_CANDIDATE_INFIX,
     engine_class=EngineClass.REPLICATED_MERGE_TREE,
@@ -211,5 +211,8 @@ INTERNAL: Final = ReplicationVariant(
     receipt=lambda record, version: internal_receipt(as_internal(record), version),
 )
 
-MODES: Final[Mapping[ReplicationMode, ReplicationVariant]] = {"internal": INTERNAL, "external": EXTERNAL}
+MODES: Final[Mapping[ReplicationMode, ReplicationVariant]] = {
+    ReplicationMode.INTERNAL: INTERNAL,
+    ReplicationMode.EXTERNAL: EXTERNAL,
+}
 """Every replication mode by name (the manifest's ``replication_mode``, a record's ``replication_mode``)."""

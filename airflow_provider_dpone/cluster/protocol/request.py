@@ -25,8 +25,7 @@ from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.fields import Hex64
 from airflow_provider_dpone.core.identifiers import validate_identifier
 from airflow_provider_dpone.core.identities import candidate_name, operation_id, target_key
-from airflow_provider_dpone.core.inventory import ReplicationMode
-from airflow_provider_dpone.core.manifest.cluster import QualityPolicy
+from airflow_provider_dpone.core.manifest.cluster import QualityPolicy, ReplicationMode
 
 
 class PublicationRequest(BaseModel):

@@ -18,7 +18,7 @@ from airflow_provider_dpone.cluster.values.publication_receipts import (
     quality_receipt,
 )
 from airflow_provider_dpone.cluster.values.receipts import ArtifactReceipt
-from airflow_provider_dpone.core.inventory import ReplicationMode
+from airflow_provider_dpone.core.manifest.cluster import ReplicationMode
 
 ABSENT = "absent"
 """The phase of a target no record holds."""

@@ -29,9 +29,9 @@ from airflow_provider_dpone.core.inventory import (
     AdmittedInventory,
     AdmittedMember,
     InventoryRow,
-    ReplicationMode,
     TableFacts,
 )
+from airflow_provider_dpone.core.manifest.cluster import ReplicationMode
 from airflow_provider_dpone.core.outcomes import UnavailableError
 
 _KEEPER_MAP: Final[re.Pattern[str]] = re.compile(

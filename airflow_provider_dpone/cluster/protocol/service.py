@@ -73,6 +73,7 @@ from airflow_provider_dpone.cluster.protocol.void_permit import void_permit
 from airflow_provider_dpone.cluster.values.authority.phases import Phase
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.inventory import AdmittedInventory
+from airflow_provider_dpone.core.manifest.cluster import ReplicationMode
 
 _NOT_YET_PUBLISHED = frozenset({Phase.LOCKED, Phase.STAGING, Phase.STAGED})
 
@@ -129,7 +130,7 @@ class PublicationService:
             target_key=record.target_key,
             phase=record.phase.value,
             candidate_name=record.candidate_name,
-            replication_mode=record.replication_mode,
+            replication_mode=ReplicationMode(record.replication_mode),
             phase_before=_phase(current),
         )
 
@@ -150,7 +151,7 @@ class PublicationService:
             phase=record.phase.value,
             generation_id=record.generation_id,
             ready_members=mode.ready_members(record),
-            replication_mode=record.replication_mode,
+            replication_mode=ReplicationMode(record.replication_mode),
             phase_before=_phase(current),
             schema=record.schema_,
             artifact=record.artifact,
