@@ -13,8 +13,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).parent))
-
 from external_publication import COLUMNS, attach, source_query, start_cluster
 
 
@@ -33,7 +31,7 @@ def main(rows: int, trials: int) -> None:
 
     QueryArtifactSource.source_digest = source_digest  # type: ignore[method-assign]
     with tempfile.TemporaryDirectory() as directory:
-        cluster = start_cluster(Path(directory) / "cluster", 1)
+        cluster = start_cluster(Path(directory) / "cluster", 2)
         try:
             adapters, _, _ = attach(cluster, "bench", Path(directory) / "store")
             for trial in range(trials):
