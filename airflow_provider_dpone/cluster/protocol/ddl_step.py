@@ -6,7 +6,8 @@ permit is written in, the record slot that holds the binding, the per-member cla
 and the completion update.
 
 * Permit: the barrier passes (by default every member BEFORE), then one acknowledged, read-back-proven CAS
-  increments the dispatch epoch and binds a fresh random correlation token and the intent's normalized digest. That
+  increments the dispatch epoch, binds a fresh random correlation token and the intent's normalized digest, and
+  records what the barrier verified (the publication's: a merged candidate's new parts). That
   CAS may be one the caller writes anyway, with the barrier observed before it (:func:`commit_permitted`).
 * Dispatch once: only the invocation holding that in-memory permit (``Context.grant``/``redeem``) dispatches, and
   exactly once; an unknown answer or a refusal is resolved by observation, never by a second dispatch.
