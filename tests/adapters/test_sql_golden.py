@@ -215,6 +215,9 @@ def test_digest_statements() -> None:
     assert sql_digest.table_content("db", "t", (("id", "UInt64"),), 1) == f"SELECT {v1}, {uuid_of_t} FROM `db`.`t`"
     assert sql_digest.table_content("db", "t", None, 2) == f"SELECT count(), {uuid_of_t} FROM `db`.`t`"
     assert sql_digest.temporary_content("tmp", (("id", "UInt64"),), 1) == f"SELECT {v1} FROM `tmp`"
+    assert sql_digest.source_content("SELECT 1 AS id -- note", (("id", "UInt64"),), 1) == (
+        f"SELECT {v1} FROM (\nSELECT 1 AS id -- note\n)"
+    )
     row = (
         "SHA256(concat('dpone.typed-row.v1\\0', reverse(reinterpretAsFixedString(toUInt32(length(toString(`id`)) + 1))),"
         " '\\x01', toString(`id`), reverse(reinterpretAsFixedString(toUInt32(length(if(isNull(`s`), '',"
@@ -237,6 +240,9 @@ def test_digest_statements() -> None:
         f"SELECT groupArray((p, c, s)), {uuid_of_t} FROM (SELECT _part AS p, count() AS c,"
         f" toString(sum(reinterpretAsUInt256(reverse({row})))) AS s FROM `db`.`t`"
         " WHERE _part IN ('all_1_1_0', 'it\\'s') GROUP BY _part)"
+    )
+    assert sql_digest.source_content("SELECT * FROM src", columns, 2) == (
+        f"SELECT count(), toString(sum(reinterpretAsUInt256(reverse({row})))) FROM (\nSELECT * FROM src\n)"
     )
 
 

@@ -247,6 +247,40 @@ def test_an_artifact_whose_columns_differ_is_refused(
         coordinator.close()
 
 
+def test_one_byte_changed_in_the_extracted_stream_is_refused_before_a_receipt(
+    embedded_cluster: Any, store: ObjectStorageArtifactStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The extraction's stream in the worker changes one byte of one value (``"9999"`` -> ``"9989"``, still valid
+    Native) before the artifact is hashed and stored: its SHA-256, rows and reference digest all agree with the
+    changed bytes, and only the source engine's own digest of the query shows the difference."""
+    from airflow_provider_dpone.cluster.clickhouse import artifact_source
+
+    original = artifact_source.copy_bounded
+    changed = []
+
+    def corrupting(read: Any, writer: Any, chunk_bytes: int) -> None:
+        def read_changed(size: int) -> bytes:
+            chunk = read(size)
+            if not changed and b"9999" in chunk:
+                changed.append(True)
+                return chunk.replace(b"9999", b"9989", 1)
+            return chunk
+
+        original(read_changed, writer, chunk_bytes)
+
+    monkeypatch.setattr(artifact_source, "copy_bounded", corrupting)
+    coordinator = Endpoint.of(connection_to(embedded_cluster, "coordinator"))
+    try:
+        with pytest.raises(DponeError) as caught:
+            seal_query(coordinator, store)
+        assert changed == [True]
+        assert caught.value.code == "DPONE_ARTIFACT_SOURCE_DIGEST_MISMATCH"
+        monkeypatch.setattr(artifact_source, "copy_bounded", original)
+        assert seal_query(coordinator, store).row_count == 10_000  # the untouched stream seals
+    finally:
+        coordinator.close()
+
+
 def test_adoption_of_a_native_file_seals_the_same_receipt_as_extraction(
     embedded_cluster: Any, store: ObjectStorageArtifactStore
 ) -> None:

@@ -5,6 +5,7 @@ then a same-operation retry after a lost load response. Outcomes are read from t
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +15,7 @@ import pytest
 
 from airflow_provider_dpone.cluster.clickhouse.adapter_set import PublicationAdapters
 from airflow_provider_dpone.cluster.ports import ColumnSpec, TableSpec
-from airflow_provider_dpone.cluster.protocol.results import Committed, Completed
+from airflow_provider_dpone.cluster.protocol.results import Committed, Completed, InProgress
 from airflow_provider_dpone.cluster.protocol.service import publication_service
 from airflow_provider_dpone.cluster.values.authority.row import AUTHORITY_COLUMNS, AUTHORITY_TABLE
 from airflow_provider_dpone.core.clickhouse.clients import Purpose, build_client, close_client
@@ -227,3 +228,111 @@ def test_a_lost_load_response_is_resolved_by_observation_without_duplicate_rows(
     for member in embedded_cluster.members:
         count, _ = digest_on(embedded_cluster, member, fresh_database, "target_table")
         assert count == 5_000
+
+
+def wait_for_verdict(service: Any, timeout_s: float = 30.0) -> object:
+    """Reconcile the publication until it is no longer in progress: its result, or the ``DponeError`` it stops with."""
+    from airflow_provider_dpone.core.errors import DponeError
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            result = service.reconcile_publication()
+        except DponeError as error:
+            return error
+        if not isinstance(result, InProgress) or time.monotonic() > deadline:
+            return result
+        time.sleep(0.2)
+
+
+@pytest.mark.parametrize(
+    "write",
+    [
+        "INSERT INTO `{db}`.`{cand}` SELECT * FROM `{db}`.`{cand}` LIMIT 1",
+        "ALTER TABLE `{db}`.`{cand}` UPDATE name = 'written-after-the-barrier' WHERE id = 7 SETTINGS mutations_sync = 1",
+    ],
+    ids=["insert", "alter_update"],
+)
+def test_a_candidate_written_while_the_exchange_is_in_flight_is_never_committed(
+    adapters: PublicationAdapters, embedded_cluster: Any, fresh_database: str, write: str
+) -> None:
+    """member2's DDL worker is paused after the barrier, its candidate is written, then the EXCHANGE runs there:
+    the UUIDs are exactly as bound, the content is not. The operation stops with a coded failure, never COMMITTED,
+    and every object is retained (the predecessor under the candidate name on every member)."""
+    from airflow_provider_dpone.cluster.protocol.request import PublicationRequest
+    from airflow_provider_dpone.cluster.values.authority.codec import decode
+    from airflow_provider_dpone.cluster.values.authority.phases import Phase
+    from airflow_provider_dpone.core.errors import DponeError
+
+    publish(adapters, fresh_database, "run-1", 2_000, 1)
+    parsed = PublicationRequest.parse(request(fresh_database, "run-2"))
+    service = publication_service(adapters.ports, parsed)
+    service.fence()
+    stage = service.stage(
+        adapters.query_source(query=source_query(3_000, 3), columns=COLUMNS, max_source_bytes=1 << 26)
+    )
+    assert stage.phase == "STAGED"
+    paused = embedded_cluster.members[-1]
+    embedded_cluster.faults.pause(paused)
+    try:
+        assert isinstance(service.publish(), InProgress)
+        client = embedded_cluster.client(paused)
+        try:
+            client.command(write.format(db=fresh_database, cand=parsed.candidate_name))
+        finally:
+            client.close()
+    finally:
+        embedded_cluster.faults.resume(paused)
+    verdict = wait_for_verdict(service)
+    assert isinstance(verdict, DponeError), verdict
+    assert verdict.code == "DPONE_CLICKHOUSE_CLUSTER_PUBLISHED_CONTENT_DIVERGENT"
+    stored = adapters.ports.authority.read(parsed.target_key)
+    assert stored is not None
+    record = decode(stored.row)
+    assert record.phase is Phase.PUBLICATION_DISPATCHING
+    assert record.last_error is not None and record.last_error.code == verdict.code
+    tables = member_tables(embedded_cluster, fresh_database)
+    for member in embedded_cluster.members:  # exchanged everywhere, and both objects retained
+        assert set(tables[member.name]) == {"target_table", parsed.candidate_name}
+    published = {tables[member.name]["target_table"][0] for member in embedded_cluster.members}
+    assert published == {member.candidate_uuid for member in record.members}
+
+
+def test_one_byte_changed_in_the_extracted_stream_stops_the_stage_before_any_member_is_touched(
+    adapters: PublicationAdapters, embedded_cluster: Any, fresh_database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker's extraction stream changes one byte of a value before the artifact's digest is computed: the
+    stage fails with a coded error before STAGING (no artifact bound, no candidate on any member)."""
+    from airflow_provider_dpone.cluster.clickhouse import artifact_source
+    from airflow_provider_dpone.cluster.protocol.request import PublicationRequest
+    from airflow_provider_dpone.cluster.values.authority.codec import decode
+    from airflow_provider_dpone.cluster.values.authority.phases import Phase
+    from airflow_provider_dpone.core.errors import DponeError
+
+    original = artifact_source.copy_bounded
+    changed: list[int] = []
+
+    def corrupting(read: Any, writer: Any, chunk_bytes: int) -> None:
+        def read_changed(size: int) -> bytes:
+            chunk = read(size)
+            if changed or not chunk:
+                return chunk
+            changed.append(len(chunk))  # the last byte of the first chunk: a DateTime64 value's highest byte
+            return chunk[:-1] + bytes([chunk[-1] ^ 0x01])
+
+        original(read_changed, writer, chunk_bytes)
+
+    publish(adapters, fresh_database, "run-1", 2_000, 1)
+    before = member_tables(embedded_cluster, fresh_database)
+    parsed = PublicationRequest.parse(request(fresh_database, "run-2"))
+    service = publication_service(adapters.ports, parsed)
+    service.fence()
+    monkeypatch.setattr(artifact_source, "copy_bounded", corrupting)
+    with pytest.raises(DponeError) as caught:
+        service.stage(adapters.query_source(query=source_query(3_000, 3), columns=COLUMNS, max_source_bytes=1 << 26))
+    assert caught.value.code == "DPONE_ARTIFACT_SOURCE_DIGEST_MISMATCH" and len(changed) == 1
+    stored = adapters.ports.authority.read(parsed.target_key)
+    assert stored is not None
+    record = decode(stored.row)
+    assert record.phase is Phase.LOCKED and record.artifact is None
+    assert member_tables(embedded_cluster, fresh_database) == before  # no candidate, the target untouched

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from tests.fakes import parts
 from tests.fakes.faults import FaultKind
 from tests.fakes.ports import FakeMemberSession
 from tests.fakes.records import internal_v1, internal_v2
+from tests.fakes.world import FakeMember, FakeTable
 from tests.protocol.sim import (
     BASELINE_ROWS,
     COLUMNS,
@@ -393,3 +395,64 @@ def test_a_staged_candidate_whose_rows_changed_blocks_publication(
         table.rows[0] = table.rows[1]
     assert error_code(lambda: sim.service().publish()) == "DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_DIVERGENT"
     assert digested == [member.member_id] and sim.world.calls["ddl.dispatch"] == dispatched
+
+
+def _write_during_exchange(sim: Sim, write: Callable[[FakeTable], None]) -> FakeMember:
+    """Stage, pause the last member's DDL worker, publish (the others switch), then ``write`` into that member's
+    candidate: after the barrier, while the EXCHANGE is in flight there."""
+    sim.service().fence()
+    sim.service().stage(sim.source)
+    paused = sim.world.members[-1]
+    paused.paused = True
+    assert isinstance(sim.service().publish(), InProgress)
+    candidate = sim.world.table(paused, sim.request.candidate_name)
+    assert candidate is not None
+    write(candidate)
+    sim.world.resume(paused)  # the EXCHANGE now runs there: the written candidate becomes the target
+    return paused
+
+
+def _insert_one(table: FakeTable) -> None:
+    parts.append(table, [(99, "written-after-the-barrier")])
+
+
+def _update_in_place(table: FakeTable) -> None:
+    """ALTER UPDATE: one value rewritten, the row count unchanged."""
+    table.rows[0] = (table.rows[0][0], "updated-after-the-barrier")
+    table.merges += 1  # a mutation rewrites the part
+
+
+@pytest.mark.parametrize("mode", ["external", "internal"])
+@pytest.mark.parametrize("write", [_insert_one, _update_in_place], ids=["insert", "alter_update"])
+def test_a_candidate_written_while_the_exchange_is_in_flight_is_never_committed(
+    mode: ReplicationMode, write: Callable[[FakeTable], None]
+) -> None:
+    sim = Sim.build(members=3, mode=mode)
+    paused = _write_during_exchange(sim, write)
+    code = "DPONE_CLICKHOUSE_CLUSTER_PUBLISHED_CONTENT_DIVERGENT"
+    assert error_code(lambda: sim.service().reconcile_publication()) == code
+    assert error_code(lambda: sim.service().publish()) == code  # a retry observes again and stops again
+    record = sim.record()
+    assert record.phase is Phase.PUBLICATION_DISPATCHING
+    assert record.last_error is not None and record.last_error.code == code
+    assert sim.successes == 0 and sim.world.calls["ddl.dispatch"] == (1 if mode == "external" else 2)
+    for member in sim.world.members:  # retained: the predecessor under the candidate name, the new target
+        assert rows_of(sim, sim.world.members.index(member), sim.request.candidate_name) == Counter(BASELINE_ROWS)
+    assert rows_of(sim, sim.world.members.index(paused), "target_table") != Counter(NEW_ROWS)  # the foreign write
+
+
+@pytest.mark.parametrize("mode", ["external", "internal"])
+def test_a_merge_while_the_exchange_is_in_flight_still_commits(mode: ReplicationMode) -> None:
+    """A background merge renames parts without changing rows: the content digest decides, and it is equal."""
+    sim = Sim.build(members=3, mode=mode)
+
+    def merge(table: FakeTable) -> None:
+        parts.append(table, [])
+        table.merges += 1
+
+    _write_during_exchange(sim, merge)
+    committed = sim.service().reconcile_publication()
+    assert isinstance(committed, Committed)
+    sim.check_success(committed)
+    assert isinstance(sim.service().cleanup(), Completed)
+    sim.check_converged()

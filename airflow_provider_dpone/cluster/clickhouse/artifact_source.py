@@ -7,7 +7,11 @@ into the store the same way. Either way the bytes pass through the worker once, 
 
 Then the receipt is completed from the *stored* object: the server loads those bytes into a temporary table,
 checks them against the declared columns and returns the row count and the reference content digest
-(``reference_digest``). The receipt is what the protocol binds in the authority before any member is touched.
+(``reference_digest``). An extraction is then anchored to its source: the source engine counts and digests the
+rows of the same query over its own values (``sql_digest.source_content``, a second read), and the receipt is
+returned only if both equal the stored bytes' (``DPONE_ARTIFACT_SOURCE_DIGEST_MISMATCH`` otherwise). The receipt is
+what the protocol binds in the authority before any member is touched. An adopted file has no source to compare
+with: its receipt is anchored to its own bytes only.
 """
 
 from __future__ import annotations
@@ -22,7 +26,13 @@ from airflow_provider_dpone.cluster.clickhouse.artifact_store import (
     StoredObject,
 )
 from airflow_provider_dpone.cluster.clickhouse.reference_digest import reference_digest
-from airflow_provider_dpone.cluster.values.receipts import CURRENT_CONTENT_DIGEST, ArtifactColumn, ArtifactReceipt
+from airflow_provider_dpone.cluster.clickhouse.sql_digest import content_digest, source_content
+from airflow_provider_dpone.cluster.values.receipts import (
+    CURRENT_CONTENT_DIGEST,
+    ArtifactColumn,
+    ArtifactReceipt,
+    ContentDigestVersion,
+)
 from airflow_provider_dpone.core.clickhouse.endpoint import Endpoint
 from airflow_provider_dpone.core.clickhouse.types import canonical_columns
 from airflow_provider_dpone.core.errors import DponeError
@@ -92,7 +102,29 @@ class QueryArtifactSource:
             finally:
                 _close(stream)
             stored = writer.commit()
-        return seal_stored(self.store, stored, self.columns, self.reference)
+        receipt = seal_stored(self.store, stored, self.columns, self.reference)
+        rows, content = self.source_digest(receipt.content_digest_version)
+        if (rows, content) != (receipt.row_count, receipt.content_digest):
+            raise DponeError(
+                "DPONE_ARTIFACT_SOURCE_DIGEST_MISMATCH",
+                f"source {rows} rows, digest {content[:16]}; artifact {receipt.row_count} rows, digest "
+                f"{receipt.content_digest[:16]}",
+            )
+        return receipt
+
+    def source_digest(self, version: ContentDigestVersion) -> tuple[int, str]:
+        """``(row_count, content_digest)`` of the source query's rows, computed by the source engine over its own
+        values with the query's settings: a path independent of the bytes the extraction stored."""
+        try:
+            rows = (
+                self.source.reader()
+                .query(source_content(self.query, self.columns, version), settings=self.settings)
+                .result_rows
+            )
+            count, hash_sum = int(rows[0][0]), int(rows[0][1])
+        except Exception as error:  # noqa: BLE001 -- the query or the connection failed
+            raise DponeError("DPONE_ARTIFACT_SOURCE_DIGEST_FAILED", type(error).__name__) from None
+        return count, content_digest(count, hash_sum, version)
 
 
 class FileArtifactSource:

@@ -1,7 +1,8 @@
 """SQL of content verification: the server-side, NULL-safe, duplicate-sensitive multiset digest of a table.
 
 One definition per version, used for the artifact's reference (over a temporary table the artifact bytes were loaded
-into, see ``reference_digest``) and for every member's candidate and target of the same record:
+into, see ``reference_digest``), for the source query it was extracted from (``source_content``) and for every
+member's candidate and target of the same record:
 
 * version 2 (new receipts): ``count(), sum(reinterpretAsUInt256(reverse(<typed row SHA-256>)))``, the row hash of
   ``sql_row_hash`` over the columns in table order, summed modulo 2**256 -- exactly
@@ -137,3 +138,10 @@ def parts_digest(uuid: str, parts: Iterable[tuple[str, str]]) -> str:
 def temporary_content(table: str, columns: Sequence[tuple[str, str]], version: ContentDigestVersion) -> str:
     """Count and multiset sum of a session's temporary table (the artifact's reference)."""
     return f"SELECT {aggregates(columns, version)} FROM {quote_clickhouse(table)}"
+
+
+def source_content(query: str, columns: Sequence[tuple[str, str]], version: ContentDigestVersion) -> str:
+    """Count and multiset sum of the rows the source ``query`` returns, computed by the source engine over its own
+    values (the artifact's anchor at the source). The query is the subquery as given, on lines of its own, so a
+    trailing comment cannot swallow the closing parenthesis."""
+    return f"SELECT {aggregates(columns, version)} FROM (\n{query}\n)"

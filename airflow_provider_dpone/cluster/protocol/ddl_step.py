@@ -6,7 +6,8 @@ permit is written in, the record slot that holds the binding, the per-member cla
 and the completion update.
 
 * Permit: the barrier passes (by default every member BEFORE), then one acknowledged, read-back-proven CAS
-  increments the dispatch epoch and binds a fresh random correlation token and the intent's normalized digest. That
+  increments the dispatch epoch, binds a fresh random correlation token and the intent's normalized digest, and
+  records what the barrier verified (the publication's: a merged candidate's new parts). That
   CAS may be one the caller writes anyway, with the barrier observed before it (:func:`commit_permitted`).
 * Dispatch once: only the invocation holding that in-memory permit (``Context.grant``/``redeem``) dispatches, and
   exactly once; an unknown answer or a refusal is resolved by observation, never by a second dispatch.
@@ -46,11 +47,12 @@ Classifier = Callable[[Context, AuthorityRecord, str], Side | None]
 """One member's side of the step (observed physically), or ``None`` when it holds something foreign."""
 
 
-def require_before(ctx: Context, held: Held, step: DdlStep) -> None:
-    """The default barrier: every member is still exactly as the step expects before its DDL."""
+def require_before(ctx: Context, held: Held, step: DdlStep) -> dict[str, Any]:
+    """The default barrier: every member is still exactly as the step expects before its DDL; nothing to record."""
     for member_id, side in observe_sides(ctx, held, step):
         if side is not Side.BEFORE:
             raise DponeError(step.foreign_code, f"{step.what}: member {member_id} is not as bound")
+    return {}
 
 
 def observe_sides(ctx: Context, held: Held, step: DdlStep) -> Iterator[tuple[str, Side | None]]:
@@ -87,7 +89,8 @@ class DdlStep:
     foreign_code: str
     finish: Callable[[Context, Held, DdlBinding], Held]
     """The completion CAS; the binding carries the observed queue entry."""
-    barrier: Callable[[Context, Held, DdlStep], None] = require_before
+    barrier: Callable[[Context, Held, DdlStep], dict[str, Any]] = require_before
+    """Observes every member before the permit; returns what it verified that the permit CAS records with it."""
 
 
 @dataclass(frozen=True)
@@ -105,8 +108,7 @@ def run_step(ctx: Context, held: Held, step: DdlStep, *, allow_dispatch: bool) -
     if step.slot(held.record) is None:
         if not allow_dispatch:
             raise DponeError("DPONE_CLICKHOUSE_CLUSTER_PHASE_NOT_READY", f"{step.what} not dispatched yet")
-        step.barrier(ctx, held, step)
-        held = _permit(ctx, held, step)
+        held = _permit(ctx, held, step, step.barrier(ctx, held, step))
     binding = step.slot(held.record)
     assert binding is not None
     if ctx.redeem(binding):  # this invocation's own permit (taken just above, or folded into an earlier CAS)
@@ -143,10 +145,11 @@ def reconcile_step(ctx: Context, held: Held, step: DdlStep) -> StepProgress:
     return StepProgress(held, outcome)
 
 
-def _permit(ctx: Context, held: Held, step: DdlStep) -> Held:
-    """CAS the step's phase with a new epoch and a binding for its intent; the returned record is the permit."""
+def _permit(ctx: Context, held: Held, step: DdlStep, observed: dict[str, Any]) -> Held:
+    """CAS the step's phase with a new epoch and a binding for its intent, and what the barrier ``observed``; the
+    returned record is the permit."""
     binding = new_permit(ctx, held.record, step.intent)
-    return commit_permitted(ctx, held, binding, phase=step.phase, **step.bind(held.record, binding))
+    return commit_permitted(ctx, held, binding, phase=step.phase, **step.bind(held.record, binding), **observed)
 
 
 def new_permit(ctx: Context, record: AuthorityRecord, intent: DdlIntent) -> DdlBinding:

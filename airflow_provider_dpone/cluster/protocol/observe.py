@@ -107,6 +107,17 @@ def observe_verified(ctx: Context, member: MemberGeneration, artifact: ArtifactR
     return observe_unchanged(ctx, member.member_id, ctx.request.candidate_name, known, artifact.content_digest_version)
 
 
+def observe_published(ctx: Context, member: MemberGeneration, artifact: ArtifactReceipt) -> TableObservation:
+    """The member's target after the publication DDL, with its content: the candidate's verified digest while the
+    target holds the candidate's UUID, row count and verified parts; otherwise the server digests the parts not
+    recorded at verification (or the whole table), so a merge passes and any write after the barrier is seen."""
+    uuid, rows, parts, digest = member.candidate_uuid, member.row_count, member.parts_digest, member.content_digest
+    known = None
+    if uuid is not None and rows is not None and parts is not None and digest is not None:
+        known = Verified(uuid, rows, parts, digest, member.part_digests or ())
+    return observe_unchanged(ctx, member.member_id, ctx.request.target, known, artifact.content_digest_version)
+
+
 def observe_baseline_target(ctx: Context, member_id: str, published: PublishedMember | None) -> TableObservation:
     """The existing target with its content (current digest version): what a COMPLETED predecessor ``published``
     on this member is reused while the target still holds its UUID and parts and was digested with the current

@@ -5,16 +5,21 @@ rows, content digest). Then one :mod:`~airflow_provider_dpone.cluster.protocol.d
 baseline) or ``RENAME TABLE`` (absent baseline) ON CLUSTER. Each member is classified by its (target UUID, candidate
 UUID) pair: BEFORE = (baseline, candidate), AFTER = (candidate, baseline). In internal mode every replica binds the
 same candidate UUID; the pairs are still per member. COMMITTED is written only when every member's target *is* its
-verified candidate and the bound queue entry is present without host failure.
+verified candidate and the bound queue entry is present without host failure, and, observed after the DDL, each
+member's target still holds exactly the verified generation: its active parts as verified, or (a merge or any write
+since) the schema, row count and content digest the server computes again equal to the artifact's. Anything else
+fails closed with ``PUBLISHED_CONTENT_DIVERGENT``: never COMMITTED, every object retained.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from airflow_provider_dpone.cluster.ports import DdlIntent, ExchangeTables, RenameTable
 from airflow_provider_dpone.cluster.protocol.authority_io import Held
 from airflow_provider_dpone.cluster.protocol.context import Context, alongside
 from airflow_provider_dpone.cluster.protocol.ddl_step import DdlStep, StepProgress, run_step
-from airflow_provider_dpone.cluster.protocol.observe import is_exact, observe_verified
+from airflow_provider_dpone.cluster.protocol.observe import is_exact, observe_published, observe_verified
 from airflow_provider_dpone.cluster.protocol.reconcile import Side, classify_observed, observe_pair
 from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecord
 from airflow_provider_dpone.cluster.values.authority.generation import DdlBinding
@@ -22,6 +27,7 @@ from airflow_provider_dpone.cluster.values.authority.phases import Phase
 from airflow_provider_dpone.core.errors import DponeError
 
 FOREIGN = "DPONE_CLICKHOUSE_CLUSTER_PUBLICATION_FOREIGN_UUID"
+PUBLISHED_DIVERGENT = "DPONE_CLICKHOUSE_CLUSTER_PUBLISHED_CONTENT_DIVERGENT"
 
 
 def publication_intent(ctx: Context, record: AuthorityRecord) -> DdlIntent:
@@ -66,14 +72,18 @@ def _side(ctx: Context, record: AuthorityRecord, member_id: str) -> Side | None:
 
 
 def _commit(ctx: Context, held: Held, binding: DdlBinding) -> Held:
+    _require_published_as_verified(ctx, held)
     record = held.record
     members = tuple(member.model_copy(update={"published_uuid": member.candidate_uuid}) for member in record.members)
     return ctx.commit(held, phase=Phase.COMMITTED, members=members, publication=binding, committed_at_ms=ctx.now())
 
 
-def _barrier(ctx: Context, held: Held, _step: DdlStep) -> None:
+def _barrier(ctx: Context, held: Held, _step: DdlStep) -> dict[str, Any]:
     """Observed concurrently (every member, and on each the two reads at once), judged in member order: the target's
-    UUID alone (one UUID read), and the candidate as verified (its parts, and its content only if they changed)."""
+    UUID alone (one UUID read), and the candidate as verified (its parts, and its content only if they changed).
+
+    A candidate whose parts changed (a merge) and whose content was verified again has its new parts recorded by
+    the permit CAS, so the check after the DDL reads nothing again unless something changed after the barrier."""
     record = held.record
     artifact = record.artifact
     assert artifact is not None
@@ -85,6 +95,7 @@ def _barrier(ctx: Context, held: Held, _step: DdlStep) -> None:
         ),
         record.member_ids(),
     )
+    members = []
     for member in record.members:
         target_uuid, candidate = observed[member.member_id]
         if target_uuid != member.target_uuid:
@@ -93,3 +104,22 @@ def _barrier(ctx: Context, held: Held, _step: DdlStep) -> None:
             )
         if not is_exact(candidate, member, artifact):
             raise DponeError("DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_DIVERGENT", f"member {member.member_id}")
+        if candidate.parts_digest is not None and candidate.parts_digest != member.parts_digest:
+            parts = {"parts_digest": candidate.parts_digest, "part_digests": candidate.part_digests}
+            member = member.model_copy(update=parts)
+        members.append(member)
+    return {"members": tuple(members)} if tuple(members) != record.members else {}
+
+
+def _require_published_as_verified(ctx: Context, held: Held) -> None:
+    """Every member's target, observed after the DDL (concurrently, judged in member order), holds exactly the
+    verified generation; the UUIDs alone do not show a write into the candidate while the DDL was in flight."""
+    record = held.record
+    artifact = record.artifact
+    assert artifact is not None
+    observed = ctx.each_member(
+        lambda member_id: observe_published(ctx, record.member(member_id), artifact), record.member_ids()
+    )
+    for member in record.members:
+        if not is_exact(observed[member.member_id], member, artifact):
+            raise ctx.fail_closed(held, PUBLISHED_DIVERGENT, f"member {member.member_id}: published content differs")

@@ -37,6 +37,21 @@ CODES: tuple[ErrorCode, ...] = (
         retryable=True,
     ),
     ErrorCode(
+        "DPONE_ARTIFACT_SOURCE_DIGEST_MISMATCH",
+        "the artifact's row count or content digest, computed from the stored bytes, differs from the source engine's "
+        "own count and digest of the source query: the bytes changed between the source and the store, or the "
+        "source's rows changed between the extraction and the second read; nothing was published",
+        "retry the task (it extracts again); if it repeats, make the source query stable while it runs (a snapshot "
+        "table, closed partitions, ORDER BY with any LIMIT) and check the path between the source and the store",
+        retryable=True,
+    ),
+    ErrorCode(
+        "DPONE_ARTIFACT_SOURCE_DIGEST_FAILED",
+        "the source engine's count and content digest of the source query could not be computed",
+        "check that the source server answers the source query again, then retry the task",
+        retryable=True,
+    ),
+    ErrorCode(
         "DPONE_ARTIFACT_DIGEST_FAILED",
         "the reference content digest of the artifact could not be computed on the server",
         "check that the coordinator answers and accepts temporary tables, then retry the task",

@@ -300,6 +300,15 @@ RUNTIME_ADMISSION: tuple[ErrorCode, ...] = (
         retryable=False,
     ),
     ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_PUBLISHED_CONTENT_DIVERGENT",
+        "after the publication DDL a member's target is the bound candidate but no longer holds exactly the verified "
+        "generation (its schema, rows or content changed after the barrier, while the DDL was in flight); the "
+        "operation was not committed",
+        "preserve state: every object is retained (the predecessor under the candidate name); investigate writes that "
+        "bypass the provider, then follow the runbook to restore the predecessor or republish",
+        retryable=False,
+    ),
+    ErrorCode(
         "DPONE_CLICKHOUSE_CLUSTER_STAGING_REBUILD_LIMIT",
         "a member's candidate was rebuilt too many times within one operation",
         "investigate the member's load failures; the operation can be aborted before publication",
