@@ -6,7 +6,7 @@ render the SQL; the in-memory fakes (``tests/fakes/``) implement the same contra
 pass the contract suites of ``tests/contracts/``.
 
 Failure contract shared by every mutating method (each is one-shot: no retry, no reconnect replay, no async insert),
-with the outcomes of :mod:`airflow_provider_dpone.core.outcomes`:
+with the outcomes of :mod:`airflow_provider_dpone.core.errors`:
 
 * returns normally        -> the effect happened (acknowledged);
 * ``MutationRejectedError`` / ``AuthorityConflictError`` -> the server refused; no effect;
@@ -30,7 +30,7 @@ from airflow_provider_dpone.cluster.values.authority.row import AuthorityRow, Ve
 from airflow_provider_dpone.cluster.values.part_digests import MAX_PART_DIGESTS, PartDigest
 from airflow_provider_dpone.cluster.values.quality_read import Observation, TargetReadPlan
 from airflow_provider_dpone.cluster.values.receipts import CURRENT_CONTENT_DIGEST, ArtifactReceipt, ContentDigestVersion
-from airflow_provider_dpone.core.fields import Hex64, MemberId, NonNegative, UuidText
+from airflow_provider_dpone.core.canonical import Hex64, MemberId, NonNegative, UuidText
 from airflow_provider_dpone.core.inventory import AdmittedInventory, AdmittedMember, InventoryRow, TableFacts
 
 _CLOSED = ConfigDict(frozen=True, extra="forbid")

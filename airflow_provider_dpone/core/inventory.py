@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field, StrictBool, StrictInt, StrictStr
 
-from airflow_provider_dpone.core.fields import CLOSED, Hex64, MemberId
+from airflow_provider_dpone.core.canonical import CLOSED, Hex64, MemberId
 
 
 class MemberEndpoint(BaseModel):

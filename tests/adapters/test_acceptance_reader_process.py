@@ -25,8 +25,8 @@ from airflow_provider_dpone.cluster.clickhouse.acceptance_reader import (
 from airflow_provider_dpone.cluster.ports import ReadIncompleteError
 from airflow_provider_dpone.cluster.values.quality_read import ReplicaRead, TargetReadPlan
 from airflow_provider_dpone.core.clickhouse.connection import ResolvedConnection
+from airflow_provider_dpone.core.errors import UnavailableError
 from airflow_provider_dpone.core.inventory import AdmittedMember
-from airflow_provider_dpone.core.outcomes import UnavailableError
 
 SECRET = "pw-Reader-Private-91c"
 MEMBER = "m" + "0" * 16

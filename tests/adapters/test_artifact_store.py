@@ -16,8 +16,7 @@ import airflow_provider_dpone
 from airflow_provider_dpone.cluster.clickhouse.artifact_source import copy_bounded
 from airflow_provider_dpone.cluster.clickhouse.artifact_store import ObjectStorageArtifactStore
 from airflow_provider_dpone.cluster.values.receipts import ArtifactColumn, ArtifactReceipt
-from airflow_provider_dpone.core.errors import DponeError
-from airflow_provider_dpone.core.outcomes import ArtifactInvalidError
+from airflow_provider_dpone.core.errors import ArtifactInvalidError, DponeError
 
 
 def store_at(tmp_path: Path, chunk_bytes: int = 4) -> ObjectStorageArtifactStore:

@@ -24,14 +24,14 @@ from airflow_provider_dpone.cluster.ports import ColumnSpec, DispatchSettings, D
 from airflow_provider_dpone.cluster.values.authority.row import AuthorityRow
 from airflow_provider_dpone.core.clickhouse.endpoint import Endpoint
 from airflow_provider_dpone.core.clickhouse.oneshot import MutationGuard
-from airflow_provider_dpone.core.identities import member_id
-from airflow_provider_dpone.core.inventory import AdmittedInventory, AdmittedMember, MemberEndpoint
-from airflow_provider_dpone.core.outcomes import (
+from airflow_provider_dpone.core.errors import (
     AuthorityConflictError,
     MutationRejectedError,
     OutcomeUnknownError,
     UnavailableError,
 )
+from airflow_provider_dpone.core.identities import member_id
+from airflow_provider_dpone.core.inventory import AdmittedInventory, AdmittedMember, MemberEndpoint
 
 KEY = "k" * 64
 UUID = "00000000-0000-4000-8000-000000000001"
@@ -217,7 +217,7 @@ def test_every_load_failure_after_sending_is_unknown(answer: Callable[[], Any]) 
 
 
 def test_a_load_whose_artifact_fails_verification_while_streaming_is_invalid_not_unknown() -> None:
-    from airflow_provider_dpone.core.outcomes import ArtifactInvalidError
+    from airflow_provider_dpone.core.errors import ArtifactInvalidError
 
     class Tampered(Handle):
         def chunks(self) -> Any:

@@ -22,10 +22,9 @@ from airflow_provider_dpone.core.clickhouse.oneshot import (
     sanitized,
 )
 from airflow_provider_dpone.core.connection_options import ClickHouseConnectionOptions
-from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.errors import DponeError, MutationRejectedError
 from airflow_provider_dpone.core.identities import member_id
 from airflow_provider_dpone.core.inventory import AdmittedMember, MemberEndpoint
-from airflow_provider_dpone.core.outcomes import MutationRejectedError
 
 
 def test_guard_refuses_the_second_claim_of_one_query_id() -> None:

@@ -27,7 +27,7 @@ from airflow_provider_dpone.cluster.ports import (
     TableSpec,
 )
 from airflow_provider_dpone.cluster.values.quality_read import ColumnCounts, Observation, ReplicaRead, TargetReadPlan
-from airflow_provider_dpone.core.outcomes import UnavailableError
+from airflow_provider_dpone.core.errors import UnavailableError
 from tests.adapters.port_backends import EmbeddedBackend, FakeBackend, PortBackend, Row, open_backend
 
 pytestmark = pytest.mark.embedded_cluster(members=2, internal_replication=True)

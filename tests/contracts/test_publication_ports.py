@@ -24,7 +24,7 @@ from airflow_provider_dpone.cluster.ports import (
 )
 from airflow_provider_dpone.cluster.values.authority.row import AUTHORITY_COLUMNS, AUTHORITY_TABLE, AuthorityRow
 from airflow_provider_dpone.cluster.values.receipts import CONTENT_DIGEST_V1, CONTENT_DIGEST_V2
-from airflow_provider_dpone.core.outcomes import AuthorityConflictError, MutationRejectedError, OutcomeUnknownError
+from airflow_provider_dpone.core.errors import AuthorityConflictError, MutationRejectedError, OutcomeUnknownError
 from tests.adapters.port_backends import PortBackend, Row, open_backend
 from tests.fakes.world import content_digest as typed_multiset_digest
 

@@ -29,7 +29,7 @@ from airflow_provider_dpone.cluster.ports import (
     MemberSession,
     TableSpec,
 )
-from airflow_provider_dpone.core.outcomes import OutcomeUnknownError, UnavailableError
+from airflow_provider_dpone.core.errors import OutcomeUnknownError, UnavailableError
 from tests.adapters.port_backends import EmbeddedBackend, PortBackend, Row, open_backend
 
 pytestmark = pytest.mark.embedded_cluster(members=2, internal_replication=True)

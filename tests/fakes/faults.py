@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TypeVar
 
-from airflow_provider_dpone.core.outcomes import OutcomeUnknownError, UnavailableError
+from airflow_provider_dpone.core.errors import OutcomeUnknownError, UnavailableError
 
 T = TypeVar("T")
 

@@ -32,6 +32,13 @@ from airflow_provider_dpone.cluster.values.receipts import (
     ContentDigestVersion,
 )
 from airflow_provider_dpone.core.clickhouse.types import canonical_columns
+from airflow_provider_dpone.core.errors import (
+    ArtifactInvalidError,
+    AuthorityConflictError,
+    MutationRejectedError,
+    OutcomeUnknownError,
+    UnavailableError,
+)
 from airflow_provider_dpone.core.inventory import (
     AdmittedInventory,
     AdmittedMember,
@@ -39,13 +46,6 @@ from airflow_provider_dpone.core.inventory import (
     InventoryRow,
     MemberEndpoint,
     TableFacts,
-)
-from airflow_provider_dpone.core.outcomes import (
-    ArtifactInvalidError,
-    AuthorityConflictError,
-    MutationRejectedError,
-    OutcomeUnknownError,
-    UnavailableError,
 )
 from tests.fakes import parts
 from tests.fakes.replication import blocks, fetch, insert, status

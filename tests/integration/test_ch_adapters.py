@@ -24,8 +24,7 @@ from airflow_provider_dpone.core.clickhouse.connection import ResolvedConnection
 from airflow_provider_dpone.core.clickhouse.endpoint import Endpoint
 from airflow_provider_dpone.core.clickhouse.oneshot import MutationGuard, MutationReplayRefusedError
 from airflow_provider_dpone.core.connection_options import ClickHouseConnectionOptions
-from airflow_provider_dpone.core.errors import DponeError
-from airflow_provider_dpone.core.outcomes import ArtifactInvalidError
+from airflow_provider_dpone.core.errors import ArtifactInvalidError, DponeError
 from tests.adapters.http_servers import redirect_reply, serve
 
 pytestmark = pytest.mark.embedded_cluster(members=2)
@@ -378,7 +377,7 @@ def test_concurrent_compare_and_set_at_one_version_admits_exactly_one_writer(
 
     from airflow_provider_dpone.cluster.clickhouse.authority_store import ClickHouseAuthorityStore
     from airflow_provider_dpone.cluster.values.authority.row import AUTHORITY_COLUMNS, AUTHORITY_TABLE, AuthorityRow
-    from airflow_provider_dpone.core.outcomes import AuthorityConflictError
+    from airflow_provider_dpone.core.errors import AuthorityConflictError
 
     client = embedded_cluster.client("coordinator")
     try:

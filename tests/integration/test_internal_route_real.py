@@ -26,8 +26,8 @@ import clickhouse_connect
 import pytest
 
 from airflow_provider_dpone.cluster.values.authority.internal import INTERNAL_SCHEMA_V1
+from airflow_provider_dpone.core.errors import OutcomeUnknownError
 from airflow_provider_dpone.core.manifest import ClusterPublicationManifest as Manifest
-from airflow_provider_dpone.core.outcomes import OutcomeUnknownError
 from airflow_provider_dpone.hooks.publication import PublicationEnvironment, hook_environment
 from tests.integration.dag_runner import (
     INTERNAL_EXAMPLE_FILE,

@@ -8,8 +8,7 @@ from airflow_provider_dpone.cluster.protocol.authority_io import Current, read_c
 from airflow_provider_dpone.cluster.values.authority.codec import encode
 from airflow_provider_dpone.cluster.values.authority.phases import Phase
 from airflow_provider_dpone.cluster.values.authority.row import AuthorityRow, VersionedAuthorityRow
-from airflow_provider_dpone.core.errors import DponeError
-from airflow_provider_dpone.core.outcomes import MutationRejectedError, OutcomeUnknownError, UnavailableError
+from airflow_provider_dpone.core.errors import DponeError, MutationRejectedError, OutcomeUnknownError, UnavailableError
 from tests.fakes.publication import FakeWorld
 from tests.fakes.records import external_record
 

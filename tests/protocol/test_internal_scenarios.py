@@ -15,7 +15,7 @@ from airflow_provider_dpone.cluster.protocol.results import Committed, Completed
 from airflow_provider_dpone.cluster.values.authority.internal import InternalAuthorityRecordV1
 from airflow_provider_dpone.cluster.values.authority.phases import MemberStage, Phase
 from airflow_provider_dpone.cluster.values.publication_receipts import InternalPublicationReceipt
-from airflow_provider_dpone.core.outcomes import UnavailableError
+from airflow_provider_dpone.core.errors import UnavailableError
 from tests.fakes.faults import FaultKind
 from tests.fakes.ports import FakeMemberSession
 from tests.protocol.sim import BASELINE_ROWS, COLUMNS, NEW_ROWS, RETRY_DELAY_MS, Sim, error_code, point_of, rows_of

@@ -12,8 +12,8 @@ from airflow_provider_dpone.cluster.ports import ColumnSpec
 from airflow_provider_dpone.cluster.protocol.context import ProtocolSettings
 from airflow_provider_dpone.cluster.values.authority.phases import MemberStage, Phase
 from airflow_provider_dpone.cluster.values.receipts import CONTENT_DIGEST_V1, ArtifactReceipt
+from airflow_provider_dpone.core.errors import ArtifactInvalidError
 from airflow_provider_dpone.core.manifest.cluster import ReplicationMode
-from airflow_provider_dpone.core.outcomes import ArtifactInvalidError
 from tests.fakes.faults import FaultKind
 from tests.fakes.ports import FakeMemberSession, FakeSource
 from tests.fakes.publication import content_digest

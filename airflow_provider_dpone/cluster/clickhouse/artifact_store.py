@@ -31,8 +31,7 @@ from typing import Any, Final
 from airflow.sdk import ObjectStoragePath
 
 from airflow_provider_dpone.cluster.values.receipts import ArtifactReceipt
-from airflow_provider_dpone.core.errors import DponeError
-from airflow_provider_dpone.core.outcomes import ArtifactInvalidError
+from airflow_provider_dpone.core.errors import ArtifactInvalidError, DponeError
 
 CHUNK_BYTES: Final[int] = 8 * 1024 * 1024
 """Large buffered chunks: few HTTP body writes, few object-store calls."""

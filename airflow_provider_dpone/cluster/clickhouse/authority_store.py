@@ -39,7 +39,7 @@ from airflow_provider_dpone.core.clickhouse.oneshot import (
     mutation_query_id,
     sanitized,
 )
-from airflow_provider_dpone.core.outcomes import (
+from airflow_provider_dpone.core.errors import (
     AuthorityConflictError,
     MutationRejectedError,
     OutcomeUnknownError,

@@ -14,9 +14,8 @@ from typing import Any
 from airflow_provider_dpone.cluster.clickhouse import sql_catalog
 from airflow_provider_dpone.core.clickhouse.endpoint import Endpoint
 from airflow_provider_dpone.core.clickhouse.oneshot import Refused, Unknown, classify
-from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.errors import DponeError, UnavailableError
 from airflow_provider_dpone.core.inventory import AdmittedMember, ColumnFact, InventoryRow, MemberEndpoint, TableFacts
-from airflow_provider_dpone.core.outcomes import UnavailableError
 
 MemberEndpoints = Callable[[AdmittedMember], Endpoint]
 AUTHENTICATION_FAILED = 516

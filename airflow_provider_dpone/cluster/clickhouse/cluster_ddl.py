@@ -35,8 +35,8 @@ from airflow_provider_dpone.core.clickhouse.oneshot import (
     mutation_query_id,
     sanitized,
 )
+from airflow_provider_dpone.core.errors import OutcomeUnknownError, UnavailableError
 from airflow_provider_dpone.core.inventory import AdmittedInventory
-from airflow_provider_dpone.core.outcomes import OutcomeUnknownError, UnavailableError
 
 
 def _hosts(inventory: AdmittedInventory) -> dict[tuple[str, int], str]:

@@ -37,13 +37,13 @@ from airflow_provider_dpone.core.clickhouse.oneshot import (
     sanitized,
 )
 from airflow_provider_dpone.core.clickhouse_engines import EngineClass, classify_engine
-from airflow_provider_dpone.core.inventory import AdmittedMember
-from airflow_provider_dpone.core.outcomes import (
+from airflow_provider_dpone.core.errors import (
     ArtifactInvalidError,
     MutationRejectedError,
     OutcomeUnknownError,
     UnavailableError,
 )
+from airflow_provider_dpone.core.inventory import AdmittedMember
 
 _PARTED = frozenset({EngineClass.MERGE_TREE, EngineClass.REPLICATED_MERGE_TREE, EngineClass.SHARED_MERGE_TREE})
 """Engines whose content is summed per active part (``_part``); any other is digested in one read."""

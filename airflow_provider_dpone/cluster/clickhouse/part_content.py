@@ -28,7 +28,7 @@ from airflow_provider_dpone.cluster.values.part_digests import (
     sum_text,
 )
 from airflow_provider_dpone.cluster.values.receipts import ContentDigestVersion
-from airflow_provider_dpone.core.outcomes import UnavailableError
+from airflow_provider_dpone.core.errors import UnavailableError
 
 ATTEMPTS: Final[int] = 3
 """Reads of the unknown parts before the whole table is read instead (each failed one saw a merge)."""

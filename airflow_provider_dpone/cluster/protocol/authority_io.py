@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from airflow_provider_dpone.cluster.ports import AuthorityStore
 from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecord, decode, encode
 from airflow_provider_dpone.cluster.values.authority.phases import Phase, require_transition
-from airflow_provider_dpone.core.errors import DponeError
-from airflow_provider_dpone.core.outcomes import (
+from airflow_provider_dpone.core.errors import (
     AuthorityConflictError,
+    DponeError,
     MutationRejectedError,
     OutcomeUnknownError,
     UnavailableError,

@@ -37,9 +37,8 @@ from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecor
 from airflow_provider_dpone.cluster.values.authority.generation import DdlBinding
 from airflow_provider_dpone.cluster.values.authority.phases import Phase
 from airflow_provider_dpone.core.canonical import canonical_json
-from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.errors import DponeError, MutationRejectedError, OutcomeUnknownError
 from airflow_provider_dpone.core.identities import ddl_intent_digest
-from airflow_provider_dpone.core.outcomes import MutationRejectedError, OutcomeUnknownError
 
 UNPROVEN = "DPONE_CLICKHOUSE_CLUSTER_DISPATCH_UNPROVEN"
 

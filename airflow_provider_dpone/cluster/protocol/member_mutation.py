@@ -11,9 +11,13 @@ from collections.abc import Callable
 from airflow_provider_dpone.cluster.ports import ArtifactHandle
 from airflow_provider_dpone.cluster.protocol.context import Context
 from airflow_provider_dpone.cluster.values.receipts import ArtifactReceipt
-from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.errors import (
+    ArtifactInvalidError,
+    DponeError,
+    MutationRejectedError,
+    OutcomeUnknownError,
+)
 from airflow_provider_dpone.core.identities import load_dedup_token, load_query_id
-from airflow_provider_dpone.core.outcomes import ArtifactInvalidError, MutationRejectedError, OutcomeUnknownError
 
 
 def mutate_once(member_id: str, what: str, action: Callable[[], None]) -> bool:

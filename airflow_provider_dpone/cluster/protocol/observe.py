@@ -13,8 +13,7 @@ from airflow_provider_dpone.cluster.protocol.context import Context
 from airflow_provider_dpone.cluster.values.authority.generation import MemberGeneration, PublishedMember
 from airflow_provider_dpone.cluster.values.part_digests import PartDigest
 from airflow_provider_dpone.cluster.values.receipts import CURRENT_CONTENT_DIGEST, ArtifactReceipt, ContentDigestVersion
-from airflow_provider_dpone.core.errors import DponeError
-from airflow_provider_dpone.core.outcomes import UnavailableError
+from airflow_provider_dpone.core.errors import DponeError, UnavailableError
 
 
 def observe(

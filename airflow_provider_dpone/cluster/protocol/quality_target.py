@@ -31,9 +31,8 @@ from airflow_provider_dpone.cluster.values.quality_read import (
     TargetReadPlan,
 )
 from airflow_provider_dpone.cluster.values.receipts import CURRENT_CONTENT_DIGEST, ContentDigestVersion
-from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.errors import DponeError, UnavailableError
 from airflow_provider_dpone.core.errors.replay import INCOMPLETE, MISMATCH, UNSUPPORTED
-from airflow_provider_dpone.core.outcomes import UnavailableError
 
 
 class Budget:

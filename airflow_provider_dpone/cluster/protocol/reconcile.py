@@ -23,8 +23,7 @@ from enum import StrEnum
 from airflow_provider_dpone.cluster.ports import HostDdlState, QueueEntryStatus
 from airflow_provider_dpone.cluster.protocol.context import Context
 from airflow_provider_dpone.cluster.values.authority.generation import DdlBinding
-from airflow_provider_dpone.core.errors import DponeError
-from airflow_provider_dpone.core.outcomes import UnavailableError
+from airflow_provider_dpone.core.errors import DponeError, UnavailableError
 
 
 class Side(StrEnum):

@@ -44,8 +44,7 @@ from airflow_provider_dpone.cluster.values.authority.generation import MAX_REBUI
 from airflow_provider_dpone.cluster.values.authority.internal import LoadBinding, ReplicatedCandidate, as_internal
 from airflow_provider_dpone.cluster.values.authority.phases import MemberStage, Phase
 from airflow_provider_dpone.cluster.values.receipts import ArtifactReceipt
-from airflow_provider_dpone.core.errors import DponeError
-from airflow_provider_dpone.core.outcomes import UnavailableError
+from airflow_provider_dpone.core.errors import DponeError, UnavailableError
 
 FOREIGN = "DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_FOREIGN"
 PENDING = "DPONE_CLICKHOUSE_CLUSTER_STAGING_DDL_PENDING"

@@ -20,9 +20,9 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, Validat
 
 from airflow_provider_dpone.cluster.ports import TableSpec
 from airflow_provider_dpone.cluster.protocol.mode import MODES, ReplicationVariant
+from airflow_provider_dpone.core.canonical import Hex64
 from airflow_provider_dpone.core.clickhouse_engines import classify_engine
 from airflow_provider_dpone.core.errors import DponeError
-from airflow_provider_dpone.core.fields import Hex64
 from airflow_provider_dpone.core.identifiers import validate_identifier
 from airflow_provider_dpone.core.identities import candidate_name, operation_id, target_key
 from airflow_provider_dpone.core.manifest.cluster import QualityPolicy, ReplicationMode

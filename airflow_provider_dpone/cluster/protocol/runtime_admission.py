@@ -23,7 +23,7 @@ from airflow_provider_dpone.cluster.values.authority.row import (
     AUTHORITY_PRIMARY_KEY,
     AUTHORITY_TABLE,
 )
-from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.errors import DponeError, UnavailableError
 from airflow_provider_dpone.core.identities import inventory_digest, member_id
 from airflow_provider_dpone.core.inventory import (
     AdmittedInventory,
@@ -32,7 +32,6 @@ from airflow_provider_dpone.core.inventory import (
     TableFacts,
 )
 from airflow_provider_dpone.core.manifest.cluster import ReplicationMode
-from airflow_provider_dpone.core.outcomes import UnavailableError
 
 _KEEPER_MAP: Final[re.Pattern[str]] = re.compile(
     r"KeeperMap\('(?P<path>/[A-Za-z0-9_.\-/]*)'(?:, ?(?P<capacity>[0-9]+))?\)(?: PRIMARY KEY target_key)?"

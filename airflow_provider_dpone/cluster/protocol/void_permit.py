@@ -32,8 +32,7 @@ from airflow_provider_dpone.cluster.protocol.reconcile import Side, observe_pair
 from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecord
 from airflow_provider_dpone.cluster.values.authority.generation import MemberUuids, VoidedPermit, VoidedStep
 from airflow_provider_dpone.cluster.values.authority.phases import Phase
-from airflow_provider_dpone.core.errors import DponeError
-from airflow_provider_dpone.core.outcomes import UnavailableError
+from airflow_provider_dpone.core.errors import DponeError, UnavailableError
 
 NOTHING = "DPONE_CLICKHOUSE_CLUSTER_VOID_NOTHING_TO_VOID"
 RESTART = "DPONE_CLICKHOUSE_CLUSTER_VOID_RESTART_UNPROVEN"

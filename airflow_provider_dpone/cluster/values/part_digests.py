@@ -18,8 +18,7 @@ from typing import Final
 
 from pydantic import BaseModel
 
-from airflow_provider_dpone.core.canonical import tagged_digest
-from airflow_provider_dpone.core.fields import CLOSED, Hex64, NonNegative
+from airflow_provider_dpone.core.canonical import CLOSED, Hex64, NonNegative, tagged_digest
 
 PART_KEY_TAG: Final[str] = "dpone.clickhouse.part.v1"
 

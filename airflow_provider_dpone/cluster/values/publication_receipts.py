@@ -22,9 +22,8 @@ from airflow_provider_dpone.cluster.values.authority.internal import InternalAut
 from airflow_provider_dpone.cluster.values.authority.phases import Phase
 from airflow_provider_dpone.cluster.values.quality_capsule import CapsuleState, QualityBinding
 from airflow_provider_dpone.cluster.values.quality_read import ColumnCounts
-from airflow_provider_dpone.core.canonical import canonical_json
+from airflow_provider_dpone.core.canonical import Hex64, MemberId, NonNegative, TimestampMs, UInt64, canonical_json
 from airflow_provider_dpone.core.errors import DponeError
-from airflow_provider_dpone.core.fields import Hex64, MemberId, NonNegative, TimestampMs, UInt64
 
 RECEIPT_SCHEMA: Literal["dpone.clickhouse.cluster-external-full-refresh-receipt.v1"] = (
     "dpone.clickhouse.cluster-external-full-refresh-receipt.v1"

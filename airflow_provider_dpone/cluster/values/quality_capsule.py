@@ -21,8 +21,17 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, model_
 
 from airflow_provider_dpone.cluster.values.authority.generation import MEMBER_CONFIG
 from airflow_provider_dpone.cluster.values.quality_read import ColumnCounts, TargetCounts
-from airflow_provider_dpone.core.canonical import canonical_json, sha256_hex
-from airflow_provider_dpone.core.fields import UINT64_MAX, Hex64, MemberId, NonNegative, TimestampMs, UInt64, UuidText
+from airflow_provider_dpone.core.canonical import (
+    UINT64_MAX,
+    Hex64,
+    MemberId,
+    NonNegative,
+    TimestampMs,
+    UInt64,
+    UuidText,
+    canonical_json,
+    sha256_hex,
+)
 from airflow_provider_dpone.core.manifest.cluster import (
     COLUMN_METRICS,
     MAX_TARGET_COLUMNS,

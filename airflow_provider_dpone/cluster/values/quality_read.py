@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field, StrictBool, StrictStr, field_validator, m
 
 from airflow_provider_dpone.cluster.values.authority.generation import MEMBER_CONFIG
 from airflow_provider_dpone.cluster.values.receipts import ContentDigestVersion
-from airflow_provider_dpone.core.fields import Hex64, MemberId, NonNegative, UuidText
+from airflow_provider_dpone.core.canonical import Hex64, MemberId, NonNegative, UuidText
 from airflow_provider_dpone.core.identifiers import validate_identifier
 from airflow_provider_dpone.core.manifest.cluster import COLUMN_METRICS, MAX_TARGET_COLUMNS, TargetMetric
 

@@ -19,7 +19,7 @@ from typing import Final, Literal
 
 from pydantic import BaseModel, Field, StrictBool, StrictStr
 
-from airflow_provider_dpone.core.fields import CLOSED, Hex64, NonNegative
+from airflow_provider_dpone.core.canonical import CLOSED, Hex64, NonNegative
 from airflow_provider_dpone.core.identities import schema_digest
 
 ContentDigestVersion = Literal[1, 2]

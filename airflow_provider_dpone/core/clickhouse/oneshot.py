@@ -25,8 +25,7 @@ from typing import Final
 from clickhouse_connect.driver.exceptions import Error
 
 from airflow_provider_dpone.core.canonical import tagged_digest
-from airflow_provider_dpone.core.errors import DponeError
-from airflow_provider_dpone.core.outcomes import MutationRejectedError
+from airflow_provider_dpone.core.errors import DponeError, MutationRejectedError
 
 TAG_MUTATION_QUERY_ID: Final[str] = "dpone.clickhouse.mutation-query-id.v1"
 KEEPER_EXCEPTION: Final[int] = 999

@@ -8,6 +8,11 @@ so a code is never renamed or reused; new codes are added to the family module t
 
 Messages never carry hosts, credentials, SQL values or row data; ``detail`` is for sanitized facts (counts, phases,
 digests, opaque ids, field paths).
+
+The outcomes of one call across an I/O boundary live here too, shared by every port of both routes: a one-shot
+mutation either returns (the effect happened), raises :class:`MutationRejectedError` or :class:`AuthorityConflictError`
+(refused; nothing changed), or raises :class:`OutcomeUnknownError` (it may have taken effect: resolve it by
+observation, never by repeating it); a read raises :class:`UnavailableError` when it cannot answer.
 """
 
 from __future__ import annotations
@@ -82,4 +87,35 @@ class DponeError(Exception):
         return {"code": self.code, "cause": self.error.cause, "detail": self.detail, "action": self.error.action}
 
 
-__all__ = ["ALIASES", "REGISTRY", "DponeError", "ErrorCode", "lookup"]
+class OutcomeUnknownError(Exception):
+    """A one-shot mutation's outcome is unknown: it may have taken effect. Resolve by observation only."""
+
+
+class MutationRejectedError(Exception):
+    """The server refused a mutation (for example: name taken, UUID mismatch); nothing changed."""
+
+
+class AuthorityConflictError(Exception):
+    """Strict insert found the key, or a compare-and-set found another version; nothing changed."""
+
+
+class UnavailableError(Exception):
+    """A read could not be answered (connection, timeout, missing table)."""
+
+
+class ArtifactInvalidError(Exception):
+    """The sealed artifact is missing from the store or its bytes do not match the receipt."""
+
+
+__all__ = [
+    "ArtifactInvalidError",
+    "AuthorityConflictError",
+    "MutationRejectedError",
+    "OutcomeUnknownError",
+    "UnavailableError",
+    "ALIASES",
+    "REGISTRY",
+    "DponeError",
+    "ErrorCode",
+    "lookup",
+]

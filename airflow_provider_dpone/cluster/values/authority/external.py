@@ -23,8 +23,8 @@ from airflow_provider_dpone.cluster.values.authority.generation import (
     MemberGeneration,
 )
 from airflow_provider_dpone.cluster.values.authority.phases import MemberStage
+from airflow_provider_dpone.core.canonical import NonNegative, UuidText
 from airflow_provider_dpone.core.errors import DponeError
-from airflow_provider_dpone.core.fields import NonNegative, UuidText
 
 EXTERNAL_SCHEMA: Literal["dpone.clickhouse.cluster-external-full-refresh.v1"] = (
     "dpone.clickhouse.cluster-external-full-refresh.v1"

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr, model_validator
 from airflow_provider_dpone.cluster.values.authority.phases import Phase
 from airflow_provider_dpone.cluster.values.part_digests import MAX_PART_DIGESTS, PartDigest
 from airflow_provider_dpone.cluster.values.receipts import ArtifactReceipt, ContentDigestVersion
-from airflow_provider_dpone.core.fields import (
+from airflow_provider_dpone.core.canonical import (
     CLOSED,
     Hex64,
     MemberId,

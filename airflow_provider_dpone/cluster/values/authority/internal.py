@@ -28,8 +28,8 @@ from airflow_provider_dpone.cluster.values.authority.generation import (
 )
 from airflow_provider_dpone.cluster.values.authority.phases import MemberStage, Phase
 from airflow_provider_dpone.cluster.values.quality_capsule import QualityBinding
+from airflow_provider_dpone.core.canonical import Hex64, MemberId, NonNegative, TimestampMs, Token, UuidText
 from airflow_provider_dpone.core.errors import DponeError
-from airflow_provider_dpone.core.fields import Hex64, MemberId, NonNegative, TimestampMs, Token, UuidText
 
 INTERNAL_SCHEMA_V1: Literal["dpone.clickhouse.cluster-full-refresh.v1"] = "dpone.clickhouse.cluster-full-refresh.v1"
 INTERNAL_SCHEMA_V2: Literal["dpone.clickhouse.cluster-full-refresh.v2"] = "dpone.clickhouse.cluster-full-refresh.v2"

@@ -12,7 +12,7 @@ from typing import Final
 
 from pydantic import BaseModel, StrictStr
 
-from airflow_provider_dpone.core.fields import CLOSED, UInt64
+from airflow_provider_dpone.core.canonical import CLOSED, UInt64
 
 AUTHORITY_TABLE: Final[str] = "__dpone_cluster_publication_authority"
 
