@@ -22,7 +22,7 @@ from airflow_provider_dpone.cluster.ports import (
 from airflow_provider_dpone.cluster.protocol.authority_io import Held, write_record
 from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecord
 from airflow_provider_dpone.cluster.values.authority.generation import DdlBinding, ErrorClassification
-from airflow_provider_dpone.cluster.values.authority.phases import VOID_EDGES, Phase, is_allowed
+from airflow_provider_dpone.cluster.values.authority.phases import Phase, is_allowed, require_write
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.inventory import AdmittedInventory
 
@@ -165,18 +165,17 @@ class Context:
         return self.ports.clock.now_ms()
 
     def commit(self, held: Held, **changes: Any) -> Held:
-        """CAS the held record to a validated copy with ``changes``, a fresh write identity and timestamp.
-
-        COMMITTED loops only for the quality-replay capsule's completion writes, COMPLETED only for the reader fence:
-        any other write there (a recorded error, say) would change evidence that is final."""
-        phase = held.record.phase
-        loop_only = {Phase.COMMITTED: {"quality"}, Phase.COMPLETED: {"reader"}}.get(phase)
-        looping = loop_only is not None and changes.get("phase", phase) is phase
-        if looping and set(changes) - {"phase"} != loop_only:
-            raise DponeError("DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_TRANSITION_INVALID", f"{phase} -> {phase}")
-        record = held.record.evolve(write_id=self.ports.entropy.token(), updated_at_ms=self.now(), **changes)
-        if (held.record.phase, record.phase) in VOID_EDGES and len(record.voided) != len(held.record.voided) + 1:
-            raise DponeError("DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_TRANSITION_INVALID", f"{held.record.phase} back")
+        """CAS the held record to a validated copy with ``changes``, a fresh write identity and timestamp; what a
+        write may change besides its phase is the phase table's rule (``authority/phases.py: require_write``)."""
+        previous = held.record
+        voided = changes.get("voided", previous.voided)
+        require_write(
+            previous.phase,
+            changes.get("phase", previous.phase),
+            frozenset(changes) - {"phase"},
+            len(voided) - len(previous.voided),
+        )
+        record = previous.evolve(write_id=self.ports.entropy.token(), updated_at_ms=self.now(), **changes)
         return write_record(
             self.ports.authority, record, previous_phase=held.record.phase, previous_version=held.version
         )

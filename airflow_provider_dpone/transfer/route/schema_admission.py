@@ -21,6 +21,11 @@ from airflow_provider_dpone.core.typed_digest import LogicalType
 from airflow_provider_dpone.transfer.values.query import PROVENANCE_COLUMNS
 from airflow_provider_dpone.transfer.values.raw_snapshot import SchemaColumnRecord
 from airflow_provider_dpone.transfer.values.source_observation import ColumnObservation
+from airflow_provider_dpone.transfer.values.target_types import (
+    MAX_DATETIME_PRECISION,
+    MAX_DECIMAL_PRECISION,
+    MAX_FIXED_STRING,
+)
 
 UTC_ZONES: Final = frozenset({"UTC", "Etc/UTC", "UCT", "Etc/UCT", "Universal", "Etc/Universal", "Zulu", "Etc/Zulu"})
 _INT: Final[re.Pattern[str]] = re.compile(r"(U?)Int(8|16|32|64)")
@@ -29,10 +34,7 @@ _DECIMAL_N: Final[re.Pattern[str]] = re.compile(r"Decimal(32|64|128)\((\d+)\)")
 _DT64: Final[re.Pattern[str]] = re.compile(r"DateTime64\((\d+)(?:,\s*'([^']*)')?\)")
 _DT: Final[re.Pattern[str]] = re.compile(r"DateTime(?:\('([^']*)'\))?")
 _FIXED: Final[re.Pattern[str]] = re.compile(r"FixedString\((\d+)\)")
-MAX_FIXED_STRING: Final = 8000
 _DECIMAL_N_PRECISION: Final = {"32": 9, "64": 18, "128": 38}
-MAX_DECIMAL_PRECISION: Final = 38
-MAX_DATETIME_SCALE: Final = 6
 
 
 def implicit_calendar_is_utc(server_timezone: str, session_timezone: str) -> bool:
@@ -95,8 +97,8 @@ def map_type(name: str, type_text: str, *, implicit_utc: bool) -> NativeColumn:
         return NativeColumn(**common, logical=LogicalType.DATE)
     if match := _DT64.fullmatch(inner):
         scale = int(match.group(1))
-        if scale > MAX_DATETIME_SCALE:
-            raise _unsupported(name, f"DateTime64 precision above {MAX_DATETIME_SCALE}")
+        if scale > MAX_DATETIME_PRECISION:
+            raise _unsupported(name, f"DateTime64 precision above {MAX_DATETIME_PRECISION}")
         _temporal_zone_ok(name, match.group(2), implicit_utc)
         return NativeColumn(**common, logical=LogicalType.DATETIME, scale=scale)
     if match := _DT.fullmatch(inner):

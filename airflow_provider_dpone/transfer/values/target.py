@@ -18,7 +18,7 @@ from typing import Final
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from airflow_provider_dpone.core.canonical import tagged_digest
-from airflow_provider_dpone.core.columns import NativeColumn
+from airflow_provider_dpone.core.columns import MAX_COLUMNS, NativeColumn
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.identifiers import validate_identifier
 from airflow_provider_dpone.core.manifest.transfer import StringMapping
@@ -31,7 +31,6 @@ CHUNK_COLUMN: Final[str] = "__dpone_chunk"
 ROW_COLUMN: Final[str] = "__dpone_row"
 """Each staged row's position in its chunk (0..rows-1), written by the load."""
 RECEIPT_TABLE: Final[str] = "__dpone_publication_receipts"
-MAX_COLUMNS: Final[int] = 1024
 _INVOCATION_ID: Final[re.Pattern[str]] = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{7,127}")
 _NAME_DIGEST_CHARS: Final[int] = 32
 

@@ -1,8 +1,8 @@
 """Phases of one publication operation (both replication modes) and the transitions the protocol may write.
 
-The table is the single source of allowed phase changes: the authority write helper refuses any write whose phase
-change is not listed, so a protocol defect cannot skip a barrier (for example jump from STAGING to
-PUBLICATION_DISPATCHING). ``None`` stands for "no record yet".
+The table and its two content rules (:data:`LOOP_FIELDS`, :func:`require_write`) are the single source of allowed
+writes: the authority write helper refuses any write whose phase change is not listed, so a protocol defect cannot
+skip a barrier (for example jump from STAGING to PUBLICATION_DISPATCHING). ``None`` stands for "no record yet".
 
 The edges are the publication state diagram (docs/runbook.md), plus the two edges abort requires: an operation may
 be ABORTED before publication only, after exact owned candidate cleanup, which is possible from STAGING and STAGED as
@@ -55,6 +55,25 @@ VOID_EDGES: Final[frozenset[tuple[Phase, Phase]]] = frozenset(
 )
 """The two backward edges: an explicitly voided permit (with its recorded proof) returns the operation to the phase
 its step is dispatched from. The write helper takes them only with one more voided permit in the record."""
+
+
+LOOP_FIELDS: Final[Mapping[Phase, frozenset[str]]] = {
+    Phase.COMMITTED: frozenset({"quality"}),
+    Phase.COMPLETED: frozenset({"reader"}),
+}
+"""What a self-loop in a final phase may change, and nothing else: COMMITTED only the quality-replay capsule's
+completion, COMPLETED only the reader fence (any other write there would change evidence that is final)."""
+
+
+def require_write(old: Phase, new: Phase, changed: frozenset[str], voided_added: int) -> None:
+    """Raise ``AUTHORITY_TRANSITION_INVALID`` for a write the table allows by phase but not by content: a self-loop
+    of a final phase that changes more (or other) than :data:`LOOP_FIELDS` names, or a :data:`VOID_EDGES` step that
+    does not add exactly one voided permit."""
+    loop_only = LOOP_FIELDS.get(old)
+    if loop_only is not None and new is old and changed != loop_only:
+        raise DponeError("DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_TRANSITION_INVALID", f"{old} -> {new}")
+    if (old, new) in VOID_EDGES and voided_added != 1:
+        raise DponeError("DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_TRANSITION_INVALID", f"{old} back")
 
 
 def is_allowed(old: Phase | None, new: Phase) -> bool:
