@@ -43,7 +43,7 @@ import pyarrow as pa
 
 from airflow_provider_dpone.core.identifiers import quote_postgres
 from airflow_provider_dpone.core.typed_digest import MultisetDigest
-from airflow_provider_dpone.transfer.ports import ChunkEvidence, TargetInvocation
+from airflow_provider_dpone.transfer.ports import TargetInvocation
 from airflow_provider_dpone.transfer.route.schema_admission import map_type
 from airflow_provider_dpone.transfer.targets.mssql.loaders import sqlclient_rows
 from airflow_provider_dpone.transfer.targets.mssql.values import sqlclient_row_encoder
@@ -55,6 +55,7 @@ from airflow_provider_dpone.transfer.targets.postgres.target import (
 )
 from airflow_provider_dpone.transfer.values.arrow_chunk import decode_chunk, encode_chunk, rows_table, table_rows
 from airflow_provider_dpone.transfer.values.target import PublicationMode, TargetColumn, TargetPlan, TargetTable
+from airflow_provider_dpone.transfer.values.target_receipts import ChunkEvidence
 from airflow_provider_dpone.transfer.values.target_values import RowConverter
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)

@@ -40,7 +40,7 @@ from _common import chdb_engine
 from native_transfer import _columns
 
 from airflow_provider_dpone.core.identifiers import quote_postgres
-from airflow_provider_dpone.transfer.ports import ChunkEvidence, TargetInvocation
+from airflow_provider_dpone.transfer.ports import TargetInvocation
 from airflow_provider_dpone.transfer.route.schema_admission import map_type
 from airflow_provider_dpone.transfer.targets.postgres.digest import chunk_digest
 from airflow_provider_dpone.transfer.targets.postgres.statements import qualified
@@ -51,6 +51,7 @@ from airflow_provider_dpone.transfer.targets.postgres.target import (
 )
 from airflow_provider_dpone.transfer.values.arrow_chunk import conform, decode_chunk, encode_chunk
 from airflow_provider_dpone.transfer.values.target import CHUNK_COLUMN, TargetColumn, TargetTable
+from airflow_provider_dpone.transfer.values.target_receipts import ChunkEvidence
 from airflow_provider_dpone.transfer.values.target_types import StorageKind
 
 EXACT = {

@@ -11,7 +11,6 @@ from typing import Any
 import pyarrow as pa
 
 from airflow_provider_dpone.transfer.ports import (
-    ChunkEvidence,
     JournalStore,
     TargetInvocation,
     TargetPublicationReceipt,
@@ -19,6 +18,7 @@ from airflow_provider_dpone.transfer.ports import (
 )
 from airflow_provider_dpone.transfer.values.chunk import ChunkReceipt
 from airflow_provider_dpone.transfer.values.journal_records import LeaseRecord, decode_record
+from airflow_provider_dpone.transfer.values.target_receipts import ChunkEvidence
 
 
 class ProgressJournal:

@@ -31,6 +31,7 @@ from airflow_provider_dpone.transfer.values.source_observation import (
     SettingsObservation,
     TransportObservation,
 )
+from airflow_provider_dpone.transfer.values.target_receipts import ChunkEvidence
 from airflow_provider_dpone.transfer.values.utc_window import UtcWindow
 
 
@@ -136,15 +137,6 @@ class TargetInvocation:
     invocation_id: str
     columns: tuple[NativeColumn, ...]
     window: UtcWindow | None
-
-
-@dataclass(frozen=True)
-class ChunkEvidence:
-    """A sealed chunk's count and typed sum (hex), as its receipt records them."""
-
-    ordinal: int
-    rows: int
-    typed_sum: str
 
 
 @dataclass(frozen=True)

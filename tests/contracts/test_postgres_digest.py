@@ -19,10 +19,11 @@ import pytest
 
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.manifest.transfer import StringMapping
-from airflow_provider_dpone.transfer.ports import ChunkEvidence, TargetInvocation
+from airflow_provider_dpone.transfer.ports import TargetInvocation
 from airflow_provider_dpone.transfer.targets.postgres.statements import lock_staging, qualified
 from airflow_provider_dpone.transfer.targets.postgres.target import PostgresTransferTarget
 from airflow_provider_dpone.transfer.values.target import PublicationMode, TargetColumn, TargetPlan
+from airflow_provider_dpone.transfer.values.target_receipts import ChunkEvidence
 from tests.fixtures.postgres import PostgresServer
 from tests.fixtures.target_harness import PostgresHarness, bind, chunk, evidence, sealed_chunk
 

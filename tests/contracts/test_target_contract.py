@@ -22,11 +22,12 @@ from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.manifest.transfer import StringMapping
 from airflow_provider_dpone.core.manifest.transfer_options import ImportBackend
 from airflow_provider_dpone.core.typed_digest import MultisetDigest
-from airflow_provider_dpone.transfer.ports import ChunkEvidence, TargetInvocation, TransferTarget
+from airflow_provider_dpone.transfer.ports import TargetInvocation, TransferTarget
 from airflow_provider_dpone.transfer.route.schema_admission import map_type
 from airflow_provider_dpone.transfer.targets.postgres.target import COPY_BATCH_ROWS
 from airflow_provider_dpone.transfer.values.arrow_chunk import rows_table
 from airflow_provider_dpone.transfer.values.target import PublicationMode, TargetPlan
+from airflow_provider_dpone.transfer.values.target_receipts import ChunkEvidence
 from airflow_provider_dpone.transfer.values.utc_window import UtcWindow
 from tests.fakes.transfer_target import Fault, SimulatedCrash
 from tests.fixtures.target_harness import (

@@ -26,11 +26,11 @@ import pyarrow as pa
 from airflow_provider_dpone.core.columns import NativeColumn
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.typed_digest import MultisetDigest
-from airflow_provider_dpone.transfer.ports import ChunkEvidence, TargetInvocation, TargetPublicationReceipt
+from airflow_provider_dpone.transfer.ports import TargetInvocation, TargetPublicationReceipt
 from airflow_provider_dpone.transfer.targets.sql_target import committed_receipt, publication_request, route_receipt
 from airflow_provider_dpone.transfer.values.arrow_chunk import chunk_rows
 from airflow_provider_dpone.transfer.values.target import PublicationMode, TargetPlan, TargetTable
-from airflow_provider_dpone.transfer.values.target_receipts import TargetReceiptRow
+from airflow_provider_dpone.transfer.values.target_receipts import ChunkEvidence, TargetReceiptRow
 from airflow_provider_dpone.transfer.values.target_values import RowConverter
 
 

@@ -10,13 +10,9 @@ from typing import Any
 
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.manifest.transfer import NativeTransferManifest
-from airflow_provider_dpone.transfer.ports import (
-    ChunkEvidence,
-    TargetInvocation,
-    TargetPublicationReceipt,
-    TransferTarget,
-)
+from airflow_provider_dpone.transfer.ports import TargetInvocation, TargetPublicationReceipt, TransferTarget
 from airflow_provider_dpone.transfer.source.session import ClickHouseSnapshotConnector, inprocess_transport
+from airflow_provider_dpone.transfer.values.target_receipts import ChunkEvidence
 from tests.integration import native_chdb
 
 SOURCE_DATABASE = "events"

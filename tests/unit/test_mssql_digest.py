@@ -19,10 +19,10 @@ import pytest
 
 from airflow_provider_dpone.core.manifest.transfer import StringMapping
 from airflow_provider_dpone.core.manifest.transfer_options import ImportBackend
-from airflow_provider_dpone.transfer.ports import ChunkEvidence
 from airflow_provider_dpone.transfer.targets.mssql import tsql
 from airflow_provider_dpone.transfer.targets.mssql.target import MsSqlTransferTarget
 from airflow_provider_dpone.transfer.values.target import PublicationMode, TargetColumn, TargetPlan
+from airflow_provider_dpone.transfer.values.target_receipts import ChunkEvidence
 from tests.fakes.mssql_server import EmulatedServer
 from tests.fixtures.target_harness import bind, chunk, evidence
 

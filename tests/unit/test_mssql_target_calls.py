@@ -15,7 +15,6 @@ import pytest
 
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.manifest.transfer_options import ImportBackend
-from airflow_provider_dpone.transfer.ports import ChunkEvidence
 from airflow_provider_dpone.transfer.targets.mssql import tsql
 from airflow_provider_dpone.transfer.targets.mssql.arrow_bcp import bcp_rows
 from airflow_provider_dpone.transfer.targets.mssql.loaders import BCP_SINGLE_BATCH, sqlclient_rows_per_statement
@@ -23,6 +22,7 @@ from airflow_provider_dpone.transfer.targets.mssql.schema import describe_tsql_t
 from airflow_provider_dpone.transfer.targets.mssql.target import MsSqlTransferTarget
 from airflow_provider_dpone.transfer.targets.mssql.values import sqlclient_row_encoder
 from airflow_provider_dpone.transfer.values.target import PublicationMode, TargetColumn, TargetPlan
+from airflow_provider_dpone.transfer.values.target_receipts import ChunkEvidence
 from tests.fakes.mssql_server import Column, EmulatedServer, Table
 from tests.fakes.transfer_target import Fault
 from tests.fixtures.target_harness import bind, chunk, evidence

@@ -12,7 +12,7 @@ from airflow_provider_dpone.core.identifiers import validate_identifier
 from airflow_provider_dpone.core.typed_digest import MultisetDigest
 from airflow_provider_dpone.transfer.values.target import PublicationMode, TargetColumn, TargetPlan, TargetWindow
 from airflow_provider_dpone.transfer.values.target_receipts import (
-    ChunkExpectation,
+    ChunkEvidence,
     TargetPublication,
     TargetReceiptRow,
 )
@@ -105,10 +105,10 @@ def test_date_window_needs_midnight_bounds() -> None:
     assert _plan(columns=cols, mode=PublicationMode.WINDOW_REPLACE, window=ok).window == ok
 
 
-def _expectation(ordinal: int, rows: list[tuple[object, ...]]) -> ChunkExpectation:
+def _expectation(ordinal: int, rows: list[tuple[object, ...]]) -> ChunkEvidence:
     acc = MultisetDigest(_plan().typed_columns)
     acc.add_rows(rows)
-    return ChunkExpectation.of(ordinal, acc)
+    return ChunkEvidence.of(ordinal, acc)
 
 
 def test_publication_digest_folds_chunks_independently_of_chunking() -> None:

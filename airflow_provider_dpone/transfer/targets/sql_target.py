@@ -26,10 +26,10 @@ import pyarrow as pa
 
 from airflow_provider_dpone.core.canonical import tagged_digest
 from airflow_provider_dpone.core.errors import DponeError
-from airflow_provider_dpone.transfer.ports import ChunkEvidence, TargetInvocation, TargetPublicationReceipt
+from airflow_provider_dpone.transfer.ports import TargetInvocation, TargetPublicationReceipt
 from airflow_provider_dpone.transfer.values.target import RECEIPT_TABLE, PublicationMode, TargetPlan, TargetTable
 from airflow_provider_dpone.transfer.values.target_receipts import (
-    ChunkExpectation,
+    ChunkEvidence,
     TargetPublication,
     TargetReceiptRow,
 )
@@ -66,9 +66,7 @@ def check_staged_chunks(counts: dict[int, int], request: TargetPublication) -> N
 
 
 def publication_request(chunks: Sequence[ChunkEvidence]) -> TargetPublication:
-    return TargetPublication(
-        chunks=tuple(ChunkExpectation(ordinal=c.ordinal, rows=c.rows, typed_sum=c.typed_sum) for c in chunks)
-    )
+    return TargetPublication(chunks=tuple(chunks))
 
 
 def route_receipt(receipt: TargetReceiptRow) -> TargetPublicationReceipt:

@@ -31,8 +31,9 @@ def _hex64(value: str) -> str:
     return value
 
 
-class ChunkExpectation(_Closed):
-    """The source's receipt of one chunk: ordinal, row count and typed sum (the target must reproduce both)."""
+class ChunkEvidence(_Closed):
+    """One chunk's ordinal, row count and typed sum (hex): as the source's receipt records them, and as a target
+    recomputes them from what it stores (the two must be equal)."""
 
     ordinal: int = Field(ge=0, le=2**31 - 1)
     rows: int = Field(ge=0)
@@ -48,7 +49,7 @@ class ChunkExpectation(_Closed):
         return native_multiset_digest(self.rows, int(self.typed_sum, 16))
 
     @classmethod
-    def of(cls, ordinal: int, accumulated: MultisetDigest) -> ChunkExpectation:
+    def of(cls, ordinal: int, accumulated: MultisetDigest) -> ChunkEvidence:
         """The expectation of a chunk whose rows were accumulated into ``accumulated``."""
         return cls(ordinal=ordinal, rows=accumulated.rows, typed_sum=f"{accumulated.total:064x}")
 
@@ -56,7 +57,7 @@ class ChunkExpectation(_Closed):
 class TargetPublication(_Closed):
     """Every chunk of the invocation, contiguous from ordinal 0 (zero chunks publish an empty replacement)."""
 
-    chunks: tuple[ChunkExpectation, ...] = Field(default=(), max_length=MAX_CHUNKS)
+    chunks: tuple[ChunkEvidence, ...] = Field(default=(), max_length=MAX_CHUNKS)
 
     @model_validator(mode="after")
     def _contiguous(self) -> TargetPublication:
