@@ -52,14 +52,18 @@ TARGET_DIFFERS = "native_transfer.target_verification_failed"
 BlockChange = Callable[[SourceBlock], SourceBlock]
 
 
+def _first_changed(table: pa.Table, index: int, change: Callable[[Any], Any]) -> pa.Table:
+    """``table`` with ``change`` applied to the first row's value of column ``index`` (other rows untouched)."""
+    field = table.schema.field(index)
+    column = table.column(index).combine_chunks()
+    head = pa.array([change(column[0].as_py())], type=field.type)
+    return table.set_column(index, field, pa.concat_arrays([head, column.slice(1)]))
+
+
 def _column(block: SourceBlock, name: str, change: Callable[[Any], Any]) -> SourceBlock:
     """``block`` with ``change`` applied to the first row's value of column ``name`` (other rows untouched)."""
-    index = block.columns.column_names.index(name)
-    field = block.columns.schema.field(index)
-    column = block.columns.column(index).combine_chunks()
-    head = pa.array([change(column[0].as_py())], type=field.type)
     return SourceBlock(
-        columns=block.columns.set_column(index, field, pa.concat_arrays([head, column.slice(1)])),
+        columns=_first_changed(block.columns, block.columns.column_names.index(name), change),
         row_hashes=block.row_hashes,
         rows=block.rows,
         parts=block.parts,
@@ -132,14 +136,6 @@ def corrupted_stream(monkeypatch: pytest.MonkeyPatch, change: BlockChange) -> It
     yield applied
 
 
-def _first_value_changed(table: pa.Table) -> pa.Table:
-    """The first row's first column plus 1000 (an integer key in every table of this suite)."""
-    field = table.schema.field(0)
-    column = table.column(0).combine_chunks()
-    head = pa.array([column[0].as_py() + 1000], type=field.type)
-    return table.set_column(0, field, pa.concat_arrays([head, column.slice(1)]))
-
-
 class CorruptionCorpus:
     """Each corruption of the transfer path ends in a coded failure with the old target intact."""
 
@@ -205,7 +201,7 @@ class CorruptionCorpus:
         def load_chunk(self: SqlTransferTarget, invocation: Any, ordinal: int, rows: pa.Table) -> None:
             if not applied and rows.num_rows:
                 applied.append(ordinal)
-                rows = _first_value_changed(rows)
+                rows = _first_changed(rows, 0, lambda value: value + 1000)  # an integer key
             original(self, invocation, ordinal, rows)
 
         monkeypatch.setattr(SqlTransferTarget, "load_chunk", load_chunk)

@@ -121,9 +121,7 @@ class CoverageTracker:
             raise DponeError("native_transfer.source_provenance_incomplete", "the server's count has no parts")
         received, counted = self.entries(), list(selected.parts)
         if received != counted:
-            differing = {entry.part for entry in received} ^ {entry.part for entry in counted} | {
-                mine.part for mine, theirs in zip(received, counted, strict=False) if mine != theirs
-            }
+            differing = {entry.part for entry in set(received) ^ set(counted)}
             raise DponeError(
                 "native_transfer.source_rows_differ",
                 f"{len(differing)} of {len(counted)} parts differ from the server's count of the SELECT",
