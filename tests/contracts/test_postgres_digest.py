@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 from decimal import Decimal
+from typing import Any
 
 import psycopg
 import pyarrow as pa
@@ -209,6 +210,71 @@ def test_staging_changed_after_verification_is_refused_by_the_publishing_transac
         assert old.reconcile(invocation) is None
         with psycopg.connect(pg.dsn, autocommit=True) as admin:
             assert admin.execute(f"SELECT old FROM {target_name}").fetchall() == [(7,)]
+    finally:
+        pg.close()
+
+
+NO_ROW_WRITTEN = {
+    # content changed by DDL alone: no row version is written, so the rows' writer is still the load's
+    "renamed": "ALTER TABLE {t} RENAME COLUMN b TO b_x; ALTER TABLE {t} RENAME COLUMN fx TO b; "
+    "ALTER TABLE {t} RENAME COLUMN b_x TO fx",
+    "re-added": "ALTER TABLE {t} DROP COLUMN t; ALTER TABLE {t} ADD COLUMN t bytea",
+}
+
+
+@pytest.mark.parametrize("action", sorted(NO_ROW_WRITTEN))
+def test_a_column_changed_after_verification_breaks_the_chunk_seal(pg: PostgresHarness, action: str) -> None:
+    """The seal is the staging table's identity too: columns swapped by renames, or one dropped and added again,
+    change what the published rows hold without writing a row, and the publishing transaction refuses."""
+    plan = _plan(pg.schema, StringMapping.BINARY)
+    table, invocation = bind(plan)
+    sent, expected = _sealed(invocation, plan, _rows(StringMapping.BINARY))
+    target = PostgresTransferTarget(pg._connect, pg.copy_connect, table)
+    try:
+        target.prepare(invocation)
+        target.load_chunk(invocation, 0, sent)
+        assert target.verify_chunk(invocation, expected) == expected
+        with psycopg.connect(pg.dsn, autocommit=True) as admin:
+            admin.execute(NO_ROW_WRITTEN[action].format(t=qualified(plan.target_schema, plan.staging_table)))
+        with pytest.raises(DponeError) as refused:
+            target.publish(invocation, [expected])
+        assert refused.value.code == "native_transfer.target_verification_failed"
+        assert target.reconcile(invocation) is None
+    finally:
+        pg.close()
+
+
+class _CountingTarget(PostgresTransferTarget):
+    """Counts the chunk digests the publishing transaction computes (the seal's whole point is to need none)."""
+
+    recomputed = 0
+
+    def _staged_digest(self, session: Any, plan: TargetPlan, ordinal: int) -> tuple[int, int]:
+        type(self).recomputed += 1
+        return super()._staged_digest(session, plan, ordinal)
+
+
+@pytest.mark.parametrize("rewritten", [False, True])
+def test_a_sealed_chunk_is_published_without_hashing_it_again(pg: PostgresHarness, rewritten: bool) -> None:
+    """Verified and untouched, a chunk is published on its seal alone; rewritten with the same values after its
+    verification, its seal no longer holds, and the publishing transaction recomputes its digest (equal: it
+    publishes)."""
+    plan = _plan(pg.schema, StringMapping.BINARY)
+    table, invocation = bind(plan)
+    sent, expected = _sealed(invocation, plan, _rows(StringMapping.BINARY))
+    target = _CountingTarget(pg._connect, pg.copy_connect, table)
+    _CountingTarget.recomputed = 0
+    try:
+        target.prepare(invocation)
+        target.load_chunk(invocation, 0, sent)
+        assert target.verify_chunk(invocation, expected) == expected
+        if rewritten:
+            with psycopg.connect(pg.dsn, autocommit=True) as admin:
+                admin.execute(f"UPDATE {qualified(plan.target_schema, plan.staging_table)} SET i64 = i64")
+        _CountingTarget.recomputed = 0
+        receipt = target.publish(invocation, [expected])
+        assert receipt.rows == len(_rows(StringMapping.BINARY))
+        assert _CountingTarget.recomputed == (1 if rewritten else 0)
     finally:
         pg.close()
 
