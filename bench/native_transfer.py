@@ -21,7 +21,11 @@ profile), the peak RSS growth of the process during each trial (bounded chunks k
 large row count) and the CPU seconds each measurement cost in the worker, in PostgreSQL (postmaster and backends) and
 in the source engine's process. Every measurement (both baselines and the route) runs under the same RSS sampler and
 CPU counters. The last line printed is one JSON object with every shape's ratios, peaks and CPU seconds, the peaks
-side by side per row count (``peak_rss_growth_by_rows``), and the load average before and after. A throwaway
+side by side per row count (``peak_rss_growth_by_rows``), each check's own CPU seconds (``checks_cpu_s``: the source's
+row hash, by a second stream read of the same SELECT with it, and its row count statement; the worker's stage
+SHA-256, chunk typed sums and part coverage, by the CPU of the thread that ran them; the target's chunk digests and
+the publishing transaction's seal check, by the CPU of the PostgreSQL backend that ran them), and the load average
+before and after. A throwaway
 PostgreSQL server is started once (``tests/fixtures/postgres.py``) unless ``--dsn`` is given. Not part of the pytest
 suite.
 
@@ -52,7 +56,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from _common import CpuCounters, PeakSampler, UtcClock, chdb_engine, rss_bytes, spread, worker_env
+from _common import CheckCosts, CpuCounters, PeakSampler, UtcClock, chdb_engine, rss_bytes, spread, worker_env
 
 REPO = Path(__file__).resolve().parents[1]
 PHASES = ("admitted", "eof", "stage_complete", "loaded", "succeeded")
@@ -148,6 +152,7 @@ def worker(shape: str, rows: int, trials: int, dsn: str, chunk_rows: int, source
         "ours_cpu": [],
         "copy_cpu": [],
         "baseline_cpu": [],
+        "checks_cpu": [],
     }
     for trial in range(trials + 1):
         operation = uuid.uuid4().hex
@@ -175,6 +180,16 @@ def worker(shape: str, rows: int, trials: int, dsn: str, chunk_rows: int, source
                     count += len(block[0])
             baseline = time.perf_counter() - started
         stream_peak, stream_cpu = stream_memory.peak - start_rss, cpu.spent(start_cpu, cpu.snapshot(), stream_memory)
+        hashed_sql, hashed_parameters = render_select(admitted.query, row_hash=True)
+        before_hashed = cpu.snapshot()
+        with plain.query_column_block_stream(
+            hashed_sql, parameters=hashed_parameters, settings=settings, query_formats={"String": "bytes"}
+        ) as stream:
+            for _block in stream:
+                pass
+        row_hash_source_cpu = (cpu.snapshot().get("source", 0.0) - before_hashed.get("source", 0.0)) - stream_cpu.get(
+            "source", 0.0
+        )
         copy_s, copy_peak, copy_cpu = None, None, None
         if trial:  # the route's target table exists after the warmup: the plain pipeline copies into its twin
             start_rss = rss_bytes()
@@ -201,9 +216,11 @@ def worker(shape: str, rows: int, trials: int, dsn: str, chunk_rows: int, source
             original_put(key, data)
 
         stage.put = counting_put  # type: ignore[method-assign]
+        costs = CheckCosts(source_pid)
+        restore = _meter_checks(costs, target)
         route = NativeTransferRoute(
             request,
-            connector=connector,
+            connector=_MeteredConnector(connector, costs),
             journal_store=ObjectJournalStore(f"file://{stage_root}", operation),
             stage=stage,
             target_factory=lambda: target,
@@ -217,6 +234,8 @@ def worker(shape: str, rows: int, trials: int, dsn: str, chunk_rows: int, source
             result = route.run()
             ours = time.perf_counter() - started
         ours_cpu = cpu.spent(start_cpu, cpu.snapshot(), memory)
+        restore()
+        checks = {**costs.rounded(), "source_row_hash": round(row_hash_source_cpu, 3)}
         assert result.rows == rows
         with psycopg.connect(dsn, autocommit=True) as conn:
             # the published table's first vacuum, which any load of this size brings; run here, outside every timed
@@ -230,6 +249,7 @@ def worker(shape: str, rows: int, trials: int, dsn: str, chunk_rows: int, source
         results["baseline_cpu"].append(stream_cpu)
         results["copy_cpu"].append(copy_cpu)
         results["ours_cpu"].append(ours_cpu)
+        results["checks_cpu"].append(checks)
         results["copy_s"].append(copy_s)
         results["copy_peak"].append(copy_peak)
         results["ours_s"].append(ours)
@@ -243,6 +263,48 @@ def worker(shape: str, rows: int, trials: int, dsn: str, chunk_rows: int, source
         cluster.stop()
     shutil.rmtree(stage_root, ignore_errors=True)  # the stage and, over HTTP, the cluster's data (GiB for wide)
     return {"shape": shape, "rows": rows, "trials": trials, "source": source, **results}
+
+
+class _MeteredConnector:
+    """The route's source connector, with each session's ``selected_rows`` (the server's own row count) metered."""
+
+    def __init__(self, connector: Any, costs: CheckCosts) -> None:
+        self._connector = connector
+        self._costs = costs
+
+    def connect(self) -> Any:
+        session = self._connector.connect()
+        session.selected_rows = self._costs.source("source_selected_rows", session.selected_rows)
+        return session
+
+
+def _meter_checks(costs: CheckCosts, target: Any) -> Any:
+    """Wrap every check of the route in ``costs``; returns the function that unwraps them."""
+    from airflow_provider_dpone.transfer.route import extraction, physical, recovery
+
+    patched = [
+        (extraction, "_sha", "worker_stage_sha256", costs.worker),
+        (recovery, "sha256_hex", "worker_stage_sha256", costs.worker),
+        (extraction._ChunkBuffer, "total", "worker_chunk_typed_sum", costs.worker),
+        (physical.CoverageTracker, "observe", "worker_part_coverage", costs.worker),
+        (physical.CoverageTracker, "require_selected", "worker_part_coverage", costs.worker),
+        (physical.CoverageTracker, "entries", "worker_part_coverage", costs.worker),
+        (target, "_staged_digest_and_writer", "target_chunk_digest", costs.backend),
+        (target, "_staged_chunks", "target_publication_check", costs.backend),
+        (target, "_staging_identity", "target_publication_check", costs.backend),
+    ]
+    originals = [(owner, attribute, owner.__dict__.get(attribute)) for owner, attribute, _, _ in patched]
+    for owner, attribute, name, meter in patched:
+        setattr(owner, attribute, meter(name, getattr(owner, attribute)))
+
+    def restore() -> None:
+        for owner, attribute, original in originals:
+            if original is None:
+                delattr(owner, attribute)  # an instance attribute over the class's method
+            else:
+                setattr(owner, attribute, original)
+
+    return restore
 
 
 def _arrow_copy(
@@ -332,6 +394,8 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
         f"stream {peaks['baseline']:.1f} MiB"
     )
     cpu = {name: _median_cpu(result[f"{name}_cpu"]) for name in ("ours", "copy", "baseline")}
+    checks = _median_cpu(result["checks_cpu"])
+    print("CPU s per check      : " + ", ".join(f"{name} {value:.2f}" for name, value in checks.items()))
     for label, name in (("route", "ours"), ("plain copy", "copy"), ("stream", "baseline")):
         print(f"CPU s ({label:10}): " + ", ".join(f"{part} {value:.2f}" for part, value in cpu[name].items()))
     arrow = max(result["ours_arrow_peak"]) / 2**20
@@ -350,12 +414,14 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
         "ratio_route_vs_stream": round(ours / baseline, 3),
         "peak_rss_growth_mib": {name: round(value, 1) for name, value in peaks.items()},
         "cpu_s": {"route": cpu["ours"], "arrow_copy": cpu["copy"], "stream": cpu["baseline"]},
+        "checks_cpu_s": checks,
     }
 
 
 def _median_cpu(samples: list[dict[str, float]]) -> dict[str, float]:
-    """The median CPU seconds of each process group over the measured trials."""
-    return {part: round(statistics.median(sample[part] for sample in samples), 3) for part in samples[0]}
+    """The median CPU seconds of each process group (or check) over the measured trials."""
+    names = sorted({part for sample in samples for part in sample})
+    return {part: round(statistics.median(sample.get(part, 0.0) for sample in samples), 3) for part in names}
 
 
 def rss_by_rows(summary: list[dict[str, Any]]) -> list[dict[str, Any]]:
