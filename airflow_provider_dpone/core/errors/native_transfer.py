@@ -151,7 +151,8 @@ CODES: tuple[ErrorCode, ...] = (
     ErrorCode(
         "native_transfer.target_verification_failed",
         "the typed digest or row count the target computed over the staged rows differs from the source's row hashes "
-        "(checked after each load and again, under a lock on staging, in the publishing transaction)",
+        "(checked after each load; under a lock on staging, the publishing transaction proves each chunk unchanged "
+        "since, or recomputes it)",
         "nothing was published and the old target is intact; let Airflow retry (it reloads the sealed stage). If it "
         "fails again on the same chunk, the sealed stage differs from the source: trigger a new DAG run, which "
         "re-extracts, and report the failure with the task log (see transfer-verification.md)",
