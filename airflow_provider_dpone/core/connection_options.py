@@ -12,6 +12,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.identifiers import validate_identifier
+
 _ENDPOINT_KEY_HELP = "'<shard_num>:<replica_num>' as system.clusters reports them"
 
 
@@ -63,6 +66,30 @@ class ClickHouseConnectionOptions(BaseModel):
         title="Send/receive timeout (s)",
         description="Bound on sending a request and on waiting for each response chunk.",
     )
+
+    cluster: str | None = Field(
+        default=None,
+        title="Cluster (Test button)",
+        description="A cluster name of system.clusters: the Test button then reaches, authenticates and identifies "
+        "every member of it. Operators take the cluster from the manifest, not from here.",
+    )
+    authority_database: str | None = Field(
+        default=None,
+        title="Authority database (Test button)",
+        description="The database of __dpone_cluster_publication_authority: the Test button then checks its exact "
+        "schema, KeeperMap engine and one Keeper path on the coordinator and every member.",
+    )
+
+    @field_validator("cluster", "authority_database")
+    @classmethod
+    def _plain_name(cls, value: str | None) -> str | None:
+        """A plain identifier (the same rule as every name that reaches SQL)."""
+        if value is None:
+            return value
+        try:
+            return validate_identifier(value)
+        except DponeError as error:
+            raise ValueError(error.detail) from None
 
     @field_validator("secure", "allow_plaintext", "verify", mode="before")
     @classmethod

@@ -27,7 +27,7 @@ from airflow_provider_dpone.cluster.clickhouse.sql_cluster_ddl import (
 )
 from airflow_provider_dpone.cluster.ports import ArtifactSource, TableSpec
 from airflow_provider_dpone.cluster.protocol.request import PublicationRequest
-from airflow_provider_dpone.core.clickhouse.clients import Purpose, build_async_client, build_client, close_client
+from airflow_provider_dpone.core.clickhouse.clients import Purpose, build_async_client, build_client
 from airflow_provider_dpone.core.clickhouse.connection import ResolvedConnection
 from airflow_provider_dpone.core.clickhouse.endpoint import Endpoint
 from airflow_provider_dpone.core.clickhouse.oneshot import PROCESS_GUARD, MutationGuard
@@ -124,23 +124,23 @@ class DponeClickHouseHook(BaseHook):
         return self.resolve(await BaseHook.aget_connection(self.dpone_clickhouse_conn_id))
 
     def test_connection(self) -> tuple[bool, str]:
-        """The UI's Test button: parse the extra strictly, connect to the coordinator and run ``SELECT 1``.
+        """The UI's Test button: parse the extra strictly, then check the coordinator, every member (reachable,
+        authenticated, the member it claims to be) and, with ``authority_database``, the authority table's
+        preconditions (:mod:`~airflow_provider_dpone.cluster.clickhouse.connection_check`).
 
-        The answer names the stable code of a failure (invalid extra, refused credentials, no answer), never a host.
+        Returns ``(False, lines)`` with one coded line per failure, never raises; the lines never name a host.
         """
-        from airflow_provider_dpone.cluster.clickhouse.catalog import read_failure
+        from airflow_provider_dpone.cluster.clickhouse.connection_check import check_connection
 
         try:
-            client = self.coordinator_client()
-            try:
-                client.query("SELECT 1")
-            finally:
-                close_client(client)
+            result = check_connection(self.resolved())
         except DponeError as error:
             return False, error.render()
-        except Exception as error:  # noqa: BLE001 -- classified by type and server code only
-            return False, str(read_failure(error, "SELECT 1", coordinator=True))
-        return True, "the coordinator answered SELECT 1 with these credentials"
+        except Exception as error:  # noqa: BLE001 -- the Test button answers, it never raises
+            return False, f"the connection check failed unexpectedly ({type(error).__name__})"
+        if not result.ok:
+            return False, "\n".join(result.failures)
+        return True, f"checked {result.checked}: every check passed"
 
     # --- clients ----------------------------------------------------------------------------------------------
 
