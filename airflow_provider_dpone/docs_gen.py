@@ -27,6 +27,7 @@ from pydantic.fields import FieldInfo
 
 from airflow_provider_dpone.cli import EXIT_CODES
 from airflow_provider_dpone.core.connection_options import ClickHouseConnectionOptions
+from airflow_provider_dpone.provider_info import CONFIG
 from airflow_provider_dpone.core.errors import REGISTRY
 from airflow_provider_dpone.core.errors.code import LEGACY_NATIVE_TRANSFER_PREFIX, NATIVE_TRANSFER_PREFIX
 from airflow_provider_dpone.core.manifest import ClusterPublicationManifest, NativeTransferManifest
@@ -191,6 +192,23 @@ def connection_fields() -> str:
     return _table(("Extra key", "Form label", "Type", "Default", "Meaning"), rows)
 
 
+def settings() -> str:
+    """The ``[dpone]`` options as provider info registers them with Airflow."""
+    rows = []
+    for name, option in CONFIG["dpone"]["options"].items():
+        default = option["default"]
+        rows.append(
+            (
+                f"`[dpone] {name}` (`AIRFLOW__DPONE__{name.upper()}`)",
+                option["type"],
+                "unset" if default is None else f"`{default}`",
+                f"`{option['example']}`",
+                option["description"],
+            )
+        )
+    return _table(("Option", "Type", "Default", "Example", "Meaning"), rows)
+
+
 SECTIONS: Final[dict[str, dict[str, Callable[[], str]]]] = {
     "errors.md": {"error-codes": error_codes, "exit-codes": exit_codes},
     "manifest-reference.md": {
@@ -198,6 +216,7 @@ SECTIONS: Final[dict[str, dict[str, Callable[[], str]]]] = {
         "transfer-fields": lambda: manifest_fields(NativeTransferManifest),
     },
     "connections.md": {"connection-fields": connection_fields},
+    "how-to-external-full-refresh.md": {"settings": settings},
 }
 """Page -> generated section name -> renderer."""
 
