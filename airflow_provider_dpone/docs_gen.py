@@ -27,7 +27,6 @@ from pydantic.fields import FieldInfo
 
 from airflow_provider_dpone.cli import EXIT_CODES
 from airflow_provider_dpone.core.connection_options import ClickHouseConnectionOptions
-from airflow_provider_dpone.provider_info import CONFIG
 from airflow_provider_dpone.core.errors import REGISTRY
 from airflow_provider_dpone.core.errors.code import LEGACY_NATIVE_TRANSFER_PREFIX, NATIVE_TRANSFER_PREFIX
 from airflow_provider_dpone.core.manifest import ClusterPublicationManifest, NativeTransferManifest
@@ -38,6 +37,7 @@ from airflow_provider_dpone.core.manifest.transfer_options import (
     WireOptions,
 )
 from airflow_provider_dpone.core.manifest.types import DocType
+from airflow_provider_dpone.provider_info import CONFIG
 
 REGENERATE: Final[str] = "python -m airflow_provider_dpone.docs_gen"
 DEFAULT_DOCS_DIR: Final[Path] = Path(__file__).resolve().parents[1] / "docs"

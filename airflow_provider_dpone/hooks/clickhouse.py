@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from typing import Any, ClassVar
 
+from airflow.providers.common.sql.hooks.sql import DbApiHook
 from airflow.sdk import BaseHook
 from pydantic import ValidationError
 
@@ -46,8 +48,13 @@ CONNECTION_TYPES = ("dpone_clickhouse", "clickhouse")
 """Accepted connection types: ours, and the official ClickHouse provider's (same fields, no dpone extras)."""
 
 
-class DponeClickHouseHook(BaseHook):
-    """Resolve a ClickHouse cluster connection (coordinator endpoint, credentials, transport options)."""
+class DponeClickHouseHook(DbApiHook):
+    """Resolve a ClickHouse cluster connection (coordinator endpoint, credentials, transport options).
+
+    It is a common-sql ``DbApiHook``: ``SQLExecuteQueryOperator``, ``get_records`` and the other common-sql tools run
+    ad-hoc SQL on the coordinator of the same connection (:meth:`get_conn`). Keyword arguments common-sql passes from
+    the connection's extra are ignored: the options are always parsed from the connection itself, strictly.
+    """
 
     conn_name_attr = "dpone_clickhouse_conn_id"
     default_conn_name = "dpone_clickhouse_default"
@@ -56,7 +63,7 @@ class DponeClickHouseHook(BaseHook):
     _EXTRA_PREFIX: ClassVar[str] = "extra__dpone_clickhouse__"
 
     def __init__(self, dpone_clickhouse_conn_id: str = default_conn_name, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+        super().__init__(dpone_clickhouse_conn_id=dpone_clickhouse_conn_id, **kwargs)
         self.dpone_clickhouse_conn_id = dpone_clickhouse_conn_id
         self._async_client: Any = None
 
@@ -123,7 +130,7 @@ class DponeClickHouseHook(BaseHook):
         """The same resolution through the SDK's async connection lookup (for triggers)."""
         return self.resolve(await BaseHook.aget_connection(self.dpone_clickhouse_conn_id))
 
-    def test_connection(self) -> tuple[bool, str]:
+    def test_connection(self) -> tuple[bool, str]:  # type: ignore[override]  # DbApiHook leaves it unannotated
         """The UI's Test button: parse the extra strictly, then check the coordinator, every member (reachable,
         authenticated, the member it claims to be) and, with ``authority_database``, the authority table's
         preconditions (:mod:`~airflow_provider_dpone.cluster.clickhouse.connection_check`).
@@ -145,8 +152,15 @@ class DponeClickHouseHook(BaseHook):
     # --- clients ----------------------------------------------------------------------------------------------
 
     def get_conn(self) -> Any:
-        """Airflow's generic accessor: the coordinator's read client."""
-        return self.coordinator_client()
+        """common-sql's accessor: a DB-API connection to the coordinator over a one-shot client (a user's statement is
+        sent at most once); the database is the operator's ``database`` when given, else the connection's schema."""
+        from airflow_provider_dpone.core.clickhouse.dbapi import DbApiConnection
+
+        resolved = self.resolved()
+        database = getattr(self, "schema", None)  # set by common-sql operators from their ``database`` argument
+        if database:
+            resolved = replace(resolved, database=database)
+        return DbApiConnection(build_client(resolved, Purpose.MUTATION))
 
     def coordinator_client(self) -> Any:
         """A read client of the coordinator (close it with ``close_client``)."""
