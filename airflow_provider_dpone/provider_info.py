@@ -20,17 +20,11 @@ HOOK_CLASS = "airflow_provider_dpone.hooks.clickhouse.DponeClickHouseHook"
 UI_FIELD_BEHAVIOUR: dict[str, Any] = {
     "hidden-fields": ["extra"],
     "relabeling": {"host": "Coordinator host", "port": "HTTP(S) port", "schema": "Database"},
-    "placeholders": {
-        "host": "clickhouse-0.internal",
-        "port": "8443",
-        "schema": "default",
-        "login": "default",
-        "member_http_port": "8443",
-        "member_endpoints": '{"1:1": "clickhouse-1.internal:8443", "1:2": "clickhouse-2.internal:8443"}',
-        "ca_cert": "/etc/ssl/certs/ca-certificates.crt",
-    },
+    "placeholders": {"host": "clickhouse-0.internal", "port": "8123", "schema": "default", "login": "default"},
 }
-"""Connection form behaviour, declared once (provider info, and the hook's ``get_ui_field_behaviour``)."""
+"""Connection form behaviour, declared once (provider info, and the hook's ``get_ui_field_behaviour``). Airflow 3's
+form applies placeholders to the standard fields only (the port's is the plain-HTTP default; 8443 with HTTPS); an
+extra field shows its examples and description, declared on the options model (``conn-fields``)."""
 
 
 def _option(kind: str, default: str | None, example: str | None, description: str) -> dict[str, Any]:
