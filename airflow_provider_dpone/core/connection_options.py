@@ -68,7 +68,6 @@ class ClickHouseConnectionOptions(BaseModel):
         title="Send/receive timeout (s)",
         description="Bound on sending a request and on waiting for each response chunk.",
     )
-
     cluster: str | None = Field(
         default=None,
         title="Cluster (Test button)",
