@@ -104,6 +104,18 @@ def test_catalog_statements() -> None:
     )
 
 
+def test_catalog_positions_of_one_cluster_or_every_cluster_and_the_own_rows() -> None:
+    assert sql_catalog.positions("analytics", local=True) == (
+        "SELECT cluster, shard_num, replica_num, host_name, port FROM system.clusters"
+        " WHERE cluster = 'analytics' AND is_local ORDER BY cluster, shard_num, replica_num"
+        " SETTINGS skip_unavailable_shards = 0"
+    )
+    assert sql_catalog.positions(None, local=False) == (
+        "SELECT cluster, shard_num, replica_num, host_name, port FROM system.clusters"
+        " ORDER BY cluster, shard_num, replica_num SETTINGS skip_unavailable_shards = 0"
+    )
+
+
 def test_catalog_never_skips_unavailable_shards() -> None:
     assert "skip_unavailable_shards = 1" not in sql_catalog.inventory("c")
 
@@ -343,6 +355,7 @@ def test_every_statement_validates_names(name: str) -> None:
     renderers = [
         lambda: sql_authority.read_row(name, KEY),
         lambda: sql_catalog.inventory(name),
+        lambda: sql_catalog.positions(name, local=True),
         lambda: sql_catalog.admission_facts("db", name),
         lambda: sql_member.observe_metadata(name, "t"),
         lambda: sql_member.create_table("db", name, UUID, SPEC),
