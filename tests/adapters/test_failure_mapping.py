@@ -112,8 +112,12 @@ def refused(code: int, text: str = "server text that may name a host") -> Databa
     return DatabaseError(text, code=code)
 
 
-NODE_EXISTS = "Code: 999. DB::Exception: Transaction failed (Node exists): Op #0, path: /k/data/AWE=. (KEEPER_EXCEPTION)"
-BAD_VERSION = "Code: 999. DB::Exception: Transaction failed (Bad version): Op #0, path: /k/data/AWE=. (KEEPER_EXCEPTION)"
+NODE_EXISTS = (
+    "Code: 999. DB::Exception: Transaction failed (Node exists): Op #0, path: /k/data/AWE=. (KEEPER_EXCEPTION)"
+)
+BAD_VERSION = (
+    "Code: 999. DB::Exception: Transaction failed (Bad version): Op #0, path: /k/data/AWE=. (KEEPER_EXCEPTION)"
+)
 CONNECTION_LOSS = "Code: 999. Coordination::Exception: Connection loss, path /k/data/AWE=. (KEEPER_EXCEPTION)"
 
 
@@ -165,7 +169,11 @@ def test_compare_and_set_outcome_is_proven_by_the_versions_read_after_it(
 
 @pytest.mark.parametrize(
     ("text", "expected"),
-    [(BAD_VERSION, AuthorityConflictError), (CONNECTION_LOSS, OutcomeUnknownError), (NODE_EXISTS, AuthorityConflictError)],
+    [
+        (BAD_VERSION, AuthorityConflictError),
+        (CONNECTION_LOSS, OutcomeUnknownError),
+        (NODE_EXISTS, AuthorityConflictError),
+    ],
 )
 def test_a_keeper_failure_of_the_compare_and_set_is_a_conflict_only_when_keeper_refused_it(
     text: str, expected: type[Exception]

@@ -87,7 +87,9 @@ def test_the_engine_retries_keeper_writes_unless_told_not_to(embedded_cluster: A
         embedded_cluster, "SELECT default, type FROM system.settings WHERE name = 'insert_keeper_max_retries'"
     )
     assert kind == "UInt64" and int(default) > 0  # ClickHouse 26.x: 20 resends of a KeeperMap multi-request
-    assert admin(embedded_cluster, "SELECT count() FROM system.settings WHERE name = 'keeper_map_strict_mode'") == [(1,)]
+    assert admin(embedded_cluster, "SELECT count() FROM system.settings WHERE name = 'keeper_map_strict_mode'") == [
+        (1,)
+    ]
 
 
 def test_every_authority_write_sends_the_no_resend_setting_and_applies(
@@ -116,7 +118,9 @@ def test_every_authority_write_sends_the_no_resend_setting_and_applies(
     assert all(NO_RESEND in text and "keeper_map_strict_mode = 1" in text for text in writes)
 
 
-def test_the_engine_runs_both_write_shapes_with_the_setting_in_force(embedded_cluster: Any, fresh_database: str) -> None:
+def test_the_engine_runs_both_write_shapes_with_the_setting_in_force(
+    embedded_cluster: Any, fresh_database: str
+) -> None:
     """The clause sits where ``sql_authority`` puts it (INSERT: before ``VALUES``; UPDATE: after ``WHERE``) and the
     engine applies it to the query that writes Keeper: the written values are that query's own setting."""
     table = qualified_clickhouse(fresh_database, "probe")

@@ -436,6 +436,13 @@ RUNTIME_ADMISSION: tuple[ErrorCode, ...] = (
         "re-read the receipt from the committed authority record",
         retryable=False,
     ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_ABORT_INCOMPLETE",
+        "an abort fenced this operation (phase ABORTING) and has not yet dropped every owned candidate and written "
+        "ABORTED; no publication permit can be taken any more",
+        "run the abort task again: it drops what is left by exact UUID and writes ABORTED; then start a new DAG run",
+        retryable=False,
+    ),
 )
 """Runtime admission, authority and publication: checked against the live cluster and the Keeper authority."""
 
