@@ -390,3 +390,31 @@ def test_a_voided_cleanup_permit_keeps_the_complete_capsule_valid_and_cleanup_co
     assert isinstance(sim.service().publish(), Committed)  # replays validate the capsule
     assert isinstance(sim.service().cleanup(), Completed)
     sim.check_converged()
+
+
+@pytest.mark.parametrize("task", ["publish", "cleanup"])
+@pytest.mark.parametrize("tamper", ["stored observation", "completion version", "sealed replicas"])
+def test_a_replay_refused_by_the_stored_evidence_leaves_the_row_byte_identical(task: str, tamper: str) -> None:
+    """The error tells the operator to preserve the record: the refused replay writes nothing (no reader fence,
+    no version, ``updated_at_ms`` or ``write_id`` change) and reads nothing on the target."""
+    sim = durable()
+    assert sim.run_dag() == "completed"
+    quality = capsule(sim)
+    assert quality.target is not None and quality.core.target_plan is not None
+    if tamper == "stored observation":
+        changed = quality.model_copy(update={"target": quality.target.model_copy(update={"row_count": 0})})
+    elif tamper == "completion version":
+        changed = quality.model_copy(update={"completion_version": sim.world.keeper[sim.request.target_key][1] + 9})
+    else:
+        plan = quality.core.target_plan.model_copy(update={"replicas": quality.core.target_plan.replicas[:1]})
+        core = quality.core.model_copy(update={"target_plan": plan})
+        changed = quality.model_copy(update={"core": core, "core_digest": core.digest()})
+    _rewrite(sim, changed)
+    stored = sim.world.keeper[sim.request.target_key]
+    acceptance, writes = sim.world.faults.trace.count("member.acceptance"), sim.world.calls["authority.cas"]
+    service = sim.service()
+    assert error_code(service.publish if task == "publish" else service.cleanup) in (INVALID, MISMATCH)
+    assert sim.world.keeper[sim.request.target_key] == stored  # the same row bytes at the same version
+    assert encode(decode(stored[0])).payload == stored[0].payload
+    assert sim.world.calls["authority.cas"] == writes
+    assert sim.world.faults.trace.count("member.acceptance") == acceptance
