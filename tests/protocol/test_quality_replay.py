@@ -418,3 +418,38 @@ def test_a_replay_refused_by_the_stored_evidence_leaves_the_row_byte_identical(t
     assert encode(decode(stored[0])).payload == stored[0].payload
     assert sim.world.calls["authority.cas"] == writes
     assert sim.world.faults.trace.count("member.acceptance") == acceptance
+
+
+@pytest.mark.parametrize(
+    ("damage", "code"),
+    [
+        ("core missing", REQUIRED),  # seed 002: exact durable evidence is absent
+        ("state unknown", INVALID),  # malformed or impossible evidence
+        ("digest not hex", INVALID),
+    ],
+)
+def test_a_capsule_damaged_in_the_stored_bytes_blocks_with_the_quality_code(damage: str, code: str) -> None:
+    """The row is rewritten byte-wise, as a foreign writer would: not a record the models could build. Every entry
+    point that reads it blocks with the seed's quality code, and nothing is dispatched."""
+    import json
+
+    from airflow_provider_dpone.cluster.values.authority.row import AuthorityRow
+    from airflow_provider_dpone.core.canonical import canonical_json, sha256_hex
+
+    sim = durable()
+    _hold_staged(sim)
+    key = sim.request.target_key
+    row, version = sim.world.keeper[key]
+    payload = json.loads(row.payload)
+    if damage == "core missing":
+        del payload["quality"]["core"]
+    elif damage == "state unknown":
+        payload["quality"]["state"] = "RELABELLED"
+    else:
+        payload["quality"]["core_digest"] = "not a digest"
+    text = canonical_json(payload)
+    sim.world.keeper[key] = (row.model_copy(update={"payload": text, "payload_sha256": sha256_hex(text)}), version + 1)
+    assert isinstance(sim.world.keeper[key][0], AuthorityRow)
+    for call in (sim.service().publish, sim.service().cleanup, lambda: sim.service().stage(sim.source)):
+        assert error_code(call) == code
+    assert [entry.intent.kind for entry in sim.world.queue] == ["create"]
