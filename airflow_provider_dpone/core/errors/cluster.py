@@ -114,7 +114,8 @@ RUNTIME_ADMISSION: tuple[ErrorCode, ...] = (
     ErrorCode(
         "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_TOO_FEW_MEMBERS",
         "the shard has fewer than two unique members",
-        "use local publication for a single server, or add replicas to the cluster definition",
+        "add a second replica to the shard in the cluster definition (remote_servers); this provider publishes "
+        "only to clusters of two or more members and has no single-server publisher",
         retryable=False,
     ),
     ErrorCode(
