@@ -128,9 +128,11 @@ class DponeVoidPermitOperator(_TargetRunOperator):
     def __init__(self, *, skew_margin_seconds: int | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if skew_margin_seconds is not None and (
-            isinstance(skew_margin_seconds, bool) or not isinstance(skew_margin_seconds, int) or skew_margin_seconds < 0
+            isinstance(skew_margin_seconds, bool)
+            or not isinstance(skew_margin_seconds, int)
+            or skew_margin_seconds <= 0
         ):
-            raise ValueError("skew_margin_seconds must be a non-negative integer")
+            raise ValueError("skew_margin_seconds must be a positive integer")
         self.skew_margin_seconds = skew_margin_seconds
 
     def _act(self, session: TaskSession) -> XCom:

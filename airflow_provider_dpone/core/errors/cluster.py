@@ -444,6 +444,14 @@ RUNTIME_ADMISSION: tuple[ErrorCode, ...] = (
         "run the abort task again: it drops what is left by exact UUID and writes ABORTED; then start a new DAG run",
         retryable=False,
     ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_VOID_SKEW_MARGIN_INVALID",
+        "the void-permit action was given a clock-skew margin of zero (or less): a restart proof that assumes the "
+        "workers' and the coordinator's clocks agree exactly proves nothing; nothing changed",
+        "run the void with a positive margin at least the real skew of your clocks ([dpone] "
+        "void_skew_margin_seconds or skew_margin_seconds, default 60)",
+        retryable=False,
+    ),
 )
 """Runtime admission, authority and publication: checked against the live cluster and the Keeper authority."""
 
