@@ -18,30 +18,19 @@ import pytest
 
 from airflow_provider_dpone.cluster.clickhouse import sql_authority
 from airflow_provider_dpone.cluster.clickhouse.authority_store import ClickHouseAuthorityStore
-from airflow_provider_dpone.cluster.values.authority.row import AUTHORITY_COLUMNS, AUTHORITY_TABLE, AuthorityRow
+from airflow_provider_dpone.cluster.values.authority.row import AUTHORITY_COLUMNS, AUTHORITY_TABLE
 from airflow_provider_dpone.core.clickhouse import clients
 from airflow_provider_dpone.core.clickhouse.connection import ResolvedConnection
 from airflow_provider_dpone.core.clickhouse.endpoint import Endpoint
 from airflow_provider_dpone.core.clickhouse.literals import settings_clause
 from airflow_provider_dpone.core.clickhouse.oneshot import MutationGuard
 from airflow_provider_dpone.core.identifiers import qualified_clickhouse
+from tests.adapters.test_failure_mapping import KEY
+from tests.adapters.test_failure_mapping import authority_row as row
 
 pytestmark = pytest.mark.embedded_cluster(members=2)
 
-KEY = "k" * 64
 NO_RESEND = "insert_keeper_max_retries = 0"
-
-
-def row(payload: str, phase: str = "LOCKED") -> AuthorityRow:
-    return AuthorityRow(
-        target_key=KEY,
-        operation_id="op",
-        fence_token="f",
-        phase=phase,
-        dispatch_epoch=0,
-        payload=payload,
-        payload_sha256="a" * 64,
-    )
 
 
 def admin(embedded_cluster: Any, statement: str) -> Any:
@@ -107,12 +96,12 @@ def test_every_authority_write_sends_the_no_resend_setting_and_applies(
     store = ClickHouseAuthorityStore(endpoint, authority_table, guard=MutationGuard())
     try:
         store.create(row("v0"))
-        store.compare_and_set(row("v1", "STAGING"), 0)
-        store.compare_and_set(row("v2", "STAGED"), 1)
+        store.compare_and_set(row("v1"), 0)
+        store.compare_and_set(row("v2"), 1)
         stored = store.read(KEY)
     finally:
         endpoint.close()
-    assert stored is not None and stored.version == 2 and stored.row == row("v2", "STAGED")
+    assert stored is not None and stored.version == 2 and stored.row == row("v2")
     writes = [text for text in wire if AUTHORITY_TABLE in text and not text.lstrip().upper().startswith("SELECT")]
     assert len(writes) == 3
     assert all(NO_RESEND in text and "keeper_map_strict_mode = 1" in text for text in writes)
