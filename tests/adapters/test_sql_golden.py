@@ -71,7 +71,7 @@ def test_authority_read() -> None:
 def test_authority_strict_insert() -> None:
     assert sql_authority.strict_insert("db", row()) == (
         f"INSERT INTO {AUTH} (`target_key`, `operation_id`, `fence_token`, `phase`, `dispatch_epoch`, `payload`,"
-        " `payload_sha256`) SETTINGS keeper_map_strict_mode = 1"
+        " `payload_sha256`) SETTINGS keeper_map_strict_mode = 1, insert_keeper_max_retries = 0"
         f" VALUES ('{KEY}', 'op', 'fence', 'LOCKED', 3, '{{\"n\":\"it\\'s\"}}', '{'a' * 64}')"
     )
 
@@ -80,7 +80,8 @@ def test_authority_compare_and_set() -> None:
     assert sql_authority.compare_and_set("db", row(), 7) == (
         f"ALTER TABLE {AUTH} UPDATE `operation_id` = 'op', `fence_token` = 'fence', `phase` = 'LOCKED',"
         f" `dispatch_epoch` = 3, `payload` = '{{\"n\":\"it\\'s\"}}', `payload_sha256` = '{'a' * 64}'"
-        f" WHERE `target_key` = '{KEY}' AND `_version` = 7 SETTINGS keeper_map_strict_mode = 1"
+        f" WHERE `target_key` = '{KEY}' AND `_version` = 7"
+        " SETTINGS keeper_map_strict_mode = 1, insert_keeper_max_retries = 0"
     )
 
 

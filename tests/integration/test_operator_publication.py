@@ -253,12 +253,13 @@ def test_the_void_proofs_margins_come_from_the_connection_and_the_deployment(mon
     assert raised.value.code == "DPONE_CLICKHOUSE_CLUSTER_REQUEST_INVALID"
 
 
-def test_the_void_permit_operator_refuses_a_negative_skew_margin_when_the_dag_is_parsed() -> None:
+@pytest.mark.parametrize("margin", [-1, 0])
+def test_the_void_permit_operator_refuses_a_margin_that_is_not_positive_when_the_dag_is_parsed(margin: int) -> None:
     from airflow_provider_dpone.operators import DponeVoidPermitOperator
 
     with pytest.raises(ValueError, match="skew_margin_seconds"):
         DponeVoidPermitOperator(
-            task_id="v", manifest=str(MANIFEST), target_dag_id="d", target_run_id="r", skew_margin_seconds=-1
+            task_id="v", manifest=str(MANIFEST), target_dag_id="d", target_run_id="r", skew_margin_seconds=margin
         )
 
 

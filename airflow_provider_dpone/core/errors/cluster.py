@@ -114,7 +114,8 @@ RUNTIME_ADMISSION: tuple[ErrorCode, ...] = (
     ErrorCode(
         "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_TOO_FEW_MEMBERS",
         "the shard has fewer than two unique members",
-        "use local publication for a single server, or add replicas to the cluster definition",
+        "add a second replica to the shard in the cluster definition (remote_servers); this provider publishes "
+        "only to clusters of two or more members and has no single-server publisher",
         retryable=False,
     ),
     ErrorCode(
@@ -434,6 +435,21 @@ RUNTIME_ADMISSION: tuple[ErrorCode, ...] = (
         "DPONE_CLICKHOUSE_CLUSTER_RECEIPT_INVALID",
         "a publication receipt is malformed or does not belong to the committed authority record",
         "re-read the receipt from the committed authority record",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_ABORT_INCOMPLETE",
+        "an abort fenced this operation (phase ABORTING) and has not yet dropped every owned candidate and written "
+        "ABORTED; no publication permit can be taken any more",
+        "run the abort task again: it drops what is left by exact UUID and writes ABORTED; then start a new DAG run",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_VOID_SKEW_MARGIN_INVALID",
+        "the void-permit action was given a clock-skew margin of zero (or less): a restart proof that assumes the "
+        "workers' and the coordinator's clocks agree exactly proves nothing; nothing changed",
+        "run the void with a positive margin at least the real skew of your clocks ([dpone] "
+        "void_skew_margin_seconds or skew_margin_seconds, default 60)",
         retryable=False,
     ),
 )
