@@ -26,6 +26,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from airflow_provider_dpone.cli import EXIT_CODES
+from airflow_provider_dpone.core.alerts import ALERTS
 from airflow_provider_dpone.core.connection_options import ClickHouseConnectionOptions
 from airflow_provider_dpone.core.errors import REGISTRY
 from airflow_provider_dpone.core.errors.code import LEGACY_NATIVE_TRANSFER_PREFIX, NATIVE_TRANSFER_PREFIX
@@ -173,6 +174,14 @@ def error_codes() -> str:
     return "\n\n".join(parts)
 
 
+def alerts() -> str:
+    rows = [
+        (f"`{alert.name}`", alert.condition, ", ".join(f"`{code}`" for code in alert.codes), alert.action)
+        for alert in ALERTS.values()
+    ]
+    return _table(("Alert (log event and metric)", "Emitted when", "With code", "Next action"), rows)
+
+
 def exit_codes() -> str:
     return _table(("Exit code", "Meaning"), [(f"`{code}`", meaning) for code, meaning in EXIT_CODES])
 
@@ -210,7 +219,7 @@ def settings() -> str:
 
 
 SECTIONS: Final[dict[str, dict[str, Callable[[], str]]]] = {
-    "errors.md": {"error-codes": error_codes, "exit-codes": exit_codes},
+    "errors.md": {"error-codes": error_codes, "exit-codes": exit_codes, "alerts": alerts},
     "manifest-reference.md": {
         "cluster-fields": lambda: manifest_fields(ClusterPublicationManifest),
         "transfer-fields": lambda: manifest_fields(NativeTransferManifest),

@@ -29,6 +29,7 @@ from airflow.sdk import BaseHook
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.manifest import normalized_plan_digest
 from airflow_provider_dpone.core.manifest.transfer import MssqlSink, NativeTransferManifest, PostgresSink
+from airflow_provider_dpone.hooks.alerts import count_alert
 from airflow_provider_dpone.hooks.clickhouse import CONNECTION_TYPES, DponeClickHouseHook
 from airflow_provider_dpone.transfer.ports import JournalStore, SnapshotSourceConnector, TransferTarget
 from airflow_provider_dpone.transfer.route.admission import SourceRequest
@@ -121,6 +122,8 @@ class DponeNativeTransferHook(BaseHook):
             clock,
             lease,
             lambda operation: ObjectJournalStore(base, operation),
+            alerts=count_alert,
+            target_key=identity.target_key,
         )
         build_target = self.target if target is None else target
         route = NativeTransferRoute(
@@ -133,6 +136,7 @@ class DponeNativeTransferHook(BaseHook):
             lease_duration=lease,
             checkpoint=checkpoint,
             target_custody=custody,
+            alerts=count_alert,
         )
         return route, journal
 

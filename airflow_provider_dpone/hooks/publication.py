@@ -79,6 +79,13 @@ def with_acceptance_reader(
     return replace(environment, ports=replace(environment.ports, acceptance=reader))
 
 
+def with_alert_metrics(environment: PublicationEnvironment) -> PublicationEnvironment:
+    """``environment`` whose protocol alerts are also counted as Airflow metrics (after the sink it has, if any)."""
+    from airflow_provider_dpone.hooks.alerts import counted
+
+    return replace(environment, ports=replace(environment.ports, alerts=counted(environment.ports.alerts)))
+
+
 class PortsFactory(Protocol):
     """Builds the environment of one task try from the manifest and the ``dpone_clickhouse`` connection id.
 

@@ -43,6 +43,7 @@ from airflow_provider_dpone.hooks.publication import (
     declared_table,
     hook_environment,
     with_acceptance_reader,
+    with_alert_metrics,
 )
 from airflow_provider_dpone.operators.lineage import Moved
 from airflow_provider_dpone.operators.reporting import (
@@ -212,6 +213,7 @@ class DponePublicationOperator(BaseOperator):
             factory = self.ports_factory or hook_environment
             environment = factory(manifest, conn_id, ddl_task_timeout_seconds=self._ddl_task_timeout_seconds())
             close = environment.close
+            environment = with_alert_metrics(environment)
             try:
                 if self.target_acceptance_reader is not None:
                     environment = with_acceptance_reader(environment, self.target_acceptance_reader)

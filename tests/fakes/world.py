@@ -44,6 +44,7 @@ from airflow_provider_dpone.cluster.values.receipts import (
     ArtifactReceipt,
     ContentDigestVersion,
 )
+from airflow_provider_dpone.core.alerts import AlertEvent
 from airflow_provider_dpone.core.clickhouse.types import canonical_columns
 from airflow_provider_dpone.core.identities import member_id
 from airflow_provider_dpone.core.inventory import ColumnFact, TableFacts
@@ -244,6 +245,8 @@ class FakeWorld:
         self.effects: list[Effect] = []
         self.dispatched: list[DispatchSettings] = []
         self.authority_facts: dict[str, TableFacts | None] = {}
+        self.alerts: list[AlertEvent] = []
+        """Every alert the protocol emitted through this world's ports."""
         self._uuid_counter = 0
         from tests.fakes.acceptance import FakeAcceptanceReader
 
@@ -363,6 +366,7 @@ class FakeWorld:
         )
 
         return PublicationPorts(
+            alerts=self.alerts.append,
             authority=FakeAuthorityStore(self),
             catalog=FakeCatalog(self),
             sessions=FakeSessions(self),

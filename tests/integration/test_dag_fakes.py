@@ -241,6 +241,48 @@ def test_inventory_drift_fences_the_operation(example: ModuleType, manifest: Clu
     assert not deployment.world.queue, "nothing was dispatched"
 
 
+def test_alerts_reach_the_task_log_and_airflow_metrics_once_per_decision_and_never_on_success(
+    example: ModuleType,
+    manifest: ClusterPublicationManifest,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from airflow_provider_dpone.hooks import alerts
+
+    counted: list[str] = []
+
+    class Stats:
+        @staticmethod
+        def incr(stat: str) -> None:
+            counted.append(stat)
+
+    monkeypatch.setattr(alerts, "Stats", Stats)
+    deployment = FakeDeployment.build(manifest, rows=ROWS, baseline=BASELINE)
+    configure(example, deployment.factory())
+    assert run_example(example, logical_date=_when(20)).succeeded
+    assert counted == [] and deployment.world.alerts == [], "a successful run raises no alert"
+
+    deployment.world.faults = NamedFaults({("member.load", 1): FaultKind.CRASH_BEFORE})
+    configure(example, deployment.factory(), retries=0)
+    assert run_example(example, logical_date=_when(21)).states["stage"] == "failed"
+    assert counted == [], "a crashed load is not an alert: a retry resumes it"
+    configure(example, deployment.factory(), retries=3)
+    caplog.clear()
+    fenced = run_example(example, logical_date=_when(22))
+    assert fenced.states["fence"] == "failed" and fenced.tries["fence"] == 1
+    assert counted == ["dpone.alert.cluster.fenced_foreign_operation"]
+    [event] = deployment.world.alerts
+    assert event.as_dict()["holder_operation_id"] != event.as_dict()["operation_id"]
+    [record] = [r for r in caplog.records if r.name == "airflow_provider_dpone.alerts"]
+    assert record.getMessage().startswith("dpone alert dpone.alert.cluster.fenced_foreign_operation: ")
+    assert record.dpone_alert == event.as_dict()  # type: ignore[attr-defined]
+
+    deployment.world.add_member(3)
+    cleared = run_example(example, logical_date=_when(21))  # the unresolved run, cleared, on a changed topology
+    assert cleared.states["fence"] == "failed" and cleared.tries["fence"] == 1
+    assert counted[1:] == ["dpone.alert.cluster.topology_drift"]
+
+
 def test_two_runs_publish_twice_and_the_second_replaces_the_first(
     example: ModuleType, manifest: ClusterPublicationManifest
 ) -> None:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 
+from airflow_provider_dpone.core.alerts import AlertEvent
 from airflow_provider_dpone.core.manifest.transfer_options import NativeTransferOptions
 from airflow_provider_dpone.transfer.route.admission import SourceRequest
 from airflow_provider_dpone.transfer.route.route import NativeTransferRoute, RouteResult
@@ -77,6 +78,8 @@ class Harness:
     )
     relation: RelationRef = field(default_factory=lambda: RelationRef(database="db", table="events"))
     target_bindings: int = 0
+    alerts: list[AlertEvent] = field(default_factory=list)
+    """Every alert the route emitted."""
 
     def request(self) -> SourceRequest:
         return SourceRequest(
@@ -107,6 +110,7 @@ class Harness:
             target_factory=bind_target,
             clock=self.clock,
             lease_duration=LEASE,
+            alerts=self.alerts.append,
             **kwargs,
         )
 

@@ -23,6 +23,7 @@ from airflow_provider_dpone.cluster.protocol.authority_io import Held, write_rec
 from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecord
 from airflow_provider_dpone.cluster.values.authority.generation import DdlBinding, ErrorClassification
 from airflow_provider_dpone.cluster.values.authority.phases import Phase, is_allowed, require_write
+from airflow_provider_dpone.core.alerts import Alert, AlertSink, Fact, emit
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.inventory import AdmittedInventory
 
@@ -45,6 +46,9 @@ class PublicationPorts:
     acceptance: AcceptanceReader | None = None
     """The bounded target-acceptance reader (durable quality replay with target metrics only; ``None``: the
     capability is not offered, and such a request is ``..._UNSUPPORTED``)."""
+    alerts: AlertSink | None = None
+    """Where the protocol's alerts go after their log record (:mod:`airflow_provider_dpone.core.alerts`; the hook
+    counts them with Airflow's ``Stats``); ``None``: the log record only."""
 
 
 @dataclass(frozen=True)
@@ -163,6 +167,16 @@ class Context:
 
     def now(self) -> int:
         return self.ports.clock.now_ms()
+
+    def alert(self, alert: Alert, **facts: Fact) -> None:
+        """Emit ``alert`` for this operation (its id and target key added), where the protocol decides it."""
+        emit(
+            self.ports.alerts,
+            alert,
+            operation_id=self.request.operation_id,
+            target_key=self.request.target_key,
+            **facts,
+        )
 
     def commit(self, held: Held, **changes: Any) -> Held:
         """CAS the held record to a validated copy with ``changes``, a fresh write identity and timestamp; what a

@@ -36,11 +36,18 @@ from airflow_provider_dpone.cluster.protocol.reconcile import Reconciliation, Si
 from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecord
 from airflow_provider_dpone.cluster.values.authority.generation import DdlBinding
 from airflow_provider_dpone.cluster.values.authority.phases import Phase
+from airflow_provider_dpone.core.alerts import (
+    CLEANUP_UNKNOWN,
+    QUEUE_EVIDENCE_EXPIRED,
+    TERMINAL_MIXED_PUBLICATION,
+)
 from airflow_provider_dpone.core.canonical import canonical_json
 from airflow_provider_dpone.core.errors import DponeError, MutationRejectedError, OutcomeUnknownError
 from airflow_provider_dpone.core.identities import ddl_intent_digest
 
 UNPROVEN = "DPONE_CLICKHOUSE_CLUSTER_DISPATCH_UNPROVEN"
+EVIDENCE_MISSING = "DPONE_CLICKHOUSE_CLUSTER_PUBLICATION_EVIDENCE_MISSING"
+MIXED = "DPONE_CLICKHOUSE_CLUSTER_PUBLICATION_MIXED"
 
 Classifier = Callable[[Context, AuthorityRecord, str], Side | None]
 """One member's side of the step (observed physically), or ``None`` when it holds something foreign."""
@@ -136,12 +143,29 @@ def reconcile_step(ctx: Context, held: Held, step: DdlStep) -> StepProgress:
             quiet_ms=ctx.settings.dispatch_quiet_ms,
         )
     except DponeError as error:
+        _alert_unresolved(ctx, step, binding, error.code)
         raise ctx.fail_closed(held, error.code, error.detail) from None
     if outcome.verdict is Verdict.VOID:
+        _alert_unresolved(ctx, step, binding, UNPROVEN)
         raise ctx.fail_closed(held, UNPROVEN, f"{step.what}: epoch {binding.epoch} never reached the queue")
     if outcome.verdict is Verdict.COMPLETE:
         held = step.finish(ctx, held, binding.model_copy(update={"entry": outcome.entry}))
     return StepProgress(held, outcome)
+
+
+def _alert_unresolved(ctx: Context, step: DdlStep, binding: DdlBinding, code: str) -> None:
+    """The alert of a reconciliation that stops with ``code``: any undecided cleanup is ``cleanup_unknown``; for
+    the other steps, missing queue evidence is ``queue_evidence_expired`` and a terminal mixed publication is
+    ``terminal_mixed_publication`` (an unproven dispatch is not an alert: the void runbook handles it)."""
+    if step.phase is Phase.CLEANUP_DISPATCHING:
+        alert = CLEANUP_UNKNOWN
+    elif code == EVIDENCE_MISSING:
+        alert = QUEUE_EVIDENCE_EXPIRED
+    elif code == MIXED and step.phase is Phase.PUBLICATION_DISPATCHING:
+        alert = TERMINAL_MIXED_PUBLICATION
+    else:
+        return
+    ctx.alert(alert, step=step.what, epoch=binding.epoch, phase=step.phase.value, code=code)
 
 
 def _permit(ctx: Context, held: Held, step: DdlStep, observed: dict[str, Any]) -> Held:

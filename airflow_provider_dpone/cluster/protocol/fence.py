@@ -24,6 +24,7 @@ from airflow_provider_dpone.cluster.protocol.quality_fence import successor_bloc
 from airflow_provider_dpone.cluster.protocol.seal import DIVERGENT, adoptable_engines, observe_baseline
 from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecord
 from airflow_provider_dpone.cluster.values.authority.phases import TERMINAL_PHASES, Phase
+from airflow_provider_dpone.core.alerts import FENCED_FOREIGN_OPERATION, TOPOLOGY_DRIFT
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.manifest.cluster import ReplicationMode
 
@@ -64,11 +65,28 @@ def require_resumable(ctx: Context, held: Held) -> Held:
         raise DponeError("DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_RECORD_INVALID", "record does not match the request")
     drifted = record.inventory_digest != ctx.inventory.digest or record.member_ids() != ctx.inventory.member_ids
     if drifted and record.phase is not Phase.COMPLETED:  # a completed operation is resolved; its receipt stands
-        raise DponeError(
-            "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_DRIFT",
-            f"bound {len(record.members)} members, live {len(ctx.inventory.members)}; phase {record.phase}",
+        raise topology_drift(
+            ctx, record, f"bound {len(record.members)} members, live {len(ctx.inventory.members)}; phase {record.phase}"
         )
     return held
+
+
+def topology_drift(ctx: Context, record: AuthorityRecord, detail: str) -> DponeError:
+    """Alert that the live inventory is not the one ``record`` bound; the ``INVENTORY_DRIFT`` error to raise."""
+    ctx.alert(
+        TOPOLOGY_DRIFT,
+        phase=record.phase.value,
+        members=len(record.members),
+        live_members=len(ctx.inventory.members),
+        code="DPONE_CLICKHOUSE_CLUSTER_INVENTORY_DRIFT",
+    )
+    return DponeError("DPONE_CLICKHOUSE_CLUSTER_INVENTORY_DRIFT", detail)
+
+
+def fenced(ctx: Context, record: AuthorityRecord, code: str, detail: str) -> DponeError:
+    """Alert that another operation's record holds the target; the error ``code`` to raise."""
+    ctx.alert(FENCED_FOREIGN_OPERATION, holder_operation_id=record.operation_id, phase=record.phase.value, code=code)
+    return DponeError(code, detail)
 
 
 def _is_own(ctx: Context, record: AuthorityRecord) -> bool:
@@ -78,18 +96,25 @@ def _is_own(ctx: Context, record: AuthorityRecord) -> bool:
 def _require_resolved(ctx: Context, record: AuthorityRecord) -> None:
     if record.phase in TERMINAL_PHASES:
         if successor_blocked(record, ctx.now()):
-            raise DponeError(
+            raise fenced(
+                ctx,
+                record,
                 "DPONE_CLICKHOUSE_CLUSTER_OPERATION_FENCED",
                 f"operation {record.operation_id[:16]} is validating its quality evidence (reader fence)",
             )
         return
     if ctx.request.mode.holds(record):
-        raise DponeError(
+        raise fenced(
+            ctx,
+            record,
             "DPONE_CLICKHOUSE_CLUSTER_OPERATION_FENCED",
             f"held by operation {record.operation_id[:16]} in phase {record.phase}",
         )
-    raise DponeError(
-        MODES[ReplicationMode(record.replication_mode)].unresolved_code, f"{record.schema_} in phase {record.phase}"
+    raise fenced(
+        ctx,
+        record,
+        MODES[ReplicationMode(record.replication_mode)].unresolved_code,
+        f"{record.schema_} in phase {record.phase}",
     )
 
 
@@ -97,8 +122,9 @@ def _adopt_physical_truth(ctx: Context, previous: AuthorityRecord) -> None:
     """Before a mode migration takes the slot: the previous record's members are the live ones, a COMPLETED one's
     published generation is still what every member exposes, and the target is adoptable as a baseline."""
     if previous.member_ids() != ctx.inventory.member_ids:
-        raise DponeError(
-            "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_DRIFT",
+        raise topology_drift(
+            ctx,
+            previous,
             f"mode migration: {previous.schema_} bound {len(previous.members)} members, live {len(ctx.inventory.members)}",
         )
     engines = adoptable_engines(ctx, previous.schema_)

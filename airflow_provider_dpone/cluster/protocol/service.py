@@ -49,7 +49,7 @@ from airflow_provider_dpone.cluster.protocol.authority_io import Current, Held, 
 from airflow_provider_dpone.cluster.protocol.cleanup import clean_up
 from airflow_provider_dpone.cluster.protocol.context import Context, ProtocolSettings, PublicationPorts, alongside
 from airflow_provider_dpone.cluster.protocol.ddl_step import StepProgress
-from airflow_provider_dpone.cluster.protocol.fence import lock_or_resume, require_own
+from airflow_provider_dpone.cluster.protocol.fence import fenced, lock_or_resume, require_own, topology_drift
 from airflow_provider_dpone.cluster.protocol.publication import publish
 from airflow_provider_dpone.cluster.protocol.quality_evidence import require_capsule
 from airflow_provider_dpone.cluster.protocol.quality_replay import settle
@@ -184,10 +184,12 @@ class PublicationService:
             raise DponeError("DPONE_CLICKHOUSE_CLUSTER_PHASE_NOT_READY", "no operation of this mode holds the target")
         record = before = current.record
         if record.operation_id != self.request.operation_id:
-            raise DponeError("DPONE_CLICKHOUSE_CLUSTER_OPERATION_FENCED", "abort only the operation of this run")
+            raise fenced(
+                ctx, record, "DPONE_CLICKHOUSE_CLUSTER_OPERATION_FENCED", "abort only the operation of this run"
+            )
         if record.phase is not Phase.ABORTED:
             if not set(record.member_ids()) <= set(ctx.inventory.member_ids):
-                raise DponeError("DPONE_CLICKHOUSE_CLUSTER_INVENTORY_DRIFT", "a bound member left the inventory")
+                raise topology_drift(ctx, record, "a bound member left the inventory")
             record = abort_before_publication(ctx, Held(record, current.version)).record
         return Aborted(record.operation_id, record.phase.value, phase_before=before.phase.value)
 

@@ -7,6 +7,7 @@ pre-query physical profile. Every refusal is a stable ``native_transfer.*`` code
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from airflow_provider_dpone.core.canonical import sha256_hex, tagged_digest
@@ -80,15 +81,23 @@ class AuthorityFingerprint:
         names = ("relation", "access", "settings", "replica", "server", "endpoint")
         return [name for name in names if getattr(self, name) != getattr(other, name)]
 
-    def require_unchanged(self, other: AuthorityFingerprint) -> None:
-        """Another server answering is endpoint drift; any other change is snapshot drift."""
+    def require_unchanged(
+        self, other: AuthorityFingerprint, on_drift: Callable[[str, list[str]], object] = lambda _code, _names: None
+    ) -> None:
+        """Another server answering is endpoint drift; any other change is snapshot drift. ``on_drift`` hears the
+        code and the drifted names first (the provenance-drift alert)."""
         drifted = self.drifted(other)
+        if not drifted:
+            return
+        code = (
+            "native_transfer.source_endpoint_drift"
+            if "endpoint" in drifted
+            else "native_transfer.source_snapshot_drift"
+        )
+        on_drift(code, drifted)
         if "endpoint" in drifted:
-            raise DponeError(
-                "native_transfer.source_endpoint_drift", "another server answered at EOF than at admission"
-            )
-        if drifted:
-            raise DponeError("native_transfer.source_snapshot_drift", "changed before EOF: " + ", ".join(drifted))
+            raise DponeError(code, "another server answered at EOF than at admission")
+        raise DponeError(code, "changed before EOF: " + ", ".join(drifted))
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,9 @@ stopped writing, and its unpublished stage may be retired.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 
+from airflow_provider_dpone.core.alerts import CUSTODY_HELD, Alert, AlertSink, Fact, emit
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.transfer.ports import Clock
 from airflow_provider_dpone.transfer.route.journal import RouteJournal
@@ -26,9 +28,21 @@ def last_lease(records: list[JournalRecord]) -> LeaseRecord | None:
 
 
 class LeaseKeeper:
-    def __init__(self, journal: RouteJournal, clock: Clock, holder: str, duration: dt.timedelta) -> None:
+    def __init__(
+        self,
+        journal: RouteJournal,
+        clock: Clock,
+        holder: str,
+        duration: dt.timedelta,
+        *,
+        alerts: AlertSink | None = None,
+        facts: Mapping[str, Fact] | None = None,
+    ) -> None:
+        """``alerts`` receives the custody alerts, each with ``facts`` (the opaque ids of what the lease guards)."""
         if duration <= dt.timedelta(0):
             raise ValueError("lease duration must be positive")
+        self._alerts = alerts
+        self._facts = dict(facts or {})
         self._journal = journal
         self._clock = clock
         self.holder = holder
@@ -53,10 +67,15 @@ class LeaseKeeper:
         fenced: str | None = None
         if current is not None and current.action != "released":
             if now < parse_utc(current.expires_at) + self.skew:
-                raise DponeError("native_transfer.custody_held", "a writer lease is live")
+                raise self.held(CUSTODY_HELD, "a writer lease is live")
             fenced = current.holder
         self._write("acquired", now, fenced)
         self.fenced_holder = fenced
+
+    def held(self, alert: Alert, detail: str) -> DponeError:
+        """Alert that custody is not ours to take; the ``custody_held`` error to raise."""
+        emit(self._alerts, alert, code="native_transfer.custody_held", **self._facts)
+        return DponeError("native_transfer.custody_held", detail)
 
     def require_live(self) -> dt.datetime:
         """Raise unless custody is certainly still ours (more than the skew margin left); never writes.

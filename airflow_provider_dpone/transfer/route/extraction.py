@@ -30,6 +30,7 @@ from typing import Final
 
 import pyarrow as pa
 
+from airflow_provider_dpone.core.alerts import PROVENANCE_DRIFT, AlertSink, emit
 from airflow_provider_dpone.core.canonical import canonical_json_bytes
 from airflow_provider_dpone.core.canonical import sha256_hex as _sha
 from airflow_provider_dpone.core.errors import DponeError
@@ -90,7 +91,15 @@ def evidence_key(invocation_id: str, name: str) -> str:
 class Producer:
     """Runs one invocation's extraction on an admitted snapshot."""
 
-    def __init__(self, journal: RouteJournal, stage: StageStore, lease: LeaseKeeper, checkpoint: Checkpoint) -> None:
+    def __init__(
+        self,
+        journal: RouteJournal,
+        stage: StageStore,
+        lease: LeaseKeeper,
+        checkpoint: Checkpoint,
+        alerts: AlertSink | None = None,
+    ) -> None:
+        self._alerts = alerts
         self._journal = journal
         self._stage = stage
         self._lease = lease
@@ -210,7 +219,17 @@ class Producer:
     ) -> SourceSnapshotExtension:
         if admitted.profile is None or admitted.authority is None:
             raise DponeError("native_transfer.source_eof_mismatch", "raw invocation without a frozen profile")
-        admitted.authority.require_unchanged(observe_authority(session, admitted.plan.relation, admitted.frozen))
+        admitted.authority.require_unchanged(
+            observe_authority(session, admitted.plan.relation, admitted.frozen),
+            lambda code, drifted: emit(
+                self._alerts,
+                PROVENANCE_DRIFT,
+                operation_id=admitted.plan.operation_id,
+                invocation_id=admitted.plan.invocation_id,
+                code=code,
+                drifted=",".join(drifted),
+            ),
+        )
         after = capture_physical(session, admitted)
         if tracker.rows != streamed:
             raise DponeError(

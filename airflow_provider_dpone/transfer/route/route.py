@@ -21,7 +21,8 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.alerts import REASONS, REEXTRACT_REQUIRED, AlertSink, emit
+from airflow_provider_dpone.core.errors import REGISTRY, DponeError
 from airflow_provider_dpone.transfer.ports import (
     Clock,
     JournalStore,
@@ -79,6 +80,7 @@ class NativeTransferRoute:
         checkpoint: Checkpoint = _no_checkpoint,
         new_id: Callable[[], str] = _new_id,
         target_custody: TargetCustody | None = None,
+        alerts: AlertSink | None = None,
     ) -> None:
         self._request = request
         self._connector = connector
@@ -87,7 +89,10 @@ class NativeTransferRoute:
         self._target_factory = target_factory
         self._checkpoint = checkpoint
         self._new_id = new_id
-        self._lease = LeaseKeeper(self._journal, clock, new_id(), lease_duration)
+        self._alerts = alerts
+        self._lease = LeaseKeeper(
+            self._journal, clock, new_id(), lease_duration, alerts=alerts, facts={"operation_id": request.operation_id}
+        )
         self._target_custody = target_custody
         self.source_connections = 0
         self._bound_target: TransferTarget | None = None
@@ -149,7 +154,7 @@ class NativeTransferRoute:
             admitted = admit(session, self._request, invocation_id, f"dpone-{invocation_id}")
             plan = admitted.plan
             self._target().admit(TargetInvocation(plan.operation_id, invocation_id, plan.columns, plan.window))
-            Producer(self._journal, self._stage, self._lease, self._checkpoint).extract(session, admitted)
+            Producer(self._journal, self._stage, self._lease, self._checkpoint, self._alerts).extract(session, admitted)
         finally:
             session.close()
         return fold(self._journal.records)[-1]
@@ -170,6 +175,14 @@ class NativeTransferRoute:
         )
         record = self._journal.append("invocation_settled", settled)
         apply_record(view, record.body, "invocation_settled")
+        emit(
+            self._alerts,
+            REEXTRACT_REQUIRED,
+            operation_id=view.plan.operation_id,
+            invocation_id=view.invocation_id,
+            reason=reason if reason in REASONS or reason in REGISTRY else "unexpected_error",
+            code="native_transfer.reextract_required",
+        )
 
     def _stop_cleanly(self, error: Exception) -> None:
         """After a clean failure this process has stopped writing: settle what it owns; never mask ``error``.

@@ -20,6 +20,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable
 
+from airflow_provider_dpone.core.alerts import CUSTODY_HELD, CUSTODY_UNKNOWN, AlertSink, Fact
 from airflow_provider_dpone.core.canonical import tagged_digest
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.transfer.ports import Clock, JournalStore
@@ -52,8 +53,14 @@ class TargetCustody(LeaseKeeper):
         clock: Clock,
         duration: dt.timedelta,
         operation_journal: OperationJournal,
+        *,
+        alerts: AlertSink | None = None,
+        target_key: str | None = None,
     ) -> None:
-        super().__init__(RouteJournal(store), clock, operation_id, duration)
+        facts: dict[str, Fact] = {"operation_id": operation_id}
+        if target_key is not None:
+            facts["target_key"] = target_key
+        super().__init__(RouteJournal(store), clock, operation_id, duration, alerts=alerts, facts=facts)
         self._operation_journal = operation_journal
 
     def acquire(self) -> None:
@@ -65,16 +72,15 @@ class TargetCustody(LeaseKeeper):
             fenced = current.holder
         if current is not None and current.holder != self.holder:
             if current.action != "released" and now < parse_utc(current.expires_at) + self.skew:
-                raise DponeError("native_transfer.custody_held", "another operation holds the target table")
+                raise self.held(CUSTODY_HELD, "another operation holds the target table")
             if unresolved_publication(self._operation_journal(current.holder)):
-                raise DponeError(
-                    "native_transfer.custody_held",
-                    "another operation's publication into the target table has an unknown outcome",
+                raise self.held(
+                    CUSTODY_UNKNOWN, "another operation's publication into the target table has an unknown outcome"
                 )
         try:
             self._write("acquired", now, fenced)
         except DponeError as exc:
             if exc.code == "native_transfer.journal_conflict":
-                raise DponeError("native_transfer.custody_held", "another operation took the target table") from None
+                raise self.held(CUSTODY_HELD, "another operation took the target table") from None
             raise
         self.fenced_holder = fenced

@@ -1,0 +1,234 @@
+"""The seeds' alerts: each is emitted once, where its condition is decided, with opaque facts only; never otherwise.
+
+Driven on the fake ports (cluster) and the route harness (transfer); each test drives its condition once and reads
+the events the protocol handed its sink, and one reads the log record ``emit`` wrote for it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+
+import pytest
+
+from airflow_provider_dpone.core.alerts import (
+    ALERTS,
+    CLEANUP_UNKNOWN,
+    CUSTODY_HELD,
+    CUSTODY_UNKNOWN,
+    FENCED_FOREIGN_OPERATION,
+    PROVENANCE_DRIFT,
+    QUEUE_EVIDENCE_EXPIRED,
+    REEXTRACT_REQUIRED,
+    STAGING_DIVERGENCE,
+    TERMINAL_MIXED_PUBLICATION,
+    TOPOLOGY_DRIFT,
+    Alert,
+    AlertEvent,
+)
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.transfer.route.target_custody import TargetCustody
+from airflow_provider_dpone.transfer.storage import ObjectJournalStore
+from tests.fakes.faults import FaultKind
+from tests.protocol.native_route_harness import LEASE, OPERATION, crash_at, make_harness
+from tests.protocol.sim import Sim, error_code, point_of
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+def names(events: list[AlertEvent]) -> Counter[str]:
+    return Counter(event.name for event in events)
+
+
+def only(events: list[AlertEvent], alert: Alert) -> dict[str, object]:
+    """The facts of the one event, asserting it is the only alert emitted."""
+    assert names(events) == Counter({alert.name: 1}), names(events)
+    return events[0].as_dict()
+
+
+@pytest.mark.parametrize("mode", ["external", "internal"])
+def test_a_normal_run_emits_no_alert(mode) -> None:
+    sim = Sim.build(members=3, mode=mode)
+    assert sim.run_dag() == "completed"
+    assert sim.world.alerts == []
+
+
+def test_a_normal_transfer_emits_no_alert(tmp_path) -> None:
+    harness = make_harness(tmp_path)
+    harness.run()
+    assert harness.run().rows > 0  # and the resumed, already succeeded run
+    assert harness.alerts == []
+
+
+def test_a_rival_fenced_by_an_unresolved_operation_alerts_once_with_the_holders_id(caplog) -> None:
+    sim = Sim.build()
+    sim.service().fence()
+    sim.service().stage(sim.source)
+    rival = sim.request.model_copy(update={"run_id": "manual__rival"})
+    with caplog.at_level(logging.WARNING, logger="airflow_provider_dpone.alerts"):
+        assert error_code(lambda: sim.service(rival).fence()) == "DPONE_CLICKHOUSE_CLUSTER_OPERATION_FENCED"
+    facts = only(sim.world.alerts, FENCED_FOREIGN_OPERATION)
+    assert facts == {
+        "alert": "dpone.alert.cluster.fenced_foreign_operation",
+        "operation_id": rival.operation_id,
+        "holder_operation_id": sim.request.operation_id,
+        "target_key": sim.request.target_key,
+        "phase": "STAGED",
+        "code": "DPONE_CLICKHOUSE_CLUSTER_OPERATION_FENCED",
+    }
+    [record] = [r for r in caplog.records if r.name == "airflow_provider_dpone.alerts"]
+    assert record.levelno == logging.WARNING and record.dpone_alert == facts  # type: ignore[attr-defined]
+    assert record.getMessage().startswith("dpone alert dpone.alert.cluster.fenced_foreign_operation: ")
+    assert "analytics" not in record.getMessage()  # no cluster, database or table name: opaque ids only
+    assert sim.run_dag() == "completed" and len(sim.world.alerts) == 1
+
+
+def test_an_abort_of_another_runs_operation_alerts_fenced() -> None:
+    sim = Sim.build()
+    sim.service().fence()
+    rival = sim.request.model_copy(update={"run_id": "manual__rival"})
+    assert error_code(lambda: sim.service(rival).abort()) == "DPONE_CLICKHOUSE_CLUSTER_OPERATION_FENCED"
+    assert only(sim.world.alerts, FENCED_FOREIGN_OPERATION)["holder_operation_id"] == sim.request.operation_id
+
+
+def test_inventory_drift_alerts_topology_drift_on_each_decision() -> None:
+    sim = Sim.build()
+    sim.service().fence()
+    sim.service().stage(sim.source)
+    extra = sim.world.add_member(3)
+    assert error_code(lambda: sim.service().publish()) == "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_DRIFT"
+    facts = only(sim.world.alerts, TOPOLOGY_DRIFT)
+    assert (facts["members"], facts["live_members"], facts["phase"]) == (2, 3, "STAGED")
+    sim.world.members.remove(extra)
+    assert sim.run_dag() == "completed" and len(sim.world.alerts) == 1
+
+
+@pytest.mark.parametrize("mode", ["external", "internal"])
+def test_a_staged_candidate_that_diverged_alerts_staging_divergence(mode) -> None:
+    sim = Sim.build(members=3, mode=mode)
+    sim.service().fence()
+    sim.service().stage(sim.source)
+    member = sim.world.members[2]
+    table = sim.world.table(member, sim.request.candidate_name)
+    assert table is not None
+    table.rows[0] = table.rows[1]
+    assert error_code(lambda: sim.service().publish()) == "DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_DIVERGENT"
+    assert only(sim.world.alerts, STAGING_DIVERGENCE)["member_id"] == member.member_id
+
+
+def test_a_terminal_mixed_publication_alerts_once_per_decision() -> None:
+    sim = Sim.build(members=3)
+    sim.world.members[1].ddl_fails = True
+    assert sim.run_dag(tries=1) == "stopped at publish: DPONE_CLICKHOUSE_CLUSTER_PUBLICATION_MIXED"
+    facts = only(sim.world.alerts, TERMINAL_MIXED_PUBLICATION)
+    assert (facts["step"], facts["epoch"], facts["phase"]) == ("publication", 1, "PUBLICATION_DISPATCHING")
+
+
+def test_expired_queue_evidence_of_the_publication_alerts_queue_evidence_expired() -> None:
+    sim = Sim.build()
+    sim.world.faults.schedule([(point_of(sim, "ddl.dispatch"), FaultKind.CRASH_AFTER)])
+    assert sim.run_dag(tries=1).startswith("stopped at publish")
+    assert sim.world.alerts == []  # an unanswered dispatch is not an alert: it is reconciled
+    sim.world.queue.clear()  # the queue entry expired
+    code = error_code(lambda: sim.service().publish())
+    assert code == "DPONE_CLICKHOUSE_CLUSTER_PUBLICATION_EVIDENCE_MISSING"
+    assert only(sim.world.alerts, QUEUE_EVIDENCE_EXPIRED)["step"] == "publication"
+
+
+def test_a_cleanup_without_queue_evidence_alerts_cleanup_unknown_only() -> None:
+    sim = Sim.build()
+    sim.world.faults.schedule([(point_of(sim, "ddl.dispatch", 1), FaultKind.CRASH_AFTER)])
+    assert sim.run_dag(tries=1).startswith("stopped at cleanup")
+    assert sim.world.alerts == []
+    sim.world.queue.clear()
+    code = error_code(lambda: sim.service().cleanup())
+    assert code == "DPONE_CLICKHOUSE_CLUSTER_PUBLICATION_EVIDENCE_MISSING"
+    facts = only(sim.world.alerts, CLEANUP_UNKNOWN)
+    assert (facts["step"], facts["code"]) == ("cleanup", code)
+
+
+def test_a_live_writer_lease_alerts_custody_held(tmp_path) -> None:
+    harness = make_harness(tmp_path)
+    with pytest.raises(BaseException, match="block"):
+        harness.run(crash_at("block"))  # the writer died holding its lease
+    with pytest.raises(DponeError) as held:
+        harness.run()
+    assert held.value.code == "native_transfer.custody_held"
+    assert only(harness.alerts, CUSTODY_HELD) == {
+        "alert": "dpone.alert.transfer.custody_held",
+        "operation_id": OPERATION,
+        "code": "native_transfer.custody_held",
+    }
+
+
+def test_settling_an_interrupted_invocation_alerts_reextract_required(tmp_path) -> None:
+    harness = make_harness(tmp_path)
+    with pytest.raises(BaseException, match="block"):
+        harness.run(crash_at("block"))
+    harness.expire_lease()
+    harness.run()
+    facts = only(harness.alerts, REEXTRACT_REQUIRED)
+    assert facts["reason"] == "interrupted_before_eof" and facts["operation_id"] == OPERATION
+    assert isinstance(facts["invocation_id"], str) and len(facts["invocation_id"]) == 32
+
+
+def test_a_server_change_before_eof_alerts_provenance_drift_and_the_reextract(tmp_path) -> None:
+    harness = make_harness(tmp_path)
+
+    def fail_over(point: str) -> None:
+        if point == "admitted":
+            harness.source.server.server_uuid = "0" * 8 + "-0000-0000-0000-" + "0" * 11 + "1"
+
+    with pytest.raises(DponeError) as drift:
+        harness.run(fail_over)
+    assert drift.value.code == "native_transfer.source_endpoint_drift"
+    assert names(harness.alerts) == Counter({PROVENANCE_DRIFT.name: 1, REEXTRACT_REQUIRED.name: 1})
+    drifted, settled = harness.alerts
+    assert drifted.as_dict()["code"] == drift.value.code and "endpoint" in str(drifted.as_dict()["drifted"])
+    assert settled.as_dict()["reason"] == drift.value.code  # the invocation was settled because of the drift
+
+
+def test_a_target_held_by_an_operation_with_an_unknown_publication_alerts_custody_unknown(tmp_path) -> None:
+    harness = make_harness(tmp_path)
+    with pytest.raises(BaseException, match="publish_intent"):
+        harness.run(crash_at("publish_intent"))  # OPERATION's publication outcome is not recorded
+    events: list[AlertEvent] = []
+
+    def custody(operation: str) -> TargetCustody:
+        return TargetCustody(
+            ObjectJournalStore(f"file://{tmp_path}/targets", "c" * 32),
+            operation,
+            harness.clock,
+            LEASE,
+            lambda other: ObjectJournalStore(f"file://{tmp_path}", other),
+            alerts=events.append,
+            target_key="c" * 32,
+        )
+
+    custody(OPERATION).acquire()
+    with pytest.raises(DponeError) as live:
+        custody("b" * 32).acquire()
+    assert live.value.code == "native_transfer.custody_held"
+    assert only(events, CUSTODY_HELD)["target_key"] == "c" * 32
+    events.clear()
+    harness.expire_lease()
+    with pytest.raises(DponeError) as unknown:
+        custody("b" * 32).acquire()
+    assert unknown.value.code == "native_transfer.custody_held"
+    assert only(events, CUSTODY_UNKNOWN)["operation_id"] == "b" * 32
+
+
+def test_every_registered_alert_is_driven_by_a_test_above() -> None:
+    driven = {
+        FENCED_FOREIGN_OPERATION,
+        STAGING_DIVERGENCE,
+        TERMINAL_MIXED_PUBLICATION,
+        QUEUE_EVIDENCE_EXPIRED,
+        CLEANUP_UNKNOWN,
+        TOPOLOGY_DRIFT,
+        CUSTODY_HELD,
+        CUSTODY_UNKNOWN,
+        REEXTRACT_REQUIRED,
+        PROVENANCE_DRIFT,
+    }
+    assert set(ALERTS.values()) == driven
