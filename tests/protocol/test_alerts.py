@@ -12,7 +12,6 @@ from collections import Counter
 import pytest
 
 from airflow_provider_dpone.core.alerts import (
-    ALERTS,
     CLEANUP_UNKNOWN,
     CUSTODY_HELD,
     CUSTODY_UNKNOWN,
@@ -216,19 +215,3 @@ def test_a_target_held_by_an_operation_with_an_unknown_publication_alerts_custod
         custody("b" * 32).acquire()
     assert unknown.value.code == "native_transfer.custody_held"
     assert only(events, CUSTODY_UNKNOWN)["operation_id"] == "b" * 32
-
-
-def test_every_registered_alert_is_driven_by_a_test_above() -> None:
-    driven = {
-        FENCED_FOREIGN_OPERATION,
-        STAGING_DIVERGENCE,
-        TERMINAL_MIXED_PUBLICATION,
-        QUEUE_EVIDENCE_EXPIRED,
-        CLEANUP_UNKNOWN,
-        TOPOLOGY_DRIFT,
-        CUSTODY_HELD,
-        CUSTODY_UNKNOWN,
-        REEXTRACT_REQUIRED,
-        PROVENANCE_DRIFT,
-    }
-    assert set(ALERTS.values()) == driven
