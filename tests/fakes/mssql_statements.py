@@ -195,13 +195,6 @@ def _lock_staging(conn: FakeConnection, match: re.Match[str], params: tuple[Any,
     return [(len(_table(_view(conn), match.group(1)).rows),)], -1
 
 
-@handler("select_chunk", rf"SELECT (.+) FROM {Q} WHERE \[__dpone_chunk\] = %s;")
-def _select_chunk(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...]) -> Result:
-    table = _table(_view(conn), match.group(2))
-    positions = [table.position(n) for n in _NAME.findall(match.group(1))]
-    return [tuple(r[p] for p in positions) for r in table.rows if r[0] == params[0]], -1
-
-
 @handler("delete_chunk", rf"DELETE FROM {Q} WHERE \[__dpone_chunk\] = %s;")
 def _delete_chunk(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...]) -> Result:
     table = _table(conn._tables(), match.group(1))
@@ -363,6 +356,48 @@ _FIELD = re.compile(
     r"CASE WHEN s\.\[(\w+)\] IS NULL THEN 0x0000000100 ELSE CAST\(CAST\(DATALENGTH\(enc\.e(\d+)\) \+ 1 AS INT\) "
     r"AS BINARY\(4\)\) \+ 0x01 \+ enc\.e\2 END"
 )
+
+
+@handler("chunk_fields", r"SET TEXTSIZE (\d+);\nSELECT (.*) FROM " + Q + r" AS s CROSS APPLY \(SELECT (.*)\) AS enc "
+         r"WHERE s\.\[__dpone_chunk\] = %s;")  # fmt: skip
+def _chunk_fields(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...]) -> Result:
+    """Each row's fields: a rendered digest field, or ``CAST(s.[t] AS VARBINARY(MAX))`` of NVARCHAR, the stored
+    UTF-16LE code units (an unpaired surrogate included), cut at TEXTSIZE bytes."""
+    from tests.fakes.mssql_digest import encoders, field
+
+    conn.textsize = int(match.group(1))
+    table = _table(_view(conn), match.group(3))
+    by_index = dict(zip(_FIELD_INDEXES.findall(match.group(4)), encoders(match.group(4)), strict=True))
+    columns: list[tuple[int, Callable[[object], bytes] | None]] = []
+    for spelled in _SPLIT_FIELDS.split(match.group(2)):
+        if raw := _RAW_TEXT.fullmatch(spelled):
+            columns.append((table.position(raw.group(1)), None))
+            continue
+        found = _FIELD.fullmatch(spelled)
+        assert found, f"chunk field unknown to the SQL Server fake: {spelled[:120]!r}"
+        name, encode = by_index[found.group(2)]
+        assert name == found.group(1)
+        columns.append((table.position(name), encode))
+    rows = []
+    for row in table.rows:
+        if row[0] != params[0]:
+            continue
+        values: list[object] = []
+        for position, encode in columns:
+            value = row[position]
+            if encode is not None:
+                values.append(field(encode, value))
+            elif value is not None:
+                values.append(str(value).encode("utf-16-le", "surrogatepass")[: conn.textsize])
+            else:
+                values.append(None)
+        rows.append(tuple(values))
+    return rows, -1
+
+
+_FIELD_INDEXES = re.compile(r" AS e(\d+)(?:, |$)")
+_SPLIT_FIELDS = re.compile(r", (?=CASE WHEN|CAST\(s\.)")
+_RAW_TEXT = re.compile(r"CAST\(s\.\[(\w+)\] AS VARBINARY\(MAX\)\)")
 
 
 @handler("chunk_digest", r"SELECT COUNT_BIG\(\*\), (?:COALESCE\(SUM\(CAST\(SUBSTRING\(hashed\.h, \d+, 4\) AS BIGINT\)\), 0\)"

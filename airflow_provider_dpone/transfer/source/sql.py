@@ -12,13 +12,13 @@ from typing import Any, Final
 
 from airflow_provider_dpone.core.clickhouse.row_hash import row_hash_sql
 from airflow_provider_dpone.core.identifiers import qualified_clickhouse, quote_clickhouse
-from airflow_provider_dpone.transfer.values.raw_snapshot_physical import OFFSET_HASH_FUNCTION
 from airflow_provider_dpone.transfer.values.query import (
     PROVENANCE_COLUMNS,
     SnapshotQuery,
     parameters_descriptor,
     verify_query,
 )
+from airflow_provider_dpone.transfer.values.raw_snapshot_physical import OFFSET_HASH_FUNCTION
 
 SERVER_SQL: Final = (
     "SELECT version(), revision(), serverTimezone(), getSetting('session_timezone'), toString(serverUUID()), hostName(), "
