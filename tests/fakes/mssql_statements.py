@@ -58,9 +58,10 @@ def _split(name: str) -> tuple[str, str]:
     return schema, table
 
 
-@handler("session", r"SET XACT_ABORT ON; SET NOCOUNT OFF; SET LOCK_TIMEOUT \d+;")
+@handler("session", r"SET XACT_ABORT ON; SET NOCOUNT OFF; SET LOCK_TIMEOUT (\d+);")
 def _session(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...]) -> Result:
     conn.options = (conn.options | 16384) & ~512
+    conn.lock_timeout_ms = int(match.group(1))
     return [], -1
 
 
@@ -177,12 +178,14 @@ def _create_index(conn: FakeConnection, match: re.Match[str], params: tuple[Any,
 
 @handler("chunk_present", rf"SELECT TOP \(1\) 1 FROM {Q} WHERE \[__dpone_chunk\] = %s;")
 def _chunk_present(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...]) -> Result:
+    conn.server.read_lock(conn, match.group(1), params[0])
     table = _table(_view(conn), match.group(1))
     return ([(1,)] if any(r[0] == params[0] for r in table.rows) else []), -1
 
 
 @handler("chunk_counts", rf"SELECT \[__dpone_chunk\], COUNT_BIG\(\*\) FROM {Q} GROUP BY \[__dpone_chunk\];")
 def _chunk_counts(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...]) -> Result:
+    conn.server.read_lock(conn, match.group(1), None)
     counts: dict[object, int] = {}
     for row in _table(_view(conn), match.group(1)).rows:
         counts[row[0]] = counts.get(row[0], 0) + 1
@@ -191,7 +194,8 @@ def _chunk_counts(conn: FakeConnection, match: re.Match[str], params: tuple[Any,
 
 @handler("lock_staging", rf"SELECT COUNT_BIG\(\*\) FROM {Q} WITH \(TABLOCK, HOLDLOCK\);")
 def _lock_staging(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...]) -> Result:
-    """A shared table lock to the end of the transaction: one connection at a time here, so only its count."""
+    """A shared table lock to the end of the transaction: it waits for every writer's locks."""
+    conn.server.read_lock(conn, match.group(1), None)
     return [(len(_table(_view(conn), match.group(1)).rows),)], -1
 
 
@@ -254,6 +258,8 @@ def _insert_values(conn: FakeConnection, match: re.Match[str], params: tuple[Any
         for position, cast, value in zip(positions, casts, params[start : start + len(names)], strict=True):
             values[position] = _cast(cast, value)
         conn._insert_row(table, values, via="sqlclient")
+    inserted = len(params) // len(names)
+    conn.lock_rows(match.group(1), [table.rows[-1][0]] * inserted, inserted)
     return [], len(params) // len(names)
 
 
@@ -366,6 +372,7 @@ def _chunk_fields(conn: FakeConnection, match: re.Match[str], params: tuple[Any,
     from tests.fakes.mssql_digest import encoders, field
 
     conn.textsize = int(match.group(1))
+    conn.server.read_lock(conn, match.group(3), params[0], verification=True)
     table = _table(_view(conn), match.group(3))
     by_index = dict(zip(_FIELD_INDEXES.findall(match.group(4)), encoders(match.group(4)), strict=True))
     columns: list[tuple[int, Callable[[object], bytes] | None]] = []
@@ -406,6 +413,7 @@ _RAW_TEXT = re.compile(r"CAST\(s\.\[(\w+)\] AS VARBINARY\(MAX\)\)")
 def _chunk_digest(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...]) -> Result:
     from tests.fakes.mssql_digest import encoders, limb_sums, row_hash
 
+    conn.server.read_lock(conn, match.group(3), params[0], verification=True)
     tag, fields, table = bytes.fromhex(match.group(1)), match.group(2), _table(_view(conn), match.group(3))
     columns = encoders(match.group(4))
     assert [(n, int(i)) for n, i in _FIELD.findall(fields)] == [(n, i) for i, (n, _) in enumerate(columns)]

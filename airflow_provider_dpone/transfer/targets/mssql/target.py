@@ -60,6 +60,9 @@ class MsSqlTransferTarget(SqlTransferTarget):
     errors: ClassVar[tuple[type[BaseException], ...]] = DRIVER_ERRORS
     statements: ClassVar[Statements] = tsql
     table_kinds: ClassVar[frozenset[str]] = frozenset({"U"})
+    reads_wait_for_writers: ClassVar[bool] = True
+    """Locking READ COMMITTED: a chunk's bulk load holds row locks, escalated to a table lock past ~5,000 locks in
+    one statement; a verifying read of staging then waits until the load commits (``LOCK_TIMEOUT`` at most)."""
 
     def __init__(
         self,
