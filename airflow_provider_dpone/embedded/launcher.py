@@ -209,7 +209,7 @@ def wait_ready(spec: ProcessSpec, process: subprocess.Popen[bytes] | None, deadl
         if process is not None and process.poll() is not None:
             raise LaunchError(f"{spec.name} exited with {process.returncode}: {log_tail(spec)}")
         try:
-            with urllib.request.urlopen(url, timeout=1.0, context=unverified) as response:
+            with urllib.request.urlopen(url, timeout=1.0, context=unverified) as response:  # noqa: S310 - http(s) only
                 if response.status == 200:
                     return
         except (urllib.error.URLError, OSError, TimeoutError):

@@ -178,7 +178,8 @@ class TransferTarget(Protocol):
     verification waits into a lock timeout.
     """
 
-    reads_wait_for_writers: bool
+    @property
+    def reads_wait_for_writers(self) -> bool: ...
 
     def admit(self, invocation: TargetInvocation) -> None: ...
 
