@@ -100,6 +100,8 @@ class InMemoryTransferTarget:
     load store one row fewer than it was sent, a corruption only the target-local verification can see.
     """
 
+    reads_wait_for_writers = False
+
     def __init__(
         self, table: TargetTable | None = None, database: FakeDatabase | None = None, faults: FaultPlan | None = None
     ) -> None:

@@ -96,7 +96,7 @@ CODES: tuple[ErrorCode, ...] = (
     ErrorCode(
         "native_transfer.source_rows_differ",
         "the rows the worker received differ from the rows the source server counts for the same SELECT (its count, "
-        "or per part the rows and the offsets' fingerprint): a row was lost, repeated or moved between the server and "
+        "or per part the rows and the offsets' hash): a row was lost, repeated or moved between the server and "
         "the stage, or the source changed during the read",
         "let Airflow retry: nothing was sealed, the next try re-extracts; if it repeats on an unchanged source, keep "
         "the task log and report it",

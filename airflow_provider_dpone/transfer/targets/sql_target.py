@@ -152,6 +152,8 @@ class SqlTransferTarget(ABC):
     statements: ClassVar[Statements]
     table_kinds: ClassVar[frozenset[str]]
     """The catalog's kinds of an ordinary table (any other object in the target's name is refused)."""
+    reads_wait_for_writers: ClassVar[bool]
+    """Whether a read of staging waits on another transaction's uncommitted load (``TransferTarget``)."""
 
     def __init__(self, table: TargetTable, *, lock_timeout_ms: int) -> None:
         self.table = table
