@@ -1,0 +1,147 @@
+"""Every example DAG, unedited, in one Airflow against one embedded cluster and one connection.
+
+This is what docs/getting-started.md tells a new user to do: one ``embedded up`` (both topologies in
+``system.clusters``: ``dpone_cluster`` and ``dpone_cluster_replicated``), the one connection
+``dpone_clickhouse_default``, a PostgreSQL behind ``postgres_default``, and every example DAG as shipped. Nothing on
+the DAGs is swapped or retargeted: each runs with ``dag.test()`` including its ``demo_setup``, in the session's one
+Airflow home. The external, internal and quality full refreshes complete; the abort DAG aborts a run stopped after
+its fence and the next run completes; the void-permit DAG refuses the aborted operation (coded, nothing changed); the PostgreSQL transfer publishes the demo source; the SQL Server transfer, with no SQL Server, fails at once
+with one coded line and no retry. Assertions read the members, the authority and PostgreSQL directly.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import psycopg
+import pytest
+
+from airflow_provider_dpone.cluster.values.authority.phases import Phase
+from airflow_provider_dpone.embedded import EmbeddedCluster
+from tests.integration.airflow_env import EXAMPLES, load_dag_file
+from tests.integration.dag_runner import asset_events
+from tests.integration.embedded_example import member_rows
+from tests.integration.replica_checks import authority_record
+
+pytestmark = [pytest.mark.embedded_cluster(members=2), pytest.mark.filterwarnings("ignore::DeprecationWarning")]
+
+DEMO_ROWS = 1000
+EXAMPLE_DAGS = sorted(path.name for path in EXAMPLES.glob("clickhouse_*.py"))
+
+
+@pytest.fixture
+def one_airflow(
+    dags_folder: Path,
+    embedded_cluster: EmbeddedCluster,
+    postgres_server: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> dict[str, ModuleType]:
+    """The connections a user defines once, and every example DAG module by file name."""
+    monkeypatch.setenv("AIRFLOW_CONN_DPONE_CLICKHOUSE_DEFAULT", json.dumps(embedded_cluster.connection_json()))
+    postgres = {
+        "conn_type": "postgres",
+        "host": postgres_server.host,
+        "port": postgres_server.port,
+        "login": postgres_server.user,
+        "password": postgres_server.password,
+        "schema": postgres_server.dbname,
+    }
+    monkeypatch.setenv("AIRFLOW_CONN_POSTGRES_DEFAULT", json.dumps(postgres))
+    monkeypatch.setenv("AIRFLOW__DPONE__NATIVE_TRANSFER_BASE", f"file://{tmp_path}/stage")
+    with psycopg.connect(postgres_server.dsn, autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS public.raw_events, public.__dpone_publication_receipts")
+    return {name: load_dag_file(f"dpone_every_example_{name[:-3]}", dags_folder / name) for name in EXAMPLE_DAGS}
+
+
+def _run(module: ModuleType, **kwargs: Any) -> tuple[Any, dict[str, tuple[str, int]]]:
+    run = module.dag.test(**kwargs)
+    outcome = {}
+    for task in module.dag.tasks:
+        instance = run.get_task_instance(task.task_id)
+        outcome[task.task_id] = (str(instance.state), instance.try_number)
+    return run, outcome
+
+
+def _succeeded(outcome: dict[str, tuple[str, int]]) -> bool:
+    return all(state == "success" for state, _ in outcome.values())
+
+
+def test_every_example_dag_runs_unedited_against_one_embedded_cluster_and_one_connection(
+    one_airflow: dict[str, ModuleType],
+    embedded_cluster: EmbeddedCluster,
+    postgres_server: Any,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    dags = one_airflow
+    assert set(dags) == {
+        "clickhouse_external_abort.py",
+        "clickhouse_external_full_refresh.py",
+        "clickhouse_external_void_permit.py",
+        "clickhouse_internal_full_refresh.py",
+        "clickhouse_internal_quality_replay.py",
+        "clickhouse_to_mssql_raw_snapshot.py",
+        "clickhouse_to_postgres_raw_snapshot.py",
+    }, "a new example DAG must join this test"
+
+    # the three full refreshes, each on its own topology and database of the one cluster
+    published = {}
+    for name, cluster, database in (
+        ("clickhouse_external_full_refresh.py", "dpone_cluster", "analytics"),
+        ("clickhouse_internal_full_refresh.py", "dpone_cluster_replicated", "analytics_replicated"),
+        ("clickhouse_internal_quality_replay.py", "dpone_cluster_replicated", "analytics_quality"),
+    ):
+        run, outcome = _run(dags[name])
+        assert _succeeded(outcome), (name, outcome)
+        receipt = run.get_task_instance("cleanup").xcom_pull(task_ids="cleanup")
+        assert receipt["phase"] == "COMPLETED" and receipt["row_count"] == DEMO_ROWS, name
+        assert member_rows(embedded_cluster, database) == [(DEMO_ROWS, DEMO_ROWS)] * 2, name
+        uri = f"clickhouse-cluster://{cluster}/{database}/target_table"
+        assert [event["generation_id"] for event in asset_events(run, uri)] == [receipt["generation_id"]], name
+        published[name] = receipt
+    internal = published["clickhouse_internal_full_refresh.py"]
+    assert internal["replication_mode"] == "internal"
+    assert published["clickhouse_external_full_refresh.py"]["replication_mode"] == "external"
+
+    # abort: a run of the external example stopped after its fence (the rest marked done by hand) holds the target;
+    # the abort DAG, given that run's id, releases it, and the next run completes
+    full_refresh = dags["clickhouse_external_full_refresh.py"]
+    stopped, outcome = _run(full_refresh, mark_success_pattern="^(stage|publish|cleanup)$")
+    assert outcome["fence"] == ("success", 1)
+    held = authority_record(embedded_cluster, "analytics")
+    assert held is not None and held.phase is Phase.LOCKED
+    _, outcome = _run(dags["clickhouse_external_abort.py"], run_conf={"run_id": stopped.run_id})
+    assert outcome == {"abort": ("success", 1)}
+    aborted = authority_record(embedded_cluster, "analytics")
+    assert aborted is not None and (aborted.phase, aborted.operation_id) == (Phase.ABORTED, held.operation_id)
+
+    # void-permit: the aborted operation has no permit to void; it is refused with its code and nothing changes
+    capfd.readouterr()
+    _, outcome = _run(dags["clickhouse_external_void_permit.py"], run_conf={"run_id": stopped.run_id})
+    assert outcome == {"void_permit": ("failed", 1)}
+    assert "dpone void_permit: DPONE_CLICKHOUSE_CLUSTER_OPERATION_ABORTED: " in capfd.readouterr().out
+    assert authority_record(embedded_cluster, "analytics") == aborted
+
+    later, outcome = _run(full_refresh)
+    assert _succeeded(outcome), outcome
+    assert later.get_task_instance("cleanup").xcom_pull(task_ids="cleanup")["phase"] == "COMPLETED"
+    assert member_rows(embedded_cluster, "analytics") == [(DEMO_ROWS, DEMO_ROWS)] * 2
+
+    # the PostgreSQL transfer: its demo_setup creates the source on the same connection, the run publishes it
+    run, outcome = _run(dags["clickhouse_to_postgres_raw_snapshot.py"])
+    assert outcome == {"demo_setup": ("success", 1), "transfer": ("success", 1)}
+    evidence = run.get_task_instance("transfer").xcom_pull(task_ids="transfer")
+    assert evidence["rows"] == 7 and evidence["route"] == "native_transfer_postgres"
+    with psycopg.connect(postgres_server.dsn, autocommit=True) as conn:
+        assert conn.execute("SELECT count(*) FROM public.raw_events").fetchone() == (7,)
+
+    # the SQL Server transfer needs a server: without its connection, one coded line at once, no retry
+    capfd.readouterr()
+    _, outcome = _run(dags["clickhouse_to_mssql_raw_snapshot.py"])
+    assert outcome == {"demo_setup": ("success", 1), "transfer": ("failed", 1)}
+    logged = capfd.readouterr().out
+    assert "dpone transfer: DPONE_CONNECTION_UNDEFINED: " in logged and "connection mssql_default" in logged
+    assert "(terminal: no retry)" in logged
