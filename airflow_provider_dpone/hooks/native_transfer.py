@@ -175,7 +175,9 @@ class DponeNativeTransferHook(BaseHook):
         try:
             self.get_connection(conn_id)
         except AirflowNotFoundException:
-            raise DponeError("DPONE_CONNECTION_UNDEFINED", f"connection {conn_id} ({self.manifest.sink.type})") from None
+            raise DponeError(
+                "DPONE_CONNECTION_UNDEFINED", f"connection {conn_id} ({self.manifest.sink.type})"
+            ) from None
 
     def target(self) -> TransferTarget:
         """The target adapter bound to the sink's table."""

@@ -21,7 +21,7 @@ from tests.integration.dag_runner import asset_events, configure, load_example, 
 from tests.integration.dpone_airflow_fakes import FakeDeployment, NamedFaults
 
 ROWS = ((1, "a", 10), (2, "b", None), (3, "c", 30))
-ASSET = "clickhouse-cluster://analytics_cluster/analytics/target_table"
+ASSET = "clickhouse-cluster://dpone_cluster/analytics/target_table"
 BASELINE = ((7, "old", 1),)
 
 
