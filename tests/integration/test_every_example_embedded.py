@@ -145,3 +145,35 @@ def test_every_example_dag_runs_unedited_against_one_embedded_cluster_and_one_co
     logged = capfd.readouterr().out
     assert "dpone transfer: DPONE_CONNECTION_UNDEFINED: " in logged and "connection mssql_default" in logged
     assert "(terminal: no retry)" in logged
+
+
+def test_the_first_errors_a_user_meets_are_the_providers_coded_lines_and_not_retried(
+    one_airflow: dict[str, ModuleType],
+    embedded_cluster: EmbeddedCluster,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    # a missing transfer source: its own terminal code with the right next action, on try 1 of a DAG with retries
+    postgres = one_airflow["clickhouse_to_postgres_raw_snapshot.py"]
+    client = embedded_cluster.client()
+    try:
+        client.command("DROP TABLE IF EXISTS events.raw_events SYNC")
+    finally:
+        client.close()
+    capfd.readouterr()
+    _, outcome = _run(postgres, mark_success_pattern="^demo_setup$")
+    assert outcome["transfer"] == ("failed", 1), "terminal: the DAG's retries=3 are not spent"
+    logged = capfd.readouterr().out
+    assert "dpone transfer: native_transfer.source_relation_not_found: " in logged
+    assert "Next: create the source table or correct source.database and source.table" in logged
+
+    # a wrong password: demo_setup, the first task a user sees fail, gives the provider's line once (retries=2)
+    wrong = {**embedded_cluster.connection_json(), "password": "not-the-password"}
+    monkeypatch.setenv("AIRFLOW_CONN_DPONE_CLICKHOUSE_DEFAULT", json.dumps(wrong))
+    capfd.readouterr()
+    _, outcome = _run(one_airflow["clickhouse_external_full_refresh.py"])
+    assert outcome["demo_setup"] == ("failed", 1) and outcome["fence"][0] == "upstream_failed", outcome
+    logged = capfd.readouterr().out
+    assert "dpone demo_setup: DPONE_CLICKHOUSE_AUTHENTICATION_FAILED: " in logged
+    assert "(terminal: no retry)" in logged
+    assert "DB::Exception" not in logged and "clickhouse_connect" not in logged, "no driver text or traceback"
