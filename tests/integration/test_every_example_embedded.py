@@ -25,6 +25,9 @@ from tests.integration.airflow_env import EXAMPLES, load_dag_file
 from tests.integration.dag_runner import asset_events
 from tests.integration.embedded_example import member_rows
 from tests.integration.replica_checks import authority_record
+from tests.integration.test_native_operator_dags import public_table
+
+__all__ = ["public_table"]  # fixture used by this module
 
 pytestmark = [pytest.mark.embedded_cluster(members=2), pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 
@@ -34,26 +37,11 @@ EXAMPLE_DAGS = sorted(path.name for path in EXAMPLES.glob("clickhouse_*.py"))
 
 @pytest.fixture
 def one_airflow(
-    dags_folder: Path,
-    embedded_cluster: EmbeddedCluster,
-    postgres_server: Any,
-    monkeypatch: pytest.MonkeyPatch,
-    tmp_path: Path,
+    dags_folder: Path, embedded_cluster: EmbeddedCluster, public_table: str, monkeypatch: pytest.MonkeyPatch
 ) -> dict[str, ModuleType]:
-    """The connections a user defines once, and every example DAG module by file name."""
+    """The connections a user defines once (``postgres_default`` and the stage base come with ``public_table``), and
+    every example DAG module by file name."""
     monkeypatch.setenv("AIRFLOW_CONN_DPONE_CLICKHOUSE_DEFAULT", json.dumps(embedded_cluster.connection_json()))
-    postgres = {
-        "conn_type": "postgres",
-        "host": postgres_server.host,
-        "port": postgres_server.port,
-        "login": postgres_server.user,
-        "password": postgres_server.password,
-        "schema": postgres_server.dbname,
-    }
-    monkeypatch.setenv("AIRFLOW_CONN_POSTGRES_DEFAULT", json.dumps(postgres))
-    monkeypatch.setenv("AIRFLOW__DPONE__NATIVE_TRANSFER_BASE", f"file://{tmp_path}/stage")
-    with psycopg.connect(postgres_server.dsn, autocommit=True) as conn:
-        conn.execute("DROP TABLE IF EXISTS public.raw_events, public.__dpone_publication_receipts")
     return {name: load_dag_file(f"dpone_every_example_{name[:-3]}", dags_folder / name) for name in EXAMPLE_DAGS}
 
 
@@ -73,7 +61,7 @@ def _succeeded(outcome: dict[str, tuple[str, int]]) -> bool:
 def test_every_example_dag_runs_unedited_against_one_embedded_cluster_and_one_connection(
     one_airflow: dict[str, ModuleType],
     embedded_cluster: EmbeddedCluster,
-    postgres_server: Any,
+    public_table: str,
     capfd: pytest.CaptureFixture[str],
 ) -> None:
     dags = one_airflow
@@ -135,7 +123,7 @@ def test_every_example_dag_runs_unedited_against_one_embedded_cluster_and_one_co
     assert outcome == {"demo_setup": ("success", 1), "transfer": ("success", 1)}
     evidence = run.get_task_instance("transfer").xcom_pull(task_ids="transfer")
     assert evidence["rows"] == 7 and evidence["route"] == "native_transfer_postgres"
-    with psycopg.connect(postgres_server.dsn, autocommit=True) as conn:
+    with psycopg.connect(public_table, autocommit=True) as conn:
         assert conn.execute("SELECT count(*) FROM public.raw_events").fetchone() == (7,)
 
     # the SQL Server transfer needs a server: without its connection, one coded line at once, no retry
