@@ -8,13 +8,14 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from airflow_provider_dpone import __version__
+from airflow_provider_dpone import __version__, docs_page
 from airflow_provider_dpone.core.connection_options import connection_form_fields
 
 NATIVE_TRANSFER = "dpone ClickHouse native transfer"
 DESCRIPTION = "Fenced, exactly-once ClickHouse cluster publication and ClickHouse → SQL Server / PostgreSQL transfer."
 """The provider's one-line description (the arrow is part of it: the transfer goes one way)."""
-DOCUMENTATION_URL = "https://pypi.org/project/airflow-provider-dpone/"
+DOCUMENTATION_PAGE = "getting-started"
+"""The docs page the provider's documentation link opens: the one shipped in the package (no index hosts it)."""
 HOOK_CLASS = "airflow_provider_dpone.hooks.clickhouse.DponeClickHouseHook"
 
 UI_FIELD_BEHAVIOUR: dict[str, Any] = {
@@ -93,7 +94,7 @@ def get_provider_info() -> dict[str, Any]:
         "package-name": "airflow-provider-dpone",
         "name": "dpone",
         "description": DESCRIPTION,
-        "documentation-url": DOCUMENTATION_URL,
+        "documentation-url": docs_page(DOCUMENTATION_PAGE).as_uri(),
         "versions": [__version__],
         "integrations": [
             {

@@ -143,8 +143,8 @@ def test_an_explicit_deferrable_argument_wins_over_the_default() -> None:
 
 def test_publish_declares_the_target_asset_without_any_host() -> None:
     operator = DponePublishOperator(task_id="publish", manifest=MANIFEST)
-    assert operator.outlets == [Asset(uri="clickhouse-cluster://analytics_cluster/analytics/target_table")]
-    assert asset_uri(read_manifest(MANIFEST)) == "clickhouse-cluster://analytics_cluster/analytics/target_table"
+    assert operator.outlets == [Asset(uri="clickhouse-cluster://dpone_cluster/analytics/target_table")]
+    assert asset_uri(read_manifest(MANIFEST)) == "clickhouse-cluster://dpone_cluster/analytics/target_table"
     explicit = Asset(uri="clickhouse-cluster://other/db/t")
     assert DponePublishOperator(task_id="p2", manifest=MANIFEST, outlets=[explicit]).outlets == [explicit]
     assert not DponeFenceOperator(task_id="f", manifest=MANIFEST).outlets

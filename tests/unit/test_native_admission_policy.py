@@ -216,7 +216,7 @@ def test_raw_engine_refusals(scope, engine, engine_full, replica, code) -> None:
         ({"database_engine": "Ordinary"}, "source_engine_unsupported"),
         ({"uuid": "00000000-0000-0000-0000-000000000000"}, "source_engine_unsupported"),
         ({"is_temporary": True}, "source_engine_unsupported"),
-        ({"exists": False}, "source_metadata_unavailable"),
+        ({"exists": False}, "source_relation_not_found"),
     ],
 )
 def test_relation_refusals(overrides, code) -> None:

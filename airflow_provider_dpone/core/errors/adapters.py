@@ -116,4 +116,12 @@ CODES: tuple[ErrorCode, ...] = (
         "a retry cannot help",
         retryable=False,
     ),
+    ErrorCode(
+        "DPONE_EXAMPLE_SETUP_REFUSED",
+        "ClickHouse refused a statement of an example DAG's demo setup (its database, KeeperMap authority table or "
+        "demo source)",
+        "check that the connection points at the cluster the example names and that its user may create databases "
+        "and tables (the embedded cluster's user can; see docs/getting-started.md), then clear the task",
+        retryable=False,
+    ),
 )
