@@ -111,7 +111,7 @@ def on_coordinator(conn_id: str, task_id: str, step: Callable[[Any], T]) -> T:
     """
     import structlog
 
-    from airflow_provider_dpone.cluster.clickhouse.catalog import read_failure
+    from airflow_provider_dpone.cluster.clickhouse.catalog import COORDINATOR_UNREACHABLE, read_failure
     from airflow_provider_dpone.core.clickhouse.clients import Purpose, build_client, close_client
     from airflow_provider_dpone.core.clickhouse.oneshot import classify, sanitized
     from airflow_provider_dpone.hooks.clickhouse import DponeClickHouseHook
@@ -126,7 +126,7 @@ def on_coordinator(conn_id: str, task_id: str, step: Callable[[Any], T]) -> T:
     except AirflowNotFoundException:
         raise_for(DponeError("DPONE_CONNECTION_UNDEFINED", f"connection {conn_id}"), log)
     except Exception as error:  # noqa: BLE001 -- classified by type and server code only
-        failure = read_failure(error, "demo setup statement", coordinator=True)
+        failure = read_failure(error, "demo setup statement", unanswered=COORDINATOR_UNREACHABLE)
         if isinstance(failure, DponeError):
             raise_for(failure, log)
         raise_for(DponeError("DPONE_EXAMPLE_SETUP_REFUSED", sanitized(classify(error))), log)
