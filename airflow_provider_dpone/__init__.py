@@ -13,6 +13,16 @@ from pathlib import Path
 __version__ = "0.1.0"
 
 
+def example_dags_folder() -> Path:
+    """The folder of the example DAGs: inside the installed package, or the checkout's ``dags_examples/`` in an
+    editable install (the value for ``[core] dags_folder``)."""
+    package = Path(__file__).resolve().parent
+    for folder in (package / "example_dags", package.parent / "dags_examples"):
+        if folder.is_dir():
+            return folder
+    raise FileNotFoundError("no example DAGs next to the package")
+
+
 def docs_page(name: str) -> Path:
     """The file of the docs page ``name`` (``connections``, ``docs/connections.md`` ...): inside the installed
     package, or the checkout's ``docs/`` in an editable install. Raises ``FileNotFoundError`` for an unknown page."""

@@ -51,6 +51,12 @@ def test_dpone_docs_prints_a_page_by_name(capsys: pytest.CaptureFixture[str]) ->
     assert main(["docs", "no-such-page"]) == 2
 
 
+def test_dpone_example_dags_prints_the_folder_of_the_example_dags(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["example-dags"]) == 0
+    folder = Path(capsys.readouterr().out.strip())
+    assert folder == REPO / "dags_examples" and (folder / "clickhouse_external_full_refresh.py").is_file()
+
+
 def test_the_built_wheel_installs_the_examples_and_the_docs_pages(tmp_path: Path) -> None:
     subprocess.run([str(UV), "build", "--quiet", "--wheel", "--out-dir", str(tmp_path / "dist")], cwd=REPO, check=True)
     (wheel,) = (tmp_path / "dist").glob("airflow_provider_dpone-*.whl")
@@ -70,11 +76,17 @@ def test_the_built_wheel_installs_the_examples_and_the_docs_pages(tmp_path: Path
     )
     shutil.rmtree(tmp_path / "dist")
     found = subprocess.run(
-        [sys.executable, "-c", "from airflow_provider_dpone import docs_page; print(docs_page('connections'))"],
+        [
+            sys.executable,
+            "-c",
+            "import airflow_provider_dpone as p; print(p.docs_page('connections'), p.example_dags_folder())",
+        ],
         cwd=tmp_path,
         env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"},
         capture_output=True,
         text=True,
         check=True,
     )
-    assert Path(found.stdout.strip()) == site / "airflow_provider_dpone" / "docs" / "connections.md"
+    page, examples = (Path(path) for path in found.stdout.split())
+    assert page == site / "airflow_provider_dpone" / "docs" / "connections.md"
+    assert examples == site / "airflow_provider_dpone" / "example_dags"
