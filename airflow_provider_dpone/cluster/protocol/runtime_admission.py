@@ -5,7 +5,9 @@ concurrently) and every other function decides on them without reading anything,
 and every phase re-runs admission cheaply (inventory drift fences the operation). Any member that cannot answer
 blocks: partial inventory is never sufficient, and ``skip_unavailable_shards`` is never admission evidence. With
 durable quality replay selected, the authority-table check is the store preflight (read-only; a store that is absent,
-legacy or not exactly the admitted schema gives ``..._UNSUPPORTED``, never a migration).
+legacy or not exactly the admitted schema gives ``..._UNSUPPORTED``, never a migration), and
+:func:`admit_quality_selection` refuses what the selected policy cannot observe (a target metric without a bounded
+reader, a selected column the table does not have, too many columns) before the fence or the stage writes anything.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Final
 
-from airflow_provider_dpone.cluster.ports import ClusterCatalog
+from airflow_provider_dpone.cluster.ports import AcceptanceReader, ClusterCatalog
 from airflow_provider_dpone.cluster.protocol.context import concurrently
 from airflow_provider_dpone.cluster.protocol.mode import MODES
 from airflow_provider_dpone.cluster.protocol.request import PublicationRequest
@@ -31,6 +33,7 @@ from airflow_provider_dpone.core.inventory import (
     InventoryRow,
     TableFacts,
 )
+from airflow_provider_dpone.core.errors.replay import UNSUPPORTED
 from airflow_provider_dpone.core.manifest.cluster import ReplicationMode
 
 _KEEPER_MAP: Final[re.Pattern[str]] = re.compile(
@@ -143,3 +146,15 @@ def admit_runtime(catalog: ClusterCatalog, request: PublicationRequest, *, paral
         # the quality-replay store preflight: an absent, legacy or unverified store is refused, never migrated
         raise DponeError("DPONE_REPLAY_QUALITY_EVIDENCE_UNSUPPORTED", f"authority store: {error.detail}") from None
     return inventory
+
+
+def admit_quality_selection(request: PublicationRequest, acceptance: AcceptanceReader | None) -> None:
+    """What the request's durable quality policy selects can be observed: target metrics need a bounded reader,
+    and the selected columns must be columns of ``request.table`` (the described source schema; a fence request
+    whose policy observes columns carries it too). Checked by the fence and the stage before they write anything."""
+    policy = request.quality
+    if policy is None:
+        return
+    if policy.target_metrics and acceptance is None:
+        raise DponeError(UNSUPPORTED, "no bounded acceptance reader is configured for target observations")
+    policy.selected_columns([column.name for column in request.table.columns])
