@@ -31,7 +31,7 @@ from airflow_provider_dpone.core.clickhouse.clients import Purpose, build_async_
 from airflow_provider_dpone.core.clickhouse.connection import ResolvedConnection
 from airflow_provider_dpone.core.clickhouse.endpoint import Endpoint
 from airflow_provider_dpone.core.clickhouse.oneshot import PROCESS_GUARD, MutationGuard
-from airflow_provider_dpone.core.connection_options import ClickHouseConnectionOptions
+from airflow_provider_dpone.core.connection_options import ClickHouseConnectionOptions, unique_keys
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.manifest import ClusterPublicationManifest, SealedArtifactSource
 from airflow_provider_dpone.hooks.publication import (
@@ -75,9 +75,9 @@ class DponeClickHouseHook(BaseHook):
         raw: Any = extra or {}
         if isinstance(raw, str):
             try:
-                raw = json.loads(raw) if raw.strip() else {}
-            except json.JSONDecodeError:
-                raise DponeError("DPONE_CONNECTION_INVALID", "extra is not JSON") from None
+                raw = json.loads(raw, object_pairs_hook=unique_keys) if raw.strip() else {}
+            except ValueError:  # not JSON, or a key given twice
+                raise DponeError("DPONE_CONNECTION_INVALID", "extra is not JSON without repeated keys") from None
         if not isinstance(raw, dict):
             raise DponeError("DPONE_CONNECTION_INVALID", "extra is not a JSON object")
         cleaned = {key.removeprefix(cls._EXTRA_PREFIX): value for key, value in raw.items() if value is not None}

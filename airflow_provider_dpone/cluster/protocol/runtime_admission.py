@@ -83,6 +83,19 @@ def admit_inventory(rows: Sequence[InventoryRow], *, cluster: str, mode: Replica
     )
 
 
+def require_member_identities(local: Mapping[AdmittedMember, Sequence[tuple[int, int]]]) -> None:
+    """Each member's direct endpoint is that member: its own ``system.clusters`` marks exactly the member's
+    ``(shard_num, replica_num)`` local. Another member's position, none, or several (one server behind two
+    positions) refuses before anything is created."""
+    wrong = sorted(
+        member.member_id
+        for member, positions in local.items()
+        if tuple(positions) != ((member.shard_num, member.replica_num),)
+    )
+    if wrong:
+        raise DponeError("DPONE_CLICKHOUSE_CLUSTER_MEMBER_IDENTITY_MISMATCH", f"members {wrong}")
+
+
 def require_atomic_databases(engines: Mapping[str, str | None]) -> None:
     """Every member has the database and it is Atomic (EXCHANGE and UUID-exact tables need it)."""
     bad = sorted(member for member, engine in engines.items() if engine != "Atomic")
@@ -130,12 +143,13 @@ def admit_runtime(catalog: ClusterCatalog, request: PublicationRequest, *, paral
         rows = catalog.inventory(request.cluster)
         inventory = admit_inventory(rows, cluster=request.cluster, mode=request.replication_mode)
         read = concurrently(
-            lambda member: catalog.admission_facts(member, request.database, AUTHORITY_TABLE),
+            lambda member: catalog.admission_facts(member, request.cluster, request.database, AUTHORITY_TABLE),
             inventory.members,
             parallelism,
         )
-        require_atomic_databases({member.member_id: engine for member, (engine, _) in read.items()})
-        facts = {member.member_id: table for member, (_, table) in read.items()}
+        require_member_identities({member: fact.local_positions for member, fact in read.items()})
+        require_atomic_databases({member.member_id: fact.database_engine for member, fact in read.items()})
+        facts = {member.member_id: fact.table for member, fact in read.items()}
     except UnavailableError:
         raise DponeError("DPONE_CLICKHOUSE_CLUSTER_INVENTORY_INCOMPLETE", "a catalog read did not answer") from None
     try:

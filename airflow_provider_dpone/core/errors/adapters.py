@@ -100,4 +100,10 @@ CODES: tuple[ErrorCode, ...] = (
         "a retry cannot help",
         retryable=False,
     ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_MEMBER_ENDPOINT_EXTRA",
+        "member_endpoints names a 'shard:replica' that system.clusters does not list for the cluster",
+        "remove the entry, or fix the cluster's remote_servers; every key must be a member of the cluster",
+        retryable=False,
+    ),
 )

@@ -436,6 +436,14 @@ RUNTIME_ADMISSION: tuple[ErrorCode, ...] = (
         "re-read the receipt from the committed authority record",
         retryable=False,
     ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_MEMBER_IDENTITY_MISMATCH",
+        "a member's direct endpoint is served by a server that is not that member: its own system.clusters does "
+        "not mark exactly the member's (shard_num, replica_num) as local (is_local); nothing was created",
+        "point the member's member_endpoints entry (or member_http_port) at that member's own server; "
+        "docs/connections.md",
+        retryable=False,
+    ),
 )
 """Runtime admission, authority and publication: checked against the live cluster and the Keeper authority."""
 
