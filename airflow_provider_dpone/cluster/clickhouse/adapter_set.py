@@ -54,9 +54,7 @@ class SystemEntropy:
 class MemberEndpoints:
     """One endpoint per admitted member (cached), derived from the coordinator connection."""
 
-    def __init__(
-        self, factory: Callable[[AdmittedMember], Endpoint], declared: frozenset[str] | None = None
-    ) -> None:
+    def __init__(self, factory: Callable[[AdmittedMember], Endpoint], declared: frozenset[str] | None = None) -> None:
         self._factory = factory
         self._endpoints: dict[str, Endpoint] = {}
         self.declared = declared

@@ -26,6 +26,7 @@ from airflow_provider_dpone.cluster.values.authority.row import (
     AUTHORITY_TABLE,
 )
 from airflow_provider_dpone.core.errors import DponeError, UnavailableError
+from airflow_provider_dpone.core.errors.replay import UNSUPPORTED
 from airflow_provider_dpone.core.identities import inventory_digest, member_id
 from airflow_provider_dpone.core.inventory import (
     AdmittedInventory,
@@ -33,7 +34,6 @@ from airflow_provider_dpone.core.inventory import (
     InventoryRow,
     TableFacts,
 )
-from airflow_provider_dpone.core.errors.replay import UNSUPPORTED
 from airflow_provider_dpone.core.manifest.cluster import ReplicationMode
 
 _KEEPER_MAP: Final[re.Pattern[str]] = re.compile(
