@@ -295,8 +295,11 @@ RUNTIME_ADMISSION: tuple[ErrorCode, ...] = (
     ),
     ErrorCode(
         "DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_DIVERGENT",
-        "a staged (READY) candidate no longer matches the desired generation",
-        "preserve state and investigate writes that bypass the provider",
+        "an owned candidate is in a state no load of this operation explains: vanished after it was bound, more "
+        "rows than the artifact (duplicated), other content or schema (divergent), or a staged (READY) candidate no "
+        "longer matches the desired generation; the operation stopped and every object is retained",
+        "preserve state and investigate writes or drops that bypass the provider; then abort the operation (it "
+        "drops only its own candidates by UUID) and run again",
         retryable=False,
     ),
     ErrorCode(
@@ -418,8 +421,8 @@ RUNTIME_ADMISSION: tuple[ErrorCode, ...] = (
     ),
     ErrorCode(
         "DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_REBUILT",
-        "a member's candidate did not hold exactly the sealed artifact (absent, empty after a lost load, partial or "
-        "duplicated) and is rebuilt from the same artifact; staging goes on",
+        "a member's candidate was incomplete after an ambiguous load (empty after a lost or unsent load, or partial) "
+        "and is rebuilt from the same artifact; staging goes on",
         "nothing, unless it repeats: after the rebuild limit staging stops with "
         "DPONE_CLICKHOUSE_CLUSTER_STAGING_REBUILD_LIMIT; check the member's disk and load errors",
         retryable=True,
