@@ -376,7 +376,8 @@ class ArtifactStore(Protocol):
 
     def open(self, receipt: ArtifactReceipt) -> ArtifactHandle:
         """Reopen by ``receipt.sha256``; :class:`ArtifactInvalidError` when it is missing or of another size (its
-        digest may be checked here already, and is at the latest while the handle streams)."""
+        digest may be checked here already, and is at the latest while the handle streams). A store local to one
+        machine that lacks it says so instead (``DPONE_ARTIFACT_STORE_NOT_SHARED``)."""
         ...
 
 

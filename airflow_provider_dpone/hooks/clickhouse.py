@@ -276,15 +276,22 @@ def describe_query(endpoint: Any, query: str) -> tuple[tuple[str, str], ...]:
 
 
 def default_artifact_base() -> str:
-    """``[dpone] artifact_base`` (env ``AIRFLOW__DPONE__ARTIFACT_BASE``), else ``file://$AIRFLOW_HOME/dpone/artifacts``.
+    """``[dpone] artifact_base`` (env ``AIRFLOW__DPONE__ARTIFACT_BASE``); unset, ``file://$AIRFLOW_HOME/dpone/artifacts``
+    only where the deployment declares one worker (``[dpone] single_worker = True``: LocalExecutor, ``dag.test()``,
+    the demo), else ``DPONE_ARTIFACT_STORE_WORKER_LOCAL`` before the task touches anything.
 
-    Production points it at durable shared object storage (``s3://bucket/prefix``): the artifact must be reopenable
-    by whichever worker runs a later attempt.
+    The artifact must be reopenable by whichever worker runs a later attempt: production points ``artifact_base`` at
+    object storage every worker reaches (``s3://aws_conn@bucket/prefix``, ``gs://...``) or at a file:// path on a
+    mount they all share; a file:// store that lacks a bound artifact says so (``DPONE_ARTIFACT_STORE_NOT_SHARED``).
     """
     from airflow.configuration import conf
 
     configured = conf.get("dpone", "artifact_base", fallback=None)
     if configured:
         return str(configured)
+    if not conf.getboolean("dpone", "single_worker", fallback=False):
+        raise DponeError(
+            "DPONE_ARTIFACT_STORE_WORKER_LOCAL", "[dpone] artifact_base unset, [dpone] single_worker false"
+        )
     home = os.environ.get("AIRFLOW_HOME") or os.path.expanduser("~/airflow")
     return f"file://{os.path.abspath(home)}/dpone/artifacts"
