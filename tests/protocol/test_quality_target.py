@@ -216,3 +216,44 @@ def test_a_merge_after_complete_is_re_digested_by_the_guard_and_never_rescanned(
     assert sim.world.calls["member.observe"] > observes and sum(sim.world.acceptance.reads.values()) == reads
     merged.rows.append((99, "unmanaged"))
     assert error_code(lambda: sim.service().cleanup()) == MISMATCH
+
+
+def unmanaged_row(sim: Sim) -> None:
+    table = sim.world.table(sim.world.members[1], "target_table")
+    assert table is not None
+    table.rows.append((99, "unmanaged"))
+
+
+def other_schema(sim: Sim) -> None:
+    table = sim.world.table(sim.world.members[1], "target_table")
+    assert table is not None
+    table.columns = (("id", "UInt64"), ("name", "Nullable(String)"))
+
+
+def read_only(sim: Sim) -> None:
+    sim.world.members[2].replica_readonly = True
+
+
+def dropped(sim: Sim) -> None:
+    del sim.world.members[0].tables[(sim.world.database, "target_table")]
+
+
+@pytest.mark.parametrize(
+    ("change", "code"),
+    [(unmanaged_row, MISMATCH), (other_schema, MISMATCH), (read_only, INCOMPLETE), (dropped, MISMATCH)],
+)
+def test_a_source_staged_only_capsule_replays_with_the_generation_schema_and_health_guard(
+    change: Callable[[Sim], None], code: str
+) -> None:
+    """A v1 capsule (no target metrics, no reader) is checked on the target like a v2 one: every sealed replica
+    holds the managed generation with the sealed schema and content, healthy; never through a reader."""
+    sim = durable(QualityPolicy(min_rows=1, target_metrics=()))
+    sim.world.acceptance = None  # type: ignore[assignment]
+    assert sim.run_dag() == "completed"
+    assert capsule(sim).core.schema_ == "dpone.quality.replay.v1" and capsule(sim).state == "COMPLETE"
+    assert isinstance(sim.service().cleanup(), Completed)  # the replay of an intact target passes
+    evidence = sim.world.keeper[sim.request.target_key]
+    change(sim)
+    assert error_code(lambda: sim.service().cleanup()) == code
+    assert error_code(lambda: sim.service().publish()) == code
+    assert sim.world.keeper[sim.request.target_key] == evidence  # a refused replay leaves the evidence as it was
