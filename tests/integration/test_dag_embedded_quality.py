@@ -230,8 +230,8 @@ def test_an_unknown_target_column_fails_the_fence_before_anything_is_written(
     manifest: dict[str, Any],
     capfd: pytest.CaptureFixture[str],
 ) -> None:
-    """The fence describes the source (metadata only) and refuses the selection: no authority row, no table, no
-    DDL queue entry exists afterwards, so nothing has to be aborted before a corrected manifest runs."""
+    """The fence describes the source (metadata only) and refuses the selection: no authority row and no table exist
+    afterwards, so nothing has to be aborted before a corrected manifest runs."""
     policy = {"target_metrics": ["row_count", "null_count"], "target_columns": ["id", "not_a_column"]}
     configure(example, None, manifest={**manifest, "quality": policy}, poll_interval=0.2, retries=1)
     before = table_facts(embedded_cluster, fresh_database)
