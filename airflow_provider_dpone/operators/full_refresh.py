@@ -93,6 +93,7 @@ def build_request(
         normalized_plan_digest=normalized_plan_digest(manifest),
         table=table,
         max_source_bytes=bound,
+        max_source_rows=manifest.load.max_source_rows,
         quality=manifest.quality_policy,
     )
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_provider_dpone.cluster.protocol.runtime_admission import (
+    MAX_MEMBERS,
     admit_inventory,
     require_atomic_databases,
     require_authority_table,
@@ -35,6 +36,11 @@ def _code(call: object) -> str:
     return raised.value.code
 
 
+def test_the_member_count_budget_is_admitted_exactly() -> None:
+    rows = [_row(1, replica) for replica in range(1, MAX_MEMBERS + 1)]
+    assert len(admit_inventory(rows, cluster="c", mode="external").members) == MAX_MEMBERS
+
+
 def test_admits_one_shard_of_independent_members_in_member_id_order() -> None:
     rows = [_row(1, 3), _row(1, 1), _row(1, 2), _row(1, 9, cluster="other")]
     inventory = admit_inventory(rows, cluster="c", mode="external")
@@ -62,6 +68,11 @@ def test_endpoints_never_reach_a_serialized_or_printed_inventory() -> None:
         ([], "external", "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_INCOMPLETE"),
         ([_row(1, 1), _row(2, 1)], "external", "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_MULTI_SHARD"),
         ([_row(1, 1)], "external", "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_TOO_FEW_MEMBERS"),
+        (
+            [_row(1, replica) for replica in range(1, MAX_MEMBERS + 2)],
+            "external",
+            "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_TOO_MANY_MEMBERS",
+        ),
         ([_row(1, 1), _row(1, 1, host="other")], "external", "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_AMBIGUOUS"),
         (
             [_row(1, 1, host="same"), _row(1, 2, host="SAME")],

@@ -180,6 +180,21 @@ def test_unsupported_artifact_aborts_before_member_mutation() -> None:
     )
 
 
+def test_an_artifact_over_the_admitted_row_budget_aborts_before_any_candidate() -> None:
+    """The budget is the request's (the manifest's ``load.max_source_rows``, part of the plan digest): every task of
+    the operation carries the same one; an artifact with more rows never reaches a member."""
+    sim = Sim.build()
+    sim.request = sim.request.model_copy(update={"max_source_rows": len(NEW_ROWS) - 1})
+    sim.service().fence()
+    assert error_code(lambda: sim.service().stage(sim.source)) == "DPONE_CLICKHOUSE_CLUSTER_ARTIFACT_UNSUPPORTED"
+    record = sim.record()
+    assert record.phase is Phase.ABORTED and record.last_error is not None
+    assert sim.world.effects == [] and sim.world.calls["member.create"] == 0
+    exact = Sim.build()
+    exact.request = exact.request.model_copy(update={"max_source_rows": len(NEW_ROWS)})
+    assert exact.run_dag(tries=1) == "completed"
+
+
 def test_foreign_table_under_the_candidate_name_is_never_adopted_or_dropped() -> None:
     sim = Sim.build()
     foreign = sim.world.put_table(sim.world.members[1], sim.request.candidate_name, COLUMNS, NEW_ROWS)

@@ -50,6 +50,7 @@ IDENTITY_REGISTRY: Final[Mapping[str, Mapping[str, str]]] = {
         "replication_mode": "bound: config_digest",
         "table": "bound: see TableSpec",
         "max_source_bytes": "bound: config_digest",
+        "max_source_rows": "bound: config_digest (when declared), plan_digest",
         "quality": "bound: policy_identity, config_digest",
     },
     "TableSpec": {
@@ -113,6 +114,7 @@ def config_digest(ctx: Context) -> str:
                 "order_by": list(table.order_by),
                 "partition_by": table.partition_by,
                 "max_source_bytes": request.max_source_bytes,
+                **({} if request.max_source_rows is None else {"max_source_rows": request.max_source_rows}),
                 "policy": None if request.quality is None else request.quality.model_dump(mode="json"),
             }
         )

@@ -36,13 +36,17 @@ from airflow_provider_dpone.core.inventory import (
 )
 from airflow_provider_dpone.core.manifest.cluster import ReplicationMode
 
+MAX_MEMBERS: Final[int] = 16
+"""The member-count budget: one record of this many members, each with its candidate's and its predecessor's part
+digests at their bound, stays inside the 256 KiB authority envelope; round trips and fan-out grow with it."""
+
 _KEEPER_MAP: Final[re.Pattern[str]] = re.compile(
     r"KeeperMap\('(?P<path>/[A-Za-z0-9_.\-/]*)'(?:, ?(?P<capacity>[0-9]+))?\)(?: PRIMARY KEY target_key)?"
 )
 
 
 def admit_inventory(rows: Sequence[InventoryRow], *, cluster: str, mode: ReplicationMode) -> AdmittedInventory:
-    """One shard, at least two unique members, uniform flag equal to the mode, one opaque id per member."""
+    """One shard, two to :data:`MAX_MEMBERS` unique members, uniform flag equal to the mode, one opaque id per member."""
     rows = [row for row in rows if row.cluster == cluster]
     if not rows:
         raise DponeError("DPONE_CLICKHOUSE_CLUSTER_INVENTORY_INCOMPLETE", "no system.clusters rows for the cluster")
@@ -55,6 +59,8 @@ def admit_inventory(rows: Sequence[InventoryRow], *, cluster: str, mode: Replica
         raise DponeError("DPONE_CLICKHOUSE_CLUSTER_INVENTORY_AMBIGUOUS", f"{len(rows)} rows")
     if len(rows) < 2:
         raise DponeError("DPONE_CLICKHOUSE_CLUSTER_INVENTORY_TOO_FEW_MEMBERS", f"{len(rows)} member")
+    if len(rows) > MAX_MEMBERS:
+        raise DponeError("DPONE_CLICKHOUSE_CLUSTER_INVENTORY_TOO_MANY_MEMBERS", f"{len(rows)} > {MAX_MEMBERS} members")
     flags = {row.internal_replication for row in rows}
     if len(flags) != 1:
         raise DponeError("DPONE_CLICKHOUSE_CLUSTER_INVENTORY_MIXED_REPLICATION", "internal_replication differs")

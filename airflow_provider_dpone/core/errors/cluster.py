@@ -262,7 +262,8 @@ RUNTIME_ADMISSION: tuple[ErrorCode, ...] = (
     ),
     ErrorCode(
         "DPONE_CLICKHOUSE_CLUSTER_ARTIFACT_UNSUPPORTED",
-        "the sealed artifact is not replayable, exceeds max_source_bytes or does not match the table schema",
+        "the sealed artifact is not replayable, exceeds max_source_bytes or the row budget max_source_rows, or does "
+        "not match the table schema",
         "produce a replayable content-addressed artifact within the byte bound; the operation was aborted",
         retryable=False,
     ),
@@ -437,6 +438,13 @@ RUNTIME_ADMISSION: tuple[ErrorCode, ...] = (
         "DPONE_CLICKHOUSE_CLUSTER_RECEIPT_INVALID",
         "a publication receipt is malformed or does not belong to the committed authority record",
         "re-read the receipt from the committed authority record",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_TOO_MANY_MEMBERS",
+        "the cluster's shard lists more members than the member-count budget (16): its authority record and the "
+        "per-member fan-out would exceed their bounds; nothing was touched",
+        "publish to a cluster definition with at most 16 replicas of the shard",
         retryable=False,
     ),
     ErrorCode(

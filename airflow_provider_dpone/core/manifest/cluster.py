@@ -155,6 +155,12 @@ class ClusterLoad(Closed):
     max_source_bytes: StrictInt | None = Field(
         default=None, description="Upper bound on the extracted artifact in bytes; required, positive."
     )
+    max_source_rows: StrictInt | None = Field(
+        default=None,
+        ge=1,
+        description="The admitted content row budget: an artifact with more rows is refused before any candidate "
+        "exists. Part of the normalized plan, so every task of the operation carries the same budget.",
+    )
     window: Window | None = Field(default=None, description="Only with partition_replace.")
 
     @model_validator(mode="after")
