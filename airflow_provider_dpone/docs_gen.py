@@ -37,6 +37,7 @@ from airflow_provider_dpone.core.manifest.transfer_options import (
     WireOptions,
 )
 from airflow_provider_dpone.core.manifest.types import DocType
+from airflow_provider_dpone.provider_info import CONFIG
 
 REGENERATE: Final[str] = "python -m airflow_provider_dpone.docs_gen"
 DEFAULT_DOCS_DIR: Final[Path] = Path(__file__).resolve().parents[1] / "docs"
@@ -191,6 +192,23 @@ def connection_fields() -> str:
     return _table(("Extra key", "Form label", "Type", "Default", "Meaning"), rows)
 
 
+def settings() -> str:
+    """The ``[dpone]`` options as provider info registers them with Airflow."""
+    rows = []
+    for name, option in CONFIG["dpone"]["options"].items():
+        default = option["default"]
+        rows.append(
+            (
+                f"`[dpone] {name}` (`AIRFLOW__DPONE__{name.upper()}`)",
+                option["type"],
+                "unset" if default is None else f"`{default}`",
+                f"`{option['example']}`",
+                option["description"],
+            )
+        )
+    return _table(("Option", "Type", "Default", "Example", "Meaning"), rows)
+
+
 SECTIONS: Final[dict[str, dict[str, Callable[[], str]]]] = {
     "errors.md": {"error-codes": error_codes, "exit-codes": exit_codes},
     "manifest-reference.md": {
@@ -198,6 +216,7 @@ SECTIONS: Final[dict[str, dict[str, Callable[[], str]]]] = {
         "transfer-fields": lambda: manifest_fields(NativeTransferManifest),
     },
     "connections.md": {"connection-fields": connection_fields},
+    "how-to-external-full-refresh.md": {"settings": settings},
 }
 """Page -> generated section name -> renderer."""
 

@@ -73,6 +73,67 @@ def process_cpu_seconds(pid: int, *, reaped: bool = False) -> float:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
+def thread_cpu_seconds(pid: int) -> float:
+    """CPU of the main thread of process ``pid`` from ``/proc/<pid>/schedstat`` (nanoseconds, not clock ticks): exact
+    enough to charge one statement to a single-threaded server backend; 0 when the process is gone."""
+    try:
+        return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0]) / 1e9
+    except OSError:
+        return 0.0
+
+
+class CheckCosts:
+    """Each check's own CPU seconds, wherever it runs: a worker check by the CPU of the thread that ran it, a target
+    check by the CPU of the PostgreSQL backend that ran its statement, a source check by the source engine's CPU
+    across the call (nothing else reads the source while the route makes it). Checks are wrapped, never changed."""
+
+    def __init__(self, source_pid: int | None) -> None:
+        self._source = source_pid
+        self._lock = threading.Lock()
+        self.spent: dict[str, float] = {}
+
+    def _add(self, name: str, seconds: float) -> None:
+        with self._lock:
+            self.spent[name] = self.spent.get(name, 0.0) + seconds
+
+    def worker(self, name: str, function: Any) -> Any:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            started = time.thread_time()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                self._add(name, time.thread_time() - started)
+
+        return timed
+
+    def backend(self, name: str, function: Any) -> Any:
+        """``function(session, ...)`` runs its statements on ``session``'s PostgreSQL backend."""
+
+        def timed(session: Any, *args: Any, **kwargs: Any) -> Any:
+            pid = session.conn.info.backend_pid
+            started = thread_cpu_seconds(pid)
+            try:
+                return function(session, *args, **kwargs)
+            finally:
+                self._add(name, thread_cpu_seconds(pid) - started)
+
+        return timed
+
+    def source(self, name: str, function: Any) -> Any:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            started = process_cpu_seconds(self._source) if self._source else 0.0
+            try:
+                return function(*args, **kwargs)
+            finally:
+                if self._source:
+                    self._add(name, process_cpu_seconds(self._source) - started)
+
+        return timed
+
+    def rounded(self) -> dict[str, float]:
+        return {name: round(value, 3) for name, value in sorted(self.spent.items())}
+
+
 def children(pid: int) -> list[int]:
     """The live child pids of ``pid``."""
     found = []

@@ -6,6 +6,10 @@ On an embedded cluster (real ClickHouse engines behind HTTP, one process per mem
 * baselines: the same artifact bytes loaded with a plain clickhouse-connect ``raw_insert`` into a fresh table on
   every member, one member after another and all members in parallel (what a loader that does not fence, verify or
   publish would do);
+* floor: what any publication meeting the seed's checks must at least do, measured in the same trials: the plain
+  parallel loads, one content digest per member with the route's SQL, one ``EXCHANGE TABLES ... ON CLUSTER``
+  (``ours/floor`` is printed beside the other ratios; with two ``--rows`` values, the per-row slope and the fixed
+  cost of ours and of the floor);
 * ours: ``fence`` + ``stage`` + ``publish`` + ``cleanup`` of the external publication service replacing a target
   that already holds N rows on every member (EXCHANGE, then DROP of the predecessor), with the sealed receipt bound
   as the stage input, in two cases measured in the same trials against the same baselines:
@@ -24,7 +28,7 @@ and the peak RSS of a worker process running the whole operation (extraction inc
 grow with the row count (bytes are streamed in bounded chunks). The last line is one JSON object with the ratios.
 Not part of the pytest suite.
 
-    .venv/bin/python bench/external_publication.py [--rows 1000000] [--trials 3] [--members 2 3]
+    .venv/bin/python bench/external_publication.py [--rows 1000000 10000000] [--trials 3] [--members 2 3 4]
         [--rss-rows 100000 1000000]
 
 ``--trace`` instead prints the timeline of one steady-state publication of ``--rows`` rows per ``--members`` count
@@ -243,13 +247,39 @@ def breakdown(seconds: Counter[str]) -> dict[str, float]:
     time); anything not in a category is reported as ``other``."""
     grouped = {name: sum(seconds[key] for key in keys) for name, keys in CATEGORIES.items()}
     known = {key for keys in CATEGORIES.values() for key in keys}
-    grouped["other"] = sum(value for key, value in seconds.items() if key not in known)
+    grouped["other"] = sum(value for key, value in seconds.items() if key not in known and key != POST_DDL_CHECK)
+    grouped["post-DDL content check (wall; its port calls are counted above)"] = seconds[POST_DDL_CHECK]
     return {name: round(value, 3) for name, value in grouped.items()}
+
+
+POST_DDL_CHECK = "check.post_ddl_content"
+_CHECK_SECONDS: list[Counter[str]] = []  # the seconds counter of the trial being instrumented
+
+
+def _time_post_ddl_check() -> None:
+    """Charge the wall time of the content check between the publication DDL and COMMITTED (its port calls are also
+    counted by port) to the trial being instrumented."""
+    from airflow_provider_dpone.cluster.protocol import publication
+
+    check = publication._require_published_as_verified
+
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return check(*args, **kwargs)
+        finally:
+            if _CHECK_SECONDS:
+                _CHECK_SECONDS[-1][POST_DDL_CHECK] += time.perf_counter() - started
+
+    publication._require_published_as_verified = timed
 
 
 def instrument(adapters: Any) -> tuple[Counter[str], Counter[str]]:
     calls: Counter[str] = Counter()
     seconds: Counter[str] = Counter()
+    if not _CHECK_SECONDS:  # the first instrumented trial wraps the check once, for this process
+        _time_post_ddl_check()
+    _CHECK_SECONDS[:] = [seconds]
     ports = adapters.ports
     adapters.ports = replace(
         ports,
@@ -371,19 +401,17 @@ def baseline_trial(connection: Any, members: list[tuple[str, int]], database: st
     return time.perf_counter() - started
 
 
-def parallel_baseline_trial(
-    connection: Any, members: list[tuple[str, int]], database: str, path: Path, table: str
-) -> float:
-    """The same plain loads, one thread (and client) per member, all at once."""
+def at_once(members: list[tuple[str, int]], work: Callable[[str, int], None]) -> float:
+    """``work(host, port)`` for every member, one thread each, all at once; the seconds until the last one ends."""
     errors: list[BaseException] = []
 
-    def load(host: str, port: int) -> None:
+    def run(host: str, port: int) -> None:
         try:
-            _plain_load(connection, host, port, database, path, table)
+            work(host, port)
         except BaseException as error:  # noqa: BLE001 -- reported after the join
             errors.append(error)
 
-    threads = [threading.Thread(target=load, args=member) for member in members]
+    threads = [threading.Thread(target=run, args=member) for member in members]
     started = time.perf_counter()
     for thread in threads:
         thread.start()
@@ -393,6 +421,61 @@ def parallel_baseline_trial(
     if errors:
         raise errors[0]
     return elapsed
+
+
+def parallel_baseline_trial(
+    connection: Any, members: list[tuple[str, int]], database: str, path: Path, table: str
+) -> float:
+    """The same plain loads, one thread (and client) per member, all at once."""
+    return at_once(members, lambda host, port: _plain_load(connection, host, port, database, path, table))
+
+
+def route_digest(connection: Any, database: str, table: str) -> Callable[[str, int], None]:
+    """One content digest of ``table`` on a member, with the route's SQL (``sql_digest.part_content``, version 2)."""
+    from airflow_provider_dpone.cluster.clickhouse import sql_digest
+    from airflow_provider_dpone.core.clickhouse.clients import Purpose, build_client, close_client
+
+    statement = sql_digest.part_content(database, table, COLUMNS, 2)
+
+    def digest(host: str, port: int) -> None:
+        client = build_client(connection.at(host, port), Purpose.READ)
+        try:
+            client.query(statement)
+        finally:
+            close_client(client)
+
+    return digest
+
+
+def exchange_on_cluster(
+    connection: Any, database: str, first: str, second: str, cluster: str = "dpone_cluster"
+) -> float:
+    """One ``EXCHANGE TABLES ... ON CLUSTER`` through the coordinator; its seconds."""
+    from airflow_provider_dpone.core.clickhouse.clients import Purpose, build_client, close_client
+
+    client = build_client(connection, Purpose.READ)
+    started = time.perf_counter()
+    try:
+        client.command(f"EXCHANGE TABLES `{database}`.`{first}` AND `{database}`.`{second}` ON CLUSTER {cluster}")
+    finally:
+        close_client(client)
+    return time.perf_counter() - started
+
+
+def floor_trial(connection: Any, members: list[tuple[str, int]], database: str, path: Path, name: str) -> float:
+    """The seed's floor for one publication: on every member at once, the plain load of the artifact into a fresh
+    candidate and one content digest of it with the route's SQL; then one ``EXCHANGE TABLES ... ON CLUSTER`` of the
+    candidate with the old target (created beforehand, untimed). No fence, no authority, no metadata read: what any
+    publication that meets the seed's checks must at least do."""
+    old = f"{name}_old"
+    on_members(connection, members, f"CREATE TABLE `{database}`.`{old}` ({TABLE_DDL}) ENGINE = MergeTree ORDER BY id")
+    digest = route_digest(connection, database, name)
+
+    def stage(host: str, port: int) -> None:
+        _plain_load(connection, host, port, database, path, name)
+        digest(host, port)
+
+    return at_once(members, stage) + exchange_on_cluster(connection, database, old, name)
 
 
 def ours_trial(
@@ -482,7 +565,7 @@ def adapter_set(connection: Any, database: str, store_dir: Path) -> Any:
 
 
 def timing(base: Path, rows: int, trials: int, members_count: int = 2) -> dict[str, Any]:
-    cluster = start_cluster(base / f"cluster{members_count}", members_count)
+    cluster = start_cluster(base / f"cluster{members_count}-{rows}", members_count)
     try:
         database = "bench"
         adapters, _raw, members = attach(cluster, database, base / "artifacts")
@@ -494,11 +577,12 @@ def timing(base: Path, rows: int, trials: int, members_count: int = 2) -> dict[s
         print(f"old target: {rows} rows on every member (replaced by each publication)")
         baseline_trial(connection, members, database, path, "warmup_base")
         ours_trial(adapters, members, database, receipt, "warmup", steady=True)
-        base_times, parallel_times = [], []
+        base_times, parallel_times, floor_times = [], [], []
         cases: dict[str, list[Any]] = {"steady": [], "first_adoption": []}
         for trial in range(1, trials + 1):
             base_times.append(baseline_trial(connection, members, database, path, f"base_{trial}"))
             parallel_times.append(parallel_baseline_trial(connection, members, database, path, f"par_{trial}"))
+            floor_times.append(floor_trial(connection, members, database, path, f"floor_{trial}"))
             cases["steady"].append(ours_trial(adapters, members, database, receipt, f"steady_{trial}", steady=True))
             cases["first_adoption"].append(
                 ours_trial(adapters, members, database, receipt, f"adopted_{trial}", steady=False)
@@ -506,6 +590,8 @@ def timing(base: Path, rows: int, trials: int, members_count: int = 2) -> dict[s
         b, p = statistics.median(base_times), statistics.median(parallel_times)
         print(f"baseline (plain raw_insert per member, {len(members)} members, one after another): median {b:.2f} s")
         print(f"baseline (the same plain loads, all members in parallel):           median {p:.2f} s")
+        f = statistics.median(floor_times)
+        print(f"floor (parallel loads + the route's digest per member + one ON CLUSTER EXCHANGE): median {f:.2f} s")
         summaries = {}
         for case, results in cases.items():
             o = statistics.median(result[0] for result in results)
@@ -514,6 +600,7 @@ def timing(base: Path, rows: int, trials: int, members_count: int = 2) -> dict[s
             label = "steady state, old target published by dpone" if case == "steady" else "first adoption"
             print(f"ours ({label}, {rows} rows): median {o:.2f} s")
             print(f"  ratio ours/sequential baseline: {o / b:.2f}  (aim <= 1.5); ours/parallel baseline: {o / p:.2f}")
+            print(f"  ratio ours/floor: {o / f:.2f}  (aim <= 1.3 at 1M rows, <= 1.15 at 10M)")
             print(f"  verification / loading (port-call seconds, summed over members): {share:.0%}  (aim <= 30%)")
             print("  by entry point (wall clock, median s):", by_phase)
             by_category = breakdown(results[-1][3])
@@ -526,6 +613,7 @@ def timing(base: Path, rows: int, trials: int, members_count: int = 2) -> dict[s
                 "ours_s": round(o, 3),
                 "ratio_vs_sequential": round(o / b, 3),
                 "ratio_vs_parallel": round(o / p, 3),
+                "ratio_vs_floor": round(o / f, 3),
                 "verification_share_of_loading": round(share, 3),
                 "ours_by_entry_point_s": by_phase,
                 "ours_by_category_s": by_category,
@@ -540,6 +628,7 @@ def timing(base: Path, rows: int, trials: int, members_count: int = 2) -> dict[s
             "old_target_rows": rows,
             "baseline_sequential_s": round(b, 3),
             "baseline_parallel_s": round(p, 3),
+            "floor_s": round(f, 3),
             **summaries["steady"],
             "first_adoption": summaries["first_adoption"],
             "digest_costs_one_member_s": digests,
@@ -669,9 +758,28 @@ def rss(base: Path, sizes: list[int]) -> None:
         cluster.stop()
 
 
+def per_row_slopes(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per member count with two row counts or more: microseconds per row between the smallest and the largest run
+    (ours, steady state, and the floor), and the fixed cost left at the smallest."""
+    slopes = []
+    for members in sorted({run["members"] for run in runs}):
+        sized = sorted((run for run in runs if run["members"] == members), key=lambda run: run["rows"])
+        if len(sized) < 2:
+            continue
+        small, large = sized[0], sized[-1]
+        rows = large["rows"] - small["rows"]
+        entry: dict[str, Any] = {"members": members, "rows": [small["rows"], large["rows"]]}
+        for name, key in (("ours", "ours_s"), ("floor", "floor_s")):
+            slope = (large[key] - small[key]) / rows
+            entry[f"{name}_us_per_row"] = round(slope * 1e6, 3)
+            entry[f"{name}_fixed_s"] = round(small[key] - slope * small["rows"], 3)
+        slopes.append(entry)
+    return slopes
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--rows", type=int, nargs="+", default=[1_000_000], help="row counts of the timing runs")
     parser.add_argument("--trials", type=int, default=3)
     parser.add_argument("--members", type=int, nargs="+", default=[2], help="member counts of the timing runs")
     parser.add_argument("--rss-rows", type=int, nargs="*", default=[100_000, 1_000_000])
@@ -686,14 +794,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.trace:
         with tempfile.TemporaryDirectory(prefix="dpone-bench-") as tmp:
             for count in args.members:
-                trace(Path(tmp), count, args.rows)
+                trace(Path(tmp), count, args.rows[0])
         return 0
     summary: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="dpone-bench-") as tmp:
         base = Path(tmp)
         if "timing" not in args.skip:
-            runs = [timing(base, args.rows, args.trials, count) for count in args.members]
-            summary = {**runs[0], "runs": runs}
+            runs = [timing(base, rows, args.trials, count) for rows in args.rows for count in args.members]
+            summary = {**runs[0], "runs": runs, "per_row_slopes": per_row_slopes(runs)}
+            print("per-row slope and fixed cost, by members:", summary["per_row_slopes"])
         if "round-trips" not in args.skip:
             round_trips(base)
         if "rss" not in args.skip:

@@ -14,14 +14,20 @@ trials of:
   prepare, binary COPY of every chunk into PostgreSQL, target-local verification, the atomic publication with its
   receipt, evidence and cleanup.
 
-Printed per shape and size: median/min/max seconds, rows/s and bytes/s (bytes = the typed stage bytes, the same
+Only P3-qualified trials are measured (``qualify``): a trial without before/after endpoint-authority agreement (observed
+source drift) is excluded, and the admitted trials must agree on the EOF row count and the typed workload digest, or
+the run reports no measurement. Printed per shape and size: the qualification, median/min/max seconds, rows/s and bytes/s (bytes = the typed stage bytes, the same
 logical bytes for both), the ratio ours/baseline measured in the same run, each phase's share of the route
 (preflight = admission and the pre-query physical profile; sealing = authority re-observation and the post-query
 profile), the peak RSS growth of the process during each trial (bounded chunks keep it flat from the small to the
 large row count) and the CPU seconds each measurement cost in the worker, in PostgreSQL (postmaster and backends) and
 in the source engine's process. Every measurement (both baselines and the route) runs under the same RSS sampler and
 CPU counters. The last line printed is one JSON object with every shape's ratios, peaks and CPU seconds, the peaks
-side by side per row count (``peak_rss_growth_by_rows``), and the load average before and after. A throwaway
+side by side per row count (``peak_rss_growth_by_rows``), each check's own CPU seconds (``checks_cpu_s``: the source's
+row hash, by a second stream read of the same SELECT with it, and its row count statement; the worker's stage
+SHA-256, chunk typed sums and part coverage, by the CPU of the thread that ran them; the target's chunk digests and
+the publishing transaction's seal check, by the CPU of the PostgreSQL backend that ran them), and the load average
+before and after. A throwaway
 PostgreSQL server is started once (``tests/fixtures/postgres.py``) unless ``--dsn`` is given. Not part of the pytest
 suite.
 
@@ -52,10 +58,35 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from _common import CpuCounters, PeakSampler, UtcClock, chdb_engine, rss_bytes, spread, worker_env
+from _common import CheckCosts, CpuCounters, PeakSampler, UtcClock, chdb_engine, rss_bytes, spread, worker_env
 
 REPO = Path(__file__).resolve().parents[1]
 PHASES = ("admitted", "eof", "stage_complete", "loaded", "succeeded")
+
+
+def qualify(trials: list[dict[str, Any]]) -> dict[str, Any]:
+    """P3 qualification of the measured trials (seed 003): a trial is admitted only with before/after
+    ``endpoint_authority_agreement`` (any observed part, merge or mask drift makes the profiles differ); the admitted
+    trials must agree on the stable workload values, the EOF row count and the typed workload digest (never on
+    query or receipt ids, or timing). Each trial: ``{"rows", "workload_digest", "endpoint_authority_agreement"}``.
+    """
+    admitted = [i for i, trial in enumerate(trials) if trial["endpoint_authority_agreement"] is True]
+    excluded = {i: "observed drift (no endpoint-authority agreement)" for i in range(len(trials)) if i not in admitted}
+    stable = {(trials[i]["rows"], trials[i]["workload_digest"]) for i in admitted}
+    return {
+        "admitted": admitted,
+        "excluded": excluded,
+        "repeatable": len(stable) == 1,
+        "workload": [{"rows": rows, "workload_digest": digest} for rows, digest in sorted(stable)],
+    }
+
+
+def _admitted_only(results: dict[str, Any], qualification: dict[str, Any]) -> dict[str, Any]:
+    """The per-trial measurements of the admitted trials; refuses a run without one, or whose workload varies."""
+    if not qualification["admitted"] or not qualification["repeatable"]:
+        raise SystemExit(f"no qualified measurement: {json.dumps(qualification)}")
+    keep = qualification["admitted"]
+    return {key: [values[i] for i in keep] if isinstance(values, list) else values for key, values in results.items()}
 
 
 def _columns(shape: str) -> tuple[str, str]:
@@ -148,7 +179,9 @@ def worker(shape: str, rows: int, trials: int, dsn: str, chunk_rows: int, source
         "ours_cpu": [],
         "copy_cpu": [],
         "baseline_cpu": [],
+        "checks_cpu": [],
     }
+    trial_workloads: list[dict[str, Any]] = []
     for trial in range(trials + 1):
         operation = uuid.uuid4().hex
         request = SourceRequest(
@@ -175,6 +208,16 @@ def worker(shape: str, rows: int, trials: int, dsn: str, chunk_rows: int, source
                     count += len(block[0])
             baseline = time.perf_counter() - started
         stream_peak, stream_cpu = stream_memory.peak - start_rss, cpu.spent(start_cpu, cpu.snapshot(), stream_memory)
+        hashed_sql, hashed_parameters = render_select(admitted.query, row_hash=True)
+        before_hashed = cpu.snapshot()
+        with plain.query_column_block_stream(
+            hashed_sql, parameters=hashed_parameters, settings=settings, query_formats={"String": "bytes"}
+        ) as stream:
+            for _block in stream:
+                pass
+        row_hash_source_cpu = (cpu.snapshot().get("source", 0.0) - before_hashed.get("source", 0.0)) - stream_cpu.get(
+            "source", 0.0
+        )
         copy_s, copy_peak, copy_cpu = None, None, None
         if trial:  # the route's target table exists after the warmup: the plain pipeline copies into its twin
             start_rss = rss_bytes()
@@ -201,9 +244,11 @@ def worker(shape: str, rows: int, trials: int, dsn: str, chunk_rows: int, source
             original_put(key, data)
 
         stage.put = counting_put  # type: ignore[method-assign]
+        costs = CheckCosts(source_pid)
+        restore = _meter_checks(costs, target)
         route = NativeTransferRoute(
             request,
-            connector=connector,
+            connector=_MeteredConnector(connector, costs),
             journal_store=ObjectJournalStore(f"file://{stage_root}", operation),
             stage=stage,
             target_factory=lambda: target,
@@ -217,6 +262,8 @@ def worker(shape: str, rows: int, trials: int, dsn: str, chunk_rows: int, source
             result = route.run()
             ours = time.perf_counter() - started
         ours_cpu = cpu.spent(start_cpu, cpu.snapshot(), memory)
+        restore()
+        checks = {**costs.rounded(), "source_row_hash": round(row_hash_source_cpu, 3)}
         assert result.rows == rows
         with psycopg.connect(dsn, autocommit=True) as conn:
             # the published table's first vacuum, which any load of this size brings; run here, outside every timed
@@ -230,6 +277,7 @@ def worker(shape: str, rows: int, trials: int, dsn: str, chunk_rows: int, source
         results["baseline_cpu"].append(stream_cpu)
         results["copy_cpu"].append(copy_cpu)
         results["ours_cpu"].append(ours_cpu)
+        results["checks_cpu"].append(checks)
         results["copy_s"].append(copy_s)
         results["copy_peak"].append(copy_peak)
         results["ours_s"].append(ours)
@@ -237,12 +285,70 @@ def worker(shape: str, rows: int, trials: int, dsn: str, chunk_rows: int, source
         results["ours_arrow_peak"].append(memory.arrow_peak)
         results["stage_bytes"].append(stage_bytes["total"])
         results["phases"].append([b - a for a, b in itertools.pairwise(points)])
+        trial_workloads.append(
+            {
+                "rows": result.rows,
+                "workload_digest": result.workload_digest,
+                "endpoint_authority_agreement": result.endpoint_authority_agreement,
+            }
+        )
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
     if source == "http":
         cluster.stop()
     shutil.rmtree(stage_root, ignore_errors=True)  # the stage and, over HTTP, the cluster's data (GiB for wide)
-    return {"shape": shape, "rows": rows, "trials": trials, "source": source, **results}
+    qualification = qualify(trial_workloads)
+    measured = _admitted_only(results, qualification)
+    return {
+        "shape": shape,
+        "rows": rows,
+        "trials": trials,
+        "source": source,
+        "qualification": qualification,
+        **measured,
+    }
+
+
+class _MeteredConnector:
+    """The route's source connector, with each session's ``selected_rows`` (the server's own row count) metered."""
+
+    def __init__(self, connector: Any, costs: CheckCosts) -> None:
+        self._connector = connector
+        self._costs = costs
+
+    def connect(self) -> Any:
+        session = self._connector.connect()
+        session.selected_rows = self._costs.source("source_selected_rows", session.selected_rows)
+        return session
+
+
+def _meter_checks(costs: CheckCosts, target: Any) -> Any:
+    """Wrap every check of the route in ``costs``; returns the function that unwraps them."""
+    from airflow_provider_dpone.transfer.route import extraction, physical, recovery
+
+    patched = [
+        (extraction, "_sha", "worker_stage_sha256", costs.worker),
+        (recovery, "sha256_hex", "worker_stage_sha256", costs.worker),
+        (extraction._ChunkBuffer, "total", "worker_chunk_typed_sum", costs.worker),
+        (physical.CoverageTracker, "observe", "worker_part_coverage", costs.worker),
+        (physical.CoverageTracker, "require_selected", "worker_part_coverage", costs.worker),
+        (physical.CoverageTracker, "entries", "worker_part_coverage", costs.worker),
+        (target, "_staged_digest_and_writer", "target_chunk_digest", costs.backend),
+        (target, "_staged_chunks", "target_publication_check", costs.backend),
+        (target, "_staging_identity", "target_publication_check", costs.backend),
+    ]
+    originals = [(owner, attribute, owner.__dict__.get(attribute)) for owner, attribute, _, _ in patched]
+    for owner, attribute, name, meter in patched:
+        setattr(owner, attribute, meter(name, getattr(owner, attribute)))
+
+    def restore() -> None:
+        for owner, attribute, original in originals:
+            if original is None:
+                delattr(owner, attribute)  # an instance attribute over the class's method
+            else:
+                setattr(owner, attribute, original)
+
+    return restore
 
 
 def _arrow_copy(
@@ -310,6 +416,11 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
     data = statistics.median(result["stage_bytes"])
     source = "HTTP, embedded cluster member" if result.get("source") == "http" else "in-process engine"
     print(f"\n== {result['shape']}, {rows:,} rows, source {source}, {result['trials']} measured trials (+1 warmup) ==")
+    qualification = result["qualification"]
+    print(
+        f"P3 qualification     : {len(qualification['admitted'])} admitted, {len(qualification['excluded'])} excluded, "
+        f"workload {qualification['workload'][0]['workload_digest'][:16]} over {qualification['workload'][0]['rows']:,} rows"
+    )
     print(
         f"baseline stream read : {spread(result['baseline_s'])}  {rows / baseline:,.0f} rows/s  {data / baseline / 2**20:,.1f} MiB/s"
     )
@@ -332,6 +443,8 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
         f"stream {peaks['baseline']:.1f} MiB"
     )
     cpu = {name: _median_cpu(result[f"{name}_cpu"]) for name in ("ours", "copy", "baseline")}
+    checks = _median_cpu(result["checks_cpu"])
+    print("CPU s per check      : " + ", ".join(f"{name} {value:.2f}" for name, value in checks.items()))
     for label, name in (("route", "ours"), ("plain copy", "copy"), ("stream", "baseline")):
         print(f"CPU s ({label:10}): " + ", ".join(f"{part} {value:.2f}" for part, value in cpu[name].items()))
     arrow = max(result["ours_arrow_peak"]) / 2**20
@@ -343,6 +456,7 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
         "route_arrow_peak_mib": round(arrow, 1),
         "rows": rows,
         "trials": result["trials"],
+        "qualification": result["qualification"],
         "route_s": round(ours, 3),
         "arrow_copy_s": round(copy, 3),
         "stream_s": round(baseline, 3),
@@ -350,12 +464,14 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
         "ratio_route_vs_stream": round(ours / baseline, 3),
         "peak_rss_growth_mib": {name: round(value, 1) for name, value in peaks.items()},
         "cpu_s": {"route": cpu["ours"], "arrow_copy": cpu["copy"], "stream": cpu["baseline"]},
+        "checks_cpu_s": checks,
     }
 
 
 def _median_cpu(samples: list[dict[str, float]]) -> dict[str, float]:
-    """The median CPU seconds of each process group over the measured trials."""
-    return {part: round(statistics.median(sample[part] for sample in samples), 3) for part in samples[0]}
+    """The median CPU seconds of each process group (or check) over the measured trials."""
+    names = sorted({part for sample in samples for part in sample})
+    return {part: round(statistics.median(sample.get(part, 0.0) for sample in samples), 3) for part in names}
 
 
 def rss_by_rows(summary: list[dict[str, Any]]) -> list[dict[str, Any]]:

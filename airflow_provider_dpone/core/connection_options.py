@@ -12,6 +12,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.identifiers import validate_identifier
+
 _ENDPOINT_KEY_HELP = "'<shard_num>:<replica_num>' as system.clusters reports them"
 
 
@@ -40,6 +43,7 @@ class ClickHouseConnectionOptions(BaseModel):
         default=None,
         title="CA bundle path",
         description="Path to a CA bundle on the worker for HTTPS verification (default: the system bundle).",
+        examples=["/etc/ssl/certs/ca-certificates.crt"],
     )
     member_http_port: int | None = Field(
         default=None,
@@ -51,7 +55,8 @@ class ClickHouseConnectionOptions(BaseModel):
     member_endpoints: dict[str, str] | None = Field(
         default=None,
         title="Member endpoint map",
-        description="Optional explicit map from " + _ENDPOINT_KEY_HELP + " to 'host:port' for each member.",
+        description="Optional explicit map from " + _ENDPOINT_KEY_HELP + " to 'host:port' for each member, "
+        'e.g. {"1:1": "clickhouse-1.internal:8123", "1:2": "clickhouse-2.internal:8123"}.',
     )
     connect_timeout_seconds: int = Field(
         default=10, ge=1, le=600, title="Connect timeout (s)", description="Bound on opening a connection."
@@ -63,6 +68,31 @@ class ClickHouseConnectionOptions(BaseModel):
         title="Send/receive timeout (s)",
         description="Bound on sending a request and on waiting for each response chunk.",
     )
+    cluster: str | None = Field(
+        default=None,
+        title="Cluster (Test button)",
+        description="A cluster name of system.clusters: the Test button then reaches, authenticates and identifies "
+        "every member of it. Operators take the cluster from the manifest, not from here.",
+        examples=["analytics_cluster"],
+    )
+    authority_database: str | None = Field(
+        default=None,
+        title="Authority database (Test button)",
+        description="The database of __dpone_cluster_publication_authority: the Test button then checks its exact "
+        "schema, KeeperMap engine and one Keeper path on the coordinator and every member.",
+        examples=["analytics"],
+    )
+
+    @field_validator("cluster", "authority_database")
+    @classmethod
+    def _plain_name(cls, value: str | None) -> str | None:
+        """A plain identifier (the same rule as every name that reaches SQL)."""
+        if value is None:
+            return value
+        try:
+            return validate_identifier(value)
+        except DponeError as error:
+            raise ValueError(error.detail) from None
 
     @field_validator("secure", "allow_plaintext", "verify", mode="before")
     @classmethod
@@ -125,5 +155,7 @@ def connection_form_fields() -> dict[str, Any]:
         schema: dict[str, Any] = {"type": [type_names[base], "null"] if base else ["object", "null"]}
         if info.default is not None:
             schema["default"] = info.default
+        if info.examples:  # the form lists them under a string field (its only placeholder for extra fields)
+            schema["examples"] = list(info.examples)
         fields[name] = {"label": info.title or name, "description": info.description or "", "schema": schema}
     return fields

@@ -2,7 +2,9 @@
 
 ``up --dir DIR [--members N] [--internal-replication true|false]`` starts a cluster and prints one JSON object
 (cluster name, coordinator, members, Airflow connection as URI and JSON) once it is ready; the processes keep
-running after the command returns. ``status --dir DIR`` prints the same object plus pids; ``down --dir DIR`` stops
+running after the command returns. On a directory that held a cluster, ``up`` keeps its password (unless
+``--password`` says otherwise) and its ports where they are free; when the Airflow connection still changes, it says
+so on stderr with the new connection. ``status --dir DIR`` prints the same object plus pids; ``down --dir DIR`` stops
 every process. ``fault --dir DIR <action> ...`` drives the fault controls; ``compose`` renders the docker-compose
 files from the shared topology (``--check`` fails when the checked-in files differ).
 """
@@ -45,7 +47,8 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument(
         "--password",
         default=None,
-        help="the HTTP password of every process (default: a generated one, printed in the connection JSON)",
+        help="the HTTP password of every process (default: the directory's previous one, else a generated one; "
+        "printed in the connection JSON)",
     )
     for name, text in (("status", "print the cluster description and process ids"), ("down", "stop every process")):
         sub = commands.add_parser(name, help=text)
@@ -136,6 +139,33 @@ def chdb_installed() -> bool:
         return False
 
 
+def _previous_cluster(directory: Path) -> EmbeddedCluster | None:
+    """The handle of the cluster ``directory`` held before (stopped), or ``None`` when it held none."""
+    try:
+        return EmbeddedCluster.attach(directory)
+    except (FileNotFoundError, KeyError, ValueError, TypeError):
+        return None
+
+
+def _changed_connection(previous: EmbeddedCluster, cluster: EmbeddedCluster) -> str:
+    """The loud notice that the directory's Airflow connection changed, with what changed and the new connection."""
+    changed = [
+        what
+        for what, before, after in (
+            ("password", previous.password, cluster.password),
+            ("coordinator port", previous.coordinator.address, cluster.coordinator.address),
+            ("members", previous.connection_extra(), cluster.connection_extra()),
+        )
+        if before != after
+    ]
+    return (
+        f"WARNING: the Airflow connection of the embedded cluster in {cluster.directory} changed "
+        f"({', '.join(changed) or 'connection'}): a connection saved for it before no longer works. Replace it:\n"
+        f"  airflow connections delete dpone_clickhouse_default\n"
+        f"  airflow connections add dpone_clickhouse_default --conn-uri '{cluster.connection_uri()}'"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "up" and not chdb_installed():
@@ -148,10 +178,15 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"differs from the topology: {path}", file=sys.stderr)
             return 1 if differences else 0
         if args.command == "up":
-            password = secrets.token_urlsafe(18) if args.password is None else args.password
+            previous = _previous_cluster(args.dir)
+            password = args.password
+            if password is None:
+                password = previous.password if previous is not None else secrets.token_urlsafe(18)
             cluster = EmbeddedCluster.start(
                 args.dir, args.members, args.internal_replication, password=password, owned=False
             )
+            if previous is not None and previous.connection_uri() != cluster.connection_uri():
+                print(_changed_connection(previous, cluster), file=sys.stderr)
             output: object = cluster.describe()
         elif args.command == "status":
             cluster = EmbeddedCluster.attach(args.dir)

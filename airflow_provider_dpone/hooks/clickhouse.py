@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from typing import Any, ClassVar
 
+from airflow.providers.common.sql.hooks.sql import DbApiHook
 from airflow.sdk import BaseHook
 from pydantic import ValidationError
 
@@ -27,7 +29,7 @@ from airflow_provider_dpone.cluster.clickhouse.sql_cluster_ddl import (
 )
 from airflow_provider_dpone.cluster.ports import ArtifactSource, TableSpec
 from airflow_provider_dpone.cluster.protocol.request import PublicationRequest
-from airflow_provider_dpone.core.clickhouse.clients import Purpose, build_async_client, build_client, close_client
+from airflow_provider_dpone.core.clickhouse.clients import Purpose, build_async_client, build_client
 from airflow_provider_dpone.core.clickhouse.connection import ResolvedConnection
 from airflow_provider_dpone.core.clickhouse.endpoint import Endpoint
 from airflow_provider_dpone.core.clickhouse.oneshot import PROCESS_GUARD, MutationGuard
@@ -46,8 +48,13 @@ CONNECTION_TYPES = ("dpone_clickhouse", "clickhouse")
 """Accepted connection types: ours, and the official ClickHouse provider's (same fields, no dpone extras)."""
 
 
-class DponeClickHouseHook(BaseHook):
-    """Resolve a ClickHouse cluster connection (coordinator endpoint, credentials, transport options)."""
+class DponeClickHouseHook(DbApiHook):
+    """Resolve a ClickHouse cluster connection (coordinator endpoint, credentials, transport options).
+
+    It is a common-sql ``DbApiHook``: ``SQLExecuteQueryOperator``, ``get_records`` and the other common-sql tools run
+    ad-hoc SQL on the coordinator of the same connection (:meth:`get_conn`). Keyword arguments common-sql passes from
+    the connection's extra are ignored: the options are always parsed from the connection itself, strictly.
+    """
 
     conn_name_attr = "dpone_clickhouse_conn_id"
     default_conn_name = "dpone_clickhouse_default"
@@ -56,7 +63,7 @@ class DponeClickHouseHook(BaseHook):
     _EXTRA_PREFIX: ClassVar[str] = "extra__dpone_clickhouse__"
 
     def __init__(self, dpone_clickhouse_conn_id: str = default_conn_name, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+        super().__init__(dpone_clickhouse_conn_id=dpone_clickhouse_conn_id, **kwargs)
         self.dpone_clickhouse_conn_id = dpone_clickhouse_conn_id
         self._async_client: Any = None
 
@@ -123,30 +130,37 @@ class DponeClickHouseHook(BaseHook):
         """The same resolution through the SDK's async connection lookup (for triggers)."""
         return self.resolve(await BaseHook.aget_connection(self.dpone_clickhouse_conn_id))
 
-    def test_connection(self) -> tuple[bool, str]:
-        """The UI's Test button: parse the extra strictly, connect to the coordinator and run ``SELECT 1``.
+    def test_connection(self) -> tuple[bool, str]:  # type: ignore[override]  # DbApiHook leaves it unannotated
+        """The UI's Test button: parse the extra strictly, then check the coordinator, every member (reachable,
+        authenticated, the member it claims to be) and, with ``authority_database``, the authority table's
+        preconditions (:mod:`~airflow_provider_dpone.cluster.clickhouse.connection_check`).
 
-        The answer names the stable code of a failure (invalid extra, refused credentials, no answer), never a host.
+        Returns ``(False, lines)`` with one coded line per failure, never raises; the lines never name a host.
         """
-        from airflow_provider_dpone.cluster.clickhouse.catalog import read_failure
+        from airflow_provider_dpone.cluster.clickhouse.connection_check import check_connection
 
         try:
-            client = self.coordinator_client()
-            try:
-                client.query("SELECT 1")
-            finally:
-                close_client(client)
+            result = check_connection(self.resolved())
         except DponeError as error:
             return False, error.render()
-        except Exception as error:  # noqa: BLE001 -- classified by type and server code only
-            return False, str(read_failure(error, "SELECT 1", coordinator=True))
-        return True, "the coordinator answered SELECT 1 with these credentials"
+        except Exception as error:  # noqa: BLE001 -- the Test button answers, it never raises
+            return False, f"the connection check failed unexpectedly ({type(error).__name__})"
+        if not result.ok:
+            return False, "\n".join(result.failures)
+        return True, f"checked {result.checked}: every check passed"
 
     # --- clients ----------------------------------------------------------------------------------------------
 
     def get_conn(self) -> Any:
-        """Airflow's generic accessor: the coordinator's read client."""
-        return self.coordinator_client()
+        """common-sql's accessor: a DB-API connection to the coordinator over a one-shot client (a user's statement is
+        sent at most once); the database is the operator's ``database`` when given, else the connection's schema."""
+        from airflow_provider_dpone.core.clickhouse.dbapi import DbApiConnection
+
+        resolved = self.resolved()
+        database = getattr(self, "schema", None)  # set by common-sql operators from their ``database`` argument
+        if database:
+            resolved = replace(resolved, database=database)
+        return DbApiConnection(build_client(resolved, Purpose.MUTATION))
 
     def coordinator_client(self) -> Any:
         """A read client of the coordinator (close it with ``close_client``)."""

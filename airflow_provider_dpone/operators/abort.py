@@ -1,9 +1,10 @@
 """The maintenance operators of a full refresh, each a task of a maintenance DAG that acts on one stopped DAG run.
 
 ``DponeAbortOperator``: only LOCKED, STAGING and STAGED may be aborted (once a publication permit
-exists the DDL may have reached a member: ``ABORT_AFTER_PUBLICATION``); exactly the candidates the operation owns are
-dropped, member by member and by UUID, a foreign table under the candidate name stops the abort untouched; then
-ABORTED, which is terminal, never success, and lets the next run take the target.
+exists the DDL may have reached a member: ``ABORT_AFTER_PUBLICATION``); the record is first fenced ABORTING (a
+concurrent publish try loses its permit write), then exactly the candidates the operation owns are dropped, member by
+member and by UUID, a foreign table under the candidate name stops the abort untouched; then ABORTED, which is
+terminal, never success, and lets the next run take the target. An abort that stopped half way resumes from ABORTING.
 
 ``DponeVoidPermitOperator``: a run stopped with ``DISPATCH_UNPROVEN`` holds its target until its
 permit is voided with proof that the first request can no longer execute: the coordinator restarted later than the
@@ -127,9 +128,11 @@ class DponeVoidPermitOperator(_TargetRunOperator):
     def __init__(self, *, skew_margin_seconds: int | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if skew_margin_seconds is not None and (
-            isinstance(skew_margin_seconds, bool) or not isinstance(skew_margin_seconds, int) or skew_margin_seconds < 0
+            isinstance(skew_margin_seconds, bool)
+            or not isinstance(skew_margin_seconds, int)
+            or skew_margin_seconds <= 0
         ):
-            raise ValueError("skew_margin_seconds must be a non-negative integer")
+            raise ValueError("skew_margin_seconds must be a positive integer")
         self.skew_margin_seconds = skew_margin_seconds
 
     def _act(self, session: TaskSession) -> XCom:

@@ -10,7 +10,8 @@ The task runs the native transfer route once per try:
   retryable codes let Airflow retry, terminal codes fail without retry, each as one line with the code, the cause
   and the next action;
 * XCom gets redacted evidence only: ids, counts, digests, phase names. Never hosts, credentials, SQL, values or rows;
-* the log shows the phases and each chunk's progress (rows, bytes).
+* the log shows the phases and each chunk's progress (rows, bytes);
+* the source table is the task's Airflow Asset inlet (:func:`source_asset`), so the Asset graph shows what it reads.
 
 Stage and journal live under ``stage_base`` (``s3://bucket/prefix`` in production; see
 :func:`~airflow_provider_dpone.hooks.native_transfer.stage_base` for the default).
@@ -22,7 +23,7 @@ import datetime as dt
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from airflow.sdk import BaseOperator, Context
+from airflow.sdk import Asset, BaseOperator, Context
 
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.operators.reporting import TaskLog, raise_for
@@ -51,6 +52,19 @@ def retries_outlast_lease(retries: int, retry_delay: object, lease_minutes: floa
     return retries * seconds > lease_minutes * 60
 
 
+def source_asset(manifest: ManifestInput) -> Asset | None:
+    """The Asset of the transfer's source table, ``clickhouse-connection://<connection id>/<database>/<table>``: it
+    names the Airflow connection, never a host. ``None`` when the manifest cannot be read when the DAG is parsed
+    (a templated path or text is read when the task runs)."""
+    from airflow_provider_dpone.core.manifest import NativeTransferManifest, read_manifest_input
+
+    try:
+        source = read_manifest_input(manifest, kind=NativeTransferManifest).source
+    except DponeError:
+        return None
+    return Asset(uri=f"clickhouse-connection://{source.connection_id}/{source.database}/{source.table}")
+
+
 class DponeNativeTransferOperator(BaseOperator):
     """Move one ClickHouse table into the manifest's SQL Server or PostgreSQL table.
 
@@ -63,6 +77,7 @@ class DponeNativeTransferOperator(BaseOperator):
         retries must outlast it (``retries * retry_delay > lease_minutes``), or a worker killed before EOF spends
         every retry on ``native_transfer.custody_held``; the defaults (5 minutes, and the examples' 3 retries 2 minutes
         apart) keep it, and a task that breaks it is logged with a warning when it is built.
+    :param inlets: Airflow inlets (default: the source table as :func:`source_asset`).
     :param connector_factory: optional source connector builder (default: the manifest's ClickHouse connection).
     :param target_factory: optional target adapter builder (default: the manifest's SQL Server/PostgreSQL connection).
     """
@@ -79,9 +94,13 @@ class DponeNativeTransferOperator(BaseOperator):
         lease_minutes: float = DEFAULT_LEASE_MINUTES,
         connector_factory: ConnectorFactory | None = None,
         target_factory: ManifestTargetFactory | None = None,
+        inlets: Any = None,
         **kwargs: Any,
     ) -> None:
-        super().__init__(**kwargs)
+        if inlets is None:
+            asset = source_asset(manifest)
+            inlets = [] if asset is None else [asset]
+        super().__init__(inlets=inlets, **kwargs)
         self.manifest = manifest
         self.stage_base = stage_base
         self.lease_minutes = lease_minutes
@@ -140,11 +159,13 @@ class DponeNativeTransferOperator(BaseOperator):
 
     # -- execution -----------------------------------------------------------------------------------------------
     def execute(self, context: Context) -> dict[str, Any]:
-        from airflow_provider_dpone.hooks.native_transfer import OperationIdentity, stage_base
+        from airflow_provider_dpone.hooks.native_transfer import DponeNativeTransferHook, OperationIdentity, stage_base
         from airflow_provider_dpone.operators.lineage import Moved
 
         try:
             manifest = self._manifest()
+            if self.target_factory is None:
+                DponeNativeTransferHook(manifest).require_target_connection()
         except DponeError as error:
             raise_for(error, self.task_log)
         dag_run = context["dag_run"]

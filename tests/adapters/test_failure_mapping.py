@@ -108,8 +108,17 @@ def store(client: Scripted) -> ClickHouseAuthorityStore:
 LOST = OperationalError("Error executing HTTP request")
 
 
-def refused(code: int) -> DatabaseError:
-    return DatabaseError("server text that may name a host", code=code)
+def refused(code: int, text: str = "server text that may name a host") -> DatabaseError:
+    return DatabaseError(text, code=code)
+
+
+NODE_EXISTS = (
+    "Code: 999. DB::Exception: Transaction failed (Node exists): Op #0, path: /k/data/AWE=. (KEEPER_EXCEPTION)"
+)
+BAD_VERSION = (
+    "Code: 999. DB::Exception: Transaction failed (Bad version): Op #0, path: /k/data/AWE=. (KEEPER_EXCEPTION)"
+)
+CONNECTION_LOSS = "Code: 999. Coordination::Exception: Connection loss, path /k/data/AWE=. (KEEPER_EXCEPTION)"
 
 
 # --- authority ---------------------------------------------------------------------------------------------------
@@ -118,7 +127,9 @@ def refused(code: int) -> DatabaseError:
 @pytest.mark.parametrize(
     ("answer", "expected"),
     [
-        (fail(refused(999)), AuthorityConflictError),
+        (fail(refused(999, NODE_EXISTS)), AuthorityConflictError),
+        (fail(refused(999, CONNECTION_LOSS)), OutcomeUnknownError),  # the multi may have applied
+        (fail(refused(999)), OutcomeUnknownError),
         (fail(refused(60)), MutationRejectedError),
         (fail(LOST), OutcomeUnknownError),
     ],
@@ -154,6 +165,25 @@ def test_compare_and_set_outcome_is_proven_by_the_versions_read_after_it(
         with pytest.raises(expected):
             store(client).compare_and_set(authority_row("new"), 3)
     assert len(client.sent) == 1 and client.reads == []  # one update, one read: no read before the write
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (BAD_VERSION, AuthorityConflictError),
+        (CONNECTION_LOSS, OutcomeUnknownError),
+        (NODE_EXISTS, AuthorityConflictError),
+    ],
+)
+def test_a_keeper_failure_of_the_compare_and_set_is_a_conflict_only_when_keeper_refused_it(
+    text: str, expected: type[Exception]
+) -> None:
+    """With no server-side resend, a lost Keeper reply surfaces as Code 999 without Keeper's refusal: unknown."""
+    client = Scripted()
+    client.writes.append(fail(refused(999, text)))
+    with pytest.raises(expected):
+        store(client).compare_and_set(authority_row("new"), 3)
+    assert len(client.sent) == 1
 
 
 def test_compare_and_set_without_a_read_back_is_unknown() -> None:

@@ -105,12 +105,20 @@ def test_member_endpoints_as_an_object_or_as_json_text() -> None:
 
 
 def test_the_form_has_placeholders_a_member_map_example_and_no_raw_extra() -> None:
+    from airflow_provider_dpone.core.connection_options import connection_form_fields
+
     behaviour = DponeClickHouseHook.get_ui_field_behaviour()
     assert behaviour["hidden_fields"] == ["extra"]
     placeholders = behaviour["placeholders"]
-    assert {"host", "port", "login", "schema"} <= set(placeholders)
-    example = json.loads(placeholders["member_endpoints"])
+    # Airflow 3 applies placeholders to standard fields only; the port's is the default without HTTPS
+    assert set(placeholders) == {"host", "port", "login", "schema"}
+    assert int(placeholders["port"]) == DponeClickHouseHook.resolve(connection()).port == 8123
+    fields = connection_form_fields()
+    example = json.loads(fields["member_endpoints"]["description"].split("e.g. ", 1)[1].rstrip("."))
     assert DponeClickHouseHook.parse_options({"member_endpoints": example}).member_endpoints == example
+    for name in ("ca_cert", "cluster", "authority_database"):
+        (value,) = fields[name]["schema"]["examples"]
+        assert getattr(DponeClickHouseHook.parse_options({name: value}), name) == value
 
 
 def test_the_test_button_reports_the_code_of_an_unreachable_coordinator(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -71,7 +71,7 @@ def test_authority_read() -> None:
 def test_authority_strict_insert() -> None:
     assert sql_authority.strict_insert("db", row()) == (
         f"INSERT INTO {AUTH} (`target_key`, `operation_id`, `fence_token`, `phase`, `dispatch_epoch`, `payload`,"
-        " `payload_sha256`) SETTINGS keeper_map_strict_mode = 1"
+        " `payload_sha256`) SETTINGS keeper_map_strict_mode = 1, insert_keeper_max_retries = 0"
         f" VALUES ('{KEY}', 'op', 'fence', 'LOCKED', 3, '{{\"n\":\"it\\'s\"}}', '{'a' * 64}')"
     )
 
@@ -80,7 +80,8 @@ def test_authority_compare_and_set() -> None:
     assert sql_authority.compare_and_set("db", row(), 7) == (
         f"ALTER TABLE {AUTH} UPDATE `operation_id` = 'op', `fence_token` = 'fence', `phase` = 'LOCKED',"
         f" `dispatch_epoch` = 3, `payload` = '{{\"n\":\"it\\'s\"}}', `payload_sha256` = '{'a' * 64}'"
-        f" WHERE `target_key` = '{KEY}' AND `_version` = 7 SETTINGS keeper_map_strict_mode = 1"
+        f" WHERE `target_key` = '{KEY}' AND `_version` = 7"
+        " SETTINGS keeper_map_strict_mode = 1, insert_keeper_max_retries = 0"
     )
 
 
@@ -103,6 +104,18 @@ def test_catalog_statements() -> None:
         f" WHERE database = 'db' AND name = 't'), {COLUMNS_OF_T},"
         " (SELECT groupArray((toUInt32(shard_num), toUInt32(replica_num))) FROM system.clusters"
         " WHERE cluster = 'analytics' AND is_local)"
+    )
+
+
+def test_catalog_positions_of_one_cluster_or_every_cluster_and_the_own_rows() -> None:
+    assert sql_catalog.positions("analytics", local=True) == (
+        "SELECT cluster, shard_num, replica_num, host_name, port FROM system.clusters"
+        " WHERE cluster = 'analytics' AND is_local ORDER BY cluster, shard_num, replica_num"
+        " SETTINGS skip_unavailable_shards = 0"
+    )
+    assert sql_catalog.positions(None, local=False) == (
+        "SELECT cluster, shard_num, replica_num, host_name, port FROM system.clusters"
+        " ORDER BY cluster, shard_num, replica_num SETTINGS skip_unavailable_shards = 0"
     )
 
 
@@ -345,6 +358,7 @@ def test_every_statement_validates_names(name: str) -> None:
     renderers = [
         lambda: sql_authority.read_row(name, KEY),
         lambda: sql_catalog.inventory(name),
+        lambda: sql_catalog.positions(name, local=True),
         lambda: sql_catalog.admission_facts("c", "db", name),
         lambda: sql_catalog.admission_facts(name, "db", "t"),
         lambda: sql_member.observe_metadata(name, "t"),

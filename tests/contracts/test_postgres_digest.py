@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 from decimal import Decimal
+from typing import Any
 
 import psycopg
 import pyarrow as pa
@@ -213,6 +214,72 @@ def test_staging_changed_after_verification_is_refused_by_the_publishing_transac
         pg.close()
 
 
+def _verified(
+    pg: PostgresHarness, kind: type[PostgresTransferTarget] = PostgresTransferTarget
+) -> tuple[TargetPlan, TargetInvocation, ChunkEvidence, PostgresTransferTarget]:
+    """A target of ``kind`` with chunk 0 of the boundary rows loaded and verified."""
+    plan = _plan(pg.schema, StringMapping.BINARY)
+    table, invocation = bind(plan)
+    sent, expected = _sealed(invocation, plan, _rows(StringMapping.BINARY))
+    target = kind(pg._connect, pg.copy_connect, table)
+    target.prepare(invocation)
+    target.load_chunk(invocation, 0, sent)
+    assert target.verify_chunk(invocation, expected) == expected
+    return plan, invocation, expected, target
+
+
+NO_ROW_WRITTEN = {
+    # content changed by DDL alone: no row version is written, so the rows' writer is still the load's
+    "renamed": "ALTER TABLE {t} RENAME COLUMN b TO b_x; ALTER TABLE {t} RENAME COLUMN fx TO b; "
+    "ALTER TABLE {t} RENAME COLUMN b_x TO fx",
+    "re-added": "ALTER TABLE {t} DROP COLUMN t; ALTER TABLE {t} ADD COLUMN t bytea",
+}
+
+
+@pytest.mark.parametrize("action", sorted(NO_ROW_WRITTEN))
+def test_a_column_changed_after_verification_breaks_the_chunk_seal(pg: PostgresHarness, action: str) -> None:
+    """The seal is the staging table's identity too: columns swapped by renames, or one dropped and added again,
+    change what the published rows hold without writing a row, and the publishing transaction refuses."""
+    plan, invocation, expected, target = _verified(pg)
+    try:
+        with psycopg.connect(pg.dsn, autocommit=True) as admin:
+            admin.execute(NO_ROW_WRITTEN[action].format(t=qualified(plan.target_schema, plan.staging_table)))
+        with pytest.raises(DponeError) as refused:
+            target.publish(invocation, [expected])
+        assert refused.value.code == "native_transfer.target_verification_failed"
+        assert target.reconcile(invocation) is None
+    finally:
+        pg.close()
+
+
+class _CountingTarget(PostgresTransferTarget):
+    """Counts the chunk digests the publishing transaction computes (the seal's whole point is to need none)."""
+
+    recomputed = 0
+
+    def _staged_digest(self, session: Any, plan: TargetPlan, ordinal: int) -> tuple[int, int]:
+        type(self).recomputed += 1
+        return super()._staged_digest(session, plan, ordinal)
+
+
+@pytest.mark.parametrize("rewritten", [False, True])
+def test_a_sealed_chunk_is_published_without_hashing_it_again(pg: PostgresHarness, rewritten: bool) -> None:
+    """Verified and untouched, a chunk is published on its seal alone; rewritten with the same values after its
+    verification, its seal no longer holds, and the publishing transaction recomputes its digest (equal: it
+    publishes)."""
+    plan, invocation, expected, target = _verified(pg, _CountingTarget)
+    try:
+        if rewritten:
+            with psycopg.connect(pg.dsn, autocommit=True) as admin:
+                admin.execute(f"UPDATE {qualified(plan.target_schema, plan.staging_table)} SET i64 = i64")
+        _CountingTarget.recomputed = 0
+        receipt = target.publish(invocation, [expected])
+        assert receipt.rows == len(_rows(StringMapping.BINARY))
+        assert _CountingTarget.recomputed == (1 if rewritten else 0)
+    finally:
+        pg.close()
+
+
 def test_the_publishing_transaction_holds_writers_off_staging(pg: PostgresHarness) -> None:
     """The lock the publishing transaction takes on staging conflicts with every writer: a write attempted while it
     is held waits (here: gives up at its lock timeout) instead of landing between verification and the swap."""
@@ -238,14 +305,8 @@ def test_the_publishing_transaction_holds_writers_off_staging(pg: PostgresHarnes
 def test_a_parked_bulk_connection_holds_no_lock_or_transaction(pg: PostgresHarness) -> None:
     """Bulk connections are reused between calls: after a load and a verification, the publication lock is free and
     no session of the adapter is left inside a transaction."""
-    plan = _plan(pg.schema, StringMapping.BINARY)
-    table, invocation = bind(plan)
-    sent, expected = _sealed(invocation, plan, _rows(StringMapping.BINARY))
-    target = PostgresTransferTarget(pg._connect, pg.copy_connect, table)
+    plan, _, _, target = _verified(pg)
     try:
-        target.prepare(invocation)
-        target.load_chunk(invocation, 0, sent)
-        assert target.verify_chunk(invocation, expected) == expected
         with psycopg.connect(pg.dsn, autocommit=True) as admin:
             admin.execute("SET lock_timeout = '200ms'")
             assert admin.execute("SELECT pg_try_advisory_lock(%s)", (plan.lock_key,)).fetchone() == (True,)

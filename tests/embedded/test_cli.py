@@ -18,6 +18,10 @@ ROOT = str(Path(airflow_provider_dpone.__file__).resolve().parent.parent)
 
 
 def _cli(*args: str) -> dict:
+    return _cli_with_stderr(*args)[0]
+
+
+def _cli_with_stderr(*args: str) -> tuple[dict, str]:
     env = {**os.environ, "PYTHONPATH": ROOT}
     done = subprocess.run(
         [sys.executable, "-m", "airflow_provider_dpone.embedded", *args],
@@ -28,7 +32,7 @@ def _cli(*args: str) -> dict:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
+    return json.loads(done.stdout), done.stderr
 
 
 def test_up_status_fault_down(tmp_path: Path) -> None:
@@ -90,6 +94,30 @@ def test_up_status_fault_down(tmp_path: Path) -> None:
     assert sorted(stopped["stopped"]) == ["coordinator", "member1", "member2", "member3"]
     after = json.loads((Path(directory) / "cluster.json").read_text())
     assert not any(alive(pid) for pid in after["pids"].values())
+
+
+def test_up_on_a_stopped_cluster_keeps_its_connection_or_says_loudly_that_it_changed(tmp_path: Path) -> None:
+    directory = str(tmp_path / "cluster")
+    first = _cli("up", "--dir", directory)
+    _cli("down", "--dir", directory)
+    try:
+        again, notice = _cli_with_stderr("up", "--dir", directory)
+        assert again["airflow_connection_json"]["password"] == first["airflow_connection_json"]["password"]
+        assert again["airflow_connection_uri"] == first["airflow_connection_uri"], "ports are kept where free"
+        assert "WARNING" not in notice
+        coordinator = again["coordinator"]
+        saved = first["airflow_connection_json"]["password"]
+        client = clickhouse_connect.get_client(host=coordinator["host"], port=coordinator["port"], password=saved)
+        assert client.command("SELECT 1") == 1, "the connection saved after the first up still works"
+    finally:
+        _cli("down", "--dir", directory)
+    try:
+        changed, notice = _cli_with_stderr("up", "--dir", directory, "--password", "another-password")
+        assert changed["airflow_connection_json"]["password"] == "another-password"
+        assert notice.startswith("WARNING: the Airflow connection of the embedded cluster") and "(password)" in notice
+        assert f"--conn-uri '{changed['airflow_connection_uri']}'" in notice
+    finally:
+        _cli("down", "--dir", directory)
 
 
 def test_errors_are_json_on_stderr(tmp_path: Path) -> None:

@@ -11,6 +11,9 @@ point N" is reproducible. Kinds:
 * ``PARTIAL``       -- loads only: half of the rows are applied, then the response is lost (an interrupted INSERT).
   At any other point it behaves as ``LOSE_RESPONSE``.
 
+An *interleaving* (:meth:`FaultInjector.interleave`) runs another worker's whole call at a point, before the request
+of that point leaves: two tasks racing on one operation, in a reproducible order.
+
 :class:`SimulatedCrash` derives from ``BaseException`` so no ``except Exception`` in the code under test can swallow
 a process death.
 """
@@ -58,6 +61,8 @@ class FaultInjector:
     fired: list[tuple[int, str, FaultKind]] = field(default_factory=list)
     named: dict[tuple[str, int], FaultKind] = field(default_factory=dict)
     """Faults by point name and occurrence (see :meth:`at_next`)."""
+    interleaved: dict[int, Callable[[], None]] = field(default_factory=dict)
+    """Another worker's call by point index (see :meth:`interleave`)."""
 
     def schedule(self, faults: Iterable[tuple[int, FaultKind]]) -> None:
         self.plan = dict(faults)
@@ -66,6 +71,11 @@ class FaultInjector:
         """Fire ``kind`` at the ``nth`` fault point named ``name`` reached from now on."""
         self.named[(name, self.trace.count(name) + nth)] = kind
 
+    def interleave(self, point: int, action: Callable[[], None]) -> None:
+        """Run ``action`` (another worker's call) when point ``point`` is reached, before its request leaves; its own
+        points are numbered after this one."""
+        self.interleaved[point] = action
+
     def disable(self) -> None:
         self.enabled = False
 
@@ -73,6 +83,9 @@ class FaultInjector:
         index = self.counter
         self.counter += 1
         self.trace.append(name)
+        action = self.interleaved.pop(index, None)
+        if action is not None:
+            action()
         if not self.enabled:
             return None
         kind = self.plan.get(index) or self.named.pop((name, self.trace.count(name)), None)

@@ -60,6 +60,11 @@ _ORDER = [
 ]
 
 
+def _rank(phase: Phase) -> int:
+    """How far along ``_ORDER`` a record in ``phase`` got (ABORTED from LOCKED, ABORTING from STAGED)."""
+    return {Phase.ABORTED: 0, Phase.ABORTING: 2}.get(phase, _ORDER.index(phase) if phase in _ORDER else 0)
+
+
 def external_record(
     phase: Phase = Phase.STAGED,
     *,
@@ -68,8 +73,8 @@ def external_record(
     operation: str = OPERATION,
     version_seed: int = 1,
 ) -> ExternalAuthorityRecord:
-    """A valid external record in ``phase`` (ABORTED is built from LOCKED)."""
-    rank = _ORDER.index(phase) if phase is not Phase.ABORTED else 0
+    """A valid external record in ``phase`` (ABORTED is built from LOCKED, ABORTING from STAGED)."""
+    rank = _rank(phase)
     art = artifact()
     records = []
     for index, mid in enumerate(sorted(member_id(1, replica) for replica in range(1, members + 1))):
@@ -154,7 +159,7 @@ def internal_record(
 ) -> InternalAuthorityRecordV1 | InternalAuthorityRecordV2:
     """A valid internal (replicated) record in ``phase`` (ABORTED is built from LOCKED); the replicas share one
     candidate UUID while each keeps its own baseline target UUID."""
-    rank = _ORDER.index(phase) if phase is not Phase.ABORTED else 0
+    rank = _rank(phase)
     art = artifact()
     ids = sorted(member_id(1, replica) for replica in range(1, members + 1))
     shared = uuid(300)

@@ -339,6 +339,71 @@ def test_one_byte_changed_in_the_extracted_stream_stops_the_stage_before_any_mem
     assert member_tables(embedded_cluster, fresh_database) == before  # no candidate, the target untouched
 
 
+class _WorkerDied(BaseException):
+    """A worker process that died before its request left (``BaseException``: nothing may swallow it)."""
+
+
+class _Interleaved:
+    """The authority store of one worker, through which another worker's call runs just before this worker's first
+    compare-and-set leaves; ``dies_before`` makes the worker die before a write of that phase leaves."""
+
+    def __init__(self, store: Any, dies_before: str | None = None) -> None:
+        self.store = store
+        self.before_first_cas: Any = None
+        self.dies_before = dies_before
+
+    def read(self, target_key: str) -> Any:
+        return self.store.read(target_key)
+
+    def create(self, row: Any) -> None:
+        self.store.create(row)
+
+    def compare_and_set(self, row: Any, expected_version: int) -> None:
+        action, self.before_first_cas = self.before_first_cas, None
+        if action is not None:
+            action()
+        if row.phase == self.dies_before:
+            raise _WorkerDied
+        self.store.compare_and_set(row, expected_version)
+
+
+def test_an_abort_that_died_half_way_while_a_publish_took_its_permit_leaves_no_publication_on_dropped_candidates(
+    adapters: PublicationAdapters, embedded_cluster: Any, fresh_database: str
+) -> None:
+    """The publish try has observed its staged candidates and is about to take its permit; in between, an abort of
+    the same operation runs on another worker, writes what it writes, drops, and dies before it records ABORTED. The
+    publish's permit must then lose on the real KeeperMap (the abort fenced first), nothing may be exchanged, and the
+    next abort finishes: no candidate left, the target exactly the previous generation."""
+    from dataclasses import replace
+
+    from airflow_provider_dpone.cluster.protocol.request import PublicationRequest
+    from airflow_provider_dpone.core.errors import DponeError
+
+    publish(adapters, fresh_database, "run-1", 2_000, 1)
+    before = member_tables(embedded_cluster, fresh_database)
+    parsed = PublicationRequest.parse(request(fresh_database, "run-2"))
+    publication_service(adapters.ports, parsed).fence()
+    staged = publication_service(adapters.ports, parsed).stage(
+        adapters.query_source(query=source_query(3_000, 3), columns=COLUMNS, max_source_bytes=1 << 26)
+    )
+    assert staged.phase == "STAGED"
+    publisher, aborter = _Interleaved(adapters.ports.authority), _Interleaved(adapters.ports.authority, "ABORTED")
+
+    def abort_on_another_worker() -> None:
+        with pytest.raises(_WorkerDied):
+            publication_service(replace(adapters.ports, authority=aborter), parsed).abort()
+
+    publisher.before_first_cas = abort_on_another_worker
+    with pytest.raises(DponeError) as refused:
+        publication_service(replace(adapters.ports, authority=publisher), parsed).publish()
+    assert refused.value.code == "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_CONFLICT"  # the permit lost to the fence
+    assert publication_service(adapters.ports, parsed).abort().phase == "ABORTED"
+    with pytest.raises(DponeError) as aborted:
+        publication_service(adapters.ports, parsed).publish()
+    assert aborted.value.code == "DPONE_CLICKHOUSE_CLUSTER_OPERATION_ABORTED"
+    assert member_tables(embedded_cluster, fresh_database) == before  # no candidate, the same target everywhere
+
+
 def misrouted_adapters(
     embedded_cluster: Any, database: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, endpoints: dict[str, str]
 ) -> PublicationAdapters:
@@ -362,7 +427,7 @@ def authority_rows(embedded_cluster: Any, database: str) -> int:
 @pytest.mark.parametrize(
     ("mapping", "code"),
     [
-        ("swapped", "DPONE_CLICKHOUSE_CLUSTER_MEMBER_IDENTITY_MISMATCH"),
+        ("swapped", "DPONE_CLICKHOUSE_MEMBER_IDENTITY_MISMATCH"),
         ("extra", "DPONE_CLICKHOUSE_MEMBER_ENDPOINT_EXTRA"),
     ],
 )

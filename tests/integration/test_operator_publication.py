@@ -155,8 +155,8 @@ def test_an_explicit_deferrable_argument_wins_over_the_default() -> None:
 
 def test_publish_declares_the_target_asset_without_any_host() -> None:
     operator = DponePublishOperator(task_id="publish", manifest=MANIFEST)
-    assert operator.outlets == [Asset(uri="clickhouse-cluster://analytics_cluster/analytics/target_table")]
-    assert asset_uri(read_manifest(MANIFEST)) == "clickhouse-cluster://analytics_cluster/analytics/target_table"
+    assert operator.outlets == [Asset(uri="clickhouse-cluster://dpone_cluster/analytics/target_table")]
+    assert asset_uri(read_manifest(MANIFEST)) == "clickhouse-cluster://dpone_cluster/analytics/target_table"
     explicit = Asset(uri="clickhouse-cluster://other/db/t")
     assert DponePublishOperator(task_id="p2", manifest=MANIFEST, outlets=[explicit]).outlets == [explicit]
     assert not DponeFenceOperator(task_id="f", manifest=MANIFEST).outlets
@@ -265,12 +265,13 @@ def test_the_void_proofs_margins_come_from_the_connection_and_the_deployment(mon
     assert raised.value.code == "DPONE_CLICKHOUSE_CLUSTER_REQUEST_INVALID"
 
 
-def test_the_void_permit_operator_refuses_a_negative_skew_margin_when_the_dag_is_parsed() -> None:
+@pytest.mark.parametrize("margin", [-1, 0])
+def test_the_void_permit_operator_refuses_a_margin_that_is_not_positive_when_the_dag_is_parsed(margin: int) -> None:
     from airflow_provider_dpone.operators import DponeVoidPermitOperator
 
     with pytest.raises(ValueError, match="skew_margin_seconds"):
         DponeVoidPermitOperator(
-            task_id="v", manifest=str(MANIFEST), target_dag_id="d", target_run_id="r", skew_margin_seconds=-1
+            task_id="v", manifest=str(MANIFEST), target_dag_id="d", target_run_id="r", skew_margin_seconds=margin
         )
 
 

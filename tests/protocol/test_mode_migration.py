@@ -99,7 +99,7 @@ def test_a_completed_external_operation_is_succeeded_by_internal_mode_after_its_
 
 
 @pytest.mark.parametrize("holder", ["internal", "external"])
-@pytest.mark.parametrize("phase", [phase for phase in Phase if phase not in TERMINAL_PHASES])
+@pytest.mark.parametrize("phase", [phase for phase in Phase if phase not in TERMINAL_PHASES | {Phase.ABORTING}])
 def test_an_unresolved_record_blocks_the_other_mode_and_resumes_under_its_own_rules(
     holder: ReplicationMode, phase: Phase
 ) -> None:
@@ -116,6 +116,23 @@ def test_an_unresolved_record_blocks_the_other_mode_and_resumes_under_its_own_ru
     resume()
     assert first.run_dag() == "completed"  # resumed or cleaned up under its own mode's rules
     first.check_converged()
+    other = Sim.successor(first, run_id="manual__other_mode", rows=SECOND_ROWS, mode=OTHER[holder])
+    assert other.run_dag() == "completed"
+    other.check_converged()
+
+
+@pytest.mark.parametrize("holder", ["internal", "external"])
+def test_an_aborting_record_blocks_the_other_mode_until_its_abort_finishes(holder: ReplicationMode) -> None:
+    first = Sim.build(members=2, mode=holder)
+    hold_in(first, Phase.STAGED)
+    first.world.faults.at_next("member.drop", FaultKind.CRASH_BEFORE)
+    with pytest.raises(SimulatedCrash):
+        first.service().abort()
+    assert first.record().phase is Phase.ABORTING
+    other = Sim.successor(first, run_id="manual__other_mode", rows=SECOND_ROWS, mode=OTHER[holder])
+    assert error_code(lambda: other.service().fence()) == BLOCKED_BY[holder]
+    first.world.internal_replication = holder == "internal"
+    assert first.service().abort().phase == "ABORTED"
     other = Sim.successor(first, run_id="manual__other_mode", rows=SECOND_ROWS, mode=OTHER[holder])
     assert other.run_dag() == "completed"
     other.check_converged()

@@ -390,3 +390,66 @@ def test_a_voided_cleanup_permit_keeps_the_complete_capsule_valid_and_cleanup_co
     assert isinstance(sim.service().publish(), Committed)  # replays validate the capsule
     assert isinstance(sim.service().cleanup(), Completed)
     sim.check_converged()
+
+
+@pytest.mark.parametrize("task", ["publish", "cleanup"])
+@pytest.mark.parametrize("tamper", ["stored observation", "completion version", "sealed replicas"])
+def test_a_replay_refused_by_the_stored_evidence_leaves_the_row_byte_identical(task: str, tamper: str) -> None:
+    """The error tells the operator to preserve the record: the refused replay writes nothing (no reader fence,
+    no version, ``updated_at_ms`` or ``write_id`` change) and reads nothing on the target."""
+    sim = durable()
+    assert sim.run_dag() == "completed"
+    quality = capsule(sim)
+    assert quality.target is not None and quality.core.target_plan is not None
+    if tamper == "stored observation":
+        changed = quality.model_copy(update={"target": quality.target.model_copy(update={"row_count": 0})})
+    elif tamper == "completion version":
+        changed = quality.model_copy(update={"completion_version": sim.world.keeper[sim.request.target_key][1] + 9})
+    else:
+        plan = quality.core.target_plan.model_copy(update={"replicas": quality.core.target_plan.replicas[:1]})
+        core = quality.core.model_copy(update={"target_plan": plan})
+        changed = quality.model_copy(update={"core": core, "core_digest": core.digest()})
+    _rewrite(sim, changed)
+    stored = sim.world.keeper[sim.request.target_key]
+    acceptance, writes = sim.world.faults.trace.count("member.acceptance"), sim.world.calls["authority.cas"]
+    service = sim.service()
+    assert error_code(service.publish if task == "publish" else service.cleanup) in (INVALID, MISMATCH)
+    assert sim.world.keeper[sim.request.target_key] == stored  # the same row bytes at the same version
+    assert encode(decode(stored[0])).payload == stored[0].payload
+    assert sim.world.calls["authority.cas"] == writes
+    assert sim.world.faults.trace.count("member.acceptance") == acceptance
+
+
+@pytest.mark.parametrize(
+    ("damage", "code"),
+    [
+        ("core missing", REQUIRED),  # seed 002: exact durable evidence is absent
+        ("state unknown", INVALID),  # malformed or impossible evidence
+        ("digest not hex", INVALID),
+    ],
+)
+def test_a_capsule_damaged_in_the_stored_bytes_blocks_with_the_quality_code(damage: str, code: str) -> None:
+    """The row is rewritten byte-wise, as a foreign writer would: not a record the models could build. Every entry
+    point that reads it blocks with the seed's quality code, and nothing is dispatched."""
+    import json
+
+    from airflow_provider_dpone.cluster.values.authority.row import AuthorityRow
+    from airflow_provider_dpone.core.canonical import canonical_json, sha256_hex
+
+    sim = durable()
+    _hold_staged(sim)
+    key = sim.request.target_key
+    row, version = sim.world.keeper[key]
+    payload = json.loads(row.payload)
+    if damage == "core missing":
+        del payload["quality"]["core"]
+    elif damage == "state unknown":
+        payload["quality"]["state"] = "RELABELLED"
+    else:
+        payload["quality"]["core_digest"] = "not a digest"
+    text = canonical_json(payload)
+    sim.world.keeper[key] = (row.model_copy(update={"payload": text, "payload_sha256": sha256_hex(text)}), version + 1)
+    assert isinstance(sim.world.keeper[key][0], AuthorityRow)
+    for call in (sim.service().publish, sim.service().cleanup, lambda: sim.service().stage(sim.source)):
+        assert error_code(call) == code
+    assert [entry.intent.kind for entry in sim.world.queue] == ["create"]

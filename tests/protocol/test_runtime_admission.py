@@ -158,7 +158,7 @@ def test_every_entry_point_runs_admission_before_touching_authority() -> None:
     assert sim.world.keeper == {}
 
 
-IDENTITY_MISMATCH = "DPONE_CLICKHOUSE_CLUSTER_MEMBER_IDENTITY_MISMATCH"
+IDENTITY_MISMATCH = "DPONE_CLICKHOUSE_MEMBER_IDENTITY_MISMATCH"
 
 
 @pytest.mark.parametrize("local", [((1, 2),), (), ((1, 1), (1, 2))])

@@ -328,3 +328,18 @@ def test_a_voided_rebuild_drop_permit_of_the_internal_route_is_taken_again_and_s
     assert len(drops) == 3 and sum(entry.intent.kind == "drop" for entry in sim.world.queue) == 2
     assert len(sim.record().voided) == 1
     sim.check_converged()
+
+
+def test_a_zero_skew_margin_is_refused_even_with_a_late_restart_and_changes_nothing() -> None:
+    """Zero assumes the workers' and the coordinator's clocks agree exactly: no restart time proves anything then."""
+    import dataclasses
+
+    sim = stalled_publication()
+    restart_after_margins(sim, permit_time(sim))
+    sim.settings = dataclasses.replace(sim.settings, void_skew_margin_ms=0)
+    before, reads = keeper_row(sim), sim.world.faults.trace.count("ddl.server_started_at")
+    assert error_code(lambda: sim.service().void_permit()) == "DPONE_CLICKHOUSE_CLUSTER_VOID_SKEW_MARGIN_INVALID"
+    assert keeper_row(sim) == before and sim.record().phase is Phase.PUBLICATION_DISPATCHING
+    assert sim.world.faults.trace.count("ddl.server_started_at") == reads  # refused before any proof is read
+    sim.settings = dataclasses.replace(sim.settings, void_skew_margin_ms=SETTINGS.void_skew_margin_ms)
+    assert sim.service().void_permit().phase == "STAGED"

@@ -36,7 +36,11 @@ SEED_DIAGRAM = {
     (Phase.COMPLETED, Phase.LOCKED),
     (Phase.ABORTED, Phase.LOCKED),
 }
-ABORT_BEFORE_PUBLICATION = {(Phase.STAGING, Phase.ABORTED), (Phase.STAGED, Phase.ABORTED)}  # seed §6.7
+ABORT_BEFORE_PUBLICATION = {  # seed §6.7, through the fence an abort writes before it drops anything
+    (Phase.STAGING, Phase.ABORTING),
+    (Phase.STAGED, Phase.ABORTING),
+    (Phase.ABORTING, Phase.ABORTED),
+}
 CAPSULE_COMPLETION = {(Phase.COMMITTED, Phase.COMMITTED)}  # seed 002: the capsule's completion writes
 READER_FENCE = {(Phase.COMPLETED, Phase.COMPLETED)}  # seed 002: the durable reader fence of a validation
 VOIDED_PERMIT = {(Phase.PUBLICATION_DISPATCHING, Phase.STAGED), (Phase.CLEANUP_DISPATCHING, Phase.COMMITTED)}
@@ -62,7 +66,11 @@ def test_every_transition_is_decided_by_the_table(old: Phase | None, new: Phase)
 
 def test_abort_only_before_publication_and_terminal_phases_restart_only_as_locked() -> None:
     for phase in Phase:
-        assert is_allowed(phase, Phase.ABORTED) == (phase in PRE_PUBLICATION_PHASES)
+        reaches = is_allowed(phase, Phase.ABORTED) or is_allowed(phase, Phase.ABORTING)
+        assert reaches == (phase in PRE_PUBLICATION_PHASES or phase is Phase.ABORTING)
+    # a bound candidate is dropped only behind the fence: nothing that binds one goes straight to ABORTED
+    assert {phase for phase in Phase if is_allowed(phase, Phase.ABORTED)} == {Phase.LOCKED, Phase.ABORTING}
+    assert ALLOWED_TRANSITIONS[Phase.ABORTING] == frozenset({Phase.ABORTED})
     for phase in TERMINAL_PHASES:
         assert ALLOWED_TRANSITIONS[phase] - {phase} == frozenset({Phase.LOCKED})
     assert ALLOWED_TRANSITIONS[Phase.ABORTED] == frozenset({Phase.LOCKED})

@@ -106,3 +106,13 @@ def test_architecture_names_every_layer_of_the_import_contract() -> None:
     for layer in layers:
         for module in layer.split("|"):
             assert f"`{module.strip()}`" in text
+
+
+def test_the_runbook_describes_an_abort_as_the_code_runs_it() -> None:
+    """Fence first, then exact-UUID drops member by member (no ON CLUSTER drop, in either mode), then ABORTED."""
+    runbook = (DOCS / "runbook.md").read_text()
+    section = runbook.split("## Aborting an operation before publication", 1)[1].split("\n## ", 1)[0]
+    assert "`ABORTING`" in section and "member by member, each by its exact UUID" in section
+    assert "no `ON CLUSTER` statement" in section
+    abort_advice = [line for line in runbook.splitlines() if "abort (" in line and "ON CLUSTER" in line]
+    assert all("no `ON CLUSTER`" in line or "by its exact UUID" in line for line in abort_advice), abort_advice

@@ -47,3 +47,10 @@ def test_the_earlier_native_transfer_names_are_aliases_of_the_registered_codes()
     assert error.code == "native_transfer.target_unavailable", "an alias is accepted, the registered code is emitted"
     assert str(error).startswith("native_transfer.target_unavailable: ")
     assert not set(ALIASES) & set(REGISTRY)
+
+
+def test_no_advice_names_a_publisher_this_provider_does_not_have() -> None:
+    """There is no local (single-server) publication: no cause or next action may send a user to one."""
+    for entry in REGISTRY.values():
+        assert "local publication" not in f"{entry.cause} {entry.action}".lower(), entry.code
+    assert "remote_servers" in REGISTRY["DPONE_CLICKHOUSE_CLUSTER_INVENTORY_TOO_FEW_MEMBERS"].action

@@ -1,9 +1,12 @@
 """:class:`~airflow_provider_dpone.cluster.ports.AuthorityStore` on the KeeperMap authority table.
 
 * ``read`` -- one ``SELECT`` with ``_version``; any failure is :class:`UnavailableError`.
-* ``create`` -- the strict insert, one-shot. ``KEEPER_EXCEPTION`` (the key exists) is an
-  :class:`AuthorityConflictError`; another server error a :class:`MutationRejectedError`; no answer an
-  :class:`OutcomeUnknownError`. A strict insert that was acknowledged *is* the proof of creation.
+* ``create`` -- the strict insert, one-shot. ``KEEPER_EXCEPTION`` naming Keeper's own refusal of the multi-request
+  ("Node exists", or "Bad version" for the update) is an :class:`AuthorityConflictError`; any other Keeper failure
+  (connection loss, timeout, session expiry: the multi may have applied) and no answer are an
+  :class:`OutcomeUnknownError`; another server error a :class:`MutationRejectedError`. Both writes carry
+  ``insert_keeper_max_retries = 0`` (``sql_authority.WRITE``), so the server never resends the multi and meets its
+  own applied write as a refusal. A strict insert that was acknowledged *is* the proof of creation.
 * ``compare_and_set`` -- one-shot ``ALTER ... UPDATE ... WHERE _version = N``, then one read. The caller already
   holds version N (it read or wrote it), so no read precedes the write. The update statement succeeds *without
   effect* when its ``WHERE`` matches nothing, so the outcome is proven by the versions read after it. A key's
@@ -47,6 +50,8 @@ from airflow_provider_dpone.core.errors import (
 )
 
 SCOPE = "authority"
+KEEPER_REFUSALS = ("(Node exists)", "(Bad version)")
+"""How ClickHouse names Keeper's refusal of a multi-request (``Transaction failed (Node exists): Op #0, ...``)."""
 
 
 class ClickHouseAuthorityStore:
@@ -97,7 +102,9 @@ class ClickHouseAuthorityStore:
         except Error as error:
             failure = classify(error)
             if isinstance(failure, Refused) and failure.code == KEEPER_EXCEPTION:
-                raise AuthorityConflictError("strict mode refused the write (Code 999)") from None
+                if any(refusal in str(error) for refusal in KEEPER_REFUSALS):
+                    raise AuthorityConflictError("Keeper refused the write (Code 999)") from None
+                raise OutcomeUnknownError("Keeper failed during the write (Code 999): it may have applied") from None
             if isinstance(failure, Refused):
                 raise MutationRejectedError(sanitized(failure)) from None
             raise OutcomeUnknownError(sanitized(failure)) from None

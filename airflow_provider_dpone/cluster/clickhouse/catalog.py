@@ -29,22 +29,27 @@ AUTHENTICATION_FAILED = 516
 """ClickHouse's ``AUTHENTICATION_FAILED``: wrong password, or no such user."""
 
 
-def _rows(endpoint: Endpoint, statement: str, what: str, *, coordinator: bool = False) -> list[Any]:
+COORDINATOR_UNREACHABLE = "DPONE_CLICKHOUSE_COORDINATOR_UNREACHABLE"
+MEMBER_UNREACHABLE = "DPONE_CLICKHOUSE_MEMBER_UNREACHABLE"
+
+
+def _rows(endpoint: Endpoint, statement: str, what: str, *, unanswered: str | None = None) -> list[Any]:
     """The rows of a read; a failure is "unavailable", except two a person must tell apart from a missing cluster:
-    refused credentials (terminal) and a coordinator that gives no ClickHouse answer at all."""
+    refused credentials (terminal) and, with ``unanswered``, a server that gives no ClickHouse answer at all."""
     try:
         return list(endpoint.reader().query(statement).result_rows)
     except Exception as error:  # noqa: BLE001 -- every read failure is classified, by type and code only
-        raise read_failure(error, what, coordinator=coordinator) from None
+        raise read_failure(error, what, unanswered=unanswered) from None
 
 
-def read_failure(error: BaseException, what: str, *, coordinator: bool) -> DponeError | UnavailableError:
-    """The failure a failed read means: refused credentials, a coordinator with no answer, or "unavailable"."""
+def read_failure(error: BaseException, what: str, *, unanswered: str | None) -> DponeError | UnavailableError:
+    """The failure a failed read means: refused credentials, no answer at all (the code ``unanswered`` when given:
+    :data:`COORDINATOR_UNREACHABLE` or :data:`MEMBER_UNREACHABLE`), or "unavailable"."""
     failure = classify(error)
     if isinstance(failure, Refused) and failure.code == AUTHENTICATION_FAILED:
         return DponeError("DPONE_CLICKHOUSE_AUTHENTICATION_FAILED", f"{what} read: Code {failure.code}")
-    if coordinator and isinstance(failure, Unknown):
-        return DponeError("DPONE_CLICKHOUSE_COORDINATOR_UNREACHABLE", f"{what} read: {type(error).__name__}")
+    if unanswered is not None and isinstance(failure, Unknown):
+        return DponeError(unanswered, f"{what} read: {type(error).__name__}")
     return UnavailableError(f"{what} read failed ({type(error).__name__})")
 
 
@@ -58,7 +63,9 @@ class ClickHouseCatalog:
         self.declared = declared
 
     def inventory(self, cluster: str) -> tuple[InventoryRow, ...]:
-        rows = _rows(self.coordinator, sql_catalog.inventory(cluster), "system.clusters", coordinator=True)
+        rows = _rows(
+            self.coordinator, sql_catalog.inventory(cluster), "system.clusters", unanswered=COORDINATOR_UNREACHABLE
+        )
         try:
             inventory = tuple(
                 InventoryRow(
@@ -79,24 +86,29 @@ class ClickHouseCatalog:
         return inventory
 
     def admission_facts(self, member: AdmittedMember, cluster: str, database: str, table: str) -> MemberFacts:
-        statement = sql_catalog.admission_facts(cluster, database, table)
-        rows = _rows(self.members(member), statement, "catalog facts")
-        if len(rows) != 1:
-            raise UnavailableError(f"catalog facts read returned {len(rows)} rows")
-        engines, tables, columns, local = rows[0]
-        if len(engines) > 1 or len(tables) > 1:
-            raise UnavailableError("catalog facts read returned more than one database or table")
-        facts = None
-        if tables:
-            engine, engine_full, primary_key = tables[0]
-            facts = TableFacts(
-                engine=engine,
-                engine_full=engine_full,
-                primary_key=primary_key,
-                columns=tuple(ColumnFact(name=name, type=type_, default_kind=kind) for name, type_, kind in columns),
-            )
-        return MemberFacts(
-            database_engine=str(engines[0]) if engines else None,
-            table=facts,
-            local_positions=tuple((int(shard), int(replica)) for shard, replica in local),
+        return admission_facts(self.members(member), cluster, database, table)
+
+
+def admission_facts(endpoint: Endpoint, cluster: str | None, database: str, table: str) -> MemberFacts:
+    """The engine of ``database``, the facts of ``table`` (``None`` when absent) and the positions of ``cluster`` the
+    answering server reports as its own, as ``endpoint`` reports them (``cluster`` ``None``: no position asked)."""
+    rows = _rows(endpoint, sql_catalog.admission_facts(cluster, database, table), "catalog facts")
+    if len(rows) != 1:
+        raise UnavailableError(f"catalog facts read returned {len(rows)} rows")
+    engines, tables, columns, local = rows[0]
+    if len(engines) > 1 or len(tables) > 1:
+        raise UnavailableError("catalog facts read returned more than one database or table")
+    facts = None
+    if tables:
+        engine, engine_full, primary_key = tables[0]
+        facts = TableFacts(
+            engine=engine,
+            engine_full=engine_full,
+            primary_key=primary_key,
+            columns=tuple(ColumnFact(name=name, type=type_, default_kind=kind) for name, type_, kind in columns),
         )
+    return MemberFacts(
+        database_engine=str(engines[0]) if engines else None,
+        table=facts,
+        local_positions=tuple((int(shard), int(replica)) for shard, replica in local),
+    )

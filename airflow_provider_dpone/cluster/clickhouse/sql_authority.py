@@ -1,6 +1,7 @@
 """SQL of the authority phase: the KeeperMap table ``__dpone_cluster_publication_authority``.
 
-Three statements, all with ``keeper_map_strict_mode = 1``:
+Three statements, all with ``keeper_map_strict_mode = 1``; the two writes also carry ``insert_keeper_max_retries = 0``
+(:data:`WRITE`), so the server sends each write's Keeper multi-request once:
 
 * **read** -- the row of one target key with its KeeperMap ``_version`` (0 after the strict insert, +1 per update);
 * **strict insert** -- ``INSERT ... VALUES``; in strict mode an existing key fails with ``KEEPER_EXCEPTION``
@@ -12,6 +13,13 @@ Three statements, all with ``keeper_map_strict_mode = 1``:
   KeeperMap: "fetching and updating data will succeed only if it's done atomically"). An update whose ``WHERE``
   matches nothing succeeds *without effect*, which is why the adapter proves the outcome by reading the row once
   after the update (see ``authority_store``: no read precedes the write). The primary key is not updatable, so the key never moves.
+
+Why that setting, measured on ClickHouse 26.9 (the embedded engine's ``system.settings``: default 20): KeeperMap's
+sink wraps the Keeper multi-request of an ``INSERT`` *and* of the ``ALTER ... UPDATE`` above in a retry loop bounded by
+``insert_keeper_max_retries`` (retried on a network error, session expiry or timeout, i.e. exactly when a multi may
+have applied and lost its reply; the retry then meets its own write as "Node exists" / "Bad version"). The general
+``keeper_max_retries`` bounds only KeeperMap's reads, table checks and ``DELETE`` multi; reads may retry, and the
+authority never deletes. A Keeper failure now reaches the adapter as an error it classifies (``authority_store``).
 
 Values are rendered as escaped literals (payloads are canonical JSON the protocol produced, never row data), so the
 statement is one self-contained text: no URL parameters that could exceed the server's URI limit.
@@ -31,6 +39,8 @@ from airflow_provider_dpone.core.clickhouse.literals import settings_clause, str
 from airflow_provider_dpone.core.identifiers import qualified_clickhouse, quote_clickhouse
 
 STRICT: Final[dict[str, str | int]] = {"keeper_map_strict_mode": 1}
+WRITE: Final[dict[str, str | int]] = {**STRICT, "insert_keeper_max_retries": 0}
+"""Every authority mutation's settings: strict mode and no server-side resend of its Keeper multi-request."""
 COLUMN_NAMES: Final[tuple[str, ...]] = tuple(name for name, _ in AUTHORITY_COLUMNS)
 UPDATABLE: Final[tuple[str, ...]] = COLUMN_NAMES[1:]
 READ_COLUMNS: Final[tuple[str, ...]] = (*COLUMN_NAMES, "_version")
@@ -61,7 +71,7 @@ def strict_insert(database: str, row: AuthorityRow) -> str:
     names = ", ".join(quote_clickhouse(name) for name in COLUMN_NAMES)
     values = ", ".join(_value(row, name) for name in COLUMN_NAMES)
     return (
-        f"INSERT INTO {qualified_clickhouse(database, AUTHORITY_TABLE)} ({names}){settings_clause(STRICT)}"
+        f"INSERT INTO {qualified_clickhouse(database, AUTHORITY_TABLE)} ({names}){settings_clause(WRITE)}"
         f" VALUES ({values})"
     )
 
@@ -72,5 +82,5 @@ def compare_and_set(database: str, row: AuthorityRow, expected_version: int) -> 
     return (
         f"ALTER TABLE {qualified_clickhouse(database, AUTHORITY_TABLE)} UPDATE {assignments}"
         f" WHERE {_KEY} = {string_literal(row.target_key)} AND {_VERSION} = {uint_literal(expected_version)}"
-        f"{settings_clause(STRICT)}"
+        f"{settings_clause(WRITE)}"
     )

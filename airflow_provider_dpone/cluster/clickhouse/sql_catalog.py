@@ -3,6 +3,8 @@
 * ``system.clusters`` -- every row of the cluster, sorted by ``(shard_num, replica_num)``. The query runs with
   ``skip_unavailable_shards = 0`` and never reads through a ``Distributed``/``remote``/``cluster()`` facade, so an
   unreachable member cannot silently drop out of the inventory: partial inventory is never admission evidence.
+* ``system.clusters`` positions -- every cluster's (or one cluster's) rows, or only the rows the answering server
+  reports as its own (``is_local``): how the connection check asks a member which member it is.
 * ``system.databases`` + ``system.tables`` + ``system.columns`` -- on one member, in one statement (admission runs at
   every entry point, so one request per member): the engine of the target database (must be ``Atomic``), and one
   table's engine, full engine expression (``engine_full``: the literal Keeper path of the authority table), primary
@@ -43,14 +45,33 @@ def columns_array(database: str, table: str) -> str:
     )
 
 
-def admission_facts(cluster: str, database: str, table: str) -> str:
+def admission_facts(cluster: str | None, database: str, table: str) -> str:
     """One row: ``[engine]`` of ``database``, ``[(engine, engine_full, primary_key)]`` of ``table`` (each empty when
-    absent), the table's ordered columns, and the local ``[(shard_num, replica_num)]`` of ``cluster``."""
+    absent), the table's ordered columns, and the ``[(shard_num, replica_num)]`` of ``cluster`` the answering server
+    reports as its own (``is_local``, as in :func:`positions`; ``[]`` when no cluster is asked)."""
     db, name = _name(database, "database"), _name(table, "table")
+    local = "[]"
+    if cluster is not None:
+        local = (
+            "(SELECT groupArray((toUInt32(shard_num), toUInt32(replica_num))) FROM system.clusters"
+            f" WHERE cluster = {_name(cluster, 'cluster')} AND is_local)"
+        )
     return (
         f"SELECT (SELECT groupArray(engine) FROM system.databases WHERE name = {db}),"
         " (SELECT groupArray((engine, engine_full, primary_key)) FROM system.tables"
-        f" WHERE database = {db} AND name = {name}), {columns_array(database, table)},"
-        " (SELECT groupArray((toUInt32(shard_num), toUInt32(replica_num))) FROM system.clusters"
-        f" WHERE cluster = {_name(cluster, 'cluster')} AND is_local)"
+        f" WHERE database = {db} AND name = {name}), {columns_array(database, table)}, {local}"
+    )
+
+
+def positions(cluster: str | None, *, local: bool) -> str:
+    """The ``(cluster, shard_num, replica_num, host_name, port)`` rows of ``cluster`` (every cluster when ``None``); with ``local``,
+    only the rows the answering server reports as itself (``is_local``: how it recognizes its own host and port in
+    ``remote_servers``, the identity ``ON CLUSTER`` DDL relies on)."""
+    conditions = ([f"cluster = {_name(cluster, 'cluster')}"] if cluster is not None else []) + (
+        ["is_local"] if local else []
+    )
+    where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+    return (
+        f"SELECT cluster, shard_num, replica_num, host_name, port FROM system.clusters{where}"
+        f" ORDER BY cluster, shard_num, replica_num{settings_clause(NO_SKIP)}"
     )

@@ -1,6 +1,13 @@
-"""Operator abort before publication: drop exactly the owned candidates, then CAS ABORTED.
+"""Operator abort before publication: fence (CAS ABORTING), drop exactly the owned candidates, then CAS ABORTED.
 
 Only LOCKED, STAGING and STAGED may be aborted: once a publication permit exists, the DDL may have reached a member.
+The fence comes first: a publish (or stage) try that read the same version takes its permit by a CAS at that version,
+so exactly one of the two writes wins. If the abort's wins, no permit can be taken any more (ABORTING refuses every
+entry point but abort) and the drops cannot pull a candidate from under an EXCHANGE; if the publish's wins, the
+abort's fence fails and its retry is refused ``ABORT_AFTER_PUBLICATION`` before it touches anything. A LOCKED record
+binds no candidate and no permit can be taken from it: its abort is the single ABORTED write. An abort that stopped
+after its fence resumes from ABORTING (each drop is observed first; the staging-DDL check was passed before the
+fence, which no new permit can follow).
 A table under the candidate name with a UUID the operation never intended is foreign and is left alone (the abort
 stops). ABORTED is terminal, never success, and lets a new operation take the target slot.
 
@@ -30,9 +37,15 @@ ABORT_CODE = "DPONE_CLICKHOUSE_CLUSTER_OPERATION_ABORTED"
 
 def abort_before_publication(ctx: Context, held: Held) -> Held:
     record = held.record
-    if record.phase not in PRE_PUBLICATION_PHASES:
+    if record.phase not in PRE_PUBLICATION_PHASES and record.phase is not Phase.ABORTING:
         raise DponeError("DPONE_CLICKHOUSE_CLUSTER_ABORT_AFTER_PUBLICATION", f"phase {record.phase}")
-    _require_no_queued_candidate_ddl(ctx, record)
+    if record.phase is not Phase.ABORTING:
+        _require_no_queued_candidate_ddl(ctx, record)
+        classification = ErrorClassification(code=ABORT_CODE, phase=record.phase, at_ms=ctx.now())
+        if record.phase is Phase.LOCKED:
+            return ctx.commit(held, phase=Phase.ABORTED, last_error=classification)
+        held = ctx.commit(held, phase=Phase.ABORTING, last_error=classification)
+        record = held.record
     for member_id in record.member_ids():
         obs = observe_candidate(ctx, member_id)
         if not obs.exists:
@@ -42,8 +55,7 @@ def abort_before_publication(ctx: Context, held: Held) -> Held:
         _drop_exact(ctx, member_id, record.candidate_name, obs.uuid)
         if observe_candidate(ctx, member_id).exists:
             raise DponeError("DPONE_CLICKHOUSE_CLUSTER_MEMBER_OUTCOME_UNKNOWN", f"member {member_id}: drop")
-    classification = ErrorClassification(code=ABORT_CODE, phase=record.phase, at_ms=ctx.now())
-    return ctx.commit(held, phase=Phase.ABORTED, last_error=classification)
+    return ctx.commit(held, phase=Phase.ABORTED)
 
 
 def _drop_exact(ctx: Context, member_id: str, name: str, uuid: str) -> None:

@@ -58,6 +58,8 @@ def require_resumable(ctx: Context, held: Held) -> Held:
     record = held.record
     if record.phase is Phase.ABORTED:
         raise DponeError("DPONE_CLICKHOUSE_CLUSTER_OPERATION_ABORTED", f"operation {record.operation_id[:16]}")
+    if record.phase is Phase.ABORTING:
+        raise DponeError("DPONE_CLICKHOUSE_CLUSTER_ABORT_INCOMPLETE", f"operation {record.operation_id[:16]}")
     if record.target_key != ctx.request.target_key or record.candidate_name != ctx.request.candidate_name:
         raise DponeError("DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_RECORD_INVALID", "record does not match the request")
     drifted = record.inventory_digest != ctx.inventory.digest or record.member_ids() != ctx.inventory.member_ids

@@ -2,8 +2,9 @@
 is validated.
 
 Before COMPLETED the operation's own non-terminal record keeps successors out. After it, a validation (a replay of
-publish or cleanup) first writes a :class:`ReaderFence` into the record (one acknowledged COMPLETED -> COMPLETED CAS
-with read-back), validates, and releases it (the same CAS back to no fence). The validation is reported as success
+publish or cleanup) whose checks of the stored evidence passed (they write nothing: ``quality_replay``) writes a
+:class:`ReaderFence` into the record (one acknowledged COMPLETED -> COMPLETED CAS
+with read-back), runs the live guard, and releases it (the same CAS back to no fence). The validation is reported as success
 only after the verified release. The fence fails closed in every case:
 
 * crash or lost response after the acquiring write: the fence stays until ``expires_at_ms`` (the observation budget

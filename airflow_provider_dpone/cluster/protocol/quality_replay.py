@@ -11,10 +11,11 @@ PREPARED (v2 core)     all-replica generation guard, then one CAS: TARGET_PENDIN
 TARGET_PENDING         guard, the bounded read of one admitted replica, guard again, within one 60 s budget; one
                        CAS: COMPLETE when the counts equal the core's (source rows and digest, staged observations),
                        FAILED (and ``..._FAILED``) otherwise
-COMPLETE               validate: core digest, binding, completion-version continuity, exact live inventory, the stored
-                       observation, and the all-replica generation/content/schema/health guard (v1 cores too,
-                       against the sealed artifact's schema); never a rescan. Once the operation is COMPLETED, a v2
-                       replay runs under the durable reader fence (:mod:`quality_fence`)
+COMPLETE               validate: core digest, binding, completion-version continuity, exact live inventory and the
+                       stored observation first, with no write (a replay refused there leaves the row byte-identical:
+                       the evidence the error says to preserve); then the all-replica generation/content/schema/health
+                       guard (v1 cores too, against the sealed artifact's schema), never a rescan. Once the operation
+                       is COMPLETED, a v2 core's guard runs under the durable reader fence (:mod:`quality_fence`)
 FAILED                 blocks with ``..._FAILED``; nothing is relabelled
 =====================  ==========================================================================================
 
@@ -51,11 +52,11 @@ def settle(ctx: Context, held: Held) -> Held:
     if ctx.request.quality is None:
         return held
     binding = require_capsule(ctx, held.record)
-    if binding.state == "COMPLETE" and binding.core.target_plan is not None:
-        return fenced(ctx, held, lambda current: validate_complete(ctx, current, binding))
     if binding.state == "COMPLETE":
-        validate_complete(ctx, held, binding)  # source/staged-only evidence: nothing on the target to fence
-        return held
+        check_evidence(ctx, held, binding)  # before any write: a refusal here leaves the row as it was
+        if binding.core.target_plan is None:
+            return held  # source/staged-only evidence: nothing on the target to guard or fence
+        return fenced(ctx, held, lambda current: guard(ctx, current.record, binding.core))
     if held.record.phase is not Phase.COMMITTED:
         raise DponeError(INVALID, f"capsule {binding.state} in phase {held.record.phase}")
     plan = binding.core.target_plan
@@ -98,8 +99,9 @@ def accepted(binding: QualityBinding, observation: TargetObservation) -> bool:
     )
 
 
-def validate_complete(ctx: Context, held: Held, binding: QualityBinding) -> None:
-    """A COMPLETE capsule is replayed by checks, never by a rescan."""
+def check_evidence(ctx: Context, held: Held, binding: QualityBinding) -> None:
+    """The checks of a COMPLETE capsule's replay that read nothing but the record and the live inventory (the live
+    generation guard follows them); a replay is checks, never a rescan."""
     core = binding.core
     completion = binding.completion_version
     assert completion is not None  # COMPLETE carries it (model invariant)
@@ -119,7 +121,6 @@ def validate_complete(ctx: Context, held: Held, binding: QualityBinding) -> None
         raise DponeError(INVALID, "the stored target observation does not prove the core's generation")
     if plan.replicas != tuple(sorted(ctx.inventory.member_ids)):
         raise DponeError(MISMATCH, "the admitted replicas differ from the sealed target plan")
-    guard(ctx, held.record, core)
 
 
 def observe_target(ctx: Context, held: Held, binding: QualityBinding) -> TargetObservation:

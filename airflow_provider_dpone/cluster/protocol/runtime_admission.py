@@ -99,7 +99,7 @@ def require_member_identities(local: Mapping[AdmittedMember, Sequence[tuple[int,
         if tuple(positions) != ((member.shard_num, member.replica_num),)
     )
     if wrong:
-        raise DponeError("DPONE_CLICKHOUSE_CLUSTER_MEMBER_IDENTITY_MISMATCH", f"members {wrong}")
+        raise DponeError("DPONE_CLICKHOUSE_MEMBER_IDENTITY_MISMATCH", f"members {wrong}")
 
 
 def require_atomic_databases(engines: Mapping[str, str | None]) -> None:

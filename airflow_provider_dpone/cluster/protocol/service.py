@@ -180,7 +180,8 @@ class PublicationService:
         return self._cleanup(allow_dispatch=False)
 
     def abort(self) -> Aborted:
-        """Operator action before publication: drop exactly the owned candidates and CAS ABORTED."""
+        """Operator action before publication: fence (CAS ABORTING), drop exactly the owned candidates, CAS ABORTED;
+        resumes an abort that stopped after its fence."""
         ctx, current = self._begin()
         if current is None or not self.request.mode.holds(current.record):
             raise DponeError("DPONE_CLICKHOUSE_CLUSTER_PHASE_NOT_READY", "no operation of this mode holds the target")

@@ -49,7 +49,7 @@ def _engine_blockers(manifest: ClusterPublicationManifest) -> list[Blocker]:
 def _topology_blockers(manifest: ClusterPublicationManifest) -> list[Blocker]:
     cluster = manifest.cluster
     if cluster is None:
-        return [Blocker("DPONE_CLICKHOUSE_CLUSTER_REQUIRED", _CLUSTER, "absent: that requests local publication")]
+        return [Blocker("DPONE_CLICKHOUSE_CLUSTER_REQUIRED", _CLUSTER, "absent: there is no single-server publisher")]
     blockers: list[Blocker] = []
     if cluster.ddl_scope is not DdlScope.CLUSTER:
         scope = "omitted" if cluster.ddl_scope is None else cluster.ddl_scope.value
@@ -95,7 +95,7 @@ def _replay_blockers(manifest: ClusterPublicationManifest) -> list[Blocker]:
     cluster = manifest.cluster
     route = None
     if cluster is None:
-        route = "local publication"
+        route = "without a cluster"
     elif cluster.replication_mode is not ReplicationMode.INTERNAL:
         route = f"cluster_{cluster.replication_mode.value}"
     elif manifest.load.strategy is not LoadStrategy.FULL_REFRESH:

@@ -4,8 +4,8 @@ A step that cannot prove its permit's dispatch (no queue entry, no member effect
 ``DISPATCH_UNPROVEN`` and keeps the target held: a stalled coordinator may still hold the request and run it later.
 This operator action releases it, only with proof that the first request can no longer execute:
 
-1. the coordinator started after the permit plus the dispatch deadline, the client's send timeout and a clock-skew
-   margin: every request the permit could send reached the old server (a permit is never sent once older than the
+1. the coordinator started after the permit plus the dispatch deadline, the client's send timeout and a positive
+   clock-skew margin (zero is refused: it assumes clocks that agree exactly): every request the permit could send reached the old server (a permit is never sent once older than the
    deadline) and died with it; a restart alone proves nothing, a request sent after it still runs;
 2. then no ``system.distributed_ddl_queue`` entry carries the permit's correlation token (nothing was queued before
    the restart, and nothing can be now);
@@ -38,6 +38,7 @@ NOTHING = "DPONE_CLICKHOUSE_CLUSTER_VOID_NOTHING_TO_VOID"
 RESTART = "DPONE_CLICKHOUSE_CLUSTER_VOID_RESTART_UNPROVEN"
 QUEUED = "DPONE_CLICKHOUSE_CLUSTER_VOID_QUEUE_ENTRY_EXISTS"
 EFFECT = "DPONE_CLICKHOUSE_CLUSTER_VOID_MEMBER_CHANGED"
+SKEW = "DPONE_CLICKHOUSE_CLUSTER_VOID_SKEW_MARGIN_INVALID"
 
 
 def void_permit(ctx: Context, held: Held) -> tuple[Held, VoidedPermit]:
@@ -49,6 +50,8 @@ def void_permit(ctx: Context, held: Held) -> tuple[Held, VoidedPermit]:
         if record.voided and record.voided[-1].permit.epoch == record.dispatch_epoch:
             return held, record.voided[-1]  # already voided, no permit taken since (a retry after a lost response)
         raise DponeError(NOTHING, f"phase {record.phase}: no dispatch permit is bound")
+    if ctx.settings.void_skew_margin_ms <= 0:
+        raise DponeError(SKEW, f"{ctx.settings.void_skew_margin_ms} ms")
     proof_time = _server_started_at(ctx)
     deadline, send, skew = (
         ctx.settings.dispatch_deadline_ms,

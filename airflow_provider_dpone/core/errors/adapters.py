@@ -93,11 +93,35 @@ CODES: tuple[ErrorCode, ...] = (
         retryable=True,
     ),
     ErrorCode(
+        "DPONE_CLICKHOUSE_MEMBER_UNREACHABLE",
+        "a member endpoint of the connection did not answer at all (connection refused, name not resolved, connect "
+        "timeout or a transport error before any ClickHouse answer)",
+        "check the member's endpoint (its member_endpoints entry, or member_http_port and its host in "
+        "system.clusters) and that the member is up and reachable from the worker; retries resume",
+        retryable=True,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_MEMBER_IDENTITY_MISMATCH",
+        "a member endpoint answered, but as another server: the position it reports as its own in system.clusters "
+        "(is_local) is not the shard and replica the coordinator lists it at",
+        "point that member's member_endpoints entry (or member_http_port) at the server the coordinator's "
+        "system.clusters names for that shard:replica; a retry cannot help",
+        retryable=False,
+    ),
+    ErrorCode(
         "DPONE_CLICKHOUSE_AUTHENTICATION_FAILED",
         "ClickHouse refused the connection's credentials (Code 516 AUTHENTICATION_FAILED: wrong password, or no "
         "such user on that server)",
         "fix the login and password of the Airflow connection (the same credentials must be valid on every member); "
         "a retry cannot help",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_EXAMPLE_SETUP_REFUSED",
+        "ClickHouse refused a statement of an example DAG's demo setup (its database, KeeperMap authority table or "
+        "demo source)",
+        "check that the connection points at the cluster the example names and that its user may create databases "
+        "and tables (the embedded cluster's user can; see docs/getting-started.md), then clear the task",
         retryable=False,
     ),
     ErrorCode(

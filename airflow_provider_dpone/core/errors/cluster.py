@@ -114,7 +114,8 @@ RUNTIME_ADMISSION: tuple[ErrorCode, ...] = (
     ErrorCode(
         "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_TOO_FEW_MEMBERS",
         "the shard has fewer than two unique members",
-        "use local publication for a single server, or add replicas to the cluster definition",
+        "add a second replica to the shard in the cluster definition (remote_servers); this provider publishes "
+        "only to clusters of two or more members and has no single-server publisher",
         retryable=False,
     ),
     ErrorCode(
@@ -441,18 +442,25 @@ RUNTIME_ADMISSION: tuple[ErrorCode, ...] = (
         retryable=False,
     ),
     ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_ABORT_INCOMPLETE",
+        "an abort fenced this operation (phase ABORTING) and has not yet dropped every owned candidate and written "
+        "ABORTED; no publication permit can be taken any more",
+        "run the abort task again: it drops what is left by exact UUID and writes ABORTED; then start a new DAG run",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_VOID_SKEW_MARGIN_INVALID",
+        "the void-permit action was given a clock-skew margin of zero (or less): a restart proof that assumes the "
+        "workers' and the coordinator's clocks agree exactly proves nothing; nothing changed",
+        "run the void with a positive margin at least the real skew of your clocks ([dpone] "
+        "void_skew_margin_seconds or skew_margin_seconds, default 60)",
+        retryable=False,
+    ),
+    ErrorCode(
         "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_TOO_MANY_MEMBERS",
         "the cluster's shard lists more members than the member-count budget (16): its authority record and the "
         "per-member fan-out would exceed their bounds; nothing was touched",
         "publish to a cluster definition with at most 16 replicas of the shard",
-        retryable=False,
-    ),
-    ErrorCode(
-        "DPONE_CLICKHOUSE_CLUSTER_MEMBER_IDENTITY_MISMATCH",
-        "a member's direct endpoint is served by a server that is not that member: its own system.clusters does "
-        "not mark exactly the member's (shard_num, replica_num) as local (is_local); nothing was created",
-        "point the member's member_endpoints entry (or member_http_port) at that member's own server; "
-        "docs/connections.md",
         retryable=False,
     ),
 )

@@ -9,17 +9,21 @@ up; shared to load and reconcile, so reconcile cannot read "absent" while a publ
 commit), the checks on what a transaction observed, the receipt written in the publishing transaction and read back,
 and which failure is definite and which outcome is unknown, and how a chunk is verified: its row count and typed
 digest recomputed by the target from what it stores (never from the rows the load was handed), against the source's
-typed sum. The publishing transaction locks the staging table against every writer and verifies every chunk again
-under that lock before the swap, so nothing can change between the last check and the publication. Statements,
-locks, drivers, bulk loads and digests stay in each dialect's modules.
+typed sum. The publishing transaction locks the staging table against every writer and, under that lock, proves
+every chunk is still what was verified before the swap, so nothing can change between the last check and the
+publication: a chunk whose verification read its writer and the staging table's identity (:class:`ChunkSeal`) is
+proven by both being unchanged, any other chunk's digest is recomputed. Statements, locks, drivers, bulk loads and
+digests stay in each dialect's modules.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
 import pyarrow as pa
@@ -63,6 +67,22 @@ def check_staged_chunks(counts: dict[int, int], request: TargetPublication) -> N
             f"{len(counts)} staged chunks, {len(expected)} requested; "
             f"ordinals not requested: {extra[:8]}; missing or short: {differing[:8]}",
         )
+
+
+@dataclass(frozen=True)
+class ChunkSeal:
+    """What a chunk's verification read besides its digest, in the same statement and under the same table lock:
+    the one transaction that wrote every row it hashed, and the staging table's storage and column identity.
+
+    Rows written by a transaction keep its id for as long as they exist, and no transaction writes after it commits:
+    so if, under the publishing transaction's lock, the chunk has the verified row count, every row still names that
+    writer, and the table's storage and columns are the verified ones, the chunk holds exactly the rows that were
+    hashed (an UPDATE, a DELETE plus INSERT, a TRUNCATE or rewrite, a column dropped, added, renamed or retyped
+    each changes one of them)."""
+
+    evidence: ChunkEvidence
+    writer: str
+    staging: str
 
 
 def publication_request(chunks: Sequence[ChunkEvidence]) -> TargetPublication:
@@ -132,10 +152,14 @@ class SqlTransferTarget(ABC):
     statements: ClassVar[Statements]
     table_kinds: ClassVar[frozenset[str]]
     """The catalog's kinds of an ordinary table (any other object in the target's name is refused)."""
+    reads_wait_for_writers: ClassVar[bool]
+    """Whether a read of staging waits on another transaction's uncommitted load (``TransferTarget``)."""
 
     def __init__(self, table: TargetTable, *, lock_timeout_ms: int) -> None:
         self.table = table
         self._lock_timeout_ms = int(lock_timeout_ms)
+        self._seals: dict[tuple[str, int], ChunkSeal] = {}
+        self._seals_lock = threading.Lock()
 
     # -- the dialect ---------------------------------------------------------------------------------------------
     @abstractmethod
@@ -176,6 +200,22 @@ class SqlTransferTarget(ABC):
     @abstractmethod
     def _staged_digest(self, session: Session, plan: TargetPlan, ordinal: int) -> tuple[int, int]:
         """Row count and typed sum of one staged ordinal, recomputed from what the target stores."""
+
+    def _staged_digest_and_writer(
+        self, session: Session, plan: TargetPlan, ordinal: int
+    ) -> tuple[int, int, str | None]:
+        """As ``_staged_digest``, with the one transaction that wrote every row hashed, read by the same statement;
+        ``None`` where the dialect cannot name it (the chunk is then recomputed at publication)."""
+        return (*self._staged_digest(session, plan, ordinal), None)
+
+    def _staging_identity(self, session: Session, plan: TargetPlan) -> str | None:
+        """The staging table's storage and column identity (read while a lock on it is held); ``None``: the dialect
+        has none, and every chunk is recomputed at publication."""
+        return None
+
+    def _staged_chunks(self, session: Session, plan: TargetPlan) -> dict[int, tuple[int, str | None]]:
+        """Per staged ordinal: its row count and, where the dialect can name it, its one writer."""
+        return {int(o): (int(n), None) for o, n in session.run(self.statements.chunk_counts(plan)).fetchall()}
 
     def _check_session(self, session: Session) -> None:
         """Refuse a server or session the transaction shape does not hold on (prepare, before any DDL)."""
@@ -226,7 +266,7 @@ class SqlTransferTarget(ABC):
         if kind is not None and kind not in self.table_kinds:
             raise DponeError("native_transfer.target_schema_mismatch", f"target object kind {kind!r} is not a table")
         if required and kind is None:
-            raise DponeError("native_transfer.target_schema_mismatch", "window_replace target does not exist")
+            raise DponeError("native_transfer.target_relation_not_found", "window_replace target does not exist")
         return kind is not None
 
     def _require_staging(self, session: Session, plan: TargetPlan) -> None:
@@ -249,6 +289,9 @@ class SqlTransferTarget(ABC):
 
     def prepare(self, invocation: TargetInvocation) -> None:
         plan = self.plan(invocation)
+        with self._seals_lock:  # a new staging table: no earlier verification speaks for it
+            for key in [key for key in self._seals if key[0] == plan.publication_id]:
+                del self._seals[key]
         with self._session() as session:
             try:
                 self._begin(session, plan, exclusive=True)
@@ -273,21 +316,29 @@ class SqlTransferTarget(ABC):
 
     def verify_chunk(self, invocation: TargetInvocation, expected: ChunkEvidence) -> ChunkEvidence:
         """Reads only: the staged chunk's row count and typed sum as the target recomputes them from what it stores
-        (``expected`` names the ordinal; its values are never used). Every read is rolled back."""
+        (``expected`` names the ordinal; its values are never used), and its :class:`ChunkSeal` where the dialect
+        reads one. Every read is rolled back."""
         plan = self.plan(invocation)
         with self._session() as session:
             try:
                 self._require_staging(session, plan)
-                rows, total = self._staged_digest(session, plan, expected.ordinal)
+                rows, total, writer = self._staged_digest_and_writer(session, plan, expected.ordinal)
+                # the digest's read holds a lock on staging until the rollback: no DDL lands between the two reads
+                staging = None if writer is None else self._staging_identity(session, plan)
                 session.conn.rollback()
             except self.errors as exc:
                 raise self._failed("native_transfer.target_unavailable", "verify", exc) from None
-        return ChunkEvidence(ordinal=expected.ordinal, rows=rows, typed_sum=f"{total:064x}")
+        evidence = ChunkEvidence(ordinal=expected.ordinal, rows=rows, typed_sum=f"{total:064x}")
+        if writer is not None and staging is not None:
+            with self._seals_lock:
+                self._seals[(plan.publication_id, evidence.ordinal)] = ChunkSeal(evidence, writer, staging)
+        return evidence
 
     def publish(self, invocation: TargetInvocation, chunks: Sequence[ChunkEvidence]) -> TargetPublicationReceipt:
         """One transaction: receipt absent, staging locked against writers and exactly the requested chunks, every
-        chunk's count and typed digest recomputed under that lock and equal to the requested, swap or window replace,
-        receipt.
+        chunk under that lock either proven unchanged since a verification that recomputed the requested evidence
+        (:class:`ChunkSeal`) or its count and typed digest recomputed and equal to the requested, swap or window
+        replace, receipt.
 
         A failure before COMMIT is rolled back by the server (``target_publication_failed``; a chunk that differs:
         ``target_verification_failed``, the old target intact); any failure of the COMMIT itself is unknown
@@ -308,8 +359,23 @@ class SqlTransferTarget(ABC):
         self._refuse_committed(session, plan)
         self._require_staging(session, plan)
         session.run(sql.lock_staging(plan))
-        check_staged_chunks({int(o): int(n) for o, n in session.run(sql.chunk_counts(plan)).fetchall()}, request)
+        staged = self._staged_chunks(session, plan)
+        check_staged_chunks({ordinal: rows for ordinal, (rows, _) in staged.items()}, request)
+        staging = self._staging_identity(session, plan)
+        with self._seals_lock:
+            seals = {
+                ordinal: seal
+                for (publication, ordinal), seal in self._seals.items()
+                if publication == plan.publication_id
+            }
         for chunk in request.chunks:
+            seal = seals.get(chunk.ordinal)
+            if seal is not None and (seal.evidence, seal.writer, seal.staging) == (
+                chunk,
+                staged[chunk.ordinal][1],
+                staging,
+            ):
+                continue  # proven unchanged since it was verified (ChunkSeal)
             rows, total = self._staged_digest(session, plan, chunk.ordinal)
             if rows != chunk.rows or f"{total:064x}" != chunk.typed_sum:
                 raise DponeError(

@@ -4,8 +4,11 @@ Encode: record -> canonical JSON payload + its SHA-256 + the projected columns. 
 ``schema`` and fails closed, each with a stable code, on: an oversize payload (> :data:`MAX_AUTHORITY_PAYLOAD_BYTES`),
 a payload whose digest differs from ``payload_sha256``, non-canonical bytes (including any value that validation would
 have to coerce: the decoded record must re-encode to the identical bytes), an unknown schema, a malformed record, or
-projected columns that disagree with the payload. V1/V2 internal and V2 external records share one target-key
-namespace and are told apart only by ``schema``.
+projected columns that disagree with the payload. A record malformed only inside its quality-replay capsule fails with
+the quality codes of seed 002's failure table instead: a capsule without its core is evidence that is absent
+(``DPONE_REPLAY_QUALITY_EVIDENCE_REQUIRED``), any other defect of the capsule is malformed evidence
+(``..._INVALID``). V1/V2 internal and V2 external records share one target-key namespace and are told apart only by
+``schema``.
 
 Decoding is pure, so results are memoized by (payload, digest): the protocol re-reads the same row many times, and
 a row this process just encoded is memoized at encode time (the round trip ``decode(encode(r)) == r`` is tested for
@@ -30,6 +33,7 @@ from airflow_provider_dpone.cluster.values.authority.internal import (
 from airflow_provider_dpone.cluster.values.authority.row import AuthorityRow
 from airflow_provider_dpone.core.canonical import canonical_json, parse_canonical_json, sha256_hex
 from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.errors.replay import INVALID, REQUIRED
 
 MAX_AUTHORITY_PAYLOAD_BYTES: Final[int] = 256 * 1024
 """Envelope bound: an authority payload is at most 256 KiB of canonical UTF-8 JSON."""
@@ -131,10 +135,20 @@ def _decode_uncached(payload: str, payload_sha256: str) -> AuthorityRecord:
         record = model.model_validate(value)
     except ValidationError as error:
         locations = sorted({".".join(str(part) for part in item["loc"]) or "$" for item in error.errors()})
-        raise DponeError("DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_RECORD_INVALID", f"fields: {locations[:8]}") from None
+        raise DponeError(_invalid_code(error), f"fields: {locations[:8]}") from None
     if encode_payload(record) != payload:
         raise DponeError(
             "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_PAYLOAD_NONCANONICAL",
             "payload is not the canonical encoding of a record",
         )
     return record
+
+
+def _invalid_code(error: ValidationError) -> str:
+    """The code of a record that failed validation: the quality codes when every defect is inside the capsule."""
+    problems = error.errors()
+    if not all(item["loc"][:1] == ("quality",) for item in problems):
+        return "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_RECORD_INVALID"
+    if any(item["loc"] == ("quality", "core") and item["type"] == "missing" for item in problems):
+        return REQUIRED
+    return INVALID

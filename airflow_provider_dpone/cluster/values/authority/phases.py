@@ -4,9 +4,10 @@ The table and its two content rules (:data:`LOOP_FIELDS`, :func:`require_write`)
 writes: the authority write helper refuses any write whose phase change is not listed, so a protocol defect cannot
 skip a barrier (for example jump from STAGING to PUBLICATION_DISPATCHING). ``None`` stands for "no record yet".
 
-The edges are the publication state diagram (docs/runbook.md), plus the two edges abort requires: an operation may
-be ABORTED before publication only, after exact owned candidate cleanup, which is possible from STAGING and STAGED as
-well as LOCKED. Self-loops record progress inside a phase (member stage records, bound queue entries, epochs, and
+The edges are the publication state diagram (docs/runbook.md), plus the edges an operator abort requires: an
+operation may be ABORTED before publication only, after exact owned candidate cleanup. From LOCKED (nothing owned
+exists yet) that is one write; from STAGING and STAGED the abort first writes ABORTING, the fence a concurrent stage or
+publish write at the same version must lose (no permit can be taken from ABORTING), then drops, then writes ABORTED. Self-loops record progress inside a phase (member stage records, bound queue entries, epochs, and
 in COMMITTED the at most two completion writes of a durable quality-replay capsule). The two :data:`VOID_EDGES` go
 back one phase, only by the explicit void of a permit whose request is proven dead (``cluster/protocol/void_permit.py``).
 """
@@ -28,6 +29,7 @@ class Phase(StrEnum):
     COMMITTED = "COMMITTED"
     CLEANUP_DISPATCHING = "CLEANUP_DISPATCHING"
     COMPLETED = "COMPLETED"
+    ABORTING = "ABORTING"
     ABORTED = "ABORTED"
 
 
@@ -35,13 +37,14 @@ TERMINAL_PHASES: Final[frozenset[Phase]] = frozenset({Phase.COMPLETED, Phase.ABO
 """A terminal record is resolved: a new operation may take the slot by a versioned CAS."""
 
 PRE_PUBLICATION_PHASES: Final[frozenset[Phase]] = frozenset({Phase.LOCKED, Phase.STAGING, Phase.STAGED})
-"""Phases in which no publication DDL can have been dispatched: the only phases that may be ABORTED."""
+"""Phases in which no publication DDL can have been dispatched: the only phases an abort may start from."""
 
 ALLOWED_TRANSITIONS: Final[Mapping[Phase | None, frozenset[Phase]]] = {
     None: frozenset({Phase.LOCKED}),
     Phase.LOCKED: frozenset({Phase.STAGING, Phase.ABORTED}),
-    Phase.STAGING: frozenset({Phase.STAGING, Phase.STAGED, Phase.ABORTED}),
-    Phase.STAGED: frozenset({Phase.PUBLICATION_DISPATCHING, Phase.ABORTED}),
+    Phase.STAGING: frozenset({Phase.STAGING, Phase.STAGED, Phase.ABORTING}),
+    Phase.STAGED: frozenset({Phase.PUBLICATION_DISPATCHING, Phase.ABORTING}),
+    Phase.ABORTING: frozenset({Phase.ABORTED}),
     Phase.PUBLICATION_DISPATCHING: frozenset({Phase.PUBLICATION_DISPATCHING, Phase.COMMITTED, Phase.STAGED}),
     Phase.COMMITTED: frozenset({Phase.COMMITTED, Phase.CLEANUP_DISPATCHING}),
     Phase.CLEANUP_DISPATCHING: frozenset({Phase.CLEANUP_DISPATCHING, Phase.COMPLETED, Phase.COMMITTED}),

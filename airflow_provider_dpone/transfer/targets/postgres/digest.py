@@ -4,7 +4,9 @@ The same bytes as ``core/typed_digest.py``, hashed by the server: for each row, 
 column, a 4-byte big-endian length and the canonical encoding (``0x00`` for NULL, ``0x01`` + the value's canonical
 text or bytes otherwise). The 32-byte row hashes are summed as eight 32-bit limbs (``sum`` over ``bigint`` is exact,
 it returns ``numeric``), and ``typed_digest.fold_limb_sums`` folds them modulo 2**256. So verification reads the
-staged chunk where it is stored and returns one row: no row travels back to the worker.
+staged chunk where it is stored and returns one row: no row travels back to the worker. The same read returns the
+smallest and largest ``xmin`` of the rows it hashed: equal, they name the one transaction that wrote them all (the
+chunk's writer, which the publishing transaction checks instead of hashing again: ``sql_target.ChunkSeal``).
 
 The encodings per type, and why each is exact:
 
@@ -25,7 +27,7 @@ from typing import Final
 
 from airflow_provider_dpone.core.identifiers import quote_postgres
 from airflow_provider_dpone.core.typed_digest import HASH_LIMBS
-from airflow_provider_dpone.transfer.targets.postgres.statements import qualified
+from airflow_provider_dpone.transfer.targets.postgres.statements import WRITER, qualified
 from airflow_provider_dpone.transfer.values.target import CHUNK_COLUMN, TargetPlan
 from airflow_provider_dpone.transfer.values.target_types import ColumnType, StorageKind
 
@@ -70,7 +72,8 @@ def _concat(parts: list[str]) -> str:
 
 
 def chunk_digest(plan: TargetPlan, ordinal: int) -> str:
-    """One row: the chunk's row count and the eight limb sums of its row hashes."""
+    """One row: the chunk's row count, the eight limb sums of its row hashes, and the least and greatest writer
+    (``xmin``) of the rows hashed."""
     encoded = ", ".join(
         f"{_encoding(quote_postgres(c.name), c.column_type)} AS e{i}" for i, c in enumerate(plan.columns)
     )
@@ -84,7 +87,7 @@ def chunk_digest(plan: TargetPlan, ordinal: int) -> str:
     limbs = ", ".join(f"coalesce(sum({_limb(i)}), 0)" for i in range(HASH_LIMBS))
     # OFFSET 0 keeps each subquery from being inlined: inlined, every reference to e<i> or h would recompute it.
     return (
-        f"SELECT count(*), {limbs} FROM (SELECT sha256({fields}) AS h FROM "
-        f"(SELECT {encoded} FROM {qualified(plan.target_schema, plan.staging_table)} "
+        f"SELECT count(*), {limbs}, min(w), max(w) FROM (SELECT w, sha256({fields}) AS h FROM "
+        f"(SELECT {WRITER} AS w, {encoded} FROM {qualified(plan.target_schema, plan.staging_table)} "
         f"WHERE {quote_postgres(CHUNK_COLUMN)} = {int(ordinal)} OFFSET 0) AS encoded OFFSET 0) AS hashed"
     )

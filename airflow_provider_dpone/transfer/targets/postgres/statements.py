@@ -163,6 +163,27 @@ def chunk_counts(plan: TargetPlan) -> str:
     return f"SELECT {chunk}, count(*) FROM {qualified(plan.target_schema, plan.staging_table)} GROUP BY {chunk}"
 
 
+WRITER: Final[str] = "xmin::text::bigint"
+"""A row's writer: the id of the transaction that inserted this row version (any UPDATE writes a new version)."""
+
+
+def chunk_writers(plan: TargetPlan) -> str:
+    """Per staged ordinal: its rows, and the least and greatest writer among them."""
+    chunk = quote_postgres(CHUNK_COLUMN)
+    staging = qualified(plan.target_schema, plan.staging_table)
+    return f"SELECT {chunk}, count(*), min({WRITER}), max({WRITER}) FROM {staging} GROUP BY {chunk}"
+
+
+STAGING_IDENTITY: Final[str] = (
+    "SELECT c.oid::bigint, c.relfilenode::bigint, json_agg(json_build_array(a.attnum, a.attname, a.atttypid::bigint, "
+    "a.atttypmod, a.attnotnull) ORDER BY a.attnum)::text FROM pg_catalog.pg_class c "
+    "JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid "
+    "WHERE c.oid = %s::regclass AND a.attnum > 0 AND NOT a.attisdropped GROUP BY c.oid, c.relfilenode"
+)
+"""The staging table's storage and columns: a TRUNCATE or any rewrite gives it a new ``relfilenode``; a column
+dropped, added, renamed or retyped changes the list of (number, name, type, modifier, not-null)."""
+
+
 def lock_staging(plan: TargetPlan) -> str:
     """``SHARE`` mode until the publishing transaction ends: it conflicts with every writer's ``ROW EXCLUSIVE``, so
     what the transaction verifies is what it publishes."""

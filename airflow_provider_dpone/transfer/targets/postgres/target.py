@@ -10,7 +10,9 @@ because opening one is expensive (``_copy_session``).
 A chunk is verified by the typed digest PostgreSQL computes in SQL over what it stores (``digest.py``): a path that
 shares nothing with the ADBC load (neither its encoder nor its driver). A server older than
 ``SERVER_DIGEST_MIN_VERSION``, or ``verification="readback"``, reads the staged rows back through psycopg's own COPY
-decoder and hashes them in the worker with the typed digest instead.
+decoder and hashes them in the worker with the typed digest instead. The digest's read also names the chunk's one
+writer (``xmin``), and with the staging table's identity it seals the chunk: the publishing transaction then checks
+the seal under its lock instead of hashing the chunk again (``sql_target.ChunkSeal``); a read-back seals nothing.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from psycopg.conninfo import make_conninfo
 
 from airflow_provider_dpone.core.canonical import tagged_digest
 from airflow_provider_dpone.core.errors import DponeError
-from airflow_provider_dpone.core.typed_digest import LogicalType, MultisetDigest, fold_limb_sums
+from airflow_provider_dpone.core.typed_digest import HASH_LIMBS, LogicalType, MultisetDigest, fold_limb_sums
 from airflow_provider_dpone.transfer.targets.postgres import statements as sql
 from airflow_provider_dpone.transfer.targets.postgres.arrow_load import copy_table
 from airflow_provider_dpone.transfer.targets.postgres.digest import chunk_digest
@@ -91,6 +93,7 @@ class PostgresTransferTarget(SqlTransferTarget):
     errors: ClassVar[tuple[type[BaseException], ...]] = (psycopg.Error,)
     statements: ClassVar[Statements] = sql
     table_kinds: ClassVar[frozenset[str]] = frozenset({"r", "p"})
+    reads_wait_for_writers: ClassVar[bool] = False  # MVCC: a reader never waits for a writer
 
     def __init__(
         self,
@@ -243,17 +246,38 @@ class PostgresTransferTarget(SqlTransferTarget):
                 session.conn.rollback()
 
     def _staged_digest(self, session: Session, plan: TargetPlan, ordinal: int) -> tuple[int, int]:
+        rows, total, _ = self._staged_digest_and_writer(session, plan, ordinal)
+        return rows, total
+
+    def _staged_digest_and_writer(
+        self, session: Session, plan: TargetPlan, ordinal: int
+    ) -> tuple[int, int, str | None]:
         conn = session.conn
         session.run(sql.READ_BY_INDEX)
         if self._verification != "readback" and conn.info.server_version >= SERVER_DIGEST_MIN_VERSION:
             row = session.one(chunk_digest(plan, ordinal))
-            return int(row[0]), fold_limb_sums([int(value) for value in row[1:]])
+            limbs = [int(value) for value in row[1 : 1 + HASH_LIMBS]]
+            return int(row[0]), fold_limb_sums(limbs), _one_writer(row[1 + HASH_LIMBS], row[2 + HASH_LIMBS])
         observed = MultisetDigest(plan.typed_columns)
         normalize = readback_normalizer([c.column_type for c in plan.columns])
         with conn.cursor() as cursor, cursor.copy(sql.copy_out_chunk(plan, ordinal)) as copy:
             copy.set_types([sql.copy_type(c.column_type) for c in plan.columns])
             observed.add_rows(normalize(row) for row in copy.rows())
-        return observed.rows, observed.total
+        return observed.rows, observed.total, None
+
+    def _staging_identity(self, session: Session, plan: TargetPlan) -> str | None:
+        row = session.one(sql.STAGING_IDENTITY, (sql.qualified(plan.target_schema, plan.staging_table),))
+        return None if row is None else f"{row[0]}/{row[1]}/{row[2]}"
+
+    def _staged_chunks(self, session: Session, plan: TargetPlan) -> dict[int, tuple[int, str | None]]:
+        return {
+            int(o): (int(n), _one_writer(least, most)) for o, n, least, most in session.run(sql.chunk_writers(plan))
+        }
+
+
+def _one_writer(least: object, most: object) -> str | None:
+    """The transaction that wrote every row, when the least and the greatest writer are one."""
+    return None if least is None or least != most else str(least)
 
 
 def _close_all(idle: list[CopyConnection], lock: threading.Lock) -> None:
