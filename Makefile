@@ -12,6 +12,8 @@ UV := $(VENV)/bin/uv
 # the demo's Airflow home; the test suite ignores it (tests/airflow_home.py gives each session its own)
 export AIRFLOW_HOME ?= $(CURDIR)/.airflow
 export AIRFLOW__CORE__LOAD_EXAMPLES ?= False
+# the demo is one process (dag.test): its worker-local artifact store is the only store
+export AIRFLOW__DPONE__SINGLE_WORKER ?= True
 
 .PHONY: install postgres lint docs dist test test-real demo demo-internal demo-quality synthetic-receipt clean
 

@@ -39,10 +39,20 @@ CONFIG: dict[str, Any] = {
         "options": {
             "artifact_base": _option(
                 "string",
-                "file://{AIRFLOW_HOME}/dpone/artifacts",
-                "s3://bucket/dpone/artifacts",
+                None,
+                "s3://aws_default@bucket/dpone/artifacts",
                 "Where sealed publication artifacts are stored (an ObjectStoragePath URL). Every worker that may run "
-                "a later try must reopen them: use durable shared object storage when tasks run on several workers.",
+                "a later try must reopen them: object storage (s3://, gs://) or a file:// path on a mount every "
+                "worker shares. Unset: refused (DPONE_ARTIFACT_STORE_WORKER_LOCAL) unless single_worker is true, "
+                "then file://{AIRFLOW_HOME}/dpone/artifacts.",
+            ),
+            "single_worker": _option(
+                "boolean",
+                "False",
+                "True",
+                "Declares that every task try of the deployment runs on one machine (LocalExecutor, dag.test(), the "
+                "demo): only then may an unset artifact_base mean the worker-local file://{AIRFLOW_HOME}/dpone/"
+                "artifacts.",
             ),
             "native_transfer_base": _option(
                 "string",

@@ -244,6 +244,8 @@ class FakeWorld:
         self.effects: list[Effect] = []
         self.dispatched: list[DispatchSettings] = []
         self.authority_facts: dict[str, TableFacts | None] = {}
+        self.answered_by: dict[str, str] = {}
+        """A misrouted member endpoint: member id -> the member id of the server that answers there."""
         self._uuid_counter = 0
         from tests.fakes.acceptance import FakeAcceptanceReader
 

@@ -143,3 +143,19 @@ def is_exact(obs: TableObservation, member: MemberGeneration, artifact: Artifact
         and obs.row_count == artifact.row_count
         and obs.content_digest == artifact.content_digest
     )
+
+
+def unexplained(obs: TableObservation, artifact: ArtifactReceipt) -> str | None:
+    """Why an owned, bound candidate that is not exactly the artifact cannot be what an ambiguous load left in the
+    fresh table it was bound as; ``None`` when it can be (the sealed schema with fewer rows: nothing, or part, of the
+    one load arrived), the only state a candidate is rebuilt from. Vanished, duplicated or divergent stops."""
+    if not obs.exists:
+        return "vanished after it was bound"
+    if obs.columns != artifact.schema_pairs:
+        return "divergent schema"
+    rows = obs.row_count or 0
+    if rows > artifact.row_count:
+        return "duplicated rows"
+    if rows == artifact.row_count:
+        return "divergent content"
+    return None
