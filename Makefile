@@ -2,7 +2,9 @@
 #   make demo            installs everything and runs the main job (external replication)
 #   make demo-internal   the same for internal replication (ReplicatedMergeTree, internal_replication=true)
 #   make demo-quality    the internal one with durable quality replay (docs/quality-replay.md)
-#   make test            installs everything and runs every gate and the whole test suite
+#   make test            installs everything and runs every gate, the strict docs build and the whole test suite
+#   make dist            builds the wheel and the sdist into dist/ (pip install dist/*.whl, see docs/getting-started.md)
+#   make docs            builds the docs site from docs/ into build/site (strict: a broken link fails)
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -10,8 +12,10 @@ UV := $(VENV)/bin/uv
 # the demo's Airflow home; the test suite ignores it (tests/airflow_home.py gives each session its own)
 export AIRFLOW_HOME ?= $(CURDIR)/.airflow
 export AIRFLOW__CORE__LOAD_EXAMPLES ?= False
+# the demo is one process (dag.test): its worker-local artifact store is the only store
+export AIRFLOW__DPONE__SINGLE_WORKER ?= True
 
-.PHONY: install postgres lint test test-real demo demo-internal demo-quality synthetic-receipt clean
+.PHONY: install postgres lint docs dist test test-real demo demo-internal demo-quality synthetic-receipt clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -31,7 +35,16 @@ lint: install
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
-test: lint postgres
+# The docs site (mkdocs.yml: strict, so a broken link between pages, a missing anchor or a link out of docs/ fails).
+docs: install
+	$(VENV)/bin/mkdocs build --strict --quiet
+
+# The wheel (the example DAGs and the docs pages inside the package) and the sdist, built from this checkout.
+dist: install
+	rm -rf dist
+	$(UV) build --quiet --out-dir dist
+
+test: lint docs postgres
 	$(PY) -m pytest -q
 
 # The opt-in real-server suite (not part of `make test`): starts the compose ClickHouse and SQL Server, runs the
@@ -54,9 +67,9 @@ DEMO_DIR ?= $(CURDIR)/.demo-cluster
 demo: EXAMPLE := clickhouse_external_full_refresh
 demo: CLUSTER_OPTIONS :=
 demo-internal: EXAMPLE := clickhouse_internal_full_refresh
-demo-internal: CLUSTER_OPTIONS := --internal-replication true --members 3
+demo-internal: CLUSTER_OPTIONS := --members 3
 demo-quality: EXAMPLE := clickhouse_internal_quality_replay
-demo-quality: CLUSTER_OPTIONS := --internal-replication true --members 3
+demo-quality: CLUSTER_OPTIONS := --members 3
 demo demo-internal demo-quality: install
 	$(VENV)/bin/dpone plan dags_examples/manifests/$(EXAMPLE).yaml
 	$(VENV)/bin/airflow db migrate > /dev/null
@@ -66,9 +79,8 @@ demo demo-internal demo-quality: install
 	cluster="$$($(PY) -m airflow_provider_dpone.embedded up --dir "$(DEMO_DIR)" $(CLUSTER_OPTIONS))"; \
 	field() { printf '%s' "$$cluster" | $(PY) -c "import json, sys; v = json.load(sys.stdin)[sys.argv[1]]; print(v if isinstance(v, str) else json.dumps(v))" "$$1"; }; \
 	export AIRFLOW_CONN_DPONE_CLICKHOUSE_DEFAULT="$$(field airflow_connection_json)"; \
-	export DPONE_EXAMPLE_CLUSTER="$$(field cluster)"; \
 	export AIRFLOW__CORE__DAGS_FOLDER="$(CURDIR)/dags_examples" PYTHONPATH="$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH}"; \
 	$(PY) dags_examples/$(EXAMPLE).py
 
 clean:
-	rm -rf $(VENV) .airflow .demo-cluster .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) .airflow .demo-cluster .mypy_cache .pytest_cache .ruff_cache build dist

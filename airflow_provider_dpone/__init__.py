@@ -1,8 +1,35 @@
 """Apache Airflow provider for fenced, exactly-once ClickHouse publication and ClickHouse -> SQL Server transfer.
 
-The package is layered (see ``docs/architecture.md``): ``contracts`` holds pure values, ``ports`` the interfaces the
-protocol needs, ``protocol`` the state machines, ``adapters`` the real systems, and ``hooks``/``operators``/``triggers``
-the thin Airflow surface. Importing the package itself stays cheap: nothing here imports Airflow or a database client.
+The package is layered (see ``docs/architecture.md``): ``core`` what both routes share, ``cluster`` and ``transfer``
+the two routes (values, ports, protocol, adapters inside each), and ``hooks``/``operators``/``triggers`` the thin
+Airflow surface. Importing the package itself stays cheap: nothing here imports Airflow or a database client.
+
+The docs pages ship inside the package (``airflow_provider_dpone/docs/<page>.md``, the ``docs/`` folder of the
+repository): :func:`docs_page` finds one by the name every message cites (``see docs/<page>.md``).
 """
 
+from pathlib import Path
+
 __version__ = "0.1.0"
+
+
+def example_dags_folder() -> Path:
+    """The folder of the example DAGs: inside the installed package, or the checkout's ``dags_examples/`` in an
+    editable install (the value for ``[core] dags_folder``)."""
+    package = Path(__file__).resolve().parent
+    for folder in (package / "example_dags", package.parent / "dags_examples"):
+        if folder.is_dir():
+            return folder
+    raise FileNotFoundError("no example DAGs next to the package")
+
+
+def docs_page(name: str) -> Path:
+    """The file of the docs page ``name`` (``connections``, ``docs/connections.md`` ...): inside the installed
+    package, or the checkout's ``docs/`` in an editable install. Raises ``FileNotFoundError`` for an unknown page."""
+    stem = name.removeprefix("docs/").removesuffix(".md")
+    package = Path(__file__).resolve().parent
+    for folder in (package / "docs", package.parent / "docs"):
+        page = folder / f"{stem}.md"
+        if page.is_file():
+            return page
+    raise FileNotFoundError(f"no docs page named {stem!r}")

@@ -1,4 +1,8 @@
-"""``dpone`` command line: credential-free static admission (``check``) and planning (``plan``).
+"""``dpone`` command line: credential-free static admission (``check``) and planning (``plan``), and the docs.
+
+``dpone docs [PAGE]`` prints the path of a docs page shipped with the package (default: getting-started), the page
+an error message names with ``see docs/<page>.md``; exit 2 for an unknown page. ``dpone example-dags`` prints the
+folder of the example DAGs (the value for ``[core] dags_folder``).
 
 Neither command reads a connection, resolves a credential, opens a socket or imports Airflow: they read one manifest
 file and decide from it alone. Output contract (documented in docs/getting-started.md#cli):
@@ -20,7 +24,7 @@ import json
 import sys
 from typing import Any, Final, TextIO
 
-from airflow_provider_dpone import __version__
+from airflow_provider_dpone import __version__, docs_page, example_dags_folder
 from airflow_provider_dpone.admission import AdmissionResult, admit_static
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.manifest import (
@@ -99,19 +103,33 @@ def _parser() -> argparse.ArgumentParser:
         epilog="Exit codes: " + "; ".join(f"{code} = {meaning}" for code, meaning in EXIT_CODES),
     )
     parser.add_argument("--version", action="version", version=f"dpone {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{check,plan}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{check,plan,docs,example-dags}")
     commands.add_parser("check", help="print the admission decision of a manifest").add_argument(
         "manifest", help="manifest YAML file"
     )
     commands.add_parser("plan", help="print the decision, declared selectors and normalized plan").add_argument(
         "manifest", help="manifest YAML file"
     )
+    commands.add_parser("docs", help="print the path of a docs page shipped with the package").add_argument(
+        "page", nargs="?", default="getting-started", help="page name, e.g. connections or docs/errors.md"
+    )
+    commands.add_parser("example-dags", help="print the folder of the example DAGs shipped with the package")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``dpone`` command."""
     args = _parser().parse_args(argv)
+    if args.command == "docs":
+        try:
+            print(docs_page(args.page))
+        except FileNotFoundError as exc:
+            print(str(exc), file=sys.stderr)
+            return EXIT_INVALID_INPUT
+        return EXIT_OK
+    if args.command == "example-dags":
+        print(example_dags_folder())
+        return EXIT_OK
     return run(args.command, args.manifest, sys.stdout, sys.stderr)
 
 

@@ -8,13 +8,14 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from airflow_provider_dpone import __version__
+from airflow_provider_dpone import __version__, docs_page
 from airflow_provider_dpone.core.connection_options import connection_form_fields
 
 NATIVE_TRANSFER = "dpone ClickHouse native transfer"
 DESCRIPTION = "Fenced, exactly-once ClickHouse cluster publication and ClickHouse → SQL Server / PostgreSQL transfer."
 """The provider's one-line description (the arrow is part of it: the transfer goes one way)."""
-DOCUMENTATION_URL = "https://pypi.org/project/airflow-provider-dpone/"
+DOCUMENTATION_PAGE = "getting-started"
+"""The docs page the provider's documentation link opens: the one shipped in the package (no index hosts it)."""
 HOOK_CLASS = "airflow_provider_dpone.hooks.clickhouse.DponeClickHouseHook"
 
 UI_FIELD_BEHAVIOUR: dict[str, Any] = {
@@ -38,10 +39,20 @@ CONFIG: dict[str, Any] = {
         "options": {
             "artifact_base": _option(
                 "string",
-                "file://{AIRFLOW_HOME}/dpone/artifacts",
-                "s3://bucket/dpone/artifacts",
+                None,
+                "s3://aws_default@bucket/dpone/artifacts",
                 "Where sealed publication artifacts are stored (an ObjectStoragePath URL). Every worker that may run "
-                "a later try must reopen them: use durable shared object storage when tasks run on several workers.",
+                "a later try must reopen them: object storage (s3://, gs://) or a file:// path on a mount every "
+                "worker shares. Unset: refused (DPONE_ARTIFACT_STORE_WORKER_LOCAL) unless single_worker is true, "
+                "then file://{AIRFLOW_HOME}/dpone/artifacts.",
+            ),
+            "single_worker": _option(
+                "boolean",
+                "False",
+                "True",
+                "Declares that every task try of the deployment runs on one machine (LocalExecutor, dag.test(), the "
+                "demo): only then may an unset artifact_base mean the worker-local file://{AIRFLOW_HOME}/dpone/"
+                "artifacts.",
             ),
             "native_transfer_base": _option(
                 "string",
@@ -93,7 +104,7 @@ def get_provider_info() -> dict[str, Any]:
         "package-name": "airflow-provider-dpone",
         "name": "dpone",
         "description": DESCRIPTION,
-        "documentation-url": DOCUMENTATION_URL,
+        "documentation-url": docs_page(DOCUMENTATION_PAGE).as_uri(),
         "versions": [__version__],
         "integrations": [
             {

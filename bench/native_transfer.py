@@ -14,7 +14,9 @@ trials of:
   prepare, binary COPY of every chunk into PostgreSQL, target-local verification, the atomic publication with its
   receipt, evidence and cleanup.
 
-Printed per shape and size: median/min/max seconds, rows/s and bytes/s (bytes = the typed stage bytes, the same
+Only P3-qualified trials are measured (``qualify``): a trial without before/after endpoint-authority agreement (observed
+source drift) is excluded, and the admitted trials must agree on the EOF row count and the typed workload digest, or
+the run reports no measurement. Printed per shape and size: the qualification, median/min/max seconds, rows/s and bytes/s (bytes = the typed stage bytes, the same
 logical bytes for both), the ratio ours/baseline measured in the same run, each phase's share of the route
 (preflight = admission and the pre-query physical profile; sealing = authority re-observation and the post-query
 profile), the peak RSS growth of the process during each trial (bounded chunks keep it flat from the small to the
@@ -60,6 +62,31 @@ from _common import CheckCosts, CpuCounters, PeakSampler, UtcClock, chdb_engine,
 
 REPO = Path(__file__).resolve().parents[1]
 PHASES = ("admitted", "eof", "stage_complete", "loaded", "succeeded")
+
+
+def qualify(trials: list[dict[str, Any]]) -> dict[str, Any]:
+    """P3 qualification of the measured trials (seed 003): a trial is admitted only with before/after
+    ``endpoint_authority_agreement`` (any observed part, merge or mask drift makes the profiles differ); the admitted
+    trials must agree on the stable workload values, the EOF row count and the typed workload digest (never on
+    query or receipt ids, or timing). Each trial: ``{"rows", "workload_digest", "endpoint_authority_agreement"}``.
+    """
+    admitted = [i for i, trial in enumerate(trials) if trial["endpoint_authority_agreement"] is True]
+    excluded = {i: "observed drift (no endpoint-authority agreement)" for i in range(len(trials)) if i not in admitted}
+    stable = {(trials[i]["rows"], trials[i]["workload_digest"]) for i in admitted}
+    return {
+        "admitted": admitted,
+        "excluded": excluded,
+        "repeatable": len(stable) == 1,
+        "workload": [{"rows": rows, "workload_digest": digest} for rows, digest in sorted(stable)],
+    }
+
+
+def _admitted_only(results: dict[str, Any], qualification: dict[str, Any]) -> dict[str, Any]:
+    """The per-trial measurements of the admitted trials; refuses a run without one, or whose workload varies."""
+    if not qualification["admitted"] or not qualification["repeatable"]:
+        raise SystemExit(f"no qualified measurement: {json.dumps(qualification)}")
+    keep = qualification["admitted"]
+    return {key: [values[i] for i in keep] if isinstance(values, list) else values for key, values in results.items()}
 
 
 def _columns(shape: str) -> tuple[str, str]:
@@ -154,6 +181,7 @@ def worker(shape: str, rows: int, trials: int, dsn: str, chunk_rows: int, source
         "baseline_cpu": [],
         "checks_cpu": [],
     }
+    trial_workloads: list[dict[str, Any]] = []
     for trial in range(trials + 1):
         operation = uuid.uuid4().hex
         request = SourceRequest(
@@ -257,12 +285,28 @@ def worker(shape: str, rows: int, trials: int, dsn: str, chunk_rows: int, source
         results["ours_arrow_peak"].append(memory.arrow_peak)
         results["stage_bytes"].append(stage_bytes["total"])
         results["phases"].append([b - a for a, b in itertools.pairwise(points)])
+        trial_workloads.append(
+            {
+                "rows": result.rows,
+                "workload_digest": result.workload_digest,
+                "endpoint_authority_agreement": result.endpoint_authority_agreement,
+            }
+        )
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
     if source == "http":
         cluster.stop()
     shutil.rmtree(stage_root, ignore_errors=True)  # the stage and, over HTTP, the cluster's data (GiB for wide)
-    return {"shape": shape, "rows": rows, "trials": trials, "source": source, **results}
+    qualification = qualify(trial_workloads)
+    measured = _admitted_only(results, qualification)
+    return {
+        "shape": shape,
+        "rows": rows,
+        "trials": trials,
+        "source": source,
+        "qualification": qualification,
+        **measured,
+    }
 
 
 class _MeteredConnector:
@@ -372,6 +416,11 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
     data = statistics.median(result["stage_bytes"])
     source = "HTTP, embedded cluster member" if result.get("source") == "http" else "in-process engine"
     print(f"\n== {result['shape']}, {rows:,} rows, source {source}, {result['trials']} measured trials (+1 warmup) ==")
+    qualification = result["qualification"]
+    print(
+        f"P3 qualification     : {len(qualification['admitted'])} admitted, {len(qualification['excluded'])} excluded, "
+        f"workload {qualification['workload'][0]['workload_digest'][:16]} over {qualification['workload'][0]['rows']:,} rows"
+    )
     print(
         f"baseline stream read : {spread(result['baseline_s'])}  {rows / baseline:,.0f} rows/s  {data / baseline / 2**20:,.1f} MiB/s"
     )
@@ -407,6 +456,7 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
         "route_arrow_peak_mib": round(arrow, 1),
         "rows": rows,
         "trials": result["trials"],
+        "qualification": result["qualification"],
         "route_s": round(ours, 3),
         "arrow_copy_s": round(copy, 3),
         "stream_s": round(baseline, 3),

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pendulum
 from airflow.sdk import DAG, Param
-from full_refresh_demo import example_manifest  # the examples' shared demo scaffolding, next to this file
 
 from airflow_provider_dpone.operators import DponeAbortOperator
 
@@ -26,7 +25,7 @@ FULL_REFRESH_DAG_ID = "clickhouse_external_full_refresh"
 MANIFEST = Path(__file__).resolve().parent / "manifests" / "clickhouse_external_full_refresh.yaml"
 """The full-refresh DAG's own manifest: the operation id is derived from it."""
 
-manifest = example_manifest(MANIFEST)
+manifest = MANIFEST
 
 with DAG(
     dag_id=DAG_ID,

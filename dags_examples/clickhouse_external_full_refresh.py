@@ -1,4 +1,4 @@
-"""Full refresh of ``analytics.target_table`` on every member of ``analytics_cluster`` (external replication).
+"""Full refresh of ``analytics.target_table`` on every member of ``dpone_cluster`` (external replication).
 
     demo_setup >> fence >> stage >> publish (deferrable) >> cleanup (deferrable)
 
@@ -7,7 +7,7 @@
 * ``fence`` takes the target's Keeper authority for this DAG run before any source I/O;
 * ``stage`` seals one artifact from the manifest's query and stages it into a candidate on every member;
 * ``publish`` swaps every member to the new generation with one fenced ``ON CLUSTER`` DDL and, on COMMITTED only,
-  emits the Asset event ``clickhouse-cluster://analytics_cluster/analytics/target_table``;
+  emits the Asset event ``clickhouse-cluster://dpone_cluster/analytics/target_table``;
 * ``cleanup`` drops exactly the previous generation.
 
 ``publish`` and ``cleanup`` are deferrable (passed explicitly): while a member has not finished their DDL they wait
@@ -29,11 +29,8 @@ from pathlib import Path
 import pendulum
 from airflow.sdk import DAG, task
 from full_refresh_demo import (  # the examples' shared demo scaffolding, next to this file
-    CLUSTER_OVERRIDE,
     CONN_ID,
-    DATABASE,
     ensure_demo_setup,
-    example_manifest,
     prepare_demo,
     receipt_of,
     run_standalone,
@@ -49,7 +46,7 @@ from airflow_provider_dpone.operators import (
 DAG_ID = "clickhouse_external_full_refresh"
 MANIFEST = Path(__file__).resolve().parent / "manifests" / "clickhouse_external_full_refresh.yaml"
 
-manifest = example_manifest(MANIFEST)
+manifest = MANIFEST
 
 with DAG(
     dag_id=DAG_ID,
@@ -75,7 +72,7 @@ with DAG(
 
     demo_setup() >> fence >> stage >> publish >> cleanup
 
-__all__ = ["CLUSTER_OVERRIDE", "CONN_ID", "DATABASE", "MANIFEST", "dag", "manifest", "prepare_demo", "receipt_of"]
+__all__ = ["CONN_ID", "MANIFEST", "dag", "manifest", "prepare_demo", "receipt_of"]
 
 if __name__ == "__main__":
     sys.exit(run_standalone(dag))

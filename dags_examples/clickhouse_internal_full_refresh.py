@@ -1,8 +1,9 @@
-"""Full refresh of ``analytics.target_table``, a ``ReplicatedMergeTree`` on ``analytics_cluster`` (internal mode).
+"""Full refresh of ``analytics_replicated.target_table``, a ``ReplicatedMergeTree`` (internal replication).
 
     demo_setup >> fence >> stage >> publish (deferrable) >> cleanup (deferrable)
 
-The cluster's shard reports ``internal_replication=true`` and the target is one replicated table: ClickHouse itself
+The cluster ``dpone_cluster_replicated`` (the internal topology that every ``embedded up`` lists beside
+``dpone_cluster``) reports ``internal_replication=true`` and the target is one replicated table: ClickHouse itself
 copies rows between the replicas. The manifest may omit ``replication_mode``: omission means internal.
 
 * ``demo_setup`` creates, when absent, the demo database and KeeperMap authority table on every replica, the empty
@@ -15,7 +16,7 @@ copies rows between the replicas. The manifest may omit ``replication_mode``: om
   replica has replicated it and checks the content digest of every replica; a replica still behind after the bound
   fails the try retryably and the retry waits again;
 * ``publish`` swaps every replica to the new generation with one fenced ``EXCHANGE``/``RENAME ... ON CLUSTER`` and,
-  on COMMITTED only, emits the Asset event ``clickhouse-cluster://analytics_cluster/analytics/target_table``;
+  on COMMITTED only, emits the Asset event ``clickhouse-cluster://dpone_cluster_replicated/analytics_replicated/target_table``;
 * ``cleanup`` drops exactly the previous generation (one fenced ``DROP ... ON CLUSTER``).
 
 Connection: ``dpone_clickhouse_default`` (e.g. ``AIRFLOW_CONN_DPONE_CLICKHOUSE_DEFAULT``). Every run publishes a new
@@ -35,11 +36,8 @@ from pathlib import Path
 import pendulum
 from airflow.sdk import DAG, task
 from full_refresh_demo import (  # the examples' shared demo scaffolding, next to this file
-    CLUSTER_OVERRIDE,
     CONN_ID,
-    DATABASE,
     ensure_demo_setup,
-    example_manifest,
     prepare_demo,
     receipt_of,
     run_standalone,
@@ -55,7 +53,7 @@ from airflow_provider_dpone.operators import (
 DAG_ID = "clickhouse_internal_full_refresh"
 MANIFEST = Path(__file__).resolve().parent / "manifests" / "clickhouse_internal_full_refresh.yaml"
 
-manifest = example_manifest(MANIFEST)
+manifest = MANIFEST
 
 with DAG(
     dag_id=DAG_ID,
@@ -79,7 +77,7 @@ with DAG(
 
     demo_setup() >> fence >> stage >> publish >> cleanup
 
-__all__ = ["CLUSTER_OVERRIDE", "CONN_ID", "DATABASE", "MANIFEST", "dag", "manifest", "prepare_demo", "receipt_of"]
+__all__ = ["CONN_ID", "MANIFEST", "dag", "manifest", "prepare_demo", "receipt_of"]
 
 if __name__ == "__main__":
     sys.exit(run_standalone(dag))

@@ -1,4 +1,4 @@
-"""The internal full refresh of ``analytics.target_table`` with durable quality replay (seed 002) switched on.
+"""The internal full refresh of ``analytics_quality.target_table`` with durable quality replay (seed 002) on.
 
     demo_setup >> fence >> stage >> publish (deferrable) >> cleanup (deferrable)
 
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pendulum
 from airflow.sdk import DAG, task
-from full_refresh_demo import ensure_demo_setup, example_manifest, prepare_demo, run_standalone
+from full_refresh_demo import ensure_demo_setup, prepare_demo, run_standalone
 
 from airflow_provider_dpone.operators import (
     DponeCleanupOperator,
@@ -39,7 +39,7 @@ from airflow_provider_dpone.operators import (
 DAG_ID = "clickhouse_internal_quality_replay"
 MANIFEST = Path(__file__).resolve().parent / "manifests" / "clickhouse_internal_quality_replay.yaml"
 
-manifest = example_manifest(MANIFEST)
+manifest = MANIFEST
 
 with DAG(
     dag_id=DAG_ID,

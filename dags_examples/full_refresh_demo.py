@@ -1,8 +1,14 @@
-"""What the two full-refresh example DAGs share: their manifest (renamed to the demo cluster), the demo scaffolding,
-and the standalone run that prints the receipt.
+"""What the full-refresh example DAGs share: the demo scaffolding, and the standalone run that prints the receipt.
+
+Each example's manifest names its own cluster of the embedded topology (one ``embedded up`` lists both in
+``system.clusters``: ``dpone_cluster`` reports ``internal_replication=false``, ``dpone_cluster_replicated`` reports
+``true``, over the same servers) and its own database, so every example runs in one Airflow against one embedded
+cluster and one connection. For a cluster of your own, copy the example and its manifest and set the cluster name,
+database and table there.
 
 The scaffolding is demo-only: a real deployment already has its Atomic database, the KeeperMap authority table on
-every member, and its source. The publication protocol never creates its own source or authority.
+every member, and its source. The publication protocol never creates its own source or authority. A failure of the
+scaffolding is the provider's coded line (``operators.reporting.on_coordinator``), never a driver traceback.
 """
 
 from __future__ import annotations
@@ -13,43 +19,27 @@ from pathlib import Path
 from typing import Any
 
 CONN_ID = "dpone_clickhouse_default"
-DATABASE = "analytics"
 SOURCE_COLUMNS = "id UInt64, name String, amount Nullable(Decimal(18, 4)), updated_at DateTime64(3, 'UTC')"
-
-CLUSTER_OVERRIDE = "DPONE_EXAMPLE_CLUSTER"
-"""Environment variable that renames the manifest's cluster (the embedded demo clusters are named ``dpone_cluster``
-and ``dpone_cluster_replicated``)."""
 
 DEMO_ROWS = 1000
 """Rows the demo source gets when it is absent (ids 1..DEMO_ROWS, a few NULL amounts)."""
-
-
-def example_manifest(path: Path) -> Path | dict[str, Any]:
-    """The manifest file, or its content with the cluster renamed when ``DPONE_EXAMPLE_CLUSTER`` is set."""
-    cluster = os.environ.get(CLUSTER_OVERRIDE)
-    if not cluster:
-        return path
-    from airflow_provider_dpone.operators.full_refresh import read_manifest
-
-    content = read_manifest(path).model_dump(mode="json", exclude_none=True)
-    content["physical_design"]["storage"]["clickhouse"]["cluster"]["name"] = cluster
-    return content
 
 
 def prepare_demo(
     client: Any,
     *,
     cluster: str,
-    database: str = DATABASE,
+    database: str,
     rows: int = DEMO_ROWS,
     replicated_target: str | None = None,
+    target: str = "target_table",
 ) -> int:
     """Create what the demo needs when absent, idempotently; return the source row count.
 
     On every member (``ON CLUSTER``) and on the coordinator: the Atomic database and the KeeperMap authority table
     the protocol fences with (one shared Keeper path). On the coordinator (where the source query runs): the source
-    table, filled once. With ``replicated_target`` (the target's ``PARTITION BY`` and ``ORDER BY`` clause), also an
-    empty ``ReplicatedMergeTree`` target created ``ON CLUSTER``: one replicated table whose replicas share a Keeper
+    table ``source_table``, filled once. With ``replicated_target`` (the target's ``PARTITION BY`` and ``ORDER BY``
+    clause), also an empty ``ReplicatedMergeTree`` table ``target`` created ``ON CLUSTER``: one replicated table whose replicas share a Keeper
     path, the table internal mode publishes into (the first run then exchanges it instead of renaming into place).
     """
     from airflow_provider_dpone.cluster.values.authority.row import AUTHORITY_COLUMNS, AUTHORITY_TABLE
@@ -64,7 +54,7 @@ def prepare_demo(
         client.command(authority.replace(" (", f"{on_cluster} (", 1))
     if replicated_target is not None:
         client.command(
-            f"CREATE TABLE IF NOT EXISTS `{database}`.target_table ON CLUSTER `{cluster}` ({SOURCE_COLUMNS}) "
+            f"CREATE TABLE IF NOT EXISTS `{database}`.`{target}` ON CLUSTER `{cluster}` ({SOURCE_COLUMNS}) "
             f"ENGINE = ReplicatedMergeTree {replicated_target}"
         )
     client.command(
@@ -91,28 +81,25 @@ def replicated_target_keys(manifest: Any) -> str | None:
     return f"{partition}ORDER BY ({', '.join(storage.order_by)})"
 
 
-def ensure_demo_setup(manifest: Path | dict[str, Any], conn_id: str = CONN_ID) -> int:
-    """``prepare_demo`` for ``manifest``'s cluster through the Airflow connection ``conn_id`` (its coordinator); an
-    internal-mode manifest also gets its empty replicated target."""
-    import clickhouse_connect
-    from airflow.sdk import BaseHook
-
+def ensure_demo_setup(manifest: Path | dict[str, Any], conn_id: str = CONN_ID, task_id: str = "demo_setup") -> int:
+    """``prepare_demo`` for ``manifest``'s cluster and database through the Airflow connection ``conn_id`` (its
+    coordinator); an internal-mode manifest also gets its empty replicated target."""
     from airflow_provider_dpone.operators.full_refresh import cluster_name, read_manifest
+    from airflow_provider_dpone.operators.reporting import on_coordinator
 
     admitted = read_manifest(manifest)
-    connection = BaseHook.get_connection(conn_id)
-    client = clickhouse_connect.get_client(
-        host=connection.host,
-        port=connection.port,
-        username=connection.login or "default",
-        password=connection.password or "",
-        query_retries=0,
-        autogenerate_session_id=False,
+    sink = admitted.sink
+    return on_coordinator(
+        conn_id,
+        task_id,
+        lambda client: prepare_demo(
+            client,
+            cluster=cluster_name(admitted),
+            database=sink.database,
+            replicated_target=replicated_target_keys(admitted),
+            target=sink.table,
+        ),
     )
-    try:
-        return prepare_demo(client, cluster=cluster_name(admitted), replicated_target=replicated_target_keys(admitted))
-    finally:
-        client.close()
 
 
 def receipt_of(run: Any, task_id: str = "cleanup") -> dict[str, Any] | None:

@@ -22,3 +22,4 @@ for _name in [name for name in os.environ if name.startswith("AIRFLOW__")]:
     del os.environ[_name]
 os.environ["AIRFLOW_HOME"] = str(HOME)
 os.environ["AIRFLOW_CONFIG"] = str(HOME / "airflow.cfg")
+os.environ["AIRFLOW__DPONE__SINGLE_WORKER"] = "True"  # every task try of the session runs on this one machine

@@ -31,7 +31,7 @@ from airflow_provider_dpone.cluster.values.part_digests import MAX_PART_DIGESTS,
 from airflow_provider_dpone.cluster.values.quality_read import Observation, TargetReadPlan
 from airflow_provider_dpone.cluster.values.receipts import CURRENT_CONTENT_DIGEST, ArtifactReceipt, ContentDigestVersion
 from airflow_provider_dpone.core.canonical import Hex64, MemberId, NonNegative, UuidText
-from airflow_provider_dpone.core.inventory import AdmittedInventory, AdmittedMember, InventoryRow, TableFacts
+from airflow_provider_dpone.core.inventory import AdmittedInventory, AdmittedMember, InventoryRow, MemberFacts
 
 _CLOSED = ConfigDict(frozen=True, extra="forbid")
 
@@ -267,11 +267,10 @@ class ClusterCatalog(Protocol):
         """Every ``system.clusters`` row of the cluster (sorted by shard, replica)."""
         ...
 
-    def admission_facts(
-        self, member: AdmittedMember, database: str, table: str
-    ) -> tuple[str | None, TableFacts | None]:
-        """One member's database engine (``None`` when the database is absent) and the engine, key and columns of
-        one table there (``None`` when absent), read in one request: admission runs at every entry point."""
+    def admission_facts(self, member: AdmittedMember, cluster: str, database: str, table: str) -> MemberFacts:
+        """Through the member's own direct connection, in one request (admission runs at every entry point): its
+        database's engine, one table's engine, key and columns, and the positions its own ``system.clusters``
+        marks local for ``cluster``."""
         ...
 
 
@@ -377,7 +376,8 @@ class ArtifactStore(Protocol):
 
     def open(self, receipt: ArtifactReceipt) -> ArtifactHandle:
         """Reopen by ``receipt.sha256``; :class:`ArtifactInvalidError` when it is missing or of another size (its
-        digest may be checked here already, and is at the latest while the handle streams)."""
+        digest may be checked here already, and is at the latest while the handle streams). A store local to one
+        machine that lacks it says so instead (``DPONE_ARTIFACT_STORE_NOT_SHARED``)."""
         ...
 
 

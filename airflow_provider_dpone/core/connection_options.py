@@ -110,7 +110,7 @@ class ClickHouseConnectionOptions(BaseModel):
         """An object, or the same object as JSON text (how a connection form's text field stores it)."""
         if isinstance(value, str):
             try:
-                value = json.loads(value) if value.strip() else None
+                value = json.loads(value, object_pairs_hook=unique_keys) if value.strip() else None
             except json.JSONDecodeError:
                 raise ValueError("member_endpoints must be a JSON object") from None
             if value is not None and not isinstance(value, dict):
@@ -122,14 +122,27 @@ class ClickHouseConnectionOptions(BaseModel):
     def _check_endpoints(cls, value: dict[str, str] | None) -> dict[str, str] | None:
         if value is None:
             return value
+        seen: set[tuple[str, int]] = set()
         for key, endpoint in value.items():
             shard, _, replica = key.partition(":")
-            if not (shard.isdigit() and replica.isdigit()):
+            if not (shard.isdigit() and replica.isdigit()) or key != f"{int(shard)}:{int(replica)}":
                 raise ValueError(f"member_endpoints key must be {_ENDPOINT_KEY_HELP}")
             host, _, port = endpoint.rpartition(":")
             if not host or not port.isdigit() or not 0 < int(port) < 65536:
                 raise ValueError("member_endpoints value must be 'host:port'")
+            address = (host.lower().removeprefix("[").removesuffix("]"), int(port))
+            if address in seen:
+                raise ValueError("member_endpoints maps two members to one endpoint")
+            seen.add(address)
         return value
+
+
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object's pairs as a dict; a key given twice is refused (``json.loads`` would keep the last one)."""
+    keys = [key for key, _ in pairs]
+    if len(set(keys)) != len(keys):
+        raise ValueError("a key is given twice")
+    return dict(pairs)
 
 
 def connection_form_fields() -> dict[str, Any]:

@@ -89,3 +89,15 @@ class TableFacts(BaseModel):
     engine_full: StrictStr
     primary_key: StrictStr
     columns: tuple[ColumnFact, ...]
+
+
+class MemberFacts(BaseModel):
+    """What one member's own direct connection answers at runtime admission, in one request: its database's
+    engine (``None``: absent), one table's facts (``None``: absent), and the ``(shard_num, replica_num)`` rows its own
+    ``system.clusters`` marks ``is_local`` for the cluster: the proof that the endpoint is that member."""
+
+    model_config = CLOSED
+
+    database_engine: StrictStr | None
+    table: TableFacts | None
+    local_positions: tuple[tuple[StrictInt, StrictInt], ...]

@@ -76,14 +76,21 @@ class EmbeddedCluster:
         *,
         password: str = "",
         owned: bool = True,
+        tls: tuple[str, str] | None = None,
     ) -> EmbeddedCluster:
-        """Start a cluster in ``directory`` and return once every process is ready.
+        """Start a cluster in ``directory`` and return once every process is ready (``tls``: certificate and key
+        files; members then serve HTTPS only, with that certificate).
 
         With ``owned`` (the default) the processes exit by themselves if this Python process dies, and
         :meth:`stop` (or leaving the ``with`` block) stops them; ``owned=False`` leaves them running (the CLI).
         """
         launcher.start_processes(
-            Path(directory), members, internal_replication, password=password, owner_pid=os.getpid() if owned else 0
+            Path(directory),
+            members,
+            internal_replication,
+            password=password,
+            owner_pid=os.getpid() if owned else 0,
+            tls=tls,
         )
         return cls(Path(directory), owned=owned)
 

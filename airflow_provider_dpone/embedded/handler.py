@@ -14,6 +14,7 @@ import base64
 import contextlib
 import io
 import socket
+import ssl
 import time
 import traceback
 import uuid
@@ -88,14 +89,36 @@ class _LostResponseError(Exception):
 
 
 class EndpointServer(ThreadingHTTPServer):
+    """The process's HTTP endpoint; with ``tls`` (certificate and key files) every connection is HTTPS only.
+
+    The TLS handshake runs in the connection's own thread (a client that never completes it blocks nobody else), and
+    the certificate files are read for each connection, so a rotated certificate applies to the next connection.
+    A connection that does not speak TLS is closed without an answer: there is no plain-HTTP fallback.
+    """
+
     daemon_threads = True
     request_queue_size = 128
+    HANDSHAKE_TIMEOUT: float = 10.0
 
-    def __init__(self, sock: socket.socket, context: EndpointContext) -> None:
+    def __init__(self, sock: socket.socket, context: EndpointContext, tls: tuple[str, str] | None = None) -> None:
         super().__init__(sock.getsockname()[:2], EndpointHandler, bind_and_activate=False)
         self.socket.close()
         self.socket = sock
         self.context = context
+        self.tls = tls
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        if self.tls is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.minimum_version = ssl.TLSVersion.TLSv1_2
+            context.load_cert_chain(*self.tls)
+            request.settimeout(self.HANDSHAKE_TIMEOUT)
+            try:
+                request = context.wrap_socket(request, server_side=True)
+            except (ssl.SSLError, OSError):
+                return  # not TLS, or the client refused our certificate: nothing is served
+            request.settimeout(None)
+        super().finish_request(request, client_address)
 
 
 class EndpointHandler(BaseHTTPRequestHandler):
@@ -121,7 +144,8 @@ class EndpointHandler(BaseHTTPRequestHandler):
         url = urlsplit(self.path)
         origin = self.headers.get("Origin")
         port = self.server.server_address[1]
-        if origin is not None and origin not in (f"http://127.0.0.1:{port}", f"http://localhost:{port}"):
+        scheme = "https" if self.server.tls is not None else "http"
+        if origin is not None and origin not in (f"{scheme}://127.0.0.1:{port}", f"{scheme}://localhost:{port}"):
             # a web page the user visits must not drive the loopback cluster (the browser sends its Origin)
             httpwire.RequestBody(cast(io.BufferedReader, self.rfile), self.headers).drain()
             self._send(403, {"Content-Type": "text/plain; charset=UTF-8"}, b"Cross-origin requests are refused.\n")

@@ -16,6 +16,7 @@ import os
 import random
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -115,6 +116,7 @@ def plan(
     password: str,
     owner_pid: int,
     topology: ClusterTopology = TOPOLOGY,
+    tls: tuple[str, str] | None = None,
 ) -> tuple[list[ProcessSpec], dict[str, tuple[socket.socket, socket.socket]]]:
     """Bind every process's sockets and build the specs that name them.
 
@@ -162,6 +164,8 @@ def plan(
                 owner_pid=owner_pid,
                 clusters=clusters,
                 default_cluster=default_cluster,
+                tls_cert_file=tls[0] if tls else "",
+                tls_key_file=tls[1] if tls else "",
             )
         )
     return specs, sockets
@@ -197,12 +201,15 @@ def spawn(spec: ProcessSpec, http: socket.socket, native: socket.socket) -> subp
 
 
 def wait_ready(spec: ProcessSpec, process: subprocess.Popen[bytes] | None, deadline: float) -> None:
-    url = f"http://{spec.host}:{spec.http_port}/ping"
+    tls = spec.tls and spec.role == "member"
+    url = f"{'https' if tls else 'http'}://{spec.host}:{spec.http_port}/ping"
+    # readiness only (a local probe of our own process): the certificate is the client's to verify
+    unverified = ssl._create_unverified_context() if tls else None  # noqa: S323
     while True:
         if process is not None and process.poll() is not None:
             raise LaunchError(f"{spec.name} exited with {process.returncode}: {log_tail(spec)}")
         try:
-            with urllib.request.urlopen(url, timeout=1.0) as response:
+            with urllib.request.urlopen(url, timeout=1.0, context=unverified) as response:  # noqa: S310 - http(s) only
                 if response.status == 200:
                     return
         except (urllib.error.URLError, OSError, TimeoutError):
@@ -288,8 +295,10 @@ def start_processes(
     password: str = "",
     owner_pid: int = 0,
     topology: ClusterTopology = TOPOLOGY,
+    tls: tuple[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Create the cluster in ``directory`` and return once every process answers ``/ping``."""
+    """Create the cluster in ``directory`` and return once every process answers ``/ping`` (members over HTTPS with
+    ``tls``: certificate and key files)."""
     directory = Path(directory).resolve()
     directory.mkdir(parents=True, exist_ok=True)
     if (directory / CLUSTER_FILE).exists() and any_alive(directory):
@@ -298,7 +307,7 @@ def start_processes(
     store.initialize()
     ReplicationLog(store, directory / REPLICATION_DIR).initialize()
     specs, sockets = plan(
-        directory, members, internal_replication, password=password, owner_pid=owner_pid, topology=topology
+        directory, members, internal_replication, password=password, owner_pid=owner_pid, topology=topology, tls=tls
     )
     processes: dict[str, subprocess.Popen[bytes]] = {}
     try:

@@ -45,6 +45,13 @@ class ProcessSpec:
     owner_pid: int = 0
     clusters: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
     default_cluster: str = ""
+    tls_cert_file: str = ""
+    """With a certificate (and ``tls_key_file``), a member serves HTTPS only; the coordinator always serves HTTP."""
+    tls_key_file: str = ""
+
+    @property
+    def tls(self) -> bool:
+        return bool(self.tls_cert_file)
 
     @property
     def root(self) -> Path:

@@ -61,7 +61,8 @@ def main(argv: list[str] | None = None) -> int:
         worker.start()
     replicator = ReplicationWorker(replication)
     replicator.start()
-    server = EndpointServer(http, context)
+    tls = (spec.tls_cert_file, spec.tls_key_file) if spec.tls and spec.role == "member" else None
+    server = EndpointServer(http, context, tls)
 
     def stop(signum: int, frame: object) -> None:
         replicator.stop()
@@ -71,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    print(f"{spec.name} serving on {spec.host}:{spec.http_port}", flush=True)
+    print(f"{spec.name} serving {'HTTPS' if tls else 'HTTP'} on {spec.host}:{spec.http_port}", flush=True)
     try:
         server.serve_forever(poll_interval=0.2)
     finally:

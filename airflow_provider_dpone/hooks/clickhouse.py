@@ -33,7 +33,7 @@ from airflow_provider_dpone.core.clickhouse.clients import Purpose, build_async_
 from airflow_provider_dpone.core.clickhouse.connection import ResolvedConnection
 from airflow_provider_dpone.core.clickhouse.endpoint import Endpoint
 from airflow_provider_dpone.core.clickhouse.oneshot import PROCESS_GUARD, MutationGuard
-from airflow_provider_dpone.core.connection_options import ClickHouseConnectionOptions
+from airflow_provider_dpone.core.connection_options import ClickHouseConnectionOptions, unique_keys
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.manifest import ClusterPublicationManifest, SealedArtifactSource
 from airflow_provider_dpone.hooks.publication import (
@@ -82,9 +82,9 @@ class DponeClickHouseHook(DbApiHook):
         raw: Any = extra or {}
         if isinstance(raw, str):
             try:
-                raw = json.loads(raw) if raw.strip() else {}
-            except json.JSONDecodeError:
-                raise DponeError("DPONE_CONNECTION_INVALID", "extra is not JSON") from None
+                raw = json.loads(raw, object_pairs_hook=unique_keys) if raw.strip() else {}
+            except ValueError:  # not JSON, or a key given twice
+                raise DponeError("DPONE_CONNECTION_INVALID", "extra is not JSON without repeated keys") from None
         if not isinstance(raw, dict):
             raise DponeError("DPONE_CONNECTION_INVALID", "extra is not a JSON object")
         cleaned = {key.removeprefix(cls._EXTRA_PREFIX): value for key, value in raw.items() if value is not None}
@@ -290,15 +290,22 @@ def describe_query(endpoint: Any, query: str) -> tuple[tuple[str, str], ...]:
 
 
 def default_artifact_base() -> str:
-    """``[dpone] artifact_base`` (env ``AIRFLOW__DPONE__ARTIFACT_BASE``), else ``file://$AIRFLOW_HOME/dpone/artifacts``.
+    """``[dpone] artifact_base`` (env ``AIRFLOW__DPONE__ARTIFACT_BASE``); unset, ``file://$AIRFLOW_HOME/dpone/artifacts``
+    only where the deployment declares one worker (``[dpone] single_worker = True``: LocalExecutor, ``dag.test()``,
+    the demo), else ``DPONE_ARTIFACT_STORE_WORKER_LOCAL`` before the task touches anything.
 
-    Production points it at durable shared object storage (``s3://bucket/prefix``): the artifact must be reopenable
-    by whichever worker runs a later attempt.
+    The artifact must be reopenable by whichever worker runs a later attempt: production points ``artifact_base`` at
+    object storage every worker reaches (``s3://aws_conn@bucket/prefix``, ``gs://...``) or at a file:// path on a
+    mount they all share; a file:// store that lacks a bound artifact says so (``DPONE_ARTIFACT_STORE_NOT_SHARED``).
     """
     from airflow.configuration import conf
 
     configured = conf.get("dpone", "artifact_base", fallback=None)
     if configured:
         return str(configured)
+    if not conf.getboolean("dpone", "single_worker", fallback=False):
+        raise DponeError(
+            "DPONE_ARTIFACT_STORE_WORKER_LOCAL", "[dpone] artifact_base unset, [dpone] single_worker false"
+        )
     home = os.environ.get("AIRFLOW_HOME") or os.path.expanduser("~/airflow")
     return f"file://{os.path.abspath(home)}/dpone/artifacts"

@@ -171,6 +171,18 @@ class DponeNativeTransferHook(BaseHook):
         return http_connector(conn.host, port, conn.login or "default", conn.password or "", options)
 
     # -- target --------------------------------------------------------------------------------------------------
+    def require_target_connection(self) -> None:
+        """Refuse at once, before any source I/O, when the sink's Airflow connection is not defined (terminal)."""
+        from airflow.sdk.exceptions import AirflowNotFoundException
+
+        conn_id = self.manifest.sink.connection_id
+        try:
+            self.get_connection(conn_id)
+        except AirflowNotFoundException:
+            raise DponeError(
+                "DPONE_CONNECTION_UNDEFINED", f"connection {conn_id} ({self.manifest.sink.type})"
+            ) from None
+
     def target(self) -> TransferTarget:
         """The target adapter bound to the sink's table."""
         sink = self.manifest.sink

@@ -94,6 +94,7 @@ def build_request(
         normalized_plan_digest=normalized_plan_digest(manifest),
         table=table,
         max_source_bytes=bound,
+        max_source_rows=manifest.load.max_source_rows,
         quality=manifest.quality_policy,
     )
 
@@ -121,14 +122,19 @@ def resolve_table(
     fence: PublicationRequest,
     *,
     stages: bool,
+    fences: bool = False,
 ) -> tuple[TableSpec, Begun | None]:
     """The table definition of this task's request (``fence`` is the request with :func:`fence_table`), and the
     admission and authority read taken to resolve it, for the task's entry point to start from (``None``: none).
 
-    Only the stage task resolves one: the columns this operation bound (:func:`bound_columns`), else the source's
-    (metadata only, after runtime admission passed). Every other task gets :func:`fence_table`.
+    The stage task resolves one: the columns this operation bound (:func:`bound_columns`), else the source's
+    (metadata only, after runtime admission passed). The fence task describes the source (metadata only) when the
+    quality policy observes columns, so that a selection the table cannot answer is refused before the fence is
+    written. Every other task gets :func:`fence_table`.
     """
     if not stages:
+        if fences and fence.quality is not None and fence.quality.observes_columns:
+            return environment.table(), None
         return fence.table, None
     columns, begun = bound_columns(environment.ports, fence, environment.settings)
     return (environment.table() if columns is None else declared_table(manifest, columns)), begun
@@ -173,7 +179,9 @@ class DponePublicationOperator(BaseOperator):
     ui_color = "#fff3c4"
 
     stages: bool = False
-    """Whether the task's entry point stages (the only one that reads the table definition)."""
+    """Whether the task's entry point stages (the one that reads the table definition)."""
+    fences: bool = False
+    """Whether the task's entry point fences (it describes the source only to admit a column-observing policy)."""
 
     def __init__(
         self,
@@ -221,7 +229,7 @@ class DponePublicationOperator(BaseOperator):
                 fence = build_request(
                     manifest, dag_id=dag_run.dag_id, run_id=dag_run.run_id, table=fence_table(manifest)
                 )
-                table, begun = resolve_table(manifest, environment, fence, stages=self.stages)
+                table, begun = resolve_table(manifest, environment, fence, stages=self.stages, fences=self.fences)
                 request = build_request(manifest, dag_id=dag_run.dag_id, run_id=dag_run.run_id, table=table)
                 service = publication_service(environment.ports, request, environment.settings)
                 return action(TaskSession(manifest, environment, request, service, conn_id, begun))
@@ -232,13 +240,18 @@ class DponePublicationOperator(BaseOperator):
 
 
 class DponeFenceOperator(DponePublicationOperator):
-    """Fence the target in the Keeper authority before any source I/O (phase LOCKED), or resume this run's fence.
+    """Fence the target in the Keeper authority before any source data is read (phase LOCKED), or resume this run's
+    fence. With a durable quality policy that observes columns, the source query is described first (metadata only):
+    a selected column the result does not have, or a policy the deployment cannot observe, fails here with
+    ``DPONE_REPLAY_QUALITY_EVIDENCE_UNSUPPORTED`` before anything is written.
 
     Another unresolved operation on the same target (an earlier DAG run that has not completed, or was not aborted)
     fails this task without retry: there is no lease stealing. A cluster whose ``internal_replication`` flag does not
     match the manifest's ``replication_mode`` fails here, before any source I/O (``REPLICATION_MODE_MISMATCH``).
     Pushes ``operation_id``, ``target_key``, ``phase`` and ``replication_mode``.
     """
+
+    fences = True
 
     def execute(self, context: Context) -> XCom:
         return self._run(context, self._fence)

@@ -159,11 +159,13 @@ class DponeNativeTransferOperator(BaseOperator):
 
     # -- execution -----------------------------------------------------------------------------------------------
     def execute(self, context: Context) -> dict[str, Any]:
-        from airflow_provider_dpone.hooks.native_transfer import OperationIdentity, stage_base
+        from airflow_provider_dpone.hooks.native_transfer import DponeNativeTransferHook, OperationIdentity, stage_base
         from airflow_provider_dpone.operators.lineage import Moved
 
         try:
             manifest = self._manifest()
+            if self.target_factory is None:
+                DponeNativeTransferHook(manifest).require_target_connection()
         except DponeError as error:
             raise_for(error, self.task_log)
         dag_run = context["dag_run"]

@@ -49,6 +49,7 @@ class ProgressTarget:
     def __init__(self, target: TransferTarget, log: Any) -> None:
         self._target = target
         self._log = log
+        self.reads_wait_for_writers = target.reads_wait_for_writers
 
     def admit(self, invocation: TargetInvocation) -> None:
         self._target.admit(invocation)

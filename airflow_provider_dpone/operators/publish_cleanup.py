@@ -232,8 +232,9 @@ class DponePublishOperator(_WaitingOperator):
 
     Declares the target as an Airflow Asset outlet (``clickhouse-cluster://<cluster>/<database>/<table>``) unless
     ``outlets`` is given: the asset event is emitted only when the task succeeds, which is only when every member
-    exposes the new generation and the COMMITTED receipt is durable, and once per generation: a try that finds cleanup
-    begun (a cleared publish) has no outlets. Pushes the redacted commit receipt.
+    exposes the new generation and the COMMITTED receipt is durable, and once per generation: a try whose generation
+    Airflow's asset-event records already hold for this run (a cleared publish or run) has no outlets. Pushes the
+    redacted commit receipt.
     """
 
     stage_name = "publication"
@@ -243,6 +244,7 @@ class DponePublishOperator(_WaitingOperator):
         if outlets is None:
             outlets = [publication_asset(manifest)]
         super().__init__(manifest=manifest, outlets=outlets, **kwargs)
+        self.declared_outlets = list(self.outlets)
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """OpenLineage: the source tables (and query), and the published cluster table with its committed rows."""
@@ -259,24 +261,48 @@ class DponePublishOperator(_WaitingOperator):
     def _finished(self, context: Context, session: TaskSession, receipt: PublicationReceipt) -> XCom:
         value = super()._finished(context, session, receipt)
         self._lineage = (session.manifest, Moved(receipt.row_count))
-        if receipt.phase != "COMMITTED":
-            # cleanup has begun, which it does only after a try of this task succeeded, and that success emitted
-            # this generation's Asset event: a cleared publish succeeds again without a second event (Airflow emits
-            # one per outlet of a successful try, so this try has none)
-            self.task_log.info("generation %s was announced by an earlier try", short(receipt.generation_id))
-            self.outlets = []
-            return value
         extra: dict[str, Any] = {
             "operation_id": receipt.operation_id,
             "generation_id": receipt.generation_id,
             "row_count": receipt.row_count,
             "members": len(receipt.members),
         }
+        # Airflow emits one event per outlet of a successful try: an outlet whose event for this generation Airflow
+        # already records for this run (an earlier try succeeded, then the run or the task was cleared) is dropped
+        # for this try, so each generation is announced once
+        # (outside the task runner, e.g. a bare ``execute``, there are no outlet events and no records to read)
         outlet_events = context.get("outlet_events")
+        if outlet_events is None:
+            return value
+        generation = receipt.generation_id
+        announced = [outlet for outlet in self.declared_outlets if _announced(context, outlet, generation)]
+        if announced:
+            self.task_log.info("generation %s was announced by an earlier try", short(generation))
+        self.outlets = [outlet for outlet in self.declared_outlets if outlet not in announced]
         for outlet in self.outlets:
-            if isinstance(outlet, Asset) and outlet_events is not None:
+            if isinstance(outlet, Asset):
                 outlet_events[outlet].extra.update(extra)
         return value
+
+
+def _announced(context: Context, outlet: Any, generation_id: str) -> bool:
+    """Whether Airflow's own asset-event records hold this DAG run's event of ``outlet`` for ``generation_id``.
+
+    Read through the task's execution API (the events of the asset since the run's ``run_after``, which precedes
+    every try of the run), the same records the Assets view shows; never from XCom or the authority.
+    """
+    if not isinstance(outlet, Asset):
+        return False
+    from airflow.sdk.execution_time.context import InletEventsAccessor
+
+    dag_run = context["dag_run"]
+    events = InletEventsAccessor(asset_name=outlet.name, asset_uri=outlet.uri).after(dag_run.run_after.isoformat())
+    return any(
+        event.source_dag_id == dag_run.dag_id
+        and event.source_run_id == dag_run.run_id
+        and (event.extra or {}).get("generation_id") == generation_id
+        for event in events
+    )
 
 
 class DponeCleanupOperator(_WaitingOperator):

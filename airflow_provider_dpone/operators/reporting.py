@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import TYPE_CHECKING, Any, NoReturn, Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
 
-from airflow.sdk.exceptions import AirflowException, AirflowFailException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowNotFoundException
 
 from airflow_provider_dpone.cluster.values.receipts import CURRENT_CONTENT_DIGEST, ContentDigestVersion
 from airflow_provider_dpone.core.errors import DponeError
@@ -45,6 +46,7 @@ if TYPE_CHECKING:  # the native transfer's DAG file imports this module: the pub
     from airflow_provider_dpone.core.inventory import AdmittedMember
 
 XCom = dict[str, Any]
+T = TypeVar("T")
 
 # --- the log line and the outcome -----------------------------------------------------------------------------------
 
@@ -98,6 +100,39 @@ def raise_for(error: DponeError, log: TaskLog) -> NoReturn:
     else:
         log.error("%s (terminal: no retry)", failure)
     raise failure from None
+
+
+def on_coordinator(conn_id: str, task_id: str, step: Callable[[Any], T]) -> T:
+    """Run ``step`` (an example DAG's demo setup) with a one-shot client of the connection's coordinator.
+
+    Any failure is the provider's one coded line, logged and raised as :func:`raise_for` does (refused credentials
+    are terminal: no retry), never a driver traceback: an invalid or undefined connection, refused credentials, a
+    coordinator that does not answer, or a refused statement (``DPONE_EXAMPLE_SETUP_REFUSED``).
+    """
+    import structlog
+
+    from airflow_provider_dpone.cluster.clickhouse.catalog import COORDINATOR_UNREACHABLE, read_failure
+    from airflow_provider_dpone.core.clickhouse.clients import Purpose, build_client, close_client
+    from airflow_provider_dpone.core.clickhouse.oneshot import classify, sanitized
+    from airflow_provider_dpone.hooks.clickhouse import DponeClickHouseHook
+
+    log = TaskLog(structlog.get_logger("airflow.task"), task_id)  # the logger Airflow gives an operator
+    client = None
+    try:
+        client = build_client(DponeClickHouseHook(conn_id).resolved(), Purpose.MUTATION)
+        return step(client)
+    except DponeError as error:
+        raise_for(error, log)
+    except AirflowNotFoundException:
+        raise_for(DponeError("DPONE_CONNECTION_UNDEFINED", f"connection {conn_id}"), log)
+    except Exception as error:  # noqa: BLE001 -- classified by type and server code only
+        failure = read_failure(error, "demo setup statement", unanswered=COORDINATOR_UNREACHABLE)
+        if isinstance(failure, DponeError):
+            raise_for(failure, log)
+        raise_for(DponeError("DPONE_EXAMPLE_SETUP_REFUSED", sanitized(classify(error))), log)
+    finally:
+        if client is not None:
+            close_client(client)
 
 
 # --- what a task reports ---------------------------------------------------------------------------------------------

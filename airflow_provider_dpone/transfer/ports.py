@@ -171,7 +171,15 @@ class TransferTarget(Protocol):
     (window replace) holds a row outside the window. ``reconcile`` never answers while a publishing transaction can
     still commit (``target_publication_in_flight``), so ``None`` is final. Readers of the target table see the old
     rows or the new rows, never a mixture.
+
+    ``reads_wait_for_writers``: whether a read of staging waits on another transaction's uncommitted load (SQL
+    Server's locking READ COMMITTED: row locks, escalated to a table lock by a large bulk load; PostgreSQL's MVCC
+    readers never wait). When it does, the route never verifies a chunk while another chunk is loading, so no
+    verification waits into a lock timeout.
     """
+
+    @property
+    def reads_wait_for_writers(self) -> bool: ...
 
     def admit(self, invocation: TargetInvocation) -> None: ...
 

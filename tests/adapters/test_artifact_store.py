@@ -102,8 +102,9 @@ def test_empty_artifact_is_a_valid_object(tmp_path: Path) -> None:
 def test_open_refuses_missing_and_resized_objects_and_a_tampered_one_never_streams_whole(tmp_path: Path) -> None:
     store = store_at(tmp_path)
     data = b"0123456789abcdef"
-    with pytest.raises(ArtifactInvalidError):
+    with pytest.raises(DponeError) as missing:  # a file:// store is one machine's directory: it says which setting
         store.open(receipt_for(data))
+    assert missing.value.code == "DPONE_ARTIFACT_STORE_NOT_SHARED" and "[dpone] artifact_base" in str(missing.value)
     sha = write(store, data)
     with pytest.raises(ArtifactInvalidError):
         store.open(receipt_for(data, byte_size=len(data) + 1))

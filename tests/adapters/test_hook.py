@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 from airflow.sdk import Connection
@@ -68,9 +67,18 @@ def test_artifact_base_is_configurable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AIRFLOW__DPONE__ARTIFACT_BASE", "s3://bucket/dpone")
     assert default_artifact_base() == "s3://bucket/dpone"
     monkeypatch.delenv("AIRFLOW__DPONE__ARTIFACT_BASE")
-    from airflow.configuration import AIRFLOW_HOME  # the registered default is resolved in this process's home
+    monkeypatch.setenv("AIRFLOW_HOME", "/opt/airflow")
+    monkeypatch.setenv("AIRFLOW__DPONE__SINGLE_WORKER", "True")
+    assert default_artifact_base() == "file:///opt/airflow/dpone/artifacts"
 
-    assert default_artifact_base() == f"file://{os.path.abspath(AIRFLOW_HOME)}/dpone/artifacts"
+
+def test_a_worker_local_default_store_needs_a_declared_single_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AIRFLOW__DPONE__ARTIFACT_BASE", raising=False)
+    monkeypatch.setenv("AIRFLOW__DPONE__SINGLE_WORKER", "False")
+    with pytest.raises(DponeError) as caught:
+        default_artifact_base()
+    assert caught.value.code == "DPONE_ARTIFACT_STORE_WORKER_LOCAL"
+    assert "[dpone] artifact_base" in str(caught.value) and "[dpone] single_worker" in str(caught.value)
 
 
 @pytest.mark.parametrize("value", ["yes", "1", "on", 1, "TRUEISH"])

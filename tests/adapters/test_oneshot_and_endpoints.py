@@ -25,6 +25,7 @@ from airflow_provider_dpone.core.connection_options import ClickHouseConnectionO
 from airflow_provider_dpone.core.errors import DponeError, MutationRejectedError
 from airflow_provider_dpone.core.identities import member_id
 from airflow_provider_dpone.core.inventory import AdmittedMember, MemberEndpoint
+from airflow_provider_dpone.hooks.clickhouse import DponeClickHouseHook
 
 
 def test_guard_refuses_the_second_claim_of_one_query_id() -> None:
@@ -114,6 +115,23 @@ def test_member_endpoint_map_is_explicit_and_complete() -> None:
         coordinator(**options).for_member(member(1, 3))
     assert caught.value.code == "DPONE_CLICKHOUSE_MEMBER_ENDPOINT_UNRESOLVED"
     assert "10.0.0.5" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"member_endpoints": {"1:1": "ch-a:8123", "1:2": "CH-A:8123"}},  # two members, one endpoint
+        {"member_endpoints": {"1:1": "[::1]:8123", "1:2": "::1:8123"}},
+        {"member_endpoints": {"01:1": "ch-a:8123"}},  # not the spelling system.clusters gives
+        '{"member_endpoints": {"1:1": "ch-a:8123", "1:1": "ch-b:8123"}}',  # a key given twice
+        {"member_endpoints": '{"1:1": "ch-a:8123", "1:1": "ch-b:8123"}'},
+    ],
+)
+def test_a_duplicated_member_endpoint_is_refused_when_the_connection_is_read(extra: object) -> None:
+    with pytest.raises(DponeError) as caught:
+        DponeClickHouseHook.parse_options(extra)  # type: ignore[arg-type]
+    assert caught.value.code == "DPONE_CONNECTION_INVALID"
+    assert "ch-a" not in str(caught.value)
 
 
 def test_an_endpoint_builds_one_client_per_purpose_when_threads_ask_at_once() -> None:

@@ -98,10 +98,12 @@ def test_catalog_statements() -> None:
         " FROM system.clusters WHERE cluster = 'analytics' ORDER BY shard_num, replica_num"
         " SETTINGS skip_unavailable_shards = 0"
     )
-    assert sql_catalog.admission_facts("db", "t") == (
+    assert sql_catalog.admission_facts("analytics", "db", "t") == (
         "SELECT (SELECT groupArray(engine) FROM system.databases WHERE name = 'db'),"
         " (SELECT groupArray((engine, engine_full, primary_key)) FROM system.tables"
-        f" WHERE database = 'db' AND name = 't'), {COLUMNS_OF_T}"
+        f" WHERE database = 'db' AND name = 't'), {COLUMNS_OF_T},"
+        " (SELECT groupArray((toUInt32(shard_num), toUInt32(replica_num))) FROM system.clusters"
+        " WHERE cluster = 'analytics' AND is_local)"
     )
 
 
@@ -357,7 +359,8 @@ def test_every_statement_validates_names(name: str) -> None:
         lambda: sql_authority.read_row(name, KEY),
         lambda: sql_catalog.inventory(name),
         lambda: sql_catalog.positions(name, local=True),
-        lambda: sql_catalog.admission_facts("db", name),
+        lambda: sql_catalog.admission_facts("c", "db", name),
+        lambda: sql_catalog.admission_facts(name, "db", "t"),
         lambda: sql_member.observe_metadata(name, "t"),
         lambda: sql_member.create_table("db", name, UUID, SPEC),
         lambda: sql_member.drop_table(name, "t", UUID),

@@ -154,15 +154,21 @@ def test_inventory_is_every_member_sorted_by_position(backend: PortBackend) -> N
 
 def test_catalog_facts_of_every_member(backend: PortBackend) -> None:
     catalog = backend.ports.catalog
+    cluster = backend.cluster
     for member in backend.inventory.members:
-        engine, facts = catalog.admission_facts(member, backend.database, AUTHORITY_TABLE)
+        answer = catalog.admission_facts(member, cluster, backend.database, AUTHORITY_TABLE)
+        engine, facts = answer.database_engine, answer.table
         assert engine == "Atomic" and facts is not None
+        assert answer.local_positions == ((member.shard_num, member.replica_num),)  # the member itself answered
         assert tuple((column.name, column.type) for column in facts.columns) == AUTHORITY_COLUMNS
         assert all(column.default_kind == "" for column in facts.columns)
         assert facts.engine == "KeeperMap" and facts.primary_key == "target_key"
         assert facts.engine_full.startswith("KeeperMap('/") and facts.engine_full.endswith("PRIMARY KEY target_key")
-        assert catalog.admission_facts(member, backend.database, "no_such_table") == ("Atomic", None)
-        assert catalog.admission_facts(member, "no_such_database", AUTHORITY_TABLE) == (None, None)
+        absent = catalog.admission_facts(member, cluster, backend.database, "no_such_table")
+        assert (absent.database_engine, absent.table) == ("Atomic", None)
+        absent = catalog.admission_facts(member, cluster, "no_such_database", AUTHORITY_TABLE)
+        assert (absent.database_engine, absent.table) == (None, None)
+        assert catalog.admission_facts(member, "no_such_cluster", backend.database, "t").local_positions == ()
 
 
 # --- member staging ----------------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pytest
 
 from airflow_provider_dpone.core.columns import NativeColumn
-from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.errors import DponeError, lookup
 from airflow_provider_dpone.core.manifest.transfer import StringMapping
 from airflow_provider_dpone.core.manifest.transfer_options import ImportBackend
 from airflow_provider_dpone.core.typed_digest import MultisetDigest
@@ -354,7 +354,8 @@ def test_window_replace_needs_a_matching_target_table(harness: TargetHarness) ->
     inv = windowed()
     with pytest.raises(DponeError) as missing:
         harness.target.prepare(inv)
-    assert codes(missing) == "native_transfer.target_schema_mismatch"
+    assert codes(missing) == "native_transfer.target_relation_not_found"
+    assert not lookup(codes(missing)).retryable, "terminal: a retry cannot create the table"
     other = native(*((c.name, c.source_type) for c in COLUMNS[:2]), ("amount", "Nullable(Decimal(18, 2))"))
     other_inv = TargetInvocation(OPERATION, "inv-window-0002", (*other, *COLUMNS[3:]), WINDOW)
     harness.seed_target(plan_of(harness, other_inv), [])

@@ -101,16 +101,17 @@ def encoders(encodings_sql: str) -> list[tuple[str, Callable[[object], bytes]]]:
     return found
 
 
+def field(encode: Callable[[object], bytes], value: object) -> bytes:
+    """CASE WHEN v IS NULL THEN 0x0000000100 ELSE CAST(DATALENGTH(e) + 1 AS BINARY(4)) + 0x01 + e END."""
+    if value is None:
+        return bytes.fromhex("0000000100")
+    encoded = encode(value)
+    return (len(encoded) + 1).to_bytes(4, "big") + b"\x01" + encoded
+
+
 def row_hash(tag: bytes, columns: Sequence[tuple[Callable[[object], bytes], object]]) -> bytes:
-    """HASHBYTES('SHA2_256', tag + per column CAST(DATALENGTH(e) + 1 AS BINARY(4)) + 0x01 + e, or 0x0000000100)."""
-    preimage = tag
-    for encode, value in columns:
-        if value is None:
-            preimage += bytes.fromhex("0000000100")
-        else:
-            encoded = encode(value)
-            preimage += (len(encoded) + 1).to_bytes(4, "big") + b"\x01" + encoded
-    return hashlib.sha256(preimage).digest()
+    """HASHBYTES('SHA2_256', tag + each column's field)."""
+    return hashlib.sha256(tag + b"".join(field(encode, value) for encode, value in columns)).digest()
 
 
 def limb_sums(hashes: Sequence[bytes]) -> list[int]:

@@ -15,6 +15,21 @@ No SQL Server can run here. This fake stands exactly where pymssql stands (the a
 
 Each connection works on a private copy of the server state from its first statement, published atomically at
 COMMIT; statements are classified by their text, and an unknown statement fails the test loudly.
+
+Locking follows SQL Server's documented rules for the default isolation level (locking READ COMMITTED, no
+READ_COMMITTED_SNAPSHOT; "Transaction locking and row versioning guide", "Lock escalation"):
+
+* a row a transaction inserts stays exclusively locked until the transaction ends; when one statement acquires at
+  least ``lock_escalation_threshold`` (5,000) locks on one table (a bulk load without TABLOCK, ``INSERT BULK``), the
+  locks escalate to an exclusive table lock, also held to the end of the transaction;
+* a READ COMMITTED read takes shared locks on what it reads, so it waits while another transaction holds an
+  incompatible lock: a table lock; a locked row of the chunk it seeks (``WHERE [__dpone_chunk] = n`` through the
+  chunk index), or the first row after that range, which the seek reads to find its end; any locked row for a scan;
+* a wait longer than the session's ``SET LOCK_TIMEOUT`` fails the statement with error 1222.
+
+Two knobs make the adverse schedule reproducible: ``load_seconds`` keeps a bulk statement (and its locks) running
+that long after its rows are in, as a large batch on the wire would; ``adverse_reads`` makes a verification read
+wait up to that long for another transaction to hold locks on the table before it reads.
 """
 
 from __future__ import annotations
@@ -24,6 +39,7 @@ import datetime as dt
 import decimal
 import itertools
 import threading
+import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -181,12 +197,57 @@ class EmulatedServer:
         # pymssql's default conn_properties set TEXTSIZE 2147483647; a connection that overrides them keeps FreeTDS's
         # or the server's smaller default (tests set one).
         self.default_textsize = 2147483647
+        self.lock_escalation_threshold = 5000
+        self.load_seconds = 0.0
+        self.adverse_reads = 0.0
+        self.changed = threading.Condition(self.mutex)  # notified whenever a transaction's locks change
+        self.connections: dict[int, FakeConnection] = {}
+        self.escalations = 0
+        self.lock_waits: list[tuple[int, str]] = []  # (connection, table) of every read that waited on a lock
+        self.lock_timeouts = 0
         self._ids = itertools.count(1)
 
     def connect(self) -> FakeConnection:
         conn = FakeConnection(self, next(self._ids))
         self.calls.append(Call(conn.id, "connect"))
+        with self.mutex:
+            self.connections[conn.id] = conn
         return conn
+
+    def _locks_held(self, reader: FakeConnection, name: str) -> list[FakeConnection]:
+        return [
+            c for c in self.connections.values() if c is not reader and (name in c.table_locks or c.row_locks.get(name))
+        ]
+
+    def _blocked(self, reader: FakeConnection, name: str, chunk: object | None) -> bool:
+        """Whether another transaction holds a lock the read needs (see the module docstring)."""
+        holders = self._locks_held(reader, name)
+        if any(name in c.table_locks for c in holders):
+            return True
+        locked = [ordinal for c in holders for ordinal in c.row_locks.get(name, ())]
+        if chunk is None or chunk in locked:
+            return bool(locked)
+        committed = {row[0] for row in self.tables[name].rows} if name in self.tables else set()
+        following = [key for key in committed.union(locked) if key > chunk]  # type: ignore[operator]
+        return bool(following) and min(following) in locked and min(following) not in committed  # type: ignore[type-var]
+
+    def read_lock(self, reader: FakeConnection, name: str, chunk: object | None, *, verification: bool = False) -> None:
+        """Wait as a READ COMMITTED read of ``name`` (the rows of ``chunk``, or all) would, up to LOCK_TIMEOUT."""
+        with self.changed:
+            if verification and self.adverse_reads:
+                self.changed.wait_for(lambda: bool(self._locks_held(reader, name)), self.adverse_reads)
+            timeout = reader.lock_timeout_ms
+            deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout / 1000
+            waited = False
+            while self._blocked(reader, name, chunk):
+                if not waited:
+                    self.lock_waits.append((reader.id, name))
+                    waited = True
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    self.lock_timeouts += 1
+                    raise db_error(1222, "Lock request time out period exceeded.")
+                self.changed.wait(remaining)
 
     def release(self, conn_id: int) -> None:
         with self.mutex:
@@ -243,6 +304,9 @@ class FakeConnection:
         self._conn = _DriverConnection(server.driver_tds)
         self.options = 0  # @@OPTIONS of the session, as its SET statements leave it
         self.textsize = server.default_textsize  # @@TEXTSIZE: (MAX) values a SELECT returns are cut to it (bytes)
+        self.lock_timeout_ms: int | None = None  # SET LOCK_TIMEOUT; None: wait forever (the server's default -1)
+        self.row_locks: dict[str, list[object]] = {}  # table -> chunk ordinal of each row this transaction inserted
+        self.table_locks: set[str] = set()  # tables this transaction holds an escalated exclusive lock on
         self.work: dict[str, Table] | None = None
         self.dead = False
         self.held = False
@@ -259,6 +323,7 @@ class FakeConnection:
         self.server.calls.append(Call(self.id, "bulk_copy", "bulk_copy", (table_name, batch_size)))
         self._maybe_drop("bulk_copy")
         table = self._tables()[table_name]
+        acquired = 0
         for element in elements:
             stored, sent = bcp_row(table, element)
             self.server.bcp_rows.append(sent)
@@ -266,6 +331,21 @@ class FakeConnection:
             if self.server.bulk_commits_alone:
                 with self.server.mutex:
                     self.server.tables[table_name].rows.append(list(table.rows[-1]))
+            else:
+                acquired += 1
+                self.lock_rows(table_name, [stored[0]], acquired)
+        if table_name in self.table_locks and self.server.load_seconds:
+            time.sleep(self.server.load_seconds)  # the rest of the batch on the wire, its locks held
+
+    def lock_rows(self, name: str, ordinals: list[object], acquired: int) -> None:
+        """Exclusive locks on inserted rows, as they are inserted; ``acquired``: the locks this statement holds on
+        the table so far, escalated to a table lock at the threshold."""
+        with self.server.changed:
+            self.row_locks.setdefault(name, []).extend(ordinals)
+            if acquired >= self.server.lock_escalation_threshold and name not in self.table_locks:
+                self.table_locks.add(name)
+                self.server.escalations += 1
+            self.server.changed.notify_all()
 
     def commit(self) -> None:
         self._alive()
@@ -302,11 +382,13 @@ class FakeConnection:
         self.dead = True
 
     def finish(self, *, commit: bool) -> None:
-        with self.server.mutex:
+        with self.server.changed:
             if commit and self.work is not None:
                 self.server.tables = self.work
             self.work = None
+            self.row_locks, self.table_locks = {}, set()
             self.server.release(self.id)
+            self.server.changed.notify_all()
 
     # -- statement execution ---------------------------------------------------------------------------------------
     def _alive(self) -> None:

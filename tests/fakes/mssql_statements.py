@@ -58,9 +58,10 @@ def _split(name: str) -> tuple[str, str]:
     return schema, table
 
 
-@handler("session", r"SET XACT_ABORT ON; SET NOCOUNT OFF; SET LOCK_TIMEOUT \d+;")
+@handler("session", r"SET XACT_ABORT ON; SET NOCOUNT OFF; SET LOCK_TIMEOUT (\d+);")
 def _session(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...]) -> Result:
     conn.options = (conn.options | 16384) & ~512
+    conn.lock_timeout_ms = int(match.group(1))
     return [], -1
 
 
@@ -177,12 +178,14 @@ def _create_index(conn: FakeConnection, match: re.Match[str], params: tuple[Any,
 
 @handler("chunk_present", rf"SELECT TOP \(1\) 1 FROM {Q} WHERE \[__dpone_chunk\] = %s;")
 def _chunk_present(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...]) -> Result:
+    conn.server.read_lock(conn, match.group(1), params[0])
     table = _table(_view(conn), match.group(1))
     return ([(1,)] if any(r[0] == params[0] for r in table.rows) else []), -1
 
 
 @handler("chunk_counts", rf"SELECT \[__dpone_chunk\], COUNT_BIG\(\*\) FROM {Q} GROUP BY \[__dpone_chunk\];")
 def _chunk_counts(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...]) -> Result:
+    conn.server.read_lock(conn, match.group(1), None)
     counts: dict[object, int] = {}
     for row in _table(_view(conn), match.group(1)).rows:
         counts[row[0]] = counts.get(row[0], 0) + 1
@@ -191,15 +194,9 @@ def _chunk_counts(conn: FakeConnection, match: re.Match[str], params: tuple[Any,
 
 @handler("lock_staging", rf"SELECT COUNT_BIG\(\*\) FROM {Q} WITH \(TABLOCK, HOLDLOCK\);")
 def _lock_staging(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...]) -> Result:
-    """A shared table lock to the end of the transaction: one connection at a time here, so only its count."""
+    """A shared table lock to the end of the transaction: it waits for every writer's locks."""
+    conn.server.read_lock(conn, match.group(1), None)
     return [(len(_table(_view(conn), match.group(1)).rows),)], -1
-
-
-@handler("select_chunk", rf"SELECT (.+) FROM {Q} WHERE \[__dpone_chunk\] = %s;")
-def _select_chunk(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...]) -> Result:
-    table = _table(_view(conn), match.group(2))
-    positions = [table.position(n) for n in _NAME.findall(match.group(1))]
-    return [tuple(r[p] for p in positions) for r in table.rows if r[0] == params[0]], -1
 
 
 @handler("delete_chunk", rf"DELETE FROM {Q} WHERE \[__dpone_chunk\] = %s;")
@@ -261,6 +258,8 @@ def _insert_values(conn: FakeConnection, match: re.Match[str], params: tuple[Any
         for position, cast, value in zip(positions, casts, params[start : start + len(names)], strict=True):
             values[position] = _cast(cast, value)
         conn._insert_row(table, values, via="sqlclient")
+    inserted = len(params) // len(names)
+    conn.lock_rows(match.group(1), [table.rows[-1][0]] * inserted, inserted)
     return [], len(params) // len(names)
 
 
@@ -365,12 +364,56 @@ _FIELD = re.compile(
 )
 
 
+@handler("chunk_fields", r"SET TEXTSIZE (\d+);\nSELECT (.*) FROM " + Q + r" AS s CROSS APPLY \(SELECT (.*)\) AS enc "
+         r"WHERE s\.\[__dpone_chunk\] = %s;")  # fmt: skip
+def _chunk_fields(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...]) -> Result:
+    """Each row's fields: a rendered digest field, or ``CAST(s.[t] AS VARBINARY(MAX))`` of NVARCHAR, the stored
+    UTF-16LE code units (an unpaired surrogate included), cut at TEXTSIZE bytes."""
+    from tests.fakes.mssql_digest import encoders, field
+
+    conn.textsize = int(match.group(1))
+    conn.server.read_lock(conn, match.group(3), params[0], verification=True)
+    table = _table(_view(conn), match.group(3))
+    by_index = dict(zip(_FIELD_INDEXES.findall(match.group(4)), encoders(match.group(4)), strict=True))
+    columns: list[tuple[int, Callable[[object], bytes] | None]] = []
+    for spelled in _SPLIT_FIELDS.split(match.group(2)):
+        if raw := _RAW_TEXT.fullmatch(spelled):
+            columns.append((table.position(raw.group(1)), None))
+            continue
+        found = _FIELD.fullmatch(spelled)
+        assert found, f"chunk field unknown to the SQL Server fake: {spelled[:120]!r}"
+        name, encode = by_index[found.group(2)]
+        assert name == found.group(1)
+        columns.append((table.position(name), encode))
+    rows = []
+    for row in table.rows:
+        if row[0] != params[0]:
+            continue
+        values: list[object] = []
+        for position, encode in columns:
+            value = row[position]
+            if encode is not None:
+                values.append(field(encode, value))
+            elif value is not None:
+                values.append(str(value).encode("utf-16-le", "surrogatepass")[: conn.textsize])
+            else:
+                values.append(None)
+        rows.append(tuple(values))
+    return rows, -1
+
+
+_FIELD_INDEXES = re.compile(r" AS e(\d+)(?:, |$)")
+_SPLIT_FIELDS = re.compile(r", (?=CASE WHEN|CAST\(s\.)")
+_RAW_TEXT = re.compile(r"CAST\(s\.\[(\w+)\] AS VARBINARY\(MAX\)\)")
+
+
 @handler("chunk_digest", r"SELECT COUNT_BIG\(\*\), (?:COALESCE\(SUM\(CAST\(SUBSTRING\(hashed\.h, \d+, 4\) AS BIGINT\)\), 0\)"
          r"(?:, )?){8} FROM \(SELECT HASHBYTES\('SHA2_256', 0x([0-9a-f]+) \+ (.*)\) AS h FROM " + Q +
          r" AS s CROSS APPLY \(SELECT (.*)\) AS enc WHERE s\.\[__dpone_chunk\] = %s\) AS hashed;")  # fmt: skip
 def _chunk_digest(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...]) -> Result:
     from tests.fakes.mssql_digest import encoders, limb_sums, row_hash
 
+    conn.server.read_lock(conn, match.group(3), params[0], verification=True)
     tag, fields, table = bytes.fromhex(match.group(1)), match.group(2), _table(_view(conn), match.group(3))
     columns = encoders(match.group(4))
     assert [(n, int(i)) for n, i in _FIELD.findall(fields)] == [(n, i) for i, (n, _) in enumerate(columns)]

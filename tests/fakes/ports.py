@@ -45,6 +45,7 @@ from airflow_provider_dpone.core.inventory import (
     ColumnFact,
     InventoryRow,
     MemberEndpoint,
+    MemberFacts,
     TableFacts,
 )
 from tests.fakes import parts
@@ -115,12 +116,13 @@ class FakeCatalog:
         ]
         return tuple(sorted(rows, key=lambda row: (row.shard_num, row.replica_num)))
 
-    def admission_facts(
-        self, member: AdmittedMember, database: str, table: str
-    ) -> tuple[str | None, TableFacts | None]:
+    def admission_facts(self, member: AdmittedMember, cluster: str, database: str, table: str) -> MemberFacts:
         self.world.calls["catalog.admission_facts"] += 1
+        server = self.world.member(self.world.answered_by.get(member.member_id, member.member_id))
         engine = self.world.member(member.member_id).databases.get(database)
-        return engine, None if engine is None else self._table_facts(member, table)
+        local = ((server.shard_num, server.replica_num),) if cluster == self.world.cluster else ()
+        table_facts = None if engine is None else self._table_facts(member, table)
+        return MemberFacts(database_engine=engine, table=table_facts, local_positions=local)
 
     def _table_facts(self, member: AdmittedMember, table: str) -> TableFacts | None:
         if table == AUTHORITY_TABLE:

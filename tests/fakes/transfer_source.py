@@ -20,7 +20,7 @@ from airflow_provider_dpone.transfer.ports import SourceBlock
 from airflow_provider_dpone.transfer.values.arrow_chunk import row_hashes, rows_table
 from airflow_provider_dpone.transfer.values.chunk import RelationRef
 from airflow_provider_dpone.transfer.values.query import SnapshotQuery, verify_query
-from airflow_provider_dpone.transfer.values.raw_snapshot_physical import PartCoverage
+from airflow_provider_dpone.transfer.values.raw_snapshot_physical import PartCoverage, offset_hash
 from airflow_provider_dpone.transfer.values.source_observation import (
     AccessObservation,
     ColumnObservation,
@@ -373,15 +373,13 @@ class FakeSession:
         by_part: dict[str, list[int]] = {}
         for _row, part, offset in selected:
             by_part.setdefault(part, []).append(offset)
-        mask = (1 << 64) - 1
         parts = tuple(
             PartCoverage(
                 part=part,
                 rows=len(offsets),
                 min_offset=min(offsets),
                 max_offset=max(offsets),
-                offsets_sum=sum(offsets) & mask,
-                offsets_square_sum=sum(o * o for o in offsets) & mask,
+                offsets_hash_sum=sum(offset_hash(o) for o in offsets) & ((1 << 64) - 1),
             )
             for part, offsets in sorted(by_part.items())
         )

@@ -100,6 +100,8 @@ class InMemoryTransferTarget:
     load store one row fewer than it was sent, a corruption only the target-local verification can see.
     """
 
+    reads_wait_for_writers = False
+
     def __init__(
         self, table: TargetTable | None = None, database: FakeDatabase | None = None, faults: FaultPlan | None = None
     ) -> None:
@@ -182,7 +184,9 @@ class InMemoryTransferTarget:
             if self._receipt(plan) is not None:
                 raise DponeError("native_transfer.target_publication_already_committed", "prepare after commit")
             target = self.database.tables.get((plan.target_schema, plan.target_table))
-            if plan.mode is PublicationMode.WINDOW_REPLACE and (target is None or target.columns != fake_columns(plan)):
+            if plan.mode is PublicationMode.WINDOW_REPLACE and target is None:
+                raise DponeError("native_transfer.target_relation_not_found", "window_replace target")
+            if plan.mode is PublicationMode.WINDOW_REPLACE and target.columns != fake_columns(plan):
                 raise DponeError("native_transfer.target_schema_mismatch", "window_replace target")
 
         def apply() -> None:
@@ -245,7 +249,7 @@ class InMemoryTransferTarget:
                 window, position = plan.window, plan.column_names.index(plan.window.column)
                 target = self.database.tables.get(key)
                 if target is None:
-                    raise DponeError("native_transfer.target_schema_mismatch", "window_replace target is gone")
+                    raise DponeError("native_transfer.target_relation_not_found", "window_replace target is gone")
                 inside = _inside(window.start, window.end)
                 if not all(inside(row[position]) for row in new_rows):
                     raise DponeError("native_transfer.target_rows_outside_window", "staged rows")

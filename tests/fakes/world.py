@@ -247,6 +247,8 @@ class FakeWorld:
         self.authority_facts: dict[str, TableFacts | None] = {}
         self.alerts: list[AlertEvent] = []
         """Every alert the protocol emitted through this world's ports."""
+        self.answered_by: dict[str, str] = {}
+        """A misrouted member endpoint: member id -> the member id of the server that answers there."""
         self._uuid_counter = 0
         from tests.fakes.acceptance import FakeAcceptanceReader
 

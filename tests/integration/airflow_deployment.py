@@ -227,6 +227,8 @@ def _environment(home: Path, port: int, extra: Mapping[str, str]) -> dict[str, s
             "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "1",
             "AIRFLOW__DAG_PROCESSOR__PARSING_PROCESSES": "1",
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+            # LocalExecutor: every task try runs on this machine, so a worker-local artifact store is declared safe
+            "AIRFLOW__DPONE__SINGLE_WORKER": "True",
             # the file is in the folder before the processor starts; later re-parses would only cost CPU
             "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "300",
         }

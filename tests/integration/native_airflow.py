@@ -17,8 +17,10 @@ from tests.integration.airflow_env import copy_examples, load_dag_file
 
 @pytest.fixture(scope="session")
 def native_dags_folder(airflow_db: Path) -> Path:
-    """The DAGs folder with copies of the native transfer example DAGs and the manifests they read."""
-    return copy_examples(("clickhouse_to_postgres_raw_snapshot.py", "clickhouse_to_mssql_raw_snapshot.py"))
+    """The DAGs folder with copies of the native transfer example DAGs, their demo scaffolding and manifests."""
+    return copy_examples(
+        ("clickhouse_to_postgres_raw_snapshot.py", "clickhouse_to_mssql_raw_snapshot.py", "transfer_demo.py")
+    )
 
 
 def load_dag_module(folder: Path, file_name: str) -> ModuleType:

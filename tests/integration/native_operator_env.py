@@ -14,20 +14,15 @@ from airflow_provider_dpone.transfer.ports import TargetInvocation, TargetPublic
 from airflow_provider_dpone.transfer.source.session import ClickHouseSnapshotConnector, inprocess_transport
 from airflow_provider_dpone.transfer.values.target_receipts import ChunkEvidence
 from tests.integration import native_chdb
+from tests.integration.airflow_env import EXAMPLES, load_dag_file
 
 SOURCE_DATABASE = "events"
 SOURCE_TABLE = "raw_events"
-RAW_EVENTS = (
-    "(id UInt64, ver UInt64, is_deleted UInt8, payload Nullable(String), event_time DateTime64(3, 'UTC'), "
-    "amount Nullable(Decimal(18, 4)))"
-)
-BATCHES = (
-    "(1, 1, 0, 'a', '2026-09-01 00:00:00.001', 1.5), (2, 1, 0, NULL, '2026-09-01 08:00:00', 0)",
-    "(1, 2, 0, 'b', '2026-09-01 09:00:00', 2), (3, 1, 0, '', '2026-08-31 23:59:59.999', NULL)",
-    "(1, 2, 0, 'b', '2026-09-01 09:00:00', 2), (4, 1, 0, '0', '2026-09-02 00:00:00', -0.0001)",
-    "(2, 2, 1, NULL, '2026-09-01 10:00:00', 0)",
-)
-"""Separate inserts: 7 raw rows, 5 of them inside the examples' window ``[2026-09-01, 2026-09-02)``."""
+_DEMO = load_dag_file("dpone_example_transfer_demo", EXAMPLES / "transfer_demo.py")
+RAW_EVENTS: str = _DEMO.RAW_EVENTS
+BATCHES: tuple[str, ...] = _DEMO.BATCHES
+"""The transfer examples' demo source (``dags_examples/transfer_demo.py``): 7 raw rows in 4 separate inserts, 5 of
+them inside the examples' window ``[2026-09-01, 2026-09-02)``."""
 
 
 def create_source(admin: Any) -> None:

@@ -360,7 +360,8 @@ def test_a_member_without_the_target_database_answers_that_it_has_none(embedded_
         inventory = admit_inventory(
             catalog.inventory(embedded_cluster.cluster_name), cluster=embedded_cluster.cluster_name, mode="external"
         )
-        engines = [catalog.admission_facts(member, database, "t")[0] for member in inventory.members]
+        name = embedded_cluster.cluster_name
+        engines = [catalog.admission_facts(member, name, database, "t").database_engine for member in inventory.members]
         assert sorted(engines, key=str) == ["Atomic", None]
     finally:
         members.close()

@@ -5,6 +5,7 @@ then a same-operation retry after a lost load response. Outcomes are read from t
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Iterator
@@ -401,3 +402,61 @@ def test_an_abort_that_died_half_way_while_a_publish_took_its_permit_leaves_no_p
         publication_service(adapters.ports, parsed).publish()
     assert aborted.value.code == "DPONE_CLICKHOUSE_CLUSTER_OPERATION_ABORTED"
     assert member_tables(embedded_cluster, fresh_database) == before  # no candidate, the same target everywhere
+
+
+def misrouted_adapters(
+    embedded_cluster: Any, database: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, endpoints: dict[str, str]
+) -> PublicationAdapters:
+    """The adapters of a connection whose ``member_endpoints`` map is ``endpoints`` (each member is its own engine
+    process, so a wrong entry reaches another member's server)."""
+    connection = {**embedded_cluster.connection_json(database), "extra": {"member_endpoints": endpoints}}
+    monkeypatch.setenv("AIRFLOW_CONN_DPONE_MISROUTED", json.dumps(connection))
+    return DponeClickHouseHook("dpone_misrouted").publication_adapters(
+        database=database, artifact_base=f"file://{tmp_path}/misrouted", ddl_task_timeout_seconds=10
+    )
+
+
+def authority_rows(embedded_cluster: Any, database: str) -> int:
+    client = embedded_cluster.client("coordinator")
+    try:
+        return int(client.command(f"SELECT count() FROM `{database}`.`{AUTHORITY_TABLE}`"))
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize(
+    ("mapping", "code"),
+    [
+        ("swapped", "DPONE_CLICKHOUSE_MEMBER_IDENTITY_MISMATCH"),
+        ("extra", "DPONE_CLICKHOUSE_MEMBER_ENDPOINT_EXTRA"),
+    ],
+)
+def test_a_member_endpoint_that_is_not_its_member_is_refused_before_anything_is_created(
+    adapters: PublicationAdapters,
+    embedded_cluster: Any,
+    fresh_database: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    mapping: str,
+    code: str,
+) -> None:
+    from airflow_provider_dpone.cluster.protocol.request import PublicationRequest
+    from airflow_provider_dpone.core.errors import DponeError
+
+    first, second = embedded_cluster.members
+    endpoints = {first.member_key: second.address, second.member_key: first.address}
+    if mapping == "extra":
+        endpoints = {first.member_key: first.address, second.member_key: second.address, "1:9": "127.0.0.1:9"}
+    built = misrouted_adapters(embedded_cluster, fresh_database, tmp_path, monkeypatch, endpoints)
+    before = member_tables(embedded_cluster, fresh_database)
+    try:
+        service = publication_service(built.ports, PublicationRequest.parse(request(fresh_database, "run-m")))
+        with pytest.raises(DponeError) as refused:
+            service.fence()
+    finally:
+        built.close()
+    assert refused.value.code == code
+    assert authority_rows(embedded_cluster, fresh_database) == 0
+    assert member_tables(embedded_cluster, fresh_database) == before
+    assert first.address not in str(refused.value) and second.address not in str(refused.value)
+    publish(adapters, fresh_database, "run-ok", 100, 1)  # the correct map of the same cluster is admitted

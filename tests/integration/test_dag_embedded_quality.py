@@ -221,3 +221,41 @@ def test_a_replayed_run_validates_under_the_reader_fence_and_releases_it_for_the
     successor = run_example(example, logical_date=datetime(2026, 6, 7, tzinfo=UTC))
     assert successor.succeeded, successor.states
     assert authority_record(embedded_cluster, fresh_database).operation_id != completed.operation_id
+
+
+def test_an_unknown_target_column_fails_the_fence_before_anything_is_written(
+    example: ModuleType,
+    embedded_cluster: EmbeddedCluster,
+    fresh_database: str,
+    manifest: dict[str, Any],
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """The fence describes the source (metadata only) and refuses the selection: no authority row and no table exist
+    afterwards, so nothing has to be aborted before a corrected manifest runs."""
+    policy = {"target_metrics": ["row_count", "null_count"], "target_columns": ["id", "not_a_column"]}
+    configure(example, None, manifest={**manifest, "quality": policy}, poll_interval=0.2, retries=1)
+    before = table_facts(embedded_cluster, fresh_database)
+    capfd.readouterr()
+    outcome = run_example(example, logical_date=datetime(2026, 6, 4, tzinfo=UTC))
+    log = capfd.readouterr().out
+    assert outcome.states["fence"] == "failed" and outcome.tries["fence"] == 1  # terminal: not retried
+    assert all(outcome.states[task] != "success" for task in ("stage", "publish", "cleanup"))
+    assert "DPONE_REPLAY_QUALITY_EVIDENCE_UNSUPPORTED" in log
+    assert authority_record(embedded_cluster, fresh_database) is None
+    assert table_facts(embedded_cluster, fresh_database) == before
+
+
+def test_source_staged_only_evidence_completes_after_the_generation_guard_on_every_replica(
+    example: ModuleType, embedded_cluster: EmbeddedCluster, fresh_database: str, manifest: dict[str, Any]
+) -> None:
+    """A v1 capsule starts no reader; its completion and every replay still guard the target on each replica's own
+    session (generation, sealed schema, health), here on real engines."""
+    configure(example, None, manifest={**manifest, "quality": {"target_metrics": []}}, poll_interval=0.2)
+    outcome = run_example(example, logical_date=datetime(2026, 6, 5, tzinfo=UTC))
+    assert outcome.succeeded, outcome.states
+    record = authority_record(embedded_cluster, fresh_database)
+    assert isinstance(record, InternalAuthorityRecordV2) and record.phase.value == "COMPLETED"
+    quality = record.quality
+    assert quality is not None and quality.state == "COMPLETE" and quality.core.schema_ == "dpone.quality.replay.v1"
+    source = source_content(embedded_cluster, fresh_database)
+    assert replica_contents(embedded_cluster, fresh_database) == [source] * REPLICAS

@@ -21,7 +21,7 @@ from tests.integration.dag_runner import asset_events, configure, load_example, 
 from tests.integration.dpone_airflow_fakes import FakeDeployment, NamedFaults
 
 ROWS = ((1, "a", 10), (2, "b", None), (3, "c", 30))
-ASSET = "clickhouse-cluster://analytics_cluster/analytics/target_table"
+ASSET = "clickhouse-cluster://dpone_cluster/analytics/target_table"
 BASELINE = ((7, "old", 1),)
 
 
@@ -373,3 +373,33 @@ def test_a_stage_retry_recreates_candidates_from_the_bound_schema_not_the_live_s
     for member in deployment.world.members:
         target = deployment.world.table(member, "target_table")
         assert target is not None and [name for name, _ in target.columns] == ["id", "name", "amount"]
+
+
+def test_a_publish_cleared_while_committed_announces_its_generation_once(
+    example: ModuleType, manifest: ClusterPublicationManifest
+) -> None:
+    deployment = FakeDeployment.build(manifest, rows=ROWS, baseline=BASELINE)
+    configure(example, deployment.factory())
+    committed = run_example(example, logical_date=_when(27), mark_success=("cleanup",))
+    generation = committed.xcom["publish"]["generation_id"]
+    assert (committed.xcom["publish"]["phase"], _record(deployment, committed.xcom["fence"]["target_key"]).phase) == (
+        "COMMITTED",
+        "COMMITTED",
+    ), "cleanup never ran: the authority stays COMMITTED"
+    assert [event["generation_id"] for event in asset_events(committed.run, ASSET)] == [generation]
+
+    # a clear of the run while the authority is still COMMITTED: publish succeeds again, Airflow's own records of
+    # this run already hold the generation's event, so this try emits none
+    cleared = run_example(example, logical_date=_when(27), mark_success=("cleanup",))
+    assert cleared.run.run_id == committed.run.run_id and cleared.xcom["publish"]["generation_id"] == generation
+    assert [event["generation_id"] for event in asset_events(cleared.run, ASSET)] == [generation]
+
+    # the next clear lets cleanup run; the generation is still announced once, and a new run announces its own
+    completed = run_example(example, logical_date=_when(27))
+    assert completed.succeeded and completed.xcom["cleanup"]["phase"] == "COMPLETED"
+    assert [event["generation_id"] for event in asset_events(completed.run, ASSET)] == [generation]
+    later = run_example(example, logical_date=_when(28))
+    assert later.succeeded
+    assert [event["generation_id"] for event in asset_events(later.run, ASSET)] == [
+        later.xcom["publish"]["generation_id"]
+    ]

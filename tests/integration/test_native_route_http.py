@@ -151,3 +151,42 @@ def test_tls_required_is_never_downgraded_to_http(embedded_cluster, events, harn
     finally:
         plain.close()
     assert refused.value.code == "native_transfer.source_transport_unsupported"
+
+
+def test_a_replicated_replacing_source_is_read_from_its_connected_replica(
+    embedded_cluster, admin, fresh_database, harness, source, tmp_path
+) -> None:
+    """A ReplicatedReplacingMergeTree on both members (the embedded cluster's replication): ``connected_replica``
+    reads the raw rows of the one replica the session is pinned to, end to end into the target; the single-server
+    scope is refused for a replicated engine."""
+    db = fresh_database
+    other = embedded_cluster.client("member2")
+    try:
+        for client in (admin, other):
+            client.command(f"CREATE DATABASE IF NOT EXISTS {db} ENGINE = Atomic")
+            client.command(
+                f"CREATE TABLE {db}.replicated (id UInt64, ver UInt64, note String) "
+                f"ENGINE = ReplicatedReplacingMergeTree('/dpone/tables/{db}/replicated', '{{replica}}', ver) "
+                "ORDER BY id"
+            )
+        for batch in ("(1, 1, 'a'), (2, 1, 'b')", "(1, 2, 'a2')", "(3, 1, '')"):
+            admin.command(f"INSERT INTO {db}.replicated VALUES {batch}")
+        relation = RelationRef(database=db, table="replicated")
+        engine = admin.query(
+            "SELECT engine FROM system.tables WHERE database = {d:String} AND name = 'replicated'", parameters={"d": db}
+        ).result_rows
+        assert engine == [("ReplicatedReplacingMergeTree",)]
+        scoped = {"source_snapshot": {"mode": "exact_raw_rows", "replica_scope": "connected_replica"}}
+        route = PgRoute(tmp_path / "replica", relation, harness, source=source, table="replicated_copy", options=scoped)
+        result = route.run()
+        raw = read_rows(admin, f"SELECT * FROM {db}.replicated")
+        final = read_rows(admin, f"SELECT * FROM {db}.replicated FINAL")
+        assert route.target_rows() == raw and result.rows == sum(raw.values()) == 4
+        assert raw != final and sum(final.values()) == 3, "both versions of id 1 are raw rows"
+        assert route.receipts() == 1
+        single = PgRoute(tmp_path / "single", relation, harness, source=source, table="replicated_single")
+        with pytest.raises(DponeError) as refused:
+            single.run()
+        assert refused.value.code == "native_transfer.replica_scope_unproven"
+    finally:
+        other.close()

@@ -42,7 +42,7 @@ from tests.fakes.transfer_target import FaultPlan
 from tests.fixtures.target_harness import FaultyConnection, settle_held
 from tests.integration.native_route_chdb import multiset
 from tests.integration.native_route_pg import PgRoute
-from tests.integration.native_route_scenarios import MakeRoute, RouteCorpus
+from tests.integration.native_route_scenarios import MakeRoute, RouteCorpus, rows_of
 
 pytestmark = [pytest.mark.real_cluster, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 
@@ -244,3 +244,16 @@ def make_route(harness: RealMsSqlHarness, source: ClickHouseSnapshotConnector) -
 
 class TestRouteOnSqlServer(RouteCorpus):
     """Every corpus table and every kill of the matrix, into SQL Server, with BCP and with parameterized batches."""
+
+    def test_chunks_whose_bulk_load_escalates_to_a_table_lock_publish(
+        self, admin: Any, db: str, make_route: MakeRoute, tmp_path: Path
+    ) -> None:
+        """5,000-row chunks: one INSERT BULK each, past the documented lock escalation threshold (a table lock until
+        the chunk commits). The route never verifies while another chunk loads, so no read waits into LOCK_TIMEOUT
+        (error 1222, a false ``target_unavailable``)."""
+        admin.command(f"CREATE TABLE {db}.bulk (id UInt64, ver UInt64) ENGINE = ReplacingMergeTree(ver) ORDER BY id")
+        admin.command(f"INSERT INTO {db}.bulk SELECT number, 1 FROM numbers(20000)")
+        relation = RelationRef(database=db, table="bulk")
+        route = make_route(tmp_path, relation, table="bulk_copy")
+        route.run(chunk_rows=5000)
+        assert route.target_rows() == rows_of(admin, relation)

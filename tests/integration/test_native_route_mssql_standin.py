@@ -99,3 +99,23 @@ def test_the_route_verifies_every_chunk_by_the_digest_sql_server_computes(
         assert "lock_staging" in statements, table.name
         locked = statements.index("lock_staging")
         assert statements.count("chunk_digest") - statements[:locked].count("chunk_digest") == len(loaded), table.name
+
+
+def test_no_verification_waits_on_a_chunk_load_whose_bulk_statement_escalated(
+    admin: Any, db: str, tmp_path: Path
+) -> None:
+    """SQL Server locking under the pipelined route (the stand-in's model of the documented rules): each 5,000-row
+    chunk goes as one INSERT BULK, whose locks escalate to a table lock held until the chunk commits; a verifying
+    READ COMMITTED read of staging during such a load would wait past LOCK_TIMEOUT (error 1222) and fail as
+    ``target_unavailable`` although nothing is wrong. The schedule is the adverse one: every load keeps its locks for
+    longer than the lock timeout, and every verification waits for a concurrent load to hold locks, if one exists."""
+    admin.command(f"CREATE TABLE {db}.bulk (id UInt64, ver UInt64) ENGINE = ReplacingMergeTree(ver) ORDER BY id")
+    admin.command(f"INSERT INTO {db}.bulk SELECT number, 1 FROM numbers(15000)")
+    relation = RelationRef(database=db, table="bulk")
+    harness = MsSqlHarness(ImportBackend.BCP, lock_timeout_ms=200)
+    harness.server.load_seconds, harness.server.adverse_reads = 0.5, 0.3
+    route = StandInRoute(tmp_path, relation, harness, table="bulk_copy")  # type: ignore[arg-type]
+    route.run(chunk_rows=5000)
+    assert route.target_rows() == rows_of(admin, relation)
+    assert harness.server.escalations >= 3, "every chunk's bulk statement escalated"
+    assert harness.server.lock_timeouts == 0 and not harness.server.lock_waits

@@ -11,11 +11,14 @@ import json
 import uuid
 from decimal import Decimal
 
+import numpy as np
 import pytest
 
 from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.transfer.route.physical import offset_hashes
 from airflow_provider_dpone.transfer.route.schema_admission import map_type
 from airflow_provider_dpone.transfer.values.chunk import RelationRef
+from airflow_provider_dpone.transfer.values.raw_snapshot_physical import offset_hash
 from airflow_provider_dpone.transfer.values.utc_window import UtcWindow
 from tests.fakes.transfer_target import Fault, SimulatedCrash
 from tests.integration import native_chdb
@@ -162,6 +165,17 @@ def test_provenance_is_stripped_before_stage_and_target(admin, db, tmp_path) -> 
         (tmp_path / OPERATION / "evidence" / result.invocation_id / "source_physical.json").read_text()
     )
     assert sum(entry["rows"] for entry in evidence["coverage"]) == result.rows
+
+
+def test_the_offset_hash_is_the_engines_int_hash64(admin) -> None:
+    """The worker's coverage hash and the server's count of the SELECT agree only if they are the same function."""
+    offsets = [0, 1, 2, 5, 8, 4095, 8192, 2**31 - 1, 2**32, 2**62 + 3, 2**64 - 1]
+    engine = admin.query(
+        "SELECT groupArray(intHash64(toUInt64(x))) FROM (SELECT arrayJoin({offsets:Array(UInt64)}) AS x)",
+        parameters={"offsets": offsets},
+    ).result_rows[0][0]
+    assert list(engine) == [offset_hash(offset) for offset in offsets]
+    assert list(offset_hashes(np.array(offsets, dtype=np.uint64))) == list(engine)
 
 
 def test_row_policy_is_bound_and_never_bypassed(admin, tmp_path) -> None:

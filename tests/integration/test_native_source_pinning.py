@@ -38,8 +38,8 @@ ENGINES = {
     "legacy": "MergeTree",
     "single_server": "ReplacingMergeTree(ver, is_deleted)",
 }
-"""Replicated engines are not available in the embedded cluster: ``connected_replica`` runs on the fake source only
-(tests/protocol/test_native_route_admission.py)."""
+"""``connected_replica`` on the embedded cluster's replicated tables runs end to end in
+``test_native_route_http.py`` (``test_a_replicated_replacing_source_is_read_from_its_connected_replica``)."""
 ADMITTED_ROWS = ("(1, 1, 0, 'a', '2026-01-01 00:00:00', 1)", "(1, 2, 0, '', '2026-01-02 00:00:00', 2)")
 OTHER_ROWS = ("(9, 1, 0, 'other', '2026-01-05 00:00:00', 9)",)
 

@@ -92,6 +92,18 @@ def test_the_operation_id_depends_on_the_dag_run_not_on_anything_per_try() -> No
     assert (first.table.engine, first.table.order_by) == ("MergeTree", ("id",))
 
 
+def test_every_task_carries_the_admitted_row_budget_and_it_is_part_of_the_operation() -> None:
+    raw = read_manifest(MANIFEST).model_dump(mode="json", exclude_none=True)
+    raw["load"]["max_source_rows"] = 500
+    budgeted = read_manifest(raw)
+    table = declared_table(budgeted, COLUMNS)
+    fence = build_request(budgeted, dag_id="d", run_id="manual__1", table=declared_table(budgeted, (("id", "UInt8"),)))
+    stage = build_request(budgeted, dag_id="d", run_id="manual__1", table=table)
+    assert fence.max_source_rows == stage.max_source_rows == 500 and fence.operation_id == stage.operation_id
+    unbudgeted = build_request(read_manifest(MANIFEST), dag_id="d", run_id="manual__1", table=table)
+    assert unbudgeted.max_source_rows is None and unbudgeted.operation_id != stage.operation_id
+
+
 _PRINT_DEFAULTS = (
     "import sys\n"
     "from airflow_provider_dpone.operators import DponeCleanupOperator, DponePublishOperator\n"
@@ -143,8 +155,8 @@ def test_an_explicit_deferrable_argument_wins_over_the_default() -> None:
 
 def test_publish_declares_the_target_asset_without_any_host() -> None:
     operator = DponePublishOperator(task_id="publish", manifest=MANIFEST)
-    assert operator.outlets == [Asset(uri="clickhouse-cluster://analytics_cluster/analytics/target_table")]
-    assert asset_uri(read_manifest(MANIFEST)) == "clickhouse-cluster://analytics_cluster/analytics/target_table"
+    assert operator.outlets == [Asset(uri="clickhouse-cluster://dpone_cluster/analytics/target_table")]
+    assert asset_uri(read_manifest(MANIFEST)) == "clickhouse-cluster://dpone_cluster/analytics/target_table"
     explicit = Asset(uri="clickhouse-cluster://other/db/t")
     assert DponePublishOperator(task_id="p2", manifest=MANIFEST, outlets=[explicit]).outlets == [explicit]
     assert not DponeFenceOperator(task_id="f", manifest=MANIFEST).outlets

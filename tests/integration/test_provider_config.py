@@ -13,8 +13,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 import airflow_provider_dpone
 from airflow_provider_dpone.provider_info import CONFIG, get_provider_info
 
@@ -57,7 +55,7 @@ def test_airflow_config_lists_every_option_with_its_description_and_example(tmp_
 def test_airflow_config_get_value_reads_defaults_and_environment(tmp_path: Path) -> None:
     home = tmp_path / "home"
     expected = {
-        "artifact_base": f"file://{home}/dpone/artifacts",
+        "single_worker": "False",
         "ddl_task_timeout_seconds": "120",
         "replica_sync_timeout_seconds": "30.0",
         "void_skew_margin_seconds": "60",
@@ -73,7 +71,7 @@ def test_airflow_config_get_value_reads_defaults_and_environment(tmp_path: Path)
     assert changed.stdout.strip() == "30"
 
 
-def test_registered_defaults_are_the_code_fallbacks(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_registered_defaults_are_the_code_fallbacks() -> None:
     from airflow_provider_dpone.cluster.clickhouse.sql_cluster_ddl import DEFAULT_TASK_TIMEOUT_SECONDS
     from airflow_provider_dpone.cluster.protocol.context import ProtocolSettings
     from airflow_provider_dpone.triggers.ddl_queue import DEFAULT_HEARTBEAT_SECONDS
@@ -83,10 +81,8 @@ def test_registered_defaults_are_the_code_fallbacks(monkeypatch: pytest.MonkeyPa
     assert float(OPTIONS["progress_heartbeat_seconds"]["default"]) == DEFAULT_HEARTBEAT_SECONDS
     assert float(OPTIONS["replica_sync_timeout_seconds"]["default"]) == defaults.replica_sync_timeout_seconds
     assert int(OPTIONS["void_skew_margin_seconds"]["default"]) * 1000 == defaults.void_skew_margin_ms
-    monkeypatch.delenv("AIRFLOW__DPONE__ARTIFACT_BASE", raising=False)
-    monkeypatch.setenv("AIRFLOW_HOME", "/opt/airflow")
-    template = OPTIONS["artifact_base"]["default"]
-    assert template.format(AIRFLOW_HOME="/opt/airflow") == "file:///opt/airflow/dpone/artifacts"
+    assert OPTIONS["artifact_base"]["default"] is None  # unset is refused unless single_worker says one machine
+    assert OPTIONS["single_worker"]["default"] == "False"
     assert get_provider_info()["config"] == CONFIG
 
 

@@ -71,10 +71,7 @@ def airflow(
     the migrated schema it caches, which the deployment's own database starts from."""
     deployment = AirflowDeployment.prepare(
         tmp_path / "airflow",
-        {
-            "AIRFLOW_CONN_DPONE_CLICKHOUSE_DEFAULT": json.dumps(embedded_cluster.connection_json()),
-            "DPONE_EXAMPLE_CLUSTER": embedded_cluster.cluster_name,
-        },
+        {"AIRFLOW_CONN_DPONE_CLICKHOUSE_DEFAULT": json.dumps(embedded_cluster.connection_json())},
     )
     shutil.copyfile(EXAMPLES / EXAMPLE_FILE, deployment.home / "dags" / EXAMPLE_FILE)
     shutil.copyfile(EXAMPLES / "full_refresh_demo.py", deployment.home / "dags" / "full_refresh_demo.py")

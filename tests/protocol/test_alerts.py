@@ -28,9 +28,10 @@ from airflow_provider_dpone.core.alerts import (
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.transfer.route.target_custody import TargetCustody
 from airflow_provider_dpone.transfer.storage import ObjectJournalStore
+from tests.fakes import parts
 from tests.fakes.faults import FaultKind
 from tests.protocol.native_route_harness import LEASE, OPERATION, crash_at, make_harness
-from tests.protocol.sim import Sim, error_code, point_of
+from tests.protocol.sim import NEW_ROWS, Sim, error_code, point_of
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -113,6 +114,34 @@ def test_a_staged_candidate_that_diverged_alerts_staging_divergence(mode) -> Non
     table.rows[0] = table.rows[1]
     assert error_code(lambda: sim.service().publish()) == "DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_DIVERGENT"
     assert only(sim.world.alerts, STAGING_DIVERGENCE)["member_id"] == member.member_id
+
+
+def test_a_candidate_no_load_explains_alerts_staging_divergence_when_staging_stops() -> None:
+    sim = Sim.build()
+    sim.service().fence()
+    sim.world.faults.schedule([(point_of(sim, "member.load"), FaultKind.CRASH_AFTER)])
+    with pytest.raises(BaseException, match="simulated crash"):
+        sim.service().stage(sim.source)
+    assert sim.world.alerts == []  # a lost load response is not an alert: staging resolves it by observation
+    member = sim.world.members[0]
+    table = sim.world.table(member, sim.request.candidate_name)
+    assert table is not None
+    parts.append(table, table.rows[:1])  # a row the candidate already holds, once more: no load explains it
+    assert error_code(lambda: sim.service().stage(sim.source)) == "DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_DIVERGENT"
+    assert only(sim.world.alerts, STAGING_DIVERGENCE)["member_id"] == member.member_id
+
+
+def test_a_replica_no_load_explains_alerts_staging_divergence_in_internal_mode() -> None:
+    sim = Sim.build(members=2, mode="internal")
+    sim.world.faults.schedule([(point_of(sim, "member.load"), FaultKind.CRASH_AFTER)])
+    assert sim.run_dag(tries=1).startswith("stopped at stage")
+    sim.world.faults.disable()
+    assert sim.world.alerts == []
+    replica = sim.world.table(sim.world.members[1], sim.request.candidate_name)
+    assert replica is not None
+    parts.append(replica, [NEW_ROWS[0]])  # a write that bypasses the provider: one row twice on one replica
+    assert sim.run_dag(tries=1) == "stopped at stage: DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_DIVERGENT"
+    assert only(sim.world.alerts, STAGING_DIVERGENCE)["member_id"] == sim.world.members[1].member_id
 
 
 def test_a_terminal_mixed_publication_alerts_once_per_decision() -> None:

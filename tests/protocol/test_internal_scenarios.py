@@ -16,6 +16,7 @@ from airflow_provider_dpone.cluster.values.authority.internal import InternalAut
 from airflow_provider_dpone.cluster.values.authority.phases import MemberStage, Phase
 from airflow_provider_dpone.cluster.values.publication_receipts import InternalPublicationReceipt
 from airflow_provider_dpone.core.errors import UnavailableError
+from tests.fakes import parts
 from tests.fakes.faults import FaultKind
 from tests.fakes.ports import FakeMemberSession
 from tests.protocol.sim import BASELINE_ROWS, COLUMNS, NEW_ROWS, RETRY_DELAY_MS, Sim, error_code, point_of, rows_of
@@ -168,6 +169,22 @@ def test_a_replica_that_always_diverges_ends_fail_closed_at_the_rebuild_limit_ne
     assert record.candidate.rebuilds == 16 and sim.successes == 0
     assert rows_of(sim, 0, "target_table") == Counter(BASELINE_ROWS)
     sim.check_invariants()
+
+
+def test_a_replica_with_more_rows_than_the_artifact_stops_staging_instead_of_a_rebuild() -> None:
+    sim = internal(2)
+    sim.world.faults.schedule([(point_of(sim, "member.load"), FaultKind.CRASH_AFTER)])
+    assert sim.run_dag(tries=1).startswith("stopped at stage")
+    sim.world.faults.disable()
+    replica = sim.world.table(sim.world.members[1], sim.request.candidate_name)
+    assert replica is not None
+    parts.append(replica, [NEW_ROWS[0]])  # a write that bypasses the provider: one row twice on one replica
+    assert sim.run_dag() == "stopped at stage: DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_DIVERGENT"
+    candidate = record_of(sim).candidate
+    assert candidate is not None and candidate.rebuilds == 0 and sim.successes == 0
+    assert sim.world.table(sim.world.members[1], sim.request.candidate_name) is replica  # retained, never dropped
+    assert rows_of(sim, 1, sim.request.candidate_name) == Counter(NEW_ROWS) + Counter([NEW_ROWS[0]])
+    assert rows_of(sim, 0, "target_table") == Counter(BASELINE_ROWS)  # nothing was published
 
 
 def test_a_replica_missing_from_system_replicas_fails_closed_and_keeps_everything() -> None:

@@ -70,14 +70,33 @@ def test_null_and_distinct_counts_of_the_target_equal_the_staged_ones_on_one_rep
     assert reads == {(first_replica(sim), sim.request.candidate_name): 1, (first_replica(sim), "target_table"): 1}
 
 
-def test_target_columns_select_what_is_counted_and_an_unknown_one_is_refused_before_staged() -> None:
+def test_target_columns_select_what_is_counted() -> None:
     sim = durable(ALL.model_copy(update={"target_columns": ("name",)}))
     assert sim.run_dag() == "completed"
     target = capsule(sim).target
     assert target is not None and [column.name for column in target.columns] == ["name"]
-    other = durable(ALL.model_copy(update={"target_columns": ("nope",)}))
-    assert other.run_dag(tries=1) == f"stopped at stage: {UNSUPPORTED}"
-    assert other.record().phase.value == "STAGING"  # nothing bound, nothing published
+
+
+def nothing_written(sim: Sim) -> bool:
+    """No authority write, no DDL, no member mutation, no artifact opened: the world is as the fixture left it."""
+    calls = sim.world.calls
+    touched = ("authority.create", "authority.cas", "ddl.dispatch", "member.create", "member.load", "member.drop")
+    return sim.request.target_key not in sim.world.keeper and not any(calls[name] for name in touched)
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [
+        ALL.model_copy(update={"target_columns": ("nope",)}),
+        ALL.model_copy(update={"target_columns": ("name", "nope")}),
+    ],
+)
+def test_an_unknown_target_column_is_refused_by_the_fence_before_anything_is_written(policy: QualityPolicy) -> None:
+    sim = durable(policy)
+    assert sim.run_dag(tries=1) == f"stopped at fence: {UNSUPPORTED}"
+    assert nothing_written(sim)
+    assert error_code(lambda: sim.service().stage(sim.source)) == UNSUPPORTED  # the stage refuses it first, too
+    assert nothing_written(sim) and sim.source.seals == 0
 
 
 def test_target_counts_that_differ_from_the_staged_ones_are_failed_durably(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -167,13 +186,13 @@ def test_a_partial_answer_is_incomplete(monkeypatch: pytest.MonkeyPatch) -> None
     assert capsule(sim).state == "TARGET_PENDING"
 
 
-def test_without_a_reader_target_obligations_are_unsupported_and_source_staged_only_needs_none() -> None:
+def test_without_a_reader_target_obligations_are_refused_before_the_fence_and_source_staged_only_needs_none() -> None:
     sim = durable()
     ports = replace(sim.world.ports(), acceptance=None)
-    assert PublicationService(ports, sim.request, sim.settings).fence()
-    service = PublicationService(ports, sim.request, sim.settings)
-    assert error_code(lambda: service.stage(sim.source)) == UNSUPPORTED
-    assert sim.record().phase.value == "STAGING"
+    assert error_code(lambda: PublicationService(ports, sim.request, sim.settings).fence()) == UNSUPPORTED
+    assert nothing_written(sim)
+    assert error_code(lambda: PublicationService(ports, sim.request, sim.settings).stage(sim.source)) == UNSUPPORTED
+    assert nothing_written(sim)
     plain = durable(QualityPolicy(min_rows=1, target_metrics=()))
     ports = replace(plain.world.ports(), acceptance=None)
     for step in ("fence", "stage", "publish", "cleanup"):
@@ -197,3 +216,44 @@ def test_a_merge_after_complete_is_re_digested_by_the_guard_and_never_rescanned(
     assert sim.world.calls["member.observe"] > observes and sum(sim.world.acceptance.reads.values()) == reads
     merged.rows.append((99, "unmanaged"))
     assert error_code(lambda: sim.service().cleanup()) == MISMATCH
+
+
+def unmanaged_row(sim: Sim) -> None:
+    table = sim.world.table(sim.world.members[1], "target_table")
+    assert table is not None
+    table.rows.append((99, "unmanaged"))
+
+
+def other_schema(sim: Sim) -> None:
+    table = sim.world.table(sim.world.members[1], "target_table")
+    assert table is not None
+    table.columns = (("id", "UInt64"), ("name", "Nullable(String)"))
+
+
+def read_only(sim: Sim) -> None:
+    sim.world.members[2].replica_readonly = True
+
+
+def dropped(sim: Sim) -> None:
+    del sim.world.members[0].tables[(sim.world.database, "target_table")]
+
+
+@pytest.mark.parametrize(
+    ("change", "code"),
+    [(unmanaged_row, MISMATCH), (other_schema, MISMATCH), (read_only, INCOMPLETE), (dropped, MISMATCH)],
+)
+def test_a_source_staged_only_capsule_replays_with_the_generation_schema_and_health_guard(
+    change: Callable[[Sim], None], code: str
+) -> None:
+    """A v1 capsule (no target metrics, no reader) is checked on the target like a v2 one: every sealed replica
+    holds the managed generation with the sealed schema and content, healthy; never through a reader."""
+    sim = durable(QualityPolicy(min_rows=1, target_metrics=()))
+    sim.world.acceptance = None  # type: ignore[assignment]
+    assert sim.run_dag() == "completed"
+    assert capsule(sim).core.schema_ == "dpone.quality.replay.v1" and capsule(sim).state == "COMPLETE"
+    assert isinstance(sim.service().cleanup(), Completed)  # the replay of an intact target passes
+    evidence = sim.world.keeper[sim.request.target_key]
+    change(sim)
+    assert error_code(lambda: sim.service().cleanup()) == code
+    assert error_code(lambda: sim.service().publish()) == code
+    assert sim.world.keeper[sim.request.target_key] == evidence  # a refused replay leaves the evidence as it was

@@ -6,9 +6,11 @@ from __future__ import annotations
 import pytest
 
 from airflow_provider_dpone.cluster.protocol.runtime_admission import (
+    MAX_MEMBERS,
     admit_inventory,
     require_atomic_databases,
     require_authority_table,
+    require_member_identities,
 )
 from airflow_provider_dpone.cluster.values.authority.row import AUTHORITY_COLUMNS
 from airflow_provider_dpone.core.errors import DponeError
@@ -32,6 +34,11 @@ def _code(call: object) -> str:
     with pytest.raises(DponeError) as raised:
         call()  # type: ignore[operator]
     return raised.value.code
+
+
+def test_the_member_count_budget_is_admitted_exactly() -> None:
+    rows = [_row(1, replica) for replica in range(1, MAX_MEMBERS + 1)]
+    assert len(admit_inventory(rows, cluster="c", mode="external").members) == MAX_MEMBERS
 
 
 def test_admits_one_shard_of_independent_members_in_member_id_order() -> None:
@@ -61,6 +68,11 @@ def test_endpoints_never_reach_a_serialized_or_printed_inventory() -> None:
         ([], "external", "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_INCOMPLETE"),
         ([_row(1, 1), _row(2, 1)], "external", "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_MULTI_SHARD"),
         ([_row(1, 1)], "external", "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_TOO_FEW_MEMBERS"),
+        (
+            [_row(1, replica) for replica in range(1, MAX_MEMBERS + 2)],
+            "external",
+            "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_TOO_MANY_MEMBERS",
+        ),
         ([_row(1, 1), _row(1, 1, host="other")], "external", "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_AMBIGUOUS"),
         (
             [_row(1, 1, host="same"), _row(1, 2, host="SAME")],
@@ -144,6 +156,35 @@ def test_every_entry_point_runs_admission_before_touching_authority() -> None:
         sim.service().fence()
     assert raised.value.code == "DPONE_CLICKHOUSE_CLUSTER_REPLICATION_MODE_MISMATCH"
     assert sim.world.keeper == {}
+
+
+IDENTITY_MISMATCH = "DPONE_CLICKHOUSE_MEMBER_IDENTITY_MISMATCH"
+
+
+@pytest.mark.parametrize("local", [((1, 2),), (), ((1, 1), (1, 2))])
+def test_a_member_endpoint_must_mark_exactly_its_own_position_local(local: tuple[tuple[int, int], ...]) -> None:
+    inventory = admit_inventory([_row(1, 1), _row(1, 2)], cluster="c", mode="external")
+    first, second = inventory.members
+    require_member_identities({first: ((1, 1),), second: ((1, 2),)})
+    assert _code(lambda: require_member_identities({first: local, second: ((1, 2),)})) == IDENTITY_MISMATCH
+
+
+def test_an_endpoint_answered_by_another_member_is_refused_before_anything_is_created() -> None:
+    """Two members behind one server (the second member's endpoint reaches the first): the fence refuses before the
+    authority is touched, and a stage of an existing fence refuses before any candidate DDL."""
+    sim = Sim.build(members=3)
+    members = [member.member_id for member in sim.world.members]
+    sim.world.answered_by[members[2]] = members[0]
+    assert _code(lambda: sim.service().fence()) == IDENTITY_MISMATCH
+    assert sim.world.keeper == {} and sim.world.calls["authority.create"] == 0
+    sim.world.answered_by.clear()
+    assert sim.service().fence()
+    fenced = dict(sim.world.keeper)
+    sim.world.answered_by[members[1]] = members[2]
+    assert _code(lambda: sim.service().stage(sim.source)) == IDENTITY_MISMATCH
+    assert sim.world.keeper == fenced and sim.source.seals == 0
+    touched = ("member.create", "member.load", "member.drop", "ddl.dispatch", "authority.cas")
+    assert not any(sim.world.calls[name] for name in touched)
 
 
 def test_request_validates_names_engine_and_order_by() -> None:

@@ -10,10 +10,12 @@ import pytest
 
 from airflow_provider_dpone.cluster.ports import ColumnSpec
 from airflow_provider_dpone.cluster.protocol.context import ProtocolSettings
+from airflow_provider_dpone.cluster.values.authority.external import MAX_REBUILDS_PER_MEMBER
 from airflow_provider_dpone.cluster.values.authority.phases import MemberStage, Phase
 from airflow_provider_dpone.cluster.values.receipts import CONTENT_DIGEST_V1, ArtifactReceipt
-from airflow_provider_dpone.core.errors import ArtifactInvalidError
+from airflow_provider_dpone.core.errors import ArtifactInvalidError, DponeError
 from airflow_provider_dpone.core.manifest.cluster import ReplicationMode
+from tests.fakes import parts
 from tests.fakes.faults import FaultKind
 from tests.fakes.ports import FakeMemberSession, FakeSource
 from tests.fakes.publication import content_digest
@@ -178,6 +180,21 @@ def test_unsupported_artifact_aborts_before_member_mutation() -> None:
     )
 
 
+def test_an_artifact_over_the_admitted_row_budget_aborts_before_any_candidate() -> None:
+    """The budget is the request's (the manifest's ``load.max_source_rows``, part of the plan digest): every task of
+    the operation carries the same one; an artifact with more rows never reaches a member."""
+    sim = Sim.build()
+    sim.request = sim.request.model_copy(update={"max_source_rows": len(NEW_ROWS) - 1})
+    sim.service().fence()
+    assert error_code(lambda: sim.service().stage(sim.source)) == "DPONE_CLICKHOUSE_CLUSTER_ARTIFACT_UNSUPPORTED"
+    record = sim.record()
+    assert record.phase is Phase.ABORTED and record.last_error is not None
+    assert sim.world.effects == [] and sim.world.calls["member.create"] == 0
+    exact = Sim.build()
+    exact.request = exact.request.model_copy(update={"max_source_rows": len(NEW_ROWS)})
+    assert exact.run_dag(tries=1) == "completed"
+
+
 def test_foreign_table_under_the_candidate_name_is_never_adopted_or_dropped() -> None:
     sim = Sim.build()
     foreign = sim.world.put_table(sim.world.members[1], sim.request.candidate_name, COLUMNS, NEW_ROWS)
@@ -263,3 +280,79 @@ def test_a_receipt_of_another_digest_version_aborts_before_any_member_mutation(m
     assert error_code(lambda: sim.service().stage(sim.source)) == "DPONE_CLICKHOUSE_CLUSTER_ARTIFACT_UNSUPPORTED"
     assert sim.record().phase is Phase.ABORTED
     assert sim.world.calls["member.create"] == 0 and sim.world.calls["member.load"] == 0
+
+
+DIVERGENT = "DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_DIVERGENT"
+
+
+def loaded_then_crashed() -> Sim:
+    """Both candidates bound (CREATED); member 0's load applied, then the worker died before observing it."""
+    sim = Sim.build()
+    sim.service().fence()
+    sim.world.faults.schedule([(point_of(sim, "member.load"), FaultKind.CRASH_AFTER)])
+    with pytest.raises(BaseException, match="simulated crash"):
+        sim.service().stage(sim.source)
+    assert all(member.stage is MemberStage.CREATED for member in sim.record().members)
+    return sim
+
+
+def duplicated(table: Any) -> None:
+    parts.append(table, table.rows[:1])  # one more INSERT of a row the candidate already holds
+
+
+def divergent(table: Any) -> None:
+    table.rows[0] = (table.rows[0][0], "changed")  # the artifact's row count, other content
+    table.merges += 1
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [(duplicated, "duplicated rows"), (divergent, "divergent content"), (None, "vanished after it was bound")],
+)
+def test_a_candidate_no_load_explains_stops_the_operation_and_is_retained(change: Any, reason: str) -> None:
+    """Only an incomplete candidate (fewer rows after the ambiguous load) is rebuilt; a duplicated, divergent or
+    vanished one stops staging with the objects as they are, and every retry stops the same way."""
+    sim = loaded_then_crashed()
+    member = sim.world.members[0]
+    if change is None:
+        del member.tables[(sim.world.database, sim.request.candidate_name)]
+    else:
+        change(sim.world.table(member, sim.request.candidate_name))
+    before = sim.world.table(member, sim.request.candidate_name)
+    kept = None if before is None else (before.uuid, list(before.rows))
+    drops = sim.world.calls["member.drop"]
+    for _ in range(2):
+        with pytest.raises(DponeError) as stopped:
+            sim.service().stage(sim.source)
+        assert stopped.value.code == DIVERGENT and reason in stopped.value.detail
+    after = sim.world.table(member, sim.request.candidate_name)
+    assert (None if after is None else (after.uuid, after.rows)) == kept
+    assert sim.world.calls["member.drop"] == drops
+    record = sim.record()
+    assert record.phase is Phase.STAGING and all(m.rebuilds == 0 for m in record.members)
+    assert record.last_error is not None and record.last_error.code == DIVERGENT
+    assert sim.service().abort().phase == "ABORTED"  # the operator's way out drops only the owned candidates
+
+
+def test_an_incomplete_candidate_is_rebuilt_at_most_max_rebuilds_times() -> None:
+    """Every load applies half its rows and loses the response: each step rebuilds from the same artifact until the
+    bound, then staging stops with the last candidate retained and nothing more is sent."""
+    sim = Sim.build()
+    sim.service().fence()
+    for nth in range(1, 4 * MAX_REBUILDS_PER_MEMBER):
+        sim.world.faults.at_next("member.load", FaultKind.PARTIAL, nth)
+    outcomes: Counter[str] = Counter()
+    for _ in range(3 * MAX_REBUILDS_PER_MEMBER):
+        with pytest.raises(DponeError) as failed:
+            sim.service().stage(sim.source)
+        outcomes[failed.value.code] += 1
+        if failed.value.code == "DPONE_CLICKHOUSE_CLUSTER_STAGING_REBUILD_LIMIT":
+            break
+    assert outcomes["DPONE_CLICKHOUSE_CLUSTER_STAGING_REBUILD_LIMIT"] == 1
+    record = sim.record()
+    assert record.phase is Phase.STAGING
+    assert max(member.rebuilds for member in record.members) == MAX_REBUILDS_PER_MEMBER
+    loads = sim.world.calls["member.load"]
+    assert error_code(lambda: sim.service().stage(sim.source)) == "DPONE_CLICKHOUSE_CLUSTER_STAGING_REBUILD_LIMIT"
+    assert sim.world.calls["member.load"] == loads and sim.source.seals == 1
+    assert sum(1 for table in (sim.world.table(m, sim.request.candidate_name) for m in sim.world.members) if table)

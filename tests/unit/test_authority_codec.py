@@ -306,3 +306,30 @@ def test_an_explicit_version_1_is_not_the_canonical_encoding() -> None:
         _code(_row_with_payload(row, canonical_json(value)))
         == "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_PAYLOAD_NONCANONICAL"
     )
+
+
+def test_a_record_at_the_member_count_budget_with_every_part_digest_fits_the_envelope() -> None:
+    """The member-count budget of runtime admission is what the 256 KiB authority envelope holds: every member with
+    its verified candidate's and its predecessor's part digests at their bound, and room for the later bindings."""
+    from airflow_provider_dpone.cluster.protocol.quality_evidence import COMPLETION_MARGIN_BYTES
+    from airflow_provider_dpone.cluster.protocol.runtime_admission import MAX_MEMBERS
+
+    record = external_record(Phase.STAGED, existing=True, members=MAX_MEMBERS).evolve(previous_operation_id="b" * 64)
+    facts = _part_facts(MAX_PART_DIGESTS)
+    members = tuple(
+        member.model_copy(update={"parts_digest": "a" * 64, "part_digests": facts}) for member in record.members
+    )
+    predecessor = tuple(
+        PublishedMember(
+            member_id=member.member_id,
+            target_uuid=member.target_uuid,
+            row_count=10**9,
+            content_digest="c" * 64,
+            digest_version=CONTENT_DIGEST_V2,
+            parts_digest="d" * 64,
+            part_digests=facts,
+        )
+        for member in record.members
+    )
+    size = len(encode_payload(record.evolve(members=members, predecessor=predecessor)).encode("utf-8"))
+    assert size + COMPLETION_MARGIN_BYTES <= MAX_AUTHORITY_PAYLOAD_BYTES, size

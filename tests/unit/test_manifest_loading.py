@@ -198,7 +198,7 @@ def test_integers_are_plain_decimals() -> None:
         (("sink",), "force_replay"),
         (("sink", "options"), "durable-quality-replay"),
         (("physical_design", "storage", "clickhouse", "cluster"), "fallback_to_local"),
-        (("load",), "max_source_rows"),
+        (("load",), "max_rows"),
     ],
 )
 def test_unknown_keys_including_any_fallback_switch(path: tuple[str, ...], key: str) -> None:

@@ -61,12 +61,12 @@ def test_external_example_plan_is_pinned() -> None:
                 "clickhouse": {
                     "engine": "MergeTree",
                     "order_by": ["id"],
-                    "cluster": {"name": "analytics_cluster", "ddl_scope": "cluster", "replication_mode": "external"},
+                    "cluster": {"name": "dpone_cluster", "ddl_scope": "cluster", "replication_mode": "external"},
                 }
             }
         },
     }
-    assert normalized_plan_digest(manifest) == "6240b526f4b0a3254a0551c8ab3c24a581df1ff52cfe6b27cc37fe1acaa20946"
+    assert normalized_plan_digest(manifest) == "6d47e6b11ced38362b4cbf6ffd7047fecd9d16476e1c0390bf168344e2a187b6"
 
 
 def test_yaml_layout_does_not_change_the_digest() -> None:
@@ -140,6 +140,7 @@ def test_non_semantic_edits_keep_the_digest(base: Callable[[], dict[str, Any]], 
         (external, lambda r: r["source"].update(query="SELECT id, name FROM analytics.source_table WHERE id > 0")),
         (external, lambda r: r["source"].update(query="SELECT id,  name FROM analytics.source_table")),
         (external, lambda r: r["load"].update(max_source_bytes=2048)),
+        (external, lambda r: r["load"].update(max_source_rows=1000)),
         (external, lambda r: storage_of(r).update(engine="ReplacingMergeTree")),
         (external, lambda r: storage_of(r).update(order_by=["id", "name"])),
         (external, lambda r: storage_of(r).update(order_by=[])),

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.manifest.transfer import StringMapping
 from airflow_provider_dpone.core.manifest.transfer_options import ImportBackend
 from airflow_provider_dpone.transfer.targets.mssql import tsql
@@ -129,7 +130,7 @@ def test_the_server_side_digest_matches_the_hand_derived_digest(backend: ImportB
     assert _verified(target, reference[0], _hand_expectation(reference[1]))
     verifier = max(c.connection for c in server.calls)
     assert "chunk_digest" in server.statements(verifier)
-    assert "select_chunk" not in server.statements(verifier)  # no row travels back
+    assert "chunk_fields" not in server.statements(verifier)  # no row travels back
 
 
 def test_a_consistent_guid_byte_order_error_is_caught_by_the_server_rendering() -> None:
@@ -144,12 +145,22 @@ def test_a_consistent_guid_byte_order_error_is_caught_by_the_server_rendering() 
     assert not _verified(target, TEXT[0], _hand_expectation(TEXT[1]))
 
 
-def test_text_columns_on_a_server_without_utf8_collations_are_read_back() -> None:
+def test_text_columns_on_a_server_without_utf8_collations_are_read_back_exactly() -> None:
     server, target = _loaded()
     server.major_version = 14  # SQL Server 2017
     assert _verified(target, TEXT[0], _hand_expectation(TEXT[1]))
     verifier = max(c.connection for c in server.calls)
-    assert server.statements(verifier)[-3:] == ["server_version", "select_chunk", "rollback"]
+    assert server.statements(verifier)[-3:] == ["server_version", "chunk_fields", "rollback"]
+
+
+def test_the_exact_read_back_catches_a_consistent_guid_byte_order_error_too() -> None:
+    server, target = _loaded()
+    server.major_version = 14
+    staged = server.tables[tsql.staging(TEXT[0])]
+    position = staged.position("u")
+    for row in staged.rows:
+        row[position] = uuid.UUID(bytes=row[position].bytes_le)
+    assert not _verified(target, TEXT[0], _hand_expectation(TEXT[1]))
 
 
 def test_binary_only_plans_use_the_server_digest_on_any_version() -> None:
@@ -168,3 +179,37 @@ def test_binary_only_plans_use_the_server_digest_on_any_version() -> None:
     target.load_chunk(invocation, 0, chunk(invocation, [(b"",), (b"a",)]))
     assert _verified(target, plan, _expectation([[b""], [b"a"]]))
     assert "server_version" not in server.statements() and "chunk_digest" in server.statements()
+
+
+TEXT_ONLY = TargetPlan(
+    invocation_id="digest-invocation-0003",
+    target_schema="dbo",
+    target_table="t",
+    columns=(
+        TargetColumn(name="k", source_type="Int64"),
+        TargetColumn(name="t", source_type="Nullable(String)", string_mapping=StringMapping.TEXT),
+    ),
+    mode=PublicationMode.FULL_REFRESH,
+)
+
+
+def test_a_stored_text_difference_the_driver_would_hide_fails_without_utf8_collations() -> None:
+    """SQL Server 2017, a text column: the stored value holds an unpaired surrogate where the source sent ``?``.
+
+    FreeTDS converts NVARCHAR to the client charset and substitutes ``?`` for what it cannot convert, so a digest
+    over the driver's read-back would equal the source's; the stored code units differ, and verification fails."""
+    server = EmulatedServer()
+    server.major_version = 14
+    table, invocation = bind(TEXT_ONLY)
+    target = MsSqlTransferTarget(server.connect, table)
+    target.prepare(invocation)
+    rows = [(1, "a?"), (2, None), (3, "é😀")]
+    target.load_chunk(invocation, 0, chunk(invocation, rows))
+    expected = evidence(TEXT_ONLY, 0, rows)
+    assert target.verify_chunk(invocation, expected) == expected
+    staged = server.tables[tsql.staging(TEXT_ONLY)]
+    position = staged.position("t")
+    row = next(r for r in staged.rows if r[position] == "a?")
+    row[position] = "a\ud800"  # stored UTF-16LE 61 00 00 d8: not text anything could have sent
+    with pytest.raises(DponeError, match="target_verification_failed"):
+        target.verify_chunk(invocation, expected)

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import sqlfluff
 
+from airflow_provider_dpone.core.manifest.transfer import StringMapping
 from airflow_provider_dpone.core.manifest.transfer_options import ImportBackend
 from airflow_provider_dpone.transfer.targets.mssql import digest, tsql
 from airflow_provider_dpone.transfer.targets.mssql.target import MsSqlTransferTarget
@@ -62,6 +63,15 @@ def _plan(mode: PublicationMode, window_column: str | None = None) -> TargetPlan
 FULL = _plan(PublicationMode.FULL_REFRESH)
 WINDOW = _plan(PublicationMode.WINDOW_REPLACE, "ts3")
 DATE_WINDOW = _plan(PublicationMode.WINDOW_REPLACE, "day")
+TEXT = FULL.model_copy(
+    update={
+        "columns": (
+            COLUMNS[0],
+            TargetColumn(name="note", source_type="Nullable(String)", string_mapping=StringMapping.TEXT),
+            COLUMNS[-1],
+        )
+    }
+)
 
 
 def golden_statements() -> dict[str, str]:
@@ -73,6 +83,7 @@ def golden_statements() -> dict[str, str]:
         "session_facts": tsql.SESSION_FACTS,
         "server_version": digest.SERVER_VERSION,
         "chunk_digest": digest.chunk_digest(FULL),
+        "chunk_fields_text": digest.chunk_fields(TEXT),
         "triggers": tsql.TRIGGERS,
         "object_type": tsql.OBJECT_TYPE,
         "table_columns": tsql.TABLE_COLUMNS,
@@ -84,7 +95,6 @@ def golden_statements() -> dict[str, str]:
         "create_staging": tsql.create_staging(FULL),
         "create_staging_index": tsql.create_staging_index(FULL),
         "chunk_present": tsql.chunk_present(FULL),
-        "select_chunk": tsql.select_chunk(FULL),
         "delete_chunk": tsql.delete_chunk(FULL),
         "chunk_counts": tsql.chunk_counts(FULL),
         "lock_staging": tsql.lock_staging(FULL),

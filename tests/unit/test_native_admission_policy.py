@@ -216,7 +216,7 @@ def test_raw_engine_refusals(scope, engine, engine_full, replica, code) -> None:
         ({"database_engine": "Ordinary"}, "source_engine_unsupported"),
         ({"uuid": "00000000-0000-0000-0000-000000000000"}, "source_engine_unsupported"),
         ({"is_temporary": True}, "source_engine_unsupported"),
-        ({"exists": False}, "source_metadata_unavailable"),
+        ({"exists": False}, "source_relation_not_found"),
     ],
 )
 def test_relation_refusals(overrides, code) -> None:
@@ -362,6 +362,17 @@ def access(*policies: RowPolicyObservation, inspectable: bool = True) -> AccessO
     return AccessObservation(
         user="default", current_roles=(), enabled_roles=(), policies_inspectable=inspectable, row_policies=policies
     )
+
+
+def test_policy_filtered_means_a_policy_applies_to_this_principal() -> None:
+    """A policy for other principals only is bound (its identity changes the digest) but filters nothing here."""
+    others = admit_access(access(policy("id % 2 = 0", to_list=("analyst",))))
+    excepted = admit_access(
+        access(policy("id % 2 = 0", to_all=True, to_list=()).model_copy(update={"apply_to_except": ("default",)}))
+    )
+    to_all = admit_access(access(policy("id % 2 = 0", to_all=True, to_list=())))
+    assert not others.policy_filtered and not excepted.policy_filtered and to_all.policy_filtered
+    assert others.row_policy_sha256 != admit_access(access()).row_policy_sha256
 
 
 def test_access_binds_policy_identity_without_predicate_text() -> None:

@@ -1,7 +1,8 @@
 """The touched-part coverage of the one SELECT, summed over whole offset arrays, equals the per-row definition.
 
-The reference below is the definition written out row by row (count, offsets sum and square sum modulo 2**64,
-min/max per part). The tracker must give the same entries for one-part and mixed blocks, for offsets given as a
+The reference below is the definition written out row by row (count, the sum of each offset's hash modulo 2**64,
+min/max per part; the hash is ClickHouse's ``intHash64``, checked against the engine in
+``tests/integration/test_native_source_chdb.py``). The tracker must give the same entries for one-part and mixed blocks, for offsets given as a
 list or as the unsigned array the reader hands over, and near 2**64 where the sums wrap; and it must refuse a part
 outside the profile, an offset outside its part, and missing or non-integer provenance.
 """
@@ -15,10 +16,15 @@ import pytest
 
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.transfer.route.physical import CoverageTracker
-from airflow_provider_dpone.transfer.values.raw_snapshot_physical import PartCoverage, PhysicalPart, PhysicalProfile
+from airflow_provider_dpone.transfer.values.raw_snapshot_physical import (
+    PartCoverage,
+    PhysicalPart,
+    PhysicalProfile,
+    offset_hash,
+)
 
 MASK = (1 << 64) - 1
-BIG = 1 << 62  # offsets this large make both sums wrap modulo 2**64 within a few rows
+BIG = 1 << 62  # offsets this large exercise the hash's full 64-bit input
 
 
 def _profile(limits: dict[str, int]) -> PhysicalProfile:
@@ -44,14 +50,13 @@ def _reference(blocks: list[tuple[list[str], list[int]]]) -> list[PartCoverage]:
     acc: dict[str, list[int]] = {}
     for parts, offsets in blocks:
         for part, offset in zip(parts, offsets, strict=True):
-            entry = acc.setdefault(part, [0, 0, 0, offset, offset])
+            entry = acc.setdefault(part, [0, 0, offset, offset])
             entry[0] += 1
-            entry[1] = (entry[1] + offset) & MASK
-            entry[2] = (entry[2] + offset * offset) & MASK
-            entry[3] = min(entry[3], offset)
-            entry[4] = max(entry[4], offset)
+            entry[1] = (entry[1] + offset_hash(offset)) & MASK
+            entry[2] = min(entry[2], offset)
+            entry[3] = max(entry[3], offset)
     return [
-        PartCoverage(part=p, rows=e[0], min_offset=e[3], max_offset=e[4], offsets_sum=e[1], offsets_square_sum=e[2])
+        PartCoverage(part=p, rows=e[0], min_offset=e[2], max_offset=e[3], offsets_hash_sum=e[1])
         for p, e in sorted(acc.items())
     ]
 
@@ -89,3 +94,12 @@ def test_coverage_refuses_incomplete_provenance(parts: list[str], offsets: list[
     tracker = CoverageTracker(_profile({"all_1_1_0": 10}))
     with pytest.raises(DponeError, match=f"source_provenance_incomplete.*{why}"):
         tracker.observe(parts, offsets, len(parts))  # type: ignore[arg-type]
+
+
+def test_offset_sets_with_equal_count_bounds_and_moments_differ() -> None:
+    """{0,1,5,6,8} and {0,2,3,7,8}: same count, bounds, sum (20) and sum of squares (126); a lost row replaced by
+    another of the same part at a different offset must still change the part's coverage."""
+    first, second = (CoverageTracker(_profile({"all_1_1_0": 10})) for _ in range(2))
+    first.observe(["all_1_1_0"] * 5, [0, 1, 5, 6, 8], 5)
+    second.observe(["all_1_1_0"] * 5, [0, 2, 3, 7, 8], 5)
+    assert first.entries() != second.entries()

@@ -55,10 +55,14 @@ def test_metadata_keeps_the_arrow_names_the_docs_and_ships_types_and_examples() 
     project = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     info = get_provider_info()
     assert "ClickHouse → SQL Server" in info["description"] and "ClickHouse → SQL Server" in project["description"]
-    assert info["documentation-url"] == project["urls"]["Documentation"]
-    assert info["documentation-url"].startswith("https://")
+    # no index hosts the package: the link opens the shipped page, and no project URL points at a missing index page
+    assert info["documentation-url"] == airflow_provider_dpone.docs_page("getting-started").as_uri()
+    assert "Documentation" not in project.get("urls", {})
     assert (root / "airflow_provider_dpone" / "py.typed").exists()
     requirement = next(dep for dep in project["dependencies"] if dep.startswith("clickhouse-connect"))
     assert ">=1.12.0,<1.13" in requirement, "a tested range, not an exact pin"
     wheel = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["hatch"]["build"]["targets"]
-    assert wheel["wheel"]["force-include"] == {"dags_examples": "airflow_provider_dpone/example_dags"}
+    assert wheel["wheel"]["force-include"] == {
+        "dags_examples": "airflow_provider_dpone/example_dags",
+        "docs": "airflow_provider_dpone/docs",
+    }

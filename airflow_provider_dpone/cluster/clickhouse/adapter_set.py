@@ -54,13 +54,19 @@ class SystemEntropy:
 class MemberEndpoints:
     """One endpoint per admitted member (cached), derived from the coordinator connection."""
 
-    def __init__(self, factory: Callable[[AdmittedMember], Endpoint]) -> None:
+    def __init__(self, factory: Callable[[AdmittedMember], Endpoint], declared: frozenset[str] | None = None) -> None:
         self._factory = factory
         self._endpoints: dict[str, Endpoint] = {}
+        self.declared = declared
+        """The ``'shard:replica'`` keys of the connection's ``member_endpoints`` (``None``: no explicit map)."""
 
     @classmethod
     def derived_from(cls, coordinator: ResolvedConnection, handshakes: Handshakes | None = None) -> MemberEndpoints:
-        return cls(lambda member: Endpoint.of(coordinator.for_member(member), handshakes))
+        explicit = coordinator.options.member_endpoints
+        return cls(
+            lambda member: Endpoint.of(coordinator.for_member(member), handshakes),
+            None if explicit is None else frozenset(explicit),
+        )
 
     def __call__(self, member: AdmittedMember) -> Endpoint:
         if member.member_id not in self._endpoints:
@@ -130,7 +136,7 @@ def build_publication_adapters(
     """Wire the real adapters; the authority table lives in the target ``database`` on the coordinator."""
     ports = PublicationPorts(
         authority=ClickHouseAuthorityStore(coordinator, database, guard=guard),
-        catalog=ClickHouseCatalog(coordinator, members),
+        catalog=ClickHouseCatalog(coordinator, members, declared=members.declared),
         sessions=ClickHouseMemberSessions(members, guard=guard),
         ddl=ClickHouseClusterDDL(coordinator, guard=guard, task_timeout_seconds=ddl_task_timeout_seconds),
         artifacts=store,

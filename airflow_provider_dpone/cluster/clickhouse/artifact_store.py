@@ -13,7 +13,8 @@ may replay the artifact into a rebuilt candidate at any later attempt, and every
   *before* each chunk is written, so a write stops at the bound, never after it. On commit the temporary object is
   renamed to its content address; when that address already holds an object of the same size it is reused and the
   new copy discarded -- an existing object is never overwritten.
-* **open** -- checks that the object exists with the receipt's size; :meth:`VerifiedArtifact.chunks` hashes while
+* **open** -- checks that the object exists with the receipt's size (absent from a ``file://`` store:
+  ``DPONE_ARTIFACT_STORE_NOT_SHARED``, the store is one worker's directory); :meth:`VerifiedArtifact.chunks` hashes while
   streaming and withholds the final chunk until the SHA-256 is proven, so a body whose bytes differ from the receipt
   never completes (the INSERT fails instead of committing it). The bytes are read once per load, not once more to
   check them first: a member that received part of a bad stream holds a candidate the content check refuses.
@@ -194,10 +195,12 @@ class ObjectStorageArtifactStore:
         path = self.object_path(receipt.sha256)
         try:
             if not path.exists():
+                if self.base.protocol in ("file", "local"):  # a directory of one machine: say which setting it is
+                    raise DponeError("DPONE_ARTIFACT_STORE_NOT_SHARED", f"sha256 {receipt.sha256[:16]}")
                 raise ArtifactInvalidError("artifact missing from the store")
             if int(path.stat().st_size) != receipt.byte_size:
                 raise ArtifactInvalidError("artifact size differs from the receipt")
-        except ArtifactInvalidError:
+        except (ArtifactInvalidError, DponeError):
             raise
         except Exception as error:  # noqa: BLE001
             raise ArtifactInvalidError(f"artifact unreadable ({type(error).__name__})") from None

@@ -15,7 +15,14 @@ from airflow_provider_dpone.cluster.clickhouse import sql_catalog
 from airflow_provider_dpone.core.clickhouse.endpoint import Endpoint
 from airflow_provider_dpone.core.clickhouse.oneshot import Refused, Unknown, classify
 from airflow_provider_dpone.core.errors import DponeError, UnavailableError
-from airflow_provider_dpone.core.inventory import AdmittedMember, ColumnFact, InventoryRow, MemberEndpoint, TableFacts
+from airflow_provider_dpone.core.inventory import (
+    AdmittedMember,
+    ColumnFact,
+    InventoryRow,
+    MemberEndpoint,
+    MemberFacts,
+    TableFacts,
+)
 
 MemberEndpoints = Callable[[AdmittedMember], Endpoint]
 AUTHENTICATION_FAILED = 516
@@ -47,16 +54,20 @@ def read_failure(error: BaseException, what: str, *, unanswered: str | None) -> 
 
 
 class ClickHouseCatalog:
-    def __init__(self, coordinator: Endpoint, members: MemberEndpoints) -> None:
+    """``declared``: the keys of the connection's ``member_endpoints`` map; an inventory without one of them is
+    refused (``DPONE_CLICKHOUSE_MEMBER_ENDPOINT_EXTRA``): an entry for no member is a mapping nobody checked."""
+
+    def __init__(self, coordinator: Endpoint, members: MemberEndpoints, declared: frozenset[str] | None = None) -> None:
         self.coordinator = coordinator
         self.members = members
+        self.declared = declared
 
     def inventory(self, cluster: str) -> tuple[InventoryRow, ...]:
         rows = _rows(
             self.coordinator, sql_catalog.inventory(cluster), "system.clusters", unanswered=COORDINATOR_UNREACHABLE
         )
         try:
-            return tuple(
+            inventory = tuple(
                 InventoryRow(
                     cluster=name,
                     shard_num=int(shard),
@@ -68,19 +79,23 @@ class ClickHouseCatalog:
             )
         except ValueError:
             raise UnavailableError("system.clusters returned a malformed row") from None
+        if self.declared is not None and inventory:  # no row at all: admission says INVENTORY_INCOMPLETE
+            extra = self.declared - {f"{row.shard_num}:{row.replica_num}" for row in inventory}
+            if extra:
+                raise DponeError("DPONE_CLICKHOUSE_MEMBER_ENDPOINT_EXTRA", f"{len(extra)} member_endpoints entries")
+        return inventory
 
-    def admission_facts(
-        self, member: AdmittedMember, database: str, table: str
-    ) -> tuple[str | None, TableFacts | None]:
-        return admission_facts(self.members(member), database, table)
+    def admission_facts(self, member: AdmittedMember, cluster: str, database: str, table: str) -> MemberFacts:
+        return admission_facts(self.members(member), cluster, database, table)
 
 
-def admission_facts(endpoint: Endpoint, database: str, table: str) -> tuple[str | None, TableFacts | None]:
-    """The engine of ``database`` and the facts of ``table`` as ``endpoint`` reports them (``None`` when absent)."""
-    rows = _rows(endpoint, sql_catalog.admission_facts(database, table), "catalog facts")
+def admission_facts(endpoint: Endpoint, cluster: str | None, database: str, table: str) -> MemberFacts:
+    """The engine of ``database``, the facts of ``table`` (``None`` when absent) and the positions of ``cluster`` the
+    answering server reports as its own, as ``endpoint`` reports them (``cluster`` ``None``: no position asked)."""
+    rows = _rows(endpoint, sql_catalog.admission_facts(cluster, database, table), "catalog facts")
     if len(rows) != 1:
         raise UnavailableError(f"catalog facts read returned {len(rows)} rows")
-    engines, tables, columns = rows[0]
+    engines, tables, columns, local = rows[0]
     if len(engines) > 1 or len(tables) > 1:
         raise UnavailableError("catalog facts read returned more than one database or table")
     facts = None
@@ -92,4 +107,8 @@ def admission_facts(endpoint: Endpoint, database: str, table: str) -> tuple[str 
             primary_key=primary_key,
             columns=tuple(ColumnFact(name=name, type=type_, default_kind=kind) for name, type_, kind in columns),
         )
-    return (str(engines[0]) if engines else None), facts
+    return MemberFacts(
+        database_engine=str(engines[0]) if engines else None,
+        table=facts,
+        local_positions=tuple((int(shard), int(replica)) for shard, replica in local),
+    )

@@ -164,7 +164,8 @@ def _authority(facades: dict[str, Endpoint], database: str) -> list[str]:
     passing: dict[str, TableFacts | None] = {}
     for name, endpoint in facades.items():
         try:
-            engine, table = admission_facts(endpoint, database, AUTHORITY_TABLE)
+            facts = admission_facts(endpoint, None, database, AUTHORITY_TABLE)
+            engine, table = facts.database_engine, facts.table
             require_atomic_databases({name: engine})
             require_authority_table({name: table})
         except (DponeError, UnavailableError) as error:

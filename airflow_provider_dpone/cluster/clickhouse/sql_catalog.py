@@ -8,8 +8,9 @@
 * ``system.databases`` + ``system.tables`` + ``system.columns`` -- on one member, in one statement (admission runs at
   every entry point, so one request per member): the engine of the target database (must be ``Atomic``), and one
   table's engine, full engine expression (``engine_full``: the literal Keeper path of the authority table), primary
-  key and ordered columns with their default kind. Each is an array scalar subquery, empty when absent, so the
-  statement always answers one row.
+  key and ordered columns with their default kind, and the ``(shard_num, replica_num)`` rows the member's *own*
+  ``system.clusters`` marks ``is_local`` (the proof that the endpoint is the member it is mapped to). Each is an
+  array scalar subquery, empty when absent, so the statement always answers one row.
 """
 
 from __future__ import annotations
@@ -44,14 +45,21 @@ def columns_array(database: str, table: str) -> str:
     )
 
 
-def admission_facts(database: str, table: str) -> str:
+def admission_facts(cluster: str | None, database: str, table: str) -> str:
     """One row: ``[engine]`` of ``database``, ``[(engine, engine_full, primary_key)]`` of ``table`` (each empty when
-    absent) and the table's ordered columns."""
+    absent), the table's ordered columns, and the ``[(shard_num, replica_num)]`` of ``cluster`` the answering server
+    reports as its own (``is_local``, as in :func:`positions`; ``[]`` when no cluster is asked)."""
     db, name = _name(database, "database"), _name(table, "table")
+    local = "[]"
+    if cluster is not None:
+        local = (
+            "(SELECT groupArray((toUInt32(shard_num), toUInt32(replica_num))) FROM system.clusters"
+            f" WHERE cluster = {_name(cluster, 'cluster')} AND is_local)"
+        )
     return (
         f"SELECT (SELECT groupArray(engine) FROM system.databases WHERE name = {db}),"
         " (SELECT groupArray((engine, engine_full, primary_key)) FROM system.tables"
-        f" WHERE database = {db} AND name = {name}), {columns_array(database, table)}"
+        f" WHERE database = {db} AND name = {name}), {columns_array(database, table)}, {local}"
     )
 
 

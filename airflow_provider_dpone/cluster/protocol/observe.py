@@ -9,11 +9,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from airflow_provider_dpone.cluster.ports import TableObservation
+from airflow_provider_dpone.cluster.protocol.authority_io import Held
 from airflow_provider_dpone.cluster.protocol.context import Context
 from airflow_provider_dpone.cluster.values.authority.generation import MemberGeneration, PublishedMember
 from airflow_provider_dpone.cluster.values.part_digests import PartDigest
 from airflow_provider_dpone.cluster.values.receipts import CURRENT_CONTENT_DIGEST, ArtifactReceipt, ContentDigestVersion
+from airflow_provider_dpone.core.alerts import STAGING_DIVERGENCE
 from airflow_provider_dpone.core.errors import DponeError, UnavailableError
+
+DIVERGENT = "DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_DIVERGENT"
 
 
 def observe(
@@ -143,3 +147,28 @@ def is_exact(obs: TableObservation, member: MemberGeneration, artifact: Artifact
         and obs.row_count == artifact.row_count
         and obs.content_digest == artifact.content_digest
     )
+
+
+def unexplained(obs: TableObservation, artifact: ArtifactReceipt) -> str | None:
+    """Why an owned, bound candidate that is not exactly the artifact cannot be what an ambiguous load left in the
+    fresh table it was bound as; ``None`` when it can be (the sealed schema with fewer rows: nothing, or part, of the
+    one load arrived), the only state a candidate is rebuilt from. Vanished, duplicated or divergent stops."""
+    if not obs.exists:
+        return "vanished after it was bound"
+    if obs.columns != artifact.schema_pairs:
+        return "divergent schema"
+    rows = obs.row_count or 0
+    if rows > artifact.row_count:
+        return "duplicated rows"
+    if rows == artifact.row_count:
+        return "divergent content"
+    return None
+
+
+def diverged(ctx: Context, held: Held | None, member_id: str, detail: str) -> DponeError:
+    """Alert that ``member_id``'s candidate holds what nothing of this operation explains; the ``CANDIDATE_DIVERGENT``
+    error to raise (recorded as the last error with ``held``, where its phase may loop)."""
+    ctx.alert(STAGING_DIVERGENCE, member_id=member_id, code=DIVERGENT)
+    if held is None:
+        return DponeError(DIVERGENT, f"member {member_id}: {detail}")
+    return ctx.fail_closed(held, DIVERGENT, f"member {member_id}: {detail}")

@@ -19,16 +19,14 @@ from airflow_provider_dpone.cluster.ports import DdlIntent, ExchangeTables, Rena
 from airflow_provider_dpone.cluster.protocol.authority_io import Held
 from airflow_provider_dpone.cluster.protocol.context import Context, alongside
 from airflow_provider_dpone.cluster.protocol.ddl_step import DdlStep, StepProgress, run_step
-from airflow_provider_dpone.cluster.protocol.observe import is_exact, observe_published, observe_verified
+from airflow_provider_dpone.cluster.protocol.observe import diverged, is_exact, observe_published, observe_verified
 from airflow_provider_dpone.cluster.protocol.reconcile import Side, classify_observed, observe_pair
 from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecord
 from airflow_provider_dpone.cluster.values.authority.generation import DdlBinding
 from airflow_provider_dpone.cluster.values.authority.phases import Phase
-from airflow_provider_dpone.core.alerts import STAGING_DIVERGENCE
 from airflow_provider_dpone.core.errors import DponeError
 
 FOREIGN = "DPONE_CLICKHOUSE_CLUSTER_PUBLICATION_FOREIGN_UUID"
-CANDIDATE_DIVERGENT = "DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_DIVERGENT"
 PUBLISHED_DIVERGENT = "DPONE_CLICKHOUSE_CLUSTER_PUBLISHED_CONTENT_DIVERGENT"
 
 
@@ -105,10 +103,7 @@ def _barrier(ctx: Context, held: Held, _step: DdlStep) -> dict[str, Any]:
                 "DPONE_CLICKHOUSE_CLUSTER_TARGET_DIVERGENT", f"member {member.member_id}: target changed since baseline"
             )
         if not is_exact(candidate, member, artifact):
-            ctx.alert(
-                STAGING_DIVERGENCE, member_id=member.member_id, code=CANDIDATE_DIVERGENT, phase=record.phase.value
-            )
-            raise DponeError(CANDIDATE_DIVERGENT, f"member {member.member_id}")
+            raise diverged(ctx, None, member.member_id, "the staged candidate changed since it was verified")
         if candidate.parts_digest is not None and candidate.parts_digest != member.parts_digest:
             parts = {"parts_digest": candidate.parts_digest, "part_digests": candidate.part_digests}
             member = member.model_copy(update=parts)

@@ -36,8 +36,8 @@ from airflow_provider_dpone.cluster.values.receipts import ArtifactReceipt
 from airflow_provider_dpone.core.canonical import canonical_json, sha256_hex
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.errors.replay import FAILED as FAILED
-from airflow_provider_dpone.core.errors.replay import INVALID, MISMATCH, REQUIRED, UNSUPPORTED
-from airflow_provider_dpone.core.manifest.cluster import COLUMN_METRICS, MAX_TARGET_COLUMNS, QualityPolicy
+from airflow_provider_dpone.core.errors.replay import INVALID, MISMATCH, REQUIRED
+from airflow_provider_dpone.core.manifest.cluster import QualityPolicy
 
 IDENTITY_REGISTRY: Final[Mapping[str, Mapping[str, str]]] = {
     "PublicationRequest": {
@@ -50,6 +50,7 @@ IDENTITY_REGISTRY: Final[Mapping[str, Mapping[str, str]]] = {
         "replication_mode": "bound: config_digest",
         "table": "bound: see TableSpec",
         "max_source_bytes": "bound: config_digest",
+        "max_source_rows": "bound: config_digest (when declared), plan_digest",
         "quality": "bound: policy_identity, config_digest",
     },
     "TableSpec": {
@@ -113,6 +114,7 @@ def config_digest(ctx: Context) -> str:
                 "order_by": list(table.order_by),
                 "partition_by": table.partition_by,
                 "max_source_bytes": request.max_source_bytes,
+                **({} if request.max_source_rows is None else {"max_source_rows": request.max_source_rows}),
                 "policy": None if request.quality is None else request.quality.model_dump(mode="json"),
             }
         )
@@ -123,16 +125,7 @@ def _target_plan(ctx: Context, policy: QualityPolicy, artifact: ArtifactReceipt)
     if not policy.target_metrics:
         return None
     dataset = f"{ctx.request.database}.{ctx.request.target}"
-    names = tuple(name for name, _ in artifact.schema_pairs)
-    selected: tuple[str, ...] = ()
-    if COLUMN_METRICS & set(policy.target_metrics):
-        selected = policy.target_columns or names
-    unknown = sorted(set(selected) - set(names))
-    if unknown or len(selected) > MAX_TARGET_COLUMNS:
-        detail = f"{len(unknown)} selected columns are not in the table" if unknown else f"{len(selected)} columns"
-        raise DponeError(
-            UNSUPPORTED, f"target observation selects at most {MAX_TARGET_COLUMNS} table columns: {detail}"
-        )
+    selected = policy.selected_columns([name for name, _ in artifact.schema_pairs])
     selection = {"dataset": dataset, "columns": [list(pair) for pair in artifact.schema_pairs], "selected": selected}
     return AcceptancePlan(
         dataset=dataset,

@@ -5,7 +5,8 @@
 =====================  ==========================================================================================
 capsule state          what happens
 =====================  ==========================================================================================
-PREPARED (v1 core)     one CAS: COMPLETE (source/staged-only evidence; nothing to observe on the target)
+PREPARED (v1 core)     the generation guard (through each replica's own session: no reader), then one CAS:
+                       COMPLETE (source/staged-only evidence; nothing to count on the target)
 PREPARED (v2 core)     all-replica generation guard, then one CAS: TARGET_PENDING; then as below
 TARGET_PENDING         guard, the bounded read of one admitted replica, guard again, within one 60 s budget; one
                        CAS: COMPLETE when the counts equal the core's (source rows and digest, staged observations),
@@ -13,8 +14,8 @@ TARGET_PENDING         guard, the bounded read of one admitted replica, guard ag
 COMPLETE               validate: core digest, binding, completion-version continuity, exact live inventory and the
                        stored observation first, with no write (a replay refused there leaves the row byte-identical:
                        the evidence the error says to preserve); then the all-replica generation/content/schema/health
-                       guard, never a rescan. Once the operation is COMPLETED, the guard runs under the durable
-                       reader fence (:mod:`quality_fence`)
+                       guard (v1 cores too, against the sealed artifact's schema), never a rescan. Once the operation
+                       is COMPLETED, a v2 core's guard runs under the durable reader fence (:mod:`quality_fence`)
 FAILED                 blocks with ``..._FAILED``; nothing is relabelled
 =====================  ==========================================================================================
 
@@ -59,7 +60,8 @@ def settle(ctx: Context, held: Held) -> Held:
     if held.record.phase is not Phase.COMMITTED:
         raise DponeError(INVALID, f"capsule {binding.state} in phase {held.record.phase}")
     plan = binding.core.target_plan
-    if plan is None:
+    if plan is None:  # source/staged-only: nothing to count, but the target must be the managed generation
+        guard(ctx, held.record, binding.core)
         return _write(ctx, held, binding, state="COMPLETE", completion_version=held.version + 1)
     if binding.state == "PREPARED":
         guard(ctx, held.record, binding.core)
@@ -112,6 +114,7 @@ def check_evidence(ctx: Context, held: Held, binding: QualityBinding) -> None:
         raise DponeError(MISMATCH, "the live inventory differs from the one the evidence is bound to")
     plan = core.target_plan
     if plan is None:
+        guard(ctx, held.record, core)  # generation, schema and health, as for a v2 capsule
         return
     target = binding.target
     if target is None or target.generation_uuid != core.generation_uuid or not accepted(binding, target):
@@ -128,14 +131,14 @@ def observe_target(ctx: Context, held: Held, binding: QualityBinding) -> TargetO
     assert plan is not None
     budget = Budget(ctx)
     member_id = plan.replicas[0]
-    reads = guarded(held.record, plan)
+    reads = guarded(held.record, plan.replicas)
     version = digest_version(held.record)
     request = read_plan(
         ctx, ctx.request.target, core.generation_uuid, digest_version=version, guard=reads, scan=(member_id, plan)
     )
     observation = observe(ctx, request, budget)
-    judge(core, reads, observation.before)
-    judge(core, reads, observation.after)
+    judge(core, reads, observation.before, plan.columns)
+    judge(core, reads, observation.after, plan.columns)
     counts = observation.counts
     assert counts is not None  # answers() of a scan plan
     if counts.generation_uuid != core.generation_uuid:

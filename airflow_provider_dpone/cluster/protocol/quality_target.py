@@ -105,10 +105,22 @@ def replica_facts(session: MemberSession, plan: TargetReadPlan, read: ReplicaRea
     )
 
 
-def guarded(record: AuthorityRecord, plan: AcceptancePlan) -> tuple[ReplicaRead, ...]:
+def guarded(record: AuthorityRecord, replicas: tuple[str, ...]) -> tuple[ReplicaRead, ...]:
     """Every sealed replica with the parts digest convergence recorded for it."""
     verified = {member.member_id: member.parts_digest for member in record.members}
-    return tuple(ReplicaRead(member_id=mid, verified_parts=verified.get(mid)) for mid in plan.replicas)
+    return tuple(ReplicaRead(member_id=mid, verified_parts=verified.get(mid)) for mid in replicas)
+
+
+def sealed(core: QualityCore, record: AuthorityRecord) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
+    """The schema and the replicas the core sealed: its target plan's (v2), else the bound artifact's schema and the
+    staged replicas (v1, source/staged-only evidence), whose schema digest the core recorded."""
+    plan = core.target_plan
+    if plan is not None:
+        return plan.columns, plan.replicas
+    artifact = record.artifact
+    if artifact is None or artifact.schema_digest != core.source_digests[2]:
+        raise DponeError(MISMATCH, "the record's artifact is not the one the capsule core sealed")
+    return artifact.schema_pairs, tuple(sorted(member_id for member_id, _ in core.staged_rows))
 
 
 def observe(ctx: Context, plan: TargetReadPlan, budget: Budget) -> Observation:
@@ -140,18 +152,21 @@ def counts_of(ctx: Context, plan: TargetReadPlan, budget: Budget) -> TargetCount
     return counts
 
 
-def judge(core: QualityCore, reads: tuple[ReplicaRead, ...], facts: tuple[ReplicaFacts, ...]) -> None:
-    """The guard's verdict on every sealed replica's facts (module docstring)."""
-    plan = core.target_plan
-    assert plan is not None  # v2 cores only (model invariant)
+def judge(
+    core: QualityCore,
+    reads: tuple[ReplicaRead, ...],
+    facts: tuple[ReplicaFacts, ...],
+    columns: tuple[tuple[str, str], ...],
+) -> None:
+    """The guard's verdict on every sealed replica's facts against the sealed ``columns`` (module docstring)."""
     for read, fact in zip(reads, facts, strict=True):
         member_id = fact.member_id
         if not fact.exists or fact.uuid != core.generation_uuid:
             raise DponeError(MISMATCH, f"replica {member_id} does not hold the managed generation")
         if fact.parts_digest is None or (fact.parts_digest != read.verified_parts and fact.content_digest is None):
             raise DponeError(INCOMPLETE, f"replica {member_id}: parts changed but no content digest was answered")
-        if fact.columns != plan.columns:
-            raise DponeError(MISMATCH, f"replica {member_id}: schema differs from the sealed target plan")
+        if fact.columns != columns:
+            raise DponeError(MISMATCH, f"replica {member_id}: schema differs from the sealed schema")
         if fact.content_digest is not None and fact.content_digest != core.source_digests[1]:
             raise DponeError(MISMATCH, f"replica {member_id}: content differs from the managed generation")
         if fact.zookeeper_path is None or fact.readonly is not False:
@@ -161,14 +176,26 @@ def judge(core: QualityCore, reads: tuple[ReplicaRead, ...], facts: tuple[Replic
 
 
 def guard(ctx: Context, record: AuthorityRecord, core: QualityCore) -> None:
-    """The generation guard alone (no count), as one bounded observation."""
-    plan = core.target_plan
-    assert plan is not None
+    """The generation guard alone (no count). A v2 core: one bounded observation of the reader. A v1 core
+    (source/staged-only evidence, no reader): the same facts read through each sealed replica's own session, under
+    the same budget (a late answer is no answer)."""
+    columns, replicas = sealed(core, record)
     version = digest_version(record)
-    request = read_plan(
-        ctx, ctx.request.target, core.generation_uuid, digest_version=version, guard=guarded(record, plan)
-    )
-    judge(core, request.guard, observe(ctx, request, Budget(ctx)).before)
+    reads = guarded(record, replicas)
+    request = read_plan(ctx, ctx.request.target, core.generation_uuid, digest_version=version, guard=reads)
+    if core.target_plan is not None:
+        judge(core, reads, observe(ctx, request, Budget(ctx)).before, columns)
+        return
+    budget = Budget(ctx)
+    for member_id in replicas:
+        if member_id not in ctx.inventory.member_ids:
+            raise DponeError(MISMATCH, f"sealed replica {member_id} is not in the live inventory")
+    try:
+        facts = tuple(replica_facts(ctx.session(read.member_id), request, read) for read in reads)
+    except UnavailableError as error:
+        raise DponeError(INCOMPLETE, f"the generation guard did not answer ({error})") from None
+    budget.check("answer of the generation guard")
+    judge(core, reads, facts, columns)
 
 
 def store_write(write: Callable[[], Held]) -> Held:

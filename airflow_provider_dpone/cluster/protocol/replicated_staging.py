@@ -16,8 +16,9 @@ Each attempt resumes from the shared candidate's state in the authority record:
   which also binds the durable quality-replay capsule when the request selects it (:mod:`quality_evidence`; a failed
   required gate binds it FAILED and stops with ``..._FAILED``). The replicas are read concurrently (each one's wait
   followed at once by its digest), and judged in member order once all have answered.
-* Anything else (empty after an ambiguous or unsent load, partial, duplicated, a replica converged to other content)
-  -> rebuild: prove every replica holds exactly the owned UUID, one fenced ``DROP TABLE ... ON CLUSTER``, then a new
+* A replica with the sealed schema and fewer rows (empty after an ambiguous or unsent load, partial) -> rebuild (at
+  most ``MAX_REBUILDS`` times); duplicated rows, the artifact's row count with other content, or another schema stop
+  the operation (``CANDIDATE_DIVERGENT``, every object retained). The rebuild: prove every replica holds exactly the owned UUID, one fenced ``DROP TABLE ... ON CLUSTER``, then a new
   intent with the new CREATE's permit (one CAS, the drop's completion), that CREATE, and the same immutable artifact
   is loaded into the new table.
 
@@ -35,7 +36,7 @@ from airflow_provider_dpone.cluster.protocol.authority_io import Held
 from airflow_provider_dpone.cluster.protocol.context import Context
 from airflow_provider_dpone.cluster.protocol.ddl_step import DdlStep, commit_permitted, new_permit, run_step
 from airflow_provider_dpone.cluster.protocol.member_mutation import load_identity, load_once
-from airflow_provider_dpone.cluster.protocol.observe import is_exact, observe_candidate
+from airflow_provider_dpone.cluster.protocol.observe import diverged, is_exact, observe_candidate, unexplained
 from airflow_provider_dpone.cluster.protocol.quality_evidence import FAILED as QUALITY_FAILED
 from airflow_provider_dpone.cluster.protocol.quality_evidence import build_capsule
 from airflow_provider_dpone.cluster.protocol.reconcile import Side, observe_pair
@@ -227,7 +228,10 @@ def _converge(ctx: Context, held: Held) -> Held | None:
         if observed.uuid != member.candidate_uuid:
             raise ctx.fail_closed(held, FOREIGN, f"member {member.member_id}")
         if not is_exact(observed, member, artifact):
-            return None
+            reason = unexplained(observed, artifact)
+            if reason is not None:
+                raise diverged(ctx, held, member.member_id, reason)
+            return None  # incomplete after the ambiguous load: rebuilt
         verified.append(
             member.model_copy(
                 update={

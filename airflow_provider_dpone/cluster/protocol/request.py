@@ -1,7 +1,7 @@
 """What one cluster full refresh publishes: the request every Airflow task of the run rebuilds identically.
 
 The request is pure input (names, scheduler invocation, normalized plan digest, replication mode, table definition,
-byte bound). Every identity the protocol uses is derived from it deterministically, so a retried task in a fresh
+byte bound, optional row budget). Every identity the protocol uses is derived from it deterministically, so a retried task in a fresh
 process arrives at the same ``target_key``, ``operation_id`` and candidate name without reading XCom.
 
 ``replication_mode`` has no default here: the operators pass the admitted manifest's mode (whose own default is
@@ -40,6 +40,8 @@ class PublicationRequest(BaseModel):
     replication_mode: ReplicationMode
     table: TableSpec
     max_source_bytes: StrictInt = Field(ge=1)
+    max_source_rows: StrictInt | None = Field(default=None, ge=1)
+    """The admitted content row budget (``None``: none declared); in the plan digest, so in ``operation_id``."""
     quality: QualityPolicy | None = None
     """The durable quality-replay policy when selected; ``None`` keeps the legacy behaviour."""
 

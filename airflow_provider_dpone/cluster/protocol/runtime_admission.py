@@ -5,7 +5,9 @@ concurrently) and every other function decides on them without reading anything,
 and every phase re-runs admission cheaply (inventory drift fences the operation). Any member that cannot answer
 blocks: partial inventory is never sufficient, and ``skip_unavailable_shards`` is never admission evidence. With
 durable quality replay selected, the authority-table check is the store preflight (read-only; a store that is absent,
-legacy or not exactly the admitted schema gives ``..._UNSUPPORTED``, never a migration).
+legacy or not exactly the admitted schema gives ``..._UNSUPPORTED``, never a migration), and
+:func:`admit_quality_selection` refuses what the selected policy cannot observe (a target metric without a bounded
+reader, a selected column the table does not have, too many columns) before the fence or the stage writes anything.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Final
 
-from airflow_provider_dpone.cluster.ports import ClusterCatalog
+from airflow_provider_dpone.cluster.ports import AcceptanceReader, ClusterCatalog
 from airflow_provider_dpone.cluster.protocol.context import concurrently
 from airflow_provider_dpone.cluster.protocol.mode import MODES
 from airflow_provider_dpone.cluster.protocol.request import PublicationRequest
@@ -24,6 +26,7 @@ from airflow_provider_dpone.cluster.values.authority.row import (
     AUTHORITY_TABLE,
 )
 from airflow_provider_dpone.core.errors import DponeError, UnavailableError
+from airflow_provider_dpone.core.errors.replay import UNSUPPORTED
 from airflow_provider_dpone.core.identities import inventory_digest, member_id
 from airflow_provider_dpone.core.inventory import (
     AdmittedInventory,
@@ -33,13 +36,17 @@ from airflow_provider_dpone.core.inventory import (
 )
 from airflow_provider_dpone.core.manifest.cluster import ReplicationMode
 
+MAX_MEMBERS: Final[int] = 16
+"""The member-count budget: one record of this many members, each with its candidate's and its predecessor's part
+digests at their bound, stays inside the 256 KiB authority envelope; round trips and fan-out grow with it."""
+
 _KEEPER_MAP: Final[re.Pattern[str]] = re.compile(
     r"KeeperMap\('(?P<path>/[A-Za-z0-9_.\-/]*)'(?:, ?(?P<capacity>[0-9]+))?\)(?: PRIMARY KEY target_key)?"
 )
 
 
 def admit_inventory(rows: Sequence[InventoryRow], *, cluster: str, mode: ReplicationMode) -> AdmittedInventory:
-    """One shard, at least two unique members, uniform flag equal to the mode, one opaque id per member."""
+    """One shard, two to :data:`MAX_MEMBERS` unique members, uniform flag equal to the mode, one opaque id per member."""
     rows = [row for row in rows if row.cluster == cluster]
     if not rows:
         raise DponeError("DPONE_CLICKHOUSE_CLUSTER_INVENTORY_INCOMPLETE", "no system.clusters rows for the cluster")
@@ -52,6 +59,8 @@ def admit_inventory(rows: Sequence[InventoryRow], *, cluster: str, mode: Replica
         raise DponeError("DPONE_CLICKHOUSE_CLUSTER_INVENTORY_AMBIGUOUS", f"{len(rows)} rows")
     if len(rows) < 2:
         raise DponeError("DPONE_CLICKHOUSE_CLUSTER_INVENTORY_TOO_FEW_MEMBERS", f"{len(rows)} member")
+    if len(rows) > MAX_MEMBERS:
+        raise DponeError("DPONE_CLICKHOUSE_CLUSTER_INVENTORY_TOO_MANY_MEMBERS", f"{len(rows)} > {MAX_MEMBERS} members")
     flags = {row.internal_replication for row in rows}
     if len(flags) != 1:
         raise DponeError("DPONE_CLICKHOUSE_CLUSTER_INVENTORY_MIXED_REPLICATION", "internal_replication differs")
@@ -78,6 +87,19 @@ def admit_inventory(rows: Sequence[InventoryRow], *, cluster: str, mode: Replica
         members=tuple(members),
         digest=inventory_digest(cluster=cluster, internal_replication=internal, members=positions),
     )
+
+
+def require_member_identities(local: Mapping[AdmittedMember, Sequence[tuple[int, int]]]) -> None:
+    """Each member's direct endpoint is that member: its own ``system.clusters`` marks exactly the member's
+    ``(shard_num, replica_num)`` local. Another member's position, none, or several (one server behind two
+    positions) refuses before anything is created."""
+    wrong = sorted(
+        member.member_id
+        for member, positions in local.items()
+        if tuple(positions) != ((member.shard_num, member.replica_num),)
+    )
+    if wrong:
+        raise DponeError("DPONE_CLICKHOUSE_MEMBER_IDENTITY_MISMATCH", f"members {wrong}")
 
 
 def require_atomic_databases(engines: Mapping[str, str | None]) -> None:
@@ -127,12 +149,13 @@ def admit_runtime(catalog: ClusterCatalog, request: PublicationRequest, *, paral
         rows = catalog.inventory(request.cluster)
         inventory = admit_inventory(rows, cluster=request.cluster, mode=request.replication_mode)
         read = concurrently(
-            lambda member: catalog.admission_facts(member, request.database, AUTHORITY_TABLE),
+            lambda member: catalog.admission_facts(member, request.cluster, request.database, AUTHORITY_TABLE),
             inventory.members,
             parallelism,
         )
-        require_atomic_databases({member.member_id: engine for member, (engine, _) in read.items()})
-        facts = {member.member_id: table for member, (_, table) in read.items()}
+        require_member_identities({member: fact.local_positions for member, fact in read.items()})
+        require_atomic_databases({member.member_id: fact.database_engine for member, fact in read.items()})
+        facts = {member.member_id: fact.table for member, fact in read.items()}
     except UnavailableError:
         raise DponeError("DPONE_CLICKHOUSE_CLUSTER_INVENTORY_INCOMPLETE", "a catalog read did not answer") from None
     try:
@@ -143,3 +166,15 @@ def admit_runtime(catalog: ClusterCatalog, request: PublicationRequest, *, paral
         # the quality-replay store preflight: an absent, legacy or unverified store is refused, never migrated
         raise DponeError("DPONE_REPLAY_QUALITY_EVIDENCE_UNSUPPORTED", f"authority store: {error.detail}") from None
     return inventory
+
+
+def admit_quality_selection(request: PublicationRequest, acceptance: AcceptanceReader | None) -> None:
+    """What the request's durable quality policy selects can be observed: target metrics need a bounded reader,
+    and the selected columns must be columns of ``request.table`` (the described source schema; a fence request
+    whose policy observes columns carries it too). Checked by the fence and the stage before they write anything."""
+    policy = request.quality
+    if policy is None:
+        return
+    if policy.target_metrics and acceptance is None:
+        raise DponeError(UNSUPPORTED, "no bounded acceptance reader is configured for target observations")
+    policy.selected_columns([column.name for column in request.table.columns])

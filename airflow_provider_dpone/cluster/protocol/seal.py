@@ -1,7 +1,8 @@
 """LOCKED -> STAGING: bind the sealed artifact, the logical generation and the observed baseline.
 
 The artifact is produced by the injected source only while no artifact is bound; afterwards every attempt reopens the
-bound one. An unsupported artifact (not replayable, over ``max_source_bytes``, or a schema other than the table's)
+bound one. An unsupported artifact (not replayable, over ``max_source_bytes`` or the row budget ``max_source_rows``, or a
+schema other than the table's)
 aborts the operation before any member mutation; so does a column type outside the encoder profile
 (:mod:`~airflow_provider_dpone.core.column_profile`), before the source is even extracted. The baseline is the existing target on every member (equal schema
 and content) or absent on every member; anything mixed blocks without mutating. Empty input is a valid generation:
@@ -140,6 +141,9 @@ def unsupported_reason(ctx: Context, receipt: ArtifactReceipt) -> str | None:
         return "artifact is not replayable"
     if receipt.byte_size > ctx.request.max_source_bytes:
         return f"{receipt.byte_size} bytes > max_source_bytes {ctx.request.max_source_bytes}"
+    budget = ctx.request.max_source_rows
+    if budget is not None and receipt.row_count > budget:
+        return f"{receipt.row_count} rows > max_source_rows {budget}"
     if receipt.schema_pairs != ctx.request.table.schema_pairs:
         return "artifact schema differs from the table definition"
     if receipt.content_digest_version != CURRENT_CONTENT_DIGEST:  # the baseline was digested with the current one

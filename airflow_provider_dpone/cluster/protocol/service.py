@@ -67,7 +67,7 @@ from airflow_provider_dpone.cluster.protocol.results import (
     capsule_of,
     phase_of,
 )
-from airflow_provider_dpone.cluster.protocol.runtime_admission import admit_runtime
+from airflow_provider_dpone.cluster.protocol.runtime_admission import admit_quality_selection, admit_runtime
 from airflow_provider_dpone.cluster.protocol.seal import bind_artifact_and_baseline
 from airflow_provider_dpone.cluster.protocol.void_permit import void_permit
 from airflow_provider_dpone.cluster.values.authority.phases import Phase
@@ -122,8 +122,10 @@ class PublicationService:
     # --- entry points ---------------------------------------------------------------------------------------------
 
     def fence(self) -> FenceResult:
-        """Create or resume this operation's authority row (LOCKED) before any source I/O."""
+        """Create or resume this operation's authority row (LOCKED) before any source I/O; a quality selection
+        that cannot be observed is refused first (:func:`admit_quality_selection`)."""
         ctx, current = self._begin()
+        admit_quality_selection(self.request, self.ports.acceptance)
         record = lock_or_resume(ctx, current).record
         return FenceResult(
             operation_id=record.operation_id,
@@ -137,6 +139,7 @@ class PublicationService:
     def stage(self, source: ArtifactSource) -> StageResult:
         """Seal and bind the artifact (only while none is bound), then stage every member to READY and CAS STAGED."""
         ctx, current = self._begin()
+        admit_quality_selection(self.request, self.ports.acceptance)  # before the seal, any DDL or write
         held = require_own(ctx, current)
         names = None
         if held.record.phase is Phase.LOCKED:

@@ -8,10 +8,13 @@ Each member converges by repeated *observe, then at most one mutation* steps, in
   first intent of every member, so this is only a safeguard);
 * INTENDED -> CREATE with exactly that UUID; once observed empty with the right schema, CAS CREATED (the complete
   candidate identity) and send the one load, with deterministic ``query_id`` and ``insert_deduplication_token``;
-* CREATED  -> exact schema, row count and content digest equal to the artifact's -> CAS READY. Anything else (empty
-  after a lost load, partial, duplicated, vanished) is rebuilt: a new intent is persisted first, then the old UUID is
-  dropped as stale, and the same immutable artifact is loaded into the new table. Nothing is ever appended to a
-  candidate that may already hold rows.
+* CREATED  -> exact schema, row count and content digest equal to the artifact's -> CAS READY. Incomplete after the
+  ambiguous load (the sealed schema with fewer rows: empty after a lost or unsent load, partial) is rebuilt: a new
+  intent is persisted first, then the old UUID is dropped as stale, and the same immutable artifact is loaded into
+  the new table, at most ``MAX_REBUILDS_PER_MEMBER`` times. Nothing is ever appended to a candidate that may already
+  hold rows. Anything no load of this operation explains -- vanished after it was bound, more rows than the artifact
+  (duplicated), the artifact's row count with other content or another schema (divergent), rows before the load --
+  stops the operation with ``CANDIDATE_DIVERGENT`` and every object retained.
 
 A lost response is resolved by the next step's observation; a process death by the next attempt's observation.
 
@@ -34,7 +37,7 @@ from airflow_provider_dpone.cluster.ports import TableObservation
 from airflow_provider_dpone.cluster.protocol.authority_io import Held
 from airflow_provider_dpone.cluster.protocol.context import Context
 from airflow_provider_dpone.cluster.protocol.member_mutation import load_once, mutate_once
-from airflow_provider_dpone.cluster.protocol.observe import is_exact, observe_candidate
+from airflow_provider_dpone.cluster.protocol.observe import diverged, is_exact, observe_candidate, unexplained
 from airflow_provider_dpone.cluster.values.authority.external import (
     MAX_REBUILDS_PER_MEMBER,
     ExternalAuthorityRecord,
@@ -117,8 +120,8 @@ def stage_member(
                     return held, created
                 held = _commit_member(ctx, held, created)
                 _load_once(ctx, held, member_id)
-            else:
-                held = _intend(ctx, held, member, rebuild=True)
+            else:  # no load is ever sent before CREATED is bound: nothing of this operation explains it
+                raise diverged(ctx, held, member_id, "not empty before its load")
         elif is_exact(obs, member, _artifact(held)):
             ready = member.model_copy(
                 update={
@@ -133,7 +136,10 @@ def stage_member(
                 return held, ready
             return _commit_member(ctx, held, ready), None
         else:
-            held = _intend(ctx, held, member, rebuild=True)
+            reason = unexplained(obs, _artifact(held))
+            if reason is not None:
+                raise diverged(ctx, held, member_id, reason)
+            held = _intend(ctx, held, member, rebuild=True)  # incomplete after an ambiguous load
     raise DponeError("DPONE_CLICKHOUSE_CLUSTER_MEMBER_OUTCOME_UNKNOWN", f"member {member_id} did not settle")
 
 

@@ -116,4 +116,35 @@ CODES: tuple[ErrorCode, ...] = (
         "a retry cannot help",
         retryable=False,
     ),
+    ErrorCode(
+        "DPONE_EXAMPLE_SETUP_REFUSED",
+        "ClickHouse refused a statement of an example DAG's demo setup (its database, KeeperMap authority table or "
+        "demo source)",
+        "check that the connection points at the cluster the example names and that its user may create databases "
+        "and tables (the embedded cluster's user can; see docs/getting-started.md), then clear the task",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_MEMBER_ENDPOINT_EXTRA",
+        "member_endpoints names a 'shard:replica' that system.clusters does not list for the cluster",
+        "remove the entry, or fix the cluster's remote_servers; every key must be a member of the cluster",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_ARTIFACT_STORE_WORKER_LOCAL",
+        "[dpone] artifact_base is not set, so sealed artifacts would go to a directory of this worker "
+        "(file://$AIRFLOW_HOME/dpone/artifacts), and the deployment does not declare a single worker: a retry on "
+        "another worker could not reopen them; nothing was written",
+        "set [dpone] artifact_base to storage every worker reaches (s3://conn_id@bucket/prefix, gs://..., or a file:// "
+        "path on a mount all workers share); on a one-worker deployment set [dpone] single_worker = True instead",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_ARTIFACT_STORE_NOT_SHARED",
+        "the bound artifact is absent from this worker's file:// artifact store ([dpone] artifact_base): the path is "
+        "not shared with the worker that sealed it (or the object was deleted)",
+        "a retry that runs where the artifact was sealed resumes; otherwise abort the operation and point "
+        "[dpone] artifact_base at storage every worker reaches (s3://, gs://, a shared mount)",
+        retryable=True,
+    ),
 )

@@ -263,7 +263,8 @@ RUNTIME_ADMISSION: tuple[ErrorCode, ...] = (
     ),
     ErrorCode(
         "DPONE_CLICKHOUSE_CLUSTER_ARTIFACT_UNSUPPORTED",
-        "the sealed artifact is not replayable, exceeds max_source_bytes or does not match the table schema",
+        "the sealed artifact is not replayable, exceeds max_source_bytes or the row budget max_source_rows, or does "
+        "not match the table schema",
         "produce a replayable content-addressed artifact within the byte bound; the operation was aborted",
         retryable=False,
     ),
@@ -296,8 +297,11 @@ RUNTIME_ADMISSION: tuple[ErrorCode, ...] = (
     ),
     ErrorCode(
         "DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_DIVERGENT",
-        "a staged (READY) candidate no longer matches the desired generation",
-        "preserve state and investigate writes that bypass the provider",
+        "an owned candidate is in a state no load of this operation explains: vanished after it was bound, more "
+        "rows than the artifact (duplicated), other content or schema (divergent), or a staged (READY) candidate no "
+        "longer matches the desired generation; the operation stopped and every object is retained",
+        "preserve state and investigate writes or drops that bypass the provider; then abort the operation (it "
+        "drops only its own candidates by UUID) and run again",
         retryable=False,
     ),
     ErrorCode(
@@ -419,8 +423,8 @@ RUNTIME_ADMISSION: tuple[ErrorCode, ...] = (
     ),
     ErrorCode(
         "DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_REBUILT",
-        "a member's candidate did not hold exactly the sealed artifact (absent, empty after a lost load, partial or "
-        "duplicated) and is rebuilt from the same artifact; staging goes on",
+        "a member's candidate was incomplete after an ambiguous load (empty after a lost or unsent load, or partial) "
+        "and is rebuilt from the same artifact; staging goes on",
         "nothing, unless it repeats: after the rebuild limit staging stops with "
         "DPONE_CLICKHOUSE_CLUSTER_STAGING_REBUILD_LIMIT; check the member's disk and load errors",
         retryable=True,
@@ -450,6 +454,13 @@ RUNTIME_ADMISSION: tuple[ErrorCode, ...] = (
         "workers' and the coordinator's clocks agree exactly proves nothing; nothing changed",
         "run the void with a positive margin at least the real skew of your clocks ([dpone] "
         "void_skew_margin_seconds or skew_margin_seconds, default 60)",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_TOO_MANY_MEMBERS",
+        "the cluster's shard lists more members than the member-count budget (16): its authority record and the "
+        "per-member fan-out would exceed their bounds; nothing was touched",
+        "publish to a cluster definition with at most 16 replicas of the shard",
         retryable=False,
     ),
 )

@@ -92,6 +92,13 @@ CODES: tuple[ErrorCode, ...] = (
         retryable=False,
     ),
     ErrorCode(
+        "DPONE_CONNECTION_UNDEFINED",
+        "the Airflow connection a manifest names is not defined (no such connection id in the metadata database, "
+        "a secrets backend or an AIRFLOW_CONN_<ID> variable)",
+        "define the connection (see docs/connections.md), or correct the manifest's connection_id",
+        retryable=False,
+    ),
+    ErrorCode(
         "DPONE_TYPED_VALUE_INVALID",
         "a value does not fit its column's logical type (or NULL in a non-nullable column)",
         "check the column type mapping; floats and nested types are not supported by exact verification",

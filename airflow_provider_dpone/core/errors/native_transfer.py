@@ -76,6 +76,13 @@ CODES: tuple[ErrorCode, ...] = (
         retryable=True,
     ),
     ErrorCode(
+        "native_transfer.source_relation_not_found",
+        "the source table the manifest names does not exist on the source server (or its account cannot see it)",
+        "create the source table or correct source.database and source.table in the manifest (the example DAGs' "
+        "demo_setup task creates theirs); if it exists, grant the source account SELECT on it",
+        retryable=False,
+    ),
+    ErrorCode(
         "native_transfer.source_metadata_unavailable",
         "required source metadata (tables, columns, parts, settings, policies, replicas) cannot be inspected",
         "grant the source account SELECT on the relation and the bounded system metadata listed in the route guide",
@@ -96,7 +103,7 @@ CODES: tuple[ErrorCode, ...] = (
     ErrorCode(
         "native_transfer.source_rows_differ",
         "the rows the worker received differ from the rows the source server counts for the same SELECT (its count, "
-        "or per part the rows and the offsets' fingerprint): a row was lost, repeated or moved between the server and "
+        "or per part the rows and the offsets' hash): a row was lost, repeated or moved between the server and "
         "the stage, or the source changed during the read",
         "let Airflow retry: nothing was sealed, the next try re-extracts; if it repeats on an unchanged source, keep "
         "the task log and report it",
@@ -210,6 +217,14 @@ CODES += (
         "the target database could not be reached or refused the session before any change was made",
         "check the target connection and retry the task; nothing was changed",
         retryable=True,
+    ),
+    ErrorCode(
+        "native_transfer.target_relation_not_found",
+        "the target table of a partition_replace does not exist (a window replacement writes into an existing "
+        "table and never creates one)",
+        "create the target table, e.g. by one full_refresh run of the same manifest, or correct sink.schema and "
+        "sink.table",
+        retryable=False,
     ),
     ErrorCode(
         "native_transfer.target_schema_mismatch",

@@ -8,12 +8,14 @@ scope, a Distributed engine, a missing byte bound): a well-formed but inadmissib
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from enum import StrEnum
 from typing import Annotated, Final, Literal
 
 from pydantic import AfterValidator, Field, StrictInt, StrictStr, model_validator
 
 from airflow_provider_dpone.core.canonical import canonical_json, sha256_hex
+from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.manifest.types import (
     Closed,
     ConnectionId,
@@ -67,6 +69,26 @@ class QualityPolicy(Closed):
             if not COLUMN_METRICS & set(self.target_metrics):
                 raise ValueError("target_columns select the columns of null_count / distinct_count: request one")
         return self
+
+    @property
+    def observes_columns(self) -> bool:
+        """Whether a metric is observed per selected column (the table's columns must be known to admit it)."""
+        return bool(COLUMN_METRICS & set(self.target_metrics))
+
+    def selected_columns(self, names: Sequence[str]) -> tuple[str, ...]:
+        """The columns the column metrics observe in a table of ``names`` (none without a column metric): the
+        ``target_columns``, else every column; an unknown or over-limit selection is ``..._UNSUPPORTED``."""
+        if not self.observes_columns:
+            return ()
+        selected = self.target_columns or tuple(names)
+        unknown = sorted(set(selected) - set(names))
+        if unknown or len(selected) > MAX_TARGET_COLUMNS:
+            detail = f"{len(unknown)} selected columns are not in the table" if unknown else f"{len(selected)} columns"
+            raise DponeError(
+                "DPONE_REPLAY_QUALITY_EVIDENCE_UNSUPPORTED",
+                f"target observation selects at most {MAX_TARGET_COLUMNS} table columns: {detail}",
+            )
+        return selected
 
     def identity(self) -> str:
         """The normalized policy identity: the digest of the policy with its gates spelled out."""
@@ -132,6 +154,12 @@ class ClusterLoad(Closed):
     strategy: LoadStrategy = Field(description="full_refresh (partition_replace is not a cluster publication).")
     max_source_bytes: StrictInt | None = Field(
         default=None, description="Upper bound on the extracted artifact in bytes; required, positive."
+    )
+    max_source_rows: StrictInt | None = Field(
+        default=None,
+        ge=1,
+        description="The admitted content row budget: an artifact with more rows is refused before any candidate "
+        "exists. Part of the normalized plan, so every task of the operation carries the same budget.",
     )
     window: Window | None = Field(default=None, description="Only with partition_replace.")
 

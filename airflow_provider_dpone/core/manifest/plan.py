@@ -39,6 +39,8 @@ def _load(load: ClusterLoad | TransferLoad) -> dict[str, Any]:
     out: dict[str, Any] = {"strategy": load.strategy.value}
     if isinstance(load, ClusterLoad) and load.max_source_bytes is not None:
         out["max_source_bytes"] = load.max_source_bytes
+    if isinstance(load, ClusterLoad) and load.max_source_rows is not None:
+        out["max_source_rows"] = load.max_source_rows  # absent: the plan (and its digest) of earlier manifests
     if load.window is not None:
         out["window"] = {
             "column": load.window.column,

@@ -84,7 +84,7 @@ def parse_engine_full(engine: str, engine_full: str) -> list[EngineArgument]:
 
 def _check_relation(relation: RelationObservation) -> None:
     if not relation.exists:
-        raise DponeError("native_transfer.source_metadata_unavailable", "relation not found or not visible")
+        raise DponeError("native_transfer.source_relation_not_found", "relation not found or not visible")
     if relation.database_engine != "Atomic":
         raise DponeError("native_transfer.source_engine_unsupported", "database engine is not Atomic")
     if relation.is_temporary:

@@ -3,8 +3,9 @@
 The pre-query profile must contain every base part the query reads: a part that appears in ``_part`` but not in the
 profile (for example a merge or insert between preflight and the SELECT) means provenance is incomplete and the
 invocation fails. Offsets must lie inside the part's physical row count. Coverage is accumulated per part as a
-count and an order-independent fingerprint of the selected offsets; row values are never kept. Offsets are summed
-as unsigned 64-bit arrays, whose wrap-around is exactly the fingerprint's arithmetic modulo 2**64.
+count, the offset bounds and the multiset hash of the selected offsets (``raw_snapshot_physical.offset_hash``, summed);
+row values are never kept. The hash is computed over whole unsigned 64-bit arrays, whose wrap-around is exactly the
+hash's and the sum's arithmetic modulo 2**64.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import numpy.typing as npt
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.transfer.values.raw_snapshot_physical import (
     MAX_PARTS,
+    OFFSET_HASH_MULTIPLIERS,
+    OFFSET_HASH_SEED,
     PartCoverage,
     PhysicalPart,
     PhysicalProfile,
@@ -25,6 +28,19 @@ from airflow_provider_dpone.transfer.values.raw_snapshot_physical import (
 from airflow_provider_dpone.transfer.values.source_observation import PhysicalObservation, SelectedRows
 
 _MASK: Final = (1 << 64) - 1
+_SEED: Final = np.uint64(OFFSET_HASH_SEED)
+_MULTIPLIERS: Final = tuple(np.uint64(m) for m in OFFSET_HASH_MULTIPLIERS)
+_SHIFT: Final = np.uint64(33)
+
+
+def offset_hashes(offsets: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    """``raw_snapshot_physical.offset_hash`` of every offset, over the whole array."""
+    x = offsets ^ _SEED
+    for multiplier in _MULTIPLIERS:
+        x ^= x >> _SHIFT
+        x *= multiplier
+    x ^= x >> _SHIFT
+    return x
 
 
 def physical_profile(
@@ -56,12 +72,11 @@ def physical_profile(
 
 
 class _Acc:
-    __slots__ = ("max_offset", "min_offset", "rows", "square_sum", "total")
+    __slots__ = ("hash_sum", "max_offset", "min_offset", "rows")
 
     def __init__(self) -> None:
         self.rows = 0
-        self.total = 0
-        self.square_sum = 0
+        self.hash_sum = 0
         self.min_offset = -1
         self.max_offset = -1
 
@@ -97,7 +112,7 @@ class CoverageTracker:
         self.rows += rows
 
     def _observe_run(self, part: str, offsets: npt.NDArray[np.integer[Any]]) -> None:
-        """The rows of one part within a block: bounds checked and the fingerprint summed over whole arrays."""
+        """The rows of one part within a block: bounds checked and the offsets' hashes summed over whole arrays."""
         if part not in self._limits:
             raise DponeError("native_transfer.source_provenance_incomplete", "a part outside the pre-query profile")
         low, high = int(offsets.min()), int(offsets.max())
@@ -109,14 +124,13 @@ class CoverageTracker:
             acc = self._parts[part] = _Acc()
             acc.min_offset = low
         acc.rows += len(offsets)
-        acc.total = (acc.total + int(wrapped.sum(dtype=np.uint64))) & _MASK
-        acc.square_sum = (acc.square_sum + int((wrapped * wrapped).sum(dtype=np.uint64))) & _MASK
+        acc.hash_sum = (acc.hash_sum + int(offset_hashes(wrapped).sum(dtype=np.uint64))) & _MASK
         acc.min_offset = min(acc.min_offset, low)
         acc.max_offset = max(acc.max_offset, high)
 
     def require_selected(self, selected: SelectedRows) -> None:
         """The coverage received must be exactly what the server counts for the same SELECT, part by part: a row
-        lost, repeated or moved between the server and the stage changes a part's rows or offset fingerprint."""
+        lost, repeated or moved between the server and the stage changes a part's rows or offset hash."""
         if selected.parts is None:
             raise DponeError("native_transfer.source_provenance_incomplete", "the server's count has no parts")
         received, counted = self.entries(), list(selected.parts)
@@ -134,8 +148,7 @@ class CoverageTracker:
                 rows=acc.rows,
                 min_offset=acc.min_offset,
                 max_offset=acc.max_offset,
-                offsets_sum=acc.total,
-                offsets_square_sum=acc.square_sum,
+                offsets_hash_sum=acc.hash_sum,
             )
             for name, acc in sorted(self._parts.items())
         ]

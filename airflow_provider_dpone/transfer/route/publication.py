@@ -8,7 +8,9 @@ proven absence ends the attempt (``native_transfer.publication_absent``) and the
 
 Chunks go to the target pipelined: while chunk n is verified, chunk n+1 loads and chunk n+2 is read from the stage
 and checked against its receipt (``PIPELINE_DEPTH`` chunks in flight at most, so memory stays bounded by chunk size,
-never by rows). Loads write nothing to the journal, so the journal order is the sequential one; results are taken in
+never by rows). On a target whose readers wait for writers (``TransferTarget.reads_wait_for_writers``: SQL Server)
+loads and verifications share one thread instead, alternating in ordinal order, so a verification never waits on a
+load's locks; only the stage reads overlap them. Loads write nothing to the journal, so the journal order is the sequential one; results are taken in
 ordinal order, and after any failure every chunk in flight is finished or cancelled before the attempt is cleaned up.
 """
 
@@ -165,11 +167,16 @@ class Publisher:
 
         Three single-thread stages, each in ordinal order: read (stage object checked against its receipt), load,
         verify. A chunk's load waits for its read, its verification for its own committed load. The lease is checked
-        before each chunk enters the pipeline, and at most ``depth`` chunks are in it.
+        before each chunk enters the pipeline, and at most ``depth`` chunks are in it. When the target's readers wait
+        for writers, load and verify are one stage: load n, verify n, load n+1, ... on one thread.
         """
-        reader, loader, verifier = (
-            ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"dpone-target-{name}")
-            for name in ("read", "load", "verify")
+        reader, loader = (
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"dpone-target-{name}") for name in ("read", "load")
+        )
+        verifier = (
+            loader
+            if self._target.reads_wait_for_writers
+            else ThreadPoolExecutor(max_workers=1, thread_name_prefix="dpone-target-verify")
         )
 
         def read(evidence: ChunkEvidence) -> pa.Table:
@@ -198,7 +205,7 @@ class Publisher:
                     return ordinal
             return None
         finally:
-            for pool in (reader, loader, verifier):
+            for pool in dict.fromkeys((reader, loader, verifier)):
                 pool.shutdown(wait=True, cancel_futures=True)
 
     def _finish(self, view: InvocationView, complete: NativeStageComplete, invocation: TargetInvocation) -> Succeeded:

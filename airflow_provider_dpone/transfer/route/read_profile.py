@@ -71,7 +71,11 @@ def admit_settings(
 
 
 def admit_access(observed: AccessObservation) -> AccessRecord:
-    """Principal, roles and the identity of every row policy on the relation (predicates only as digests)."""
+    """Principal, roles and the identity of every row policy on the relation (predicates only as digests).
+
+    ``policy_filtered``: a policy on the relation applies to this principal (to the user or one of its roles),
+    so what it reads is filtered; a policy for other principals only is bound in the digest but filters nothing.
+    """
     if not observed.policies_inspectable:
         raise DponeError("native_transfer.source_read_profile_unsupported", "row policies cannot be inspected")
     roles = set(observed.current_roles) | set(observed.enabled_roles)
@@ -97,5 +101,5 @@ def admit_access(observed: AccessObservation) -> AccessRecord:
             "dpone.principal-roles.v1", sorted(observed.current_roles), sorted(observed.enabled_roles)
         ),
         row_policy_sha256=tagged_digest("dpone.row-policies.v1", policies),
-        policy_filtered=bool(policies),
+        policy_filtered=any(policy["applies"] for policy in policies),
     )

@@ -245,9 +245,8 @@ def read_selected_rows(client: Client, query: SnapshotQuery) -> SelectedRows:
             rows=int(count),
             min_offset=int(low),
             max_offset=int(high),
-            offsets_sum=int(total),
-            offsets_square_sum=int(squares),
+            offsets_hash_sum=int(hashed),
         )
-        for part, count, low, high, total, squares in rows
+        for part, count, low, high, hashed in rows
     )
     return SelectedRows(rows=sum(part.rows for part in parts), parts=parts)

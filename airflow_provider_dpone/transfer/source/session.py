@@ -250,9 +250,9 @@ def http_connector(
             client = build_client(connection, Purpose.SOURCE)
         except ClickHouseError as exc:
             # the driver's message names the host and port: only the kind of failure is reported
-            if _tls_failure(exc):
+            if (failure := _tls_failure(exc)) is not None:
                 raise DponeError(
-                    "native_transfer.source_transport_unsupported", "TLS handshake failed: the endpoint speaks no TLS"
+                    "native_transfer.source_transport_unsupported", f"TLS handshake failed: {failure}"
                 ) from None
             raise DponeError("native_transfer.source_query_failed", f"connect: {type(exc).__name__}") from None
         try:
@@ -265,17 +265,20 @@ def http_connector(
     return ClickHouseSnapshotConnector(build, http_transport(host, port, options))
 
 
-def _tls_failure(exc: BaseException) -> bool:
-    """Whether a connect failure was a TLS handshake failure (the driver chains urllib3's ``SSLError``)."""
+def _tls_failure(exc: BaseException) -> str | None:
+    """Why a connect failure was a TLS handshake failure, or ``None`` (the driver chains urllib3's ``SSLError``)."""
     seen: set[int] = set()
     pending: list[BaseException | None] = [exc]
+    found: str | None = None
     while pending:
         current = pending.pop()
         if current is None or id(current) in seen:
             continue
         seen.add(id(current))
+        if isinstance(current, ssl.SSLCertVerificationError):
+            return "the server certificate did not verify (chain, host name or validity)"
         if isinstance(current, ssl.SSLError) or type(current).__name__ == "SSLError":
-            return True
+            found = "the endpoint speaks no TLS or refused the handshake"
         reason = getattr(current, "reason", None)
         pending.extend([current.__cause__, current.__context__, reason if isinstance(reason, BaseException) else None])
-    return False
+    return found

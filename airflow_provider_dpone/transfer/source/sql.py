@@ -18,6 +18,7 @@ from airflow_provider_dpone.transfer.values.query import (
     parameters_descriptor,
     verify_query,
 )
+from airflow_provider_dpone.transfer.values.raw_snapshot_physical import OFFSET_HASH_FUNCTION
 
 SERVER_SQL: Final = (
     "SELECT version(), revision(), serverTimezone(), getSetting('session_timezone'), toString(serverUUID()), hostName(), "
@@ -99,9 +100,9 @@ def render_select(query: SnapshotQuery, *, row_hash: bool = True) -> tuple[str, 
 def render_selected_rows(query: SnapshotQuery) -> tuple[str, dict[str, Any]]:
     """The server's own count of the rows the data SELECT selects, over the same relation and window.
 
-    With provenance, one row per part: ``(part, rows, min offset, max offset, sum of offsets, sum of squared
-    offsets)``, the sums in ``UInt64`` (wrapping modulo 2**64 exactly as the worker's fingerprint does); without, one
-    ``count()``. It reads only the window column and the virtual columns, never the projection.
+    With provenance, one row per part: ``(part, rows, min offset, max offset, sum of the offsets' intHash64)``, the sum
+    in ``UInt64`` (wrapping modulo 2**64 exactly as the worker's coverage does); without, one ``count()``. It reads
+    only the window column and the virtual columns, never the projection.
     """
     verify_query(query)
     selection, parameters = _selection(query)
@@ -109,7 +110,7 @@ def render_selected_rows(query: SnapshotQuery) -> tuple[str, dict[str, Any]]:
         return f"SELECT count(){selection}", parameters
     offset = "toUInt64(_part_offset)"
     return (
-        f"SELECT toString(_part) AS part, count(), min({offset}), max({offset}), sum({offset}), "
-        f"sum({offset} * {offset}){selection} GROUP BY part ORDER BY part",
+        f"SELECT toString(_part) AS part, count(), min({offset}), max({offset}), "
+        f"sum({OFFSET_HASH_FUNCTION}({offset})){selection} GROUP BY part ORDER BY part",
         parameters,
     )

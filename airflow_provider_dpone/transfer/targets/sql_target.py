@@ -152,6 +152,8 @@ class SqlTransferTarget(ABC):
     statements: ClassVar[Statements]
     table_kinds: ClassVar[frozenset[str]]
     """The catalog's kinds of an ordinary table (any other object in the target's name is refused)."""
+    reads_wait_for_writers: ClassVar[bool]
+    """Whether a read of staging waits on another transaction's uncommitted load (``TransferTarget``)."""
 
     def __init__(self, table: TargetTable, *, lock_timeout_ms: int) -> None:
         self.table = table
@@ -264,7 +266,7 @@ class SqlTransferTarget(ABC):
         if kind is not None and kind not in self.table_kinds:
             raise DponeError("native_transfer.target_schema_mismatch", f"target object kind {kind!r} is not a table")
         if required and kind is None:
-            raise DponeError("native_transfer.target_schema_mismatch", "window_replace target does not exist")
+            raise DponeError("native_transfer.target_relation_not_found", "window_replace target does not exist")
         return kind is not None
 
     def _require_staging(self, session: Session, plan: TargetPlan) -> None:

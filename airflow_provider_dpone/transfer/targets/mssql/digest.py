@@ -18,14 +18,21 @@ Encodings (each an exact ``CONVERT`` with an explicit style where one applies):
 * ``UNIQUEIDENTIFIER``: ``LOWER(CONVERT(CHAR(36), v))``, the standard field order whatever the storage byte order;
 * ``VARBINARY``/``BINARY``: the bytes; ``NVARCHAR``: UTF-8 through a ``_UTF8`` collation (SQL Server 2019+).
 
-Text columns need SQL Server 2019 (``UTF8_MIN_VERSION``); on older servers :func:`server_digest_supported` is false and
-the target verifies by reading the chunk back instead.
+Text columns need SQL Server 2019 (``UTF8_MIN_VERSION``) for the in-server UTF-8. On older servers
+:func:`server_digest_supported` is false and :func:`chunk_fields` reads the chunk back exactly instead: every non-text
+field as the server renders it above, and each text value as its stored UTF-16LE code units
+(``CAST(v AS VARBINARY(MAX))``, whatever the collation); :func:`fields_row_hash` decodes those strictly to UTF-8 and
+hashes the same preimage. Nothing passes through FreeTDS's character conversion, which would substitute ``?`` for
+what it cannot convert and so could read a stored difference back as the value sent.
 """
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Sequence
 from typing import Final
 
+from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.identifiers import quote_tsql
 from airflow_provider_dpone.core.typed_digest import HASH_LIMBS
 from airflow_provider_dpone.transfer.targets.mssql.tsql import CHUNK, staging
@@ -38,6 +45,7 @@ ROW_TAG: Final[str] = "0x64706f6e652e74797065642d726f772e763100"  # b"dpone.type
 NULL_FIELD: Final[str] = "0x0000000100"  # length 1, then the NULL marker 0x00
 SERVER_VERSION: Final[str] = "SELECT CAST(SERVERPROPERTY('ProductMajorVersion') AS INT) AS major_version;"
 EPOCH: Final[str] = "CONVERT(DATETIME2(7), '1970-01-01T00:00:00', 126)"
+TEXTSIZE: Final[str] = "SET TEXTSIZE 2147483647;"  # (MAX) values come back whole, whatever the session's default
 
 
 def server_digest_supported(plan: TargetPlan, major_version: int | None) -> bool:
@@ -85,13 +93,18 @@ def _field(index: int, name: str) -> str:
     return f"CASE WHEN s.{name} IS NULL THEN {NULL_FIELD} ELSE {length} + 0x01 + {encoded} END"
 
 
+def _encodings(plan: TargetPlan, *, text: bool = True) -> str:
+    return ", ".join(
+        f"{_encoding(quote_tsql(column.name), column.column_type)} AS e{i}"
+        for i, column in enumerate(plan.columns)
+        if text or column.column_type.storage is not StorageKind.TEXT
+    )
+
+
 def chunk_digest(plan: TargetPlan) -> str:
     """One row: the chunk's row count and the eight limb sums of its row hashes; the ordinal is the parameter."""
     names = [quote_tsql(c.name) for c in plan.columns]
-    encoded = ", ".join(
-        f"{_encoding(name, column.column_type)} AS e{i}"
-        for i, (name, column) in enumerate(zip(names, plan.columns, strict=True))
-    )
+    encoded = _encodings(plan)
     preimage = " + ".join([ROW_TAG, *(_field(i, n) for i, n in enumerate(names))])
     limbs = ", ".join(
         f"COALESCE(SUM(CAST(SUBSTRING(hashed.h, {4 * i + 1}, 4) AS BIGINT)), 0)" for i in range(HASH_LIMBS)
@@ -100,3 +113,49 @@ def chunk_digest(plan: TargetPlan) -> str:
         f"SELECT COUNT_BIG(*), {limbs} FROM (SELECT HASHBYTES('SHA2_256', {preimage}) AS h "
         f"FROM {staging(plan)} AS s CROSS APPLY (SELECT {encoded}) AS enc WHERE s.{CHUNK} = %s) AS hashed;"
     )
+
+
+def text_columns(plan: TargetPlan) -> tuple[bool, ...]:
+    return tuple(c.column_type.storage is StorageKind.TEXT for c in plan.columns)
+
+
+def chunk_fields(plan: TargetPlan) -> str:
+    """Per staged row of the ordinal (the parameter), one value per column: the digest field as the server renders
+    it, or for a text column its stored UTF-16LE code units (``NULL`` for NULL)."""
+    fields = [
+        f"CAST(s.{name} AS VARBINARY(MAX))" if text else _field(i, name)
+        for i, (name, text) in enumerate(
+            zip((quote_tsql(c.name) for c in plan.columns), text_columns(plan), strict=True)
+        )
+    ]
+    return (
+        f"{TEXTSIZE}\nSELECT {', '.join(fields)} FROM {staging(plan)} AS s "
+        f"CROSS APPLY (SELECT {_encodings(plan, text=False)}) AS enc WHERE s.{CHUNK} = %s;"
+    )
+
+
+_NULL: Final[bytes] = bytes.fromhex(NULL_FIELD[2:])
+_TAG: Final[bytes] = bytes.fromhex(ROW_TAG[2:])
+
+
+def fields_row_hash(fields: Sequence[object], text: Sequence[bool], ordinal: int) -> int:
+    """The row hash over one row of :func:`chunk_fields`: stored text decoded strictly (an unpaired surrogate or a
+    cut code unit is no text the load could have sent: ``target_verification_failed``)."""
+    hasher = hashlib.sha256(_TAG)
+    for value, is_text in zip(fields, text, strict=True):
+        if not isinstance(value, bytes | bytearray):
+            if value is None and is_text:
+                hasher.update(_NULL)
+                continue
+            raise DponeError("native_transfer.target_verification_failed", f"chunk {ordinal}: a field is not bytes")
+        if not is_text:
+            hasher.update(value)
+            continue
+        try:
+            encoded = bytes(value).decode("utf-16-le").encode("utf-8")
+        except UnicodeError:
+            raise DponeError(
+                "native_transfer.target_verification_failed", f"chunk {ordinal}: a stored text value is not UTF-16"
+            ) from None
+        hasher.update((len(encoded) + 1).to_bytes(4, "big") + b"\x01" + encoded)
+    return int.from_bytes(hasher.digest(), "big")

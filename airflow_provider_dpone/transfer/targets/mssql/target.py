@@ -7,8 +7,9 @@ transaction-owned ``sp_getapplock``; the receipt's primary key makes a second co
 verification reads from :mod:`digest`).
 
 A chunk is verified by the typed digest SQL Server computes in T-SQL over what it stores (:mod:`digest`), a path that
-shares nothing with the BCP or batch load; only text columns on a server without UTF-8 collations are read back and
-hashed in the worker instead.
+shares nothing with the BCP or batch load. On a server without UTF-8 collations a plan with text columns is read back
+exactly instead (each field in the server's rendering, text as its stored UTF-16LE code units) and hashed in the
+worker; nothing is verified through the driver's own value conversions.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ import pyarrow as pa
 
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.manifest.transfer_options import ImportBackend
-from airflow_provider_dpone.core.typed_digest import LogicalType, MultisetDigest, fold_limb_sums
-from airflow_provider_dpone.transfer.targets.mssql import checks, digest, tsql, values
+from airflow_provider_dpone.core.typed_digest import MODULUS, LogicalType, fold_limb_sums
+from airflow_provider_dpone.transfer.targets.mssql import checks, digest, tsql
 from airflow_provider_dpone.transfer.targets.mssql.driver import (
     DRIVER_ERRORS,
     ConnectionFactory,
@@ -59,6 +60,9 @@ class MsSqlTransferTarget(SqlTransferTarget):
     errors: ClassVar[tuple[type[BaseException], ...]] = DRIVER_ERRORS
     statements: ClassVar[Statements] = tsql
     table_kinds: ClassVar[frozenset[str]] = frozenset({"U"})
+    reads_wait_for_writers: ClassVar[bool] = True
+    """Locking READ COMMITTED: a chunk's bulk load holds row locks, escalated to a table lock past ~5,000 locks in
+    one statement; a verifying read of staging then waits until the load commits (``LOCK_TIMEOUT`` at most)."""
 
     def __init__(
         self,
@@ -180,8 +184,8 @@ class MsSqlTransferTarget(SqlTransferTarget):
             self._commit_or_unknown(session, "native_transfer.target_load_failed", f"chunk {ordinal}")
 
     def _staged_digest(self, session: Session, plan: TargetPlan, ordinal: int) -> tuple[int, int]:
-        """As the server computes it from what it stores (``digest.py``); read back only for text columns on a
-        server without UTF-8 collations."""
+        """As the server computes it from what it stores (``digest.py``); read back exactly only for text columns on
+        a server without UTF-8 collations."""
         if not digest.server_digest_supported(plan, None):
             row = session.one(digest.SERVER_VERSION)
             version = None if row is None or row[0] is None else int(row[0])
@@ -192,9 +196,11 @@ class MsSqlTransferTarget(SqlTransferTarget):
 
     @staticmethod
     def _readback_digest(session: Session, plan: TargetPlan, ordinal: int) -> tuple[int, int]:
-        observed = MultisetDigest(plan.typed_columns)
-        normalize = values.readback([c.column_type for c in plan.columns])
-        cursor = session.run(tsql.select_chunk(plan), (ordinal,))
+        text = digest.text_columns(plan)
+        rows, total = 0, 0
+        cursor = session.run(digest.chunk_fields(plan), (ordinal,))
         while batch := cursor.fetchmany(FETCH_ROWS):
-            observed.add_rows(normalize(row) for row in batch)
-        return observed.rows, observed.total
+            for fields in batch:
+                total = (total + digest.fields_row_hash(fields, text, ordinal)) % MODULUS
+            rows += len(batch)
+        return rows, total

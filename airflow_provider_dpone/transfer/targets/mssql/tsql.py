@@ -135,10 +135,6 @@ def chunk_present(plan: TargetPlan) -> str:
     return f"SELECT TOP (1) 1 FROM {staging(plan)} WHERE {CHUNK} = %s;"
 
 
-def select_chunk(plan: TargetPlan) -> str:
-    return f"SELECT {_columns(plan)} FROM {staging(plan)} WHERE {CHUNK} = %s;"
-
-
 def delete_chunk(plan: TargetPlan) -> str:
     return f"DELETE FROM {staging(plan)} WHERE {CHUNK} = %s;"
 

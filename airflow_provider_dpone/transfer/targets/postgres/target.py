@@ -93,6 +93,7 @@ class PostgresTransferTarget(SqlTransferTarget):
     errors: ClassVar[tuple[type[BaseException], ...]] = (psycopg.Error,)
     statements: ClassVar[Statements] = sql
     table_kinds: ClassVar[frozenset[str]] = frozenset({"r", "p"})
+    reads_wait_for_writers: ClassVar[bool] = False  # MVCC: a reader never waits for a writer
 
     def __init__(
         self,

@@ -1,1 +1,0 @@
-SELECT [id], [i8], [u8], [i16], [u16], [i32], [u32], [i64], [amount], [payload], [label], [digest16], [flag], [day], [ts], [ts3], [u] FROM [dbo].[__dpone_stg_f160f0f373d6ae304cc726afc231507b] WHERE [__dpone_chunk] = %s;

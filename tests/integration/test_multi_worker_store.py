@@ -1,0 +1,113 @@
+"""Stage and publish tries in two worker processes with different local directories, as two Celery workers run them.
+
+Each worker is its own Python process with its own ``AIRFLOW_HOME`` (so its own worker-local default store) and its
+own ``[dpone]`` settings; they share only the embedded cluster and the Airflow connection. What is asserted is read
+from the engines and the authority: without a shared store nothing is written at all; with each worker's own
+``file://`` store a retry on the other worker names the setting instead of failing as a corrupt artifact, and the
+sealing worker still resumes; with one shared store the other worker completes the operation.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from airflow_provider_dpone.embedded import EmbeddedCluster
+from tests.integration.dag_runner import load_example
+from tests.integration.embedded_example import embedded_manifest, member_rows
+from tests.integration.replica_checks import authority_record
+
+REPO = Path(__file__).resolve().parents[2]
+ROWS = 40
+pytestmark = pytest.mark.embedded_cluster(members=2)
+
+
+@pytest.fixture(scope="module")
+def example(dags_folder: Path) -> ModuleType:
+    return load_example(dags_folder, "clickhouse_external_full_refresh.py")
+
+
+class Worker:
+    """One worker machine: its own home directory and settings; every call is a fresh process."""
+
+    def __init__(self, home: Path, cluster: EmbeddedCluster, manifest: dict[str, Any], **settings: str) -> None:
+        home.mkdir(parents=True)
+        self.home = home
+        env = {name: value for name, value in os.environ.items() if not name.startswith("AIRFLOW")}
+        env.update(
+            {
+                "AIRFLOW_HOME": str(home),
+                "AIRFLOW_CONFIG": str(home / "airflow.cfg"),
+                "AIRFLOW_CONN_DPONE_CLICKHOUSE_DEFAULT": json.dumps(cluster.connection_json()),
+                "DPONE_WORKER_MANIFEST": json.dumps(manifest),
+                "PYTHONPATH": str(REPO),
+            }
+        )
+        env.update({f"AIRFLOW__DPONE__{name.upper()}": value for name, value in settings.items()})
+        self.env = env
+
+    def run(self, *steps: str) -> list[str]:
+        done = subprocess.run(
+            [sys.executable, "-m", "tests.integration.worker_try", *steps],
+            cwd=REPO,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        outcomes = [json.loads(line)["outcome"] for line in done.stdout.splitlines() if line.startswith("{")]
+        if done.returncode == 3:  # the worker died where told to
+            outcomes.append("died")
+        assert done.returncode in (0, 3), done.stderr[-2000:]
+        return outcomes
+
+
+@pytest.fixture
+def manifest(example: ModuleType, embedded_cluster: EmbeddedCluster, fresh_database: str) -> dict[str, Any]:
+    return embedded_manifest(example, embedded_cluster, fresh_database, rows=ROWS)
+
+
+def test_a_worker_local_default_store_is_refused_before_anything_is_written(
+    tmp_path: Path, embedded_cluster: EmbeddedCluster, fresh_database: str, manifest: dict[str, Any]
+) -> None:
+    worker = Worker(tmp_path / "worker-a", embedded_cluster, manifest)
+    assert worker.run("fence", "stage") == ["DPONE_ARTIFACT_STORE_WORKER_LOCAL"] * 2
+    assert authority_record(embedded_cluster, fresh_database) is None
+    assert not (tmp_path / "worker-a" / "dpone").exists()
+    declared = Worker(tmp_path / "worker-b", embedded_cluster, manifest, single_worker="True")
+    assert declared.run("fence") == ["LOCKED"]  # a declared one-worker deployment keeps the local default
+
+
+def test_a_retry_on_a_worker_without_the_artifact_names_the_setting_and_the_sealing_worker_resumes(
+    tmp_path: Path, embedded_cluster: EmbeddedCluster, fresh_database: str, manifest: dict[str, Any]
+) -> None:
+    a_home, b_home = tmp_path / "worker-a", tmp_path / "worker-b"
+    first = Worker(a_home, embedded_cluster, manifest, artifact_base=f"file://{a_home}/artifacts")
+    second = Worker(b_home, embedded_cluster, manifest, artifact_base=f"file://{b_home}/artifacts")
+    assert first.run("fence", "stage-then-die") == ["LOCKED", "died"]
+    assert second.run("stage") == ["DPONE_ARTIFACT_STORE_NOT_SHARED"]
+    record = authority_record(embedded_cluster, fresh_database)
+    assert record is not None and record.phase.value == "STAGING"
+    assert member_rows(embedded_cluster, fresh_database, record.candidate_name) == [(0, 0), (0, 0)]
+    assert first.run("stage") == ["STAGED"]
+    assert second.run("publish") == ["COMMITTED"]
+    assert member_rows(embedded_cluster, fresh_database) == [(ROWS, ROWS)] * 2
+
+
+def test_with_one_shared_store_the_other_worker_completes_the_stage_and_publishes(
+    tmp_path: Path, embedded_cluster: EmbeddedCluster, fresh_database: str, manifest: dict[str, Any]
+) -> None:
+    shared = f"file://{tmp_path}/shared-mount/artifacts"
+    first = Worker(tmp_path / "worker-a", embedded_cluster, manifest, artifact_base=shared)
+    second = Worker(tmp_path / "worker-b", embedded_cluster, manifest, artifact_base=shared)
+    assert first.run("fence", "stage-then-die") == ["LOCKED", "died"]
+    assert second.run("stage", "publish") == ["STAGED", "COMMITTED"]
+    assert member_rows(embedded_cluster, fresh_database) == [(ROWS, ROWS)] * 2

@@ -1,0 +1,59 @@
+"""Task tries of the external example manifest in a worker process of its own, as a Celery worker runs them.
+
+``python -m tests.integration.worker_try STEP...`` with the manifest (JSON) in ``DPONE_WORKER_MANIFEST`` and the
+worker's own ``AIRFLOW_HOME`` and ``[dpone]`` settings in its environment. Each step (``fence``, ``stage``,
+``stage-then-die``, ``publish``) is one task try over the hook's real adapters, built the way the operators build
+them; ``stage-then-die`` ends the process (``os._exit``) when the first member load is about to be sent: the worker
+died after the seal. Prints one JSON line per step: the phase reached, or the stable code it failed with.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+
+def run(step: str) -> str:
+    from airflow_provider_dpone.cluster.protocol.results import InProgress
+    from airflow_provider_dpone.cluster.protocol.service import publication_service
+    from airflow_provider_dpone.hooks.publication import hook_environment
+    from airflow_provider_dpone.operators.full_refresh import build_request, fence_table, read_manifest, resolve_table
+
+    if step == "stage-then-die":
+        from airflow_provider_dpone.cluster.clickhouse.member_session import ClickHouseMemberSession
+
+        ClickHouseMemberSession.load = lambda *args, **kwargs: os._exit(3)  # type: ignore[method-assign]
+    manifest = read_manifest(json.loads(os.environ["DPONE_WORKER_MANIFEST"]))
+    environment = hook_environment(manifest, manifest.sink.connection_id, ddl_task_timeout_seconds=10)
+    try:
+        ids = {"dag_id": "multi_worker", "run_id": "manual__1"}
+        fence = build_request(manifest, table=fence_table(manifest), **ids)
+        table, begun = resolve_table(manifest, environment, fence, stages=step.startswith("stage"))
+        request = build_request(manifest, table=table, **ids)
+        service = publication_service(environment.ports, request, environment.settings, begun=begun)
+        if step == "fence":
+            return service.fence().phase
+        if step.startswith("stage"):
+            return service.stage(environment.source(request)).phase
+        result = service.publish()
+        while isinstance(result, InProgress):
+            result = service.reconcile_publication()
+        return "COMMITTED"
+    finally:
+        environment.close()
+
+
+def main(steps: list[str]) -> None:
+    from airflow_provider_dpone.core.errors import DponeError
+
+    for step in steps:
+        try:
+            outcome = run(step)
+        except DponeError as error:
+            outcome = error.code
+        print(json.dumps({"step": step, "outcome": outcome}), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

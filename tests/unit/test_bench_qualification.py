@@ -1,0 +1,52 @@
+"""P3 trial qualification of the transfer benchmark (``bench/native_transfer.py``: ``qualify``), as seed 003 states it:
+only trials with before/after endpoint-authority agreement are admitted, and admitted trials must agree on the stable
+workload values (EOF rows and typed workload digest)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+@pytest.fixture(scope="module")
+def bench() -> Any:
+    sys.path.insert(0, str(BENCH))
+    try:
+        import native_transfer
+
+        return native_transfer
+    finally:
+        sys.path.remove(str(BENCH))
+
+
+def trial(agreement: bool | None, rows: int = 10, digest: str = "a" * 64) -> dict[str, Any]:
+    return {"rows": rows, "workload_digest": digest, "endpoint_authority_agreement": agreement}
+
+
+def test_a_trial_with_observed_drift_is_excluded(bench: Any) -> None:
+    qualification = bench.qualify([trial(True), trial(False), trial(None), trial(True)])
+    assert qualification["admitted"] == [0, 3] and sorted(qualification["excluded"]) == [1, 2]
+    assert qualification["repeatable"]
+
+
+def test_admitted_trials_must_agree_on_the_stable_workload(bench: Any) -> None:
+    differing = bench.qualify([trial(True), trial(True, digest="b" * 64)])
+    assert not differing["repeatable"] and len(differing["workload"]) == 2
+    assert not bench.qualify([trial(True), trial(True, rows=11)])["repeatable"]
+    drifted = bench.qualify([trial(True), trial(False, digest="b" * 64)])  # the drifted trial does not count
+    assert drifted["repeatable"] and drifted["workload"] == [{"rows": 10, "workload_digest": "a" * 64}]
+
+
+def test_only_admitted_trials_are_measured(bench: Any) -> None:
+    results = {"ours_s": [1.0, 9.0, 1.2], "phases": [[1], [2], [3]], "note": "kept"}
+    qualification = bench.qualify([trial(True), trial(False), trial(True)])
+    assert bench._admitted_only(results, qualification) == {"ours_s": [1.0, 1.2], "phases": [[1], [3]], "note": "kept"}
+    with pytest.raises(SystemExit, match="no qualified measurement"):
+        bench._admitted_only(results, bench.qualify([trial(False), trial(False)]))
+    with pytest.raises(SystemExit, match="no qualified measurement"):
+        bench._admitted_only(results, bench.qualify([trial(True), trial(True, rows=3)]))

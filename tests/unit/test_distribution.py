@@ -1,0 +1,92 @@
+"""What a user installs from this repository: the wheel ``make dist`` builds carries the example DAGs and the docs
+pages every message cites, and an installed copy finds each page by its name.
+
+The wheel is built from this checkout with ``uv build`` (as ``make dist`` does) and unpacked into a plain target
+directory (``--no-deps``: the dependencies are the ones this environment already has), so the checks run against
+the installed files, not the checkout.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from airflow_provider_dpone import docs_page
+from airflow_provider_dpone.cli import main
+from airflow_provider_dpone.core.errors import REGISTRY
+from airflow_provider_dpone.provider_info import get_provider_info
+
+REPO = Path(__file__).resolve().parents[2]
+UV = Path(sys.executable).parent / "uv"
+"""``make install`` puts uv into the virtual environment (``make dist`` builds with it)."""
+PAGE = re.compile(r"docs/([a-z0-9-]+)\.md")
+
+
+def _cited_pages() -> set[str]:
+    """Every docs page an error message, a DAG docstring or a module of the package names (``docs/<page>.md``)."""
+    texts = [f"{code.cause} {code.action}" for code in REGISTRY.values()]
+    for folder in (REPO / "airflow_provider_dpone", REPO / "dags_examples"):
+        texts += [path.read_text(encoding="utf-8") for path in folder.rglob("*.py")]
+    return {match for text in texts for match in PAGE.findall(text)}
+
+
+def test_every_cited_docs_page_exists_and_the_documentation_link_names_one() -> None:
+    cited = _cited_pages()
+    assert {"connections", "getting-started", "manifest-reference", "targets"} <= cited
+    missing = sorted(page for page in cited if not (REPO / "docs" / f"{page}.md").is_file())
+    assert missing == [], f"messages cite docs pages that do not exist: {missing}"
+    url = get_provider_info()["documentation-url"]
+    assert url == docs_page("getting-started").as_uri() and Path(url.removeprefix("file://")).is_file()
+
+
+def test_dpone_docs_prints_a_page_by_name(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["docs", "docs/connections.md"]) == 0
+    assert Path(capsys.readouterr().out.strip()) == REPO / "docs" / "connections.md"
+    assert main(["docs", "no-such-page"]) == 2
+
+
+def test_dpone_example_dags_prints_the_folder_of_the_example_dags(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["example-dags"]) == 0
+    folder = Path(capsys.readouterr().out.strip())
+    assert folder == REPO / "dags_examples" and (folder / "clickhouse_external_full_refresh.py").is_file()
+
+
+def test_the_built_wheel_installs_the_examples_and_the_docs_pages(tmp_path: Path) -> None:
+    subprocess.run([str(UV), "build", "--quiet", "--wheel", "--out-dir", str(tmp_path / "dist")], cwd=REPO, check=True)
+    (wheel,) = (tmp_path / "dist").glob("airflow_provider_dpone-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    examples = {f"airflow_provider_dpone/example_dags/{path.name}" for path in (REPO / "dags_examples").glob("*.py")}
+    assert examples <= names and "airflow_provider_dpone/example_dags/transfer_demo.py" in names
+    pages = {f"airflow_provider_dpone/docs/{page}.md" for page in _cited_pages() | {"index"}}
+    assert pages <= names, sorted(pages - names)
+    metadata = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+    assert "pypi.org/project/airflow-provider-dpone" not in metadata, "no link to an index page that does not exist"
+
+    site = tmp_path / "site"
+    subprocess.run(
+        [str(UV), "pip", "install", "--quiet", "--no-deps", "--target", str(site), str(wheel)],
+        check=True,
+        env={"PATH": str(UV.parent) + ":/usr/bin:/bin", "UV_PYTHON": sys.executable},
+    )
+    shutil.rmtree(tmp_path / "dist")
+    found = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import airflow_provider_dpone as p; print(p.docs_page('connections'), p.example_dags_folder())",
+        ],
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    page, examples = (Path(path) for path in found.stdout.split())
+    assert page == site / "airflow_provider_dpone" / "docs" / "connections.md"
+    assert examples == site / "airflow_provider_dpone" / "example_dags"
