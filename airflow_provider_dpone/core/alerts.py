@@ -59,7 +59,8 @@ FENCED_FOREIGN_OPERATION = _alert(
 STAGING_DIVERGENCE = _alert(
     "cluster",
     "staging_divergence",
-    "a staged candidate no longer holds the verified generation when publication observes it",
+    "a candidate holds what no load of this operation explains (duplicated, divergent or vanished while staging), "
+    "or a staged candidate changed before its publication",
     "keep every table; compare the member's candidate with the artifact receipt before aborting the operation",
     _C + "CANDIDATE_DIVERGENT",
 )
