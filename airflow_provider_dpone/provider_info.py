@@ -59,8 +59,8 @@ CONFIG: dict[str, Any] = {
                 None,
                 "s3://bucket/dpone/native-transfer",
                 "Where the native transfer keeps its stage and journal (an ObjectStoragePath URL); a transfer "
-                "operator's stage_base argument wins. Unset: file://<system temp dir>/dpone-native-transfer, which "
-                "is worker-local and lets only a retry on the same worker recover without the source.",
+                "operator's stage_base argument wins. Unset: refused (native_transfer.stage_store_worker_local) unless "
+                "single_worker is true, then file://<system temp dir>/dpone-native-transfer.",
             ),
             "ddl_task_timeout_seconds": _option(
                 "integer",

@@ -13,8 +13,8 @@ memory (the clients and connection factories close over them) and never reach lo
 * Target: ``mssql`` through the Microsoft SQL Server provider's ``MsSqlHook`` (pymssql; BCP or SqlClient batches as
   ``execution.import_backend`` says), or ``postgres`` through psycopg with a DSN built from the connection.
 * Stage and journal: one ``ObjectStoragePath`` base (``s3://...`` in production). Default: ``[dpone]
-  native_transfer_base`` from the Airflow config, else ``file://`` under the worker's temp directory, which only
-  survives retries that run on the same worker.
+  native_transfer_base`` from the Airflow config, else, where ``[dpone] single_worker`` declares one machine,
+  ``file://`` under the worker's temp directory; without either the task is refused before it starts.
 """
 
 from __future__ import annotations
@@ -59,7 +59,10 @@ def _as_is(port: P) -> P:
 
 
 def stage_base(configured: str | None = None) -> str:
-    """The stage/journal base URL: the operator's argument, the Airflow config, or a worker-local directory."""
+    """The stage/journal base URL: the operator's argument, the Airflow config, or a worker-local directory only where
+    the deployment declares one worker (``[dpone] single_worker = True``); otherwise
+    ``native_transfer.stage_store_worker_local`` before the task touches anything (a retry on another worker could not
+    recover from a stage it cannot read)."""
     if configured:
         return configured.rstrip("/")
     from airflow.configuration import conf
@@ -67,6 +70,11 @@ def stage_base(configured: str | None = None) -> str:
     from_config = conf.get("dpone", "native_transfer_base", fallback=None)
     if from_config:
         return str(from_config).rstrip("/")
+    if not conf.getboolean("dpone", "single_worker", fallback=False):
+        raise DponeError(
+            "native_transfer.stage_store_worker_local",
+            "[dpone] native_transfer_base unset, [dpone] single_worker false",
+        )
     return f"file://{tempfile.gettempdir()}/{DEFAULT_BASE_DIR}"
 
 

@@ -166,11 +166,11 @@ class DponeNativeTransferOperator(BaseOperator):
             manifest = self._manifest()
             if self.target_factory is None:
                 DponeNativeTransferHook(manifest).require_target_connection()
+            base = stage_base(self.stage_base)
         except DponeError as error:
             raise_for(error, self.task_log)
         dag_run = context["dag_run"]
         identity = OperationIdentity(manifest, dag_run.dag_id, dag_run.run_id)
-        base = stage_base(self.stage_base)
         self.task_log.info(
             "native transfer: operation %s, plan %s, sink %s",
             identity.operation_id,

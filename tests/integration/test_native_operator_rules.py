@@ -262,6 +262,20 @@ def test_hook_builds_the_adapters_from_airflow_connections(monkeypatch) -> None:
     assert stage_base() == "s3://bucket/dpone" and stage_base("file:///x") == "file:///x"
 
 
+def test_a_worker_local_stage_is_refused_unless_the_deployment_declares_one_worker(monkeypatch) -> None:
+    """Unset, the stage would live in one worker's temp directory: only a declared single worker may use it."""
+    from airflow_provider_dpone.hooks.native_transfer import stage_base
+
+    monkeypatch.delenv("AIRFLOW__DPONE__NATIVE_TRANSFER_BASE", raising=False)
+    monkeypatch.setenv("AIRFLOW__DPONE__SINGLE_WORKER", "False")
+    with pytest.raises(DponeError) as refused:
+        stage_base()
+    assert refused.value.code == "native_transfer.stage_store_worker_local" and not refused.value.retryable
+    assert stage_base("s3://bucket/x/") == "s3://bucket/x", "an explicit stage_base needs no declaration"
+    monkeypatch.setenv("AIRFLOW__DPONE__SINGLE_WORKER", "True")
+    assert stage_base().startswith("file://") and stage_base().endswith("dpone-native-transfer")
+
+
 def test_the_default_lease_and_the_examples_retries_fit_together() -> None:
     import datetime as dt
 

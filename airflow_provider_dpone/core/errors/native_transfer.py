@@ -76,6 +76,16 @@ CODES: tuple[ErrorCode, ...] = (
         retryable=True,
     ),
     ErrorCode(
+        "native_transfer.stage_store_worker_local",
+        "[dpone] native_transfer_base is not set, so the stage and journal would go to a directory of this worker, "
+        "and the deployment does not declare a single worker: a retry on another worker could not recover without "
+        "the source; nothing was read or written",
+        "set [dpone] native_transfer_base (or the operator's stage_base) to storage every worker reaches "
+        "(s3://conn_id@bucket/prefix, gs://..., or a file:// path on a mount all workers share); on a one-worker "
+        "deployment set [dpone] single_worker = True instead",
+        retryable=False,
+    ),
+    ErrorCode(
         "native_transfer.source_relation_not_found",
         "the source table the manifest names does not exist on the source server (or its account cannot see it)",
         "create the source table or correct source.database and source.table in the manifest (the example DAGs' "
