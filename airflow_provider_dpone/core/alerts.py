@@ -3,7 +3,7 @@
 An alert marks a condition an operator must look at even when a retry, another run or a human is already on it: the
 seeds name them (a foreign operation holding the target, a diverged candidate, a terminal mixed publication, expired
 queue evidence, a cleanup of unknown outcome, topology drift; on the transfer: held or unknown custody, a re-extract,
-provenance drift). Each alert has one stable name, used both as the log event and as the Airflow metric name
+provenance drift, an undecidable publication, a failed cleanup). Each alert has one stable name, used both as the log event and as the Airflow metric name
 (``Stats.incr(name)``), and is emitted exactly where a protocol decides its condition, once per decision.
 
 :func:`emit` refuses anything but opaque facts: every fact key is from a closed set, and its value must have that
@@ -124,6 +124,25 @@ PROVENANCE_DRIFT = _alert(
     _T + "source_snapshot_drift",
 )
 
+PUBLICATION_UNKNOWN = _alert(
+    "transfer",
+    "publication_unknown",
+    "the target's publication of a verified stage cannot be decided: its receipt differs from the stage, or the "
+    "target could not be read to reconcile it",
+    "keep the target and the stage; rerun the operation once the target answers, or compare the receipt by the runbook",
+    _T + "publication_outcome_unknown",
+    _T + "target_publication_outcome_unknown",
+)
+CLEANUP_FAILED = _alert(
+    "transfer",
+    "cleanup_failed",
+    "after a recorded success, the target's staging objects or the stage's chunks could not be removed",
+    "the published snapshot stands; drop the invocation's staging table and stage prefix by hand, or let a later "
+    "run of the operation retire them",
+    _T + "target_unavailable",
+    _T + "stage_retirement_failed",
+)
+
 ALERTS: Final[dict[str, Alert]] = {}
 for _entry in (
     FENCED_FOREIGN_OPERATION,
@@ -136,6 +155,8 @@ for _entry in (
     CUSTODY_UNKNOWN,
     REEXTRACT_REQUIRED,
     PROVENANCE_DRIFT,
+    PUBLICATION_UNKNOWN,
+    CLEANUP_FAILED,
 ):
     if _entry.name in ALERTS:
         raise RuntimeError(f"alert registered twice: {_entry.name}")
@@ -147,7 +168,9 @@ _HEX = re.compile(r"^[0-9a-f]{16,64}$")
 _MEMBER = re.compile(r"^m[0-9a-f]{16}$")
 _PHASE = re.compile(r"^[A-Z][A-Z_]{0,39}$")
 STEPS: Final[frozenset[str]] = frozenset({"publication", "cleanup", "candidate create", "candidate drop"})
-DRIFT_FIELDS: Final[frozenset[str]] = frozenset({"relation", "access", "settings", "replica", "server", "endpoint"})
+DRIFT_FIELDS: Final[frozenset[str]] = frozenset(
+    {"relation", "access", "settings", "replica", "server", "endpoint", "result"}
+)
 REASONS: Final[frozenset[str]] = frozenset({"interrupted_before_eof", "unexpected_error"})
 
 

@@ -6,17 +6,20 @@ the events the protocol handed its sink, and one reads the log record ``emit`` w
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections import Counter
 
 import pytest
 
 from airflow_provider_dpone.core.alerts import (
+    CLEANUP_FAILED,
     CLEANUP_UNKNOWN,
     CUSTODY_HELD,
     CUSTODY_UNKNOWN,
     FENCED_FOREIGN_OPERATION,
     PROVENANCE_DRIFT,
+    PUBLICATION_UNKNOWN,
     QUEUE_EVIDENCE_EXPIRED,
     REEXTRACT_REQUIRED,
     STAGING_DIVERGENCE,
@@ -244,3 +247,70 @@ def test_a_target_held_by_an_operation_with_an_unknown_publication_alerts_custod
         custody("b" * 32).acquire()
     assert unknown.value.code == "native_transfer.custody_held"
     assert only(events, CUSTODY_UNKNOWN)["operation_id"] == "b" * 32
+
+
+def test_a_result_that_drifts_while_streaming_alerts_provenance_drift_once(tmp_path) -> None:
+    harness = make_harness(tmp_path)
+
+    def header_changed(emitted: int) -> None:
+        raise DponeError("native_transfer.source_snapshot_drift", "result header differs from the admitted projection")
+
+    harness.source.on_block = header_changed
+    with pytest.raises(DponeError) as drift:
+        harness.run()
+    assert drift.value.code == "native_transfer.source_snapshot_drift"
+    assert names(harness.alerts) == Counter({PROVENANCE_DRIFT.name: 1, REEXTRACT_REQUIRED.name: 1})
+    drifted = harness.alerts[0].as_dict()
+    assert (drifted["drifted"], drifted["code"]) == ("result", drift.value.code)
+    harness.source.on_block = None
+    harness.alerts.clear()
+    assert harness.run().rows > 0 and harness.alerts == []
+
+
+def test_a_publication_the_target_cannot_reconcile_alerts_publication_unknown(tmp_path, monkeypatch) -> None:
+    harness = make_harness(tmp_path)
+    with pytest.raises(BaseException, match="publish_intent"):
+        harness.run(crash_at("publish_intent"))  # the next run must reconcile the publication first
+    harness.expire_lease()
+
+    def unreadable(invocation: object) -> None:
+        raise DponeError("native_transfer.target_publication_outcome_unknown", "the target did not answer")
+
+    monkeypatch.setattr(harness.target, "reconcile", unreadable)
+    with pytest.raises(DponeError) as unknown:
+        harness.run()
+    assert unknown.value.code == "native_transfer.target_publication_outcome_unknown"
+    facts = only(harness.alerts, PUBLICATION_UNKNOWN)
+    assert (facts["operation_id"], facts["code"]) == (OPERATION, unknown.value.code)
+
+
+def test_a_target_receipt_that_differs_from_the_stage_alerts_publication_unknown(tmp_path, monkeypatch) -> None:
+    harness = make_harness(tmp_path)
+    with pytest.raises(BaseException, match="publish_acknowledged"):
+        harness.run(crash_at("publish_acknowledged"))  # published, the outcome not journaled
+    harness.expire_lease()
+    reconcile = harness.target.reconcile
+
+    def other_rows(invocation):  # type: ignore[no-untyped-def]
+        receipt = reconcile(invocation)
+        return dataclasses.replace(receipt, rows=receipt.rows + 1)
+
+    monkeypatch.setattr(harness.target, "reconcile", other_rows)
+    with pytest.raises(DponeError) as unknown:
+        harness.run()
+    assert unknown.value.code == "native_transfer.publication_outcome_unknown"
+    assert only(harness.alerts, PUBLICATION_UNKNOWN)["code"] == unknown.value.code
+
+
+def test_a_cleanup_that_fails_after_success_alerts_cleanup_failed_and_the_success_stands(tmp_path, monkeypatch) -> None:
+    harness = make_harness(tmp_path)
+
+    def refused(invocation: object) -> None:
+        raise DponeError("native_transfer.target_unavailable", "cleanup")
+
+    monkeypatch.setattr(harness.target, "cleanup", refused)
+    result = harness.run()
+    assert result.rows > 0 and result.stage_retired is False
+    facts = only(harness.alerts, CLEANUP_FAILED)
+    assert facts["operation_id"] == OPERATION and facts["invocation_id"] == result.invocation_id
+    assert facts["code"] == "native_transfer.target_unavailable"

@@ -60,6 +60,13 @@ STAGE_WRITES_IN_FLIGHT: Final = 2
 Checkpoint = Callable[[str], None]
 
 
+_STREAM_DRIFT: Final[dict[str, str]] = {
+    "native_transfer.source_snapshot_drift": "result",
+    "native_transfer.source_endpoint_drift": "endpoint",
+}
+"""A drift code raised while streaming -> the drifted field the alert names."""
+
+
 @dataclass(frozen=True)
 class _Written:
     """A chunk whose stage object is durable: what its receipt records."""
@@ -120,13 +127,17 @@ class Producer:
         writer = _StageWriter(self._stage, self._lease, admitted)
         try:
             buffer = _ChunkBuffer()
-            with session.stream(admitted.query) as blocks:
-                for block in blocks:
-                    if tracker is not None:
-                        tracker.observe(block.parts, block.offsets, block.rows)
-                    streamed += block.rows
-                    buffer = self._add(block, buffer, writer, receipts, admitted)
-                    self._checkpoint("block")
+            try:
+                with session.stream(admitted.query) as blocks:
+                    for block in blocks:
+                        if tracker is not None:
+                            tracker.observe(block.parts, block.offsets, block.rows)
+                        streamed += block.rows
+                        buffer = self._add(block, buffer, writer, receipts, admitted)
+                        self._checkpoint("block")
+            except DponeError as error:
+                self._alert_stream_drift(admitted, error)
+                raise
             if buffer.rows:
                 self._seal(buffer, writer, receipts)
             while writer.pending:
@@ -154,6 +165,20 @@ class Producer:
             raise DponeError("native_transfer.source_eof_mismatch", "source EOF rows differ from stage-complete rows")
         self._checkpoint("stage_complete")
         return complete
+
+    def _alert_stream_drift(self, admitted: AdmittedSnapshot, error: DponeError) -> None:
+        """A source that changed under the stream (its result's header, columns or types differ from admission, or
+        the server reached no longer holds the run's session) raises the provenance-drift alert once."""
+        drifted = _STREAM_DRIFT.get(error.code)
+        if drifted is not None:
+            emit(
+                self._alerts,
+                PROVENANCE_DRIFT,
+                operation_id=admitted.plan.operation_id,
+                invocation_id=admitted.plan.invocation_id,
+                code=error.code,
+                drifted=drifted,
+            )
 
     def _add(
         self,

@@ -24,6 +24,7 @@ from typing import Final
 import pyarrow as pa
 from pydantic import BaseModel
 
+from airflow_provider_dpone.core.alerts import CLEANUP_FAILED, PUBLICATION_UNKNOWN, AlertSink, emit
 from airflow_provider_dpone.core.canonical import canonical_json_bytes, sha256_hex
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.typed_digest import MODULUS
@@ -77,7 +78,9 @@ class Publisher:
         checkpoint: Checkpoint,
         *,
         pipeline_depth: int = PIPELINE_DEPTH,
+        alerts: AlertSink | None = None,
     ) -> None:
+        self._alerts = alerts
         self._journal = journal
         self._stage = stage
         self._target = target
@@ -89,7 +92,7 @@ class Publisher:
         invocation = target_invocation(view)
         pending = view.pending_publication
         if pending is not None:
-            self._record_outcome(view, complete, pending.attempt, self._target.reconcile(invocation))
+            self._record_outcome(view, complete, pending.attempt, self._reconcile(view, invocation))
         if view.published is None:
             self._publish_fresh(view, complete, invocation)
         return self._finish(view, complete, invocation)
@@ -115,7 +118,10 @@ class Publisher:
                 raise refusal
             raise DponeError("native_transfer.publication_absent", "interrupted publication proven absent")
         if receipt.rows != complete.rows or receipt.workload_digest != complete.workload_digest:
-            raise DponeError("native_transfer.publication_outcome_unknown", "target receipt does not match the stage")
+            raise self._unknown(
+                view,
+                DponeError("native_transfer.publication_outcome_unknown", "target receipt does not match the stage"),
+            )
         published = Published(
             publication_id=receipt.publication_id,
             rows=receipt.rows,
@@ -158,9 +164,29 @@ class Publisher:
         except Exception as failure:  # noqa: BLE001 - a failed one-shot publish is ambiguous: observe, never repeat
             if isinstance(failure, DponeError) and failure.code in DEFINITE_REFUSALS:
                 refusal = failure
-            receipt = self._target.reconcile(invocation)
+            receipt = self._reconcile(view, invocation)
         self._checkpoint("publish_acknowledged")
         self._record_outcome(view, complete, attempt, receipt, refusal)
+
+    def _reconcile(self, view: InvocationView, invocation: TargetInvocation) -> TargetPublicationReceipt | None:
+        """The target's receipt of the invocation's publication (``None``: proven absent); a target that cannot say
+        raises its own code, with the publication-unknown alert."""
+        try:
+            return self._target.reconcile(invocation)
+        except DponeError as error:
+            if error.code in PUBLICATION_UNKNOWN.codes:
+                raise self._unknown(view, error) from None
+            raise
+
+    def _unknown(self, view: InvocationView, error: DponeError) -> DponeError:
+        emit(
+            self._alerts,
+            PUBLICATION_UNKNOWN,
+            operation_id=view.plan.operation_id,
+            invocation_id=view.invocation_id,
+            code=error.code,
+        )
+        return error
 
     def _load_and_verify(self, view: InvocationView, invocation: TargetInvocation) -> int | None:
         """Load and verify every chunk, pipelined; the first ordinal whose target evidence differs, or None.
@@ -252,6 +278,14 @@ class Publisher:
         try:
             self._target.cleanup(target_invocation(view))
             self._stage.delete_prefix(stage_prefix(view.invocation_id))
-        except Exception:  # noqa: BLE001 - cleanup is best effort by contract
+        except Exception as failure:  # noqa: BLE001 - cleanup is best effort by contract
+            coded = {"code": failure.code} if isinstance(failure, DponeError) else {}
+            emit(
+                self._alerts,
+                CLEANUP_FAILED,
+                operation_id=view.plan.operation_id,
+                invocation_id=view.invocation_id,
+                **coded,
+            )
             return False
         return True

@@ -125,7 +125,9 @@ class NativeTransferRoute:
             else:
                 complete = validate_sealed_bindings(current, self._request)
                 validate_stage(current, self._stage)
-            publisher = Publisher(self._journal, self._stage, self._target(), self._lease, self._checkpoint)
+            publisher = Publisher(
+                self._journal, self._stage, self._target(), self._lease, self._checkpoint, alerts=self._alerts
+            )
             publisher.complete(current, complete)
             retired = publisher.retire(current)
             self._lease.release()
