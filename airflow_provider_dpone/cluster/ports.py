@@ -26,6 +26,7 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
+from airflow_provider_dpone.cluster.values.authority.generation import ServerName
 from airflow_provider_dpone.cluster.values.authority.row import AuthorityRow, VersionedAuthorityRow
 from airflow_provider_dpone.cluster.values.part_digests import MAX_PART_DIGESTS, PartDigest
 from airflow_provider_dpone.cluster.values.quality_read import Observation, TargetReadPlan
@@ -165,8 +166,20 @@ class DispatchSettings(BaseModel):
     correlation_token: StrictStr = Field(pattern=r"^[0-9a-f]{32}$")
     query_digest: Hex64
     log_comment: StrictStr
+    session_id: StrictStr | None = Field(default=None, pattern=r"^dpone-[0-9a-f]{32}$")
+    """The session a :meth:`ClusterDDL.server_identity` read opened: the dispatch requires it (``session_check``),
+    so it runs on the server the permit names or is refused before it runs. ``None``: an unpinned legacy permit."""
     distributed_ddl_output_mode: Literal["throw"] = "throw"
     skip_unavailable_shards: Literal[0] = 0
+
+
+class ServerIdentity(BaseModel):
+    """The server that answered a read: its name and a lower bound of its last start (ms, its own clock)."""
+
+    model_config = _CLOSED
+
+    name: ServerName
+    started_at_ms: StrictInt
 
 
 class DispatchOutcome(BaseModel):
@@ -364,10 +377,11 @@ class ClusterDDL(Protocol):
         """The one entry carrying ``correlation_token`` or ``None``; raises :class:`UnavailableError`."""
         ...
 
-    def server_started_at_ms(self) -> int:
-        """A lower bound of when the coordinator (the server ``dispatch`` sends to) last started, in ms since the
-        epoch on its own clock: a request it received before then died with the old server. Raises
-        :class:`UnavailableError`."""
+    def server_identity(self, session_id: str | None = None) -> ServerIdentity:
+        """The coordinator server that answers (``dispatch`` sends to the same endpoint): its name and a lower bound
+        of when it last started, so a request it received before then died with the old server. With
+        ``session_id`` the read opens that session on the answering server, and a dispatch carrying it runs there or
+        nowhere. Raises :class:`UnavailableError`."""
         ...
 
 

@@ -64,7 +64,7 @@ class EndpointContext:
     timezone: str = field(init=False)
 
     def __post_init__(self) -> None:
-        self.sessions = Sessions(self.engine)
+        self.sessions = Sessions(self.engine, lambda: self.store.started_at(self.spec.name))
         self.initiator = Initiator(self.spec, self.engine, self.store)
         self.timezone = self.engine.execute("SELECT timezone()").data.decode().strip()
         self.store.server_started(self.spec.name)

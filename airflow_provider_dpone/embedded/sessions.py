@@ -2,14 +2,15 @@
 
 A session (``session_id``) owns one engine handle, so ``SET`` and ``USE`` persist across its requests; it expires
 after ``session_timeout`` seconds of idleness and admits one request at a time (``SESSION_IS_LOCKED`` otherwise).
-A ``query_id`` may not be reused while a query with that id is still running.
+A ``query_id`` may not be reused while a query with that id is still running. A server restart (or its emulation,
+``faults.py``) loses every session opened before it.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -24,12 +25,16 @@ class _Session:
     handle: Handle | None
     timeout: float
     last_used: float
+    opened_at: float
+    """Wall time it was opened (compared with the server's last start)."""
     busy: bool = False
 
 
 class Sessions:
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, started_at: Callable[[], float | None] = lambda: None) -> None:
+        """``started_at``: the wall time this server last started (or ``None``)."""
         self._engine = engine
+        self._started_at = started_at
         self._lock = threading.Lock()
         self._sessions: dict[str, _Session] = {}
         self._running: set[str] = set()
@@ -42,16 +47,18 @@ class Sessions:
             return
         seconds = _timeout(self._engine, timeout)
         expired: list[_Session] = []
+        started = self._started_at()
         with self._lock:
             now = time.monotonic()
             for key, other in list(self._sessions.items()):
-                if not other.busy and now - other.last_used > other.timeout:
+                idle = not other.busy and now - other.last_used > other.timeout
+                if idle or (started is not None and other.opened_at < started):
                     expired.append(self._sessions.pop(key))
             current = self._sessions.get(session_id)
             if current is None:
                 if check:
                     raise self._engine.error(372, f"Session {session_id} not found")
-                current = _Session(None, seconds, now)
+                current = _Session(None, seconds, now, time.time())
                 self._sessions[session_id] = current
             elif current.busy:
                 raise self._engine.error(373, f"Session {session_id} is locked by a concurrent client")

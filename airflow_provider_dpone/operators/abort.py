@@ -120,7 +120,7 @@ class DponeVoidPermitOperator(_TargetRunOperator):
         the send timeout the proof counts. Templated.
 
     Idempotent: a retry after a void (no permit taken since) reports the same void. Pushes ``operation_id``,
-    ``target_key``, ``phase``, ``step``, ``epoch``, ``correlation_token`` and ``server_started_at_ms``.
+    ``target_key``, ``phase``, ``step``, ``epoch``, ``correlation_token``, ``server_started_at_ms`` and ``server_uuid``.
     """
 
     ui_color = "#fbe3c2"
@@ -150,4 +150,5 @@ class DponeVoidPermitOperator(_TargetRunOperator):
             "epoch": result.epoch,
             "correlation_token": result.correlation_token,
             "server_started_at_ms": result.server_started_at_ms,
+            "server_uuid": result.server_uuid,
         }

@@ -498,13 +498,43 @@ def test_a_lost_dispatch_response_is_unknown_and_the_entry_and_effect_are_observ
 
 def test_the_coordinator_start_time_is_a_lower_bound_that_a_restart_moves_forward(backend: PortBackend) -> None:
     ddl = backend.ports.ddl
-    first = ddl.server_started_at_ms()
-    assert first <= backend.now_ms()
-    assert abs(ddl.server_started_at_ms() - first) <= 1000  # the same start, to uptime()'s whole seconds
+    first = ddl.server_identity()
+    assert first.started_at_ms <= backend.now_ms()
+    again = ddl.server_identity()
+    assert again.name == first.name  # the same server, by serverUUID() and the digest of hostName()
+    assert abs(again.started_at_ms - first.started_at_ms) <= 1000  # the same start, to uptime()'s whole seconds
     before = backend.now_ms()
     backend.restart_coordinator()
-    after = ddl.server_started_at_ms()
-    assert before - 1000 <= after <= backend.now_ms() and after > first
+    after = ddl.server_identity()
+    assert before - 1000 <= after.started_at_ms <= backend.now_ms() and after.started_at_ms > first.started_at_ms
+
+
+def test_a_pinned_dispatch_runs_in_its_identity_session_and_is_refused_unrun_after_a_restart(
+    backend: PortBackend,
+) -> None:
+    ddl = backend.ports.ddl
+    pinned = settings()
+    session_id = f"dpone-{pinned.correlation_token}"
+    ddl.server_identity(session_id=session_id)
+    candidate(backend, members(backend)[0], "cand_a")
+    for member_id in members(backend)[1:]:
+        candidate(backend, member_id, "cand_a")
+    drop_a = DropTable(cluster=backend.cluster, database=backend.database, table="cand_a")
+    ddl.dispatch(backend.inventory, drop_a, pinned.model_copy(update={"session_id": session_id}))
+    assert ddl.queue_status(backend.inventory, pinned.correlation_token) is not None
+
+    lost = settings()
+    lost_session = f"dpone-{lost.correlation_token}"
+    ddl.server_identity(session_id=lost_session)
+    for member_id in members(backend):
+        candidate(backend, member_id, "cand_b")
+    backend.restart_coordinator()  # the server holding the session is gone: the pinned request must not run
+    drop_b = DropTable(cluster=backend.cluster, database=backend.database, table="cand_b")
+    with pytest.raises(MutationRejectedError):
+        ddl.dispatch(backend.inventory, drop_b, lost.model_copy(update={"session_id": lost_session}))
+    assert ddl.queue_status(backend.inventory, lost.correlation_token) is None
+    for member_id in members(backend):
+        assert session(backend, member_id).observe_table(backend.database, "cand_b", with_content=False).exists
 
 
 def _stalled_exchange(backend: PortBackend) -> tuple[DispatchSettings, list[BaseException], threading.Thread]:

@@ -20,6 +20,7 @@ from airflow_provider_dpone.cluster.ports import (
     QueueEntryStatus,
     QueueHostStatus,
     ReplicaStatus,
+    ServerIdentity,
     TableObservation,
     TableSpec,
 )
@@ -289,8 +290,11 @@ class FakeClusterDDL:
             return entry
 
         def effect() -> DispatchOutcome:
+            pinned = settings.session_id
+            if pinned is not None and world.coordinator_sessions.get(pinned) != world.coordinator_server:
+                raise MutationRejectedError("Code 372: session not found on the server reached (refused unrun)")
             if world.coordinator_stalled:
-                world.held.append(enqueue)
+                world.held.append((world.coordinator_server, enqueue))
                 raise OutcomeUnknownError("the coordinator did not answer within the send/receive timeout")
             entry = enqueue()
             finished = tuple(mid for mid, (state, code) in entry.hosts.items() if state is HostDdlState.FINISHED)
@@ -319,9 +323,16 @@ class FakeClusterDDL:
 
         return self.world.faults.read("ddl.queue_status", effect)
 
-    def server_started_at_ms(self) -> int:
-        self.world.calls["ddl.server_started_at"] += 1
-        return self.world.faults.read("ddl.server_started_at", lambda: self.world.coordinator_started_at_ms)
+    def server_identity(self, session_id: str | None = None) -> ServerIdentity:
+        self.world.calls["ddl.server_identity"] += 1
+        world = self.world
+
+        def effect() -> ServerIdentity:
+            if session_id is not None:
+                world.coordinator_sessions[session_id] = world.coordinator_server
+            return ServerIdentity(name=world.coordinator_server, started_at_ms=world.coordinator_started_at_ms)
+
+        return world.faults.read("ddl.server_identity", effect)
 
 
 @dataclass

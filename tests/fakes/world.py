@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 
 from airflow_provider_dpone.cluster.ports import DdlIntent, DispatchSettings, HostDdlState
 from airflow_provider_dpone.cluster.protocol.context import PublicationPorts
+from airflow_provider_dpone.cluster.values.authority.generation import ServerName
 from airflow_provider_dpone.cluster.values.authority.row import AUTHORITY_COLUMNS, AuthorityRow
 from airflow_provider_dpone.cluster.values.receipts import (
     CONTENT_DIGEST_V2,
@@ -253,9 +254,15 @@ class FakeWorld:
         from tests.fakes.acceptance import FakeAcceptanceReader
 
         self.acceptance = FakeAcceptanceReader(self)
-        self.coordinator_started_at_ms = self.clock.now_ms() - 86_400_000
+        self.coordinator_server = ServerName(server_uuid="5e1f0000-0000-4000-8000-000000000001", host_digest="c" * 64)
+        """The server the coordinator endpoint reaches now (a balancer may switch it: :meth:`balance_to`)."""
+        self.server_started_at_ms: dict[ServerName, int] = {}
+        """Each coordinator server's last start (one day ago unless restarted)."""
+        self._booted_at_ms = self.clock.now_ms() - 86_400_000
+        self.coordinator_sessions: dict[str, ServerName] = {}
+        """Session id -> the server holding it (a restart loses that server's sessions)."""
         self.coordinator_stalled = False
-        self.held: list[Callable[[], object]] = []
+        self.held: list[tuple[ServerName, Callable[[], object]]] = []
         """Dispatches a stalled coordinator received and holds: :meth:`resume_coordinator` runs them (late),
         :meth:`restart_coordinator` loses them."""
 
@@ -269,14 +276,29 @@ class FakeWorld:
         """The stalled coordinator wakes up and queues every request it held, in order."""
         self.coordinator_stalled = False
         held, self.held = self.held, []
-        for queue_it in held:
+        for _server, queue_it in held:
             queue_it()
 
     def restart_coordinator(self) -> None:
-        """The coordinator restarts now: requests it held die with it; its Keeper (the authority) lives on."""
+        """The coordinator server reached now restarts: requests it held die with it, and its sessions; its Keeper
+        (the authority) lives on."""
         self.coordinator_stalled = False
-        self.held = []
-        self.coordinator_started_at_ms = self.clock.now_ms()
+        self.held = [(server, held) for server, held in self.held if server != self.coordinator_server]
+        self.server_started_at_ms[self.coordinator_server] = self.clock.now_ms()
+        self.coordinator_sessions = {
+            session: server
+            for session, server in self.coordinator_sessions.items()
+            if server != self.coordinator_server
+        }
+
+    @property
+    def coordinator_started_at_ms(self) -> int:
+        """When the server the coordinator endpoint reaches now last started."""
+        return self.server_started_at_ms.get(self.coordinator_server, self._booted_at_ms)
+
+    def balance_to(self, server: ServerName) -> None:
+        """A load balancer in front of the coordinator now routes every request to ``server``."""
+        self.coordinator_server = server
 
     # --- world setup ----------------------------------------------------------------------------------------------
 

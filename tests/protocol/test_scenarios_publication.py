@@ -261,7 +261,9 @@ def test_lost_permit_acknowledgement_never_dispatches_and_fails_closed_after_the
     sim = Sim.build()
     sim.service().fence()
     sim.service().stage(sim.source)
-    sim.world.faults.schedule([(sim.world.faults.counter, FaultKind.LOSE_RESPONSE)])  # the permit CAS
+    sim.world.faults.schedule(
+        [(sim.world.faults.counter + 1, FaultKind.LOSE_RESPONSE)]
+    )  # the permit CAS, after the identity read
     assert error_code(lambda: sim.service().publish()) == "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_OUTCOME_UNKNOWN"
     assert sim.record().phase is Phase.PUBLICATION_DISPATCHING  # the write landed, but no permit was granted
     assert sim.world.calls["ddl.dispatch"] == 0

@@ -31,12 +31,14 @@ EVERY_BOUNDARY: dict[ReplicationMode, set[str]] = {
         "member.load",
         "ddl.dispatch",
         "ddl.queue_status",
+        "ddl.server_identity",
     },
     "internal": {
         "authority.create",
         "authority.cas",
         "ddl.dispatch",  # the candidate's ON CLUSTER create, the publication, the cleanup
         "ddl.queue_status",
+        "ddl.server_identity",
         "member.load",  # once, through one replica
         "member.replica_status",
         "member.sync_replica",

@@ -15,7 +15,8 @@ import pytest
 
 from airflow_provider_dpone.cluster.protocol.authority_io import Held
 from airflow_provider_dpone.cluster.protocol.results import Committed, InProgress
-from airflow_provider_dpone.cluster.values.authority.generation import VoidedPermit
+from airflow_provider_dpone.cluster.values.authority.codec import encode
+from airflow_provider_dpone.cluster.values.authority.generation import ServerName, VoidedPermit
 from airflow_provider_dpone.cluster.values.authority.phases import Phase
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.manifest.cluster import ReplicationMode
@@ -225,7 +226,7 @@ def test_every_fault_of_the_void_is_resolved_by_reading_back_never_by_writing_tw
     """Crash before, crash after, lost response at every I/O point of the void (its reads and its one CAS): a later
     void (faults off) reports the void done, exactly once in the record, and the retry publishes exactly once."""
     points = _void_points()
-    assert {name for _, name in points} >= {"authority.cas", "ddl.server_started_at", "ddl.queue_status"}
+    assert {name for _, name in points} >= {"authority.cas", "ddl.server_identity", "ddl.queue_status"}
     runs = 0
     for point, name in points:
         for kind in SINGLE_FAULT_KINDS:
@@ -337,9 +338,92 @@ def test_a_zero_skew_margin_is_refused_even_with_a_late_restart_and_changes_noth
     sim = stalled_publication()
     restart_after_margins(sim, permit_time(sim))
     sim.settings = dataclasses.replace(sim.settings, void_skew_margin_ms=0)
-    before, reads = keeper_row(sim), sim.world.faults.trace.count("ddl.server_started_at")
+    before, reads = keeper_row(sim), sim.world.faults.trace.count("ddl.server_identity")
     assert error_code(lambda: sim.service().void_permit()) == "DPONE_CLICKHOUSE_CLUSTER_VOID_SKEW_MARGIN_INVALID"
     assert keeper_row(sim) == before and sim.record().phase is Phase.PUBLICATION_DISPATCHING
-    assert sim.world.faults.trace.count("ddl.server_started_at") == reads  # refused before any proof is read
+    assert sim.world.faults.trace.count("ddl.server_identity") == reads  # refused before any proof is read
     sim.settings = dataclasses.replace(sim.settings, void_skew_margin_ms=SETTINGS.void_skew_margin_ms)
     assert sim.service().void_permit().phase == "STAGED"
+
+
+# --- the permit is pinned to the server that answered its identity read -------------------------------------------
+
+OTHER_SERVER = ServerName(server_uuid="5e1f0000-0000-4000-8000-000000000002", host_digest="d" * 64)
+SERVER_DIFFERS = "DPONE_CLICKHOUSE_CLUSTER_VOID_SERVER_DIFFERS"
+
+
+def test_every_permit_names_the_coordinator_and_its_dispatch_carries_that_servers_session() -> None:
+    sim = Sim.build()
+    assert sim.run_dag() == "completed"
+    dispatched = {settings.correlation_token: settings.session_id for settings in sim.world.dispatched}
+    record = sim.record()
+    for binding in (record.publication, record.cleanup):
+        assert binding is not None and binding.server == sim.world.coordinator_server
+        assert binding.correlation_token is not None
+        assert dispatched[binding.correlation_token] == f"dpone-{binding.correlation_token}"
+
+
+def test_a_restart_proof_answered_by_another_server_is_refused_until_the_pinned_server_answers() -> None:
+    """Behind a load balancer the void's proof read can reach another server: its restart says nothing about the
+    request the pinned server may still hold. Refused, nothing changes; the pinned server's own restart proves it."""
+    sim = stalled_publication()
+    pinned = sim.world.coordinator_server
+    first = sim.record().publication
+    assert first is not None and first.server == pinned
+    sim.world.clock.ms = first.permitted_at_ms + MARGINS_MS + 1
+    sim.world.balance_to(OTHER_SERVER)
+    sim.world.restart_coordinator()  # the other server restarted: the pinned one may still hold the EXCHANGE
+    before = keeper_row(sim)
+    assert error_code(lambda: sim.service().void_permit()) == SERVER_DIFFERS
+    assert keeper_row(sim) == before and sim.record().phase is Phase.PUBLICATION_DISPATCHING
+    sim.world.balance_to(pinned)
+    assert error_code(lambda: sim.service().void_permit()) == RESTART  # the pinned server never restarted
+    sim.world.restart_coordinator()
+    sim.service().void_permit()
+    (proof,) = sim.record().voided
+    assert proof.server == pinned
+    assert sim.run_dag() == "completed" and exchanges(sim) == 1
+    sim.check_converged()
+
+
+def test_a_dispatch_the_balancer_sends_to_another_server_is_refused_unrun_and_never_repeated() -> None:
+    sim = Sim.build()
+    sim.service().fence()
+    sim.service().stage(sim.source)
+    pinned = sim.world.coordinator_server
+    original = FakeClusterDDL.server_identity
+
+    def identity_then_switch(self: FakeClusterDDL, session_id: str | None = None) -> Any:
+        answered = original(self, session_id)
+        if session_id is not None:
+            sim.world.balance_to(OTHER_SERVER)  # the permit's dispatch reaches another server
+        return answered
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(FakeClusterDDL, "server_identity", identity_then_switch)
+        sim.service().publish()
+    assert sim.world.calls["ddl.dispatch"] == 1 and exchanges(sim) == 0  # refused before it ran anywhere
+    sim.world.clock.advance(SETTINGS.dispatch_quiet_ms)
+    assert error_code(lambda: sim.service().publish()) == UNPROVEN
+    assert sim.world.calls["ddl.dispatch"] == 1
+    first = sim.record().publication
+    assert first is not None and first.server == pinned
+    sim.world.balance_to(pinned)
+    restart_after_margins(sim, first.permitted_at_ms)
+    sim.service().void_permit()
+    assert sim.run_dag() == "completed" and exchanges(sim) == 1
+    sim.check_converged()
+
+
+def test_a_legacy_permit_without_a_server_is_voided_by_the_restart_of_whichever_server_answers() -> None:
+    sim = stalled_publication()
+    first = sim.record().publication
+    assert first is not None
+    key = sim.request.target_key
+    legacy = sim.record().model_copy(update={"publication": first.model_copy(update={"server": None})})
+    sim.world.keeper[key] = (encode(legacy), sim.world.keeper[key][1])  # as a record written before pinning
+    sim.world.balance_to(OTHER_SERVER)
+    restart_after_margins(sim, first.permitted_at_ms)
+    sim.service().void_permit()
+    (proof,) = sim.record().voided
+    assert proof.server is None and proof.permit.server is None

@@ -5,7 +5,9 @@ Dispatch failure mapping: the initiator's answer is a hint (the protocol decides
 member's physical UUIDs), so only a *complete* answer becomes a :class:`DispatchOutcome`. ``TIMEOUT_EXCEEDED`` (some
 host did not finish within ``distributed_ddl_task_timeout``) is an outcome with ``timed_out``. Any other error --
 including a host's failure reported by ``distributed_ddl_output_mode = 'throw'``, after which other hosts may have
-executed the statement -- and a lost answer are :class:`OutcomeUnknownError`: observe, never redispatch.
+executed the statement -- and a lost answer are :class:`OutcomeUnknownError`: observe, never redispatch. A pinned
+dispatch that reached a server without its session (Code 372, refused before parsing) is
+:class:`MutationRejectedError`; the protocol observes it all the same.
 
 Hosts are mapped to member ids through the admitted inventory's ``system.clusters`` endpoints; the result and the
 queue report hosts the same way ``system.clusters`` does (host name and TCP port). Hosts outside the inventory are
@@ -24,10 +26,14 @@ from airflow_provider_dpone.cluster.ports import (
     DispatchOutcome,
     DispatchSettings,
     QueueEntryStatus,
+    ServerIdentity,
 )
+from airflow_provider_dpone.cluster.values.authority.generation import ServerName
+from airflow_provider_dpone.core.canonical import sha256_hex
 from airflow_provider_dpone.core.clickhouse.endpoint import Endpoint
 from airflow_provider_dpone.core.clickhouse.oneshot import (
     PROCESS_GUARD,
+    SESSION_NOT_FOUND,
     TIMEOUT_EXCEEDED,
     MutationGuard,
     Refused,
@@ -35,7 +41,7 @@ from airflow_provider_dpone.core.clickhouse.oneshot import (
     mutation_query_id,
     sanitized,
 )
-from airflow_provider_dpone.core.errors import OutcomeUnknownError, UnavailableError
+from airflow_provider_dpone.core.errors import MutationRejectedError, OutcomeUnknownError, UnavailableError
 from airflow_provider_dpone.core.inventory import AdmittedInventory
 
 
@@ -54,8 +60,11 @@ class ClickHouseClusterDDL:
         *,
         guard: MutationGuard = PROCESS_GUARD,
         task_timeout_seconds: int = sql_cluster_ddl.DEFAULT_TASK_TIMEOUT_SECONDS,
+        session_timeout_seconds: int = 60,
     ) -> None:
+        """``session_timeout_seconds`` keeps a pinned permit's session alive past its dispatch deadline."""
         self.coordinator = coordinator
+        self.session_timeout = session_timeout_seconds
         self.guard = guard
         self.task_timeout_seconds = task_timeout_seconds
 
@@ -68,6 +77,8 @@ class ClickHouseClusterDDL:
             **sql_cluster_ddl.ddl_settings(settings, task_timeout_seconds=self.task_timeout_seconds),
             "wait_end_of_query": 1,
         }
+        if settings.session_id is not None:  # pinned: run on the permit's server, or be refused before running
+            request_settings.update(session_id=settings.session_id, session_check=1)
         self.guard.claim(query_id)
         try:
             body = self.coordinator.mutator().raw_query(statement, settings={**request_settings, "query_id": query_id})
@@ -75,6 +86,10 @@ class ClickHouseClusterDDL:
             failure = classify(error)
             if isinstance(failure, Refused) and failure.code == TIMEOUT_EXCEEDED:
                 return DispatchOutcome(timed_out=True)
+            if isinstance(failure, Refused) and failure.code == SESSION_NOT_FOUND:
+                raise MutationRejectedError(
+                    f"ON CLUSTER {intent.kind}: the pinned session is not on this server"
+                ) from None
             raise OutcomeUnknownError(f"ON CLUSTER {intent.kind}: {sanitized(failure)}") from None
         hosts = _hosts(inventory)
         finished: list[str] = []
@@ -104,9 +119,14 @@ class ClickHouseClusterDDL:
             raise UnavailableError(f"{len(entries)} queue entries carry one correlation token")
         return entries[0].status(correlation_token, _hosts(inventory))
 
-    def server_started_at_ms(self) -> int:
+    def server_identity(self, session_id: str | None = None) -> ServerIdentity:
+        session = {} if session_id is None else {"session_id": session_id, "session_timeout": self.session_timeout}
         try:
-            rows: list[Any] = list(self.coordinator.reader().query(sql_cluster_ddl.SERVER_STARTED_AT).result_rows)
-            return int(rows[0][0])
+            rows: list[Any] = list(
+                self.coordinator.reader().query(sql_cluster_ddl.SERVER_IDENTITY, settings=session).result_rows
+            )
+            server_uuid, host_name, started_at_ms = rows[0]
+            name = ServerName(server_uuid=str(server_uuid), host_digest=sha256_hex(str(host_name).encode()))
+            return ServerIdentity(name=name, started_at_ms=int(started_at_ms))
         except Exception as error:  # noqa: BLE001 -- every read failure is "unavailable"
-            raise UnavailableError(f"server start time read failed ({type(error).__name__})") from None
+            raise UnavailableError(f"server identity read failed ({type(error).__name__})") from None

@@ -40,7 +40,9 @@ from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.identifiers import qualified_clickhouse, quote_clickhouse, validate_identifier
 
 DEFAULT_TASK_TIMEOUT_SECONDS: Final[int] = 120
-SERVER_STARTED_AT: Final[str] = "SELECT toUnixTimestamp64Milli(now64(3)) - (toUInt64(uptime()) + 1) * 1000"
+SERVER_IDENTITY: Final[str] = (
+    "SELECT toString(serverUUID()), hostName(), toUnixTimestamp64Milli(now64(3)) - (toUInt64(uptime()) + 1) * 1000"
+)
 _TOKEN: Final[re.Pattern[str]] = re.compile(r"[0-9a-f]{32}")
 _STATES: Final[frozenset[str]] = frozenset(state.value for state in HostDdlState)
 

@@ -9,6 +9,9 @@ and the completion update.
   increments the dispatch epoch, binds a fresh random correlation token and the intent's normalized digest, and
   records what the barrier verified (the publication's: a merged candidate's new parts). That
   CAS may be one the caller writes anyway, with the barrier observed before it (:func:`commit_permitted`).
+* Pinned: before the permit, the coordinator's identity is read in a fresh session and recorded in the binding; the
+  dispatch requires that session (``session_check``), so it runs on the named server or is refused before it runs,
+  and a void proof (:mod:`~airflow_provider_dpone.cluster.protocol.void_permit`) must come from that same server.
 * Dispatch once: only the invocation holding that in-memory permit (``Context.grant``/``redeem``) dispatches, and
   exactly once; an unknown answer or a refusal is resolved by observation, never by a second dispatch.
 * Reconcile: the one queue entry carrying the token plus every member's physical state, decided by
@@ -42,12 +45,13 @@ from airflow_provider_dpone.core.alerts import (
     TERMINAL_MIXED_PUBLICATION,
 )
 from airflow_provider_dpone.core.canonical import canonical_json
-from airflow_provider_dpone.core.errors import DponeError, MutationRejectedError, OutcomeUnknownError
+from airflow_provider_dpone.core.errors import DponeError, MutationRejectedError, OutcomeUnknownError, UnavailableError
 from airflow_provider_dpone.core.identities import ddl_intent_digest
 
 UNPROVEN = "DPONE_CLICKHOUSE_CLUSTER_DISPATCH_UNPROVEN"
 EVIDENCE_MISSING = "DPONE_CLICKHOUSE_CLUSTER_PUBLICATION_EVIDENCE_MISSING"
 MIXED = "DPONE_CLICKHOUSE_CLUSTER_PUBLICATION_MIXED"
+COORDINATOR_UNAVAILABLE = "DPONE_CLICKHOUSE_CLUSTER_COORDINATOR_UNAVAILABLE"
 
 Classifier = Callable[[Context, AuthorityRecord, str], Side | None]
 """One member's side of the step (observed physically), or ``None`` when it holds something foreign."""
@@ -176,15 +180,27 @@ def _permit(ctx: Context, held: Held, step: DdlStep, observed: dict[str, Any]) -
 
 
 def new_permit(ctx: Context, record: AuthorityRecord, intent: DdlIntent) -> DdlBinding:
-    """A binding for ``intent`` at the record's next dispatch epoch, with a fresh random correlation token. It is a
-    permit only once :func:`commit_permitted` wrote it."""
+    """A binding for ``intent`` at the record's next dispatch epoch, with a fresh random correlation token and the
+    coordinator server it is pinned to (read first, in the session its dispatch will require). It is a permit only
+    once :func:`commit_permitted` wrote it."""
+    token = ctx.ports.entropy.token()
+    try:
+        server = ctx.ports.ddl.server_identity(session_id=pinning_session(token)).name
+    except UnavailableError:
+        raise DponeError(COORDINATOR_UNAVAILABLE, f"epoch {record.dispatch_epoch + 1}: no permit taken") from None
     return DdlBinding(
         kind=intent.kind,
         epoch=record.dispatch_epoch + 1,
-        correlation_token=ctx.ports.entropy.token(),
+        correlation_token=token,
         query_digest=ddl_intent_digest(intent.model_dump(mode="json")),
         permitted_at_ms=ctx.now(),
+        server=server,
     )
+
+
+def pinning_session(token: str) -> str:
+    """The ClickHouse session a permit's identity read opens and its one dispatch requires."""
+    return f"dpone-{token}"
 
 
 def commit_permitted(ctx: Context, held: Held, binding: DdlBinding | None, **changes: Any) -> Held:
@@ -210,6 +226,7 @@ def _dispatch_once(ctx: Context, binding: DdlBinding, intent: DdlIntent) -> Disp
     settings = DispatchSettings(
         correlation_token=binding.correlation_token,
         query_digest=binding.query_digest,
+        session_id=None if binding.server is None else pinning_session(binding.correlation_token),
         log_comment=canonical_json(
             {
                 "dpone": ctx.request.mode.log_label,

@@ -131,13 +131,15 @@ CleanupResult = InProgress | Completed
 
 @dataclass(frozen=True)
 class Voided:
-    """An explicitly voided dispatch permit: which step, its epoch and token, and the coordinator start time that
-    proved it dead; ``phase`` is the phase the operation returned to (its step is dispatched again from there)."""
+    """An explicitly voided dispatch permit: which step, its epoch and token, and the pinned coordinator server and
+    start time that proved it dead; ``phase`` is the phase the operation returned to (its step is dispatched again from there)."""
 
     operation_id: str
     step: str
     epoch: int
     correlation_token: str
     server_started_at_ms: int
+    server_uuid: str | None
+    """The pinned server whose restart proved it (``None``: a permit written before pinning)."""
     phase_before: str
     phase: str

@@ -4,7 +4,8 @@ A step that cannot prove its permit's dispatch (no queue entry, no member effect
 ``DISPATCH_UNPROVEN`` and keeps the target held: a stalled coordinator may still hold the request and run it later.
 This operator action releases it, only with proof that the first request can no longer execute:
 
-1. the coordinator started after the permit plus the dispatch deadline, the client's send timeout and a positive
+1. the server the permit was pinned to (its recorded :class:`ServerName`; a permit written before pinning names
+   none) answers the proof read, and started after the permit plus the dispatch deadline, the client's send timeout and a positive
    clock-skew margin (zero is refused: it assumes clocks that agree exactly): every request the permit could send reached the old server (a permit is never sent once older than the
    deadline) and died with it; a restart alone proves nothing, a request sent after it still runs;
 2. then no ``system.distributed_ddl_queue`` entry carries the permit's correlation token (nothing was queued before
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 from typing import cast
 
+from airflow_provider_dpone.cluster.ports import ServerIdentity
 from airflow_provider_dpone.cluster.protocol.authority_io import Held
 from airflow_provider_dpone.cluster.protocol.cleanup import cleanup_step
 from airflow_provider_dpone.cluster.protocol.context import Context
@@ -39,6 +41,7 @@ RESTART = "DPONE_CLICKHOUSE_CLUSTER_VOID_RESTART_UNPROVEN"
 QUEUED = "DPONE_CLICKHOUSE_CLUSTER_VOID_QUEUE_ENTRY_EXISTS"
 EFFECT = "DPONE_CLICKHOUSE_CLUSTER_VOID_MEMBER_CHANGED"
 SKEW = "DPONE_CLICKHOUSE_CLUSTER_VOID_SKEW_MARGIN_INVALID"
+SERVER = "DPONE_CLICKHOUSE_CLUSTER_VOID_SERVER_DIFFERS"
 
 
 def void_permit(ctx: Context, held: Held) -> tuple[Held, VoidedPermit]:
@@ -52,7 +55,14 @@ def void_permit(ctx: Context, held: Held) -> tuple[Held, VoidedPermit]:
         raise DponeError(NOTHING, f"phase {record.phase}: no dispatch permit is bound")
     if ctx.settings.void_skew_margin_ms <= 0:
         raise DponeError(SKEW, f"{ctx.settings.void_skew_margin_ms} ms")
-    proof_time = _server_started_at(ctx)
+    identity = _server_identity(ctx)
+    if permit.server is not None and identity.name != permit.server:
+        raise DponeError(
+            SERVER,
+            f"{step.what} epoch {permit.epoch}: pinned to server {permit.server.server_uuid}, "
+            f"answered by {identity.name.server_uuid}",
+        )
+    proof_time = identity.started_at_ms
     deadline, send, skew = (
         ctx.settings.dispatch_deadline_ms,
         ctx.settings.send_timeout_ms,
@@ -76,6 +86,7 @@ def void_permit(ctx: Context, held: Held) -> tuple[Held, VoidedPermit]:
         skew_margin_ms=skew,
         members=members,
         voided_at_ms=ctx.now(),
+        server=None if permit.server is None else identity.name,
     )
     held = ctx.commit(
         held,
@@ -97,9 +108,9 @@ def _bound_step(ctx: Context, record: AuthorityRecord) -> DdlStep | None:
     return None
 
 
-def _server_started_at(ctx: Context) -> int:
+def _server_identity(ctx: Context) -> ServerIdentity:
     try:
-        return ctx.ports.ddl.server_started_at_ms()
+        return ctx.ports.ddl.server_identity()
     except UnavailableError:
         raise DponeError(RESTART, "the coordinator's start time could not be read") from None
 

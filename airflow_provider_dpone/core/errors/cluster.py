@@ -414,6 +414,13 @@ RUNTIME_ADMISSION: tuple[ErrorCode, ...] = (
         retryable=True,
     ),
     ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_COORDINATOR_UNAVAILABLE",
+        "the coordinator's server identity, read before an ON CLUSTER permit is taken (the dispatch is pinned to "
+        "that server), could not be read; no permit was written and nothing was dispatched",
+        "retry the task once the coordinator answers",
+        retryable=True,
+    ),
+    ErrorCode(
         "DPONE_CLICKHOUSE_CLUSTER_DDL_WAIT_EXHAUSTED",
         "the bound ON CLUSTER DDL (publication or cleanup) was still unfinished on some member when this try's wait "
         "ended (timeout_seconds in the worker, or max_deferrals deferrals)",
@@ -454,6 +461,15 @@ RUNTIME_ADMISSION: tuple[ErrorCode, ...] = (
         "workers' and the coordinator's clocks agree exactly proves nothing; nothing changed",
         "run the void with a positive margin at least the real skew of your clocks ([dpone] "
         "void_skew_margin_seconds or skew_margin_seconds, default 60)",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_VOID_SERVER_DIFFERS",
+        "the void-permit action's restart proof was answered by another server than the one the permit's dispatch "
+        "was pinned to (a load balancer or a changed connection): that server's restart proves nothing about the "
+        "request; nothing changed",
+        "point the coordinator connection at the server the detail names by its UUID (or wait until the balancer "
+        "routes to it), then run the void-permit action again",
         retryable=False,
     ),
     ErrorCode(

@@ -48,6 +48,17 @@ PartDigests = tuple[PartDigest, ...] | None
 DdlKind = Literal["create", "exchange", "rename", "drop", "none"]
 
 
+class ServerName(BaseModel):
+    """Which ClickHouse server answered: its ``serverUUID()`` and a digest of its ``hostName()`` (no host is ever
+    recorded). A dispatch permit names the server its request was pinned to; a void proof names the server whose
+    restart it read, and must name the same one."""
+
+    model_config = MEMBER_CONFIG
+
+    server_uuid: UuidText
+    host_digest: Hex64
+
+
 class DdlBinding(BaseModel):
     """One fenced ON CLUSTER dispatch permit and what identifies its queue entry.
 
@@ -66,6 +77,9 @@ class DdlBinding(BaseModel):
     permitted_at_ms: TimestampMs
     entry: StrictStr | None = None
     abandoned: tuple[Token, ...] = ()
+    server: ServerName | None = None
+    """The coordinator the dispatch is pinned to (its request carries the session opened by that identity read);
+    ``None`` in records written before permits were pinned."""
 
     @model_validator(mode="after")
     def _token_matches_kind(self) -> DdlBinding:
@@ -112,11 +126,16 @@ class VoidedPermit(BaseModel):
     queue_entry_absent: Literal[True] = True
     members: tuple[MemberUuids, ...] = Field(min_length=1)
     voided_at_ms: TimestampMs
+    server: ServerName | None = None
+    """The server whose start time is the proof: the permit's own server (``None`` only for a permit written before
+    permits were pinned, whose proof could name no server)."""
 
     @model_validator(mode="after")
     def _restart_after_every_margin(self) -> Self:
         if self.permit.kind == "none" or self.permit.entry is not None:
             raise ValueError("only a dispatched permit whose queue entry was never observed is voided")
+        if self.permit.server is not None and self.server != self.permit.server:
+            raise ValueError("the restart proof must be read from the server the permit was dispatched to")
         if self.server_started_at_ms <= self.earliest_restart_ms:
             raise ValueError("the coordinator must have started after the permit plus every margin")
         return self
