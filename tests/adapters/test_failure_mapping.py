@@ -438,3 +438,22 @@ def test_a_content_read_stopped_at_the_budget_is_the_coded_unavailable_read(engi
     with pytest.raises(UnavailableError) as plain:
         session(other).observe_table("db", "cand", with_content=True)
     assert not isinstance(plain.value, VerificationBudgetExceededError)
+
+
+@pytest.mark.parametrize(("answer", "code"), [(rows((3, 7)), None), (fail(refused(159)), "VERIFICATION_BUDGET")])
+def test_the_artifact_reference_digest_runs_under_the_budget_and_a_stopped_read_is_coded(
+    answer: Callable[[], Any], code: str | None
+) -> None:
+    from airflow_provider_dpone.cluster.clickhouse.reference_digest import reference_digest
+    from airflow_provider_dpone.core.errors import DponeError
+
+    client = Recording()
+    client.writes += [ok(), ok(), ok()]  # create, insert, drop
+    client.reads.append(answer)
+    endpoint = Endpoint.over(client)
+    if code is None:
+        assert reference_digest(endpoint, [("id", "UInt64")], [b""])[0] == 3
+    else:
+        with pytest.raises(DponeError, match=code):
+            reference_digest(endpoint, [("id", "UInt64")], [b""])
+    assert client.read_settings == [{"max_execution_time": 600, "timeout_overflow_mode": "throw"}]

@@ -59,17 +59,8 @@ SYNC_READ_MARGIN_SECONDS: Final[int] = 2
 """How long before the client's HTTP read timeout the server's ``SYSTEM SYNC REPLICA`` bound must elapse."""
 
 
-DEFAULT_VERIFICATION_SECONDS: Final[int] = 600
-"""The server-side bound of one content verification read, in seconds."""
-
-
 class VerificationBudgetExceededError(UnavailableError):
     """The server stopped a content read at the verification budget: nothing was verified, nothing changed."""
-
-
-def verification_settings(seconds: int) -> dict[str, Any]:
-    """The settings every content verification read carries: the server stops it at ``seconds``."""
-    return {"max_execution_time": seconds, "timeout_overflow_mode": "throw"}
 
 
 def read_timeout_seconds(client: Any) -> float | None:
@@ -93,7 +84,7 @@ class ClickHouseMemberSession:
         member_id: str,
         *,
         guard: MutationGuard = PROCESS_GUARD,
-        verification_seconds: int = DEFAULT_VERIFICATION_SECONDS,
+        verification_seconds: int = sql_digest.DEFAULT_VERIFICATION_SECONDS,
     ) -> None:
         self.endpoint = endpoint
         self.member_id = member_id
@@ -110,7 +101,7 @@ class ClickHouseMemberSession:
 
     def _content_rows(self, statement: str, what: str) -> list[Any]:
         """A content read under the verification budget; the server's timeout is the budget's coded failure."""
-        settings = verification_settings(self.verification_seconds)
+        settings = sql_digest.verification_settings(self.verification_seconds)
         try:
             return list(self.endpoint.reader().query(statement, settings=settings).result_rows)
         except Exception as error:  # noqa: BLE001 -- every read failure is "unavailable"
