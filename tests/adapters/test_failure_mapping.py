@@ -424,7 +424,7 @@ def test_every_content_read_carries_the_server_side_verification_budget(engine: 
 
 @pytest.mark.parametrize("engine", ["MergeTree", "Memory"], ids=["per-part", "one-read"])
 def test_a_content_read_stopped_at_the_budget_is_the_coded_unavailable_read(engine: str) -> None:
-    from airflow_provider_dpone.cluster.clickhouse.member_session import VerificationBudgetExceededError
+    from airflow_provider_dpone.core.errors import VerificationBudgetExceededError
 
     client = Scripted()
     client.reads += [

@@ -516,7 +516,7 @@ def test_the_server_stops_a_content_digest_at_the_verification_budget(
 ) -> None:
     """The real digest SQL over 40M rows runs longer than a 1 s budget: the server stops it (TIMEOUT_EXCEEDED) and the
     read is the budget's coded failure; the same read under the default budget answers the digest."""
-    from airflow_provider_dpone.cluster.clickhouse.member_session import VerificationBudgetExceededError
+    from airflow_provider_dpone.core.errors import VerificationBudgetExceededError
 
     create(embedded_cluster, "member1", fresh_database, "cand")
     client = embedded_cluster.client("member1")

@@ -47,6 +47,7 @@ from airflow_provider_dpone.core.errors import (
     MutationRejectedError,
     OutcomeUnknownError,
     UnavailableError,
+    VerificationBudgetExceededError,
 )
 from airflow_provider_dpone.core.inventory import AdmittedMember
 
@@ -57,10 +58,6 @@ SYNC_DDL: dict[str, Any] = {"wait_end_of_query": 1}
 
 SYNC_READ_MARGIN_SECONDS: Final[int] = 2
 """How long before the client's HTTP read timeout the server's ``SYSTEM SYNC REPLICA`` bound must elapse."""
-
-
-class VerificationBudgetExceededError(UnavailableError):
-    """The server stopped a content read at the verification budget: nothing was verified, nothing changed."""
 
 
 def read_timeout_seconds(client: Any) -> float | None:
