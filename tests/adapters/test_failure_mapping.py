@@ -395,3 +395,65 @@ def test_two_entries_with_one_token_are_not_evidence() -> None:
     client.reads.append(rows(("query-1", "ch-1", 9000, "Finished", 0), ("query-2", "ch-1", 9000, "Finished", 0)))
     with pytest.raises(UnavailableError):
         ddl(client).queue_status(inventory(), TOKEN)
+
+
+class Recording(Scripted):
+    """A client that also records the settings each read carried."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.read_settings: list[dict[str, Any]] = []
+
+    def query(self, statement: str, **kwargs: Any) -> Result:
+        self.read_settings.append(dict(kwargs.get("settings") or {}))
+        return super().query(statement, **kwargs)
+
+
+@pytest.mark.parametrize("engine", ["MergeTree", "Memory"], ids=["per-part", "one-read"])
+def test_every_content_read_carries_the_server_side_verification_budget(engine: str) -> None:
+    client = Recording()
+    client.reads += [
+        rows((UUID, engine, [("id", "UInt64", "")], ([("all_1_1_0", "ab")], UUID))),
+        rows(([("all_1_1_0", 3, "7")], UUID)) if engine == "MergeTree" else rows((3, "7", UUID)),
+    ]
+    budgeted = ClickHouseMemberSession(Endpoint.over(client), "m0000000000000001", verification_seconds=7)
+    budgeted.observe_table("db", "cand", with_content=True)
+    assert client.read_settings[-1] == {"max_execution_time": 7, "timeout_overflow_mode": "throw"}
+    assert "max_execution_time" not in client.read_settings[0]  # the metadata read is not a content read
+
+
+@pytest.mark.parametrize("engine", ["MergeTree", "Memory"], ids=["per-part", "one-read"])
+def test_a_content_read_stopped_at_the_budget_is_the_coded_unavailable_read(engine: str) -> None:
+    from airflow_provider_dpone.core.errors import VerificationBudgetExceededError
+
+    client = Scripted()
+    client.reads += [
+        rows((UUID, engine, [("id", "UInt64", "")], ([("all_1_1_0", "ab")], UUID))),
+        fail(refused(159, "Code: 159. DB::Exception: Timeout exceeded: elapsed 1.0 seconds. (TIMEOUT_EXCEEDED)")),
+    ]
+    with pytest.raises(VerificationBudgetExceededError, match="DPONE_CLICKHOUSE_CLUSTER_VERIFICATION_BUDGET_EXCEEDED"):
+        session(client).observe_table("db", "cand", with_content=True)
+    other = Scripted()
+    other.reads += [rows((UUID, engine, [("id", "UInt64", "")], ([("all_1_1_0", "ab")], UUID))), fail(refused(60))]
+    with pytest.raises(UnavailableError) as plain:
+        session(other).observe_table("db", "cand", with_content=True)
+    assert not isinstance(plain.value, VerificationBudgetExceededError)
+
+
+@pytest.mark.parametrize(("answer", "code"), [(rows((3, 7)), None), (fail(refused(159)), "VERIFICATION_BUDGET")])
+def test_the_artifact_reference_digest_runs_under_the_budget_and_a_stopped_read_is_coded(
+    answer: Callable[[], Any], code: str | None
+) -> None:
+    from airflow_provider_dpone.cluster.clickhouse.reference_digest import reference_digest
+    from airflow_provider_dpone.core.errors import DponeError
+
+    client = Recording()
+    client.writes += [ok(), ok(), ok()]  # create, insert, drop
+    client.reads.append(answer)
+    endpoint = Endpoint.over(client)
+    if code is None:
+        assert reference_digest(endpoint, [("id", "UInt64")], [b""])[0] == 3
+    else:
+        with pytest.raises(DponeError, match=code):
+            reference_digest(endpoint, [("id", "UInt64")], [b""])
+    assert client.read_settings == [{"max_execution_time": 600, "timeout_overflow_mode": "throw"}]

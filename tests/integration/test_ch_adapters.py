@@ -506,3 +506,35 @@ def test_an_observation_with_parts_of_an_empty_table_reads_no_count(
         reader.query = query
         coordinator.close()
         member.close()
+
+
+# --- verification budget ---------------------------------------------------------------------------------------
+
+
+def test_the_server_stops_a_content_digest_at_the_verification_budget(
+    embedded_cluster: Any, fresh_database: str
+) -> None:
+    """The real digest SQL over 40M rows runs longer than a 1 s budget: the server stops it (TIMEOUT_EXCEEDED) and the
+    read is the budget's coded failure; the same read under the default budget answers the digest."""
+    from airflow_provider_dpone.core.errors import VerificationBudgetExceededError
+
+    create(embedded_cluster, "member1", fresh_database, "cand")
+    client = embedded_cluster.client("member1")
+    try:
+        client.command(
+            f"INSERT INTO `{fresh_database}`.`cand` SELECT number, toString(number) FROM numbers(40000000)",
+            settings={"max_execution_time": 0},
+        )
+    finally:
+        client.close()
+    member = Endpoint.of(connection_to(embedded_cluster, "member1"))
+    try:
+        tight = ClickHouseMemberSession(member, "m0000000000000001", verification_seconds=1)
+        with pytest.raises(VerificationBudgetExceededError, match="VERIFICATION_BUDGET_EXCEEDED"):
+            tight.observe_table(fresh_database, "cand", with_content=True)
+        observed = ClickHouseMemberSession(member, "m0000000000000001").observe_table(
+            fresh_database, "cand", with_content=True
+        )
+        assert observed.row_count == 40_000_000 and observed.content_digest is not None
+    finally:
+        member.close()

@@ -9,6 +9,10 @@ Failure mapping of the mutations (each sent once, under the process-wide guard):
   the candidate and rebuilds it when it is not exact; nothing is ever appended to a candidate twice. The one
   exception: artifact bytes that fail verification while streaming raise :class:`ArtifactInvalidError`, so the
   protocol stops instead of rebuilding from the same bad bytes.
+* a content read (the digest of a candidate or of a published table) runs under the server-side verification budget
+  (``max_execution_time``, ``timeout_overflow_mode='throw'``); the server's ``TIMEOUT_EXCEEDED`` is
+  :class:`VerificationBudgetExceededError` (``DPONE_CLICKHOUSE_CLUSTER_VERIFICATION_BUDGET_EXCEEDED``), an
+  unavailable read: never a success, never a mismatch, and a retry verifies again.
 * the UUID guard of ``load`` and ``drop_table`` (the probe right before) refuses with
   :class:`MutationRejectedError` when the name does not hold exactly the expected UUID: nothing is sent.
 """
@@ -39,9 +43,11 @@ from airflow_provider_dpone.core.clickhouse.oneshot import (
 from airflow_provider_dpone.core.clickhouse_engines import EngineClass, classify_engine
 from airflow_provider_dpone.core.errors import (
     ArtifactInvalidError,
+    DponeError,
     MutationRejectedError,
     OutcomeUnknownError,
     UnavailableError,
+    VerificationBudgetExceededError,
 )
 from airflow_provider_dpone.core.inventory import AdmittedMember
 
@@ -69,10 +75,18 @@ def sync_bound(timeout_seconds: float, read_timeout: float | None) -> int:
 
 
 class ClickHouseMemberSession:
-    def __init__(self, endpoint: Endpoint, member_id: str, *, guard: MutationGuard = PROCESS_GUARD) -> None:
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        member_id: str,
+        *,
+        guard: MutationGuard = PROCESS_GUARD,
+        verification_seconds: int = sql_digest.DEFAULT_VERIFICATION_SECONDS,
+    ) -> None:
         self.endpoint = endpoint
         self.member_id = member_id
         self.guard = guard
+        self.verification_seconds = verification_seconds
 
     # --- reads --------------------------------------------------------------------------------------------------
 
@@ -80,6 +94,19 @@ class ClickHouseMemberSession:
         try:
             return list(self.endpoint.reader().query(statement).result_rows)
         except Exception as error:  # noqa: BLE001 -- every read failure is "unavailable"
+            raise UnavailableError(f"member {self.member_id}: {what} failed ({type(error).__name__})") from None
+
+    def _content_rows(self, statement: str, what: str) -> list[Any]:
+        """A content read under the verification budget; the server's timeout is the budget's coded failure."""
+        settings = sql_digest.verification_settings(self.verification_seconds)
+        try:
+            return list(self.endpoint.reader().query(statement, settings=settings).result_rows)
+        except Exception as error:  # noqa: BLE001 -- every read failure is "unavailable"
+            if error_code(error) == TIMEOUT_EXCEEDED:
+                detail = f"member {self.member_id}: {what} over {self.verification_seconds}s"
+                raise VerificationBudgetExceededError(
+                    str(DponeError("DPONE_CLICKHOUSE_CLUSTER_VERIFICATION_BUDGET_EXCEEDED", detail))
+                ) from None
             raise UnavailableError(f"member {self.member_id}: {what} failed ({type(error).__name__})") from None
 
     def current_uuid(self, database: str, table: str) -> str | None:
@@ -125,7 +152,7 @@ class ClickHouseMemberSession:
                 content = part_content.Content(0, sql_digest.content_digest(0, 0, digest_version), (), 0)
             elif with_content and listed is not None and parted:
                 target = part_content.Target(database, table, uuid, schema, digest_version)
-                content = part_content.digest(self._rows, target, listed, known_parts)
+                content = part_content.digest(self._content_rows, target, listed, known_parts)
         except part_content.TableChangedError:
             raise UnavailableError(f"member {self.member_id}: the table changed during observation") from None
         if content is not None:
@@ -138,7 +165,8 @@ class ClickHouseMemberSession:
                 }
             )
         statement = sql_digest.table_content(database, table, schema if with_content else None, digest_version)
-        count, *digest, bound_uuid = self._rows(statement, "content read")[0]
+        read = self._content_rows if with_content else self._rows
+        count, *digest, bound_uuid = read(statement, "content read")[0]
         if bound_uuid != uuid:
             raise UnavailableError(f"member {self.member_id}: the table changed during observation")
         content_digest = None

@@ -23,12 +23,16 @@ from typing import Final
 
 from clickhouse_connect.driver.exceptions import Error
 
-from airflow_provider_dpone.cluster.clickhouse.sql_digest import content_digest, temporary_content
+from airflow_provider_dpone.cluster.clickhouse.sql_digest import (
+    content_digest,
+    temporary_content,
+    verification_settings,
+)
 from airflow_provider_dpone.cluster.clickhouse.sql_member import STRICT_NATIVE_INPUT
 from airflow_provider_dpone.cluster.values.receipts import CURRENT_CONTENT_DIGEST, ContentDigestVersion
 from airflow_provider_dpone.core.clickhouse.endpoint import Endpoint
 from airflow_provider_dpone.core.clickhouse.literals import string_literal
-from airflow_provider_dpone.core.clickhouse.oneshot import Refused, classify
+from airflow_provider_dpone.core.clickhouse.oneshot import TIMEOUT_EXCEEDED, Refused, classify
 from airflow_provider_dpone.core.clickhouse.types import canonical_type
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.identifiers import quote_clickhouse
@@ -67,7 +71,8 @@ def reference_digest(
     the digest function of ``version``.
 
     Raises ``DPONE_ARTIFACT_SCHEMA_MISMATCH`` when the bytes do not carry exactly the declared columns and types,
-    ``DPONE_ARTIFACT_DIGEST_FAILED`` for any other failure. Nothing durable is written: a failed or repeated
+    ``DPONE_CLICKHOUSE_CLUSTER_VERIFICATION_BUDGET_EXCEEDED`` when the server stops the digest read at the
+    verification budget, ``DPONE_ARTIFACT_DIGEST_FAILED`` for any other failure. Nothing durable is written: a failed or repeated
     computation runs in a new session with a new temporary table.
     """
     nonce = uuid.uuid4().hex
@@ -82,12 +87,14 @@ def reference_digest(
             fmt="Native",
             settings=dict(STRICT_NATIVE_INPUT),
         )
-        rows = client.query(temporary_content(table, columns, version)).result_rows
+        rows = client.query(temporary_content(table, columns, version), settings=verification_settings()).result_rows
         client.command(drop_reference_table(table))
     except Error as error:
         failure = classify(error)
         if isinstance(failure, Refused) and failure.code in SCHEMA_MISMATCH_CODES:
             raise DponeError("DPONE_ARTIFACT_SCHEMA_MISMATCH", f"Code {failure.code}") from None
+        if isinstance(failure, Refused) and failure.code == TIMEOUT_EXCEEDED:
+            raise DponeError("DPONE_CLICKHOUSE_CLUSTER_VERIFICATION_BUDGET_EXCEEDED", "artifact digest") from None
         code = f"Code {failure.code}" if isinstance(failure, Refused) else "no answer"
         raise DponeError("DPONE_ARTIFACT_DIGEST_FAILED", code) from None
     finally:

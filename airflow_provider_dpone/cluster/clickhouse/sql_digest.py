@@ -66,6 +66,15 @@ def content_digest(row_count: int, hash_sum: int, version: ContentDigestVersion)
     return native_multiset_digest(row_count, hash_sum)
 
 
+DEFAULT_VERIFICATION_SECONDS: Final[int] = 600
+"""The server-side bound of one content verification read, in seconds."""
+
+
+def verification_settings(seconds: int = DEFAULT_VERIFICATION_SECONDS) -> dict[str, int | str]:
+    """The settings every content verification read carries: the server stops it at ``seconds`` (Code 159)."""
+    return {"max_execution_time": seconds, "timeout_overflow_mode": "throw"}
+
+
 def _uuid_of(database: str, table: str) -> str:
     db = string_literal(validate_identifier(database, what="database"))
     name = string_literal(validate_identifier(table, what="table"))

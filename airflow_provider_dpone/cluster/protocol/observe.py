@@ -15,7 +15,7 @@ from airflow_provider_dpone.cluster.values.authority.generation import MemberGen
 from airflow_provider_dpone.cluster.values.part_digests import PartDigest
 from airflow_provider_dpone.cluster.values.receipts import CURRENT_CONTENT_DIGEST, ArtifactReceipt, ContentDigestVersion
 from airflow_provider_dpone.core.alerts import STAGING_DIVERGENCE
-from airflow_provider_dpone.core.errors import DponeError, UnavailableError
+from airflow_provider_dpone.core.errors import DponeError, UnavailableError, VerificationBudgetExceededError
 
 DIVERGENT = "DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_DIVERGENT"
 
@@ -40,6 +40,10 @@ def observe(
             digest_version=digest_version,
             known_parts=known_parts,
         )
+    except VerificationBudgetExceededError:
+        raise DponeError(
+            "DPONE_CLICKHOUSE_CLUSTER_VERIFICATION_BUDGET_EXCEEDED", f"member {member_id}, table {table}"
+        ) from None
     except UnavailableError:
         raise DponeError(
             "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_INCOMPLETE", f"member {member_id} did not answer"

@@ -103,6 +103,10 @@ class UnavailableError(Exception):
     """A read could not be answered (connection, timeout, missing table)."""
 
 
+class VerificationBudgetExceededError(UnavailableError):
+    """The server stopped a content read at the verification budget: nothing was verified, nothing changed."""
+
+
 class ArtifactInvalidError(Exception):
     """The sealed artifact is missing from the store or its bytes do not match the receipt."""
 
@@ -113,6 +117,7 @@ __all__ = [
     "MutationRejectedError",
     "OutcomeUnknownError",
     "UnavailableError",
+    "VerificationBudgetExceededError",
     "ALIASES",
     "REGISTRY",
     "DponeError",

@@ -256,6 +256,14 @@ RUNTIME_ADMISSION: tuple[ErrorCode, ...] = (
         retryable=False,
     ),
     ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_VERIFICATION_BUDGET_EXCEEDED",
+        "a content verification read (a candidate's or a published table's content digest) ran longer than the "
+        "verification budget and the server stopped it (max_execution_time, TIMEOUT_EXCEEDED); nothing was "
+        "verified and nothing changed, every object is retained",
+        "raise the verification budget or reduce the data, then retry: the retry verifies again",
+        retryable=True,
+    ),
+    ErrorCode(
         "DPONE_CLICKHOUSE_CLUSTER_PHASE_NOT_READY",
         "the operation is not yet in the phase this task needs",
         "retry after the upstream task has succeeded",
