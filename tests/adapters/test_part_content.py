@@ -32,18 +32,23 @@ def racing_reads(table: Table, races: int, *, merge: bool) -> tuple[ClickHouseMe
     ``merge``, a forced merge of every part (both land between the listing before and the read)."""
     session = table.backend.ports.sessions.session(table.backend.inventory.member(table.member_id))
     assert isinstance(session, ClickHouseMemberSession)
-    original = session._rows
+    metadata, content = session._rows, session._content_rows
     seen: list[str] = []
 
     def rows(statement: str, what: str) -> list[Any]:
+        seen.append(what)
+        return metadata(statement, what)
+
+    def content_rows(statement: str, what: str) -> list[Any]:
         seen.append(what)
         if what == "content read" and seen.count("content read") <= races:
             table.load()
             if merge:
                 table.backend.merge(table.member_id, "cand")
-        return original(statement, what)
+        return content(statement, what)
 
     session._rows = rows  # type: ignore[method-assign]
+    session._content_rows = content_rows  # type: ignore[method-assign]
     return session, seen
 
 
