@@ -758,21 +758,24 @@ def rss(base: Path, sizes: list[int]) -> None:
         cluster.stop()
 
 
-def per_row_slopes(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per member count with two row counts or more: microseconds per row between the smallest and the largest run
-    (ours, steady state, and the floor), and the fixed cost left at the smallest."""
+def per_row_slopes(runs: list[dict[str, Any]], by: str = "members") -> list[dict[str, Any]]:
+    """Per member count (``by``: the runs' key naming it) with two row counts or more: microseconds per row between
+    the smallest and the largest run (ours, steady state, and the floor), the fixed cost left at the smallest, and
+    the ratio of the two slopes (what each further row costs ours against the floor)."""
     slopes = []
-    for members in sorted({run["members"] for run in runs}):
-        sized = sorted((run for run in runs if run["members"] == members), key=lambda run: run["rows"])
+    for members in sorted({run[by] for run in runs}):
+        sized = sorted((run for run in runs if run[by] == members), key=lambda run: run["rows"])
         if len(sized) < 2:
             continue
         small, large = sized[0], sized[-1]
         rows = large["rows"] - small["rows"]
-        entry: dict[str, Any] = {"members": members, "rows": [small["rows"], large["rows"]]}
+        entry: dict[str, Any] = {by: members, "rows": [small["rows"], large["rows"]]}
         for name, key in (("ours", "ours_s"), ("floor", "floor_s")):
             slope = (large[key] - small[key]) / rows
             entry[f"{name}_us_per_row"] = round(slope * 1e6, 3)
             entry[f"{name}_fixed_s"] = round(small[key] - slope * small["rows"], 3)
+        if entry["floor_us_per_row"] > 0:
+            entry["slope_ratio_vs_floor"] = round(entry["ours_us_per_row"] / entry["floor_us_per_row"], 3)
         slopes.append(entry)
     return slopes
 

@@ -19,7 +19,7 @@ does not grow with rows: round trips and DDL) and the ratio of what remains (the
 one publication: authority reads and writes, DDL dispatches and queue polls, member statements (by kind) and HTTP
 requests; none may depend on the row count. Not part of the pytest suite.
 
-    .venv/bin/python bench/internal_publication.py [--rows 1000000] [--trials 3] [--replicas 2 3]
+    .venv/bin/python bench/internal_publication.py [--rows 1000000 [10000000]] [--trials 3] [--replicas 2 3]
 
 ``--trace`` instead prints the timeline of one publication at 10,000 rows (after two warm-up publications): every
 HTTP request the adapters send, with its start (ms from the start of ``fence``), its duration and the statement's
@@ -156,7 +156,7 @@ def round_trip_line(replicas: int, calls: Counter[str], http: Counter[str]) -> s
 
 
 def measure(base: Path, replicas: int, rows: int, trials: int) -> dict[str, Any]:
-    cluster = start_cluster(base / f"cluster{replicas}", replicas)
+    cluster = start_cluster(base / f"cluster{replicas}-{rows}", replicas)
     try:
         database = "bench"
         adapters, _raw, members = shared.attach(cluster, database, base / f"artifacts{replicas}")
@@ -231,7 +231,7 @@ def trace(base: Path, replicas: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--rows", type=int, nargs="+", default=[1_000_000], help="row counts of the timing runs")
     parser.add_argument("--trials", type=int, default=3)
     parser.add_argument("--replicas", type=int, nargs="*", default=[2, 3])
     parser.add_argument("--trace", action="store_true", help="the request timeline of one 10,000-row publication")
@@ -243,8 +243,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     results = []
     with tempfile.TemporaryDirectory(prefix="dpone-bench-internal-") as tmp:
-        for replicas in args.replicas:
-            results.append(measure(Path(tmp), replicas, args.rows, args.trials))
+        for rows in args.rows:
+            for replicas in args.replicas:
+                results.append(measure(Path(tmp), replicas, rows, args.trials))
     print("\nround trips of one publication (last trial; sealed artifact bound as stage input):")
     print(
         "  replicas  authority-reads  authority-writes  ddl-dispatches  queue-polls  catalog-reads"
@@ -254,8 +255,10 @@ def main(argv: list[str] | None = None) -> int:
         print(round_trip_line(result["replicas"], Counter(result["calls"]), Counter(http=result["http"])))
     keys = ("rows", "baseline_s", "floor_s", "ours_s", "ratio", "ratio_vs_floor", "fixed_baseline_s", "fixed_ours_s")
     keys += ("per_row_ratio", "http")
-    summary = {r["replicas"]: {k: r[k] for k in keys} for r in results}
-    print(json.dumps({"internal_publication": summary}, sort_keys=True))
+    summary = {f"{r['replicas']}x{r['rows']}": {k: r[k] for k in keys} for r in results}
+    slopes = shared.per_row_slopes(results, by="replicas")
+    print("per-row slope and fixed cost, by replicas:", slopes)
+    print(json.dumps({"internal_publication": summary, "per_row_slopes": slopes}, sort_keys=True))
     return 0
 
 
