@@ -183,6 +183,7 @@ class EndpointHandler(BaseHTTPRequestHandler):
             body = httpwire.RequestBody(cast(io.BufferedReader, self.rfile), self.headers)
             self._authenticate(params)
             session_check = params.get("session_check") in ("1", "true")
+            tail: bytes | None = None
             with (
                 context.processes.running(query_id, "", context.spec.user) as process,
                 context.sessions.session(
@@ -196,10 +197,10 @@ class EndpointHandler(BaseHTTPRequestHandler):
                     except BaseException:
                         answer.stream.close()
                         raise
-                    self._stream_answer(answer, answer.stream, first, query_id, params, process, statement)
-                    return
-                process.finish()  # the statement took effect, whatever the response
-                self._after_effect(statement)  # a delayed response keeps its query id and session busy
+                    tail = self._stream_answer(answer, answer.stream, first, query_id, params, process, statement)
+                else:
+                    process.finish()  # the statement took effect, whatever the response
+                    self._after_effect(statement)  # a delayed response keeps its query id and session busy
         except (_LostResponseError, ServerRestartedError):
             self._drop_connection()
             return
@@ -217,7 +218,11 @@ class EndpointHandler(BaseHTTPRequestHandler):
             failure = context.engine.error(1001, f"{type(exc).__name__}: {exc}")
             self._send_error(failure, query_id, body)
             return
-        self._send_answer(answer, query_id, params)
+        if answer.stream is None:
+            self._send_answer(answer, query_id, params)
+        elif tail:  # the end of a streamed body leaves after the session and the query id are free again
+            with contextlib.suppress(OSError):
+                self.wfile.write(tail)
 
     # -- the query pipeline ---------------------------------------------------------------------------------------
 
@@ -458,8 +463,12 @@ class EndpointHandler(BaseHTTPRequestHandler):
         params: dict[str, str],
         process: Process,
         sql: str,
-    ) -> None:
-        """Send a result block by block (chunked), stopping as ClickHouse stops a query; always ends the stream."""
+    ) -> bytes | None:
+        """Send a result block by block (chunked), stopping as ClickHouse stops a query; always ends the stream.
+
+        Returns the end of the body (last chunk and terminator) for the caller to send once the session is released,
+        or ``None`` when the body was cut short.
+        """
         encoder = httpwire.StreamEncoder(None)
         try:
             self._after_effect(sql)
@@ -489,9 +498,9 @@ class EndpointHandler(BaseHTTPRequestHandler):
                     stream.cancel()
                     raise self.server.context.engine.error(processes.QUERY_WAS_CANCELLED, "Query was cancelled")
                 block = stream.fetch()
-            self._write_chunk(encoder.encode(framing.end()) + encoder.finish())
-            self.wfile.write(b"0\r\n\r\n")
             process.finish()
+            last = encoder.encode(framing.end()) + encoder.finish()
+            return (f"{len(last):x}\r\n".encode() + last + b"\r\n" if last else b"") + b"0\r\n\r\n"
         except (_LostResponseError, ServerRestartedError):
             stream.cancel()
             self._drop_connection()
@@ -510,6 +519,7 @@ class EndpointHandler(BaseHTTPRequestHandler):
             self.close_connection = True
         finally:
             stream.close()
+        return None
 
     def _client_gone(self) -> bool:
         """Whether the client closed its connection (ClickHouse's ``checkPeerConnected``)."""
