@@ -4,7 +4,8 @@ Every process of the cluster is a real ClickHouse engine (chdb, one per OS proce
 generated config) behind a loopback HTTP endpoint that speaks ClickHouse's HTTP interface, so clickhouse-connect's
 ordinary sync and async clients reach it exactly as they reach a server. Only what chdb cannot do is emulated:
 listening, distributed DDL (``ON CLUSTER``, ``system.distributed_ddl_queue``) and the replication of
-``Replicated*MergeTree`` tables between the member engines (``system.replicas``, ``SYSTEM SYNC REPLICA``). See
+``Replicated*MergeTree`` tables between the member engines (``system.replicas``, ``SYSTEM SYNC REPLICA``), and the
+running queries (``system.processes``, ``system.query_log``, ``KILL QUERY``, cancellation on client close). See
 ``docs/embedded-cluster.md``.
 
 Public API (everything else in this package is internal)::

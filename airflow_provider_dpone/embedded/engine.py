@@ -6,6 +6,10 @@ handle that is closed afterwards (its ``SET``/``USE`` die with it, as on a serve
 serialized per process: the HTTP server stays threaded, so pings and slow clients never wait for the engine, but
 two statements never run inside the engine at once.
 
+A result can leave the engine as a stream too (:meth:`Engine.stream`): chdb produces it block by block, each fetch
+holds the engine lock and nothing holds it between fetches, so other statements run while a client reads slowly, and
+a cancelled stream stops producing at once.
+
 Insert data reaches the engine as a stream: the endpoint writes the request body into a FIFO that the engine reads
 with ``INSERT ... FROM INFILE``, so the body is parsed while it is still arriving and never held in memory whole.
 """
@@ -26,7 +30,7 @@ import chdb
 
 from airflow_provider_dpone.embedded.replicated_sql import replicated_engine
 from airflow_provider_dpone.embedded.sinks import FifoSink, Sink, SpoolSink
-from airflow_provider_dpone.embedded.sqltext import quote_identifier, quote_string
+from airflow_provider_dpone.embedded.sqltext import RESULT_KEYWORDS, first_keyword, quote_identifier, quote_string
 
 # chdb and chdb-core both ship ``chdb/__init__.py``; whichever was installed last wins, and one of them declares
 # ``connect`` untyped. Binding it to a typed name keeps type checking independent of the install order.
@@ -83,6 +87,47 @@ class Handle:
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self.connection.close()
+
+
+class EngineStream:
+    """A result being produced block by block (:meth:`Engine.stream`): ``fetch`` until ``None``, ``cancel`` to stop."""
+
+    def __init__(self, engine: Engine, handle: Handle, own: bool, restore: dict[str, tuple[str, bool]], result: Any):
+        self._engine = engine
+        self._handle = handle
+        self._own = own
+        self._restore = restore
+        self._result: Any = result
+
+    def fetch(self) -> Any:
+        """The next block (chdb's result object: ``bytes()``, ``rows_read()``), or ``None`` at the end."""
+        if self._result is None:
+            return None
+        with self._engine.lock:
+            try:
+                block = self._result.fetch()
+            except Exception as exc:  # noqa: BLE001 - chdb raises plain exceptions carrying ClickHouse errors
+                self._result = None
+                raise EngineError.from_engine(exc) from None
+        if block is None:
+            self._result = None
+        return block
+
+    def cancel(self) -> None:
+        """Stop producing: the engine abandons the query."""
+        result, self._result = self._result, None
+        if result is not None:
+            with self._engine.lock, contextlib.suppress(Exception):
+                result.cancel()
+
+    def close(self) -> None:
+        """Cancel what is left, restore the session's settings (or close the one-request handle)."""
+        self.cancel()
+        with self._engine.lock:
+            if self._restore:
+                self._engine._restore(self._handle.connection, self._restore)
+            if self._own:
+                self._handle.close()
 
 
 class Engine:
@@ -143,6 +188,38 @@ class Engine:
             finally:
                 if own:
                     current.close()
+
+    def stream(
+        self,
+        sql: str,
+        fmt: str,
+        *,
+        handle: Handle | None = None,
+        database: str | None = None,
+        settings: Mapping[str, str] | None = None,
+        params: Mapping[str, str] | None = None,
+    ) -> EngineStream:
+        """Start one result statement whose blocks are fetched one at a time (close the stream when done)."""
+        with self.lock:
+            own = handle is None
+            current = self.open_handle() if handle is None else handle
+            restore: dict[str, tuple[str, bool]] = {}
+            try:
+                values = self._prepare(current, own, sql, database, dict(settings or {}))
+                if values:
+                    if not own:
+                        restore = self._snapshot(current.connection, values)
+                    current.connection.query("SET " + _assignments(values), "TabSeparated")
+                result = current.connection.send_query(sql, fmt, params=dict(params or {}))
+            except Exception as exc:
+                if restore:
+                    self._restore(current.connection, restore)
+                if own:
+                    current.close()
+                if isinstance(exc, EngineError):
+                    raise
+                raise EngineError.from_engine(exc) from None
+        return EngineStream(self, current, own, restore, result)
 
     def insert_stream(
         self,
@@ -210,9 +287,7 @@ class Engine:
     ) -> EngineResult:
         connection = handle.connection
         try:
-            if database and database != handle.database:
-                connection.query(f"USE {quote_identifier(database)}", "TabSeparated")
-                handle.database = database
+            settings = self._prepare(handle, own, sql, database, settings)
             restore: dict[str, tuple[str, bool]] = {}
             if settings:
                 if not own:
@@ -235,6 +310,24 @@ class Engine:
             bytes_written=int(result.bytes_written()),
             elapsed_ns=int(result.elapsed() * 1e9),
         )
+
+    def _prepare(
+        self, handle: Handle, own: bool, sql: str, database: str | None, settings: dict[str, str]
+    ) -> dict[str, str]:
+        """``USE`` the request's database; the settings to ``SET`` for this statement.
+
+        ``readonly`` cannot be set back once set, so on a session's handle it is not ``SET``: a statement that is not
+        a read is refused as the engine would refuse it (Code 164), and the session keeps its own value.
+        """
+        if database and database != handle.database:
+            handle.connection.query(f"USE {quote_identifier(database)}", "TabSeparated")
+            handle.database = database
+        if own or "readonly" not in settings:
+            return settings
+        settings = dict(settings)
+        if settings.pop("readonly") not in ("", "0") and first_keyword(sql) not in RESULT_KEYWORDS:
+            raise self.error(164, "Cannot execute query in readonly mode")
+        return settings
 
     @staticmethod
     def _snapshot(connection: Any, settings: Mapping[str, str]) -> dict[str, tuple[str, bool]]:

@@ -3,7 +3,10 @@
 Per request: authenticate, reassemble the query (URL ``query`` + body, or multipart fields), split settings,
 ``param_*`` values and transport parameters, take the session and the query id, consult armed faults, then either
 stream an ``INSERT``'s data into the engine, initiate an ``ON CLUSTER`` statement, or run the statement and send its
-result with ClickHouse's headers. ``uptime()`` is emulated (chdb has no server; its own answer is always 0): the
+result with ClickHouse's headers. A ``SELECT`` in a block-wise format is streamed (chunked), block by block, while its
+query id and session stay busy; before each block the query stops if ``KILL QUERY`` marked it, or if the client closed
+the connection while ``readonly > 0`` and ``cancel_http_readonly_queries_on_client_close = 1`` (ClickHouse's rule);
+a failed write ends it too (``processes.py`` keeps the record). ``uptime()`` is emulated (chdb has no server; its own answer is always 0): the
 seconds since this process started, or since its last emulated restart. Every exception leaves as ClickHouse's error response (status, exception-code
 header, one-line body) so clients raise the same exception types with the same codes.
 """
@@ -13,6 +16,8 @@ from __future__ import annotations
 import base64
 import contextlib
 import io
+import json
+import select
 import socket
 import ssl
 import time
@@ -23,10 +28,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, cast
 from urllib.parse import parse_qsl, urlsplit
 
-from airflow_provider_dpone.embedded import httpwire
+from airflow_provider_dpone.embedded import httpwire, processes
 from airflow_provider_dpone.embedded.ddl import QUEUE_TABLE_SQL, Initiator, ServerRestartedError, queue_params
-from airflow_provider_dpone.embedded.engine import Engine, EngineError, EngineResult, Handle
+from airflow_provider_dpone.embedded.engine import Engine, EngineError, EngineResult, EngineStream, Handle
 from airflow_provider_dpone.embedded.layout import ProcessSpec
+from airflow_provider_dpone.embedded.processes import Process, Processes
 from airflow_provider_dpone.embedded.replicas import Replication
 from airflow_provider_dpone.embedded.sessions import Sessions
 from airflow_provider_dpone.embedded.sinks import Sink
@@ -34,6 +40,7 @@ from airflow_provider_dpone.embedded.sqltext import (
     external_access,
     first_keyword,
     insert_with_data,
+    kill_query,
     on_cluster,
     output_format,
     produces_result,
@@ -60,11 +67,13 @@ class EndpointContext:
     store: Store
     replication: Replication
     sessions: Sessions = field(init=False)
+    processes: Processes = field(init=False)
     initiator: Initiator = field(init=False)
     timezone: str = field(init=False)
 
     def __post_init__(self) -> None:
         self.sessions = Sessions(self.engine, lambda: self.store.started_at(self.spec.name))
+        self.processes = Processes(self.engine)
         self.initiator = Initiator(self.spec, self.engine, self.store)
         self.timezone = self.engine.execute("SELECT timezone()").data.decode().strip()
         self.store.server_started(self.spec.name)
@@ -82,6 +91,11 @@ class Answer:
     data: bytes
     fmt: str | None
     result: EngineResult | None = None
+    stream: EngineStream | None = None
+    """A result sent block by block instead of ``data``."""
+    watch_client: bool = False
+    """Stop the stream when the client closes the connection (``readonly > 0`` and
+    ``cancel_http_readonly_queries_on_client_close = 1``)."""
 
 
 class _LostResponseError(Exception):
@@ -169,14 +183,24 @@ class EndpointHandler(BaseHTTPRequestHandler):
             body = httpwire.RequestBody(cast(io.BufferedReader, self.rfile), self.headers)
             self._authenticate(params)
             session_check = params.get("session_check") in ("1", "true")
+            tail: bytes | None = None
             with (
-                context.sessions.running(query_id),
+                context.processes.running(query_id, "", context.spec.user) as process,
                 context.sessions.session(
                     params.get("session_id"), params.get("session_timeout"), session_check
                 ) as handle,
             ):
-                answer, statement = self._execute(method, params, body, handle)
-                self._after_effect(statement)  # a delayed response keeps its query id and session busy
+                answer, statement = self._execute(method, params, body, handle, process)
+                if answer.stream is not None:
+                    try:  # an error before the first block is still an ordinary error response
+                        first = answer.stream.fetch()
+                    except BaseException:
+                        answer.stream.close()
+                        raise
+                    tail = self._stream_answer(answer, answer.stream, first, query_id, params, process, statement)
+                else:
+                    process.finish()  # the statement took effect, whatever the response
+                    self._after_effect(statement)  # a delayed response keeps its query id and session busy
         except (_LostResponseError, ServerRestartedError):
             self._drop_connection()
             return
@@ -194,12 +218,21 @@ class EndpointHandler(BaseHTTPRequestHandler):
             failure = context.engine.error(1001, f"{type(exc).__name__}: {exc}")
             self._send_error(failure, query_id, body)
             return
-        self._send_answer(answer, query_id, params)
+        if answer.stream is None:
+            self._send_answer(answer, query_id, params)
+        elif tail:  # the end of a streamed body leaves after the session and the query id are free again
+            with contextlib.suppress(OSError):
+                self.wfile.write(tail)
 
     # -- the query pipeline ---------------------------------------------------------------------------------------
 
     def _execute(
-        self, method: str, params: dict[str, str], body: httpwire.RequestBody, handle: Handle | None
+        self,
+        method: str,
+        params: dict[str, str],
+        body: httpwire.RequestBody,
+        handle: Handle | None,
+        process: Process,
     ) -> tuple[Answer, str]:
         context = self.server.context
         engine = context.engine
@@ -226,6 +259,7 @@ class EndpointHandler(BaseHTTPRequestHandler):
         shape = insert_with_data(head.decode("latin-1"))
         if shape is not None:
             statement = head[: shape.data_start].decode(errors="replace").strip()
+            process.query = statement
             self._confine(statement)
             self._before_effect(statement)
             answer = self._insert(shape, head, body, handle, database, settings)
@@ -233,8 +267,19 @@ class EndpointHandler(BaseHTTPRequestHandler):
         sql = (lead + body.read_all()).decode(errors="replace")
         if not sql.strip():
             raise engine.error(62, "Empty query")
+        process.query = sql
         self._confine(sql)
         self._before_effect(sql)
+        for table in ("processes", "query_log"):
+            if table in sql:
+                rewritten = replace_table_reference(sql, "system", table, processes.table_sql(table))
+                if rewritten != sql:
+                    query_params.update(context.processes.params(table))
+                    sql = rewritten
+        kill = kill_query(sql) if first_keyword(sql) == "KILL" else None
+        if kill is not None:
+            fmt = output_format(sql) or params.get("default_format") or "TabSeparated"
+            return self._kill(kill, fmt, query_params), sql
         if first_keyword(sql) not in _NOT_DDL:
             clause = on_cluster(sql)
             if clause is not None:
@@ -253,10 +298,44 @@ class EndpointHandler(BaseHTTPRequestHandler):
                 sql = rewritten
         is_result = produces_result(sql)
         fmt = output_format(sql) or params.get("default_format") or "TabSeparated"
+        if first_keyword(sql) in ("SELECT", "WITH") and fmt.lower() in httpwire.STREAM_FORMATS:
+            stream = context.replication.stream(
+                sql, fmt, handle=handle, database=database, settings=settings, params=query_params
+            )
+            watch = settings.get("readonly", "0") not in ("", "0") and settings.get(
+                "cancel_http_readonly_queries_on_client_close", "0"
+            ).lower() in ("1", "true")
+            return Answer(b"", fmt, stream=stream, watch_client=watch), sql
         result = context.replication.execute(
             sql, fmt, handle=handle, database=database, settings=settings, params=query_params
         )
         return Answer(result.data, fmt if is_result else None, result), sql
+
+    def _kill(self, kill: Any, fmt: str, query_params: dict[str, str]) -> Answer:
+        """``KILL QUERY``: the condition selects from the running queries, each match is marked cancelled."""
+        context = self.server.context
+        engine = context.engine
+        if kill.on_cluster:
+            raise engine.error(48, "KILL QUERY ON CLUSTER is not available on the embedded cluster")
+        if kill.mode == "TEST":
+            raise engine.error(48, "KILL QUERY ... TEST is not available on the embedded cluster")
+        listing = {**query_params, **context.processes.params("processes")}
+        found = engine.execute(
+            f"SELECT query_id FROM {processes.table_sql('processes')} WHERE {kill.condition}",
+            "JSONEachRow",
+            params=listing,
+        )
+        ids = [json.loads(line)["query_id"] for line in found.data.decode().splitlines() if line.strip()]
+        rows = context.processes.kill(ids, sync=kill.mode == "SYNC")
+        result = engine.execute(
+            "SELECT * FROM format(JSONEachRow, {__embedded_kill_structure:String}, {__embedded_kill_rows:String})",
+            fmt,
+            params={
+                "__embedded_kill_structure": httpwire.escape_param(processes.KILL_STRUCTURE),
+                "__embedded_kill_rows": httpwire.escape_param("\n".join(json.dumps(row) for row in rows)),
+            },
+        )
+        return Answer(result.data, fmt, result)
 
     def _confine(self, sql: str) -> None:
         """Refuse a client statement that reaches files or hosts outside the cluster directory (Code 497)."""
@@ -374,6 +453,95 @@ class EndpointHandler(BaseHTTPRequestHandler):
                 data = httpwire.encode(data, coding)
                 headers["Content-Encoding"] = coding
         self._send(200, headers, data)
+
+    def _stream_answer(
+        self,
+        answer: Answer,
+        stream: EngineStream,
+        first: Any,
+        query_id: str,
+        params: dict[str, str],
+        process: Process,
+        sql: str,
+    ) -> bytes | None:
+        """Send a result block by block (chunked), stopping as ClickHouse stops a query; always ends the stream.
+
+        Returns the end of the body (last chunk and terminator) for the caller to send once the session is released,
+        or ``None`` when the body was cut short.
+        """
+        encoder = httpwire.StreamEncoder(None)
+        try:
+            self._after_effect(sql)
+            headers = self._common_headers(query_id)
+            headers["X-ClickHouse-Summary"] = httpwire.summary_header(
+                read_rows=0, read_bytes=0, written_rows=0, written_bytes=0, total_rows_to_read=0, elapsed_ns=0
+            )
+            fmt = answer.fmt or "TabSeparated"
+            headers["X-ClickHouse-Format"] = fmt
+            headers["Content-Type"] = httpwire.content_type(fmt)
+            coding = None
+            if params.get("enable_http_compression", "1") == "1":
+                coding = httpwire.choose_coding(self.headers.get("Accept-Encoding") or "")
+            if coding is not None:
+                headers["Content-Encoding"] = coding
+            headers["Transfer-Encoding"] = "chunked"
+            encoder = httpwire.StreamEncoder(coding)
+            framing = httpwire.ResultFraming(fmt)
+            self._write_head(200, headers)
+            block = first
+            while block is not None:
+                data, rows = framing.block(block.bytes() or b"", int(block.rows_read()))
+                process.read_rows += int(block.rows_read())
+                process.result_rows += rows
+                self._write_chunk(encoder.encode(data))
+                if process.kill.is_set() or (answer.watch_client and self._client_gone()):
+                    stream.cancel()
+                    raise self.server.context.engine.error(processes.QUERY_WAS_CANCELLED, "Query was cancelled")
+                block = stream.fetch()
+            process.finish()
+            last = encoder.encode(framing.end()) + encoder.finish()
+            return (f"{len(last):x}\r\n".encode() + last + b"\r\n" if last else b"") + b"0\r\n\r\n"
+        except (_LostResponseError, ServerRestartedError):
+            stream.cancel()
+            self._drop_connection()
+        except (EngineError, ValueError, ArithmeticError, LookupError) as exc:
+            if not isinstance(exc, EngineError):
+                exc = self.server.context.engine.error(1001, f"{type(exc).__name__}: {exc}")
+            stream.cancel()
+            process.fail(exc.code, exc.message)
+            self.close_connection = True  # the body is cut short: the client sees an incomplete response
+            with contextlib.suppress(OSError):
+                text = httpwire.error_body(exc.message, self.server.context.engine.version)
+                self._write_chunk(encoder.encode(text) + encoder.finish())
+        except OSError:
+            stream.cancel()
+            process.fail(processes.NETWORK_ERROR, "Connection reset by peer, while writing to socket")
+            self.close_connection = True
+        finally:
+            stream.close()
+        return None
+
+    def _client_gone(self) -> bool:
+        """Whether the client closed its connection (ClickHouse's ``checkPeerConnected``)."""
+        sock = self.connection
+        try:
+            readable, _, _ = select.select([sock], [], [], 0)
+            if not readable:
+                return False
+            return socket.socket.recv(sock, 1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+        except BlockingIOError:
+            return False
+        except (OSError, ValueError):
+            return True
+
+    def _write_head(self, status: int, headers: dict[str, str]) -> None:
+        lines = [f"HTTP/1.1 {status} {self.responses.get(status, ('',))[0]}"]
+        lines += [f"{name}: {value}" for name, value in headers.items()]
+        self.wfile.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+
+    def _write_chunk(self, data: bytes) -> None:
+        if data:  # an empty chunk would end the body
+            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
 
     def _send_error(self, exc: EngineError, query_id: str, body: httpwire.RequestBody | None) -> None:
         if body is None:

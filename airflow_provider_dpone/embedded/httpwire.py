@@ -156,6 +156,110 @@ def encode(data: bytes, coding: str | None) -> bytes:
     raise ValueError(coding)
 
 
+STREAM_FORMATS = frozenset(
+    {"arrowstream", "native", "tabseparated", "tsv", "tabseparatedraw", "tsvraw", "csv", "rowbinary", "jsoneachrow"}
+)
+"""Result formats sent block by block: each block is framed on its own (``ArrowStream`` is re-framed as one stream)."""
+
+
+class StreamEncoder:
+    """One response coding applied chunk by chunk, each chunk flushed so the client can decode it at once."""
+
+    def __init__(self, coding: str | None) -> None:
+        self.coding = coding
+        self._zstd: Any = _zstd.ZstdCompressor(1) if coding == "zstd" else None
+        self._lz4: Any = lz4.frame.LZ4FrameCompressor(auto_flush=True) if coding == "lz4" else None
+        self._zlib: Any = None
+        if coding in ("gzip", "deflate"):
+            self._zlib = zlib.compressobj(1, zlib.DEFLATED, 31 if coding == "gzip" else 15)
+        self._started = False
+
+    def encode(self, data: bytes) -> bytes:
+        if self._zstd is not None:
+            return bytes(self._zstd.compress(data, _zstd.ZstdCompressor.FLUSH_BLOCK))
+        if self._lz4 is not None:
+            head = b"" if self._started else self._lz4.begin()
+            self._started = True
+            return bytes(head + self._lz4.compress(data))
+        if self._zlib is not None:
+            return bytes(self._zlib.compress(data) + self._zlib.flush(zlib.Z_SYNC_FLUSH))
+        return data
+
+    def finish(self) -> bytes:
+        if self._zstd is not None:
+            return bytes(self._zstd.flush(_zstd.ZstdCompressor.FLUSH_FRAME))
+        if self._lz4 is not None:
+            head = b"" if self._started else self._lz4.begin()
+            self._started = True
+            return bytes(head + self._lz4.flush())
+        if self._zlib is not None:
+            return bytes(self._zlib.flush())
+        return b""
+
+
+class _Collect:
+    """A write-only file for pyarrow that hands out what was written since the last ``take``."""
+
+    closed = False
+
+    def __init__(self) -> None:
+        self._parts: list[bytes] = []
+        self._total = 0
+
+    def write(self, data: Any) -> int:
+        chunk = bytes(data)
+        self._parts.append(chunk)
+        self._total += len(chunk)
+        return len(chunk)
+
+    def tell(self) -> int:
+        return self._total
+
+    def flush(self) -> None:
+        return
+
+    def writable(self) -> bool:
+        return True
+
+    def take(self) -> bytes:
+        data, self._parts = b"".join(self._parts), []
+        return data
+
+
+class ResultFraming:
+    """The body bytes of each streamed block, and the rows it holds.
+
+    The engine encodes each block as a complete result of its own; ``ArrowStream`` blocks are re-framed into one
+    IPC stream (one schema message, the batches, one end-of-stream marker), the other :data:`STREAM_FORMATS` simply
+    follow each other.
+    """
+
+    def __init__(self, fmt: str) -> None:
+        self._arrow = fmt.lower() == "arrowstream"
+        self._sink = _Collect()
+        self._writer: Any = None
+
+    def block(self, data: bytes, rows: int) -> tuple[bytes, int]:
+        if not self._arrow:
+            return data, rows
+        import pyarrow as pa
+
+        reader = pa.ipc.open_stream(data)
+        if self._writer is None:
+            self._writer = pa.ipc.new_stream(pa.PythonFile(self._sink, mode="w"), reader.schema)
+        produced = 0
+        for batch in reader:
+            self._writer.write_batch(batch)
+            produced += batch.num_rows
+        return self._sink.take(), produced
+
+    def end(self) -> bytes:
+        if self._writer is None:
+            return b""
+        self._writer.close()
+        return self._sink.take()
+
+
 class UnsupportedCodingError(ValueError):
     """The request body uses a ``Content-Encoding`` this endpoint cannot decode."""
 

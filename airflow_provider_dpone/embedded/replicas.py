@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from airflow_provider_dpone.embedded import macros, replica_inserts, replica_views
-from airflow_provider_dpone.embedded.engine import Engine, EngineResult, Handle
+from airflow_provider_dpone.embedded.engine import Engine, EngineResult, EngineStream, Handle
 from airflow_provider_dpone.embedded.httpwire import escape_param
 from airflow_provider_dpone.embedded.layout import ProcessSpec
 from airflow_provider_dpone.embedded.replicated_sql import (
@@ -139,6 +139,22 @@ class Replication:
                 return done
             sql = replica_views.rewrite_reads(self, sql, params)
         return self.engine.execute(sql, fmt, handle=handle, database=database, settings=settings, params=params)
+
+    def stream(
+        self,
+        sql: str,
+        fmt: str,
+        *,
+        handle: Handle | None,
+        database: str | None,
+        settings: dict[str, str],
+        params: dict[str, str],
+    ) -> EngineStream:
+        """A ``SELECT`` whose result is produced block by block, reading replicated tables as :meth:`execute` does."""
+        params = dict(params)
+        if self.log.has_replicas(self.spec.name):
+            sql = replica_views.rewrite_reads(self, sql, params)
+        return self.engine.stream(sql, fmt, handle=handle, database=database, settings=settings, params=params)
 
     def _intercept(
         self, keyword: str, sql: str, handle: Handle | None, database: str | None, settings: dict[str, str]

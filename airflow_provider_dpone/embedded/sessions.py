@@ -1,9 +1,9 @@
-"""HTTP sessions and running query ids, with ClickHouse's rules for both.
+"""HTTP sessions, with ClickHouse's rules (running query ids: ``processes.py``).
 
 A session (``session_id``) owns one engine handle, so ``SET`` and ``USE`` persist across its requests; it expires
 after ``session_timeout`` seconds of idleness and admits one request at a time (``SESSION_IS_LOCKED`` otherwise).
-A ``query_id`` may not be reused while a query with that id is still running. A server restart (or its emulation,
-``faults.py``) loses every session opened before it.
+A server restart (or its emulation, ``faults.py``) loses every session opened before
+it.
 """
 
 from __future__ import annotations
@@ -37,7 +37,6 @@ class Sessions:
         self._started_at = started_at
         self._lock = threading.Lock()
         self._sessions: dict[str, _Session] = {}
-        self._running: set[str] = set()
 
     @contextmanager
     def session(self, session_id: str | None, timeout: str | None, check: bool) -> Iterator[Handle | None]:
@@ -76,18 +75,6 @@ class Sessions:
             with self._lock:
                 current.busy = False
                 current.last_used = time.monotonic()
-
-    @contextmanager
-    def running(self, query_id: str) -> Iterator[None]:
-        with self._lock:
-            if query_id in self._running:
-                raise self._engine.error(216, f"Query with id = {query_id} is already running")
-            self._running.add(query_id)
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._running.discard(query_id)
 
 
 def _timeout(engine: Engine, raw: str | None) -> float:

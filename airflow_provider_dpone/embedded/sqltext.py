@@ -229,6 +229,36 @@ class InsertShape:
     data_start: int
 
 
+@dataclass(frozen=True)
+class KillQuery:
+    """``KILL QUERY [ON CLUSTER c] WHERE <condition> [SYNC|ASYNC|TEST] [FORMAT f]``."""
+
+    condition: str
+    mode: str
+    """``ASYNC`` (the default), ``SYNC`` or ``TEST``."""
+    on_cluster: bool
+
+
+def kill_query(text: str) -> KillQuery | None:
+    """The parts of a ``KILL QUERY`` statement, or ``None`` for any other statement (``KILL MUTATION`` included)."""
+    found = [token for token in tokens(text) if token.depth == 0]
+    if len(found) < 2 or found[0].upper != "KILL" or found[1].upper != "QUERY":
+        return None
+    while found and found[-1].text == ";":
+        found.pop()
+    if len(found) >= 2 and found[-2].upper == "FORMAT":
+        found = found[:-2]
+    mode = "ASYNC"
+    if found and found[-1].upper in ("SYNC", "ASYNC", "TEST"):
+        mode = found.pop().upper
+    where = next((index for index, token in enumerate(found) if token.upper == "WHERE"), None)
+    if where is None or where + 1 >= len(found):
+        return None
+    condition = text[found[where].end : found[-1].end].strip()
+    on_cluster = len(found) > 3 and found[2].upper == "ON" and found[3].upper == "CLUSTER"
+    return KillQuery(condition=condition, mode=mode, on_cluster=on_cluster)
+
+
 def insert_with_data(text: str) -> InsertShape | None:
     """The shape of ``INSERT ... FORMAT <fmt>`` followed by data, or ``None`` for other statements.
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from airflow_provider_dpone.embedded.sqltext import (
     insert_uuid,
     insert_with_data,
+    kill_query,
     on_cluster,
     output_format,
     produces_result,
@@ -61,3 +62,20 @@ def test_table_reference_rewrite() -> None:
     assert replace_table_reference(text, "system", "distributed_ddl_queue", "T") == (
         "SELECT * FROM T AS q JOIN T r ON 1 WHERE x = 'system.distributed_ddl_queue'"
     )
+
+
+def test_kill_query_parts() -> None:
+    parsed = kill_query("KILL QUERY WHERE query_id = {id:String} ASYNC\n FORMAT Native")
+    assert parsed is not None and (parsed.condition, parsed.mode, parsed.on_cluster) == (
+        "query_id = {id:String}",
+        "ASYNC",
+        False,
+    )
+    parsed = kill_query("kill query on cluster c where (user = 'a' and query like '%SYNC') sync;")
+    assert parsed is not None and parsed.condition == "(user = 'a' and query like '%SYNC')"
+    assert (parsed.mode, parsed.on_cluster) == ("SYNC", True)
+    parsed = kill_query("KILL QUERY WHERE 1")
+    assert parsed is not None and (parsed.condition, parsed.mode) == ("1", "ASYNC")
+    assert kill_query("KILL MUTATION WHERE mutation_id = 'x'") is None
+    assert kill_query("KILL QUERY") is None
+    assert kill_query("SELECT 'KILL QUERY WHERE 1'") is None

@@ -119,8 +119,8 @@ def corrupted_stream(monkeypatch: pytest.MonkeyPatch, change: BlockChange) -> It
     applied: list[int] = []
 
     @contextmanager
-    def stream(client: Any, query: Any) -> Iterator[Iterator[SourceBlock]]:
-        with original(client, query) as blocks:
+    def stream(client: Any, query: Any, cancel_on_close: Any) -> Iterator[Iterator[SourceBlock]]:
+        with original(client, query, cancel_on_close) as blocks:
 
             def changed() -> Iterator[SourceBlock]:
                 for block in blocks:

@@ -199,6 +199,15 @@ CODES: tuple[ErrorCode, ...] = (
         "retry as a new invocation; raise the bounded limits only through the connection, never per workload",
         retryable=True,
     ),
+    ErrorCode(
+        "native_transfer.source_cancel_unconfirmed",
+        "the KILL QUERY sent for an abandoned snapshot SELECT failed or was refused (logged as a warning, never raised:"
+        " the run fails with its original error)",
+        "nothing to retry; the server still cancels the SELECT when the connection closes. If it keeps running "
+        "(system.processes, by the query id in the warning), check that no balancer holds the upstream connection "
+        "open and that the source account may run KILL QUERY on its own queries",
+        retryable=True,
+    ),
 )
 
 # target side: staging, chunk load/verification, atomic publication, receipts and reconciliation (SQL Server and the

@@ -228,13 +228,13 @@ def read_physical(
     return PhysicalObservation(parts=parts, truncated=len(rows) > cap)
 
 
-def read_selected_rows(client: Client, query: SnapshotQuery) -> SelectedRows:
-    """The server's count of the rows ``query`` selects, under the query's own frozen settings."""
+def read_selected_rows(client: Client, query: SnapshotQuery, cancel_on_close: Mapping[str, str]) -> SelectedRows:
+    """The server's count of the rows ``query`` selects, under the query's own frozen settings (and the transport's
+    ``cancel_on_close`` settings: a full scan, cancelled by the server when the client hangs up)."""
     text, parameters = sql.render_selected_rows(query)
+    settings = {**query.settings_dict(), **cancel_on_close}
     try:
-        rows = list(
-            on_session(lambda: client.query(text, parameters=parameters, settings=query.settings_dict())).result_rows
-        )
+        rows = list(on_session(lambda: client.query(text, parameters=parameters, settings=settings)).result_rows)
     except ClickHouseError as exc:
         raise source_failure(exc, "native_transfer.source_query_failed", "selected rows") from None
     if not query.provenance:

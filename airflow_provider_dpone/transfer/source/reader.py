@@ -6,12 +6,14 @@ replace invalid UTF-8 and change the typed multiset. The SELECT carries each row
 projection before the first row is used, and each block is cast into the stage schema, refusing any lossy cast (an
 empty result may come without a schema); ``_part``/``_part_offset`` are removed from the block and handed over
 separately, so they can never reach a stage object or the target. Leaving the context closes the stream (also on
-error or cancellation).
+error or cancellation); leaving it before the stream reached its end also cancels the query on the server
+(``cancel.py``): its connection is closed without reading the rest, under ``cancel_on_close`` settings, and a
+``KILL QUERY`` names its query id.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -23,6 +25,7 @@ from clickhouse_connect.driver.exceptions import ClickHouseError
 from airflow_provider_dpone.core.clickhouse.row_hash import ROW_HASH_COLUMN
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.transfer.ports import SourceBlock
+from airflow_provider_dpone.transfer.source.cancel import kill_query
 from airflow_provider_dpone.transfer.source.metadata import on_session, source_failure
 from airflow_provider_dpone.transfer.source.sql import render_select
 from airflow_provider_dpone.transfer.values.arrow_chunk import conform
@@ -30,54 +33,74 @@ from airflow_provider_dpone.transfer.values.query import PROVENANCE_COLUMNS, Sna
 
 
 @contextmanager
-def stream_blocks(client: Client, query: SnapshotQuery) -> Iterator[Iterator[SourceBlock]]:
+def stream_blocks(
+    client: Client, query: SnapshotQuery, cancel_on_close: Mapping[str, str]
+) -> Iterator[Iterator[SourceBlock]]:
+    """The SELECT's blocks; ``cancel_on_close``: the transport's settings that cancel it when the client hangs up.
+
+    Any exit before the stream reached its end (an error here or in the caller, the caller leaving early, the
+    generator closed) sends one ``KILL QUERY`` for the query id after the connection is closed.
+    """
     text, parameters = render_select(query)
-    settings: dict[str, str | int] = {**query.settings_dict(), "max_block_size": query.block_rows}
+    settings: dict[str, str | int] = {**query.settings_dict(), **cancel_on_close, "max_block_size": query.block_rows}
     settings["query_id"] = query.vendor_query_id
-    width = len(query.projection)
     expected = [column.name for column in query.projection] + [ROW_HASH_COLUMN]
     if query.provenance:
         expected += list(PROVENANCE_COLUMNS)
+    end = _End()
     try:
-        context = on_session(
-            lambda: client.query_arrow_stream(text, parameters=parameters, settings=settings, use_strings=False)
-        )
+        try:
+            context = on_session(
+                lambda: client.query_arrow_stream(text, parameters=parameters, settings=settings, use_strings=False)
+            )
+        except ClickHouseError as exc:
+            raise source_failure(exc, "native_transfer.source_query_failed", "select") from None
+        except pa.ArrowInvalid:
+            context = None  # an empty result may come without a schema message
+        if context is None:
+            end.reached = True
+            yield iter(())
+            return
+        with context:
+            reader: Any = context.gen
+            if list(reader.schema.names) != expected:
+                raise DponeError(
+                    "native_transfer.source_snapshot_drift", "result header differs from the admitted projection"
+                )
+            yield _blocks(context, query, end)
+    finally:
+        if not end.reached:
+            kill_query(client, query.vendor_query_id)
+
+
+class _End:
+    """Whether the stream was read to its end."""
+
+    reached = False
+
+
+def _blocks(context: Any, query: SnapshotQuery, end: _End) -> Iterator[SourceBlock]:
+    width = len(query.projection)
+    try:
+        for batch in context:
+            rows = batch.num_rows
+            if not rows:
+                continue
+            columns = conform(pa.Table.from_batches([batch.select(range(width))]), query.projection)
+            hashes = batch.column(width)
+            if not query.provenance:
+                yield SourceBlock(columns=columns, row_hashes=hashes, rows=rows)
+                continue
+            yield SourceBlock(
+                columns=columns,
+                row_hashes=hashes,
+                rows=rows,
+                parts=_part_names(batch.column(width + 1)),
+                offsets=batch.column(width + 2).to_numpy(zero_copy_only=False),
+            )
     except ClickHouseError as exc:
         raise source_failure(exc, "native_transfer.source_query_failed", "select") from None
-    except pa.ArrowInvalid:
-        context = None  # an empty result may come without a schema message
-    if context is None:
-        yield iter(())
-        return
-    with context:
-        reader: Any = context.gen
-        if list(reader.schema.names) != expected:
-            raise DponeError(
-                "native_transfer.source_snapshot_drift", "result header differs from the admitted projection"
-            )
-
-        def blocks() -> Iterator[SourceBlock]:
-            try:
-                for batch in context:
-                    rows = batch.num_rows
-                    if not rows:
-                        continue
-                    columns = conform(pa.Table.from_batches([batch.select(range(width))]), query.projection)
-                    hashes = batch.column(width)
-                    if not query.provenance:
-                        yield SourceBlock(columns=columns, row_hashes=hashes, rows=rows)
-                        continue
-                    yield SourceBlock(
-                        columns=columns,
-                        row_hashes=hashes,
-                        rows=rows,
-                        parts=_part_names(batch.column(width + 1)),
-                        offsets=batch.column(width + 2).to_numpy(zero_copy_only=False),
-                    )
-            except ClickHouseError as exc:
-                raise source_failure(exc, "native_transfer.source_query_failed", "select") from None
-
-        yield blocks()
+    end.reached = True
 
 
 def _part_names(column: pa.Array) -> list[str]:

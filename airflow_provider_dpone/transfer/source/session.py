@@ -31,6 +31,7 @@ from airflow_provider_dpone.core.connection_options import ClickHouseConnectionO
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.transfer.ports import SourceBlock
 from airflow_provider_dpone.transfer.source import metadata
+from airflow_provider_dpone.transfer.source.cancel import CANCEL_ON_CLOSE
 from airflow_provider_dpone.transfer.source.reader import stream_blocks
 from airflow_provider_dpone.transfer.source.sql import PROBE_SQL
 from airflow_provider_dpone.transfer.values.chunk import RelationRef
@@ -87,6 +88,8 @@ class ClickHouseSnapshotSession:
     def __init__(self, client: Client, transport: TransportObservation) -> None:
         self._client = client
         self._transport = transport
+        # over HTTP the server cancels a long read when the client hangs up; in process there is no connection
+        self._cancel_on_close = CANCEL_ON_CLOSE if transport.scheme in ("http", "https") else {}
 
     @property
     def client(self) -> Client:
@@ -117,10 +120,10 @@ class ClickHouseSnapshotSession:
         return metadata.read_physical(self._client, relation, partition_ids, cap)
 
     def stream(self, query: SnapshotQuery) -> AbstractContextManager[Iterator[SourceBlock]]:
-        return stream_blocks(self._client, query)
+        return stream_blocks(self._client, query, self._cancel_on_close)
 
     def selected_rows(self, query: SnapshotQuery) -> SelectedRows:
-        return metadata.read_selected_rows(self._client, query)
+        return metadata.read_selected_rows(self._client, query, self._cancel_on_close)
 
     def close(self) -> None:
         self._client.close()
