@@ -8,7 +8,9 @@ two statements never run inside the engine at once.
 
 A result can leave the engine as a stream too (:meth:`Engine.stream`): chdb produces it block by block, each fetch
 holds the engine lock and nothing holds it between fetches, so other statements run while a client reads slowly, and
-a cancelled stream stops producing at once.
+a cancelled stream stops producing at once. An open stream holds its tables as a running query does: a statement that
+needs one exclusively (``DROP``, ``EXCHANGE``) waits for the stream under the engine lock, and the stream cannot fetch
+meanwhile, so a reader that stalls mid-result can stall that member (a delayed read waits before its stream opens).
 
 Insert data reaches the engine as a stream: the endpoint writes the request body into a FIFO that the engine reads
 with ``INSERT ... FROM INFILE``, so the body is parsed while it is still arriving and never held in memory whole.

@@ -197,7 +197,7 @@ class EndpointHandler(BaseHTTPRequestHandler):
                     except BaseException:
                         answer.stream.close()
                         raise
-                    tail = self._stream_answer(answer, answer.stream, first, query_id, params, process, statement)
+                    tail = self._stream_answer(answer, answer.stream, first, query_id, params, process)
                 else:
                     process.finish()  # the statement took effect, whatever the response
                     self._after_effect(statement)  # a delayed response keeps its query id and session busy
@@ -299,6 +299,9 @@ class EndpointHandler(BaseHTTPRequestHandler):
         is_result = produces_result(sql)
         fmt = output_format(sql) or params.get("default_format") or "TabSeparated"
         if first_keyword(sql) in ("SELECT", "WITH") and fmt.lower() in httpwire.STREAM_FORMATS:
+            # a read has no effect to take first: a delayed or lost response happens before the stream opens, so a
+            # delayed reader holds no table while it waits (a DROP meanwhile would wait on it under the engine lock)
+            self._after_effect(sql)
             stream = context.replication.stream(
                 sql, fmt, handle=handle, database=database, settings=settings, params=query_params
             )
@@ -462,7 +465,6 @@ class EndpointHandler(BaseHTTPRequestHandler):
         query_id: str,
         params: dict[str, str],
         process: Process,
-        sql: str,
     ) -> bytes | None:
         """Send a result block by block (chunked), stopping as ClickHouse stops a query; always ends the stream.
 
@@ -471,7 +473,6 @@ class EndpointHandler(BaseHTTPRequestHandler):
         """
         encoder = httpwire.StreamEncoder(None)
         try:
-            self._after_effect(sql)
             headers = self._common_headers(query_id)
             headers["X-ClickHouse-Summary"] = httpwire.summary_header(
                 read_rows=0, read_bytes=0, written_rows=0, written_bytes=0, total_rows_to_read=0, elapsed_ns=0
