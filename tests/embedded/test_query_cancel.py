@@ -8,31 +8,18 @@ otherwise the query runs on until a write to the closed connection fails (``NETW
 
 from __future__ import annotations
 
-import time
 import uuid
 from typing import Any
 
 import pytest
 
 from airflow_provider_dpone.embedded import EmbeddedCluster
+from tests.fixtures.query_log import ended_query
 
 MEMBER = "member1"
 ROWS = 2_000_000
 SELECT = f"SELECT number, hex(SHA256(toString(number))) FROM numbers({ROWS})"
 """Far more than any buffer between the engine and the client holds (about 150 MB of result)."""
-
-
-def record(client: Any, query_id: str, timeout: float = 20.0) -> tuple[str, int, int]:
-    deadline = time.monotonic() + timeout
-    while True:
-        rows = client.query(
-            "SELECT toString(type), exception_code, result_rows FROM system.query_log WHERE query_id = {id:String}",
-            parameters={"id": query_id},
-        ).result_rows
-        if rows:
-            return str(rows[0][0]), int(rows[0][1]), int(rows[0][2])
-        assert time.monotonic() < deadline, f"no record of {query_id}"
-        time.sleep(0.05)
 
 
 def drain(batches: Any) -> None:
@@ -48,7 +35,10 @@ def settings(query_id: str, **extra: Any) -> dict[str, Any]:
 def test_kill_query_stops_a_stream_whose_client_stays_connected(embedded_cluster: EmbeddedCluster, mode: str) -> None:
     reader, other = embedded_cluster.client(MEMBER), embedded_cluster.client(MEMBER)
     query_id = f"kill-{uuid.uuid4().hex}"
-    with reader.query_arrow_stream(SELECT, settings=settings(query_id)) as stream:
+    # produced slowly (0.2 s a block), so the server is between blocks, never stuck writing to a reader that pauses,
+    # when the KILL comes: what it meets is the running query, as the test means
+    slow = f"SELECT number, sleepEachRow(0.0002) FROM numbers({ROWS})"
+    with reader.query_arrow_stream(slow, settings=settings(query_id)) as stream:
         batches = iter(stream)
         next(batches)
         listed = other.query(
@@ -60,10 +50,11 @@ def test_kill_query_stops_a_stream_whose_client_stays_connected(embedded_cluster
             f"KILL QUERY WHERE query_id = {{id:String}} {mode}", parameters={"id": query_id}
         ).result_rows
         assert [(row[0], row[1]) for row in answer] == [("waiting" if mode == "ASYNC" else "finished", query_id)]
-        assert record(other, query_id)[:2] == ("ExceptionWhileProcessing", 394)  # while the client is still connected
+        # recorded while the client is still connected
+        assert ended_query(other, query_id)[:2] == ("ExceptionWhileProcessing", 394)
         with pytest.raises(Exception):  # the body ends short: the driver's error type varies
             drain(batches)
-    assert record(other, query_id)[2] < ROWS
+    assert ended_query(other, query_id)[2] < ROWS
 
 
 def test_kill_query_matching_nothing_answers_no_rows(embedded_cluster: EmbeddedCluster) -> None:
@@ -78,7 +69,7 @@ def test_a_client_close_cancels_a_readonly_read_that_asks_for_it(embedded_cluste
     cancel = {"readonly": 2, "cancel_http_readonly_queries_on_client_close": 1}
     with client.query_arrow_stream(SELECT, settings=settings(query_id, **cancel)) as stream:
         next(iter(stream))
-    kind, code, produced = record(observer, query_id)  # the client's own session stays busy until the query ends
+    kind, code, produced = ended_query(observer, query_id)  # the client's own session stays busy until the query ends
     assert (kind, code) == ("ExceptionWhileProcessing", 394) and produced < ROWS
 
 
@@ -97,7 +88,7 @@ def test_without_the_rule_a_closed_client_only_breaks_the_next_write(
     query_id = f"write-{uuid.uuid4().hex}"
     with client.query_arrow_stream(SELECT, settings=settings(query_id, **extra)) as stream:
         next(iter(stream))
-    kind, code, produced = record(observer, query_id)  # the client's own session stays busy until the query ends
+    kind, code, produced = ended_query(observer, query_id)  # the client's own session stays busy until the query ends
     assert (kind, code) == ("ExceptionWhileProcessing", 210) and produced < ROWS
 
 
@@ -106,7 +97,7 @@ def test_a_read_to_its_end_is_recorded_finished_with_its_rows(embedded_cluster: 
     query_id = f"end-{uuid.uuid4().hex}"
     with client.query_arrow_stream("SELECT number FROM numbers(25000)", settings=settings(query_id)) as stream:
         assert sum(batch.num_rows for batch in stream) == 25000
-    assert record(client, query_id) == ("QueryFinish", 0, 25000)
+    assert ended_query(client, query_id) == ("QueryFinish", 0, 25000)
 
 
 def test_readonly_on_a_session_request_refuses_writes_and_leaves_the_session_writable(

@@ -11,7 +11,6 @@ with ``NETWORK_ERROR`` (210) instead: that is not a cancellation.
 from __future__ import annotations
 
 import logging
-import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -25,6 +24,7 @@ from airflow_provider_dpone.transfer.source.session import http_connector
 from airflow_provider_dpone.transfer.values.chunk import RelationRef
 from airflow_provider_dpone.transfer.values.query import SnapshotQuery
 from airflow_provider_dpone.transfer.values.raw_snapshot import SettingRecord
+from tests.fixtures.query_log import ended_query
 
 pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"), pytest.mark.embedded_cluster(members=2)]
 
@@ -73,21 +73,6 @@ def source_session(cluster: Any) -> Any:
     return http_connector(endpoint.host, endpoint.port, cluster.user, cluster.password, options).connect()
 
 
-def server_record(admin: Any, query_id: str, timeout: float = 20.0) -> tuple[str, int, int]:
-    """The member's record of the ended query ``query_id``: (type, exception code, rows produced)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        rows = admin.query(
-            "SELECT toString(type), exception_code, result_rows FROM system.query_log WHERE query_id = {id:String}",
-            parameters={"id": query_id},
-        ).result_rows
-        if rows:
-            kind, code, produced = rows[0]
-            return str(kind), int(code), int(produced)
-        assert time.monotonic() < deadline, f"the server never recorded the end of {query_id}"
-        time.sleep(0.05)
-
-
 def kills(admin: Any) -> int:
     """How many ``KILL QUERY`` statements the member ran."""
     rows = admin.query(
@@ -105,7 +90,7 @@ def raise_inside(session: Any, query: SnapshotQuery, error: Exception, after_blo
 
 
 def assert_cancelled(admin: Any, query_id: str) -> None:
-    kind, code, produced = server_record(admin, query_id)
+    kind, code, produced = ended_query(admin, query_id)
     assert (kind, code) == ("ExceptionWhileProcessing", 394), f"{query_id} was not cancelled: {kind} {code}"
     assert 0 < produced < ROWS
 
@@ -180,5 +165,5 @@ def test_a_stream_read_to_its_end_sends_no_kill(embedded_cluster, admin, fresh_d
             assert sum(block.rows for block in blocks) == 5000
     finally:
         session.close()
-    assert server_record(admin, query.vendor_query_id) == ("QueryFinish", 0, 5000)
+    assert ended_query(admin, query.vendor_query_id) == ("QueryFinish", 0, 5000)
     assert kills(admin) == before
