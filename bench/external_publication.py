@@ -381,14 +381,16 @@ def seal_artifact(adapters: Any, rows: int) -> tuple[Any, float]:
     return receipt, time.perf_counter() - started
 
 
-def _plain_load(connection: Any, host: str, port: int, database: str, path: Path, table: str) -> None:
+def _plain_load(
+    connection: Any, host: str, port: int, database: str, path: Path, table: str, settings: dict[str, Any] | None = None
+) -> None:
     import clickhouse_connect
 
     client = clickhouse_connect.get_client(host=host, port=port, username=connection.username, password="")
     try:
         client.command(f"CREATE TABLE `{database}`.`{table}` ({TABLE_DDL}) ENGINE = MergeTree ORDER BY id")
         with path.open("rb") as handle:
-            client.raw_insert(f"`{database}`.`{table}`", None, handle, fmt="Native")
+            client.raw_insert(f"`{database}`.`{table}`", None, handle, fmt="Native", settings=settings)
     finally:
         client.close()
 
@@ -464,15 +466,17 @@ def exchange_on_cluster(
 
 def floor_trial(connection: Any, members: list[tuple[str, int]], database: str, path: Path, name: str) -> float:
     """The seed's floor for one publication: on every member at once, the plain load of the artifact into a fresh
-    candidate and one content digest of it with the route's SQL; then one ``EXCHANGE TABLES ... ON CLUSTER`` of the
-    candidate with the old target (created beforehand, untimed). No fence, no authority, no metadata read: what any
-    publication that meets the seed's checks must at least do."""
+    candidate (squashed by bytes, as the route loads) and one content digest of it with the route's SQL; then one
+    ``EXCHANGE TABLES ... ON CLUSTER`` of the candidate with the old target (created beforehand, untimed). No fence,
+    no authority, no metadata read: what any publication that meets the seed's checks must at least do."""
+    from airflow_provider_dpone.cluster.clickhouse.sql_member import LOAD_SQUASHING
+
     old = f"{name}_old"
     on_members(connection, members, f"CREATE TABLE `{database}`.`{old}` ({TABLE_DDL}) ENGINE = MergeTree ORDER BY id")
     digest = route_digest(connection, database, name)
 
     def stage(host: str, port: int) -> None:
-        _plain_load(connection, host, port, database, path, name)
+        _plain_load(connection, host, port, database, path, name, dict(LOAD_SQUASHING))
         digest(host, port)
 
     return at_once(members, stage) + exchange_on_cluster(connection, database, old, name)

@@ -91,7 +91,14 @@ def create_replicated(connection: Any, database: str, table: str) -> None:
         close_client(client)
 
 
-def baseline_trial(connection: Any, members: list[tuple[str, int]], database: str, path: Path, table: str) -> float:
+def baseline_trial(
+    connection: Any,
+    members: list[tuple[str, int]],
+    database: str,
+    path: Path,
+    table: str,
+    settings: dict[str, Any] | None = None,
+) -> float:
     """Plain clickhouse-connect: one raw_insert through the first replica, then SYNC REPLICA on every other one."""
     import clickhouse_connect
 
@@ -101,7 +108,7 @@ def baseline_trial(connection: Any, members: list[tuple[str, int]], database: st
     client = clickhouse_connect.get_client(host=host, port=port, username=connection.username, password="")
     try:
         with path.open("rb") as handle:
-            client.raw_insert(f"`{database}`.`{table}`", None, handle, fmt="Native")
+            client.raw_insert(f"`{database}`.`{table}`", None, handle, fmt="Native", settings=settings)
     finally:
         client.close()
     for host, port in others:
@@ -116,11 +123,13 @@ def baseline_trial(connection: Any, members: list[tuple[str, int]], database: st
 
 
 def floor_trial(connection: Any, members: list[tuple[str, int]], database: str, path: Path, table: str) -> float:
-    """The seed's floor: the baseline's load (through one replica, then SYNC REPLICA on the others), one content
-    digest per replica at once with the route's SQL, one ``EXCHANGE TABLES ... ON CLUSTER`` with an old target
-    (created beforehand, untimed)."""
+    """The seed's floor: the baseline's load (through one replica, squashed by bytes as the route loads, then SYNC
+    REPLICA on the others), one content digest per replica at once with the route's SQL, one ``EXCHANGE TABLES ...
+    ON CLUSTER`` with an old target (created beforehand, untimed)."""
+    from airflow_provider_dpone.cluster.clickhouse.sql_member import LOAD_SQUASHING
+
     create_replicated(connection, database, f"{table}_old")
-    loaded = baseline_trial(connection, members, database, path, table)
+    loaded = baseline_trial(connection, members, database, path, table, dict(LOAD_SQUASHING))
     digested = shared.at_once(members, shared.route_digest(connection, database, table))
     return loaded + digested + shared.exchange_on_cluster(connection, database, f"{table}_old", table, CLUSTER)
 
