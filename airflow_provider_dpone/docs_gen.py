@@ -176,7 +176,12 @@ def error_codes() -> str:
 
 def alerts() -> str:
     rows = [
-        (f"`{alert.name}`", alert.condition, ", ".join(f"`{code}`" for code in alert.codes), alert.action)
+        (
+            f"`{alert.name}`",
+            alert.condition,
+            ", ".join(f"`{code}`" for code in alert.codes) or "none: the run goes on",
+            alert.action,
+        )
         for alert in ALERTS.values()
     ]
     return _table(("Alert (log event and metric)", "Emitted when", "With code", "Next action"), rows)

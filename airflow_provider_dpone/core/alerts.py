@@ -3,7 +3,7 @@
 An alert marks a condition an operator must look at even when a retry, another run or a human is already on it: the
 seeds name them (a foreign operation holding the target, a diverged candidate, a terminal mixed publication, expired
 queue evidence, a cleanup of unknown outcome, topology drift; on the transfer: held or unknown custody, a re-extract,
-provenance drift, an undecidable publication, a failed cleanup). Each alert has one stable name, used both as the log event and as the Airflow metric name
+provenance drift, observed source drift, an undecidable publication, a failed cleanup). Each alert has one stable name, used both as the log event and as the Airflow metric name
 (``Stats.incr(name)``), and is emitted exactly where a protocol decides its condition, once per decision.
 
 :func:`emit` refuses anything but opaque facts: every fact key is from a closed set, and its value must have that
@@ -37,7 +37,7 @@ class Alert:
     condition: str
     action: str
     codes: tuple[str, ...]
-    """The error codes the run stops (or waits) with when this alert fires."""
+    """The error codes the run stops (or waits) with when this alert fires; none when the run goes on."""
 
 
 def _alert(route: str, key: str, condition: str, action: str, *codes: str) -> Alert:
@@ -123,6 +123,14 @@ PROVENANCE_DRIFT = _alert(
     _T + "source_endpoint_drift",
     _T + "source_snapshot_drift",
 )
+SOURCE_DRIFT_OBSERVED = _alert(
+    "transfer",
+    "source_drift_observed",
+    "at EOF the source's physical profile (parts, merges, mutations, row counts) differs from the one before the "
+    "SELECT: the acquired snapshot stands and publishes, but the run is no repeatable measurement",
+    "nothing to do for the data; a benchmark excludes the trial, and a merge or insert during every read says the "
+    "source is written while it is read",
+)
 
 PUBLICATION_UNKNOWN = _alert(
     "transfer",
@@ -155,6 +163,7 @@ for _entry in (
     CUSTODY_UNKNOWN,
     REEXTRACT_REQUIRED,
     PROVENANCE_DRIFT,
+    SOURCE_DRIFT_OBSERVED,
     PUBLICATION_UNKNOWN,
     CLEANUP_FAILED,
 ):

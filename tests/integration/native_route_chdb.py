@@ -11,6 +11,7 @@ from typing import Any
 
 from clickhouse_connect.driver.client import Client
 
+from airflow_provider_dpone.core.alerts import AlertEvent
 from airflow_provider_dpone.core.manifest.transfer_options import NativeTransferOptions
 from airflow_provider_dpone.transfer.route.admission import SourceRequest
 from airflow_provider_dpone.transfer.route.route import NativeTransferRoute, RouteResult
@@ -52,6 +53,7 @@ class ChdbRoute:
     streams: list[str] = field(default_factory=list)
     clients: list[Client] = field(default_factory=list)
     deny: bool = False
+    alerts: list[AlertEvent] = field(default_factory=list)
 
     def _client(self) -> Any:
         if self.deny:
@@ -81,6 +83,7 @@ class ChdbRoute:
             stage=ObjectStageStore(f"file://{self.root}", OPERATION),
             target_factory=lambda: self.target,
             clock=self.clock,
+            alerts=self.alerts.append,
             **({} if checkpoint is None else {"checkpoint": checkpoint}),
         )
         return route.run(), connector.connections

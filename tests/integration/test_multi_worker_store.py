@@ -1,7 +1,7 @@
 """Stage and publish tries in two worker processes with different local directories, as two Celery workers run them.
 
-Each worker is its own Python process with its own ``AIRFLOW_HOME`` (so its own worker-local default store) and its
-own ``[dpone]`` settings; they share only the embedded cluster and the Airflow connection. What is asserted is read
+Each worker is its own Python process with its own host name, its own ``AIRFLOW_HOME`` (so its own worker-local
+default store) and its own ``[dpone]`` settings; they share only the embedded cluster and the Airflow connection. What is asserted is read
 from the engines and the authority: without a shared store nothing is written at all; with each worker's own
 ``file://`` store a retry on the other worker names the setting instead of failing as a corrupt artifact, and the
 sealing worker still resumes; with one shared store the other worker completes the operation.
@@ -35,16 +35,19 @@ def example(dags_folder: Path) -> ModuleType:
 
 
 class Worker:
-    """One worker machine: its own home directory and settings; every call is a fresh process."""
+    """One worker machine: its own host name (its home's name), home directory and settings; each call a process."""
 
     def __init__(self, home: Path, cluster: EmbeddedCluster, manifest: dict[str, Any], **settings: str) -> None:
         home.mkdir(parents=True)
         self.home = home
+        self.host = f"{home.name}.workers.example"
         env = {name: value for name, value in os.environ.items() if not name.startswith("AIRFLOW")}
         env.update(
             {
                 "AIRFLOW_HOME": str(home),
                 "AIRFLOW_CONFIG": str(home / "airflow.cfg"),
+                "AIRFLOW__CORE__HOSTNAME_CALLABLE": "tests.integration.worker_try.hostname",
+                "DPONE_WORKER_HOSTNAME": self.host,
                 "AIRFLOW_CONN_DPONE_CLICKHOUSE_DEFAULT": json.dumps(cluster.connection_json()),
                 "DPONE_WORKER_MANIFEST": json.dumps(manifest),
                 "PYTHONPATH": str(REPO),
@@ -63,7 +66,9 @@ class Worker:
             timeout=300,
             check=False,
         )
-        outcomes = [json.loads(line)["outcome"] for line in done.stdout.splitlines() if line.startswith("{")]
+        lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+        assert {line["host"] for line in lines} <= {self.host}, lines  # each try ran as this worker's machine
+        outcomes = [line["outcome"] for line in lines]
         if done.returncode == 3:  # the worker died where told to
             outcomes.append("died")
         assert done.returncode in (0, 3), done.stderr[-2000:]

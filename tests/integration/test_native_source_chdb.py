@@ -14,6 +14,7 @@ from decimal import Decimal
 import numpy as np
 import pytest
 
+from airflow_provider_dpone.core.alerts import SOURCE_DRIFT_OBSERVED
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.transfer.route.physical import offset_hashes
 from airflow_provider_dpone.transfer.route.schema_admission import map_type
@@ -323,6 +324,7 @@ def test_merge_after_acquisition_keeps_the_acquired_view_and_reports_disagreemen
     assert multiset(route.target.rows()) == before
     assert read_rows(admin, f"SELECT * FROM {db}.events") != before, "the merge did change the physical rows"
     assert result.endpoint_authority_agreement is False
+    assert [event.name for event in route.alerts] == [SOURCE_DRIFT_OBSERVED.name]
 
 
 def test_post_eof_recovery_never_reopens_the_source(admin, db, tmp_path) -> None:

@@ -4,14 +4,22 @@
 worker's own ``AIRFLOW_HOME`` and ``[dpone]`` settings in its environment. Each step (``fence``, ``stage``,
 ``stage-then-die``, ``publish``) is one task try over the hook's real adapters, built the way the operators build
 them; ``stage-then-die`` ends the process (``os._exit``) when the first member load is about to be sent: the worker
-died after the seal. Prints one JSON line per step: the phase reached, or the stable code it failed with.
+died after the seal. Prints one JSON line per step: the phase reached, or the stable code it failed with, and the
+host name Airflow reports for the try. A worker is another machine: with ``DPONE_WORKER_HOSTNAME`` set, the socket
+layer and Airflow's ``[core] hostname_callable`` (pointed at :func:`hostname`) both answer that name.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
+
+
+def hostname() -> str:
+    """This worker machine's name (``[core] hostname_callable``)."""
+    return os.environ["DPONE_WORKER_HOSTNAME"]
 
 
 def run(step: str) -> str:
@@ -45,6 +53,11 @@ def run(step: str) -> str:
 
 
 def main(steps: list[str]) -> None:
+    if "DPONE_WORKER_HOSTNAME" in os.environ:
+        socket.gethostname = hostname
+        socket.getfqdn = lambda name="": hostname()
+    from airflow.sdk.api.client import get_hostname
+
     from airflow_provider_dpone.core.errors import DponeError
 
     for step in steps:
@@ -52,7 +65,7 @@ def main(steps: list[str]) -> None:
             outcome = run(step)
         except DponeError as error:
             outcome = error.code
-        print(json.dumps({"step": step, "outcome": outcome}), flush=True)
+        print(json.dumps({"step": step, "outcome": outcome, "host": get_hostname()}), flush=True)
 
 
 if __name__ == "__main__":

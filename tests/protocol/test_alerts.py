@@ -22,6 +22,7 @@ from airflow_provider_dpone.core.alerts import (
     PUBLICATION_UNKNOWN,
     QUEUE_EVIDENCE_EXPIRED,
     REEXTRACT_REQUIRED,
+    SOURCE_DRIFT_OBSERVED,
     STAGING_DIVERGENCE,
     TERMINAL_MIXED_PUBLICATION,
     TOPOLOGY_DRIFT,
@@ -217,6 +218,26 @@ def test_a_server_change_before_eof_alerts_provenance_drift_and_the_reextract(tm
     drifted, settled = harness.alerts
     assert drifted.as_dict()["code"] == drift.value.code and "endpoint" in str(drifted.as_dict()["drifted"])
     assert settled.as_dict()["reason"] == drift.value.code  # the invocation was settled because of the drift
+
+
+def test_a_merge_during_the_read_alerts_observed_source_drift_and_the_acquired_snapshot_publishes(tmp_path) -> None:
+    harness = make_harness(tmp_path)
+    before = harness.source_rows()
+
+    def merge_once(point: str) -> None:
+        if point == "block" and not getattr(merge_once, "done", False):
+            merge_once.done = True  # type: ignore[attr-defined]
+            harness.source.tables[("db", "events")].merge()
+
+    result = harness.run(merge_once)
+    assert harness.source_rows() != before, "the merge did change the physical rows"
+    assert result.rows == sum(before.values()) and result.endpoint_authority_agreement is False
+    facts = only(harness.alerts, SOURCE_DRIFT_OBSERVED)
+    assert facts == {
+        "alert": SOURCE_DRIFT_OBSERVED.name,
+        "invocation_id": result.invocation_id,
+        "operation_id": OPERATION,
+    }
 
 
 def test_a_target_held_by_an_operation_with_an_unknown_publication_alerts_custody_unknown(tmp_path) -> None:

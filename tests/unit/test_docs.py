@@ -13,6 +13,7 @@ import pytest
 from airflow_provider_dpone.admission import admit_static
 from airflow_provider_dpone.cli import EXIT_CODES, run
 from airflow_provider_dpone.core.errors import REGISTRY
+from airflow_provider_dpone.core.errors.code import registered_name
 from airflow_provider_dpone.core.manifest import ClusterPublicationManifest, NativeTransferManifest, parse_manifest
 from airflow_provider_dpone.docs_gen import REGENERATE, SECTIONS, field_rows, regenerate, stale_pages
 from tests.unit.manifest_samples import EXAMPLES, REPO
@@ -116,3 +117,26 @@ def test_the_runbook_describes_an_abort_as_the_code_runs_it() -> None:
     assert "no `ON CLUSTER` statement" in section
     abort_advice = [line for line in runbook.splitlines() if "abort (" in line and "ON CLUSTER" in line]
     assert all("no `ON CLUSTER`" in line or "by its exact UUID" in line for line in abort_advice), abort_advice
+
+
+ADRS = sorted((DOCS / "adr").glob("*.md"))
+NOT_CODES = {"DPONE_EXAMPLE_CLUSTER"}  # a removed Airflow Variable the changelog names, not an error code
+NAMED_CODE = re.compile(r"`((?:DPONE_[A-Z0-9_]+)|(?:native_transfer|mssql_native)\.[a-z_]+)`")
+
+
+@pytest.mark.parametrize("page", [REPO / "CHANGELOG.md", *ADRS], ids=lambda page: page.name)
+def test_every_code_the_changelog_and_the_adrs_name_is_registered(page: Path) -> None:
+    named = set(NAMED_CODE.findall(page.read_text(encoding="utf-8"))) - NOT_CODES
+    assert {code for code in named if registered_name(code) not in REGISTRY} == set()
+
+
+def test_every_route_has_an_adr_with_its_deliberate_deviations() -> None:
+    """One ADR per route (internal and external publication, the native transfer), each in the same sections."""
+    assert [page.name[:4] for page in ADRS] == ["0067", "0069", "0070"]
+    for page in ADRS:
+        text = page.read_text(encoding="utf-8")
+        headings = [line.split(" (", 1)[0] for line in text.splitlines() if line.startswith("## ")]
+        assert headings == ["## Context", "## Decision", "## Deliberate deviations", "## Consequences"], page.name
+        assert text.splitlines()[2].startswith("Status: accepted")
+        deviations = text.split("## Deliberate deviations", 1)[1].split("\n## ", 1)[0]
+        assert deviations.count("\n- ") >= 2, page.name

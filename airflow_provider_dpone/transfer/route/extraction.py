@@ -30,7 +30,7 @@ from typing import Final
 
 import pyarrow as pa
 
-from airflow_provider_dpone.core.alerts import PROVENANCE_DRIFT, AlertSink, emit
+from airflow_provider_dpone.core.alerts import PROVENANCE_DRIFT, SOURCE_DRIFT_OBSERVED, AlertSink, emit
 from airflow_provider_dpone.core.canonical import canonical_json_bytes
 from airflow_provider_dpone.core.canonical import sha256_hex as _sha
 from airflow_provider_dpone.core.errors import DponeError
@@ -262,6 +262,13 @@ class Producer:
             )
         coverage = tracker.entries()
         self.endpoint_authority_agreement = after.sha256() == before.sha256()
+        if not self.endpoint_authority_agreement:
+            emit(
+                self._alerts,
+                SOURCE_DRIFT_OBSERVED,
+                operation_id=admitted.plan.operation_id,
+                invocation_id=admitted.plan.invocation_id,
+            )
         eof = SourceEof(
             vendor_query_id_sha256=vendor_query_id_sha256(admitted.query.vendor_query_id),
             rows=streamed,
