@@ -74,6 +74,19 @@ class FlakyPublish:
         return getattr(self._target, name)
 
 
+class FailingCleanup:
+    """A target whose staging objects cannot be dropped after a success (the target refuses the cleanup)."""
+
+    def __init__(self, target: TransferTarget) -> None:
+        self._target = target
+
+    def cleanup(self, invocation: TargetInvocation) -> None:
+        raise DponeError("native_transfer.target_unavailable", "the target refused the cleanup (simulated)")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._target, name)
+
+
 def context(dag_id: str = "dag", run_id: str = "manual__2026-09-30", try_number: int = 1) -> dict[str, Any]:
     return {"dag_run": SimpleNamespace(dag_id=dag_id, run_id=run_id), "ti": SimpleNamespace(try_number=try_number)}
 

@@ -30,7 +30,14 @@ from tests.fakes.mssql_server import EmulatedServer
 from tests.fakes.transfer_target import FaultPlan
 from tests.integration import native_chdb
 from tests.integration.native_airflow import load_dag_module, native_dags_folder
-from tests.integration.native_operator_env import FlakyPublish, SourceSeam, context, create_source, factory
+from tests.integration.native_operator_env import (
+    FailingCleanup,
+    FlakyPublish,
+    SourceSeam,
+    context,
+    create_source,
+    factory,
+)
 from tests.integration.native_route_chdb import multiset, read_rows
 
 __all__ = ["native_dags_folder"]  # fixture used by this module (``airflow_db`` comes from the conftest)
@@ -99,6 +106,37 @@ def test_postgres_example_dag_runs_and_an_airflow_retry_is_source_free(admin, na
     assert evidence["source_connections"] == 0 and seam.connector.connections == 2
     assert evidence["resumed_from"] == "publishing" and evidence["rows"] == 8
     assert target_rows(public_table) == read_rows(admin, "SELECT * FROM events.raw_events")
+
+
+def test_a_transfer_alert_reaches_airflow_metrics_once_and_a_clean_run_raises_none(
+    admin, native_dags_folder, public_table, monkeypatch
+):
+    from airflow_provider_dpone.hooks import alerts
+
+    counted: list[str] = []
+
+    class Stats:
+        @staticmethod
+        def incr(stat: str) -> None:
+            counted.append(stat)
+
+    monkeypatch.setattr(alerts, "Stats", Stats)
+    module = load_dag_module(native_dags_folder, "clickhouse_to_postgres_raw_snapshot.py")
+    task = module.dag.get_task("transfer")
+    assert isinstance(task, DponeNativeTransferOperator)
+    task.connector_factory = SourceSeam()
+    task.target_factory = None
+    assert run_dag(module, 3)[:2] == ("success", 1)
+    assert counted == [], "a clean run raises no alert"
+
+    manifest = load_manifest(task.manifest)
+    assert isinstance(manifest, NativeTransferManifest)
+    task.target_factory = factory(FailingCleanup(DponeNativeTransferHook(manifest).target()))  # type: ignore[assignment]
+    admin.command("INSERT INTO events.raw_events VALUES (6, 1, 0, 'late', '2026-09-01 13:00:00', 6)")
+    state, tries, evidence = run_dag(module, 4)
+    assert (state, tries) == ("success", 1) and evidence["stage_retired"] is False, "the published snapshot stands"
+    assert target_rows(public_table) == read_rows(admin, "SELECT * FROM events.raw_events")
+    assert counted == ["dpone.alert.transfer.cleanup_failed"]
 
 
 def test_mssql_example_dag_parses_and_its_route_runs_on_the_stand_in(admin, native_dags_folder, tmp_path):

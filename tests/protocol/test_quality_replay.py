@@ -420,6 +420,29 @@ def test_a_replay_refused_by_the_stored_evidence_leaves_the_row_byte_identical(t
     assert sim.world.faults.trace.count("member.acceptance") == acceptance
 
 
+@pytest.mark.parametrize("task", ["publish", "cleanup"])
+def test_a_replay_refused_by_the_live_guard_moves_the_version_by_the_fence_only_and_keeps_the_capsule_bytes(
+    task: str,
+) -> None:
+    """The stored evidence passes, so the reader fence is written, the live guard finds the target moved, and the
+    fence is written away: the version moves by two, and the capsule (the evidence) is the same bytes."""
+    sim = durable()
+    assert sim.run_dag() == "completed"
+    key = sim.request.target_key
+    version = sim.world.keeper[key][1]
+    before = capsule(sim)
+    moved = sim.world.table(sim.world.members[1], "target_table")
+    assert moved is not None
+    moved.rows.append((99, "unmanaged"))
+    writes = sim.world.calls["authority.cas"]
+    service = sim.service()
+    assert error_code(service.publish if task == "publish" else service.cleanup) == MISMATCH
+    assert sim.world.keeper[key][1] == version + 2 and sim.world.calls["authority.cas"] == writes + 2
+    after = capsule(sim)
+    assert after.model_dump_json() == before.model_dump_json() and v2(sim).reader is None
+    assert sim.record().phase is Phase.COMPLETED
+
+
 @pytest.mark.parametrize(
     ("damage", "code"),
     [
