@@ -24,3 +24,19 @@ def airflow_db() -> Iterator[Path]:
 def dags_folder(airflow_db: Path) -> Path:
     """The session's DAGs folder with a copy of every example DAG and its manifests."""
     return copy_examples(dag_file.name for dag_file in EXAMPLES.glob("*.py"))
+
+
+@pytest.fixture
+def alert_metrics(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The Airflow metrics the provider's alerts increment during the test (``Stats.incr`` names, in order)."""
+    from airflow_provider_dpone.hooks import alerts
+
+    counted: list[str] = []
+
+    class Stats:
+        @staticmethod
+        def incr(stat: str) -> None:
+            counted.append(stat)
+
+    monkeypatch.setattr(alerts, "Stats", Stats)
+    return counted

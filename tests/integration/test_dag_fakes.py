@@ -244,19 +244,10 @@ def test_inventory_drift_fences_the_operation(example: ModuleType, manifest: Clu
 def test_alerts_reach_the_task_log_and_airflow_metrics_once_per_decision_and_never_on_success(
     example: ModuleType,
     manifest: ClusterPublicationManifest,
-    monkeypatch: pytest.MonkeyPatch,
+    alert_metrics: list[str],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    from airflow_provider_dpone.hooks import alerts
-
-    counted: list[str] = []
-
-    class Stats:
-        @staticmethod
-        def incr(stat: str) -> None:
-            counted.append(stat)
-
-    monkeypatch.setattr(alerts, "Stats", Stats)
+    counted = alert_metrics
     deployment = FakeDeployment.build(manifest, rows=ROWS, baseline=BASELINE)
     configure(example, deployment.factory())
     assert run_example(example, logical_date=_when(20)).succeeded

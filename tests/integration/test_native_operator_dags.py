@@ -109,18 +109,9 @@ def test_postgres_example_dag_runs_and_an_airflow_retry_is_source_free(admin, na
 
 
 def test_a_transfer_alert_reaches_airflow_metrics_once_and_a_clean_run_raises_none(
-    admin, native_dags_folder, public_table, monkeypatch
+    admin, native_dags_folder, public_table, alert_metrics
 ):
-    from airflow_provider_dpone.hooks import alerts
-
-    counted: list[str] = []
-
-    class Stats:
-        @staticmethod
-        def incr(stat: str) -> None:
-            counted.append(stat)
-
-    monkeypatch.setattr(alerts, "Stats", Stats)
+    counted = alert_metrics
     module = load_dag_module(native_dags_folder, "clickhouse_to_postgres_raw_snapshot.py")
     task = module.dag.get_task("transfer")
     assert isinstance(task, DponeNativeTransferOperator)
