@@ -50,3 +50,22 @@ def test_only_admitted_trials_are_measured(bench: Any) -> None:
         bench._admitted_only(results, bench.qualify([trial(False), trial(False)]))
     with pytest.raises(SystemExit, match="no qualified measurement"):
         bench._admitted_only(results, bench.qualify([trial(True), trial(True, rows=3)]))
+
+
+def test_a_bench_worker_measures_its_qualified_trials_end_to_end(bench: Any, postgres_server: Any) -> None:
+    """The worker as ``bench/native_transfer.py`` starts it (a subprocess, the in-process engine as the source, a
+    real PostgreSQL target): every trial of an unchanging source is admitted with one stable workload, and only
+    admitted trials are measured."""
+    import json
+    import subprocess
+
+    command = [sys.executable, str(BENCH / "native_transfer.py"), "--worker", "narrow", postgres_server.dsn]
+    command += ["--rows", "400", "--trials", "2", "--chunk-rows", "100", "--source", "chdb"]
+    done = subprocess.run(command, env=bench.worker_env(), capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    qualification = result["qualification"]
+    assert qualification["excluded"] == {} and qualification["repeatable"] is True
+    [workload] = qualification["workload"]
+    assert workload["rows"] == 400 and len(workload["workload_digest"]) == 64
+    assert len(result["ours_s"]) == len(qualification["admitted"]) >= 2
