@@ -127,7 +127,7 @@ SOURCE_DRIFT_OBSERVED = _alert(
     "transfer",
     "source_drift_observed",
     "at EOF the source's physical profile (parts, merges, mutations, row counts) differs from the one before the "
-    "SELECT: the acquired snapshot stands and publishes, but the run is no repeatable measurement",
+    "SELECT: the acquired snapshot stands and publishes, but the run is not a repeatable measurement",
     "nothing to do for the data; a benchmark excludes the trial, and a merge or insert during every read says the "
     "source is written while it is read",
 )
