@@ -26,7 +26,6 @@ def test_every_alert_has_one_stable_metric_safe_name_and_registered_codes() -> N
         assert name == alert.name and name.startswith(f"{PREFIX}{alert.route}.")
         assert all(ch.isalnum() or ch in "._" for ch in name) and len(name) < 250  # a valid statsd/OTel name
         assert all(code in REGISTRY for code in alert.codes)
-        # only the observation that leaves the run going names no code
         assert alert.codes or alert is SOURCE_DRIFT_OBSERVED  # the one observation that lets the run go on
 
 

@@ -121,7 +121,7 @@ def test_the_runbook_describes_an_abort_as_the_code_runs_it() -> None:
 
 ADRS = sorted((DOCS / "adr").glob("*.md"))
 NOT_CODES = {"DPONE_EXAMPLE_CLUSTER"}  # a removed Airflow Variable the changelog names, not an error code
-NAMED_CODE = re.compile(r"`((?:DPONE_[A-Z0-9_]+)|(?:native_transfer|mssql_native)\.[a-z_]+)`")
+NAMED_CODE = re.compile(r"`((?:DPONE_[A-Z0-9_]+)|(?:native_transfer|mssql_native)\.[a-z0-9_]+)`")
 
 
 @pytest.mark.parametrize("page", [REPO / "CHANGELOG.md", *ADRS], ids=lambda page: page.name)
