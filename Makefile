@@ -3,7 +3,8 @@
 #   make demo-internal   the same for internal replication (ReplicatedMergeTree, internal_replication=true)
 #   make demo-quality    the internal one with durable quality replay (docs/quality-replay.md)
 #   make test            installs everything and runs every gate, the strict docs build and the whole test suite
-#   make dist            builds the wheel and the sdist into dist/ (pip install dist/*.whl, see docs/getting-started.md)
+#   make dist            builds the wheels and sdists of the provider and of the embedded cluster into dist/
+#                        (see docs/getting-started.md)
 #   make docs            builds the docs site from docs/ into build/site (strict: a broken link fails)
 SHELL := /bin/bash
 VENV ?= .venv
@@ -17,7 +18,7 @@ export AIRFLOW__DPONE__SINGLE_WORKER ?= True
 
 .PHONY: install postgres lint docs dist test test-real demo demo-internal demo-quality synthetic-receipt clean
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml packages/dpone-embedded/pyproject.toml
 	python3 -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check uv
 	VIRTUAL_ENV=$(VENV) $(UV) pip install --quiet -e '.[dev]'
@@ -43,6 +44,7 @@ docs: install
 dist: install
 	rm -rf dist
 	$(UV) build --quiet --out-dir dist
+	$(UV) build --quiet --out-dir dist packages/dpone-embedded
 
 test: lint docs postgres
 	$(PY) -m pytest -q
@@ -74,9 +76,9 @@ demo demo-internal demo-quality: install
 	$(VENV)/bin/dpone plan dags_examples/manifests/$(EXAMPLE).yaml
 	$(VENV)/bin/airflow db migrate > /dev/null
 	@set -euo pipefail; \
-	$(PY) -m airflow_provider_dpone.embedded down --dir "$(DEMO_DIR)" > /dev/null 2>&1 || true; rm -rf "$(DEMO_DIR)"; \
-	trap '$(PY) -m airflow_provider_dpone.embedded down --dir "$(DEMO_DIR)" > /dev/null' EXIT; \
-	cluster="$$($(PY) -m airflow_provider_dpone.embedded up --dir "$(DEMO_DIR)" $(CLUSTER_OPTIONS))"; \
+	$(PY) -m dpone_embedded down --dir "$(DEMO_DIR)" > /dev/null 2>&1 || true; rm -rf "$(DEMO_DIR)"; \
+	trap '$(PY) -m dpone_embedded down --dir "$(DEMO_DIR)" > /dev/null' EXIT; \
+	cluster="$$($(PY) -m dpone_embedded up --dir "$(DEMO_DIR)" $(CLUSTER_OPTIONS))"; \
 	field() { printf '%s' "$$cluster" | $(PY) -c "import json, sys; v = json.load(sys.stdin)[sys.argv[1]]; print(v if isinstance(v, str) else json.dumps(v))" "$$1"; }; \
 	export AIRFLOW_CONN_DPONE_CLICKHOUSE_DEFAULT="$$(field airflow_connection_json)"; \
 	export AIRFLOW__CORE__DAGS_FOLDER="$(CURDIR)/dags_examples" PYTHONPATH="$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH}"; \

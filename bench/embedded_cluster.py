@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's package, not an installed one
 
-from airflow_provider_dpone.embedded import EmbeddedCluster
+from dpone_embedded import EmbeddedCluster
 
 COLUMNS = ["id", "name", "amount", "ts"]
 DDL = "(id UInt64, name String, amount Nullable(Decimal(18,4)), ts DateTime64(3,'UTC')) ENGINE = MergeTree ORDER BY id"

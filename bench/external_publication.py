@@ -539,7 +539,7 @@ def rss_worker(raw: dict[str, Any], database: str, rows: int, directory: str) ->
 
 
 def start_cluster(directory: Path, members: int) -> Any:
-    from airflow_provider_dpone.embedded import EmbeddedCluster
+    from dpone_embedded import EmbeddedCluster
 
     return EmbeddedCluster.start(directory, members=members, internal_replication=False)
 

@@ -49,7 +49,7 @@ FIXED_COST_ROWS = 10_000
 
 
 def start_cluster(directory: Path, members: int) -> Any:
-    from airflow_provider_dpone.embedded import EmbeddedCluster
+    from dpone_embedded import EmbeddedCluster
 
     return EmbeddedCluster.start(directory, members=members, internal_replication=True)
 

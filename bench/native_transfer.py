@@ -35,7 +35,7 @@ suite.
         [--source http|chdb]
 
 The source is read as production reads it (``--source http``, the default): from a member of an embedded cluster
-(``airflow_provider_dpone.embedded``) through clickhouse-connect's HTTP client, as the hook builds it for a server;
+(``dpone_embedded``) through clickhouse-connect's HTTP client, as the hook builds it for a server;
 the route and both baselines go over HTTP. ``--source chdb`` runs the engine in the worker process instead: faster to
 set up, but clickhouse-connect's chdb interface materialises the whole ArrowStream result before the first batch, so
 the worker's RSS then grows with rows (about 2.2 GiB at 10M narrow rows) and measures the interface, not the route.
@@ -389,8 +389,9 @@ def _arrow_copy(
 
 def _http_source(root: str) -> tuple[dict[str, Any], Any, Any]:
     """A member of an embedded cluster over HTTP: plain client kwargs (admin, baseline) and the hook's connector."""
+    from dpone_embedded import EmbeddedCluster
+
     from airflow_provider_dpone.core.connection_options import ClickHouseConnectionOptions
-    from airflow_provider_dpone.embedded import EmbeddedCluster
     from airflow_provider_dpone.transfer.source.session import http_connector
 
     cluster = EmbeddedCluster.start(Path(root) / "cluster", members=2)

@@ -188,8 +188,9 @@ SCENARIOS: tuple[tuple[str, str, bool, Callable[[Any], None]], ...] = (
 
 def produce(rows: int, out: Path) -> dict[str, Any]:
     """Run the profile on a fresh embedded cluster and write the receipt to ``out``; return it."""
+    from dpone_embedded import EmbeddedCluster
+
     from airflow_provider_dpone.core.canonical import canonical_json
-    from airflow_provider_dpone.embedded import EmbeddedCluster
 
     fixture = {
         "members": 2,

@@ -12,7 +12,7 @@ scaffolding; ``transfer_demo.py``). Stage and journal: ``[dpone] native_transfer
 default: a worker-local ``file://`` directory).
 
 The target is the PostgreSQL of the Airflow connection ``postgres_default``; this is the one thing to point at your
-PostgreSQL (the ``postgres`` extra installs the driver: ``pip install ".[embedded,postgres]"``)::
+PostgreSQL (the ``postgres`` extra installs the driver: ``pip install ./packages/dpone-embedded ".[embedded,postgres]"``)::
 
     export AIRFLOW_CONN_POSTGRES_DEFAULT='postgresql://USER:PASSWORD@HOST:5432/DATABASE'
 

@@ -6,8 +6,7 @@ import uuid
 
 import pytest
 from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError
-
-from airflow_provider_dpone.embedded import EmbeddedCluster
+from dpone_embedded import EmbeddedCluster
 
 
 async def test_async_query_insert_raw_insert_and_stream(embedded_cluster: EmbeddedCluster, fresh_database: str) -> None:

@@ -10,11 +10,10 @@ import sys
 from pathlib import Path
 
 import clickhouse_connect
+import dpone_embedded
+from dpone_embedded.launcher import alive
 
-import airflow_provider_dpone
-from airflow_provider_dpone.embedded.launcher import alive
-
-ROOT = str(Path(airflow_provider_dpone.__file__).resolve().parent.parent)
+ROOT = str(Path(dpone_embedded.__file__).resolve().parent.parent)
 
 
 def _cli(*args: str) -> dict:
@@ -24,7 +23,7 @@ def _cli(*args: str) -> dict:
 def _cli_with_stderr(*args: str) -> tuple[dict, str]:
     env = {**os.environ, "PYTHONPATH": ROOT}
     done = subprocess.run(
-        [sys.executable, "-m", "airflow_provider_dpone.embedded", *args],
+        [sys.executable, "-m", "dpone_embedded", *args],
         capture_output=True,
         text=True,
         env=env,
@@ -123,7 +122,7 @@ def test_up_on_a_stopped_cluster_keeps_its_connection_or_says_loudly_that_it_cha
 def test_errors_are_json_on_stderr(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": ROOT}
     done = subprocess.run(
-        [sys.executable, "-m", "airflow_provider_dpone.embedded", "status", "--dir", str(tmp_path)],
+        [sys.executable, "-m", "dpone_embedded", "status", "--dir", str(tmp_path)],
         capture_output=True,
         text=True,
         env=env,
@@ -138,8 +137,8 @@ def test_up_without_chdb_prints_one_line_naming_the_embedded_extra(tmp_path: Pat
     """In an interpreter where chdb cannot be imported, ``up`` explains itself in one line: no traceback, no process."""
     hide_chdb = (
         "import runpy, sys; sys.modules['chdb'] = None; "
-        "sys.argv[0] = 'airflow_provider_dpone.embedded'; "
-        "runpy.run_module('airflow_provider_dpone.embedded', run_name='__main__')"
+        "sys.argv[0] = 'dpone_embedded'; "
+        "runpy.run_module('dpone_embedded', run_name='__main__')"
     )
     done = subprocess.run(
         [sys.executable, "-c", hide_chdb, "up", "--dir", str(tmp_path / "cluster")],
@@ -152,6 +151,6 @@ def test_up_without_chdb_prints_one_line_naming_the_embedded_extra(tmp_path: Pat
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.splitlines() == [
         "the embedded cluster needs chdb, which is not installed: "
-        'pip install "airflow-provider-dpone[embedded]" (the embedded extra)'
+        "pip install dpone-embedded (from a clone of the provider: pip install ./packages/dpone-embedded)"
     ]
     assert not (tmp_path / "cluster").exists(), "nothing was started"

@@ -6,15 +6,14 @@ import json
 from pathlib import Path
 
 import yaml
-
-from airflow_provider_dpone.embedded import TOPOLOGY, compose
-from airflow_provider_dpone.embedded.layout import ProcessSpec, render_chdb_config
+from dpone_embedded import TOPOLOGY, compose
+from dpone_embedded.layout import ProcessSpec, render_chdb_config
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_checked_in_files_match_the_topology() -> None:
-    assert compose.write(ROOT, check=True) == [], "run: python -m airflow_provider_dpone.embedded compose"
+    assert compose.write(ROOT, check=True) == [], "run: python -m dpone_embedded compose"
 
 
 def test_compose_file_shape() -> None:

@@ -7,8 +7,7 @@ import uuid
 
 import pytest
 from clickhouse_connect.driver.exceptions import DatabaseError
-
-from airflow_provider_dpone.embedded import EmbeddedCluster
+from dpone_embedded import EmbeddedCluster
 
 STRICT = {"keeper_map_strict_mode": 1}
 

@@ -8,8 +8,7 @@ import time
 import clickhouse_connect
 import pytest
 from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError
-
-from airflow_provider_dpone.embedded import EmbeddedCluster
+from dpone_embedded import EmbeddedCluster
 
 
 def _count(cluster: EmbeddedCluster, target: str, table: str) -> int:

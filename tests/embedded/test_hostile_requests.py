@@ -8,9 +8,8 @@ from urllib.parse import urlencode
 
 import pytest
 from clickhouse_connect.driver.exceptions import DatabaseError
-
-from airflow_provider_dpone.embedded import EmbeddedCluster
-from airflow_provider_dpone.embedded.sqltext import external_access
+from dpone_embedded import EmbeddedCluster
+from dpone_embedded.sqltext import external_access
 
 PASSWORD = "pw-hostile-3c1d"
 pytestmark = pytest.mark.embedded_cluster(members=2, password=PASSWORD)

@@ -10,8 +10,7 @@ from decimal import Decimal
 
 import pytest
 from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError
-
-from airflow_provider_dpone.embedded import EmbeddedCluster
+from dpone_embedded import EmbeddedCluster
 
 ROWS = [
     (1, "one", Decimal("1.5000"), dt.datetime(2024, 1, 2, 3, 4, 5, 6000, tzinfo=dt.UTC)),
@@ -189,8 +188,7 @@ def test_running_query_id_and_busy_session_are_refused(embedded_cluster: Embedde
 @pytest.mark.parametrize("coding", ["zstd", "lz4", "gzip", "deflate"])
 def test_response_compression_follows_accept_encoding(embedded_cluster: EmbeddedCluster, coding: str) -> None:
     import urllib3
-
-    from airflow_provider_dpone.embedded.httpwire import _Decoder
+    from dpone_embedded.httpwire import _Decoder
 
     endpoint = embedded_cluster.endpoint("member2")
     response = urllib3.request(

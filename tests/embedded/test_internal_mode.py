@@ -7,8 +7,8 @@ from collections.abc import Callable
 
 import pytest
 from clickhouse_connect.driver.exceptions import DatabaseError
+from dpone_embedded import TOPOLOGY, EmbeddedCluster
 
-from airflow_provider_dpone.embedded import TOPOLOGY, EmbeddedCluster
 from tests.embedded import replication_checks as checks
 
 pytestmark = pytest.mark.embedded_cluster(members=3, internal_replication=True)

@@ -10,13 +10,12 @@ import sys
 import time
 from pathlib import Path
 
+import dpone_embedded
 import pytest
+from dpone_embedded import EmbeddedCluster
+from dpone_embedded.launcher import alive
 
-import airflow_provider_dpone
-from airflow_provider_dpone.embedded import EmbeddedCluster
-from airflow_provider_dpone.embedded.launcher import alive
-
-ROOT = str(Path(airflow_provider_dpone.__file__).resolve().parent.parent)
+ROOT = str(Path(dpone_embedded.__file__).resolve().parent.parent)
 
 
 def _wait_gone(pids: list[int], seconds: float = 10.0) -> bool:
@@ -45,7 +44,7 @@ def test_processes_stop_when_the_block_fails(tmp_path: Path) -> None:
 def test_processes_exit_when_their_owner_dies(tmp_path: Path) -> None:
     script = (
         "import json, sys, time\n"
-        "from airflow_provider_dpone.embedded import EmbeddedCluster\n"
+        "from dpone_embedded import EmbeddedCluster\n"
         f"c = EmbeddedCluster.start({str(tmp_path / 'c')!r})\n"
         "print(json.dumps([i['pid'] for i in c.processes().values()]), flush=True)\n"
         "time.sleep(600)\n"

@@ -7,8 +7,7 @@ import time
 
 import pytest
 from clickhouse_connect.driver.exceptions import DatabaseError
-
-from airflow_provider_dpone.embedded import EmbeddedCluster
+from dpone_embedded import EmbeddedCluster
 
 QUEUE_COLUMNS = [
     ("entry", "String"),

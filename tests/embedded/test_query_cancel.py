@@ -12,8 +12,8 @@ import uuid
 from typing import Any
 
 import pytest
+from dpone_embedded import EmbeddedCluster
 
-from airflow_provider_dpone.embedded import EmbeddedCluster
 from tests.fixtures.query_log import ended_query
 
 MEMBER = "member1"

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
-
-from airflow_provider_dpone.embedded import macros
-from airflow_provider_dpone.embedded.replica_views import replicated_text
-from airflow_provider_dpone.embedded.replicated_sql import (
+from dpone_embedded import macros
+from dpone_embedded.replica_views import replicated_text
+from dpone_embedded.replicated_sql import (
     changed_table,
     column_names,
     create_statement,
@@ -16,8 +15,8 @@ from airflow_provider_dpone.embedded.replicated_sql import (
     replicated_engine,
     sync_replica,
 )
-from airflow_provider_dpone.embedded.replication import Replica
-from airflow_provider_dpone.embedded.sqltext import QualifiedName, insert_uuid
+from dpone_embedded.replication import Replica
+from dpone_embedded.sqltext import QualifiedName, insert_uuid
 
 ADAPTER_CREATE = (
     "CREATE TABLE `db`.`cand` UUID '6f1c0d1e-0000-4000-8000-000000000001' (`a` UInt64, `b` String)"

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 from clickhouse_connect.driver.exceptions import DatabaseError
+from dpone_embedded import EmbeddedCluster
+from dpone_embedded.replication import Block, Claim, ReplicationLog
+from dpone_embedded.store import Store
 
-from airflow_provider_dpone.embedded import EmbeddedCluster
-from airflow_provider_dpone.embedded.replication import Block, Claim, ReplicationLog
-from airflow_provider_dpone.embedded.store import Store
 from tests.embedded.replication_checks import digest, status
 
 pytestmark = pytest.mark.embedded_cluster(members=3, internal_replication=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from airflow_provider_dpone.embedded.sqltext import (
+from dpone_embedded.sqltext import (
     insert_uuid,
     insert_with_data,
     kill_query,

@@ -10,7 +10,8 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
-from airflow_provider_dpone.embedded import EmbeddedCluster
+from dpone_embedded import EmbeddedCluster
+
 from tests.integration.dag_runner import provision_example, retargeted_manifest
 
 

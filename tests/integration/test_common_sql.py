@@ -10,8 +10,8 @@ import json
 
 import pytest
 from airflow.providers.common.sql.operators.sql import SQLExecuteQueryOperator
+from dpone_embedded.cluster import EmbeddedCluster
 
-from airflow_provider_dpone.embedded.cluster import EmbeddedCluster
 from airflow_provider_dpone.hooks.clickhouse import DponeClickHouseHook
 
 

@@ -12,9 +12,9 @@ import socket
 from typing import Any
 
 import pytest
+from dpone_embedded.cluster import EmbeddedCluster
 
 from airflow_provider_dpone.cluster.values.authority.row import AUTHORITY_COLUMNS, AUTHORITY_TABLE
-from airflow_provider_dpone.embedded.cluster import EmbeddedCluster
 from airflow_provider_dpone.hooks.clickhouse import DponeClickHouseHook
 
 pytestmark = pytest.mark.embedded_cluster(password="s3cret-pw")

@@ -15,9 +15,9 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from dpone_embedded import EmbeddedCluster
 
 from airflow_provider_dpone.cluster.values.authority.phases import Phase
-from airflow_provider_dpone.embedded import EmbeddedCluster
 from tests.integration.airflow_env import load_dag_file
 from tests.integration.dag_runner import configure, export_connection, load_example, run_example
 from tests.integration.embedded_example import embedded_manifest, member_rows, member_tables

@@ -16,10 +16,10 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from dpone_embedded import EmbeddedCluster
 
 from airflow_provider_dpone.cluster.clickhouse.sql_cluster_ddl import QueueEntry
 from airflow_provider_dpone.core.manifest import ClusterPublicationManifest as Manifest
-from airflow_provider_dpone.embedded import EmbeddedCluster
 from airflow_provider_dpone.hooks.publication import PublicationEnvironment, hook_environment
 from airflow_provider_dpone.triggers.ddl_queue_readers import ClickHouseQueueReader
 from tests.integration.dag_runner import (

@@ -23,6 +23,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from dpone_embedded import EmbeddedCluster
 
 from airflow_provider_dpone.cluster.protocol.authority_io import read_current
 from airflow_provider_dpone.cluster.protocol.context import ProtocolSettings
@@ -31,7 +32,6 @@ from airflow_provider_dpone.cluster.values.authority.internal import INTERNAL_SC
 from airflow_provider_dpone.cluster.values.authority.row import AuthorityRow
 from airflow_provider_dpone.core.identities import INTERNAL_CANDIDATE_INFIX
 from airflow_provider_dpone.core.manifest import ClusterPublicationManifest as Manifest
-from airflow_provider_dpone.embedded import EmbeddedCluster
 from airflow_provider_dpone.hooks.publication import PublicationEnvironment, hook_environment
 from tests.integration.dag_runner import (
     INTERNAL_EXAMPLE_FILE,

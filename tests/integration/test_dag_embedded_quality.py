@@ -15,9 +15,9 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from dpone_embedded import EmbeddedCluster
 
 from airflow_provider_dpone.cluster.values.authority.internal import INTERNAL_SCHEMA_V2, InternalAuthorityRecordV2
-from airflow_provider_dpone.embedded import EmbeddedCluster
 from tests.integration.dag_runner import (
     assert_redacted,
     configure,

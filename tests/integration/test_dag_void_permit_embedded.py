@@ -26,10 +26,10 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from dpone_embedded import EmbeddedCluster
 
 from airflow_provider_dpone.cluster.values.authority.phases import Phase
 from airflow_provider_dpone.core.manifest import ClusterPublicationManifest
-from airflow_provider_dpone.embedded import EmbeddedCluster
 from airflow_provider_dpone.hooks.publication import PublicationEnvironment, hook_environment
 from tests.integration.airflow_env import load_dag_file
 from tests.integration.dag_runner import configure, load_example, run_example

@@ -18,9 +18,9 @@ from typing import Any
 
 import psycopg
 import pytest
+from dpone_embedded import EmbeddedCluster
 
 from airflow_provider_dpone.cluster.values.authority.phases import Phase
-from airflow_provider_dpone.embedded import EmbeddedCluster
 from tests.integration.airflow_env import EXAMPLES, load_dag_file
 from tests.integration.dag_runner import asset_events
 from tests.integration.embedded_example import member_rows

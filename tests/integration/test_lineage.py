@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from airflow.providers.openlineage.extractors.manager import ExtractorManager
 from airflow.utils.state import TaskInstanceState
+from dpone_embedded import EmbeddedCluster
 from openlineage.client.serde import Serde
 
-from airflow_provider_dpone.embedded import EmbeddedCluster
 from airflow_provider_dpone.operators import DponeFenceOperator, DponePublishOperator, DponeStageOperator
 from tests.integration.dag_runner import load_example
 from tests.integration.embedded_example import embedded_manifest, member_rows

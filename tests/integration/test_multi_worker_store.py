@@ -18,8 +18,8 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from dpone_embedded import EmbeddedCluster
 
-from airflow_provider_dpone.embedded import EmbeddedCluster
 from tests.integration.dag_runner import load_example
 from tests.integration.embedded_example import embedded_manifest, member_rows
 from tests.integration.replica_checks import authority_record

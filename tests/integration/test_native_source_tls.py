@@ -22,10 +22,10 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
+from dpone_embedded.cluster import EmbeddedCluster
 
 from airflow_provider_dpone.core.connection_options import ClickHouseConnectionOptions
 from airflow_provider_dpone.core.errors import DponeError
-from airflow_provider_dpone.embedded.cluster import EmbeddedCluster
 from airflow_provider_dpone.transfer.source.session import http_connector, source_transport_options
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 from airflow.sdk.exceptions import TaskDeferred
+from dpone_embedded import EmbeddedCluster
 
 from airflow_provider_dpone.cluster.clickhouse.sql_cluster_ddl import DEFAULT_TASK_TIMEOUT_SECONDS
-from airflow_provider_dpone.embedded import EmbeddedCluster
 from airflow_provider_dpone.operators import (
     DponeCleanupOperator,
     DponeFenceOperator,

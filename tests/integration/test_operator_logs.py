@@ -11,8 +11,8 @@ from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
+from dpone_embedded import EmbeddedCluster
 
-from airflow_provider_dpone.embedded import EmbeddedCluster
 from airflow_provider_dpone.operators import DponeFenceOperator, DponeStageOperator
 from airflow_provider_dpone.operators.reporting import DponeRetryableError, DponeTerminalError
 from tests.integration.dag_runner import load_example

@@ -27,8 +27,8 @@ from types import FrameType
 from typing import Any
 
 import pytest
+from dpone_embedded import EmbeddedCluster, Endpoint
 
-from airflow_provider_dpone.embedded import EmbeddedCluster, Endpoint
 from tests.integration.airflow_deployment import AirflowDeployment, Deadline
 from tests.integration.airflow_env import EXAMPLES, schema_cache
 from tests.integration.embedded_example import member_tables

@@ -63,6 +63,8 @@ def test_the_built_wheel_installs_the_examples_and_the_docs_pages(tmp_path: Path
     names = set(zipfile.ZipFile(wheel).namelist())
     examples = {f"airflow_provider_dpone/example_dags/{path.name}" for path in (REPO / "dags_examples").glob("*.py")}
     assert examples <= names and "airflow_provider_dpone/example_dags/transfer_demo.py" in names
+    doubles = sorted(n for n in names if n.endswith(".py") and "embedded" in n)
+    assert doubles == [], f"the test double ships apart (packages/dpone-embedded), not in the provider: {doubles}"
     pages = {f"airflow_provider_dpone/docs/{page}.md" for page in _cited_pages() | {"index"}}
     assert pages <= names, sorted(pages - names)
     metadata = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from airflow_provider_dpone.embedded.store import Store
+from dpone_embedded.store import Store
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS replicas (

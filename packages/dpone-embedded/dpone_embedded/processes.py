@@ -21,8 +21,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Final
 
-from airflow_provider_dpone.embedded.engine import Engine, EngineError
-from airflow_provider_dpone.embedded.httpwire import escape_param
+from dpone_embedded.engine import Engine, EngineError
+from dpone_embedded.httpwire import escape_param
 
 QUERY_WAS_CANCELLED: Final = 394
 NETWORK_ERROR: Final = 210

@@ -4,7 +4,7 @@ The real thing for a developer's machine: ClickHouse Keeper, one shard of ClickH
 definitions (``internal_replication`` false and true) and what ``Replicated*MergeTree`` needs (Keeper, macros,
 default replica path and name, interserver host), and SQL Server 2022; images pinned, ports on loopback only,
 healthchecks on every service. ``deploy/real-cluster.json`` tells the opt-in real-cluster test suite where the
-servers are. Everything here is derived from :data:`~airflow_provider_dpone.embedded.topology.TOPOLOGY`, the same
+servers are. Everything here is derived from :data:`~dpone_embedded.topology.TOPOLOGY`, the same
 object the embedded cluster renders its configs from.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from airflow_provider_dpone.embedded.topology import (
+from dpone_embedded.topology import (
     IMAGES,
     TOPOLOGY,
     ClusterTopology,
@@ -24,11 +24,11 @@ from airflow_provider_dpone.embedded.topology import (
 )
 
 HEADER = (
-    "# Rendered by `python -m airflow_provider_dpone.embedded compose` from airflow_provider_dpone/embedded/topology.py."
+    "# Rendered by `python -m dpone_embedded compose` from packages/dpone-embedded/dpone_embedded/topology.py."
     "\n# Do not edit by hand: tests/embedded/test_compose.py fails when these files and the topology drift apart.\n"
 )
 XML_HEADER = (
-    "<!-- Rendered by `python -m airflow_provider_dpone.embedded compose` from airflow_provider_dpone/embedded/"
+    "<!-- Rendered by `python -m dpone_embedded compose` from packages/dpone-embedded/dpone_embedded/"
     "topology.py; do not edit. -->\n"
 )
 NATIVE_PORT = 9000

@@ -18,8 +18,8 @@ import secrets
 import sys
 from pathlib import Path
 
-from airflow_provider_dpone.embedded import compose, launcher
-from airflow_provider_dpone.embedded.cluster import EmbeddedCluster
+from dpone_embedded import compose, launcher
+from dpone_embedded.cluster import EmbeddedCluster
 
 
 def _bool(text: str) -> bool:
@@ -36,9 +36,7 @@ def _target(text: str) -> str | int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m airflow_provider_dpone.embedded", description=__doc__.split("\n")[0]
-    )
+    parser = argparse.ArgumentParser(prog="python -m dpone_embedded", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     up = commands.add_parser("up", help="start a cluster and print its description as JSON")
     up.add_argument("--dir", required=True, type=Path)
@@ -128,7 +126,7 @@ def _fault(cluster: EmbeddedCluster, args: argparse.Namespace) -> object:
 
 MISSING_CHDB = (
     "the embedded cluster needs chdb, which is not installed: "
-    'pip install "airflow-provider-dpone[embedded]" (the embedded extra)'
+    "pip install dpone-embedded (from a clone of the provider: pip install ./packages/dpone-embedded)"
 )
 
 

@@ -2,10 +2,10 @@
 
 chdb's own replication would hang the engine, so a replicated table is its non-replicated counterpart in the engine
 (``ReplicatedReplacingMergeTree(p, r, ver)`` -> ``ReplacingMergeTree(ver)``) plus a replica in the shared
-:class:`~airflow_provider_dpone.embedded.replication.ReplicationLog`, with ClickHouse's rules: the default path and
+:class:`~dpone_embedded.replication.ReplicationLog`, with ClickHouse's rules: the default path and
 name (``default_replica_path``/``default_replica_name`` of the engine), macro expansion, ``REPLICA_ALREADY_EXISTS``.
 An insert into such a table is spooled once, deduplicated by block id, inserted locally and logged; every other
-replica's worker (:mod:`~airflow_provider_dpone.embedded.replica_worker`) inserts the same bytes. ``DROP`` removes
+replica's worker (:mod:`~dpone_embedded.replica_worker`) inserts the same bytes. ``DROP`` removes
 the replica, ``SYSTEM SYNC REPLICA`` waits for the log, and ``system.replicas``/``system.tables`` show the replicas
 as a server does. Statements replication does not carry (``ALTER``, ``TRUNCATE``, ``DELETE``) are refused.
 """
@@ -19,11 +19,11 @@ import uuid as uuids
 from collections.abc import Callable
 from typing import Any
 
-from airflow_provider_dpone.embedded import macros, replica_inserts, replica_views
-from airflow_provider_dpone.embedded.engine import Engine, EngineResult, EngineStream, Handle
-from airflow_provider_dpone.embedded.httpwire import escape_param
-from airflow_provider_dpone.embedded.layout import ProcessSpec
-from airflow_provider_dpone.embedded.replicated_sql import (
+from dpone_embedded import macros, replica_inserts, replica_views
+from dpone_embedded.engine import Engine, EngineResult, EngineStream, Handle
+from dpone_embedded.httpwire import escape_param
+from dpone_embedded.layout import ProcessSpec
+from dpone_embedded.replicated_sql import (
     CreateStatement,
     SyncReplica,
     changed_table,
@@ -34,16 +34,16 @@ from airflow_provider_dpone.embedded.replicated_sql import (
     is_replicated_merge_tree,
     sync_replica,
 )
-from airflow_provider_dpone.embedded.replication import Block, Replica, ReplicaExistsError, ReplicationLog
-from airflow_provider_dpone.embedded.sinks import Sink
-from airflow_provider_dpone.embedded.sqltext import (
+from dpone_embedded.replication import Block, Replica, ReplicaExistsError, ReplicationLog
+from dpone_embedded.sinks import Sink
+from dpone_embedded.sqltext import (
     QualifiedName,
     first_keyword,
     insert_uuid,
     quote_identifier,
     quote_string,
 )
-from airflow_provider_dpone.embedded.store import Store
+from dpone_embedded.store import Store
 
 POLL_SECONDS = 0.02
 LOCAL_DEDUP_WINDOW = 100

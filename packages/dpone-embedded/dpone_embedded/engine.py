@@ -30,9 +30,9 @@ from typing import Any
 
 import chdb
 
-from airflow_provider_dpone.embedded.replicated_sql import replicated_engine
-from airflow_provider_dpone.embedded.sinks import FifoSink, Sink, SpoolSink
-from airflow_provider_dpone.embedded.sqltext import RESULT_KEYWORDS, first_keyword, quote_identifier, quote_string
+from dpone_embedded.replicated_sql import replicated_engine
+from dpone_embedded.sinks import FifoSink, Sink, SpoolSink
+from dpone_embedded.sqltext import RESULT_KEYWORDS, first_keyword, quote_identifier, quote_string
 
 # chdb and chdb-core both ship ``chdb/__init__.py``; whichever was installed last wins, and one of them declares
 # ``connect`` untyped. Binding it to a typed name keeps type checking independent of the install order.

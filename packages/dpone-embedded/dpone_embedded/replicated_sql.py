@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from airflow_provider_dpone.embedded.sqltext import (
+from dpone_embedded.sqltext import (
     NUMBER,
     QUOTED,
     STRING,

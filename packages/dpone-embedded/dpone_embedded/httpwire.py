@@ -17,7 +17,7 @@ from typing import Any
 
 import lz4.frame
 
-from airflow_provider_dpone.embedded.sinks import Sink
+from dpone_embedded.sinks import Sink
 
 try:  # clickhouse-connect depends on backports.zstd below Python 3.14
     from backports import zstd as _zstd

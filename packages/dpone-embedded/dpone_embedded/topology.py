@@ -1,7 +1,7 @@
 """The one description of the test cluster's topology, shared by the embedded cluster and the docker-compose files.
 
 The embedded cluster renders its per-process chdb configs from :data:`TOPOLOGY`, and ``deploy/`` plus
-``docker-compose.yaml`` are rendered from the same object (``python -m airflow_provider_dpone.embedded compose``);
+``docker-compose.yaml`` are rendered from the same object (``python -m dpone_embedded compose``);
 a test compares the checked-in files with a fresh rendering, so the two cannot drift.
 
 Both cluster definitions cover the same servers of one shard: ``external_cluster`` reports

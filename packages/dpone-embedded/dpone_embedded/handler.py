@@ -28,15 +28,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, cast
 from urllib.parse import parse_qsl, urlsplit
 
-from airflow_provider_dpone.embedded import httpwire, processes
-from airflow_provider_dpone.embedded.ddl import QUEUE_TABLE_SQL, Initiator, ServerRestartedError, queue_params
-from airflow_provider_dpone.embedded.engine import Engine, EngineError, EngineResult, EngineStream, Handle
-from airflow_provider_dpone.embedded.layout import ProcessSpec
-from airflow_provider_dpone.embedded.processes import Process, Processes
-from airflow_provider_dpone.embedded.replicas import Replication
-from airflow_provider_dpone.embedded.sessions import Sessions
-from airflow_provider_dpone.embedded.sinks import Sink
-from airflow_provider_dpone.embedded.sqltext import (
+from dpone_embedded import httpwire, processes
+from dpone_embedded.ddl import QUEUE_TABLE_SQL, Initiator, ServerRestartedError, queue_params
+from dpone_embedded.engine import Engine, EngineError, EngineResult, EngineStream, Handle
+from dpone_embedded.layout import ProcessSpec
+from dpone_embedded.processes import Process, Processes
+from dpone_embedded.replicas import Replication
+from dpone_embedded.sessions import Sessions
+from dpone_embedded.sinks import Sink
+from dpone_embedded.sqltext import (
     external_access,
     first_keyword,
     insert_with_data,
@@ -48,7 +48,7 @@ from airflow_provider_dpone.embedded.sqltext import (
     replace_call,
     replace_table_reference,
 )
-from airflow_provider_dpone.embedded.store import Store
+from dpone_embedded.store import Store
 
 PREFIX_BYTES = 64 * 1024
 _NOT_DDL = frozenset({"SELECT", "WITH", "INSERT", "SHOW", "DESCRIBE", "DESC", "EXISTS", "EXPLAIN", "SET", "USE", "("})

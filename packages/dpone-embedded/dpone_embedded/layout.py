@@ -11,7 +11,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from airflow_provider_dpone.embedded.topology import (
+from dpone_embedded.topology import (
     TOPOLOGY,
     ClusterTopology,
     MemberSlot,

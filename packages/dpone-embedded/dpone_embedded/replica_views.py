@@ -18,12 +18,12 @@ import re
 import time
 from typing import TYPE_CHECKING
 
-from airflow_provider_dpone.embedded.httpwire import escape_param
-from airflow_provider_dpone.embedded.replication import Replica
-from airflow_provider_dpone.embedded.sqltext import quote_string, replace_table_reference
+from dpone_embedded.httpwire import escape_param
+from dpone_embedded.replication import Replica
+from dpone_embedded.sqltext import quote_string, replace_table_reference
 
 if TYPE_CHECKING:
-    from airflow_provider_dpone.embedded.replicas import Replication
+    from dpone_embedded.replicas import Replication
 
 STALE_SECONDS = 2.0
 """A process whose worker has not been seen for this long is down: its replicas are not active."""

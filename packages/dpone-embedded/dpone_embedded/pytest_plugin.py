@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_dpone.embedded.cluster import EmbeddedCluster
+from dpone_embedded.cluster import EmbeddedCluster
 
 
 def pytest_configure(config: pytest.Config) -> None:

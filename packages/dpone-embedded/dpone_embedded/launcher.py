@@ -26,11 +26,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import airflow_provider_dpone
-from airflow_provider_dpone.embedded.layout import CLUSTER_FILE, COORDINATOR, HOST, REPLICATION_DIR, ProcessSpec
-from airflow_provider_dpone.embedded.replication import ReplicationLog
-from airflow_provider_dpone.embedded.store import Store
-from airflow_provider_dpone.embedded.topology import TOPOLOGY, ClusterTopology
+import dpone_embedded
+from dpone_embedded.layout import CLUSTER_FILE, COORDINATOR, HOST, REPLICATION_DIR, ProcessSpec
+from dpone_embedded.replication import ReplicationLog
+from dpone_embedded.store import Store
+from dpone_embedded.topology import TOPOLOGY, ClusterTopology
 
 READY_TIMEOUT = 60.0
 
@@ -40,8 +40,8 @@ class LaunchError(RuntimeError):
 
 
 def package_root() -> str:
-    """The directory that contains the ``airflow_provider_dpone`` package this code was imported from."""
-    return str(Path(airflow_provider_dpone.__file__).resolve().parent.parent)
+    """The directory that contains the ``dpone_embedded`` package this code was imported from."""
+    return str(Path(dpone_embedded.__file__).resolve().parent.parent)
 
 
 def _bind(port: int, listen: bool = True) -> socket.socket:
@@ -181,7 +181,7 @@ def spawn(spec: ProcessSpec, http: socket.socket, native: socket.socket) -> subp
             [
                 sys.executable,
                 "-m",
-                "airflow_provider_dpone.embedded.server",
+                "dpone_embedded.server",
                 str(spec.spec_file),
                 "--http-fd",
                 str(http.fileno()),

@@ -1,4 +1,7 @@
-"""A local ClickHouse cluster on the real engine (chdb), for the demo and the tests.
+"""A local ClickHouse cluster on the real engine (chdb), for the demo and the tests of airflow-provider-dpone.
+
+A test double: its own distribution (``dpone-embedded``, installed by the provider's ``[embedded]`` extra); the
+provider never imports it.
 
 Every process of the cluster is a real ClickHouse engine (chdb, one per OS process, its own data directory and
 generated config) behind a loopback HTTP endpoint that speaks ClickHouse's HTTP interface, so clickhouse-connect's
@@ -10,7 +13,7 @@ running queries (``system.processes``, ``system.query_log``, ``KILL QUERY``, can
 
 Public API (everything else in this package is internal)::
 
-    from airflow_provider_dpone.embedded import EmbeddedCluster
+    from dpone_embedded import EmbeddedCluster
 
     with EmbeddedCluster.start(directory, members=2, internal_replication=False) as cluster:
         cluster.cluster_name                  # "dpone_cluster" (or "dpone_cluster_replicated")
@@ -33,14 +36,16 @@ Public API (everything else in this package is internal)::
   members' host ``127.0.0.1`` and their *native* ports (reserved, never served); clients reach members through
   their HTTP ports, which the connection's ``member_endpoints`` maps from ``"shard_num:replica_num"``.
 - KeeperMap state lives in a process's memory and does not survive that process's restart (Code 668).
-- CLI: ``python -m airflow_provider_dpone.embedded up --dir DIR`` (also ``status``, ``down``, ``fault``, ``compose``).
-- Pytest: fixtures ``embedded_cluster`` and ``fresh_database`` (``airflow_provider_dpone.embedded.pytest_plugin``).
+- CLI: ``python -m dpone_embedded up --dir DIR`` (also ``status``, ``down``, ``fault``, ``compose``).
+- Pytest: fixtures ``embedded_cluster`` and ``fresh_database`` (``dpone_embedded.pytest_plugin``).
 """
 
 from __future__ import annotations
 
-from airflow_provider_dpone.embedded.cluster import EmbeddedCluster, Endpoint
-from airflow_provider_dpone.embedded.faults import Faults
-from airflow_provider_dpone.embedded.topology import TOPOLOGY, ClusterTopology
+__version__ = "0.1.0"
 
-__all__ = ["TOPOLOGY", "ClusterTopology", "EmbeddedCluster", "Endpoint", "Faults"]
+from dpone_embedded.cluster import EmbeddedCluster, Endpoint
+from dpone_embedded.faults import Faults
+from dpone_embedded.topology import TOPOLOGY, ClusterTopology
+
+__all__ = ["TOPOLOGY", "ClusterTopology", "EmbeddedCluster", "Endpoint", "Faults", "__version__"]

@@ -2,7 +2,7 @@
 
 Armed faults live in the cluster's shared state, so they take effect in whichever process they target, survive a
 restart of that process, and can be armed from any process (a test, the CLI). A *target* is a process name
-(``"coordinator"``, ``"member1"``...), an :class:`~airflow_provider_dpone.embedded.cluster.Endpoint`, or a member's
+(``"coordinator"``, ``"member1"``...), an :class:`~dpone_embedded.cluster.Endpoint`, or a member's
 ``replica_num``. ``match`` is a regular expression searched (case-insensitively) in the statement text -- for an
 ``INSERT`` the statement without its data; empty matches every statement.
 """
@@ -13,9 +13,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from airflow_provider_dpone.embedded import launcher
-from airflow_provider_dpone.embedded.layout import COORDINATOR
-from airflow_provider_dpone.embedded.store import Store
+from dpone_embedded import launcher
+from dpone_embedded.layout import COORDINATOR
+from dpone_embedded.store import Store
 
 PAUSE_REPLICATION = "pause_replication"
 STALL_REPLICATION = "stall_replication"

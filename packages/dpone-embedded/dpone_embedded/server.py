@@ -1,4 +1,4 @@
-"""Entry point of one cluster process: ``python -m airflow_provider_dpone.embedded.server SPEC --http-fd N ...``.
+"""Entry point of one cluster process: ``python -m dpone_embedded.server SPEC --http-fd N ...``.
 
 The launcher binds the process's listening HTTP socket and its reserved native port and hands both over as
 inherited file descriptors, so ports are chosen without races and a restart reuses them. The process starts its
@@ -20,13 +20,13 @@ import threading
 import time
 from pathlib import Path
 
-from airflow_provider_dpone.embedded.ddl import DdlWorker
-from airflow_provider_dpone.embedded.engine import Engine
-from airflow_provider_dpone.embedded.handler import EndpointContext, EndpointServer
-from airflow_provider_dpone.embedded.layout import ProcessSpec
-from airflow_provider_dpone.embedded.replica_worker import ReplicationWorker
-from airflow_provider_dpone.embedded.replicas import Replication
-from airflow_provider_dpone.embedded.store import Store
+from dpone_embedded.ddl import DdlWorker
+from dpone_embedded.engine import Engine
+from dpone_embedded.handler import EndpointContext, EndpointServer
+from dpone_embedded.layout import ProcessSpec
+from dpone_embedded.replica_worker import ReplicationWorker
+from dpone_embedded.replicas import Replication
+from dpone_embedded.store import Store
 
 
 def _watch_owner(owner_pid: int) -> None:
@@ -41,7 +41,7 @@ def _watch_owner(owner_pid: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="airflow_provider_dpone.embedded.server")
+    parser = argparse.ArgumentParser(prog="dpone_embedded.server")
     parser.add_argument("spec", type=Path)
     parser.add_argument("--http-fd", type=int, required=True)
     parser.add_argument("--native-fd", type=int, required=True)

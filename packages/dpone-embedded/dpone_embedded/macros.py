@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from airflow_provider_dpone.embedded.replicated_sql import EngineArg
+from dpone_embedded.replicated_sql import EngineArg
 
 Fail = Callable[[int, str], Exception]
 """Builds the ClickHouse exception for a code and message (``Engine.error``)."""

@@ -15,11 +15,11 @@ import threading
 import time
 import traceback
 
-from airflow_provider_dpone.embedded.engine import EngineError
-from airflow_provider_dpone.embedded.faults import LAG_REPLICATION, PAUSE_REPLICATION, STALL_REPLICATION
-from airflow_provider_dpone.embedded.replica_views import STALE_SECONDS
-from airflow_provider_dpone.embedded.replicas import POLL_SECONDS, Replication
-from airflow_provider_dpone.embedded.replication import Replica
+from dpone_embedded.engine import EngineError
+from dpone_embedded.faults import LAG_REPLICATION, PAUSE_REPLICATION, STALL_REPLICATION
+from dpone_embedded.replica_views import STALE_SECONDS
+from dpone_embedded.replicas import POLL_SECONDS, Replication
+from dpone_embedded.replication import Replica
 
 RETRY_SECONDS = 0.5
 """Pause before a replica retries an entry whose execution failed."""

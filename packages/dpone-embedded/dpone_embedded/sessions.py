@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from airflow_provider_dpone.embedded.engine import Engine, EngineError, Handle
+from dpone_embedded.engine import Engine, EngineError, Handle
 
 DEFAULT_SESSION_TIMEOUT = 60
 MAX_SESSION_TIMEOUT = 3600

@@ -10,9 +10,9 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import quote
 
-from airflow_provider_dpone.embedded import launcher
-from airflow_provider_dpone.embedded.faults import Faults, target_name
-from airflow_provider_dpone.embedded.layout import COORDINATOR, ProcessSpec
+from dpone_embedded import launcher
+from dpone_embedded.faults import Faults, target_name
+from dpone_embedded.layout import COORDINATOR, ProcessSpec
 
 CONN_TYPE = "dpone_clickhouse"
 
@@ -96,7 +96,7 @@ class EmbeddedCluster:
 
     @classmethod
     def attach(cls, directory: str | os.PathLike[str]) -> EmbeddedCluster:
-        """A handle on a cluster started elsewhere (e.g. by ``python -m airflow_provider_dpone.embedded up``)."""
+        """A handle on a cluster started elsewhere (e.g. by ``python -m dpone_embedded up``)."""
         return cls(Path(directory), owned=False)
 
     def stop(self) -> None:

@@ -18,13 +18,13 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from airflow_provider_dpone.embedded.engine import Engine, EngineError, Handle
-from airflow_provider_dpone.embedded.faults import HOLD_DDL
-from airflow_provider_dpone.embedded.httpwire import escape_param
-from airflow_provider_dpone.embedded.layout import ProcessSpec
-from airflow_provider_dpone.embedded.replicas import Replication
-from airflow_provider_dpone.embedded.sqltext import insert_uuid, on_cluster, quote_identifier, tokens
-from airflow_provider_dpone.embedded.store import ACTIVE, FINISHED, Entry, HostStatus, Store
+from dpone_embedded.engine import Engine, EngineError, Handle
+from dpone_embedded.faults import HOLD_DDL
+from dpone_embedded.httpwire import escape_param
+from dpone_embedded.layout import ProcessSpec
+from dpone_embedded.replicas import Replication
+from dpone_embedded.sqltext import insert_uuid, on_cluster, quote_identifier, tokens
+from dpone_embedded.store import ACTIVE, FINISHED, Entry, HostStatus, Store
 
 QUEUE_PATH = "/clickhouse/task_queue/ddl"
 ENTRY_VERSION = 5

@@ -18,15 +18,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_dpone.embedded.engine import EngineResult, Handle
-from airflow_provider_dpone.embedded.httpwire import CHUNK, escape_param
-from airflow_provider_dpone.embedded.replicated_sql import InsertStatement, column_names
-from airflow_provider_dpone.embedded.replication import Block, Claim, Replica
-from airflow_provider_dpone.embedded.sinks import Sink, SpoolSink
-from airflow_provider_dpone.embedded.sqltext import quote_identifier, quote_string
+from dpone_embedded.engine import EngineResult, Handle
+from dpone_embedded.httpwire import CHUNK, escape_param
+from dpone_embedded.replicated_sql import InsertStatement, column_names
+from dpone_embedded.replication import Block, Claim, Replica
+from dpone_embedded.sinks import Sink, SpoolSink
+from dpone_embedded.sqltext import quote_identifier, quote_string
 
 if TYPE_CHECKING:
-    from airflow_provider_dpone.embedded.replicas import Replication
+    from dpone_embedded.replicas import Replication
 
 NOT_CARRIED = frozenset(
     {"database", "readonly", "log_comment", "max_execution_time", "receive_timeout", "send_timeout"}
