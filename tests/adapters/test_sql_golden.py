@@ -340,7 +340,7 @@ def test_cluster_ddl_refuses_a_log_comment_without_the_token() -> None:
 def test_queue_observation_statement() -> None:
     assert sql_cluster_ddl.queue_entry("c", TOKEN) == (
         "SELECT entry, host, port, toString(status), exception_code FROM system.distributed_ddl_queue"
-        f" WHERE cluster = 'c' AND position(query, '{TOKEN}') > 0 ORDER BY entry, host, port"
+        f" WHERE cluster = 'c' AND position(settings['log_comment'], '{TOKEN}') > 0 ORDER BY entry, host, port"
     )
 
 

@@ -277,3 +277,79 @@ def test_only_active_mode_stops_waiting_for_a_killed_member(
         time.sleep(0.05)
     assert {r[3] for r in _queue(embedded_cluster, "active-1")} == {"Finished"}  # durable across the restart
     assert [t for t, _ in _tables(embedded_cluster, fresh_database)["member2"]] == ["o"]
+
+
+def _queued(cluster: EmbeddedCluster, comment: str) -> tuple[str, dict[str, str]]:
+    """The one queue entry whose ``log_comment`` is ``comment``: its ``query`` and its ``settings`` map."""
+    rows = (
+        cluster.client("coordinator")
+        .query(
+            "SELECT DISTINCT entry, query, settings FROM system.distributed_ddl_queue"
+            " WHERE settings['log_comment'] = {c:String}",
+            parameters={"c": comment},
+        )
+        .result_rows
+    )
+    assert len(rows) == 1, rows
+    return rows[0][1], dict(rows[0][2])
+
+
+def test_a_statement_is_queued_without_its_settings_clause_which_fills_the_settings_map(
+    embedded_cluster: EmbeddedCluster, fresh_database: str
+) -> None:
+    """executeDDLQueryOnCluster queues the AST after ASTQueryWithOutput::resetOutputASTIfExist (no SETTINGS in
+    ``query``); the clause's settings reach the entry's map through DDLLogEntry::setSettingsIfRequired."""
+    client = embedded_cluster.client("coordinator")
+    name = embedded_cluster.cluster_name
+    for table in ("a", "b"):
+        client.command(f"CREATE TABLE `{fresh_database}`.{table} ON CLUSTER {name} (x UInt8) ENGINE = Memory")
+    client.command(
+        f"EXCHANGE TABLES `{fresh_database}`.a AND `{fresh_database}`.b ON CLUSTER {name}"
+        " SETTINGS log_comment = 'exchange-token-1', distributed_ddl_task_timeout = 60",
+        settings={"max_execution_time": 30},
+    )
+    query, settings = _queued(embedded_cluster, "exchange-token-1")
+    assert query.startswith("EXCHANGE TABLES") and "SETTINGS" not in query and "exchange-token-1" not in query
+    assert settings["log_comment"] == "exchange-token-1"
+    assert settings["distributed_ddl_task_timeout"] == "60"
+    assert settings["max_execution_time"] == "30"  # the request's settings are the context's changes too
+
+    client.command(
+        f"DROP TABLE `{fresh_database}`.a ON CLUSTER {name} SYNC SETTINGS log_comment = 'drop-token-1'",
+    )
+    query, settings = _queued(embedded_cluster, "drop-token-1")
+    assert query.endswith("SYNC") and "SETTINGS" not in query and settings["log_comment"] == "drop-token-1"
+
+
+def test_a_create_keeps_its_engine_settings_and_queues_the_query_settings_apart(
+    embedded_cluster: EmbeddedCluster, fresh_database: str
+) -> None:
+    """InterpreterSetQuery::applySettingsFromQuery: a CREATE's one SETTINGS clause after the engine is split, each
+    setting the engine does not know and the context does moving to the query's context."""
+    client = embedded_cluster.client("coordinator")
+    client.command(
+        f"CREATE TABLE `{fresh_database}`.c ON CLUSTER {embedded_cluster.cluster_name} (x UInt8)"
+        " ENGINE = MergeTree ORDER BY x SETTINGS index_granularity = 4096, log_comment = 'create-token-1'"
+    )
+    query, settings = _queued(embedded_cluster, "create-token-1")
+    assert query.endswith("SETTINGS index_granularity = 4096") and "create-token-1" not in query
+    assert settings["log_comment"] == "create-token-1" and "index_granularity" not in settings
+    for member in embedded_cluster.members:
+        created = embedded_cluster.client(member).command(f"SHOW CREATE TABLE `{fresh_database}`.c")
+        assert "index_granularity = 4096" in str(created) and "log_comment" not in str(created)
+
+
+def test_the_initiator_applies_the_settings_of_the_statement_clause(
+    embedded_cluster: EmbeddedCluster, fresh_database: str
+) -> None:
+    """The clause is applied to the query's context before the initiator reads ``distributed_ddl_output_mode``: with
+    ``none`` in the clause the answer has no rows, as with ``none`` sent as a request setting."""
+    client = embedded_cluster.client("coordinator")
+    rows = _ddl(
+        client,
+        f"CREATE TABLE `{fresh_database}`.n ON CLUSTER {embedded_cluster.cluster_name} (x UInt8) ENGINE = Memory"
+        " SETTINGS distributed_ddl_output_mode = 'none', log_comment = 'none-clause-1'",
+    )
+    assert rows == []
+    _, settings = _queued(embedded_cluster, "none-clause-1")
+    assert settings["distributed_ddl_output_mode"] == "none"

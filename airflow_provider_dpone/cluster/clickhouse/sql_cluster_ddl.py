@@ -10,10 +10,13 @@ Dispatch renders exactly one of::
 with the protocol's typed :class:`DispatchSettings` -- ``distributed_ddl_output_mode = 'throw'`` (the initiator
 reports per-host results and fails loudly), ``skip_unavailable_shards = 0`` and the ``log_comment`` that carries the
 correlation token -- plus a bounded ``distributed_ddl_task_timeout``. The settings are a *query-level* ``SETTINGS``
-clause, so they are part of the formatted query text ClickHouse stores in the distributed DDL queue entry:
-``system.distributed_ddl_queue.query`` contains the token, and the one entry of a permit is found by the token alone
-(a SQL comment would not survive formatting). Queue observation reads only that entry's rows, one per host, and
-:func:`queue_entries` is the one parser of those rows, for the adapter's sync read and the trigger's async one.
+clause, which ClickHouse applies to the query and then removes from the statement it queues
+(``executeDDLQueryOnCluster`` → ``ASTQueryWithOutput::resetOutputASTIfExist``; for the ``CREATE``,
+``InterpreterSetQuery::applySettingsFromQuery`` first moves them out of the engine's settings): the queued ``query``
+never carries the token, the entry's settings map does (``DDLLogEntry::setSettingsIfRequired``), so the one entry of a
+permit is found by ``settings['log_comment']`` alone. Queue observation reads only that entry's rows, one per host,
+and :func:`queue_entries` is the one parser of those rows, for the adapter's sync read, the trigger's async one and
+the void proof.
 
 The coordinator's start time (the void proof of ``cluster/protocol/void_permit.py``) is its clock minus ``uptime()``. Uptime
 counts whole seconds, so one more second is subtracted: the answer is a lower bound, never later than the start.
@@ -51,7 +54,7 @@ def ddl_settings(settings: DispatchSettings, *, task_timeout_seconds: int) -> di
     """The query-level settings of a dispatch: the protocol's typed ones exactly, plus the bounded task timeout.
 
     The correlation token must appear in ``log_comment`` (the only setting that carries free text), because that is
-    where the queue entry's query text carries it; a ``log_comment`` without the token is refused.
+    where the queue entry's settings map carries it; a ``log_comment`` without the token is refused.
     """
     if settings.correlation_token not in settings.log_comment:
         raise ValueError("log_comment must carry the correlation token")
@@ -87,14 +90,15 @@ def render(
 
 
 def queue_entry(cluster: str, correlation_token: str) -> str:
-    """Every host row of every queue entry of ``cluster`` whose query carries ``correlation_token``."""
+    """Every host row of every queue entry of ``cluster`` whose ``log_comment`` setting carries ``correlation_token``
+    (the entry's settings map: the queued query text has no ``SETTINGS`` clause on a server)."""
     if not _TOKEN.fullmatch(correlation_token):
         raise ValueError("correlation token must be 32 lower-case hex digits")
     name = string_literal(validate_identifier(cluster, what="cluster"))
     needle = string_literal(correlation_token)
     return (
         "SELECT entry, host, port, toString(status), exception_code FROM system.distributed_ddl_queue"
-        f" WHERE cluster = {name} AND position(query, {needle}) > 0 ORDER BY entry, host, port"
+        f" WHERE cluster = {name} AND position(settings['log_comment'], {needle}) > 0 ORDER BY entry, host, port"
     )
 
 
@@ -118,7 +122,7 @@ class QueueHost:
 
 @dataclass(frozen=True)
 class QueueEntry:
-    """One queue entry whose query carries a correlation token, with one row per host."""
+    """One queue entry whose ``log_comment`` carries a correlation token, with one row per host."""
 
     entry: str
     hosts: tuple[QueueHost, ...]

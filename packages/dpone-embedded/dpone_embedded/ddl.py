@@ -1,8 +1,9 @@
 """Distributed DDL (``... ON CLUSTER``), emulated the way ClickHouse's DDLWorker does it.
 
-The initiator formats the statement with the engine (so syntax errors surface at once), gives a ``CREATE`` the
-same UUID on every host, appends one ``query-NNNNNNNNNN`` entry with the statement and its settings to the durable
-queue, and then reports per-host status exactly as ``DDLOnClusterQueryStatusSource`` does, honouring
+The initiator formats the statement with the engine (so syntax errors surface at once), applies its ``SETTINGS``
+clause to the query and queues the statement without it (as ``executeDDLQueryOnCluster`` does: the clause's settings
+show in the entry's ``settings`` map, never in its ``query``), gives a ``CREATE`` the same UUID on every host,
+appends one ``query-NNNNNNNNNN`` entry with the statement and its settings to the durable queue, and then reports per-host status exactly as ``DDLOnClusterQueryStatusSource`` does, honouring
 ``distributed_ddl_output_mode`` and ``distributed_ddl_task_timeout``. One worker per member executes the entries in
 order, locally and without the ``ON CLUSTER`` clause, and records Active/Finished with the exception code and text.
 An entry that times out on the initiator keeps running on the workers, as on a server.
@@ -23,7 +24,16 @@ from dpone_embedded.faults import HOLD_DDL
 from dpone_embedded.httpwire import escape_param
 from dpone_embedded.layout import ProcessSpec
 from dpone_embedded.replicas import Replication
-from dpone_embedded.sqltext import insert_uuid, on_cluster, quote_identifier, tokens
+from dpone_embedded.sqltext import (
+    SettingsClause,
+    first_keyword,
+    insert_uuid,
+    on_cluster,
+    quote_identifier,
+    quote_string,
+    settings_clauses,
+    tokens,
+)
 from dpone_embedded.store import ACTIVE, FINISHED, Entry, HostStatus, Store
 
 QUEUE_PATH = "/clickhouse/task_queue/ddl"
@@ -111,8 +121,9 @@ class Initiator:
                 "Cannot execute query in readonly mode. For queries over HTTP, method GET implies readonly."
                 " You should use method POST for modifying queries",
             )
+        formatted, applied = self._queued_statement(self._format(sql))
+        settings = {**settings, **applied}
         mode, timeout = self._output_settings(handle, settings)
-        formatted = self._format(sql)
         clause = on_cluster(formatted)
         if clause is None:  # pragma: no cover - the caller found the clause before formatting
             raise self._engine.error(36, "ON CLUSTER clause is missing")
@@ -171,6 +182,44 @@ class Initiator:
         )
         mode, timeout = result.data.decode().strip().split("\t")
         return mode, int(timeout)
+
+    def _queued_statement(self, formatted: str) -> tuple[str, dict[str, str]]:
+        """The statement as ClickHouse queues it, and the settings its ``SETTINGS`` clause applies to the query.
+
+        ``executeQuery`` first applies the clause to the query's context (``InterpreterSetQuery::
+        applySettingsFromQuery``, src/Interpreters/InterpreterSetQuery.cpp): a ``CREATE`` whose only clause follows
+        its engine has each setting the engine does not know (``MergeTreeSettings``; the double models the
+        MergeTree family only) and the context does moved out of the storage's settings, the clause dropped when
+        none is left. ``executeDDLQueryOnCluster`` (src/Interpreters/executeDDLQueryOnCluster.cpp) then clones the
+        AST and calls ``ASTQueryWithOutput::resetOutputASTIfExist`` (src/Parsers/ASTQueryWithOutput.cpp), which
+        removes ``FORMAT``, ``INTO OUTFILE`` and the query-level ``SETTINGS``: the queued ``query`` carries none of
+        them, and the context's changed settings reach the entry through ``DDLLogEntry::setSettingsIfRequired``
+        (src/Interpreters/DDLTask.cpp), shown in ``system.distributed_ddl_queue.settings``.
+        """
+        clauses = settings_clauses(formatted)
+        if not clauses:
+            return formatted, {}
+        if first_keyword(formatted) == "CREATE" and len(clauses) == 1:
+            storage = clauses[0]
+            if not _has_engine(formatted, storage):
+                return formatted, {}
+            names = [name for name, _ in storage.pairs]
+            engine_known = self._names("system.merge_tree_settings", names)
+            context_known = self._names("system.settings", names)
+            moved = {name for name in names if name not in engine_known and name in context_known}
+            kept = [(name, value) for name, value in storage.pairs if name not in moved]
+            applied = {name: value for name, value in storage.values().items() if name in moved}
+            rest = "SETTINGS " + ", ".join(f"{name} = {value}" for name, value in kept) if kept else ""
+            return _splice(formatted, storage, rest), applied
+        return _splice(formatted, clauses[-1], ""), clauses[-1].values()
+
+    def _names(self, table: str, names: list[str]) -> set[str]:
+        result = self._engine.execute(
+            f"SELECT name FROM {table} WHERE has({{n:Array(String)}}, name)",
+            "TabSeparatedRaw",
+            params={"n": escape_param("[" + ", ".join(quote_string(name) for name in names) + "]")},
+        )
+        return set(result.data.decode().split())
 
     def _format(self, sql: str) -> str:
         result = self._engine.execute(
@@ -317,6 +366,17 @@ def _without_format_clause(sql: str) -> str:
             return (sql[: previous.start].rstrip() + " " + sql[token.end :].lstrip()).strip()
         previous = token
     return sql
+
+
+def _splice(text: str, clause: SettingsClause, replacement: str) -> str:
+    """``text`` with ``clause`` replaced (an empty replacement removes it and the space before it)."""
+    head, tail = text[: clause.start].rstrip(), text[clause.end :].lstrip()
+    return " ".join(part for part in (head, replacement, tail) if part)
+
+
+def _has_engine(text: str, clause: SettingsClause) -> bool:
+    """Whether a top-level ``ENGINE`` precedes ``clause`` (then the clause parsed as the storage's settings)."""
+    return any(token.upper == "ENGINE" and token.depth == 0 for token in tokens(text[: clause.start]))
 
 
 def _with_uuid(query: str) -> str:

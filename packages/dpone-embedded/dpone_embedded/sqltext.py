@@ -327,6 +327,58 @@ def on_cluster(text: str) -> OnCluster | None:
     return None
 
 
+@dataclass(frozen=True)
+class SettingsClause:
+    """A top-level ``SETTINGS name = value, ...`` clause: its span in the text and its pairs, each value as its SQL
+    literal (``'x'``, ``120``, ``-1``, ``true``)."""
+
+    start: int
+    end: int
+    pairs: tuple[tuple[str, str], ...]
+
+    def values(self) -> dict[str, str]:
+        """The pairs as a setting would take them over HTTP: string literals unquoted, other literals as written."""
+        return {name: _unquote(value) if value[:1] == "'" else value for name, value in self.pairs}
+
+
+_AFTER_SETTINGS = frozenset({"SETTINGS", "FORMAT", "COMMENT", "INTO"})
+
+
+def settings_clauses(text: str) -> list[SettingsClause]:
+    """Every top-level ``SETTINGS`` clause of a formatted statement, in order (a ``CREATE`` may carry two: its
+    storage's and, after it, the query's)."""
+    found = list(tokens(text))
+    clauses: list[SettingsClause] = []
+    i = 0
+    while i < len(found):
+        token = found[i]
+        if token.upper != "SETTINGS" or token.depth != 0:
+            i += 1
+            continue
+        pairs: list[tuple[str, str]] = []
+        j = i + 1
+        end = token.end
+        while j + 1 < len(found) and found[j + 1].text == "=" and found[j].depth == 0:
+            name = found[j].name
+            k = j + 2
+            value_start = found[k].start if k < len(found) else len(text)
+            while k < len(found) and not (
+                found[k].depth == 0 and (found[k].text == "," or found[k].upper in _AFTER_SETTINGS)
+            ):
+                k += 1
+            value_end = found[k - 1].end
+            pairs.append((name, text[value_start:value_end]))
+            end = value_end
+            if k < len(found) and found[k].text == ",":
+                j = k + 1
+                continue
+            j = k
+            break
+        clauses.append(SettingsClause(token.start, end, tuple(pairs)))
+        i = j if j > i else i + 1
+    return clauses
+
+
 _CREATE_OBJECT = frozenset({"TABLE", "DATABASE"})
 
 
