@@ -287,12 +287,16 @@ class Initiator:
     def _timeout_error(
         self, entry: Entry, unfinished: int, total: int, active: int, inactive: int, elapsed: float, offline: bool
     ) -> EngineError:
+        """``DDLOnClusterQueryStatusSource::handleTimeoutExceeded`` (src/Interpreters/DDLOnClusterQueryStatusSource.cpp):
+        the waited seconds formatted ``{:.3f}`` (the format string compiled into ClickHouse 26.9, the engine here;
+        older releases formatted them ``{}``), the tail left out when the initiator stopped waiting for offline hosts
+        (``*_only_active``)."""
         tail = "" if offline else ", which is longer than distributed_ddl_task_timeout"
         return self._engine.error(
             159,
             f"Distributed DDL task {QUEUE_PATH}/{entry.name} is not finished on {unfinished} of {total} hosts "
             f"({active} of them are currently executing the task, {inactive} are inactive). "
-            f"They are going to execute the query in background. Was waiting for {elapsed:.6f} seconds{tail}",
+            f"They are going to execute the query in background. Was waiting for {elapsed:.3f} seconds{tail}",
         )
 
 
