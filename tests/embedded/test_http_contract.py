@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import re
 import time
+import urllib.parse
 import uuid
 from decimal import Decimal
 
@@ -222,3 +224,55 @@ def test_streamed_bodies_and_failed_inserts_keep_the_connection(
     with pytest.raises(DatabaseError):
         client.raw_insert(table, COLUMNS, native[:5000] + b"\xff" * 2_000_000, fmt="Native")
     assert client.command(f"SELECT count(), uniqExact(id) FROM {table}") == ["300000", "300000"]
+
+
+FAILS_MID_STREAM = "SELECT number, throwIf(number = 60000) FROM numbers(100000)"
+"""Fails after its first blocks left: the error comes inside a body whose status (200) is already sent."""
+
+
+def test_an_error_in_the_middle_of_a_stream_is_the_tagged_exception_block(embedded_cluster: EmbeddedCluster) -> None:
+    """WriteBufferFromHTTP1ServerResponse::cancelWithException (ClickHouse 25.11+): every response names a tag in
+    X-ClickHouse-Exception-Tag; a failure after the headers writes __exception__, the tag, the message, its length and
+    the tag, __exception__, and no last chunk."""
+    import socket
+
+    endpoint = embedded_cluster.endpoint("member1")
+    host, port = endpoint.address.rsplit(":", 1)
+    query = urllib.parse.urlencode({"max_block_size": 1000, "enable_http_compression": 0})
+    body = FAILS_MID_STREAM.encode()
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(f"POST /?{query} HTTP/1.1\r\nHost: {host}\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
+        received = b""
+        while chunk := sock.recv(65536):  # the server closes the connection after the block
+            received += chunk
+    head, _, rest = received.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200")
+    headers = dict(line.split(": ", 1) for line in head.decode().split("\r\n")[1:])
+    tag = headers["X-ClickHouse-Exception-Tag"]
+    assert len(tag) == 16 and tag.isalpha() and tag.islower()
+    assert headers["Transfer-Encoding"] == "chunked"
+    assert not rest.endswith(b"0\r\n\r\n")  # no last chunk: the body is cut short on purpose
+    found = re.search(
+        rb"\r\n__exception__\r\n"
+        + tag.encode()
+        + rb"\r\n(Code: 395\..*?\n)(\d+) "
+        + tag.encode()
+        + rb"\r\n__exception__\r\n",
+        rest,
+        re.DOTALL,
+    )
+    assert found is not None, rest[-400:]
+    assert int(found.group(2)) == len(found.group(1))
+    assert b"FUNCTION_THROW_IF_VALUE_IS_NON_ZERO" in found.group(1)
+
+
+@pytest.mark.parametrize("compress", [False, True], ids=["plain", "compressed"])
+def test_clickhouse_connect_raises_the_server_error_of_a_failed_stream(
+    embedded_cluster: EmbeddedCluster, compress: bool
+) -> None:
+    """clickhouse-connect 1.12 scans a response for the block of its X-ClickHouse-Exception-Tag and raises the
+    server's message (driver/buffer.py ResponseBuffer._check_for_exception)."""
+    client = embedded_cluster.client("member1", compress=compress)
+    with pytest.raises(Exception) as failed:
+        len(client.query(FAILS_MID_STREAM, settings={"max_block_size": 1000}).result_rows)
+    assert "Code: 395" in str(failed.value), repr(failed.value)

@@ -138,6 +138,7 @@ class EndpointServer(ThreadingHTTPServer):
 class EndpointHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: EndpointServer
+    _exception_tag = ""
 
     def setup(self) -> None:
         super().setup()
@@ -178,6 +179,7 @@ class EndpointHandler(BaseHTTPRequestHandler):
     def _query(self, method: str, params: dict[str, str]) -> None:
         context = self.server.context
         query_id = params.get("query_id") or str(uuid.uuid4())
+        self._exception_tag = httpwire.exception_tag()
         body = None
         try:
             body = httpwire.RequestBody(cast(io.BufferedReader, self.rfile), self.headers)
@@ -430,6 +432,8 @@ class EndpointHandler(BaseHTTPRequestHandler):
             "X-ClickHouse-Server-Display-Name": context.spec.name,
             "X-ClickHouse-Query-Id": query_id,
             "X-ClickHouse-Timezone": context.timezone,
+            # every response of a query carries its tag (WriteBufferFromHTTP1ServerResponse::finishSendHeaders)
+            "X-ClickHouse-Exception-Tag": self._exception_tag,
         }
 
     def _send_answer(self, answer: Answer, query_id: str, params: dict[str, str]) -> None:
@@ -512,8 +516,11 @@ class EndpointHandler(BaseHTTPRequestHandler):
             process.fail(exc.code, exc.message)
             self.close_connection = True  # the body is cut short: the client sees an incomplete response
             with contextlib.suppress(OSError):
-                text = httpwire.error_body(exc.message, self.server.context.engine.version)
-                self._write_chunk(encoder.encode(text) + encoder.finish())
+                # WriteBufferFromHTTP1ServerResponse::cancelWithException once the headers are sent: the tagged
+                # exception block in a chunk of its own (compressed like the rest), then cancel: no end of the
+                # compressed stream, no last chunk
+                text = httpwire.error_body(exc.message, self.server.context.engine.version).decode()
+                self._write_chunk(encoder.encode(httpwire.exception_block(text, self._exception_tag)))
         except OSError:
             stream.cancel()
             process.fail(processes.NETWORK_ERROR, "Connection reset by peer, while writing to socket")

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import io
 import json
+import secrets
+import string
 import zlib
 from collections.abc import Iterator
 from email.parser import BytesParser
@@ -130,6 +132,34 @@ def summary_header(**counters: int) -> str:
 def error_body(message: str, version: str) -> bytes:
     """ClickHouse's plain-text exception body: the message and the server version, one line."""
     return f"{message} (version {version} (official build))\n".encode()
+
+
+EXCEPTION_MARKER = "__exception__"
+EXCEPTION_TAG_LENGTH = 16
+MAX_EXCEPTION_SIZE = 16 * 1024
+_EXCEPTION_FRAME = 2 + len(EXCEPTION_MARKER) + 2 + EXCEPTION_TAG_LENGTH + 2 + 8 + 1 + EXCEPTION_TAG_LENGTH + 2
+_EXCEPTION_FRAME += len(EXCEPTION_MARKER) + 2
+
+
+def exception_tag() -> str:
+    """A response's ``X-ClickHouse-Exception-Tag``: 16 random lowercase letters, fresh for every response
+    (``WriteBufferFromHTTP1ServerResponse``'s constructor, ``getRandomASCIIString(EXCEPTION_TAG_LENGTH)``)."""
+    return "".join(secrets.choice(string.ascii_lowercase) for _ in range(EXCEPTION_TAG_LENGTH))
+
+
+def exception_block(message: str, tag: str) -> bytes:
+    """The block a server writes into a response body whose headers are already sent when the query fails.
+
+    ``WriteBufferFromHTTP1ServerResponse::cancelWithException`` (src/Server/HTTP/WriteBufferFromHTTPServerResponse.cpp,
+    ClickHouse 25.11 and later): ``\\r\\n__exception__\\r\\n<tag>\\r\\n<message>\\n<length> <tag>\\r\\n__exception__\\r\\n``,
+    the message cut to fit 16 KiB with the frame, ``length`` counting the message and its newline. The server then
+    cancels the buffer: no last chunk follows and the connection closes.
+    """
+    data = message.encode()[: MAX_EXCEPTION_SIZE - _EXCEPTION_FRAME]
+    if not data.endswith(b"\n"):
+        data += b"\n"
+    head = f"\r\n{EXCEPTION_MARKER}\r\n{tag}\r\n".encode()
+    return head + data + f"{len(data)} {tag}\r\n{EXCEPTION_MARKER}\r\n".encode()
 
 
 def choose_coding(accept_encoding: str) -> str | None:
