@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import time
 
 import pytest
@@ -360,3 +361,28 @@ def test_the_initiator_applies_the_settings_of_the_statement_clause(
     assert rows == []
     _, settings = _queued(embedded_cluster, "none-clause-1")
     assert settings["distributed_ddl_output_mode"] == "none"
+
+
+def test_a_negative_timeout_waits_for_every_host(embedded_cluster: EmbeddedCluster, fresh_database: str) -> None:
+    """DistributedQueryStatusSource::generate checks the timeout only when distributed_ddl_task_timeout >= 0."""
+    client = embedded_cluster.client("coordinator")
+    embedded_cluster.faults.pause("member2")
+    answers: list[list[tuple]] = []
+    waiting = threading.Thread(
+        target=lambda: answers.append(
+            _ddl(
+                client,
+                f"CREATE TABLE `{fresh_database}`.w ON CLUSTER {embedded_cluster.cluster_name} (a UInt8) ENGINE = Memory",
+                distributed_ddl_task_timeout=-1,
+            )
+        )
+    )
+    waiting.start()
+    try:
+        waiting.join(timeout=2.0)
+        assert waiting.is_alive()  # a finite timeout of 1 s would have ended it by now
+    finally:
+        embedded_cluster.faults.resume("member2")
+    waiting.join(timeout=20)
+    assert not waiting.is_alive()
+    assert sorted(row[1] for row in answers[0]) == _member_ports(embedded_cluster)

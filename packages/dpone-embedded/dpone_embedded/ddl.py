@@ -228,7 +228,12 @@ class Initiator:
         return _without_format_clause(result.data.decode().rstrip("\n"))
 
     def _wait(self, entry: Entry, hosts: list[tuple[str, int]], mode: str, timeout: int) -> list[tuple[object, ...]]:
-        """Collect per-host rows in finish order; raise as ClickHouse does for ``mode``."""
+        """Collect per-host rows in finish order; raise as ClickHouse does for ``mode``.
+
+        ``DistributedQueryStatusSource::generate`` (src/Interpreters/DistributedQueryStatusSource.cpp): the hosts
+        executing the task (``num_hosts_active``, "currently executing") are read again only in a round where some
+        host finished; the offline hosts (``*_only_active`` only) are counted whole in the timeout message, finished
+        or not (``getOfflineHosts``)."""
         throw_on_timeout = mode in ("throw", "none")
         throw_on_timeout_only_active = mode in ("throw_only_active", "none_only_active")
         only_active = mode.endswith("_only_active")
@@ -252,7 +257,7 @@ class Initiator:
                             len(unfinished),
                             len(waiting),
                             len(active),
-                            len(offline & unfinished),
+                            len(offline),
                             elapsed,
                             stop_waiting_offline,
                         )
@@ -264,7 +269,6 @@ class Initiator:
                 break
             time.sleep(POLL_SECONDS)
             statuses = self._store.host_statuses(entry.seq)
-            active = [s for s in statuses if s.status == ACTIVE]
             if only_active:
                 offline = self._store.offline_hosts(STALE_SECONDS) & waiting
                 if offline == waiting:
@@ -273,6 +277,8 @@ class Initiator:
                     stop_waiting_offline = True
             fresh = [s for s in statuses if s.status == FINISHED and (s.host, s.port) not in finished]
             fresh.sort(key=lambda s: (s.finish_time or 0.0, hosts.index((s.host, s.port))))
+            if fresh:
+                active = [s for s in statuses if s.status == ACTIVE]
             for done in fresh:
                 finished.add((done.host, done.port))
                 code = int(done.exception_code or 0)
