@@ -3,6 +3,7 @@ UUIDs, EXCHANGE/RENAME/DROP SYNC, and KeeperMap strict mode as a compare-and-set
 
 from __future__ import annotations
 
+import socket
 import uuid
 
 import pytest
@@ -63,6 +64,8 @@ def test_keeper_map_strict_mode_is_a_compare_and_set(embedded_cluster: EmbeddedC
     with pytest.raises(DatabaseError) as duplicate:
         client.command(f"INSERT INTO {table} VALUES ('k', 'other')", settings=STRICT)
     assert duplicate.value.code == 999  # KEEPER_EXCEPTION: the key exists
+    # StorageKeeperMapSink::finalize creates each key in one Keeper multi-request: its failure names the first op
+    assert "Transaction failed (Node exists): Op #0, path: /keeper_map_tables/dpone/" in str(duplicate.value)
 
     def read() -> list[tuple]:
         return client.query(f"SELECT payload, _version FROM {table} WHERE target_key = 'k'").result_rows
@@ -126,3 +129,15 @@ def test_connection_for_airflow(embedded_cluster: EmbeddedCluster) -> None:
         )
         options = DponeClickHouseHook.parse_options(conn.extra)
         assert options.member_endpoints == {m.member_key: m.address for m in embedded_cluster.members}
+
+
+def test_server_identity_is_the_engines_and_the_same_on_every_process(embedded_cluster: EmbeddedCluster) -> None:
+    """chdb answers serverUUID() with zeros (a server reads it from <path>/uuid, written at its first start) and
+    hostName() with the machine's name, as servers sharing one host would: only is_local tells the processes apart."""
+    answers = {
+        endpoint.name: embedded_cluster.client(endpoint)
+        .query("SELECT toString(serverUUID()), hostName()")
+        .result_rows[0]
+        for endpoint in embedded_cluster.endpoints
+    }
+    assert set(answers.values()) == {("00000000-0000-0000-0000-000000000000", socket.gethostname())}
