@@ -141,6 +141,33 @@ def test_sessions_keep_state_and_refuse_concurrency(embedded_cluster: EmbeddedCl
     assert other.query("SELECT getSetting('max_threads')").result_rows != [(3,)]
 
 
+def test_unknown_sessions_and_long_timeouts_are_refused_with_the_servers_text(
+    embedded_cluster: EmbeddedCluster,
+) -> None:
+    """The texts compiled into ClickHouse 26.9: a checked session that does not exist (372) and a session timeout
+    above max_session_timeout (374, default 3600)."""
+    import urllib.error
+    import urllib.request
+
+    endpoint = embedded_cluster.endpoint("coordinator")
+
+    def refused(**params: object) -> tuple[str, str]:
+        query = urllib.parse.urlencode({"query": "SELECT 1", **params})
+        with pytest.raises(urllib.error.HTTPError) as error:
+            urllib.request.urlopen(f"http://{endpoint.address}/?{query}")
+        return error.value.headers["X-ClickHouse-Exception-Code"], error.value.read().decode()
+
+    missing = f"gone-{uuid.uuid4()}"
+    code, text = refused(session_id=missing, session_check=1)
+    assert code == "372" and f"Session {missing} not found" in text
+    code, text = refused(session_id=f"long-{uuid.uuid4()}", session_timeout=3601)
+    assert code == "374"
+    assert (
+        "Session timeout '3601' is larger than max_session_timeout: 3600. "
+        "Maximum session timeout could be modified in configuration file. (" in text
+    )
+
+
 def test_formats_arrow_parquet_json(embedded_cluster: EmbeddedCluster) -> None:
     client = embedded_cluster.client("member1")
     table = client.query_arrow("SELECT number AS n, toString(number) AS s FROM numbers(5)")
@@ -183,6 +210,7 @@ def test_running_query_id_and_busy_session_are_refused(embedded_cluster: Embedde
         with pytest.raises(DatabaseError) as locked:
             same_session.query("SELECT 1")
         assert locked.value.code == 373
+        assert f"Session {session} is locked by a concurrent client. (SESSION_IS_LOCKED)" in str(locked.value)
     finally:
         thread.join()
 

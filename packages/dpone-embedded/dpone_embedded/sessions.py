@@ -85,7 +85,12 @@ def _timeout(engine: Engine, raw: str | None) -> float:
     except ValueError:
         raise engine.error(374, f"Invalid session timeout: '{raw}'") from None
     if value < 0 or value > MAX_SESSION_TIMEOUT:
-        raise engine.error(374, f"Session timeout '{raw}' is larger than max_session_timeout: {MAX_SESSION_TIMEOUT}")
+        # the text compiled into ClickHouse 26.9 (HTTPHandler's session timeout check)
+        raise engine.error(
+            374,
+            f"Session timeout '{raw}' is larger than max_session_timeout: {MAX_SESSION_TIMEOUT}. "
+            "Maximum session timeout could be modified in configuration file",
+        )
     return value
 
 
