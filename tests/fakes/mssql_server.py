@@ -48,7 +48,7 @@ from typing import Any
 
 import pymssql
 
-from tests.fakes.mssql_bcp import HostBind, freetds_is_null, pymssql_bind, wire
+from tests.fakes.mssql_bcp import HostBind, freetds_is_null, freetds_rtrim, pymssql_bind, wire
 from tests.fakes.transfer_target import Fault, FaultPlan, SimulatedCrash
 
 _INT_RANGES = {"TINYINT": (0, 255), "SMALLINT": (-(2**15), 2**15 - 1), "INT": (-(2**31), 2**31 - 1)}
@@ -147,6 +147,7 @@ def _host_value(bind: HostBind, column_type: str) -> object:
         return data
     if bind.vartype == "SQLDECIMAL":
         return Decimal(data.decode())
+    data = freetds_rtrim(column_type, data)  # after the conversion, _bcp_get_col_data calls rtrim_bcpcol
     return data.decode("utf-16le" if column_type.startswith("NVARCHAR") else "utf-8")
 
 
@@ -273,6 +274,11 @@ class FakeCursor:
         self.rowcount = -1
 
     def execute(self, operation: str, params: tuple[Any, ...] | None = None) -> None:
+        if any(isinstance(p, str) and "\x00" in p for p in params or ()):
+            # pymssql substitutes parameters client-side and hands the statement to dbcmd() as a C string
+            # (_mssql.pyx execute_query -> format_and_run_query): a NUL ends the statement inside the literal.
+            self._conn.server.calls.append(Call(self._conn.id, "execute", "cut_at_nul", params, operation))
+            raise db_error(105, "Unclosed quotation mark after the character string")
         self._rows, self.rowcount = self._conn.run(operation, params)
 
     def fetchone(self) -> tuple[object, ...] | None:

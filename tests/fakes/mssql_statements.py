@@ -240,6 +240,12 @@ def _cast(target: str, value: object) -> object:
         if sql_type == "varchar":
             return str(literal).encode("ascii")
         raise db_error(529, "Explicit conversion to varbinary is not allowed")
+    if sql_type == "binary" and target.startswith(("NVARCHAR", "NCHAR")):
+        # "Data type conversion (Database Engine)": binary/varbinary -> nchar/nvarchar is an allowed explicit
+        # conversion; CAST and CONVERT, binary styles (style 0): bytes are taken as they are, so for a Unicode type
+        # each two bytes are one UTF-16LE code unit.
+        assert isinstance(literal, bytes)
+        return literal.decode("utf-16-le", "surrogatepass")
     if sql_type == "binary":
         raise db_error(529, "Explicit conversion from varbinary is not allowed")
     return to_server(target, literal, via="cast")
