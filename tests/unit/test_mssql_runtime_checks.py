@@ -176,3 +176,25 @@ def test_a_probe_row_left_by_a_crash_is_refused_by_publication_and_gone_after_th
     target.load_chunk(INV, 0, chunk(INV, CHUNK))
     target.publish(INV, request)
     assert [row[0] for row in _published_rows(server) or []] == [Decimal(7)], "the chunk's row only"
+
+
+# -- the driver -------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("version", ["2.3.5", "2.4.4", "2.4.4.dev1", "1.0"])
+def test_a_pymssql_older_than_2_4_5_is_refused_before_any_connection(
+    monkeypatch: pytest.MonkeyPatch, version: str
+) -> None:
+    """Its bulk copy garbles or refuses NVARCHAR (pymssql issues #725, #917): the version pymssql reports decides."""
+    import pymssql
+
+    monkeypatch.setattr(pymssql, "__version__", version)
+    server = EmulatedServer()
+    _refused(server, "target_driver_unsupported")
+    assert server.calls == []  # not even a connection
+
+
+@pytest.mark.parametrize("version", ["2.4.5", "2.4.6", "2.5.0rc1", "3.0"])
+def test_pymssql_2_4_5_and_later_are_admitted(monkeypatch: pytest.MonkeyPatch, version: str) -> None:
+    import pymssql
+
+    monkeypatch.setattr(pymssql, "__version__", version)
+    _target(EmulatedServer()).prepare(INV)

@@ -171,8 +171,10 @@ CODES: tuple[ErrorCode, ...] = (
         "(checked after each load; under a lock on staging, the publishing transaction proves each chunk unchanged "
         "since, or recomputes it)",
         "nothing was published and the old target is intact; let Airflow retry (it reloads the sealed stage). If it "
-        "fails again on the same chunk, the sealed stage differs from the source: trigger a new DAG run, which "
-        "re-extracts, and report the failure with the task log (see transfer-verification.md)",
+        "fails again on the same chunk, either the target stores other values than the route sent (its driver or "
+        "session settings: see targets.md) or the sealed stage differs from the source: check the target first, "
+        "then trigger a new DAG run, which re-extracts, and report the failure with the task log (see "
+        "transfer-verification.md)",
         retryable=True,
     ),
     ErrorCode(
@@ -343,6 +345,13 @@ CODES += (
         "a bulk-copied probe row survived the rollback of its transaction: this server commits INSERT BULK on its own, "
         "so a chunk could be staged without its transaction",
         "use import_backend: mssql_sqlclient for this server, and report the server version and driver settings",
+        retryable=False,
+    ),
+    ErrorCode(
+        "native_transfer.target_driver_unsupported",
+        "the installed pymssql is older than 2.4.5, whose bulk copy garbles or refuses NVARCHAR values (pymssql "
+        "issues #725, #917)",
+        "install pymssql 2.4.5 or later in the worker's environment (the provider's dependency asks for it)",
         retryable=False,
     ),
     ErrorCode(

@@ -14,11 +14,14 @@ the connection's extras; secrets stay inside the hook and the driver.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 import pymssql
 from pymssql import _mssql
+
+from airflow_provider_dpone.core.errors import DponeError
 
 
 class DbCursor(Protocol):
@@ -48,6 +51,31 @@ class DbConnection(Protocol):
 
 
 ConnectionFactory = Callable[[], DbConnection]
+
+MIN_PYMSSQL: Final[tuple[int, int, int]] = (2, 4, 5)
+"""pymssql before 2.4.5 sends NVARCHAR values through ``bulk_copy`` as they are in the connection charset: the server
+reads them as UTF-16 and stores other characters, or refuses an odd byte count ("Unicode data is odd byte size";
+pymssql issues #725, #917). The dependency excludes those versions; :func:`require_supported_driver` refuses them at
+run time too, where an older pymssql is installed anyway."""
+
+
+def _release(version: str) -> tuple[int, ...]:
+    numbers = []
+    for part in version.split(".")[:3]:
+        digits = "".join(itertools.takewhile(str.isdigit, part))
+        if not digits:
+            break
+        numbers.append(int(digits))
+    return tuple(numbers)
+
+
+def require_supported_driver() -> None:
+    """Refuse a pymssql older than :data:`MIN_PYMSSQL` (``native_transfer.target_driver_unsupported``)."""
+    version = str(getattr(pymssql, "__version__", ""))
+    if _release(version) < MIN_PYMSSQL:
+        wanted = ".".join(str(n) for n in MIN_PYMSSQL)
+        raise DponeError("native_transfer.target_driver_unsupported", f"pymssql {version or 'unknown'} < {wanted}")
+
 
 DRIVER_ERRORS: tuple[type[BaseException], ...] = (pymssql.Error, _mssql.MSSQLException)
 

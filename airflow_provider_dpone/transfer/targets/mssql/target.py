@@ -31,6 +31,7 @@ from airflow_provider_dpone.transfer.targets.mssql.driver import (
     ConnectionFactory,
     DbCursor,
     negotiated_tds,
+    require_supported_driver,
     sanitized,
 )
 from airflow_provider_dpone.transfer.targets.mssql.loaders import load_chunk
@@ -79,6 +80,7 @@ class MsSqlTransferTarget(SqlTransferTarget):
     # -- the dialect ---------------------------------------------------------------------------------------------
     @contextmanager
     def _session(self) -> Iterator[Session]:
+        require_supported_driver()
         try:
             conn = self._connect()
         except DRIVER_ERRORS as exc:
