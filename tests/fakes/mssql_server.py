@@ -189,6 +189,12 @@ class EmulatedServer:
         # Server answers the run-time checks read (transfer/targets/mssql/checks.py); tests set the failing ones.
         self.autocommit = False  # pymssql opens no transaction: @@TRANCOUNT stays 0
         self.session_options: int | None = None  # @@OPTIONS as observed; None: what the session's SETs made it
+        # @@OPTIONS at login. A DB-Library login (FreeTDS db-lib, which pymssql uses) asks for none of the ANSI
+        # options (the LOGIN7 fOdbc bit, which makes the server switch them on, is an ODBC driver's), so a session
+        # starts with the server's "user options" (0 by default): ANSI_PADDING, ANSI_WARNINGS, ANSI_NULLS,
+        # CONCAT_NULL_YIELDS_NULL, QUOTED_IDENTIFIER and ARITHABORT OFF ("SET ANSI_DEFAULTS", "SET ANSI_PADDING":
+        # "DB-Library applications" get the OFF defaults) until a SET (or pymssql's conn_properties) turns them on.
+        self.login_options = 0
         self.protocol_version: int | None = 0x74000004  # sys.dm_exec_connections.protocol_version (TDS 7.4)
         self.view_server_state = True
         self.driver_tds: tuple[int, int] | None = (7, 4)
@@ -308,7 +314,7 @@ class FakeConnection:
         self.server = server
         self.id = conn_id
         self._conn = _DriverConnection(server.driver_tds)
-        self.options = 0  # @@OPTIONS of the session, as its SET statements leave it
+        self.options = server.login_options  # @@OPTIONS of the session, as its login and SET statements leave it
         self.textsize = server.default_textsize  # @@TEXTSIZE: (MAX) values a SELECT returns are cut to it (bytes)
         self.lock_timeout_ms: int | None = None  # SET LOCK_TIMEOUT; None: wait forever (the server's default -1)
         self.row_locks: dict[str, list[object]] = {}  # table -> chunk ordinal of each row this transaction inserted

@@ -58,11 +58,25 @@ def _split(name: str) -> tuple[str, str]:
     return schema, table
 
 
-@handler("session", r"SET XACT_ABORT ON; SET NOCOUNT OFF; SET LOCK_TIMEOUT (\d+);")
+SET_OPTION_BITS = {  # "@@OPTIONS (Transact-SQL)" / the "user options" server configuration option
+    "ANSI_WARNINGS": 8, "ANSI_PADDING": 16, "ANSI_NULLS": 32, "ARITHABORT": 64, "QUOTED_IDENTIFIER": 256,
+    "NOCOUNT": 512, "CONCAT_NULL_YIELDS_NULL": 4096, "XACT_ABORT": 16384,
+}  # fmt: skip
+_SET = re.compile(r"SET ([A-Z_]+) (ON|OFF); ")
+
+
+@handler("session", r"((?:SET [A-Z_]+ (?:ON|OFF); )+)SET LOCK_TIMEOUT (\d+);\nSELECT @@OPTIONS AS session_options;")
 def _session(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...]) -> Result:
-    conn.options = (conn.options | 16384) & ~512
-    conn.lock_timeout_ms = int(match.group(1))
-    return [], -1
+    """Each SET changes its bit of the session's @@OPTIONS; an option the fake does not know fails the test."""
+    for name, state in _SET.findall(match.group(1)):
+        bit = SET_OPTION_BITS[name]
+        conn.options = conn.options | bit if state == "ON" else conn.options & ~bit
+    conn.lock_timeout_ms = int(match.group(2))
+    return [(_effective_options(conn),)], -1
+
+
+def _effective_options(conn: FakeConnection) -> int:
+    return conn.options if conn.server.session_options is None else conn.server.session_options
 
 
 def _open_transactions(conn: FakeConnection) -> int:
@@ -91,7 +105,7 @@ def _applock(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...]
          r"@@TRANCOUNT AS open_transactions, @dpone_protocol AS protocol_version;")  # fmt: skip
 def _session_facts(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...]) -> Result:
     server = conn.server
-    options = conn.options if server.session_options is None else server.session_options
+    options = _effective_options(conn)
     protocol = server.protocol_version if server.view_server_state else None
     return [(options, _open_transactions(conn), protocol)], -1
 

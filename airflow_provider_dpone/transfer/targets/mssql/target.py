@@ -1,7 +1,8 @@
 """The transfer-target port on SQL Server, through pymssql (BCP or parameterized batches).
 
 The transaction shape is :class:`~airflow_provider_dpone.transfer.targets.sql_target.SqlTransferTarget`'s, in
-T-SQL: every connection runs with ``XACT_ABORT`` and a bounded ``LOCK_TIMEOUT``; the publication lock is a
+T-SQL: every connection sets ``XACT_ABORT``, the ANSI options the load and the digest depend on (read back and
+checked before anything else runs: :data:`checks.SESSION_OPTIONS`) and a bounded ``LOCK_TIMEOUT``; the publication lock is a
 transaction-owned ``sp_getapplock``; the receipt's primary key makes a second commit impossible; full refresh swaps by
 ``sp_rename``, window replace deletes the window and inserts. Every statement comes from :mod:`tsql` (and the
 verification reads from :mod:`digest`).
@@ -89,9 +90,10 @@ class MsSqlTransferTarget(SqlTransferTarget):
             try:
                 cursor = conn.cursor()
                 session = Session(conn, _runner(cursor), cursor)
-                session.run(tsql.session_settings(self._lock_timeout_ms))
+                options = session.one(tsql.session_settings(self._lock_timeout_ms))
             except DRIVER_ERRORS as exc:
                 raise DponeError("native_transfer.target_unavailable", sanitized(exc)) from None
+            checks.check_options(None if options is None else options[0])
             yield session
         finally:
             # Closing a broken connection may fail: the server rolls back whatever was not committed anyway.
