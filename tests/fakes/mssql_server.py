@@ -73,6 +73,9 @@ class Table:
     rows: list[list[object]] = field(default_factory=list)
     indexes: set[str] = field(default_factory=set)
     primary_key: int | None = None
+    # Objects bound to this table by its object id (they follow it through sp_rename, and roll back with it):
+    referenced_by_foreign_key: bool = False  # another table's FOREIGN KEY references it
+    schema_bound_view: bool = False  # a view or function created WITH SCHEMABINDING reads it
 
     def position(self, name: str) -> int:
         return next(i for i, c in enumerate(self.columns) if c.name == name)
@@ -199,6 +202,7 @@ class EmulatedServer:
         self.view_server_state = True
         self.driver_tds: tuple[int, int] | None = (7, 4)
         self.triggers: set[str] = set()  # qualified names of tables that have a DML trigger
+        self.readers: set[str] = set()  # tables another session is reading (its schema-stability lock is held)
         self.bulk_commits_alone = False  # INSERT BULK commits outside the session's transaction
         self.major_version = 16  # SERVERPROPERTY('ProductMajorVersion'): 16 is SQL Server 2022
         # pymssql's default conn_properties set TEXTSIZE 2147483647; a connection that overrides them keeps FreeTDS's
@@ -255,6 +259,19 @@ class EmulatedServer:
                     self.lock_timeouts += 1
                     raise db_error(1222, "Lock request time out period exceeded.")
                 self.changed.wait(remaining)
+
+    def schema_lock(self, conn: FakeConnection, name: str) -> None:
+        """The schema-modification lock sp_rename and DROP TABLE take: incompatible with every other lock ("Lock
+        compatibility", Sch-M), so it waits while a reader holds the table, and past the session's ``SET
+        LOCK_TIMEOUT`` the statement fails with error 1222."""
+        timeout = conn.lock_timeout_ms
+        with self.changed:
+            free = self.changed.wait_for(
+                lambda: name not in self.readers, None if timeout is None or timeout < 0 else timeout / 1000
+            )
+            if not free:
+                self.lock_timeouts += 1
+                raise db_error(1222, "Lock request time out period exceeded.")
 
     def release(self, conn_id: int) -> None:
         with self.mutex:

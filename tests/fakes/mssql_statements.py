@@ -169,8 +169,22 @@ def _insert_receipt(conn: FakeConnection, match: re.Match[str], params: tuple[An
     return [(table.rows[-1][-1],)], 1
 
 
+def _droppable(conn: FakeConnection, name: str) -> None:
+    """DROP TABLE: the schema-modification lock first, then SQL Server's refusals of a table other objects are bound
+    to: 3726 "Could not drop object ... because it is referenced by a FOREIGN KEY constraint", 3729 "Cannot DROP
+    TABLE ... because it is being referenced by object ..." (a schema-bound view)."""
+    conn.server.schema_lock(conn, name)
+    table = conn._tables()[name]
+    if table.referenced_by_foreign_key:
+        raise db_error(3726, "Could not drop object because it is referenced by a FOREIGN KEY constraint.")
+    if table.schema_bound_view:
+        raise db_error(3729, "Cannot DROP TABLE because it is being referenced by object.")
+
+
 @handler("drop_table_if_exists", rf"DROP TABLE IF EXISTS {Q};")
 def _drop_if_exists(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...]) -> Result:
+    if match.group(1) in conn._tables():
+        _droppable(conn, match.group(1))
     conn._tables().pop(match.group(1), None)
     return [], -1
 
@@ -360,7 +374,10 @@ def _rename(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...])
         raise db_error(15248, "Either the parameter @objname is ambiguous or the claimed @objtype is wrong")
     if renamed in tables:
         raise db_error(15335, "The new name is already in use")
-    tables[renamed] = tables.pop(old)
+    conn.server.schema_lock(conn, old)
+    if tables[old].schema_bound_view:  # sp_rename refuses an object a schema-bound view or function depends on
+        raise db_error(15336, "Object cannot be renamed because the object participates in enforced dependencies.")
+    tables[renamed] = tables.pop(old)  # a foreign key references the object, not its name: it follows the rename
     return [], -1
 
 
@@ -369,6 +386,7 @@ def _drop(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...]) -
     tables = conn._tables()
     if match.group(1) not in tables:
         raise db_error(3701, "Cannot drop the table, because it does not exist")
+    _droppable(conn, match.group(1))
     del tables[match.group(1)]
     return [], -1
 

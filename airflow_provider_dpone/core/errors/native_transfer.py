@@ -320,6 +320,24 @@ CODES += (
         retryable=False,
     ),
     ErrorCode(
+        "native_transfer.target_swap_lock_timeout",
+        "the full-refresh swap waited longer than the lock timeout for readers of the target table to let go (SQL "
+        "Server error 1222: sp_rename and DROP TABLE need a schema-modification lock); it was rolled back and the old "
+        "target is intact",
+        "let Airflow retry when the readers are done; if long readers always hold the table, raise the connection's "
+        "lock timeout or schedule the run when they do not (see docs/targets.md)",
+        retryable=True,
+    ),
+    ErrorCode(
+        "native_transfer.target_swap_blocked",
+        "the full-refresh swap cannot rename or drop the old target table: a foreign key references it (SQL Server "
+        "error 3726) or a schema-bound view or function depends on it (15336, 3729); it was rolled back and the old "
+        "target is intact",
+        "drop the inbound foreign keys and schema-bound objects of the target table (or make the views not "
+        "schema-bound), or use load strategy partition_replace, which keeps the table (see docs/targets.md)",
+        retryable=False,
+    ),
+    ErrorCode(
         "native_transfer.target_transaction_required",
         "the SQL Server session has no open transaction (@@TRANCOUNT is 0): autocommit is on, so application locks and "
         "chunk transactions cannot be held",

@@ -86,14 +86,21 @@ def negotiated_tds(conn: DbConnection) -> tuple[int, int] | None:
     return (int(version[0]), int(version[1])) if isinstance(version, tuple) and len(version) == 2 else None
 
 
-def sanitized(exc: BaseException) -> str:
-    """Exception class and SQL Server error number only: server messages may quote values."""
+def error_number(exc: BaseException) -> int | None:
+    """The SQL Server error number of a driver exception (``_mssql`` exceptions carry ``number``; pymssql's DB-API
+    errors carry it as their first argument), or None."""
     number = getattr(exc, "number", None)
     if number is None and exc.args:
         first = exc.args[0]
         if isinstance(first, tuple) and first:
             first = first[0]
-        number = first if isinstance(first, int) and not isinstance(first, bool) else None
+        number = first
+    return number if isinstance(number, int) and not isinstance(number, bool) else None
+
+
+def sanitized(exc: BaseException) -> str:
+    """Exception class and SQL Server error number only: server messages may quote values."""
+    number = error_number(exc)
     return type(exc).__name__ + (f" error {number}" if number is not None else "")
 
 

@@ -31,6 +31,7 @@ from airflow_provider_dpone.transfer.targets.mssql.driver import (
     DRIVER_ERRORS,
     ConnectionFactory,
     DbCursor,
+    error_number,
     negotiated_tds,
     require_supported_driver,
     sanitized,
@@ -41,6 +42,12 @@ from airflow_provider_dpone.transfer.targets.sql_target import Session, SqlTrans
 from airflow_provider_dpone.transfer.values.target import TargetPlan, TargetTable
 
 FETCH_ROWS: Final[int] = 10_000
+SWAP_LOCK_TIMEOUT: Final[frozenset[int]] = frozenset({1222})
+"""SQL Server error 1222, "Lock request time out period exceeded": a reader held the table past ``LOCK_TIMEOUT``."""
+SWAP_BLOCKED: Final[frozenset[int]] = frozenset({15336, 3726, 3729})
+"""sp_rename 15336 ("cannot be renamed because the object participates in enforced dependencies": a schema-bound
+view or function), DROP TABLE 3726 ("referenced by a FOREIGN KEY constraint") and 3729 ("is being referenced by
+object": a schema-bound view)."""
 
 
 def _runner(cursor: DbCursor) -> Any:
@@ -142,8 +149,20 @@ class MsSqlTransferTarget(SqlTransferTarget):
             self._probe_bulk_transaction(plan)
 
     def _swap(self, session: Session, plan: TargetPlan, *, target_exists: bool) -> None:
+        """Each step needs a schema-modification lock on its table, which waits for every reader of it; a failed
+        step dooms the transaction (XACT_ABORT), so the old target stays as it was. Two failures are the target's
+        and get their own codes: a lock wait past LOCK_TIMEOUT (:data:`SWAP_LOCK_TIMEOUT`, retryable: the readers
+        finish) and an object bound to the old table (:data:`SWAP_BLOCKED`, terminal until someone removes it)."""
         for statement, params in tsql.full_refresh_swap(plan, target_exists=target_exists):
-            session.run(statement, params or None)
+            try:
+                session.run(statement, params or None)
+            except DRIVER_ERRORS as exc:
+                number = error_number(exc)
+                if number in SWAP_LOCK_TIMEOUT:
+                    raise DponeError("native_transfer.target_swap_lock_timeout", sanitized(exc)) from None
+                if number in SWAP_BLOCKED:
+                    raise DponeError("native_transfer.target_swap_blocked", sanitized(exc)) from None
+                raise
 
     def _window_bounds(self, plan: TargetPlan) -> tuple[object, object]:
         window = plan.window
