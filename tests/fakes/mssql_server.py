@@ -65,6 +65,16 @@ class Column:
     name: str
     type: str
     nullable: bool
+    ansi_padded: bool = True  # the session's ANSI_PADDING when the column was created (sys.columns.is_ansi_padded)
+
+    def stores(self, value: object) -> object:
+        """ "SET ANSI_PADDING": with it OFF at creation, a ``varbinary(n)`` or ``binary(n) NULL`` column trims the
+        trailing zeros of what it stores; ``binary(n) NOT NULL`` pads, and ``(max)`` types always behave as ON."""
+        if self.ansi_padded or not isinstance(value, bytes) or self.type.endswith("(MAX)"):
+            return value
+        if self.type.startswith("VARBINARY(") or (self.type.startswith("BINARY(") and self.nullable):
+            return value.rstrip(b"\x00")
+        return value
 
 
 @dataclass
@@ -442,7 +452,7 @@ class FakeConnection:
     def _insert_row(self, table: Table, values: list[object], *, via: str) -> None:
         if len(values) != len(table.columns):
             raise db_error(110, "column count mismatch")
-        stored = [to_server(c.type, v, via=via) for c, v in zip(table.columns, values, strict=True)]
+        stored = [c.stores(to_server(c.type, v, via=via)) for c, v in zip(table.columns, values, strict=True)]
         for c, v in zip(table.columns, stored, strict=True):
             if v is None and not c.nullable:
                 raise db_error(515, "Cannot insert the value NULL")

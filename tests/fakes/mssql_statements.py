@@ -134,11 +134,14 @@ def _type_row(column: Column) -> tuple[object, ...]:
         length = -1
     elif args:
         length = int(args)
-    return (column.name, base.lower(), length, precision, scale, column.nullable)
+    # sys.columns.is_ansi_padded: "1 = Column uses ANSI_PADDING ON behavior if character, binary, or variant.
+    # 0 = Column is not character, binary, or variant" (or was created with ANSI_PADDING OFF)
+    padded_kind = base in {"BINARY", "VARBINARY", "CHAR", "VARCHAR", "NCHAR", "NVARCHAR"}
+    return (column.name, base.lower(), length, precision, scale, column.nullable, padded_kind and column.ansi_padded)
 
 
-@handler("table_columns", r"SELECT c\.\[name\], TYPE_NAME\(c\.\[user_type_id\]\) AS type_name, .*OBJECT_ID\(%s, N'U'\) "
-         r"ORDER BY c\.\[column_id\];")  # fmt: skip
+@handler("table_columns", r"SELECT c\.\[name\], TYPE_NAME\(c\.\[user_type_id\]\) AS type_name, .*c\.\[is_ansi_padded\] "
+         r"FROM sys\.columns AS c WHERE c\.\[object_id\] = OBJECT_ID\(%s, N'U'\) ORDER BY c\.\[column_id\];")  # fmt: skip
 def _table_columns(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...]) -> Result:
     table = _view(conn).get(params[0])
     return ([_type_row(c) for c in table.columns] if table else []), -1
@@ -194,7 +197,10 @@ def _create(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...])
     tables = conn._tables()
     if match.group(1) in tables:
         raise db_error(2714, "There is already an object named")
-    tables[match.group(1)] = Table([Column(n, t, null == "NULL") for n, t, null in _DEF.findall(match.group(2))])
+    padded = bool(conn.options & SET_OPTION_BITS["ANSI_PADDING"])  # a new column keeps the session's setting
+    tables[match.group(1)] = Table(
+        [Column(n, t, null == "NULL", padded) for n, t, null in _DEF.findall(match.group(2))]
+    )
     return [], -1
 
 

@@ -254,6 +254,14 @@ CODES += (
         retryable=False,
     ),
     ErrorCode(
+        "native_transfer.target_column_unpadded",
+        "a binary column of the SQL Server target table was created with ANSI_PADDING OFF (sys.columns.is_ansi_padded "
+        "= 0): it drops the trailing zero bytes of every value it stores",
+        "recreate the column (or the table) in a session with SET ANSI_PADDING ON, e.g. by one full_refresh run of the "
+        "same manifest; see docs/targets.md",
+        retryable=False,
+    ),
+    ErrorCode(
         "native_transfer.target_prepare_failed",
         "the staging table or the receipt table could not be created",
         "check CREATE TABLE permission in the target schema; the invocation's staging can be retried",

@@ -84,7 +84,8 @@ TRIGGERS: Final[str] = (
 OBJECT_TYPE: Final[str] = "SELECT o.[type] FROM sys.objects AS o WHERE o.[object_id] = OBJECT_ID(%s);"
 TABLE_COLUMNS: Final[str] = (
     "SELECT c.[name], TYPE_NAME(c.[user_type_id]) AS type_name, c.[max_length], c.[precision], c.[scale], "
-    "c.[is_nullable] FROM sys.columns AS c WHERE c.[object_id] = OBJECT_ID(%s, N'U') ORDER BY c.[column_id];"
+    "c.[is_nullable], c.[is_ansi_padded] FROM sys.columns AS c WHERE c.[object_id] = OBJECT_ID(%s, N'U') "
+    "ORDER BY c.[column_id];"
 )
 
 
