@@ -8,8 +8,15 @@ No SQL Server can run here. This fake stands exactly where pymssql stands (the a
   observable answers as SQL Server would, so the shared contract scenarios run on the SQL Server adapter too;
 * converts values the way the server and pymssql's ``bulk_copy`` would, including the pymssql behaviours the adapter's
   encoders exist to avoid (DATETIME binding truncates to milliseconds; ``date``/``UUID`` are refused by bulk_copy;
-  text literals are not implicitly converted to VARBINARY; a zero-length BCP value is NULL: ``mssql_bcp``), and
-  records every BCP row as bound and as put on the wire (``EmulatedServer.bcp_rows``);
+  text literals are not implicitly converted to VARBINARY; a zero-length BCP value is NULL; FreeTDS trims BCP text:
+  ``mssql_bcp``), and records every BCP row as bound and as put on the wire (``EmulatedServer.bcp_rows``);
+* models the session options the target depends on: a session starts at a DB-Library login's ``@@OPTIONS``
+  (``login_options``, 0: the ANSI options OFF), each ``SET`` changes its bit, and a column created in a session keeps
+  its ``ANSI_PADDING`` (``Column.ansi_padded``, ``sys.columns.is_ansi_padded``), trimming trailing zeros as SQL
+  Server does when it was OFF;
+* models what holds a table against ``sp_rename``/``DROP TABLE``: readers (``readers``: the schema-modification lock
+  waits up to ``LOCK_TIMEOUT``, then error 1222), an inbound foreign key (3726) and a schema-bound view (15336,
+  3729);
 * injects failures: faults armed at the next COMMIT (shared :class:`FaultPlan`) and connection drops at a named
   statement kind.
 
