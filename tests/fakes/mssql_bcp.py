@@ -17,10 +17,28 @@ The stand-in must fail where the real stack would, so each step follows the sour
 
    so a zero-length text or binary value is sent as NULL; into a NOT NULL column ``tds7_send_record`` then fails
    (``if (!bindcol->column_nullable && ...) { null_error(...); return TDS_FAIL; }``).
-3. **FreeTDS converts client-side** (``dbconvert(dbproc, coltype, ..., desttype, ...)``) from the host type to the
-   column type, and **puts the column on the wire** with the type's ``put_data`` (``tds_generic_put``,
-   ``tds_numeric_put``, ``tds_msdatetime_put``). :func:`wire` renders those bytes for the types whose encoding the
-   route depends on; the tests pin them against values computed by hand from the TDS rules.
+3. **FreeTDS converts client-side** (``_bcp_convert_in``, then ``dbconvert(dbproc, coltype, ..., desttype, ...)``)
+   from the host type to the column type, and **puts the column on the wire** with the type's ``put_data``
+   (``tds_generic_put``, ``tds_numeric_put``, ``tds_msdatetime_put``). :func:`wire` renders those bytes for the types
+   whose encoding the route depends on; the tests pin them against values computed by hand from the TDS rules.
+4. **FreeTDS trims character data** (:func:`freetds_rtrim`): right after the conversion, ``_bcp_get_col_data`` calls
+   ``rtrim_bcpcol(bindcol)``, which for a character column (``is_ascii_type``: CHAR/VARCHAR) reads::
+
+       /* A single NUL byte indicates an empty string. */
+       if (bcpcol->bcp_column_data->datalen == 1 && bcpcol->bcp_column_data->data[0] == '\0') {
+           bcpcol->bcp_column_data->datalen = 0;
+           ...
+       bcpcol->bcp_column_data->datalen = rtrim((char *) bcpcol->bcp_column_data->data,
+                                                bcpcol->bcp_column_data->datalen);
+
+   with ``rtrim``: ``char *p = str + len - 1; while (p > str && *p == ' ') { *p-- = '\0'; } return 1 + p - str;``
+   (the first character is never trimmed); for a Unicode column (``is_unicode_type``: NCHAR/NVARCHAR, converted to
+   UCS-2LE) the same on 16-bit units: a lone ``0x0000`` unit becomes empty, else ``rtrim_u16(data, datalen,
+   0x0020)``. Binary columns are neither type and pass unchanged: FreeTDS never trims trailing zero bytes in BCP.
+   (FreeTDS 1.5.19, the version pymssql 2.4.6's wheel links: its ``_mssql`` module carries the static symbols
+   ``rtrim_bcpcol``, ``rtrim``, ``rtrim_u16``, and ``_bcp_get_col_data`` calls ``_bcp_convert_in`` then
+   ``rtrim_bcpcol``, as its disassembly shows; bcp.c v1.220 of 2012 had no trim in ``_bcp_get_col_data``, so the
+   behaviour depends on the FreeTDS a pymssql wheel links, and this models the one 2.4.6 ships.)
 """
 
 from __future__ import annotations
@@ -84,6 +102,31 @@ def freetds_is_null(bind: HostBind) -> bool:
     return bind.data is None or bind.varlen == 0
 
 
+_ASCII_TYPES = frozenset({"CHAR", "VARCHAR"})  # FreeTDS is_ascii_type among the column types the route meets
+_UNICODE_TYPES = frozenset({"NCHAR", "NVARCHAR"})  # is_unicode_type
+
+
+def freetds_rtrim(column_type: str, data: bytes) -> bytes:
+    """``rtrim_bcpcol`` on a converted value of ``column_type`` (quoted in the module docstring): a lone NUL is
+    empty, trailing spaces go (never the first character); any other type passes unchanged."""
+    base = column_type.split("(")[0]
+    if base in _ASCII_TYPES:
+        if data == b"\x00":
+            return b""
+        end = len(data)
+        while end > 1 and data[end - 1] == 0x20:
+            end -= 1
+        return data[:end]
+    if base in _UNICODE_TYPES:
+        if data == b"\x00\x00":
+            return b""
+        units = len(data) // 2
+        while units > 1 and data[2 * units - 2 : 2 * units] == b" \x00":
+            units -= 1
+        return data[: 2 * units]
+    return data
+
+
 def _le(number: int, size: int) -> bytes:
     return number.to_bytes(size, "little")
 
@@ -130,4 +173,4 @@ def wire(column_type: str, value: object) -> bytes | None:
     return None
 
 
-__all__ = ["HostBind", "freetds_is_null", "pymssql_bind", "wire"]
+__all__ = ["HostBind", "freetds_is_null", "freetds_rtrim", "pymssql_bind", "wire"]

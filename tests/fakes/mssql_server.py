@@ -8,8 +8,15 @@ No SQL Server can run here. This fake stands exactly where pymssql stands (the a
   observable answers as SQL Server would, so the shared contract scenarios run on the SQL Server adapter too;
 * converts values the way the server and pymssql's ``bulk_copy`` would, including the pymssql behaviours the adapter's
   encoders exist to avoid (DATETIME binding truncates to milliseconds; ``date``/``UUID`` are refused by bulk_copy;
-  text literals are not implicitly converted to VARBINARY; a zero-length BCP value is NULL: ``mssql_bcp``), and
-  records every BCP row as bound and as put on the wire (``EmulatedServer.bcp_rows``);
+  text literals are not implicitly converted to VARBINARY; a zero-length BCP value is NULL; FreeTDS trims BCP text:
+  ``mssql_bcp``), and records every BCP row as bound and as put on the wire (``EmulatedServer.bcp_rows``);
+* models the session options the target depends on: a session starts at a DB-Library login's ``@@OPTIONS``
+  (``login_options``, 0: the ANSI options OFF), each ``SET`` changes its bit, and a column created in a session keeps
+  its ``ANSI_PADDING`` (``Column.ansi_padded``, ``sys.columns.is_ansi_padded``), trimming trailing zeros as SQL
+  Server does when it was OFF;
+* models what holds a table against ``sp_rename``/``DROP TABLE``: readers (``readers``: the schema-modification lock
+  waits up to ``LOCK_TIMEOUT``, then error 1222), an inbound foreign key (3726) and a schema-bound view (15336,
+  3729);
 * injects failures: faults armed at the next COMMIT (shared :class:`FaultPlan`) and connection drops at a named
   statement kind.
 
@@ -48,7 +55,7 @@ from typing import Any
 
 import pymssql
 
-from tests.fakes.mssql_bcp import HostBind, freetds_is_null, pymssql_bind, wire
+from tests.fakes.mssql_bcp import HostBind, freetds_is_null, freetds_rtrim, pymssql_bind, wire
 from tests.fakes.transfer_target import Fault, FaultPlan, SimulatedCrash
 
 _INT_RANGES = {"TINYINT": (0, 255), "SMALLINT": (-(2**15), 2**15 - 1), "INT": (-(2**31), 2**31 - 1)}
@@ -65,6 +72,16 @@ class Column:
     name: str
     type: str
     nullable: bool
+    ansi_padded: bool = True  # the session's ANSI_PADDING when the column was created (sys.columns.is_ansi_padded)
+
+    def stores(self, value: object) -> object:
+        """ "SET ANSI_PADDING": with it OFF at creation, a ``varbinary(n)`` or ``binary(n) NULL`` column trims the
+        trailing zeros of what it stores; ``binary(n) NOT NULL`` pads, and ``(max)`` types always behave as ON."""
+        if self.ansi_padded or not isinstance(value, bytes) or self.type.endswith("(MAX)"):
+            return value
+        if self.type.startswith("VARBINARY(") or (self.type.startswith("BINARY(") and self.nullable):
+            return value.rstrip(b"\x00")
+        return value
 
 
 @dataclass
@@ -73,6 +90,9 @@ class Table:
     rows: list[list[object]] = field(default_factory=list)
     indexes: set[str] = field(default_factory=set)
     primary_key: int | None = None
+    # Objects bound to this table by its object id (they follow it through sp_rename, and roll back with it):
+    referenced_by_foreign_key: bool = False  # another table's FOREIGN KEY references it
+    schema_bound_view: bool = False  # a view or function created WITH SCHEMABINDING reads it
 
     def position(self, name: str) -> int:
         return next(i for i, c in enumerate(self.columns) if c.name == name)
@@ -147,6 +167,7 @@ def _host_value(bind: HostBind, column_type: str) -> object:
         return data
     if bind.vartype == "SQLDECIMAL":
         return Decimal(data.decode())
+    data = freetds_rtrim(column_type, data)  # after the conversion, _bcp_get_col_data calls rtrim_bcpcol
     return data.decode("utf-16le" if column_type.startswith("NVARCHAR") else "utf-8")
 
 
@@ -188,10 +209,17 @@ class EmulatedServer:
         # Server answers the run-time checks read (transfer/targets/mssql/checks.py); tests set the failing ones.
         self.autocommit = False  # pymssql opens no transaction: @@TRANCOUNT stays 0
         self.session_options: int | None = None  # @@OPTIONS as observed; None: what the session's SETs made it
+        # @@OPTIONS at login. A DB-Library login (FreeTDS db-lib, which pymssql uses) asks for none of the ANSI
+        # options (the LOGIN7 fOdbc bit, which makes the server switch them on, is an ODBC driver's), so a session
+        # starts with the server's "user options" (0 by default): ANSI_PADDING, ANSI_WARNINGS, ANSI_NULLS,
+        # CONCAT_NULL_YIELDS_NULL, QUOTED_IDENTIFIER and ARITHABORT OFF ("SET ANSI_DEFAULTS", "SET ANSI_PADDING":
+        # "DB-Library applications" get the OFF defaults) until a SET (or pymssql's conn_properties) turns them on.
+        self.login_options = 0
         self.protocol_version: int | None = 0x74000004  # sys.dm_exec_connections.protocol_version (TDS 7.4)
         self.view_server_state = True
         self.driver_tds: tuple[int, int] | None = (7, 4)
         self.triggers: set[str] = set()  # qualified names of tables that have a DML trigger
+        self.readers: set[str] = set()  # tables another session is reading (its schema-stability lock is held)
         self.bulk_commits_alone = False  # INSERT BULK commits outside the session's transaction
         self.major_version = 16  # SERVERPROPERTY('ProductMajorVersion'): 16 is SQL Server 2022
         # pymssql's default conn_properties set TEXTSIZE 2147483647; a connection that overrides them keeps FreeTDS's
@@ -249,6 +277,19 @@ class EmulatedServer:
                     raise db_error(1222, "Lock request time out period exceeded.")
                 self.changed.wait(remaining)
 
+    def schema_lock(self, conn: FakeConnection, name: str) -> None:
+        """The schema-modification lock sp_rename and DROP TABLE take: incompatible with every other lock ("Lock
+        compatibility", Sch-M), so it waits while a reader holds the table, and past the session's ``SET
+        LOCK_TIMEOUT`` the statement fails with error 1222."""
+        timeout = conn.lock_timeout_ms
+        with self.changed:
+            free = self.changed.wait_for(
+                lambda: name not in self.readers, None if timeout is None or timeout < 0 else timeout / 1000
+            )
+            if not free:
+                self.lock_timeouts += 1
+                raise db_error(1222, "Lock request time out period exceeded.")
+
     def release(self, conn_id: int) -> None:
         with self.mutex:
             for owners in self.locks.values():
@@ -273,6 +314,11 @@ class FakeCursor:
         self.rowcount = -1
 
     def execute(self, operation: str, params: tuple[Any, ...] | None = None) -> None:
+        if any(isinstance(p, str) and "\x00" in p for p in params or ()):
+            # pymssql substitutes parameters client-side and hands the statement to dbcmd() as a C string
+            # (_mssql.pyx execute_query -> format_and_run_query): a NUL ends the statement inside the literal.
+            self._conn.server.calls.append(Call(self._conn.id, "execute", "cut_at_nul", params, operation))
+            raise db_error(105, "Unclosed quotation mark after the character string")
         self._rows, self.rowcount = self._conn.run(operation, params)
 
     def fetchone(self) -> tuple[object, ...] | None:
@@ -302,7 +348,7 @@ class FakeConnection:
         self.server = server
         self.id = conn_id
         self._conn = _DriverConnection(server.driver_tds)
-        self.options = 0  # @@OPTIONS of the session, as its SET statements leave it
+        self.options = server.login_options  # @@OPTIONS of the session, as its login and SET statements leave it
         self.textsize = server.default_textsize  # @@TEXTSIZE: (MAX) values a SELECT returns are cut to it (bytes)
         self.lock_timeout_ms: int | None = None  # SET LOCK_TIMEOUT; None: wait forever (the server's default -1)
         self.row_locks: dict[str, list[object]] = {}  # table -> chunk ordinal of each row this transaction inserted
@@ -413,7 +459,7 @@ class FakeConnection:
     def _insert_row(self, table: Table, values: list[object], *, via: str) -> None:
         if len(values) != len(table.columns):
             raise db_error(110, "column count mismatch")
-        stored = [to_server(c.type, v, via=via) for c, v in zip(table.columns, values, strict=True)]
+        stored = [c.stores(to_server(c.type, v, via=via)) for c, v in zip(table.columns, values, strict=True)]
         for c, v in zip(table.columns, stored, strict=True):
             if v is None and not c.nullable:
                 raise db_error(515, "Cannot insert the value NULL")

@@ -58,11 +58,25 @@ def _split(name: str) -> tuple[str, str]:
     return schema, table
 
 
-@handler("session", r"SET XACT_ABORT ON; SET NOCOUNT OFF; SET LOCK_TIMEOUT (\d+);")
+SET_OPTION_BITS = {  # "@@OPTIONS (Transact-SQL)" / the "user options" server configuration option
+    "ANSI_WARNINGS": 8, "ANSI_PADDING": 16, "ANSI_NULLS": 32, "ARITHABORT": 64, "QUOTED_IDENTIFIER": 256,
+    "NOCOUNT": 512, "CONCAT_NULL_YIELDS_NULL": 4096, "XACT_ABORT": 16384,
+}  # fmt: skip
+_SET = re.compile(r"SET ([A-Z_]+) (ON|OFF); ")
+
+
+@handler("session", r"((?:SET [A-Z_]+ (?:ON|OFF); )+)SET LOCK_TIMEOUT (\d+);\nSELECT @@OPTIONS AS session_options;")
 def _session(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...]) -> Result:
-    conn.options = (conn.options | 16384) & ~512
-    conn.lock_timeout_ms = int(match.group(1))
-    return [], -1
+    """Each SET changes its bit of the session's @@OPTIONS; an option the fake does not know fails the test."""
+    for name, state in _SET.findall(match.group(1)):
+        bit = SET_OPTION_BITS[name]
+        conn.options = conn.options | bit if state == "ON" else conn.options & ~bit
+    conn.lock_timeout_ms = int(match.group(2))
+    return [(_effective_options(conn),)], -1
+
+
+def _effective_options(conn: FakeConnection) -> int:
+    return conn.options if conn.server.session_options is None else conn.server.session_options
 
 
 def _open_transactions(conn: FakeConnection) -> int:
@@ -91,7 +105,7 @@ def _applock(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...]
          r"@@TRANCOUNT AS open_transactions, @dpone_protocol AS protocol_version;")  # fmt: skip
 def _session_facts(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...]) -> Result:
     server = conn.server
-    options = conn.options if server.session_options is None else server.session_options
+    options = _effective_options(conn)
     protocol = server.protocol_version if server.view_server_state else None
     return [(options, _open_transactions(conn), protocol)], -1
 
@@ -120,11 +134,14 @@ def _type_row(column: Column) -> tuple[object, ...]:
         length = -1
     elif args:
         length = int(args)
-    return (column.name, base.lower(), length, precision, scale, column.nullable)
+    # sys.columns.is_ansi_padded: "1 = Column uses ANSI_PADDING ON behavior if character, binary, or variant.
+    # 0 = Column is not character, binary, or variant" (or was created with ANSI_PADDING OFF)
+    padded_kind = base in {"BINARY", "VARBINARY", "CHAR", "VARCHAR", "NCHAR", "NVARCHAR"}
+    return (column.name, base.lower(), length, precision, scale, column.nullable, padded_kind and column.ansi_padded)
 
 
-@handler("table_columns", r"SELECT c\.\[name\], TYPE_NAME\(c\.\[user_type_id\]\) AS type_name, .*OBJECT_ID\(%s, N'U'\) "
-         r"ORDER BY c\.\[column_id\];")  # fmt: skip
+@handler("table_columns", r"SELECT c\.\[name\], TYPE_NAME\(c\.\[user_type_id\]\) AS type_name, .*c\.\[is_ansi_padded\] "
+         r"FROM sys\.columns AS c WHERE c\.\[object_id\] = OBJECT_ID\(%s, N'U'\) ORDER BY c\.\[column_id\];")  # fmt: skip
 def _table_columns(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...]) -> Result:
     table = _view(conn).get(params[0])
     return ([_type_row(c) for c in table.columns] if table else []), -1
@@ -155,8 +172,22 @@ def _insert_receipt(conn: FakeConnection, match: re.Match[str], params: tuple[An
     return [(table.rows[-1][-1],)], 1
 
 
+def _droppable(conn: FakeConnection, name: str) -> None:
+    """DROP TABLE: the schema-modification lock first, then SQL Server's refusals of a table other objects are bound
+    to: 3726 "Could not drop object ... because it is referenced by a FOREIGN KEY constraint", 3729 "Cannot DROP
+    TABLE ... because it is being referenced by object ..." (a schema-bound view)."""
+    conn.server.schema_lock(conn, name)
+    table = conn._tables()[name]
+    if table.referenced_by_foreign_key:
+        raise db_error(3726, "Could not drop object because it is referenced by a FOREIGN KEY constraint.")
+    if table.schema_bound_view:
+        raise db_error(3729, "Cannot DROP TABLE because it is being referenced by object.")
+
+
 @handler("drop_table_if_exists", rf"DROP TABLE IF EXISTS {Q};")
 def _drop_if_exists(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...]) -> Result:
+    if match.group(1) in conn._tables():
+        _droppable(conn, match.group(1))
     conn._tables().pop(match.group(1), None)
     return [], -1
 
@@ -166,7 +197,10 @@ def _create(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...])
     tables = conn._tables()
     if match.group(1) in tables:
         raise db_error(2714, "There is already an object named")
-    tables[match.group(1)] = Table([Column(n, t, null == "NULL") for n, t, null in _DEF.findall(match.group(2))])
+    padded = bool(conn.options & SET_OPTION_BITS["ANSI_PADDING"])  # a new column keeps the session's setting
+    tables[match.group(1)] = Table(
+        [Column(n, t, null == "NULL", padded) for n, t, null in _DEF.findall(match.group(2))]
+    )
     return [], -1
 
 
@@ -240,6 +274,12 @@ def _cast(target: str, value: object) -> object:
         if sql_type == "varchar":
             return str(literal).encode("ascii")
         raise db_error(529, "Explicit conversion to varbinary is not allowed")
+    if sql_type == "binary" and target.startswith(("NVARCHAR", "NCHAR")):
+        # "Data type conversion (Database Engine)": binary/varbinary -> nchar/nvarchar is an allowed explicit
+        # conversion; CAST and CONVERT, binary styles (style 0): bytes are taken as they are, so for a Unicode type
+        # each two bytes are one UTF-16LE code unit.
+        assert isinstance(literal, bytes)
+        return literal.decode("utf-16-le", "surrogatepass")
     if sql_type == "binary":
         raise db_error(529, "Explicit conversion from varbinary is not allowed")
     return to_server(target, literal, via="cast")
@@ -340,7 +380,10 @@ def _rename(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...])
         raise db_error(15248, "Either the parameter @objname is ambiguous or the claimed @objtype is wrong")
     if renamed in tables:
         raise db_error(15335, "The new name is already in use")
-    tables[renamed] = tables.pop(old)
+    conn.server.schema_lock(conn, old)
+    if tables[old].schema_bound_view:  # sp_rename refuses an object a schema-bound view or function depends on
+        raise db_error(15336, "Object cannot be renamed because the object participates in enforced dependencies.")
+    tables[renamed] = tables.pop(old)  # a foreign key references the object, not its name: it follows the rename
     return [], -1
 
 
@@ -349,6 +392,7 @@ def _drop(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...]) -
     tables = conn._tables()
     if match.group(1) not in tables:
         raise db_error(3701, "Cannot drop the table, because it does not exist")
+    _droppable(conn, match.group(1))
     del tables[match.group(1)]
     return [], -1
 

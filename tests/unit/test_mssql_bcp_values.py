@@ -150,13 +150,43 @@ def test_many_empty_rows_interleave_bcp_runs_and_full_inserts() -> None:
     assert sorted(_staged(server, EMPTY_PLAN)) == sorted(list(r) for r in rows)
 
 
-def test_an_empty_text_beside_a_nul_cannot_take_either_path_and_is_refused() -> None:
-    server = EmulatedServer()
-    table, invocation = bind(EMPTY_TEXT_PLAN)
-    target = MsSqlTransferTarget(server.connect, table)
-    target.prepare(invocation)
-    with pytest.raises(DponeError, match=r"target_value_invalid.*column t: NUL"):
-        target.load_chunk(invocation, 0, chunk(invocation, [(1, "", "a\x00b", None, None)]))
+def test_an_empty_text_beside_a_nul_loads_exactly_with_the_nul_text_as_utf16_bytes() -> None:
+    """A parameter row cannot carry NUL in an ``N'...'`` literal (pymssql's statement is a C string), so its text
+    travels as UTF-16LE bytes that ``CAST(0x... AS NVARCHAR(MAX))`` reads back as the same code units."""
+    rows: list[tuple[object, ...]] = [(1, "", "a\x00b", None, None)]
+    server = _load(EMPTY_TEXT_PLAN, rows, ImportBackend.BCP)
+    assert _staged(server, EMPTY_TEXT_PLAN) == [list(r) for r in rows]
+    assert b"CAST(0x610000006200 AS NVARCHAR(MAX))" in b"".join(_rendered(server))
+
+
+# -- R1b: text BCP would alter (FreeTDS rtrim_bcpcol) -----------------------------------------------------------------
+def test_the_stand_in_trims_bcp_text_as_freetds_rtrim_bcpcol_does() -> None:
+    """The model the fix is tested against: trailing spaces go (never the first character), a lone NUL is empty,
+    an embedded NUL stays; binary values are never trimmed."""
+    stored = {}
+    for mapping, sent in ((TEXT, ["ab  ", "   ", "\x00", "a\x00", " "]), (StringMapping.BINARY, [b"x  ", b"\x00"])):
+        server = EmulatedServer()
+        plan = _plan(TargetColumn(name="t", source_type="String", string_mapping=mapping))
+        table, invocation = bind(plan)
+        MsSqlTransferTarget(server.connect, table).prepare(invocation)
+        conn = server.connect()
+        conn.bulk_copy(tsql.staging(plan), [(0, i, 1, value) for i, value in enumerate(sent)])
+        assert conn.work is not None
+        stored[mapping] = [row[3] for row in conn.work[tsql.staging(plan)].rows]
+    assert stored == {TEXT: ["ab", " ", "", "a\x00", " "], StringMapping.BINARY: [b"x  ", b"\x00"]}
+
+
+ALTERED = [(1, "ab  ", "x"), (2, "   ", "y"), (3, "\x00", "z"), (4, " ", "\x00a"), (5, "a\x00", "c"), (6, "k", "")]
+
+
+@pytest.mark.parametrize("backend", list(ImportBackend))
+def test_text_with_trailing_spaces_or_a_lone_nul_loads_exactly(backend: ImportBackend) -> None:
+    """Each value BCP would trim goes as a parameter row instead (decided per value); the others stay on BCP."""
+    plan = _plan(*(TargetColumn(name=n, source_type="String", string_mapping=TEXT) for n in ("t", "u")))
+    server = _load(plan, ALTERED, backend)
+    assert sorted(_staged(server, plan), key=lambda r: r[0]) == [list(r) for r in ALTERED]
+    bcp_keys = sorted(int.from_bytes(r[2].bind.data or b"", "little") for r in _chunk_rows(server))
+    assert bcp_keys == ([4, 5] if backend is ImportBackend.BCP else [])  # " " and an embedded NUL: BCP keeps them
 
 
 # -- (MAX) values over 8000 bytes -------------------------------------------------------------------------------------
@@ -342,18 +372,6 @@ def test_sqlclient_parameters_are_byte_for_byte_the_row_by_row_encoding(mapping:
     first = next(p for p in inserts[0].params or () if isinstance(p, str) and "T" in p and ":" in p)
     # row 1: 0001-01-01 + 86,413 s + 1 us, in the ISO 8601 text DATETIME2 parses (pymssql renders a str as N'...')
     assert first == "0001-01-02T00:00:13.000001"
-
-
-def test_a_refused_value_past_the_first_slice_names_its_row_as_row_by_row_did() -> None:
-    plan = _wide_plan(TEXT)
-    rows = [_wide_row(i, TEXT) for i in range(SLICE_ROWS + 10)]
-    rows[SLICE_ROWS + 3] = (*rows[SLICE_ROWS + 3][:4], "a\x00b", *rows[SLICE_ROWS + 3][5:])
-    server = EmulatedServer()
-    table, invocation = bind(plan)
-    target = MsSqlTransferTarget(server.connect, table, import_backend=ImportBackend.SQLCLIENT)
-    target.prepare(invocation)
-    with pytest.raises(DponeError, match=rf"target_value_invalid.*row {SLICE_ROWS + 3} column t: NUL"):
-        target.load_chunk(invocation, 0, chunk(invocation, rows))
 
 
 def test_a_column_not_in_its_staged_type_takes_the_per_value_path() -> None:

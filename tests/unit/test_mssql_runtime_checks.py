@@ -16,7 +16,14 @@ import pytest
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.manifest.transfer_options import ImportBackend
 from airflow_provider_dpone.transfer.targets.mssql import tsql
-from airflow_provider_dpone.transfer.targets.mssql.checks import NOCOUNT, PROBE_ORDINAL, XACT_ABORT, tds_level
+from airflow_provider_dpone.transfer.targets.mssql.checks import (
+    ANSI_PADDING,
+    NOCOUNT,
+    PROBE_ORDINAL,
+    SESSION_OPTIONS,
+    XACT_ABORT,
+    tds_level,
+)
 from airflow_provider_dpone.transfer.targets.mssql.target import MsSqlTransferTarget
 from airflow_provider_dpone.transfer.values.target import PublicationMode, TargetColumn, TargetPlan
 from tests.fakes.mssql_server import Column, EmulatedServer, Table
@@ -76,17 +83,47 @@ def test_autocommit_refuses_every_locked_call_not_as_in_flight() -> None:
             call(_target(server))
 
 
+REQUIRED = sum(bit for _, bit, on in SESSION_OPTIONS if on)  # every option the route needs ON (NOCOUNT stays OFF)
+
+
 @pytest.mark.parametrize(
     ("options", "shown"),
-    [(XACT_ABORT | NOCOUNT, "NOCOUNT ON, XACT_ABORT ON"), (0, "NOCOUNT OFF, XACT_ABORT OFF")],
-    ids=["nocount_on", "xact_abort_off"],
+    [(REQUIRED | NOCOUNT, "NOCOUNT ON"), (REQUIRED & ~XACT_ABORT, "XACT_ABORT OFF")]
+    + [(REQUIRED & ~bit, f"{name} OFF") for name, bit, on in SESSION_OPTIONS if on and name != "XACT_ABORT"],
+    ids=lambda value: str(value).split()[0] if isinstance(value, str) else None,
 )
 def test_effective_session_options_that_differ_are_refused(options: int, shown: str) -> None:
+    """The options as the session reads them back after its SETs (a pooler or a logon trigger may reset them)."""
     server = EmulatedServer()
-    server.session_options = options  # e.g. a pooler or logon trigger resetting the session after its SETs
-    with pytest.raises(DponeError, match=shown):
+    server.session_options = options
+    with pytest.raises(DponeError, match=rf"\[{shown}\]"):
         _target(server).prepare(INV)
     _refused(server, "target_session_unsupported")
+
+
+def test_every_connection_sets_the_session_options_from_db_library_defaults() -> None:
+    """A DB-Library login starts with ANSI_PADDING, ANSI_WARNINGS, ANSI_NULLS, CONCAT_NULL_YIELDS_NULL,
+    QUOTED_IDENTIFIER and ARITHABORT OFF: each connection the target opens leaves its settings with all of them ON."""
+    server = EmulatedServer()
+    assert server.login_options == 0
+    target = _target(server)
+    target.prepare(INV)
+    target.load_chunk(INV, 0, chunk(INV, CHUNK))
+    target.verify_chunk(INV, evidence(PLAN, 0, CHUNK))
+    assert len(server.connections) >= 3
+    assert {c.options for c in server.connections.values()} == {REQUIRED}
+
+
+def test_a_session_whose_options_are_reset_is_refused_before_its_first_statement() -> None:
+    """Not only at prepare: a load on a connection a pooler reset after its SETs never reaches the chunk."""
+    server = EmulatedServer()
+    target = _target(server)
+    target.prepare(INV)
+    server.session_options = REQUIRED & ~ANSI_PADDING
+    with pytest.raises(DponeError, match=r"target_session_unsupported.*ANSI_PADDING OFF"):
+        target.load_chunk(INV, 0, chunk(INV, CHUNK))
+    last = max(server.connections)
+    assert server.statements(last) == ["session"]
 
 
 def test_a_tds_version_older_than_7_3_is_refused() -> None:
@@ -176,3 +213,25 @@ def test_a_probe_row_left_by_a_crash_is_refused_by_publication_and_gone_after_th
     target.load_chunk(INV, 0, chunk(INV, CHUNK))
     target.publish(INV, request)
     assert [row[0] for row in _published_rows(server) or []] == [Decimal(7)], "the chunk's row only"
+
+
+# -- the driver -------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("version", ["2.3.5", "2.4.4", "2.4.4.dev1", "1.0"])
+def test_a_pymssql_older_than_2_4_5_is_refused_before_any_connection(
+    monkeypatch: pytest.MonkeyPatch, version: str
+) -> None:
+    """Its bulk copy garbles or refuses NVARCHAR (pymssql issues #725, #917): the version pymssql reports decides."""
+    import pymssql
+
+    monkeypatch.setattr(pymssql, "__version__", version)
+    server = EmulatedServer()
+    _refused(server, "target_driver_unsupported")
+    assert server.calls == []  # not even a connection
+
+
+@pytest.mark.parametrize("version", ["2.4.5", "2.4.6", "2.5.0rc1", "3.0"])
+def test_pymssql_2_4_5_and_later_are_admitted(monkeypatch: pytest.MonkeyPatch, version: str) -> None:
+    import pymssql
+
+    monkeypatch.setattr(pymssql, "__version__", version)
+    _target(EmulatedServer()).prepare(INV)

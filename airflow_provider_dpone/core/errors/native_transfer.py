@@ -171,8 +171,10 @@ CODES: tuple[ErrorCode, ...] = (
         "(checked after each load; under a lock on staging, the publishing transaction proves each chunk unchanged "
         "since, or recomputes it)",
         "nothing was published and the old target is intact; let Airflow retry (it reloads the sealed stage). If it "
-        "fails again on the same chunk, the sealed stage differs from the source: trigger a new DAG run, which "
-        "re-extracts, and report the failure with the task log (see transfer-verification.md)",
+        "fails again on the same chunk, either the target stores other values than the route sent (its driver or "
+        "session settings: see targets.md) or the sealed stage differs from the source: check the target first, "
+        "then trigger a new DAG run, which re-extracts, and report the failure with the task log (see "
+        "transfer-verification.md)",
         retryable=True,
     ),
     ErrorCode(
@@ -252,6 +254,14 @@ CODES += (
         retryable=False,
     ),
     ErrorCode(
+        "native_transfer.target_column_unpadded",
+        "a binary column of the SQL Server target table was created with ANSI_PADDING OFF (sys.columns.is_ansi_padded "
+        "= 0): it drops the trailing zero bytes of every value it stores",
+        "recreate the column (or the table) in a session with SET ANSI_PADDING ON, e.g. by one full_refresh run of the "
+        "same manifest; see docs/targets.md",
+        retryable=False,
+    ),
+    ErrorCode(
         "native_transfer.target_prepare_failed",
         "the staging table or the receipt table could not be created",
         "check CREATE TABLE permission in the target schema; the invocation's staging can be retried",
@@ -318,6 +328,24 @@ CODES += (
         retryable=False,
     ),
     ErrorCode(
+        "native_transfer.target_swap_lock_timeout",
+        "the full-refresh swap waited longer than the lock timeout for readers of the target table to let go (SQL "
+        "Server error 1222: sp_rename and DROP TABLE need a schema-modification lock); it was rolled back and the old "
+        "target is intact",
+        "let Airflow retry when the readers are done; if long readers always hold the table, raise the connection's "
+        "lock timeout or schedule the run when they do not (see docs/targets.md)",
+        retryable=True,
+    ),
+    ErrorCode(
+        "native_transfer.target_swap_blocked",
+        "the full-refresh swap cannot rename or drop the old target table: a foreign key references it (SQL Server "
+        "error 3726) or a schema-bound view or function depends on it (15336, 3729); it was rolled back and the old "
+        "target is intact",
+        "drop the inbound foreign keys and schema-bound objects of the target table (or make the views not "
+        "schema-bound), or use load strategy partition_replace, which keeps the table (see docs/targets.md)",
+        retryable=False,
+    ),
+    ErrorCode(
         "native_transfer.target_transaction_required",
         "the SQL Server session has no open transaction (@@TRANCOUNT is 0): autocommit is on, so application locks and "
         "chunk transactions cannot be held",
@@ -343,6 +371,13 @@ CODES += (
         "a bulk-copied probe row survived the rollback of its transaction: this server commits INSERT BULK on its own, "
         "so a chunk could be staged without its transaction",
         "use import_backend: mssql_sqlclient for this server, and report the server version and driver settings",
+        retryable=False,
+    ),
+    ErrorCode(
+        "native_transfer.target_driver_unsupported",
+        "the installed pymssql is older than 2.4.5, whose bulk copy garbles or refuses NVARCHAR values (pymssql "
+        "issues #725, #917)",
+        "install pymssql 2.4.5 or later in the worker's environment (the provider's dependency asks for it)",
         retryable=False,
     ),
     ErrorCode(

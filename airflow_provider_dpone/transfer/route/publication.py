@@ -51,7 +51,12 @@ PIPELINE_DEPTH: Final = 3
 """Chunks in flight towards the target: one read from the stage, one loading, one verifying."""
 TargetFactory = Callable[[], TransferTarget]
 DEFINITE_REFUSALS: Final = frozenset(
-    {"native_transfer.target_verification_failed", "native_transfer.target_staging_incomplete"}
+    {
+        "native_transfer.target_verification_failed",
+        "native_transfer.target_staging_incomplete",
+        "native_transfer.target_swap_lock_timeout",
+        "native_transfer.target_swap_blocked",
+    }
 )
 """What a publishing transaction refuses before its COMMIT: reported as themselves once the receipt proves the
 publication absent (any other failure of ``publish`` stays an unknown outcome resolved by observation)."""

@@ -1,1 +1,1 @@
-SELECT c.[name], TYPE_NAME(c.[user_type_id]) AS type_name, c.[max_length], c.[precision], c.[scale], c.[is_nullable] FROM sys.columns AS c WHERE c.[object_id] = OBJECT_ID(%s, N'U') ORDER BY c.[column_id];
+SELECT c.[name], TYPE_NAME(c.[user_type_id]) AS type_name, c.[max_length], c.[precision], c.[scale], c.[is_nullable], c.[is_ansi_padded] FROM sys.columns AS c WHERE c.[object_id] = OBJECT_ID(%s, N'U') ORDER BY c.[column_id];

@@ -8,8 +8,9 @@ of :mod:`values` (why those forms: see there): integers, booleans and bytes as t
 fixed-point notation, dates and datetimes as ISO text with six fractional digits, UUIDs in canonical text. Only the
 values Arrow would spell otherwise (its decimal text switches to exponent notation) go through Python one by one.
 
-A row holding an empty string or binary cannot travel by BCP (see :mod:`loaders`); :func:`bcp_rows` marks it, and
-the loader sends it as a parameter row instead, from :func:`canonical_row`. The parameterized backend takes the same
+A row holding a value BCP cannot send exactly (an empty string or binary, or text FreeTDS would trim: see
+:mod:`loaders`) cannot travel by BCP; :func:`bcp_rows` marks it, decided per value and vectorised, and the loader
+sends it as a parameter row instead, from :func:`canonical_row`. The parameterized backend takes the same
 checks and encodings column by column (:func:`parameter_columns`), in its own forms where pymssql's parameter
 quoting needs them.
 """
@@ -24,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.transfer.targets.mssql.values import text_or_utf16
 from airflow_provider_dpone.transfer.values.arrow_chunk import chunk_rows
 from airflow_provider_dpone.transfer.values.target import TargetPlan
 from airflow_provider_dpone.transfer.values.target_types import ColumnType, StorageKind
@@ -134,22 +136,37 @@ takes only these; any other table goes through the per-value converters, as it a
 
 
 def parameter_columns(batch: pa.RecordBatch, plan: TargetPlan) -> list[list[object]]:
-    """One slice's parameters for the parameterized backend, column by column: checked vectorised like BCP's, with
-    NUL refused in text (a parameter row is a C string in pymssql). A column not in its staged Arrow type is refused
-    too, so the caller's per-value converters decide it."""
+    """One slice's parameters for the parameterized backend, column by column: checked vectorised like BCP's; text
+    holding NUL as its UTF-16LE bytes (``values.text_or_utf16``: a parameter row is a C string in pymssql). A column
+    not in its staged Arrow type is refused, so the caller's per-value converters decide it."""
     columns = []
     for c, array in zip(plan.columns, batch.columns, strict=True):
         if not _STAGED[c.column_type.storage](array.type):
             raise _invalid(c.name, f"{array.type} is not the staged type")
         checked = _check(c.name, c.column_type, pa.chunked_array([array]))
+        encoded = _parameters(c.column_type, checked.combine_chunks())
         if c.column_type.storage is StorageKind.TEXT and pc.any(pc.match_substring(checked, "\x00")).as_py():
-            raise _invalid(c.name, "NUL character cannot be stored as text here (map the column as binary)")
-        columns.append(_parameters(c.column_type, checked.combine_chunks()))
+            encoded = [None if value is None else text_or_utf16(value) for value in encoded]
+        columns.append(encoded)
     return columns
 
 
+def bcp_altered(column: ColumnType, array: pa.Array) -> np.ndarray:
+    """Per value, whether BCP would not store it exactly: empty (FreeTDS sends a zero bind length as NULL), or, for
+    text, what ``rtrim_bcpcol`` changes in an NVARCHAR column after conversion to UTF-16: a value of two or more
+    code units ending in U+0020 (its trailing spaces go), or a lone U+0000 (it becomes empty). One code unit or
+    more per character, so "two or more characters" is "two or more code units"."""
+    altered = pc.equal(pc.binary_length(array), 0)
+    if column.storage is StorageKind.TEXT:
+        trailing = pc.and_(pc.ends_with(array, " "), pc.greater_equal(pc.utf8_length(array), 2))
+        altered = pc.or_(pc.or_(altered, trailing), pc.equal(array, "\x00"))
+    result: np.ndarray = altered.fill_null(False).to_numpy(zero_copy_only=False)
+    return result
+
+
 def bcp_rows(table: pa.Table, plan: TargetPlan) -> Iterator[tuple[Sequence[object], bool]]:
-    """Each row's ``bulk_copy`` values in column order, and whether it holds an empty string or binary."""
+    """Each row's ``bulk_copy`` values in column order, and whether it holds a value BCP would alter
+    (:func:`bcp_altered`)."""
     if table.num_columns != len(plan.columns):
         raise DponeError("native_transfer.target_value_invalid", f"{table.num_columns} columns for {len(plan.columns)}")
     types = [c.column_type for c in plan.columns]
@@ -160,14 +177,14 @@ def bcp_rows(table: pa.Table, plan: TargetPlan) -> Iterator[tuple[Sequence[objec
     strings = [i for i, t in enumerate(types) if t.storage in (StorageKind.TEXT, StorageKind.BINARY)]
     for batch in checked.to_batches(max_chunksize=SLICE_ROWS):
         columns = [_encode(t, batch.column(i)) for i, t in enumerate(types)]
-        empty = np.zeros(batch.num_rows, dtype=bool)
+        altered = np.zeros(batch.num_rows, dtype=bool)
         for i in strings:
-            empty |= pc.equal(pc.binary_length(batch.column(i)), 0).fill_null(False).to_numpy(zero_copy_only=False)
-        yield from zip(zip(*columns, strict=True), empty.tolist(), strict=True)
+            altered |= bcp_altered(types[i], batch.column(i))
+        yield from zip(zip(*columns, strict=True), altered.tolist(), strict=True)
 
 
 def canonical_row(table: pa.Table, plan: TargetPlan, index: int) -> Sequence[object]:
-    """One row's canonical values with NUL refused in text (a parameter row is a C string in pymssql)."""
+    """One row's canonical values (text may hold NUL: the parameter encoder sends such text as UTF-16LE bytes)."""
     (row,) = chunk_rows(table.slice(index, 1), [c.column_type.logical for c in plan.columns])
-    convert = RowConverter(plan.column_names, [c.column_type for c in plan.columns], text_allows_nul=False)
+    convert = RowConverter(plan.column_names, [c.column_type for c in plan.columns], text_allows_nul=True)
     return convert(row, index)

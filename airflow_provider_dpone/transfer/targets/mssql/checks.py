@@ -2,7 +2,7 @@
 
 The target's guarantees rest on server behaviour that no golden file or stand-in can prove: a transaction around every
 transaction-owned application lock, exact row counts (``NOCOUNT`` off, no triggers), ``XACT_ABORT`` dooming a failed
-transaction, a TDS version that carries ``DATE``/``DATETIME2`` (7.3 or later), and ``INSERT BULK`` joining the chunk's
+transaction, the ANSI session options the load and the digest depend on (:data:`SESSION_OPTIONS`), a TDS version that carries ``DATE``/``DATETIME2`` (7.3 or later), and ``INSERT BULK`` joining the chunk's
 transaction. Each is observed here and refused with its own code instead of surfacing later as a misleading failure.
 """
 
@@ -19,8 +19,30 @@ from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.transfer.values.target import TargetPlan
 from airflow_provider_dpone.transfer.values.target_types import ColumnType, StorageKind
 
-XACT_ABORT: Final[int] = 16384  # @@OPTIONS bits (SET options, "user options" server configuration)
+# @@OPTIONS bits, as "@@OPTIONS (Transact-SQL)" and the "user options" server configuration option number them.
+ANSI_WARNINGS: Final[int] = 8
+ANSI_PADDING: Final[int] = 16
+ANSI_NULLS: Final[int] = 32
+ARITHABORT: Final[int] = 64
+QUOTED_IDENTIFIER: Final[int] = 256
 NOCOUNT: Final[int] = 512
+CONCAT_NULL_YIELDS_NULL: Final[int] = 4096
+XACT_ABORT: Final[int] = 16384
+SESSION_OPTIONS: Final[tuple[tuple[str, int, bool], ...]] = (
+    ("XACT_ABORT", XACT_ABORT, True),  # any runtime error dooms the whole transaction
+    ("NOCOUNT", NOCOUNT, False),  # row counts are relied on
+    ("ANSI_PADDING", ANSI_PADDING, True),  # a BINARY(n) NULL column created in the session keeps trailing zeros
+    ("ANSI_WARNINGS", ANSI_WARNINGS, True),  # an overflow or truncation fails instead of storing NULL or a cut value
+    ("ANSI_NULLS", ANSI_NULLS, True),  # "= NULL" never matches: the window and chunk predicates mean what they say
+    ("CONCAT_NULL_YIELDS_NULL", CONCAT_NULL_YIELDS_NULL, True),  # the digest's "+" of a NULL field is never ''
+    ("QUOTED_IDENTIFIER", QUOTED_IDENTIFIER, True),  # the bracketed names and N'' literals parse as written
+    ("ARITHABORT", ARITHABORT, True),  # an arithmetic error ends the statement (with ANSI_WARNINGS ON it is implied)
+)
+"""Each option the load and the digest depend on: its name as ``SET`` spells it, its bit, and the required state.
+:func:`~airflow_provider_dpone.transfer.targets.mssql.tsql.session_settings` sets each one on every connection, and
+:func:`check_session` reads them back: DB-Library logins start with ANSI_PADDING, ANSI_WARNINGS, ANSI_NULLS,
+CONCAT_NULL_YIELDS_NULL, QUOTED_IDENTIFIER and ARITHABORT OFF unless the driver's connection properties set them, and
+a logon trigger, a pooler or the server's "user options" may change them after."""
 MIN_TDS: Final[tuple[int, int]] = (7, 3)
 PROBE_ORDINAL: Final[int] = -1  # never a chunk ordinal: chunks count from 0
 
@@ -37,6 +59,21 @@ def tds_level(protocol_version: int) -> tuple[int, int]:
     return (high >> 4, high & 0x0F) if high >= 0x70 else (high, 0)
 
 
+def check_options(options: Any) -> None:
+    """``@@OPTIONS`` as the session reads it after its settings: every option of :data:`SESSION_OPTIONS` in its
+    required state, or ``native_transfer.target_session_unsupported`` naming each one that differs."""
+    if options is None:
+        raise DponeError("native_transfer.target_session_unsupported", "@@OPTIONS returned no value")
+    value = int(options)
+    differ = [
+        f"{name} {'ON' if value & bit else 'OFF'}"
+        for name, bit, required in SESSION_OPTIONS
+        if bool(value & bit) is not required
+    ]
+    if differ:
+        raise DponeError("native_transfer.target_session_unsupported", ", ".join(differ))
+
+
 def check_session(facts: Sequence[Any] | None, driver_tds: tuple[int, int] | None) -> None:
     """The answer of ``tsql.SESSION_FACTS``; ``driver_tds`` is the version the driver negotiated, used when the login
     may not read the server's own view of the connection."""
@@ -44,9 +81,7 @@ def check_session(facts: Sequence[Any] | None, driver_tds: tuple[int, int] | Non
         raise DponeError("native_transfer.target_session_unsupported", "session facts returned no row")
     options, open_transactions, protocol = int(facts[0]), facts[1], facts[2]
     require_transaction(open_transactions, "session")
-    if options & NOCOUNT or not options & XACT_ABORT:
-        detail = f"NOCOUNT {'ON' if options & NOCOUNT else 'OFF'}, XACT_ABORT {'ON' if options & XACT_ABORT else 'OFF'}"
-        raise DponeError("native_transfer.target_session_unsupported", detail)
+    check_options(options)
     version = tds_level(protocol) if protocol is not None else driver_tds
     if version is None or version < MIN_TDS:
         shown = "unknown" if version is None else f"{version[0]}.{version[1]}"

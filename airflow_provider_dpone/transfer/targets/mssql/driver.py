@@ -14,11 +14,14 @@ the connection's extras; secrets stay inside the hook and the driver.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 import pymssql
 from pymssql import _mssql
+
+from airflow_provider_dpone.core.errors import DponeError
 
 
 class DbCursor(Protocol):
@@ -49,6 +52,31 @@ class DbConnection(Protocol):
 
 ConnectionFactory = Callable[[], DbConnection]
 
+MIN_PYMSSQL: Final[tuple[int, int, int]] = (2, 4, 5)
+"""pymssql before 2.4.5 sends NVARCHAR values through ``bulk_copy`` as they are in the connection charset: the server
+reads them as UTF-16 and stores other characters, or refuses an odd byte count ("Unicode data is odd byte size";
+pymssql issues #725, #917). The dependency excludes those versions; :func:`require_supported_driver` refuses them at
+run time too, where an older pymssql is installed anyway."""
+
+
+def _release(version: str) -> tuple[int, ...]:
+    numbers = []
+    for part in version.split(".")[:3]:
+        digits = "".join(itertools.takewhile(str.isdigit, part))
+        if not digits:
+            break
+        numbers.append(int(digits))
+    return tuple(numbers)
+
+
+def require_supported_driver() -> None:
+    """Refuse a pymssql older than :data:`MIN_PYMSSQL` (``native_transfer.target_driver_unsupported``)."""
+    version = str(getattr(pymssql, "__version__", ""))
+    if _release(version) < MIN_PYMSSQL:
+        wanted = ".".join(str(n) for n in MIN_PYMSSQL)
+        raise DponeError("native_transfer.target_driver_unsupported", f"pymssql {version or 'unknown'} < {wanted}")
+
+
 DRIVER_ERRORS: tuple[type[BaseException], ...] = (pymssql.Error, _mssql.MSSQLException)
 
 
@@ -58,14 +86,21 @@ def negotiated_tds(conn: DbConnection) -> tuple[int, int] | None:
     return (int(version[0]), int(version[1])) if isinstance(version, tuple) and len(version) == 2 else None
 
 
-def sanitized(exc: BaseException) -> str:
-    """Exception class and SQL Server error number only: server messages may quote values."""
+def error_number(exc: BaseException) -> int | None:
+    """The SQL Server error number of a driver exception (``_mssql`` exceptions carry ``number``; pymssql's DB-API
+    errors carry it as their first argument), or None."""
     number = getattr(exc, "number", None)
     if number is None and exc.args:
         first = exc.args[0]
         if isinstance(first, tuple) and first:
             first = first[0]
-        number = first if isinstance(first, int) and not isinstance(first, bool) else None
+        number = first
+    return number if isinstance(number, int) and not isinstance(number, bool) else None
+
+
+def sanitized(exc: BaseException) -> str:
+    """Exception class and SQL Server error number only: server messages may quote values."""
+    number = error_number(exc)
     return type(exc).__name__ + (f" error {number}" if number is not None else "")
 
 

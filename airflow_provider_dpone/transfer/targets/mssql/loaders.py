@@ -11,12 +11,20 @@ while autocommit is off; :mod:`checks` refuses a server where BCP would not join
 staged at COMMIT or not at all. BCP sends each run as one batch: a smaller ``batch_size`` would only add round trips,
 since nothing is durable before the chunk commits.
 
-Empty values never go through BCP. pymssql binds a text or binary value with ``length[0] = len(value)`` and FreeTDS's
-``_bcp_get_col_data`` reads a zero bind length as NULL (``if (bindcol->column_bindlen == 0) data_is_null = 1;``, and a
-zero prefix or terminator length is NULL as well), so db-lib has no spelling for a zero-length non-NULL value. A row
-holding ``''`` or ``b''`` is therefore sent as a parameterized INSERT (``N''`` / ``0x`` literals), in the same
-transaction: the BCP run stops when ``rows_per_statement`` such rows are waiting, they are inserted, and a new BCP
-run continues with the rest. Staging is a multiset, so the interleaving changes nothing that verification compares.
+Values BCP would alter never go through BCP (decided per value, vectorised: ``arrow_bcp.bcp_altered``):
+
+* empty values: pymssql binds a text or binary value with ``length[0] = len(value)`` and FreeTDS's
+  ``_bcp_get_col_data`` reads a zero bind length as NULL (``if (bindcol->column_bindlen == 0) data_is_null = 1;``,
+  and a zero prefix or terminator length is NULL as well), so db-lib has no spelling for a zero-length non-NULL value;
+* text FreeTDS trims: right after converting a value, ``_bcp_get_col_data`` calls ``rtrim_bcpcol``, which drops the
+  trailing spaces of a character value (never its first character) and turns a lone NUL into an empty value
+  (FreeTDS 1.5, linked by pymssql 2.4.6; quoted in ``tests/fakes/mssql_bcp.py``). Embedded NULs and binary values,
+  trailing zero bytes included, are not touched.
+
+Such a row is sent as a parameterized INSERT (``N''`` / ``0x`` literals; text holding NUL as UTF-16LE bytes, which a
+C-string statement can carry), in the same transaction: the BCP run stops when ``rows_per_statement`` such rows are
+waiting, they are inserted, and a new BCP run continues with the rest. Staging is a multiset, so the interleaving
+changes nothing that verification compares.
 """
 
 from __future__ import annotations
@@ -63,7 +71,7 @@ def sqlclient_rows(plan: TargetPlan, table: pa.Table) -> Iterator[tuple[int, Seq
     if table.num_columns != len(plan.columns):
         raise DponeError("native_transfer.target_value_invalid", f"{table.num_columns} columns for {len(plan.columns)}")
     types, logicals = [c.column_type for c in plan.columns], _logical(plan)
-    convert = RowConverter(plan.column_names, types, text_allows_nul=False)
+    convert = RowConverter(plan.column_names, types, text_allows_nul=True)
     first = 0
     for batch in table.to_batches(max_chunksize=SLICE_ROWS):
         try:
@@ -78,8 +86,8 @@ class _Router:
     """Rows of one chunk, checked and encoded lazily, each routed to BCP or to a parameterized INSERT.
 
     ``bcp_run`` yields BCP rows until ``rows_per_statement`` parameter rows are waiting in ``pending`` or the input
-    ends (``done``). A NUL inside a text literal would cut pymssql's C-string statement, so a parameter row is
-    re-checked with NUL refused: only BCP binds text with a length.
+    ends (``done``). A NUL inside a text literal would cut pymssql's C-string statement, so a parameter row's text
+    that holds NUL travels as UTF-16LE bytes (``values.text_or_utf16``).
     """
 
     def __init__(self, plan: TargetPlan, ordinal: int, rows: pa.Table, backend: ImportBackend):

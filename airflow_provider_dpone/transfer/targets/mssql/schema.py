@@ -4,6 +4,13 @@ Window replace inserts staged rows into an existing table; an implicit conversio
 DATETIME2 of lower precision, VARCHAR for NVARCHAR) would publish values other than the verified ones. So the table
 must have exactly the planned columns with exactly the planned types; a planned nullable column needs a nullable
 target column.
+
+A binary column created while ``ANSI_PADDING`` was OFF (``sys.columns.is_ansi_padded = 0``) drops the trailing zero
+bytes of every value it stores ("SET ANSI_PADDING": a ``varbinary(n)``, and a ``binary(n) NULL``, which "follows the
+same rules as varbinary"; ``binary(n) NOT NULL`` is padded either way and ``(max)`` types always behave as ON), so
+the window replace would publish other values than the verified ones: such a column is refused before anything is
+staged (``native_transfer.target_column_unpadded``). The route's own tables are created by sessions that set
+``ANSI_PADDING ON`` (``tsql.session_settings``).
 """
 
 from __future__ import annotations
@@ -33,14 +40,29 @@ def describe_tsql_type(type_name: str, max_length: int, precision: int, scale: i
     return name.upper()
 
 
+def drops_trailing_zeros(spelled: str, nullable: bool, ansi_padded: bool) -> bool:
+    """Whether a column spelled ``spelled`` stores a binary value without its trailing zero bytes."""
+    if ansi_padded or spelled.endswith("(MAX)"):
+        return False
+    return spelled.startswith("VARBINARY(") or (spelled.startswith("BINARY(") and nullable)
+
+
 def check_target_columns(plan: TargetPlan, rows: Sequence[Sequence[Any]]) -> None:
+    """``rows``: ``tsql.TABLE_COLUMNS`` (name, type name, max_length, precision, scale, is_nullable,
+    is_ansi_padded)."""
     found = {
-        str(row[0]): (describe_tsql_type(str(row[1]), int(row[2]), int(row[3]), int(row[4])), bool(row[5]))
+        str(row[0]): (
+            describe_tsql_type(str(row[1]), int(row[2]), int(row[3]), int(row[4])),
+            bool(row[5]),
+            bool(row[6]),
+        )
         for row in rows
     }
     if set(found) != set(plan.column_names):
         raise DponeError("native_transfer.target_schema_mismatch", f"{len(found)} target columns, column set differs")
     for column in plan.columns:
-        spelled, nullable = found[column.name]
+        spelled, nullable, ansi_padded = found[column.name]
         if spelled != column.column_type.tsql or (column.column_type.nullable and not nullable):
             raise DponeError("native_transfer.target_schema_mismatch", f"column {column.name}")
+        if drops_trailing_zeros(spelled, nullable, ansi_padded):
+            raise DponeError("native_transfer.target_column_unpadded", f"column {column.name} ({spelled})")

@@ -1,7 +1,8 @@
 """The transfer-target port on SQL Server, through pymssql (BCP or parameterized batches).
 
 The transaction shape is :class:`~airflow_provider_dpone.transfer.targets.sql_target.SqlTransferTarget`'s, in
-T-SQL: every connection runs with ``XACT_ABORT`` and a bounded ``LOCK_TIMEOUT``; the publication lock is a
+T-SQL: every connection sets ``XACT_ABORT``, the ANSI options the load and the digest depend on (read back and
+checked before anything else runs: :data:`checks.SESSION_OPTIONS`) and a bounded ``LOCK_TIMEOUT``; the publication lock is a
 transaction-owned ``sp_getapplock``; the receipt's primary key makes a second commit impossible; full refresh swaps by
 ``sp_rename``, window replace deletes the window and inserts. Every statement comes from :mod:`tsql` (and the
 verification reads from :mod:`digest`).
@@ -30,7 +31,9 @@ from airflow_provider_dpone.transfer.targets.mssql.driver import (
     DRIVER_ERRORS,
     ConnectionFactory,
     DbCursor,
+    error_number,
     negotiated_tds,
+    require_supported_driver,
     sanitized,
 )
 from airflow_provider_dpone.transfer.targets.mssql.loaders import load_chunk
@@ -39,6 +42,12 @@ from airflow_provider_dpone.transfer.targets.sql_target import Session, SqlTrans
 from airflow_provider_dpone.transfer.values.target import TargetPlan, TargetTable
 
 FETCH_ROWS: Final[int] = 10_000
+SWAP_LOCK_TIMEOUT: Final[frozenset[int]] = frozenset({1222})
+"""SQL Server error 1222, "Lock request time out period exceeded": a reader held the table past ``LOCK_TIMEOUT``."""
+SWAP_BLOCKED: Final[frozenset[int]] = frozenset({15336, 3726, 3729})
+"""sp_rename 15336 ("cannot be renamed because the object participates in enforced dependencies": a schema-bound
+view or function), DROP TABLE 3726 ("referenced by a FOREIGN KEY constraint") and 3729 ("is being referenced by
+object": a schema-bound view)."""
 
 
 def _runner(cursor: DbCursor) -> Any:
@@ -79,6 +88,7 @@ class MsSqlTransferTarget(SqlTransferTarget):
     # -- the dialect ---------------------------------------------------------------------------------------------
     @contextmanager
     def _session(self) -> Iterator[Session]:
+        require_supported_driver()
         try:
             conn = self._connect()
         except DRIVER_ERRORS as exc:
@@ -87,9 +97,10 @@ class MsSqlTransferTarget(SqlTransferTarget):
             try:
                 cursor = conn.cursor()
                 session = Session(conn, _runner(cursor), cursor)
-                session.run(tsql.session_settings(self._lock_timeout_ms))
+                options = session.one(tsql.session_settings(self._lock_timeout_ms))
             except DRIVER_ERRORS as exc:
                 raise DponeError("native_transfer.target_unavailable", sanitized(exc)) from None
+            checks.check_options(None if options is None else options[0])
             yield session
         finally:
             # Closing a broken connection may fail: the server rolls back whatever was not committed anyway.
@@ -138,8 +149,20 @@ class MsSqlTransferTarget(SqlTransferTarget):
             self._probe_bulk_transaction(plan)
 
     def _swap(self, session: Session, plan: TargetPlan, *, target_exists: bool) -> None:
+        """Each step needs a schema-modification lock on its table, which waits for every reader of it; a failed
+        step dooms the transaction (XACT_ABORT), so the old target stays as it was. Two failures are the target's
+        and get their own codes: a lock wait past LOCK_TIMEOUT (:data:`SWAP_LOCK_TIMEOUT`, retryable: the readers
+        finish) and an object bound to the old table (:data:`SWAP_BLOCKED`, terminal until someone removes it)."""
         for statement, params in tsql.full_refresh_swap(plan, target_exists=target_exists):
-            session.run(statement, params or None)
+            try:
+                session.run(statement, params or None)
+            except DRIVER_ERRORS as exc:
+                number = error_number(exc)
+                if number in SWAP_LOCK_TIMEOUT:
+                    raise DponeError("native_transfer.target_swap_lock_timeout", sanitized(exc)) from None
+                if number in SWAP_BLOCKED:
+                    raise DponeError("native_transfer.target_swap_blocked", sanitized(exc)) from None
+                raise
 
     def _window_bounds(self, plan: TargetPlan) -> tuple[object, object]:
         window = plan.window

@@ -40,9 +40,15 @@ def _columns(plan: TargetPlan) -> str:
 
 
 def session_settings(lock_timeout_ms: int) -> str:
-    """XACT_ABORT: any runtime error dooms the whole transaction; NOCOUNT OFF: row counts are relied on;
+    """XACT_ABORT: any runtime error dooms the whole transaction; NOCOUNT OFF: row counts are relied on; the ANSI
+    options the load and the digest depend on, each set explicitly (``checks.SESSION_OPTIONS`` says why, and
+    the same batch reads them back as ``@@OPTIONS``, which ``checks.check_options`` checks on every connection);
     LOCK_TIMEOUT: no unbounded waits."""
-    return f"SET XACT_ABORT ON; SET NOCOUNT OFF; SET LOCK_TIMEOUT {int(lock_timeout_ms)};"
+    return (
+        "SET XACT_ABORT ON; SET NOCOUNT OFF; SET ANSI_PADDING ON; SET ANSI_WARNINGS ON; SET ANSI_NULLS ON; "
+        "SET CONCAT_NULL_YIELDS_NULL ON; SET QUOTED_IDENTIFIER ON; SET ARITHABORT ON; "
+        f"SET LOCK_TIMEOUT {int(lock_timeout_ms)};\nSELECT @@OPTIONS AS session_options;"
+    )
 
 
 def applock(mode: Literal["Exclusive", "Shared"]) -> str:
@@ -78,7 +84,8 @@ TRIGGERS: Final[str] = (
 OBJECT_TYPE: Final[str] = "SELECT o.[type] FROM sys.objects AS o WHERE o.[object_id] = OBJECT_ID(%s);"
 TABLE_COLUMNS: Final[str] = (
     "SELECT c.[name], TYPE_NAME(c.[user_type_id]) AS type_name, c.[max_length], c.[precision], c.[scale], "
-    "c.[is_nullable] FROM sys.columns AS c WHERE c.[object_id] = OBJECT_ID(%s, N'U') ORDER BY c.[column_id];"
+    "c.[is_nullable], c.[is_ansi_padded] FROM sys.columns AS c WHERE c.[object_id] = OBJECT_ID(%s, N'U') "
+    "ORDER BY c.[column_id];"
 )
 
 

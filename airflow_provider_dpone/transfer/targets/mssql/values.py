@@ -5,7 +5,8 @@ legacy DATETIME (milliseconds), refuses ``date``, ``uuid.UUID`` and integers bey
 precision of 33; its parameter quoting sends ASCII ``bytes`` as a varchar literal. So values that could lose
 precision travel as exact text that SQL Server (or FreeTDS's BCP conversion) parses into the column's own type:
 decimals in fixed-point notation, UInt64 in digits, datetimes with all six fractional digits, UUIDs in canonical form.
-Binary values always travel as binary (``bytearray`` makes pymssql emit a ``0x..`` literal). Both backends encode
+Binary values always travel as binary (``bytearray`` makes pymssql emit a ``0x..`` literal), and so does text
+that holds NUL, as its UTF-16LE bytes (:func:`text_or_utf16`). Both backends encode
 these forms from Arrow, column by column (:mod:`arrow_bcp`); the per-value encoders here serve a row with an empty
 value that BCP cannot send, and a parameter slice that failed a vectorised check (the converters name its row).
 """
@@ -50,6 +51,14 @@ def _uuid_text(value: object) -> object:
     return str(value)
 
 
+def text_or_utf16(value: object) -> object:
+    """Text holding NUL as its UTF-16LE bytes: pymssql renders a ``bytearray`` as ``0x..`` and
+    ``CAST(0x.. AS NVARCHAR(MAX))`` reads those bytes as the same UTF-16 code units, where an ``N'...'`` literal
+    would be cut at the NUL (pymssql hands the statement to ``dbcmd`` as a C string)."""
+    assert isinstance(value, str)
+    return bytearray(value.encode("utf-16-le")) if "\x00" in value else value
+
+
 def _as_bytearray(value: object) -> object:
     assert isinstance(value, bytes)
     return bytearray(value)
@@ -60,7 +69,7 @@ _SQLCLIENT: dict[StorageKind, Encoder] = {
     StorageKind.UINT64: _identity,
     StorageKind.DECIMAL: _digits,
     StorageKind.BINARY: _as_bytearray,
-    StorageKind.TEXT: _identity,
+    StorageKind.TEXT: text_or_utf16,
     StorageKind.BOOLEAN: _identity,
     StorageKind.DATE: _iso_date,
     StorageKind.DATETIME: _datetime_text("T"),
@@ -69,7 +78,7 @@ _SQLCLIENT: dict[StorageKind, Encoder] = {
 
 
 def sqlclient_row_encoder(columns: Sequence[ColumnType]) -> Callable[[Sequence[object]], list[object]]:
-    """Parameters for the CAST-typed multi-row INSERT, one row (the rows with an empty value that BCP cannot send)."""
+    """Parameters for the CAST-typed multi-row INSERT, one row (the rows whose values BCP cannot send exactly)."""
     encoders = tuple(_SQLCLIENT[column.storage] for column in columns)
 
     def encode(row: Sequence[object]) -> list[object]:
