@@ -1,9 +1,14 @@
-"""The two implementations the publication port contract suite runs against: the in-memory fakes and the real
-adapters on the embedded cluster (real ClickHouse engines behind HTTP, emulated ON CLUSTER queue).
+"""The implementations the publication port contract suite runs against: the in-memory fakes, the real adapters on
+the embedded cluster (real ClickHouse engines behind HTTP, emulated ON CLUSTER queue) and, opt-in, the real adapters on
+the docker-compose cluster (real ClickHouse servers, real Keeper, real DDLWorker and replication).
 
 Each backend offers the same small surface: the port objects, the admitted inventory, a way to seal an artifact
-from Python rows (the fake keeps the rows; the real backend extracts them with a source query and the real artifact
+from Python rows (the fake keeps the rows; the real backends extract them with a source query and the real artifact
 store), and a way to lose the response of the next mutation of one kind (fault injection of each world).
+
+The ``real`` backend carries the ``real_cluster`` marker (:data:`BACKENDS`) and skips, with the reason, when the compose
+cluster is unreachable. Faults only a double can make (a lost response, a paused DDL worker, a coordinator that holds
+a request) skip the ``real`` case and say so; a restart is a real ``docker compose restart``.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+import pytest
 from airflow.sdk import ObjectStoragePath
 
 from airflow_provider_dpone.cluster.clickhouse.adapter_set import PublicationAdapters, adapters_for
@@ -31,6 +37,7 @@ from airflow_provider_dpone.core.connection_options import ClickHouseConnectionO
 from airflow_provider_dpone.core.inventory import AdmittedInventory
 from tests.fakes import parts
 from tests.fakes.publication import FakeWorld, FaultKind
+from tests.fixtures import real_cluster
 
 Row = tuple[object, ...]
 LossPoint = Literal["authority", "create", "load", "drop", "ddl"]
@@ -90,10 +97,17 @@ class PortBackend(Protocol):
     def close(self) -> None: ...
 
 
+BACKENDS = ("fake", "embedded", pytest.param("real", marks=pytest.mark.real_cluster))
+"""The ``params`` of a contract suite's backend fixture: the same cases on the fakes, the double and the real cluster."""
+
+
 def open_backend(kind: str, request: Any, directory: Path, *, internal_replication: bool = False) -> PortBackend:
-    """The ``fake`` or the ``embedded`` backend of a contract test (the embedded one from the module's cluster)."""
+    """The ``fake``, ``embedded`` or ``real`` backend of a contract test (the embedded one from the module's cluster,
+    the real one from the compose cluster: skipped, with the reason, when that is unreachable)."""
     if kind == "fake":
         return FakeBackend(internal_replication=internal_replication)
+    if kind == "real":
+        return RealBackend(directory, internal_replication=internal_replication)
     cluster = request.getfixturevalue("embedded_cluster")
     return EmbeddedBackend(cluster, request.getfixturevalue("fresh_database"), directory)
 
@@ -295,3 +309,71 @@ class EmbeddedBackend:
 
     def close(self) -> None:
         self.adapters.close()
+
+
+ONLY_THE_DOUBLE = "only the embedded cluster can {what}; a real server has no such control (docs/limitations.md)"
+
+
+class RealBackend(EmbeddedBackend):
+    """The real adapters on the docker-compose cluster, in a fresh database created ``ON CLUSTER`` with the authority
+    table provisioned on every server (one Keeper path). The controls a real harness has are real: ``SYSTEM STOP
+    FETCHES``, ``SYSTEM STOP MERGES`` and ``docker compose restart`` of the coordinator; the others skip the case."""
+
+    name = "real"
+
+    def __init__(self, directory: Path, *, internal_replication: bool = False, ddl_timeout_seconds: int = 10) -> None:
+        compose = real_cluster.compose_cluster(internal_replication=internal_replication)
+        self.real = compose
+        database = f"contract_{uuid.uuid4().hex[:12]}"
+        self._admin(f"CREATE DATABASE `{database}` ON CLUSTER `{compose.cluster_name}` ENGINE = Atomic")
+        try:
+            super().__init__(compose, database, directory, ddl_timeout_seconds=ddl_timeout_seconds)
+        except BaseException:
+            self._drop(database)
+            raise
+
+    def _admin(self, statement: str) -> None:
+        client = self.real.client()
+        try:
+            client.command(statement)
+        finally:
+            client.close()
+
+    def _drop(self, database: str) -> None:
+        self._admin(f"DROP DATABASE IF EXISTS `{database}` ON CLUSTER `{self.real.cluster_name}` SYNC")
+
+    def lose_next_response(self, point: LossPoint, member_id: str | None = None) -> None:
+        pytest.skip(ONLY_THE_DOUBLE.format(what=f"lose the response of a real {point} statement"))
+
+    def pause(self, member_id: str) -> None:
+        pytest.skip(
+            ONLY_THE_DOUBLE.format(what="pause a member's DDL worker alone")
+            + "; `docker compose pause` freezes the whole server, which this case then reads"
+        )
+
+    def resume(self, member_id: str) -> None:
+        del member_id
+
+    def stop_fetches(self, member_id: str, table: str) -> None:
+        self._command(member_id, f"SYSTEM STOP FETCHES `{self.database}`.`{table}`")
+
+    def start_fetches(self, member_id: str, table: str) -> None:
+        self._command(member_id, f"SYSTEM START FETCHES `{self.database}`.`{table}`")
+
+    def stall_coordinator(self) -> None:
+        pytest.skip(
+            ONLY_THE_DOUBLE.format(what="hold one ON CLUSTER request in the coordinator")
+            + "; a paused server would also hold the queue reads this case makes meanwhile"
+        )
+
+    def release_coordinator(self) -> None:
+        return None
+
+    def restart_coordinator(self) -> None:
+        real_cluster.restart(self.real, self.real.coordinator)
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self._drop(self.database)

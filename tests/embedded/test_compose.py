@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-import chdb  # type: ignore[import-untyped]
+import chdb
 import yaml
 from dpone_embedded import TOPOLOGY, compose
 from dpone_embedded.layout import ProcessSpec, render_chdb_config
