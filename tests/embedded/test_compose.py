@@ -38,6 +38,11 @@ def test_compose_file_shape() -> None:
         assert all(port.startswith("127.0.0.1:") for port in service["ports"]), name
     published = [port for service in services.values() for port in service.get("ports", [])]
     assert len(published) == len(set(published)), "every published port once"
+    for name, service in services.items():
+        assert set(service.get("depends_on", {})) <= set(services) - {name}, name
+        for volume in service.get("volumes", []):
+            source = volume.split(":", 1)[0]
+            assert source.startswith("./") and (ROOT / source).is_file(), (name, volume)
 
 
 def test_the_compose_servers_run_the_release_the_double_embeds() -> None:
