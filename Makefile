@@ -57,6 +57,7 @@ test: lint docs postgres
 # with every loader; prints what passed, failed and was skipped (with the reasons), and stops the servers whatever
 # happens (their logs are kept in build/test-real-servers.log). DPONE_REQUIRE_REAL=1 turns an unreachable server into a failure, never a skip.
 REAL_SUITE := tests/contracts/test_publication_ports.py tests/contracts/test_replication_ports.py \
+	tests/contracts/test_acceptance_reader.py \
 	tests/embedded/test_real_cluster.py tests/integration/test_dag_real.py tests/integration/test_internal_route_real.py \
 	tests/integration/test_native_route_mssql_real.py
 REAL_REPORT := build/test-real.xml
