@@ -55,11 +55,10 @@ test: lint docs postgres
 # (its `real` backend), the cluster checks, both publication routes end to end through the example DAGs (a killed
 # task's retry, a member paused with `docker compose pause` during publish, quality replay) and the SQL Server transfer
 # with every loader; prints what passed, failed and was skipped (with the reasons), and stops the servers whatever
-# happens (their logs are kept in build/test-real-servers.log). DPONE_REQUIRE_REAL=1 turns an unreachable server into a failure, never a skip.
-REAL_SUITE := tests/contracts/test_publication_ports.py tests/contracts/test_replication_ports.py \
-	tests/contracts/test_acceptance_reader.py \
-	tests/embedded/test_real_cluster.py tests/integration/test_dag_real.py tests/integration/test_internal_route_real.py \
-	tests/integration/test_native_route_mssql_real.py
+# happens (their logs are kept in build/test-real-servers.log). DPONE_REQUIRE_REAL=1 turns an unreachable server
+# into a failure, never a skip.
+# every case marked real_cluster, wherever it is (-m real_cluster selects them)
+REAL_SUITE := tests
 REAL_REPORT := build/test-real.xml
 
 test-real: install

@@ -343,7 +343,7 @@ class RealBackend(EmbeddedBackend):
         self._admin(f"DROP DATABASE IF EXISTS `{database}` ON CLUSTER `{self.real.cluster_name}` SYNC")
 
     def lose_next_response(self, point: LossPoint, member_id: str | None = None) -> None:
-        pytest.skip(ONLY_THE_DOUBLE.format(what=f"lose the response of a real {point} statement"))
+        pytest.skip(ONLY_THE_DOUBLE.format(what=f"lose the response of a {point} statement after its effect"))
 
     def pause(self, member_id: str) -> None:
         pytest.skip(

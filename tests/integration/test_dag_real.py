@@ -5,7 +5,7 @@ DDL through the real DDLWorker, real KeeperMap and real replication. The runs, h
 ones (``dag_runner``, ``embedded_example``, ``replica_checks``, the quality module's assertions, the worker processes
 of ``test_multi_worker_store``) handed the compose cluster instead of the embedded one; every verdict is read from each
 server directly. The faults are the ones a real harness can make: a worker process killed mid-task
-(``os._exit``), and a whole server frozen with ``docker compose pause`` while the publication waits for it.
+(``os._exit``), and a whole server frozen with ``docker compose pause`` while the EXCHANGE is dispatched.
 
 When a server does not accept a connection every test here is skipped with the reason (failed under
 ``make test-real``); a skipped test is not a pass.
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
@@ -23,11 +23,9 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_dpone.cluster.clickhouse.sql_cluster_ddl import QueueEntry
 from airflow_provider_dpone.cluster.ports import ExchangeTables
 from airflow_provider_dpone.core.manifest import ClusterPublicationManifest as Manifest
 from airflow_provider_dpone.hooks.publication import PublicationEnvironment, hook_environment
-from airflow_provider_dpone.triggers.ddl_queue_readers import ClickHouseQueueReader
 from tests.fixtures import real_cluster
 from tests.fixtures.real_cluster import RealCluster, RealMember
 from tests.integration.dag_runner import RunOutcome, configure, export_connection, load_example, run_example
@@ -50,9 +48,8 @@ pytestmark = pytest.mark.real_cluster
 SOURCE_ROWS = 40
 DDL_TASK_TIMEOUT_SECONDS = 5
 AUTHORITY = "__dpone_cluster_publication_authority"
-RESUMING_READER = "tests.integration.test_dag_real.unpausing_reader"
 PAUSED: list[RealMember] = []
-"""The member frozen by ``docker compose pause`` at the EXCHANGE; the trigger's reader unpauses it."""
+"""The member frozen by ``docker compose pause`` while the EXCHANGE is dispatched (unpaused at teardown at the latest)."""
 
 
 @pytest.fixture(scope="module")
@@ -149,24 +146,15 @@ def test_external_route_fence_stage_publish_cleanup_twice(
     assert member_rows(external, external_database) == [(SOURCE_ROWS + 1, SOURCE_ROWS + 1)] * len(external.members)
 
 
-class UnpausingReader(ClickHouseQueueReader):
-    """The real async queue reader; once a poll shows the entry unfinished, it unpauses the frozen member (an
-    operator bringing the server back while the task waits in the triggerer)."""
-
-    async def read(self, cluster: str, correlation_token: str, entry: str | None) -> Sequence[QueueEntry]:
-        entries = await super().read(cluster, correlation_token, entry)
-        if entries and entries[0].finished < len(entries[0].hosts):
-            while PAUSED:
-                real_cluster.unpause(PAUSED.pop())
-        return entries
-
-
-def unpausing_reader(conn_id: str) -> UnpausingReader:
-    return UnpausingReader(conn_id)
+DISPATCHED: list[Any] = []
+"""What the real initiator answered to the EXCHANGE sent while a member was frozen (an outcome or an error)."""
 
 
 class PausingDdl:
-    """The real DDL adapter; right before it sends the EXCHANGE, the last member is frozen (``docker compose pause``)."""
+    """The real DDL adapter; the EXCHANGE is sent while the last member is frozen (``docker compose pause``), which is
+    unpaused once the initiator has answered. A frozen server answers nothing, so it cannot stay frozen while the
+    publish task observes every member after the dispatch (``reconcile_step``): the embedded cluster pauses the DDL
+    worker alone and keeps it paused into the trigger (``test_dag_embedded.py``)."""
 
     def __init__(self, ddl: Any, member: RealMember) -> None:
         self._ddl = ddl
@@ -176,10 +164,19 @@ class PausingDdl:
         return getattr(self._ddl, name)
 
     def dispatch(self, inventory: Any, intent: Any, settings: Any) -> Any:
-        if isinstance(intent, ExchangeTables) and not PAUSED:
-            real_cluster.pause(self._member)
-            PAUSED.append(self._member)
-        return self._ddl.dispatch(inventory, intent, settings)
+        if not isinstance(intent, ExchangeTables) or DISPATCHED:
+            return self._ddl.dispatch(inventory, intent, settings)
+        real_cluster.pause(self._member)
+        PAUSED.append(self._member)
+        try:
+            outcome = self._ddl.dispatch(inventory, intent, settings)
+        except Exception as error:
+            DISPATCHED.append(error)
+            raise
+        finally:
+            real_cluster.unpause(PAUSED.pop())
+        DISPATCHED.append(outcome)
+        return outcome
 
 
 def pausing_environment(
@@ -188,29 +185,31 @@ def pausing_environment(
     environment = hook_environment(manifest, conn_id, ddl_task_timeout_seconds=ddl_task_timeout_seconds)
     frozen = real_cluster.describe().members[-1]
     ports = dataclasses.replace(environment.ports, ddl=PausingDdl(environment.ports.ddl, frozen))
-    return dataclasses.replace(environment, ports=ports, queue_reader=RESUMING_READER)
+    return dataclasses.replace(environment, ports=ports)
 
 
-def test_a_member_paused_during_publish_is_waited_for_in_the_trigger(
+def test_a_member_paused_during_publish_times_the_dispatch_out_and_the_run_converges_on_one_exchange(
     external: RealCluster,
     external_database: str,
     published: dict[str, Any],
     example: ModuleType,
-    capfd: pytest.CaptureFixture[str],
 ) -> None:
-    """The second run's EXCHANGE reaches a frozen server: the initiator times out, publish defers, the trigger polls
-    the real queue, sees the entry pending, the server is unpaused and runs it; the run converges exactly once."""
+    """The second run's EXCHANGE reaches a frozen server: the real initiator answers after its DDL timeout with that
+    host unfinished; the server is unpaused, its DDL worker runs the queued entry, and the run converges, exactly
+    once, without a second dispatch."""
     _assert_published(external, external_database, _run(example, 3))
     _add_source_row(external, external_database, 9002)
+    DISPATCHED.clear()
     configure(example, pausing_environment, manifest=published, poll_interval=0.5)
-    capfd.readouterr()
     outcome = _run(example, 4)
-    log = capfd.readouterr().out
-    assert not PAUSED, "the trigger saw the entry pending and the server was unpaused"
+    assert len(DISPATCHED) == 1, DISPATCHED
+    answered = DISPATCHED[0]
+    if not isinstance(answered, Exception):  # an unknown answer is also a timed-out host, resolved by observation
+        assert answered.timed_out and len(answered.finished) == len(external.members) - 1, answered
     receipt = _assert_published(external, external_database, outcome)
     assert (receipt["baseline"], receipt["publication_kind"]) == ("existing", "exchange")
     assert receipt["dispatch_epoch"] == 1, "one publication permit: the exchange was sent once"
-    assert "woken by the queue trigger" in log, "publish waited in the trigger"
+    assert member_rows(external, external_database) == [(SOURCE_ROWS + 1, SOURCE_ROWS + 1)] * len(external.members)
 
 
 def test_a_task_killed_mid_stage_is_retried_and_completes(
