@@ -7,17 +7,21 @@ from Python rows (the fake keeps the rows; the real backends extract them with a
 store), and a way to lose the response of the next mutation of one kind (fault injection of each world).
 
 The ``real`` backend carries the ``real_cluster`` marker (:data:`BACKENDS`) and skips, with the reason, when the compose
-cluster is unreachable. Faults only a double can make (a lost response, a paused DDL worker, a coordinator that holds
-a request) skip the ``real`` case and say so; a restart is a real ``docker compose restart``.
+cluster is unreachable. It loses a reply in a relay in front of the server, restarts with ``docker compose restart``;
+faults only a double can make (a paused DDL worker while its server answers, a coordinator that holds one request)
+skip the ``real`` case and say so.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Literal, Protocol
 
 import pytest
@@ -35,6 +39,7 @@ from airflow_provider_dpone.core.clickhouse.connection import ResolvedConnection
 from airflow_provider_dpone.core.clickhouse.literals import string_literal
 from airflow_provider_dpone.core.connection_options import ClickHouseConnectionOptions
 from airflow_provider_dpone.core.inventory import AdmittedInventory
+from tests.adapters.http_servers import ReplyLoss, relay
 from tests.fakes import parts
 from tests.fakes.publication import FakeWorld, FaultKind
 from tests.fixtures import real_cluster
@@ -314,22 +319,74 @@ class EmbeddedBackend:
 ONLY_THE_DOUBLE = "only the embedded cluster can {what}; a real server has no such control (docs/limitations.md)"
 
 
+@dataclass(frozen=True)
+class _Relayed:
+    """The compose cluster as the adapters see it: every server behind its own relay (``coordinator`` and each member
+    apart, as the embedded cluster's processes are), in the shape :class:`EmbeddedBackend` provisions from."""
+
+    cluster_name: str
+    coordinator: tuple[str, int]
+    members: dict[str, tuple[str, int]]
+    """member key (``shard:replica``) -> its relay"""
+    user: str
+    password: str
+
+    @property
+    def endpoints(self) -> tuple[Any, ...]:
+        return tuple(SimpleNamespace(host=host, port=port) for host, port in self.members.values())
+
+    def connection_json(self, database: str | None = None) -> dict[str, Any]:
+        host, port = self.coordinator
+        endpoints = {key: f"{relay_host}:{relay_port}" for key, (relay_host, relay_port) in self.members.items()}
+        return {
+            "conn_type": "dpone_clickhouse",
+            "host": host,
+            "port": port,
+            "login": self.user,
+            "password": self.password,
+            "schema": database or "",
+            "extra": {"member_endpoints": endpoints},
+        }
+
+
 class RealBackend(EmbeddedBackend):
     """The real adapters on the docker-compose cluster, in a fresh database created ``ON CLUSTER`` with the authority
-    table provisioned on every server (one Keeper path). The controls a real harness has are real: ``SYSTEM STOP
-    FETCHES``, ``SYSTEM STOP MERGES`` and ``docker compose restart`` of the coordinator; the others skip the case."""
+    table provisioned on every server (one Keeper path).
+
+    The adapters reach each server through a transparent loopback relay (``tests/adapters/http_servers.relay``: bytes,
+    status and headers unchanged), which is how a lost reply is made on real servers: the relay reads the server's
+    whole answer to the matching statement, then closes the client's connection without it. The other controls are
+    the servers' own (``SYSTEM STOP FETCHES``, ``SYSTEM STOP MERGES``) or Docker's (``docker compose restart`` of the
+    coordinator); a paused DDL worker and a coordinator holding one request cannot be made and skip the case."""
 
     name = "real"
 
     def __init__(self, directory: Path, *, internal_replication: bool = False, ddl_timeout_seconds: int = 10) -> None:
         compose = real_cluster.compose_cluster(internal_replication=internal_replication)
         self.real = compose
+        self.losses = {"coordinator": ReplyLoss(), **{m.name: ReplyLoss() for m in compose.members}}
+        self._relays = contextlib.ExitStack()
+        front = {}
+        for name, loss in self.losses.items():
+            server = compose.member(name)  # "coordinator" is the first member
+            front[name] = self._relays.enter_context(relay((server.host, server.port), loss))
+        relayed = _Relayed(
+            cluster_name=compose.cluster_name,
+            coordinator=("127.0.0.1", front["coordinator"].port),
+            members={m.member_key: ("127.0.0.1", front[m.name].port) for m in compose.members},
+            user=compose.user,
+            password=compose.password,
+        )
         database = f"contract_{uuid.uuid4().hex[:12]}"
-        self._admin(f"CREATE DATABASE `{database}` ON CLUSTER `{compose.cluster_name}` ENGINE = Atomic")
         try:
-            super().__init__(compose, database, directory, ddl_timeout_seconds=ddl_timeout_seconds)
+            self._admin(f"CREATE DATABASE `{database}` ON CLUSTER `{compose.cluster_name}` ENGINE = Atomic")
+            try:
+                super().__init__(relayed, database, directory, ddl_timeout_seconds=ddl_timeout_seconds)
+            except BaseException:
+                self._drop(database)
+                raise
         except BaseException:
-            self._drop(database)
+            self._relays.close()
             raise
 
     def _admin(self, statement: str) -> None:
@@ -343,7 +400,14 @@ class RealBackend(EmbeddedBackend):
         self._admin(f"DROP DATABASE IF EXISTS `{database}` ON CLUSTER `{self.real.cluster_name}` SYNC")
 
     def lose_next_response(self, point: LossPoint, member_id: str | None = None) -> None:
-        pytest.skip(ONLY_THE_DOUBLE.format(what=f"lose the response of a {point} statement after its effect"))
+        if point == "authority":
+            self.losses["coordinator"].arm(f"^(INSERT INTO|ALTER TABLE) .*{re.escape(AUTHORITY_TABLE)}")
+        elif point == "ddl":
+            self.losses["coordinator"].arm("ON CLUSTER")
+        else:
+            assert member_id is not None
+            statement = {"create": "^CREATE TABLE", "load": "^INSERT INTO", "drop": "^DROP TABLE"}[point]
+            self.losses[self.process_of(member_id)].arm(statement)
 
     def pause(self, member_id: str) -> None:
         pytest.skip(
@@ -376,4 +440,7 @@ class RealBackend(EmbeddedBackend):
         try:
             super().close()
         finally:
-            self._drop(self.database)
+            try:
+                self._drop(self.database)
+            finally:
+                self._relays.close()
