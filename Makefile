@@ -49,13 +49,28 @@ dist: install
 test: lint docs postgres
 	$(PY) -m pytest -q
 
-# The opt-in real-server suite (not part of `make test`): starts the compose ClickHouse and SQL Server, runs the
-# SQL Server route against them, and stops them whatever happens. Needs a Docker engine.
+# The opt-in real-server suite (not part of `make test`), the one command for everything that needs real servers. Needs
+# a Docker engine. Starts the compose cluster (three Keeper servers, two ClickHouse servers of the release the embedded
+# cluster embeds, SQL Server 2022) and the one-shot SQL Server init step; runs, against them: the port contract suite
+# (its `real` backend), the cluster checks, both publication routes end to end through the example DAGs (a killed
+# task's retry, a member paused with `docker compose pause` during publish, quality replay) and the SQL Server transfer
+# with every loader; prints what passed, failed and was skipped (with the reasons), and stops the servers whatever
+# happens (their logs are kept in build/test-real-servers.log). DPONE_REQUIRE_REAL=1 turns an unreachable server
+# into a failure, never a skip.
+# every case marked real_cluster, wherever it is (-m real_cluster selects them)
+REAL_SUITE := tests
+REAL_REPORT := build/test-real.xml
+
 test-real: install
 	@set -euo pipefail; \
-	trap 'docker compose down -v > /dev/null 2>&1 || true' EXIT; \
+	mkdir -p build; \
+	trap 'docker compose --profile init logs --no-color > build/test-real-servers.log 2>&1 || true; docker compose --profile init down -v > /dev/null 2>&1 || true' EXIT; \
 	docker compose up -d --wait; \
-	DPONE_REQUIRE_REAL=1 $(PY) -m pytest -q -m real_cluster tests/integration/test_native_route_mssql_real.py
+	docker compose run --rm mssql-init; \
+	rm -f $(REAL_REPORT); status=0; \
+	DPONE_REQUIRE_REAL=1 $(PY) -m pytest -q -rfEs -m real_cluster --junitxml=$(REAL_REPORT) $(REAL_SUITE) || status=$$?; \
+	$(PY) scripts/ci/real_summary.py $(REAL_REPORT) || status=$$((status == 0 ? 1 : status)); \
+	exit $$status
 
 # The local synthetic fault profile (seed 000): writes test_artifacts/clickhouse-external-publication/
 # synthetic-receipt.json (scope local_synthetic, live_certification UNVERIFIED); see docs/limitations.md.

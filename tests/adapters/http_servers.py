@@ -1,8 +1,10 @@
-"""Tiny loopback HTTP servers that misbehave on purpose (count requests, drop responses, redirect, balance)."""
+"""Tiny loopback HTTP servers that misbehave on purpose (count requests, drop responses, redirect, balance, lose the
+reply of a statement the server ran)."""
 
 from __future__ import annotations
 
 import http.client
+import re
 import socket
 import threading
 from collections.abc import Callable, Iterator
@@ -110,15 +112,51 @@ class Balancer:
 Route = Callable[[dict[str, list[str]], int], str]
 
 
+class ReplyLoss:
+    """Armed statement patterns; each loses the reply of the first statement it matches, once (thread-safe)."""
+
+    def __init__(self) -> None:
+        self.armed: list[re.Pattern[str]] = []
+        self.lost: list[str] = []
+        self._lock = threading.Lock()
+
+    def arm(self, pattern: str) -> None:
+        with self._lock:
+            self.armed.append(re.compile(pattern, re.DOTALL))
+
+    def __call__(self, statement: str) -> bool:
+        with self._lock:
+            for pattern in self.armed:
+                if pattern.search(statement):
+                    self.armed.remove(pattern)
+                    self.lost.append(statement[:200])
+                    return True
+        return False
+
+
+def statement_of(parameters: dict[str, list[str]], body: bytes, content_encoding: str | None) -> str:
+    """What a ClickHouse HTTP request asks the server to run: the ``query`` parameter followed by the body (the server
+    concatenates them), the body only where it is not compressed."""
+    text = parameters.get("query", [""])[0]
+    if not content_encoding:
+        text += body.decode("utf-8", errors="replace")
+    return text
+
+
 @contextmanager
 def balance(
-    backends: dict[str, tuple[str, int]], route: Route, drop: frozenset[str] = frozenset()
+    backends: dict[str, tuple[str, int]],
+    route: Route,
+    drop: frozenset[str] = frozenset(),
+    lose: Callable[[str], bool] | None = None,
 ) -> Iterator[Balancer]:
     """Forward each request to ``backends[route(url_parameters, request_number)]``, as a balancer does per request.
 
     ``drop`` names URL parameters removed before forwarding (an intermediary that terminates sessions itself).
     Bodies are forwarded as they came (compressed or not) and answers are returned whole, with their status and
-    ClickHouse headers, so the client sees exactly what the chosen server said.
+    ClickHouse headers, so the client sees exactly what the chosen server said. When ``lose`` answers true for a
+    request's statement (:func:`statement_of`), the server's whole answer is read and the client's connection is
+    closed without it: the effect happened, the reply is lost.
     """
     balancer = Balancer()
     lock = threading.Lock()
@@ -158,6 +196,9 @@ def balance(
                 data = answer.read()
             finally:
                 upstream.close()
+            if lose is not None and lose(statement_of(parameters, body, self.headers.get("Content-Encoding"))):
+                self.close_connection = True
+                return
             self.send_response(answer.status, answer.reason)
             for key, value in answer.getheaders():
                 if key.lower() not in _HOP_BY_HOP:
@@ -179,3 +220,10 @@ def balance(
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
+
+
+@contextmanager
+def relay(server: tuple[str, int], lose: Callable[[str], bool]) -> Iterator[Balancer]:
+    """A transparent relay in front of one server that loses the replies ``lose`` picks (see :func:`balance`)."""
+    with balance({"server": server}, lambda parameters, number: "server", lose=lose) as front:
+        yield front

@@ -1,20 +1,30 @@
-"""The two implementations the publication port contract suite runs against: the in-memory fakes and the real
-adapters on the embedded cluster (real ClickHouse engines behind HTTP, emulated ON CLUSTER queue).
+"""The implementations the publication port contract suite runs against: the in-memory fakes, the real adapters on
+the embedded cluster (real ClickHouse engines behind HTTP, emulated ON CLUSTER queue) and, opt-in, the real adapters on
+the docker-compose cluster (real ClickHouse servers, real Keeper, real DDLWorker and replication).
 
 Each backend offers the same small surface: the port objects, the admitted inventory, a way to seal an artifact
-from Python rows (the fake keeps the rows; the real backend extracts them with a source query and the real artifact
+from Python rows (the fake keeps the rows; the real backends extract them with a source query and the real artifact
 store), and a way to lose the response of the next mutation of one kind (fault injection of each world).
+
+The ``real`` backend carries the ``real_cluster`` marker (:data:`BACKENDS`) and skips, with the reason, when the compose
+cluster is unreachable. It loses a reply in a relay in front of the server, restarts with ``docker compose restart``;
+faults only a double can make (a paused DDL worker while its server answers, a coordinator that holds one request)
+skip the ``real`` case and say so.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Literal, Protocol
 
+import pytest
 from airflow.sdk import ObjectStoragePath
 
 from airflow_provider_dpone.cluster.clickhouse.adapter_set import PublicationAdapters, adapters_for
@@ -29,8 +39,10 @@ from airflow_provider_dpone.core.clickhouse.connection import ResolvedConnection
 from airflow_provider_dpone.core.clickhouse.literals import string_literal
 from airflow_provider_dpone.core.connection_options import ClickHouseConnectionOptions
 from airflow_provider_dpone.core.inventory import AdmittedInventory
+from tests.adapters.http_servers import ReplyLoss, relay
 from tests.fakes import parts
 from tests.fakes.publication import FakeWorld, FaultKind
+from tests.fixtures import real_cluster
 
 Row = tuple[object, ...]
 LossPoint = Literal["authority", "create", "load", "drop", "ddl"]
@@ -90,10 +102,17 @@ class PortBackend(Protocol):
     def close(self) -> None: ...
 
 
+BACKENDS = ("fake", "embedded", pytest.param("real", marks=pytest.mark.real_cluster))
+"""The ``params`` of a contract suite's backend fixture: the same cases on the fakes, the double and the real cluster."""
+
+
 def open_backend(kind: str, request: Any, directory: Path, *, internal_replication: bool = False) -> PortBackend:
-    """The ``fake`` or the ``embedded`` backend of a contract test (the embedded one from the module's cluster)."""
+    """The ``fake``, ``embedded`` or ``real`` backend of a contract test (the embedded one from the module's cluster,
+    the real one from the compose cluster: skipped, with the reason, when that is unreachable)."""
     if kind == "fake":
         return FakeBackend(internal_replication=internal_replication)
+    if kind == "real":
+        return RealBackend(directory, internal_replication=internal_replication)
     cluster = request.getfixturevalue("embedded_cluster")
     return EmbeddedBackend(cluster, request.getfixturevalue("fresh_database"), directory)
 
@@ -295,3 +314,133 @@ class EmbeddedBackend:
 
     def close(self) -> None:
         self.adapters.close()
+
+
+ONLY_THE_DOUBLE = "only the embedded cluster can {what}; a real server has no such control (docs/limitations.md)"
+
+
+@dataclass(frozen=True)
+class _Relayed:
+    """The compose cluster as the adapters see it: every server behind its own relay (``coordinator`` and each member
+    apart, as the embedded cluster's processes are), in the shape :class:`EmbeddedBackend` provisions from."""
+
+    cluster_name: str
+    coordinator: tuple[str, int]
+    members: dict[str, tuple[str, int]]
+    """member key (``shard:replica``) -> its relay"""
+    user: str
+    password: str
+
+    @property
+    def endpoints(self) -> tuple[Any, ...]:
+        return tuple(SimpleNamespace(host=host, port=port) for host, port in self.members.values())
+
+    def connection_json(self, database: str | None = None) -> dict[str, Any]:
+        host, port = self.coordinator
+        endpoints = {key: f"{relay_host}:{relay_port}" for key, (relay_host, relay_port) in self.members.items()}
+        return {
+            "conn_type": "dpone_clickhouse",
+            "host": host,
+            "port": port,
+            "login": self.user,
+            "password": self.password,
+            "schema": database or "",
+            "extra": {"member_endpoints": endpoints},
+        }
+
+
+class RealBackend(EmbeddedBackend):
+    """The real adapters on the docker-compose cluster, in a fresh database created ``ON CLUSTER`` with the authority
+    table provisioned on every server (one Keeper path).
+
+    The adapters reach each server through a transparent loopback relay (``tests/adapters/http_servers.relay``: bytes,
+    status and headers unchanged), which is how a lost reply is made on real servers: the relay reads the server's
+    whole answer to the matching statement, then closes the client's connection without it. The other controls are
+    the servers' own (``SYSTEM STOP FETCHES``, ``SYSTEM STOP MERGES``) or Docker's (``docker compose restart`` of the
+    coordinator); a paused DDL worker and a coordinator holding one request cannot be made and skip the case."""
+
+    name = "real"
+
+    def __init__(self, directory: Path, *, internal_replication: bool = False, ddl_timeout_seconds: int = 10) -> None:
+        compose = real_cluster.compose_cluster(internal_replication=internal_replication)
+        self.real = compose
+        self.losses = {"coordinator": ReplyLoss(), **{m.name: ReplyLoss() for m in compose.members}}
+        self._relays = contextlib.ExitStack()
+        front = {}
+        for name, loss in self.losses.items():
+            server = compose.member(name)  # "coordinator" is the first member
+            front[name] = self._relays.enter_context(relay((server.host, server.port), loss))
+        relayed = _Relayed(
+            cluster_name=compose.cluster_name,
+            coordinator=("127.0.0.1", front["coordinator"].port),
+            members={m.member_key: ("127.0.0.1", front[m.name].port) for m in compose.members},
+            user=compose.user,
+            password=compose.password,
+        )
+        database = f"contract_{uuid.uuid4().hex[:12]}"
+        try:
+            self._admin(f"CREATE DATABASE `{database}` ON CLUSTER `{compose.cluster_name}` ENGINE = Atomic")
+            try:
+                super().__init__(relayed, database, directory, ddl_timeout_seconds=ddl_timeout_seconds)
+            except BaseException:
+                self._drop(database)
+                raise
+        except BaseException:
+            self._relays.close()
+            raise
+
+    def _admin(self, statement: str) -> None:
+        client = self.real.client()
+        try:
+            client.command(statement)
+        finally:
+            client.close()
+
+    def _drop(self, database: str) -> None:
+        self._admin(f"DROP DATABASE IF EXISTS `{database}` ON CLUSTER `{self.real.cluster_name}` SYNC")
+
+    def lose_next_response(self, point: LossPoint, member_id: str | None = None) -> None:
+        if point == "authority":
+            self.losses["coordinator"].arm(f"^(INSERT INTO|ALTER TABLE) .*{re.escape(AUTHORITY_TABLE)}")
+        elif point == "ddl":
+            self.losses["coordinator"].arm("ON CLUSTER")
+        else:
+            assert member_id is not None
+            statement = {"create": "^CREATE TABLE", "load": "^INSERT INTO", "drop": "^DROP TABLE"}[point]
+            self.losses[self.process_of(member_id)].arm(statement)
+
+    def pause(self, member_id: str) -> None:
+        pytest.skip(
+            ONLY_THE_DOUBLE.format(what="pause a member's DDL worker alone")
+            + "; `docker compose pause` freezes the whole server, which this case then reads"
+        )
+
+    def resume(self, member_id: str) -> None:
+        del member_id
+
+    def stop_fetches(self, member_id: str, table: str) -> None:
+        self._command(member_id, f"SYSTEM STOP FETCHES `{self.database}`.`{table}`")
+
+    def start_fetches(self, member_id: str, table: str) -> None:
+        self._command(member_id, f"SYSTEM START FETCHES `{self.database}`.`{table}`")
+
+    def stall_coordinator(self) -> None:
+        pytest.skip(
+            ONLY_THE_DOUBLE.format(what="hold one ON CLUSTER request in the coordinator")
+            + "; a paused server would also hold the queue reads this case makes meanwhile"
+        )
+
+    def release_coordinator(self) -> None:
+        return None
+
+    def restart_coordinator(self) -> None:
+        real_cluster.restart(self.real, self.real.coordinator)
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            try:
+                self._drop(self.database)
+            finally:
+                self._relays.close()

@@ -25,7 +25,7 @@ from airflow_provider_dpone.cluster.ports import (
 from airflow_provider_dpone.cluster.values.authority.row import AUTHORITY_COLUMNS, AUTHORITY_TABLE, AuthorityRow
 from airflow_provider_dpone.cluster.values.receipts import CONTENT_DIGEST_V1, CONTENT_DIGEST_V2
 from airflow_provider_dpone.core.errors import AuthorityConflictError, MutationRejectedError, OutcomeUnknownError
-from tests.adapters.port_backends import PortBackend, Row, open_backend
+from tests.adapters.port_backends import BACKENDS, PortBackend, Row, open_backend
 from tests.fakes.world import content_digest as typed_multiset_digest
 
 pytestmark = pytest.mark.embedded_cluster(members=2)
@@ -35,7 +35,7 @@ SPEC = TableSpec(columns=tuple(ColumnSpec(name=n, type=t) for n, t in COLUMNS), 
 ROWS: tuple[Row, ...] = ((1, "a"), (2, None), (3, "c"))
 
 
-@pytest.fixture(params=["fake", "embedded"])
+@pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[PortBackend]:
     instance = open_backend(request.param, request, tmp_path)
     try:
@@ -436,6 +436,34 @@ def test_queue_status_finds_exactly_the_entry_of_a_token(backend: PortBackend) -
         entries.append(status.entry)
     assert entries[0] != entries[1]
     assert backend.ports.ddl.queue_status(backend.inventory, uuid.uuid4().hex) is None
+
+
+@pytest.mark.parametrize("kind", ["exchange", "rename", "drop"])
+def test_each_statement_kind_sent_on_cluster_is_found_in_the_queue_by_its_token(
+    backend: PortBackend, kind: str
+) -> None:
+    """Every kind the external route sends ``ON CLUSTER``, dispatched by the product's DDL adapter and found by its own
+    queue lookup (a real server keeps the token in the entry's settings, not in its query text)."""
+    for member_id in members(backend):
+        candidate(backend, member_id, "target")
+        candidate(backend, member_id, "cand")
+    cluster, database = backend.cluster, backend.database
+    intent = {
+        "exchange": ExchangeTables(cluster=cluster, database=database, left="target", right="cand"),
+        "rename": RenameTable(cluster=cluster, database=database, source="cand", target="renamed"),
+        "drop": DropTable(cluster=cluster, database=database, table="cand"),
+    }[kind]
+    token = settings()
+    outcome = backend.ports.ddl.dispatch(backend.inventory, intent, token)
+    assert sorted(outcome.finished) == members(backend) and not outcome.failed and not outcome.timed_out
+    status = backend.ports.ddl.queue_status(backend.inventory, token.correlation_token)
+    assert status is not None and status.correlation_token == token.correlation_token
+    assert [host.member_id for host in status.hosts] == members(backend)
+    assert all(host.succeeded for host in status.hosts)
+    cand_gone = kind != "exchange"
+    for member_id in members(backend):
+        observed = session(backend, member_id).observe_table(backend.database, "cand", with_content=False)
+        assert observed.exists is not cand_gone, member_id
 
 
 def test_a_host_failure_is_unknown_to_the_initiator_and_visible_in_the_queue(backend: PortBackend) -> None:

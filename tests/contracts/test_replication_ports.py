@@ -30,7 +30,7 @@ from airflow_provider_dpone.cluster.ports import (
     TableSpec,
 )
 from airflow_provider_dpone.core.errors import OutcomeUnknownError, UnavailableError
-from tests.adapters.port_backends import EmbeddedBackend, PortBackend, Row, open_backend
+from tests.adapters.port_backends import BACKENDS, EmbeddedBackend, PortBackend, Row, open_backend
 
 pytestmark = pytest.mark.embedded_cluster(members=2, internal_replication=True)
 
@@ -42,7 +42,7 @@ ROWS: tuple[Row, ...] = ((1, "a"), (2, None), (3, "c"))
 SYNC_SECONDS = 10.0
 
 
-@pytest.fixture(params=["fake", "embedded"])
+@pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[PortBackend]:
     instance = open_backend(request.param, request, tmp_path, internal_replication=True)
     try:
@@ -127,6 +127,22 @@ def test_create_on_cluster_registers_one_replica_per_member_under_one_path(repli
         statuses.append(status)
     assert len({status.zookeeper_path for status in statuses}) == 1
     assert len({status.replica_name for status in statuses}) == len(statuses)
+
+
+def test_the_create_sent_on_cluster_is_found_in_the_queue_by_its_token(replicated: PortBackend) -> None:
+    """The internal route's ``CREATE ... ON CLUSTER`` (a storage ``SETTINGS`` clause of its own), dispatched by the
+    product's DDL adapter and found by its own queue lookup on every replica."""
+    backend = replicated
+    token = settings()
+    intent = CreateReplicatedTable(
+        cluster=backend.cluster, database=backend.database, table="cand", uuid=str(uuid.uuid4()), spec=SPEC
+    )
+    outcome = backend.ports.ddl.dispatch(backend.inventory, intent, token)
+    assert sorted(outcome.finished) == members(backend) and not outcome.failed
+    status = backend.ports.ddl.queue_status(backend.inventory, token.correlation_token)
+    assert status is not None and status.correlation_token == token.correlation_token
+    assert [host.member_id for host in status.hosts] == members(backend)
+    assert all(host.succeeded for host in status.hosts)
 
 
 def test_an_insert_on_one_replica_reaches_every_replica_after_sync(replicated: PortBackend) -> None:

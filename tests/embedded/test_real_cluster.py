@@ -1,26 +1,25 @@
 """The same cluster contract against the real docker-compose cluster (opt-in: ``pytest -m real_cluster``).
 
-Start it with ``docker compose up -d --wait`` in the repository root. Without it every test here is skipped and
-says why; a skipped test is not a pass.
+``make test-real`` starts it (``docker compose up -d --wait``). Without it every test here is skipped and says why
+(failed under ``make test-real``); a skipped test is not a pass.
 """
 
 from __future__ import annotations
 
 import json
+import socket
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
-import clickhouse_connect
 import pytest
 from clickhouse_connect.driver.exceptions import DatabaseError
+from dpone_embedded.topology import CLICKHOUSE_VERSION
 
 from tests.embedded import replication_checks as checks
+from tests.fixtures.real_cluster import DESCRIPTION, RealCluster, compose_cluster, require_reachable
 
 pytestmark = pytest.mark.real_cluster
 
-ROOT = Path(__file__).resolve().parents[2]
 QUEUE_COLUMNS_DOCUMENTED = [
     "entry", "entry_version", "initiator_host", "initiator_port", "cluster", "query", "settings",
     "query_create_time", "host", "port", "status", "exception_code", "exception_text", "query_finish_time",
@@ -28,50 +27,9 @@ QUEUE_COLUMNS_DOCUMENTED = [
 ]  # fmt: skip
 
 
-@dataclass(frozen=True)
-class RealMember:
-    name: str
-    host: str
-    port: int
-    host_name: str
-    native_port: int
-    shard_num: int
-    replica_num: int
-
-
-@dataclass(frozen=True)
-class RealCluster:
-    cluster_name: str
-    internal_cluster_name: str
-    members: tuple[RealMember, ...]
-
-    @property
-    def coordinator(self) -> RealMember:
-        return self.members[0]
-
-    def client(self, member: RealMember, database: str = "") -> clickhouse_connect.driver.Client:
-        return clickhouse_connect.get_client(host=member.host, port=member.port, database=database, connect_timeout=3)
-
-
 @pytest.fixture(scope="module")
 def real_cluster() -> RealCluster:
-    description = json.loads((ROOT / "deploy/real-cluster.json").read_text())
-    members = tuple(RealMember(**member) for member in description["members"])
-    cluster = RealCluster(description["cluster"], description["internal_cluster"], members)
-    for member in members:
-        try:
-            reachable = cluster.client(member).ping()
-        except Exception as exc:  # noqa: BLE001 - any failure to connect means: not available here
-            reachable = False
-            reason = type(exc).__name__
-        else:
-            reason = "ping failed"
-        if not reachable:
-            pytest.skip(
-                f"real cluster not reachable at {member.host}:{member.port} ({reason}); "
-                "start it with `docker compose up -d --wait`"
-            )
-    return cluster
+    return compose_cluster()
 
 
 @pytest.fixture
@@ -81,6 +39,41 @@ def real_database(real_cluster: RealCluster) -> Iterator[str]:
     coordinator.command(f"CREATE DATABASE `{name}` ON CLUSTER {real_cluster.cluster_name} ENGINE = Atomic")
     yield name
     coordinator.command(f"DROP DATABASE IF EXISTS `{name}` ON CLUSTER {real_cluster.cluster_name} SYNC")
+
+
+def test_every_server_runs_the_release_the_double_embeds(real_cluster: RealCluster) -> None:
+    for member in real_cluster.members:
+        client = real_cluster.client(member)
+        try:
+            version = str(client.command("SELECT version()"))
+        finally:
+            client.close()
+        assert version.split(".")[:2] == CLICKHOUSE_VERSION.split("."), (member.name, version)
+
+
+def _four_letter_word(host: str, port: int, word: bytes) -> str:
+    with socket.create_connection((host, port), timeout=3) as connection:
+        connection.sendall(word)
+        chunks = []
+        while chunk := connection.recv(4096):
+            chunks.append(chunk)
+    return b"".join(chunks).decode()
+
+
+def test_the_keepers_form_one_ensemble_with_one_leader(real_cluster: RealCluster) -> None:
+    """Three Raft servers, one leader and two followers (``mntr``), each answering on its own published port."""
+    keepers = json.loads(DESCRIPTION.read_text())["keepers"]
+    assert len(keepers) == 3
+    states = []
+    for keeper in keepers:
+        require_reachable(f"Keeper {keeper['name']}", keeper["host"], int(keeper["port"]))
+        report = dict(
+            line.split("\t", 1)
+            for line in _four_letter_word(keeper["host"], int(keeper["port"]), b"mntr").splitlines()
+            if "\t" in line
+        )
+        states.append(report["zk_server_state"])
+    assert sorted(states) == ["follower", "follower", "leader"]
 
 
 def test_system_clusters_topology(real_cluster: RealCluster) -> None:
@@ -149,7 +142,7 @@ def test_internal_route_replicates_between_members(real_cluster: RealCluster, re
     coordinator = real_cluster.client(real_cluster.coordinator)
     table = f"`{real_database}`.replicated"
     coordinator.command(
-        f"CREATE TABLE {table} ON CLUSTER {real_cluster.internal_cluster_name} (a UInt64)"
+        f"CREATE TABLE {table} ON CLUSTER {real_cluster.internal_cluster} (a UInt64)"
         f" ENGINE = ReplicatedMergeTree('/clickhouse/tables/{{shard}}/{real_database}/replicated', '{{replica}}')"
         " ORDER BY a"
     )
@@ -159,7 +152,7 @@ def test_internal_route_replicates_between_members(real_cluster: RealCluster, re
     assert other.command(f"SELECT count() FROM {table}") == 100
     flags = coordinator.query(
         "SELECT DISTINCT internal_replication FROM system.clusters WHERE cluster = {c:String}",
-        parameters={"c": real_cluster.internal_cluster_name},
+        parameters={"c": real_cluster.internal_cluster},
     ).result_rows
     assert flags == [(1,)]
 
@@ -167,7 +160,7 @@ def test_internal_route_replicates_between_members(real_cluster: RealCluster, re
 @pytest.fixture
 def real_replicas(real_cluster: RealCluster) -> checks.Replicas:
     return checks.Replicas(
-        real_cluster.internal_cluster_name,
+        real_cluster.internal_cluster,
         lambda: real_cluster.client(real_cluster.coordinator),
         tuple((lambda member=member: real_cluster.client(member)) for member in real_cluster.members),
     )

@@ -19,6 +19,7 @@ from dpone_embedded import EmbeddedCluster
 
 from airflow_provider_dpone.cluster.values.authority.internal import INTERNAL_SCHEMA_V2, InternalAuthorityRecordV2
 from tests.integration.dag_runner import (
+    RunOutcome,
     assert_redacted,
     configure,
     export_connection,
@@ -51,21 +52,13 @@ def manifest(
     configure(example, None)
 
 
-def test_a_durable_run_ends_with_a_complete_capsule_in_a_v2_record(
-    example: ModuleType,
-    embedded_cluster: EmbeddedCluster,
-    fresh_database: str,
-    manifest: dict[str, Any],
-    capfd: pytest.CaptureFixture[str],
-) -> None:
-    configure(example, None, manifest=manifest, poll_interval=0.2)
-    capfd.readouterr()
-    outcome = run_example(example, logical_date=datetime(2026, 6, 1, tzinfo=UTC))
-    log = capfd.readouterr().out
-    assert outcome.succeeded, (outcome.states, [line for line in log.splitlines() if "DPONE_" in line])
-    source = source_content(embedded_cluster, fresh_database)
-    assert replica_contents(embedded_cluster, fresh_database) == [source] * REPLICAS
-    record = authority_record(embedded_cluster, fresh_database)
+def assert_complete_capsule(cluster: Any, database: str, outcome: RunOutcome, log: str, *, password: str) -> None:
+    """A durable run's verdicts, read from every replica and the authority (also on the compose cluster,
+    ``test_dag_real.py``): exactly the source everywhere, a COMPLETE capsule in a v2 record, the receipt and the log
+    saying so and carrying nothing secret."""
+    source = source_content(cluster, database)
+    assert replica_contents(cluster, database) == [source] * len(cluster.members)
+    record = authority_record(cluster, database)
     assert isinstance(record, InternalAuthorityRecordV2) and record.schema_ == INTERNAL_SCHEMA_V2
     assert record.phase.value == "COMPLETED"
     quality = record.quality
@@ -79,14 +72,42 @@ def test_a_durable_run_ends_with_a_complete_capsule_in_a_v2_record(
     assert quality.target.columns == expected.columns  # null and distinct counts, read by the bounded worker
     assert all(column.distinct_count and column.distinct_count <= SOURCE_ROWS for column in quality.target.columns)
     assert all(column.null_count is not None for column in quality.target.columns)
-    assert [count for _, count in quality.core.staged_rows] == [SOURCE_ROWS] * REPLICAS
+    assert [count for _, count in quality.core.staged_rows] == [SOURCE_ROWS] * len(cluster.members)
     receipt = outcome.xcom["cleanup"]
     assert receipt["schema"] == "dpone.clickhouse.cluster-full-refresh-receipt.v2"
     assert receipt["quality"]["state"] == "COMPLETE" and receipt["quality"]["target_row_count"] == SOURCE_ROWS
     assert receipt["quality"]["target_columns"] == [column.model_dump() for column in quality.target.columns]
     assert outcome.xcom["stage"]["quality"]["state"] == "PREPARED"
     assert "quality capsule PREPARED" in log and "quality capsule COMPLETE" in log
-    assert_redacted("\n".join([log, repr(outcome.xcom)]), embedded_cluster, PASSWORD)
+    assert_redacted("\n".join([log, repr(outcome.xcom)]), cluster, password)
+
+
+def assert_min_rows_gate_blocked(cluster: Any, database: str, outcome: RunOutcome, log: str) -> None:
+    """A failing ``min_rows`` gate: the stage fails with the code, the record keeps the FAILED capsule, and no replica
+    holds a target."""
+    assert outcome.states["stage"] == "failed" and outcome.states["publish"] != "success"
+    assert "DPONE_REPLAY_QUALITY_EVIDENCE_FAILED" in log
+    record = authority_record(cluster, database)
+    assert isinstance(record, InternalAuthorityRecordV2) and record.phase.value == "STAGED"
+    assert record.quality is not None and record.quality.state == "FAILED" and record.quality.failure == "min_rows"
+    assert replica_contents(cluster, database) == [None] * len(cluster.members)  # nothing was published
+    names = [[name for name, _, _ in tables] for tables in table_facts(cluster, database)]
+    assert all("target_table" not in tables for tables in names)
+
+
+def test_a_durable_run_ends_with_a_complete_capsule_in_a_v2_record(
+    example: ModuleType,
+    embedded_cluster: EmbeddedCluster,
+    fresh_database: str,
+    manifest: dict[str, Any],
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    configure(example, None, manifest=manifest, poll_interval=0.2)
+    capfd.readouterr()
+    outcome = run_example(example, logical_date=datetime(2026, 6, 1, tzinfo=UTC))
+    log = capfd.readouterr().out
+    assert outcome.succeeded, (outcome.states, [line for line in log.splitlines() if "DPONE_" in line])
+    assert_complete_capsule(embedded_cluster, fresh_database, outcome, log, password=PASSWORD)
 
 
 def test_a_failing_min_rows_gate_blocks_publication(
@@ -101,14 +122,7 @@ def test_a_failing_min_rows_gate_blocks_publication(
     capfd.readouterr()
     outcome = run_example(example, logical_date=datetime(2026, 6, 2, tzinfo=UTC))
     log = capfd.readouterr().out
-    assert outcome.states["stage"] == "failed" and outcome.states["publish"] != "success"
-    assert "DPONE_REPLAY_QUALITY_EVIDENCE_FAILED" in log
-    record = authority_record(embedded_cluster, fresh_database)
-    assert isinstance(record, InternalAuthorityRecordV2) and record.phase.value == "STAGED"
-    assert record.quality is not None and record.quality.state == "FAILED" and record.quality.failure == "min_rows"
-    assert replica_contents(embedded_cluster, fresh_database) == [None] * REPLICAS  # nothing was published
-    names = [[name for name, _, _ in tables] for tables in table_facts(embedded_cluster, fresh_database)]
-    assert all("target_table" not in tables for tables in names)
+    assert_min_rows_gate_blocked(embedded_cluster, fresh_database, outcome, log)
 
 
 def test_lost_responses_of_both_completion_writes_resume_on_publish_retries(

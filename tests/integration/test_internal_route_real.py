@@ -3,7 +3,8 @@
 Start it with ``docker compose up -d --wait`` in the repository root: two ClickHouse servers in one shard on ClickHouse
 Keeper, whose ``dpone_cluster_replicated`` definition reports ``internal_replication=true``; real
 ``ReplicatedMergeTree`` replication, real ``ON CLUSTER`` DDL and a real KeeperMap authority. When a server does not
-answer a socket probe, every test here is skipped and says so; a skipped test is not a pass.
+answer a socket probe, every test here is skipped and says so (failed under ``make test-real``); a skipped test is
+not a pass.
 
 The same verdicts as on the embedded cluster (``test_dag_embedded_internal.py``), read from every server directly.
 The real servers have no fault controls, so the lost response is made at the adapter boundary: the member's real
@@ -14,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import socket
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -22,13 +22,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import clickhouse_connect
 import pytest
 
 from airflow_provider_dpone.cluster.values.authority.internal import INTERNAL_SCHEMA_V1
 from airflow_provider_dpone.core.errors import OutcomeUnknownError
 from airflow_provider_dpone.core.manifest import ClusterPublicationManifest as Manifest
 from airflow_provider_dpone.hooks.publication import PublicationEnvironment, hook_environment
+from tests.fixtures.real_cluster import RealCluster, compose_cluster
 from tests.integration.dag_runner import (
     INTERNAL_EXAMPLE_FILE,
     RunOutcome,
@@ -42,61 +42,12 @@ from tests.integration.replica_checks import authority_record, replica_contents,
 
 pytestmark = pytest.mark.real_cluster
 
-ROOT = Path(__file__).resolve().parents[2]
-PROBE_TIMEOUT_SECONDS = 1.0
 SOURCE_ROWS = 200
-
-
-@dataclasses.dataclass(frozen=True)
-class RealMember:
-    name: str
-    host: str
-    port: int
-    shard_num: int
-    replica_num: int
-
-
-@dataclasses.dataclass(frozen=True)
-class RealCluster:
-    """The compose cluster in the shape the replica checks read: its first server is the coordinator."""
-
-    cluster_name: str
-    members: tuple[RealMember, ...]
-
-    def client(self, target: Any = "coordinator") -> Any:
-        member = self.members[0] if target == "coordinator" else target
-        return clickhouse_connect.get_client(host=member.host, port=member.port, connect_timeout=3)
-
-    def connection_json(self) -> dict[str, Any]:
-        first = self.members[0]
-        endpoints = {f"{m.shard_num}:{m.replica_num}": f"{m.host}:{m.port}" for m in self.members}
-        return {
-            "conn_type": "dpone_clickhouse",
-            "host": first.host,
-            "port": first.port,
-            "login": "default",
-            "password": "",
-            "extra": {"member_endpoints": endpoints},
-        }
 
 
 @pytest.fixture(scope="module")
 def real_cluster() -> RealCluster:
-    description = json.loads((ROOT / "deploy/real-cluster.json").read_text())
-    members = tuple(
-        RealMember(m["name"], m["host"], int(m["port"]), int(m["shard_num"]), int(m["replica_num"]))
-        for m in description["members"]
-    )
-    for member in members:
-        try:
-            with socket.create_connection((member.host, member.port), timeout=PROBE_TIMEOUT_SECONDS):
-                pass
-        except OSError as exc:
-            pytest.skip(
-                f"real cluster not reachable at {member.host}:{member.port} ({type(exc).__name__}); "
-                "start it with `docker compose up -d --wait`"
-            )
-    return RealCluster(description["internal_cluster"], members)
+    return compose_cluster(internal_replication=True)
 
 
 @pytest.fixture(scope="module")

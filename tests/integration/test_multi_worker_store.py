@@ -9,10 +9,6 @@ sealing worker still resumes; with one shared store the other worker completes t
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -23,8 +19,8 @@ from dpone_embedded import EmbeddedCluster
 from tests.integration.dag_runner import load_example
 from tests.integration.embedded_example import embedded_manifest, member_rows
 from tests.integration.replica_checks import authority_record
+from tests.integration.workers import Worker
 
-REPO = Path(__file__).resolve().parents[2]
 ROWS = 40
 pytestmark = pytest.mark.embedded_cluster(members=2)
 
@@ -32,47 +28,6 @@ pytestmark = pytest.mark.embedded_cluster(members=2)
 @pytest.fixture(scope="module")
 def example(dags_folder: Path) -> ModuleType:
     return load_example(dags_folder, "clickhouse_external_full_refresh.py")
-
-
-class Worker:
-    """One worker machine: its own host name (its home's name), home directory and settings; each call a process."""
-
-    def __init__(self, home: Path, cluster: EmbeddedCluster, manifest: dict[str, Any], **settings: str) -> None:
-        home.mkdir(parents=True)
-        self.home = home
-        self.host = f"{home.name}.workers.example"
-        env = {name: value for name, value in os.environ.items() if not name.startswith("AIRFLOW")}
-        env.update(
-            {
-                "AIRFLOW_HOME": str(home),
-                "AIRFLOW_CONFIG": str(home / "airflow.cfg"),
-                "AIRFLOW__CORE__HOSTNAME_CALLABLE": "tests.integration.worker_try.hostname",
-                "DPONE_WORKER_HOSTNAME": self.host,
-                "AIRFLOW_CONN_DPONE_CLICKHOUSE_DEFAULT": json.dumps(cluster.connection_json()),
-                "DPONE_WORKER_MANIFEST": json.dumps(manifest),
-                "PYTHONPATH": str(REPO),
-            }
-        )
-        env.update({f"AIRFLOW__DPONE__{name.upper()}": value for name, value in settings.items()})
-        self.env = env
-
-    def run(self, *steps: str) -> list[str]:
-        done = subprocess.run(
-            [sys.executable, "-m", "tests.integration.worker_try", *steps],
-            cwd=REPO,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-        lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-        assert {line["host"] for line in lines} <= {self.host}, lines  # each try ran as this worker's machine
-        outcomes = [line["outcome"] for line in lines]
-        if done.returncode == 3:  # the worker died where told to
-            outcomes.append("died")
-        assert done.returncode in (0, 3), done.stderr[-2000:]
-        return outcomes
 
 
 @pytest.fixture

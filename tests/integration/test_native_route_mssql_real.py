@@ -1,6 +1,7 @@
 """The native route into a real SQL Server: the corpus PostgreSQL passes, with BCP and with parameterized batches.
 
-Opt-in: ``make test-real`` starts the compose deployment (``docker compose up -d --wait``), runs this module and stops
+Opt-in: ``make test-real`` starts the compose deployment (``docker compose up -d --wait``, then the one-shot
+``mssql-init`` that creates the ``_UTF8`` database), runs this module with the rest of the real-server suite and stops
 it. The cases are :class:`~tests.integration.native_route_scenarios.RouteCorpus` (every corpus table, windows, kills
 before EOF, after EOF and during publication), run once per import backend. The source is the compose ClickHouse
 ``member1`` over HTTP, read through :class:`DponeNativeTransferHook` from ``dpone_clickhouse_default``; the target is
@@ -34,6 +35,7 @@ from airflow_provider_dpone.core.manifest.transfer import NativeTransferManifest
 from airflow_provider_dpone.core.manifest.transfer_options import ImportBackend
 from airflow_provider_dpone.hooks.native_transfer import DponeNativeTransferHook
 from airflow_provider_dpone.transfer.source.session import ClickHouseSnapshotConnector
+from airflow_provider_dpone.transfer.targets.mssql.digest import UTF8_COLLATION
 from airflow_provider_dpone.transfer.targets.mssql.driver import mssql_connection_factory
 from airflow_provider_dpone.transfer.targets.mssql.target import MsSqlTransferTarget
 from airflow_provider_dpone.transfer.values.chunk import RelationRef
@@ -222,7 +224,7 @@ class MsSqlRoute(PgRoute):
         return int(self.harness.receipts())  # type: ignore[attr-defined]
 
 
-@pytest.fixture(params=[ImportBackend.BCP, ImportBackend.SQLCLIENT], ids=["bcp", "batches"])
+@pytest.fixture(params=list(ImportBackend), ids=lambda backend: str(backend.value))  # every loader the product has
 def harness(request: pytest.FixtureRequest, real: RealEndpoints, manifest: NativeTransferManifest) -> Iterator[Any]:
     created = RealMsSqlHarness(real, DATABASE, request.param)
     yield created
@@ -240,6 +242,16 @@ def make_route(harness: RealMsSqlHarness, source: ClickHouseSnapshotConnector) -
         return MsSqlRoute(root, relation, harness, source=source, **fields)  # type: ignore[arg-type]
 
     return make
+
+
+def test_the_init_step_created_the_utf8_database(real: RealEndpoints) -> None:
+    """``mssql-init`` (``docker compose run --rm mssql-init``) made the second database on the ``_UTF8`` collation the
+    transfer's in-server text digest needs."""
+    described = json.loads((ROOT / "deploy/real-cluster.json").read_text())["mssql"]
+    assert described["utf8_collation"] == UTF8_COLLATION
+    with _mssql(real) as conn, conn.cursor() as cursor:
+        cursor.execute("SELECT collation_name FROM sys.databases WHERE name = %s", (described["utf8_database"],))
+        assert cursor.fetchall() == [(UTF8_COLLATION,)]
 
 
 class TestRouteOnSqlServer(RouteCorpus):

@@ -14,7 +14,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["IMAGES", "TOPOLOGY", "ClusterTopology", "MemberSlot", "remote_servers_xml", "replication_xml"]
+__all__ = [
+    "CLICKHOUSE_VERSION",
+    "IMAGES",
+    "TOPOLOGY",
+    "ClusterTopology",
+    "KeeperSlot",
+    "MemberSlot",
+    "remote_servers_xml",
+    "replication_xml",
+]
 
 
 @dataclass(frozen=True)
@@ -35,6 +44,18 @@ class MemberSlot:
 
 
 @dataclass(frozen=True)
+class KeeperSlot:
+    """One ClickHouse Keeper server of the real cluster's Raft ensemble."""
+
+    server_id: int
+
+    @property
+    def name(self) -> str:
+        """``keeper<server_id>`` (also the compose service and host name)."""
+        return f"keeper{self.server_id}"
+
+
+@dataclass(frozen=True)
 class ClusterTopology:
     external_cluster: str = "dpone_cluster"
     internal_cluster: str = "dpone_cluster_replicated"
@@ -48,7 +69,14 @@ class ClusterTopology:
     compose_http_port_base: int = 18123
     """The real cluster publishes member N's HTTP port on ``127.0.0.1:<base + N - 1>`` (docker-compose)."""
     compose_keeper_port: int = 19181
+    """Keeper server N's client port is published on ``127.0.0.1:<base + N - 1>``."""
+    keepers: int = 3
+    """The real cluster's Keeper ensemble: three Raft servers, so one may be lost (quorum two of three)."""
     compose_mssql_port: int = 11433
+    mssql_utf8_database: str = "dpone_utf8"
+    mssql_utf8_collation: str = "Latin1_General_100_CI_AS_SC_UTF8"
+    """The second SQL Server database, created by the compose init step on a ``_UTF8`` collation (SQL Server 2019+):
+    the collation the transfer's in-server text digest uses."""
 
     def cluster_name(self, internal_replication: bool) -> str:
         return self.internal_cluster if internal_replication else self.external_cluster
@@ -58,14 +86,26 @@ class ClusterTopology:
             raise ValueError("a cluster needs at least two members")
         return tuple(MemberSlot(self.shard_num, replica) for replica in range(1, members + 1))
 
+    def keeper_slots(self) -> tuple[KeeperSlot, ...]:
+        if self.keepers < 3 or self.keepers % 2 == 0:
+            raise ValueError("a Keeper ensemble that survives one lost server has an odd number of three or more")
+        return tuple(KeeperSlot(server_id) for server_id in range(1, self.keepers + 1))
+
 
 TOPOLOGY = ClusterTopology()
 
+CLICKHOUSE_VERSION = "26.9"
+"""The ClickHouse release the embedded cluster embeds (chdb-core 26.9, ``chdb.engine_version`` 26.9.2.1) and the
+real cluster runs: ``tests/embedded/test_compose.py`` checks it against the installed chdb, so the double and the
+compose servers cannot move apart unnoticed. The image tag is the release line (``clickhouse-server:<major>.<minor>``,
+as the project publishes its tags), which follows that release's latest patch."""
+
 IMAGES = {
-    "clickhouse": "clickhouse/clickhouse-server:25.8",
+    "clickhouse": f"clickhouse/clickhouse-server:{CLICKHOUSE_VERSION}",
     "mssql": "mcr.microsoft.com/mssql/server:2022-CU14-ubuntu-22.04",
 }
-"""Pinned images of the real cluster (docker-compose); Keeper runs from the ClickHouse image (``clickhouse keeper``)."""
+"""Pinned images of the real cluster (docker-compose); Keeper runs from the ClickHouse image (``clickhouse keeper``),
+and the SQL Server init step from the SQL Server image (its ``sqlcmd``)."""
 
 
 def remote_servers_xml(topology: ClusterTopology, replicas: list[tuple[str, int]], indent: str = "    ") -> str:
