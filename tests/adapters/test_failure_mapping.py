@@ -28,6 +28,7 @@ from airflow_provider_dpone.core.errors import (
     AuthorityConflictError,
     MutationRejectedError,
     OutcomeUnknownError,
+    ReadBackOlderError,
     UnavailableError,
 )
 from airflow_provider_dpone.core.identities import member_id
@@ -147,9 +148,11 @@ def test_strict_insert_failures(answer: Callable[[], Any], expected: type[Except
     [
         (rows(stored("new", 4)), None),  # applied
         (rows(stored("other writer", 4)), AuthorityConflictError),  # someone else made 3 -> 4
-        (rows(stored("old", 3)), AuthorityConflictError),  # nothing matched, cannot apply later
-        (rows(stored("old", 2)), AuthorityConflictError),  # the caller's version was ahead: nothing matched
-        (rows(), AuthorityConflictError),  # no row under the key: nothing matched
+        # older than the write (the caller holds version 3; versions only grow, rows are never deleted): a Keeper
+        # server behind the write answered the read, so the write is not yet known, never a conflict
+        (rows(stored("old", 3)), ReadBackOlderError),
+        (rows(stored("old", 2)), ReadBackOlderError),
+        (rows(), ReadBackOlderError),
         (rows(stored("later writer", 5)), OutcomeUnknownError),  # ours may have applied, then another
     ],
 )

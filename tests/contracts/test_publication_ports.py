@@ -24,7 +24,12 @@ from airflow_provider_dpone.cluster.ports import (
 )
 from airflow_provider_dpone.cluster.values.authority.row import AUTHORITY_COLUMNS, AUTHORITY_TABLE, AuthorityRow
 from airflow_provider_dpone.cluster.values.receipts import CONTENT_DIGEST_V1, CONTENT_DIGEST_V2
-from airflow_provider_dpone.core.errors import AuthorityConflictError, MutationRejectedError, OutcomeUnknownError
+from airflow_provider_dpone.core.errors import (
+    AuthorityConflictError,
+    MutationRejectedError,
+    OutcomeUnknownError,
+    ReadBackOlderError,
+)
 from tests.adapters.port_backends import PortBackend, Row, open_backend
 from tests.fakes.world import content_digest as typed_multiset_digest
 
@@ -117,16 +122,19 @@ def test_compare_and_set_with_a_stale_version_changes_nothing(backend: PortBacke
     backend.ports.authority.create(authority_row(target, "v0"))
     current = authority_row(target, "v1")
     backend.ports.authority.compare_and_set(current, 0)
-    for stale in (0, 2, 7):
-        with pytest.raises(AuthorityConflictError):
-            backend.ports.authority.compare_and_set(authority_row(target, f"stale {stale}"), stale)
+    with pytest.raises(AuthorityConflictError):  # the next version holds another row
+        backend.ports.authority.compare_and_set(authority_row(target, "stale 0"), 0)
+    for ahead in (2, 7):  # a version the key never had reads as older: only a lagging Keeper server explains it
+        with pytest.raises(ReadBackOlderError):
+            backend.ports.authority.compare_and_set(authority_row(target, f"ahead {ahead}"), ahead)
     stored = backend.ports.authority.read(target)
     assert stored is not None and stored.row == current and stored.version == 1
 
 
-def test_compare_and_set_of_an_absent_key_conflicts(backend: PortBackend) -> None:
+def test_compare_and_set_of_an_absent_key_changes_nothing_and_is_not_yet_known(backend: PortBackend) -> None:
+    """No row after the update: the caller held a version, so only a lagging Keeper server explains it."""
     target = key()
-    with pytest.raises(AuthorityConflictError):
+    with pytest.raises(ReadBackOlderError):
         backend.ports.authority.compare_and_set(authority_row(target, "x"), 0)
     assert backend.ports.authority.read(target) is None
 

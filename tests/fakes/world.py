@@ -178,6 +178,9 @@ class FakeClock:
     def monotonic_ms(self) -> int:
         return self.ms
 
+    def sleep_ms(self, ms: int) -> None:
+        self.advance(max(ms, 0))
+
     def advance(self, ms: int) -> None:
         self.ms += ms
 
@@ -237,6 +240,10 @@ class FakeWorld:
         for replica in range(1, members + 1):
             self.add_member(replica)
         self.keeper: dict[str, tuple[AuthorityRow, int]] = {}
+        self.keeper_before: dict[str, tuple[AuthorityRow, int] | None] = {}
+        """What each key held before its latest write (what a Keeper server one write behind still serves)."""
+        self.keeper_lagging_reads = 0
+        """How many of the next authority reads a lagging Keeper server answers (:meth:`lag_keeper`)."""
         self.queue: list[QueueEntry] = []
         self.artifacts: dict[str, FakeArtifact] = {}
         self.faults = FaultInjector()
@@ -265,6 +272,29 @@ class FakeWorld:
         self.held: list[tuple[ServerName, Callable[[], object]]] = []
         """Dispatches a stalled coordinator received and holds: :meth:`resume_coordinator` runs them (late),
         :meth:`restart_coordinator` loses them."""
+
+    # --- Keeper ---------------------------------------------------------------------------------------------------
+
+    def lag_keeper(self, reads: int) -> None:
+        """The next ``reads`` authority reads (a CAS's own read-back included) are answered by a Keeper server that
+        has not applied the latest write of the key: they return what the key held before it (the previous version,
+        or no row). ZooKeeper and ClickHouse Keeper order writes linearizably but answer a read from the server the
+        session is connected to, which may lag; KeeperMap sends no ``sync`` before a read (``StorageKeeperMap::
+        getClient`` syncs only when it opens a session; ``getBySerializedKeys`` is a plain ``tryGet``)."""
+        self.keeper_lagging_reads = reads
+
+    def keeper_write(self, key: str, value: tuple[AuthorityRow, int]) -> None:
+        """Apply one authority write, remembering what the key held before it."""
+        self.keeper_before[key] = self.keeper.get(key)
+        self.keeper[key] = value
+
+    def keeper_read(self, key: str) -> tuple[AuthorityRow, int] | None:
+        """One authority read as a Keeper server answers it: a lagging one serves the state before the last write."""
+        if self.keeper_lagging_reads > 0:
+            self.keeper_lagging_reads -= 1
+            if key in self.keeper_before:
+                return self.keeper_before[key]
+        return self.keeper.get(key)
 
     # --- the coordinator ------------------------------------------------------------------------------------------
 

@@ -91,6 +91,12 @@ class OutcomeUnknownError(Exception):
     """A one-shot mutation's outcome is unknown: it may have taken effect. Resolve by observation only."""
 
 
+class ReadBackOlderError(OutcomeUnknownError):
+    """A compare-and-set was acknowledged but the read after it showed an older version than the write produces:
+    the read was served by a Keeper server that has not applied it yet. Not yet known: read again within a bound,
+    never repeat the write; past the bound it is an unknown outcome like any other."""
+
+
 class MutationRejectedError(Exception):
     """The server refused a mutation (for example: name taken, UUID mismatch); nothing changed."""
 
@@ -116,6 +122,7 @@ __all__ = [
     "AuthorityConflictError",
     "MutationRejectedError",
     "OutcomeUnknownError",
+    "ReadBackOlderError",
     "UnavailableError",
     "VerificationBudgetExceededError",
     "ALIASES",

@@ -213,8 +213,11 @@ RUNTIME_ADMISSION: tuple[ErrorCode, ...] = (
     ),
     ErrorCode(
         "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_OUTCOME_UNKNOWN",
-        "an authority write was not acknowledged or its read-back did not show exactly that write",
-        "retry the task: it re-reads the authority; no dispatch permit was granted",
+        "an authority write was not acknowledged, or its read-back did not show exactly that write: the version moved "
+        "past it, or every read within the bound (`authority_rereads`) still showed an older version (a Keeper server "
+        "behind the write answered; Keeper reads are not linearizable across servers)",
+        "retry the task: it re-reads the authority; no dispatch permit was granted. If it recurs, check the Keeper "
+        "ensemble's follower lag and whether the coordinator endpoint spans several ClickHouse servers",
         retryable=True,
     ),
     ErrorCode(
