@@ -83,6 +83,11 @@ class PortBackend(Protocol):
         """The coordinator's server restarts now, its Keeper (the authority) living on: what it held dies."""
         ...
 
+    def recreate_coordinator(self, server_uuid: str) -> None:
+        """As :meth:`restart_coordinator`, and the server lost its data directory: it answers a new
+        ``serverUUID()`` on the same host."""
+        ...
+
     def now_ms(self) -> int:
         """The coordinator's clock."""
         ...
@@ -150,6 +155,10 @@ class FakeBackend:
     def restart_coordinator(self) -> None:
         self.world.clock.advance(1000)
         self.world.restart_coordinator()
+
+    def recreate_coordinator(self, server_uuid: str) -> None:
+        self.world.clock.advance(1000)
+        self.world.recreate_coordinator(server_uuid)
 
     def now_ms(self) -> int:
         return self.world.clock.now_ms()
@@ -289,6 +298,9 @@ class EmbeddedBackend:
 
     def restart_coordinator(self) -> None:
         self.embedded.faults.emulate_restart("coordinator")
+
+    def recreate_coordinator(self, server_uuid: str) -> None:
+        self.embedded.faults.emulate_restart("coordinator", new_server_uuid=server_uuid)
 
     def now_ms(self) -> int:
         return _wall_ms()

@@ -517,6 +517,23 @@ def test_the_coordinator_start_time_is_a_lower_bound_that_a_restart_moves_forwar
     assert before - 1000 <= after.started_at_ms <= backend.now_ms() and after.started_at_ms > first.started_at_ms
 
 
+def test_a_coordinator_recreated_without_its_data_directory_answers_a_new_uuid_on_the_same_host(
+    backend: PortBackend,
+) -> None:
+    """What the void proof's retired-server rule reads: a new ``serverUUID()``, the same ``hostName()`` digest, and a
+    start time after the recreation."""
+    ddl = backend.ports.ddl
+    first = ddl.server_identity()
+    recreated = str(uuid.uuid4())
+    before = backend.now_ms()
+    backend.recreate_coordinator(recreated)
+    after = ddl.server_identity()
+    assert after.name.server_uuid == recreated != first.name.server_uuid
+    assert after.name.host_digest == first.name.host_digest
+    assert before - 1000 <= after.started_at_ms <= backend.now_ms()
+    assert ddl.server_identity().name == after.name  # it keeps its new identity
+
+
 def test_a_pinned_dispatch_runs_in_its_identity_session_and_is_refused_unrun_after_a_restart(
     backend: PortBackend,
 ) -> None:

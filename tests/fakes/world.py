@@ -321,6 +321,16 @@ class FakeWorld:
             if server != self.coordinator_server
         }
 
+    def recreate_coordinator(self, server_uuid: str) -> None:
+        """The coordinator server reached now lost its data directory and starts again on the same host: it dies as in
+        :meth:`restart_coordinator`, and comes back with a new ``serverUUID()`` (ClickHouse keeps it in the data
+        path's ``uuid`` file and writes a new one when the file is missing: ``ServerUUID::load``,
+        src/Core/ServerUUID.cpp); its ``hostName()`` is unchanged."""
+        self.restart_coordinator()
+        recreated = ServerName(server_uuid=server_uuid, host_digest=self.coordinator_server.host_digest)
+        self.server_started_at_ms[recreated] = self.clock.now_ms()
+        self.coordinator_server = recreated
+
     @property
     def coordinator_started_at_ms(self) -> int:
         """When the server the coordinator endpoint reaches now last started."""

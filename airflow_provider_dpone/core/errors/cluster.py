@@ -480,7 +480,20 @@ RUNTIME_ADMISSION: tuple[ErrorCode, ...] = (
         "was pinned to (a load balancer or a changed connection): that server's restart proves nothing about the "
         "request; nothing changed",
         "point the coordinator connection at the server the detail names by its UUID (or wait until the balancer "
-        "routes to it), then run the void-permit action again",
+        "routes to it), then run the void-permit action again. If that server lost its data directory and was "
+        "recreated on the same host with a new UUID, run the void with retired_server_uuid set to the pinned UUID "
+        "(runbook: a recreated coordinator)",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_VOID_REPLACEMENT_UNPROVEN",
+        "the void-permit action was told the permit's server identity is retired (retired_server_uuid), but the "
+        "server that answered is not its replacement: the retired UUID is not the one the permit was pinned to, the "
+        "answering server still has that UUID, or it runs on another host name (a load balancer may route to a "
+        "server that never held the request); nothing changed",
+        "compare retired_server_uuid with the pinned UUID in the detail; point the coordinator connection at the "
+        "server recreated on the pinned server's host, check that serverUUID() there shows the new UUID, then run "
+        "the void again",
         retryable=False,
     ),
     ErrorCode(
