@@ -347,6 +347,11 @@ class MemberSession(Protocol):
         """Drop the table iff it holds exactly ``uuid`` (``SYNC``); otherwise :class:`MutationRejectedError`."""
         ...
 
+    def exchange_tables(self, database: str, left: str, right: str) -> None:
+        """``EXCHANGE TABLES`` of two tables on this member alone (the fence's probe of scratch tables only).
+        :class:`ExchangeUnsupportedError` when the member's OS or filesystem cannot exchange atomically."""
+        ...
+
     def replica_status(self, database: str, table: str) -> ReplicaStatus | None:
         """This member's ``system.replicas`` row for the table, or ``None`` (absent or not replicated)."""
         ...

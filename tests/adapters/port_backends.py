@@ -51,6 +51,11 @@ class PortBackend(Protocol):
         """The member's DDL worker stops taking queue entries (a host that is down for the queue)."""
         ...
 
+    def refuse_next_exchange(self, member_id: str) -> None:
+        """The member's next ``EXCHANGE TABLES`` is refused as on a filesystem without ``RENAME_EXCHANGE`` (Code 1
+        ``UNSUPPORTED_METHOD``, ``renameExchange`` in src/Common/renameat2.cpp); nothing changes."""
+        ...
+
     def resume(self, member_id: str) -> None: ...
 
     def stop_fetches(self, member_id: str, table: str) -> None:
@@ -123,6 +128,9 @@ class FakeBackend:
 
     def pause(self, member_id: str) -> None:
         self.world.member(member_id).paused = True
+
+    def refuse_next_exchange(self, member_id: str) -> None:
+        self.world.member(member_id).no_rename_exchange = True  # for the rest of the test: its filesystem
 
     def resume(self, member_id: str) -> None:
         self.world.resume(self.world.member(member_id))
@@ -249,6 +257,9 @@ class EmbeddedBackend:
 
     def pause(self, member_id: str) -> None:
         self.embedded.faults.pause(self.process_of(member_id))
+
+    def refuse_next_exchange(self, member_id: str) -> None:
+        self.embedded.faults.fail_next_statement(self.process_of(member_id), 1, match="^EXCHANGE TABLES")
 
     def resume(self, member_id: str) -> None:
         self.embedded.faults.resume(self.process_of(member_id))

@@ -26,6 +26,7 @@ from airflow_provider_dpone.cluster.values.authority.row import AUTHORITY_COLUMN
 from airflow_provider_dpone.cluster.values.receipts import CONTENT_DIGEST_V1, CONTENT_DIGEST_V2
 from airflow_provider_dpone.core.errors import (
     AuthorityConflictError,
+    ExchangeUnsupportedError,
     MutationRejectedError,
     OutcomeUnknownError,
     ReadBackOlderError,
@@ -148,6 +149,33 @@ def test_lost_authority_response_is_unknown_and_the_write_is_observable(backend:
         backend.ports.authority.compare_and_set(row, 0)
     stored = backend.ports.authority.read(target)
     assert stored is not None and stored.row == row and stored.version == 1
+
+
+# --- member: the fence's exchange probe ------------------------------------------------------------------------
+
+
+def test_a_members_own_exchange_swaps_two_tables_and_a_missing_one_is_refused(backend: PortBackend) -> None:
+    member = members(backend)[0]
+    left, right = candidate(backend, member, "xa"), candidate(backend, member, "xb")
+    member_session = session(backend, member)
+    member_session.exchange_tables(backend.database, "xa", "xb")
+    assert member_session.table_uuids(backend.database, ("xa", "xb")) == (right, left)
+    for other in members(backend)[1:]:  # this member only
+        assert session(backend, other).table_uuids(backend.database, ("xa", "xb")) == (None, None)
+    with pytest.raises(MutationRejectedError):
+        member_session.exchange_tables(backend.database, "xa", "absent")
+    assert member_session.table_uuids(backend.database, ("xa", "xb")) == (right, left)
+
+
+def test_an_exchange_without_rename_exchange_is_refused_as_unsupported_and_changes_nothing(
+    backend: PortBackend,
+) -> None:
+    member = members(backend)[0]
+    left, right = candidate(backend, member, "ya"), candidate(backend, member, "yb")
+    backend.refuse_next_exchange(member)
+    with pytest.raises(ExchangeUnsupportedError):
+        session(backend, member).exchange_tables(backend.database, "ya", "yb")
+    assert session(backend, member).table_uuids(backend.database, ("ya", "yb")) == (left, right)
 
 
 # --- catalog -----------------------------------------------------------------------------------------------------

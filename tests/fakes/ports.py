@@ -42,6 +42,7 @@ from airflow_provider_dpone.core.clickhouse.types import canonical_columns
 from airflow_provider_dpone.core.errors import (
     ArtifactInvalidError,
     AuthorityConflictError,
+    ExchangeUnsupportedError,
     MutationRejectedError,
     OutcomeUnknownError,
     ReadBackOlderError,
@@ -223,6 +224,23 @@ class FakeMemberSession:
             self.world.effects.append(Effect(self.member.member_id, "member", "create", table, uuid))
 
         self.world.faults.mutation("member.create", effect)
+
+    def exchange_tables(self, database: str, left: str, right: str) -> None:
+        self.world.calls["member.exchange"] += 1
+
+        def effect() -> None:
+            tables = self.member.tables
+            if (database, left) not in tables or (database, right) not in tables:
+                raise MutationRejectedError("Code: 60. UNKNOWN_TABLE")
+            if self.member.no_rename_exchange:
+                raise ExchangeUnsupportedError("Code: 1. System call renameat2() is not supported")
+            tables[(database, left)], tables[(database, right)] = tables[(database, right)], tables[(database, left)]
+            for name in (left, right):
+                self.world.effects.append(
+                    Effect(self.member.member_id, "member", "exchange", name, tables[(database, name)].uuid)
+                )
+
+        self.world.faults.mutation("member.exchange", effect)
 
     def load(
         self, database: str, table: str, uuid: str, artifact: FakeHandle, *, query_id: str, dedup_token: str

@@ -60,6 +60,7 @@ if TYPE_CHECKING:
 Row = tuple[object, ...]
 
 UNKNOWN_TABLE = 60
+UNSUPPORTED_METHOD = 1
 TABLE_ALREADY_EXISTS = 57
 
 _LOGICAL = {"UInt64": LogicalType.INTEGER, "Int64": LogicalType.INTEGER, "String": LogicalType.STRING}
@@ -135,6 +136,10 @@ class FakeMember:
     fetch_paused: bool = False  # its replicas fetch nothing (SYNC REPLICA times out)
     fetch_corrupt: int = 0  # its replicas fetch the next n parts without their last row (-1: every part)
     replica_readonly: bool = False  # its replicas lost Keeper (system.replicas.is_readonly)
+    no_rename_exchange: bool = False
+    """Its metadata directory's filesystem has no ``renameat2(RENAME_EXCHANGE)``: every EXCHANGE there (its own or
+    its DDL worker's) fails with Code 1 ``UNSUPPORTED_METHOD`` and changes nothing (``renameExchange``,
+    src/Common/renameat2.cpp); a RENAME still works (``renameNoReplace`` falls back to a plain rename)."""
 
     @property
     def member_id(self) -> str:
@@ -471,6 +476,8 @@ class FakeWorld:
             left, right = (db, intent.left), (db, intent.right)
             if left not in tables or right not in tables:
                 return UNKNOWN_TABLE
+            if member.no_rename_exchange:
+                return UNSUPPORTED_METHOD
             tables[left], tables[right] = tables[right], tables[left]
             self.effects.append(Effect(mid, "ddl", "exchange", intent.left, tables[left].uuid))
             self.effects.append(Effect(mid, "ddl", "exchange", intent.right, tables[right].uuid))

@@ -101,6 +101,11 @@ class MutationRejectedError(Exception):
     """The server refused a mutation (for example: name taken, UUID mismatch); nothing changed."""
 
 
+class ExchangeUnsupportedError(MutationRejectedError):
+    """The member refused an ``EXCHANGE TABLES`` because its OS or filesystem cannot exchange two paths atomically
+    (``renameat2`` with ``RENAME_EXCHANGE``); nothing changed."""
+
+
 class AuthorityConflictError(Exception):
     """Strict insert found the key, or a compare-and-set found another version; nothing changed."""
 
@@ -120,6 +125,7 @@ class ArtifactInvalidError(Exception):
 __all__ = [
     "ArtifactInvalidError",
     "AuthorityConflictError",
+    "ExchangeUnsupportedError",
     "MutationRejectedError",
     "OutcomeUnknownError",
     "ReadBackOlderError",

@@ -149,6 +149,17 @@ RUNTIME_ADMISSION: tuple[ErrorCode, ...] = (
         retryable=False,
     ),
     ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_EXCHANGE_UNSUPPORTED",
+        "a member cannot EXCHANGE tables in the target database: the fence's probe (two scratch tables of this "
+        "operation, exchanged and dropped on that member alone) was refused because the kernel or the filesystem "
+        "of the member's metadata directory has no renameat2(RENAME_EXCHANGE) (ClickHouse Code 48 NOT_IMPLEMENTED or "
+        "Code 1 UNSUPPORTED_METHOD); nothing was fenced or staged",
+        "move that member's ClickHouse data path (its metadata directory) to a local filesystem that supports "
+        "RENAME_EXCHANGE (ext4, xfs, btrfs; not every network or overlay filesystem does) on Linux 3.15 or later, "
+        "then run the DAG again; check with EXCHANGE TABLES on two scratch tables on that member",
+        retryable=False,
+    ),
+    ErrorCode(
         "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_TABLE_UNSUPPORTED",
         "the KeeperMap authority table is absent or differs from the required columns, key or engine on some member",
         "provision __dpone_cluster_publication_authority with the seven required columns, PRIMARY KEY target_key and one "
@@ -338,7 +349,7 @@ RUNTIME_ADMISSION: tuple[ErrorCode, ...] = (
     ),
     ErrorCode(
         "DPONE_CLICKHOUSE_CLUSTER_MEMBER_MUTATION_REJECTED",
-        "a member refused a create, load or drop",
+        "a member refused a create, load, exchange or drop",
         "retry the task: it observes the member; check grants and disk if it repeats",
         retryable=True,
     ),
