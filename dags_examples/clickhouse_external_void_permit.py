@@ -10,6 +10,8 @@ clickhouse_external_void_permit --conf '{"run_id": "manual__2026-04-01T00:00:00+
 proof (coordinator start time, permit, margins, no queue entry, every member's UUIDs) in the authority and returns
 the operation to the phase its step is dispatched from; then clear the stopped task: it dispatches under a new
 permit. Missing proof fails the task with a ``VOID_*`` code and changes nothing; see the runbook's "Void a permit".
+A coordinator recreated with a new ``serverUUID()`` on the same host (its data directory lost) is named by the
+``retired_server_uuid`` param (the pinned UUID); see the runbook's "A recreated coordinator".
 """
 
 from __future__ import annotations
@@ -39,6 +41,11 @@ with DAG(
         "dag_id": Param(FULL_REFRESH_DAG_ID, type="string", description="DAG id of the stopped run"),
         "run_id": Param("", type="string", minLength=1, description="run id of the stopped run"),
         "operation_id": Param("", type="string", description="optional guard: the run's operation id"),
+        "retired_server_uuid": Param(
+            "",
+            type="string",
+            description="only for a coordinator recreated with a new UUID on the same host: the pinned UUID it lost",
+        ),
     },
     tags=["dpone", "clickhouse", "external-replication", "maintenance"],
     doc_md=__doc__,
@@ -49,6 +56,7 @@ with DAG(
         target_dag_id="{{ params.dag_id }}",
         target_run_id="{{ params.run_id }}",
         operation_id="{{ params.operation_id }}",
+        retired_server_uuid="{{ params.retired_server_uuid }}",
     )
 
 __all__ = ["DAG_ID", "MANIFEST", "dag", "manifest"]

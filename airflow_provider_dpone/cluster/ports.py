@@ -269,7 +269,10 @@ class AuthorityStore(Protocol):
 
     def compare_and_set(self, row: AuthorityRow, expected_version: int) -> None:
         """Replace the row iff its version is ``expected_version``: returns only after a read-back showed exactly
-        ``row`` at ``expected_version + 1`` (the caller makes no read of its own)."""
+        ``row`` at ``expected_version + 1`` (the caller makes no read of its own). :class:`ReadBackOlderError` (an
+        :class:`OutcomeUnknownError`) when the read-back was older than the write (a lagging Keeper server answered
+        it): the caller reads again within its bound, judging each read with
+        :func:`~airflow_provider_dpone.cluster.values.authority.row.judge_read_back`, and never repeats the write."""
         ...
 
 
@@ -344,6 +347,11 @@ class MemberSession(Protocol):
         """Drop the table iff it holds exactly ``uuid`` (``SYNC``); otherwise :class:`MutationRejectedError`."""
         ...
 
+    def exchange_tables(self, database: str, left: str, right: str) -> None:
+        """``EXCHANGE TABLES`` of two tables on this member alone (the fence's probe of scratch tables only).
+        :class:`ExchangeUnsupportedError` when the member's OS or filesystem cannot exchange atomically."""
+        ...
+
     def replica_status(self, database: str, table: str) -> ReplicaStatus | None:
         """This member's ``system.replicas`` row for the table, or ``None`` (absent or not replicated)."""
         ...
@@ -408,6 +416,10 @@ class Clock(Protocol):
 
     def monotonic_ms(self) -> int:
         """Monotonic milliseconds: what budgets are measured with (a wall-clock step cannot extend one)."""
+        ...
+
+    def sleep_ms(self, ms: int) -> None:
+        """Wait ``ms`` milliseconds (the bounded pause between two reads of a value that is not yet visible)."""
         ...
 
 

@@ -118,15 +118,24 @@ class DponeVoidPermitOperator(_TargetRunOperator):
         void_skew_margin_seconds``, 60). Never lower it below the real skew of your clocks.
     :param dpone_clickhouse_conn_id: as for the full-refresh operators; its connect and send/receive timeouts are
         the send timeout the proof counts. Templated.
+    :param retired_server_uuid: only when the coordinator the permit was pinned to lost its data directory and was
+        recreated on the same host with a new ``serverUUID()`` (the void otherwise stops with ``VOID_SERVER_DIFFERS``
+        for ever): the pinned UUID the detail names, stating that no process can answer with it again. The proof
+        then accepts the new identity on the same host (runbook: a recreated coordinator). Empty means none.
+        Templated.
 
     Idempotent: a retry after a void (no permit taken since) reports the same void. Pushes ``operation_id``,
     ``target_key``, ``phase``, ``step``, ``epoch``, ``correlation_token``, ``server_started_at_ms`` and ``server_uuid``.
     """
 
+    template_fields: Sequence[str] = (*_TargetRunOperator.template_fields, "retired_server_uuid")
     ui_color = "#fbe3c2"
 
-    def __init__(self, *, skew_margin_seconds: int | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self, *, skew_margin_seconds: int | None = None, retired_server_uuid: str | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
+        self.retired_server_uuid = retired_server_uuid
         if skew_margin_seconds is not None and (
             isinstance(skew_margin_seconds, bool)
             or not isinstance(skew_margin_seconds, int)
@@ -140,7 +149,7 @@ class DponeVoidPermitOperator(_TargetRunOperator):
         if self.skew_margin_seconds is not None:
             settings = dataclasses.replace(settings, void_skew_margin_ms=self.skew_margin_seconds * 1000)
         service = publication_service(session.environment.ports, session.request, settings)
-        result = service.void_permit()
+        result = service.void_permit(retired_server_uuid=self.retired_server_uuid or None)
         log_transition(self.task_log, result.phase_before, result.phase, result.operation_id)
         return {
             "operation_id": result.operation_id,

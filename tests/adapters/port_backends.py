@@ -63,6 +63,11 @@ class PortBackend(Protocol):
         """The member's DDL worker stops taking queue entries (a host that is down for the queue)."""
         ...
 
+    def refuse_next_exchange(self, member_id: str) -> None:
+        """The member's next ``EXCHANGE TABLES`` is refused as on a filesystem without ``RENAME_EXCHANGE`` (Code 1
+        ``UNSUPPORTED_METHOD``, ``renameExchange`` in src/Common/renameat2.cpp); nothing changes."""
+        ...
+
     def resume(self, member_id: str) -> None: ...
 
     def stop_fetches(self, member_id: str, table: str) -> None:
@@ -93,6 +98,11 @@ class PortBackend(Protocol):
 
     def restart_coordinator(self) -> None:
         """The coordinator's server restarts now, its Keeper (the authority) living on: what it held dies."""
+        ...
+
+    def recreate_coordinator(self, server_uuid: str) -> None:
+        """As :meth:`restart_coordinator`, and the server lost its data directory: it answers a new
+        ``serverUUID()`` on the same host."""
         ...
 
     def now_ms(self) -> int:
@@ -138,6 +148,9 @@ class FakeBackend:
     def pause(self, member_id: str) -> None:
         self.world.member(member_id).paused = True
 
+    def refuse_next_exchange(self, member_id: str) -> None:
+        self.world.member(member_id).no_rename_exchange = True  # for the rest of the test: its filesystem
+
     def resume(self, member_id: str) -> None:
         self.world.resume(self.world.member(member_id))
 
@@ -169,6 +182,10 @@ class FakeBackend:
     def restart_coordinator(self) -> None:
         self.world.clock.advance(1000)
         self.world.restart_coordinator()
+
+    def recreate_coordinator(self, server_uuid: str) -> None:
+        self.world.clock.advance(1000)
+        self.world.recreate_coordinator(server_uuid)
 
     def now_ms(self) -> int:
         return self.world.clock.now_ms()
@@ -260,6 +277,9 @@ class EmbeddedBackend:
     def pause(self, member_id: str) -> None:
         self.embedded.faults.pause(self.process_of(member_id))
 
+    def refuse_next_exchange(self, member_id: str) -> None:
+        self.embedded.faults.fail_next_statement(self.process_of(member_id), 1, match="^EXCHANGE TABLES")
+
     def resume(self, member_id: str) -> None:
         self.embedded.faults.resume(self.process_of(member_id))
 
@@ -308,6 +328,9 @@ class EmbeddedBackend:
 
     def restart_coordinator(self) -> None:
         self.embedded.faults.emulate_restart("coordinator")
+
+    def recreate_coordinator(self, server_uuid: str) -> None:
+        self.embedded.faults.emulate_restart("coordinator", new_server_uuid=server_uuid)
 
     def now_ms(self) -> int:
         return _wall_ms()
@@ -435,6 +458,18 @@ class RealBackend(EmbeddedBackend):
 
     def restart_coordinator(self) -> None:
         real_cluster.restart(self.real, self.real.coordinator)
+
+    def refuse_next_exchange(self, member_id: str) -> None:
+        pytest.skip(
+            ONLY_THE_DOUBLE.format(what="refuse EXCHANGE on one member")
+            + "; a real server refuses it only on a data path without renameat2(RENAME_EXCHANGE)"
+        )
+
+    def recreate_coordinator(self, server_uuid: str) -> None:
+        pytest.skip(
+            ONLY_THE_DOUBLE.format(what="give the coordinator a new serverUUID()")
+            + "; a real server takes one only when its data directory's uuid file is lost"
+        )
 
     def close(self) -> None:
         try:

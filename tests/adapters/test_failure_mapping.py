@@ -26,8 +26,10 @@ from airflow_provider_dpone.core.clickhouse.endpoint import Endpoint
 from airflow_provider_dpone.core.clickhouse.oneshot import MutationGuard
 from airflow_provider_dpone.core.errors import (
     AuthorityConflictError,
+    ExchangeUnsupportedError,
     MutationRejectedError,
     OutcomeUnknownError,
+    ReadBackOlderError,
     UnavailableError,
 )
 from airflow_provider_dpone.core.identities import member_id
@@ -147,9 +149,11 @@ def test_strict_insert_failures(answer: Callable[[], Any], expected: type[Except
     [
         (rows(stored("new", 4)), None),  # applied
         (rows(stored("other writer", 4)), AuthorityConflictError),  # someone else made 3 -> 4
-        (rows(stored("old", 3)), AuthorityConflictError),  # nothing matched, cannot apply later
-        (rows(stored("old", 2)), AuthorityConflictError),  # the caller's version was ahead: nothing matched
-        (rows(), AuthorityConflictError),  # no row under the key: nothing matched
+        # older than the write (the caller holds version 3; versions only grow, rows are never deleted): a Keeper
+        # server behind the write answered the read, so the write is not yet known, never a conflict
+        (rows(stored("old", 3)), ReadBackOlderError),
+        (rows(stored("old", 2)), ReadBackOlderError),
+        (rows(), ReadBackOlderError),
         (rows(stored("later writer", 5)), OutcomeUnknownError),  # ours may have applied, then another
     ],
 )
@@ -235,6 +239,31 @@ def test_create_failures(answer: Callable[[], Any], expected: type[Exception]) -
     client.writes.append(answer)
     with pytest.raises(expected):
         session(client).create_table("db", "cand", UUID, SPEC)
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        # DatabaseAtomic::renameTable: a kernel without renameat2 (src/Databases/DatabaseAtomic.cpp)
+        (
+            fail(refused(48, "RENAME EXCHANGE is not supported because exchanging files is not supported by the OS")),
+            ExchangeUnsupportedError,
+        ),
+        # renameExchange: the filesystem answered EINVAL (src/Common/renameat2.cpp)
+        (fail(refused(1, "System call renameat2() is not supported")), ExchangeUnsupportedError),
+        (fail(refused(60)), MutationRejectedError),  # UNKNOWN_TABLE: an ordinary refusal
+        (fail(LOST), OutcomeUnknownError),
+    ],
+)
+def test_exchange_failures_name_an_os_or_filesystem_without_rename_exchange(
+    answer: Callable[[], Any], expected: type[Exception]
+) -> None:
+    client = Scripted()
+    client.writes.append(answer)
+    with pytest.raises(expected) as raised:
+        session(client).exchange_tables("db", "left", "right")
+    assert type(raised.value) is expected
+    assert client.sent == ["EXCHANGE TABLES `db`.`left` AND `db`.`right`"]
 
 
 @pytest.mark.parametrize("answer", [fail(refused(241)), fail(LOST)])

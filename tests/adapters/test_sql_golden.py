@@ -221,6 +221,14 @@ def test_member_drop_names_the_uuid_it_is_meant_for() -> None:
         sql_member.drop_table("db", "cand", "not-a-uuid")
 
 
+def test_member_exchange_probe_is_one_members_exchange_of_two_validated_names() -> None:
+    assert sql_member.exchange_tables(
+        "db", "__dpone_xprobe_0123456789abcdef_a", "__dpone_xprobe_0123456789abcdef_b"
+    ) == ("EXCHANGE TABLES `db`.`__dpone_xprobe_0123456789abcdef_a` AND `db`.`__dpone_xprobe_0123456789abcdef_b`")
+    with pytest.raises(DponeError):
+        sql_member.exchange_tables("db", "a`; DROP", "b")
+
+
 # --- content digest --------------------------------------------------------------------------------------------
 
 

@@ -24,7 +24,13 @@ from airflow_provider_dpone.cluster.ports import (
 )
 from airflow_provider_dpone.cluster.values.authority.row import AUTHORITY_COLUMNS, AUTHORITY_TABLE, AuthorityRow
 from airflow_provider_dpone.cluster.values.receipts import CONTENT_DIGEST_V1, CONTENT_DIGEST_V2
-from airflow_provider_dpone.core.errors import AuthorityConflictError, MutationRejectedError, OutcomeUnknownError
+from airflow_provider_dpone.core.errors import (
+    AuthorityConflictError,
+    ExchangeUnsupportedError,
+    MutationRejectedError,
+    OutcomeUnknownError,
+    ReadBackOlderError,
+)
 from tests.adapters.port_backends import BACKENDS, PortBackend, Row, open_backend
 from tests.fakes.world import content_digest as typed_multiset_digest
 
@@ -117,16 +123,19 @@ def test_compare_and_set_with_a_stale_version_changes_nothing(backend: PortBacke
     backend.ports.authority.create(authority_row(target, "v0"))
     current = authority_row(target, "v1")
     backend.ports.authority.compare_and_set(current, 0)
-    for stale in (0, 2, 7):
-        with pytest.raises(AuthorityConflictError):
-            backend.ports.authority.compare_and_set(authority_row(target, f"stale {stale}"), stale)
+    with pytest.raises(AuthorityConflictError):  # the next version holds another row
+        backend.ports.authority.compare_and_set(authority_row(target, "stale 0"), 0)
+    for ahead in (2, 7):  # a version the key never had reads as older: only a lagging Keeper server explains it
+        with pytest.raises(ReadBackOlderError):
+            backend.ports.authority.compare_and_set(authority_row(target, f"ahead {ahead}"), ahead)
     stored = backend.ports.authority.read(target)
     assert stored is not None and stored.row == current and stored.version == 1
 
 
-def test_compare_and_set_of_an_absent_key_conflicts(backend: PortBackend) -> None:
+def test_compare_and_set_of_an_absent_key_changes_nothing_and_is_not_yet_known(backend: PortBackend) -> None:
+    """No row after the update: the caller held a version, so only a lagging Keeper server explains it."""
     target = key()
-    with pytest.raises(AuthorityConflictError):
+    with pytest.raises(ReadBackOlderError):
         backend.ports.authority.compare_and_set(authority_row(target, "x"), 0)
     assert backend.ports.authority.read(target) is None
 
@@ -140,6 +149,33 @@ def test_lost_authority_response_is_unknown_and_the_write_is_observable(backend:
         backend.ports.authority.compare_and_set(row, 0)
     stored = backend.ports.authority.read(target)
     assert stored is not None and stored.row == row and stored.version == 1
+
+
+# --- member: the fence's exchange probe ------------------------------------------------------------------------
+
+
+def test_a_members_own_exchange_swaps_two_tables_and_a_missing_one_is_refused(backend: PortBackend) -> None:
+    member = members(backend)[0]
+    left, right = candidate(backend, member, "xa"), candidate(backend, member, "xb")
+    member_session = session(backend, member)
+    member_session.exchange_tables(backend.database, "xa", "xb")
+    assert member_session.table_uuids(backend.database, ("xa", "xb")) == (right, left)
+    for other in members(backend)[1:]:  # this member only
+        assert session(backend, other).table_uuids(backend.database, ("xa", "xb")) == (None, None)
+    with pytest.raises(MutationRejectedError):
+        member_session.exchange_tables(backend.database, "xa", "absent")
+    assert member_session.table_uuids(backend.database, ("xa", "xb")) == (right, left)
+
+
+def test_an_exchange_without_rename_exchange_is_refused_as_unsupported_and_changes_nothing(
+    backend: PortBackend,
+) -> None:
+    member = members(backend)[0]
+    left, right = candidate(backend, member, "ya"), candidate(backend, member, "yb")
+    backend.refuse_next_exchange(member)
+    with pytest.raises(ExchangeUnsupportedError):
+        session(backend, member).exchange_tables(backend.database, "ya", "yb")
+    assert session(backend, member).table_uuids(backend.database, ("ya", "yb")) == (left, right)
 
 
 # --- catalog -----------------------------------------------------------------------------------------------------
@@ -535,6 +571,23 @@ def test_the_coordinator_start_time_is_a_lower_bound_that_a_restart_moves_forwar
     backend.restart_coordinator()
     after = ddl.server_identity()
     assert before - 1000 <= after.started_at_ms <= backend.now_ms() and after.started_at_ms > first.started_at_ms
+
+
+def test_a_coordinator_recreated_without_its_data_directory_answers_a_new_uuid_on_the_same_host(
+    backend: PortBackend,
+) -> None:
+    """What the void proof's retired-server rule reads: a new ``serverUUID()``, the same ``hostName()`` digest, and a
+    start time after the recreation."""
+    ddl = backend.ports.ddl
+    first = ddl.server_identity()
+    recreated = str(uuid.uuid4())
+    before = backend.now_ms()
+    backend.recreate_coordinator(recreated)
+    after = ddl.server_identity()
+    assert after.name.server_uuid == recreated != first.name.server_uuid
+    assert after.name.host_digest == first.name.host_digest
+    assert before - 1000 <= after.started_at_ms <= backend.now_ms()
+    assert ddl.server_identity().name == after.name  # it keeps its new identity
 
 
 def test_a_pinned_dispatch_runs_in_its_identity_session_and_is_refused_unrun_after_a_restart(

@@ -24,7 +24,13 @@ from airflow_provider_dpone.cluster.ports import (
     TableObservation,
     TableSpec,
 )
-from airflow_provider_dpone.cluster.values.authority.row import AUTHORITY_TABLE, AuthorityRow, VersionedAuthorityRow
+from airflow_provider_dpone.cluster.values.authority.row import (
+    AUTHORITY_TABLE,
+    AuthorityRow,
+    ReadBack,
+    VersionedAuthorityRow,
+    judge_read_back,
+)
 from airflow_provider_dpone.cluster.values.part_digests import MAX_PART_DIGESTS, PartDigest
 from airflow_provider_dpone.cluster.values.receipts import (
     CURRENT_CONTENT_DIGEST,
@@ -36,8 +42,10 @@ from airflow_provider_dpone.core.clickhouse.types import canonical_columns
 from airflow_provider_dpone.core.errors import (
     ArtifactInvalidError,
     AuthorityConflictError,
+    ExchangeUnsupportedError,
     MutationRejectedError,
     OutcomeUnknownError,
+    ReadBackOlderError,
     UnavailableError,
 )
 from airflow_provider_dpone.core.inventory import (
@@ -67,12 +75,19 @@ if TYPE_CHECKING:
 
 
 class FakeAuthorityStore:
+    """The KeeperMap authority table as ``cluster/clickhouse/authority_store.py`` sees it: a strict insert, and a CAS
+    followed by one read-back judged by the adapter's own rule (``judge_read_back``). Reads, the read-back included,
+    may be served by a lagging Keeper server (:meth:`FakeWorld.lag_keeper`)."""
+
     def __init__(self, world: FakeWorld) -> None:
         self.world = world
 
     def read(self, target_key: str) -> VersionedAuthorityRow | None:
         self.world.calls["authority.read"] += 1
-        stored = self.world.keeper.get(target_key)
+        return self._observe(target_key)
+
+    def _observe(self, target_key: str) -> VersionedAuthorityRow | None:
+        stored = self.world.keeper_read(target_key)
         return None if stored is None else VersionedAuthorityRow(row=stored[0], version=stored[1])
 
     def create(self, row: AuthorityRow) -> None:
@@ -81,20 +96,27 @@ class FakeAuthorityStore:
         def effect() -> None:
             if row.target_key in self.world.keeper:
                 raise AuthorityConflictError("strict insert: key exists")
-            self.world.keeper[row.target_key] = (row, 0)
+            self.world.keeper_write(row.target_key, (row, 0))
 
         self.world.faults.mutation("authority.create", effect)
 
     def compare_and_set(self, row: AuthorityRow, expected_version: int) -> None:
         self.world.calls["authority.cas"] += 1
 
-        def effect() -> None:
+        def effect() -> None:  # ALTER ... UPDATE ... WHERE _version = N: matching nothing is no effect, no error
             stored = self.world.keeper.get(row.target_key)
-            if stored is None or stored[1] != expected_version:
-                raise AuthorityConflictError("version check failed")
-            self.world.keeper[row.target_key] = (row, stored[1] + 1)
+            if stored is not None and stored[1] == expected_version:
+                self.world.keeper_write(row.target_key, (row, stored[1] + 1))
 
         self.world.faults.mutation("authority.cas", effect)
+        self.world.calls["authority.read_back"] += 1
+        verdict = judge_read_back(self._observe(row.target_key), row, expected_version)
+        if verdict is ReadBack.CONFLICT:
+            raise AuthorityConflictError("another write holds the next version")
+        if verdict is ReadBack.OLDER:
+            raise ReadBackOlderError(f"the read after the update shows a version older than {expected_version + 1}")
+        if verdict is ReadBack.UNKNOWN:
+            raise OutcomeUnknownError("authority version moved on; the outcome of this write is not provable")
 
 
 class FakeCatalog:
@@ -202,6 +224,23 @@ class FakeMemberSession:
             self.world.effects.append(Effect(self.member.member_id, "member", "create", table, uuid))
 
         self.world.faults.mutation("member.create", effect)
+
+    def exchange_tables(self, database: str, left: str, right: str) -> None:
+        self.world.calls["member.exchange"] += 1
+
+        def effect() -> None:
+            tables = self.member.tables
+            if (database, left) not in tables or (database, right) not in tables:
+                raise MutationRejectedError("Code: 60. UNKNOWN_TABLE")
+            if self.member.no_rename_exchange:
+                raise ExchangeUnsupportedError("Code: 1. System call renameat2() is not supported")
+            tables[(database, left)], tables[(database, right)] = tables[(database, right)], tables[(database, left)]
+            for name in (left, right):
+                self.world.effects.append(
+                    Effect(self.member.member_id, "member", "exchange", name, tables[(database, name)].uuid)
+                )
+
+        self.world.faults.mutation("member.exchange", effect)
 
     def load(
         self, database: str, table: str, uuid: str, artifact: FakeHandle, *, query_id: str, dedup_token: str

@@ -60,6 +60,7 @@ if TYPE_CHECKING:
 Row = tuple[object, ...]
 
 UNKNOWN_TABLE = 60
+UNSUPPORTED_METHOD = 1
 TABLE_ALREADY_EXISTS = 57
 
 _LOGICAL = {"UInt64": LogicalType.INTEGER, "Int64": LogicalType.INTEGER, "String": LogicalType.STRING}
@@ -135,6 +136,10 @@ class FakeMember:
     fetch_paused: bool = False  # its replicas fetch nothing (SYNC REPLICA times out)
     fetch_corrupt: int = 0  # its replicas fetch the next n parts without their last row (-1: every part)
     replica_readonly: bool = False  # its replicas lost Keeper (system.replicas.is_readonly)
+    no_rename_exchange: bool = False
+    """Its metadata directory's filesystem has no ``renameat2(RENAME_EXCHANGE)``: every EXCHANGE there (its own or
+    its DDL worker's) fails with Code 1 ``UNSUPPORTED_METHOD`` and changes nothing (``renameExchange``,
+    src/Common/renameat2.cpp); a RENAME still works (``renameNoReplace`` falls back to a plain rename)."""
 
     @property
     def member_id(self) -> str:
@@ -177,6 +182,9 @@ class FakeClock:
 
     def monotonic_ms(self) -> int:
         return self.ms
+
+    def sleep_ms(self, ms: int) -> None:
+        self.advance(max(ms, 0))
 
     def advance(self, ms: int) -> None:
         self.ms += ms
@@ -237,6 +245,10 @@ class FakeWorld:
         for replica in range(1, members + 1):
             self.add_member(replica)
         self.keeper: dict[str, tuple[AuthorityRow, int]] = {}
+        self.keeper_before: dict[str, tuple[AuthorityRow, int] | None] = {}
+        """What each key held before its latest write (what a Keeper server one write behind still serves)."""
+        self.keeper_lagging_reads = 0
+        """How many of the next authority reads a lagging Keeper server answers (:meth:`lag_keeper`)."""
         self.queue: list[QueueEntry] = []
         self.artifacts: dict[str, FakeArtifact] = {}
         self.faults = FaultInjector()
@@ -266,6 +278,29 @@ class FakeWorld:
         """Dispatches a stalled coordinator received and holds: :meth:`resume_coordinator` runs them (late),
         :meth:`restart_coordinator` loses them."""
 
+    # --- Keeper ---------------------------------------------------------------------------------------------------
+
+    def lag_keeper(self, reads: int) -> None:
+        """The next ``reads`` authority reads (a CAS's own read-back included) are answered by a Keeper server that
+        has not applied the latest write of the key: they return what the key held before it (the previous version,
+        or no row). ZooKeeper and ClickHouse Keeper order writes linearizably but answer a read from the server the
+        session is connected to, which may lag; KeeperMap sends no ``sync`` before a read (``StorageKeeperMap::
+        getClient`` syncs only when it opens a session; ``getBySerializedKeys`` is a plain ``tryGet``)."""
+        self.keeper_lagging_reads = reads
+
+    def keeper_write(self, key: str, value: tuple[AuthorityRow, int]) -> None:
+        """Apply one authority write, remembering what the key held before it."""
+        self.keeper_before[key] = self.keeper.get(key)
+        self.keeper[key] = value
+
+    def keeper_read(self, key: str) -> tuple[AuthorityRow, int] | None:
+        """One authority read as a Keeper server answers it: a lagging one serves the state before the last write."""
+        if self.keeper_lagging_reads > 0:
+            self.keeper_lagging_reads -= 1
+            if key in self.keeper_before:
+                return self.keeper_before[key]
+        return self.keeper.get(key)
+
     # --- the coordinator ------------------------------------------------------------------------------------------
 
     def stall_coordinator(self) -> None:
@@ -290,6 +325,16 @@ class FakeWorld:
             for session, server in self.coordinator_sessions.items()
             if server != self.coordinator_server
         }
+
+    def recreate_coordinator(self, server_uuid: str) -> None:
+        """The coordinator server reached now lost its data directory and starts again on the same host: it dies as in
+        :meth:`restart_coordinator`, and comes back with a new ``serverUUID()`` (ClickHouse keeps it in the data
+        path's ``uuid`` file and writes a new one when the file is missing: ``ServerUUID::load``,
+        src/Core/ServerUUID.cpp); its ``hostName()`` is unchanged."""
+        self.restart_coordinator()
+        recreated = ServerName(server_uuid=server_uuid, host_digest=self.coordinator_server.host_digest)
+        self.server_started_at_ms[recreated] = self.clock.now_ms()
+        self.coordinator_server = recreated
 
     @property
     def coordinator_started_at_ms(self) -> int:
@@ -431,6 +476,8 @@ class FakeWorld:
             left, right = (db, intent.left), (db, intent.right)
             if left not in tables or right not in tables:
                 return UNKNOWN_TABLE
+            if member.no_rename_exchange:
+                return UNSUPPORTED_METHOD
             tables[left], tables[right] = tables[right], tables[left]
             self.effects.append(Effect(mid, "ddl", "exchange", intent.left, tables[left].uuid))
             self.effects.append(Effect(mid, "ddl", "exchange", intent.right, tables[right].uuid))

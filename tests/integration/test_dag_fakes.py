@@ -13,10 +13,12 @@ from types import ModuleType
 
 import pytest
 
+from airflow_provider_dpone.cluster.protocol.exchange_probe import SCRATCH_INFIX
 from airflow_provider_dpone.cluster.values.authority.codec import decode
 from airflow_provider_dpone.cluster.values.authority.external import ExternalAuthorityRecord
 from airflow_provider_dpone.core.manifest import ClusterPublicationManifest, load_manifest
 from tests.fakes.faults import FaultKind
+from tests.fakes.world import Effect
 from tests.integration.dag_runner import asset_events, configure, load_example, run_example
 from tests.integration.dpone_airflow_fakes import FakeDeployment, NamedFaults
 
@@ -80,7 +82,12 @@ def test_full_run_completes_and_every_member_holds_the_generation(
     ]
     # the predecessor generation is gone everywhere; nothing else was touched
     assert all(len(member.tables) == 1 for member in deployment.world.members)
-    assert Counter(effect.op for effect in deployment.world.effects)["drop"] == 2
+    assert Counter(effect.op for effect in staged(deployment))["drop"] == 2
+
+
+def staged(deployment: FakeDeployment) -> list[Effect]:
+    """The physical effects apart from the fence's exchange probe (its scratch tables, dropped again)."""
+    return [effect for effect in deployment.world.effects if not effect.name.startswith(SCRATCH_INFIX)]
 
 
 def _exact_everywhere(deployment: FakeDeployment, rows: tuple[tuple[object, ...], ...]) -> None:
@@ -109,14 +116,15 @@ def test_crash_after_create_before_the_candidate_cas_is_retried_by_airflow(
     example: ModuleType, manifest: ClusterPublicationManifest
 ) -> None:
     deployment = FakeDeployment.build(manifest, rows=ROWS, baseline=BASELINE)
-    deployment.world.faults = NamedFaults({("member.create", 1): FaultKind.CRASH_AFTER})
+    # the fifth CREATE: the fence's exchange probe creates two scratch tables on each of the two members first
+    deployment.world.faults = NamedFaults({("member.create", 5): FaultKind.CRASH_AFTER})
     configure(example, deployment.factory())
     outcome = run_example(example, logical_date=_when(3))
     assert outcome.succeeded, outcome.states
     assert outcome.tries["stage"] == 2
     _exact_everywhere(deployment, ROWS)
     # the retry adopted the exact intended candidate: one CREATE per member, no foreign table, nothing left behind
-    creates = [e for e in deployment.world.effects if e.op == "create"]
+    creates = [e for e in staged(deployment) if e.op == "create"]
     assert len(creates) == 2
     assert all(len(member.tables) == 1 for member in deployment.world.members)
 

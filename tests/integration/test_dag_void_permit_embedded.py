@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -120,8 +121,8 @@ def exchanges(cluster: EmbeddedCluster, database: str) -> int:
         client.close()
 
 
-def _void(maintenance: ModuleType, run_id: str) -> tuple[str, Any]:
-    run = maintenance.dag.test(run_conf={"run_id": run_id})
+def _void(maintenance: ModuleType, run_id: str, **conf: str) -> tuple[str, Any]:
+    run = maintenance.dag.test(run_conf={"run_id": run_id, **conf})
     instance = run.get_task_instance("void_permit")
     return str(instance.state), instance.xcom_pull(task_ids="void_permit")
 
@@ -185,4 +186,49 @@ def test_void_is_refused_without_a_late_restart_then_recorded_with_one_and_the_c
     assert done is not None and done.phase is Phase.COMPLETED and len(done.voided) == 1
     assert done.publication is not None and done.publication.correlation_token != first.correlation_token
     assert exchanges(embedded_cluster, database) == 1  # the held one died with the old server
+    assert member_rows(embedded_cluster, database) == [(SOURCE_ROWS, SOURCE_ROWS)] * 2
+
+
+def test_a_coordinator_recreated_with_a_new_uuid_is_voided_once_the_pinned_uuid_is_declared_retired(
+    example: ModuleType,
+    maintenance: ModuleType,
+    embedded_cluster: EmbeddedCluster,
+    stalled: dict[str, Any],
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """The coordinator lost its data directory and came back with a new serverUUID() on the same host: the plain
+    void stops with VOID_SERVER_DIFFERS for ever; with the pinned UUID as retired_server_uuid it records the proof
+    (server_replaced), and the clear publishes under a new permit, exactly once."""
+    database, run, record = stalled["database"], stalled["run"], stalled["record"]
+    first = record.publication
+    assert first is not None and first.server is not None
+    pinned = first.server.server_uuid
+    wait_s = (first.permitted_at_ms + MARGINS_MS + 1_000) / 1000 - time.time()
+    time.sleep(max(0.0, wait_s) + 0.2)
+    recreated = str(uuid.uuid4())
+    embedded_cluster.faults.emulate_restart("coordinator", new_server_uuid=recreated)
+
+    capfd.readouterr()
+    state, _ = _void(maintenance, run.run_id)
+    assert state == "failed"
+    assert "DPONE_CLICKHOUSE_CLUSTER_VOID_SERVER_DIFFERS" in capfd.readouterr().out
+    assert authority_record(embedded_cluster, database) == record  # nothing changed
+
+    state, pushed = _void(maintenance, run.run_id, retired_server_uuid=pinned)
+    assert state == "success", pushed
+    assert (pushed["phase"], pushed["server_uuid"]) == ("STAGED", recreated)
+    voided = authority_record(embedded_cluster, database)
+    assert voided is not None
+    (proof,) = voided.voided
+    assert proof.server_replaced and proof.permit == first
+    assert proof.server is not None and proof.server.server_uuid == recreated
+    assert proof.server.host_digest == first.server.host_digest
+
+    cleared = run_example(example, logical_date=WHEN)
+    assert cleared.succeeded, cleared.states
+    done = authority_record(embedded_cluster, database)
+    assert done is not None and done.phase is Phase.COMPLETED and len(done.voided) == 1
+    assert done.publication is not None and done.publication.server is not None
+    assert done.publication.server.server_uuid == recreated  # the new permit is pinned to the recreated server
+    assert exchanges(embedded_cluster, database) == 1
     assert member_rows(embedded_cluster, database) == [(SOURCE_ROWS, SOURCE_ROWS)] * 2

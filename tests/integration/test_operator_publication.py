@@ -275,6 +275,39 @@ def test_the_void_permit_operator_refuses_a_margin_that_is_not_positive_when_the
         )
 
 
+def test_the_void_permit_operator_passes_a_templated_retired_server_uuid_and_none_when_empty(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``retired_server_uuid`` is templated (the maintenance DAG's param); an empty value means no retired server."""
+    from types import SimpleNamespace
+    from typing import Any
+
+    from airflow_provider_dpone.cluster.protocol.context import ProtocolSettings
+    from airflow_provider_dpone.cluster.protocol.service import PublicationService
+    from airflow_provider_dpone.operators import DponeVoidPermitOperator
+
+    operator = DponeVoidPermitOperator(
+        task_id="v", manifest=str(MANIFEST), target_dag_id="d", target_run_id="r", retired_server_uuid=""
+    )
+    assert "retired_server_uuid" in operator.template_fields
+    seen: list[str | None] = []
+
+    def void_permit(self: PublicationService, *, retired_server_uuid: str | None = None) -> Any:
+        seen.append(retired_server_uuid)
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(PublicationService, "void_permit", void_permit)
+    session = SimpleNamespace(environment=SimpleNamespace(ports=None, settings=ProtocolSettings()), request=None)
+    for value, expected in (
+        ("", None),
+        ("5e1f0000-0000-4000-8000-000000000001", "5e1f0000-0000-4000-8000-000000000001"),
+    ):
+        operator.retired_server_uuid = value
+        with pytest.raises(RuntimeError, match="stop here"):
+            operator._act(session)  # type: ignore[arg-type]
+        assert seen[-1] == expected
+
+
 def test_a_task_environment_looks_its_coordinator_connection_up_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each lookup is a round trip to Airflow (and its secrets backend): the adapters, the protocol settings and the
     member connections of one task try share one resolution."""

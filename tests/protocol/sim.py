@@ -11,11 +11,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Final
 
 import pytest
 
 from airflow_provider_dpone.cluster.ports import ColumnSpec, TableSpec
 from airflow_provider_dpone.cluster.protocol.context import ProtocolSettings
+from airflow_provider_dpone.cluster.protocol.exchange_probe import scratch_names
 from airflow_provider_dpone.cluster.protocol.request import PublicationRequest
 from airflow_provider_dpone.cluster.protocol.results import Committed, Completed, InProgress
 from airflow_provider_dpone.cluster.protocol.service import PublicationService
@@ -23,7 +25,7 @@ from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecor
 from airflow_provider_dpone.cluster.values.authority.phases import Phase
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.manifest.cluster import ReplicationMode
-from tests.fakes.publication import FakeSource, FakeWorld, FaultKind, Row, SimulatedCrash
+from tests.fakes.publication import Effect, FakeSource, FakeWorld, FaultKind, Row, SimulatedCrash
 
 COLUMNS: tuple[tuple[str, str], ...] = (("id", "UInt64"), ("name", "String"))
 BASELINE_ROWS: tuple[Row, ...] = ((1, "old-1"), (2, "old-2"))
@@ -37,11 +39,37 @@ SETTINGS = ProtocolSettings(dispatch_quiet_ms=120_000, member_parallelism=1)
 PLAN_DIGEST = "5" * 64
 
 
+PROBE_POINTS: Final[frozenset[str]] = frozenset({"member.create", "member.exchange", "member.drop"})
+"""The fault points of the fence's exchange probe (``cluster/protocol/exchange_probe.py``): the first of a run."""
+
+
+def probe_end(trace: list[str]) -> int:
+    """Index of the first fault point after the fence's exchange probe (the probe's creates, exchanges and drops
+    come before any other point of a run)."""
+    return next((index for index, name in enumerate(trace) if name not in PROBE_POINTS), len(trace))
+
+
 def point_of(sim: Sim, name: str, occurrence: int = 0) -> int:
-    """Index of the ``occurrence``-th fault point called ``name`` in a fault-free run of the same scenario."""
+    """Index of the ``occurrence``-th fault point called ``name`` in a fault-free run of the same scenario, after
+    the fence's exchange probe (whose own points ``tests/protocol/test_exchange_probe.py`` enumerates)."""
     clean = Sim.build(members=len(sim.world.members), baseline=sim.baseline, rows=sim.rows, mode=sim.mode)
     assert clean.run_dag() == "completed"
-    return [i for i, n in enumerate(clean.world.faults.trace) if n == name][occurrence]
+    trace = clean.world.faults.trace
+    start = probe_end(trace)
+    return [i for i, n in enumerate(trace) if n == name and i >= start][occurrence]
+
+
+def probe_calls(sim: Sim, fences: int = 1) -> Counter[str]:
+    """The member calls of ``fences`` fault-free exchange probes (a fence that writes a new record runs one)."""
+    members = len(sim.world.members)
+    per_fence = {"member.create": 2 * members, "member.exchange": members, "member.drop": 2 * members}
+    return Counter({name: count * fences for name, count in per_fence.items()})
+
+
+def staged_effects(sim: Sim) -> list[Effect]:
+    """The world's physical effects apart from the fence's exchange probe (its scratch tables)."""
+    scratch = scratch_names(sim.request.operation_id)
+    return [effect for effect in sim.world.effects if effect.name not in scratch]
 
 
 UNPROVEN = "DPONE_CLICKHOUSE_CLUSTER_DISPATCH_UNPROVEN"
@@ -245,7 +273,8 @@ class Sim:
         for effect in self.world.effects[self.effects_from :]:
             assert effect.uuid not in foreign, f"foreign object touched: {effect}"
             if effect.via == "member":
-                assert effect.uuid in issued and effect.name == self.request.candidate_name, effect
+                names = (self.request.candidate_name, *scratch_names(self.request.operation_id))  # + the fence's probe
+                assert effect.uuid in issued and effect.name in names, effect
             elif effect.op == "drop":
                 assert effect.name == self.request.candidate_name, effect
                 rebuild = self.mode == "internal" and effect.uuid in issued  # the owned replicated candidate
@@ -285,3 +314,8 @@ class Sim:
             assert names == before | {self.request.target}, f"left behind on {member.member_id}: {names}"
             assert target.uuid == record.member(member.member_id).candidate_uuid
         self.check_invariants()
+
+
+def candidate_calls(sim: Sim, name: str, fences: int = 1) -> int:
+    """``sim.world.calls[name]`` without the calls of ``fences`` fault-free exchange probes."""
+    return sim.world.calls[name] - probe_calls(sim, fences)[name]

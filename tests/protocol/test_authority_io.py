@@ -4,11 +4,24 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_dpone.cluster.protocol.authority_io import Current, read_current, write_record
+from airflow_provider_dpone.cluster.ports import AuthorityStore
+from airflow_provider_dpone.cluster.protocol.authority_io import (
+    Current,
+    Held,
+    ReadBackBound,
+    read_current,
+    write_record,
+)
 from airflow_provider_dpone.cluster.values.authority.codec import encode
 from airflow_provider_dpone.cluster.values.authority.phases import Phase
 from airflow_provider_dpone.cluster.values.authority.row import AuthorityRow, VersionedAuthorityRow
-from airflow_provider_dpone.core.errors import DponeError, MutationRejectedError, OutcomeUnknownError, UnavailableError
+from airflow_provider_dpone.core.errors import (
+    DponeError,
+    MutationRejectedError,
+    OutcomeUnknownError,
+    ReadBackOlderError,
+    UnavailableError,
+)
 from tests.fakes.publication import FakeWorld
 from tests.fakes.records import external_record
 
@@ -86,13 +99,15 @@ def test_version_conflict_and_unreadable_authority_have_stable_codes() -> None:
     locked = external_record(Phase.LOCKED)
     write_record(store, locked, previous_phase=None, previous_version=None)
     staging = external_record(Phase.STAGING)
-    assert _code(lambda: write_record(store, staging, previous_phase=Phase.LOCKED, previous_version=9)) == (
-        "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_CONFLICT"
+    write_record(store, staging, previous_phase=Phase.LOCKED, previous_version=0)
+    rival = external_record(Phase.STAGING, version_seed=2)
+    assert _code(lambda: write_record(store, rival, previous_phase=Phase.LOCKED, previous_version=0)) == (
+        "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_CONFLICT"  # version 1 holds another write
     )
     assert _code(lambda: write_record(store, locked, previous_phase=None, previous_version=None)) == (
         "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_CONFLICT"
     )
-    assert read_current(store, locked.target_key).version == 0  # type: ignore[union-attr]
+    assert read_current(store, locked.target_key) == Current(staging, 1)
     assert _code(lambda: read_current(_Store(on_write="unreadable"), locked.target_key)) == (  # type: ignore[arg-type]
         "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_UNAVAILABLE"
     )
@@ -113,3 +128,122 @@ def test_a_refused_write_is_a_coded_retryable_failure_and_nothing_is_granted(pre
         write_record(store, record, previous_phase=previous, previous_version=previous_version)  # type: ignore[arg-type]
     assert raised.value.code == "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_WRITE_REFUSED" and raised.value.retryable
     assert "ACCESS_DENIED" in str(raised.value) and store.written is None
+
+
+# --- a read-back older than the write: Keeper reads are not linearizable across servers -----------------------------
+
+OUTCOME_UNKNOWN = "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_OUTCOME_UNKNOWN"
+
+
+def _bound(world: FakeWorld, rereads: int, budget_ms: int = 5_000) -> ReadBackBound:
+    return ReadBackBound(
+        rereads=rereads, budget_ms=budget_ms, sleep=world.clock.sleep_ms, monotonic_ms=world.clock.monotonic_ms
+    )
+
+
+def _locked(world: FakeWorld) -> tuple[AuthorityStore, Held]:
+    store = world.ports().authority
+    return store, write_record(store, external_record(Phase.LOCKED), previous_phase=None, previous_version=None)
+
+
+@pytest.mark.parametrize("lagging_reads", [1, 2, 4])
+def test_a_read_back_older_than_the_write_is_read_again_until_the_write_shows(lagging_reads: int) -> None:
+    """A lagging Keeper server answers the CAS's read-back (and maybe a few more reads) with the previous version:
+    not a conflict. The helper reads again with growing pauses and holds the write once a read shows it; the write
+    was sent once."""
+    world = FakeWorld()
+    store, held = _locked(world)
+    world.lag_keeper(lagging_reads)
+    started = world.clock.now_ms()
+    staging = external_record(Phase.STAGING)
+    moved = write_record(
+        store, staging, previous_phase=Phase.LOCKED, previous_version=held.version, read_back=_bound(world, 4)
+    )
+    assert (moved.version, moved.record) == (1, staging)
+    assert world.calls["authority.cas"] == 1 and world.calls["authority.read"] == lagging_reads
+    assert world.clock.now_ms() - started == sum(50 * 2**i for i in range(lagging_reads))  # 50, 100, 200... ms
+
+
+def test_a_read_back_that_stays_older_past_the_bound_is_an_unknown_outcome_never_a_second_write() -> None:
+    world = FakeWorld()
+    store, held = _locked(world)
+    world.lag_keeper(100)
+    staging = external_record(Phase.STAGING)
+    assert (
+        _code(
+            lambda: write_record(
+                store, staging, previous_phase=Phase.LOCKED, previous_version=held.version, read_back=_bound(world, 3)
+            )
+        )
+        == OUTCOME_UNKNOWN
+    )
+    assert world.calls["authority.cas"] == 1 and world.calls["authority.read"] == 3
+    assert world.keeper[staging.target_key] == (encode(staging), 1)  # it had landed: the next attempt observes it
+
+
+def test_the_time_budget_bounds_the_reads_too() -> None:
+    world = FakeWorld()
+    store, held = _locked(world)
+    world.lag_keeper(100)
+    bound = _bound(world, 50, budget_ms=1_000)  # pauses 50 + 100 + 200 + 400 + 800: the sixth read never starts
+    staging = external_record(Phase.STAGING)
+    assert (
+        _code(
+            lambda: write_record(
+                store, staging, previous_phase=Phase.LOCKED, previous_version=held.version, read_back=bound
+            )
+        )
+        == OUTCOME_UNKNOWN
+    )
+    assert world.calls["authority.read"] == 5
+
+
+def test_without_a_bound_an_older_read_back_is_unknown_at_once() -> None:
+    world = FakeWorld()
+    store, held = _locked(world)
+    world.lag_keeper(1)
+    staging = external_record(Phase.STAGING)
+    assert (
+        _code(lambda: write_record(store, staging, previous_phase=Phase.LOCKED, previous_version=held.version))
+        == OUTCOME_UNKNOWN
+    )
+    assert world.calls["authority.read"] == 0
+
+
+class _Older:
+    """A store whose CAS read-back was older than the write, and whose later reads answer from ``reads``."""
+
+    def __init__(self, *reads: VersionedAuthorityRow | None) -> None:
+        self.reads = list(reads)
+        self.writes = 0
+
+    def read(self, target_key: str) -> VersionedAuthorityRow | None:
+        return self.reads.pop(0)
+
+    def create(self, row: AuthorityRow) -> None:
+        raise AssertionError("not used")
+
+    def compare_and_set(self, row: AuthorityRow, expected_version: int) -> None:
+        self.writes += 1
+        raise ReadBackOlderError("older")
+
+
+def test_after_an_older_read_back_only_the_next_version_decides_and_a_later_one_is_unknown() -> None:
+    staging = external_record(Phase.STAGING)
+    other = encode(external_record(Phase.ABORTED))
+    older = VersionedAuthorityRow(row=encode(external_record(Phase.LOCKED)), version=3)
+    world = FakeWorld()
+    cases = {
+        "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_CONFLICT": _Older(older, VersionedAuthorityRow(row=other, version=4)),
+        OUTCOME_UNKNOWN: _Older(None, VersionedAuthorityRow(row=other, version=5)),
+    }
+    for code, store in cases.items():
+        assert (
+            _code(
+                lambda store=store: write_record(  # type: ignore[misc]
+                    store, staging, previous_phase=Phase.LOCKED, previous_version=3, read_back=_bound(world, 5)
+                )
+            )
+            == code
+        )
+        assert store.writes == 1 and store.reads == []

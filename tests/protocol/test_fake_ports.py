@@ -27,6 +27,7 @@ from airflow_provider_dpone.core.errors import (
     AuthorityConflictError,
     MutationRejectedError,
     OutcomeUnknownError,
+    ReadBackOlderError,
     UnavailableError,
 )
 from airflow_provider_dpone.core.inventory import AdmittedInventory
@@ -64,7 +65,7 @@ def test_keeper_map_strict_insert_and_versioned_cas() -> None:
     assert store.read(first.target_key).version == 0
     with pytest.raises(AuthorityConflictError):
         store.create(second)
-    with pytest.raises(AuthorityConflictError):
+    with pytest.raises(ReadBackOlderError):  # a version ahead of the key: nothing matched, not yet known
         store.compare_and_set(second, expected_version=5)
     assert store.read(first.target_key).row == first
     store.compare_and_set(second, expected_version=0)

@@ -18,7 +18,7 @@ from airflow_provider_dpone.cluster.values.authority.internal import InternalAut
 from airflow_provider_dpone.cluster.values.authority.phases import MemberStage, Phase
 from airflow_provider_dpone.core.errors import DponeError
 from tests.fakes.faults import SINGLE_FAULT_KINDS, FaultKind, SimulatedCrash
-from tests.protocol.sim import COLUMNS, SETTINGS, UNPROVEN, Sim, error_code, point_of
+from tests.protocol.sim import COLUMNS, SETTINGS, UNPROVEN, Sim, candidate_calls, error_code, point_of
 
 PENDING = "DPONE_CLICKHOUSE_CLUSTER_STAGING_DDL_PENDING"
 FOREIGN = "DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_FOREIGN"
@@ -112,7 +112,7 @@ def test_an_occupied_candidate_name_seen_before_the_external_staging_cas_stops_a
     assert error_code(lambda: sim.service().stage(sim.source)) == FOREIGN
     record = sim.record()
     assert record.phase is Phase.STAGING and record.last_error is not None and record.last_error.code == FOREIGN
-    assert sim.world.calls["member.create"] == 1 and sim.world.calls.get("member.drop", 0) == 0
+    assert candidate_calls(sim, "member.create") == 1 and candidate_calls(sim, "member.drop") == 0
     sim.check_invariants()  # the foreign table is untouched
 
 

@@ -19,7 +19,18 @@ from airflow_provider_dpone.core.errors import UnavailableError
 from tests.fakes import parts
 from tests.fakes.faults import FaultKind
 from tests.fakes.ports import FakeMemberSession
-from tests.protocol.sim import BASELINE_ROWS, COLUMNS, NEW_ROWS, RETRY_DELAY_MS, Sim, error_code, point_of, rows_of
+from tests.protocol.sim import (
+    BASELINE_ROWS,
+    COLUMNS,
+    NEW_ROWS,
+    RETRY_DELAY_MS,
+    Sim,
+    candidate_calls,
+    error_code,
+    point_of,
+    rows_of,
+    staged_effects,
+)
 
 NOT_CONVERGED = "DPONE_CLICKHOUSE_CLUSTER_REPLICA_NOT_CONVERGED"
 
@@ -46,7 +57,7 @@ def test_one_create_one_load_through_the_lowest_replica_and_every_replica_verifi
     candidate = record.candidate
     assert candidate is not None and candidate.load is not None and candidate.create is not None
     assert candidate.load.member_id == min(record.member_ids()) and candidate.rebuilds == 0
-    assert sim.world.calls["member.load"] == 1 and sim.world.calls["member.create"] == 0
+    assert sim.world.calls["member.load"] == 1 and candidate_calls(sim, "member.create") == 0
     assert sim.world.dispatched[0].correlation_token == candidate.create.correlation_token
     assert [entry.intent.kind for entry in sim.world.queue] == ["create", "exchange" if existing else "rename"] + (
         ["drop"] if existing else []
@@ -216,7 +227,7 @@ def test_replicas_observed_concurrently_are_judged_in_member_order(monkeypatch: 
     sim.service().fence()
     monkeypatch.setattr(FakeMemberSession, "table_uuids", unanswered)
     assert error_code(lambda: sim.service().stage(sim.source)) == "DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_FOREIGN"
-    assert sim.world.calls["ddl.dispatch"] == 0 and sim.world.effects == []
+    assert sim.world.calls["ddl.dispatch"] == 0 and staged_effects(sim) == []
 
 
 def test_a_foreign_table_under_the_candidate_name_blocks_the_create() -> None:
@@ -225,7 +236,7 @@ def test_a_foreign_table_under_the_candidate_name_blocks_the_create() -> None:
     sim.snapshot()
     sim.service().fence()
     assert error_code(lambda: sim.service().stage(sim.source)) == "DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_FOREIGN"
-    assert sim.world.calls["ddl.dispatch"] == 0 and sim.world.effects == []
+    assert sim.world.calls["ddl.dispatch"] == 0 and staged_effects(sim) == []
     assert sim.world.table(sim.world.members[1], sim.request.candidate_name) is foreign
     sim.check_invariants()
 
@@ -329,7 +340,7 @@ def test_an_existing_non_replicated_target_is_not_adopted_by_internal_mode() -> 
     sim.service().fence()
     code = error_code(lambda: sim.service().stage(sim.source))
     assert code == "DPONE_CLICKHOUSE_CLUSTER_TARGET_ENGINE_UNSUPPORTED"
-    assert sim.world.effects == [] and sim.record().phase is Phase.LOCKED
+    assert staged_effects(sim) == [] and sim.record().phase is Phase.LOCKED
     assert sim.source.seals == 0, "blocked before the source is extracted"
 
 

@@ -208,7 +208,8 @@ def test_a_fault_at_the_migration_cas_resumes_by_observation(kind: FaultKind) ->
     assert first.run_dag() == "completed"
     second = Sim.successor(first, run_id="scheduled__2026-09-19", rows=SECOND_ROWS, mode="external")
     second.world.faults = type(second.world.faults)()
-    second.world.faults.schedule([(0, kind)])  # the first write of the new run is the migration CAS
+    # the first write of the new run after the fence's exchange probe is the migration CAS
+    second.world.faults.schedule([(2 * len(second.world.members) * 2 + len(second.world.members), kind)])
     assert second.run_dag(tries=1) != "completed"
     assert second.world.faults.fired and second.world.faults.fired[0][1] == "authority.cas"
     second.world.faults.disable()

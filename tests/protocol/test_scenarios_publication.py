@@ -28,6 +28,7 @@ from tests.protocol.sim import (
     error_code,
     point_of,
     rows_of,
+    staged_effects,
 )
 
 
@@ -148,7 +149,7 @@ def test_inventory_drift_can_be_resolved_by_abort_before_publication_and_a_new_r
     assert sim.service().abort().phase == "ABORTED"
     assert all(sim.world.table(m, sim.request.candidate_name) is None for m in sim.world.members)
     assert error_code(lambda: sim.service().fence()) == "DPONE_CLICKHOUSE_CLUSTER_OPERATION_ABORTED"
-    assert {e.op for e in sim.world.effects} == {"create", "load", "drop"}  # only the owned candidates were touched
+    assert {e.op for e in staged_effects(sim)} == {"create", "load", "drop"}  # only the owned candidates were touched
     fresh = Sim.successor(sim, run_id="manual__after_abort", rows=NEW_ROWS)
     assert fresh.run_dag() == "completed"
     assert len(fresh.record().members) == 3
@@ -208,7 +209,7 @@ def test_unresolved_internal_record_blocks_external_mode_and_a_completed_one_nee
     sim.world.keeper[sim.request.target_key] = (completed, 6)
     assert error_code(lambda: sim.service().fence()) == "DPONE_CLICKHOUSE_CLUSTER_TARGET_DIVERGENT"
     assert sim.world.keeper[sim.request.target_key] == (completed, 6)  # no CAS without the physical truth
-    assert sim.world.effects == []
+    assert staged_effects(sim) == []
 
 
 def test_completed_operation_is_idempotent() -> None:

@@ -24,9 +24,11 @@ from tests.protocol.sim import (
     COLUMNS,
     NEW_ROWS,
     Sim,
+    candidate_calls,
     error_code,
     point_of,
     rows_of,
+    staged_effects,
 )
 
 
@@ -61,7 +63,7 @@ def test_crash_after_create_before_candidate_cas_adopts_only_the_intended_uuid()
     record = sim.record()
     first = record.members[0]
     assert first.owned_candidate_uuids == (first.candidate_uuid,)  # the table created before the crash was bound
-    assert sim.world.calls["member.create"] == 2 and first.rebuilds == 0
+    assert candidate_calls(sim, "member.create") == 2 and first.rebuilds == 0
     sim.check_converged()
 
 
@@ -72,7 +74,7 @@ def test_partial_load_triggers_exact_drop_and_rebuild_never_append() -> None:
     record = sim.record()
     second = record.members[1]
     assert second.rebuilds == 1 and len(second.owned_candidate_uuids) == 2
-    drops = [e for e in sim.world.effects if e.op == "drop" and e.via == "member"]
+    drops = [e for e in staged_effects(sim) if e.op == "drop" and e.via == "member"]
     assert [d.uuid for d in drops] == [second.owned_candidate_uuids[0]]
     sim.check_converged()
 
@@ -107,7 +109,7 @@ def test_existing_targets_sharing_one_uuid_are_adopted_and_replaced_on_every_mem
     record = sim.record()
     assert [m.target_uuid for m in record.members] == [shared] * 3
     assert len({m.published_uuid for m in record.members}) == 3
-    dropped = [e for e in sim.world.effects if e.op == "drop"]
+    dropped = [e for e in staged_effects(sim) if e.op == "drop"]
     assert dropped and {e.uuid for e in dropped} == {shared}
     assert not any(sim.world.table(m, sim.request.candidate_name) for m in sim.world.members)
     sim.check_converged()
@@ -119,7 +121,7 @@ def test_divergent_existing_targets_block_before_any_mutation() -> None:
     sim.service().fence()
     assert error_code(lambda: sim.service().stage(sim.source)) == "DPONE_CLICKHOUSE_CLUSTER_TARGET_DIVERGENT"
     assert sim.source.seals == 0, "blocked before the source is extracted"
-    assert sim.world.effects == [] and sim.record().phase is Phase.LOCKED
+    assert staged_effects(sim) == [] and sim.record().phase is Phase.LOCKED
 
 
 def test_target_present_on_some_members_only_blocks() -> None:
@@ -135,7 +137,7 @@ def test_replicated_existing_target_is_refused_in_external_mode() -> None:
         sim.world.table(member, "target_table").engine = "ReplicatedMergeTree"  # type: ignore[union-attr]
     sim.service().fence()
     assert error_code(lambda: sim.service().stage(sim.source)) == "DPONE_CLICKHOUSE_CLUSTER_TARGET_ENGINE_UNSUPPORTED"
-    assert sim.source.seals == 0 and sim.world.effects == [], "blocked before the source is extracted"
+    assert sim.source.seals == 0 and staged_effects(sim) == [], "blocked before the source is extracted"
 
 
 @pytest.mark.parametrize("mode", ["external", "internal"])
@@ -149,7 +151,7 @@ def test_a_nested_or_dynamic_column_aborts_before_extraction_and_mutation(mode: 
     assert code == "DPONE_CLICKHOUSE_CLUSTER_COLUMN_TYPE_UNSUPPORTED"
     record = sim.record()
     assert record.phase is Phase.ABORTED and record.last_error is not None and record.last_error.code == code
-    assert sim.source.seals == 0 and sim.world.effects == []
+    assert sim.source.seals == 0 and staged_effects(sim) == []
     later = Sim.successor(sim, run_id="scheduled__supported", rows=sim.rows)
     assert later.run_dag(tries=1) == "completed", "ABORTED is reusable: a supported run of the same target completes"
 
@@ -172,7 +174,7 @@ def test_unsupported_artifact_aborts_before_member_mutation() -> None:
     assert error_code(lambda: sim.service().stage(source)) == "DPONE_CLICKHOUSE_CLUSTER_ARTIFACT_UNSUPPORTED"
     record = sim.record()
     assert record.phase is Phase.ABORTED and record.last_error is not None
-    assert sim.world.effects == []
+    assert staged_effects(sim) == []
     oversized = sim.request.model_copy(update={"run_id": "r2", "max_source_bytes": 10})
     sim.service(oversized).fence()
     assert (
@@ -189,7 +191,7 @@ def test_an_artifact_over_the_admitted_row_budget_aborts_before_any_candidate() 
     assert error_code(lambda: sim.service().stage(sim.source)) == "DPONE_CLICKHOUSE_CLUSTER_ARTIFACT_UNSUPPORTED"
     record = sim.record()
     assert record.phase is Phase.ABORTED and record.last_error is not None
-    assert sim.world.effects == [] and sim.world.calls["member.create"] == 0
+    assert staged_effects(sim) == [] and candidate_calls(sim, "member.create") == 0
     exact = Sim.build()
     exact.request = exact.request.model_copy(update={"max_source_rows": len(NEW_ROWS)})
     assert exact.run_dag(tries=1) == "completed"
@@ -279,7 +281,7 @@ def test_a_receipt_of_another_digest_version_aborts_before_any_member_mutation(m
     sim.service().fence()
     assert error_code(lambda: sim.service().stage(sim.source)) == "DPONE_CLICKHOUSE_CLUSTER_ARTIFACT_UNSUPPORTED"
     assert sim.record().phase is Phase.ABORTED
-    assert sim.world.calls["member.create"] == 0 and sim.world.calls["member.load"] == 0
+    assert candidate_calls(sim, "member.create") == 0 and sim.world.calls["member.load"] == 0
 
 
 DIVERGENT = "DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_DIVERGENT"
@@ -320,14 +322,14 @@ def test_a_candidate_no_load_explains_stops_the_operation_and_is_retained(change
         change(sim.world.table(member, sim.request.candidate_name))
     before = sim.world.table(member, sim.request.candidate_name)
     kept = None if before is None else (before.uuid, list(before.rows))
-    drops = sim.world.calls["member.drop"]
+    drops = candidate_calls(sim, "member.drop")
     for _ in range(2):
         with pytest.raises(DponeError) as stopped:
             sim.service().stage(sim.source)
         assert stopped.value.code == DIVERGENT and reason in stopped.value.detail
     after = sim.world.table(member, sim.request.candidate_name)
     assert (None if after is None else (after.uuid, after.rows)) == kept
-    assert sim.world.calls["member.drop"] == drops
+    assert candidate_calls(sim, "member.drop") == drops
     record = sim.record()
     assert record.phase is Phase.STAGING and all(m.rebuilds == 0 for m in record.members)
     assert record.last_error is not None and record.last_error.code == DIVERGENT

@@ -28,6 +28,8 @@ EVERY_BOUNDARY: dict[ReplicationMode, set[str]] = {
         "authority.create",
         "authority.cas",
         "member.create",
+        "member.exchange",  # the fence's exchange probe (with its scratch creates and drops)
+        "member.drop",
         "member.load",
         "ddl.dispatch",
         "ddl.queue_status",
@@ -42,6 +44,9 @@ EVERY_BOUNDARY: dict[ReplicationMode, set[str]] = {
         "member.load",  # once, through one replica
         "member.replica_status",
         "member.sync_replica",
+        "member.create",  # the fence's exchange probe: two scratch tables created, exchanged, dropped per member
+        "member.exchange",
+        "member.drop",
     },
 }
 
@@ -87,7 +92,7 @@ def test_every_single_fault_converges(mode: ReplicationMode, members: int, exist
     trace = clean.world.faults.trace
     assert set(trace) == EVERY_BOUNDARY[mode]
     loads, creates = (1, 0) if mode == "internal" else (members, members)
-    assert trace.count("member.load") == loads and trace.count("member.create") == creates
+    assert trace.count("member.load") == loads and trace.count("member.create") == creates + 2 * members
     assert _enumerate(mode, members, existing, prefix=[], tries=tries) >= 3 * len(trace)
 
 

@@ -427,3 +427,88 @@ def test_a_legacy_permit_without_a_server_is_voided_by_the_restart_of_whichever_
     sim.service().void_permit()
     (proof,) = sim.record().voided
     assert proof.server is None and proof.permit.server is None
+
+
+# --- a coordinator recreated with a new server identity ---------------------------------------------------------------
+
+REPLACEMENT = "DPONE_CLICKHOUSE_CLUSTER_VOID_REPLACEMENT_UNPROVEN"
+RECREATED_UUID = "5e1f0000-0000-4000-8000-0000000000aa"
+
+
+def test_a_coordinator_recreated_with_a_new_uuid_is_voided_once_its_old_identity_is_declared_retired() -> None:
+    """The pinned server lost its data directory: it answers with a new serverUUID() on the same host, so the plain
+    void stops with VOID_SERVER_DIFFERS for ever. Naming the pinned UUID as retired accepts the new identity on that
+    host (it started after every margin), records both, and the retry publishes exactly once."""
+    sim = stalled_publication()
+    first = sim.record().publication
+    assert first is not None and first.server is not None
+    pinned = first.server
+    sim.world.clock.ms = first.permitted_at_ms + MARGINS_MS + 1
+    sim.world.recreate_coordinator(RECREATED_UUID)  # the held EXCHANGE died with the old process
+    before = keeper_row(sim)
+    assert error_code(lambda: sim.service().void_permit()) == SERVER_DIFFERS
+    voided = sim.service().void_permit(retired_server_uuid=pinned.server_uuid)
+    assert voided.server_uuid == RECREATED_UUID and keeper_row(sim) != before
+    (proof,) = sim.record().voided
+    assert proof.server_replaced and proof.permit.server == pinned
+    assert proof.server is not None and proof.server.server_uuid == RECREATED_UUID
+    assert proof.server.host_digest == pinned.host_digest
+    assert sim.record().phase is Phase.STAGED and exchanges(sim) == 0
+    assert sim.run_dag() == "completed" and exchanges(sim) == 1
+    sim.check_converged()
+
+
+def test_a_retired_identity_needs_the_pinned_uuid_a_new_uuid_and_the_same_host_else_nothing_changes() -> None:
+    sim = stalled_publication()
+    first = sim.record().publication
+    assert first is not None and first.server is not None
+    pinned = first.server
+    sim.world.clock.ms = first.permitted_at_ms + MARGINS_MS + 1
+    before = keeper_row(sim)
+    sim.world.restart_coordinator()  # restarted, but with its identity: it is not retired
+    assert error_code(lambda: sim.service().void_permit(retired_server_uuid=pinned.server_uuid)) == REPLACEMENT
+    sim.world.balance_to(OTHER_SERVER)  # another host behind a balancer: the pinned process may still hold it
+    sim.world.restart_coordinator()
+    assert error_code(lambda: sim.service().void_permit(retired_server_uuid=pinned.server_uuid)) == REPLACEMENT
+    sim.world.balance_to(pinned)
+    sim.world.recreate_coordinator(RECREATED_UUID)
+    assert error_code(lambda: sim.service().void_permit(retired_server_uuid=RECREATED_UUID)) == REPLACEMENT
+    assert keeper_row(sim) == before and sim.record().phase is Phase.PUBLICATION_DISPATCHING
+    assert sim.world.calls["ddl.dispatch"] == 1
+
+
+def test_a_recreated_coordinator_that_started_before_every_margin_proves_nothing() -> None:
+    """The new identity's start must still come after the permit plus every margin: a request sent late could
+    reach the new process."""
+    sim = stalled_publication()
+    first = sim.record().publication
+    assert first is not None and first.server is not None
+    sim.world.clock.ms = first.permitted_at_ms + MARGINS_MS  # one ms too early
+    sim.world.recreate_coordinator(RECREATED_UUID)
+    before = keeper_row(sim)
+    assert error_code(lambda: sim.service().void_permit(retired_server_uuid=first.server.server_uuid)) == RESTART  # type: ignore[union-attr]
+    assert keeper_row(sim) == before
+
+
+def test_a_replaced_server_proof_cannot_be_recorded_for_another_host_or_the_same_uuid() -> None:
+    sim = stalled_publication()
+    first = sim.record().publication
+    assert first is not None and first.server is not None
+    pinned = first.server
+    member = sim.record().members[0]
+    common: dict[str, Any] = {
+        "step": "publication",
+        "permit": first,
+        "server_started_at_ms": first.permitted_at_ms + MARGINS_MS + 1,
+        "dispatch_deadline_ms": SETTINGS.dispatch_deadline_ms,
+        "send_timeout_ms": SETTINGS.send_timeout_ms,
+        "skew_margin_ms": SETTINGS.void_skew_margin_ms,
+        "members": ({"member_id": member.member_id, "target_uuid": None, "candidate_uuid": None},),
+        "voided_at_ms": first.permitted_at_ms + MARGINS_MS + 2,
+        "server_replaced": True,
+    }
+    recreated = ServerName(server_uuid=RECREATED_UUID, host_digest=pinned.host_digest)
+    assert VoidedPermit(**common, server=recreated).server_replaced
+    for server in (pinned, OTHER_SERVER, ServerName(server_uuid=RECREATED_UUID, host_digest="d" * 64)):
+        with pytest.raises(ValueError, match="replacement"):
+            VoidedPermit(**common, server=server)

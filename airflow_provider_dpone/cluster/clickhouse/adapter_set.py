@@ -40,6 +40,9 @@ class SystemClock:
     def monotonic_ms(self) -> int:
         return time.monotonic_ns() // 1_000_000
 
+    def sleep_ms(self, ms: int) -> None:
+        time.sleep(max(ms, 0) / 1000)
+
 
 class SystemEntropy:
     """Fence and correlation tokens and candidate UUID intents: 128 random bits each."""

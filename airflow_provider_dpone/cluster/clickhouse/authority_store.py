@@ -9,21 +9,28 @@
   own applied write as a refusal. A strict insert that was acknowledged *is* the proof of creation.
 * ``compare_and_set`` -- one-shot ``ALTER ... UPDATE ... WHERE _version = N``, then one read. The caller already
   holds version N (it read or wrote it), so no read precedes the write. The update statement succeeds *without
-  effect* when its ``WHERE`` matches nothing, so the outcome is proven by the versions read after it. A key's
-  version only grows and authority rows are never deleted, so a version of at most N (or no row) after the
-  acknowledged update means it matched nothing, and a statement that has returned cannot apply later:
+  effect* when its ``WHERE`` matches nothing, so the outcome is proven by the versions read after it
+  (:func:`~airflow_provider_dpone.cluster.values.authority.row.judge_read_back`). A key's version only grows and
+  authority rows are never deleted, so a read of at most N (or no row) cannot be the key's state after our write
+  was acknowledged: it is a read served by a Keeper server that has not applied the latest writes yet. ZooKeeper
+  and ClickHouse Keeper order writes linearizably but serve reads from the server a session is connected to, and
+  KeeperMap adds no ``sync`` before a read: ``StorageKeeperMap::getClient`` (src/Storages/StorageKeeperMap.cpp)
+  calls ``sync(zk_root_path)`` only when it opens a new Keeper session, and ``getBySerializedKeys`` reads with a
+  plain ``tryGet``. One ClickHouse server sees its own session's writes (FIFO client order), but a coordinator
+  endpoint that spans several servers can send the read to another server, whose session may lag:
 
   ===============================================  ===============================================
   observed after the update                        outcome
   ===============================================  ===============================================
   version N + 1 and exactly our row                applied
   version N + 1, another row                       conflict (another writer made N -> N + 1)
-  no row, or version <= N                          conflict (nothing matched)
+  no row, or version <= N                          not yet known: :class:`ReadBackOlderError`
   version > N + 1, or no answer                    outcome unknown
   ===============================================  ===============================================
 
-  "Exactly our row" includes the caller-specific write id inside the payload, so another writer's equal-looking
-  row cannot be mistaken for ours.
+  The caller resolves "not yet known" by reading again within a bound (``cluster/protocol/authority_io.py``),
+  never by repeating the write. "Exactly our row" includes the caller-specific write id inside the payload, so
+  another writer's equal-looking row cannot be mistaken for ours.
 """
 
 from __future__ import annotations
@@ -31,7 +38,12 @@ from __future__ import annotations
 from clickhouse_connect.driver.exceptions import Error
 
 from airflow_provider_dpone.cluster.clickhouse import sql_authority
-from airflow_provider_dpone.cluster.values.authority.row import AuthorityRow, VersionedAuthorityRow
+from airflow_provider_dpone.cluster.values.authority.row import (
+    AuthorityRow,
+    ReadBack,
+    VersionedAuthorityRow,
+    judge_read_back,
+)
 from airflow_provider_dpone.core.clickhouse.endpoint import Endpoint
 from airflow_provider_dpone.core.clickhouse.oneshot import (
     KEEPER_EXCEPTION,
@@ -46,6 +58,7 @@ from airflow_provider_dpone.core.errors import (
     AuthorityConflictError,
     MutationRejectedError,
     OutcomeUnknownError,
+    ReadBackOlderError,
     UnavailableError,
 )
 
@@ -86,12 +99,13 @@ class ClickHouseAuthorityStore:
             after = self.read(row.target_key)
         except UnavailableError:
             raise OutcomeUnknownError("authority read after compare-and-set failed") from None
-        if after is not None and after.version == expected_version + 1 and after.row == row:
+        verdict = judge_read_back(after, row, expected_version)
+        if verdict is ReadBack.APPLIED:
             return
-        if after is None or after.version <= expected_version:
-            raise AuthorityConflictError("the update matched nothing: the key is not at the expected version")
-        if after.version == expected_version + 1:
+        if verdict is ReadBack.CONFLICT:
             raise AuthorityConflictError("another write holds the next version")
+        if verdict is ReadBack.OLDER:
+            raise ReadBackOlderError(f"the read after the update shows a version older than {expected_version + 1}")
         raise OutcomeUnknownError("authority version moved on; the outcome of this write is not provable")
 
     def _send(self, kind: str, statement: str) -> None:

@@ -13,6 +13,13 @@ Failure mapping of the mutations (each sent once, under the process-wide guard):
   (``max_execution_time``, ``timeout_overflow_mode='throw'``); the server's ``TIMEOUT_EXCEEDED`` is
   :class:`VerificationBudgetExceededError` (``DPONE_CLICKHOUSE_CLUSTER_VERIFICATION_BUDGET_EXCEEDED``), an
   unavailable read: never a success, never a mismatch, and a retry verifies again.
+* ``exchange_tables`` (the fence's probe of two scratch tables) -- as ``create_table``, except that ClickHouse's
+  refusal for an OS or filesystem without ``renameat2(RENAME_EXCHANGE)`` is :class:`ExchangeUnsupportedError`:
+  ``DatabaseAtomic::renameTable`` (src/Databases/DatabaseAtomic.cpp) throws Code 48 ``NOT_IMPLEMENTED`` ("RENAME
+  EXCHANGE is not supported because exchanging files is not supported by the OS") when the kernel is older than
+  3.15, and ``renameExchange`` (src/Common/renameat2.cpp) Code 1 ``UNSUPPORTED_METHOD`` ("System call renameat2()
+  is not supported") when the filesystem answers ``EINVAL`` (or the kernel ``ENOSYS``). Within one Atomic database
+  neither code has another cause.
 * the UUID guard of ``load`` and ``drop_table`` (the probe right before) refuses with
   :class:`MutationRejectedError` when the name does not hold exactly the expected UUID: nothing is sent.
 """
@@ -44,6 +51,7 @@ from airflow_provider_dpone.core.clickhouse_engines import EngineClass, classify
 from airflow_provider_dpone.core.errors import (
     ArtifactInvalidError,
     DponeError,
+    ExchangeUnsupportedError,
     MutationRejectedError,
     OutcomeUnknownError,
     UnavailableError,
@@ -55,6 +63,9 @@ _PARTED = frozenset({EngineClass.MERGE_TREE, EngineClass.REPLICATED_MERGE_TREE, 
 """Engines whose content is summed per active part (``_part``); any other is digested in one read."""
 
 SYNC_DDL: dict[str, Any] = {"wait_end_of_query": 1}
+
+EXCHANGE_UNSUPPORTED_CODES: Final[frozenset[int]] = frozenset({1, 48})
+"""``UNSUPPORTED_METHOD`` (renameat2 refused by the filesystem) and ``NOT_IMPLEMENTED`` (a kernel without it)."""
 
 SYNC_READ_MARGIN_SECONDS: Final[int] = 2
 """How long before the client's HTTP read timeout the server's ``SYSTEM SYNC REPLICA`` bound must elapse."""
@@ -243,6 +254,9 @@ class ClickHouseMemberSession:
         if current != uuid:
             raise MutationRejectedError(f"member {self.member_id}: the name does not hold the expected UUID")
 
+    def exchange_tables(self, database: str, left: str, right: str) -> None:
+        self._ddl("exchange", sql_member.exchange_tables(database, left, right))
+
     def _ddl(self, kind: str, statement: str) -> None:
         query_id = mutation_query_id(kind, self.member_id, statement)
         self.guard.claim(query_id)
@@ -250,6 +264,8 @@ class ClickHouseMemberSession:
             self.endpoint.mutator().command(statement, settings={"query_id": query_id, **SYNC_DDL})
         except Error as error:
             failure = classify(error)
+            if kind == "exchange" and isinstance(failure, Refused) and failure.code in EXCHANGE_UNSUPPORTED_CODES:
+                raise ExchangeUnsupportedError(f"member {self.member_id}: {kind} {sanitized(failure)}") from None
             if isinstance(failure, Refused):
                 raise MutationRejectedError(f"member {self.member_id}: {kind} {sanitized(failure)}") from None
             raise OutcomeUnknownError(f"member {self.member_id}: {kind} {sanitized(failure)}") from None

@@ -166,6 +166,11 @@ def load_settings(*, query_id: str, dedup_token: str) -> dict[str, str | int]:
     }
 
 
+def exchange_tables(database: str, left: str, right: str) -> str:
+    """``EXCHANGE TABLES`` of two tables of one database on this member only (no ``ON CLUSTER``)."""
+    return f"EXCHANGE TABLES {qualified_clickhouse(database, left)} AND {qualified_clickhouse(database, right)}"
+
+
 def drop_table(database: str, table: str, uuid: str) -> str:
     """``DROP TABLE ... SYNC`` of the table the UUID probe just proved to be ``uuid``."""
     uuid_literal(uuid)  # validates: only a canonical UUID reaches the comment

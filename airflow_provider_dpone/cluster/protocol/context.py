@@ -19,7 +19,7 @@ from airflow_provider_dpone.cluster.ports import (
     MemberSession,
     MemberSessions,
 )
-from airflow_provider_dpone.cluster.protocol.authority_io import Held, write_record
+from airflow_provider_dpone.cluster.protocol.authority_io import Held, ReadBackBound, write_record
 from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecord
 from airflow_provider_dpone.cluster.values.authority.generation import DdlBinding, ErrorClassification
 from airflow_provider_dpone.cluster.values.authority.phases import Phase, is_allowed, require_write
@@ -76,6 +76,14 @@ class ProtocolSettings:
 
     max_member_steps: int = 10
     """Observe/act steps per member per attempt before the attempt stops and leaves the rest to a retry."""
+
+    authority_rereads: int = 6
+    """After a compare-and-set whose read-back showed an older version than the write (a Keeper server behind the
+    write answered the read; Keeper reads are not linearizable across servers), how many more reads may prove it
+    (pauses of 50 ms doubling up to 1 s between them); still older after that is ``AUTHORITY_OUTCOME_UNKNOWN``."""
+
+    authority_reread_budget_ms: int = 5_000
+    """No further read of :attr:`authority_rereads` starts once this much time has passed since the first pause."""
 
     member_parallelism: int = 4
     """How many members' independent work (loads, content digests, observations, admission's catalog reads) runs at
@@ -191,14 +199,33 @@ class Context:
         )
         record = previous.evolve(write_id=self.ports.entropy.token(), updated_at_ms=self.now(), **changes)
         return write_record(
-            self.ports.authority, record, previous_phase=held.record.phase, previous_version=held.version
+            self.ports.authority,
+            record,
+            previous_phase=held.record.phase,
+            previous_version=held.version,
+            read_back=self.read_back(),
+        )
+
+    def read_back(self) -> ReadBackBound:
+        """The bound within which a CAS whose read-back was older than the write is read again."""
+        return ReadBackBound(
+            rereads=self.settings.authority_rereads,
+            budget_ms=self.settings.authority_reread_budget_ms,
+            sleep=self.ports.clock.sleep_ms,
+            monotonic_ms=self.ports.clock.monotonic_ms,
         )
 
     def create(self, record: AuthorityRecord, *, previous: tuple[Phase, int] | None) -> Held:
         """Strict-insert ``record`` (no previous row) or CAS it over a terminal record of another operation."""
         if previous is None:
             return write_record(self.ports.authority, record, previous_phase=None, previous_version=None)
-        return write_record(self.ports.authority, record, previous_phase=previous[0], previous_version=previous[1])
+        return write_record(
+            self.ports.authority,
+            record,
+            previous_phase=previous[0],
+            previous_version=previous[1],
+            read_back=self.read_back(),
+        )
 
     def fail_closed(self, held: Held, code: str, detail: str) -> DponeError:
         """Record the redacted classification (best effort, only where the phase may loop) and return the error."""

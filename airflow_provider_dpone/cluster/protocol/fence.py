@@ -11,6 +11,9 @@
                                          recording the predecessor's schema and operation. Binding the artifact then
                                          observes and binds that baseline before any candidate exists.
 
+Before a new record is written, every member proves that it can ``EXCHANGE`` tables (:mod:`exchange_probe`): a
+member that cannot stops the fence with ``EXCHANGE_UNSUPPORTED`` before anything is fenced or staged.
+
 A COMPLETED predecessor's per-member published facts (its candidate's UUID, row count, content digest with its version,
 and parts digest) ride on the new record (``predecessor``): the baseline reuses a digest only where they still hold.
 """
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 from airflow_provider_dpone.cluster.protocol.authority_io import Current, Held
 from airflow_provider_dpone.cluster.protocol.context import Context
+from airflow_provider_dpone.cluster.protocol.exchange_probe import prove_exchange
 from airflow_provider_dpone.cluster.protocol.mode import MODES
 from airflow_provider_dpone.cluster.protocol.quality_fence import successor_blocked
 from airflow_provider_dpone.cluster.protocol.seal import DIVERGENT, adoptable_engines, observe_baseline
@@ -41,6 +45,7 @@ def lock_or_resume(ctx: Context, current: Current | None) -> Held:
         if not ctx.request.mode.holds(record):
             _adopt_physical_truth(ctx, record)
         previous = (record.phase, current.version)
+    prove_exchange(ctx)  # before the target is fenced: a member that cannot EXCHANGE never gets a candidate
     return ctx.create(_new_record(ctx, record), previous=previous)
 
 

@@ -196,13 +196,15 @@ class PublicationService:
             record = abort_before_publication(ctx, Held(record, current.version)).record
         return Aborted(record.operation_id, record.phase.value, phase_before=before.phase.value)
 
-    def void_permit(self) -> Voided:
+    def void_permit(self, *, retired_server_uuid: str | None = None) -> Voided:
         """Operator action: release a permit whose dispatch is unproven, with recorded proof that its request can no
-        longer execute (:mod:`void_permit`); the next publish, cleanup or stage attempt takes a new permit."""
+        longer execute (:mod:`void_permit`); the next publish, cleanup or stage attempt takes a new permit.
+        ``retired_server_uuid``: the pinned coordinator lost its data directory and was recreated with a new UUID on
+        the same host; the operator states its old identity is retired."""
         ctx, current = self._begin()
         held = require_own(ctx, current)
         before = held.record.phase
-        held, proof = void_permit(ctx, held)
+        held, proof = void_permit(ctx, held, retired_server_uuid=retired_server_uuid)
         permit = proof.permit
         assert permit.correlation_token is not None  # a voided permit was dispatched (model invariant)
         return Voided(

@@ -12,6 +12,16 @@ This operator action releases it, only with proof that the first request can no 
    the restart, and nothing can be now);
 3. and every member shows exactly the step's pre-dispatch UUIDs (the step's own classifier says BEFORE).
 
+A server that lost its data directory comes back with a new ``serverUUID()`` (ClickHouse keeps it in the ``uuid``
+file of its data path and generates a new one when that file is missing), so condition 1 could never hold again.
+The way out is the operator's statement that the pinned identity is retired (``retired_server_uuid``): no process
+can answer as it again. It is accepted only when it names the pinned UUID, the answering server has another UUID
+on the same host (the same ``hostName()`` digest: the server recreated in the pinned one's place, not another
+server behind a balancer, which would prove nothing about a process that may still hold the request), and that
+server started after the permit plus every margin: every request the permit could send had reached the retired
+process (or nothing) before it started, and died with it. Conditions 2 and 3 hold unchanged. The proof records
+``server_replaced`` and both identities (the permit's and the one read).
+
 The proof (start time, permit, margins, the queue observation, each member's UUID pair by opaque id) is written into
 the authority by one acknowledged, read-back-proven CAS that also empties the step's slot and returns the phase to the
 one its step is dispatched from; the next attempt then takes a *new* permit (new epoch, new token). A lost response
@@ -32,7 +42,7 @@ from airflow_provider_dpone.cluster.protocol.ddl_step import DdlStep
 from airflow_provider_dpone.cluster.protocol.publication import publication_step
 from airflow_provider_dpone.cluster.protocol.reconcile import Side, observe_pair, read_entry
 from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecord
-from airflow_provider_dpone.cluster.values.authority.generation import MemberUuids, VoidedPermit, VoidedStep
+from airflow_provider_dpone.cluster.values.authority.generation import MemberUuids, ServerName, VoidedPermit, VoidedStep
 from airflow_provider_dpone.cluster.values.authority.phases import Phase
 from airflow_provider_dpone.core.errors import DponeError, UnavailableError
 
@@ -42,10 +52,12 @@ QUEUED = "DPONE_CLICKHOUSE_CLUSTER_VOID_QUEUE_ENTRY_EXISTS"
 EFFECT = "DPONE_CLICKHOUSE_CLUSTER_VOID_MEMBER_CHANGED"
 SKEW = "DPONE_CLICKHOUSE_CLUSTER_VOID_SKEW_MARGIN_INVALID"
 SERVER = "DPONE_CLICKHOUSE_CLUSTER_VOID_SERVER_DIFFERS"
+REPLACEMENT = "DPONE_CLICKHOUSE_CLUSTER_VOID_REPLACEMENT_UNPROVEN"
 
 
-def void_permit(ctx: Context, held: Held) -> tuple[Held, VoidedPermit]:
-    """Prove the bound permit dead and CAS the proof with the emptied slot; or refuse, changing nothing."""
+def void_permit(ctx: Context, held: Held, *, retired_server_uuid: str | None = None) -> tuple[Held, VoidedPermit]:
+    """Prove the bound permit dead and CAS the proof with the emptied slot; or refuse, changing nothing.
+    ``retired_server_uuid``: the operator's statement that the pinned server's identity is retired (see above)."""
     record = held.record
     step = _bound_step(ctx, record)
     permit = None if step is None else step.slot(record)
@@ -56,7 +68,10 @@ def void_permit(ctx: Context, held: Held) -> tuple[Held, VoidedPermit]:
     if ctx.settings.void_skew_margin_ms <= 0:
         raise DponeError(SKEW, f"{ctx.settings.void_skew_margin_ms} ms")
     identity = _server_identity(ctx)
-    if permit.server is not None and identity.name != permit.server:
+    replaced = retired_server_uuid is not None
+    if replaced:
+        _require_replacement(step.what, permit.epoch, permit.server, identity.name, retired_server_uuid)
+    elif permit.server is not None and identity.name != permit.server:
         raise DponeError(
             SERVER,
             f"{step.what} epoch {permit.epoch}: pinned to server {permit.server.server_uuid}, "
@@ -87,6 +102,7 @@ def void_permit(ctx: Context, held: Held) -> tuple[Held, VoidedPermit]:
         members=members,
         voided_at_ms=ctx.now(),
         server=None if permit.server is None else identity.name,
+        server_replaced=replaced,
     )
     held = ctx.commit(
         held,
@@ -106,6 +122,25 @@ def _bound_step(ctx: Context, record: AuthorityRecord) -> DdlStep | None:
     if record.phase is Phase.STAGING:
         return ctx.request.mode.staging_step(ctx, record)
     return None
+
+
+def _require_replacement(
+    what: str, epoch: int, pinned: ServerName | None, answered: ServerName, retired_server_uuid: str | None
+) -> None:
+    """The answering server is the pinned one's replacement: the statement names the pinned UUID, and another UUID
+    answers from the pinned server's host."""
+    prefix = f"{what} epoch {epoch}"
+    if pinned is None:
+        raise DponeError(REPLACEMENT, f"{prefix}: the permit names no server, so none can be retired")
+    if retired_server_uuid != pinned.server_uuid:
+        raise DponeError(REPLACEMENT, f"{prefix}: pinned to server {pinned.server_uuid}, not {retired_server_uuid}")
+    if answered.server_uuid == pinned.server_uuid:
+        raise DponeError(REPLACEMENT, f"{prefix}: server {pinned.server_uuid} still answers: it is not retired")
+    if answered.host_digest != pinned.host_digest:
+        raise DponeError(
+            REPLACEMENT,
+            f"{prefix}: server {answered.server_uuid} answered from another host than the pinned server's",
+        )
 
 
 def _server_identity(ctx: Context) -> ServerIdentity:

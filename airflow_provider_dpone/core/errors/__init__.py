@@ -91,8 +91,19 @@ class OutcomeUnknownError(Exception):
     """A one-shot mutation's outcome is unknown: it may have taken effect. Resolve by observation only."""
 
 
+class ReadBackOlderError(OutcomeUnknownError):
+    """A compare-and-set was acknowledged but the read after it showed an older version than the write produces:
+    the read was served by a Keeper server that has not applied it yet. Not yet known: read again within a bound,
+    never repeat the write; past the bound it is an unknown outcome like any other."""
+
+
 class MutationRejectedError(Exception):
     """The server refused a mutation (for example: name taken, UUID mismatch); nothing changed."""
+
+
+class ExchangeUnsupportedError(MutationRejectedError):
+    """The member refused an ``EXCHANGE TABLES`` because its OS or filesystem cannot exchange two paths atomically
+    (``renameat2`` with ``RENAME_EXCHANGE``); nothing changed."""
 
 
 class AuthorityConflictError(Exception):
@@ -114,8 +125,10 @@ class ArtifactInvalidError(Exception):
 __all__ = [
     "ArtifactInvalidError",
     "AuthorityConflictError",
+    "ExchangeUnsupportedError",
     "MutationRejectedError",
     "OutcomeUnknownError",
+    "ReadBackOlderError",
     "UnavailableError",
     "VerificationBudgetExceededError",
     "ALIASES",

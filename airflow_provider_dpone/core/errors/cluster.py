@@ -149,6 +149,17 @@ RUNTIME_ADMISSION: tuple[ErrorCode, ...] = (
         retryable=False,
     ),
     ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_EXCHANGE_UNSUPPORTED",
+        "a member cannot EXCHANGE tables in the target database: the fence's probe (two scratch tables of this "
+        "operation, exchanged and dropped on that member alone) was refused because the kernel or the filesystem "
+        "of the member's metadata directory has no renameat2(RENAME_EXCHANGE) (ClickHouse Code 48 NOT_IMPLEMENTED or "
+        "Code 1 UNSUPPORTED_METHOD); nothing was fenced or staged",
+        "move that member's ClickHouse data path (its metadata directory) to a local filesystem that supports "
+        "RENAME_EXCHANGE (ext4, xfs, btrfs; not every network or overlay filesystem does) on Linux 3.15 or later, "
+        "then run the DAG again; check with EXCHANGE TABLES on two scratch tables on that member",
+        retryable=False,
+    ),
+    ErrorCode(
         "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_TABLE_UNSUPPORTED",
         "the KeeperMap authority table is absent or differs from the required columns, key or engine on some member",
         "provision __dpone_cluster_publication_authority with the seven required columns, PRIMARY KEY target_key and one "
@@ -213,8 +224,11 @@ RUNTIME_ADMISSION: tuple[ErrorCode, ...] = (
     ),
     ErrorCode(
         "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_OUTCOME_UNKNOWN",
-        "an authority write was not acknowledged or its read-back did not show exactly that write",
-        "retry the task: it re-reads the authority; no dispatch permit was granted",
+        "an authority write was not acknowledged, or its read-back did not show exactly that write: the version moved "
+        "past it, or every read within the bound (`authority_rereads`) still showed an older version (a Keeper server "
+        "behind the write answered; Keeper reads are not linearizable across servers)",
+        "retry the task: it re-reads the authority; no dispatch permit was granted. If it recurs, check the Keeper "
+        "ensemble's follower lag and whether the coordinator endpoint spans several ClickHouse servers",
         retryable=True,
     ),
     ErrorCode(
@@ -335,7 +349,7 @@ RUNTIME_ADMISSION: tuple[ErrorCode, ...] = (
     ),
     ErrorCode(
         "DPONE_CLICKHOUSE_CLUSTER_MEMBER_MUTATION_REJECTED",
-        "a member refused a create, load or drop",
+        "a member refused a create, load, exchange or drop",
         "retry the task: it observes the member; check grants and disk if it repeats",
         retryable=True,
     ),
@@ -477,7 +491,20 @@ RUNTIME_ADMISSION: tuple[ErrorCode, ...] = (
         "was pinned to (a load balancer or a changed connection): that server's restart proves nothing about the "
         "request; nothing changed",
         "point the coordinator connection at the server the detail names by its UUID (or wait until the balancer "
-        "routes to it), then run the void-permit action again",
+        "routes to it), then run the void-permit action again. If that server lost its data directory and was "
+        "recreated on the same host with a new UUID, run the void with retired_server_uuid set to the pinned UUID "
+        "(runbook: a recreated coordinator)",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_VOID_REPLACEMENT_UNPROVEN",
+        "the void-permit action was told the permit's server identity is retired (retired_server_uuid), but the "
+        "server that answered is not its replacement: the retired UUID is not the one the permit was pinned to, the "
+        "answering server still has that UUID, or it runs on another host name (a load balancer may route to a "
+        "server that never held the request); nothing changed",
+        "compare retired_server_uuid with the pinned UUID in the detail; point the coordinator connection at the "
+        "server recreated on the pinned server's host, check that serverUUID() there shows the new UUID, then run "
+        "the void again",
         retryable=False,
     ),
     ErrorCode(

@@ -9,6 +9,7 @@ restart of that process, and can be armed from any process (a test, the CLI). A 
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -88,13 +89,19 @@ class Faults:
         """The stalled initiator wakes up: a held request is queued now and runs on every member."""
         self._store.disarm(self._known(target), HOLD_DDL)
 
-    def emulate_restart(self, target: Any) -> None:
+    def emulate_restart(self, target: Any, *, new_server_uuid: str | None = None) -> None:
         """An emulated restart of ``target``'s server whose Keeper lives on, as in production (Keeper is a service
         of its own): requests the initiator holds die unqueued and ``uptime()`` starts again from zero now; tables
         and KeeperMap state stay. Emulated because a real restart of an embedded process loses its in-process test
-        keeper, and with it the authority (KeeperMap state does not survive an engine restart: Code 668)."""
+        keeper, and with it the authority (KeeperMap state does not survive an engine restart: Code 668).
+
+        ``new_server_uuid``: the server also lost its data directory, so it answers ``serverUUID()`` with a new UUID
+        from now on (a real server keeps its UUID in the ``uuid`` file of its data path and writes a new random one
+        when that file is missing: ``ServerUUID::load``, src/Core/ServerUUID.cpp); ``hostName()`` is unchanged."""
         name = self._known(target)
         self._store.server_started(name)  # first: a held request that sees its hold gone must see the restart too
+        if new_server_uuid is not None:
+            self._store.recreate_server(name, str(uuid.UUID(new_server_uuid)))
         self._store.disarm(name, HOLD_DDL)
 
     def pause_replication(self, member: Any) -> None:

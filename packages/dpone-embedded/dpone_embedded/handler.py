@@ -7,7 +7,8 @@ result with ClickHouse's headers. A ``SELECT`` in a block-wise format is streame
 query id and session stay busy; before each block the query stops if ``KILL QUERY`` marked it, or if the client closed
 the connection while ``readonly > 0`` and ``cancel_http_readonly_queries_on_client_close = 1`` (ClickHouse's rule);
 a failed write ends it too (``processes.py`` keeps the record). ``uptime()`` is emulated (chdb has no server; its own answer is always 0): the
-seconds since this process started, or since its last emulated restart. Every exception leaves as ClickHouse's error response (status, exception-code
+seconds since this process started, or since its last emulated restart; so is ``serverUUID()`` after an emulated
+restart that lost the data directory (``faults.emulate_restart``), otherwise the engine answers it. Every exception leaves as ClickHouse's error response (status, exception-code
 header, one-line body) so clients raise the same exception types with the same codes.
 """
 
@@ -293,6 +294,10 @@ class EndpointHandler(BaseHTTPRequestHandler):
                 return Answer(result.data, fmt, result), sql
         if "uptime" in sql.lower():  # chdb has no server: its uptime() is always 0
             sql = replace_call(sql, "uptime", f"toUInt32({context.uptime_seconds()})")
+        if "serveruuid" in sql.lower():  # a server recreated without its data directory (faults.emulate_restart)
+            recreated = context.store.server_uuid(context.spec.name)
+            if recreated is not None:
+                sql = replace_call(sql, "serverUUID", f"toUUID('{recreated}')")
         if "distributed_ddl_queue" in sql:
             rewritten = replace_table_reference(sql, "system", "distributed_ddl_queue", QUEUE_TABLE_SQL)
             if rewritten != sql:

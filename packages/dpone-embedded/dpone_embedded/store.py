@@ -62,7 +62,8 @@ CREATE TABLE IF NOT EXISTS faults (
 );
 CREATE TABLE IF NOT EXISTS servers (
     target TEXT PRIMARY KEY,
-    started_at REAL NOT NULL
+    started_at REAL NOT NULL,
+    server_uuid TEXT
 );
 CREATE TABLE IF NOT EXISTS heartbeats (
     target TEXT PRIMARY KEY,
@@ -316,6 +317,17 @@ class Store:
                 (target, now),
             )
         return now
+
+    def recreate_server(self, target: str, server_uuid: str) -> None:
+        """``target``'s server lost its data directory: from now on it answers ``serverUUID()`` with ``server_uuid``."""
+        with self.transaction() as db:
+            db.execute("UPDATE servers SET server_uuid = ? WHERE target = ?", (server_uuid, target))
+
+    def server_uuid(self, target: str) -> str | None:
+        """The ``serverUUID()`` a recreated server answers (``None``: the engine's own)."""
+        with self.connect() as db:
+            row = db.execute("SELECT server_uuid FROM servers WHERE target = ?", (target,)).fetchone()
+        return None if row is None or row[0] is None else str(row[0])
 
     def started_at(self, target: str) -> float | None:
         with self.connect() as db:

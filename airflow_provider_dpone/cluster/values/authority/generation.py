@@ -128,13 +128,25 @@ class VoidedPermit(BaseModel):
     voided_at_ms: TimestampMs
     server: ServerName | None = None
     """The server whose start time is the proof: the permit's own server (``None`` only for a permit written before
-    permits were pinned, whose proof could name no server)."""
+    permits were pinned, whose proof could name no server), or, with ``server_replaced``, the server that took its
+    place on the same host."""
+    server_replaced: bool = False
+    """The permit's server identity was declared retired by the operator (its data directory was lost, so its
+    ``serverUUID()`` can never answer again) and ``server`` is a new identity on the same host (the same
+    ``hostName()`` digest) that started after every margin: every request the permit could send reached the retired
+    process, or nothing, before the new one started."""
 
     @model_validator(mode="after")
     def _restart_after_every_margin(self) -> Self:
         if self.permit.kind == "none" or self.permit.entry is not None:
             raise ValueError("only a dispatched permit whose queue entry was never observed is voided")
-        if self.permit.server is not None and self.server != self.permit.server:
+        pinned = self.permit.server
+        if self.server_replaced:
+            if pinned is None or self.server is None:
+                raise ValueError("only a pinned permit's server can be replaced, by a named server")
+            if self.server.host_digest != pinned.host_digest or self.server.server_uuid == pinned.server_uuid:
+                raise ValueError("the replacement is a new server identity on the pinned server's host")
+        elif pinned is not None and self.server != pinned:
             raise ValueError("the restart proof must be read from the server the permit was dispatched to")
         if self.server_started_at_ms <= self.earliest_restart_ms:
             raise ValueError("the coordinator must have started after the permit plus every margin")
