@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 from decimal import Decimal
-from typing import Any
+from typing import Any, ClassVar
 
 import psycopg
 import pyarrow as pa
@@ -23,7 +23,7 @@ from airflow_provider_dpone.core.manifest.transfer import StringMapping
 from airflow_provider_dpone.transfer.ports import TargetInvocation
 from airflow_provider_dpone.transfer.targets.postgres.statements import lock_staging, qualified
 from airflow_provider_dpone.transfer.targets.postgres.target import PostgresTransferTarget
-from airflow_provider_dpone.transfer.values.target import PublicationMode, TargetColumn, TargetPlan
+from airflow_provider_dpone.transfer.values.target import PublicationMode, TargetColumn, TargetPlan, TargetWindow
 from airflow_provider_dpone.transfer.values.target_receipts import ChunkEvidence
 from tests.fixtures.postgres import PostgresServer
 from tests.fixtures.target_harness import PostgresHarness, bind, chunk, evidence, sealed_chunk
@@ -314,6 +314,71 @@ def test_a_parked_bulk_connection_holds_no_lock_or_transaction(pg: PostgresHarne
                 "SELECT state FROM pg_stat_activity WHERE application_name = 'dpone-target-copy'"
             ).fetchall()
         assert states and all(state == ("idle",) for state in states)
+    finally:
+        target.close()
+        pg.close()
+
+
+WINDOW_START = dt.datetime(2026, 1, 1, tzinfo=UTC)
+WINDOW_PLAN_COLUMNS = (
+    TargetColumn(name="id", source_type="UInt64"),
+    TargetColumn(name="ts", source_type="DateTime64(3, 'UTC')"),
+    TargetColumn(name="note", source_type="Nullable(String)"),
+)
+
+
+class _WriterDuringPublish(PostgresTransferTarget):
+    """Right before the window digest (the window deleted and re-inserted), another session inserts a row into the
+    window, giving up at its lock timeout: ``attempts`` records whether it was blocked."""
+
+    attempts: ClassVar[list[str]] = []
+
+    def _window_digest(self, session: Any, plan: TargetPlan, bounds: tuple[object, object]) -> tuple[int, int]:
+        with psycopg.connect(self._dsn, autocommit=True) as writer:  # type: ignore[attr-defined]
+            writer.execute("SET lock_timeout = '200ms'")
+            try:
+                writer.execute(
+                    f"INSERT INTO {qualified(plan.target_schema, plan.target_table)} VALUES (%s, %s, %s)",
+                    (99, WINDOW_START + dt.timedelta(days=3), b"intruder"),
+                )
+                type(self).attempts.append("landed")
+            except psycopg.errors.LockNotAvailable:
+                type(self).attempts.append("blocked")
+        return super()._window_digest(session, plan, bounds)
+
+
+@pytest.mark.parametrize("verification", ["server", "readback"])
+def test_a_window_replace_holds_writers_off_the_target_while_it_verifies_the_window(
+    pg: PostgresHarness, verification: str
+) -> None:
+    """The publishing transaction locks the target before it deletes the window: a row another session inserts into
+    the window while the target's digest of the window is taken waits (here: gives up at its lock timeout) instead of
+    landing in the published window; the window then holds exactly the verified rows, the rows outside it are kept.
+    The digest is computed in SQL or read back, as chunks are."""
+    plan = TargetPlan(
+        invocation_id="window-writer-1",
+        target_schema=pg.schema,
+        target_table="windowed",
+        columns=WINDOW_PLAN_COLUMNS,
+        mode=PublicationMode.WINDOW_REPLACE,
+        window=TargetWindow(column="ts", start=WINDOW_START, end=WINDOW_START + dt.timedelta(days=31)),
+    )
+    old = [(1, WINDOW_START + dt.timedelta(days=1), b"old"), (2, WINDOW_START + dt.timedelta(days=40), b"kept")]
+    new = [(1, WINDOW_START + dt.timedelta(days=2), b"new"), (3, WINDOW_START, None)]
+    pg.seed_target(plan, old)
+    table, invocation = bind(plan)
+    target = _WriterDuringPublish(pg._connect, pg.copy_connect, table, verification=verification)  # type: ignore[arg-type]
+    target._dsn = pg.dsn  # type: ignore[attr-defined]
+    _WriterDuringPublish.attempts = []
+    try:
+        target.prepare(invocation)
+        target.load_chunk(invocation, 0, sealed_chunk(invocation, 0, new))
+        expected = evidence(plan, 0, new)
+        assert target.verify_chunk(invocation, expected) == expected
+        receipt = target.publish(invocation, [expected])
+        assert _WriterDuringPublish.attempts == ["blocked"]
+        assert receipt.rows == 2
+        assert sorted(pg.read_target(plan) or []) == sorted([*new, old[1]])
     finally:
         target.close()
         pg.close()

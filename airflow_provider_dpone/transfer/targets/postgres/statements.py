@@ -158,6 +158,14 @@ def copy_out_chunk(plan: TargetPlan, ordinal: int) -> str:
     )
 
 
+def copy_out_window(plan: TargetPlan) -> str:
+    """The target's rows inside the replaced window (bounds bound client-side: COPY takes no server parameters)."""
+    return (
+        f"COPY (SELECT {_columns(plan)} FROM {qualified(plan.target_schema, plan.target_table)} "
+        f"WHERE {window_predicate(plan)}) TO STDOUT (FORMAT BINARY)"
+    )
+
+
 def chunk_counts(plan: TargetPlan) -> str:
     chunk = quote_postgres(CHUNK_COLUMN)
     return f"SELECT {chunk}, count(*) FROM {qualified(plan.target_schema, plan.staging_table)} GROUP BY {chunk}"
@@ -190,19 +198,31 @@ def lock_staging(plan: TargetPlan) -> str:
     return f"LOCK TABLE {qualified(plan.target_schema, plan.staging_table)} IN SHARE MODE"
 
 
+def window_predicate(plan: TargetPlan) -> str:
+    """Inside the replaced window: the lower and upper bound are the two parameters (half-open)."""
+    assert plan.window is not None
+    column = quote_postgres(plan.window.column)
+    return f"{column} >= %s AND {column} < %s"
+
+
 def rows_outside_window(plan: TargetPlan) -> str:
     assert plan.window is not None
     column = quote_postgres(plan.window.column)
     return (
         f"SELECT count(*) FROM {qualified(plan.target_schema, plan.staging_table)} "
-        f"WHERE {column} IS NULL OR NOT ({column} >= %s AND {column} < %s)"
+        f"WHERE {column} IS NULL OR NOT ({window_predicate(plan)})"
     )
 
 
+def lock_target(plan: TargetPlan) -> str:
+    """``SHARE ROW EXCLUSIVE`` on the target until the publishing transaction ends, taken before the window is
+    deleted: it conflicts with every other writer's ``ROW EXCLUSIVE`` (and with itself), not with readers, so no
+    row enters or leaves the window between the delete and the digest of what the window then holds."""
+    return f"LOCK TABLE {qualified(plan.target_schema, plan.target_table)} IN SHARE ROW EXCLUSIVE MODE"
+
+
 def delete_window(plan: TargetPlan) -> str:
-    assert plan.window is not None
-    column = quote_postgres(plan.window.column)
-    return f"DELETE FROM {qualified(plan.target_schema, plan.target_table)} WHERE {column} >= %s AND {column} < %s"
+    return f"DELETE FROM {qualified(plan.target_schema, plan.target_table)} WHERE {window_predicate(plan)}"
 
 
 def insert_from_staging(plan: TargetPlan) -> str:
