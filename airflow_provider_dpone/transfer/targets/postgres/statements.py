@@ -73,11 +73,14 @@ RELATION_KIND: Final[str] = (
     "WHERE n.nspname = %s AND c.relname = %s"
 )
 TABLE_COLUMNS: Final[str] = (
-    "SELECT a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod), a.attnotnull "
+    "SELECT a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod), a.attnotnull, "
+    "a.attgenerated <> '' OR a.attidentity = 'a' "
     "FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid "
     "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
     "WHERE n.nspname = %s AND c.relname = %s AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum"
 )
+"""Per column: name, type, not-null, and whether an INSERT cannot write it (a generated column, ``attgenerated``; an
+identity column ``GENERATED ALWAYS``, ``attidentity = 'a'``: both refuse an explicit value)."""
 
 
 def create_receipt_table(plan: TargetPlan) -> str:

@@ -179,10 +179,14 @@ class PostgresTransferTarget(SqlTransferTarget):
         session.run(sql.create_receipt_table(plan))
 
     def _check_target_columns(self, session: Session, plan: TargetPlan) -> None:
-        found = {
-            name: (type_name, not_null)
-            for name, type_name, not_null in session.run(sql.TABLE_COLUMNS, (plan.target_schema, plan.target_table))
-        }
+        rows = session.run(sql.TABLE_COLUMNS, (plan.target_schema, plan.target_table)).fetchall()
+        found = {name: (type_name, not_null) for name, type_name, not_null, _ in rows}
+        unwritable = [name for name, _, _, generated in rows if generated]
+        if unwritable:  # the window's INSERT would fail on them at publication, after the whole load
+            raise DponeError(
+                "native_transfer.target_schema_mismatch",
+                f"column {unwritable[0]} is generated or an identity GENERATED ALWAYS: an INSERT cannot write it",
+            )
         if set(found) != set(plan.column_names):
             raise DponeError(
                 "native_transfer.target_schema_mismatch", f"{len(found)} target columns, column set differs"
