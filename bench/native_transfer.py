@@ -26,13 +26,15 @@ CPU counters. The last line printed is one JSON object with every shape's ratios
 side by side per row count (``peak_rss_growth_by_rows``), each check's own CPU seconds (``checks_cpu_s``: the source's
 row hash, by a second stream read of the same SELECT with it, and its row count statement; the worker's stage
 SHA-256, chunk typed sums and part coverage, by the CPU of the thread that ran them; the target's chunk digests and
-the publishing transaction's seal check, by the CPU of the PostgreSQL backend that ran them), and the load average
-before and after. A throwaway
+the publishing transaction's seal check and, with ``--window``, its digest of the published window, by the CPU of the
+PostgreSQL backend that ran them), and the load average before and after. ``--window`` measures the window replace
+(``partition_replace``) instead of the full refresh: the warmup publishes the target in full, every measured trial
+replaces a window that holds every row (delete, insert from staging, the window's digest). A throwaway
 PostgreSQL server is started once (``tests/fixtures/postgres.py``) unless ``--dsn`` is given. Not part of the pytest
 suite.
 
     .venv/bin/python bench/native_transfer.py [--rows 100000 1000000] [--shapes narrow wide] [--trials 3]
-        [--source http|chdb]
+        [--source http|chdb] [--window]
 
 The source is read as production reads it (``--source http``, the default): from a member of an embedded cluster
 (``dpone_embedded``) through clickhouse-connect's HTTP client, as the hook builds it for a server;
@@ -116,7 +118,9 @@ def _columns(shape: str) -> tuple[str, str]:
     return ", ".join(definitions), ", ".join(expressions)
 
 
-def worker(shape: str, rows: int, trials: int, dsn: str, chunk_rows: int, source: str = "http") -> dict[str, Any]:
+def worker(
+    shape: str, rows: int, trials: int, dsn: str, chunk_rows: int, source: str = "http", window: bool = False
+) -> dict[str, Any]:
     import clickhouse_connect
     import psycopg
 
@@ -133,6 +137,7 @@ def worker(shape: str, rows: int, trials: int, dsn: str, chunk_rows: int, source
     )
     from airflow_provider_dpone.transfer.values.chunk import RelationRef
     from airflow_provider_dpone.transfer.values.target import TargetTable
+    from airflow_provider_dpone.transfer.values.utc_window import UtcWindow
 
     stage_root = tempfile.mkdtemp(prefix="dpone-bench-stage-")
     source_pid = None
@@ -182,13 +187,19 @@ def worker(shape: str, rows: int, trials: int, dsn: str, chunk_rows: int, source
         "checks_cpu": [],
     }
     trial_workloads: list[dict[str, Any]] = []
+    # a window that holds every row (the timestamps start at 2026-01-01 and grow by a second per row)
+    every_row = UtcWindow.of(
+        "ts" if shape == "narrow" else "t3",
+        dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
+        dt.datetime(2027, 1, 1, tzinfo=dt.UTC),
+    )
     for trial in range(trials + 1):
         operation = uuid.uuid4().hex
         request = SourceRequest(
             operation_id=operation,
             route_fingerprint="0" * 64,
             relation=RelationRef(database="bench", table="events"),
-            window=None,
+            window=every_row if window and trial else None,  # the warmup creates the target in full
             options=options,
         )
         probe = connector.connect()
@@ -336,6 +347,11 @@ def _meter_checks(costs: CheckCosts, target: Any) -> Any:
         (target, "_staged_digest_and_writer", "target_chunk_digest", costs.backend),
         (target, "_staged_chunks", "target_publication_check", costs.backend),
         (target, "_staging_identity", "target_publication_check", costs.backend),
+        *(
+            [(target, "_window_digest", "target_window_digest", costs.backend)]
+            if hasattr(target, "_window_digest")
+            else []
+        ),
     ]
     originals = [(owner, attribute, owner.__dict__.get(attribute)) for owner, attribute, _, _ in patched]
     for owner, attribute, name, meter in patched:
@@ -501,11 +517,12 @@ def main() -> None:
         help="http (as production reads): a member of an embedded cluster through clickhouse-connect's HTTP client; "
         "chdb: the engine in this process (its ArrowStream result is materialised whole, so RSS grows with rows)",
     )
+    parser.add_argument("--window", action="store_true", help="measure the window replace instead of the full refresh")
     parser.add_argument("--worker", nargs=2, metavar=("SHAPE", "DSN"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         shape, dsn = args.worker
-        print(json.dumps(worker(shape, args.rows[0], args.trials, dsn, args.chunk_rows, args.source)))
+        print(json.dumps(worker(shape, args.rows[0], args.trials, dsn, args.chunk_rows, args.source, args.window)))
         return
     sys.path.insert(0, str(REPO))
     env = worker_env()
@@ -519,6 +536,7 @@ def main() -> None:
             for rows in args.rows:
                 command = [sys.executable, __file__, "--worker", shape, dsn, "--rows", str(rows)]
                 command += ["--trials", str(args.trials), "--chunk-rows", str(args.chunk_rows), "--source", args.source]
+                command += ["--window"] if args.window else []
                 output = subprocess.run(command, env=env, capture_output=True, text=True)
                 if output.returncode:
                     raise SystemExit(f"worker {shape}/{rows} failed:\n{output.stderr[-4000:]}")
@@ -542,6 +560,7 @@ def main() -> None:
     report = {
         "bench": "native_transfer",
         "source": args.source,
+        "mode": "window_replace" if args.window else "full_refresh",
         "load_average": {"before": round(load_before[0], 2), "after": round(os.getloadavg()[0], 2)},
         "results": summary,
         "peak_rss_growth_by_rows": rss_by_rows(summary),

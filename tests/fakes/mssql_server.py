@@ -17,6 +17,10 @@ No SQL Server can run here. This fake stands exactly where pymssql stands (the a
 * models what holds a table against ``sp_rename``/``DROP TABLE``: readers (``readers``: the schema-modification lock
   waits up to ``LOCK_TIMEOUT``, then error 1222), an inbound foreign key (3726) and a schema-bound view (15336,
   3729);
+* models a target that changes rows as ``INSERT ... SELECT`` stores them (``insert_rewrites``: an AFTER INSERT
+  trigger created after the prepare-time ``sys.triggers`` check, a column rule), and the window replace's exclusive
+  table lock (``WITH (TABLOCKX, HOLDLOCK)``, "Table hints (Transact-SQL)": an X lock on the table held to the end of
+  the transaction, which every READ COMMITTED read of the table then waits for);
 * injects failures: faults armed at the next COMMIT (shared :class:`FaultPlan`) and connection drops at a named
   statement kind.
 
@@ -48,7 +52,7 @@ import itertools
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -219,6 +223,9 @@ class EmulatedServer:
         self.view_server_state = True
         self.driver_tds: tuple[int, int] | None = (7, 4)
         self.triggers: set[str] = set()  # qualified names of tables that have a DML trigger
+        # What an INSERT ... SELECT into a table stores instead of each row it was given (a trigger created after the
+        # prepare-time check, a column rule): qualified name -> the row as stored.
+        self.insert_rewrites: dict[str, Callable[[list[object]], list[object]]] = {}
         self.readers: set[str] = set()  # tables another session is reading (its schema-stability lock is held)
         self.bulk_commits_alone = False  # INSERT BULK commits outside the session's transaction
         self.major_version = 16  # SERVERPROPERTY('ProductMajorVersion'): 16 is SQL Server 2022

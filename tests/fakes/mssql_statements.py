@@ -315,6 +315,9 @@ def _window(match: re.Match[str], params: tuple[Any, ...], table: Table) -> Call
     return inside
 
 
+_IN_WINDOW = (  # groups 5 and 6 of the window digest's and the window fields' patterns
+    r"s\.\[([A-Za-z0-9_]+)\] >= CAST\(%s AS (DATE|DATETIME2\(7\))\) AND s\.\[\5\] < CAST\(%s AS \6\)"
+)
 _BOUNDS = r"\[([A-Za-z0-9_]+)\] >= CAST\(%s AS (DATE|DATETIME2\(7\))\) AND \[\2\] < CAST\(%s AS \3\)"
 _OUTSIDE = r"\[([A-Za-z0-9_]+)\] IS NULL OR NOT \(\[\2\] >= CAST\(%s AS (DATE|DATETIME2\(7\))\) AND \[\2\] < CAST\(%s AS \3\)\)"
 
@@ -345,7 +348,45 @@ def _insert_select(conn: FakeConnection, match: re.Match[str], params: tuple[Any
         for name, source_name in zip(into, picked, strict=True):
             values[target.position(name)] = row[source.position(source_name)]
         conn._insert_row(target, values, via="insert_select")
+        rewrite = conn.server.insert_rewrites.get(match.group(1))
+        if rewrite is not None:
+            target.rows[-1] = rewrite(target.rows[-1])
     return [], len(source.rows)
+
+
+@handler("lock_target", rf"SELECT COUNT_BIG\(\*\) FROM {Q} WITH \(TABLOCKX, HOLDLOCK\) WHERE {_BOUNDS};")
+def _lock_target(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...]) -> Result:
+    """An exclusive table lock to the end of the transaction: it waits for every other transaction's locks on the
+    table, then every READ COMMITTED read of it waits (``read_lock``)."""
+    conn.server.read_lock(conn, match.group(1), None)
+    with conn.server.changed:
+        conn.table_locks.add(match.group(1))
+        conn.server.changed.notify_all()
+    table = _table(conn._tables(), match.group(1))
+    inside = _window(match, params, table)
+    return [(sum(1 for r in table.rows if inside(r)),)], -1
+
+
+@handler("window_digest", r"SELECT COUNT_BIG\(\*\), (?:COALESCE\(SUM\(CAST\(SUBSTRING\(hashed\.h, \d+, 4\) AS BIGINT\)\), 0\)"
+         r"(?:, )?){8} FROM \(SELECT HASHBYTES\('SHA2_256', 0x([0-9a-f]+) \+ (.*)\) AS h FROM " + Q +
+         r" AS s CROSS APPLY \(SELECT (.*)\) AS enc WHERE " + _IN_WINDOW + r"\) AS hashed;")  # fmt: skip
+def _window_digest(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...]) -> Result:
+    """The chunk digest's evaluation over the table's rows inside the window, as this transaction sees them."""
+    from tests.fakes.mssql_digest import encoders, limb_sums, row_hash
+
+    conn.server.read_lock(conn, match.group(3), None)
+    tag, fields, table = bytes.fromhex(match.group(1)), match.group(2), _table(_view(conn), match.group(3))
+    columns = encoders(match.group(4))
+    assert [(n, int(i)) for n, i in _FIELD.findall(fields)] == [(n, i) for i, (n, _) in enumerate(columns)]
+    positions = [table.position(name) for name, _ in columns]
+    window = table.position(match.group(5))
+    low, high = (to_server("DATE" if match.group(6) == "DATE" else "DATETIME2(6)", p, via="cast") for p in params)
+    hashes = [
+        row_hash(tag, [(encode, row[p]) for (_, encode), p in zip(columns, positions, strict=True)])
+        for row in table.rows
+        if row[window] is not None and low <= row[window] < high  # type: ignore[operator]
+    ]
+    return [(len(hashes), *limb_sums(hashes))], -1
 
 
 @handler("drop_index", rf"DROP INDEX \[([A-Za-z0-9_]+)\] ON {Q};")
@@ -409,15 +450,28 @@ _FIELD = re.compile(
 
 
 @handler("chunk_fields", r"SET TEXTSIZE (\d+);\nSELECT (.*) FROM " + Q + r" AS s CROSS APPLY \(SELECT (.*)\) AS enc "
-         r"WHERE s\.\[__dpone_chunk\] = %s;")  # fmt: skip
+         r"WHERE (?:s\.\[__dpone_chunk\] = %s|" + _IN_WINDOW + r");")  # fmt: skip
 def _chunk_fields(conn: FakeConnection, match: re.Match[str], params: tuple[Any, ...]) -> Result:
     """Each row's fields: a rendered digest field, or ``CAST(s.[t] AS VARBINARY(MAX))`` of NVARCHAR, the stored
-    UTF-16LE code units (an unpaired surrogate included), cut at TEXTSIZE bytes."""
+    UTF-16LE code units (an unpaired surrogate included), cut at TEXTSIZE bytes. The rows of one chunk of staging,
+    or (``window_fields``) the rows of a table inside the window."""
     from tests.fakes.mssql_digest import encoders, field
 
     conn.textsize = int(match.group(1))
-    conn.server.read_lock(conn, match.group(3), params[0], verification=True)
+    window = match.group(5) is not None
+    conn.server.read_lock(conn, match.group(3), None if window else params[0], verification=not window)
     table = _table(_view(conn), match.group(3))
+    if window:
+        window_at = table.position(match.group(5))
+        low, high = (to_server("DATE" if match.group(6) == "DATE" else "DATETIME2(6)", p, via="cast") for p in params)
+
+        def selected(row: list[object]) -> bool:
+            return row[window_at] is not None and low <= row[window_at] < high  # type: ignore[operator]
+    else:
+
+        def selected(row: list[object]) -> bool:
+            return row[0] == params[0]
+
     by_index = dict(zip(_FIELD_INDEXES.findall(match.group(4)), encoders(match.group(4)), strict=True))
     columns: list[tuple[int, Callable[[object], bytes] | None]] = []
     for spelled in _SPLIT_FIELDS.split(match.group(2)):
@@ -431,7 +485,7 @@ def _chunk_fields(conn: FakeConnection, match: re.Match[str], params: tuple[Any,
         columns.append((table.position(name), encode))
     rows = []
     for row in table.rows:
-        if row[0] != params[0]:
+        if not selected(row):
             continue
         values: list[object] = []
         for position, encode in columns:

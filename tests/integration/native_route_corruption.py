@@ -9,7 +9,9 @@ exactly one corruption injected at one link of the running route, in the worker 
   1e-10, a DateTime64(6) by one microsecond), a row dropped or repeated (with its row hash and its provenance), or
   the row hash ClickHouse computed for one row (values untouched);
 * the rows handed to the target's load, and the table the load builds for the driver;
-* the staging table, changed by SQL after every chunk was verified and before the publication.
+* the staging table, changed by SQL after every chunk was verified and before the publication;
+* the target of a window replace, which changes each row as it is inserted (a row trigger): the target's digest of
+  the window it published, inside the publishing transaction, against the source's verified total.
 
 The checks that catch them never share the path they check: the source server's own count of the rows it selects
 (per part, with the offsets' fingerprint), and the typed digest the target engine computes over what it stores,
@@ -35,7 +37,7 @@ from airflow_provider_dpone.transfer.ports import SourceBlock
 from airflow_provider_dpone.transfer.source import session as source_session
 from airflow_provider_dpone.transfer.targets.sql_target import SqlTransferTarget
 from airflow_provider_dpone.transfer.values.chunk import RelationRef
-from tests.integration.native_route_scenarios import MakeRoute, rows_of
+from tests.integration.native_route_scenarios import JANUARY, MakeRoute, rows_of
 
 PRECISE = (
     "(id UInt64, ver UInt64, amount Decimal(38, 10), ts DateTime64(6, 'UTC'), note Nullable(String)) "
@@ -47,6 +49,7 @@ PRECISE_ROWS = (
     "(2, 2, 0, '1969-12-31 23:59:59.999999', '')",
 )
 SOURCE_ROWS_DIFFER = "native_transfer.source_rows_differ"
+WINDOW_DIFFERS = "native_transfer.target_published_window_differs"
 TARGET_DIFFERS = "native_transfer.target_verification_failed"
 
 BlockChange = Callable[[SourceBlock], SourceBlock]
@@ -221,3 +224,37 @@ class CorruptionCorpus:
 
         self._refused(route, old, TARGET_DIFFERS, checkpoint=after_verification)
         assert tampered
+
+    def _second_window(
+        self, admin: Any, db: str, make_route: MakeRoute, tmp_path: Path, relation: RelationRef
+    ) -> tuple[Any, collections.Counter[tuple[object, ...]]]:
+        """The old target published in full, then a source row added inside January that a correct window replace
+        of January would publish."""
+        first = make_route(tmp_path / "first", relation, operation="a" * 32)
+        first.run()
+        old = first.target_rows()
+        assert old == rows_of(admin, relation) and first.receipts() == 1
+        admin.command(f"INSERT INTO {db}.{relation.table} VALUES (9, 9, 0, 'late', '2026-01-09 00:00:00', 9)")
+        return make_route(tmp_path / "second", relation, operation="b" * 32, window=JANUARY), old
+
+    def test_a_window_replace_into_a_target_that_changes_rows_on_insert_is_refused(
+        self, admin: Any, db: str, make_route: MakeRoute, tmp_path: Path, relations: dict[str, RelationRef]
+    ) -> None:
+        """Every chunk verifies in staging; the target rewrites each row the window replace inserts. The target's
+        digest of the published window differs from the source's verified total: rolled back, old target intact."""
+        route, old = self._second_window(admin, db, make_route, tmp_path, relations["events"])
+        route.rewrite_target_inserts()
+        self._refused(route, old, WINDOW_DIFFERS)
+
+    def test_a_target_whose_insert_hook_keeps_every_value_still_publishes_its_window(
+        self, admin: Any, db: str, make_route: MakeRoute, tmp_path: Path, relations: dict[str, RelationRef]
+    ) -> None:
+        """The control: the same hook, changing nothing, does not stop the window replace (the check compares
+        content, it does not refuse a target for having the hook)."""
+        route, _ = self._second_window(admin, db, make_route, tmp_path, relations["events"])
+        route.rewrite_target_inserts(change=False)
+        result = route.run()
+        events = relations["events"]
+        inside = rows_of(admin, events, "WHERE ts < '2026-02-01 00:00:00'")
+        assert result.rows == sum(inside.values()) and route.receipts() == 2
+        assert route.target_rows() == rows_of(admin, events), "the window holds the source's rows, the rest kept"

@@ -173,6 +173,21 @@ class PgRoute:
                     "WHERE __dpone_chunk = 0 AND __dpone_row = 0"
                 )
 
+    def rewrite_target_inserts(self, *, change: bool = True) -> None:
+        """A row trigger on the target: before each INSERT, it adds 1000 to the row's ``ver`` (``change=False``: it
+        sets ``ver`` to itself, changing nothing)."""
+        target = f"{quote_postgres(self.harness.schema)}.{quote_postgres(self.table)}"
+        function = f"{quote_postgres(self.harness.schema)}.bump_ver"
+        new = "NEW.ver + 1000" if change else "NEW.ver"
+        with psycopg.connect(self.harness.dsn, autocommit=True) as conn:
+            conn.execute(
+                f"CREATE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS "
+                f"$$ BEGIN NEW.ver := {new}; RETURN NEW; END $$"
+            )
+            conn.execute(
+                f"CREATE TRIGGER bump_ver BEFORE INSERT ON {target} FOR EACH ROW EXECUTE FUNCTION {function}()"
+            )
+
     def receipts(self) -> int:
         with psycopg.connect(self.harness.dsn, autocommit=True) as conn:
             row = conn.execute(

@@ -58,6 +58,19 @@ class StandInRoute(PgRoute):
                 position = 2  # after the chunk ordinal and the row position
                 row[position] = row[position] + 1000
 
+    def rewrite_target_inserts(self, *, change: bool = True) -> None:
+        """What the target stores for each row INSERT ... SELECT gives it: ``ver`` plus 1000 (a trigger the
+        prepare-time check of ``sys.triggers`` did not see, e.g. one created after it); ``change=False``: the row."""
+        server = self.harness.server  # type: ignore[attr-defined]
+        target = tsql.qualified(self.harness.schema, self.table)
+        position = 1  # id, ver, ...
+
+        def rewrite(row: list[object]) -> list[object]:
+            value = row[position]
+            return [*row[:position], value + 1000 if change else value, *row[position + 1 :]]  # type: ignore[operator]
+
+        server.insert_rewrites[target] = rewrite
+
 
 @pytest.fixture(params=[ImportBackend.BCP, ImportBackend.SQLCLIENT], ids=["bcp", "batches"])
 def make_route(request: pytest.FixtureRequest) -> MakeRoute:

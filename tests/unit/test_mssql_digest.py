@@ -22,10 +22,10 @@ from airflow_provider_dpone.core.manifest.transfer import StringMapping
 from airflow_provider_dpone.core.manifest.transfer_options import ImportBackend
 from airflow_provider_dpone.transfer.targets.mssql import tsql
 from airflow_provider_dpone.transfer.targets.mssql.target import MsSqlTransferTarget
-from airflow_provider_dpone.transfer.values.target import PublicationMode, TargetColumn, TargetPlan
+from airflow_provider_dpone.transfer.values.target import PublicationMode, TargetColumn, TargetPlan, TargetWindow
 from airflow_provider_dpone.transfer.values.target_receipts import ChunkEvidence
 from tests.fakes.mssql_server import EmulatedServer
-from tests.fixtures.target_harness import bind, chunk, evidence
+from tests.fixtures.target_harness import MsSqlHarness, bind, chunk, evidence
 
 UTC = dt.UTC
 U = uuid.UUID("00112233-4455-6677-8899-aabbccddeeff")
@@ -213,3 +213,55 @@ def test_a_stored_text_difference_the_driver_would_hide_fails_without_utf8_colla
     row[position] = "a\ud800"  # stored UTF-16LE 61 00 00 d8: not text anything could have sent
     with pytest.raises(DponeError, match="target_verification_failed"):
         target.verify_chunk(invocation, expected)
+
+
+WINDOW_START = dt.datetime(2026, 1, 1, tzinfo=UTC)
+TEXT_WINDOW = TargetPlan(
+    invocation_id="digest-invocation-0004",
+    target_schema="dbo",
+    target_table="w",
+    columns=(
+        TargetColumn(name="k", source_type="Int64"),
+        TargetColumn(name="ts", source_type="DateTime64(3, 'UTC')"),
+        TargetColumn(name="t", source_type="Nullable(String)", string_mapping=StringMapping.TEXT),
+    ),
+    mode=PublicationMode.WINDOW_REPLACE,
+    window=TargetWindow(column="ts", start=WINDOW_START, end=WINDOW_START + dt.timedelta(days=31)),
+)
+
+
+@pytest.mark.parametrize("version", [16, 14], ids=["utf8_collations", "read_back"])
+@pytest.mark.parametrize("rewritten", [False, True], ids=["clean", "rewritten_on_insert"])
+def test_the_window_a_replace_published_is_digested_by_the_target_before_it_commits(
+    version: int, rewritten: bool
+) -> None:
+    """After the delete and the insert, the target's digest of its window (computed by the server, or read back
+    exactly on a server without UTF-8 collations) must equal the verified chunks' total: a row the target changed
+    as it was inserted (``insert_rewrites``: a trigger created after the prepare-time check) is refused, the
+    transaction rolled back and the old window kept; unchanged, the window is published."""
+    harness = MsSqlHarness(ImportBackend.SQLCLIENT)
+    server = harness.server
+    server.major_version = version
+    old = [(1, WINDOW_START + dt.timedelta(days=1), "old"), (2, WINDOW_START + dt.timedelta(days=40), "kept")]
+    harness.seed_target(TEXT_WINDOW, old)
+    before = [list(row) for row in server.tables[tsql.target(TEXT_WINDOW)].rows]
+    table, invocation = bind(TEXT_WINDOW)
+    target = MsSqlTransferTarget(server.connect, table, import_backend=ImportBackend.SQLCLIENT)
+    rows = [(1, WINDOW_START + dt.timedelta(days=2), "é😀"), (3, WINDOW_START, None)]
+    target.prepare(invocation)
+    target.load_chunk(invocation, 0, chunk(invocation, rows))
+    expected = evidence(TEXT_WINDOW, 0, rows)
+    assert target.verify_chunk(invocation, expected) == expected
+    if rewritten:
+        server.insert_rewrites[tsql.target(TEXT_WINDOW)] = lambda row: [row[0] + 1000, *row[1:]]
+        with pytest.raises(DponeError) as refused:
+            target.publish(invocation, [expected])
+        assert refused.value.code == "native_transfer.target_published_window_differs"
+        assert target.reconcile(invocation) is None
+        assert server.tables[tsql.target(TEXT_WINDOW)].rows == before, "the old target is intact"
+    else:
+        assert target.publish(invocation, [expected]).rows == 2
+        assert sorted(row[0] for row in server.tables[tsql.target(TEXT_WINDOW)].rows) == [1, 2, 3]
+    statements = server.statements()
+    assert "lock_target" in statements
+    assert ("window_digest" in statements) is (version == 16)

@@ -72,6 +72,7 @@ TEXT = FULL.model_copy(
         )
     }
 )
+TEXT_WINDOW = WINDOW.model_copy(update={"columns": (*TEXT.columns, COLUMNS[-2])})
 
 
 def golden_statements() -> dict[str, str]:
@@ -103,6 +104,11 @@ def golden_statements() -> dict[str, str]:
         "rows_outside_date_window": tsql.rows_outside_window(DATE_WINDOW),
         "delete_window": tsql.delete_window(WINDOW),
         "delete_date_window": tsql.delete_window(DATE_WINDOW),
+        "lock_target": tsql.lock_target(WINDOW),
+        "lock_date_target": tsql.lock_target(DATE_WINDOW),
+        "window_digest": digest.window_digest(WINDOW),
+        "window_date_digest": digest.window_digest(DATE_WINDOW),
+        "window_fields_text": digest.window_fields(TEXT_WINDOW),
         "insert_from_staging": tsql.insert_from_staging(WINDOW),
         "swap_drop_index": swap[0][0],
         "swap_drop_column": swap[1][0],
@@ -181,6 +187,8 @@ def test_every_statement_the_adapter_emits_has_a_golden_file(backend: ImportBack
     known_insert = re.compile(re.escape(STATEMENTS["insert_values_2_rows"].split(" VALUES")[0]) + r" VALUES\n.*", re.S)
     emitted = [c for c in server.calls if c.kind == "execute"]
     assert {"lock_staging", "chunk_digest"} <= {c.statement for c in emitted}
+    if plan.window is not None:
+        assert {"lock_target", "window_digest"} <= {c.statement for c in emitted}
     for call in emitted:
         assert call.sql is not None
         assert call.sql in known or known_insert.fullmatch(call.sql), f"no golden file for {call.statement}"

@@ -298,6 +298,18 @@ CODES += (
         retryable=False,
     ),
     ErrorCode(
+        "native_transfer.target_published_window_differs",
+        "after the window replace, the row count or typed digest the target computed over its replaced window (inside "
+        "the publishing transaction, with writers locked out) differs from the source's verified total: the target "
+        "changed rows as they were inserted (a trigger, a rule, a generated or identity column, a column default or "
+        "padding rule) or another writer's rows are in the window",
+        "nothing was published and the old target is intact; remove or disable what rewrites inserted rows on the "
+        "target table (PostgreSQL: pg_trigger, pg_rules, attgenerated; SQL Server: sys.triggers, column definitions), "
+        "keep other writers out of the window, then clear the task: it stages and publishes again (see targets.md, Atomic "
+        "publication)",
+        retryable=False,
+    ),
+    ErrorCode(
         "native_transfer.target_publication_already_committed",
         "a publication receipt for this invocation already exists: the publication committed earlier",
         "do not publish again; read the receipt with reconcile and continue with cleanup",

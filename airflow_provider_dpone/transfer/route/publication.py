@@ -54,6 +54,7 @@ DEFINITE_REFUSALS: Final = frozenset(
     {
         "native_transfer.target_verification_failed",
         "native_transfer.target_staging_incomplete",
+        "native_transfer.target_published_window_differs",
         "native_transfer.target_swap_lock_timeout",
         "native_transfer.target_swap_blocked",
     }

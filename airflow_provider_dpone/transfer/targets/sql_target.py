@@ -12,8 +12,10 @@ digest recomputed by the target from what it stores (never from the rows the loa
 typed sum. The publishing transaction locks the staging table against every writer and, under that lock, proves
 every chunk is still what was verified before the swap, so nothing can change between the last check and the
 publication: a chunk whose verification read its writer and the staging table's identity (:class:`ChunkSeal`) is
-proven by both being unchanged, any other chunk's digest is recomputed. Statements, locks, drivers, bulk loads and
-digests stay in each dialect's modules.
+proven by both being unchanged, any other chunk's digest is recomputed. A window replace writes into the live target,
+which may change rows as they are inserted: it locks the target against other writers before the delete, and after
+the insert the target's digest of the window must equal the source's verified total before anything commits.
+Statements, locks, drivers, bulk loads and digests stay in each dialect's modules.
 """
 
 from __future__ import annotations
@@ -124,6 +126,7 @@ class Statements(Protocol):
     def chunk_counts(self, plan: TargetPlan) -> str: ...
     def lock_staging(self, plan: TargetPlan) -> str: ...
     def rows_outside_window(self, plan: TargetPlan) -> str: ...
+    def lock_target(self, plan: TargetPlan) -> str: ...
     def delete_window(self, plan: TargetPlan) -> str: ...
     def insert_from_staging(self, plan: TargetPlan) -> str: ...
 
@@ -200,6 +203,15 @@ class SqlTransferTarget(ABC):
     @abstractmethod
     def _staged_digest(self, session: Session, plan: TargetPlan, ordinal: int) -> tuple[int, int]:
         """Row count and typed sum of one staged ordinal, recomputed from what the target stores."""
+
+    def _lock_target(self, session: Session, plan: TargetPlan, bounds: tuple[object, object]) -> None:
+        """Lock the target against every other writer until the publishing transaction ends (before the delete)."""
+        session.run(self.statements.lock_target(plan), bounds)
+
+    @abstractmethod
+    def _window_digest(self, session: Session, plan: TargetPlan, bounds: tuple[object, object]) -> tuple[int, int]:
+        """Row count and typed sum of the target's rows inside the window, recomputed by the target from what it
+        stores (the chunk digest's builder, over the target table and the window's predicate)."""
 
     def _staged_digest_and_writer(
         self, session: Session, plan: TargetPlan, ordinal: int
@@ -390,10 +402,12 @@ class SqlTransferTarget(ABC):
             outside = session.one(sql.rows_outside_window(plan), bounds)
             if outside is None or int(outside[0]):
                 raise DponeError("native_transfer.target_rows_outside_window", f"{outside and outside[0]} staged rows")
+            self._lock_target(session, plan, bounds)
             session.run(sql.delete_window(plan), bounds)
             inserted = int(session.run(sql.insert_from_staging(plan)).rowcount)
             if inserted != request.rows:
                 raise DponeError("native_transfer.target_staging_incomplete", f"inserted {inserted} of {request.rows}")
+            self._require_published_window(session, plan, request, bounds)
             session.run(sql.drop_staging(plan))
         values = (plan.publication_id, plan.invocation_id, plan.target_schema, plan.target_table, plan.mode.value)
         row = session.one(sql.insert_receipt(plan), (*values, request.rows, request.digest))
@@ -401,6 +415,22 @@ class SqlTransferTarget(ABC):
         if not isinstance(committed_at, dt.datetime):
             raise DponeError("native_transfer.target_publication_failed", "receipt insert returned no commit time")
         return committed_receipt(plan, request, committed_at)
+
+    def _require_published_window(
+        self, session: Session, plan: TargetPlan, request: TargetPublication, bounds: tuple[object, object]
+    ) -> None:
+        """What the window holds after the replace, as the target computes it over its own rows, inside the
+        publishing transaction and under its lock on the target, must be the source's verified total (the chunk
+        receipts' rows and typed sums), not what the insert reported: a trigger, rule, generated column or padding
+        rule that changed a row as it was inserted, or a row another writer put into the window, is refused and
+        rolled back with the old target."""
+        rows, total = self._window_digest(session, plan, bounds)
+        if rows != request.rows or total != request.typed_sum:
+            raise DponeError(
+                "native_transfer.target_published_window_differs",
+                f"{short(plan)}: the window holds {rows} rows, {request.rows} verified; "
+                f"typed digest {'equal' if total == request.typed_sum else 'differs'}",
+            )
 
     def reconcile(self, invocation: TargetInvocation) -> TargetPublicationReceipt | None:
         """The receipt, read under the shared publication lock; ``None`` is final. Never changes anything."""

@@ -35,7 +35,7 @@ from typing import Final
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.identifiers import quote_tsql
 from airflow_provider_dpone.core.typed_digest import HASH_LIMBS
-from airflow_provider_dpone.transfer.targets.mssql.tsql import CHUNK, staging
+from airflow_provider_dpone.transfer.targets.mssql.tsql import CHUNK, staging, target, window_predicate
 from airflow_provider_dpone.transfer.values.target import TargetPlan
 from airflow_provider_dpone.transfer.values.target_types import ColumnType, StorageKind
 
@@ -101,8 +101,9 @@ def _encodings(plan: TargetPlan, *, text: bool = True) -> str:
     )
 
 
-def chunk_digest(plan: TargetPlan) -> str:
-    """One row: the chunk's row count and the eight limb sums of its row hashes; the ordinal is the parameter."""
+def _digest(plan: TargetPlan, relation: str, where: str) -> str:
+    """One row over the rows of ``relation`` (as ``s``) that ``where`` selects: their count and the eight limb sums
+    of their row hashes."""
     names = [quote_tsql(c.name) for c in plan.columns]
     encoded = _encodings(plan)
     preimage = " + ".join([ROW_TAG, *(_field(i, n) for i, n in enumerate(names))])
@@ -111,17 +112,25 @@ def chunk_digest(plan: TargetPlan) -> str:
     )
     return (
         f"SELECT COUNT_BIG(*), {limbs} FROM (SELECT HASHBYTES('SHA2_256', {preimage}) AS h "
-        f"FROM {staging(plan)} AS s CROSS APPLY (SELECT {encoded}) AS enc WHERE s.{CHUNK} = %s) AS hashed;"
+        f"FROM {relation} AS s CROSS APPLY (SELECT {encoded}) AS enc WHERE {where}) AS hashed;"
     )
+
+
+def chunk_digest(plan: TargetPlan) -> str:
+    """One row: the chunk's row count and the eight limb sums of its row hashes; the ordinal is the parameter."""
+    return _digest(plan, staging(plan), f"s.{CHUNK} = %s")
+
+
+def window_digest(plan: TargetPlan) -> str:
+    """The same digest over the target table's rows inside the replaced window (the bounds are the parameters)."""
+    return _digest(plan, target(plan), window_predicate(plan, "s"))
 
 
 def text_columns(plan: TargetPlan) -> tuple[bool, ...]:
     return tuple(c.column_type.storage is StorageKind.TEXT for c in plan.columns)
 
 
-def chunk_fields(plan: TargetPlan) -> str:
-    """Per staged row of the ordinal (the parameter), one value per column: the digest field as the server renders
-    it, or for a text column its stored UTF-16LE code units (``NULL`` for NULL)."""
+def _fields(plan: TargetPlan, relation: str, where: str) -> str:
     fields = [
         f"CAST(s.{name} AS VARBINARY(MAX))" if text else _field(i, name)
         for i, (name, text) in enumerate(
@@ -129,16 +138,32 @@ def chunk_fields(plan: TargetPlan) -> str:
         )
     ]
     return (
-        f"{TEXTSIZE}\nSELECT {', '.join(fields)} FROM {staging(plan)} AS s "
-        f"CROSS APPLY (SELECT {_encodings(plan, text=False)}) AS enc WHERE s.{CHUNK} = %s;"
+        f"{TEXTSIZE}\nSELECT {', '.join(fields)} FROM {relation} AS s "
+        f"CROSS APPLY (SELECT {_encodings(plan, text=False)}) AS enc WHERE {where};"
     )
+
+
+def chunk_fields(plan: TargetPlan) -> str:
+    """Per staged row of the ordinal (the parameter), one value per column: the digest field as the server renders
+    it, or for a text column its stored UTF-16LE code units (``NULL`` for NULL)."""
+    return _fields(plan, staging(plan), f"s.{CHUNK} = %s")
+
+
+def window_fields(plan: TargetPlan) -> str:
+    """As :func:`chunk_fields`, per row of the target inside the replaced window (the bounds are the parameters)."""
+    return _fields(plan, target(plan), window_predicate(plan, "s"))
 
 
 _NULL: Final[bytes] = bytes.fromhex(NULL_FIELD[2:])
 _TAG: Final[bytes] = bytes.fromhex(ROW_TAG[2:])
 
 
-def fields_row_hash(fields: Sequence[object], text: Sequence[bool], ordinal: int) -> int:
+def _named(what: int | str) -> str:
+    """A chunk ordinal as ``chunk N``; any other subject (``window``) as it is."""
+    return f"chunk {what}" if isinstance(what, int) else what
+
+
+def fields_row_hash(fields: Sequence[object], text: Sequence[bool], what: int | str) -> int:
     """The row hash over one row of :func:`chunk_fields`: stored text decoded strictly (an unpaired surrogate or a
     cut code unit is no text the load could have sent: ``target_verification_failed``)."""
     hasher = hashlib.sha256(_TAG)
@@ -147,7 +172,7 @@ def fields_row_hash(fields: Sequence[object], text: Sequence[bool], ordinal: int
             if value is None and is_text:
                 hasher.update(_NULL)
                 continue
-            raise DponeError("native_transfer.target_verification_failed", f"chunk {ordinal}: a field is not bytes")
+            raise DponeError("native_transfer.target_verification_failed", f"{_named(what)}: a field is not bytes")
         if not is_text:
             hasher.update(value)
             continue
@@ -155,7 +180,7 @@ def fields_row_hash(fields: Sequence[object], text: Sequence[bool], ordinal: int
             encoded = bytes(value).decode("utf-16-le").encode("utf-8")
         except UnicodeError:
             raise DponeError(
-                "native_transfer.target_verification_failed", f"chunk {ordinal}: a stored text value is not UTF-16"
+                "native_transfer.target_verification_failed", f"{_named(what)}: a stored text value is not UTF-16"
             ) from None
         hasher.update((len(encoded) + 1).to_bytes(4, "big") + b"\x01" + encoded)
     return int.from_bytes(hasher.digest(), "big")

@@ -209,21 +209,35 @@ class MsSqlTransferTarget(SqlTransferTarget):
     def _staged_digest(self, session: Session, plan: TargetPlan, ordinal: int) -> tuple[int, int]:
         """As the server computes it from what it stores (``digest.py``); read back exactly only for text columns on
         a server without UTF-8 collations."""
-        if not digest.server_digest_supported(plan, None):
-            row = session.one(digest.SERVER_VERSION)
-            version = None if row is None or row[0] is None else int(row[0])
-            if not digest.server_digest_supported(plan, version):
-                return self._readback_digest(session, plan, ordinal)
+        if not self._server_digest(session, plan):
+            return self._readback_digest(session, plan, digest.chunk_fields(plan), (ordinal,), f"chunk {ordinal}")
         row = session.one(digest.chunk_digest(plan), (ordinal,))
         return int(row[0]), fold_limb_sums([int(value) for value in row[1:]])
 
+    def _window_digest(self, session: Session, plan: TargetPlan, bounds: tuple[object, object]) -> tuple[int, int]:
+        """The same digest over the target's window (``digest.window_digest``), read back exactly where a chunk is."""
+        if not self._server_digest(session, plan):
+            return self._readback_digest(session, plan, digest.window_fields(plan), bounds, "window")
+        row = session.one(digest.window_digest(plan), bounds)
+        return int(row[0]), fold_limb_sums([int(value) for value in row[1:]])
+
     @staticmethod
-    def _readback_digest(session: Session, plan: TargetPlan, ordinal: int) -> tuple[int, int]:
+    def _server_digest(session: Session, plan: TargetPlan) -> bool:
+        if digest.server_digest_supported(plan, None):
+            return True
+        row = session.one(digest.SERVER_VERSION)
+        version = None if row is None or row[0] is None else int(row[0])
+        return digest.server_digest_supported(plan, version)
+
+    @staticmethod
+    def _readback_digest(
+        session: Session, plan: TargetPlan, statement: str, params: tuple[object, ...], what: str
+    ) -> tuple[int, int]:
         text = digest.text_columns(plan)
         rows, total = 0, 0
-        cursor = session.run(digest.chunk_fields(plan), (ordinal,))
+        cursor = session.run(statement, params)
         while batch := cursor.fetchmany(FETCH_ROWS):
             for fields in batch:
-                total = (total + digest.fields_row_hash(fields, text, ordinal)) % MODULUS
+                total = (total + digest.fields_row_hash(fields, text, what)) % MODULUS
             rows += len(batch)
         return rows, total

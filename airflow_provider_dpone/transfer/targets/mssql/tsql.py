@@ -168,23 +168,34 @@ def insert_values(plan: TargetPlan, rows: int) -> str:
     return f"INSERT INTO {staging(plan)} ({CHUNK}, {ROW}, {_columns(plan)}) VALUES\n{tuples};"
 
 
-def _window_predicate(plan: TargetPlan) -> str:
+def window_predicate(plan: TargetPlan, alias: str = "") -> str:
+    """Inside the replaced window (half-open; the bounds are the two parameters), the column qualified by ``alias``
+    when one is given."""
     window = plan.window
     assert window is not None
     column = next(c for c in plan.columns if c.name == window.column)
     bound = "DATE" if column.column_type.logical is LogicalType.DATE else "DATETIME2(7)"
-    name = quote_tsql(window.column)
+    name = f"{alias}{'.' if alias else ''}{quote_tsql(window.column)}"
     return f"{name} >= CAST(%s AS {bound}) AND {name} < CAST(%s AS {bound})"
 
 
 def rows_outside_window(plan: TargetPlan) -> str:
     assert plan.window is not None
     name = quote_tsql(plan.window.column)
-    return f"SELECT COUNT_BIG(*) FROM {staging(plan)} WHERE {name} IS NULL OR NOT ({_window_predicate(plan)});"
+    return f"SELECT COUNT_BIG(*) FROM {staging(plan)} WHERE {name} IS NULL OR NOT ({window_predicate(plan)});"
+
+
+def lock_target(plan: TargetPlan) -> str:
+    """An exclusive table lock on the target, taken before the window is deleted and held to the end of the
+    publishing transaction ("Table hints (Transact-SQL)": ``TABLOCKX`` takes an exclusive lock on the table;
+    ``HOLDLOCK`` holds it until the transaction completes): every other writer (and, under locking READ COMMITTED,
+    every reader) waits, so no row enters or leaves the window between the delete and the digest of what the window
+    then holds. Reads only the window's rows (the lock is on the table whatever the predicate reads)."""
+    return f"SELECT COUNT_BIG(*) FROM {target(plan)} WITH (TABLOCKX, HOLDLOCK) WHERE {window_predicate(plan)};"
 
 
 def delete_window(plan: TargetPlan) -> str:
-    return f"DELETE FROM {target(plan)} WHERE {_window_predicate(plan)};"
+    return f"DELETE FROM {target(plan)} WHERE {window_predicate(plan)};"
 
 
 def insert_from_staging(plan: TargetPlan) -> str:

@@ -27,7 +27,7 @@ from typing import Final
 
 from airflow_provider_dpone.core.identifiers import quote_postgres
 from airflow_provider_dpone.core.typed_digest import HASH_LIMBS
-from airflow_provider_dpone.transfer.targets.postgres.statements import WRITER, qualified
+from airflow_provider_dpone.transfer.targets.postgres.statements import WRITER, qualified, window_predicate
 from airflow_provider_dpone.transfer.values.target import CHUNK_COLUMN, TargetPlan
 from airflow_provider_dpone.transfer.values.target_types import ColumnType, StorageKind
 
@@ -71,9 +71,9 @@ def _concat(parts: list[str]) -> str:
     return f"({_concat(parts[:middle])} || {_concat(parts[middle:])})"
 
 
-def chunk_digest(plan: TargetPlan, ordinal: int) -> str:
-    """One row: the chunk's row count, the eight limb sums of its row hashes, and the least and greatest writer
-    (``xmin``) of the rows hashed."""
+def _digest(plan: TargetPlan, relation: str, where: str) -> str:
+    """One row over the rows of ``relation`` that ``where`` selects: their count, the eight limb sums of their row
+    hashes, and the least and greatest writer (``xmin``) of the rows hashed."""
     encoded = ", ".join(
         f"{_encoding(quote_postgres(c.name), c.column_type)} AS e{i}" for i, c in enumerate(plan.columns)
     )
@@ -88,6 +88,18 @@ def chunk_digest(plan: TargetPlan, ordinal: int) -> str:
     # OFFSET 0 keeps each subquery from being inlined: inlined, every reference to e<i> or h would recompute it.
     return (
         f"SELECT count(*), {limbs}, min(w), max(w) FROM (SELECT w, sha256({fields}) AS h FROM "
-        f"(SELECT {WRITER} AS w, {encoded} FROM {qualified(plan.target_schema, plan.staging_table)} "
-        f"WHERE {quote_postgres(CHUNK_COLUMN)} = {int(ordinal)} OFFSET 0) AS encoded OFFSET 0) AS hashed"
+        f"(SELECT {WRITER} AS w, {encoded} FROM {relation} WHERE {where} OFFSET 0) AS encoded OFFSET 0) AS hashed"
     )
+
+
+def chunk_digest(plan: TargetPlan, ordinal: int) -> str:
+    """One row: the chunk's row count, the eight limb sums of its row hashes, and the least and greatest writer
+    (``xmin``) of the rows hashed."""
+    staging = qualified(plan.target_schema, plan.staging_table)
+    return _digest(plan, staging, f"{quote_postgres(CHUNK_COLUMN)} = {int(ordinal)}")
+
+
+def window_digest(plan: TargetPlan) -> str:
+    """The same digest over the target table's rows inside the replaced window (the bounds are the two parameters):
+    what the window holds after a window replace, as the publishing transaction sees it."""
+    return _digest(plan, qualified(plan.target_schema, plan.target_table), window_predicate(plan))

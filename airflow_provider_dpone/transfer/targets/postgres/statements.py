@@ -73,11 +73,14 @@ RELATION_KIND: Final[str] = (
     "WHERE n.nspname = %s AND c.relname = %s"
 )
 TABLE_COLUMNS: Final[str] = (
-    "SELECT a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod), a.attnotnull "
+    "SELECT a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod), a.attnotnull, "
+    "a.attgenerated <> '' OR a.attidentity = 'a' "
     "FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid "
     "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
     "WHERE n.nspname = %s AND c.relname = %s AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum"
 )
+"""Per column: name, type, not-null, and whether an INSERT cannot write it (a generated column, ``attgenerated``; an
+identity column ``GENERATED ALWAYS``, ``attidentity = 'a'``: both refuse an explicit value)."""
 
 
 def create_receipt_table(plan: TargetPlan) -> str:
@@ -158,6 +161,14 @@ def copy_out_chunk(plan: TargetPlan, ordinal: int) -> str:
     )
 
 
+def copy_out_window(plan: TargetPlan) -> str:
+    """The target's rows inside the replaced window (bounds bound client-side: COPY takes no server parameters)."""
+    return (
+        f"COPY (SELECT {_columns(plan)} FROM {qualified(plan.target_schema, plan.target_table)} "
+        f"WHERE {window_predicate(plan)}) TO STDOUT (FORMAT BINARY)"
+    )
+
+
 def chunk_counts(plan: TargetPlan) -> str:
     chunk = quote_postgres(CHUNK_COLUMN)
     return f"SELECT {chunk}, count(*) FROM {qualified(plan.target_schema, plan.staging_table)} GROUP BY {chunk}"
@@ -190,19 +201,31 @@ def lock_staging(plan: TargetPlan) -> str:
     return f"LOCK TABLE {qualified(plan.target_schema, plan.staging_table)} IN SHARE MODE"
 
 
+def window_predicate(plan: TargetPlan) -> str:
+    """Inside the replaced window: the lower and upper bound are the two parameters (half-open)."""
+    assert plan.window is not None
+    column = quote_postgres(plan.window.column)
+    return f"{column} >= %s AND {column} < %s"
+
+
 def rows_outside_window(plan: TargetPlan) -> str:
     assert plan.window is not None
     column = quote_postgres(plan.window.column)
     return (
         f"SELECT count(*) FROM {qualified(plan.target_schema, plan.staging_table)} "
-        f"WHERE {column} IS NULL OR NOT ({column} >= %s AND {column} < %s)"
+        f"WHERE {column} IS NULL OR NOT ({window_predicate(plan)})"
     )
 
 
+def lock_target(plan: TargetPlan) -> str:
+    """``SHARE ROW EXCLUSIVE`` on the target until the publishing transaction ends, taken before the window is
+    deleted: it conflicts with every other writer's ``ROW EXCLUSIVE`` (and with itself), not with readers, so no
+    row enters or leaves the window between the delete and the digest of what the window then holds."""
+    return f"LOCK TABLE {qualified(plan.target_schema, plan.target_table)} IN SHARE ROW EXCLUSIVE MODE"
+
+
 def delete_window(plan: TargetPlan) -> str:
-    assert plan.window is not None
-    column = quote_postgres(plan.window.column)
-    return f"DELETE FROM {qualified(plan.target_schema, plan.target_table)} WHERE {column} >= %s AND {column} < %s"
+    return f"DELETE FROM {qualified(plan.target_schema, plan.target_table)} WHERE {window_predicate(plan)}"
 
 
 def insert_from_staging(plan: TargetPlan) -> str:

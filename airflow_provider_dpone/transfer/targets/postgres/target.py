@@ -37,7 +37,7 @@ from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.typed_digest import HASH_LIMBS, LogicalType, MultisetDigest, fold_limb_sums
 from airflow_provider_dpone.transfer.targets.postgres import statements as sql
 from airflow_provider_dpone.transfer.targets.postgres.arrow_load import copy_table
-from airflow_provider_dpone.transfer.targets.postgres.digest import chunk_digest
+from airflow_provider_dpone.transfer.targets.postgres.digest import chunk_digest, window_digest
 from airflow_provider_dpone.transfer.targets.sql_target import (
     Session,
     SqlTransferTarget,
@@ -179,10 +179,14 @@ class PostgresTransferTarget(SqlTransferTarget):
         session.run(sql.create_receipt_table(plan))
 
     def _check_target_columns(self, session: Session, plan: TargetPlan) -> None:
-        found = {
-            name: (type_name, not_null)
-            for name, type_name, not_null in session.run(sql.TABLE_COLUMNS, (plan.target_schema, plan.target_table))
-        }
+        rows = session.run(sql.TABLE_COLUMNS, (plan.target_schema, plan.target_table)).fetchall()
+        found = {name: (type_name, not_null) for name, type_name, not_null, _ in rows}
+        unwritable = [name for name, _, _, generated in rows if generated]
+        if unwritable:  # the window's INSERT would fail on them at publication, after the whole load
+            raise DponeError(
+                "native_transfer.target_schema_mismatch",
+                f"column {unwritable[0]} is generated or an identity GENERATED ALWAYS: an INSERT cannot write it",
+            )
         if set(found) != set(plan.column_names):
             raise DponeError(
                 "native_transfer.target_schema_mismatch", f"{len(found)} target columns, column set differs"
@@ -264,6 +268,23 @@ class PostgresTransferTarget(SqlTransferTarget):
             copy.set_types([sql.copy_type(c.column_type) for c in plan.columns])
             observed.add_rows(normalize(row) for row in copy.rows())
         return observed.rows, observed.total, None
+
+    def _lock_target(self, session: Session, plan: TargetPlan, bounds: tuple[object, object]) -> None:
+        session.run(sql.lock_target(plan))  # LOCK TABLE takes no parameters
+
+    def _window_digest(self, session: Session, plan: TargetPlan, bounds: tuple[object, object]) -> tuple[int, int]:
+        """In SQL as a chunk's (``digest.window_digest``), or read back through psycopg's COPY decoder where chunks
+        are read back."""
+        conn = session.conn
+        if self._verification != "readback" and conn.info.server_version >= SERVER_DIGEST_MIN_VERSION:
+            row = session.one(window_digest(plan), bounds)
+            return int(row[0]), fold_limb_sums([int(value) for value in row[1 : 1 + HASH_LIMBS]])
+        observed = MultisetDigest(plan.typed_columns)
+        normalize = readback_normalizer([c.column_type for c in plan.columns])
+        with conn.cursor() as cursor, cursor.copy(sql.copy_out_window(plan), bounds) as copy:
+            copy.set_types([sql.copy_type(c.column_type) for c in plan.columns])
+            observed.add_rows(normalize(row) for row in copy.rows())
+        return observed.rows, observed.total
 
     def _staging_identity(self, session: Session, plan: TargetPlan) -> str | None:
         row = session.one(sql.STAGING_IDENTITY, (sql.qualified(plan.target_schema, plan.staging_table),))

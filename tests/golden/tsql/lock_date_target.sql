@@ -1,0 +1,1 @@
+SELECT COUNT_BIG(*) FROM [dbo].[events] WITH (TABLOCKX, HOLDLOCK) WHERE [day] >= CAST(%s AS DATE) AND [day] < CAST(%s AS DATE);
