@@ -55,6 +55,7 @@ from tests.integration.replica_checks import (
     source_content,
     table_facts,
 )
+from tests.integration.workers import kill_mid_stage_then_retry_elsewhere
 
 PASSWORD = "pw-Internal-Redact-4c1d"
 REPLICAS = 3
@@ -333,3 +334,16 @@ def test_an_internal_record_left_mid_flight_is_recovered_by_a_retry(
     assert outcome.tries[task] == 2, "one retry resumed the record"
     assert receipt["rebuilds"] == 0 and receipt["dispatch_epoch"] == 2, "nothing loaded or dispatched again"
     assert queue_entries(embedded_cluster, published.database, "RENAME TABLE") == 1
+
+
+def test_a_task_killed_mid_stage_is_retried_on_another_worker_and_completes(
+    tmp_path: Path, embedded_cluster: EmbeddedCluster, published: Published
+) -> None:
+    """The worker process dies as its load into the writing replica is about to be sent; the retry on another worker
+    (one shared artifact store) resumes from the authority and publishes exactly the source on every replica. The
+    same helper runs on the compose cluster (``test_internal_route_real.py``, ``test_dag_real.py``)."""
+    kill_mid_stage_then_retry_elsewhere(tmp_path, embedded_cluster, published.manifest)
+    source = source_content(embedded_cluster, published.database)
+    assert replica_contents(embedded_cluster, published.database) == [source] * REPLICAS
+    record = authority_record(embedded_cluster, published.database)
+    assert record is not None and record.phase.value == "COMMITTED" and record.schema_ == INTERNAL_SCHEMA_V1

@@ -13,7 +13,6 @@ When a server does not accept a connection every test here is skipped with the r
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -23,13 +22,11 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_dpone.cluster.ports import ExchangeTables
-from airflow_provider_dpone.core.manifest import ClusterPublicationManifest as Manifest
-from airflow_provider_dpone.hooks.publication import PublicationEnvironment, hook_environment
 from tests.fixtures import real_cluster
-from tests.fixtures.real_cluster import RealCluster, RealMember
+from tests.fixtures.real_cluster import RealCluster
 from tests.integration.dag_runner import RunOutcome, configure, export_connection, load_example, run_example
 from tests.integration.embedded_example import embedded_manifest, member_rows, member_tables
+from tests.integration.real_faults import DISPATCHED, assert_one_timed_out_dispatch, pausing_environment, unpause_all
 from tests.integration.replica_checks import authority_record, replica_contents, source_content
 from tests.integration.test_dag_embedded_quality import (
     EXAMPLE_FILE as QUALITY_EXAMPLE_FILE,
@@ -41,15 +38,13 @@ from tests.integration.test_dag_embedded_quality import (
     assert_complete_capsule,
     assert_min_rows_gate_blocked,
 )
-from tests.integration.workers import Worker
+from tests.integration.workers import kill_mid_stage_then_retry_elsewhere
 
 pytestmark = pytest.mark.real_cluster
 
 SOURCE_ROWS = 40
 DDL_TASK_TIMEOUT_SECONDS = 5
 AUTHORITY = "__dpone_cluster_publication_authority"
-PAUSED: list[RealMember] = []
-"""The member frozen by ``docker compose pause`` while the EXCHANGE is dispatched (unpaused at teardown at the latest)."""
 
 
 @pytest.fixture(scope="module")
@@ -65,9 +60,7 @@ def internal() -> RealCluster:
 def _database(cluster: RealCluster) -> Iterator[str]:
     name = f"real_{uuid.uuid4().hex[:12]}"
     yield name
-    for member in PAUSED:  # never leave a server frozen behind a failed test
-        real_cluster.unpause(member)
-    PAUSED.clear()
+    unpause_all()
     client = cluster.client()
     try:
         client.command(f"DROP DATABASE IF EXISTS `{name}` ON CLUSTER `{cluster.cluster_name}` SYNC")
@@ -146,48 +139,6 @@ def test_external_route_fence_stage_publish_cleanup_twice(
     assert member_rows(external, external_database) == [(SOURCE_ROWS + 1, SOURCE_ROWS + 1)] * len(external.members)
 
 
-DISPATCHED: list[Any] = []
-"""What the real initiator answered to the EXCHANGE sent while a member was frozen (an outcome or an error)."""
-
-
-class PausingDdl:
-    """The real DDL adapter; the EXCHANGE is sent while the last member is frozen (``docker compose pause``), which is
-    unpaused once the initiator has answered. A frozen server answers nothing, so it cannot stay frozen while the
-    publish task observes every member after the dispatch (``reconcile_step``): the embedded cluster pauses the DDL
-    worker alone and keeps it paused into the trigger (``test_dag_embedded.py``)."""
-
-    def __init__(self, ddl: Any, member: RealMember) -> None:
-        self._ddl = ddl
-        self._member = member
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._ddl, name)
-
-    def dispatch(self, inventory: Any, intent: Any, settings: Any) -> Any:
-        if not isinstance(intent, ExchangeTables) or DISPATCHED:
-            return self._ddl.dispatch(inventory, intent, settings)
-        real_cluster.pause(self._member)
-        PAUSED.append(self._member)
-        try:
-            outcome = self._ddl.dispatch(inventory, intent, settings)
-        except Exception as error:
-            DISPATCHED.append(error)
-            raise
-        finally:
-            real_cluster.unpause(PAUSED.pop())
-        DISPATCHED.append(outcome)
-        return outcome
-
-
-def pausing_environment(
-    manifest: Manifest, conn_id: str, *, ddl_task_timeout_seconds: int | None = None
-) -> PublicationEnvironment:
-    environment = hook_environment(manifest, conn_id, ddl_task_timeout_seconds=ddl_task_timeout_seconds)
-    frozen = real_cluster.describe().members[-1]
-    ports = dataclasses.replace(environment.ports, ddl=PausingDdl(environment.ports.ddl, frozen))
-    return dataclasses.replace(environment, ports=ports)
-
-
 def test_a_member_paused_during_publish_times_the_dispatch_out_and_the_run_converges_on_one_exchange(
     external: RealCluster,
     external_database: str,
@@ -202,10 +153,7 @@ def test_a_member_paused_during_publish_times_the_dispatch_out_and_the_run_conve
     DISPATCHED.clear()
     configure(example, pausing_environment, manifest=published, poll_interval=0.5)
     outcome = _run(example, 4)
-    assert len(DISPATCHED) == 1, DISPATCHED
-    answered = DISPATCHED[0]
-    if not isinstance(answered, Exception):  # an unknown answer is also a timed-out host, resolved by observation
-        assert answered.timed_out and len(answered.finished) == len(external.members) - 1, answered
+    assert_one_timed_out_dispatch(len(external.members))
     receipt = _assert_published(external, external_database, outcome)
     assert (receipt["baseline"], receipt["publication_kind"]) == ("existing", "exchange")
     assert receipt["dispatch_epoch"] == 1, "one publication permit: the exchange was sent once"
@@ -218,13 +166,7 @@ def test_a_task_killed_mid_stage_is_retried_and_completes(
     """A worker process dies (``os._exit``) as its first member load is about to be sent; the retry on another
     worker (one shared artifact store) resumes from the authority and publishes exactly the source."""
     content = embedded_manifest(example, external, external_database, rows=SOURCE_ROWS)
-    shared = f"file://{tmp_path}/shared-mount/artifacts"
-    first = Worker(tmp_path / "worker-a", external, content, artifact_base=shared)
-    second = Worker(tmp_path / "worker-b", external, content, artifact_base=shared)
-    assert first.run("fence", "stage-then-die") == ["LOCKED", "died"]
-    record = authority_record(external, external_database)
-    assert record is not None and record.phase.value == "STAGING"
-    assert second.run("stage", "publish") == ["STAGED", "COMMITTED"]
+    kill_mid_stage_then_retry_elsewhere(tmp_path, external, content)
     source = source_content(external, external_database)
     assert replica_contents(external, external_database) == [source] * len(external.members)
 

@@ -8,7 +8,10 @@ not a pass.
 
 The same verdicts as on the embedded cluster (``test_dag_embedded_internal.py``), read from every server directly.
 The real servers have no fault controls, so the lost response is made at the adapter boundary: the member's real
-INSERT runs to completion and its acknowledgement is then dropped (the protocol sees ``OutcomeUnknownError``).
+INSERT runs to completion and its acknowledgement is then dropped (the protocol sees ``OutcomeUnknownError``). The
+other faults are the external route's (``test_dag_real.py``), with its helpers: a worker process killed mid-stage and
+retried on another worker (``workers.py``, also run on the embedded cluster by ``test_dag_embedded_internal.py``),
+and a whole server frozen with ``docker compose pause`` while the EXCHANGE is dispatched (``real_faults.py``).
 """
 
 from __future__ import annotations
@@ -38,7 +41,9 @@ from tests.integration.dag_runner import (
     retargeted_manifest,
     run_example,
 )
+from tests.integration.real_faults import DISPATCHED, assert_one_timed_out_dispatch, pausing_environment, unpause_all
 from tests.integration.replica_checks import authority_record, replica_contents, source_content
+from tests.integration.workers import kill_mid_stage_then_retry_elsewhere
 
 pytestmark = pytest.mark.real_cluster
 
@@ -68,6 +73,7 @@ def published(
         yield database, content
     finally:
         configure(example, None)
+        unpause_all()
         client = real_cluster.client()
         try:
             client.command(f"DROP DATABASE IF EXISTS `{database}` ON CLUSTER {real_cluster.cluster_name} SYNC")
@@ -149,3 +155,45 @@ def test_a_lost_load_response_is_resolved_by_observation_without_a_resend(
     assert len(LOST) == 1, "one load was sent and its response lost"
     receipt = _assert_exact(real_cluster, database, outcome)
     assert (outcome.tries["stage"], receipt["rebuilds"]) == (1, 0), "resolved by observation, not by a resend"
+
+
+def test_a_task_killed_mid_stage_is_retried_on_another_worker_and_completes(
+    example: ModuleType, real_cluster: RealCluster, published: tuple[str, dict[str, Any]], tmp_path: Path
+) -> None:
+    """The worker dies as its load into the writing replica is about to be sent; the retry on another worker resumes
+    from the authority and publishes exactly the source on every replica."""
+    database, content = published
+    kill_mid_stage_then_retry_elsewhere(tmp_path, real_cluster, content)
+    source = source_content(real_cluster, database)
+    assert replica_contents(real_cluster, database) == [source] * len(real_cluster.members)
+    record = authority_record(real_cluster, database)
+    assert record is not None and record.phase.value == "COMMITTED" and record.schema_ == INTERNAL_SCHEMA_V1
+
+
+def test_a_member_paused_during_publish_times_the_dispatch_out_and_the_run_converges_on_one_exchange(
+    example: ModuleType,
+    real_cluster: RealCluster,
+    published: tuple[str, dict[str, Any]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The second run's EXCHANGE of the replicated tables reaches a frozen server: the initiator answers after its
+    DDL timeout with that host unfinished; once unpaused, the server's DDL worker runs the queued entry and the run
+    converges on that one dispatch."""
+    database, content = published
+    monkeypatch.setenv("AIRFLOW__DPONE__DDL_TASK_TIMEOUT_SECONDS", "5")
+    _assert_exact(real_cluster, database, _run(example, 4))
+    client = real_cluster.client()
+    try:
+        client.command(
+            f"INSERT INTO `{database}`.source_table (id, name, amount, updated_at) VALUES (9003, 'x', NULL, 0)"
+        )
+    finally:
+        client.close()
+    DISPATCHED.clear()
+    configure(example, pausing_environment, manifest=content, poll_interval=0.5)
+    outcome = _run(example, 5)
+    assert_one_timed_out_dispatch(len(real_cluster.members))
+    receipt = _assert_exact(real_cluster, database, outcome)
+    assert (receipt["baseline"], receipt["publication_kind"]) == ("existing", "exchange")
+    assert receipt["dispatch_epoch"] == 2, "two permits: the candidate CREATE and the one EXCHANGE"
+    assert receipt["row_count"] == SOURCE_ROWS + 1

@@ -1,4 +1,4 @@
-"""Task tries of the external example manifest in a worker process of its own, as a Celery worker runs them.
+"""Task tries of an example manifest (either route) in a worker process of its own, as a Celery worker runs them.
 
 ``python -m tests.integration.worker_try STEP...`` with the manifest (JSON) in ``DPONE_WORKER_MANIFEST`` and the
 worker's own ``AIRFLOW_HOME`` and ``[dpone]`` settings in its environment. Each step (``fence``, ``stage``,

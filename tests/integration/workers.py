@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tests.integration.replica_checks import authority_record
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -54,3 +56,17 @@ class Worker:
             outcomes.append("died")
         assert done.returncode in (0, 3), done.stderr[-2000:]
         return outcomes
+
+
+def kill_mid_stage_then_retry_elsewhere(home: Path, cluster: Any, manifest: dict[str, Any]) -> None:
+    """A worker process dies (``os._exit``) as its first member load is about to be sent; the retry on another worker
+    (one shared artifact store) resumes from the authority, left ``STAGING``, and stages and publishes.
+
+    The caller reads the verdict on the published table from every server (the route's own)."""
+    shared = f"file://{home}/shared-mount/artifacts"
+    first = Worker(home / "worker-a", cluster, manifest, artifact_base=shared)
+    second = Worker(home / "worker-b", cluster, manifest, artifact_base=shared)
+    assert first.run("fence", "stage-then-die") == ["LOCKED", "died"]
+    record = authority_record(cluster, manifest["sink"]["database"])
+    assert record is not None and record.phase.value == "STAGING"
+    assert second.run("stage", "publish") == ["STAGED", "COMMITTED"]

@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 from clickhouse_connect.driver.client import Client
 from clickhouse_connect.driver.exceptions import ClickHouseError
+from urllib3.exceptions import HTTPError
 
 from airflow_provider_dpone.core.clickhouse.row_hash import ROW_HASH_COLUMN
 from airflow_provider_dpone.core.errors import DponeError
@@ -30,6 +31,18 @@ from airflow_provider_dpone.transfer.source.metadata import on_session, source_f
 from airflow_provider_dpone.transfer.source.sql import render_select
 from airflow_provider_dpone.transfer.values.arrow_chunk import conform
 from airflow_provider_dpone.transfer.values.query import PROVENANCE_COLUMNS, SnapshotQuery
+
+BROKEN_STREAM: tuple[type[Exception], ...] = (HTTPError, OSError)
+"""How a body that stops before its end reaches the reader: a server that fails after its headers left ends the
+body with its ``__exception__`` block and closes the connection without the last chunk
+(``WriteBufferFromHTTP1ServerResponse::cancelWithException``, ClickHouse 25.11+), which urllib3 reports as a
+``ProtocolError`` (an ``IncompleteRead``); clickhouse-connect's Arrow stream does not turn it into a server error. A
+body cut inside an Arrow message is ``ArrowInvalid`` once a schema was read."""
+
+
+def broken_stream(exc: Exception) -> DponeError:
+    """The coded failure of a SELECT whose stream broke after it started: never the end of the result."""
+    return DponeError("native_transfer.source_query_failed", f"select: the stream broke ({type(exc).__name__})")
 
 
 @contextmanager
@@ -55,6 +68,8 @@ def stream_blocks(
             )
         except ClickHouseError as exc:
             raise source_failure(exc, "native_transfer.source_query_failed", "select") from None
+        except BROKEN_STREAM as exc:
+            raise broken_stream(exc) from None
         except pa.ArrowInvalid:
             context = None  # an empty result may come without a schema message
         if context is None:
@@ -81,26 +96,33 @@ class _End:
 
 def _blocks(context: Any, query: SnapshotQuery, end: _End) -> Iterator[SourceBlock]:
     width = len(query.projection)
+    for batch in _read(context):
+        rows = batch.num_rows
+        if not rows:
+            continue
+        columns = conform(pa.Table.from_batches([batch.select(range(width))]), query.projection)
+        hashes = batch.column(width)
+        if not query.provenance:
+            yield SourceBlock(columns=columns, row_hashes=hashes, rows=rows)
+            continue
+        yield SourceBlock(
+            columns=columns,
+            row_hashes=hashes,
+            rows=rows,
+            parts=_part_names(batch.column(width + 1)),
+            offsets=batch.column(width + 2).to_numpy(zero_copy_only=False),
+        )
+    end.reached = True
+
+
+def _read(context: Any) -> Iterator[pa.RecordBatch]:
+    """The stream's record batches; a server error or a body cut short is a coded failure, never the end."""
     try:
-        for batch in context:
-            rows = batch.num_rows
-            if not rows:
-                continue
-            columns = conform(pa.Table.from_batches([batch.select(range(width))]), query.projection)
-            hashes = batch.column(width)
-            if not query.provenance:
-                yield SourceBlock(columns=columns, row_hashes=hashes, rows=rows)
-                continue
-            yield SourceBlock(
-                columns=columns,
-                row_hashes=hashes,
-                rows=rows,
-                parts=_part_names(batch.column(width + 1)),
-                offsets=batch.column(width + 2).to_numpy(zero_copy_only=False),
-            )
+        yield from context
     except ClickHouseError as exc:
         raise source_failure(exc, "native_transfer.source_query_failed", "select") from None
-    end.reached = True
+    except (*BROKEN_STREAM, pa.ArrowInvalid) as exc:
+        raise broken_stream(exc) from None
 
 
 def _part_names(column: pa.Array) -> list[str]:
