@@ -15,12 +15,14 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.transfer.values.chunk import RelationRef
+from tests.fixtures.postgres_hostile import DriverFaultHarness, HostileHarness, hostile_role
 from tests.fixtures.target_harness import PostgresHarness
 from tests.integration.native_chdb import admin, db
 from tests.integration.native_route_corruption import CorruptionCorpus
 from tests.integration.native_route_pg import PgRoute
-from tests.integration.native_route_scenarios import MakeRoute, RouteCorpus
+from tests.integration.native_route_scenarios import EVENTS_TABLE, MakeRoute, RouteCorpus, rows_of
 
 __all__ = ["admin", "db"]  # fixtures shared through tests/integration/native_chdb.py
 
@@ -48,3 +50,45 @@ class TestRouteOnPostgres(RouteCorpus):
 
 class TestCorruptionOnPostgres(CorruptionCorpus):
     """Every corruption of the transfer path, caught before publication into PostgreSQL."""
+
+
+def test_a_role_with_hostile_session_settings_publishes_exactly(
+    postgres_server: Any, admin: Any, db: str, tmp_path: Path
+) -> None:
+    """The route end to end as a role whose defaults change DateStyle, TimeZone, the encodings, the isolation level
+    and the functions unqualified names resolve to: the target holds exactly the source's raw rows, once."""
+    events = EVENTS_TABLE.create(admin, db)
+    with hostile_role(postgres_server) as role_dsn:
+        harness = HostileHarness(postgres_server.dsn, role_dsn)
+        try:
+            route = PgRoute(tmp_path, events, harness)
+            result = route.run()
+            assert result.rows == 7 and route.receipts() == 1
+            assert route.target_rows() == rows_of(admin, events)
+            assert "publish_absent" not in route.journal_kinds()
+        finally:
+            harness.close()
+
+
+def test_a_driver_fault_reading_the_commit_row_is_coded_and_never_reported_absent(
+    postgres_server: Any, admin: Any, db: str, tmp_path: Path
+) -> None:
+    """psycopg cannot hand over the publishing transaction's receipt row (its exception under ``DateStyle=SQL,DMY``):
+    the run fails with the driver's code, not as an interrupted publication proven absent; nothing was published;
+    once the driver reads again, the next try publishes."""
+    events = EVENTS_TABLE.create(admin, db)
+    harness = DriverFaultHarness(postgres_server.dsn)
+    try:
+        route = PgRoute(tmp_path, events, harness)
+        harness.error = NotImplementedError("can't parse timestamptz with DateStyle 'SQL, DMY'")
+        with pytest.raises(DponeError) as failed:
+            route.run()
+        assert failed.value.code == "native_transfer.target_driver_fault"
+        assert "NotImplementedError" in failed.value.detail
+        assert route.receipts() == 0
+        harness.error = None
+        route.deny_source = True
+        assert route.run().rows == 7 and route.receipts() == 1
+        assert route.target_rows() == rows_of(admin, events)
+    finally:
+        harness.close()

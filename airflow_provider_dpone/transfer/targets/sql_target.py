@@ -24,7 +24,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Final, Protocol
 
 import pyarrow as pa
 
@@ -37,6 +37,28 @@ from airflow_provider_dpone.transfer.values.target_receipts import (
     TargetPublication,
     TargetReceiptRow,
 )
+
+DRIVER_FAULTS: Final[tuple[type[Exception], ...]] = (
+    NotImplementedError,
+    ValueError,
+    TypeError,
+    LookupError,
+    ArithmeticError,
+)
+"""What a target driver raises outside its DB-API error classes, while it converts a value the server returned or
+was given: psycopg's ``NotImplementedError`` for a timestamp rendered under a ``DateStyle`` it cannot parse, a
+``UnicodeDecodeError`` (a ``ValueError``) for text in another client encoding, an unknown type or a short row
+(``KeyError``, ``IndexError``), a value beyond Python's range (``OverflowError``); pyarrow's conversion errors in a
+bulk load (``ArrowInvalid``, ``ArrowTypeError``, ``ArrowNotImplementedError`` subclass these); pymssql's value
+conversions. Each is mapped to ``native_transfer.target_driver_fault`` naming the step and the class: unmapped, it
+would leave the port as if the call had been interrupted, and a publication the driver cannot read the receipt of
+would be reported as absent on every retry."""
+
+
+def driver_fault(step: str, exc: BaseException) -> DponeError:
+    """The coded failure of a :data:`DRIVER_FAULTS` exception: the step and the exception class (never its message,
+    which may quote a value)."""
+    return DponeError("native_transfer.target_driver_fault", f"{step}: {type(exc).__name__}")
 
 
 def short(plan: TargetPlan) -> str:
@@ -308,6 +330,8 @@ class SqlTransferTarget(ABC):
                 self._check_staging(session, plan)
             except self.errors as exc:
                 raise self._failed("native_transfer.target_prepare_failed", "", exc) from None
+            except DRIVER_FAULTS as exc:
+                raise driver_fault("prepare", exc) from None
             self._commit_or_unknown(session, "native_transfer.target_prepare_failed", "prepare")
         self._prepared(plan)
 
@@ -328,6 +352,8 @@ class SqlTransferTarget(ABC):
                 session.conn.rollback()
             except self.errors as exc:
                 raise self._failed("native_transfer.target_unavailable", "verify", exc) from None
+            except DRIVER_FAULTS as exc:
+                raise driver_fault(f"verify chunk {expected.ordinal}", exc) from None
         evidence = ChunkEvidence(ordinal=expected.ordinal, rows=rows, typed_sum=f"{total:064x}")
         if writer is not None and staging is not None:
             with self._seals_lock:
@@ -350,6 +376,8 @@ class SqlTransferTarget(ABC):
                 receipt = self._publish_transaction(session, plan, request)
             except self.errors as exc:
                 raise self._failed("native_transfer.target_publication_failed", "", exc) from None
+            except DRIVER_FAULTS as exc:  # before COMMIT: the server rolls the transaction back
+                raise driver_fault("publish, before commit", exc) from None
             self._commit_or_unknown(session, "native_transfer.target_publication_outcome_unknown", short(plan))
         return route_receipt(receipt.require_matches(request))
 
@@ -412,6 +440,8 @@ class SqlTransferTarget(ABC):
                 session.conn.rollback()
             except self.errors as exc:
                 raise self._failed("native_transfer.target_unavailable", "reconcile", exc) from None
+            except DRIVER_FAULTS as exc:  # the receipt could not be read: never "absent"
+                raise driver_fault("reconcile, reading the receipt", exc) from None
         return None if receipt is None else route_receipt(receipt)
 
     def cleanup(self, invocation: TargetInvocation) -> None:
@@ -428,4 +458,6 @@ class SqlTransferTarget(ABC):
                         session.run(build(plan))
             except self.errors as exc:
                 raise self._failed("native_transfer.target_unavailable", "cleanup", exc) from None
+            except DRIVER_FAULTS as exc:
+                raise driver_fault("cleanup", exc) from None
             self._commit_or_unknown(session, "native_transfer.target_unavailable", "cleanup")

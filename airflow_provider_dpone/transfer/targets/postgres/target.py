@@ -35,13 +35,16 @@ from psycopg.conninfo import make_conninfo
 from airflow_provider_dpone.core.canonical import tagged_digest
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.typed_digest import HASH_LIMBS, LogicalType, MultisetDigest, fold_limb_sums
+from airflow_provider_dpone.transfer.targets.postgres import session as pinned
 from airflow_provider_dpone.transfer.targets.postgres import statements as sql
 from airflow_provider_dpone.transfer.targets.postgres.arrow_load import copy_table
 from airflow_provider_dpone.transfer.targets.postgres.digest import chunk_digest
 from airflow_provider_dpone.transfer.targets.sql_target import (
+    DRIVER_FAULTS,
     Session,
     SqlTransferTarget,
     Statements,
+    driver_fault,
     short,
     staging_missing,
 )
@@ -118,11 +121,21 @@ class PostgresTransferTarget(SqlTransferTarget):
     # -- the dialect ---------------------------------------------------------------------------------------------
     @contextmanager
     def _session(self) -> Iterator[Session]:
+        """A fresh connection whose transaction runs under the pinned settings (``session.py``), read back first."""
         try:
             conn = self._connect()
         except psycopg.Error as exc:
             raise DponeError("native_transfer.target_unavailable", _sanitized(exc)) from None
         try:
+            try:
+                conn.execute(pinned.SET_ISOLATION)
+                conn.execute(pinned.PIN)
+                found = conn.execute(pinned.READ_BACK).fetchone()
+            except psycopg.Error as exc:
+                raise DponeError("native_transfer.target_unavailable", f"settings: {_sanitized(exc)}") from None
+            except DRIVER_FAULTS as exc:
+                raise driver_fault("session settings", exc) from None
+            pinned.check(found)
             yield Session(conn, conn.execute)
         finally:
             conn.close()
@@ -210,6 +223,10 @@ class PostgresTransferTarget(SqlTransferTarget):
         with self._copy_session() as conn:
             try:
                 with conn.cursor() as cursor:
+                    cursor.execute(pinned.SET_ISOLATION)
+                    cursor.execute(pinned.PIN)
+                    cursor.execute(pinned.READ_BACK)
+                    pinned.check(cursor.fetchone())
                     cursor.execute(sql.SET_LOCK_TIMEOUT_BULK, parameters=(self._lock_timeout,))
                     cursor.execute(sql.LOCK_SHARED_BULK, parameters=(plan.lock_key,))
                     cursor.execute(sql.LOCK_EXCLUSIVE_BULK, parameters=(_chunk_lock_key(plan, ordinal),))
@@ -232,6 +249,8 @@ class PostgresTransferTarget(SqlTransferTarget):
                 if getattr(exc, "sqlstate", None) == LOCK_NOT_AVAILABLE:
                     raise DponeError("native_transfer.target_publication_in_flight", f"chunk {ordinal}") from None
                 raise DponeError("native_transfer.target_load_failed", f"chunk {ordinal}: {_sanitized(exc)}") from None
+            except DRIVER_FAULTS as exc:  # before the load's COMMIT: the chunk's transaction is rolled back
+                raise driver_fault(f"load chunk {ordinal}", exc) from None
             try:
                 conn.commit()
             except BULK_ERRORS as exc:
@@ -242,6 +261,10 @@ class PostgresTransferTarget(SqlTransferTarget):
         with self._session() as session:
             try:
                 return self._receipt(session, plan) is not None
+            except psycopg.Error as exc:
+                raise DponeError("native_transfer.target_unavailable", f"receipt: {_sanitized(exc)}") from None
+            except DRIVER_FAULTS as exc:
+                raise driver_fault("reading the receipt", exc) from None
             finally:
                 session.conn.rollback()
 
