@@ -286,6 +286,15 @@ CODES += (
         retryable=True,
     ),
     ErrorCode(
+        "native_transfer.target_staging_schema_changed",
+        "at publication, the staging table's columns (names, order, types, nullability, collation) differ from the "
+        "ones the provider created it with and its chunks were loaded and verified into: staging was altered after "
+        "verification, and a value check alone would publish a foreign column type",
+        "nothing was published and the old target is intact; find who alters the provider's staging tables in the "
+        "target schema and stop it, then let Airflow retry (the next attempt stages again)",
+        retryable=True,
+    ),
+    ErrorCode(
         "native_transfer.target_staging_incomplete",
         "the staged chunks differ from the publication request (missing, extra, or a different row count)",
         "load and verify the missing chunks, or discard the extra ones, then publish again",

@@ -56,6 +56,7 @@ DEFINITE_REFUSALS: Final = frozenset(
         "native_transfer.target_staging_incomplete",
         "native_transfer.target_swap_lock_timeout",
         "native_transfer.target_swap_blocked",
+        "native_transfer.target_staging_schema_changed",
         "native_transfer.target_driver_fault",
     }
 )

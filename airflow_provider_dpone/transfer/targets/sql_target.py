@@ -239,6 +239,18 @@ class SqlTransferTarget(ABC):
         """Per staged ordinal: its row count and, where the dialect can name it, its one writer."""
         return {int(o): (int(n), None) for o, n in session.run(self.statements.chunk_counts(plan)).fetchall()}
 
+    def _check_staging_schema(self, session: Session, plan: TargetPlan) -> None:
+        """Under the publishing transaction's lock on staging: its columns (names, order, types, nullability,
+        collation) are the ones ``prepare`` created from the plan, which the chunks were loaded and verified into;
+        else ``target_staging_schema_changed``. A digest recomputed over a retyped column can equal the source's
+        (``bigint`` and ``numeric`` render one integer alike), so values alone would publish a foreign type."""
+        return None
+
+    def _seals_trusted(self, session: Session) -> bool:
+        """Whether a :class:`ChunkSeal` may stand for a chunk's digest at publication (``False``: recompute every
+        chunk). A seal proves that no SQL writer touched the chunk; what lies below the database is the storage's."""
+        return True
+
     def _check_session(self, session: Session) -> None:
         """Refuse a server or session the transaction shape does not hold on (prepare, before any DDL)."""
         return None
@@ -387,14 +399,16 @@ class SqlTransferTarget(ABC):
         self._refuse_committed(session, plan)
         self._require_staging(session, plan)
         session.run(sql.lock_staging(plan))
+        self._check_staging_schema(session, plan)
         staged = self._staged_chunks(session, plan)
         check_staged_chunks({ordinal: rows for ordinal, (rows, _) in staged.items()}, request)
         staging = self._staging_identity(session, plan)
+        trusted = self._seals_trusted(session)
         with self._seals_lock:
             seals = {
                 ordinal: seal
                 for (publication, ordinal), seal in self._seals.items()
-                if publication == plan.publication_id
+                if publication == plan.publication_id and trusted
             }
         for chunk in request.chunks:
             seal = seals.get(chunk.ordinal)

@@ -292,6 +292,27 @@ class PostgresTransferTarget(SqlTransferTarget):
         row = session.one(sql.STAGING_IDENTITY, (sql.qualified(plan.target_schema, plan.staging_table),))
         return None if row is None else f"{row[0]}/{row[1]}/{row[2]}"
 
+    def _check_staging_schema(self, session: Session, plan: TargetPlan) -> None:
+        found = [
+            (str(name), str(type_name), bool(not_null), None if collation is None else str(collation))
+            for name, type_name, not_null, collation in session.run(
+                sql.STAGING_COLUMNS, (sql.qualified(plan.target_schema, plan.staging_table),)
+            )
+        ]
+        expected = sql.staging_columns(plan)
+        if found != expected:
+            differing = [want[0] for got, want in zip(found, expected, strict=False) if got != want]
+            detail = f"{len(found)} staging columns for {len(expected)}" + (
+                f"; first differing: column {differing[0]}" if differing else ""
+            )
+            raise DponeError("native_transfer.target_staging_schema_changed", detail)
+
+    def _seals_trusted(self, session: Session) -> bool:
+        """Only with data checksums on: a page whose bytes changed below PostgreSQL then fails when it is read from
+        disk, instead of being served; with them off, every chunk is hashed again at publication."""
+        row = session.one(sql.DATA_CHECKSUMS)
+        return row is not None and row[0] == "on"
+
     def _staged_chunks(self, session: Session, plan: TargetPlan) -> dict[int, tuple[int, str | None]]:
         return {
             int(o): (int(n), _one_writer(least, most)) for o, n, least, most in session.run(sql.chunk_writers(plan))
