@@ -13,9 +13,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.identifiers import quote_postgres
 from airflow_provider_dpone.transfer.values.chunk import RelationRef
 from tests.fixtures.postgres_hostile import DriverFaultHarness, HostileHarness, hostile_role
 from tests.fixtures.target_harness import PostgresHarness
@@ -50,6 +52,28 @@ class TestRouteOnPostgres(RouteCorpus):
 
 class TestCorruptionOnPostgres(CorruptionCorpus):
     """Every corruption of the transfer path, caught before publication into PostgreSQL."""
+
+    def test_a_staged_column_retyped_after_verification_is_refused_at_publication(
+        self, admin: Any, db: str, make_route: MakeRoute, tmp_path: Path, relations: dict[str, RelationRef]
+    ) -> None:
+        """``id numeric(20,0)`` retyped to ``numeric`` once every chunk was verified: the values hash alike, the
+        staging schema does not; nothing is published, and the old target is intact."""
+        route, old = self._second(admin, db, make_route, tmp_path, relations["events"])
+        altered: list[str] = []
+
+        def after_verification(point: str) -> None:
+            if point == "loaded" and not altered:
+                schema = quote_postgres(route.harness.schema)
+                with psycopg.connect(route.harness.dsn, autocommit=True) as conn:
+                    for (name,) in conn.execute(
+                        "SELECT tablename FROM pg_tables WHERE schemaname = %s AND tablename LIKE '__dpone_stg%%'",
+                        (route.harness.schema,),
+                    ).fetchall():
+                        conn.execute(f"ALTER TABLE {schema}.{quote_postgres(name)} ALTER COLUMN id TYPE numeric")
+                        altered.append(name)
+
+        self._refused(route, old, "native_transfer.target_staging_schema_changed", checkpoint=after_verification)
+        assert altered
 
 
 def test_a_role_with_hostile_session_settings_publishes_exactly(
