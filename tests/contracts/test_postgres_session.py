@@ -44,8 +44,8 @@ def hostile(postgres_server: PostgresServer, role_dsn: str) -> Iterator[HostileH
 
 def test_a_role_with_hostile_settings_publishes_exactly_and_verifies(hostile: HostileHarness) -> None:
     """DateStyle SQL/DMY, IntervalStyle sql_standard, TimeZone Pacific/Chatham, extra_float_digits -3, bytea_output
-    escape, client_encoding LATIN1, standard_conforming_strings off, REPEATABLE READ and a search_path whose first
-    schema shadows sha256, convert_to and the advisory locks: the full refresh stores exactly the source's rows, and
+    escape, client_encoding LATIN1, standard_conforming_strings off, REPEATABLE READ, synchronous_commit off and a
+    search_path whose first schema shadows sha256, convert_to and the advisory locks: the full refresh stores exactly the source's rows, and
     its receipt reads back."""
     inv, plan = contract.full(), plan_of(hostile, contract.full())
     rows = [*contract.rows_for(40), *contract.rows_for(25, start=40)]
@@ -128,7 +128,12 @@ def test_a_session_whose_settings_do_not_hold_is_refused_before_any_change(hosti
     with pytest.raises(DponeError) as refused:
         target.prepare(inv)
     assert refused.value.code == "native_transfer.target_session_unsupported"
-    for named in ("DateStyle 'SQL, DMY'", "search_path", "transaction_isolation 'repeatable read'"):
+    for named in (
+        "DateStyle 'SQL, DMY'",
+        "search_path",
+        "transaction_isolation 'repeatable read'",
+        "synchronous_commit",
+    ):
         assert named in refused.value.detail
     assert not hostile.staging_exists(plan)
 

@@ -366,7 +366,8 @@ CODES += (
         "the effective target session settings differ, when read back, from what the provider sets on every "
         "connection (SQL Server: NOCOUNT OFF, XACT_ABORT and the ANSI options ON; PostgreSQL: DateStyle, "
         "IntervalStyle, TimeZone, extra_float_digits, client_encoding, search_path, bytea_output, "
-        "standard_conforming_strings and the READ COMMITTED isolation its transactions run under)",
+        "standard_conforming_strings, synchronous_commit not off, and the READ COMMITTED isolation its transactions "
+        "run under)",
         "remove what overrides the session after the provider's SET (a logon trigger, a pooler resetting or sharing "
         "the session, the server's user options) for this login; the detail names each setting that differs",
         retryable=False,
