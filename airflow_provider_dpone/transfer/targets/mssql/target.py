@@ -37,7 +37,7 @@ from airflow_provider_dpone.transfer.targets.mssql.driver import (
     sanitized,
 )
 from airflow_provider_dpone.transfer.targets.mssql.loaders import load_chunk
-from airflow_provider_dpone.transfer.targets.mssql.schema import check_target_columns
+from airflow_provider_dpone.transfer.targets.mssql.schema import check_staging_columns, check_target_columns
 from airflow_provider_dpone.transfer.targets.sql_target import (
     DRIVER_FAULTS,
     Session,
@@ -149,6 +149,9 @@ class MsSqlTransferTarget(SqlTransferTarget):
 
     def _check_target_columns(self, session: Session, plan: TargetPlan) -> None:
         check_target_columns(plan, session.run(tsql.TABLE_COLUMNS, (tsql.target(plan),)).fetchall())
+
+    def _check_staging_schema(self, session: Session, plan: TargetPlan) -> None:
+        check_staging_columns(plan, session.run(tsql.TABLE_COLUMNS, (tsql.staging(plan),)).fetchall())
 
     def _check_staging(self, session: Session, plan: TargetPlan) -> None:
         checks.check_no_triggers(session.one(tsql.TRIGGERS, (tsql.target(plan), tsql.staging(plan))))

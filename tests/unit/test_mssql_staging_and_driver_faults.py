@@ -1,6 +1,8 @@
-"""pymssql's exceptions outside its DB-API classes are coded failures on the SQL Server target, never an interrupted
-call: the adapter over its stand-in, with the driver failing to hand over the commit row (``OUTPUT inserted.
-[committed_at]`` in the publishing transaction, the receipt's ``SELECT`` in reconcile) or a bulk-copied value."""
+"""The SQL Server target over its stand-in, where staging or the driver fails it.
+
+pymssql's exceptions outside its DB-API classes are coded failures, never an interrupted call: the driver fails to
+hand over the commit row (``OUTPUT inserted.[committed_at]`` in the publishing transaction, the receipt's ``SELECT``
+in reconcile) or a bulk-copied value. A staging column altered after verification is refused at publication."""
 
 from __future__ import annotations
 
@@ -12,7 +14,9 @@ import pytest
 import tests.contracts.test_target_contract as contract
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.manifest.transfer_options import ImportBackend
+from airflow_provider_dpone.transfer.targets.mssql import tsql
 from airflow_provider_dpone.transfer.targets.mssql.target import MsSqlTransferTarget
+from tests.fakes.mssql_server import Column
 from tests.fixtures.target_harness import MsSqlHarness, plan_of
 
 DRIVER_EXCEPTIONS: dict[str, Callable[[], Exception]] = {
@@ -119,3 +123,31 @@ def test_a_bulk_copy_conversion_fault_is_coded_and_stages_nothing() -> None:
         target.load_chunk(inv, 0, contract.chunk(contract.rows_for(5)))
     assert refused.value.code == "native_transfer.target_driver_fault" and "load chunk 0" in refused.value.detail
     assert harness.staged_rows(plan, 0) == []
+
+
+STAGING_ALTERED = {
+    # what ALTER TABLE ... ALTER COLUMN leaves in sys.columns; the stored values stay the source's
+    "widened": ("k", "BIGINT", False),
+    "nullable": ("id", "DECIMAL(20,0)", True),
+}
+
+
+@pytest.mark.parametrize("action", sorted(STAGING_ALTERED))
+def test_a_staged_column_altered_after_verification_is_refused_at_publication(action: str) -> None:
+    """A staging column retyped or made nullable between verification and publication: the publishing transaction
+    refuses on the staging schema, and the old target stays exactly as it was."""
+    harness = MsSqlHarness(ImportBackend.BCP)
+    inv, plan = contract.full(), plan_of(harness, contract.full())
+    old = contract.rows_for(3, start=900)
+    harness.seed_target(plan, old)
+    staged = contract.stage(harness, inv, [contract.rows_for(20)])
+    name, type_name, nullable = STAGING_ALTERED[action]
+    with harness.server.mutex:
+        table = harness.server.tables[tsql.staging(plan)]
+        table.columns[table.position(name)] = Column(name, type_name, nullable)
+    with pytest.raises(DponeError) as refused:
+        harness.target.publish(inv, staged)
+    assert refused.value.code == "native_transfer.target_staging_schema_changed"
+    assert f"column {name}" in refused.value.detail
+    assert harness.target.reconcile(inv) is None
+    assert contract.digest_of(plan, harness.read_target(plan)) == contract.digest_of(plan, old)
