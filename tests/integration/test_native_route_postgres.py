@@ -19,6 +19,7 @@ import pytest
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.identifiers import quote_postgres
 from airflow_provider_dpone.transfer.values.chunk import RelationRef
+from tests.fakes.transfer_target import Fault
 from tests.fixtures.postgres_hostile import DriverFaultHarness, HostileHarness, hostile_role
 from tests.fixtures.target_harness import PostgresHarness
 from tests.integration.native_chdb import admin, db
@@ -113,6 +114,40 @@ def test_a_driver_fault_reading_the_commit_row_is_coded_and_never_reported_absen
         harness.error = None
         route.deny_source = True
         assert route.run().rows == 7 and route.receipts() == 1
+        assert route.target_rows() == rows_of(admin, events)
+    finally:
+        harness.close()
+
+
+def test_a_driver_fault_reading_a_committed_receipt_is_coded_and_never_reported_absent(
+    postgres_server: Any, admin: Any, db: str, tmp_path: Path
+) -> None:
+    """The publication commits, its acknowledgement is lost, and the driver cannot hand over the receipt reconcile
+    reads: the run fails with the driver's code, never as absent (nothing is republished); once the driver reads
+    again, the next try reconciles the committed publication."""
+    events = EVENTS_TABLE.create(admin, db)
+    harness = DriverFaultHarness(postgres_server.dsn)
+
+    def unreadable_receipt() -> None:
+        harness.error, harness.at = NotImplementedError("can't parse timestamptz"), "receipt"
+
+    def at_publish(point: str) -> None:
+        if point == "publish_intent":
+            harness.faults.arm(Fault.LOST_ACK)
+            harness.faults.before_next_commit(unreadable_receipt)
+
+    try:
+        route = PgRoute(tmp_path, events, harness)
+        with pytest.raises(DponeError) as unread:
+            route.run(at_publish)
+        assert unread.value.code == "native_transfer.target_driver_fault"
+        assert "reconcile" in unread.value.detail
+        assert route.receipts() == 1 and "publish_absent" not in route.journal_kinds()
+        harness.error = None
+        route.deny_source = True
+        assert route.run().rows == 7 and route.receipts() == 1
+        kinds = route.journal_kinds()
+        assert kinds.count("publish_intent") == 1 and kinds.count("published") == 1 and "publish_absent" not in kinds
         assert route.target_rows() == rows_of(admin, events)
     finally:
         harness.close()

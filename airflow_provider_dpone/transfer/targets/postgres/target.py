@@ -57,6 +57,8 @@ ConnectionFactory = Callable[[], Connection]
 CopyConnection: TypeAlias = adbc_dbapi.Connection
 CopyConnectionFactory = Callable[[], CopyConnection]
 BULK_ERRORS: Final = (adbc_dbapi.Error, adbc_driver_manager.Error)
+BULK_ENDINGS: Final[tuple[type[Exception], ...]] = (*BULK_ERRORS, *DRIVER_FAULTS)
+"""What ending a bulk connection's transaction or closing it may raise: the connection is then not reused."""
 LOCK_NOT_AVAILABLE: Final = "55P03"
 IDLE_BULK_CONNECTIONS: Final = 4
 COPY_BATCH_ROWS: Final = 8192
@@ -126,6 +128,8 @@ class PostgresTransferTarget(SqlTransferTarget):
             conn = self._connect()
         except psycopg.Error as exc:
             raise DponeError("native_transfer.target_unavailable", _sanitized(exc)) from None
+        except DRIVER_FAULTS as exc:
+            raise driver_fault("connect", exc) from None
         try:
             try:
                 conn.execute(pinned.SET_ISOLATION)
@@ -155,18 +159,24 @@ class PostgresTransferTarget(SqlTransferTarget):
                 conn = self._copy_connect()
             except BULK_ERRORS as exc:
                 raise DponeError("native_transfer.target_unavailable", _sanitized(exc)) from None
+            except DRIVER_FAULTS as exc:
+                raise driver_fault("bulk connect", exc) from None
         clean = False
         try:
             yield conn
-            conn.rollback()  # ends whatever the call left open (nothing, after its commit)
-            clean = True
+            try:
+                conn.rollback()  # ends whatever the call left open (nothing, after its commit)
+                clean = True
+            except BULK_ENDINGS:
+                pass  # the call's own outcome stands; a connection that cannot end its transaction is not reused
         finally:
             with self._idle_lock:
                 parked = clean and len(self._idle) < IDLE_BULK_CONNECTIONS
                 if parked:
                     self._idle.append(conn)
             if not parked:
-                conn.close()
+                with contextlib.suppress(*BULK_ENDINGS):
+                    conn.close()
 
     def close(self) -> None:
         """Close the parked bulk connections (they are also closed when the adapter is collected)."""
