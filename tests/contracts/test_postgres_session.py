@@ -19,9 +19,11 @@ import pytest
 
 import tests.contracts.test_target_contract as contract
 from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.identifiers import quote_postgres
 from airflow_provider_dpone.core.manifest.transfer import StringMapping
 from airflow_provider_dpone.transfer.targets.postgres import session as pinned
 from airflow_provider_dpone.transfer.targets.postgres.target import PostgresTransferTarget
+from airflow_provider_dpone.transfer.values.target import RECEIPT_TABLE
 from tests.fixtures.postgres import PostgresServer
 from tests.fixtures.postgres_hostile import DriverFaultHarness, HostileHarness, hostile_role
 from tests.fixtures.target_harness import FaultyConnection, plan_of
@@ -221,3 +223,18 @@ def test_a_bulk_driver_conversion_fault_is_coded_and_stages_nothing(
     assert refused.value.code == "native_transfer.target_driver_fault"
     assert type(error).__name__ in refused.value.detail
     assert faulty.staged_rows(plan, 0) == []
+
+
+def test_a_stored_receipt_the_provider_never_wrote_is_a_receipt_conflict(faulty: DriverFaultHarness) -> None:
+    """A receipt row changed by hand (a mode no publication has) is read by the driver without fault: it is the
+    receipt table's conflict, not the driver's, and never "absent"."""
+    inv, plan = contract.full(), plan_of(faulty, contract.full())
+    faulty.target.publish(inv, contract.stage(faulty, inv, [contract.rows_for(4)]))
+    with psycopg.connect(faulty.dsn, autocommit=True) as admin:
+        admin.execute(
+            f"UPDATE {quote_postgres(plan.target_schema)}.{RECEIPT_TABLE} SET mode = 'bogus' WHERE publication_id = %s",
+            (plan.publication_id,),
+        )
+    with pytest.raises(DponeError) as conflict:
+        faulty.target.reconcile(inv)
+    assert conflict.value.code == "native_transfer.target_receipt_conflict"

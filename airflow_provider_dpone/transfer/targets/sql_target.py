@@ -278,16 +278,21 @@ class SqlTransferTarget(ABC):
         if row is None:
             return None
         publication_id, invocation_id, schema, table, mode, rows, digest, committed_at = row
-        return TargetReceiptRow(
-            publication_id=publication_id,
-            invocation_id=invocation_id,
-            target_schema=schema,
-            target_table=table,
-            mode=PublicationMode(mode),
-            rows=int(rows),
-            digest=digest,
-            committed_at=self._timestamp(committed_at),
-        )
+        committed = self._timestamp(committed_at)
+        try:
+            return TargetReceiptRow(
+                publication_id=publication_id,
+                invocation_id=invocation_id,
+                target_schema=schema,
+                target_table=table,
+                mode=PublicationMode(mode),
+                rows=int(rows),
+                digest=digest,
+                committed_at=committed,
+            )
+        except (ValueError, TypeError) as exc:  # pydantic's ValidationError is a ValueError: not the driver's fault
+            detail = f"{short(plan)}: the stored receipt is not one this provider writes ({type(exc).__name__})"
+            raise DponeError("native_transfer.target_receipt_conflict", detail) from None
 
     def _refuse_committed(self, session: Session, plan: TargetPlan) -> None:
         """A publication whose receipt exists is done: nothing may stage or publish it again."""
