@@ -140,6 +140,7 @@ PUBLICATION_UNKNOWN = _alert(
     "keep the target and the stage; rerun the operation once the target answers, or compare the receipt by the runbook",
     _T + "publication_outcome_unknown",
     _T + "target_publication_outcome_unknown",
+    _T + "target_driver_fault",
 )
 CLEANUP_FAILED = _alert(
     "transfer",

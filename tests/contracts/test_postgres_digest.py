@@ -25,7 +25,7 @@ from airflow_provider_dpone.transfer.targets.postgres.statements import lock_sta
 from airflow_provider_dpone.transfer.targets.postgres.target import PostgresTransferTarget
 from airflow_provider_dpone.transfer.values.target import PublicationMode, TargetColumn, TargetPlan, TargetWindow
 from airflow_provider_dpone.transfer.values.target_receipts import ChunkEvidence
-from tests.fixtures.postgres import PostgresServer
+from tests.fixtures.postgres import PostgresServer, throwaway_cluster
 from tests.fixtures.target_harness import PostgresHarness, bind, chunk, evidence, sealed_chunk
 
 UTC = dt.UTC
@@ -215,12 +215,14 @@ def test_staging_changed_after_verification_is_refused_by_the_publishing_transac
 
 
 def _verified(
-    pg: PostgresHarness, kind: type[PostgresTransferTarget] = PostgresTransferTarget
+    pg: PostgresHarness,
+    kind: type[PostgresTransferTarget] = PostgresTransferTarget,
+    mapping: StringMapping = StringMapping.BINARY,
 ) -> tuple[TargetPlan, TargetInvocation, ChunkEvidence, PostgresTransferTarget]:
     """A target of ``kind`` with chunk 0 of the boundary rows loaded and verified."""
-    plan = _plan(pg.schema, StringMapping.BINARY)
+    plan = _plan(pg.schema, mapping)
     table, invocation = bind(plan)
-    sent, expected = _sealed(invocation, plan, _rows(StringMapping.BINARY))
+    sent, expected = _sealed(invocation, plan, _rows(mapping))
     target = kind(pg._connect, pg.copy_connect, table)
     target.prepare(invocation)
     target.load_chunk(invocation, 0, sent)
@@ -238,16 +240,48 @@ NO_ROW_WRITTEN = {
 
 @pytest.mark.parametrize("action", sorted(NO_ROW_WRITTEN))
 def test_a_column_changed_after_verification_breaks_the_chunk_seal(pg: PostgresHarness, action: str) -> None:
-    """The seal is the staging table's identity too: columns swapped by renames, or one dropped and added again,
-    change what the published rows hold without writing a row, and the publishing transaction refuses."""
+    """Columns swapped by renames, or one dropped and added again, change what the published rows hold without
+    writing a row: the publishing transaction refuses on the staging schema (the seal's identity breaks too)."""
     plan, invocation, expected, target = _verified(pg)
     try:
         with psycopg.connect(pg.dsn, autocommit=True) as admin:
             admin.execute(NO_ROW_WRITTEN[action].format(t=qualified(plan.target_schema, plan.staging_table)))
         with pytest.raises(DponeError) as refused:
             target.publish(invocation, [expected])
-        assert refused.value.code == "native_transfer.target_verification_failed"
+        assert refused.value.code == "native_transfer.target_staging_schema_changed"
         assert target.reconcile(invocation) is None
+    finally:
+        pg.close()
+
+
+SCHEMA_CHANGED = {
+    # the stored values, and so a recomputed digest, stay the source's; the column the swap would publish does not
+    "retyped": (StringMapping.BINARY, "ALTER TABLE {t} ALTER COLUMN i64 TYPE numeric"),
+    "widened": (StringMapping.BINARY, "ALTER TABLE {t} ALTER COLUMN i32 TYPE bigint"),
+    "nullable": (StringMapping.BINARY, "ALTER TABLE {t} ALTER COLUMN i64 DROP NOT NULL"),
+    "collated": (StringMapping.TEXT, 'ALTER TABLE {t} ALTER COLUMN t TYPE text COLLATE "C"'),
+}
+
+
+@pytest.mark.parametrize("action", sorted(SCHEMA_CHANGED))
+def test_a_staged_column_altered_after_verification_is_refused_at_publication(pg: PostgresHarness, action: str) -> None:
+    """A column retyped, widened, made nullable or given another collation after the chunks were verified: the
+    values hash alike, so the publishing transaction refuses on the staging schema itself (a broken seal re-hashes
+    values; a collation change does not even break it), and the old target stays exactly as it was."""
+    mapping, statement = SCHEMA_CHANGED[action]
+    plan, invocation, expected, target = _verified(pg, mapping=mapping)
+    target_name = qualified(plan.target_schema, plan.target_table)
+    try:
+        with psycopg.connect(pg.dsn, autocommit=True) as admin:
+            admin.execute(f"CREATE TABLE {target_name} (old integer)")
+            admin.execute(f"INSERT INTO {target_name} VALUES (7)")
+            admin.execute(statement.format(t=qualified(plan.target_schema, plan.staging_table)))
+        with pytest.raises(DponeError) as refused:
+            target.publish(invocation, [expected])
+        assert refused.value.code == "native_transfer.target_staging_schema_changed"
+        assert target.reconcile(invocation) is None
+        with psycopg.connect(pg.dsn, autocommit=True) as admin:
+            assert admin.execute(f"SELECT old FROM {target_name}").fetchall() == [(7,)]
     finally:
         pg.close()
 
@@ -278,6 +312,22 @@ def test_a_sealed_chunk_is_published_without_hashing_it_again(pg: PostgresHarnes
         assert _CountingTarget.recomputed == (1 if rewritten else 0)
     finally:
         pg.close()
+
+
+def test_without_data_checksums_every_chunk_is_hashed_again_at_publication() -> None:
+    """A seal proves no SQL writer touched a chunk, not that its pages still hold the bytes that were hashed: on a
+    cluster without page checksums, where a page changed below PostgreSQL would be served as it is, the publishing
+    transaction recomputes even an untouched sealed chunk."""
+    with throwaway_cluster(data_checksums=False) as server:
+        unchecked = PostgresHarness(server.dsn)
+        _, invocation, expected, target = _verified(unchecked, _CountingTarget)
+        try:
+            _CountingTarget.recomputed = 0
+            assert target.publish(invocation, [expected]).rows == len(_rows(StringMapping.BINARY))
+            assert _CountingTarget.recomputed == 1
+        finally:
+            target.close()
+            unchecked.close()
 
 
 def test_the_publishing_transaction_holds_writers_off_staging(pg: PostgresHarness) -> None:

@@ -74,7 +74,8 @@ def test_full_refresh_publication_is_one_transaction_with_its_receipt() -> None:
     request = _staged(server, target)
     target.publish(INV, request)
     assert server.statements(_last_connection(server)) == [
-        "session", "applock", "object_type", "select_receipt", "object_type", "lock_staging", "chunk_counts",
+        "session", "applock", "object_type", "select_receipt", "object_type", "lock_staging", "table_columns",
+        "chunk_counts",
         "chunk_digest", "object_type", "drop_index", "drop_column", "rename", "rename", "drop_table", "insert_receipt", "commit",
     ]  # fmt: skip
     assert server.calls[-1].kind == "close"

@@ -286,6 +286,15 @@ CODES += (
         retryable=True,
     ),
     ErrorCode(
+        "native_transfer.target_staging_schema_changed",
+        "at publication, the staging table's columns (names, order, types, nullability, collation) differ from the "
+        "ones the provider created it with and its chunks were loaded and verified into: staging was altered after "
+        "verification, and a value check alone would publish a foreign column type",
+        "nothing was published and the old target is intact; find who alters the provider's staging tables in the "
+        "target schema and stop it, then let Airflow retry (the next attempt stages again)",
+        retryable=True,
+    ),
+    ErrorCode(
         "native_transfer.target_staging_incomplete",
         "the staged chunks differ from the publication request (missing, extra, or a different row count)",
         "load and verify the missing chunks, or discard the extra ones, then publish again",
@@ -366,10 +375,25 @@ CODES += (
     ),
     ErrorCode(
         "native_transfer.target_session_unsupported",
-        "the effective SQL Server session options differ from what the route sets (NOCOUNT must be OFF and XACT_ABORT "
-        "ON after the session settings)",
-        "remove what overrides the session options (a logon trigger, a pooler resetting the session, the server's "
-        "user options) for this login",
+        "the effective target session settings differ, when read back, from what the provider sets on every "
+        "connection (SQL Server: NOCOUNT OFF, XACT_ABORT and the ANSI options ON; PostgreSQL: DateStyle, "
+        "IntervalStyle, TimeZone, extra_float_digits, client_encoding, search_path, bytea_output, "
+        "standard_conforming_strings, synchronous_commit not off, and the READ COMMITTED isolation its transactions "
+        "run under)",
+        "remove what overrides the session after the provider's SET (a logon trigger, a pooler resetting or sharing "
+        "the session, the server's user options) for this login; the detail names each setting that differs",
+        retryable=False,
+    ),
+    ErrorCode(
+        "native_transfer.target_driver_fault",
+        "the target's driver raised an exception outside its database-error classes (NotImplementedError, "
+        "ValueError, TypeError, LookupError or ArithmeticError, named in the detail with the step): it could not "
+        "convert a value the server returned or was given, for example a timestamp rendered under a DateStyle it "
+        "cannot parse; the failing transaction was not committed",
+        "nothing was published by the failing step and the old target is intact; a retry fails the same way until "
+        "the cause is removed: check what renders values differently on this target (a pooler or logon trigger "
+        "changing the session after the provider's settings, a driver version other than the tested one) and "
+        "report the detail's exception class and the driver version",
         retryable=False,
     ),
     ErrorCode(

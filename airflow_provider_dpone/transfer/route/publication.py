@@ -57,6 +57,8 @@ DEFINITE_REFUSALS: Final = frozenset(
         "native_transfer.target_published_window_differs",
         "native_transfer.target_swap_lock_timeout",
         "native_transfer.target_swap_blocked",
+        "native_transfer.target_staging_schema_changed",
+        "native_transfer.target_driver_fault",
     }
 )
 """What a publishing transaction refuses before its COMMIT: reported as themselves once the receipt proves the

@@ -26,7 +26,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Final, Protocol
 
 import pyarrow as pa
 
@@ -39,6 +39,28 @@ from airflow_provider_dpone.transfer.values.target_receipts import (
     TargetPublication,
     TargetReceiptRow,
 )
+
+DRIVER_FAULTS: Final[tuple[type[Exception], ...]] = (
+    NotImplementedError,
+    ValueError,
+    TypeError,
+    LookupError,
+    ArithmeticError,
+)
+"""What a target driver raises outside its DB-API error classes, while it converts a value the server returned or
+was given: psycopg's ``NotImplementedError`` for a timestamp rendered under a ``DateStyle`` it cannot parse, a
+``UnicodeDecodeError`` (a ``ValueError``) for text in another client encoding, an unknown type or a short row
+(``KeyError``, ``IndexError``), a value beyond Python's range (``OverflowError``); pyarrow's conversion errors in a
+bulk load (``ArrowInvalid``, ``ArrowTypeError``, ``ArrowNotImplementedError`` subclass these); pymssql's value
+conversions. Each is mapped to ``native_transfer.target_driver_fault`` naming the step and the class: unmapped, it
+would leave the port as if the call had been interrupted, and a publication the driver cannot read the receipt of
+would be reported as absent on every retry."""
+
+
+def driver_fault(step: str, exc: BaseException) -> DponeError:
+    """The coded failure of a :data:`DRIVER_FAULTS` exception: the step and the exception class (never its message,
+    which may quote a value)."""
+    return DponeError("native_transfer.target_driver_fault", f"{step}: {type(exc).__name__}")
 
 
 def short(plan: TargetPlan) -> str:
@@ -229,6 +251,18 @@ class SqlTransferTarget(ABC):
         """Per staged ordinal: its row count and, where the dialect can name it, its one writer."""
         return {int(o): (int(n), None) for o, n in session.run(self.statements.chunk_counts(plan)).fetchall()}
 
+    def _check_staging_schema(self, session: Session, plan: TargetPlan) -> None:
+        """Under the publishing transaction's lock on staging: its columns (names, order, types, nullability,
+        collation) are the ones ``prepare`` created from the plan, which the chunks were loaded and verified into;
+        else ``target_staging_schema_changed``. A digest recomputed over a retyped column can equal the source's
+        (``bigint`` and ``numeric`` render one integer alike), so values alone would publish a foreign type."""
+        return None
+
+    def _seals_trusted(self, session: Session) -> bool:
+        """Whether a :class:`ChunkSeal` may stand for a chunk's digest at publication (``False``: recompute every
+        chunk). A seal proves that no SQL writer touched the chunk; what lies below the database is the storage's."""
+        return True
+
     def _check_session(self, session: Session) -> None:
         """Refuse a server or session the transaction shape does not hold on (prepare, before any DDL)."""
         return None
@@ -256,16 +290,21 @@ class SqlTransferTarget(ABC):
         if row is None:
             return None
         publication_id, invocation_id, schema, table, mode, rows, digest, committed_at = row
-        return TargetReceiptRow(
-            publication_id=publication_id,
-            invocation_id=invocation_id,
-            target_schema=schema,
-            target_table=table,
-            mode=PublicationMode(mode),
-            rows=int(rows),
-            digest=digest,
-            committed_at=self._timestamp(committed_at),
-        )
+        committed = self._timestamp(committed_at)
+        try:
+            return TargetReceiptRow(
+                publication_id=publication_id,
+                invocation_id=invocation_id,
+                target_schema=schema,
+                target_table=table,
+                mode=PublicationMode(mode),
+                rows=int(rows),
+                digest=digest,
+                committed_at=committed,
+            )
+        except (ValueError, TypeError) as exc:  # pydantic's ValidationError is a ValueError: not the driver's fault
+            detail = f"{short(plan)}: the stored receipt is not one this provider writes ({type(exc).__name__})"
+            raise DponeError("native_transfer.target_receipt_conflict", detail) from None
 
     def _refuse_committed(self, session: Session, plan: TargetPlan) -> None:
         """A publication whose receipt exists is done: nothing may stage or publish it again."""
@@ -320,6 +359,8 @@ class SqlTransferTarget(ABC):
                 self._check_staging(session, plan)
             except self.errors as exc:
                 raise self._failed("native_transfer.target_prepare_failed", "", exc) from None
+            except DRIVER_FAULTS as exc:
+                raise driver_fault("prepare", exc) from None
             self._commit_or_unknown(session, "native_transfer.target_prepare_failed", "prepare")
         self._prepared(plan)
 
@@ -340,6 +381,8 @@ class SqlTransferTarget(ABC):
                 session.conn.rollback()
             except self.errors as exc:
                 raise self._failed("native_transfer.target_unavailable", "verify", exc) from None
+            except DRIVER_FAULTS as exc:
+                raise driver_fault(f"verify chunk {expected.ordinal}", exc) from None
         evidence = ChunkEvidence(ordinal=expected.ordinal, rows=rows, typed_sum=f"{total:064x}")
         if writer is not None and staging is not None:
             with self._seals_lock:
@@ -362,6 +405,8 @@ class SqlTransferTarget(ABC):
                 receipt = self._publish_transaction(session, plan, request)
             except self.errors as exc:
                 raise self._failed("native_transfer.target_publication_failed", "", exc) from None
+            except DRIVER_FAULTS as exc:  # before COMMIT: the server rolls the transaction back
+                raise driver_fault("publish, before commit", exc) from None
             self._commit_or_unknown(session, "native_transfer.target_publication_outcome_unknown", short(plan))
         return route_receipt(receipt.require_matches(request))
 
@@ -371,14 +416,16 @@ class SqlTransferTarget(ABC):
         self._refuse_committed(session, plan)
         self._require_staging(session, plan)
         session.run(sql.lock_staging(plan))
+        self._check_staging_schema(session, plan)
         staged = self._staged_chunks(session, plan)
         check_staged_chunks({ordinal: rows for ordinal, (rows, _) in staged.items()}, request)
         staging = self._staging_identity(session, plan)
+        trusted = self._seals_trusted(session)
         with self._seals_lock:
             seals = {
                 ordinal: seal
                 for (publication, ordinal), seal in self._seals.items()
-                if publication == plan.publication_id
+                if publication == plan.publication_id and trusted
             }
         for chunk in request.chunks:
             seal = seals.get(chunk.ordinal)
@@ -442,6 +489,8 @@ class SqlTransferTarget(ABC):
                 session.conn.rollback()
             except self.errors as exc:
                 raise self._failed("native_transfer.target_unavailable", "reconcile", exc) from None
+            except DRIVER_FAULTS as exc:  # the receipt could not be read: never "absent"
+                raise driver_fault("reconcile, reading the receipt", exc) from None
         return None if receipt is None else route_receipt(receipt)
 
     def cleanup(self, invocation: TargetInvocation) -> None:
@@ -458,4 +507,6 @@ class SqlTransferTarget(ABC):
                         session.run(build(plan))
             except self.errors as exc:
                 raise self._failed("native_transfer.target_unavailable", "cleanup", exc) from None
+            except DRIVER_FAULTS as exc:
+                raise driver_fault("cleanup", exc) from None
             self._commit_or_unknown(session, "native_transfer.target_unavailable", "cleanup")

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from airflow_provider_dpone.core.errors import DponeError
-from airflow_provider_dpone.transfer.values.target import TargetPlan
+from airflow_provider_dpone.transfer.values.target import CHUNK_COLUMN, ROW_COLUMN, TargetPlan
 
 _PLAIN = {"tinyint", "smallint", "int", "bigint", "bit", "date", "uniqueidentifier"}
 
@@ -66,3 +66,24 @@ def check_target_columns(plan: TargetPlan, rows: Sequence[Sequence[Any]]) -> Non
             raise DponeError("native_transfer.target_schema_mismatch", f"column {column.name}")
         if drops_trailing_zeros(spelled, nullable, ansi_padded):
             raise DponeError("native_transfer.target_column_unpadded", f"column {column.name} ({spelled})")
+
+
+def check_staging_columns(plan: TargetPlan, rows: Sequence[Sequence[Any]]) -> None:
+    """``rows``: ``tsql.TABLE_COLUMNS`` of staging, read under the publishing transaction's lock. Its columns, in
+    order, must be the ones ``tsql.create_staging`` made from the plan (the ordinal and position, then every planned
+    column in its type and nullability), which the chunks were loaded and verified into; else
+    ``native_transfer.target_staging_schema_changed``. A digest recomputed over a retyped column can equal the
+    source's (``INT`` and ``BIGINT`` spell one integer alike)."""
+    found = [
+        (str(row[0]), describe_tsql_type(str(row[1]), int(row[2]), int(row[3]), int(row[4])), bool(row[5]))
+        for row in rows
+    ]
+    expected = [(CHUNK_COLUMN, "INT", False), (ROW_COLUMN, "INT", False)] + [
+        (c.name, c.column_type.tsql, c.column_type.nullable) for c in plan.columns
+    ]
+    if found != expected:
+        differing = [want[0] for got, want in zip(found, expected, strict=False) if got != want]
+        detail = f"{len(found)} staging columns for {len(expected)}" + (
+            f"; first differing: column {differing[0]}" if differing else ""
+        )
+        raise DponeError("native_transfer.target_staging_schema_changed", detail)

@@ -37,8 +37,15 @@ from airflow_provider_dpone.transfer.targets.mssql.driver import (
     sanitized,
 )
 from airflow_provider_dpone.transfer.targets.mssql.loaders import load_chunk
-from airflow_provider_dpone.transfer.targets.mssql.schema import check_target_columns
-from airflow_provider_dpone.transfer.targets.sql_target import Session, SqlTransferTarget, Statements, short
+from airflow_provider_dpone.transfer.targets.mssql.schema import check_staging_columns, check_target_columns
+from airflow_provider_dpone.transfer.targets.sql_target import (
+    DRIVER_FAULTS,
+    Session,
+    SqlTransferTarget,
+    Statements,
+    driver_fault,
+    short,
+)
 from airflow_provider_dpone.transfer.values.target import TargetPlan, TargetTable
 
 FETCH_ROWS: Final[int] = 10_000
@@ -100,6 +107,8 @@ class MsSqlTransferTarget(SqlTransferTarget):
                 options = session.one(tsql.session_settings(self._lock_timeout_ms))
             except DRIVER_ERRORS as exc:
                 raise DponeError("native_transfer.target_unavailable", sanitized(exc)) from None
+            except DRIVER_FAULTS as exc:
+                raise driver_fault("session settings", exc) from None
             checks.check_options(None if options is None else options[0])
             yield session
         finally:
@@ -140,6 +149,9 @@ class MsSqlTransferTarget(SqlTransferTarget):
 
     def _check_target_columns(self, session: Session, plan: TargetPlan) -> None:
         check_target_columns(plan, session.run(tsql.TABLE_COLUMNS, (tsql.target(plan),)).fetchall())
+
+    def _check_staging_schema(self, session: Session, plan: TargetPlan) -> None:
+        check_staging_columns(plan, session.run(tsql.TABLE_COLUMNS, (tsql.staging(plan),)).fetchall())
 
     def _check_staging(self, session: Session, plan: TargetPlan) -> None:
         checks.check_no_triggers(session.one(tsql.TRIGGERS, (tsql.target(plan), tsql.staging(plan))))
@@ -190,6 +202,8 @@ class MsSqlTransferTarget(SqlTransferTarget):
                     session.run(tsql.delete_chunk(plan), (checks.PROBE_ORDINAL,))
             except DRIVER_ERRORS as exc:
                 raise DponeError("native_transfer.target_prepare_failed", f"bulk probe: {sanitized(exc)}") from None
+            except DRIVER_FAULTS as exc:
+                raise driver_fault("bulk probe", exc) from None
             if survived:
                 self._commit_or_unknown(session, "native_transfer.target_prepare_failed", "bulk probe removal")
                 raise DponeError("native_transfer.target_bulk_outside_transaction", short(plan))
@@ -204,6 +218,8 @@ class MsSqlTransferTarget(SqlTransferTarget):
                 load_chunk(session.conn, session.cursor, plan, self._backend, ordinal, rows)
             except DRIVER_ERRORS as exc:
                 raise DponeError("native_transfer.target_load_failed", f"chunk {ordinal}: {sanitized(exc)}") from None
+            except DRIVER_FAULTS as exc:  # before the chunk's COMMIT: XACT_ABORT and the close roll it back
+                raise driver_fault(f"load chunk {ordinal}", exc) from None
             self._commit_or_unknown(session, "native_transfer.target_load_failed", f"chunk {ordinal}")
 
     def _staged_digest(self, session: Session, plan: TargetPlan, ordinal: int) -> tuple[int, int]:

@@ -195,6 +195,30 @@ STAGING_IDENTITY: Final[str] = (
 dropped, added, renamed or retyped changes the list of (number, name, type, modifier, not-null)."""
 
 
+STAGING_COLUMNS: Final[str] = (
+    "SELECT a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod), a.attnotnull, co.collname "
+    "FROM pg_catalog.pg_attribute a LEFT JOIN pg_catalog.pg_collation co ON co.oid = a.attcollation "
+    "WHERE a.attrelid = %s::regclass AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum"
+)
+"""Every live column of staging in order: name, type as the catalog spells it, not-null flag, collation."""
+DATA_CHECKSUMS: Final[str] = "SELECT pg_catalog.current_setting('data_checksums')"
+
+
+def staging_columns(plan: TargetPlan) -> list[tuple[str, str, bool, str | None]]:
+    """What :data:`STAGING_COLUMNS` reads from the staging table ``create_staging`` made: the two position columns,
+    then every planned column in its type, ``NOT NULL`` unless nullable, text in the database's default collation."""
+    positions = [(CHUNK_COLUMN, "integer", True, None), (ROW_COLUMN, "integer", True, None)]
+    return positions + [
+        (
+            c.name,
+            c.column_type.postgres,
+            not c.column_type.nullable,
+            "default" if c.column_type.storage is StorageKind.TEXT else None,
+        )
+        for c in plan.columns
+    ]
+
+
 def lock_staging(plan: TargetPlan) -> str:
     """``SHARE`` mode until the publishing transaction ends: it conflicts with every writer's ``ROW EXCLUSIVE``, so
     what the transaction verifies is what it publishes."""

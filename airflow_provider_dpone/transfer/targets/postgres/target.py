@@ -35,13 +35,16 @@ from psycopg.conninfo import make_conninfo
 from airflow_provider_dpone.core.canonical import tagged_digest
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.typed_digest import HASH_LIMBS, LogicalType, MultisetDigest, fold_limb_sums
+from airflow_provider_dpone.transfer.targets.postgres import session as pinned
 from airflow_provider_dpone.transfer.targets.postgres import statements as sql
 from airflow_provider_dpone.transfer.targets.postgres.arrow_load import copy_table
 from airflow_provider_dpone.transfer.targets.postgres.digest import chunk_digest, window_digest
 from airflow_provider_dpone.transfer.targets.sql_target import (
+    DRIVER_FAULTS,
     Session,
     SqlTransferTarget,
     Statements,
+    driver_fault,
     short,
     staging_missing,
 )
@@ -54,6 +57,8 @@ ConnectionFactory = Callable[[], Connection]
 CopyConnection: TypeAlias = adbc_dbapi.Connection
 CopyConnectionFactory = Callable[[], CopyConnection]
 BULK_ERRORS: Final = (adbc_dbapi.Error, adbc_driver_manager.Error)
+BULK_ENDINGS: Final[tuple[type[Exception], ...]] = (*BULK_ERRORS, *DRIVER_FAULTS)
+"""What ending a bulk connection's transaction or closing it may raise: the connection is then not reused."""
 LOCK_NOT_AVAILABLE: Final = "55P03"
 IDLE_BULK_CONNECTIONS: Final = 4
 COPY_BATCH_ROWS: Final = 8192
@@ -118,11 +123,23 @@ class PostgresTransferTarget(SqlTransferTarget):
     # -- the dialect ---------------------------------------------------------------------------------------------
     @contextmanager
     def _session(self) -> Iterator[Session]:
+        """A fresh connection whose transaction runs under the pinned settings (``session.py``), read back first."""
         try:
             conn = self._connect()
         except psycopg.Error as exc:
             raise DponeError("native_transfer.target_unavailable", _sanitized(exc)) from None
+        except DRIVER_FAULTS as exc:
+            raise driver_fault("connect", exc) from None
         try:
+            try:
+                conn.execute(pinned.SET_ISOLATION)
+                conn.execute(pinned.PIN)
+                found = conn.execute(pinned.READ_BACK).fetchone()
+            except psycopg.Error as exc:
+                raise DponeError("native_transfer.target_unavailable", f"settings: {_sanitized(exc)}") from None
+            except DRIVER_FAULTS as exc:
+                raise driver_fault("session settings", exc) from None
+            pinned.check(found)
             yield Session(conn, conn.execute)
         finally:
             conn.close()
@@ -142,18 +159,24 @@ class PostgresTransferTarget(SqlTransferTarget):
                 conn = self._copy_connect()
             except BULK_ERRORS as exc:
                 raise DponeError("native_transfer.target_unavailable", _sanitized(exc)) from None
+            except DRIVER_FAULTS as exc:
+                raise driver_fault("bulk connect", exc) from None
         clean = False
         try:
             yield conn
-            conn.rollback()  # ends whatever the call left open (nothing, after its commit)
-            clean = True
+            try:
+                conn.rollback()  # ends whatever the call left open (nothing, after its commit)
+                clean = True
+            except BULK_ENDINGS:
+                pass  # the call's own outcome stands; a connection that cannot end its transaction is not reused
         finally:
             with self._idle_lock:
                 parked = clean and len(self._idle) < IDLE_BULK_CONNECTIONS
                 if parked:
                     self._idle.append(conn)
             if not parked:
-                conn.close()
+                with contextlib.suppress(*BULK_ENDINGS):
+                    conn.close()
 
     def close(self) -> None:
         """Close the parked bulk connections (they are also closed when the adapter is collected)."""
@@ -214,6 +237,10 @@ class PostgresTransferTarget(SqlTransferTarget):
         with self._copy_session() as conn:
             try:
                 with conn.cursor() as cursor:
+                    cursor.execute(pinned.SET_ISOLATION)
+                    cursor.execute(pinned.PIN)
+                    cursor.execute(pinned.READ_BACK)
+                    pinned.check(cursor.fetchone())
                     cursor.execute(sql.SET_LOCK_TIMEOUT_BULK, parameters=(self._lock_timeout,))
                     cursor.execute(sql.LOCK_SHARED_BULK, parameters=(plan.lock_key,))
                     cursor.execute(sql.LOCK_EXCLUSIVE_BULK, parameters=(_chunk_lock_key(plan, ordinal),))
@@ -236,6 +263,8 @@ class PostgresTransferTarget(SqlTransferTarget):
                 if getattr(exc, "sqlstate", None) == LOCK_NOT_AVAILABLE:
                     raise DponeError("native_transfer.target_publication_in_flight", f"chunk {ordinal}") from None
                 raise DponeError("native_transfer.target_load_failed", f"chunk {ordinal}: {_sanitized(exc)}") from None
+            except DRIVER_FAULTS as exc:  # before the load's COMMIT: the chunk's transaction is rolled back
+                raise driver_fault(f"load chunk {ordinal}", exc) from None
             try:
                 conn.commit()
             except BULK_ERRORS as exc:
@@ -246,6 +275,10 @@ class PostgresTransferTarget(SqlTransferTarget):
         with self._session() as session:
             try:
                 return self._receipt(session, plan) is not None
+            except psycopg.Error as exc:
+                raise DponeError("native_transfer.target_unavailable", f"receipt: {_sanitized(exc)}") from None
+            except DRIVER_FAULTS as exc:
+                raise driver_fault("reading the receipt", exc) from None
             finally:
                 session.conn.rollback()
 
@@ -289,6 +322,27 @@ class PostgresTransferTarget(SqlTransferTarget):
     def _staging_identity(self, session: Session, plan: TargetPlan) -> str | None:
         row = session.one(sql.STAGING_IDENTITY, (sql.qualified(plan.target_schema, plan.staging_table),))
         return None if row is None else f"{row[0]}/{row[1]}/{row[2]}"
+
+    def _check_staging_schema(self, session: Session, plan: TargetPlan) -> None:
+        found = [
+            (str(name), str(type_name), bool(not_null), None if collation is None else str(collation))
+            for name, type_name, not_null, collation in session.run(
+                sql.STAGING_COLUMNS, (sql.qualified(plan.target_schema, plan.staging_table),)
+            )
+        ]
+        expected = sql.staging_columns(plan)
+        if found != expected:
+            differing = [want[0] for got, want in zip(found, expected, strict=False) if got != want]
+            detail = f"{len(found)} staging columns for {len(expected)}" + (
+                f"; first differing: column {differing[0]}" if differing else ""
+            )
+            raise DponeError("native_transfer.target_staging_schema_changed", detail)
+
+    def _seals_trusted(self, session: Session) -> bool:
+        """Only with data checksums on: a page whose bytes changed below PostgreSQL then fails when it is read from
+        disk, instead of being served; with them off, every chunk is hashed again at publication."""
+        row = session.one(sql.DATA_CHECKSUMS)
+        return row is not None and row[0] == "on"
 
     def _staged_chunks(self, session: Session, plan: TargetPlan) -> dict[int, tuple[int, str | None]]:
         return {
