@@ -20,6 +20,10 @@ MEMBER = "member1"
 ROWS = 2_000_000
 SELECT = f"SELECT number, hex(SHA256(toString(number))) FROM numbers({ROWS})"
 """Far more than any buffer between the engine and the client holds (about 150 MB of result)."""
+SLOW = f"SELECT number, sleepEachRow(0.0002) FROM numbers({ROWS})"
+"""Produced slowly (0.2 s a block of 1000 rows), so the server is between blocks, never stuck writing to a reader
+that paused, when the client acts: what the client meets is the running query (a server blocked in a write to a
+client that then closes fails that write, Code 210, before any check of the peer can run)."""
 
 
 def drain(batches: Any) -> None:
@@ -35,10 +39,7 @@ def settings(query_id: str, **extra: Any) -> dict[str, Any]:
 def test_kill_query_stops_a_stream_whose_client_stays_connected(embedded_cluster: EmbeddedCluster, mode: str) -> None:
     reader, other = embedded_cluster.client(MEMBER), embedded_cluster.client(MEMBER)
     query_id = f"kill-{uuid.uuid4().hex}"
-    # produced slowly (0.2 s a block), so the server is between blocks, never stuck writing to a reader that pauses,
-    # when the KILL comes: what it meets is the running query, as the test means
-    slow = f"SELECT number, sleepEachRow(0.0002) FROM numbers({ROWS})"
-    with reader.query_arrow_stream(slow, settings=settings(query_id)) as stream:
+    with reader.query_arrow_stream(SLOW, settings=settings(query_id)) as stream:
         batches = iter(stream)
         next(batches)
         listed = other.query(
@@ -67,7 +68,7 @@ def test_a_client_close_cancels_a_readonly_read_that_asks_for_it(embedded_cluste
     client, observer = embedded_cluster.client(MEMBER), embedded_cluster.client(MEMBER)
     query_id = f"close-{uuid.uuid4().hex}"
     cancel = {"readonly": 2, "cancel_http_readonly_queries_on_client_close": 1}
-    with client.query_arrow_stream(SELECT, settings=settings(query_id, **cancel)) as stream:
+    with client.query_arrow_stream(SLOW, settings=settings(query_id, **cancel)) as stream:
         next(iter(stream))
     kind, code, produced = ended_query(observer, query_id)  # the client's own session stays busy until the query ends
     assert (kind, code) == ("ExceptionWhileProcessing", 394) and produced < ROWS

@@ -500,13 +500,16 @@ class EndpointHandler(BaseHTTPRequestHandler):
             self._write_head(200, headers)
             block = first
             while block is not None:
+                # checked before each block is written, so a client that closed while the block was produced is seen
+                # as gone (Code 394) before a write to its socket can fail (Code 210); ClickHouse checks the peer in
+                # the query's progress callback, while the query runs (HTTPHandler::processQuery, checkPeerConnected)
+                if process.kill.is_set() or (answer.watch_client and self._client_gone()):
+                    stream.cancel()
+                    raise self.server.context.engine.error(processes.QUERY_WAS_CANCELLED, "Query was cancelled")
                 data, rows = framing.block(block.bytes() or b"", int(block.rows_read()))
                 process.read_rows += int(block.rows_read())
                 process.result_rows += rows
                 self._write_chunk(encoder.encode(data))
-                if process.kill.is_set() or (answer.watch_client and self._client_gone()):
-                    stream.cancel()
-                    raise self.server.context.engine.error(processes.QUERY_WAS_CANCELLED, "Query was cancelled")
                 block = stream.fetch()
             process.finish()
             last = encoder.encode(framing.end()) + encoder.finish()
