@@ -280,7 +280,9 @@ class ClusterCatalog(Protocol):
     """Topology and catalog facts (read-only)."""
 
     def inventory(self, cluster: str) -> tuple[InventoryRow, ...]:
-        """Every ``system.clusters`` row of the cluster (sorted by shard, replica)."""
+        """Every ``system.clusters`` row of the cluster (sorted by shard, replica), through the coordinator connection
+        the ``ON CLUSTER`` dispatch uses, each with the ``distributed_ddl_entry_format_version`` that connection's
+        session has there (read by the same request)."""
         ...
 
     def admission_facts(self, member: AdmittedMember, cluster: str, database: str, table: str) -> MemberFacts:

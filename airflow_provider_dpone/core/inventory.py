@@ -27,7 +27,9 @@ class MemberEndpoint(BaseModel):
 
 
 class InventoryRow(BaseModel):
-    """One row of ``system.clusters`` for the cluster (as read, before any decision)."""
+    """One row of ``system.clusters`` for the cluster (as read, before any decision), with the
+    ``distributed_ddl_entry_format_version`` the reading session has on the coordinator (one value, read by the same
+    statement, so the same on every row): the ``ON CLUSTER`` dispatch runs under that user's settings too."""
 
     model_config = CLOSED
 
@@ -36,6 +38,7 @@ class InventoryRow(BaseModel):
     replica_num: StrictInt = Field(ge=1)
     internal_replication: StrictBool
     endpoint: MemberEndpoint = Field(repr=False)
+    ddl_entry_format_version: StrictInt = Field(ge=0)
 
 
 class AdmittedMember(BaseModel):

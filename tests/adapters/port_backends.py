@@ -109,6 +109,11 @@ class PortBackend(Protocol):
         """The coordinator's clock."""
         ...
 
+    def set_ddl_entry_format_version(self, version: int) -> None:
+        """From now on the coordinator answers the adapters' requests with this ``distributed_ddl_entry_format_version``
+        (the fake's world value; a real server: a setting the coordinator connection sends with every request)."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -186,6 +191,9 @@ class FakeBackend:
     def recreate_coordinator(self, server_uuid: str) -> None:
         self.world.clock.advance(1000)
         self.world.recreate_coordinator(server_uuid)
+
+    def set_ddl_entry_format_version(self, version: int) -> None:
+        self.world.ddl_entry_format_version = version
 
     def now_ms(self) -> int:
         return self.world.clock.now_ms()
@@ -331,6 +339,10 @@ class EmbeddedBackend:
 
     def recreate_coordinator(self, server_uuid: str) -> None:
         self.embedded.faults.emulate_restart("coordinator", new_server_uuid=server_uuid)
+
+    def set_ddl_entry_format_version(self, version: int) -> None:
+        for client in (self.adapters.coordinator.reader(), self.adapters.coordinator.mutator()):
+            client.set_client_setting("distributed_ddl_entry_format_version", version)
 
     def now_ms(self) -> int:
         return _wall_ms()

@@ -94,7 +94,8 @@ def test_authority_compare_and_set_never_updates_the_key() -> None:
 
 def test_catalog_statements() -> None:
     assert sql_catalog.inventory("analytics") == (
-        "SELECT cluster, shard_num, replica_num, toUInt8(internal_replication), host_name, port"
+        "SELECT cluster, shard_num, replica_num, toUInt8(internal_replication), host_name, port,"
+        " toUInt64(getSetting('distributed_ddl_entry_format_version'))"
         " FROM system.clusters WHERE cluster = 'analytics' ORDER BY shard_num, replica_num"
         " SETTINGS skip_unavailable_shards = 0"
     )

@@ -188,6 +188,17 @@ def test_inventory_is_every_member_sorted_by_position(backend: PortBackend) -> N
     assert backend.ports.catalog.inventory("no_such_cluster") == ()
 
 
+@pytest.mark.parametrize("version", [1, 2])
+def test_inventory_reports_the_coordinator_sessions_ddl_entry_format_version(
+    backend: PortBackend, version: int
+) -> None:
+    assert {row.ddl_entry_format_version for row in backend.ports.catalog.inventory(backend.cluster)} == {5}
+    backend.set_ddl_entry_format_version(version)
+    rows = backend.ports.catalog.inventory(backend.cluster)
+    assert [(row.shard_num, row.replica_num) for row in rows] == [(1, 1), (1, 2)]
+    assert {row.ddl_entry_format_version for row in rows} == {version}
+
+
 def test_catalog_facts_of_every_member(backend: PortBackend) -> None:
     catalog = backend.ports.catalog
     cluster = backend.cluster

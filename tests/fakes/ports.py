@@ -134,6 +134,7 @@ class FakeCatalog:
                 replica_num=member.replica_num,
                 internal_replication=self.world.internal_replication,
                 endpoint=MemberEndpoint(host=member.host, port=member.port),
+                ddl_entry_format_version=self.world.ddl_entry_format_version,
             )
             for member in self.world.members
         ]

@@ -236,6 +236,8 @@ class FakeWorld:
         self.cluster = cluster
         self.database = database
         self.internal_replication = internal_replication
+        self.ddl_entry_format_version = 5
+        """The coordinator's ``distributed_ddl_entry_format_version`` for the connection's user (ClickHouse's default)."""
         self.replicated_logs: dict[str, ReplicatedLog] = {}
         self.insert_block_rows = 2
         self.part_rows = 1 << 20

@@ -10,6 +10,7 @@ from airflow_provider_dpone.cluster.protocol.runtime_admission import (
     admit_inventory,
     require_atomic_databases,
     require_authority_table,
+    require_ddl_entry_settings,
     require_member_identities,
 )
 from airflow_provider_dpone.cluster.values.authority.row import AUTHORITY_COLUMNS
@@ -20,13 +21,16 @@ from tests.fakes.publication import exact_authority_facts
 from tests.protocol.sim import Sim, candidate_calls
 
 
-def _row(shard: int, replica: int, *, flag: bool = False, host: str | None = None, cluster: str = "c") -> InventoryRow:
+def _row(
+    shard: int, replica: int, *, flag: bool = False, host: str | None = None, cluster: str = "c", version: int = 5
+) -> InventoryRow:
     return InventoryRow(
         cluster=cluster,
         shard_num=shard,
         replica_num=replica,
         internal_replication=flag,
         endpoint=MemberEndpoint(host=host or f"h{shard}-{replica}", port=9000),
+        ddl_entry_format_version=version,
     )
 
 
@@ -185,6 +189,43 @@ def test_an_endpoint_answered_by_another_member_is_refused_before_anything_is_cr
     assert sim.world.keeper == fenced and sim.source.seals == 0
     assert not any(sim.world.calls[name] for name in ("member.load", "ddl.dispatch", "authority.cas"))
     assert candidate_calls(sim, "member.create") == 0 and candidate_calls(sim, "member.drop") == 0  # the probe only
+
+
+DDL_ENTRY_FORMAT = "DPONE_CLICKHOUSE_CLUSTER_DDL_ENTRY_FORMAT_UNSUPPORTED"
+
+
+@pytest.mark.parametrize(("version", "admitted"), [(0, False), (1, False), (2, True), (3, True), (5, True)])
+def test_a_coordinator_that_queues_ddl_without_settings_is_refused(version: int, admitted: bool) -> None:
+    rows = [_row(1, 1, version=version), _row(1, 2, version=version)]
+    if admitted:
+        require_ddl_entry_settings(rows)
+    else:
+        assert _code(lambda: require_ddl_entry_settings(rows)) == DDL_ENTRY_FORMAT
+    assert _code(lambda: require_ddl_entry_settings([])) == DDL_ENTRY_FORMAT
+
+
+def test_an_entry_format_without_settings_refuses_every_entry_point_before_anything_is_written() -> None:
+    """The coordinator reports ``distributed_ddl_entry_format_version = 1`` for the connection's user: the fence
+    refuses before the authority exists, and a stage and a publication of an existing fence before any member or
+    cluster DDL, the authority unchanged."""
+    sim = Sim.build()
+    sim.world.ddl_entry_format_version = 1
+    assert _code(lambda: sim.service().fence()) == DDL_ENTRY_FORMAT
+    assert sim.world.keeper == {} and sim.world.calls["authority.create"] == 0
+    sim.world.ddl_entry_format_version = 5
+    assert sim.service().fence()
+    fenced = dict(sim.world.keeper)
+    sim.world.ddl_entry_format_version = 1
+    assert _code(lambda: sim.service().stage(sim.source)) == DDL_ENTRY_FORMAT
+    assert sim.world.keeper == fenced and sim.source.seals == 0
+    assert not any(sim.world.calls[name] for name in ("member.load", "ddl.dispatch", "authority.cas"))
+    assert candidate_calls(sim, "member.create") == 0 and candidate_calls(sim, "member.drop") == 0
+    sim.world.ddl_entry_format_version = 2
+    sim.service().stage(sim.source)
+    staged = dict(sim.world.keeper)
+    sim.world.ddl_entry_format_version = 1
+    assert _code(lambda: sim.service().publish()) == DDL_ENTRY_FORMAT
+    assert sim.world.keeper == staged and sim.world.calls["ddl.dispatch"] == 0
 
 
 def test_request_validates_names_engine_and_order_by() -> None:

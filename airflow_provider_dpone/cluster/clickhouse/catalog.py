@@ -74,8 +74,9 @@ class ClickHouseCatalog:
                     replica_num=int(replica),
                     internal_replication=bool(internal),
                     endpoint=MemberEndpoint(host=host, port=int(port)),
+                    ddl_entry_format_version=int(version),
                 )
-                for name, shard, replica, internal, host, port in rows
+                for name, shard, replica, internal, host, port, version in rows
             )
         except ValueError:
             raise UnavailableError("system.clusters returned a malformed row") from None

@@ -2,7 +2,10 @@
 
 * ``system.clusters`` -- every row of the cluster, sorted by ``(shard_num, replica_num)``. The query runs with
   ``skip_unavailable_shards = 0`` and never reads through a ``Distributed``/``remote``/``cluster()`` facade, so an
-  unreachable member cannot silently drop out of the inventory: partial inventory is never admission evidence.
+  unreachable member cannot silently drop out of the inventory: partial inventory is never admission evidence. Each
+  row also carries ``getSetting('distributed_ddl_entry_format_version')`` as the coordinator answers it to this
+  connection's user: below 2, ClickHouse queues an ``ON CLUSTER`` entry without its settings map
+  (``DDLLogEntry::setSettingsIfRequired``), where the dispatch's ``log_comment`` is looked up.
 * ``system.clusters`` positions -- every cluster's (or one cluster's) rows, or only the rows the answering server
   reports as its own (``is_local``): how the connection check asks a member which member it is.
 * ``system.databases`` + ``system.tables`` + ``system.columns`` -- on one member, in one statement (admission runs at
@@ -29,9 +32,11 @@ def _name(value: str, what: str) -> str:
 
 
 def inventory(cluster: str) -> str:
-    """Every ``system.clusters`` row of ``cluster``, sorted by position."""
+    """Every ``system.clusters`` row of ``cluster``, sorted by position, each with the reading session's
+    ``distributed_ddl_entry_format_version`` (the coordinator's value for this user: no extra request)."""
     return (
-        "SELECT cluster, shard_num, replica_num, toUInt8(internal_replication), host_name, port"
+        "SELECT cluster, shard_num, replica_num, toUInt8(internal_replication), host_name, port,"
+        " toUInt64(getSetting('distributed_ddl_entry_format_version'))"
         f" FROM system.clusters WHERE cluster = {_name(cluster, 'cluster')}"
         f" ORDER BY shard_num, replica_num{settings_clause(NO_SKIP)}"
     )

@@ -1,7 +1,7 @@
 """Runtime admission: the live inventory and catalog facts, read once per phase, and the pure decisions over them.
 
-:func:`admit_runtime` gathers the facts (one inventory read plus one catalog read per member, the members
-concurrently) and every other function decides on them without reading anything, so each rule is tested exhaustively
+:func:`admit_runtime` gathers the facts (one inventory read, which also reports the coordinator session's
+``distributed_ddl_entry_format_version``, plus one catalog read per member, the members concurrently) and every other function decides on them without reading anything, so each rule is tested exhaustively
 and every phase re-runs admission cheaply (inventory drift fences the operation). Any member that cannot answer
 blocks: partial inventory is never sufficient, and ``skip_unavailable_shards`` is never admission evidence. With
 durable quality replay selected, the authority-table check is the store preflight (read-only; a store that is absent,
@@ -39,6 +39,10 @@ from airflow_provider_dpone.core.manifest.cluster import ReplicationMode
 MAX_MEMBERS: Final[int] = 16
 """The member-count budget: one record of this many members, each with its candidate's and its predecessor's part
 digests at their bound, stays inside the 256 KiB authority envelope; round trips and fan-out grow with it."""
+
+SETTINGS_IN_QUEUE_ENTRY_VERSION: Final[int] = 2
+"""The least ``distributed_ddl_entry_format_version`` at which ClickHouse stores an ``ON CLUSTER`` statement's settings
+in its queue entry (``SETTINGS_IN_ZK_VERSION``): the dispatch's entry is found by ``settings['log_comment']``."""
 
 _KEEPER_MAP: Final[re.Pattern[str]] = re.compile(
     r"KeeperMap\('(?P<path>/[A-Za-z0-9_.\-/]*)'(?:, ?(?P<capacity>[0-9]+))?\)(?: PRIMARY KEY target_key)?"
@@ -87,6 +91,19 @@ def admit_inventory(rows: Sequence[InventoryRow], *, cluster: str, mode: Replica
         members=tuple(members),
         digest=inventory_digest(cluster=cluster, internal_replication=internal, members=positions),
     )
+
+
+def require_ddl_entry_settings(rows: Sequence[InventoryRow]) -> None:
+    """The coordinator queues this user's ``ON CLUSTER`` statements with their settings, so each dispatch's entry can
+    be found by its ``log_comment``; below the version that stores them the publication could never resolve its own
+    dispatch (it would end holding the target), so it is refused before anything is written."""
+    versions = sorted({row.ddl_entry_format_version for row in rows})
+    if not versions or versions[0] < SETTINGS_IN_QUEUE_ENTRY_VERSION:
+        raise DponeError(
+            "DPONE_CLICKHOUSE_CLUSTER_DDL_ENTRY_FORMAT_UNSUPPORTED",
+            f"distributed_ddl_entry_format_version={versions[0] if versions else 'unread'}"
+            f" < {SETTINGS_IN_QUEUE_ENTRY_VERSION}",
+        )
 
 
 def require_member_identities(local: Mapping[AdmittedMember, Sequence[tuple[int, int]]]) -> None:
@@ -148,6 +165,7 @@ def admit_runtime(catalog: ClusterCatalog, request: PublicationRequest, *, paral
     try:
         rows = catalog.inventory(request.cluster)
         inventory = admit_inventory(rows, cluster=request.cluster, mode=request.replication_mode)
+        require_ddl_entry_settings([row for row in rows if row.cluster == request.cluster])
         read = concurrently(
             lambda member: catalog.admission_facts(member, request.cluster, request.database, AUTHORITY_TABLE),
             inventory.members,

@@ -137,6 +137,14 @@ RUNTIME_ADMISSION: tuple[ErrorCode, ...] = (
         retryable=False,
     ),
     ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_DDL_ENTRY_FORMAT_UNSUPPORTED",
+        "the coordinator session's distributed_ddl_entry_format_version is below 2: ClickHouse would queue the"
+        " ON CLUSTER statements without their settings, so the publication could not find its own queue entries",
+        "set distributed_ddl_entry_format_version to 2 or more (the default) in the connection user's profile,"
+        " or remove the override",
+        retryable=False,
+    ),
+    ErrorCode(
         "DPONE_CLICKHOUSE_CLUSTER_MEMBER_ID_COLLISION",
         "two members of one inventory derive the same short opaque member id",
         "report this inventory shape; the id length must be raised in a new identity version",
