@@ -74,6 +74,8 @@ class FaultPlan:
 class FakeTable:
     columns: tuple[tuple[str, str], ...]  # (name, target type spelling) pairs, for schema checks
     rows: list[tuple[object, ...]] = field(default_factory=list)
+    kind: str = "table"
+    """The catalog kind: anything but ``table`` (a view put in the table's place) is refused as a target."""
 
 
 @dataclass
@@ -184,6 +186,7 @@ class InMemoryTransferTarget:
             if self._receipt(plan) is not None:
                 raise DponeError("native_transfer.target_publication_already_committed", "prepare after commit")
             target = self.database.tables.get((plan.target_schema, plan.target_table))
+            _refuse_non_table(target)
             if plan.mode is PublicationMode.WINDOW_REPLACE and target is None:
                 raise DponeError("native_transfer.target_relation_not_found", "window_replace target")
             if plan.mode is PublicationMode.WINDOW_REPLACE and target.columns != fake_columns(plan):
@@ -245,9 +248,10 @@ class InMemoryTransferTarget:
                     raise DponeError("native_transfer.target_verification_failed", f"chunk {chunk.ordinal}")
             new_rows = [row[1:] for row in staging.rows]
             key = (plan.target_schema, plan.target_table)
+            target = self.database.tables.get(key)
+            _refuse_non_table(target)
             if plan.window is not None:
                 window, position = plan.window, plan.column_names.index(plan.window.column)
-                target = self.database.tables.get(key)
                 if target is None:
                     raise DponeError("native_transfer.target_relation_not_found", "window_replace target is gone")
                 inside = _inside(window.start, window.end)
@@ -286,6 +290,12 @@ class InMemoryTransferTarget:
             self._not_in_flight(plan)
             for name in (plan.staging_table, plan.retired_table):
                 self.database.tables.pop((plan.target_schema, name), None)
+
+
+def _refuse_non_table(target: FakeTable | None) -> None:
+    """As the SQL targets, in prepare and in the publishing transaction: the target name must hold a table."""
+    if target is not None and target.kind != "table":
+        raise DponeError("native_transfer.target_schema_mismatch", f"target object kind {target.kind!r} is not a table")
 
 
 def _inside(start: dt.datetime, end: dt.datetime) -> Callable[[object], bool]:

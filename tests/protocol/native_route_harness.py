@@ -15,6 +15,7 @@ from airflow_provider_dpone.transfer.route.admission import SourceRequest
 from airflow_provider_dpone.transfer.route.route import NativeTransferRoute, RouteResult
 from airflow_provider_dpone.transfer.storage import ObjectJournalStore, ObjectStageStore
 from airflow_provider_dpone.transfer.values.chunk import RelationRef
+from airflow_provider_dpone.transfer.values.utc_window import UtcWindow
 from tests.fakes.transfer_source import FakeSnapshotSource, FakeTable, ManualClock
 from tests.fakes.transfer_target import Fault, InMemoryTransferTarget, SimulatedCrash
 
@@ -77,6 +78,8 @@ class Harness:
         )
     )
     relation: RelationRef = field(default_factory=lambda: RelationRef(database="db", table="events"))
+    window: UtcWindow | None = None
+    """``None``: a full refresh; else a window replace of this window into the existing target."""
     target_bindings: int = 0
     alerts: list[AlertEvent] = field(default_factory=list)
     """Every alert the route emitted."""
@@ -86,7 +89,7 @@ class Harness:
             operation_id=OPERATION,
             route_fingerprint=FINGERPRINT,
             relation=self.relation,
-            window=None,
+            window=self.window,
             options=self.options,
             block_rows=3,
         )

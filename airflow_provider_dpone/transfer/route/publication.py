@@ -59,6 +59,9 @@ DEFINITE_REFUSALS: Final = frozenset(
         "native_transfer.target_swap_blocked",
         "native_transfer.target_staging_schema_changed",
         "native_transfer.target_driver_fault",
+        "native_transfer.target_rows_outside_window",
+        "native_transfer.target_schema_mismatch",
+        "native_transfer.target_relation_not_found",
     }
 )
 """What a publishing transaction refuses before its COMMIT: reported as themselves once the receipt proves the
