@@ -8,9 +8,13 @@ The docs pages ship inside the package (``airflow_provider_dpone/docs/<page>.md`
 repository): :func:`docs_page` finds one by the name every message cites (``see docs/<page>.md``).
 """
 
+import re
 from pathlib import Path
 
 __version__ = "0.1.0"
+
+_PAGE_NAME = re.compile(r"[a-z0-9][a-z0-9-]*(/[a-z0-9][a-z0-9-]*)?")
+"""A docs page's name: a file stem of ``docs/`` or of one folder below it (``adr/...``), never a path out of it."""
 
 
 def example_dags_folder() -> Path:
@@ -24,9 +28,12 @@ def example_dags_folder() -> Path:
 
 
 def docs_page(name: str) -> Path:
-    """The file of the docs page ``name`` (``connections``, ``docs/connections.md`` ...): inside the installed
-    package, or the checkout's ``docs/`` in an editable install. Raises ``FileNotFoundError`` for an unknown page."""
+    """The file of the docs page ``name`` (``connections``, ``docs/connections.md``, ``adr/<page>`` ...): inside the
+    installed package, or the checkout's ``docs/`` in an editable install. Raises ``FileNotFoundError`` for an unknown
+    page, and for a name that is no page name (a path: ``..``, an absolute path, anything outside the docs)."""
     stem = name.removeprefix("docs/").removesuffix(".md")
+    if not _PAGE_NAME.fullmatch(stem):
+        raise FileNotFoundError(f"{name!r} is not the name of a docs page")
     package = Path(__file__).resolve().parent
     for folder in (package / "docs", package.parent / "docs"):
         page = folder / f"{stem}.md"

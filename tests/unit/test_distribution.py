@@ -51,6 +51,19 @@ def test_dpone_docs_prints_a_page_by_name(capsys: pytest.CaptureFixture[str]) ->
     assert main(["docs", "no-such-page"]) == 2
 
 
+@pytest.mark.parametrize(
+    "path",
+    ["../README.md", "docs/../../pyproject.toml", "../pyproject", "/etc/hostname", "adr/../../README", "docs/./index"],
+)
+def test_dpone_docs_names_pages_only_never_a_path_out_of_the_docs(
+    path: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``dpone docs`` prints a page by its name; a path (``..``, absolute, ``.``) is no page name and is refused, even
+    where the file it would reach exists."""
+    assert main(["docs", path]) == 2
+    assert capsys.readouterr().out == ""
+
+
 def test_dpone_example_dags_prints_the_folder_of_the_example_dags(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["example-dags"]) == 0
     folder = Path(capsys.readouterr().out.strip())
