@@ -420,13 +420,14 @@ class SqlTransferTarget(ABC):
         staged = self._staged_chunks(session, plan)
         check_staged_chunks({ordinal: rows for ordinal, (rows, _) in staged.items()}, request)
         staging = self._staging_identity(session, plan)
-        trusted = self._seals_trusted(session)
-        with self._seals_lock:
-            seals = {
-                ordinal: seal
-                for (publication, ordinal), seal in self._seals.items()
-                if publication == plan.publication_id and trusted
-            }
+        seals: dict[int, ChunkSeal] = {}
+        if self._seals_trusted(session):
+            with self._seals_lock:
+                seals = {
+                    ordinal: seal
+                    for (publication, ordinal), seal in self._seals.items()
+                    if publication == plan.publication_id
+                }
         for chunk in request.chunks:
             seal = seals.get(chunk.ordinal)
             if seal is not None and (seal.evidence, seal.writer, seal.staging) == (
