@@ -249,6 +249,14 @@ def test_the_convergence_bound_is_a_deployment_setting(monkeypatch: pytest.Monke
     assert protocol_settings().replica_sync_timeout_seconds == 7.5
 
 
+def test_the_rollback_switch_of_external_mode_is_a_deployment_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_provider_dpone.hooks.publication import protocol_settings
+
+    assert protocol_settings().external_admission  # on unless the deployment rolls external mode back
+    monkeypatch.setenv("AIRFLOW__DPONE__EXTERNAL_REPLICATION_ADMISSION", "False")
+    assert not protocol_settings().external_admission
+
+
 def test_the_void_proofs_margins_come_from_the_connection_and_the_deployment(monkeypatch: pytest.MonkeyPatch) -> None:
     from airflow_provider_dpone.core.connection_options import ClickHouseConnectionOptions
     from airflow_provider_dpone.core.errors import DponeError
