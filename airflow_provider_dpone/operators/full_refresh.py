@@ -13,6 +13,7 @@ of the whole run is a same-operation retry that resumes wherever the authority s
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -165,6 +166,8 @@ class DponePublicationOperator(BaseOperator):
     :param manifest: the cluster publication manifest: a ``.yaml`` path (relative paths resolve against the DAG
         file's folder), inline YAML text, a mapping or a loaded model. Every task of the DAG must get the same manifest. Templated:
         Jinja renders the path or inline text, or every string of a mapping (not the content of a manifest file).
+        With durable quality replay a manifest that rendering changes is refused
+        (``DPONE_REPLAY_QUALITY_EVIDENCE_UNSUPPORTED``; seed 002: templates are unsupported).
     :param dpone_clickhouse_conn_id: the ``dpone_clickhouse`` connection of the cluster's coordinator; default: the
         manifest's ``sink.connection_id``. Templated.
     :param ports_factory: builds the protocol's ports and the extraction (default: the ClickHouse adapters built by
@@ -194,6 +197,8 @@ class DponePublicationOperator(BaseOperator):
     ) -> None:
         super().__init__(**kwargs)
         self.manifest = manifest
+        self._manifest_as_written = copy.deepcopy(manifest)
+        """Before Jinja renders ``manifest``: a durable quality replay refuses a manifest rendering changed."""
         self.dpone_clickhouse_conn_id = dpone_clickhouse_conn_id
         self.ports_factory = ports_factory
         self.target_acceptance_reader = target_acceptance_reader
@@ -217,6 +222,12 @@ class DponePublicationOperator(BaseOperator):
         try:
             manifest = read_manifest(self.manifest, base_dir=self._base_dir(context))
             require_admissible(manifest)
+            if manifest.quality_policy is not None and self.manifest != self._manifest_as_written:
+                raise DponeError(
+                    "DPONE_REPLAY_QUALITY_EVIDENCE_UNSUPPORTED",
+                    "the manifest is templated (Jinja changed it): durable quality replay binds a configuration that "
+                    "must not depend on the run's template context; pass the manifest without templates",
+                )
             conn_id = self.dpone_clickhouse_conn_id or manifest.sink.connection_id
             factory = self.ports_factory or hook_environment
             environment = factory(manifest, conn_id, ddl_task_timeout_seconds=self._ddl_task_timeout_seconds())
