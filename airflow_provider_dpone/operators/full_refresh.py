@@ -27,6 +27,7 @@ from airflow_provider_dpone.cluster.protocol.request import PublicationRequest
 from airflow_provider_dpone.cluster.protocol.service import (
     Begun,
     PublicationService,
+    begin,
     bound_columns,
     publication_service,
 )
@@ -131,11 +132,13 @@ def resolve_table(
     The stage task resolves one: the columns this operation bound (:func:`bound_columns`), else the source's
     (metadata only, after runtime admission passed). The fence task describes the source (metadata only) when the
     quality policy observes columns, so that a selection the table cannot answer is refused before the fence is
-    written. Every other task gets :func:`fence_table`.
+    written, and also only after runtime admission passed (a cluster whose mode does not match is refused before
+    the source is touched). Every other task gets :func:`fence_table`.
     """
     if not stages:
         if fences and fence.quality is not None and fence.quality.observes_columns:
-            return environment.table(), None
+            begun = begin(environment.ports, fence, environment.settings)
+            return environment.table(), begun
         return fence.table, None
     columns, begun = bound_columns(environment.ports, fence, environment.settings)
     return (environment.table() if columns is None else declared_table(manifest, columns)), begun

@@ -390,3 +390,20 @@ def test_a_publish_task_with_a_templated_manifest_parses_without_a_default_outle
     task = DponePublishOperator(task_id="publish", manifest=content)
     assert task.outlets == []
     assert DponePublishOperator(task_id="publish", manifest=MANIFEST).outlets  # untemplated: the target's asset
+
+
+def test_a_fence_that_describes_the_source_admits_the_cluster_first() -> None:
+    """With a column-observing quality policy the fence describes the source (metadata only); a cluster whose
+    ``internal_replication`` flag does not match the manifest's mode is refused before that, as without the policy."""
+    from tests.integration.dpone_airflow_fakes import FakeDeployment
+
+    content = read_manifest(QUALITY).model_dump(mode="json", exclude_none=True)
+    content["quality"] = {"target_metrics": ["row_count", "null_count"], "target_columns": ["id"]}
+    manifest = read_manifest(content)
+    assert manifest.quality_policy is not None and manifest.quality_policy.observes_columns
+    deployment = FakeDeployment.build(manifest, rows=[(1, "a")])  # internal manifest, internal_replication=false
+    fence = DponeFenceOperator(task_id="fence", manifest=content, ports_factory=deployment.factory())
+    with pytest.raises(AirflowFailException, match="REPLICATION_MODE_MISMATCH"):
+        fence.execute(_task_context())
+    assert deployment.table_calls == 0  # the source was never described
+    assert deployment.world.keeper == {}
