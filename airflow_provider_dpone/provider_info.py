@@ -57,7 +57,7 @@ CONFIG: dict[str, Any] = {
             "native_transfer_base": _option(
                 "string",
                 None,
-                "s3://bucket/dpone/native-transfer",
+                "s3://aws_default@bucket/dpone/native-transfer",
                 "Where the native transfer keeps its stage and journal (an ObjectStoragePath URL); a transfer "
                 "operator's stage_base argument wins. Unset: refused (native_transfer.stage_store_worker_local) unless "
                 "single_worker is true, then file://<system temp dir>/dpone-native-transfer.",
