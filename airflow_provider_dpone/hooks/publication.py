@@ -48,15 +48,12 @@ class PublicationEnvironment:
     """Everything one task try needs to drive the protocol against one cluster.
 
     ``table`` resolves the target's typed definition (the source's column types with the manifest's engine and
-    sorting key); ``source`` builds the extraction for a request; ``queue_reader`` names the trigger's reader
-    factory (an import path, because a trigger is rebuilt from its serialized kwargs in the triggerer process;
-    ``None``: the trigger's own, the coordinator's queue through the connection's hook).
+    sorting key); ``source`` builds the extraction for a request.
     """
 
     ports: PublicationPorts
     table: Callable[[], TableSpec]
     source: Callable[[PublicationRequest], ArtifactSource]
-    queue_reader: str | None = None
     settings: ProtocolSettings = field(default_factory=ProtocolSettings)
     close: Callable[[], None] = _nothing_to_close
     member_connections: MemberConnections | None = None
