@@ -37,7 +37,9 @@ class ClickHouseConnectionOptions(BaseModel):
     verify: bool = Field(
         default=True,
         title="Verify server certificate",
-        description="Verify the certificate chain and host name when HTTPS is used.",
+        description="Verify the certificate chain and host name when HTTPS is used. false turns both checks off: "
+        "refused before any request unless [dpone] allow_unverified_tls is True (then logged per connection); a "
+        "native-transfer source always refuses it.",
     )
     ca_cert: str | None = Field(
         default=None,
