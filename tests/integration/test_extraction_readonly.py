@@ -27,7 +27,7 @@ from airflow_provider_dpone.cluster.clickhouse.artifact_store import ObjectStora
 from airflow_provider_dpone.core.clickhouse.endpoint import Endpoint
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.hooks.clickhouse import describe_query
-from tests.integration.test_ch_adapters import COLUMNS, connection_to
+from tests.integration.test_ch_adapters import COLUMNS, connection_to, query_extraction
 
 pytestmark = pytest.mark.embedded_cluster(members=2)
 
@@ -88,9 +88,7 @@ def test_a_manifest_query_that_lifts_a_limit_extracts_nothing(coordinator: Endpo
     query = "SELECT number AS id, toString(number) AS name FROM numbers(1000)"
 
     def extraction(sql: str) -> QueryArtifactSource:
-        return QueryArtifactSource(
-            source=coordinator, query=sql, columns=COLUMNS, store=store, reference=coordinator, max_source_bytes=1 << 22
-        )
+        return query_extraction(coordinator, store, sql, 1 << 22)
 
     with pytest.raises(DponeError) as refused:
         extraction(f"{query} SETTINGS max_execution_time = 0").seal()
@@ -98,3 +96,26 @@ def test_a_manifest_query_that_lifts_a_limit_extracts_nothing(coordinator: Endpo
     assert [path for path in (tmp_path / "artifacts").rglob("*") if path.is_file()] == []
     assert describe_query(coordinator, query) == COLUMNS  # the DESCRIBE runs read-only too (it reads no row)
     assert extraction(query).seal().row_count == 1000
+
+
+def test_a_callers_settings_go_with_the_extraction_but_never_over_the_provider_limits(
+    coordinator: Endpoint, tmp_path: Path
+) -> None:
+    """A caller's request settings (the contract suite's small blocks) travel with the extraction; ones that would
+    lift the provider's limits are overridden, so the server still stops the read at the provider's time bound."""
+    store = ObjectStorageArtifactStore(ObjectStoragePath(f"file://{tmp_path}/artifacts"))
+    slow = "SELECT number AS id, toString(sleepEachRow(0.5)) AS name FROM numbers(8)"
+    """Four seconds of sleep in one-row blocks (``max_block_size = 1``): past a one-second bound."""
+    lifted = {"readonly": 0, "max_execution_time": 0, "timeout_overflow_mode": "break", "max_block_size": 1}
+
+    def extraction(sql: str, seconds: int) -> QueryArtifactSource:
+        return query_extraction(coordinator, store, sql, 1 << 22, max_execution_seconds=seconds, settings=lifted)
+
+    with pytest.raises(DponeError) as stopped:
+        extraction(slow, 1).seal()
+    assert stopped.value.code == "DPONE_ARTIFACT_EXTRACTION_FAILED"
+    with pytest.raises(DponeError) as refused:  # readonly = 1 still holds: the query may not change a setting
+        extraction("SELECT number AS id, toString(number) AS name FROM numbers(10) SETTINGS max_threads = 1", 60).seal()
+    assert refused.value.code == "DPONE_ARTIFACT_EXTRACTION_FAILED"
+    assert [path for path in (tmp_path / "artifacts").rglob("*") if path.is_file()] == []
+    assert extraction(slow, 60).seal().row_count == 8  # the control: the same read within a longer bound seals

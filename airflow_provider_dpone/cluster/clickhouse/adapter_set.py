@@ -11,9 +11,10 @@ from __future__ import annotations
 import secrets
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
+from typing import Any
 
 from airflow_provider_dpone.cluster.clickhouse.acceptance_reader import SubprocessAcceptanceReader
 from airflow_provider_dpone.cluster.clickhouse.artifact_source import EXTRACTION_SECONDS, QueryArtifactSource
@@ -98,9 +99,10 @@ class PublicationAdapters:
         max_source_bytes: int,
         source: Endpoint | None = None,
         max_execution_seconds: int = EXTRACTION_SECONDS,
+        settings: Mapping[str, Any] | None = None,
     ) -> QueryArtifactSource:
-        """Extraction from ``source`` (default: the coordinator), read-only under the provider's time bound; the
-        reference digest runs on the coordinator."""
+        """Extraction from ``source`` (default: the coordinator), read-only under the provider's time bound (request
+        ``settings`` of the caller's go with them, never over them); the reference digest runs on the coordinator."""
         return QueryArtifactSource(
             source=source or self.coordinator,
             query=query,
@@ -109,6 +111,7 @@ class PublicationAdapters:
             reference=self.coordinator,
             max_source_bytes=max_source_bytes,
             max_execution_seconds=max_execution_seconds,
+            settings=settings,
         )
 
     def close(self) -> None:

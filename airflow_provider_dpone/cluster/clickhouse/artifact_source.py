@@ -14,7 +14,8 @@ what the protocol binds in the authority before any member is touched. An adopte
 with: its receipt is anchored to its own bytes only.
 
 Every read of the source query (the stream, its source digest, the ``DESCRIBE`` of its columns) carries
-:func:`extraction_settings`: ``readonly = 1`` and the provider's time bound. Under ``readonly = 1`` the server
+:func:`extraction_settings`: ``readonly = 1`` and the provider's time bound (a caller's own request settings, such
+as a block size, go with them and never over them). Under ``readonly = 1`` the server
 refuses any change of a setting, so neither a write nor a query-level ``SETTINGS`` clause that lifts a limit
 (``max_execution_time = 0``, ``max_memory_usage = 0``, ``readonly = 0``) can run (Code 164, ``READONLY``; ClickHouse
 ``src/Access/SettingsConstraints.cpp``, ``getChecker``: ``readonly == 1`` refuses every setting not made
@@ -28,7 +29,7 @@ applies them (``HTTPHandler.cpp``), so ``readonly = 1`` does not forbid its comp
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, BinaryIO, Final
 
 from airflow_provider_dpone.cluster.clickhouse.artifact_store import (
@@ -99,6 +100,7 @@ class QueryArtifactSource:
         reference: Endpoint,
         max_source_bytes: int,
         max_execution_seconds: int = EXTRACTION_SECONDS,
+        settings: Mapping[str, Any] | None = None,
     ) -> None:
         self.source = source
         self.query = query
@@ -106,7 +108,7 @@ class QueryArtifactSource:
         self.store = store
         self.reference = reference
         self.max_source_bytes = max_source_bytes
-        self.settings = extraction_settings(max_execution_seconds)
+        self.settings = {**(settings or {}), **extraction_settings(max_execution_seconds)}  # the provider's win
 
     def seal(self) -> ArtifactReceipt:
         writer = self.store.writer(self.max_source_bytes)
