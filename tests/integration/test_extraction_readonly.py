@@ -119,3 +119,13 @@ def test_a_callers_settings_go_with_the_extraction_but_never_over_the_provider_l
     assert refused.value.code == "DPONE_ARTIFACT_EXTRACTION_FAILED"
     assert [path for path in (tmp_path / "artifacts").rglob("*") if path.is_file()] == []
     assert extraction(slow, 60).seal().row_count == 8  # the control: the same read within a longer bound seals
+
+
+def test_the_describe_of_the_columns_runs_under_the_extraction_settings(coordinator: Endpoint) -> None:
+    """The ``DESCRIBE`` that reads the query's columns is bound like the extraction. A query cannot observe it by
+    failing (a ``DESCRIBE`` analyses, it does not run the query's ``SETTINGS``), so the query's type carries the
+    settings: ``getSetting`` is a constant at analysis, and ``toFixedString`` takes its length from it."""
+    query = "SELECT toFixedString('', toUInt8(getSetting('readonly')) + 1) AS r, toFixedString('', 1) AS b"
+    assert describe_query(coordinator, query) == (("r", "FixedString(2)"), ("b", "FixedString(1)"))
+    [(_, unbound_type, *_), _] = coordinator.reader().query(f"DESCRIBE TABLE ({query})").result_rows
+    assert unbound_type == "FixedString(1)"  # the control: the same DESCRIBE without the provider's settings
