@@ -147,6 +147,57 @@ def test_restored_refuses_a_target_whose_content_changed_since_the_baseline() ->
     assert sim.record().phase is Phase.PUBLICATION_DISPATCHING
 
 
+def test_restored_refuses_a_copy_of_the_predecessor_under_the_target_name() -> None:
+    """Equal content is not the predecessor: a copy (a new UUID holding the same rows) under the target name is
+    refused, so the release never records a table it did not check as the one retained."""
+    sim, _ = diverged()
+    swap_back(sim)
+    member = sim.world.members[0]
+    original = sim.world.drop_on(member, sim.world.database, sim.request.target)
+    copy = sim.world.put_table(member, sim.request.target, original.columns, list(original.rows))
+    assert copy.uuid != original.uuid and Counter(copy.rows) == Counter(BASELINE_ROWS)
+    before = sim.record()
+    assert error_code(lambda: sim.service().release("restored")) == NOT_RESTORED
+    assert sim.record() == before
+
+
+def test_accepted_refuses_a_copy_of_the_published_candidate_under_the_target_name() -> None:
+    sim, paused = diverged()
+    write_everywhere_else(sim, paused)
+    member = sim.world.members[0]
+    published = sim.world.drop_on(member, sim.world.database, sim.request.target)
+    sim.world.put_table(member, sim.request.target, published.columns, list(published.rows))
+    before = sim.record()
+    assert error_code(lambda: sim.service().release("accepted", accepted_row_count=len(NEW_ROWS) + 1)) == NOT_ACCEPTED
+    assert sim.record() == before
+
+
+def test_accepted_refuses_members_that_hold_as_many_rows_but_other_content() -> None:
+    sim, paused = diverged()
+    for member in sim.world.members:
+        if member is not paused:
+            target = sim.world.table(member, sim.request.target)
+            assert target is not None
+            parts.append(target, [(98, "another-row")])
+    before = sim.record()
+    assert error_code(lambda: sim.service().release("accepted", accepted_row_count=len(NEW_ROWS) + 1)) == NOT_ACCEPTED
+    assert sim.record() == before
+
+
+def test_accepted_refuses_a_published_table_whose_schema_changed() -> None:
+    """Altered the same way on every member (same rows, same digest everywhere), the schema is not the artifact's."""
+    sim, paused = diverged()
+    write_everywhere_else(sim, paused)
+    for member in sim.world.members:
+        target = sim.world.table(member, sim.request.target)
+        assert target is not None
+        (first, kind), *others = target.columns
+        target.columns = ((f"{first}_renamed", kind), *others)
+    before = sim.record()
+    assert error_code(lambda: sim.service().release("accepted", accepted_row_count=len(NEW_ROWS) + 1)) == NOT_ACCEPTED
+    assert sim.record() == before
+
+
 def test_release_refuses_an_operation_that_did_not_stop_after_its_swap() -> None:
     sim = Sim.build()
     sim.service().fence()
