@@ -37,10 +37,11 @@ STRAY = (99, "written-after-the-barrier")
 SUCCESSOR_ROWS = ((1, "third"), (2, "third"), (3, "third"))
 
 
-def diverged(mode: ReplicationMode = "external") -> tuple[Sim, FakeMember]:
+def diverged(mode: ReplicationMode = "external", *, first: bool = False) -> tuple[Sim, FakeMember]:
     """Staged; the last member's DDL worker paused after the barrier, a row written into its candidate, then the
-    EXCHANGE runs there: the publication stops with ``PUBLISHED_CONTENT_DIVERGENT``."""
-    sim = Sim.build(members=3, mode=mode)
+    EXCHANGE (``first``: the RENAME of a first publication) runs there: the publication stops with
+    ``PUBLISHED_CONTENT_DIVERGENT``."""
+    sim = Sim.build(members=3, mode=mode, baseline=None if first else BASELINE_ROWS)
     sim.service().fence()
     sim.service().stage(sim.source)
     paused = sim.world.members[-1]
@@ -132,6 +133,26 @@ def test_accepted_is_checked_recorded_and_a_new_run_publishes(mode: ReplicationM
         assert rows_of(sim, index, "target_table") == Counter((*NEW_ROWS, STRAY))
     assert error_code(lambda: sim.service().release("restored")) == DECIDED
 
+    later = successor(sim)
+    assert later.run_dag() == "completed", later.errors
+    later.check_converged()
+
+
+def test_restored_after_a_first_publication_is_the_candidate_renamed_back() -> None:
+    """No predecessor: the publication was a RENAME; restored means no table under the target name and the
+    candidate back under its own name, on every member (until then refused)."""
+    sim, _ = diverged(first=True)
+    assert error_code(lambda: sim.service().release("restored")) == NOT_RESTORED
+    database = sim.world.database
+    for member in sim.world.members:  # RENAME TABLE target TO candidate ON CLUSTER
+        member.tables[(database, sim.request.candidate_name)] = member.tables.pop((database, sim.request.target))
+    released = sim.service().release("restored")
+    assert released.target_digests == dict.fromkeys(released.target_digests)
+    record = sim.record()
+    assert record.phase is Phase.RELEASED and record.release is not None
+    for member, seen in zip(record.members, record.release.members, strict=True):
+        assert member.target_uuid is None and (seen.target_uuid, seen.row_count) == (None, None)
+        assert seen.candidate_uuid == member.candidate_uuid
     later = successor(sim)
     assert later.run_dag() == "completed", later.errors
     later.check_converged()

@@ -339,8 +339,9 @@ RUNTIME_ADMISSION: tuple[ErrorCode, ...] = (
         "after the publication DDL a member's target is the bound candidate but no longer holds exactly the verified "
         "generation (its schema, rows or content changed after the barrier, while the DDL was in flight); the "
         "operation was not committed",
-        "preserve state: every object is retained (the predecessor under the candidate name); investigate writes that "
-        "bypass the provider, then follow the runbook to restore the predecessor or republish",
+        "preserve state: every object is retained (the predecessor under the candidate name); stop the writer that "
+        "bypassed the provider, restore the predecessor or accept the content, then release the target with "
+        "DponeReleaseOperator (runbook: a publication stopped after its swap)",
         retryable=False,
     ),
     ErrorCode(
@@ -365,7 +366,9 @@ RUNTIME_ADMISSION: tuple[ErrorCode, ...] = (
         "DPONE_CLICKHOUSE_CLUSTER_PUBLICATION_MIXED",
         "the bound ON CLUSTER DDL (publication, cleanup, or a replicated candidate's create or drop) finished or failed "
         "on a member that does not show its effect",
-        "follow the terminal-mixed recovery runbook; all objects are retained and nothing is re-dispatched",
+        "follow the terminal-mixed recovery runbook; all objects are retained and nothing is re-dispatched (a "
+        "publication whose entry finished everywhere: restore or accept, then release the target with "
+        "DponeReleaseOperator)",
         retryable=False,
     ),
     ErrorCode(
@@ -377,7 +380,8 @@ RUNTIME_ADMISSION: tuple[ErrorCode, ...] = (
     ErrorCode(
         "DPONE_CLICKHOUSE_CLUSTER_PUBLICATION_FOREIGN_UUID",
         "a member's target or candidate name holds a UUID other than the bound predecessor or candidate",
-        "inspect the member for writers that bypass the provider; objects are retained",
+        "inspect the member for writers that bypass the provider; objects are retained (after the publication's "
+        "entry finished everywhere: restore or accept, then release the target with DponeReleaseOperator)",
         retryable=False,
     ),
     ErrorCode(
