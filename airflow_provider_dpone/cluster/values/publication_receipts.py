@@ -7,7 +7,9 @@ operation, generation, digests, counts, phases and opaque member ids, and the au
 so anyone can re-read the authority to check it. It never contains hosts, SQL, paths, physical UUIDs or row values,
 and a downstream task never trusts it instead of the authority. Each record version has its own receipt schema; both
 are built from a committed record (:func:`external_receipt`, :func:`internal_receipt`; the replication mode names its
-builder), and only from one whose every member verified exactly the artifact's rows and content.
+builder), and only from one whose every member verified exactly the artifact's rows and content. A publish receipt
+also carries ``after_commit`` (:class:`AfterCommit`): every member's target as observed again after the COMMITTED
+write, in counts and digests (:mod:`~airflow_provider_dpone.cluster.protocol.after_commit`).
 """
 
 from __future__ import annotations
