@@ -57,10 +57,19 @@ CONFIG: dict[str, Any] = {
             "native_transfer_base": _option(
                 "string",
                 None,
-                "s3://bucket/dpone/native-transfer",
+                "s3://aws_default@bucket/dpone/native-transfer",
                 "Where the native transfer keeps its stage and journal (an ObjectStoragePath URL); a transfer "
                 "operator's stage_base argument wins. Unset: refused (native_transfer.stage_store_worker_local) unless "
                 "single_worker is true, then file://<system temp dir>/dpone-native-transfer.",
+            ),
+            "external_replication_admission": _option(
+                "boolean",
+                "True",
+                "False",
+                "The rollback switch of external replication: False refuses every new external-mode operation at "
+                "its fence (DPONE_CLICKHOUSE_CLUSTER_EXTERNAL_ADMISSION_DISABLED) before anything is written. It "
+                "deletes nothing: an operation already fenced keeps its authority record, candidates and "
+                "predecessor, and still resumes, aborts and cleans up. Internal mode is not affected.",
             ),
             "ddl_task_timeout_seconds": _option(
                 "integer",

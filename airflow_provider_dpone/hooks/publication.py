@@ -141,7 +141,9 @@ def protocol_settings(options: ClickHouseConnectionOptions | None = None) -> Pro
 
     ``[dpone] replica_sync_timeout_seconds``: the bound of one replica's convergence wait in internal mode (a replica
     still behind fails the stage try retryably and the retry waits again). ``[dpone] void_skew_margin_seconds``: the
-    clock skew the void-permit proof allows between workers and the coordinator. ``options`` (the coordinator
+    clock skew the void-permit proof allows between workers and the coordinator. ``[dpone]
+    external_replication_admission``: the rollback switch of external mode (False refuses new external operations).
+    ``options`` (the coordinator
     connection's) give the send timeout the proof counts: connect plus send/receive. Other settings: the defaults.
     """
     from airflow.sdk import conf
@@ -159,4 +161,5 @@ def protocol_settings(options: ClickHouseConnectionOptions | None = None) -> Pro
         ),
         send_timeout_ms=send_ms,
         void_skew_margin_ms=skew * 1000,
+        external_admission=conf.getboolean("dpone", "external_replication_admission", fallback=True),
     )

@@ -60,6 +60,7 @@ def test_airflow_config_get_value_reads_defaults_and_environment(tmp_path: Path)
         "replica_sync_timeout_seconds": "30.0",
         "void_skew_margin_seconds": "60",
         "progress_heartbeat_seconds": "300.0",
+        "external_replication_admission": "True",
     }
     assert set(expected) == {name for name, option in OPTIONS.items() if option["default"] is not None}
     for name, value in expected.items():
@@ -81,6 +82,7 @@ def test_registered_defaults_are_the_code_fallbacks() -> None:
     assert float(OPTIONS["progress_heartbeat_seconds"]["default"]) == DEFAULT_HEARTBEAT_SECONDS
     assert float(OPTIONS["replica_sync_timeout_seconds"]["default"]) == defaults.replica_sync_timeout_seconds
     assert int(OPTIONS["void_skew_margin_seconds"]["default"]) * 1000 == defaults.void_skew_margin_ms
+    assert (OPTIONS["external_replication_admission"]["default"] == "True") is defaults.external_admission
     assert OPTIONS["artifact_base"]["default"] is None  # unset is refused unless single_worker says one machine
     assert OPTIONS["single_worker"]["default"] == "False"
     assert get_provider_info()["config"] == CONFIG

@@ -157,6 +157,15 @@ RUNTIME_ADMISSION: tuple[ErrorCode, ...] = (
         retryable=False,
     ),
     ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_EXTERNAL_ADMISSION_DISABLED",
+        "the deployment disabled the admission of new external-replication operations ([dpone] "
+        "external_replication_admission = False, the rollback switch); nothing was fenced, and operations already "
+        "fenced, their candidates and predecessors are kept and still resume, abort and clean up",
+        "publish this target in internal mode (replication_mode: internal) where the topology allows it, or set "
+        "[dpone] external_replication_admission = True once the reason for the rollback is resolved",
+        retryable=False,
+    ),
+    ErrorCode(
         "DPONE_CLICKHOUSE_CLUSTER_EXCHANGE_UNSUPPORTED",
         "a member cannot EXCHANGE tables in the target database: the fence's probe (two scratch tables of this "
         "operation, exchanged and dropped on that member alone) was refused because the kernel or the filesystem "
