@@ -9,6 +9,7 @@ from the engines and the authority row, never from the service.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from datetime import datetime
 from types import ModuleType
 from typing import Any
@@ -73,15 +74,21 @@ def run_with_a_write_before_committed(
     manifest: Any,
     logical_date: datetime,
     alert_metrics: list[str],
+    output: Callable[[], str],
 ) -> None:
     """Run the example with the write armed; assert the look after COMMITTED and its coded failure, a retry that only
-    looks again, then the runbook's acceptance (publish marked successful, cleanup COMPLETED)."""
+    looks again, then the runbook's acceptance (publish marked successful, cleanup COMPLETED). ``output`` returns what
+    the runs logged since the last call."""
     member = cluster.members[0].name
     arm = WriteBeforeCommitted(cluster, database, member)
     configure(example, arm.environment, manifest=manifest, poll_interval=0.2)
+    output()
     failed = run_example(example, logical_date=logical_date)
     assert arm.written == 1
     assert failed.states["publish"] == "failed" and failed.tries["publish"] == 1, failed.states  # terminal
+    logged = output()
+    assert f"dpone publish: {CHANGED}: " in logged and "(terminal: no retry)" in logged, "the coded failure"
+    assert "looked again after COMMITTED: CHANGED" in logged
     assert failed.states["cleanup"] == "upstream_failed", failed.states
     record = authority_record(cluster, database)
     assert record is not None and record.phase.value == "COMMITTED"  # the publication stands
@@ -99,6 +106,7 @@ def run_with_a_write_before_committed(
 
     again = run_example(example, logical_date=logical_date)  # a clear of the run: the same operation
     assert again.states["publish"] == "failed" and again.xcom["publish"]["after_commit"]["matched"] is False
+    assert f"dpone publish: {CHANGED}: " in output()
     assert arm.written == 1 and _publication_entries(cluster, database) == exchanges  # never published again
     assert authority_record(cluster, database).phase.value == "COMMITTED"  # type: ignore[union-attr]
 

@@ -264,7 +264,11 @@ def test_an_internal_manifest_on_this_cluster_fails_before_any_source_io(
 
 
 def test_a_target_written_before_the_committed_write_fails_publish_after_commit_and_is_accepted_by_the_runbook(
-    example: ModuleType, embedded_cluster: EmbeddedCluster, published: dict[str, Any], alert_metrics: list[str]
+    example: ModuleType,
+    embedded_cluster: EmbeddedCluster,
+    published: dict[str, Any],
+    alert_metrics: list[str],
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
     run_with_a_write_before_committed(
         example,
@@ -273,4 +277,5 @@ def test_a_target_written_before_the_committed_write_fails_publish_after_commit_
         published["manifest"],
         datetime(2026, 4, 9, tzinfo=UTC),
         alert_metrics,
+        lambda: capfd.readouterr().out,
     )

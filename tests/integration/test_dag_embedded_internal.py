@@ -351,7 +351,11 @@ def test_a_task_killed_mid_stage_is_retried_on_another_worker_and_completes(
 
 
 def test_a_target_written_before_the_committed_write_fails_publish_after_commit_and_is_accepted_by_the_runbook(
-    example: ModuleType, embedded_cluster: EmbeddedCluster, published: Published, alert_metrics: list[str]
+    example: ModuleType,
+    embedded_cluster: EmbeddedCluster,
+    published: Published,
+    alert_metrics: list[str],
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
     run_with_a_write_before_committed(
         example,
@@ -360,4 +364,5 @@ def test_a_target_written_before_the_committed_write_fails_publish_after_commit_
         published.manifest,
         datetime(2026, 5, 9, tzinfo=UTC),
         alert_metrics,
+        lambda: capfd.readouterr().out,
     )
