@@ -71,6 +71,15 @@ TERMINAL_MIXED_PUBLICATION = _alert(
     "keep every table; follow the runbook's mixed-publication recovery from the recorded per-member UUIDs",
     _C + "PUBLICATION_MIXED",
 )
+PUBLISHED_CHANGED_AFTER_COMMIT = _alert(
+    "cluster",
+    "published_changed_after_commit",
+    "observed again after the COMMITTED write, a member's published target no longer holds the committed generation "
+    "(the publication stands: COMMITTED is never undone)",
+    "find who wrote into the target between the publication's check and its COMMITTED write (the receipt's "
+    "after_commit has each member's counts and digest); accept or restore the table by the runbook",
+    _C + "PUBLISHED_CHANGED_AFTER_COMMIT",
+)
 QUEUE_EVIDENCE_EXPIRED = _alert(
     "cluster",
     "queue_evidence_expired",
@@ -157,6 +166,7 @@ for _entry in (
     FENCED_FOREIGN_OPERATION,
     STAGING_DIVERGENCE,
     TERMINAL_MIXED_PUBLICATION,
+    PUBLISHED_CHANGED_AFTER_COMMIT,
     QUEUE_EVIDENCE_EXPIRED,
     CLEANUP_UNKNOWN,
     TOPOLOGY_DRIFT,

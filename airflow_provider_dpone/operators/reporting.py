@@ -236,6 +236,22 @@ def log_receipt(log: Log, receipt: PublicationReceipt) -> None:
         receipt.authority_version,
     )
     log_capsule(log, getattr(receipt, "quality", None))  # a v2 receipt's capsule
+    look = receipt.after_commit
+    if look is None:
+        return
+    if look.matched:
+        log.info("looked again after COMMITTED: all %d members still hold the committed generation", len(look.members))
+    for member in look.members:
+        if not member.matched:
+            log.warning(
+                "member %s: looked again after COMMITTED: CHANGED (same table %s, same schema %s, %s rows, "
+                "content digest %s)",
+                member.member_id,
+                "yes" if member.same_table else "no",
+                "yes" if member.schema_matched else "no",
+                "no" if member.row_count is None else member.row_count,
+                short(member.content_digest),
+            )
 
 
 def in_progress_line(progress: InProgress) -> str:

@@ -20,6 +20,7 @@ from airflow_provider_dpone.core.alerts import (
     FENCED_FOREIGN_OPERATION,
     PROVENANCE_DRIFT,
     PUBLICATION_UNKNOWN,
+    PUBLISHED_CHANGED_AFTER_COMMIT,
     QUEUE_EVIDENCE_EXPIRED,
     REEXTRACT_REQUIRED,
     SOURCE_DRIFT_OBSERVED,
@@ -36,6 +37,7 @@ from tests.fakes import parts
 from tests.fakes.faults import FaultKind
 from tests.protocol.native_route_harness import LEASE, OPERATION, crash_at, make_harness
 from tests.protocol.sim import NEW_ROWS, Sim, error_code, point_of
+from tests.protocol.test_look_after_commit import write_before_committed
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -154,6 +156,18 @@ def test_a_terminal_mixed_publication_alerts_once_per_decision() -> None:
     assert sim.run_dag(tries=1) == "stopped at publish: DPONE_CLICKHOUSE_CLUSTER_PUBLICATION_MIXED"
     facts = only(sim.world.alerts, TERMINAL_MIXED_PUBLICATION)
     assert (facts["step"], facts["epoch"], facts["phase"]) == ("publication", 1, "PUBLICATION_DISPATCHING")
+
+
+@pytest.mark.parametrize("mode", ["external", "internal"])
+def test_a_target_written_before_the_committed_write_alerts_published_changed_after_commit(
+    monkeypatch: pytest.MonkeyPatch, mode
+) -> None:
+    sim = Sim.build(members=2, mode=mode)
+    write_before_committed(monkeypatch, sim, 0, lambda table: parts.append(table, [NEW_ROWS[0]]))
+    code = "DPONE_CLICKHOUSE_CLUSTER_PUBLISHED_CHANGED_AFTER_COMMIT"
+    assert sim.run_dag(tries=1) == f"stopped at publish: {code}"
+    facts = only(sim.world.alerts, PUBLISHED_CHANGED_AFTER_COMMIT)
+    assert (facts["member_id"], facts["phase"], facts["code"]) == (sim.world.members[0].member_id, "COMMITTED", code)
 
 
 def test_expired_queue_evidence_of_the_publication_alerts_queue_evidence_expired() -> None:

@@ -362,6 +362,16 @@ RUNTIME_ADMISSION: tuple[ErrorCode, ...] = (
         retryable=False,
     ),
     ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_PUBLISHED_CHANGED_AFTER_COMMIT",
+        "the publication is committed, but observed again after the COMMITTED write a member's target no longer holds "
+        "exactly the committed generation (written between the check after the publication DDL and the COMMITTED "
+        "write, or since); the record stays COMMITTED and the receipt's after_commit says which members changed",
+        "find the writer by the members' counts and digests in the receipt; then accept the table as it is (mark the "
+        "publish task successful and run cleanup) or restore it (accept, then a new DAG run republishes); see the "
+        "runbook. A retry of the task never publishes again: it only looks again",
+        retryable=False,
+    ),
+    ErrorCode(
         "DPONE_CLICKHOUSE_CLUSTER_STAGING_REBUILD_LIMIT",
         "a member's candidate was rebuilt too many times within one operation",
         "investigate the member's load failures; the operation can be aborted before publication",
