@@ -329,6 +329,14 @@ RUNTIME_ADMISSION: tuple[ErrorCode, ...] = (
         retryable=False,
     ),
     ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_TARGET_DRIFT",
+        "the live target was written or altered in place (same UUID) after the operation observed its baseline; "
+        "publishing would discard that write with the predecessor",
+        "nothing was published and every table is kept, the write included: abort the operation, or decide whether "
+        "the write must survive (put it in the source) and start a new run",
+        retryable=False,
+    ),
+    ErrorCode(
         "DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_FOREIGN",
         "a table occupies the candidate name with a UUID this operation never intended",
         "inspect the foreign table; it is retained and never adopted or dropped automatically",
