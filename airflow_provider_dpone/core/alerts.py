@@ -68,7 +68,7 @@ TARGET_DRIFT = _alert(
     "cluster",
     "target_drift",
     "the live target was written or altered in place after the operation observed its baseline: the publication "
-    "stopped before its permit, since publishing would discard that write",
+    "stopped before its permit, or (a write while its DDL was in flight) before COMMITTED, so no cleanup drops it",
     "keep every table (the target holds the write); find the writer, then abort the operation or start a new run "
     "once you decide whether the write must survive",
     _C + "TARGET_DRIFT",

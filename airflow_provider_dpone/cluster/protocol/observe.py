@@ -156,21 +156,22 @@ def baseline_state(obs: TableObservation) -> dict[str, str]:
     return {"target_schema_digest": schema_digest(obs.columns), "target_parts_digest": obs.parts_digest}
 
 
-def observe_baseline_held(ctx: Context, record: GenerationRecord, member_id: str) -> TableObservation:
-    """The member's target just before the publication permit. A recorded absent baseline: its UUID alone (one
-    metadata read). An existing one, with its content: the recorded baseline digest while the target holds the
-    baseline's UUID, row count and active parts (one metadata read and a count); after a merge or a write the server
-    digests it again, reusing only the COMPLETED predecessor's part facts of this same table. A record written
-    without the baseline's parts is digested whole, every time."""
+def observe_baseline_held(ctx: Context, record: GenerationRecord, member_id: str, table: str) -> TableObservation:
+    """The member's baseline target under ``table``: the target name at the publication barrier, the candidate name
+    after an EXCHANGE (the predecessor). A recorded absent baseline: its UUID alone (one metadata read). An existing
+    one, with its content: the recorded baseline digest while the table holds the baseline's UUID, row count and
+    active parts (one metadata read and a count); after a merge or a write the server digests it again, reusing only
+    the COMPLETED predecessor's part facts of this same table. A record written without the baseline's parts is
+    digested whole, every time."""
     member = record.member(member_id)
     artifact = record.artifact
     assert artifact is not None  # the barrier runs from STAGED, which binds it
-    version, target = artifact.content_digest_version, ctx.request.target
+    version = artifact.content_digest_version
     if member.target_uuid is None:
-        return observe(ctx, member_id, target, with_content=False)
+        return observe(ctx, member_id, table, with_content=False)
     rows, parts, digest = member.target_row_count, member.target_parts_digest, member.target_content_digest
     if rows is None or parts is None or digest is None:
-        return observe(ctx, member_id, target, with_content=True, digest_version=version)
+        return observe(ctx, member_id, table, with_content=True, digest_version=version)
     this_table = (member_id, member.target_uuid, version)
     facts = next(
         (
@@ -180,7 +181,7 @@ def observe_baseline_held(ctx: Context, record: GenerationRecord, member_id: str
         ),
         (),
     )
-    return observe_unchanged(ctx, member_id, target, Verified(member.target_uuid, rows, parts, digest, facts), version)
+    return observe_unchanged(ctx, member_id, table, Verified(member.target_uuid, rows, parts, digest, facts), version)
 
 
 def baseline_drift(obs: TableObservation, member: MemberGeneration) -> str | None:
@@ -198,11 +199,12 @@ def baseline_drift(obs: TableObservation, member: MemberGeneration) -> str | Non
     return None
 
 
-def drifted(ctx: Context, member_id: str, detail: str) -> DponeError:
+def drifted(ctx: Context, held: Held | None, member_id: str, detail: str) -> DponeError:
     """Alert that ``member_id``'s live target was written or altered in place since its baseline; the
-    ``TARGET_DRIFT`` error to raise before any permit (nothing is recorded: a retry observes and stops again)."""
+    ``TARGET_DRIFT`` error to raise (recorded as the last error with ``held``, where its phase may loop)."""
     ctx.alert(TARGET_DRIFT, member_id=member_id, code=DRIFT)
-    return DponeError(DRIFT, f"member {member_id}: the live target changed since its baseline: {detail}")
+    message = f"member {member_id}: {detail}"
+    return DponeError(DRIFT, message) if held is None else ctx.fail_closed(held, DRIFT, message)
 
 
 def is_exact(obs: TableObservation, member: MemberGeneration, artifact: ArtifactReceipt) -> bool:

@@ -10,7 +10,9 @@ same candidate UUID; the pairs are still per member. COMMITTED is written only w
 verified candidate and the bound queue entry is present without host failure, and, observed after the DDL, each
 member's target still holds exactly the verified generation: its active parts as verified, or (a merge or any write
 since) the schema, row count and content digest the server computes again equal to the artifact's. Anything else
-fails closed with ``PUBLISHED_CONTENT_DIVERGENT``: never COMMITTED, every object retained.
+fails closed with ``PUBLISHED_CONTENT_DIVERGENT``: never COMMITTED, every object retained. After an EXCHANGE each
+member's predecessor, now under the candidate name, is held to its baseline the same way (a write into the live
+target between the barrier and the EXCHANGE): ``TARGET_DRIFT``, never COMMITTED, every object retained.
 """
 
 from __future__ import annotations
@@ -100,7 +102,7 @@ def _barrier(ctx: Context, held: Held, _step: DdlStep) -> dict[str, Any]:
     assert artifact is not None
     observed = ctx.each_member(
         lambda member_id: alongside(
-            lambda: observe_baseline_held(ctx, record, member_id),
+            lambda: observe_baseline_held(ctx, record, member_id, ctx.request.target),
             lambda: observe_verified(ctx, record.member(member_id), artifact),
             ctx.settings.member_parallelism,
         ),
@@ -115,7 +117,7 @@ def _barrier(ctx: Context, held: Held, _step: DdlStep) -> dict[str, Any]:
             )
         drift = baseline_drift(target, member)
         if drift is not None:
-            raise drifted(ctx, member.member_id, drift)
+            raise drifted(ctx, None, member.member_id, f"the live target changed since its baseline: {drift}")
         if not is_exact(candidate, member, artifact):
             raise diverged(ctx, None, member.member_id, "the staged candidate changed since it was verified")
         if candidate.parts_digest is not None and candidate.parts_digest != member.parts_digest:
@@ -127,13 +129,26 @@ def _barrier(ctx: Context, held: Held, _step: DdlStep) -> dict[str, Any]:
 
 def _require_published_as_verified(ctx: Context, held: Held) -> None:
     """Every member's target, observed after the DDL (concurrently, judged in member order), holds exactly the
-    verified generation; the UUIDs alone do not show a write into the candidate while the DDL was in flight."""
+    verified generation; the UUIDs alone do not show a write into the candidate while the DDL was in flight. After
+    an EXCHANGE, each member's predecessor (under the candidate name) is still its baseline: a write into the live
+    target after the barrier, before the EXCHANGE ran there, would otherwise be dropped by the cleanup."""
     record = held.record
     artifact = record.artifact
     assert artifact is not None
+    exchanged = record.baseline == "existing"
     observed = ctx.each_member(
-        lambda member_id: observe_published(ctx, record.member(member_id), artifact), record.member_ids()
+        lambda member_id: alongside(
+            lambda: observe_published(ctx, record.member(member_id), artifact),
+            lambda: observe_baseline_held(ctx, record, member_id, record.candidate_name) if exchanged else None,
+            ctx.settings.member_parallelism,
+        ),
+        record.member_ids(),
     )
     for member in record.members:
-        if not is_exact(observed[member.member_id], member, artifact):
+        published, predecessor = observed[member.member_id]
+        if not is_exact(published, member, artifact):
             raise ctx.fail_closed(held, PUBLISHED_DIVERGENT, f"member {member.member_id}: published content differs")
+        drift = None if predecessor is None else baseline_drift(predecessor, member)
+        if drift is not None:
+            detail = f"the predecessor (now under the candidate name) changed since its baseline: {drift}"
+            raise drifted(ctx, held, member.member_id, detail)

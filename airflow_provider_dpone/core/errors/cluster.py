@@ -330,10 +330,11 @@ RUNTIME_ADMISSION: tuple[ErrorCode, ...] = (
     ),
     ErrorCode(
         "DPONE_CLICKHOUSE_CLUSTER_TARGET_DRIFT",
-        "the live target was written or altered in place (same UUID) after the operation observed its baseline; "
-        "publishing would discard that write with the predecessor",
-        "nothing was published and every table is kept, the write included: abort the operation, or decide whether "
-        "the write must survive (put it in the source) and start a new run",
+        "the live target was written or altered in place (same UUID) after the operation observed its baseline, "
+        "before the publication DDL (nothing published) or while it was in flight (published, never committed); "
+        "the cleanup would drop that write with the predecessor",
+        "every table is kept, the write included; find the writer; before the DDL abort the operation (put the "
+        "write into the source if it must survive) and start a new run; after it follow the runbook",
         retryable=False,
     ),
     ErrorCode(
