@@ -331,6 +331,23 @@ def test_a_candidate_written_while_the_exchange_is_in_flight_is_never_committed(
     assert published == {member.candidate_uuid for member in record.members}
 
 
+def drift_stops_publish_twice(adapters: PublicationAdapters, parsed: Any, service: Any) -> Any:
+    """``publish`` stops with TARGET_DRIFT and a retry stops again, before any permit: the record, still STAGED."""
+    from airflow_provider_dpone.cluster.values.authority.codec import decode
+    from airflow_provider_dpone.cluster.values.authority.phases import Phase
+    from airflow_provider_dpone.core.errors import DponeError
+
+    for _ in range(2):
+        with pytest.raises(DponeError) as raised:
+            service.publish()
+        assert raised.value.code == "DPONE_CLICKHOUSE_CLUSTER_TARGET_DRIFT"
+    stored = adapters.ports.authority.read(parsed.target_key)
+    assert stored is not None
+    record = decode(stored.row)
+    assert record.phase is Phase.STAGED and record.publication is None
+    return record
+
+
 @pytest.mark.parametrize("write", sorted(LIVE_TARGET_WRITES))
 def test_a_live_target_written_in_place_between_stage_and_publish_stops_the_publication_with_the_write_kept(
     adapters: PublicationAdapters, embedded_cluster: Any, fresh_database: str, write: str
@@ -340,23 +357,12 @@ def test_a_live_target_written_in_place_between_stage_and_publish_stops_the_publ
     columns, active parts, count and content digest) and stops with TARGET_DRIFT before any permit: nothing is
     exchanged, the written target stays the target with the write, every candidate is retained, a retry stops
     again."""
-    from airflow_provider_dpone.cluster.values.authority.codec import decode
-    from airflow_provider_dpone.cluster.values.authority.phases import Phase
-    from airflow_provider_dpone.core.errors import DponeError
-
     parsed, service = staged_second_generation(adapters, fresh_database)
     before = member_tables(embedded_cluster, fresh_database)
     written = embedded_cluster.members[-1]
     run_on(embedded_cluster, written, LIVE_TARGET_WRITES[write].format(db=fresh_database))
     after_write = digest_on(embedded_cluster, written, fresh_database, "target_table")
-    for _ in range(2):  # a retry observes again and stops again
-        with pytest.raises(DponeError) as raised:
-            service.publish()
-        assert raised.value.code == "DPONE_CLICKHOUSE_CLUSTER_TARGET_DRIFT"
-    stored = adapters.ports.authority.read(parsed.target_key)
-    assert stored is not None
-    record = decode(stored.row)
-    assert record.phase is Phase.STAGED and record.publication is None
+    drift_stops_publish_twice(adapters, parsed, service)
     tables = member_tables(embedded_cluster, fresh_database)
     for member in embedded_cluster.members:  # nothing exchanged: every name holds the UUID it held
         assert {name: uuid for name, (uuid, _) in tables[member.name].items()} == {
