@@ -18,10 +18,12 @@ from collections.abc import Callable
 
 import pytest
 
+from airflow_provider_dpone.cluster.protocol.results import InProgress
 from airflow_provider_dpone.cluster.values.authority.phases import Phase
+from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.manifest.cluster import ReplicationMode
 from tests.fakes import parts
-from tests.fakes.faults import SINGLE_FAULT_KINDS
+from tests.fakes.faults import SINGLE_FAULT_KINDS, FaultKind, SimulatedCrash
 from tests.protocol.sim import BASELINE_ROWS, UNPROVEN, Sim
 
 WRITTEN = (4242, "written-into-the-live-target")
@@ -137,3 +139,36 @@ def test_the_post_ddl_drift_is_reached_between_the_barrier_and_the_exchange() ->
         _check(sim, outcome, wrote)
         reached.append((outcome, sim.record().phase))
     assert (f"stopped at publish: {DRIFT}", Phase.PUBLICATION_DISPATCHING) in reached, reached
+
+
+@pytest.mark.parametrize("kind", SINGLE_FAULT_KINDS)
+@pytest.mark.parametrize("mode", ["external", "internal"])
+def test_the_post_ddl_drift_record_dying_or_losing_its_response_still_never_commits(
+    mode: ReplicationMode, kind: FaultKind
+) -> None:
+    """The last member's EXCHANGE is held back, its live target written, then the EXCHANGE runs there. The
+    reconciliation that finds the drifted predecessor records it with one CAS: the process dies just before it,
+    just after it, or loses its answer. Every later try finds the predecessor drifted again: the operation stops
+    with ``TARGET_DRIFT`` recorded, never COMMITTED, and the predecessor keeps the write under the candidate name."""
+    sim = _build(mode, 3)
+    sim.service().fence()
+    sim.service().stage(sim.source)
+    paused = sim.world.members[-1]
+    paused.paused = True
+    assert isinstance(sim.service().publish(), InProgress)
+    wrote: list[bool] = []
+    _write(sim, wrote)()
+    assert wrote
+    sim.world.resume(paused)
+    sim.world.faults.at_next("authority.cas", kind)
+    with pytest.raises((SimulatedCrash, DponeError)):
+        sim.service().reconcile_publication()
+    assert sim.world.faults.fired and sim.record().phase is Phase.PUBLICATION_DISPATCHING
+    sim.world.faults.disable()
+    outcome = sim.run_dag()
+    assert outcome == f"stopped at publish: {DRIFT}"
+    record = sim.record()
+    assert record.phase is Phase.PUBLICATION_DISPATCHING and sim.successes == 0
+    assert record.last_error is not None and record.last_error.code == DRIFT
+    predecessor = sim.world.table(paused, sim.request.candidate_name)
+    assert predecessor is not None and WRITTEN in predecessor.rows
