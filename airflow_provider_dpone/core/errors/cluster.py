@@ -337,6 +337,15 @@ RUNTIME_ADMISSION: tuple[ErrorCode, ...] = (
         retryable=False,
     ),
     ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_TARGET_DRIFT",
+        "the live target was written or altered in place (same UUID) after the operation observed its baseline, "
+        "before the publication DDL (nothing published) or while it was in flight (published, never committed); "
+        "the cleanup would drop that write with the predecessor",
+        "every table is kept, the write included; find the writer; before the DDL abort the operation (put the "
+        "write into the source if it must survive) and start a new run; after it follow the runbook",
+        retryable=False,
+    ),
+    ErrorCode(
         "DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_FOREIGN",
         "a table occupies the candidate name with a UUID this operation never intended",
         "inspect the foreign table; it is retained and never adopted or dropped automatically",
@@ -556,7 +565,7 @@ RUNTIME_ADMISSION: tuple[ErrorCode, ...] = (
     ErrorCode(
         "DPONE_CLICKHOUSE_CLUSTER_RELEASE_NOT_STOPPED",
         "the release action found no publication stopped after its swap: the operation is not in "
-        "PUBLICATION_DISPATCHING with PUBLISHED_CONTENT_DIVERGENT, PUBLICATION_FOREIGN_UUID or PUBLICATION_MIXED "
+        "PUBLICATION_DISPATCHING with PUBLISHED_CONTENT_DIVERGENT, PUBLICATION_FOREIGN_UUID, PUBLICATION_MIXED or TARGET_DRIFT "
         "recorded as its last error (nothing changed)",
         "release only a run whose publish failed with one of those codes; check the DAG run, the manifest and the "
         "phase (clear publish first if the failure was not recorded: it stops the same way and records it)",
