@@ -68,10 +68,12 @@ def test_with_one_shared_store_the_other_worker_completes_the_stage_and_publishe
     embedded_cluster: EmbeddedCluster,
     fresh_database: str,
     manifest: dict[str, Any],
-    store_backend: StoreBackend,
+    s3_store: StoreBackend,
 ) -> None:
-    """On a shared mount (``file://``) and on S3 (moto's server): the artifact the dead worker sealed is reopened by
-    the other worker's process from the store alone."""
+    """The shared store is S3 (moto's server, ``[dpone] artifact_base = s3://<conn_id>@bucket/...``): the artifact the
+    dead worker sealed is reopened by the other worker's process from the store alone. (A shared ``file://`` mount:
+    ``test_dag_embedded_internal.py``, through ``kill_mid_stage_then_retry_elsewhere``.)"""
+    store_backend = s3_store
     shared, connections = f"{store_backend.url}/artifacts", store_backend.connections
     first = Worker(tmp_path / "worker-a", embedded_cluster, manifest, connections, artifact_base=shared)
     second = Worker(tmp_path / "worker-b", embedded_cluster, manifest, connections, artifact_base=shared)

@@ -88,10 +88,11 @@ def run_dag(module: Any, day: int) -> tuple[str, int, Any]:
 
 
 def test_postgres_example_dag_runs_and_an_airflow_retry_is_source_free(
-    admin, native_dags_folder, public_table, store_backend: StoreBackend, monkeypatch
+    admin, native_dags_folder, public_table, s3_store: StoreBackend, monkeypatch
 ):
-    """On ``file://`` and on S3 (moto's server, ``[dpone] native_transfer_base = s3://<conn_id>@bucket/...``): the
-    journal and the stage the retry recovers from are read back from that store."""
+    """On S3 (moto's server, ``[dpone] native_transfer_base = s3://<conn_id>@bucket/...``): the journal and the stage
+    the retry recovers from are read back from that store (the other runs of this module use ``file://``)."""
+    store_backend = s3_store
     monkeypatch.setenv("AIRFLOW__DPONE__NATIVE_TRANSFER_BASE", store_backend.url)
     module = load_dag_module(native_dags_folder, "clickhouse_to_postgres_raw_snapshot.py")
     task = module.dag.get_task("transfer")
