@@ -94,6 +94,22 @@ CONFIG: dict[str, Any] = {
                 "The clock skew between workers and the coordinator that the void-permit proof allows; a larger real "
                 "skew makes the proof unsound.",
             ),
+            "allow_unverified_tls": _option(
+                "boolean",
+                "False",
+                "True",
+                "Whether a ClickHouse connection's verify: false (no certificate chain and no host name check) may "
+                "take effect. False: such a connection is refused (DPONE_CLICKHOUSE_TRANSPORT_UNVERIFIED) before any "
+                "request, so no password reaches an unverified endpoint. True: it is used, with a WARNING line naming "
+                "the connection each time it is resolved. A native-transfer source always requires verified TLS.",
+            ),
+            "extraction_timeout_seconds": _option(
+                "integer",
+                "3600",
+                "14400",
+                "Cluster publication: the server-side bound (max_execution_time) of each read of the source query; "
+                "the extraction runs read-only (readonly = 1) and its query may not lift this bound.",
+            ),
             "progress_heartbeat_seconds": _option(
                 "float",
                 "300.0",

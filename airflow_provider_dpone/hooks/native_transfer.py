@@ -26,6 +26,7 @@ from typing import Any, Final, TypeVar
 
 from airflow.sdk import BaseHook
 
+from airflow_provider_dpone.core.connection_options import bare_host
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.manifest import normalized_plan_digest
 from airflow_provider_dpone.core.manifest.transfer import MssqlSink, NativeTransferManifest, PostgresSink
@@ -199,24 +200,26 @@ class DponeNativeTransferHook(BaseHook):
             raise DponeError(
                 "DPONE_CONNECTION_INVALID", f"connection {conn_id}: type must be one of {CONNECTION_TYPES}"
             )
-        if not conn.host:
-            raise DponeError("DPONE_CONNECTION_INVALID", f"connection {conn_id}: host is empty")
-        options = source_transport_options(conn.host, DponeClickHouseHook.parse_options(conn.extra))
+        host = bare_host(conn.host, conn_id)
+        options = source_transport_options(host, DponeClickHouseHook.parse_options(conn.extra))
         port = int(conn.port) if conn.port else (8443 if options.secure else 8123)
-        return http_connector(conn.host, port, conn.login or "default", conn.password or "", options)
+        return http_connector(host, port, conn.login or "default", conn.password or "", options)
 
     # -- target --------------------------------------------------------------------------------------------------
     def require_target_connection(self) -> None:
-        """Refuse at once, before any source I/O, when the sink's Airflow connection is not defined (terminal)."""
+        """Refuse at once, before any source I/O, when the sink's Airflow connection is not defined or its host holds
+        more than a host (user info, a scheme, a path): both terminal."""
         from airflow.sdk.exceptions import AirflowNotFoundException
 
         conn_id = self.manifest.sink.connection_id
         try:
-            self.get_connection(conn_id)
+            conn = self.get_connection(conn_id)
         except AirflowNotFoundException:
             raise DponeError(
                 "DPONE_CONNECTION_UNDEFINED", f"connection {conn_id} ({self.manifest.sink.type})"
             ) from None
+        if conn.host:  # the target's own hook reports an empty one
+            bare_host(conn.host, conn_id)
 
     def target(self) -> TransferTarget:
         """The target adapter bound to the sink's table."""
@@ -240,11 +243,10 @@ class DponeNativeTransferHook(BaseHook):
         from psycopg.conninfo import make_conninfo
 
         conn = self.get_connection(sink.connection_id)
-        if not conn.host:
-            raise DponeError("DPONE_CONNECTION_INVALID", f"connection {sink.connection_id}: host is empty")
+        host = bare_host(conn.host, sink.connection_id)
         extras = {key: str(value) for key, value in (conn.extra_dejson or {}).items() if key in _POSTGRES_EXTRAS}
         return make_conninfo(
-            host=conn.host,
+            host=host,
             port=str(conn.port or 5432),
             user=conn.login or "",
             password=conn.password or "",

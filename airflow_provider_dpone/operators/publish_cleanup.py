@@ -209,7 +209,6 @@ class _WaitingOperator(DponePublicationOperator):
             round=round_,
             poll_interval=self.poll_interval,
             max_attempts=attempts,
-            reader=session.environment.queue_reader,
             heartbeat_seconds=progress_heartbeat_seconds(),
         )
         self.task_log.info("deferring to the DDL queue trigger (round %d)", round_ + 1)

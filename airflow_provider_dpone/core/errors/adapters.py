@@ -85,6 +85,15 @@ CODES: tuple[ErrorCode, ...] = (
         retryable=False,
     ),
     ErrorCode(
+        "DPONE_CLICKHOUSE_TRANSPORT_UNVERIFIED",
+        "a ClickHouse connection turns TLS verification off (verify: false: no certificate chain and no host name "
+        "check) and the deployment does not allow it ([dpone] allow_unverified_tls is False); no request was sent, "
+        "so no credential left the worker",
+        "give the connection a CA bundle that verifies the server (ca_cert) and remove verify: false; only a "
+        "deployment that accepts unverified TLS sets [dpone] allow_unverified_tls = True (each use is then logged)",
+        retryable=False,
+    ),
+    ErrorCode(
         "DPONE_CLICKHOUSE_COORDINATOR_UNREACHABLE",
         "the coordinator of the connection did not answer at all (connection refused, name not resolved, connect "
         "timeout or a transport error before any ClickHouse answer)",

@@ -45,6 +45,14 @@ STATIC_ADMISSION: tuple[ErrorCode, ...] = (
         retryable=False,
     ),
     ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_QUERY_SETTINGS_REFUSED",
+        "source.query carries a query-level SETTINGS clause: the extraction runs read-only (readonly = 1) with the "
+        "provider's limits, which a query may not change (the server would refuse it, Code 164); nothing was sent",
+        "remove the SETTINGS clause from source.query; settings the query needs belong in the source account's "
+        "settings profile",
+        retryable=False,
+    ),
+    ErrorCode(
         "DPONE_CLICKHOUSE_CLUSTER_LOAD_STRATEGY_UNSUPPORTED",
         "cluster publication supports only load.strategy: full_refresh",
         "use strategy full_refresh for a ClickHouse cluster target",
