@@ -16,6 +16,7 @@ from dpone_embedded.cluster import EmbeddedCluster
 
 from airflow_provider_dpone.cluster.values.authority.row import AUTHORITY_COLUMNS, AUTHORITY_TABLE
 from airflow_provider_dpone.hooks.clickhouse import DponeClickHouseHook
+from tests.fixtures.object_store import StoreBackend
 
 pytestmark = pytest.mark.embedded_cluster(password="s3cret-pw")
 
@@ -163,3 +164,18 @@ def test_a_wrong_schema_or_a_second_keeper_path_is_one_line(
 def test_an_unknown_cluster_is_named(monkeypatch: pytest.MonkeyPatch, embedded_cluster: EmbeddedCluster) -> None:
     ok, message = press_test(monkeypatch, embedded_cluster, cluster="no_such_cluster")
     assert not ok and codes(message) == ["DPONE_CLICKHOUSE_CLUSTER_INVENTORY_INCOMPLETE"]
+
+
+def test_the_test_button_refuses_a_configured_stage_store_that_accepts_a_second_write(
+    monkeypatch: pytest.MonkeyPatch, embedded_cluster: EmbeddedCluster, store_backend: StoreBackend
+) -> None:
+    """``[dpone] native_transfer_base`` set: the same create-once probe as a transfer task start, on ``file://`` and
+    on S3 (moto's server); the fault is a store that ignores the conditional write."""
+    monkeypatch.setenv("AIRFLOW__DPONE__NATIVE_TRANSFER_BASE", store_backend.url)
+    ok, message = press_test(monkeypatch, embedded_cluster, cluster=embedded_cluster.cluster_name)
+    assert ok, message
+    with store_backend.ignoring_conditional_writes():
+        ok, message = press_test(monkeypatch, embedded_cluster, cluster=embedded_cluster.cluster_name)
+    assert not ok and codes(message) == ["native_transfer.stage_store_overwrites"]
+    assert store_backend.url.split("//", 1)[1] not in message
+    assert store_backend.objects() == [], "no probe object is left"
