@@ -143,7 +143,8 @@ def on_coordinator(conn_id: str, task_id: str, step: Callable[[Any], T]) -> T:
 
 
 def short(digest: str | None) -> str:
-    """A digest shortened for log lines (XCom keeps full values)."""
+    """A digest shortened for log lines (XCom keeps full values; the operation id is logged in full by the fence and
+    the receipt lines, where a user copies it for the maintenance DAGs' guard)."""
     return "-" if digest is None else digest[:16]
 
 
@@ -236,7 +237,7 @@ def log_receipt(log: Log, receipt: PublicationReceipt) -> None:
         short(receipt.generation_id),
         receipt.row_count,
         len(receipt.members),
-        short(receipt.operation_id),
+        receipt.operation_id,  # in full: the maintenance DAGs' guard is copied from here or the fence line
         receipt.authority_version,
     )
     log_capsule(log, getattr(receipt, "quality", None))  # a v2 receipt's capsule
