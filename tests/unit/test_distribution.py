@@ -82,6 +82,10 @@ def test_the_built_wheel_installs_the_examples_and_the_docs_pages(tmp_path: Path
     assert pages <= names, sorted(pages - names)
     metadata = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
     assert "pypi.org/project/airflow-provider-dpone" not in metadata, "no link to an index page that does not exist"
+    postgres = [line for line in metadata.splitlines() if line.startswith("Requires-Dist:") and "'postgres'" in line]
+    assert any(line.startswith("Requires-Dist: apache-airflow-providers-postgres") for line in postgres), (
+        "the postgres extra installs the Postgres provider (its connection type is what the UI's form offers)"
+    )
 
     site = tmp_path / "site"
     subprocess.run(
@@ -105,3 +109,20 @@ def test_the_built_wheel_installs_the_examples_and_the_docs_pages(tmp_path: Path
     page, examples = (Path(path) for path in found.stdout.split())
     assert page == site / "airflow_provider_dpone" / "docs" / "connections.md"
     assert examples == site / "airflow_provider_dpone" / "example_dags"
+
+
+def test_make_dist_installs_nothing_into_the_users_virtual_environment(tmp_path: Path) -> None:
+    """``make dist`` (every prerequisite forced, dry run) neither installs into the project's venv nor the active one:
+    it builds from a throwaway tool environment, each distribution in uv's isolated build environment."""
+    user_venv = tmp_path / "users-venv"
+    planned = subprocess.run(
+        ["make", "-n", "-B", "dist", f"VENV={user_venv}"],
+        cwd=REPO,
+        env={"PATH": "/usr/bin:/bin", "VIRTUAL_ENV": str(user_venv)},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "uv build" in planned
+    assert str(user_venv) not in planned, planned
+    assert "pip install --quiet -e" not in planned and "[dev]" not in planned, planned
