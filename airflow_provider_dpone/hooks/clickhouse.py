@@ -36,6 +36,7 @@ from airflow_provider_dpone.core.clickhouse.oneshot import PROCESS_GUARD, Mutati
 from airflow_provider_dpone.core.connection_options import ClickHouseConnectionOptions, unique_keys
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.manifest import ClusterPublicationManifest, SealedArtifactSource
+from airflow_provider_dpone.core.storage import require_store_url
 from airflow_provider_dpone.hooks.publication import (
     PublicationEnvironment,
     configured_ddl_task_timeout_seconds,
@@ -302,7 +303,7 @@ def default_artifact_base() -> str:
 
     configured = conf.get("dpone", "artifact_base", fallback=None)
     if configured:
-        return str(configured)
+        return require_store_url(str(configured), "DPONE_ARTIFACT_STORE_URL_INVALID")
     if not conf.getboolean("dpone", "single_worker", fallback=False):
         raise DponeError(
             "DPONE_ARTIFACT_STORE_WORKER_LOCAL", "[dpone] artifact_base unset, [dpone] single_worker false"

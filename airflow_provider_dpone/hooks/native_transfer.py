@@ -29,6 +29,7 @@ from airflow.sdk import BaseHook
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.manifest import normalized_plan_digest
 from airflow_provider_dpone.core.manifest.transfer import MssqlSink, NativeTransferManifest, PostgresSink
+from airflow_provider_dpone.core.storage import require_store_url
 from airflow_provider_dpone.hooks.alerts import count_alert
 from airflow_provider_dpone.hooks.clickhouse import CONNECTION_TYPES, DponeClickHouseHook
 from airflow_provider_dpone.transfer.ports import JournalStore, SnapshotSourceConnector, TransferTarget
@@ -47,6 +48,7 @@ from airflow_provider_dpone.transfer.values.target import TargetTable
 from airflow_provider_dpone.transfer.values.utc_window import UtcWindow
 
 DEFAULT_BASE_DIR: Final = "dpone-native-transfer"
+INVALID_STAGE_URL: Final = "native_transfer.stage_store_url_invalid"
 _POSTGRES_EXTRAS: Final = frozenset(
     {"sslmode", "sslrootcert", "sslcert", "sslkey", "sslcrl", "target_session_attrs", "connect_timeout"}
 )
@@ -64,12 +66,12 @@ def stage_base(configured: str | None = None) -> str:
     ``native_transfer.stage_store_worker_local`` before the task touches anything (a retry on another worker could not
     recover from a stage it cannot read)."""
     if configured:
-        return configured.rstrip("/")
+        return require_store_url(configured, INVALID_STAGE_URL).rstrip("/")
     from airflow.configuration import conf
 
     from_config = conf.get("dpone", "native_transfer_base", fallback=None)
     if from_config:
-        return str(from_config).rstrip("/")
+        return require_store_url(str(from_config), INVALID_STAGE_URL).rstrip("/")
     if not conf.getboolean("dpone", "single_worker", fallback=False):
         raise DponeError(
             "native_transfer.stage_store_worker_local",

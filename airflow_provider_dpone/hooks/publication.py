@@ -38,11 +38,6 @@ this provider's operators: it builds the bounded reader of one task try from the
 of each member's direct connection). Default: the hook's
 :class:`~airflow_provider_dpone.cluster.clickhouse.acceptance_reader.SubprocessAcceptanceReader`."""
 
-DEFAULT_QUEUE_READER = "airflow_provider_dpone.triggers.ddl_queue_readers.clickhouse_queue_reader"
-"""Import path of the factory the deferral trigger builds its (async, read-only) DDL queue reader with (the trigger's
-default too): a reader over :meth:`DponeClickHouseHook.aqueue_entries
-<airflow_provider_dpone.hooks.clickhouse.DponeClickHouseHook.aqueue_entries>`."""
-
 
 def _nothing_to_close() -> None:
     return None
@@ -54,13 +49,14 @@ class PublicationEnvironment:
 
     ``table`` resolves the target's typed definition (the source's column types with the manifest's engine and
     sorting key); ``source`` builds the extraction for a request; ``queue_reader`` names the trigger's reader
-    factory (an import path, because a trigger is rebuilt from its serialized kwargs in the triggerer process).
+    factory (an import path, because a trigger is rebuilt from its serialized kwargs in the triggerer process;
+    ``None``: the trigger's own, the coordinator's queue through the connection's hook).
     """
 
     ports: PublicationPorts
     table: Callable[[], TableSpec]
     source: Callable[[PublicationRequest], ArtifactSource]
-    queue_reader: str = DEFAULT_QUEUE_READER
+    queue_reader: str | None = None
     settings: ProtocolSettings = field(default_factory=ProtocolSettings)
     close: Callable[[], None] = _nothing_to_close
     member_connections: MemberConnections | None = None

@@ -17,7 +17,7 @@ import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from airflow.sdk import BaseOperator, Context
 
@@ -59,6 +59,9 @@ from airflow_provider_dpone.operators.reporting import (
     short,
     stage_xcom,
 )
+
+if TYPE_CHECKING:
+    import jinja2
 
 T = TypeVar("T")
 
@@ -206,6 +209,11 @@ class DponePublicationOperator(BaseOperator):
         self.dpone_clickhouse_conn_id = dpone_clickhouse_conn_id
         self.ports_factory = ports_factory
         self.target_acceptance_reader = target_acceptance_reader
+
+    def render_template_fields(self, context: Context, jinja_env: jinja2.Environment | None = None) -> None:
+        """Keep the manifest as it stands just before Jinja renders it (whatever set it), then render."""
+        self._manifest_as_written = copy.deepcopy(self.manifest)
+        super().render_template_fields(context, jinja_env)
 
     @property
     def task_log(self) -> TaskLog:

@@ -24,16 +24,16 @@ import asyncio
 import importlib
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_provider_dpone.cluster.clickhouse.sql_cluster_ddl import QueueEntry
-from airflow_provider_dpone.hooks.publication import DEFAULT_QUEUE_READER
-from airflow_provider_dpone.triggers.ddl_queue_readers import QueueReader, QueueReaderFactory
+if TYPE_CHECKING:
+    from airflow_provider_dpone.cluster.clickhouse.sql_cluster_ddl import QueueEntry
+    from airflow_provider_dpone.triggers.ddl_queue_readers import QueueReader, QueueReaderFactory
 
-DEFAULT_READER: Final[str] = DEFAULT_QUEUE_READER
-"""The reader a trigger polls with unless told otherwise: the publication environment's default."""
+DEFAULT_READER: Final[str] = "airflow_provider_dpone.triggers.ddl_queue_readers.clickhouse_queue_reader"
+"""The reader a trigger polls with unless told otherwise: the coordinator's queue through the connection's hook."""
 DEFAULT_HEARTBEAT_SECONDS: Final[float] = 300.0
 
 FIRST_POLL_DELAYS: Final[tuple[float, ...]] = (0.25, 0.5, 1.0, 2.0)
@@ -105,7 +105,7 @@ class ClusterDDLQueueTrigger(BaseTrigger):
     :param max_attempts: polls before a ``timeout`` event.
     :param missing_attempts: polls without any entry before a ``missing`` event.
     :param max_read_errors: consecutive failed reads before an ``error`` event.
-    :param reader: import path of the reader factory (``conn_id -> QueueReader``).
+    :param reader: import path of the reader factory (``conn_id -> QueueReader``; default :data:`DEFAULT_READER`).
     :param heartbeat_seconds: an unchanged progress line is logged again after this long (a changed one at once).
     """
 
@@ -123,7 +123,7 @@ class ClusterDDLQueueTrigger(BaseTrigger):
         max_attempts: int = 720,
         missing_attempts: int = 12,
         max_read_errors: int = 5,
-        reader: str = DEFAULT_READER,
+        reader: str | None = None,
         heartbeat_seconds: float = DEFAULT_HEARTBEAT_SECONDS,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
@@ -140,7 +140,7 @@ class ClusterDDLQueueTrigger(BaseTrigger):
         self.max_attempts = max_attempts
         self.missing_attempts = missing_attempts
         self.max_read_errors = max_read_errors
-        self.reader = reader
+        self.reader = reader or DEFAULT_READER
         self.heartbeat_seconds = heartbeat_seconds
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
@@ -190,8 +190,13 @@ class ClusterDDLQueueTrigger(BaseTrigger):
             return "finished"
         return None
 
+    def _build_reader(self) -> QueueReader:
+        """Import the reader's factory and build the reader: in a worker thread, since the import (the hook, the
+        ClickHouse client) takes seconds and the triggerer's event loop must never wait on it."""
+        return load_reader_factory(self.reader)(self.conn_id)
+
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        reader: QueueReader = load_reader_factory(self.reader)(self.conn_id)
+        reader = await asyncio.to_thread(self._build_reader)
         entries: Sequence[QueueEntry] = ()
         entry = self.entry
         missing = errors = 0

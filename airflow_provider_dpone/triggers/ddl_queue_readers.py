@@ -13,9 +13,10 @@ memory; nothing is logged.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from airflow_provider_dpone.cluster.clickhouse.sql_cluster_ddl import QueueEntry
+if TYPE_CHECKING:
+    from airflow_provider_dpone.cluster.clickhouse.sql_cluster_ddl import QueueEntry
 
 
 class QueueReader(Protocol):

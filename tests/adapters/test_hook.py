@@ -64,12 +64,19 @@ def test_a_connection_without_host_is_refused() -> None:
 
 
 def test_artifact_base_is_configurable(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("AIRFLOW__DPONE__ARTIFACT_BASE", "s3://bucket/dpone")
-    assert default_artifact_base() == "s3://bucket/dpone"
+    monkeypatch.setenv("AIRFLOW__DPONE__ARTIFACT_BASE", "file:///mnt/shared/dpone")
+    assert default_artifact_base() == "file:///mnt/shared/dpone"
     monkeypatch.delenv("AIRFLOW__DPONE__ARTIFACT_BASE")
     monkeypatch.setenv("AIRFLOW_HOME", "/opt/airflow")
     monkeypatch.setenv("AIRFLOW__DPONE__SINGLE_WORKER", "True")
     assert default_artifact_base() == "file:///opt/airflow/dpone/artifacts"
+
+
+def test_an_artifact_base_whose_scheme_no_filesystem_serves_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AIRFLOW__DPONE__ARTIFACT_BASE", "s4://aws_default@bucket/dpone")
+    with pytest.raises(DponeError) as caught:
+        default_artifact_base()
+    assert caught.value.code == "DPONE_ARTIFACT_STORE_URL_INVALID" and not caught.value.retryable
 
 
 def test_a_worker_local_default_store_needs_a_declared_single_worker(monkeypatch: pytest.MonkeyPatch) -> None:

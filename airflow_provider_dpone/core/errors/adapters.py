@@ -140,6 +140,14 @@ CODES: tuple[ErrorCode, ...] = (
         retryable=False,
     ),
     ErrorCode(
+        "DPONE_ARTIFACT_STORE_URL_INVALID",
+        "[dpone] artifact_base names a scheme no installed filesystem serves (a typo such as s4://, or the provider "
+        "that registers the scheme is not installed); nothing was written",
+        "fix the URL's scheme, or install the provider of the store (apache-airflow-providers-amazon for s3://, "
+        "apache-airflow-providers-google for gs://) on every worker",
+        retryable=False,
+    ),
+    ErrorCode(
         "DPONE_ARTIFACT_STORE_NOT_SHARED",
         "the bound artifact is absent from this worker's file:// artifact store ([dpone] artifact_base): the path is "
         "not shared with the worker that sealed it (or the object was deleted)",
