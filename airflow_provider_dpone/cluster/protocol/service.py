@@ -77,7 +77,7 @@ from airflow_provider_dpone.cluster.protocol.results import (
 )
 from airflow_provider_dpone.cluster.protocol.runtime_admission import admit_quality_selection, admit_runtime
 from airflow_provider_dpone.cluster.protocol.seal import bind_artifact_and_baseline
-from airflow_provider_dpone.cluster.protocol.void_permit import void_permit
+from airflow_provider_dpone.cluster.protocol.void_permit import require_voidable, void_permit
 from airflow_provider_dpone.cluster.values.authority.phases import Phase
 from airflow_provider_dpone.cluster.values.authority.release import ReleaseDecision
 from airflow_provider_dpone.core.errors import DponeError
@@ -212,7 +212,7 @@ class PublicationService:
         ``retired_server_uuid``: the pinned coordinator lost its data directory and was recreated with a new UUID on
         the same host; the operator states its old identity is retired."""
         ctx, current = self._begin()
-        held = require_own(ctx, current)
+        held = require_voidable(ctx, current)
         before = held.record.phase
         held, proof = void_permit(ctx, held, retired_server_uuid=retired_server_uuid)
         permit = proof.permit

@@ -108,9 +108,16 @@ RUNTIME_ADMISSION: tuple[ErrorCode, ...] = (
         retryable=False,
     ),
     ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_NOT_DEFINED",
+        "the coordinator's system.clusters has no rows for the declared cluster name",
+        "correct the manifest's cluster name (the detail names it) or define that cluster in the coordinator's "
+        "remote_servers; a retry cannot help",
+        retryable=False,
+    ),
+    ErrorCode(
         "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_INCOMPLETE",
-        "system.clusters returned no rows for the cluster, or a member did not answer an admission read",
-        "check the cluster name and that every member is reachable; partial inventory is never sufficient",
+        "a member (or the coordinator) did not answer an admission read",
+        "bring the member the detail names back; partial inventory is never sufficient",
         retryable=True,
     ),
     ErrorCode(
