@@ -11,6 +11,19 @@ from pydantic import BaseModel, Field, StrictBool, StrictInt, StrictStr
 
 from airflow_provider_dpone.core.canonical import CLOSED, Hex64, MemberId
 
+Position = tuple[int, int]
+"""A member's ``(shard_num, replica_num)`` in ``system.clusters``."""
+
+
+def member_label(member_id: str, shard_num: int | None, replica_num: int | None) -> str:
+    """The one name of a member in the task logs and the Test button: ``m<16 hex> (shard S, replica R)``, the
+    opaque id with the position a person finds in ``system.clusters`` (never the host). The position comes from the
+    inventory the operation bound; ``None`` (the live inventory is not the bound one, so no position is proven) names
+    the id alone, saying so."""
+    if shard_num is None or replica_num is None:
+        return f"{member_id} (position unknown: the inventory changed)"
+    return f"{member_id} (shard {shard_num}, replica {replica_num})"
+
 
 class MemberEndpoint(BaseModel):
     """Where a member answers; in memory only."""
@@ -53,9 +66,8 @@ class AdmittedMember(BaseModel):
 
     @property
     def label(self) -> str:
-        """``m<16 hex> (shard S, replica R)``: the opaque id the logs and XCom carry, with the position a person
-        finds in ``system.clusters`` (never the host)."""
-        return f"{self.member_id} (shard {self.shard_num}, replica {self.replica_num})"
+        """The member's one name (:func:`member_label`)."""
+        return member_label(self.member_id, self.shard_num, self.replica_num)
 
 
 class AdmittedInventory(BaseModel):
@@ -71,6 +83,14 @@ class AdmittedInventory(BaseModel):
     @property
     def member_ids(self) -> tuple[str, ...]:
         return tuple(member.member_id for member in self.members)
+
+    def positions(self, bound_digest: str) -> dict[str, Position]:
+        """Each member's ``(shard_num, replica_num)`` by id when this is the inventory ``bound_digest`` names (the
+        digest covers every position: equal digests, equal positions); empty when it is not, so a position is
+        never guessed."""
+        if bound_digest != self.digest:
+            return {}
+        return {member.member_id: (member.shard_num, member.replica_num) for member in self.members}
 
     def member(self, member_id: str) -> AdmittedMember:
         for candidate in self.members:

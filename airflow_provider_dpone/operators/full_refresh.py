@@ -311,7 +311,8 @@ class DponeStageOperator(DponePublicationOperator):
         return None if self._lineage is None else publication_lineage(*self._lineage, published=False)
 
     def _stage(self, session: TaskSession) -> XCom:
-        progress = StageProgress(session.environment.ports, self.task_log)
+        inventory = None if session.begun is None else session.begun.inventory
+        progress = StageProgress(session.environment.ports, self.task_log, inventory)
         service = publication_service(
             progress.ports, session.request, session.environment.settings, begun=session.begun
         )

@@ -1,8 +1,10 @@
 """What the operators tell people and Airflow: the one log-line format, XCom values, progress, and outcomes.
 
 One line format for every operator (:class:`TaskLog`): ``dpone <task_id>: <message>``. Log lines and XCom carry facts
-only: operation id, target-key digest, phases before and after, generation id, counts, opaque member ids and digests;
-never a host, a credential, SQL, a path, a physical UUID or a row value. The facts come from what the protocol
+only: operation id, target-key digest, phases before and after, generation id, counts, members and digests; never a
+host, a credential, SQL, a path, a physical UUID or a row value. A line that names a member names it one way,
+``member m<16 hex> (shard S, replica R)`` (:func:`~airflow_provider_dpone.core.inventory.member_label`), the position
+read from the inventory the operation bound, as the Test button and the admission lines do. The facts come from what the protocol
 returned (its results carry the phases and each member's progress), so no task reads a port to report them, and no
 later task trusts any of them: every task re-reads the authority.
 
@@ -22,13 +24,14 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
 
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowNotFoundException
 
 from airflow_provider_dpone.cluster.values.receipts import CURRENT_CONTENT_DIGEST, ContentDigestVersion
 from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.inventory import member_label
 
 if TYPE_CHECKING:  # the native transfer's DAG file imports this module: the publication's models load when used
     from airflow_provider_dpone.cluster.ports import (
@@ -44,7 +47,7 @@ if TYPE_CHECKING:  # the native transfer's DAG file imports this module: the pub
     from airflow_provider_dpone.cluster.values.authority.row import AuthorityRow, VersionedAuthorityRow
     from airflow_provider_dpone.cluster.values.part_digests import PartDigest
     from airflow_provider_dpone.cluster.values.publication_receipts import PublicationReceipt, QualityReceipt
-    from airflow_provider_dpone.core.inventory import AdmittedMember
+    from airflow_provider_dpone.core.inventory import AdmittedInventory, AdmittedMember
 
 XCom = dict[str, Any]
 T = TypeVar("T")
@@ -168,21 +171,25 @@ def log_members(log: Log, result: StageResult) -> None:
             sent = artifact_bytes if member.row_count is not None else "-"
         log.info(
             "member %s: stage %s rows %s bytes %s rebuilds %d",
-            member.member_id,
+            member.label,
             member.stage,
             rows,
             sent,
             member.rebuilds,
         )
-    log_capsule(log, result.quality)
+    log_capsule(log, result.quality, {member.member_id: member.label for member in result.members})
 
 
-def log_capsule(log: Log, quality: QualityReceipt | None) -> None:
-    """One line with the capsule's state, gates and (once observed) the target count of the one scanned replica."""
+def log_capsule(log: Log, quality: QualityReceipt | None, labels: Mapping[str, str]) -> None:
+    """One line with the capsule's state, gates and (once observed) the target count of the one scanned replica,
+    named by ``labels`` (each member's one name, from the result that carries the capsule)."""
     if quality is None:
         return
     gates = " ".join(f"{name}={'pass' if passed else 'FAIL'}" for name, passed in quality.gates)
-    target = "-" if quality.target_row_count is None else f"{quality.target_row_count} on {quality.target_member_id}"
+    target = "-"
+    if quality.target_row_count is not None and quality.target_member_id is not None:
+        scanned = quality.target_member_id
+        target = f"{quality.target_row_count} on member {labels.get(scanned, scanned)}"
     if quality.target_columns:
         target += f", null/distinct counts of {len(quality.target_columns)} columns"
     log.info(
@@ -240,7 +247,16 @@ def log_receipt(log: Log, receipt: PublicationReceipt) -> None:
         receipt.operation_id,  # in full: the maintenance DAGs' guard is copied from here or the fence line
         receipt.authority_version,
     )
-    log_capsule(log, getattr(receipt, "quality", None))  # a v2 receipt's capsule
+    labels = {member.member_id: member.label for member in receipt.members}
+    for verified in receipt.members:
+        log.info(
+            "member %s: %s %d rows, content digest %s",
+            verified.label,
+            receipt.phase,
+            verified.row_count,
+            short(verified.content_digest),
+        )
+    log_capsule(log, getattr(receipt, "quality", None), labels)  # a v2 receipt's capsule
     look = receipt.after_commit
     if look is None:
         return
@@ -251,7 +267,7 @@ def log_receipt(log: Log, receipt: PublicationReceipt) -> None:
             log.warning(
                 "member %s: looked again after COMMITTED: CHANGED (same table %s, same schema %s, %s rows, "
                 "content digest %s)",
-                member.member_id,
+                labels.get(member.member_id, member.member_id),
                 "yes" if member.same_table else "no",
                 "yes" if member.schema_matched else "no",
                 "no" if member.row_count is None else member.row_count,
@@ -261,7 +277,7 @@ def log_receipt(log: Log, receipt: PublicationReceipt) -> None:
 
 def in_progress_line(progress: InProgress) -> str:
     """The waiting line of an unfinished DDL (logged when it changes, and as a heartbeat)."""
-    pending = ", ".join(progress.pending_members) or "none reported"
+    pending = ", ".join(f"member {label}" for label in progress.pending_labels) or "none reported"
     entry = progress.entry or "not yet observed"
     return f"{progress.stage} epoch {progress.epoch} in progress (queue entry {entry}); pending members: {pending}"
 
@@ -272,8 +288,9 @@ def in_progress_line(progress: InProgress) -> str:
 class StageProgress:
     """Logging views of one stage try's ports (``ports``), sharing what they observed."""
 
-    def __init__(self, ports: PublicationPorts, log: Log) -> None:
+    def __init__(self, ports: PublicationPorts, log: Log, inventory: AdmittedInventory | None) -> None:
         self.log = log
+        self.inventory = inventory
         self.observed: dict[str, TableObservation] = {}
         self.rebuilds: dict[str, int] = {}
         self.ports = dataclasses.replace(
@@ -285,6 +302,7 @@ class StageProgress:
         from airflow_provider_dpone.cluster.values.authority.external import MAX_REBUILDS_PER_MEMBER
 
         artifact_rows = record.artifact.row_count if record.artifact is not None else None
+        positions = {} if self.inventory is None else self.inventory.positions(record.inventory_digest)
         for member in record.members:
             before = self.rebuilds.get(member.member_id, member.rebuilds)
             self.rebuilds[member.member_id] = member.rebuilds
@@ -294,7 +312,7 @@ class StageProgress:
                 )
                 self.log.warning(
                     "member %s: rebuild %d of at most %d: %s",
-                    member.member_id,
+                    member_label(member.member_id, *positions.get(member.member_id, (None, None))),
                     member.rebuilds,
                     MAX_REBUILDS_PER_MEMBER,
                     reason.headline(),
@@ -345,15 +363,18 @@ class _Sessions:
         self._progress = progress
 
     def session(self, member: AdmittedMember) -> MemberSession:
-        return _Session(self._inner.session(member), member.member_id, self._progress)
+        return _Session(self._inner.session(member), member, self._progress)
 
 
 class _Session:
     """A member session that logs its load and remembers the last observation; everything else passes through."""
 
-    def __init__(self, inner: MemberSession, member_id: str, progress: StageProgress) -> None:
+    def __init__(self, inner: MemberSession, member: AdmittedMember, progress: StageProgress) -> None:
         self._inner = inner
-        self._member_id = member_id
+        self._member_id = member.member_id
+        self._label = (
+            member.label
+        )  # a member of the live inventory, which the stage entry point proved is the bound one
         self._progress = progress
 
     def observe_table(
@@ -384,7 +405,7 @@ class _Session:
         log = self._progress.log
         log.info(
             "member %s: loading artifact %s (%d rows, %d bytes)",
-            self._member_id,
+            self._label,
             receipt.sha256[:16],
             receipt.row_count,
             receipt.byte_size,
@@ -393,9 +414,9 @@ class _Session:
         try:
             self._inner.load(database, table, uuid, artifact, query_id=query_id, dedup_token=dedup_token)
         except Exception as error:
-            log.warning("member %s: load unanswered or refused (%s)", self._member_id, type(error).__name__)
+            log.warning("member %s: load unanswered or refused (%s)", self._label, type(error).__name__)
             raise
-        log.info("member %s: load answered in %.1f s", self._member_id, time.monotonic() - started)
+        log.info("member %s: load answered in %.1f s", self._label, time.monotonic() - started)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)

@@ -1,10 +1,12 @@
 """What a person reads in the task log, on the embedded cluster: stage shows each member's load and every rebuild with
-its code; refused credentials and an unreachable coordinator are told apart from a missing cluster, and only the
+its code; stage, publish and cleanup name every member one way, ``member m<16 hex> (shard S, replica R)``, as the Test
+button does; refused credentials and an unreachable coordinator are told apart from a missing cluster, and only the
 unreachable coordinator is retried."""
 
 from __future__ import annotations
 
 import json
+import re
 import socket
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
@@ -14,7 +16,12 @@ import pytest
 from dpone_embedded import EmbeddedCluster
 
 from airflow_provider_dpone.core.identities import member_id
-from airflow_provider_dpone.operators import DponeFenceOperator, DponeStageOperator
+from airflow_provider_dpone.operators import (
+    DponeCleanupOperator,
+    DponeFenceOperator,
+    DponePublishOperator,
+    DponeStageOperator,
+)
 from airflow_provider_dpone.operators.reporting import DponeRetryableError, DponeTerminalError
 from tests.integration.dag_runner import load_example
 from tests.integration.embedded_example import embedded_manifest, member_rows
@@ -38,6 +45,19 @@ def lines_with(text: str, log: str) -> list[str]:
     return [line for line in log.splitlines() if text in line]
 
 
+def member_names(cluster: EmbeddedCluster) -> dict[str, str]:
+    """Each member's one name, by the double's own handle (``member2``): the id from the member's position in
+    ``system.clusters``, computed here from the position the double serves it at."""
+    return {
+        member.name: f"member {member_id(member.shard_num, member.replica_num)} "
+        f"(shard {member.shard_num}, replica {member.replica_num})"
+        for member in cluster.members
+    }
+
+
+NAMED = re.compile(r": member (m[0-9a-f]{16}(?: \(shard \d+, replica \d+\))?)[:;, ]")
+
+
 def test_stage_logs_each_member_load_and_a_rebuild_with_its_code(
     example: ModuleType,
     embedded_cluster: EmbeddedCluster,
@@ -57,13 +77,46 @@ def test_stage_logs_each_member_load_and_a_rebuild_with_its_code(
     assert len(lines_with(": load answered in ", log)) == 2
     (refused,) = lines_with(": load unanswered or refused (", log)
     (rebuild,) = lines_with("DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_REBUILT", log)
-    member = refused.split("dpone stage: member ")[1].split(":")[0]
+    member = refused.split("dpone stage: member ")[1].split(": load ")[0]  # its one name: id and position
     assert f"dpone stage: member {member}: rebuild 1 of at most " in rebuild
     assert f"[candidate held 0 of {SOURCE_ROWS} rows]" in rebuild
     assert log.index(refused) < log.index(rebuild) < log.rindex(f"member {member}: loading artifact ")
-    assert {(m["member_id"], m["rebuilds"]) for m in staged["members"] if m["rebuilds"]} == {(member, 1)}
+    assert {(m["member_id"], m["rebuilds"]) for m in staged["members"] if m["rebuilds"]} == {(member.split()[0], 1)}
     assert staged["ready_members"] == 2
     assert PASSWORD not in log
+
+
+def test_stage_publish_and_cleanup_name_every_member_by_id_and_position(
+    example: ModuleType,
+    embedded_cluster: EmbeddedCluster,
+    fresh_database: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("AIRFLOW_CONN_DPONE_CLICKHOUSE_DEFAULT", json.dumps(embedded_cluster.connection_json()))
+    manifest = embedded_manifest(example, embedded_cluster, fresh_database, rows=SOURCE_ROWS)
+    names = member_names(embedded_cluster)
+    DponeFenceOperator(task_id="fence", manifest=manifest).execute(context())
+    embedded_cluster.faults.fail_next_statement("member2", 241, match="^INSERT INTO")  # a rebuild line for member2
+    capfd.readouterr()
+    staged = DponeStageOperator(task_id="stage", manifest=manifest).execute(context())
+    stage_log = capfd.readouterr().out
+    DponePublishOperator(task_id="publish", manifest=manifest, deferrable=False).execute(context())
+    publish_log = capfd.readouterr().out
+    DponeCleanupOperator(task_id="cleanup", manifest=manifest, deferrable=False).execute(context())
+    cleanup_log = capfd.readouterr().out
+
+    member2 = names["member2"]
+    for needle in (": loading artifact ", ": load unanswered or refused (", ": rebuild 1 of at most ", ": stage READY"):
+        assert f"dpone stage: {member2}{needle}" in stage_log, needle
+    for task, log in (("publish", publish_log), ("cleanup", cleanup_log)):
+        phase = "COMMITTED" if task == "publish" else "COMPLETED"
+        for name in names.values():
+            assert len(lines_with(f"dpone {task}: {name}: {phase} {SOURCE_ROWS} rows, content digest ", log)) == 1
+    named = [found for log in (stage_log, publish_log, cleanup_log) for found in NAMED.findall(log)]
+    assert len(named) >= 10 and set(named) == {name.removeprefix("member ") for name in names.values()}
+    assert {(m["shard_num"], m["replica_num"]) for m in staged["members"]} == {(1, 1), (1, 2)}
+    assert member_rows(embedded_cluster, fresh_database) == [(SOURCE_ROWS, SOURCE_ROWS)] * 2
 
 
 def _free_port() -> int:

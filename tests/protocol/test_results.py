@@ -1,5 +1,7 @@
 """What each entry point returns, in both modes: the phase before and after the call and each member's progress,
-taken from the records the entry point read and wrote, so a task reports them without reading a port."""
+taken from the records the entry point read and wrote, so a task reports them without reading a port; every member
+named by its id and its position in the bound inventory (the id is the position's digest: checked here by
+recomputing it)."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import pytest
 
 from airflow_provider_dpone.cluster.protocol.mode import MODES
 from airflow_provider_dpone.cluster.protocol.results import Committed, Completed, InProgress
+from airflow_provider_dpone.core.identities import member_id
 from airflow_provider_dpone.core.manifest.cluster import ReplicationMode
 from tests.protocol.sim import Sim
 
@@ -21,11 +24,18 @@ def _waited(sim: Sim, task: str) -> Committed | Completed:
     assert isinstance(waiting, InProgress)
     assert (waiting.phase_before, waiting.phase, waiting.member_count) == (before, dispatching, 3)
     assert waiting.pending_members == (paused.member_id,)
+    assert {member_id(*position) for position in waiting.positions.values()} == set(waiting.positions)
+    assert set(waiting.positions) == set(sim.record().member_ids()) and len(waiting.positions) == 3
+    shard, replica = waiting.positions[paused.member_id]
+    assert waiting.pending_labels == (f"{paused.member_id} (shard {shard}, replica {replica})",)
     polled = sim.service().reconcile_publication() if task == "publish" else sim.service().reconcile_cleanup()
     assert isinstance(polled, InProgress) and (polled.phase_before, polled.phase) == (dispatching, dispatching)
     sim.world.resume(paused)
     done = sim.service().reconcile_publication() if task == "publish" else sim.service().reconcile_cleanup()
     assert isinstance(done, Committed | Completed) and done.phase_before == dispatching
+    for verified in done.receipt.members:
+        assert verified.shard_num is not None and verified.replica_num is not None
+        assert member_id(verified.shard_num, verified.replica_num) == verified.member_id
     return done
 
 
@@ -41,7 +51,14 @@ def test_results_carry_the_phases_before_and_after_and_each_members_progress(mod
     record = sim.record()
     assert (stage.phase_before, stage.phase) == ("LOCKED", "STAGED")
     assert stage.schema == record.schema_ and stage.artifact == record.artifact
-    assert stage.members == MODES[mode].progress(record) and len(stage.members) == 3
+    assert stage.members == MODES[mode].progress(
+        record, {m.member_id: (m.shard_num, m.replica_num) for m in stage.members}
+    )
+    assert len(stage.members) == 3
+    for progress in stage.members:
+        assert progress.shard_num is not None and progress.replica_num is not None
+        assert member_id(progress.shard_num, progress.replica_num) == progress.member_id
+        assert progress.label == f"{progress.member_id} (shard {progress.shard_num}, replica {progress.replica_num})"
     assert {member.row_count for member in stage.members} == {len(sim.rows)}
     assert (stage.load_member_id is None) == (mode == "external")
     assert stage.load_member_id is None or stage.load_member_id in record.member_ids()

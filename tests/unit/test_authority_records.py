@@ -19,7 +19,11 @@ from airflow_provider_dpone.cluster.values.authority.phases import (
 )
 from airflow_provider_dpone.cluster.values.publication_receipts import RECEIPT_SCHEMA, external_receipt
 from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.identities import member_id
 from tests.fakes.records import external_record, token, uuid
+
+POSITIONS = {member_id(1, replica): (1, replica) for replica in range(1, 4)}
+"""The bound inventory's positions of the fake records' members."""
 
 SEED_DIAGRAM = {
     (None, Phase.LOCKED),
@@ -169,13 +173,14 @@ def test_ddl_binding_token_matches_kind() -> None:
 @pytest.mark.parametrize("existing", [True, False])
 def test_receipt_is_built_only_from_committed_records_and_is_redacted(phase: Phase, existing: bool) -> None:
     record = external_record(phase, existing=existing, members=3)
-    receipt = external_receipt(record, version=17)
+    receipt = external_receipt(record, version=17, positions=POSITIONS)
     text = receipt.to_json()
     value = json.loads(text)
     assert value["schema"] == RECEIPT_SCHEMA
     assert value["phase"] == phase.value and value["authority_version"] == 17
     assert value["publication_kind"] == ("exchange" if existing else "rename")
     assert [m["member_id"] for m in value["members"]] == list(record.member_ids())
+    assert [(m["shard_num"], m["replica_num"]) for m in value["members"]] == [POSITIONS[m] for m in record.member_ids()]
     for member in record.members:  # physical UUIDs, tokens, names and endpoints stay out of the receipt
         assert member.candidate_uuid is not None and member.candidate_uuid not in text
         assert member.target_uuid is None or member.target_uuid not in text
@@ -188,7 +193,7 @@ def test_receipt_is_built_only_from_committed_records_and_is_redacted(phase: Pha
 )
 def test_no_receipt_before_commit(phase: Phase) -> None:
     with pytest.raises(DponeError) as raised:
-        external_receipt(external_record(phase), version=3)
+        external_receipt(external_record(phase), version=3, positions=POSITIONS)
     assert raised.value.code == "DPONE_CLICKHOUSE_CLUSTER_RECEIPT_INVALID"
 
 

@@ -131,7 +131,7 @@ def test_candidate_stage_rules() -> None:
 @pytest.mark.parametrize("existing", [True, False])
 def test_internal_receipt_is_built_only_from_committed_records_and_is_redacted(phase: Phase, existing: bool) -> None:
     record = internal_record(phase, members=3, existing=existing)
-    receipt = internal_receipt(record, 12)
+    receipt = internal_receipt(record, 12, {})
     assert isinstance(receipt, InternalPublicationReceipt)
     assert receipt.schema_ == INTERNAL_RECEIPT_SCHEMA and receipt.replication_mode == "internal"
     assert receipt.load_member_id == min(record.member_ids()) and receipt.rebuilds == 0
@@ -146,7 +146,7 @@ def test_internal_receipt_is_built_only_from_committed_records_and_is_redacted(p
 @pytest.mark.parametrize("phase", [Phase.LOCKED, Phase.STAGING, Phase.STAGED, Phase.PUBLICATION_DISPATCHING])
 def test_no_internal_receipt_before_commit(phase: Phase) -> None:
     with pytest.raises(DponeError) as raised:
-        internal_receipt(internal_record(phase), 1)
+        internal_receipt(internal_record(phase), 1, {})
     assert raised.value.code == "DPONE_CLICKHOUSE_CLUSTER_RECEIPT_INVALID"
 
 

@@ -77,7 +77,7 @@ def test_no_capsule_before_the_staged_write_and_v1_records_keep_their_encoding()
 def test_a_v2_record_has_its_own_receipt_with_the_capsule_state() -> None:
     record = internal_record(Phase.COMMITTED, quality=capsule("COMPLETE"), v2=True)
     assert isinstance(record, InternalAuthorityRecordV2)
-    receipt = internal_receipt(record, 9)
+    receipt = internal_receipt(record, 9, {})
     assert isinstance(receipt, InternalPublicationReceiptV2)
     assert receipt.quality is not None and receipt.quality.state == "COMPLETE" and receipt.quality.target_row_count == 3
 

@@ -23,7 +23,7 @@ from airflow_provider_dpone.cluster.protocol.authority_io import Held
 from airflow_provider_dpone.cluster.protocol.context import Context
 from airflow_provider_dpone.cluster.protocol.ddl_step import DdlStep
 from airflow_provider_dpone.cluster.protocol.replicated_staging import bound_staging_step, stage_replicated
-from airflow_provider_dpone.cluster.protocol.results import MemberProgress
+from airflow_provider_dpone.cluster.protocol.results import MemberProgress, member_progress
 from airflow_provider_dpone.cluster.protocol.seal import external_intents, internal_intents
 from airflow_provider_dpone.cluster.protocol.staging import stage_all
 from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecord
@@ -54,6 +54,7 @@ from airflow_provider_dpone.core.identities import (
     INTERNAL_PROTOCOL_VERSION,
     PROTOCOL_VERSION,
 )
+from airflow_provider_dpone.core.inventory import Position
 from airflow_provider_dpone.core.manifest.cluster import ReplicationMode
 
 Observations = Mapping[str, TableObservation]
@@ -94,13 +95,14 @@ class ReplicationVariant:
     void while STAGING applies to (external staging sends no ON CLUSTER DDL, so there is none)."""
     ready_members: Callable[[AuthorityRecord], int]
     """Members whose candidate holds exactly the artifact (internal: all replicas once converged, else none)."""
-    progress: Callable[[AuthorityRecord], tuple[MemberProgress, ...]]
+    progress: Callable[[AuthorityRecord, Mapping[str, Position]], tuple[MemberProgress, ...]]
+    """Each member's progress, named with its position in the bound inventory (``positions``)."""
     load_member: Callable[[AuthorityRecord], str | None]
     """The replica the one load goes through, once bound (external: ``None``, every member loads its own)."""
     owned_uuids: Callable[[AuthorityRecord, str], tuple[str, ...]]
     """Every candidate UUID the operation ever intended on a member: what abort may drop there."""
-    receipt: Callable[[AuthorityRecord, int], PublicationReceipt]
-    """The receipt schema of a committed record (and its authority version)."""
+    receipt: Callable[[AuthorityRecord, int, Mapping[str, Position]], PublicationReceipt]
+    """The receipt schema of a committed record (and its authority version and the bound inventory's positions)."""
 
     def holds(self, record: AuthorityRecord) -> bool:
         """The own-mode test: ``record`` is a record of this mode."""
@@ -126,9 +128,9 @@ def _external_ready(record: AuthorityRecord) -> int:
     return sum(member.stage is MemberStage.READY for member in as_external(record).members)
 
 
-def _external_progress(record: AuthorityRecord) -> tuple[MemberProgress, ...]:
+def _external_progress(record: AuthorityRecord, positions: Mapping[str, Position]) -> tuple[MemberProgress, ...]:
     members = as_external(record).members
-    return tuple(MemberProgress(m.member_id, m.stage.value, m.row_count, m.rebuilds) for m in members)
+    return tuple(member_progress(m.member_id, positions, m.stage.value, m.row_count, m.rebuilds) for m in members)
 
 
 EXTERNAL: Final = ReplicationVariant(
@@ -149,7 +151,7 @@ EXTERNAL: Final = ReplicationVariant(
     progress=_external_progress,
     load_member=lambda record: None,
     owned_uuids=lambda record, member_id: as_external(record).member(member_id).owned_candidate_uuids,
-    receipt=lambda record, version: external_receipt(as_external(record), version),
+    receipt=lambda record, version, positions: external_receipt(as_external(record), version, positions),
 )
 
 
@@ -171,12 +173,12 @@ def _internal_ready(record: AuthorityRecord) -> int:
     return len(record.members) if record.members_staged() else 0
 
 
-def _internal_progress(record: AuthorityRecord) -> tuple[MemberProgress, ...]:
+def _internal_progress(record: AuthorityRecord, positions: Mapping[str, Position]) -> tuple[MemberProgress, ...]:
     """The replicas share one candidate, so they share its stage and rebuild count."""
     candidate = as_internal(record).candidate
     stage = "PENDING" if candidate is None else candidate.stage.value
     rebuilds = 0 if candidate is None else candidate.rebuilds
-    return tuple(MemberProgress(m.member_id, stage, m.row_count, rebuilds) for m in record.members)
+    return tuple(member_progress(m.member_id, positions, stage, m.row_count, rebuilds) for m in record.members)
 
 
 def _internal_load_member(record: AuthorityRecord) -> str | None:
@@ -208,7 +210,7 @@ INTERNAL: Final = ReplicationVariant(
     progress=_internal_progress,
     load_member=_internal_load_member,
     owned_uuids=_internal_owned,
-    receipt=lambda record, version: internal_receipt(as_internal(record), version),
+    receipt=lambda record, version, positions: internal_receipt(as_internal(record), version, positions),
 )
 
 MODES: Final[Mapping[ReplicationMode, ReplicationVariant]] = {

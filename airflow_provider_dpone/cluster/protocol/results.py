@@ -3,11 +3,14 @@
 instead of re-reading the authority.
 
 The phases and the progress come from the records the entry point read and wrote anyway, so a task logs and pushes
-them without reading a port itself. ``phase_before`` is ``"absent"`` when no record held the target.
+them without reading a port itself. ``phase_before`` is ``"absent"`` when no record held the target. Members are
+named by opaque id and by their position in the inventory the record bound
+(:meth:`~airflow_provider_dpone.core.inventory.AdmittedInventory.positions`; never a host).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -18,6 +21,7 @@ from airflow_provider_dpone.cluster.values.publication_receipts import (
     quality_receipt,
 )
 from airflow_provider_dpone.cluster.values.receipts import ArtifactReceipt
+from airflow_provider_dpone.core.inventory import Position, member_label
 from airflow_provider_dpone.core.manifest.cluster import ReplicationMode
 
 ABSENT = "absent"
@@ -30,13 +34,28 @@ def phase_of(record: AuthorityRecord | None) -> str:
 
 @dataclass(frozen=True)
 class MemberProgress:
-    """One member's stage, verified rows (``None`` until verified) and candidate rebuilds; opaque id only (the mode
-    derives it: :attr:`~airflow_provider_dpone.cluster.protocol.mode.ReplicationVariant.progress`)."""
+    """One member's stage, verified rows (``None`` until verified) and candidate rebuilds, by opaque id and bound
+    position (``None``: the live inventory is not the bound one); the mode derives it:
+    :attr:`~airflow_provider_dpone.cluster.protocol.mode.ReplicationVariant.progress`."""
 
     member_id: str
+    shard_num: int | None
+    replica_num: int | None
     stage: str
     row_count: int | None
     rebuilds: int
+
+    @property
+    def label(self) -> str:
+        return member_label(self.member_id, self.shard_num, self.replica_num)
+
+
+def member_progress(
+    member_id: str, positions: Mapping[str, Position], stage: str, row_count: int | None, rebuilds: int
+) -> MemberProgress:
+    """``member_id``'s progress, with its position in ``positions`` (the bound inventory's; absent: ``None``)."""
+    shard_num, replica_num = positions.get(member_id, (None, None))
+    return MemberProgress(member_id, shard_num, replica_num, stage, row_count, rebuilds)
 
 
 def capsule_of(record: AuthorityRecord) -> QualityReceipt | None:
@@ -81,7 +100,7 @@ class InProgress:
     """The bound DDL is not finished: poll ``correlation_token`` (and ``entry`` once known) again later.
 
     Nothing is ever re-dispatched: a poll and a retry of the dispatching task both only reconcile the bound entry.
-    ``member_count``: the members the entry must finish on.
+    ``member_count``: the members the entry must finish on; ``positions``: each bound member's position by id.
     """
 
     operation_id: str
@@ -93,6 +112,11 @@ class InProgress:
     phase_before: str
     phase: str
     member_count: int
+    positions: Mapping[str, Position]
+
+    @property
+    def pending_labels(self) -> tuple[str, ...]:
+        return tuple(member_label(member, *self.positions.get(member, (None, None))) for member in self.pending_members)
 
 
 @dataclass(frozen=True)

@@ -80,6 +80,7 @@ from airflow_provider_dpone.cluster.protocol.seal import bind_artifact_and_basel
 from airflow_provider_dpone.cluster.protocol.void_permit import require_voidable, void_permit
 from airflow_provider_dpone.cluster.values.authority.phases import Phase
 from airflow_provider_dpone.cluster.values.authority.release import ReleaseDecision
+from airflow_provider_dpone.cluster.values.publication_receipts import PublicationReceipt
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.inventory import AdmittedInventory
 from airflow_provider_dpone.core.manifest.cluster import ReplicationMode
@@ -167,7 +168,7 @@ class PublicationService:
             phase_before=_phase(current),
             schema=record.schema_,
             artifact=record.artifact,
-            members=mode.progress(record),
+            members=mode.progress(record, ctx.inventory.positions(record.inventory_digest)),
             load_member_id=mode.load_member(record),
             quality=capsule_of(record),
         )
@@ -279,11 +280,11 @@ class PublicationService:
                 require_capsule(ctx, held.record)  # bound before dispatch; FAILED never publishes
             progress = publish(ctx, held, allow_dispatch=allow_dispatch)
             if not progress.complete:
-                return _in_progress(progress, "publication", before=phase)
+                return _in_progress(ctx, progress, "publication", before=phase)
             held = progress.held
         held = settle(ctx, held)  # a quality guard that refuses a changed target keeps its own code
         look = look_again(ctx, held.record) if held.record.phase is Phase.COMMITTED else None
-        receipt = self.request.mode.receipt(held.record, held.version).model_copy(update={"after_commit": look})
+        receipt = _receipt(ctx, held).model_copy(update={"after_commit": look})
         return require_unchanged(Committed(receipt, phase_before=phase.value))
 
     def _cleanup(self, *, allow_dispatch: bool) -> CleanupResult:
@@ -296,9 +297,9 @@ class PublicationService:
         if phase in (Phase.COMMITTED, Phase.CLEANUP_DISPATCHING):
             progress = clean_up(ctx, held, allow_dispatch=allow_dispatch)
             if not progress.complete:
-                return _in_progress(progress, "cleanup", before=phase)
+                return _in_progress(ctx, progress, "cleanup", before=phase)
             held = progress.held
-        return Completed(self.request.mode.receipt(held.record, held.version), phase_before=phase.value)
+        return Completed(_receipt(ctx, held), phase_before=phase.value)
 
 
 def bound_columns(
@@ -336,7 +337,15 @@ def _phase(current: Current | None) -> str:
     return phase_of(None if current is None else current.record)
 
 
-def _in_progress(progress: StepProgress, stage: Literal["publication", "cleanup"], *, before: Phase) -> InProgress:
+def _receipt(ctx: Context, held: Held) -> PublicationReceipt:
+    """The mode's receipt of a committed record, its members named with the bound inventory's positions."""
+    record = held.record
+    return ctx.request.mode.receipt(record, held.version, ctx.inventory.positions(record.inventory_digest))
+
+
+def _in_progress(
+    ctx: Context, progress: StepProgress, stage: Literal["publication", "cleanup"], *, before: Phase
+) -> InProgress:
     record = progress.held.record
     binding = record.publication if stage == "publication" else record.cleanup
     assert binding is not None
@@ -350,4 +359,5 @@ def _in_progress(progress: StepProgress, stage: Literal["publication", "cleanup"
         phase_before=before.value,
         phase=record.phase.value,
         member_count=len(record.members),
+        positions=ctx.inventory.positions(record.inventory_digest),
     )

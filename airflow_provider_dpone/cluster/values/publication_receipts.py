@@ -3,7 +3,8 @@
 record v2: the same fields plus the quality-replay capsule's state).
 
 A receipt is what a task hands to humans and downstream tasks (XCom, logs): redacted by construction. It names the
-operation, generation, digests, counts, phases and opaque member ids, and the authority version it was derived from,
+operation, generation, digests, counts, phases and opaque member ids with their positions (``shard_num``,
+``replica_num``) in the inventory the record bound, and the authority version it was derived from,
 so anyone can re-read the authority to check it. It never contains hosts, SQL, paths, physical UUIDs or row values,
 and a downstream task never trusts it instead of the authority. Each record version has its own receipt schema; both
 are built from a committed record (:func:`external_receipt`, :func:`internal_receipt`; the replication mode names its
@@ -14,9 +15,10 @@ write, in counts and digests (:mod:`~airflow_provider_dpone.cluster.protocol.aft
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 
 from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecord
 from airflow_provider_dpone.cluster.values.authority.external import ExternalAuthorityRecord
@@ -26,6 +28,7 @@ from airflow_provider_dpone.cluster.values.quality_capsule import CapsuleState, 
 from airflow_provider_dpone.cluster.values.quality_read import ColumnCounts
 from airflow_provider_dpone.core.canonical import Hex64, MemberId, NonNegative, TimestampMs, UInt64, canonical_json
 from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.inventory import Position, member_label
 
 RECEIPT_SCHEMA: Literal["dpone.clickhouse.cluster-external-full-refresh-receipt.v1"] = (
     "dpone.clickhouse.cluster-external-full-refresh-receipt.v1"
@@ -47,14 +50,22 @@ _CONFIG = ConfigDict(frozen=True, extra="forbid", populate_by_name=True, seriali
 
 
 class ReplicaReceipt(BaseModel):
-    """One member's verified generation (internal mode: one replica of the shared candidate)."""
+    """One member's verified generation (internal mode: one replica of the shared candidate), with its position in
+    the inventory the record bound (``None``: the live inventory is not that one, so no position is proven)."""
 
     model_config = _CONFIG
 
     member_id: MemberId
+    shard_num: PositiveInt | None
+    replica_num: PositiveInt | None
     row_count: NonNegative
     content_digest: Hex64
     predecessor_absent: bool
+
+    @property
+    def label(self) -> str:
+        """The member's one name (:func:`~airflow_provider_dpone.core.inventory.member_label`)."""
+        return member_label(self.member_id, self.shard_num, self.replica_num)
 
 
 class MemberReceipt(ReplicaReceipt):
@@ -188,9 +199,11 @@ def quality_receipt(binding: QualityBinding) -> QualityReceipt:
     )
 
 
-def external_receipt(record: ExternalAuthorityRecord, version: int) -> ExternalPublicationReceipt:
+def external_receipt(
+    record: ExternalAuthorityRecord, version: int, positions: Mapping[str, Position]
+) -> ExternalPublicationReceipt:
     """The receipt of a committed external record: every member with its own rebuild count."""
-    fields, replicas = _committed(record, version)
+    fields, replicas = _committed(record, version, positions)
     members = tuple(
         MemberReceipt(**replica.model_dump(), rebuilds=member.rebuilds)
         for replica, member in zip(replicas, record.members, strict=True)
@@ -199,11 +212,11 @@ def external_receipt(record: ExternalAuthorityRecord, version: int) -> ExternalP
 
 
 def internal_receipt(
-    record: InternalAuthorityRecord, version: int
+    record: InternalAuthorityRecord, version: int, positions: Mapping[str, Position]
 ) -> InternalPublicationReceipt | InternalPublicationReceiptV2:
     """The receipt of a committed internal record: the v1 receipt, or for a v2 record the v2 receipt with its
     capsule."""
-    fields, replicas = _committed(record, version)
+    fields, replicas = _committed(record, version, positions)
     candidate = record.candidate
     if candidate is None or candidate.load is None:  # excluded by the record invariants once committed
         raise DponeError("DPONE_CLICKHOUSE_CLUSTER_RECEIPT_INVALID", "committed without a loaded candidate")
@@ -214,9 +227,12 @@ def internal_receipt(
     return InternalPublicationReceipt(**internal, members=replicas)
 
 
-def _committed(record: AuthorityRecord, version: int) -> tuple[dict[str, Any], tuple[ReplicaReceipt, ...]]:
+def _committed(
+    record: AuthorityRecord, version: int, positions: Mapping[str, Position]
+) -> tuple[dict[str, Any], tuple[ReplicaReceipt, ...]]:
     """The fields every receipt shares and each member's verified generation, from a committed record (COMMITTED,
-    CLEANUP_DISPATCHING or COMPLETED); anything else is refused."""
+    CLEANUP_DISPATCHING or COMPLETED), each member with its position in ``positions`` (the bound inventory's,
+    :meth:`~airflow_provider_dpone.core.inventory.AdmittedInventory.positions`); anything else is refused."""
     publication = record.publication
     artifact = record.artifact
     if (
@@ -235,9 +251,12 @@ def _committed(record: AuthorityRecord, version: int) -> tuple[dict[str, Any], t
     for member in record.members:
         if member.content_digest != artifact.content_digest or member.row_count != artifact.row_count:
             raise DponeError("DPONE_CLICKHOUSE_CLUSTER_RECEIPT_INVALID", f"member {member.member_id} differs")
+        shard_num, replica_num = positions.get(member.member_id, (None, None))
         replicas.append(
             ReplicaReceipt(
                 member_id=member.member_id,
+                shard_num=shard_num,
+                replica_num=replica_num,
                 row_count=member.row_count,
                 content_digest=member.content_digest,
                 predecessor_absent=member.predecessor_absent,
