@@ -40,6 +40,11 @@ def test_up_status_fault_down(tmp_path: Path) -> None:
     try:
         assert described["cluster"] == "dpone_cluster"
         assert [(m["shard_num"], m["replica_num"]) for m in described["members"]] == [(1, 1), (1, 2), (1, 3)]
+        assert [(m["name"], m["position"]) for m in described["members"]] == [
+            ("member1", "shard 1, replica 1"),
+            ("member2", "shard 1, replica 2"),
+            ("member3", "shard 1, replica 3"),
+        ]
         password = described["airflow_connection_json"]["password"]
         assert len(password) >= 20, "the demo runs with a generated password"
         assert described["airflow_connection_uri"].startswith("dpone-clickhouse://default:")

@@ -47,10 +47,9 @@ def lines_with(text: str, log: str) -> list[str]:
 
 def member_names(cluster: EmbeddedCluster) -> dict[str, str]:
     """Each member's one name, by the double's own handle (``member2``): the id from the member's position in
-    ``system.clusters``, computed here from the position the double serves it at."""
+    ``system.clusters``, and the position as the embedded cluster's CLI prints it beside that handle."""
     return {
-        member.name: f"member {member_id(member.shard_num, member.replica_num)} "
-        f"(shard {member.shard_num}, replica {member.replica_num})"
+        member.name: f"member {member_id(member.shard_num, member.replica_num)} ({member.position})"
         for member in cluster.members
     }
 

@@ -39,6 +39,14 @@ class Endpoint:
         return f"{self.shard_num}:{self.replica_num}"
 
     @property
+    def position(self) -> str:
+        """``'shard <shard_num>, replica <replica_num>'``: the member's position as the provider's task logs and Test
+        button write it inside their one name of a member, ``member m<16 hex> (shard S, replica R)``; the double does
+        not compute the provider's opaque id (it does not depend on the provider), so the position is what ties a
+        ``memberN`` handle to a log line."""
+        return f"shard {self.shard_num}, replica {self.replica_num}"
+
+    @property
     def address(self) -> str:
         return f"{self.host}:{self.port}"
 
@@ -185,7 +193,7 @@ class EmbeddedCluster:
             "internal_replication": self.internal_replication,
             "directory": str(self.directory),
             "coordinator": asdict(self.coordinator),
-            "members": [asdict(member) for member in self.members],
+            "members": [{**asdict(member), "position": member.position} for member in self.members],
             "airflow_connection_uri": self.connection_uri(),
             "airflow_connection_json": self.connection_json(),
         }
