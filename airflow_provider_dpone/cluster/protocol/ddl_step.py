@@ -227,16 +227,24 @@ def _dispatch_once(ctx: Context, binding: DdlBinding, intent: DdlIntent) -> Disp
         correlation_token=binding.correlation_token,
         query_digest=binding.query_digest,
         session_id=None if binding.server is None else pinning_session(binding.correlation_token),
-        log_comment=canonical_json(
-            {
-                "dpone": ctx.request.mode.log_label,
-                "operation": ctx.request.operation_id[:16],
-                "epoch": binding.epoch,
-                "token": binding.correlation_token,
-            }
+        log_comment=dispatch_comment(
+            ctx.request.mode.log_label, ctx.request.operation_id, binding.epoch, binding.correlation_token
         ),
     )
     try:
         return ctx.ports.ddl.dispatch(ctx.inventory, intent, settings)
     except (OutcomeUnknownError, MutationRejectedError):
         return None
+
+
+def dispatch_comment(log_label: str, operation_id: str, epoch: int, correlation_token: str) -> str:
+    """The ``log_comment`` of a permit's dispatch: the mode's label, the operation's first 16 hex digits, the epoch
+    and the correlation token (canonical JSON), so an operator reading the queue sees whose entry it is."""
+    return canonical_json(
+        {
+            "dpone": log_label,
+            "operation": operation_id[:16],
+            "epoch": epoch,
+            "token": correlation_token,
+        }
+    )
