@@ -119,9 +119,12 @@ def test_a_dispatch_record_slower_than_the_deadline_is_withdrawn_and_the_retry_s
     assert queued == bound.correlation_token  # the retry's new permit, the one that was sent
 
 
-def fault_at(mode: ReplicationMode, kind: str, offset: int, fault: FaultKind, *, slow: bool) -> tuple[Sim, str]:
+def fault_at(
+    mode: ReplicationMode, kind: str, offset: int, fault: FaultKind, *, slow: bool
+) -> tuple[Sim, DdlBinding | None, str]:
     """A run with ``fault`` at the write ``offset`` points before the step's dispatch (2: its permit, 1: its dispatch
-    record), or with ``slow``, at the withdrawal that follows a slow dispatch record."""
+    record), or with ``slow``, at the withdrawal that follows a slow dispatch record; then Airflow's retries. Also
+    returns the step's binding as the faulted try left it."""
     sim = Sim.build(mode=mode)
     point = permit_point(mode, kind) if offset == 2 else dispatch_points(mode)[STEPS[mode].index(kind)] - 1
     if slow:
@@ -131,10 +134,11 @@ def fault_at(mode: ReplicationMode, kind: str, offset: int, fault: FaultKind, *,
     outcome = sim.run_dag(tries=1)
     assert (point, "authority.cas", fault) in sim.world.faults.fired
     sim.check_invariants()
+    left = next((binding for binding in bindings(sim) if binding.kind == kind), None)
     sim.world.faults.disable()
     if outcome != "completed":
         outcome = sim.run_dag()
-    return sim, outcome
+    return sim, left, outcome
 
 
 @pytest.mark.parametrize(("mode", "kind"), STEPS_OF_EVERY_MODE)
@@ -145,7 +149,11 @@ def test_every_fault_of_the_permit_write_resumes_without_a_restart(
     """Crash before the permit write, crash after it, or its answer lost: no dispatch was recorded, so the permit
     (if written) is provably unsent and the retry replaces it. Before the dispatch was recorded, a crash after the
     permit write ended ``DISPATCH_UNPROVEN``."""
-    sim, outcome = fault_at(mode, kind, 2, fault, slow=False)
+    sim, left, outcome = fault_at(mode, kind, 2, fault, slow=False)
+    if fault is FaultKind.CRASH_BEFORE:
+        assert left is None
+    else:
+        assert left is not None and left.unsent
     assert outcome == "completed", (outcome, sim.errors)
     assert UNPROVEN not in sim.errors
     converged_once_each(sim, mode)
@@ -157,7 +165,8 @@ def test_every_fault_of_the_dispatch_record(mode: ReplicationMode, kind: str, fa
     """Crash before the record: never sent, the retry re-permits. Crash after it, or its answer lost: the record
     says the request may have left, and nothing proves otherwise, so the step fails closed ``DISPATCH_UNPROVEN``
     and only the restart and void go on (then it converges with the DDL queued once)."""
-    sim, outcome = fault_at(mode, kind, 1, fault, slow=False)
+    sim, left, outcome = fault_at(mode, kind, 1, fault, slow=False)
+    assert left is not None and left.unsent is (fault is FaultKind.CRASH_BEFORE)
     if fault is FaultKind.CRASH_BEFORE:
         assert outcome == "completed", (outcome, sim.errors)
         assert UNPROVEN not in sim.errors
@@ -177,7 +186,8 @@ def test_every_fault_of_the_withdrawal_of_a_late_dispatch_record(
     """After a dispatch record slower than the deadline: a crash before the withdrawal leaves the record saying 'may
     have been sent' (the restart path, as for any recorded dispatch whose worker died); a crash after it or a lost
     answer leaves it 'never sent', and the retry re-permits without a restart."""
-    sim, outcome = fault_at(mode, kind, 1, fault, slow=True)
+    sim, left, outcome = fault_at(mode, kind, 1, fault, slow=True)
+    assert left is not None and left.unsent is (fault is not FaultKind.CRASH_BEFORE)
     if fault is FaultKind.CRASH_BEFORE:
         sim.check_fail_closed(outcome, UNPROVEN)
         restart_and_void(sim)
