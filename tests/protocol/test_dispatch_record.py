@@ -13,12 +13,14 @@ each DDL step of both modes; assertions are about the world's queue, UUIDs and r
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 import pytest
 
 from airflow_provider_dpone.cluster.values.authority.generation import DdlBinding
 from airflow_provider_dpone.cluster.values.authority.phases import Phase
+from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.manifest.cluster import ReplicationMode
 from tests.fakes.faults import SINGLE_FAULT_KINDS, FaultKind
 from tests.protocol.sim import SETTINGS, UNPROVEN, Sim
@@ -215,3 +217,42 @@ def test_an_unsent_permit_needs_no_void_and_the_void_changes_nothing() -> None:
     sim.world.faults.disable()
     assert sim.run_dag() == "completed"
     converged_once_each(sim, "external")
+
+
+def step_try(sim: Sim, kind: str) -> Callable[[], None]:
+    """Another worker's try of the task that runs the step (a coded refusal ends it, as it ends a task try)."""
+    calls: dict[str, Callable[[], object]] = {
+        "create": lambda: sim.service().stage(sim.source),
+        "exchange": lambda: sim.service().publish(),
+        "drop": lambda: sim.service().cleanup(),
+    }
+
+    def run() -> None:
+        with contextlib.suppress(DponeError):
+            calls[kind]()
+
+    return run
+
+
+@pytest.mark.parametrize(("mode", "kind"), STEPS_OF_EVERY_MODE)
+@pytest.mark.parametrize("before", ["record", "send"])
+def test_a_concurrent_try_at_the_dispatch_record_or_the_send_never_sends_twice(
+    mode: ReplicationMode, kind: str, before: str
+) -> None:
+    """A second try of the same task runs whole just before the holder's dispatch record (it finds the permit
+    unsent, replaces it, records and sends its own; the holder's record then loses its CAS and sends nothing), or
+    just before the holder's send (it finds the dispatch recorded, so it only reconciles, in progress). Either way
+    the step's statement is queued exactly once and the run converges."""
+    sim = Sim.build(mode=mode)
+    dispatch = dispatch_points(mode)[STEPS[mode].index(kind)]
+    sim.world.faults.interleave(dispatch - 1 if before == "record" else dispatch, step_try(sim, kind))
+    assert sim.run_dag() == "completed", sim.errors
+    assert UNPROVEN not in sim.errors and sim.record().voided == ()
+    converged_once_each(sim, mode)
+    queued = next(entry.token for entry in sim.world.queue if entry.intent.kind == kind)
+    bound = next(binding for binding in bindings(sim) if binding.kind == kind)
+    assert queued == bound.correlation_token
+    clean = Sim.build(mode=mode)
+    assert clean.run_dag() == "completed"
+    undisturbed = next(binding.epoch for binding in bindings(clean) if binding.kind == kind)
+    assert bound.epoch == undisturbed + (before == "record")  # the replacing permit is the one that was sent
