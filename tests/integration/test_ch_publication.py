@@ -391,7 +391,10 @@ def test_an_abort_that_died_half_way_while_a_publish_took_its_permit_leaves_no_p
 
     def abort_on_another_worker() -> None:
         with pytest.raises(_WorkerDied):
-            publication_service(replace(adapters.ports, authority=aborter), parsed).abort()
+            # the operator acts a CREATE window after the stage (an abort waits out any stage try's CREATE)
+            publication_service(
+                replace(adapters.ports, authority=aborter, clock=_Later(adapters.ports.clock)), parsed
+            ).abort()
 
     publisher.before_first_cas = abort_on_another_worker
     with pytest.raises(DponeError) as refused:
