@@ -47,7 +47,7 @@ dist: install
 	$(UV) build --quiet --out-dir dist packages/dpone-embedded
 
 test: lint docs postgres
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=15
 
 # The opt-in real-server suite (not part of `make test`), the one command for everything that needs real servers. Needs
 # a Docker engine. Starts the compose cluster (three Keeper servers, two ClickHouse servers of the release the embedded

@@ -26,6 +26,13 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from airflow_provider_dpone.cli import EXIT_CODES
+from airflow_provider_dpone.cluster.values.authority.phases import (
+    ALLOWED_TRANSITIONS,
+    LOOP_FIELDS,
+    TERMINAL_PHASES,
+    VOID_EDGES,
+    Phase,
+)
 from airflow_provider_dpone.core.alerts import ALERTS
 from airflow_provider_dpone.core.connection_options import ClickHouseConnectionOptions
 from airflow_provider_dpone.core.errors import REGISTRY
@@ -223,6 +230,24 @@ def settings() -> str:
     return _table(("Option", "Type", "Default", "Example", "Meaning"), rows)
 
 
+def phase_transitions() -> str:
+    """The publication state diagram as the authority write helper enforces it (``ALLOWED_TRANSITIONS``)."""
+    rows = []
+    for old, allowed in ALLOWED_TRANSITIONS.items():
+        edges = []
+        for new in sorted(allowed, key=list(Phase).index):
+            if new is old:
+                loop = LOOP_FIELDS.get(old)
+                edges.append(f"`{new}` (progress; only {', '.join(sorted(loop))})" if loop else f"`{new}` (progress)")
+            elif old is not None and (old, new) in VOID_EDGES:
+                edges.append(f"`{new}` (back, by a proven void of the permit)")
+            else:
+                edges.append(f"`{new}`")
+        name = "no record" if old is None else f"`{old}`" + (" (terminal)" if old in TERMINAL_PHASES else "")
+        rows.append((name, ", ".join(edges)))
+    return _table(("Phase", "May be written next"), rows)
+
+
 SECTIONS: Final[dict[str, dict[str, Callable[[], str]]]] = {
     "errors.md": {"error-codes": error_codes, "exit-codes": exit_codes, "alerts": alerts},
     "manifest-reference.md": {
@@ -231,6 +256,7 @@ SECTIONS: Final[dict[str, dict[str, Callable[[], str]]]] = {
     },
     "connections.md": {"connection-fields": connection_fields},
     "how-to-external-full-refresh.md": {"settings": settings},
+    "runbook.md": {"phase-transitions": phase_transitions},
 }
 """Page -> generated section name -> renderer."""
 

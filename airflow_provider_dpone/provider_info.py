@@ -57,10 +57,19 @@ CONFIG: dict[str, Any] = {
             "native_transfer_base": _option(
                 "string",
                 None,
-                "s3://bucket/dpone/native-transfer",
+                "s3://aws_default@bucket/dpone/native-transfer",
                 "Where the native transfer keeps its stage and journal (an ObjectStoragePath URL); a transfer "
                 "operator's stage_base argument wins. Unset: refused (native_transfer.stage_store_worker_local) unless "
                 "single_worker is true, then file://<system temp dir>/dpone-native-transfer.",
+            ),
+            "external_replication_admission": _option(
+                "boolean",
+                "True",
+                "False",
+                "The rollback switch of external replication: False refuses every new external-mode operation at "
+                "its fence (DPONE_CLICKHOUSE_CLUSTER_EXTERNAL_ADMISSION_DISABLED) before anything is written. It "
+                "deletes nothing: an operation already fenced keeps its authority record, candidates and "
+                "predecessor, and still resumes, aborts and cleans up. Internal mode is not affected.",
             ),
             "ddl_task_timeout_seconds": _option(
                 "integer",
@@ -82,6 +91,22 @@ CONFIG: dict[str, Any] = {
                 "120",
                 "The clock skew between workers and the coordinator that the void-permit proof allows; a larger real "
                 "skew makes the proof unsound.",
+            ),
+            "allow_unverified_tls": _option(
+                "boolean",
+                "False",
+                "True",
+                "Whether a ClickHouse connection's verify: false (no certificate chain and no host name check) may "
+                "take effect. False: such a connection is refused (DPONE_CLICKHOUSE_TRANSPORT_UNVERIFIED) before any "
+                "request, so no password reaches an unverified endpoint. True: it is used, with a WARNING line naming "
+                "the connection each time it is resolved. A native-transfer source always requires verified TLS.",
+            ),
+            "extraction_timeout_seconds": _option(
+                "integer",
+                "3600",
+                "14400",
+                "Cluster publication: the server-side bound (max_execution_time) of each read of the source query; "
+                "the extraction runs read-only (readonly = 1) and its query may not lift this bound.",
             ),
             "progress_heartbeat_seconds": _option(
                 "float",

@@ -207,12 +207,12 @@ FACTS: Final[dict[str, Callable[[object], bool]]] = {
     "target_key": _matches(_HEX),
     "member_id": _matches(_MEMBER),
     "phase": _matches(_PHASE),
-    "step": lambda value: value in STEPS,
+    "step": lambda value: isinstance(value, str) and value in STEPS,
     "epoch": _count,
     "members": _count,
     "live_members": _count,
     "code": _code,
-    "reason": lambda value: value in REASONS or _code(value),
+    "reason": lambda value: isinstance(value, str) and (value in REASONS or _code(value)),
     "drifted": _drift,
 }
 """Fact key -> the test its value must pass (opaque ids, registered codes, closed vocabularies, counts)."""
@@ -240,6 +240,14 @@ class AlertEvent:
         return f"dpone alert {self.name}: {self.alert.condition} [{facts}]"
 
 
+def _opaque(key: str, value: object) -> bool:
+    """Whether ``value`` has fact ``key``'s shape; any failure of the test itself means it has not."""
+    try:
+        return FACTS[key](value) is True
+    except Exception:  # noqa: BLE001 -- a value that breaks its test is redacted, never raised
+        return False
+
+
 AlertSink = Callable[[AlertEvent], None]
 """Where an emitted event goes after its log record (the Airflow surface: a ``Stats`` counter)."""
 
@@ -248,15 +256,16 @@ def emit(sink: AlertSink | None, alert: Alert, **facts: Fact) -> AlertEvent:
     """Emit ``alert`` once: validate every fact, log one structured record, hand the event to ``sink``.
 
     An unregistered alert or a fact key outside :data:`FACTS` is a programming error and raises ``ValueError`` before
-    anything is written; a value without its key's shape is shown as :data:`REDACTED` (an alert never replaces the
-    error it accompanies), so nothing but opaque facts ever leaves.
+    anything is written; a value without its key's shape, of any type (a list, a dict, an object whose comparison
+    fails), is shown as :data:`REDACTED` and never raises (an alert never replaces the error it accompanies), so
+    nothing but opaque facts ever leaves.
     """
     if ALERTS.get(alert.name) is not alert:
         raise ValueError(f"unregistered alert {alert.name!r}: add it to core/alerts.py")
     unknown = sorted(set(facts) - set(FACTS))
     if unknown:
         raise ValueError(f"alert {alert.name}: {unknown} are not registered facts")
-    shown = {key: value if FACTS[key](value) else REDACTED for key, value in facts.items()}
+    shown = {key: value if _opaque(key, value) else REDACTED for key, value in facts.items()}
     event = AlertEvent(alert, tuple(sorted(shown.items())))
     LOGGER.warning(event.line(), extra={"dpone_alert": event.as_dict()})
     if sink is not None:

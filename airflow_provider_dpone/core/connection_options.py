@@ -8,7 +8,7 @@ connection's password field and in memory only.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -37,7 +37,9 @@ class ClickHouseConnectionOptions(BaseModel):
     verify: bool = Field(
         default=True,
         title="Verify server certificate",
-        description="Verify the certificate chain and host name when HTTPS is used.",
+        description="Verify the certificate chain and host name when HTTPS is used. false turns both checks off: "
+        "refused before any request unless [dpone] allow_unverified_tls is True (then logged per connection); a "
+        "native-transfer source always refuses it.",
     )
     ca_cert: str | None = Field(
         default=None,
@@ -135,6 +137,38 @@ class ClickHouseConnectionOptions(BaseModel):
                 raise ValueError("member_endpoints maps two members to one endpoint")
             seen.add(address)
         return value
+
+
+def tls_relaxation(options: ClickHouseConnectionOptions) -> str | None:
+    """What ``options`` relax of TLS, or ``None`` when HTTPS (if used) is fully verified.
+
+    ``verify: false`` (also the text ``"false"``) is the only relaxation the options can express, and it turns off
+    both checks at once: clickhouse-connect builds the pool with ``cert_reqs = CERT_NONE``, so neither the certificate
+    chain nor the host name is checked. Unknown extra keys are refused, so no other switch exists. Plain HTTP
+    (``secure: false``) is not TLS and has its own rules.
+    """
+    if options.secure and not options.verify:
+        return "verify: false (neither the certificate chain nor the host name is checked)"
+    return None
+
+
+_HOST_FORBIDDEN: Final[frozenset[str]] = frozenset("@/?#\\")
+
+
+def bare_host(host: str | None, conn_id: str) -> str:
+    """The host field of connection ``conn_id`` when it is a bare host name or address, else a coded refusal.
+
+    A host holding user info (``user:password@db``), a scheme, a path, a query or white space is refused before
+    anything is sent, and the refusal never repeats the field (it may hold a password): otherwise the text would reach
+    a client URL, a log line or an OpenLineage namespace.
+    """
+    if not host:
+        raise DponeError("DPONE_CONNECTION_INVALID", f"connection {conn_id}: host is empty")
+    if any(char in _HOST_FORBIDDEN or char.isspace() for char in host):
+        raise DponeError(
+            "DPONE_CONNECTION_HOST_INVALID", f"connection {conn_id}: the host field is not a bare host name or address"
+        )
+    return host
 
 
 def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

@@ -15,6 +15,7 @@ import re
 import shutil
 import uuid
 from typing import Final
+from urllib.parse import urlsplit
 
 from airflow.sdk import ObjectStoragePath
 
@@ -22,6 +23,17 @@ from airflow_provider_dpone.core.errors import DponeError
 
 _KEY: Final[re.Pattern[str]] = re.compile(r"[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*/?")
 _LOCAL: Final = frozenset({"file", "local"})
+
+
+def require_store_url(url: str, code: str) -> str:
+    """``url`` when Airflow has a filesystem for its scheme; else ``code``, naming the scheme (a typo, or the provider
+    that registers it is not installed: ``s3`` needs apache-airflow-providers-amazon, ``gs`` the Google one)."""
+    from airflow.sdk.io.fs import has_fs
+
+    scheme = urlsplit(url).scheme or "file"
+    if not has_fs(scheme):
+        raise DponeError(code, f"no filesystem for the scheme {scheme!r} of the configured store URL")
+    return url
 
 
 def _check_key(key: str) -> str:

@@ -11,6 +11,7 @@ It holds no protocol state and makes no protocol decision: what to read, write o
 from __future__ import annotations
 
 import json
+import logging
 import os
 from dataclasses import replace
 from typing import Any, ClassVar
@@ -20,6 +21,7 @@ from airflow.sdk import BaseHook
 from pydantic import ValidationError
 
 from airflow_provider_dpone.cluster.clickhouse.adapter_set import PublicationAdapters, adapters_for
+from airflow_provider_dpone.cluster.clickhouse.artifact_source import EXTRACTION_SECONDS, extraction_settings
 from airflow_provider_dpone.cluster.clickhouse.artifact_store import ObjectStorageArtifactStore
 from airflow_provider_dpone.cluster.clickhouse.sql_cluster_ddl import (
     DEFAULT_TASK_TIMEOUT_SECONDS,
@@ -33,9 +35,15 @@ from airflow_provider_dpone.core.clickhouse.clients import Purpose, build_async_
 from airflow_provider_dpone.core.clickhouse.connection import ResolvedConnection
 from airflow_provider_dpone.core.clickhouse.endpoint import Endpoint
 from airflow_provider_dpone.core.clickhouse.oneshot import PROCESS_GUARD, MutationGuard
-from airflow_provider_dpone.core.connection_options import ClickHouseConnectionOptions, unique_keys
+from airflow_provider_dpone.core.connection_options import (
+    ClickHouseConnectionOptions,
+    bare_host,
+    tls_relaxation,
+    unique_keys,
+)
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.manifest import ClusterPublicationManifest, SealedArtifactSource
+from airflow_provider_dpone.core.storage import require_store_url
 from airflow_provider_dpone.hooks.publication import (
     PublicationEnvironment,
     configured_ddl_task_timeout_seconds,
@@ -43,6 +51,8 @@ from airflow_provider_dpone.hooks.publication import (
     protocol_settings,
 )
 from airflow_provider_dpone.provider_info import UI_FIELD_BEHAVIOUR
+
+log = logging.getLogger(__name__)
 
 CONNECTION_TYPES = ("dpone_clickhouse", "clickhouse")
 """Accepted connection types: ours, and the official ClickHouse provider's (same fields, no dpone extras)."""
@@ -101,7 +111,9 @@ class DponeClickHouseHook(DbApiHook):
         """An Airflow connection (``dpone_clickhouse`` or ``clickhouse``) as an in-memory resolved connection.
 
         The ``clickhouse`` type belongs to another provider: only the keys dpone defines are read from its extra.
-        The port defaults to 8443 with ``secure`` and 8123 without; the database is the connection's schema.
+        The port defaults to 8443 with ``secure`` and 8123 without; the database is the connection's schema. A host
+        holding user info is refused, and so is ``verify: false`` unless the deployment allows it
+        (:func:`admit_tls_relaxation`): both before any request.
         """
         conn_type = (getattr(connection, "conn_type", None) or "").replace("-", "_")
         if conn_type not in CONNECTION_TYPES:
@@ -111,15 +123,16 @@ class DponeClickHouseHook(DbApiHook):
             known = set(ClickHouseConnectionOptions.model_fields)
             extra = {k: v for k, v in (extra or {}).items() if k.removeprefix(cls._EXTRA_PREFIX) in known}
         options = cls.parse_options(extra)
-        if not connection.host:
-            raise DponeError("DPONE_CONNECTION_INVALID", "fields: host")
+        conn_id = str(getattr(connection, "conn_id", None) or "(unnamed)")
+        host = bare_host(connection.host, conn_id)
         return ResolvedConnection(
-            host=connection.host,
+            host=host,
             port=int(connection.port or (8443 if options.secure else 8123)),
             username=connection.login or "default",
             password=connection.password or "",
             database=connection.schema or "",
             options=options,
+            unverified_tls_allowed=admit_tls_relaxation(options, conn_id),
         )
 
     def resolved(self) -> ResolvedConnection:
@@ -238,6 +251,7 @@ class DponeClickHouseHook(DbApiHook):
             connection=coordinator,
         )
         query = manifest.source.query
+        seconds = configured_extraction_timeout_seconds()
         source_conn_id = manifest.source.connection_id
         endpoints: list[Any] = []
         if source_conn_id == self.dpone_clickhouse_conn_id:
@@ -249,7 +263,7 @@ class DponeClickHouseHook(DbApiHook):
 
         def table() -> TableSpec:
             if not resolved:
-                resolved.append(declared_table(manifest, describe_query(source_endpoint, query)))
+                resolved.append(declared_table(manifest, describe_query(source_endpoint, query, seconds)))
             return resolved[0]
 
         def source(request: PublicationRequest) -> ArtifactSource:
@@ -258,6 +272,7 @@ class DponeClickHouseHook(DbApiHook):
                 columns=request.table.schema_pairs,
                 max_source_bytes=request.max_source_bytes,
                 source=source_endpoint,
+                max_execution_seconds=seconds,
             )
             return artifact_source
 
@@ -278,12 +293,44 @@ class DponeClickHouseHook(DbApiHook):
         )
 
 
-def describe_query(endpoint: Any, query: str) -> tuple[tuple[str, str], ...]:
-    """The ``(name, type)`` pairs of the query's result, in canonical spelling; reads no row."""
+def admit_tls_relaxation(options: ClickHouseConnectionOptions, conn_id: str) -> bool:
+    """Whether connection ``conn_id`` may relax TLS: ``False`` when it does not; when it does (``verify: false``),
+    ``[dpone] allow_unverified_tls`` decides: refused with ``DPONE_CLICKHOUSE_TRANSPORT_UNVERIFIED`` (the default),
+    or allowed with a WARNING line naming the connection at every resolution."""
+    relaxed = tls_relaxation(options)
+    if relaxed is None:
+        return False
+    if not allow_unverified_tls():
+        raise DponeError(
+            "DPONE_CLICKHOUSE_TRANSPORT_UNVERIFIED", f"connection {conn_id}: {relaxed}; [dpone] allow_unverified_tls"
+        )
+    log.warning(
+        "connection %s: TLS is not verified, %s; allowed by [dpone] allow_unverified_tls = True", conn_id, relaxed
+    )
+    return True
+
+
+def configured_extraction_timeout_seconds() -> int:
+    """``[dpone] extraction_timeout_seconds``: the server-side bound of each read of a source query."""
+    from airflow.configuration import conf
+
+    return conf.getint("dpone", "extraction_timeout_seconds", fallback=EXTRACTION_SECONDS)
+
+
+def allow_unverified_tls() -> bool:
+    """``[dpone] allow_unverified_tls`` (env ``AIRFLOW__DPONE__ALLOW_UNVERIFIED_TLS``), ``False`` when unset."""
+    from airflow.configuration import conf
+
+    return conf.getboolean("dpone", "allow_unverified_tls", fallback=False)
+
+
+def describe_query(endpoint: Any, query: str, seconds: int = EXTRACTION_SECONDS) -> tuple[tuple[str, str], ...]:
+    """The ``(name, type)`` pairs of the query's result, in canonical spelling; reads no row, read-only like the
+    extraction itself."""
     from airflow_provider_dpone.core.clickhouse.types import canonical_columns
 
     try:
-        rows = endpoint.reader().query(f"DESCRIBE TABLE ({query})").result_rows
+        rows = endpoint.reader().query(f"DESCRIBE TABLE ({query})", settings=extraction_settings(seconds)).result_rows
     except Exception as error:  # noqa: BLE001 -- any failure to describe is an extraction failure, type only
         raise DponeError("DPONE_ARTIFACT_EXTRACTION_FAILED", f"describe: {type(error).__name__}") from None
     return canonical_columns(tuple((str(row[0]), str(row[1])) for row in rows))
@@ -302,7 +349,7 @@ def default_artifact_base() -> str:
 
     configured = conf.get("dpone", "artifact_base", fallback=None)
     if configured:
-        return str(configured)
+        return require_store_url(str(configured), "DPONE_ARTIFACT_STORE_URL_INVALID")
     if not conf.getboolean("dpone", "single_worker", fallback=False):
         raise DponeError(
             "DPONE_ARTIFACT_STORE_WORKER_LOCAL", "[dpone] artifact_base unset, [dpone] single_worker false"

@@ -26,9 +26,11 @@ from typing import Any, Final, TypeVar
 
 from airflow.sdk import BaseHook
 
+from airflow_provider_dpone.core.connection_options import bare_host
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.manifest import normalized_plan_digest
 from airflow_provider_dpone.core.manifest.transfer import MssqlSink, NativeTransferManifest, PostgresSink
+from airflow_provider_dpone.core.storage import require_store_url
 from airflow_provider_dpone.hooks.alerts import count_alert
 from airflow_provider_dpone.hooks.clickhouse import CONNECTION_TYPES, DponeClickHouseHook
 from airflow_provider_dpone.transfer.ports import JournalStore, SnapshotSourceConnector, TransferTarget
@@ -47,6 +49,7 @@ from airflow_provider_dpone.transfer.values.target import TargetTable
 from airflow_provider_dpone.transfer.values.utc_window import UtcWindow
 
 DEFAULT_BASE_DIR: Final = "dpone-native-transfer"
+INVALID_STAGE_URL: Final = "native_transfer.stage_store_url_invalid"
 _POSTGRES_EXTRAS: Final = frozenset(
     {"sslmode", "sslrootcert", "sslcert", "sslkey", "sslcrl", "target_session_attrs", "connect_timeout"}
 )
@@ -64,12 +67,12 @@ def stage_base(configured: str | None = None) -> str:
     ``native_transfer.stage_store_worker_local`` before the task touches anything (a retry on another worker could not
     recover from a stage it cannot read)."""
     if configured:
-        return configured.rstrip("/")
+        return require_store_url(configured, INVALID_STAGE_URL).rstrip("/")
     from airflow.configuration import conf
 
     from_config = conf.get("dpone", "native_transfer_base", fallback=None)
     if from_config:
-        return str(from_config).rstrip("/")
+        return require_store_url(str(from_config), INVALID_STAGE_URL).rstrip("/")
     if not conf.getboolean("dpone", "single_worker", fallback=False):
         raise DponeError(
             "native_transfer.stage_store_worker_local",
@@ -172,24 +175,26 @@ class DponeNativeTransferHook(BaseHook):
             raise DponeError(
                 "DPONE_CONNECTION_INVALID", f"connection {conn_id}: type must be one of {CONNECTION_TYPES}"
             )
-        if not conn.host:
-            raise DponeError("DPONE_CONNECTION_INVALID", f"connection {conn_id}: host is empty")
-        options = source_transport_options(conn.host, DponeClickHouseHook.parse_options(conn.extra))
+        host = bare_host(conn.host, conn_id)
+        options = source_transport_options(host, DponeClickHouseHook.parse_options(conn.extra))
         port = int(conn.port) if conn.port else (8443 if options.secure else 8123)
-        return http_connector(conn.host, port, conn.login or "default", conn.password or "", options)
+        return http_connector(host, port, conn.login or "default", conn.password or "", options)
 
     # -- target --------------------------------------------------------------------------------------------------
     def require_target_connection(self) -> None:
-        """Refuse at once, before any source I/O, when the sink's Airflow connection is not defined (terminal)."""
+        """Refuse at once, before any source I/O, when the sink's Airflow connection is not defined or its host holds
+        more than a host (user info, a scheme, a path): both terminal."""
         from airflow.sdk.exceptions import AirflowNotFoundException
 
         conn_id = self.manifest.sink.connection_id
         try:
-            self.get_connection(conn_id)
+            conn = self.get_connection(conn_id)
         except AirflowNotFoundException:
             raise DponeError(
                 "DPONE_CONNECTION_UNDEFINED", f"connection {conn_id} ({self.manifest.sink.type})"
             ) from None
+        if conn.host:  # the target's own hook reports an empty one
+            bare_host(conn.host, conn_id)
 
     def target(self) -> TransferTarget:
         """The target adapter bound to the sink's table."""
@@ -213,11 +218,10 @@ class DponeNativeTransferHook(BaseHook):
         from psycopg.conninfo import make_conninfo
 
         conn = self.get_connection(sink.connection_id)
-        if not conn.host:
-            raise DponeError("DPONE_CONNECTION_INVALID", f"connection {sink.connection_id}: host is empty")
+        host = bare_host(conn.host, sink.connection_id)
         extras = {key: str(value) for key, value in (conn.extra_dejson or {}).items() if key in _POSTGRES_EXTRAS}
         return make_conninfo(
-            host=conn.host,
+            host=host,
             port=str(conn.port or 5432),
             user=conn.login or "",
             password=conn.password or "",

@@ -38,11 +38,6 @@ this provider's operators: it builds the bounded reader of one task try from the
 of each member's direct connection). Default: the hook's
 :class:`~airflow_provider_dpone.cluster.clickhouse.acceptance_reader.SubprocessAcceptanceReader`."""
 
-DEFAULT_QUEUE_READER = "airflow_provider_dpone.triggers.ddl_queue_readers.clickhouse_queue_reader"
-"""Import path of the factory the deferral trigger builds its (async, read-only) DDL queue reader with (the trigger's
-default too): a reader over :meth:`DponeClickHouseHook.aqueue_entries
-<airflow_provider_dpone.hooks.clickhouse.DponeClickHouseHook.aqueue_entries>`."""
-
 
 def _nothing_to_close() -> None:
     return None
@@ -53,14 +48,12 @@ class PublicationEnvironment:
     """Everything one task try needs to drive the protocol against one cluster.
 
     ``table`` resolves the target's typed definition (the source's column types with the manifest's engine and
-    sorting key); ``source`` builds the extraction for a request; ``queue_reader`` names the trigger's reader
-    factory (an import path, because a trigger is rebuilt from its serialized kwargs in the triggerer process).
+    sorting key); ``source`` builds the extraction for a request.
     """
 
     ports: PublicationPorts
     table: Callable[[], TableSpec]
     source: Callable[[PublicationRequest], ArtifactSource]
-    queue_reader: str = DEFAULT_QUEUE_READER
     settings: ProtocolSettings = field(default_factory=ProtocolSettings)
     close: Callable[[], None] = _nothing_to_close
     member_connections: MemberConnections | None = None
@@ -141,7 +134,9 @@ def protocol_settings(options: ClickHouseConnectionOptions | None = None) -> Pro
 
     ``[dpone] replica_sync_timeout_seconds``: the bound of one replica's convergence wait in internal mode (a replica
     still behind fails the stage try retryably and the retry waits again). ``[dpone] void_skew_margin_seconds``: the
-    clock skew the void-permit proof allows between workers and the coordinator. ``options`` (the coordinator
+    clock skew the void-permit proof allows between workers and the coordinator. ``[dpone]
+    external_replication_admission``: the rollback switch of external mode (False refuses new external operations).
+    ``options`` (the coordinator
     connection's) give the send timeout the proof counts: connect plus send/receive. Other settings: the defaults.
     """
     from airflow.sdk import conf
@@ -159,4 +154,5 @@ def protocol_settings(options: ClickHouseConnectionOptions | None = None) -> Pro
         ),
         send_timeout_ms=send_ms,
         void_skew_margin_ms=skew * 1000,
+        external_admission=conf.getboolean("dpone", "external_replication_admission", fallback=True),
     )

@@ -13,10 +13,11 @@ of the whole run is a same-operation retry that resumes wherever the authority s
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from airflow.sdk import BaseOperator, Context
 
@@ -26,6 +27,7 @@ from airflow_provider_dpone.cluster.protocol.request import PublicationRequest
 from airflow_provider_dpone.cluster.protocol.service import (
     Begun,
     PublicationService,
+    begin,
     bound_columns,
     publication_service,
 )
@@ -56,6 +58,9 @@ from airflow_provider_dpone.operators.reporting import (
     raise_for,
     stage_xcom,
 )
+
+if TYPE_CHECKING:
+    import jinja2
 
 T = TypeVar("T")
 
@@ -130,11 +135,13 @@ def resolve_table(
     The stage task resolves one: the columns this operation bound (:func:`bound_columns`), else the source's
     (metadata only, after runtime admission passed). The fence task describes the source (metadata only) when the
     quality policy observes columns, so that a selection the table cannot answer is refused before the fence is
-    written. Every other task gets :func:`fence_table`.
+    written, and also only after runtime admission passed (a cluster whose mode does not match is refused before
+    the source is touched). Every other task gets :func:`fence_table`.
     """
     if not stages:
         if fences and fence.quality is not None and fence.quality.observes_columns:
-            return environment.table(), None
+            begun = begin(environment.ports, fence, environment.settings)
+            return environment.table(), begun
         return fence.table, None
     columns, begun = bound_columns(environment.ports, fence, environment.settings)
     return (environment.table() if columns is None else declared_table(manifest, columns)), begun
@@ -165,6 +172,8 @@ class DponePublicationOperator(BaseOperator):
     :param manifest: the cluster publication manifest: a ``.yaml`` path (relative paths resolve against the DAG
         file's folder), inline YAML text, a mapping or a loaded model. Every task of the DAG must get the same manifest. Templated:
         Jinja renders the path or inline text, or every string of a mapping (not the content of a manifest file).
+        With durable quality replay a manifest that rendering changes is refused
+        (``DPONE_REPLAY_QUALITY_EVIDENCE_UNSUPPORTED``; seed 002: templates are unsupported).
     :param dpone_clickhouse_conn_id: the ``dpone_clickhouse`` connection of the cluster's coordinator; default: the
         manifest's ``sink.connection_id``. Templated.
     :param ports_factory: builds the protocol's ports and the extraction (default: the ClickHouse adapters built by
@@ -194,9 +203,16 @@ class DponePublicationOperator(BaseOperator):
     ) -> None:
         super().__init__(**kwargs)
         self.manifest = manifest
+        self._manifest_as_written = copy.deepcopy(manifest)
+        """Before Jinja renders ``manifest``: a durable quality replay refuses a manifest rendering changed."""
         self.dpone_clickhouse_conn_id = dpone_clickhouse_conn_id
         self.ports_factory = ports_factory
         self.target_acceptance_reader = target_acceptance_reader
+
+    def render_template_fields(self, context: Context, jinja_env: jinja2.Environment | None = None) -> None:
+        """Keep the manifest as it stands just before Jinja renders it (whatever set it), then render."""
+        self._manifest_as_written = copy.deepcopy(self.manifest)
+        super().render_template_fields(context, jinja_env)
 
     @property
     def task_log(self) -> TaskLog:
@@ -217,6 +233,12 @@ class DponePublicationOperator(BaseOperator):
         try:
             manifest = read_manifest(self.manifest, base_dir=self._base_dir(context))
             require_admissible(manifest)
+            if manifest.quality_policy is not None and self.manifest != self._manifest_as_written:
+                raise DponeError(
+                    "DPONE_REPLAY_QUALITY_EVIDENCE_UNSUPPORTED",
+                    "the manifest is templated (Jinja changed it): durable quality replay binds a configuration that "
+                    "must not depend on the run's template context; pass the manifest without templates",
+                )
             conn_id = self.dpone_clickhouse_conn_id or manifest.sink.connection_id
             factory = self.ports_factory or hook_environment
             environment = factory(manifest, conn_id, ddl_task_timeout_seconds=self._ddl_task_timeout_seconds())

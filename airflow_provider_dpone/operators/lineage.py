@@ -50,9 +50,11 @@ def clickhouse_namespace(conn_id: str) -> tuple[str, str]:
 def _server_namespace(scheme: str, conn_id: str) -> tuple[str, str | None]:
     from airflow.sdk import BaseHook
 
+    from airflow_provider_dpone.core.connection_options import bare_host
+
     connection = BaseHook.get_connection(conn_id)
     port = connection.port or _DEFAULT_PORTS[scheme]
-    return f"{scheme}://{connection.host}:{port}", connection.schema or None
+    return f"{scheme}://{bare_host(connection.host, conn_id)}:{port}", connection.schema or None
 
 
 def source_tables(query: str, default_database: str) -> list[str]:

@@ -13,7 +13,7 @@ The task runs the native transfer route once per try:
 * the log shows the phases and each chunk's progress (rows, bytes);
 * the source table is the task's Airflow Asset inlet (:func:`source_asset`), so the Asset graph shows what it reads.
 
-Stage and journal live under ``stage_base`` (``s3://bucket/prefix`` in production; see
+Stage and journal live under ``stage_base`` (``s3://<conn_id>@bucket/prefix`` in production; see
 :func:`~airflow_provider_dpone.hooks.native_transfer.stage_base` for the default).
 """
 

@@ -73,6 +73,17 @@ def publication_asset(manifest: ManifestInput) -> Asset:
     return Asset(uri=asset_uri(read_manifest(manifest)))
 
 
+def _templated(value: Any) -> bool:
+    """Whether a manifest input holds a Jinja expression or statement in any of its strings."""
+    if isinstance(value, str):
+        return "{{" in value or "{%" in value
+    if isinstance(value, dict):
+        return any(_templated(item) for item in value.values())
+    if isinstance(value, list | tuple):
+        return any(_templated(item) for item in value)
+    return False
+
+
 class _WaitingOperator(DponePublicationOperator):
     """Publish and cleanup: one dispatching entry point, one read-only reconcile, and a bounded wait between them.
 
@@ -198,7 +209,6 @@ class _WaitingOperator(DponePublicationOperator):
             round=round_,
             poll_interval=self.poll_interval,
             max_attempts=attempts,
-            reader=session.environment.queue_reader,
             heartbeat_seconds=progress_heartbeat_seconds(),
         )
         self.task_log.info("deferring to the DDL queue trigger (round %d)", round_ + 1)
@@ -231,7 +241,7 @@ class DponePublishOperator(_WaitingOperator):
     """Publish the staged generation with one fenced ``EXCHANGE``/``RENAME ... ON CLUSTER``; succeed only on COMMITTED.
 
     Declares the target as an Airflow Asset outlet (``clickhouse-cluster://<cluster>/<database>/<table>``) unless
-    ``outlets`` is given: the asset event is emitted only when the task succeeds, which is only when every member
+    ``outlets`` is given or the manifest is templated (its table is known only when the task runs; pass ``outlets``): the asset event is emitted only when the task succeeds, which is only when every member
     exposes the new generation and the COMMITTED receipt is durable, and once per generation: a try whose generation
     Airflow's asset-event records already hold for this run (a cleared publish or run) has no outlets. Pushes the
     redacted commit receipt.
@@ -242,7 +252,8 @@ class DponePublishOperator(_WaitingOperator):
 
     def __init__(self, *, manifest: ManifestInput, outlets: Any = None, **kwargs: Any) -> None:
         if outlets is None:
-            outlets = [publication_asset(manifest)]
+            # a templated manifest names its table only when the task runs: no default outlet at parse time
+            outlets = [] if _templated(manifest) else [publication_asset(manifest)]
         super().__init__(manifest=manifest, outlets=outlets, **kwargs)
         self.declared_outlets = list(self.outlets)
 

@@ -1,8 +1,9 @@
 """``ClusterDDLQueueTrigger``: wait, in the triggerer, until one bound ``ON CLUSTER`` DDL has finished everywhere.
 
 The deferrable publish and cleanup tasks defer here while their bound queue entry is still running on some member.
-The trigger polls *only* that entry (found by its correlation token, pinned by its name once known) through an async,
-read-only reader, and yields exactly one :class:`TriggerEvent`:
+The trigger polls *only* that entry (found by its correlation token, pinned by its name once known) through the
+connection hook's async, read-only :meth:`~airflow_provider_dpone.hooks.clickhouse.DponeClickHouseHook.aqueue_entries`
+(as the dbt Cloud and Databricks triggers call their hook), and yields exactly one :class:`TriggerEvent`:
 
 * ``finished``  -- every expected host reports ``Finished`` (with or without an exception code);
 * ``ambiguous`` -- more than one entry carries the token (never expected; the task's reconcile decides);
@@ -21,19 +22,16 @@ The first poll is immediate and the next waits grow to the poll interval (:func:
 from __future__ import annotations
 
 import asyncio
-import importlib
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_provider_dpone.cluster.clickhouse.sql_cluster_ddl import QueueEntry
-from airflow_provider_dpone.hooks.publication import DEFAULT_QUEUE_READER
-from airflow_provider_dpone.triggers.ddl_queue_readers import QueueReader, QueueReaderFactory
+if TYPE_CHECKING:
+    from airflow_provider_dpone.cluster.clickhouse.sql_cluster_ddl import QueueEntry
+    from airflow_provider_dpone.hooks.clickhouse import DponeClickHouseHook
 
-DEFAULT_READER: Final[str] = DEFAULT_QUEUE_READER
-"""The reader a trigger polls with unless told otherwise: the publication environment's default."""
 DEFAULT_HEARTBEAT_SECONDS: Final[float] = 300.0
 
 FIRST_POLL_DELAYS: Final[tuple[float, ...]] = (0.25, 0.5, 1.0, 2.0)
@@ -82,15 +80,6 @@ class ProgressGate:
         return True
 
 
-def load_reader_factory(path: str) -> QueueReaderFactory:
-    """Import ``package.module.factory`` (the reader factory a trigger names by path)."""
-    module_name, _, attribute = path.rpartition(".")
-    if not module_name:
-        raise ValueError("reader must be an import path 'package.module.factory'")
-    factory: QueueReaderFactory = getattr(importlib.import_module(module_name), attribute)
-    return factory
-
-
 class ClusterDDLQueueTrigger(BaseTrigger):
     """Poll one distributed DDL queue entry until every expected host has finished it.
 
@@ -105,7 +94,6 @@ class ClusterDDLQueueTrigger(BaseTrigger):
     :param max_attempts: polls before a ``timeout`` event.
     :param missing_attempts: polls without any entry before a ``missing`` event.
     :param max_read_errors: consecutive failed reads before an ``error`` event.
-    :param reader: import path of the reader factory (``conn_id -> QueueReader``).
     :param heartbeat_seconds: an unchanged progress line is logged again after this long (a changed one at once).
     """
 
@@ -123,7 +111,6 @@ class ClusterDDLQueueTrigger(BaseTrigger):
         max_attempts: int = 720,
         missing_attempts: int = 12,
         max_read_errors: int = 5,
-        reader: str = DEFAULT_READER,
         heartbeat_seconds: float = DEFAULT_HEARTBEAT_SECONDS,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
@@ -140,7 +127,6 @@ class ClusterDDLQueueTrigger(BaseTrigger):
         self.max_attempts = max_attempts
         self.missing_attempts = missing_attempts
         self.max_read_errors = max_read_errors
-        self.reader = reader
         self.heartbeat_seconds = heartbeat_seconds
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
@@ -158,7 +144,6 @@ class ClusterDDLQueueTrigger(BaseTrigger):
                 "max_attempts": self.max_attempts,
                 "missing_attempts": self.missing_attempts,
                 "max_read_errors": self.max_read_errors,
-                "reader": self.reader,
                 "heartbeat_seconds": self.heartbeat_seconds,
             },
         )
@@ -190,8 +175,15 @@ class ClusterDDLQueueTrigger(BaseTrigger):
             return "finished"
         return None
 
+    def _hook(self) -> DponeClickHouseHook:
+        """The connection's hook, imported and built in a worker thread: the import (the hook, the ClickHouse client)
+        takes seconds, and the triggerer's event loop must never wait on it."""
+        from airflow_provider_dpone.hooks.clickhouse import DponeClickHouseHook
+
+        return DponeClickHouseHook(dpone_clickhouse_conn_id=self.conn_id)
+
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        reader: QueueReader = load_reader_factory(self.reader)(self.conn_id)
+        hook = await asyncio.to_thread(self._hook)
         entries: Sequence[QueueEntry] = ()
         entry = self.entry
         missing = errors = 0
@@ -199,7 +191,7 @@ class ClusterDDLQueueTrigger(BaseTrigger):
         try:
             for attempt in range(1, self.max_attempts + 1):
                 try:
-                    entries = await reader.read(self.cluster, self.correlation_token, entry)
+                    entries = await hook.aqueue_entries(self.cluster, self.correlation_token, entry)
                 except Exception as exc:  # noqa: BLE001 - any failed read counts; the type only is logged
                     errors += 1
                     self.log.warning("dpone %s: queue read %d failed (%s)", self.stage, attempt, type(exc).__name__)
@@ -227,4 +219,4 @@ class ClusterDDLQueueTrigger(BaseTrigger):
                     await asyncio.sleep(poll_delay(attempt, self.poll_interval))
             yield self._event("timeout", self.max_attempts, entries)
         finally:
-            await reader.close()
+            await hook.aclose()

@@ -64,12 +64,19 @@ def test_a_connection_without_host_is_refused() -> None:
 
 
 def test_artifact_base_is_configurable(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("AIRFLOW__DPONE__ARTIFACT_BASE", "s3://bucket/dpone")
-    assert default_artifact_base() == "s3://bucket/dpone"
+    monkeypatch.setenv("AIRFLOW__DPONE__ARTIFACT_BASE", "file:///mnt/shared/dpone")
+    assert default_artifact_base() == "file:///mnt/shared/dpone"
     monkeypatch.delenv("AIRFLOW__DPONE__ARTIFACT_BASE")
     monkeypatch.setenv("AIRFLOW_HOME", "/opt/airflow")
     monkeypatch.setenv("AIRFLOW__DPONE__SINGLE_WORKER", "True")
     assert default_artifact_base() == "file:///opt/airflow/dpone/artifacts"
+
+
+def test_an_artifact_base_whose_scheme_no_filesystem_serves_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AIRFLOW__DPONE__ARTIFACT_BASE", "s4://aws_default@bucket/dpone")
+    with pytest.raises(DponeError) as caught:
+        default_artifact_base()
+    assert caught.value.code == "DPONE_ARTIFACT_STORE_URL_INVALID" and not caught.value.retryable
 
 
 def test_a_worker_local_default_store_needs_a_declared_single_worker(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -91,7 +98,61 @@ def test_booleans_are_strict(value: object) -> None:
 def test_booleans_accept_json_booleans_and_the_text_true_or_false() -> None:
     assert DponeClickHouseHook.resolve(connection(extra={"secure": True})).options.secure is True
     assert DponeClickHouseHook.resolve(connection(extra={"secure": "true"})).options.secure is True
-    assert DponeClickHouseHook.resolve(connection(extra={"verify": "False"})).options.verify is False
+    assert DponeClickHouseHook.resolve(connection(extra={"verify": "False"})).options.verify is False  # plain HTTP
+
+
+# -- TLS relaxation: refused unless the deployment allows it, and then logged with the connection's id -----------------
+@pytest.mark.parametrize("verify", [False, "false", "False"])
+def test_verify_false_over_https_is_refused_by_default(verify: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AIRFLOW__DPONE__ALLOW_UNVERIFIED_TLS", raising=False)
+    with pytest.raises(DponeError) as caught:
+        DponeClickHouseHook.resolve(connection(extra={"secure": True, "verify": verify}))
+    assert caught.value.code == "DPONE_CLICKHOUSE_TRANSPORT_UNVERIFIED"
+    assert "connection ch" in caught.value.detail and "coordinator.internal" not in str(caught.value)
+
+
+def test_an_allowed_relaxation_is_logged_naming_the_connection(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("AIRFLOW__DPONE__ALLOW_UNVERIFIED_TLS", "True")
+    with caplog.at_level("WARNING", logger="airflow_provider_dpone.hooks.clickhouse"):
+        resolved = DponeClickHouseHook.resolve(connection(extra={"secure": True, "verify": "false"}))
+    assert resolved.unverified_tls_allowed and resolved.options.verify is False
+    [record] = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert "connection ch:" in record.getMessage() and "allow_unverified_tls" in record.getMessage()
+    assert "pw" not in record.getMessage() and "coordinator.internal" not in record.getMessage()
+    assert not DponeClickHouseHook.resolve(connection(extra={"secure": True})).unverified_tls_allowed
+
+
+# -- the host field holds a host only ------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "host",
+    ["writer:s3cret@coordinator.internal", "s3cret@coordinator.internal", "https://coordinator.internal", "a b"],
+)
+def test_a_host_holding_more_than_a_host_is_refused_without_showing_it(host: str) -> None:
+    with pytest.raises(DponeError) as caught:
+        DponeClickHouseHook.resolve(connection(host=host))
+    assert caught.value.code == "DPONE_CONNECTION_HOST_INVALID"
+    assert "s3cret" not in str(caught.value) and "coordinator.internal" not in str(caught.value)
+
+
+@pytest.mark.parametrize("host", ["coordinator.internal", "10.0.0.7", "[::1]", "::1"])
+def test_a_bare_host_name_or_address_is_accepted(host: str) -> None:
+    assert DponeClickHouseHook.resolve(connection(host=host)).host == host
+
+
+def test_a_host_with_user_info_never_reaches_an_openlineage_namespace(monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_provider_dpone.operators.lineage import _server_namespace, clickhouse_namespace
+
+    for conn_id, conn_type in (("CH_LEAK", "dpone_clickhouse"), ("PG_LEAK", "postgres")):
+        payload = {"conn_type": conn_type, "host": "reader:s3cret@db.internal", "port": 5432}
+        monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id}", json.dumps(payload))
+    with pytest.raises(DponeError) as caught:
+        clickhouse_namespace("ch_leak")
+    assert caught.value.code == "DPONE_CONNECTION_HOST_INVALID" and "s3cret" not in str(caught.value)
+    with pytest.raises(DponeError) as caught:
+        _server_namespace("postgres", "pg_leak")
+    assert caught.value.code == "DPONE_CONNECTION_HOST_INVALID" and "s3cret" not in str(caught.value)
 
 
 def test_member_endpoints_as_an_object_or_as_json_text() -> None:

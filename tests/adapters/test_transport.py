@@ -7,6 +7,7 @@ refuse the redirect.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from urllib3 import Timeout
 from airflow_provider_dpone.core.clickhouse.clients import PinnedPoolManager, Purpose, client_kwargs, make_one_shot
 from airflow_provider_dpone.core.clickhouse.connection import ResolvedConnection
 from airflow_provider_dpone.core.connection_options import ClickHouseConnectionOptions
+from airflow_provider_dpone.core.errors import DponeError
 from tests.adapters.http_servers import ok_reply, redirect_reply, serve
 
 INSERT_BODY = b"INSERT INTO `db`.`t` FORMAT Native\n" + b"\x00" * 64
@@ -113,7 +115,15 @@ def test_secure_connection_is_https_with_verification_and_bounded_timeouts() -> 
 
 def test_insecure_connection_is_plain_http_only_when_asked() -> None:
     assert client_kwargs(connection(), Purpose.READ)["interface"] == "http"
-    assert client_kwargs(connection(secure=True, verify=False), Purpose.READ)["verify"] is False
+    allowed = replace(connection(secure=True, verify=False), unverified_tls_allowed=True)
+    assert client_kwargs(allowed, Purpose.READ)["verify"] is False
+
+
+@pytest.mark.parametrize("purpose", list(Purpose))
+def test_no_client_is_built_for_unverified_tls_the_deployment_did_not_allow(purpose: Purpose) -> None:
+    with pytest.raises(DponeError) as caught:
+        client_kwargs(connection(secure=True, verify=False), purpose, session_id="s1")
+    assert caught.value.code == "DPONE_CLICKHOUSE_TRANSPORT_UNVERIFIED"
 
 
 def test_scratch_clients_need_an_explicit_session() -> None:

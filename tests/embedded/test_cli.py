@@ -114,7 +114,18 @@ def test_up_on_a_stopped_cluster_keeps_its_connection_or_says_loudly_that_it_cha
         changed, notice = _cli_with_stderr("up", "--dir", directory, "--password", "another-password")
         assert changed["airflow_connection_json"]["password"] == "another-password"
         assert notice.startswith("WARNING: the Airflow connection of the embedded cluster") and "(password)" in notice
-        assert f"--conn-uri '{changed['airflow_connection_uri']}'" in notice
+        assert "another-password" not in notice, "stderr never carries the password"
+        [command] = [line.strip() for line in notice.splitlines() if "connections add" in line]
+        uri = command.split("--conn-uri ", 1)[1]
+        read = subprocess.run(
+            ["bash", "-c", f"echo {uri}"],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": ROOT},
+            timeout=120,
+            check=True,
+        )
+        assert read.stdout.strip() == changed["airflow_connection_uri"], "the command reads the new connection"
     finally:
         _cli("down", "--dir", directory)
 

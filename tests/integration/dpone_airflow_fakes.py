@@ -5,9 +5,9 @@ hands the operators a factory closure: every task try gets fresh port objects ov
 would get fresh clients over the same cluster. Building an environment advances the fake clock by a retry delay, so
 time-based rules (the dispatch quiet period) behave as between real tries.
 
-The deferral trigger is rebuilt from its serialized kwargs, so it cannot receive a closure: it names
-:func:`fake_queue_reader` by import path, which reads the *current* deployment's queue. ``on_poll`` lets a test act
-between polls (for example, resume a paused member), like an operator fixing a member while the task waits.
+The deferral trigger is rebuilt from its serialized kwargs, so it cannot receive a closure: :func:`serve_queue`
+patches the hook it polls through to read the *current* deployment's queue. ``on_poll`` lets a test act between
+polls (for example, resume a paused member), like an operator fixing a member while the task waits.
 """
 
 from __future__ import annotations
@@ -16,18 +16,20 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+import pytest
+
 from airflow_provider_dpone.cluster.clickhouse.sql_cluster_ddl import QueueEntry, QueueHost
 from airflow_provider_dpone.cluster.ports import ColumnSpec, TableSpec
 from airflow_provider_dpone.cluster.protocol.context import ProtocolSettings
 from airflow_provider_dpone.cluster.protocol.request import PublicationRequest
 from airflow_provider_dpone.core.manifest import ClusterPublicationManifest
+from airflow_provider_dpone.hooks.clickhouse import DponeClickHouseHook
 from airflow_provider_dpone.hooks.publication import PortsFactory, PublicationEnvironment
 from tests.fakes.faults import FaultInjector, FaultKind
 from tests.fakes.publication import FakeSource, FakeWorld, Row
 
 COLUMNS: tuple[tuple[str, str], ...] = (("id", "UInt64"), ("name", "String"), ("amount", "Nullable(Int64)"))
 RETRY_DELAY_MS = 300_000
-READER = "tests.integration.dpone_airflow_fakes.fake_queue_reader"
 
 
 @dataclass
@@ -86,7 +88,6 @@ class FakeDeployment:
                 ports=deployment.world.ports(),
                 table=deployment.table,
                 source=source,
-                queue_reader=READER,
                 settings=ProtocolSettings(dispatch_quiet_ms=120_000),
             )
 
@@ -104,31 +105,31 @@ class FakeDeployment:
 CURRENT: FakeDeployment | None = None
 
 
-class FakeQueueReader:
-    """Reads the current deployment's DDL queue like the real reader reads ``system.distributed_ddl_queue``."""
-
-    def __init__(self, conn_id: str) -> None:
-        self.conn_id = conn_id
-        self.closed = False
-
-    async def read(self, cluster: str, correlation_token: str, entry: str | None) -> Sequence[QueueEntry]:
-        deployment = CURRENT
-        assert deployment is not None, "no fake deployment is active"
-        deployment.polls += 1
-        if deployment.on_poll is not None:
-            deployment.on_poll(deployment.polls)
-        matches = [e for e in deployment.world.queue if e.token == correlation_token and entry in (None, e.name)]
-        return tuple(
-            QueueEntry(entry=found.name, hosts=tuple(QueueHost(state, code) for state, code in found.hosts.values()))
-            for found in matches
-        )
-
-    async def close(self) -> None:
-        self.closed = True
+async def fake_queue_entries(
+    hook: DponeClickHouseHook, cluster: str, correlation_token: str, entry: str | None = None
+) -> tuple[QueueEntry, ...]:
+    """The current deployment's DDL queue, read as the hook reads ``system.distributed_ddl_queue``."""
+    deployment = CURRENT
+    assert deployment is not None, "no fake deployment is active"
+    deployment.polls += 1
+    if deployment.on_poll is not None:
+        deployment.on_poll(deployment.polls)
+    matches = [e for e in deployment.world.queue if e.token == correlation_token and entry in (None, e.name)]
+    return tuple(
+        QueueEntry(entry=found.name, hosts=tuple(QueueHost(state, code) for state, code in found.hosts.values()))
+        for found in matches
+    )
 
 
-def fake_queue_reader(conn_id: str) -> FakeQueueReader:
-    return FakeQueueReader(conn_id)
+async def _no_client(hook: DponeClickHouseHook) -> None:
+    return None
+
+
+def serve_queue(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The trigger's hook reads the current deployment's queue (the trigger is rebuilt from its serialized kwargs, so
+    the deployment reaches it only through the hook it builds)."""
+    monkeypatch.setattr(DponeClickHouseHook, "aqueue_entries", fake_queue_entries)
+    monkeypatch.setattr(DponeClickHouseHook, "aclose", _no_client)
 
 
 class NamedFaults(FaultInjector):

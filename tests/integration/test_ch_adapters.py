@@ -46,11 +46,10 @@ def store(tmp_path: Path) -> ObjectStorageArtifactStore:
     return ObjectStorageArtifactStore(ObjectStoragePath(f"file://{tmp_path}/artifacts"))
 
 
-def seal_query(
-    coordinator: Endpoint, store: ObjectStorageArtifactStore, query: str = QUERY, max_source_bytes: int = 1 << 24
-) -> Any:
-    """The receipt of ``query`` (:data:`QUERY` by default) extracted from (and digested on) ``coordinator`` into
-    ``store``."""
+def query_extraction(
+    coordinator: Endpoint, store: ObjectStorageArtifactStore, query: str, max_source_bytes: int, **kwargs: Any
+) -> QueryArtifactSource:
+    """The extraction of ``query`` (:data:`COLUMNS`) from (and digested on) ``coordinator`` into ``store``."""
     return QueryArtifactSource(
         source=coordinator,
         query=query,
@@ -58,7 +57,16 @@ def seal_query(
         store=store,
         reference=coordinator,
         max_source_bytes=max_source_bytes,
-    ).seal()
+        **kwargs,
+    )
+
+
+def seal_query(
+    coordinator: Endpoint, store: ObjectStorageArtifactStore, query: str = QUERY, max_source_bytes: int = 1 << 24
+) -> Any:
+    """The receipt of ``query`` (:data:`QUERY` by default) extracted from (and digested on) ``coordinator`` into
+    ``store``."""
+    return query_extraction(coordinator, store, query, max_source_bytes).seal()
 
 
 def load_once(session: ClickHouseMemberSession, database: str, uuid_value: str, handle: Any) -> None:
@@ -200,14 +208,7 @@ def test_extraction_stops_at_the_byte_bound_while_streaming(
     coordinator = Endpoint.of(connection_to(embedded_cluster, "coordinator"))
     try:
         large = "SELECT number AS id, toString(number) AS name FROM numbers(3000000)"  # ~45 MB as Native
-        source = QueryArtifactSource(
-            source=coordinator,
-            query=large,
-            columns=COLUMNS,
-            store=store,
-            reference=coordinator,
-            max_source_bytes=1 << 22,
-        )
+        source = query_extraction(coordinator, store, large, 1 << 22)
         with pytest.raises(DponeError) as caught:
             source.seal()
         assert caught.value.code == "DPONE_ARTIFACT_SOURCE_BYTES_EXCEEDED"
@@ -231,14 +232,7 @@ def test_an_artifact_whose_columns_differ_is_refused(
 ) -> None:
     coordinator = Endpoint.of(connection_to(embedded_cluster, "coordinator"))
     try:
-        source = QueryArtifactSource(
-            source=coordinator,
-            query=query,
-            columns=COLUMNS,
-            store=store,
-            reference=coordinator,
-            max_source_bytes=1 << 20,
-        )
+        source = query_extraction(coordinator, store, query, 1 << 20)
         with pytest.raises(DponeError) as caught:
             source.seal()
         assert caught.value.code == "DPONE_ARTIFACT_SCHEMA_MISMATCH"

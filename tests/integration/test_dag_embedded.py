@@ -8,8 +8,7 @@ database; assertions read every member directly.
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
@@ -19,9 +18,7 @@ import pytest
 from dpone_embedded import EmbeddedCluster
 
 from airflow_provider_dpone.cluster.clickhouse.sql_cluster_ddl import QueueEntry
-from airflow_provider_dpone.core.manifest import ClusterPublicationManifest as Manifest
-from airflow_provider_dpone.hooks.publication import PublicationEnvironment, hook_environment
-from airflow_provider_dpone.triggers.ddl_queue_readers import ClickHouseQueueReader
+from airflow_provider_dpone.hooks.clickhouse import DponeClickHouseHook
 from tests.integration.dag_runner import (
     INTERNAL_EXAMPLE_FILE,
     RunOutcome,
@@ -44,34 +41,24 @@ PASSWORD = "pw-Redact-Me-7f3e9a"
 pytestmark = pytest.mark.embedded_cluster(members=2, password=PASSWORD)
 
 SOURCE_ROWS = 40
-RESUMING_READER = "tests.integration.test_dag_embedded.resuming_reader"
-PAUSED: dict[str, EmbeddedCluster] = {}
-"""member name -> cluster: the member whose DDL worker the resuming reader resumes once it has seen it pending."""
 
 
-class ResumingReader(ClickHouseQueueReader):
-    """The real async queue reader; after a poll that shows the entry unfinished, it resumes the paused member (an
-    operator fixing the member while the task waits in the triggerer)."""
+def resume_when_pending(monkeypatch: pytest.MonkeyPatch, cluster: EmbeddedCluster, member: str) -> list[str]:
+    """The trigger's hook reads the real queue; after a poll that shows the entry unfinished, ``member`` is resumed
+    (an operator fixing the member while the task waits in the triggerer). Returns the members still to resume."""
+    paused = [member]
+    read = DponeClickHouseHook.aqueue_entries
 
-    async def read(self, cluster: str, correlation_token: str, entry: str | None) -> Sequence[QueueEntry]:
-        entries = await super().read(cluster, correlation_token, entry)
-        if entries and entries[0].finished < len(entries[0].hosts):
-            for member, embedded in list(PAUSED.items()):
-                embedded.faults.resume(member)
-                del PAUSED[member]
+    async def resuming(
+        hook: DponeClickHouseHook, cluster_name: str, correlation_token: str, entry: str | None = None
+    ) -> tuple[QueueEntry, ...]:
+        entries = await read(hook, cluster_name, correlation_token, entry)
+        if entries and entries[0].finished < len(entries[0].hosts) and paused:
+            cluster.faults.resume(paused.pop())
         return entries
 
-
-def resuming_reader(conn_id: str) -> ResumingReader:
-    return ResumingReader(conn_id)
-
-
-def resuming_environment(
-    manifest: Manifest, conn_id: str, *, ddl_task_timeout_seconds: int | None = None
-) -> PublicationEnvironment:
-    """The default (real) environment, with the trigger's reader swapped for :class:`ResumingReader`."""
-    environment = hook_environment(manifest, conn_id, ddl_task_timeout_seconds=ddl_task_timeout_seconds)
-    return dataclasses.replace(environment, queue_reader=RESUMING_READER)
+    monkeypatch.setattr(DponeClickHouseHook, "aqueue_entries", resuming)
+    return paused
 
 
 @pytest.fixture(scope="module")
@@ -138,6 +125,7 @@ def test_faults_on_every_boundary_are_retried_or_resolved_without_duplicates(
     embedded_cluster: EmbeddedCluster,
     published: dict[str, Any],
     capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """First run (absent target): lost load response on member 1, lost CREATE response on member 2, lost RENAME
     response. Second run (existing target): member 2's DDL worker paused during the EXCHANGE (the publish task
@@ -160,13 +148,13 @@ def test_faults_on_every_boundary_are_retried_or_resolved_without_duplicates(
         client.close()
     faults.lose_response("coordinator", match="^DROP TABLE")
     faults.pause("member2")
-    PAUSED["member2"] = embedded_cluster
-    configure(example, resuming_environment, manifest=published["manifest"], poll_interval=0.2)
+    paused = resume_when_pending(monkeypatch, embedded_cluster, "member2")
+    configure(example, None, manifest=published["manifest"], poll_interval=0.2)
     capfd.readouterr()
     second = _run(example, 4)
     log = capfd.readouterr().out
     assert second.succeeded, second.states
-    assert not PAUSED, "the trigger saw the entry pending and resumed the member"
+    assert not paused, "the trigger saw the entry pending and resumed the member"
     assert not faults.armed(), "every armed fault fired"
     assert "woken by the queue trigger" in log, "publish waited in the trigger, not in a retry"
     assert second.tries["publish"] == 1

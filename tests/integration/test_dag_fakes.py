@@ -20,11 +20,16 @@ from airflow_provider_dpone.core.manifest import ClusterPublicationManifest, loa
 from tests.fakes.faults import FaultKind
 from tests.fakes.world import Effect
 from tests.integration.dag_runner import asset_events, configure, load_example, run_example
-from tests.integration.dpone_airflow_fakes import FakeDeployment, NamedFaults
+from tests.integration.dpone_airflow_fakes import FakeDeployment, NamedFaults, serve_queue
 
 ROWS = ((1, "a", 10), (2, "b", None), (3, "c", 30))
 ASSET = "clickhouse-cluster://dpone_cluster/analytics/target_table"
 BASELINE = ((7, "old", 1),)
+
+
+@pytest.fixture(autouse=True)
+def _fake_queue(monkeypatch: pytest.MonkeyPatch) -> None:
+    serve_queue(monkeypatch)
 
 
 @pytest.fixture(scope="module")

@@ -258,8 +258,8 @@ def test_hook_builds_the_adapters_from_airflow_connections(monkeypatch) -> None:
     with pytest.raises(DponeError) as wrong:
         retyped.connect()
     assert wrong.value.code == "DPONE_CONNECTION_INVALID"
-    monkeypatch.setenv("AIRFLOW__DPONE__NATIVE_TRANSFER_BASE", "s3://bucket/dpone/")
-    assert stage_base() == "s3://bucket/dpone" and stage_base("file:///x") == "file:///x"
+    monkeypatch.setenv("AIRFLOW__DPONE__NATIVE_TRANSFER_BASE", "file:///mnt/shared/dpone/")
+    assert stage_base() == "file:///mnt/shared/dpone" and stage_base("file:///x") == "file:///x"
 
 
 def test_a_worker_local_stage_is_refused_unless_the_deployment_declares_one_worker(monkeypatch) -> None:
@@ -271,9 +271,22 @@ def test_a_worker_local_stage_is_refused_unless_the_deployment_declares_one_work
     with pytest.raises(DponeError) as refused:
         stage_base()
     assert refused.value.code == "native_transfer.stage_store_worker_local" and not refused.value.retryable
-    assert stage_base("s3://bucket/x/") == "s3://bucket/x", "an explicit stage_base needs no declaration"
+    assert stage_base("file:///mnt/x/") == "file:///mnt/x", "an explicit stage_base needs no declaration"
     monkeypatch.setenv("AIRFLOW__DPONE__SINGLE_WORKER", "True")
     assert stage_base().startswith("file://") and stage_base().endswith("dpone-native-transfer")
+
+
+@pytest.mark.parametrize("where", ["config", "argument"])
+def test_a_stage_base_whose_scheme_no_filesystem_serves_is_refused_before_anything(monkeypatch, where: str) -> None:
+    """A typo in the scheme (or a store whose provider is not installed) is a coded terminal refusal, not a raw
+    ``ValueError`` from the path library at the first write."""
+    from airflow_provider_dpone.hooks.native_transfer import stage_base
+
+    monkeypatch.setenv("AIRFLOW__DPONE__NATIVE_TRANSFER_BASE", "s4://aws_default@bucket/dpone")
+    with pytest.raises(DponeError) as refused:
+        stage_base() if where == "config" else stage_base("s4://aws_default@bucket/dpone")
+    assert refused.value.code == "native_transfer.stage_store_url_invalid" and not refused.value.retryable
+    assert "'s4'" in refused.value.detail
 
 
 def test_the_default_lease_and_the_examples_retries_fit_together() -> None:

@@ -1,16 +1,25 @@
-"""The native-transfer source against a real TLS endpoint: an embedded member serving HTTPS only.
+"""The native-transfer source, and the cluster route's ``verify: false`` policy, against a real TLS endpoint: an
+embedded member serving HTTPS only.
 
 A CA and server certificates are generated here (``cryptography``); the member reads its certificate files for every
 connection, so each case installs the certificate it needs. The certificate names ``member.dpone.test``, which this
 module resolves to the member's loopback address; the name is not a loopback name, so the source's transport policy
 applies to it as to any remote host. The client is the production one (``http_connector``: clickhouse-connect on
 urllib3 with the system's ``ssl``), so chain, host name and validity are checked by the real TLS stack.
+
+The cluster route's connection names a CA the member's certificate is not from, so only an unverified client could
+talk to it. By default (``[dpone] allow_unverified_tls`` unset) the hook refuses such a connection before any client
+exists: the member's name is never even resolved, so no password leaves. Allowed, the same connection reads the
+member and each resolution logs a WARNING naming the connection (the hook's own sync and async clients).
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import ipaddress
+import json
+import logging
 import shutil
 import socket
 from collections.abc import Iterator
@@ -24,8 +33,10 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from dpone_embedded.cluster import EmbeddedCluster
 
+from airflow_provider_dpone.core.clickhouse.clients import close_client
 from airflow_provider_dpone.core.connection_options import ClickHouseConnectionOptions
 from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.hooks.clickhouse import DponeClickHouseHook
 from airflow_provider_dpone.transfer.source.session import http_connector, source_transport_options
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -197,3 +208,91 @@ def test_the_loopback_address_is_not_in_the_certificate(tls_cluster: EmbeddedClu
     assert ipaddress.ip_address(host).is_loopback
     refused = _refused(tls_cluster, host, secure=True, ca_cert=str(pki.ca_file))
     assert refused.code == "native_transfer.source_transport_unsupported"
+
+
+@pytest.fixture
+def lookups(names: None, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every name the process resolves from now on: a client that reaches for the member resolves its name first."""
+    seen: list[str] = []
+    resolve = socket.getaddrinfo
+
+    def getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
+        seen.append(str(host))
+        return resolve(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    return seen
+
+
+@pytest.mark.parametrize("verify", [False, "false"])
+def test_verify_false_is_refused_before_the_password_is_sent(
+    tls_cluster: EmbeddedCluster, pki: Pki, lookups: list[str], verify: object
+) -> None:
+    """The member would complete an unverified handshake (its certificate is from a CA the client does not know);
+    the source refuses the relaxation first, with the transport code, and never even resolves the member's name."""
+    refused = _refused(tls_cluster, NAME, verify=verify, ca_cert=str(pki.unknown_ca_file))
+    assert refused.code == "native_transfer.source_transport_unsupported" and "verify: false" in str(refused)
+    assert NAME not in lookups
+    session = _connect(tls_cluster, NAME, ca_cert=str(pki.ca_file))  # the same endpoint, verified, is reached
+    session.close()
+    assert NAME in lookups
+
+
+# -- the cluster route: verify: false is refused before any request unless the deployment allows it ---------------
+CONN_ID = "relaxed_tls"
+
+
+@pytest.fixture
+def relaxed_connection(tls_cluster: EmbeddedCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    member = tls_cluster.members[0]
+    connection = {
+        "conn_type": "dpone_clickhouse",
+        "host": NAME,
+        "port": member.port,
+        "login": tls_cluster.user,
+        "password": tls_cluster.password,
+        "extra": {"secure": True, "verify": "false"},
+    }
+    monkeypatch.setenv(f"AIRFLOW_CONN_{CONN_ID.upper()}", json.dumps(connection))
+
+
+def _hook() -> DponeClickHouseHook:
+    return DponeClickHouseHook(dpone_clickhouse_conn_id=CONN_ID)
+
+
+@pytest.mark.parametrize("setting", [None, "False"])
+def test_verify_false_is_refused_before_any_request_unless_allowed(
+    relaxed_connection: None, lookups: list[str], monkeypatch: pytest.MonkeyPatch, setting: str | None
+) -> None:
+    if setting is None:
+        monkeypatch.delenv("AIRFLOW__DPONE__ALLOW_UNVERIFIED_TLS", raising=False)
+    else:
+        monkeypatch.setenv("AIRFLOW__DPONE__ALLOW_UNVERIFIED_TLS", setting)
+    for build in (_hook().coordinator_client, lambda: asyncio.run(_hook().async_coordinator_client())):
+        with pytest.raises(DponeError) as refused:
+            build()
+        assert refused.value.code == "DPONE_CLICKHOUSE_TRANSPORT_UNVERIFIED"
+        assert f"connection {CONN_ID}" in str(refused.value)
+    ok, message = _hook().test_connection()
+    assert not ok and message.startswith("DPONE_CLICKHOUSE_TRANSPORT_UNVERIFIED: ")
+    assert NAME not in lookups, "a client reached for the member"
+
+
+def test_an_allowed_relaxation_reads_the_member_and_names_the_connection_in_a_warning(
+    relaxed_connection: None,
+    lookups: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    tls_cluster: EmbeddedCluster,
+) -> None:
+    monkeypatch.setenv("AIRFLOW__DPONE__ALLOW_UNVERIFIED_TLS", "True")
+    with caplog.at_level(logging.WARNING, logger="airflow_provider_dpone.hooks.clickhouse"):
+        client: Any = _hook().coordinator_client()
+    try:
+        assert client.query("SELECT 41 + 1").result_rows == [(42,)]
+    finally:
+        close_client(client)
+    assert NAME in lookups
+    [warning] = [record.getMessage() for record in caplog.records if record.levelno == logging.WARNING]
+    assert f"connection {CONN_ID}:" in warning and "verify: false" in warning
+    assert NAME not in warning and str(tls_cluster.members[0].port) not in warning  # the connection id, no endpoint

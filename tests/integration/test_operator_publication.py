@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from airflow.sdk import Asset
@@ -249,6 +250,14 @@ def test_the_convergence_bound_is_a_deployment_setting(monkeypatch: pytest.Monke
     assert protocol_settings().replica_sync_timeout_seconds == 7.5
 
 
+def test_the_rollback_switch_of_external_mode_is_a_deployment_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_provider_dpone.hooks.publication import protocol_settings
+
+    assert protocol_settings().external_admission  # on unless the deployment rolls external mode back
+    monkeypatch.setenv("AIRFLOW__DPONE__EXTERNAL_REPLICATION_ADMISSION", "False")
+    assert not protocol_settings().external_admission
+
+
 def test_the_void_proofs_margins_come_from_the_connection_and_the_deployment(monkeypatch: pytest.MonkeyPatch) -> None:
     from airflow_provider_dpone.core.connection_options import ClickHouseConnectionOptions
     from airflow_provider_dpone.core.errors import DponeError
@@ -280,7 +289,6 @@ def test_the_void_permit_operator_passes_a_templated_retired_server_uuid_and_non
 ) -> None:
     """``retired_server_uuid`` is templated (the maintenance DAG's param); an empty value means no retired server."""
     from types import SimpleNamespace
-    from typing import Any
 
     from airflow_provider_dpone.cluster.protocol.context import ProtocolSettings
     from airflow_provider_dpone.cluster.protocol.service import PublicationService
@@ -331,3 +339,71 @@ def test_a_task_environment_looks_its_coordinator_connection_up_once(monkeypatch
         assert looked_up == [conn_id]
     finally:
         environment.close()
+
+
+QUALITY = REPO / "dags_examples" / "manifests" / "clickhouse_internal_quality_replay.yaml"
+
+
+class _NoEnvironmentError(Exception):
+    """The ports factory was reached: the task got past the manifest's admission."""
+
+
+def _no_environment(*args: object, **kwargs: object) -> None:
+    raise _NoEnvironmentError
+
+
+def _task_context() -> Any:
+    from types import SimpleNamespace
+
+    return {"dag_run": SimpleNamespace(dag_id="d", run_id="r"), "dag": None}
+
+
+@pytest.mark.parametrize("operator", [DponeFenceOperator, DponeStageOperator, DponePublishOperator])
+def test_a_templated_manifest_is_refused_with_durable_quality_replay(operator: type) -> None:
+    """Seed 002: the replayed configuration is source-free and exhaustive, and templates are unsupported. A manifest
+    Jinja changed is refused before any connection; the same manifest without templates, and a templated manifest
+    without durable replay, reach the environment."""
+    content = read_manifest(QUALITY).model_dump(mode="json", exclude_none=True)
+    templated = {**content, "sink": {**content["sink"], "table": "{{ params.table }}"}}
+    task = operator(task_id="t", manifest=templated, ports_factory=_no_environment)
+    task.render_template_fields({"params": {"table": content["sink"]["table"]}})
+    with pytest.raises(AirflowFailException, match=r"DPONE_REPLAY_QUALITY_EVIDENCE_UNSUPPORTED.*templated"):
+        task.execute(_task_context())
+
+    plain = operator(task_id="t", manifest=content, ports_factory=_no_environment)
+    plain.render_template_fields({"params": {}})
+    with pytest.raises(_NoEnvironmentError):
+        plain.execute(_task_context())
+
+    without_replay = {**templated, "sink": {**templated["sink"], "options": {**templated["sink"]["options"]}}}
+    without_replay["sink"]["options"]["durable_quality_replay"] = False
+    without_replay.pop("quality", None)
+    task = operator(task_id="t", manifest=without_replay, ports_factory=_no_environment)
+    task.render_template_fields({"params": {"table": content["sink"]["table"]}})
+    with pytest.raises(_NoEnvironmentError):
+        task.execute(_task_context())
+
+
+def test_a_publish_task_with_a_templated_manifest_parses_without_a_default_outlet() -> None:
+    content = read_manifest(MANIFEST).model_dump(mode="json", exclude_none=True)
+    content["sink"]["table"] = "{{ params.table }}"
+    task = DponePublishOperator(task_id="publish", manifest=content)
+    assert task.outlets == []
+    assert DponePublishOperator(task_id="publish", manifest=MANIFEST).outlets  # untemplated: the target's asset
+
+
+def test_a_fence_that_describes_the_source_admits_the_cluster_first() -> None:
+    """With a column-observing quality policy the fence describes the source (metadata only); a cluster whose
+    ``internal_replication`` flag does not match the manifest's mode is refused before that, as without the policy."""
+    from tests.integration.dpone_airflow_fakes import FakeDeployment
+
+    content = read_manifest(QUALITY).model_dump(mode="json", exclude_none=True)
+    content["quality"] = {"target_metrics": ["row_count", "null_count"], "target_columns": ["id"]}
+    manifest = read_manifest(content)
+    assert manifest.quality_policy is not None and manifest.quality_policy.observes_columns
+    deployment = FakeDeployment.build(manifest, rows=[(1, "a")])  # internal manifest, internal_replication=false
+    fence = DponeFenceOperator(task_id="fence", manifest=content, ports_factory=deployment.factory())
+    with pytest.raises(AirflowFailException, match="REPLICATION_MODE_MISMATCH"):
+        fence.execute(_task_context())
+    assert deployment.table_calls == 0  # the source was never described
+    assert deployment.world.keeper == {}

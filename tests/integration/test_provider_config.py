@@ -60,6 +60,9 @@ def test_airflow_config_get_value_reads_defaults_and_environment(tmp_path: Path)
         "replica_sync_timeout_seconds": "30.0",
         "void_skew_margin_seconds": "60",
         "progress_heartbeat_seconds": "300.0",
+        "external_replication_admission": "True",
+        "allow_unverified_tls": "False",
+        "extraction_timeout_seconds": "3600",
     }
     assert set(expected) == {name for name, option in OPTIONS.items() if option["default"] is not None}
     for name, value in expected.items():
@@ -72,6 +75,7 @@ def test_airflow_config_get_value_reads_defaults_and_environment(tmp_path: Path)
 
 
 def test_registered_defaults_are_the_code_fallbacks() -> None:
+    from airflow_provider_dpone.cluster.clickhouse.artifact_source import EXTRACTION_SECONDS
     from airflow_provider_dpone.cluster.clickhouse.sql_cluster_ddl import DEFAULT_TASK_TIMEOUT_SECONDS
     from airflow_provider_dpone.cluster.protocol.context import ProtocolSettings
     from airflow_provider_dpone.triggers.ddl_queue import DEFAULT_HEARTBEAT_SECONDS
@@ -81,8 +85,11 @@ def test_registered_defaults_are_the_code_fallbacks() -> None:
     assert float(OPTIONS["progress_heartbeat_seconds"]["default"]) == DEFAULT_HEARTBEAT_SECONDS
     assert float(OPTIONS["replica_sync_timeout_seconds"]["default"]) == defaults.replica_sync_timeout_seconds
     assert int(OPTIONS["void_skew_margin_seconds"]["default"]) * 1000 == defaults.void_skew_margin_ms
+    assert (OPTIONS["external_replication_admission"]["default"] == "True") is defaults.external_admission
     assert OPTIONS["artifact_base"]["default"] is None  # unset is refused unless single_worker says one machine
     assert OPTIONS["single_worker"]["default"] == "False"
+    assert int(OPTIONS["extraction_timeout_seconds"]["default"]) == EXTRACTION_SECONDS
+    assert OPTIONS["allow_unverified_tls"]["default"] == "False"  # secure by default: verify: false is refused
     assert get_provider_info()["config"] == CONFIG
 
 

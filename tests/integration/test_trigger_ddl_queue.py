@@ -12,47 +12,45 @@ import pytest
 
 from airflow_provider_dpone.cluster.clickhouse.sql_cluster_ddl import QueueEntry, QueueHost, queue_entries
 from airflow_provider_dpone.cluster.ports import HostDdlState
+from airflow_provider_dpone.hooks.clickhouse import DponeClickHouseHook
 from airflow_provider_dpone.triggers.ddl_queue import (
     FIRST_POLL_DELAYS,
     ClusterDDLQueueTrigger,
     ProgressGate,
-    load_reader_factory,
     poll_delay,
     polls_within,
     progress_heartbeat_seconds,
 )
 
-READER = "tests.integration.test_trigger_ddl_queue.scripted_reader"
 
-
-class ScriptedReader:
-    """Answers from a script of queue entries (``()`` = no entry yet, an exception = failed read)."""
+class ScriptedQueue:
+    """The hook's queue read, answered from a script of queue entries (``()`` = no entry yet, an exception = failed
+    read); patched onto :class:`DponeClickHouseHook` as the dbt Cloud and Databricks trigger tests patch their hook."""
 
     script: list[Any] = []  # noqa: RUF012 - one script per test, set by the fixture
     reads: list[tuple[str, str, str | None]] = []  # noqa: RUF012
     closed = 0
 
-    def __init__(self, conn_id: str) -> None:
-        self.conn_id = conn_id
-
-    async def read(self, cluster: str, correlation_token: str, entry: str | None) -> Sequence[QueueEntry]:
-        ScriptedReader.reads.append((cluster, correlation_token, entry))
-        step = ScriptedReader.script.pop(0) if len(ScriptedReader.script) > 1 else ScriptedReader.script[0]
+    @staticmethod
+    async def aqueue_entries(
+        hook: DponeClickHouseHook, cluster: str, correlation_token: str, entry: str | None = None
+    ) -> Sequence[QueueEntry]:
+        ScriptedQueue.reads.append((cluster, correlation_token, entry))
+        step = ScriptedQueue.script.pop(0) if len(ScriptedQueue.script) > 1 else ScriptedQueue.script[0]
         if isinstance(step, Exception):
             raise step
         return step  # type: ignore[no-any-return]
 
-    async def close(self) -> None:
-        ScriptedReader.closed += 1
-
-
-def scripted_reader(conn_id: str) -> ScriptedReader:
-    return ScriptedReader(conn_id)
+    @staticmethod
+    async def aclose(hook: DponeClickHouseHook) -> None:
+        ScriptedQueue.closed += 1
 
 
 @pytest.fixture(autouse=True)
-def _reset() -> None:
-    ScriptedReader.script, ScriptedReader.reads, ScriptedReader.closed = [()], [], 0
+def _scripted(monkeypatch: pytest.MonkeyPatch) -> None:
+    ScriptedQueue.script, ScriptedQueue.reads, ScriptedQueue.closed = [()], [], 0
+    monkeypatch.setattr(DponeClickHouseHook, "aqueue_entries", ScriptedQueue.aqueue_entries)
+    monkeypatch.setattr(DponeClickHouseHook, "aclose", ScriptedQueue.aclose)
 
 
 def _snapshot(
@@ -73,7 +71,6 @@ def _trigger(**overrides: Any) -> ClusterDDLQueueTrigger:
         "max_attempts": 5,
         "missing_attempts": 3,
         "max_read_errors": 2,
-        "reader": READER,
     }
     kwargs.update(overrides)
     return ClusterDDLQueueTrigger(**kwargs)
@@ -93,7 +90,7 @@ def test_serialize_returns_the_literal_class_path_and_rebuilds_an_equal_trigger(
 
 
 async def test_finishes_with_one_event_when_every_expected_host_is_finished() -> None:
-    ScriptedReader.script = [
+    ScriptedQueue.script = [
         (),
         _snapshot(("Active", None), ("Inactive", None)),
         _snapshot(("Finished", 0), ("Active", None)),
@@ -103,77 +100,75 @@ async def test_finishes_with_one_event_when_every_expected_host_is_finished() ->
     assert len(events) == 1
     assert events[0]["status"] == "finished"
     assert (events[0]["finished"], events[0]["failed"], events[0]["attempts"]) == (2, 0, 4)
-    assert ScriptedReader.closed == 1
-    assert {read[2] for read in ScriptedReader.reads} == {"query-0000000007"}, "only the bound entry is polled"
+    assert ScriptedQueue.closed == 1
+    assert {read[2] for read in ScriptedQueue.reads} == {"query-0000000007"}, "only the bound entry is polled"
 
 
 async def test_the_entry_is_pinned_once_observed() -> None:
-    ScriptedReader.script = [
+    ScriptedQueue.script = [
         _snapshot(("Active", None), ("Inactive", None)),
         _snapshot(("Finished", 0), ("Finished", 0)),
     ]
     (event,) = await _events(_trigger())
     assert event["status"] == "finished"
-    assert [read[2] for read in ScriptedReader.reads] == [None, "query-0000000007"]
+    assert [read[2] for read in ScriptedQueue.reads] == [None, "query-0000000007"]
 
 
 async def test_a_failed_host_still_ends_the_wait_and_reports_it() -> None:
-    ScriptedReader.script = [_snapshot(("Finished", 0), ("Finished", 60))]
+    ScriptedQueue.script = [_snapshot(("Finished", 0), ("Finished", 60))]
     (event,) = await _events(_trigger())
     assert (event["status"], event["failed"]) == ("finished", 1)
 
 
 async def test_fewer_hosts_than_expected_is_not_finished() -> None:
-    ScriptedReader.script = [_snapshot(("Finished", 0))]
+    ScriptedQueue.script = [_snapshot(("Finished", 0))]
     (event,) = await _events(_trigger(max_attempts=3))
     assert event["status"] == "timeout"
     assert event["attempts"] == 3
 
 
 async def test_missing_entry_and_ambiguous_token_and_read_errors_are_terminal_events() -> None:
-    ScriptedReader.script = [()]
+    ScriptedQueue.script = [()]
     assert [e["status"] for e in await _events(_trigger())] == ["missing"]
-    ScriptedReader.script = [_snapshot(("Active", None), ("Active", None), entries=2)]
+    ScriptedQueue.script = [_snapshot(("Active", None), ("Active", None), entries=2)]
     assert [e["status"] for e in await _events(_trigger())] == ["ambiguous"]
-    ScriptedReader.script = [ConnectionError("refused: host-that-must-not-leak:8123")]
+    ScriptedQueue.script = [ConnectionError("refused: host-that-must-not-leak:8123")]
     (event,) = await _events(_trigger())
     assert event["status"] == "error"
     assert "host-that-must-not-leak" not in json.dumps(event)
-    assert ScriptedReader.closed == 3
+    assert ScriptedQueue.closed == 3
 
 
 async def test_a_single_failed_read_is_tolerated() -> None:
-    ScriptedReader.script = [TimeoutError(), _snapshot(("Finished", 0), ("Finished", 0))]
+    ScriptedQueue.script = [TimeoutError(), _snapshot(("Finished", 0), ("Finished", 0))]
     (event,) = await _events(_trigger())
     assert event["status"] == "finished"
 
 
 async def test_running_the_same_trigger_twice_gives_the_same_event() -> None:
     finished = _snapshot(("Finished", 0), ("Finished", 0))
-    ScriptedReader.script = [finished]
+    ScriptedQueue.script = [finished]
     trigger = _trigger()
     first = await _events(trigger)
     second = await _events(_trigger(**trigger.serialize()[1]))
     assert first == second
 
 
-async def test_cancellation_interrupts_the_sleep_and_closes_the_reader() -> None:
-    ScriptedReader.script = [_snapshot(("Active", None), ("Active", None))]
+async def test_cancellation_interrupts_the_sleep_and_closes_the_client() -> None:
+    ScriptedQueue.script = [_snapshot(("Active", None), ("Active", None))]
     task = asyncio.ensure_future(_events(_trigger(poll_interval=30.0, max_attempts=100)))
-    while not ScriptedReader.reads:
+    while not ScriptedQueue.reads:
         await asyncio.sleep(0.01)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert ScriptedReader.closed == 1
-    assert len(ScriptedReader.reads) == 1
+    assert ScriptedQueue.closed == 1
+    assert len(ScriptedQueue.reads) == 1
 
 
-def test_invalid_bounds_and_reader_paths_are_refused() -> None:
+def test_invalid_bounds_are_refused() -> None:
     with pytest.raises(ValueError, match="attempts"):
         _trigger(max_attempts=0)
-    with pytest.raises(ValueError, match="import path"):
-        load_reader_factory("no_module_path")
 
 
 def test_queue_entries_keeps_only_the_bound_entry() -> None:
@@ -191,10 +186,10 @@ def test_queue_entries_keeps_only_the_bound_entry() -> None:
 
 async def test_progress_is_logged_when_it_changes_not_on_every_poll(capfd: pytest.CaptureFixture[str]) -> None:
     pending = _snapshot(("Finished", 0), ("Active", None))
-    ScriptedReader.script = [pending] * 6 + [_snapshot(("Finished", 0), ("Finished", 0))]
+    ScriptedQueue.script = [pending] * 6 + [_snapshot(("Finished", 0), ("Finished", 0))]
     capfd.readouterr()
     (event,) = await _events(_trigger(max_attempts=20))
-    assert event["status"] == "finished" and len(ScriptedReader.reads) == 7
+    assert event["status"] == "finished" and len(ScriptedQueue.reads) == 7
     lines = [line for line in capfd.readouterr().out.splitlines() if "hosts finished" in line]
     assert len(lines) == 2
     assert "dpone publication: queue entry query-0000000007: 1 of 2 hosts finished, 0 failed" in lines[0]
@@ -230,7 +225,7 @@ def test_the_waits_between_polls_grow_to_the_interval_and_the_poll_count_covers_
 
 
 async def test_an_entry_that_finishes_soon_after_the_first_poll_is_seen_without_waiting_a_whole_interval() -> None:
-    ScriptedReader.script = [
+    ScriptedQueue.script = [
         _snapshot(("Finished", 0), ("Active", None)),
         _snapshot(("Finished", 0), ("Finished", 0)),
     ]

@@ -306,6 +306,48 @@ def test_every_configuration_field_is_classified_for_the_capsule_identity() -> N
         assert set(IDENTITY_REGISTRY[name]) == set(model.model_fields), f"unclassified field of {name}"
 
 
+def _leaf_paths(model: Any, prefix: str = "") -> set[str]:
+    """Every leaf field of a pydantic model, by dotted path, through unions of models."""
+    import typing
+
+    from pydantic import BaseModel
+
+    paths: set[str] = set()
+    for name, field in model.model_fields.items():
+        path = f"{prefix}{name}"
+        options = typing.get_args(field.annotation) or (field.annotation,)
+        models = [option for option in options if isinstance(option, type) and issubclass(option, BaseModel)]
+        if not models:
+            paths.add(path)
+        for option in models:
+            paths |= _leaf_paths(option, f"{path}.")
+    return paths
+
+
+def test_every_manifest_field_is_classified_for_the_capsule_identity() -> None:
+    """Seed 002: adding a manifest field requires an explicit classification; nothing is excluded recursively."""
+    from airflow_provider_dpone.cluster.protocol.quality_evidence import MANIFEST_IDENTITY
+    from airflow_provider_dpone.core.manifest.cluster import ClusterPublicationManifest
+
+    assert set(MANIFEST_IDENTITY) == _leaf_paths(ClusterPublicationManifest)
+    assert all(value.startswith(("bound: ", "excluded: ")) for value in MANIFEST_IDENTITY.values())
+
+
+IDENTITY_GOLDEN = {1: "393c06bdb1ecd74c06ec31d1820662431242b2517f1e8f1616e2f7c29fa5c032"}
+"""The configuration digest of the internal sim's request with the default policy, per identity version."""
+
+
+def test_the_configuration_identity_is_pinned_per_identity_version() -> None:
+    """A change to what the configuration digest binds must raise ``IDENTITY_VERSION`` (and add its golden here)."""
+    from types import SimpleNamespace
+
+    from airflow_provider_dpone.cluster.protocol.quality_evidence import IDENTITY_VERSION, config_digest
+
+    request = Sim.build(members=2, mode="internal").request
+    durable = PublicationRequest.parse({**request.model_dump(), "quality": QualityPolicy().model_dump()})
+    assert config_digest(SimpleNamespace(request=durable)) == IDENTITY_GOLDEN[IDENTITY_VERSION]
+
+
 def test_tasks_that_do_not_resolve_the_columns_validate_the_same_capsule() -> None:
     """Publish and cleanup carry a placeholder table definition (only stage resolves the typed columns): the capsule
     identity must not depend on it."""

@@ -461,3 +461,35 @@ def test_a_merge_while_the_exchange_is_in_flight_still_commits(mode: Replication
     sim.check_success(committed)
     assert isinstance(sim.service().cleanup(), Completed)
     sim.check_converged()
+
+
+FOREIGN_ROWS = ((7, "a table someone else created"),)
+
+
+@pytest.mark.parametrize("mode", ["external", "internal"])
+@pytest.mark.parametrize("resumed", [False, True], ids=["before_its_exchange", "then_exchanged"])
+def test_a_target_replaced_by_a_foreign_table_while_the_exchange_is_in_flight_fails_closed(
+    mode: ReplicationMode, resumed: bool
+) -> None:
+    """Seed 000, A5.5: a member whose (target, candidate) UUID pair is neither the bound pair before the DDL nor after
+    it is foreign: the publication fails closed with ``PUBLICATION_FOREIGN_UUID``, is never COMMITTED, touches
+    nothing it does not own, and every retry stops the same way."""
+    sim = Sim.build(members=3, mode=mode)
+    sim.service().fence()
+    sim.service().stage(sim.source)
+    paused = sim.world.members[-1]
+    paused.paused = True
+    assert isinstance(sim.service().publish(), InProgress)
+    sim.world.drop_on(paused, sim.world.database, sim.request.target)  # someone replaces the target there
+    foreign = sim.world.put_table(paused, sim.request.target, COLUMNS, FOREIGN_ROWS)
+    if resumed:  # the member's EXCHANGE then swaps the foreign table under the candidate name
+        sim.world.resume(paused)
+    code = "DPONE_CLICKHOUSE_CLUSTER_PUBLICATION_FOREIGN_UUID"
+    assert error_code(lambda: sim.service().reconcile_publication()) == code
+    assert error_code(lambda: sim.service().publish()) == code  # a retry observes again and stops again
+    record = sim.record()
+    assert record.phase is Phase.PUBLICATION_DISPATCHING and record.last_error is not None
+    assert record.last_error.code == code
+    assert sim.successes == 0
+    held = [table for table in paused.tables.values() if table.uuid == foreign.uuid]
+    assert len(held) == 1 and tuple(held[0].rows) == FOREIGN_ROWS  # the foreign table is untouched

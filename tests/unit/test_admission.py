@@ -314,3 +314,46 @@ def test_engine_classification_is_exact() -> None:
     assert classify_engine("Distributed") is EngineClass.DISTRIBUTED
     for name in ("", "Replicated", "ReplicatedMergeTree(", "MergeTree ", "replicatedmergetree", "Shared"):
         assert classify_engine(name) is EngineClass.OTHER
+
+
+# ------------------------------------------------------------------- query-level settings of the extraction --
+def _with_query(query: str) -> Edit:
+    def edit(raw: dict[str, Any]) -> None:
+        raw["source"]["query"] = query
+
+    return edit
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "SELECT id, name FROM analytics.source_table SETTINGS max_execution_time = 0",
+        "SELECT id, name FROM analytics.source_table SETTINGS max_memory_usage=0, max_threads = 64",
+        "SELECT id, name FROM analytics.source_table settings readonly = 0",
+        "SELECT * FROM (SELECT id, name FROM analytics.source_table SETTINGS max_execution_time = 0)",
+        "SELECT id, name FROM analytics.source_table SETTINGS /* a /* nested */ comment */ `readonly` = 0",
+        'SELECT id, name FROM analytics.source_table SETTINGS "max_bytes_to_read" = 0',
+        "SELECT 'it''s', name FROM analytics.source_table SETTINGS max_execution_time = 0",
+    ],
+)
+def test_a_query_level_settings_clause_is_refused_before_any_connection(query: str) -> None:
+    blocker = _only(
+        _admit(external, _with_query(query)), "DPONE_CLICKHOUSE_CLUSTER_QUERY_SETTINGS_REFUSED", "source.query"
+    )
+    assert blocker.detail.endswith("SETTINGS clause(s)")  # counted, never quoted: the detail carries no query text
+    assert not any(name in blocker.detail for name in ("readonly", "max_", "'"))
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "SELECT settings, name FROM analytics.source_table",
+        "SELECT id, name FROM analytics.source_table WHERE settings = 1",
+        "SELECT 'SETTINGS max_execution_time = 0' AS id, name FROM analytics.source_table",
+        "SELECT id, name FROM analytics.source_table -- SETTINGS max_execution_time = 0",
+        "SELECT id, name FROM analytics.source_table /* SETTINGS readonly = 0 */",
+        "SELECT `settings` AS id, name FROM analytics.source_table",
+    ],
+)
+def test_the_word_settings_outside_a_clause_is_not_one(query: str) -> None:
+    assert _admit(external, _with_query(query)).admissible

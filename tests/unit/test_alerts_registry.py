@@ -74,3 +74,21 @@ def test_the_airflow_sink_counts_each_event_by_its_name_after_the_protocols_sink
     counted(lambda e: calls.append(f"inner:{e.name}"))(event)
     name = "dpone.alert.cluster.topology_drift"
     assert calls == [f"stats:{name}", f"inner:{name}", f"stats:{name}"]
+
+
+class _Unequal:
+    """A value whose comparison itself fails (as a foreign object's ``__eq__`` may)."""
+
+    def __eq__(self, other: object) -> bool:
+        raise RuntimeError("no comparison")
+
+    __hash__ = object.__hash__
+
+
+@pytest.mark.parametrize("value", [["publication"], {"phase": "STAGE"}, {"a", "b"}, ("x",), None, 1.5, _Unequal()])
+def test_a_fact_of_any_type_is_redacted_and_never_raises(value: object) -> None:
+    from airflow_provider_dpone.core.alerts import FACTS
+
+    for key in FACTS:
+        event = emit(None, TOPOLOGY_DRIFT, **{key: value})  # type: ignore[arg-type]
+        assert event.facts == ((key, REDACTED),), key

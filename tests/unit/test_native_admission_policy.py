@@ -365,14 +365,22 @@ def access(*policies: RowPolicyObservation, inspectable: bool = True) -> AccessO
 
 
 def test_policy_filtered_means_a_policy_applies_to_this_principal() -> None:
-    """A policy for other principals only is bound (its identity changes the digest) but filters nothing here."""
-    others = admit_access(access(policy("id % 2 = 0", to_list=("analyst",))))
-    excepted = admit_access(
-        access(policy("id % 2 = 0", to_all=True, to_list=()).model_copy(update={"apply_to_except": ("default",)}))
-    )
     to_all = admit_access(access(policy("id % 2 = 0", to_all=True, to_list=())))
-    assert not others.policy_filtered and not excepted.policy_filtered and to_all.policy_filtered
-    assert others.row_policy_sha256 != admit_access(access()).row_policy_sha256
+    own = admit_access(access(policy("1", to_list=("default",)), policy("id % 2 = 0", to_list=("analyst",))))
+    assert to_all.policy_filtered and own.policy_filtered
+    assert own.row_policy_sha256 != admit_access(access(policy("1", to_list=("default",)))).row_policy_sha256
+
+
+@pytest.mark.parametrize("listed", ["others_only", "all_except_this_account"])
+def test_policies_none_of_which_applies_to_this_account_are_refused(listed: str) -> None:
+    """Seed 003 (PF13, AL5a): such an account reads every row or none, by a server setting SQL cannot read
+    (``users_without_row_policies_can_read_rows``), so the evidence could not say whether the read was filtered."""
+    if listed == "others_only":
+        observed = access(policy("id % 2 = 0", to_list=("analyst",)))
+    else:
+        excepted = policy("id % 2 = 0", to_all=True, to_list=()).model_copy(update={"apply_to_except": ("default",)})
+        observed = access(excepted)
+    assert code_of(admit_access, observed) == "native_transfer.source_read_profile_unsupported"
 
 
 def test_access_binds_policy_identity_without_predicate_text() -> None:

@@ -70,6 +70,7 @@ def request_frame(
             "username": connection.username,
             "password": connection.password,
             "options": connection.options.model_dump(mode="json"),
+            "unverified_tls_allowed": connection.unverified_tls_allowed,
         }
         for member_id, connection in connections.items()
     }

@@ -82,7 +82,12 @@ def _connection(raw: dict[str, Any], budget_seconds: int) -> ResolvedConnection:
         update={"send_receive_timeout_seconds": max(1, min(options.send_receive_timeout_seconds, budget_seconds + 1))}
     )
     return ResolvedConnection(
-        host=raw["host"], port=int(raw["port"]), username=raw["username"], password=raw["password"], options=bounded
+        host=raw["host"],
+        port=int(raw["port"]),
+        username=raw["username"],
+        password=raw["password"],
+        options=bounded,
+        unverified_tls_allowed=raw.get("unverified_tls_allowed") is True,
     )
 
 

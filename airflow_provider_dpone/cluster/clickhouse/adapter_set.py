@@ -17,7 +17,7 @@ from types import TracebackType
 from typing import Any
 
 from airflow_provider_dpone.cluster.clickhouse.acceptance_reader import SubprocessAcceptanceReader
-from airflow_provider_dpone.cluster.clickhouse.artifact_source import QueryArtifactSource
+from airflow_provider_dpone.cluster.clickhouse.artifact_source import EXTRACTION_SECONDS, QueryArtifactSource
 from airflow_provider_dpone.cluster.clickhouse.artifact_store import ObjectStorageArtifactStore
 from airflow_provider_dpone.cluster.clickhouse.authority_store import ClickHouseAuthorityStore
 from airflow_provider_dpone.cluster.clickhouse.catalog import ClickHouseCatalog
@@ -98,9 +98,11 @@ class PublicationAdapters:
         columns: Sequence[tuple[str, str]],
         max_source_bytes: int,
         source: Endpoint | None = None,
+        max_execution_seconds: int = EXTRACTION_SECONDS,
         settings: Mapping[str, Any] | None = None,
     ) -> QueryArtifactSource:
-        """Extraction from ``source`` (default: the coordinator); the reference digest runs on the coordinator."""
+        """Extraction from ``source`` (default: the coordinator), read-only under the provider's time bound (request
+        ``settings`` of the caller's go with them, never over them); the reference digest runs on the coordinator."""
         return QueryArtifactSource(
             source=source or self.coordinator,
             query=query,
@@ -108,6 +110,7 @@ class PublicationAdapters:
             store=self.store,
             reference=self.coordinator,
             max_source_bytes=max_source_bytes,
+            max_execution_seconds=max_execution_seconds,
             settings=settings,
         )
 

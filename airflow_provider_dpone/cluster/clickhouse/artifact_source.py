@@ -12,13 +12,25 @@ rows of the same query over its own values (``sql_digest.source_content``, a sec
 returned only if both equal the stored bytes' (``DPONE_ARTIFACT_SOURCE_DIGEST_MISMATCH`` otherwise). The receipt is
 what the protocol binds in the authority before any member is touched. An adopted file has no source to compare
 with: its receipt is anchored to its own bytes only.
+
+Every read of the source query (the stream, its source digest, the ``DESCRIBE`` of its columns) carries
+:func:`extraction_settings`: ``readonly = 1`` and the provider's time bound (a caller's own request settings, such
+as a block size, go with them and never over them). Under ``readonly = 1`` the server
+refuses any change of a setting, so neither a write nor a query-level ``SETTINGS`` clause that lifts a limit
+(``max_execution_time = 0``, ``max_memory_usage = 0``, ``readonly = 0``) can run (Code 164, ``READONLY``; ClickHouse
+``src/Access/SettingsConstraints.cpp``, ``getChecker``: ``readonly == 1`` refuses every setting not made
+``CHANGEABLE_IN_READONLY`` by the account's profile, while ``readonly = 2`` would admit all but ``readonly``). The
+settings travel with the request, and the server checks them together against the account's own profile before it
+applies them (``HTTPHandler.cpp``), so ``readonly = 1`` does not forbid its companions. Static admission refuses a
+``SETTINGS`` clause in the manifest's query before anything is sent
+(``DPONE_CLICKHOUSE_CLUSTER_QUERY_SETTINGS_REFUSED``); this is the server-side bound behind it.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping, Sequence
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Final
 
 from airflow_provider_dpone.cluster.clickhouse.artifact_store import (
     ArtifactWriter,
@@ -36,6 +48,16 @@ from airflow_provider_dpone.cluster.values.receipts import (
 from airflow_provider_dpone.core.clickhouse.endpoint import Endpoint
 from airflow_provider_dpone.core.clickhouse.types import canonical_columns
 from airflow_provider_dpone.core.errors import DponeError
+
+EXTRACTION_SECONDS: Final[int] = 3600
+"""Default server-side bound of one read of the source query (``[dpone] extraction_timeout_seconds``)."""
+
+
+def extraction_settings(seconds: int = EXTRACTION_SECONDS) -> dict[str, int | str]:
+    """The settings of every read of a source query: read-only, stopped by the server at ``seconds`` (Code 159)."""
+    if not 0 < seconds <= 7 * 86_400:
+        raise ValueError("the extraction time bound must be between 1 s and 7 days")
+    return {"readonly": 1, "max_execution_time": seconds, "timeout_overflow_mode": "throw"}
 
 
 def seal_stored(
@@ -65,7 +87,8 @@ def copy_bounded(read: Any, writer: ArtifactWriter, chunk_bytes: int) -> None:
 
 
 class QueryArtifactSource:
-    """Extraction: one read-only query on the source, streamed as Native bytes into the store."""
+    """Extraction: one read-only query on the source (:func:`extraction_settings`), streamed as Native bytes into the
+    store."""
 
     def __init__(
         self,
@@ -76,6 +99,7 @@ class QueryArtifactSource:
         store: ObjectStorageArtifactStore,
         reference: Endpoint,
         max_source_bytes: int,
+        max_execution_seconds: int = EXTRACTION_SECONDS,
         settings: Mapping[str, Any] | None = None,
     ) -> None:
         self.source = source
@@ -84,7 +108,7 @@ class QueryArtifactSource:
         self.store = store
         self.reference = reference
         self.max_source_bytes = max_source_bytes
-        self.settings = dict(settings or {})
+        self.settings = {**(settings or {}), **extraction_settings(max_execution_seconds)}  # the provider's win
 
     def seal(self) -> ArtifactReceipt:
         writer = self.store.writer(self.max_source_bytes)

@@ -85,6 +85,10 @@ class ProtocolSettings:
     authority_reread_budget_ms: int = 5_000
     """No further read of :attr:`authority_rereads` starts once this much time has passed since the first pause."""
 
+    external_admission: bool = True
+    """Whether a new external-mode operation may be fenced (``[dpone] external_replication_admission``, the rollback
+    switch). False refuses only new ones: a fenced operation resumes, aborts and cleans up as before."""
+
     member_parallelism: int = 4
     """How many members' independent work (loads, content digests, observations, admission's catalog reads) runs at
     once; above 1, an entry point's admission also runs alongside its authority read. Only reads and member work run

@@ -11,7 +11,9 @@
                                          recording the predecessor's schema and operation. Binding the artifact then
                                          observes and binds that baseline before any candidate exists.
 
-Before a new record is written, every member proves that it can ``EXCHANGE`` tables (:mod:`exchange_probe`): a
+A new external-mode operation is refused (``EXTERNAL_ADMISSION_DISABLED``) where the deployment rolled external
+replication back (``ProtocolSettings.external_admission``); its own record still resumes. Before a new record is
+written, every member proves that it can ``EXCHANGE`` tables (:mod:`exchange_probe`): a
 member that cannot stops the fence with ``EXCHANGE_UNSUPPORTED`` before anything is fenced or staged.
 
 A COMPLETED predecessor's per-member published facts (its candidate's UUID, row count, content digest with its version,
@@ -45,6 +47,7 @@ def lock_or_resume(ctx: Context, current: Current | None) -> Held:
         if not ctx.request.mode.holds(record):
             _adopt_physical_truth(ctx, record)
         previous = (record.phase, current.version)
+    _require_admitted(ctx)
     prove_exchange(ctx)  # before the target is fenced: a member that cannot EXCHANGE never gets a candidate
     return ctx.create(_new_record(ctx, record), previous=previous)
 
@@ -92,6 +95,15 @@ def fenced(ctx: Context, record: AuthorityRecord, code: str, detail: str) -> Dpo
     """Alert that another operation's record holds the target; the error ``code`` to raise."""
     ctx.alert(FENCED_FOREIGN_OPERATION, holder_operation_id=record.operation_id, phase=record.phase.value, code=code)
     return DponeError(code, detail)
+
+
+def _require_admitted(ctx: Context) -> None:
+    """A new operation of a mode the deployment rolled back is refused before anything is written (seed 000,
+    "Rollback disables external admission; it does not delete unresolved authority, candidates, or predecessors")."""
+    if ctx.request.mode.name == ReplicationMode.EXTERNAL and not ctx.settings.external_admission:
+        raise DponeError(
+            "DPONE_CLICKHOUSE_CLUSTER_EXTERNAL_ADMISSION_DISABLED", "[dpone] external_replication_admission is False"
+        )
 
 
 def _is_own(ctx: Context, record: AuthorityRecord) -> bool:

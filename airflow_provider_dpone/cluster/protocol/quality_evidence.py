@@ -68,6 +68,48 @@ IDENTITY_REGISTRY: Final[Mapping[str, Mapping[str, str]]] = {
 """Every configuration field the capsule could depend on, classified (a test fails when a field is added to one of
 these models without a classification here). Nothing is excluded recursively."""
 
+MANIFEST_IDENTITY: Final[Mapping[str, str]] = {
+    "version": "bound: plan_digest",
+    "name": "excluded: a label; two runs of one DAG with renamed jobs are the same configuration",
+    "source.type": "bound: plan_digest",
+    "source.connection_id": "bound: plan_digest (the logical connection reference, never a host or secret)",
+    "source.query": "bound: plan_digest (its SHA-256), source_digests (the artifact it produced)",
+    "source.sha256": "bound: plan_digest (an artifact source is refused at admission)",
+    "source.store_uri": "excluded: the artifact is identified by its content SHA-256 (refused at admission)",
+    "source.store_connection_id": "excluded: as source.store_uri",
+    "sink.type": "bound: plan_digest",
+    "sink.connection_id": "bound: plan_digest (the logical connection reference)",
+    "sink.database": "bound: plan_digest, target_key",
+    "sink.table": "bound: plan_digest, target_key",
+    "sink.staging_database": "bound: plan_digest (effective: omitted is sink.database)",
+    "sink.options.durable_quality_replay": "bound: plan_digest (the selector of this capsule)",
+    "load.strategy": "bound: plan_digest",
+    "load.max_source_bytes": "bound: plan_digest, config_digest",
+    "load.max_source_rows": "bound: plan_digest, config_digest (when declared)",
+    "load.window.column": "bound: plan_digest",
+    "load.window.start": "bound: plan_digest (UTC rendering)",
+    "load.window.end": "bound: plan_digest (UTC rendering)",
+    "physical_design.storage.clickhouse.engine": "bound: plan_digest, config_digest",
+    "physical_design.storage.clickhouse.order_by": "bound: plan_digest, config_digest",
+    "physical_design.storage.clickhouse.partition_by": "bound: plan_digest, config_digest",
+    "physical_design.storage.clickhouse.cluster.name": "bound: plan_digest, target_key",
+    "physical_design.storage.clickhouse.cluster.ddl_scope": "bound: plan_digest",
+    "physical_design.storage.clickhouse.cluster.replication_mode": "bound: plan_digest, config_digest",
+    "physical_design.storage.clickhouse.cluster.access_table": "bound: plan_digest",
+    "quality.min_rows": "bound: plan_digest, policy_identity, config_digest",
+    "quality.target_metrics": "bound: plan_digest, policy_identity, config_digest",
+    "quality.target_columns": "bound: plan_digest, policy_identity, config_digest",
+}
+"""Every leaf field of the cluster manifest, classified by its dotted path (a test walks the manifest model and
+fails on a field missing here). Operator-level inputs are not configuration: the manifest must not be templated
+(refused with durable replay), and connection ids passed to an operator are the manifest's when omitted."""
+
+IDENTITY_VERSION: Final[int] = 1
+"""The version of the classifications above and of :func:`config_digest`'s content. A change that makes a field enter
+or leave a digest raises it; a golden test pins the digest of a fixed request for this version, so such a change
+cannot land unnoticed. A capsule written under another identity no longer validates (``..._MISMATCH``): the
+configuration it bound is not the one the task rebuilt."""
+
 COMPLETION_MARGIN_BYTES: Final[int] = 16 * 1024
 """Room kept for the publication and cleanup bindings the record still gains after STAGED."""
 

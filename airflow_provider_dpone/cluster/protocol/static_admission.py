@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from airflow_provider_dpone.cluster.protocol.query_settings import query_settings
 from airflow_provider_dpone.core.admission_types import Blocker, ReplicationDecision
 from airflow_provider_dpone.core.clickhouse_engines import EngineClass, classify_engine
 from airflow_provider_dpone.core.manifest.cluster import (
@@ -25,6 +26,7 @@ RESERVED_NAME_FRAGMENT: Final[str] = "__dpone"
 _CLUSTER: Final[str] = "physical_design.storage.clickhouse.cluster"
 _ENGINE: Final[str] = "physical_design.storage.clickhouse.engine"
 REPLAY_UNSUPPORTED: Final[str] = "DPONE_REPLAY_QUALITY_EVIDENCE_UNSUPPORTED"
+QUERY_SETTINGS_REFUSED: Final[str] = "DPONE_CLICKHOUSE_CLUSTER_QUERY_SETTINGS_REFUSED"
 
 
 def _engine_blockers(manifest: ClusterPublicationManifest) -> list[Blocker]:
@@ -83,6 +85,18 @@ def _sink_and_load_blockers(manifest: ClusterPublicationManifest) -> list[Blocke
     return blockers
 
 
+def _query_blockers(manifest: ClusterPublicationManifest) -> list[Blocker]:
+    """A query-level ``SETTINGS`` clause could lift the extraction's read-only limits: refused before any connection
+    (the detail counts the clauses; it never repeats the query's text)."""
+    source = manifest.source
+    if isinstance(source, SealedArtifactSource):
+        return []
+    clauses = query_settings(source.query)
+    if not clauses:
+        return []
+    return [Blocker(QUERY_SETTINGS_REFUSED, "source.query", f"{len(clauses)} SETTINGS clause(s)")]
+
+
 def _replay_blockers(manifest: ClusterPublicationManifest) -> list[Blocker]:
     """Durable quality replay exists only on the internal replicated full refresh: true anywhere else,
     and a quality policy without the selector (it would be silently ignored), fail closed here, before credentials,
@@ -112,6 +126,7 @@ def cluster_blockers(manifest: ClusterPublicationManifest) -> tuple[Blocker, ...
         _topology_blockers(manifest)
         + _engine_blockers(manifest)
         + _sink_and_load_blockers(manifest)
+        + _query_blockers(manifest)
         + _replay_blockers(manifest)
     )
 

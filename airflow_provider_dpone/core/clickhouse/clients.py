@@ -4,7 +4,9 @@ of both routes (the cluster's adapters and the transfer's source session).
 Every client:
 
 * speaks ``https`` with certificate and host-name verification exactly when the connection says ``secure`` (an
-  explicit ``verify: false`` is honoured, an implicit downgrade to ``http`` never happens);
+  implicit downgrade to ``http`` never happens); a connection with ``verify: false`` gets no client at all, before
+  any request, unless the deployment allowed it for that connection (``ResolvedConnection.unverified_tls_allowed``,
+  from ``[dpone] allow_unverified_tls``);
 * uses its own urllib3 pool (no environment proxy, one pinned server) that forces ``Retry(total=0)`` and
   ``redirect=False`` on every request, including the ones clickhouse-connect sends while connecting: no urllib3
   retry and **no redirect** -- a 3xx fails the request instead of sending it to another server;
@@ -43,6 +45,7 @@ from urllib3 import PoolManager
 from urllib3.util.retry import Retry
 
 from airflow_provider_dpone.core.clickhouse.connection import ResolvedConnection
+from airflow_provider_dpone.core.connection_options import tls_relaxation
 from airflow_provider_dpone.core.errors import DponeError
 
 NO_RETRY: Final[Retry] = Retry(total=0, connect=0, read=0, redirect=0, status=0, other=0, raise_on_redirect=True)
@@ -91,8 +94,12 @@ class Purpose(StrEnum):
 
 
 def client_kwargs(connection: ResolvedConnection, purpose: Purpose, *, session_id: str | None = None) -> dict[str, Any]:
-    """The keyword arguments of :class:`HttpClient` for ``purpose`` (pure: no I/O, testable)."""
+    """The keyword arguments of :class:`HttpClient` for ``purpose`` (pure: no I/O, testable); refuses a connection
+    that relaxes TLS without the deployment's leave, so no credential is sent to an unverified endpoint."""
     options = connection.options
+    relaxed = tls_relaxation(options)
+    if relaxed is not None and not connection.unverified_tls_allowed:
+        raise DponeError("DPONE_CLICKHOUSE_TRANSPORT_UNVERIFIED", relaxed)
     kwargs: dict[str, Any] = {
         "interface": connection.scheme,
         "host": connection.host,

@@ -25,6 +25,9 @@ class ResolvedConnection:
     password: str = field(repr=False)
     database: str = ""
     options: ClickHouseConnectionOptions = field(default_factory=ClickHouseConnectionOptions)
+    unverified_tls_allowed: bool = False
+    """The deployment allowed this connection's ``verify: false`` (``[dpone] allow_unverified_tls``); without it no
+    client is built for a connection that relaxes TLS (``clients.client_kwargs``)."""
 
     def __repr__(self) -> str:
         scheme = "https" if self.options.secure else "http"

@@ -85,6 +85,15 @@ CODES: tuple[ErrorCode, ...] = (
         retryable=False,
     ),
     ErrorCode(
+        "DPONE_CLICKHOUSE_TRANSPORT_UNVERIFIED",
+        "a ClickHouse connection turns TLS verification off (verify: false: no certificate chain and no host name "
+        "check) and the deployment does not allow it ([dpone] allow_unverified_tls is False); no request was sent, "
+        "so no credential left the worker",
+        "give the connection a CA bundle that verifies the server (ca_cert) and remove verify: false; only a "
+        "deployment that accepts unverified TLS sets [dpone] allow_unverified_tls = True (each use is then logged)",
+        retryable=False,
+    ),
+    ErrorCode(
         "DPONE_CLICKHOUSE_COORDINATOR_UNREACHABLE",
         "the coordinator of the connection did not answer at all (connection refused, name not resolved, connect "
         "timeout or a transport error before any ClickHouse answer)",
@@ -137,6 +146,14 @@ CODES: tuple[ErrorCode, ...] = (
         "another worker could not reopen them; nothing was written",
         "set [dpone] artifact_base to storage every worker reaches (s3://conn_id@bucket/prefix, gs://..., or a file:// "
         "path on a mount all workers share); on a one-worker deployment set [dpone] single_worker = True instead",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_ARTIFACT_STORE_URL_INVALID",
+        "[dpone] artifact_base names a scheme no installed filesystem serves (a typo such as s4://, or the provider "
+        "that registers the scheme is not installed); nothing was written",
+        "fix the URL's scheme, or install the provider of the store (apache-airflow-providers-amazon for s3://, "
+        "apache-airflow-providers-google for gs://) on every worker",
         retryable=False,
     ),
     ErrorCode(

@@ -45,6 +45,14 @@ STATIC_ADMISSION: tuple[ErrorCode, ...] = (
         retryable=False,
     ),
     ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_QUERY_SETTINGS_REFUSED",
+        "source.query carries a query-level SETTINGS clause: the extraction runs read-only (readonly = 1) with the "
+        "provider's limits, which a query may not change (the server would refuse it, Code 164); nothing was sent",
+        "remove the SETTINGS clause from source.query; settings the query needs belong in the source account's "
+        "settings profile",
+        retryable=False,
+    ),
+    ErrorCode(
         "DPONE_CLICKHOUSE_CLUSTER_LOAD_STRATEGY_UNSUPPORTED",
         "cluster publication supports only load.strategy: full_refresh",
         "use strategy full_refresh for a ClickHouse cluster target",
@@ -154,6 +162,15 @@ RUNTIME_ADMISSION: tuple[ErrorCode, ...] = (
         "DPONE_CLICKHOUSE_CLUSTER_DATABASE_NOT_ATOMIC",
         "the target database is missing or is not an Atomic database on some member",
         "create the target database with ENGINE = Atomic on every member",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_EXTERNAL_ADMISSION_DISABLED",
+        "the deployment disabled the admission of new external-replication operations ([dpone] "
+        "external_replication_admission = False, the rollback switch); nothing was fenced, and operations already "
+        "fenced, their candidates and predecessors are kept and still resume, abort and clean up",
+        "publish this target in internal mode (replication_mode: internal) where the topology allows it, or set "
+        "[dpone] external_replication_admission = True once the reason for the rollback is resolved",
         retryable=False,
     ),
     ErrorCode(

@@ -92,6 +92,14 @@ CODES: tuple[ErrorCode, ...] = (
         retryable=False,
     ),
     ErrorCode(
+        "DPONE_CONNECTION_HOST_INVALID",
+        "the Airflow connection's host field is not a bare host name or address: it holds user info "
+        "(user:password@), a scheme, a path, a query or white space; nothing was sent and the host is not shown",
+        "put only the host name or address in the host field, the login and password in their own fields; then "
+        "rotate any password that was written into the host",
+        retryable=False,
+    ),
+    ErrorCode(
         "DPONE_CONNECTION_UNDEFINED",
         "the Airflow connection a manifest names is not defined (no such connection id in the metadata database, "
         "a secrets backend or an AIRFLOW_CONN_<ID> variable)",

@@ -190,6 +190,14 @@ CODES: tuple[ErrorCode, ...] = (
         retryable=True,
     ),
     ErrorCode(
+        "native_transfer.stage_store_url_invalid",
+        "the stage base ([dpone] native_transfer_base or the operator's stage_base) names a scheme no installed "
+        "filesystem serves (a typo, or the provider that registers the scheme is not installed); nothing was written",
+        "fix the URL's scheme, or install the provider of the store (apache-airflow-providers-amazon for s3://, "
+        "apache-airflow-providers-google for gs://) on every worker",
+        retryable=False,
+    ),
+    ErrorCode(
         "native_transfer.storage_unsupported",
         "the stage/journal storage cannot create objects exclusively and atomically",
         "use file:// or an object store whose filesystem supports exclusive create",

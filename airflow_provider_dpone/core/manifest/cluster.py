@@ -111,7 +111,9 @@ class ClickHouseQuerySource(Closed):
     type: Literal["clickhouse"] = Field(description="Source kind.")
     connection_id: ConnectionId = Field(description="Airflow connection id of the ClickHouse server to read from.")
     query: SqlQuery = Field(
-        description="The SELECT whose result is published. Only its SHA-256 enters the normalized plan."
+        description="The SELECT whose result is published, run read-only (readonly = 1) under [dpone] "
+        "extraction_timeout_seconds; a query-level SETTINGS clause is refused "
+        "(DPONE_CLICKHOUSE_CLUSTER_QUERY_SETTINGS_REFUSED). Only its SHA-256 enters the normalized plan."
     )
 
 

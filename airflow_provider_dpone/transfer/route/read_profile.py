@@ -74,7 +74,10 @@ def admit_access(observed: AccessObservation) -> AccessRecord:
     """Principal, roles and the identity of every row policy on the relation (predicates only as digests).
 
     ``policy_filtered``: a policy on the relation applies to this principal (to the user or one of its roles),
-    so what it reads is filtered; a policy for other principals only is bound in the digest but filters nothing.
+    so what it reads is filtered. Policies on the relation none of which applies to this principal are refused:
+    what such a principal reads is decided by the server's
+    ``access_control_improvements.users_without_row_policies_can_read_rows`` (every row, or none), which SQL cannot
+    read, so its applicability cannot be inspected (seed 003).
     """
     if not observed.policies_inspectable:
         raise DponeError("native_transfer.source_read_profile_unsupported", "row policies cannot be inspected")
@@ -93,6 +96,13 @@ def admit_access(observed: AccessObservation) -> AccessRecord:
                 "restrictive": policy.is_restrictive,
                 "applies": applies,
             }
+        )
+    if policies and not any(policy["applies"] for policy in policies):
+        raise DponeError(
+            "native_transfer.source_read_profile_unsupported",
+            f"{len(policies)} row policies on the relation, none for this account: whether it reads every row or none "
+            "depends on the server's users_without_row_policies_can_read_rows, which SQL cannot read; give the "
+            "account its own permissive policy on the relation (USING 1 TO the account) or drop the others",
         )
     policies.sort(key=lambda item: (str(item["id"]), str(item["name_sha256"])))
     return AccessRecord(

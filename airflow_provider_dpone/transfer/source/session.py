@@ -27,7 +27,7 @@ from clickhouse_connect.driver.exceptions import ClickHouseError, DatabaseError
 
 from airflow_provider_dpone.core.clickhouse.clients import Purpose, build_client, close_client
 from airflow_provider_dpone.core.clickhouse.connection import ResolvedConnection
-from airflow_provider_dpone.core.connection_options import ClickHouseConnectionOptions
+from airflow_provider_dpone.core.connection_options import ClickHouseConnectionOptions, tls_relaxation
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.transfer.ports import SourceBlock
 from airflow_provider_dpone.transfer.source import metadata
@@ -245,7 +245,17 @@ def http_connector(
     """A direct HTTP(S) source on the one client factory (``core.clickhouse.clients.build_client``, purpose
     ``SOURCE``): its own pool with no environment proxy, no client retries, no redirects, bounded timeouts,
     verification as configured, no downgrade; and every request after the first pinned to the server that holds the
-    client's session."""
+    client's session.
+
+    A connection that relaxes TLS (``verify: false``) is refused here, before any client exists: admission would
+    refuse the unverified transport anyway, and by then the handshake would have sent the password to an endpoint
+    nobody verified. ``[dpone] allow_unverified_tls`` does not apply to a source.
+    """
+    relaxed = tls_relaxation(options)
+    if relaxed is not None:
+        raise DponeError(
+            "native_transfer.source_transport_unsupported", f"{relaxed}; a source is read over verified TLS only"
+        )
     connection = ResolvedConnection(host=host, port=port, username=username, password=password, options=options)
 
     def build() -> Client:

@@ -4,7 +4,7 @@
 (cluster name, coordinator, members, Airflow connection as URI and JSON) once it is ready; the processes keep
 running after the command returns. On a directory that held a cluster, ``up`` keeps its password (unless
 ``--password`` says otherwise) and its ports where they are free; when the Airflow connection still changes, it says
-so on stderr with the new connection. ``status --dir DIR`` prints the same object plus pids; ``down --dir DIR`` stops
+so on stderr with the commands that replace it (never the password: it is only in the JSON on stdout). ``status --dir DIR`` prints the same object plus pids; ``down --dir DIR`` stops
 every process. ``fault --dir DIR <action> ...`` drives the fault controls; ``compose`` renders the docker-compose
 files from the shared topology (``--check`` fails when the checked-in files differ).
 """
@@ -15,6 +15,7 @@ import argparse
 import importlib.util
 import json
 import secrets
+import shlex
 import sys
 from pathlib import Path
 
@@ -146,7 +147,9 @@ def _previous_cluster(directory: Path) -> EmbeddedCluster | None:
 
 
 def _changed_connection(previous: EmbeddedCluster, cluster: EmbeddedCluster) -> str:
-    """The loud notice that the directory's Airflow connection changed, with what changed and the new connection."""
+    """The loud notice that the directory's Airflow connection changed: what changed, and the commands that replace
+    the saved connection. It never carries the password (stderr ends up in terminals, CI logs and pastes): the
+    command reads the new connection from ``status`` at the moment it runs."""
     changed = [
         what
         for what, before, after in (
@@ -156,11 +159,15 @@ def _changed_connection(previous: EmbeddedCluster, cluster: EmbeddedCluster) -> 
         )
         if before != after
     ]
+    python = shlex.quote(sys.executable)
+    status = f"{python} -m dpone_embedded status --dir {shlex.quote(str(cluster.directory))}"
+    read_uri = f"{python} -c 'import json,sys; print(json.load(sys.stdin)[\"airflow_connection_uri\"])'"
     return (
         f"WARNING: the Airflow connection of the embedded cluster in {cluster.directory} changed "
-        f"({', '.join(changed) or 'connection'}): a connection saved for it before no longer works. Replace it:\n"
+        f"({', '.join(changed) or 'connection'}): a connection saved for it before no longer works. Replace it "
+        "(the new connection, password included, is airflow_connection_uri in the JSON on stdout):\n"
         f"  airflow connections delete dpone_clickhouse_default\n"
-        f"  airflow connections add dpone_clickhouse_default --conn-uri '{cluster.connection_uri()}'"
+        f'  airflow connections add dpone_clickhouse_default --conn-uri "$({status} | {read_uri})"'
     )
 
 

@@ -4,7 +4,7 @@ The table and its two content rules (:data:`LOOP_FIELDS`, :func:`require_write`)
 writes: the authority write helper refuses any write whose phase change is not listed, so a protocol defect cannot
 skip a barrier (for example jump from STAGING to PUBLICATION_DISPATCHING). ``None`` stands for "no record yet".
 
-The edges are the publication state diagram (docs/runbook.md), plus the edges an operator abort requires: an
+The edges are the publication state diagram (docs/runbook.md, generated from this table), plus the edges an operator abort requires: an
 operation may be ABORTED before publication only, after exact owned candidate cleanup. From LOCKED (nothing owned
 exists yet) that is one write; from STAGING and STAGED the abort first writes ABORTING, the fence a concurrent stage or
 publish write at the same version must lose (no permit can be taken from ABORTING), then drops, then writes ABORTED. Self-loops record progress inside a phase (member stage records, bound queue entries, epochs, and
