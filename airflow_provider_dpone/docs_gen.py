@@ -241,6 +241,8 @@ def phase_transitions() -> str:
                 edges.append(f"`{new}` (progress; only {', '.join(sorted(loop))})" if loop else f"`{new}` (progress)")
             elif old is not None and (old, new) in VOID_EDGES:
                 edges.append(f"`{new}` (back, by a proven void of the permit)")
+            elif new is Phase.RELEASED:
+                edges.append(f"`{new}` (by the operator's checked release of a publication stopped after its swap)")
             else:
                 edges.append(f"`{new}`")
         name = "no record" if old is None else f"`{old}`" + (" (terminal)" if old in TERMINAL_PHASES else "")

@@ -7,7 +7,9 @@ four tasks::
     DponeFenceOperator >> DponeStageOperator >> DponePublishOperator >> DponeCleanupOperator
 
 and, from a maintenance DAG, ``DponeAbortOperator`` aborts one such run's operation before publication and
-``DponeVoidPermitOperator`` voids its unproven DDL permit with recorded proof, so that the stopped task can retry.
+``DponeVoidPermitOperator`` voids its unproven DDL permit with recorded proof, so that the stopped task can retry,
+and ``DponeReleaseOperator`` records the operator's decision (restored or accepted) on a publication that stopped
+after its swap, which frees the target for a new run.
 
 The names below are loaded on first use (PEP 562), so a DAG file that imports one operator module (the native
 transfer, say) does not pay for the others when it is parsed.
@@ -19,7 +21,11 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from airflow_provider_dpone.operators.abort import DponeAbortOperator, DponeVoidPermitOperator
+    from airflow_provider_dpone.operators.abort import (
+        DponeAbortOperator,
+        DponeReleaseOperator,
+        DponeVoidPermitOperator,
+    )
     from airflow_provider_dpone.operators.full_refresh import DponeFenceOperator, DponeStageOperator
     from airflow_provider_dpone.operators.publish_cleanup import (
         DponeCleanupOperator,
@@ -30,6 +36,7 @@ if TYPE_CHECKING:
 _MODULE_OF = {
     "DponeAbortOperator": "abort",
     "DponeVoidPermitOperator": "abort",
+    "DponeReleaseOperator": "abort",
     "DponeFenceOperator": "full_refresh",
     "DponeStageOperator": "full_refresh",
     "DponePublishOperator": "publish_cleanup",
@@ -50,6 +57,7 @@ __all__ = [
     "DponeCleanupOperator",
     "DponeFenceOperator",
     "DponePublishOperator",
+    "DponeReleaseOperator",
     "DponeStageOperator",
     "DponeVoidPermitOperator",
     "publication_asset",

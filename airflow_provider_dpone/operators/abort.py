@@ -13,6 +13,13 @@ permit's token, and every member shows exactly the pre-dispatch UUIDs. The proof
 operation returns to the phase its step is dispatched from; clearing the stopped task then takes a new permit. Any
 missing proof fails the task with a ``VOID_*`` code that names it, and nothing changes.
 
+``DponeReleaseOperator``: a run whose publish stopped after its swap (``PUBLISHED_CONTENT_DIVERGENT``,
+``PUBLICATION_FOREIGN_UUID``, ``PUBLICATION_MIXED``) holds its target for good: abort is refused once the DDL ran.
+After the operator restored the predecessor on every member (``decision="restored"``) or made every member serve
+the content they accept (``decision="accepted"`` with its ``accepted_row_count``), the task checks every member
+against that decision, and one authority CAS records it (RELEASED), which frees the target for a new DAG run. A
+mismatch fails the task with a ``RELEASE_*`` code and changes nothing.
+
 The operation is named by the DAG run that started it (its DAG id and run id) together with the same manifest: the
 operation id is derived from exactly those, as every task of that run derives it. ``operation_id`` (e.g. copied from
 the failed run's log or XCom) is an optional guard: the task refuses to act when it names another operation.
@@ -28,6 +35,7 @@ from typing import Any, cast
 from airflow.sdk import Context
 
 from airflow_provider_dpone.cluster.protocol.service import publication_service
+from airflow_provider_dpone.cluster.values.authority.release import ReleaseDecision
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.operators.full_refresh import DponePublicationOperator, TaskSession
 from airflow_provider_dpone.operators.reporting import XCom, log_transition, raise_for
@@ -161,3 +169,61 @@ class DponeVoidPermitOperator(_TargetRunOperator):
             "server_started_at_ms": result.server_started_at_ms,
             "server_uuid": result.server_uuid,
         }
+
+
+class DponeReleaseOperator(_TargetRunOperator):
+    """Release the operation of one full-refresh DAG run whose publication stopped after its swap, by the operator's
+    recorded decision, and free the target for the next run (the runbook's steps come first).
+
+    :param manifest: the manifest of the full-refresh DAG (the same one: it enters the operation id). Templated.
+    :param target_dag_id: the DAG id of the stopped run. Templated.
+    :param target_run_id: the run id of the stopped run. Templated.
+    :param operation_id: optional guard, as for :class:`DponeAbortOperator`. Templated.
+    :param decision: ``restored`` (every member was swapped back: the predecessor serves again, with the content it
+        had) or ``accepted`` (every member serves the same content, which is accepted as published). Templated.
+    :param accepted_row_count: for ``accepted`` only: the row count the operator saw on every member's target (the
+        task refuses when a member holds another). Templated (a whole number as text is read as that number).
+    :param dpone_clickhouse_conn_id: as for the full-refresh operators. Templated.
+
+    Idempotent: a retry after RELEASED reports the same release. Pushes ``operation_id``, ``target_key``, ``phase``,
+    ``decision``, ``stopped_by``, ``accepted_row_count`` and ``target_digests`` (each member's target content digest
+    by opaque member id).
+    """
+
+    template_fields: Sequence[str] = (*_TargetRunOperator.template_fields, "decision", "accepted_row_count")
+    ui_color = "#d9ead3"
+
+    def __init__(self, *, decision: str, accepted_row_count: int | str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.decision = decision
+        self.accepted_row_count = accepted_row_count
+
+    def _act(self, session: TaskSession) -> XCom:
+        decision = str(self.decision).strip()
+        if decision not in ("restored", "accepted"):
+            raise DponeError("DPONE_CLICKHOUSE_CLUSTER_REQUEST_INVALID", "decision: restored or accepted")
+        result = session.service.release(
+            cast(ReleaseDecision, decision), accepted_row_count=_row_count(self.accepted_row_count)
+        )
+        log_transition(self.task_log, result.phase_before, result.phase, result.operation_id)
+        return {
+            "operation_id": result.operation_id,
+            "target_key": session.request.target_key,
+            "phase": result.phase,
+            "decision": result.decision,
+            "stopped_by": result.stopped_by,
+            "accepted_row_count": result.accepted_row_count,
+            "target_digests": result.target_digests,
+        }
+
+
+def _row_count(value: int | str | None) -> int | None:
+    """The declared row count: a non-negative whole number, as a number or its text (an empty text is none)."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, bool):
+        raise DponeError("DPONE_CLICKHOUSE_CLUSTER_REQUEST_INVALID", "accepted_row_count")
+    text = str(value).strip()
+    if not text.isdigit():
+        raise DponeError("DPONE_CLICKHOUSE_CLUSTER_REQUEST_INVALID", "accepted_row_count: a whole number")
+    return int(text)

@@ -77,8 +77,9 @@ class SnapshotSourceSession(Protocol):
         ...
 
     def selected_rows(self, query: SnapshotQuery) -> SelectedRows:
-        """The server's count of the rows ``query`` selects (per part with provenance), aggregated by the server
-        in its own statement: no row travels, and nothing the stream decoded is used."""
+        """The server's count of the rows ``query`` selects (per part with provenance) and the sum of their typed row
+        hashes, aggregated by the server over its own values in its own statement: no row travels, and nothing the
+        stream decoded is used."""
         ...
 
     def close(self) -> None: ...

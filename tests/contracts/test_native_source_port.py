@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_dpone.core.typed_digest import row_hash
+from airflow_provider_dpone.core.typed_digest import MODULUS, row_hash
 from airflow_provider_dpone.transfer.route.read_profile import FILTER_SETTINGS, frozen_settings
 from airflow_provider_dpone.transfer.route.schema_admission import map_type
 from airflow_provider_dpone.transfer.values.arrow_chunk import table_rows
@@ -175,6 +175,33 @@ def test_window_is_half_open(backend: Backend) -> None:
 def test_without_provenance_blocks_carry_none(backend: Backend) -> None:
     rows, provenance = read(backend, query(backend, provenance=False))
     assert sum(rows.values()) == 7 and provenance == []
+
+
+@pytest.mark.parametrize("provenance", [True, False])
+def test_the_server_counts_and_sums_the_rows_it_selects_in_a_statement_of_its_own(
+    backend: Backend, provenance: bool
+) -> None:
+    """``selected_rows`` is the server's own account of the SELECT: its count, its coverage per part and the sum of
+    the rows' typed SHA-256s, equal to the reference digest of the rows the stream hands over (read apart)."""
+    window = UtcWindow.of("ts", dt.datetime(2026, 1, 1, tzinfo=dt.UTC), dt.datetime(2026, 2, 10, tzinfo=dt.UTC))
+    for snapshot in (query(backend, provenance=provenance), query(backend, window=window, provenance=provenance)):
+        rows, provenance_read = read(backend, snapshot)
+        session = backend.connector.connect()
+        selected = session.selected_rows(snapshot)
+        session.close()
+        typed = [column.typed for column in snapshot.projection]
+        reference = sum(
+            row_hash(typed, [key, version, ts.replace(tzinfo=dt.UTC), amount]) * count
+            for (key, version, ts, amount), count in rows.items()
+        )
+        assert selected.rows == sum(rows.values()) and selected.typed_sum == reference % MODULUS
+        if provenance:
+            assert selected.parts is not None
+            assert [(p.part, p.rows) for p in selected.parts] == sorted(
+                collections.Counter(part for part, _ in provenance_read).items()
+            )
+        else:
+            assert selected.parts is None
 
 
 def test_one_insert_block_is_collapsed_but_separate_inserts_are_not(backend: Backend) -> None:

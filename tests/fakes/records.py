@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from airflow_provider_dpone.cluster.values.authority.external import ExternalAuthorityRecord, MemberRecord
-from airflow_provider_dpone.cluster.values.authority.generation import DdlBinding, MemberGeneration
+from airflow_provider_dpone.cluster.values.authority.generation import (
+    DdlBinding,
+    ErrorClassification,
+    GenerationRecord,
+    MemberGeneration,
+)
 from airflow_provider_dpone.cluster.values.authority.internal import (
     InternalAuthorityRecordV1,
     InternalAuthorityRecordV2,
@@ -11,6 +18,7 @@ from airflow_provider_dpone.cluster.values.authority.internal import (
     ReplicatedCandidate,
 )
 from airflow_provider_dpone.cluster.values.authority.phases import MemberStage, Phase
+from airflow_provider_dpone.cluster.values.authority.release import Release, ReleasedMember
 from airflow_provider_dpone.cluster.values.quality_capsule import (
     QUALITY_SCHEMA_V2,
     AcceptancePlan,
@@ -28,6 +36,7 @@ TARGET_KEY = target_key("analytics", "analytics_db", "target_table")
 OPERATION = "6c47dd41409baff80f32c405d93fcee5804c6b1b2b20a736707dfe8a4de6c3ce"
 OTHER_OPERATION = "7" * 64
 T0 = 1_790_000_000_000
+R = TypeVar("R", bound=GenerationRecord)
 
 
 def token(n: int) -> str:
@@ -65,6 +74,31 @@ def _rank(phase: Phase) -> int:
     return {Phase.ABORTED: 0, Phase.ABORTING: 2}.get(phase, _ORDER.index(phase) if phase in _ORDER else 0)
 
 
+def released(record: R) -> R:
+    """``record`` (PUBLICATION_DISPATCHING) stopped with ``PUBLISHED_CONTENT_DIVERGENT`` and released as restored."""
+    assert record.publication is not None
+    code = "DPONE_CLICKHOUSE_CLUSTER_PUBLISHED_CONTENT_DIVERGENT"
+    seen = tuple(
+        ReleasedMember(
+            member_id=member.member_id,
+            target_uuid=member.target_uuid,
+            candidate_uuid=member.candidate_uuid,
+            row_count=member.target_row_count,
+            content_digest=member.target_content_digest,
+        )
+        for member in record.members
+    )
+    release = Release(
+        decision="restored",
+        stopped_by=code,
+        publication_epoch=record.publication.epoch,
+        members=seen,
+        released_at_ms=T0 + 40,
+    )
+    stopped = ErrorClassification(code=code, phase=Phase.PUBLICATION_DISPATCHING, at_ms=T0 + 35)
+    return record.evolve(phase=Phase.RELEASED, release=release, last_error=stopped)
+
+
 def external_record(
     phase: Phase = Phase.STAGED,
     *,
@@ -73,7 +107,12 @@ def external_record(
     operation: str = OPERATION,
     version_seed: int = 1,
 ) -> ExternalAuthorityRecord:
-    """A valid external record in ``phase`` (ABORTED is built from LOCKED, ABORTING from STAGED)."""
+    """A valid external record in ``phase`` (ABORTED is built from LOCKED, ABORTING from STAGED, RELEASED from
+    PUBLICATION_DISPATCHING)."""
+    if phase is Phase.RELEASED:
+        dispatching = Phase.PUBLICATION_DISPATCHING
+        options = {"members": members, "existing": existing, "operation": operation, "version_seed": version_seed}
+        return released(external_record(dispatching, **options))  # type: ignore[arg-type]
     rank = _rank(phase)
     art = artifact()
     records = []
@@ -159,6 +198,13 @@ def internal_record(
 ) -> InternalAuthorityRecordV1 | InternalAuthorityRecordV2:
     """A valid internal (replicated) record in ``phase`` (ABORTED is built from LOCKED); the replicas share one
     candidate UUID while each keeps its own baseline target UUID."""
+    if phase is Phase.RELEASED:
+        dispatching = Phase.PUBLICATION_DISPATCHING
+        return released(
+            internal_record(
+                dispatching, members=members, existing=existing, operation=operation, quality=quality, v2=v2
+            )
+        )
     rank = _rank(phase)
     art = artifact()
     ids = sorted(member_id(1, replica) for replica in range(1, members + 1))

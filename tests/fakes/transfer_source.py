@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.typed_digest import MODULUS, row_hash
 from airflow_provider_dpone.transfer.ports import SourceBlock
 from airflow_provider_dpone.transfer.values.arrow_chunk import row_hashes, rows_table
 from airflow_provider_dpone.transfer.values.chunk import RelationRef
@@ -368,8 +369,12 @@ class FakeSession:
         table = self._table(query.relation)
         assert table is not None
         selected = list(self._selected(table, query, self._acquire(table)))
+        names = [name for name, _ in table.columns]
+        projection = [names.index(column.name) for column in query.projection]
+        typed = [column.typed for column in query.projection]
+        typed_sum = sum(row_hash(typed, [row[i] for i in projection]) for row, _part, _offset in selected) % MODULUS
         if not query.provenance:
-            return SelectedRows(rows=len(selected))
+            return SelectedRows(rows=len(selected), typed_sum=typed_sum)
         by_part: dict[str, list[int]] = {}
         for _row, part, offset in selected:
             by_part.setdefault(part, []).append(offset)
@@ -383,7 +388,7 @@ class FakeSession:
             )
             for part, offsets in sorted(by_part.items())
         )
-        return SelectedRows(rows=len(selected), parts=parts)
+        return SelectedRows(rows=len(selected), parts=parts, typed_sum=typed_sum)
 
     @staticmethod
     def _block(

@@ -6,15 +6,17 @@ target), changes the source so that a correct transfer would change the target, 
 exactly one corruption injected at one link of the running route, in the worker process:
 
 * the decoded source batch, after the ClickHouse read and before staging: a value (an integer, a Decimal(38, 10) by
-  1e-10, a DateTime64(6) by one microsecond), a row dropped or repeated (with its row hash and its provenance), or
-  the row hash ClickHouse computed for one row (values untouched);
+  1e-10, a DateTime64(6) by one microsecond), a row dropped or repeated (with its row hash and its provenance), the
+  row hash ClickHouse computed for one row (values untouched), or one row's values and hash replaced by another
+  row's (its part and offset intact: counts and positions agree);
 * the rows handed to the target's load, and the table the load builds for the driver;
 * the staging table, changed by SQL after every chunk was verified and before the publication;
 * the target of a window replace, which changes each row as it is inserted (a row trigger): the target's digest of
   the window it published, inside the publishing transaction, against the source's verified total.
 
 The checks that catch them never share the path they check: the source server's own count of the rows it selects
-(per part, with the offsets' fingerprint), and the typed digest the target engine computes over what it stores,
+(per part, with the offsets' fingerprint) and its own sum of their row hashes, recomputed in that statement over its
+values, and the typed digest the target engine computes over what it stores,
 against the row hashes the source engine computed over its own values. Each case asserts the coded failure, that
 the target still holds exactly the old rows and that no second publication receipt exists.
 """
@@ -49,10 +51,12 @@ PRECISE_ROWS = (
     "(2, 2, 0, '1969-12-31 23:59:59.999999', '')",
 )
 SOURCE_ROWS_DIFFER = "native_transfer.source_rows_differ"
+SOURCE_CONTENT_DIFFERS = "native_transfer.source_content_differs"
 WINDOW_DIFFERS = "native_transfer.target_published_window_differs"
 TARGET_DIFFERS = "native_transfer.target_verification_failed"
 
-BlockChange = Callable[[SourceBlock], SourceBlock]
+BlockChange = Callable[[SourceBlock], SourceBlock | None]
+"""A corruption of one decoded block; ``None`` when it does not apply to that block (the next one is tried)."""
 
 
 def _first_changed(table: pa.Table, index: int, change: Callable[[Any], Any]) -> pa.Table:
@@ -100,6 +104,21 @@ def _hash(block: SourceBlock) -> SourceBlock:
     )
 
 
+def _moved(block: SourceBlock) -> SourceBlock | None:
+    """The first row's values and row hash replaced by the second row's, its part and offset intact: one row twice
+    and one missing, at the right positions (``None``: the block has no second, different row)."""
+    if block.rows < 2 or block.row_hashes[0] == block.row_hashes[1]:
+        return None
+    take = pa.array([1, *range(1, block.rows)], type=pa.int64())
+    return SourceBlock(
+        columns=block.columns.take(take),
+        row_hashes=block.row_hashes.take(take),
+        rows=block.rows,
+        parts=block.parts,
+        offsets=block.offsets,
+    )
+
+
 DECODED: dict[str, tuple[str, BlockChange, str]] = {
     "integer_value": ("events", lambda b: _column(b, "id", lambda v: v + 1000), TARGET_DIFFERS),
     "string_value": ("events", lambda b: _column(b, "payload", lambda v: (v or b"") + b"x"), TARGET_DIFFERS),
@@ -111,13 +130,14 @@ DECODED: dict[str, tuple[str, BlockChange, str]] = {
     ),
     "row_dropped": ("events", lambda b: _rows(b, list(range(1, b.rows))), SOURCE_ROWS_DIFFER),
     "row_repeated": ("events", lambda b: _rows(b, [0, *range(b.rows)]), SOURCE_ROWS_DIFFER),
-    "row_hash_only": ("events", _hash, TARGET_DIFFERS),
+    "row_hash_only": ("events", _hash, SOURCE_CONTENT_DIFFERS),
+    "row_moved_with_its_hash": ("events", _moved, SOURCE_CONTENT_DIFFERS),
 }
 
 
 @contextmanager
 def corrupted_stream(monkeypatch: pytest.MonkeyPatch, change: BlockChange) -> Iterator[list[int]]:
-    """The first non-empty block the source session hands over is changed by ``change`` (once)."""
+    """The first non-empty block the source session hands over that ``change`` applies to is changed (once)."""
     original = source_session.stream_blocks
     applied: list[int] = []
 
@@ -127,11 +147,10 @@ def corrupted_stream(monkeypatch: pytest.MonkeyPatch, change: BlockChange) -> It
 
             def changed() -> Iterator[SourceBlock]:
                 for block in blocks:
-                    if not applied and block.rows:
+                    corrupted = change(block) if not applied and block.rows else None
+                    if corrupted is not None:
                         applied.append(block.rows)
-                        yield change(block)
-                    else:
-                        yield block
+                    yield block if corrupted is None else corrupted
 
             yield changed()
 

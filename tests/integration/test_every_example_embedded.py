@@ -68,6 +68,7 @@ def test_every_example_dag_runs_unedited_against_one_embedded_cluster_and_one_co
     assert set(dags) == {
         "clickhouse_external_abort.py",
         "clickhouse_external_full_refresh.py",
+        "clickhouse_external_release.py",
         "clickhouse_external_void_permit.py",
         "clickhouse_internal_full_refresh.py",
         "clickhouse_internal_quality_replay.py",
@@ -111,6 +112,14 @@ def test_every_example_dag_runs_unedited_against_one_embedded_cluster_and_one_co
     _, outcome = _run(dags["clickhouse_external_void_permit.py"], run_conf={"run_id": stopped.run_id})
     assert outcome == {"void_permit": ("failed", 1)}
     assert "dpone void_permit: DPONE_CLICKHOUSE_CLUSTER_OPERATION_ABORTED: " in capfd.readouterr().out
+    assert authority_record(embedded_cluster, "analytics") == aborted
+
+    # release: the aborted operation did not stop after a swap; it is refused with its code and nothing changes
+    _, outcome = _run(
+        dags["clickhouse_external_release.py"], run_conf={"run_id": stopped.run_id, "decision": "restored"}
+    )
+    assert outcome == {"release": ("failed", 1)}
+    assert "dpone release: DPONE_CLICKHOUSE_CLUSTER_RELEASE_NOT_STOPPED: " in capfd.readouterr().out
     assert authority_record(embedded_cluster, "analytics") == aborted
 
     later, outcome = _run(full_refresh)

@@ -271,7 +271,9 @@ class Sim:
                     extra = Counter(table.rows) - artifact
                     assert not extra, f"duplicate or foreign rows in {name} on {member.member_id}"
                 else:
-                    _, rows = next(v for v in self.initial.values() if v[0] == table.uuid)
+                    _, rows = next(  # by member: the replicas of one replicated table share its UUID
+                        v for (mid, _), v in self.initial.items() if mid == member.member_id and v[0] == table.uuid
+                    )
                     assert tuple(table.rows) == rows, f"pre-existing table {name} changed on {member.member_id}"
         for effect in self.world.effects[self.effects_from :]:
             assert effect.uuid not in foreign, f"foreign object touched: {effect}"

@@ -45,18 +45,21 @@ CAPSULE_COMPLETION = {(Phase.COMMITTED, Phase.COMMITTED)}  # seed 002: the capsu
 READER_FENCE = {(Phase.COMPLETED, Phase.COMPLETED)}  # seed 002: the durable reader fence of a validation
 VOIDED_PERMIT = {(Phase.PUBLICATION_DISPATCHING, Phase.STAGED), (Phase.CLEANUP_DISPATCHING, Phase.COMMITTED)}
 """Seed 000 §5.4: the explicit void of a permit proven dead returns to the phase its step is dispatched from."""
+RELEASE_AFTER_SWAP = {(Phase.PUBLICATION_DISPATCHING, Phase.RELEASED), (Phase.RELEASED, Phase.LOCKED)}
+"""The operator's recorded release of a publication stopped after its swap; RELEASED is terminal."""
+EDGES = SEED_DIAGRAM | ABORT_BEFORE_PUBLICATION | CAPSULE_COMPLETION | READER_FENCE | VOIDED_PERMIT | RELEASE_AFTER_SWAP
 
 
 def test_transition_table_is_the_seed_state_machine() -> None:
     allowed = {(old, new) for old, news in ALLOWED_TRANSITIONS.items() for new in news}
-    assert allowed == SEED_DIAGRAM | ABORT_BEFORE_PUBLICATION | CAPSULE_COMPLETION | READER_FENCE | VOIDED_PERMIT
+    assert allowed == EDGES
     assert set(Phase) == {new for _, new in allowed}
 
 
 @pytest.mark.parametrize("old", [None, *Phase])
 @pytest.mark.parametrize("new", list(Phase))
 def test_every_transition_is_decided_by_the_table(old: Phase | None, new: Phase) -> None:
-    if (old, new) in SEED_DIAGRAM | ABORT_BEFORE_PUBLICATION | CAPSULE_COMPLETION | READER_FENCE | VOIDED_PERMIT:
+    if (old, new) in EDGES:
         require_transition(old, new)
     else:
         with pytest.raises(DponeError) as raised:
@@ -187,3 +190,27 @@ def test_no_receipt_before_commit(phase: Phase) -> None:
     with pytest.raises(DponeError) as raised:
         external_receipt(external_record(phase), version=3)
     assert raised.value.code == "DPONE_CLICKHOUSE_CLUSTER_RECEIPT_INVALID"
+
+
+def test_released_records_exactly_the_decision_its_members_show() -> None:
+    released = external_record(Phase.RELEASED)
+    assert released.release is not None and released.release.decision == "restored"
+    assert released.published() == ()  # a successor digests the target again
+    dispatching = external_record(Phase.PUBLICATION_DISPATCHING)
+    with pytest.raises(ValidationError):  # RELEASED without its evidence
+        dispatching.evolve(phase=Phase.RELEASED)
+    with pytest.raises(ValidationError):  # the evidence outside RELEASED
+        dispatching.evolve(release=released.release)
+    swapped = tuple(
+        seen.model_copy(update={"target_uuid": member.candidate_uuid, "candidate_uuid": member.target_uuid})
+        for member, seen in zip(released.members, released.release.members, strict=True)
+    )
+    with pytest.raises(ValidationError):  # "restored" over members that still show the candidate as target
+        released.evolve(release=released.release.model_copy(update={"members": swapped}))
+    accepted = released.release.model_copy(update={"decision": "accepted", "accepted_row_count": 2, "members": swapped})
+    with pytest.raises(ValidationError):  # "accepted" without the candidates recorded as published
+        released.evolve(release=accepted)
+    published = tuple(
+        member.model_copy(update={"published_uuid": member.candidate_uuid}) for member in released.members
+    )
+    assert released.evolve(release=accepted, members=published).release == accepted

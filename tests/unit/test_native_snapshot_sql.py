@@ -6,10 +6,10 @@ import datetime as dt
 
 import pytest
 
-from airflow_provider_dpone.core.clickhouse.row_hash import row_hash_sql
+from airflow_provider_dpone.core.clickhouse.row_hash import row_hash_expression, row_hash_sql
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.transfer.route.schema_admission import map_type
-from airflow_provider_dpone.transfer.source.sql import parts_sql, render_select
+from airflow_provider_dpone.transfer.source.sql import parts_sql, render_select, render_selected_rows
 from airflow_provider_dpone.transfer.values.chunk import RelationRef
 from airflow_provider_dpone.transfer.values.query import SnapshotQuery, query_record
 from airflow_provider_dpone.transfer.values.utc_window import UtcWindow
@@ -51,6 +51,24 @@ def test_legacy_full_refresh_select() -> None:
     hashed, _ = render_select(query)
     assert hashed == f"SELECT `id`, `ts`, {row_hash_sql(query.projection)} FROM `sales`.`events`"
     assert row_hash_sql(query.projection).startswith("SHA256(concat('dpone.typed-row.v1\\0', ")
+
+
+def test_the_selected_rows_statement_recomputes_the_selects_row_hash_over_the_same_selection() -> None:
+    """The anchor sums, per part or over all, the very row hash the data SELECT carries, in a statement of its own."""
+    query = snapshot(window=WINDOW, provenance=True)
+    hashed = [(column.name, column.source_type) for column in query.projection]
+    typed_sum = f"toString(sum(reinterpretAsUInt256(reverse({row_hash_expression(hashed)}))))"
+    assert row_hash_sql(query.projection) == f"{row_hash_expression(hashed)} AS _dpone_row_sha256"
+    sql, parameters = render_selected_rows(query)
+    assert sql == (
+        "SELECT toString(_part) AS part, count(), min(toUInt64(_part_offset)), max(toUInt64(_part_offset)), "
+        f"sum(intHash64(toUInt64(_part_offset))), {typed_sum} FROM `sales`.`events` "
+        "WHERE `ts` >= {dpone_window_start:DateTime64(6, 'UTC')} AND `ts` < {dpone_window_end:DateTime64(6, 'UTC')}"
+        " GROUP BY part ORDER BY part"
+    )
+    assert parameters == render_select(query)[1]
+    plain = snapshot(window=None, provenance=False)
+    assert render_selected_rows(plain) == (f"SELECT count(), {typed_sum} FROM `sales`.`events`", {})
 
 
 def test_a_query_that_differs_from_its_admitted_digests_is_not_rendered() -> None:

@@ -31,7 +31,7 @@ from typing import Final
 from airflow_provider_dpone.cluster.values.receipts import CONTENT_DIGEST_V1, ContentDigestVersion
 from airflow_provider_dpone.core.canonical import tagged_digest
 from airflow_provider_dpone.core.clickhouse.literals import string_literal
-from airflow_provider_dpone.core.clickhouse.row_hash import row_hash_expression
+from airflow_provider_dpone.core.clickhouse.row_hash import row_hash_sum_expression
 from airflow_provider_dpone.core.identifiers import qualified_clickhouse, quote_clickhouse, validate_identifier
 from airflow_provider_dpone.core.typed_digest import native_multiset_digest
 
@@ -52,7 +52,7 @@ def aggregates(columns: Sequence[tuple[str, str]], version: ContentDigestVersion
 def _hash_sum(columns: Sequence[tuple[str, str]], version: ContentDigestVersion) -> str:
     if version == CONTENT_DIGEST_V1:
         return V1_SUM
-    return f"toString(sum(reinterpretAsUInt256(reverse({row_hash_expression(columns)}))))"
+    return row_hash_sum_expression(columns)
 
 
 def content_digest(row_count: int, hash_sum: int, version: ContentDigestVersion) -> str:

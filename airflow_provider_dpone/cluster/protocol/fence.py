@@ -1,10 +1,12 @@
 """Pre-source fencing: create or resume the operation's authority row in phase LOCKED, both modes.
 
 * no row                              -> strict insert of a new LOCKED record of the request's mode (random fence);
-* this operation's row                -> resume it (inventory drift fences; an ABORTED operation never resumes);
+* this operation's row                -> resume it (inventory drift fences; an ABORTED or RELEASED operation never
+                                         resumes);
 * another unresolved operation        -> fenced out (no lease stealing); an unresolved record of the *other* mode
                                          says so with its own code (internal blocks external and vice versa);
-* another terminal operation, same mode -> the slot is taken by a versioned CAS (COMPLETED/ABORTED -> LOCKED);
+* another terminal operation, same mode -> the slot is taken by a versioned CAS (COMPLETED/ABORTED/RELEASED ->
+                                         LOCKED);
 * a terminal record of the other mode -> mode migration: the physical truth it left is adopted first (the target
                                          observed on every member: the members it bound, each still exposing exactly
                                          what it published, equal content everywhere), then the same versioned CAS,
@@ -67,6 +69,8 @@ def require_resumable(ctx: Context, held: Held) -> Held:
     record = held.record
     if record.phase is Phase.ABORTED:
         raise DponeError("DPONE_CLICKHOUSE_CLUSTER_OPERATION_ABORTED", f"operation {record.operation_id[:16]}")
+    if record.phase is Phase.RELEASED:
+        raise DponeError("DPONE_CLICKHOUSE_CLUSTER_OPERATION_RELEASED", f"operation {record.operation_id[:16]}")
     if record.phase is Phase.ABORTING:
         raise DponeError("DPONE_CLICKHOUSE_CLUSTER_ABORT_INCOMPLETE", f"operation {record.operation_id[:16]}")
     if record.target_key != ctx.request.target_key or record.candidate_name != ctx.request.candidate_name:

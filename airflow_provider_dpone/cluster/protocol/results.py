@@ -143,3 +143,18 @@ class Voided:
     """The pinned server whose restart proved it (``None``: a permit written before pinning)."""
     phase_before: str
     phase: str
+
+
+@dataclass(frozen=True)
+class Released:
+    """A publication stopped after its swap, released by the operator's decision (``restored`` or ``accepted``):
+    the failure it stopped with, the content digest each member's target held (``None`` where absent), by opaque
+    member id, and, for ``accepted``, the declared row count."""
+
+    operation_id: str
+    decision: str
+    stopped_by: str
+    accepted_row_count: int | None
+    target_digests: dict[str, str | None]
+    phase_before: str
+    phase: str

@@ -11,6 +11,7 @@ Service API (what the four operators call, identically in internal and external 
     service.reconcile_cleanup()      -> CleanupResult    # deferred poll: read-only (+ the COMPLETED CAS)
     service.abort()                  -> Aborted          # operator action, before publication only
     service.void_permit()            -> Voided           # operator action: release a permit proven dead
+    service.release(decision, ...)   -> Released         # operator action: end a publication stopped after its swap
 
 Every result carries the phase before and after the call and, for stage, each member's progress: the task logs and
 pushes them without a read of its own.
@@ -53,6 +54,7 @@ from airflow_provider_dpone.cluster.protocol.fence import fenced, lock_or_resume
 from airflow_provider_dpone.cluster.protocol.publication import publish
 from airflow_provider_dpone.cluster.protocol.quality_evidence import require_capsule
 from airflow_provider_dpone.cluster.protocol.quality_replay import settle
+from airflow_provider_dpone.cluster.protocol.release import release
 from airflow_provider_dpone.cluster.protocol.request import PublicationRequest
 from airflow_provider_dpone.cluster.protocol.results import (
     Aborted,
@@ -62,6 +64,7 @@ from airflow_provider_dpone.cluster.protocol.results import (
     FenceResult,
     InProgress,
     PublishResult,
+    Released,
     StageResult,
     Voided,
     capsule_of,
@@ -71,6 +74,7 @@ from airflow_provider_dpone.cluster.protocol.runtime_admission import admit_qual
 from airflow_provider_dpone.cluster.protocol.seal import bind_artifact_and_baseline
 from airflow_provider_dpone.cluster.protocol.void_permit import void_permit
 from airflow_provider_dpone.cluster.values.authority.phases import Phase
+from airflow_provider_dpone.cluster.values.authority.release import ReleaseDecision
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.inventory import AdmittedInventory
 from airflow_provider_dpone.core.manifest.cluster import ReplicationMode
@@ -216,6 +220,36 @@ class PublicationService:
             server_uuid=None if proof.server is None else proof.server.server_uuid,
             phase_before=before.value,
             phase=held.record.phase.value,
+        )
+
+    def release(self, decision: ReleaseDecision, *, accepted_row_count: int | None = None) -> Released:
+        """Operator action: end a publication stopped after its swap (:mod:`release`) as ``restored`` (every member
+        swapped back by hand) or ``accepted`` (every member serves the same content, ``accepted_row_count`` rows):
+        checked on every member, recorded by one CAS as RELEASED, which frees the target for a new run. A retry after
+        RELEASED reports the same release."""
+        ctx, current = self._begin()
+        if current is None or not self.request.mode.holds(current.record):
+            raise DponeError("DPONE_CLICKHOUSE_CLUSTER_PHASE_NOT_READY", "no operation of this mode holds the target")
+        record = before = current.record
+        if record.operation_id != self.request.operation_id:
+            raise fenced(
+                ctx, record, "DPONE_CLICKHOUSE_CLUSTER_OPERATION_FENCED", "release only the operation of this run"
+            )
+        if record.phase is not Phase.RELEASED and (
+            record.inventory_digest != ctx.inventory.digest or record.member_ids() != ctx.inventory.member_ids
+        ):
+            raise topology_drift(ctx, record, "release observes every bound member")
+        record = release(ctx, Held(record, current.version), decision, accepted_row_count).record
+        done = record.release
+        assert done is not None
+        return Released(
+            operation_id=record.operation_id,
+            decision=done.decision,
+            stopped_by=done.stopped_by,
+            accepted_row_count=done.accepted_row_count,
+            target_digests={member.member_id: member.content_digest for member in done.members},
+            phase_before=before.phase.value,
+            phase=record.phase.value,
         )
 
     # --- phases ---------------------------------------------------------------------------------------------------

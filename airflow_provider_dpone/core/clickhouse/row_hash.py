@@ -108,6 +108,12 @@ def row_hash_expression(columns: Sequence[tuple[str, str]]) -> str:
     return f"SHA256(concat({_TAG}, {fields}))"
 
 
+def row_hash_sum_expression(columns: Sequence[tuple[str, str]]) -> str:
+    """The sum modulo 2**256 of the rows' typed SHA-256s (each read as a big-endian integer), as decimal text: the
+    multiset digest's summand, aggregated by the server (``toString``: no client integer width can truncate it)."""
+    return f"toString(sum(reinterpretAsUInt256(reverse({row_hash_expression(columns)}))))"
+
+
 def row_hash_sql(columns: tuple[NativeColumn, ...]) -> str:
     """The SELECT expression of each row's typed SHA-256 (a ``FixedString(32)``), aliased as ``ROW_HASH_COLUMN``."""
     return f"{row_hash_expression([(column.name, column.source_type) for column in columns])} AS {ROW_HASH_COLUMN}"

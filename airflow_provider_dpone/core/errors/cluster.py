@@ -356,8 +356,9 @@ RUNTIME_ADMISSION: tuple[ErrorCode, ...] = (
         "after the publication DDL a member's target is the bound candidate but no longer holds exactly the verified "
         "generation (its schema, rows or content changed after the barrier, while the DDL was in flight); the "
         "operation was not committed",
-        "preserve state: every object is retained (the predecessor under the candidate name); investigate writes that "
-        "bypass the provider, then follow the runbook to restore the predecessor or republish",
+        "preserve state: every object is retained (the predecessor under the candidate name); stop the writer that "
+        "bypassed the provider, restore the predecessor or accept the content, then release the target with "
+        "DponeReleaseOperator (runbook: a publication stopped after its swap)",
         retryable=False,
     ),
     ErrorCode(
@@ -382,7 +383,9 @@ RUNTIME_ADMISSION: tuple[ErrorCode, ...] = (
         "DPONE_CLICKHOUSE_CLUSTER_PUBLICATION_MIXED",
         "the bound ON CLUSTER DDL (publication, cleanup, or a replicated candidate's create or drop) finished or failed "
         "on a member that does not show its effect",
-        "follow the terminal-mixed recovery runbook; all objects are retained and nothing is re-dispatched",
+        "follow the terminal-mixed recovery runbook; all objects are retained and nothing is re-dispatched (a "
+        "publication whose entry finished everywhere: restore or accept, then release the target with "
+        "DponeReleaseOperator)",
         retryable=False,
     ),
     ErrorCode(
@@ -394,7 +397,8 @@ RUNTIME_ADMISSION: tuple[ErrorCode, ...] = (
     ErrorCode(
         "DPONE_CLICKHOUSE_CLUSTER_PUBLICATION_FOREIGN_UUID",
         "a member's target or candidate name holds a UUID other than the bound predecessor or candidate",
-        "inspect the member for writers that bypass the provider; objects are retained",
+        "inspect the member for writers that bypass the provider; objects are retained (after the publication's "
+        "entry finished everywhere: restore or accept, then release the target with DponeReleaseOperator)",
         retryable=False,
     ),
     ErrorCode(
@@ -545,6 +549,55 @@ RUNTIME_ADMISSION: tuple[ErrorCode, ...] = (
         "compare retired_server_uuid with the pinned UUID in the detail; point the coordinator connection at the "
         "server recreated on the pinned server's host, check that serverUUID() there shows the new UUID, then run "
         "the void again",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_OPERATION_RELEASED",
+        "this operation's publication stopped after its swap and was released by the operator (restored or "
+        "accepted, recorded in the authority as RELEASED); a released operation never resumes",
+        "start a new DAG run (a new operation id) to publish again",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_RELEASE_NOT_STOPPED",
+        "the release action found no publication stopped after its swap: the operation is not in "
+        "PUBLICATION_DISPATCHING with PUBLISHED_CONTENT_DIVERGENT, PUBLICATION_FOREIGN_UUID or PUBLICATION_MIXED "
+        "recorded as its last error (nothing changed)",
+        "release only a run whose publish failed with one of those codes; check the DAG run, the manifest and the "
+        "phase (clear publish first if the failure was not recorded: it stops the same way and records it)",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_RELEASE_DDL_PENDING",
+        "the release action found the bound publication's queue entry missing or not finished on every member's "
+        "host: the EXCHANGE/RENAME may still run, so nothing changed",
+        "fix the member's DDL worker and wait until system.distributed_ddl_queue shows the entry finished on every "
+        "host (no entry at all: follow DISPATCH_UNPROVEN), then run the release again",
+        retryable=True,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_RELEASE_NOT_RESTORED",
+        "the release action was told 'restored', but a member is not as before the publication: the baseline "
+        "target UUID (or none) under the target name with the baseline's recorded content, and the operation's "
+        "candidate under the candidate name (nothing changed)",
+        "finish the swap back on every member (runbook), compare each member's UUIDs and content with the record's "
+        "target_uuid and target_content_digest, then run the release again",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_RELEASE_NOT_ACCEPTED",
+        "the release action was told 'accepted', but a member is not as after the publication (the operation's "
+        "candidate under the target name, the predecessor under the candidate name, the artifact's schema), its "
+        "target does not hold the declared row count, or the members' contents differ (nothing changed)",
+        "make every member serve the same content you accept (runbook), count its rows again, then run the "
+        "release with that row count; or restore instead",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_RELEASE_DECIDED_OTHERWISE",
+        "the release action found the operation already released with another decision or row count; a "
+        "release is recorded once (nothing changed)",
+        "read the recorded release in the authority record (release.decision); start a new DAG run",
         retryable=False,
     ),
     ErrorCode(

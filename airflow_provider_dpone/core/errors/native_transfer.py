@@ -120,6 +120,16 @@ CODES: tuple[ErrorCode, ...] = (
         retryable=True,
     ),
     ErrorCode(
+        "native_transfer.source_content_differs",
+        "the row hashes the worker received do not add up to the source server's own sum of its row hashes for the "
+        "same SELECT (recomputed in a statement apart from the stream, over the server's values) although the rows "
+        "and positions agree: a row's values and hash were changed, or replaced by another row's, between the server "
+        "and the stage, or the source changed during the read",
+        "let Airflow retry: nothing was sealed complete, the next try re-extracts; if it repeats on an unchanged "
+        "source, keep the task log and report it (the path between ClickHouse and the stage corrupts rows)",
+        retryable=True,
+    ),
+    ErrorCode(
         "native_transfer.source_eof_mismatch",
         "the stream's EOF does not match its receipts (row count, contiguous chunk ordinals or typed evidence)",
         "retry as a new invocation; the sealed stage is not published",
@@ -304,8 +314,11 @@ CODES += (
     ),
     ErrorCode(
         "native_transfer.target_staging_incomplete",
-        "the staged chunks differ from the publication request (missing, extra, or a different row count)",
-        "load and verify the missing chunks, or discard the extra ones, then publish again",
+        "the staged chunks differ from the publication request; the details name each ordinal not requested, "
+        "requested but not staged, or staged with fewer or more rows than its verification counted (a writer "
+        "changed staging after verification, or a crash left a bulk-load probe row)",
+        "nothing was published and the old target is intact; if rows were added or removed, find who writes into the "
+        "provider's staging tables and stop it; then let Airflow retry (the next attempt prepares staging again)",
         retryable=True,
     ),
     ErrorCode(

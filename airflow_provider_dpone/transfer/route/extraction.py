@@ -13,10 +13,12 @@ object that landed when custody may already be lost is removed by its own writer
 recovery has retired fails instead of recreating it, so no stage object outlives the settlement of its invocation.
 Duplicates and multiplicity are preserved: rows are never keyed, sorted or merged. Right before the SELECT the
 server counts, in its own aggregate statement, the rows the SELECT selects (per part, with the offsets' fingerprint,
-when the SELECT carries provenance); at EOF the rows received must be exactly that count, and part by part that
-coverage, so a row lost, repeated or moved anywhere between the server and the stage fails the invocation before
-anything is sealed complete (``native_transfer.source_rows_differ``), never by counting the decoded batches against
-themselves. At EOF the raw route also re-observes the authority (drift fails the invocation), captures the post-query
+when the SELECT carries provenance) and sums their typed row hashes, recomputed over its own values; at EOF the rows
+received must be exactly that count, and part by part that coverage, so a row lost, repeated or moved anywhere
+between the server and the stage fails the invocation before anything is sealed complete
+(``native_transfer.source_rows_differ``), never by counting the decoded batches against themselves; and the chunks'
+typed sums must add up to the server's sum, so a row's values and hash changed or replaced by another row's fail
+the same way (``native_transfer.source_content_differs``). At EOF the raw route also re-observes the authority (drift fails the invocation), captures the post-query
 physical profile, seals the EOF descriptor and writes stage-complete with the extension in one record.
 """
 
@@ -47,6 +49,7 @@ from airflow_provider_dpone.transfer.values.chunk import (
     CompletionMetadata,
     NativeStageComplete,
     typed_sum_hex,
+    workload_totals,
 )
 from airflow_provider_dpone.transfer.values.raw_snapshot_eof import (
     SourceEof,
@@ -54,6 +57,7 @@ from airflow_provider_dpone.transfer.values.raw_snapshot_eof import (
     vendor_query_id_sha256,
 )
 from airflow_provider_dpone.transfer.values.raw_snapshot_physical import PhysicalProfile, coverage_sha256
+from airflow_provider_dpone.transfer.values.source_observation import SelectedRows
 
 SLICE_ROWS: Final = 1024
 STAGE_WRITES_IN_FLIGHT: Final = 2
@@ -93,6 +97,19 @@ def evidence_prefix(invocation_id: str) -> str:
 
 def evidence_key(invocation_id: str, name: str) -> str:
     return f"{evidence_prefix(invocation_id)}{name}.json"
+
+
+def require_selected_content(selected: SelectedRows, receipts: list[ChunkReceipt]) -> None:
+    """The typed sums of the chunks (summed from the row hashes as received) must add up to the server's own sum of
+    its row hashes, recomputed in its aggregate statement over its own values: a row whose values and hash were
+    changed or replaced by another row's on their way to the stage, with its count and position intact, fails here,
+    before the stage is sealed complete."""
+    received = workload_totals(receipts)[1]
+    if received != selected.typed_sum:
+        raise DponeError(
+            "native_transfer.source_content_differs",
+            f"the row hashes of {len(receipts)} chunks differ from the server's typed sum of the SELECT",
+        )
 
 
 class Producer:
@@ -151,9 +168,11 @@ class Producer:
             raise DponeError(
                 "native_transfer.source_rows_differ", f"the server selects {selected.rows} rows, {streamed} arrived"
             )
+        if tracker is not None:
+            tracker.require_selected(selected)
+        require_selected_content(selected, receipts)
         extension = None
         if tracker is not None and before is not None:
-            tracker.require_selected(selected)
             extension = self._seal_snapshot(session, admitted, before, tracker, streamed)
         metadata = CompletionMetadata(
             stage_format=STAGE_FORMAT_ARROW, columns_sha256=plan.columns_sha256, source_snapshot_v1=extension

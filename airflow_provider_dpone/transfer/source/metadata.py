@@ -15,6 +15,7 @@ from clickhouse_connect.driver.client import Client
 from clickhouse_connect.driver.exceptions import ClickHouseError, DatabaseError
 
 from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.typed_digest import MODULUS
 from airflow_provider_dpone.transfer.source import sql
 from airflow_provider_dpone.transfer.values.chunk import RelationRef
 from airflow_provider_dpone.transfer.values.query import SnapshotQuery
@@ -229,8 +230,8 @@ def read_physical(
 
 
 def read_selected_rows(client: Client, query: SnapshotQuery, cancel_on_close: Mapping[str, str]) -> SelectedRows:
-    """The server's count of the rows ``query`` selects, under the query's own frozen settings (and the transport's
-    ``cancel_on_close`` settings: a full scan, cancelled by the server when the client hangs up)."""
+    """The server's count and typed sum of the rows ``query`` selects, under the query's own frozen settings (and the
+    transport's ``cancel_on_close`` settings: a full scan, cancelled by the server when the client hangs up)."""
     text, parameters = sql.render_selected_rows(query)
     settings = {**query.settings_dict(), **cancel_on_close}
     try:
@@ -238,7 +239,8 @@ def read_selected_rows(client: Client, query: SnapshotQuery, cancel_on_close: Ma
     except ClickHouseError as exc:
         raise source_failure(exc, "native_transfer.source_query_failed", "selected rows") from None
     if not query.provenance:
-        return SelectedRows(rows=int(rows[0][0]))
+        count, typed_sum = rows[0]
+        return SelectedRows(rows=int(count), typed_sum=int(_text(typed_sum)))
     parts = tuple(
         PartCoverage(
             part=_text(part),
@@ -247,6 +249,8 @@ def read_selected_rows(client: Client, query: SnapshotQuery, cancel_on_close: Ma
             max_offset=int(high),
             offsets_hash_sum=int(hashed),
         )
-        for part, count, low, high, hashed in rows
+        for part, count, low, high, hashed, _typed in rows
     )
-    return SelectedRows(rows=sum(part.rows for part in parts), parts=parts)
+    return SelectedRows(
+        rows=sum(part.rows for part in parts), parts=parts, typed_sum=sum(int(_text(row[5])) for row in rows) % MODULUS
+    )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from airflow_provider_dpone.core.clickhouse.row_hash import row_hash_sql
+from airflow_provider_dpone.core.clickhouse.row_hash import row_hash_sql, row_hash_sum_expression
 from airflow_provider_dpone.core.identifiers import qualified_clickhouse, quote_clickhouse
 from airflow_provider_dpone.transfer.values.query import (
     PROVENANCE_COLUMNS,
@@ -98,19 +98,22 @@ def render_select(query: SnapshotQuery, *, row_hash: bool = True) -> tuple[str, 
 
 
 def render_selected_rows(query: SnapshotQuery) -> tuple[str, dict[str, Any]]:
-    """The server's own count of the rows the data SELECT selects, over the same relation and window.
+    """The server's own account of the rows the data SELECT selects, over the same relation and window.
 
-    With provenance, one row per part: ``(part, rows, min offset, max offset, sum of the offsets' intHash64)``, the sum
-    in ``UInt64`` (wrapping modulo 2**64 exactly as the worker's coverage does); without, one ``count()``. It reads
-    only the window column and the virtual columns, never the projection.
+    Its count and the sum modulo 2**256 of the rows' typed SHA-256s (decimal text), recomputed here by the server
+    from its own values, never taken from the stream: the anchor the received row hashes are checked against. With
+    provenance, one row per part: ``(part, rows, min offset, max offset, sum of the offsets' intHash64, typed sum)``,
+    the offsets' sum in ``UInt64`` (wrapping modulo 2**64 exactly as the worker's coverage does); without, one
+    ``(count(), typed sum)``.
     """
     verify_query(query)
     selection, parameters = _selection(query)
+    typed_sum = row_hash_sum_expression([(column.name, column.source_type) for column in query.projection])
     if not query.provenance:
-        return f"SELECT count(){selection}", parameters
+        return f"SELECT count(), {typed_sum}{selection}", parameters
     offset = "toUInt64(_part_offset)"
     return (
         f"SELECT toString(_part) AS part, count(), min({offset}), max({offset}), "
-        f"sum({OFFSET_HASH_FUNCTION}({offset})){selection} GROUP BY part ORDER BY part",
+        f"sum({OFFSET_HASH_FUNCTION}({offset})), {typed_sum}{selection} GROUP BY part ORDER BY part",
         parameters,
     )

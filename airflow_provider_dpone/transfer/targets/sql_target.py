@@ -77,20 +77,30 @@ def staging_missing(plan: TargetPlan, *, committed: bool) -> DponeError:
 
 
 def check_staged_chunks(counts: dict[int, int], request: TargetPublication) -> None:
-    """The staged rows per chunk ordinal must be exactly the requested chunks, none missing, extra or short.
+    """The staged rows per chunk ordinal must be exactly the requested chunks, none missing, extra, short or long.
 
     An extra ordinal is refused like a missing one: it is how a row nobody requested (a bulk-copy probe row under
-    ordinal -1 orphaned by a crash, a chunk of another attempt) is kept out of the publication.
+    ordinal -1 orphaned by a crash, a chunk of another attempt) is kept out of the publication. The details say
+    which happened to which ordinal, a chunk with rows added apart from one with rows lost.
     """
     expected = request.chunk_rows
-    if counts != expected:
-        extra = sorted(set(counts) - set(expected))
-        differing = sorted(o for o in expected if counts.get(o) != expected[o])
-        raise DponeError(
-            "native_transfer.target_staging_incomplete",
-            f"{len(counts)} staged chunks, {len(expected)} requested; "
-            f"ordinals not requested: {extra[:8]}; missing or short: {differing[:8]}",
-        )
+    if counts == expected:
+        return
+    found: dict[str, list[int] | list[str]] = {
+        "ordinals not requested": sorted(set(counts) - set(expected)),
+        "requested, not staged": sorted(set(expected) - set(counts)),
+        "fewer rows than verified": [
+            f"{o}: {counts[o]} of {n}" for o, n in sorted(expected.items()) if counts.get(o, n) < n
+        ],
+        "more rows than verified": [
+            f"{o}: {counts[o]} of {n}" for o, n in sorted(expected.items()) if counts.get(o, n) > n
+        ],
+    }
+    raise DponeError(
+        "native_transfer.target_staging_incomplete",
+        f"{len(counts)} staged chunks, {len(expected)} requested; "
+        + "; ".join(f"{what}: [{', '.join(map(str, items[:8]))}]" for what, items in found.items() if items),
+    )
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from airflow_provider_dpone.core.canonical import tagged_digest
+from airflow_provider_dpone.core.typed_digest import MODULUS
 from airflow_provider_dpone.transfer.values.raw_snapshot_physical import PartCoverage
 
 
@@ -143,10 +144,12 @@ class PhysicalObservation(_Observation):
 
 class SelectedRows(_Observation):
     """The server's own account of the rows the data SELECT selects, read in a separate aggregate statement:
-    ``rows`` always, and per part (``parts``, sorted by name: the same coverage the worker accumulates from the rows
-    it receives) when the SELECT carries part provenance."""
+    ``rows`` and ``typed_sum`` (the sum modulo 2**256 of the rows' typed SHA-256s, which the server recomputes over
+    its own values) always, and per part (``parts``, sorted by name: the same coverage the worker accumulates from
+    the rows it receives) when the SELECT carries part provenance."""
 
     rows: int = Field(ge=0)
+    typed_sum: int = Field(ge=0, lt=MODULUS)
     parts: tuple[PartCoverage, ...] | None = None
 
 

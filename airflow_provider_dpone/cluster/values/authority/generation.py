@@ -18,6 +18,7 @@ from typing import Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, model_validator
 
 from airflow_provider_dpone.cluster.values.authority.phases import Phase
+from airflow_provider_dpone.cluster.values.authority.release import Release
 from airflow_provider_dpone.cluster.values.part_digests import MAX_PART_DIGESTS, PartDigest
 from airflow_provider_dpone.cluster.values.receipts import ArtifactReceipt, ContentDigestVersion
 from airflow_provider_dpone.core.canonical import (
@@ -40,7 +41,14 @@ MAX_REBUILDS = 16
 """Bound on exact drop-and-rebuilds of one candidate within one operation (keeps the record bounded)."""
 
 _STAGED_OR_LATER = frozenset(
-    {Phase.STAGED, Phase.PUBLICATION_DISPATCHING, Phase.COMMITTED, Phase.CLEANUP_DISPATCHING, Phase.COMPLETED}
+    {
+        Phase.STAGED,
+        Phase.PUBLICATION_DISPATCHING,
+        Phase.COMMITTED,
+        Phase.CLEANUP_DISPATCHING,
+        Phase.COMPLETED,
+        Phase.RELEASED,
+    }
 )
 
 PartDigests = tuple[PartDigest, ...] | None
@@ -288,6 +296,9 @@ class GenerationRecord(AuthorityCore):
     """The COMPLETED predecessor's published facts (members it verified with a parts digest), ordered by member id.
     Left out of the payload while empty (no predecessor, or a record written without them), so such a record
     re-encodes to its own bytes and its baseline is digested."""
+    release: Release | None = Field(default=None, exclude_if=lambda value: value is None)
+    """The operator's recorded release of a publication stopped after its swap (exactly in RELEASED). Left out of
+    the payload while absent, so a record written without it re-encodes to its own bytes."""
 
     def members_staged(self) -> bool:
         """Whether every member holds its verified candidate (what STAGED and later phases require)."""
@@ -333,12 +344,33 @@ class GenerationRecord(AuthorityCore):
             raise ValueError("predecessor facts are unique, ordered by member_id, and name a previous operation")
         if self.publication is not None and self.publication.epoch > self.dispatch_epoch:
             raise ValueError("a bound epoch cannot exceed the dispatch epoch")
+        if (phase is Phase.RELEASED) != (self.release is not None):
+            raise ValueError("RELEASED, and only it, records the release")
+        if self.release is not None:
+            self._release_matches_members(self.release)
         return self
+
+    def _release_matches_members(self, release: Release) -> None:
+        """Each member as the decision says: restored, the pre-publication pair (nothing published); accepted, the
+        post-publication pair (its candidate published)."""
+        if tuple(member.member_id for member in release.members) != self.member_ids():
+            raise ValueError("the release observes every member, in member order")
+        if self.publication is None or release.publication_epoch != self.publication.epoch:
+            raise ValueError("the release names the bound publication's epoch")
+        for member, seen in zip(self.members, release.members, strict=True):
+            expected: tuple[str | None, str | None, str | None]
+            if release.decision == "restored":
+                expected = (member.target_uuid, member.candidate_uuid, None)
+            else:
+                expected = (member.candidate_uuid, member.target_uuid, member.candidate_uuid)
+            if (seen.target_uuid, seen.candidate_uuid, member.published_uuid) != expected:
+                raise ValueError(f"{release.decision}: a member's tables are not as the decision says")
 
     def published(self) -> tuple[PublishedMember, ...]:
         """What this record leaves published on each member, for a successor's baseline: a COMPLETED record's
         verified candidates (only members verified with a parts digest: without one, a digest cannot be reused); an
-        ABORTED one never published, so what its own predecessor published; nothing otherwise."""
+        ABORTED one never published, so what its own predecessor published; nothing otherwise (a RELEASED one's
+        target was observed by its release, not verified as an artifact: a successor digests it again)."""
         if self.phase is Phase.ABORTED:
             return self.predecessor
         if self.phase is not Phase.COMPLETED or self.artifact is None:

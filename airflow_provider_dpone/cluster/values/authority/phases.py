@@ -10,6 +10,8 @@ exists yet) that is one write; from STAGING and STAGED the abort first writes AB
 publish write at the same version must lose (no permit can be taken from ABORTING), then drops, then writes ABORTED. Self-loops record progress inside a phase (member stage records, bound queue entries, epochs, and
 in COMMITTED the at most two completion writes of a durable quality-replay capsule). The two :data:`VOID_EDGES` go
 back one phase, only by the explicit void of a permit whose request is proven dead (``cluster/protocol/void_permit.py``).
+A publication that stopped after its swap (its check after the DDL failed) ends RELEASED, only by the operator's
+recorded release (``cluster/protocol/release.py``): terminal, never success, and it lets a new operation take the slot.
 """
 
 from __future__ import annotations
@@ -31,9 +33,10 @@ class Phase(StrEnum):
     COMPLETED = "COMPLETED"
     ABORTING = "ABORTING"
     ABORTED = "ABORTED"
+    RELEASED = "RELEASED"
 
 
-TERMINAL_PHASES: Final[frozenset[Phase]] = frozenset({Phase.COMPLETED, Phase.ABORTED})
+TERMINAL_PHASES: Final[frozenset[Phase]] = frozenset({Phase.COMPLETED, Phase.ABORTED, Phase.RELEASED})
 """A terminal record is resolved: a new operation may take the slot by a versioned CAS."""
 
 PRE_PUBLICATION_PHASES: Final[frozenset[Phase]] = frozenset({Phase.LOCKED, Phase.STAGING, Phase.STAGED})
@@ -45,11 +48,14 @@ ALLOWED_TRANSITIONS: Final[Mapping[Phase | None, frozenset[Phase]]] = {
     Phase.STAGING: frozenset({Phase.STAGING, Phase.STAGED, Phase.ABORTING}),
     Phase.STAGED: frozenset({Phase.PUBLICATION_DISPATCHING, Phase.ABORTING}),
     Phase.ABORTING: frozenset({Phase.ABORTED}),
-    Phase.PUBLICATION_DISPATCHING: frozenset({Phase.PUBLICATION_DISPATCHING, Phase.COMMITTED, Phase.STAGED}),
+    Phase.PUBLICATION_DISPATCHING: frozenset(
+        {Phase.PUBLICATION_DISPATCHING, Phase.COMMITTED, Phase.STAGED, Phase.RELEASED}
+    ),
     Phase.COMMITTED: frozenset({Phase.COMMITTED, Phase.CLEANUP_DISPATCHING}),
     Phase.CLEANUP_DISPATCHING: frozenset({Phase.CLEANUP_DISPATCHING, Phase.COMPLETED, Phase.COMMITTED}),
     Phase.COMPLETED: frozenset({Phase.LOCKED, Phase.COMPLETED}),
     Phase.ABORTED: frozenset({Phase.LOCKED}),
+    Phase.RELEASED: frozenset({Phase.LOCKED}),
 }
 
 
