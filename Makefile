@@ -41,10 +41,15 @@ docs: install
 	$(VENV)/bin/mkdocs build --strict --quiet
 
 # The wheel (the example DAGs and the docs pages inside the package) and the sdist, built from this checkout.
-dist: install
-	rm -rf dist
-	$(UV) build --quiet --out-dir dist
-	$(UV) build --quiet --out-dir dist packages/dpone-embedded
+# Built in isolation: uv runs from its own throwaway environment under build/ and builds each distribution in a fresh
+# build environment, so nothing is installed into the active or the project's virtual environment.
+DIST_TOOLS := build/dist-tools
+dist:
+	rm -rf dist $(DIST_TOOLS)
+	python3 -m venv $(DIST_TOOLS)
+	$(DIST_TOOLS)/bin/python -m pip install --quiet --disable-pip-version-check uv
+	env -u VIRTUAL_ENV $(DIST_TOOLS)/bin/uv build --quiet --out-dir dist
+	env -u VIRTUAL_ENV $(DIST_TOOLS)/bin/uv build --quiet --out-dir dist packages/dpone-embedded
 
 test: lint docs postgres
 	$(PY) -m pytest -q --durations=15

@@ -60,7 +60,9 @@ CONFIG: dict[str, Any] = {
                 "s3://aws_default@bucket/dpone/native-transfer",
                 "Where the native transfer keeps its stage and journal (an ObjectStoragePath URL); a transfer "
                 "operator's stage_base argument wins. Unset: refused (native_transfer.stage_store_worker_local) unless "
-                "single_worker is true, then file://<system temp dir>/dpone-native-transfer.",
+                "single_worker is true, then file://<system temp dir>/dpone-native-transfer. The store must refuse a "
+                "second write of one key (S3: If-None-Match: *): every task start probes it "
+                "(native_transfer.stage_store_overwrites).",
             ),
             "external_replication_admission": _option(
                 "boolean",

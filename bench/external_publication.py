@@ -247,38 +247,50 @@ def breakdown(seconds: Counter[str]) -> dict[str, float]:
     time); anything not in a category is reported as ``other``."""
     grouped = {name: sum(seconds[key] for key in keys) for name, keys in CATEGORIES.items()}
     known = {key for keys in CATEGORIES.values() for key in keys}
-    grouped["other"] = sum(value for key, value in seconds.items() if key not in known and key != POST_DDL_CHECK)
-    grouped["post-DDL content check (wall; its port calls are counted above)"] = seconds[POST_DDL_CHECK]
+    grouped["other"] = sum(value for key, value in seconds.items() if key not in known and key not in CHECKS)
+    for key, (_, _, label) in CHECKS.items():
+        grouped[f"{label} (wall; its port calls are counted above)"] = seconds[key]
     return {name: round(value, 3) for name, value in grouped.items()}
 
 
 POST_DDL_CHECK = "check.post_ddl_content"
+AFTER_COMMIT_LOOK = "check.after_commit"
+CHECKS: dict[str, tuple[str, str, str]] = {
+    POST_DDL_CHECK: ("publication", "_require_published_as_verified", "post-DDL content check"),
+    AFTER_COMMIT_LOOK: ("service", "look_again", "look after COMMITTED"),
+}
+"""Checks timed by wall clock: key -> (module of ``cluster/protocol`` whose name is wrapped, that name, label)."""
 _CHECK_SECONDS: list[Counter[str]] = []  # the seconds counter of the trial being instrumented
 
 
-def _time_post_ddl_check() -> None:
-    """Charge the wall time of the content check between the publication DDL and COMMITTED (its port calls are also
-    counted by port) to the trial being instrumented."""
-    from airflow_provider_dpone.cluster.protocol import publication
+def _time_checks() -> None:
+    """Charge the wall time of each check in :data:`CHECKS` (the content check between the publication DDL and
+    COMMITTED, the look after COMMITTED; their port calls are also counted by port) to the trial being
+    instrumented. A check the code under test does not have is left out."""
+    import importlib
 
-    check = publication._require_published_as_verified
+    for key, (module_name, name, _) in CHECKS.items():
+        module = importlib.import_module(f"airflow_provider_dpone.cluster.protocol.{module_name}")
+        check = getattr(module, name, None)
+        if check is None:
+            continue
 
-    def timed(*args: Any, **kwargs: Any) -> Any:
-        started = time.perf_counter()
-        try:
-            return check(*args, **kwargs)
-        finally:
-            if _CHECK_SECONDS:
-                _CHECK_SECONDS[-1][POST_DDL_CHECK] += time.perf_counter() - started
+        def timed(*args: Any, _check: Any = check, _key: str = key, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return _check(*args, **kwargs)
+            finally:
+                if _CHECK_SECONDS:
+                    _CHECK_SECONDS[-1][_key] += time.perf_counter() - started
 
-    publication._require_published_as_verified = timed
+        setattr(module, name, timed)
 
 
 def instrument(adapters: Any) -> tuple[Counter[str], Counter[str]]:
     calls: Counter[str] = Counter()
     seconds: Counter[str] = Counter()
     if not _CHECK_SECONDS:  # the first instrumented trial wraps the check once, for this process
-        _time_post_ddl_check()
+        _time_checks()
     _CHECK_SECONDS[:] = [seconds]
     ports = adapters.ports
     adapters.ports = replace(

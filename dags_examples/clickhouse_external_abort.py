@@ -37,7 +37,11 @@ with DAG(
     params={
         "dag_id": Param(FULL_REFRESH_DAG_ID, type="string", description="DAG id of the run to abort"),
         "run_id": Param("", type="string", minLength=1, description="run id of the run to abort"),
-        "operation_id": Param("", type="string", description="optional guard: the run's operation id"),
+        "operation_id": Param(
+            None,
+            type=["null", "string"],
+            description="optional guard: the run's 64-hex operation id (the fence task's log and XCom); empty for none",
+        ),
     },
     tags=["dpone", "clickhouse", "external-replication", "maintenance"],
     doc_md=__doc__,
@@ -47,7 +51,7 @@ with DAG(
         manifest=manifest,
         target_dag_id="{{ params.dag_id }}",
         target_run_id="{{ params.run_id }}",
-        operation_id="{{ params.operation_id }}",
+        operation_id="{{ params.operation_id or '' }}",
     )
 
 __all__ = ["DAG_ID", "MANIFEST", "dag", "manifest"]

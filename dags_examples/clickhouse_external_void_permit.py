@@ -40,10 +40,14 @@ with DAG(
     params={
         "dag_id": Param(FULL_REFRESH_DAG_ID, type="string", description="DAG id of the stopped run"),
         "run_id": Param("", type="string", minLength=1, description="run id of the stopped run"),
-        "operation_id": Param("", type="string", description="optional guard: the run's operation id"),
+        "operation_id": Param(
+            None,
+            type=["null", "string"],
+            description="optional guard: the run's 64-hex operation id (the fence task's log and XCom); empty for none",
+        ),
         "retired_server_uuid": Param(
-            "",
-            type="string",
+            None,
+            type=["null", "string"],
             description="only for a coordinator recreated with a new UUID on the same host: the pinned UUID it lost",
         ),
     },
@@ -55,8 +59,8 @@ with DAG(
         manifest=manifest,
         target_dag_id="{{ params.dag_id }}",
         target_run_id="{{ params.run_id }}",
-        operation_id="{{ params.operation_id }}",
-        retired_server_uuid="{{ params.retired_server_uuid }}",
+        operation_id="{{ params.operation_id or '' }}",
+        retired_server_uuid="{{ params.retired_server_uuid or '' }}",
     )
 
 __all__ = ["DAG_ID", "MANIFEST", "dag", "manifest"]

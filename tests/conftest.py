@@ -7,4 +7,4 @@ cluster, throwaway PostgreSQL) only when a test asks.
 
 import tests.airflow_home  # noqa: F401  -- first: isolates Airflow's configuration before any import of Airflow
 
-pytest_plugins = ["dpone_embedded.pytest_plugin", "tests.fixtures.postgres"]
+pytest_plugins = ["dpone_embedded.pytest_plugin", "tests.fixtures.postgres", "tests.fixtures.object_store"]

@@ -2,8 +2,8 @@
 
 An alert marks a condition an operator must look at even when a retry, another run or a human is already on it: the
 seeds name them (a foreign operation holding the target, a diverged candidate, a terminal mixed publication, expired
-queue evidence, a cleanup of unknown outcome, topology drift; on the transfer: held or unknown custody, a re-extract,
-provenance drift, observed source drift, an undecidable publication, a failed cleanup). Each alert has one stable name, used both as the log event and as the Airflow metric name
+queue evidence, a cleanup of unknown outcome, topology drift, a live target written or altered in place; on the
+transfer: held or unknown custody, a re-extract, provenance drift, observed source drift, an undecidable publication, a failed cleanup). Each alert has one stable name, used both as the log event and as the Airflow metric name
 (``Stats.incr(name)``), and is emitted exactly where a protocol decides its condition, once per decision.
 
 :func:`emit` refuses anything but opaque facts: every fact key is from a closed set, and its value must have that
@@ -64,12 +64,30 @@ STAGING_DIVERGENCE = _alert(
     "keep every table; compare the member's candidate with the artifact receipt before aborting the operation",
     _C + "CANDIDATE_DIVERGENT",
 )
+TARGET_DRIFT = _alert(
+    "cluster",
+    "target_drift",
+    "the live target was written or altered in place after the operation observed its baseline: the publication "
+    "stopped before its permit, or (a write while its DDL was in flight) before COMMITTED, so no cleanup drops it",
+    "keep every table (the target holds the write); find the writer, then abort the operation or start a new run "
+    "once you decide whether the write must survive",
+    _C + "TARGET_DRIFT",
+)
 TERMINAL_MIXED_PUBLICATION = _alert(
     "cluster",
     "terminal_mixed_publication",
     "the publication DDL finished with some members published and others not (or a published member's host failed)",
     "keep every table; follow the runbook's mixed-publication recovery from the recorded per-member UUIDs",
     _C + "PUBLICATION_MIXED",
+)
+PUBLISHED_CHANGED_AFTER_COMMIT = _alert(
+    "cluster",
+    "published_changed_after_commit",
+    "observed again after the COMMITTED write, a member's published target no longer holds the committed generation "
+    "(the publication stands: COMMITTED is never undone)",
+    "find who wrote into the target between the publication's check and its COMMITTED write (the receipt's "
+    "after_commit has each member's counts and digest); accept or restore the table by the runbook",
+    _C + "PUBLISHED_CHANGED_AFTER_COMMIT",
 )
 QUEUE_EVIDENCE_EXPIRED = _alert(
     "cluster",
@@ -156,7 +174,9 @@ ALERTS: Final[dict[str, Alert]] = {}
 for _entry in (
     FENCED_FOREIGN_OPERATION,
     STAGING_DIVERGENCE,
+    TARGET_DRIFT,
     TERMINAL_MIXED_PUBLICATION,
+    PUBLISHED_CHANGED_AFTER_COMMIT,
     QUEUE_EVIDENCE_EXPIRED,
     CLEANUP_UNKNOWN,
     TOPOLOGY_DRIFT,

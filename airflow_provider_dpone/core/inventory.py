@@ -51,6 +51,12 @@ class AdmittedMember(BaseModel):
     replica_num: StrictInt = Field(ge=1)
     endpoint: MemberEndpoint = Field(repr=False, exclude=True)
 
+    @property
+    def label(self) -> str:
+        """``m<16 hex> (shard S, replica R)``: the opaque id the logs and XCom carry, with the position a person
+        finds in ``system.clusters`` (never the host)."""
+        return f"{self.member_id} (shard {self.shard_num}, replica {self.replica_num})"
+
 
 class AdmittedInventory(BaseModel):
     """The complete admitted member map, ordered by ``member_id`` (the stable staging order)."""

@@ -3,8 +3,11 @@
 Why create-once: the recovery journal's fencing and the stage's tamper evidence both rely on an object never being
 overwritten. On a local filesystem an object is written to a unique temporary file, flushed and fsynced, then
 published with ``link`` (which fails if the name exists) and the directory is fsynced: readers see either nothing or
-the complete bytes. On other filesystems the filesystem's exclusive-create mode (``xb``) is required; a filesystem
-without it is refused rather than silently downgraded to a racy exists-then-put.
+the complete bytes. On other filesystems the filesystem's exclusive-create mode (``xb``) is required (on S3 it is a
+PutObject with ``If-None-Match: *``); a filesystem without it is refused rather than silently downgraded to a racy
+exists-then-put. An empty object is refused on every backend: s3fs writes a zero-byte ``xb`` file without the
+condition. A server that drops the condition cannot be seen from one write: :func:`probe_create_once` writes one
+probe object twice and refuses a store that accepts the second write.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from airflow_provider_dpone.core.errors import DponeError
 
 _KEY: Final[re.Pattern[str]] = re.compile(r"[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*/?")
 _LOCAL: Final = frozenset({"file", "local"})
+PROBE_PREFIX: Final = "_dpone_create_once_probe"
+PROBE_CODE: Final = "native_transfer.stage_store_overwrites"
 
 
 def require_store_url(url: str, code: str) -> str:
@@ -59,6 +64,8 @@ class ObjectStore:
         instead of recreating it: that is how a retired stage prefix fences a late writer.
         """
         target = self.path(key)
+        if not data:
+            raise DponeError("native_transfer.storage_unsupported", "an empty object cannot be created once")
         if self._local:
             self._put_local(target.path, data, create_parents=create_parents)
             return
@@ -141,3 +148,25 @@ class ObjectStore:
         for entry in leftovers:  # this retirement's tree and any an interrupted one left
             with contextlib.suppress(FileNotFoundError):
                 shutil.rmtree(os.path.join(parent, entry))
+
+
+def probe_create_once(store: ObjectStore) -> None:
+    """Write one fresh probe object twice: the second write must be refused and leave the first bytes.
+
+    A store that accepts it (an S3-compatible server that ignores ``If-None-Match``, a filesystem whose ``xb`` is an
+    ordinary write) would let two tries overwrite each other's journal records and stage objects silently:
+    ``native_transfer.stage_store_overwrites``. The probe object is removed either way. Cost: two writes, one read, one delete.
+    """
+    key = f"{PROBE_PREFIX}/{uuid.uuid4().hex}"
+    first = b"dpone create-once probe: first write"
+    store.put_once(key, first)
+    try:
+        try:
+            store.put_once(key, b"dpone create-once probe: second write")
+        except FileExistsError:
+            if store.get(key) == first:
+                return
+            raise DponeError(PROBE_CODE, "the refused second write changed the probe object") from None
+        raise DponeError(PROBE_CODE, "a second write of the probe object was accepted")
+    finally:
+        store.delete(key)

@@ -148,18 +148,24 @@ class DponeClickHouseHook(DbApiHook):
         authenticated, the member it claims to be) and, with ``authority_database``, the authority table's
         preconditions (:mod:`~airflow_provider_dpone.cluster.clickhouse.connection_check`).
 
+        Where ``[dpone] native_transfer_base`` is set, its store must refuse a second write of one probe object
+        (:func:`~airflow_provider_dpone.hooks.native_transfer.require_create_once`, as every transfer task start does).
+
         Returns ``(False, lines)`` with one coded line per failure, never raises; the lines never name a host.
         """
         from airflow_provider_dpone.cluster.clickhouse.connection_check import check_connection
+        from airflow_provider_dpone.hooks.native_transfer import configured_stage_store_failure
 
+        store_failure = configured_stage_store_failure()
+        failures = [] if store_failure is None else [store_failure]
         try:
             result = check_connection(self.resolved())
         except DponeError as error:
-            return False, error.render()
+            return False, "\n".join([error.render(), *failures])
         except Exception as error:  # noqa: BLE001 -- the Test button answers, it never raises
-            return False, f"the connection check failed unexpectedly ({type(error).__name__})"
-        if not result.ok:
-            return False, "\n".join(result.failures)
+            return False, "\n".join([f"the connection check failed unexpectedly ({type(error).__name__})", *failures])
+        if not result.ok or failures:
+            return False, "\n".join([*result.failures, *failures])
         return True, f"checked {result.checked}: every check passed"
 
     # --- clients ----------------------------------------------------------------------------------------------

@@ -85,7 +85,7 @@ class _TargetRunOperator(DponePublicationOperator):
         request = session.request
         expected = (self.operation_id or "").strip()
         if expected and expected != request.operation_id:
-            raise DponeError(MISMATCH, f"run derives {request.operation_id[:16]}, expected {expected[:16]}")
+            raise DponeError(MISMATCH, f"run derives {request.operation_id}, expected {expected[:16]}")
         return self._act(session)
 
     def _act(self, session: TaskSession) -> XCom:

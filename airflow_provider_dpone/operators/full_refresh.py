@@ -56,6 +56,7 @@ from airflow_provider_dpone.operators.reporting import (
     log_members,
     log_transition,
     raise_for,
+    short,
     stage_xcom,
 )
 
@@ -281,7 +282,7 @@ class DponeFenceOperator(DponePublicationOperator):
     def _fence(self, session: TaskSession) -> XCom:
         result = session.service.fence()
         log_transition(self.task_log, result.phase_before, result.phase, result.operation_id)
-        self.task_log.info("target %s held by operation %s", result.target_key[:16], result.operation_id[:16])
+        self.task_log.info("target %s held by operation %s", short(result.target_key), result.operation_id)
         return fence_xcom(result)
 
 

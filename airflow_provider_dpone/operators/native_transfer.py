@@ -159,14 +159,19 @@ class DponeNativeTransferOperator(BaseOperator):
 
     # -- execution -----------------------------------------------------------------------------------------------
     def execute(self, context: Context) -> dict[str, Any]:
-        from airflow_provider_dpone.hooks.native_transfer import DponeNativeTransferHook, OperationIdentity, stage_base
+        from airflow_provider_dpone.hooks.native_transfer import (
+            DponeNativeTransferHook,
+            OperationIdentity,
+            require_create_once,
+            stage_base,
+        )
         from airflow_provider_dpone.operators.lineage import Moved
 
         try:
             manifest = self._manifest()
             if self.target_factory is None:
                 DponeNativeTransferHook(manifest).require_target_connection()
-            base = stage_base(self.stage_base)
+            base = require_create_once(stage_base(self.stage_base))
         except DponeError as error:
             raise_for(error, self.task_log)
         dag_run = context["dag_run"]

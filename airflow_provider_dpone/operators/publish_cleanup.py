@@ -23,11 +23,14 @@ Nothing is ever re-dispatched: a bound permit that never reached the queue fails
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from datetime import timedelta
-from typing import Any, Final, Literal, NoReturn
+from typing import Any, Final, Literal, NoReturn, TypeVar
 
 from airflow.sdk import Asset, Context, conf
+from airflow.sdk.bases.xcom import BaseXCom
 
+from airflow_provider_dpone.cluster.protocol.after_commit import ChangedAfterCommitError
 from airflow_provider_dpone.cluster.protocol.results import CleanupResult, InProgress, PublishResult
 from airflow_provider_dpone.cluster.values.publication_receipts import PublicationReceipt
 from airflow_provider_dpone.core.errors import DponeError
@@ -56,6 +59,7 @@ from airflow_provider_dpone.triggers.ddl_queue import (
 )
 
 Result = PublishResult | CleanupResult
+T = TypeVar("T")
 
 
 DEFERRABLE_DDL_TASK_TIMEOUT_SECONDS: Final[int] = 1
@@ -245,6 +249,11 @@ class DponePublishOperator(_WaitingOperator):
     exposes the new generation and the COMMITTED receipt is durable, and once per generation: a try whose generation
     Airflow's asset-event records already hold for this run (a cleared publish or run) has no outlets. Pushes the
     redacted commit receipt.
+
+    Once COMMITTED, every member's target is observed again; the receipt's ``after_commit`` holds the look. A target
+    written after the publication's check fails the task (``PUBLISHED_CHANGED_AFTER_COMMIT``, terminal, with the
+    ``published_changed_after_commit`` alert) after the receipt is logged and pushed: COMMITTED stands, no asset event
+    is emitted and downstream tasks do not run; a retry looks again and never publishes again.
     """
 
     stage_name = "publication"
@@ -268,6 +277,23 @@ class DponePublishOperator(_WaitingOperator):
 
     def _reconcile(self, session: TaskSession) -> Result:
         return session.service.reconcile_publication()
+
+    def _run(self, context: Context, action: Callable[[TaskSession], T]) -> T:
+        """As every task, and a publication committed over a target that changed after its check fails only after
+        its receipt (with the look after COMMITTED) is logged and pushed: the task is red, downstream does not run."""
+
+        def looked(session: TaskSession) -> T:
+            try:
+                return action(session)
+            except ChangedAfterCommitError as error:
+                receipt = error.committed.receipt
+                log_receipt(self.task_log, receipt)
+                ti = context.get("ti")
+                if ti is not None:
+                    ti.xcom_push(key=BaseXCom.XCOM_RETURN_KEY, value=receipt_xcom(receipt))
+                raise
+
+        return super()._run(context, looked)
 
     def _finished(self, context: Context, session: TaskSession, receipt: PublicationReceipt) -> XCom:
         value = super()._finished(context, session, receipt)

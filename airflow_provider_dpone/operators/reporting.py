@@ -13,8 +13,9 @@ Outcomes: the registry decides (``ErrorCode.retryable``, printed in docs/errors.
 decision onto Airflow. A retryable code raises :class:`DponeRetryableError` (an ``AirflowException``: Airflow retries
 while the task has retries left, and every entry point resumes by observation). A terminal code raises
 :class:`DponeTerminalError` (an ``AirflowFailException``), so Airflow does not spend retries on what only a human can
-fix. The task log gets exactly one line per failure (``dpone <task_id>: CODE: cause [detail]. Next: action
-(retryable)``), and the exception message is the registry's one line.
+fix. The task log gets two lines per failure, so a log view that cuts long lines still shows the code and the
+advice: ``dpone <task_id>: CODE: cause [detail] (retryable)`` then ``dpone <task_id>: Next: action``
+(:meth:`DponeError.headline` and :meth:`DponeError.advice`); the exception message is the registry's one line.
 """
 
 from __future__ import annotations
@@ -93,12 +94,15 @@ def airflow_failure(error: DponeError) -> DponeRetryableError | DponeTerminalErr
 
 
 def raise_for(error: DponeError, log: TaskLog) -> NoReturn:
-    """Log one line with the code and the outcome, and raise the matching Airflow exception (no chained traceback)."""
+    """Log the code, cause and outcome on one line and the advice on the next, and raise the matching Airflow
+    exception (no chained traceback)."""
     failure = airflow_failure(error)
     if isinstance(failure, DponeRetryableError):
-        log.warning("%s (retryable)", failure)
+        log.warning("%s (retryable)", error.headline())
+        log.warning("%s", error.advice())
     else:
-        log.error("%s (terminal: no retry)", failure)
+        log.error("%s (terminal: no retry)", error.headline())
+        log.error("%s", error.advice())
     raise failure from None
 
 
@@ -139,7 +143,8 @@ def on_coordinator(conn_id: str, task_id: str, step: Callable[[Any], T]) -> T:
 
 
 def short(digest: str | None) -> str:
-    """A digest shortened for log lines (XCom keeps full values)."""
+    """A digest shortened for log lines (XCom keeps full values; the operation id is logged in full by the fence and
+    the receipt lines, where a user copies it for the maintenance DAGs' guard)."""
     return "-" if digest is None else digest[:16]
 
 
@@ -232,10 +237,26 @@ def log_receipt(log: Log, receipt: PublicationReceipt) -> None:
         short(receipt.generation_id),
         receipt.row_count,
         len(receipt.members),
-        short(receipt.operation_id),
+        receipt.operation_id,  # in full: the maintenance DAGs' guard is copied from here or the fence line
         receipt.authority_version,
     )
     log_capsule(log, getattr(receipt, "quality", None))  # a v2 receipt's capsule
+    look = receipt.after_commit
+    if look is None:
+        return
+    if look.matched:
+        log.info("looked again after COMMITTED: all %d members still hold the committed generation", len(look.members))
+    for member in look.members:
+        if not member.matched:
+            log.warning(
+                "member %s: looked again after COMMITTED: CHANGED (same table %s, same schema %s, %s rows, "
+                "content digest %s)",
+                member.member_id,
+                "yes" if member.same_table else "no",
+                "yes" if member.schema_matched else "no",
+                "no" if member.row_count is None else member.row_count,
+                short(member.content_digest),
+            )
 
 
 def in_progress_line(progress: InProgress) -> str:
@@ -276,7 +297,7 @@ class StageProgress:
                     member.member_id,
                     member.rebuilds,
                     MAX_REBUILDS_PER_MEMBER,
-                    reason.render(),
+                    reason.headline(),
                 )
 
     def _observation(self, member_id: str, artifact_rows: int | None) -> str:

@@ -88,6 +88,10 @@ class PortBackend(Protocol):
         """``ALTER TABLE ... DROP PART`` of the member's ``index``-th active part (by name): its rows leave."""
         ...
 
+    def add_column(self, member_id: str, table: str, column: tuple[str, str], default: int) -> None:
+        """``ALTER TABLE ... ADD COLUMN <column> DEFAULT <default>`` on the member (a metadata-only alter)."""
+        ...
+
     def stall_coordinator(self) -> None:
         """The coordinator keeps the next ON CLUSTER request it receives and queues nothing (a SIGSTOP)."""
         ...
@@ -177,6 +181,11 @@ class FakeBackend:
         found = self.world.table(self.world.member(member_id), table)
         assert found is not None
         parts.drop_part(found, index)
+
+    def add_column(self, member_id: str, table: str, column: tuple[str, str], default: int) -> None:
+        found = self.world.table(self.world.member(member_id), table)
+        assert found is not None
+        parts.add_column(found, column, default)
 
     def stall_coordinator(self) -> None:
         self.world.stall_coordinator()
@@ -316,6 +325,12 @@ class EmbeddedBackend:
         )
         part = string_literal(str(names[index][0]))
         self._command(member_id, f"ALTER TABLE `{self.database}`.`{table}` DROP PART {part}")
+
+    def add_column(self, member_id: str, table: str, column: tuple[str, str], default: int) -> None:
+        name, type_ = column
+        self._command(
+            member_id, f"ALTER TABLE `{self.database}`.`{table}` ADD COLUMN `{name}` {type_} DEFAULT {default}"
+        )
 
     def _endpoint(self, member_id: str) -> Any:
         sessions = self.ports.sessions

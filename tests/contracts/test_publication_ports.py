@@ -342,6 +342,24 @@ def test_the_parts_digest_is_stable_until_rows_are_written(backend: PortBackend)
     assert member.observe_table(backend.database, "cand", with_content=True).row_count == 6
 
 
+def test_an_added_column_keeps_every_part_and_changes_the_schema_and_the_content(backend: PortBackend) -> None:
+    """``ADD COLUMN`` is metadata-only: the parts digest stays, so only the schema shows the alter (and the content
+    digest, read again over the new schema, which the parts alone would not trigger)."""
+    receipt = backend.seal(COLUMNS, ROWS)
+    member_id = members(backend)[0]
+    member = session(backend, member_id)
+    handle = backend.ports.artifacts.open(receipt)
+    query_id = f"dpone-load-{uuid.uuid4().hex}"
+    member.load(backend.database, "cand", candidate(backend, member_id), handle, query_id=query_id, dedup_token="t")
+    before = member.observe_table(backend.database, "cand", with_content=True)
+    backend.add_column(member_id, "cand", ("added", "UInt64"), 7)
+    after = member.observe_table(backend.database, "cand", with_content=True)
+    assert (after.uuid, after.parts_digest, after.row_count) == (before.uuid, before.parts_digest, len(ROWS))
+    assert after.columns == (*COLUMNS, ("added", "UInt64")) != before.columns
+    expected = typed_multiset_digest((*COLUMNS, ("added", "UInt64")), tuple((*row, 7) for row in ROWS))
+    assert after.content_digest == expected != before.content_digest
+
+
 def test_a_load_is_refused_unless_the_name_holds_the_uuid(backend: PortBackend) -> None:
     receipt = backend.seal(COLUMNS, ROWS)
     member_id = members(backend)[0]

@@ -34,8 +34,19 @@ def active_parts(table: FakeTable) -> list[Part]:
     for name, count in table.parts:
         rows = tuple(table.rows[offset : offset + count])
         offset += count
-        parts.append((name, hashlib.sha256(repr((name, rows)).encode()).hexdigest()[:32], rows))
+        files = tuple(row[: len(row) - table.added_columns] for row in rows)
+        parts.append((name, hashlib.sha256(repr((name, files)).encode()).hexdigest()[:32], rows))
     return parts
+
+
+def add_column(table: FakeTable, column: tuple[str, str], default: object) -> None:
+    """``ALTER TABLE ... ADD COLUMN``: a metadata-only alter. ClickHouse runs no mutation for it
+    (``AlterCommand::isRequireMutationStage``, src/Storages/AlterCommands.cpp, is false for ``ADD_COLUMN``), so every
+    part keeps its name and files (its ``hash_of_all_files``), while every row reads the column's default."""
+    active_parts(table)
+    table.columns = (*table.columns, column)
+    table.rows[:] = [(*row, default) for row in table.rows]
+    table.added_columns += 1
 
 
 def append(table: FakeTable, rows: Sequence[Row]) -> None:

@@ -119,6 +119,9 @@ class FakeTable:
     """Active parts as last seen (name, rows), covering ``rows`` in order: ``tests.fakes.parts``."""
     parts_merges: int = 0
     blocks: int = 0
+    added_columns: int = 0
+    """Trailing columns added by ``ALTER TABLE ... ADD COLUMN`` (``tests.fakes.parts.add_column``): no part holds
+    their files, so they are not in any part's checksum."""
 
 
 @dataclass

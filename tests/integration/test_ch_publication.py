@@ -246,6 +246,66 @@ def wait_for_verdict(service: Any, timeout_s: float = 30.0) -> object:
         time.sleep(0.2)
 
 
+LIVE_TARGET_WRITES = {
+    "insert": "INSERT INTO `{db}`.`target_table` SELECT * FROM `{db}`.`target_table` LIMIT 1",
+    "alter_update": "ALTER TABLE `{db}`.`target_table` UPDATE name = 'written-in-place' WHERE id = 7"
+    " SETTINGS mutations_sync = 1",
+    "alter_add_column": "ALTER TABLE `{db}`.`target_table` ADD COLUMN `added` UInt64 DEFAULT 7",
+}
+
+
+def staged_second_generation(adapters: PublicationAdapters, database: str) -> tuple[Any, Any]:
+    """run-1 published (2,000 rows), run-2 fenced and staged over it: (its parsed request, its service)."""
+    from airflow_provider_dpone.cluster.protocol.request import PublicationRequest
+
+    publish(adapters, database, "run-1", 2_000, 1)
+    parsed = PublicationRequest.parse(request(database, "run-2"))
+    service = publication_service(adapters.ports, parsed)
+    service.fence()
+    stage = service.stage(
+        adapters.query_source(query=source_query(3_000, 3), columns=COLUMNS, max_source_bytes=1 << 26)
+    )
+    assert stage.phase == "STAGED"
+    return parsed, service
+
+
+def run_on(embedded_cluster: Any, member: Any, statement: str) -> None:
+    client = embedded_cluster.client(member)
+    try:
+        client.command(statement)
+    finally:
+        client.close()
+
+
+def write_while_the_exchange_is_in_flight(
+    adapters: PublicationAdapters, embedded_cluster: Any, database: str, statement: str
+) -> tuple[Any, str, Any, tuple[int, int]]:
+    """Stage run-2 over run-1, pause member2's DDL worker, publish (the others switch), run ``statement`` on member2
+    (``{cand}``: the candidate name), then let its EXCHANGE run: the request, the code the operation stops with (it
+    must stop), its record (never COMMITTED, the code recorded) and member2's target digest right after the write."""
+    from airflow_provider_dpone.cluster.values.authority.codec import decode
+    from airflow_provider_dpone.cluster.values.authority.phases import Phase
+    from airflow_provider_dpone.core.errors import DponeError
+
+    parsed, service = staged_second_generation(adapters, database)
+    paused = embedded_cluster.members[-1]
+    embedded_cluster.faults.pause(paused)
+    try:
+        assert isinstance(service.publish(), InProgress)
+        run_on(embedded_cluster, paused, statement.format(cand=parsed.candidate_name))
+        written = digest_on(embedded_cluster, paused, database, "target_table")
+    finally:
+        embedded_cluster.faults.resume(paused)
+    verdict = wait_for_verdict(service)
+    assert isinstance(verdict, DponeError), verdict
+    stored = adapters.ports.authority.read(parsed.target_key)
+    assert stored is not None
+    record = decode(stored.row)
+    assert record.phase is Phase.PUBLICATION_DISPATCHING
+    assert record.last_error is not None and record.last_error.code == verdict.code
+    return parsed, verdict.code, record, written
+
+
 @pytest.mark.parametrize(
     "write",
     [
@@ -260,43 +320,85 @@ def test_a_candidate_written_while_the_exchange_is_in_flight_is_never_committed(
     """member2's DDL worker is paused after the barrier, its candidate is written, then the EXCHANGE runs there:
     the UUIDs are exactly as bound, the content is not. The operation stops with a coded failure, never COMMITTED,
     and every object is retained (the predecessor under the candidate name on every member)."""
-    from airflow_provider_dpone.cluster.protocol.request import PublicationRequest
-    from airflow_provider_dpone.cluster.values.authority.codec import decode
-    from airflow_provider_dpone.cluster.values.authority.phases import Phase
-    from airflow_provider_dpone.core.errors import DponeError
-
-    publish(adapters, fresh_database, "run-1", 2_000, 1)
-    parsed = PublicationRequest.parse(request(fresh_database, "run-2"))
-    service = publication_service(adapters.ports, parsed)
-    service.fence()
-    stage = service.stage(
-        adapters.query_source(query=source_query(3_000, 3), columns=COLUMNS, max_source_bytes=1 << 26)
+    parsed, code, record, _written = write_while_the_exchange_is_in_flight(
+        adapters, embedded_cluster, fresh_database, write.format(db=fresh_database, cand="{cand}")
     )
-    assert stage.phase == "STAGED"
-    paused = embedded_cluster.members[-1]
-    embedded_cluster.faults.pause(paused)
-    try:
-        assert isinstance(service.publish(), InProgress)
-        client = embedded_cluster.client(paused)
-        try:
-            client.command(write.format(db=fresh_database, cand=parsed.candidate_name))
-        finally:
-            client.close()
-    finally:
-        embedded_cluster.faults.resume(paused)
-    verdict = wait_for_verdict(service)
-    assert isinstance(verdict, DponeError), verdict
-    assert verdict.code == "DPONE_CLICKHOUSE_CLUSTER_PUBLISHED_CONTENT_DIVERGENT"
-    stored = adapters.ports.authority.read(parsed.target_key)
-    assert stored is not None
-    record = decode(stored.row)
-    assert record.phase is Phase.PUBLICATION_DISPATCHING
-    assert record.last_error is not None and record.last_error.code == verdict.code
+    assert code == "DPONE_CLICKHOUSE_CLUSTER_PUBLISHED_CONTENT_DIVERGENT"
     tables = member_tables(embedded_cluster, fresh_database)
     for member in embedded_cluster.members:  # exchanged everywhere, and both objects retained
         assert set(tables[member.name]) == {"target_table", parsed.candidate_name}
     published = {tables[member.name]["target_table"][0] for member in embedded_cluster.members}
     assert published == {member.candidate_uuid for member in record.members}
+
+
+def drift_stops_publish_twice(adapters: PublicationAdapters, parsed: Any, service: Any) -> Any:
+    """``publish`` stops with TARGET_DRIFT and a retry stops again, before any permit: the record, still STAGED."""
+    from airflow_provider_dpone.cluster.values.authority.codec import decode
+    from airflow_provider_dpone.cluster.values.authority.phases import Phase
+    from airflow_provider_dpone.core.errors import DponeError
+
+    for _ in range(2):
+        with pytest.raises(DponeError) as raised:
+            service.publish()
+        assert raised.value.code == "DPONE_CLICKHOUSE_CLUSTER_TARGET_DRIFT"
+    stored = adapters.ports.authority.read(parsed.target_key)
+    assert stored is not None
+    record = decode(stored.row)
+    assert record.phase is Phase.STAGED and record.publication is None
+    return record
+
+
+@pytest.mark.parametrize("write", sorted(LIVE_TARGET_WRITES))
+def test_a_live_target_written_in_place_between_stage_and_publish_stops_the_publication_with_the_write_kept(
+    adapters: PublicationAdapters, embedded_cluster: Any, fresh_database: str, write: str
+) -> None:
+    """Seed 000 E6 on the real engine: after the stage observed every member's target (its baseline), member2's
+    live target is written or altered in place (same UUID). The barrier sees it from what the engine reports (its
+    columns, active parts, count and content digest) and stops with TARGET_DRIFT before any permit: nothing is
+    exchanged, the written target stays the target with the write, every candidate is retained, a retry stops
+    again."""
+    parsed, service = staged_second_generation(adapters, fresh_database)
+    before = member_tables(embedded_cluster, fresh_database)
+    written = embedded_cluster.members[-1]
+    run_on(embedded_cluster, written, LIVE_TARGET_WRITES[write].format(db=fresh_database))
+    after_write = digest_on(embedded_cluster, written, fresh_database, "target_table")
+    drift_stops_publish_twice(adapters, parsed, service)
+    tables = member_tables(embedded_cluster, fresh_database)
+    for member in embedded_cluster.members:  # nothing exchanged: every name holds the UUID it held
+        assert {name: uuid for name, (uuid, _) in tables[member.name].items()} == {
+            name: uuid for name, (uuid, _) in before[member.name].items()
+        }
+    assert digest_on(embedded_cluster, written, fresh_database, "target_table") == after_write  # the write kept
+    other = embedded_cluster.members[0]
+    assert digest_on(embedded_cluster, other, fresh_database, "target_table") != after_write
+
+
+def test_a_merge_of_the_live_target_between_stage_and_publish_still_publishes(
+    adapters: PublicationAdapters, embedded_cluster: Any, fresh_database: str
+) -> None:
+    """The control: OPTIMIZE FINAL replaces the live target's parts and keeps every row; the barrier digests the
+    new parts and finds the baseline's content."""
+    _parsed, service = staged_second_generation(adapters, fresh_database)
+    optimize_final(embedded_cluster, fresh_database, "target_table")
+    assert isinstance(service.publish(), Committed)
+    assert isinstance(service.cleanup(), Completed)
+
+
+def test_a_live_target_written_while_the_exchange_is_in_flight_is_never_committed_nor_dropped(
+    adapters: PublicationAdapters, embedded_cluster: Any, fresh_database: str
+) -> None:
+    """member2's DDL worker is paused after the barrier; its live target (still the old one there) is written; then
+    the EXCHANGE runs there. After the DDL the predecessor, now under the candidate name, is not its baseline: the
+    operation stops with TARGET_DRIFT, never COMMITTED, and the predecessor holding the write is retained."""
+    parsed, code, record, written = write_while_the_exchange_is_in_flight(
+        adapters, embedded_cluster, fresh_database, LIVE_TARGET_WRITES["insert"].format(db=fresh_database)
+    )
+    assert code == "DPONE_CLICKHOUSE_CLUSTER_TARGET_DRIFT"
+    paused = embedded_cluster.members[-1]
+    tables = member_tables(embedded_cluster, fresh_database)
+    predecessors = {member.target_uuid for member in record.members}
+    assert tables[paused.name][parsed.candidate_name][0] in predecessors  # the predecessor, retained
+    assert digest_on(embedded_cluster, paused, fresh_database, parsed.candidate_name) == written  # with the write
 
 
 def test_one_byte_changed_in_the_extracted_stream_stops_the_stage_before_any_member_is_touched(

@@ -7,12 +7,17 @@ walkthrough's ``TypeError``), requires a ``DbApiHook``, and fetches the rows thr
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
+from typing import Any
 
 import pytest
 from airflow.providers.common.sql.operators.sql import SQLExecuteQueryOperator
 from dpone_embedded.cluster import EmbeddedCluster
 
 from airflow_provider_dpone.hooks.clickhouse import DponeClickHouseHook
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -45,3 +50,17 @@ def test_the_hook_answers_common_sql_reads_and_runs_statements(conn_id: str) -> 
     assert hook.get_first("SELECT count() FROM t") == (3,)
     hook.run("INSERT INTO t VALUES (4, 'd')")
     assert [tuple(row) for row in hook.get_records("SELECT id FROM t ORDER BY id")] == [(1,), (2,), (3,), (4,)]
+
+
+def test_the_documented_example_runs_as_written(
+    monkeypatch: pytest.MonkeyPatch, embedded_cluster: EmbeddedCluster
+) -> None:
+    """docs/connections.md's common-sql block, unedited, on the embedded cluster and its default connection."""
+    guide = (REPO / "docs" / "connections.md").read_text(encoding="utf-8")
+    section = guide.split("## Ad-hoc SQL with common-sql", 1)[1]
+    (block,) = re.findall(r"```python\n(.*?)```", section.split("\n## ", 1)[0], re.DOTALL)
+    monkeypatch.setenv("AIRFLOW_CONN_DPONE_CLICKHOUSE_DEFAULT", json.dumps(embedded_cluster.connection_json()))
+    namespace: dict[str, Any] = {}
+    exec(compile(block, "docs/connections.md", "exec"), namespace)
+    (operator,) = [value for value in namespace.values() if isinstance(value, SQLExecuteQueryOperator)]
+    assert [tuple(row) for row in operator.execute(context={})] == [(len(embedded_cluster.members),)]

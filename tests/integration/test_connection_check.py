@@ -15,11 +15,18 @@ import pytest
 from dpone_embedded.cluster import EmbeddedCluster
 
 from airflow_provider_dpone.cluster.values.authority.row import AUTHORITY_COLUMNS, AUTHORITY_TABLE
+from airflow_provider_dpone.core.identities import member_id
 from airflow_provider_dpone.hooks.clickhouse import DponeClickHouseHook
+from tests.fixtures.object_store import StoreBackend
 
 pytestmark = pytest.mark.embedded_cluster(password="s3cret-pw")
 
 AUTHORITY = ", ".join(f"`{name}` {type_}" for name, type_ in AUTHORITY_COLUMNS)
+
+
+def member(shard: int, replica: int) -> str:
+    """A member's one name: its opaque id (as in the task logs and XCom) and its position (never its host)."""
+    return f"member {member_id(shard, replica)} (shard {shard}, replica {replica})"
 
 
 def closed_port() -> int:
@@ -89,7 +96,7 @@ def test_closed_member_ports_fail_with_one_line_per_member(
     ok, message = press_test(monkeypatch, embedded_cluster, member_endpoints=endpoints)
     assert not ok
     assert codes(message) == ["DPONE_CLICKHOUSE_MEMBER_UNREACHABLE"] * 2
-    assert "[member 1:1 identity read" in message and "[member 1:2 identity read" in message
+    assert f"[{member(1, 1)} identity read" in message and f"[{member(1, 2)} identity read" in message
     ok, message = press_test(
         monkeypatch, embedded_cluster, cluster=embedded_cluster.cluster_name, member_endpoints={"1:1": endpoints["1:1"]}
     )
@@ -113,10 +120,11 @@ def test_an_endpoint_that_is_another_member_is_an_identity_mismatch(
         monkeypatch, embedded_cluster, cluster=embedded_cluster.cluster_name, member_endpoints=swapped
     )
     assert not ok and codes(message) == ["DPONE_CLICKHOUSE_MEMBER_IDENTITY_MISMATCH"] * 2
-    assert "member 1:1: answers as 1:2" in message and "member 1:2: answers as 1:1" in message
+    assert f"{member(1, 1)}: answers as shard 1, replica 2" in message
+    assert f"{member(1, 2)}: answers as shard 1, replica 1" in message
     coordinator_as_member = {first.member_key: first.address, second.member_key: embedded_cluster.coordinator.address}
     ok, message = press_test(monkeypatch, embedded_cluster, member_endpoints=coordinator_as_member)
-    assert not ok and "member 1:2: answers as no member the coordinator lists" in message
+    assert not ok and f"{member(1, 2)}: answers as no member the coordinator lists" in message
 
 
 def test_a_missing_authority_table_is_named_on_every_facade(
@@ -127,7 +135,7 @@ def test_a_missing_authority_table_is_named_on_every_facade(
     )
     assert not ok
     assert codes(message) == ["DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_TABLE_UNSUPPORTED"] * 3
-    for facade in ("coordinator", "member 1:1", "member 1:2"):
+    for facade in ("coordinator", member(1, 1), member(1, 2)):
         assert f"absent on members ['{facade}']" in message
     ok, message = press_test(
         monkeypatch, embedded_cluster, cluster=embedded_cluster.cluster_name, authority_database="no_such_database"
@@ -144,7 +152,9 @@ def test_a_wrong_schema_or_a_second_keeper_path_is_one_line(
     ok, message = press_test(
         monkeypatch, embedded_cluster, cluster=embedded_cluster.cluster_name, authority_database=fresh_database
     )
-    assert not ok and message.splitlines() == [line for line in message.splitlines() if "member 1:2: columns" in line]
+    assert not ok and message.splitlines() == [
+        line for line in message.splitlines() if f"{member(1, 2)}: columns" in line
+    ]
     assert codes(message) == ["DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_TABLE_UNSUPPORTED"]
     run_sql(embedded_cluster, "member2", f"DROP TABLE `{fresh_database}`.`{AUTHORITY_TABLE}` SYNC")
     run_sql(
@@ -162,4 +172,20 @@ def test_a_wrong_schema_or_a_second_keeper_path_is_one_line(
 
 def test_an_unknown_cluster_is_named(monkeypatch: pytest.MonkeyPatch, embedded_cluster: EmbeddedCluster) -> None:
     ok, message = press_test(monkeypatch, embedded_cluster, cluster="no_such_cluster")
-    assert not ok and codes(message) == ["DPONE_CLICKHOUSE_CLUSTER_INVENTORY_INCOMPLETE"]
+    assert not ok and codes(message) == ["DPONE_CLICKHOUSE_CLUSTER_NOT_DEFINED"]
+    assert "[cluster no_such_cluster]" in message
+
+
+def test_the_test_button_refuses_a_configured_stage_store_that_accepts_a_second_write(
+    monkeypatch: pytest.MonkeyPatch, embedded_cluster: EmbeddedCluster, store_backend: StoreBackend
+) -> None:
+    """``[dpone] native_transfer_base`` set: the same create-once probe as a transfer task start, on ``file://`` and
+    on S3 (moto's server); the fault is a store that ignores the conditional write."""
+    monkeypatch.setenv("AIRFLOW__DPONE__NATIVE_TRANSFER_BASE", store_backend.url)
+    ok, message = press_test(monkeypatch, embedded_cluster, cluster=embedded_cluster.cluster_name)
+    assert ok, message
+    with store_backend.ignoring_conditional_writes():
+        ok, message = press_test(monkeypatch, embedded_cluster, cluster=embedded_cluster.cluster_name)
+    assert not ok and codes(message) == ["native_transfer.stage_store_overwrites"]
+    assert store_backend.url.split("//", 1)[1] not in message
+    assert store_backend.objects() == [], "no probe object is left"

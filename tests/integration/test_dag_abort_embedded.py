@@ -84,7 +84,7 @@ def published(
     abort.manifest, abort.ports_factory = maintenance.manifest, None
 
 
-def _abort(maintenance: ModuleType, run_id: str, operation_id: str) -> tuple[str, Any]:
+def _abort(maintenance: ModuleType, run_id: str, operation_id: str | None) -> tuple[str, Any]:
     run = maintenance.dag.test(run_conf={"run_id": run_id, "operation_id": operation_id})
     instance = run.get_task_instance("abort")
     return str(instance.state), instance.xcom_pull(task_ids="abort")
@@ -99,11 +99,14 @@ def test_a_run_stopped_during_staging_is_aborted_and_the_next_run_completes(
 ) -> None:
     database = published["database"]
     embedded_cluster.faults.fail_next_statement("member2", 243, match="^INSERT", count=100)  # NOT_ENOUGH_SPACE
+    capfd.readouterr()
     stopped = run_example(example, logical_date=datetime(2026, 5, 1, tzinfo=UTC))
+    fenced = capfd.readouterr().out
     assert (stopped.states["stage"], stopped.states.get("publish")) == ("failed", "upstream_failed"), stopped.states
     embedded_cluster.faults.reset()
     record = authority_record(embedded_cluster, database)
     assert record is not None and record.phase is Phase.STAGING
+    assert f"held by operation {record.operation_id} " in fenced, "the fence line names the full id, the guard's value"
     candidate = record.candidate_name
     held = [candidate in names for names in member_tables(embedded_cluster, database)]
     assert any(held), "the stopped operation left its candidates behind"
@@ -126,11 +129,15 @@ def test_a_run_stopped_during_staging_is_aborted_and_the_next_run_completes(
     assert aborted is not None and aborted.phase is Phase.ABORTED and aborted.operation_id == record.operation_id
     assert member_tables(embedded_cluster, database) == [[AUTHORITY]] * 2, "exactly the owned candidates dropped"
 
-    state, pushed = _abort(maintenance, stopped.run.run_id, record.operation_id)
-    assert (state, pushed["phase"]) == ("success", "ABORTED"), "idempotent"
+    state, pushed = _abort(maintenance, stopped.run.run_id, None)  # the UI form with the guard emptied
+    assert (state, pushed["phase"]) == ("success", "ABORTED"), "idempotent, and the guard is optional"
 
     configure(example, None, manifest=published["manifest"], poll_interval=0.2, retries=2)
+    capfd.readouterr()
     later = run_example(example, logical_date=datetime(2026, 5, 2, tzinfo=UTC))
     assert later.succeeded, later.states
+    committed = authority_record(embedded_cluster, database)
+    assert committed is not None and committed.operation_id != record.operation_id
+    assert f"members (operation {committed.operation_id}, authority version " in capfd.readouterr().out
     assert member_rows(embedded_cluster, database) == [(SOURCE_ROWS, SOURCE_ROWS)] * 2
     assert member_tables(embedded_cluster, database) == [[AUTHORITY, "target_table"]] * 2

@@ -19,6 +19,7 @@ from dpone_embedded import EmbeddedCluster
 
 from airflow_provider_dpone.cluster.clickhouse.sql_cluster_ddl import QueueEntry
 from airflow_provider_dpone.hooks.clickhouse import DponeClickHouseHook
+from tests.integration.after_commit_write import run_with_a_write_before_committed
 from tests.integration.dag_runner import (
     INTERNAL_EXAMPLE_FILE,
     RunOutcome,
@@ -247,4 +248,22 @@ def test_an_internal_manifest_on_this_cluster_fails_before_any_source_io(
     assert content["physical_design"]["storage"]["clickhouse"]["cluster"]["replication_mode"] == "internal"
     assert_mode_mismatch_before_source_io(
         internal, embedded_cluster, fresh_database, content, lambda: capfd.readouterr().out
+    )
+
+
+def test_a_target_written_before_the_committed_write_fails_publish_after_commit_and_is_accepted_by_the_runbook(
+    example: ModuleType,
+    embedded_cluster: EmbeddedCluster,
+    published: dict[str, Any],
+    alert_metrics: list[str],
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    run_with_a_write_before_committed(
+        example,
+        embedded_cluster,
+        published["database"],
+        published["manifest"],
+        datetime(2026, 4, 9, tzinfo=UTC),
+        alert_metrics,
+        lambda: capfd.readouterr().out,
     )

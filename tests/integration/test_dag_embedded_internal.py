@@ -33,6 +33,7 @@ from airflow_provider_dpone.cluster.values.authority.row import AuthorityRow
 from airflow_provider_dpone.core.identities import INTERNAL_CANDIDATE_INFIX
 from airflow_provider_dpone.core.manifest import ClusterPublicationManifest as Manifest
 from airflow_provider_dpone.hooks.publication import PublicationEnvironment, hook_environment
+from tests.integration.after_commit_write import run_with_a_write_before_committed
 from tests.integration.dag_runner import (
     INTERNAL_EXAMPLE_FILE,
     RunOutcome,
@@ -347,3 +348,21 @@ def test_a_task_killed_mid_stage_is_retried_on_another_worker_and_completes(
     assert replica_contents(embedded_cluster, published.database) == [source] * REPLICAS
     record = authority_record(embedded_cluster, published.database)
     assert record is not None and record.phase.value == "COMMITTED" and record.schema_ == INTERNAL_SCHEMA_V1
+
+
+def test_a_target_written_before_the_committed_write_fails_publish_after_commit_and_is_accepted_by_the_runbook(
+    example: ModuleType,
+    embedded_cluster: EmbeddedCluster,
+    published: Published,
+    alert_metrics: list[str],
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    run_with_a_write_before_committed(
+        example,
+        embedded_cluster,
+        published.database,
+        published.manifest,
+        datetime(2026, 5, 9, tzinfo=UTC),
+        alert_metrics,
+        lambda: capfd.readouterr().out,
+    )

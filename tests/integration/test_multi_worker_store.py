@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from dpone_embedded import EmbeddedCluster
 
+from tests.fixtures.object_store import StoreBackend
 from tests.integration.dag_runner import load_example
 from tests.integration.embedded_example import embedded_manifest, member_rows
 from tests.integration.replica_checks import authority_record
@@ -63,11 +64,22 @@ def test_a_retry_on_a_worker_without_the_artifact_names_the_setting_and_the_seal
 
 
 def test_with_one_shared_store_the_other_worker_completes_the_stage_and_publishes(
-    tmp_path: Path, embedded_cluster: EmbeddedCluster, fresh_database: str, manifest: dict[str, Any]
+    tmp_path: Path,
+    embedded_cluster: EmbeddedCluster,
+    fresh_database: str,
+    manifest: dict[str, Any],
+    s3_store: StoreBackend,
 ) -> None:
-    shared = f"file://{tmp_path}/shared-mount/artifacts"
-    first = Worker(tmp_path / "worker-a", embedded_cluster, manifest, artifact_base=shared)
-    second = Worker(tmp_path / "worker-b", embedded_cluster, manifest, artifact_base=shared)
+    """The shared store is S3 (moto's server, ``[dpone] artifact_base = s3://<conn_id>@bucket/...``): the artifact the
+    dead worker sealed is reopened by the other worker's process from the store alone. (A shared ``file://`` mount:
+    ``test_dag_embedded_internal.py``, through ``kill_mid_stage_then_retry_elsewhere``.)"""
+    store_backend = s3_store
+    shared, connections = f"{store_backend.url}/artifacts", store_backend.connections
+    first = Worker(tmp_path / "worker-a", embedded_cluster, manifest, connections, artifact_base=shared)
+    second = Worker(tmp_path / "worker-b", embedded_cluster, manifest, connections, artifact_base=shared)
     assert first.run("fence", "stage-then-die") == ["LOCKED", "died"]
+    sealed = [key for key in store_backend.objects("artifacts") if key.endswith(".native")]
+    assert len(sealed) == 1 and sealed[0].startswith("artifacts/sha256/"), "the dead worker sealed its artifact there"
     assert second.run("stage", "publish") == ["STAGED", "COMMITTED"]
     assert member_rows(embedded_cluster, fresh_database) == [(ROWS, ROWS)] * 2
+    assert [key for key in store_backend.objects("artifacts") if key.endswith(".native")] == sealed

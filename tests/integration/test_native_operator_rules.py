@@ -21,6 +21,7 @@ from airflow_provider_dpone.core.manifest import load_manifest
 from airflow_provider_dpone.core.manifest.transfer import NativeTransferManifest
 from airflow_provider_dpone.hooks.native_transfer import OperationIdentity
 from airflow_provider_dpone.operators.native_transfer import DponeNativeTransferOperator
+from tests.fixtures.object_store import StoreBackend
 from tests.fixtures.target_harness import PostgresHarness
 from tests.integration import native_chdb
 from tests.integration.native_operator_env import (
@@ -67,7 +68,7 @@ def operator(harness: PostgresHarness, tmp_path, seam: SourceSeam, target: Any =
     return DponeNativeTransferOperator(
         task_id="transfer",
         manifest=kwargs.pop("manifest", None) or manifest_for(harness),
-        stage_base=f"file://{tmp_path}",
+        stage_base=kwargs.pop("stage_base", f"file://{tmp_path}"),
         connector_factory=seam,
         target_factory=factory(target)
         if target
@@ -287,6 +288,20 @@ def test_a_stage_base_whose_scheme_no_filesystem_serves_is_refused_before_anythi
         stage_base() if where == "config" else stage_base("s4://aws_default@bucket/dpone")
     assert refused.value.code == "native_transfer.stage_store_url_invalid" and not refused.value.retryable
     assert "'s4'" in refused.value.detail
+
+
+def test_a_stage_store_that_accepts_a_second_write_is_refused_before_the_source_is_opened(
+    harness, tmp_path, store_backend: StoreBackend
+) -> None:
+    """The create-once probe at task start, against a store that ignores conditional writes (on S3: moto behind a
+    client that drops ``If-None-Match``): terminal, coded, nothing read and nothing left in the store."""
+    seam = SourceSeam(deny=True)
+    task = operator(harness, tmp_path, seam, stage_base=store_backend.url)
+    with store_backend.ignoring_conditional_writes(), pytest.raises(AirflowFailException) as refused:
+        task.execute(context())
+    assert "native_transfer.stage_store_overwrites" in str(refused.value)
+    assert seam.connector.connections == 0
+    assert store_backend.objects() == [], "no journal record and no probe object"
 
 
 def test_the_default_lease_and_the_examples_retries_fit_together() -> None:

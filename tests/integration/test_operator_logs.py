@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from dpone_embedded import EmbeddedCluster
 
+from airflow_provider_dpone.core.identities import member_id
 from airflow_provider_dpone.operators import DponeFenceOperator, DponeStageOperator
 from airflow_provider_dpone.operators.reporting import DponeRetryableError, DponeTerminalError
 from tests.integration.dag_runner import load_example
@@ -100,3 +101,39 @@ def test_refused_credentials_fail_without_retry_and_an_unreachable_coordinator_i
     monkeypatch.setenv("AIRFLOW_CONN_DPONE_CLICKHOUSE_DEFAULT", json.dumps(embedded_cluster.connection_json()))
     assert fence.execute(context())["phase"] == "LOCKED"
     assert member_rows(embedded_cluster, fresh_database) == [None, None], "nothing was published"
+
+
+@pytest.fixture
+def manifest(
+    example: ModuleType, embedded_cluster: EmbeddedCluster, fresh_database: str, monkeypatch: pytest.MonkeyPatch
+) -> dict[str, Any]:
+    """The example manifest on the embedded cluster, with the good connection exported."""
+    monkeypatch.setenv("AIRFLOW_CONN_DPONE_CLICKHOUSE_DEFAULT", json.dumps(embedded_cluster.connection_json()))
+    return embedded_manifest(example, embedded_cluster, fresh_database, rows=SOURCE_ROWS)
+
+
+def test_a_cluster_name_the_coordinator_does_not_define_fails_at_once_and_is_named(
+    manifest: dict[str, Any], capfd: pytest.CaptureFixture[str]
+) -> None:
+    manifest["physical_design"]["storage"]["clickhouse"]["cluster"]["name"] = "dpone_clustr"
+    capfd.readouterr()
+    with pytest.raises(DponeTerminalError, match=r"^DPONE_CLICKHOUSE_CLUSTER_NOT_DEFINED: .*\[cluster dpone_clustr\]"):
+        DponeFenceOperator(task_id="fence", manifest=manifest).execute(context())
+    log = capfd.readouterr().out
+    assert len(lines_with("[cluster dpone_clustr] (terminal: no retry)", log)) == 1
+
+
+def test_a_member_that_is_down_is_named_with_its_cluster(
+    manifest: dict[str, Any], embedded_cluster: EmbeddedCluster, capfd: pytest.CaptureFixture[str]
+) -> None:
+    down = embedded_cluster.members[1]
+    label = f"member {member_id(down.shard_num, down.replica_num)} (shard {down.shard_num}, replica {down.replica_num})"
+    embedded_cluster.faults.kill(down.name)
+    try:
+        capfd.readouterr()
+        with pytest.raises(DponeRetryableError, match=r"^DPONE_CLICKHOUSE_CLUSTER_INVENTORY_INCOMPLETE: "):
+            DponeFenceOperator(task_id="fence", manifest=manifest).execute(context())
+        log = capfd.readouterr().out
+        assert f"[cluster {embedded_cluster.cluster_name}: {label} did not answer] (retryable)" in log
+    finally:
+        embedded_cluster.faults.reset()

@@ -164,12 +164,20 @@ def test_publish_declares_the_target_asset_without_any_host() -> None:
 
 
 @pytest.mark.parametrize("code", sorted(REGISTRY))
-def test_every_code_is_either_retryable_or_terminal_in_one_log_line(code: str) -> None:
+def test_every_code_is_either_retryable_or_terminal_with_the_advice_on_its_own_line(code: str) -> None:
+    """The code, cause and outcome on one line, the next action on the next: a log view that cuts long lines at its
+    edge still shows the code and the advice."""
     log = _Log()
-    error = DponeError(code, "member m0123456789abcdef")
+    error = DponeError(code, "member 1:2 (m0123456789abcdef)")
     with pytest.raises(AirflowException) as caught:
         raise_for(error, log)
-    assert log.lines == [f"{error.render()} ({'retryable' if error.retryable else 'terminal: no retry'})"]
+    outcome = "retryable" if error.retryable else "terminal: no retry"
+    entry = REGISTRY[code]
+    assert log.lines == [
+        f"{code}: {entry.cause} [member 1:2 (m0123456789abcdef)] ({outcome})",
+        f"Next: {entry.action}",
+    ]
+    assert error.render() == f"{log.lines[0].removesuffix(f' ({outcome})')}. {log.lines[1]}"
     assert str(caught.value) == error.render()
     if REGISTRY[code].retryable:
         assert isinstance(caught.value, DponeRetryableError)

@@ -20,7 +20,14 @@ REPO = Path(__file__).resolve().parents[2]
 class Worker:
     """One worker machine: its own host name (its home's name), home directory and settings; each call a process."""
 
-    def __init__(self, home: Path, cluster: Any, manifest: dict[str, Any], **settings: str) -> None:
+    def __init__(
+        self,
+        home: Path,
+        cluster: Any,
+        manifest: dict[str, Any],
+        connections: dict[str, str] | None = None,
+        **settings: str,
+    ) -> None:
         home.mkdir(parents=True)
         self.home = home
         self.host = f"{home.name}.workers.example"
@@ -36,6 +43,7 @@ class Worker:
                 "PYTHONPATH": str(REPO),
             }
         )
+        env.update({f"AIRFLOW_CONN_{conn_id.upper()}": value for conn_id, value in (connections or {}).items()})
         env.update({f"AIRFLOW__DPONE__{name.upper()}": value for name, value in settings.items()})
         self.env = env
 

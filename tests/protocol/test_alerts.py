@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections import Counter
+from collections.abc import Callable
 
 import pytest
 
@@ -20,10 +21,12 @@ from airflow_provider_dpone.core.alerts import (
     FENCED_FOREIGN_OPERATION,
     PROVENANCE_DRIFT,
     PUBLICATION_UNKNOWN,
+    PUBLISHED_CHANGED_AFTER_COMMIT,
     QUEUE_EVIDENCE_EXPIRED,
     REEXTRACT_REQUIRED,
     SOURCE_DRIFT_OBSERVED,
     STAGING_DIVERGENCE,
+    TARGET_DRIFT,
     TERMINAL_MIXED_PUBLICATION,
     TOPOLOGY_DRIFT,
     Alert,
@@ -34,8 +37,10 @@ from airflow_provider_dpone.transfer.route.target_custody import TargetCustody
 from airflow_provider_dpone.transfer.storage import ObjectJournalStore
 from tests.fakes import parts
 from tests.fakes.faults import FaultKind
+from tests.fakes.world import FakeTable
 from tests.protocol.native_route_harness import LEASE, OPERATION, crash_at, make_harness
 from tests.protocol.sim import NEW_ROWS, Sim, error_code, point_of
+from tests.protocol.test_look_after_commit import write_before_committed
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -107,17 +112,39 @@ def test_inventory_drift_alerts_topology_drift_on_each_decision() -> None:
     assert sim.run_dag() == "completed" and len(sim.world.alerts) == 1
 
 
+def _rewrite_a_row(table: FakeTable) -> None:
+    table.rows[0] = table.rows[1]
+
+
+def _insert_a_row(table: FakeTable) -> None:
+    parts.append(table, [(77, "written into the live target")])
+
+
 @pytest.mark.parametrize("mode", ["external", "internal"])
-def test_a_staged_candidate_that_diverged_alerts_staging_divergence(mode) -> None:
+@pytest.mark.parametrize(
+    ("candidate", "write", "alert", "code"),
+    [
+        (True, _rewrite_a_row, STAGING_DIVERGENCE, "DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_DIVERGENT"),
+        (False, _insert_a_row, TARGET_DRIFT, "DPONE_CLICKHOUSE_CLUSTER_TARGET_DRIFT"),
+    ],
+    ids=["staged_candidate_diverged", "live_target_written_in_place"],
+)
+def test_a_staged_table_written_before_its_publication_alerts_for_its_member(
+    mode, candidate: bool, write: Callable[[FakeTable], None], alert: Alert, code: str
+) -> None:
+    """A write into a member's staged candidate alerts staging divergence; one into its live target (in place, after
+    the baseline) alerts target drift. Either stops the publication with its code."""
     sim = Sim.build(members=3, mode=mode)
     sim.service().fence()
     sim.service().stage(sim.source)
     member = sim.world.members[2]
-    table = sim.world.table(member, sim.request.candidate_name)
+    table = sim.world.table(member, sim.request.candidate_name if candidate else sim.request.target)
     assert table is not None
-    table.rows[0] = table.rows[1]
-    assert error_code(lambda: sim.service().publish()) == "DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_DIVERGENT"
-    assert only(sim.world.alerts, STAGING_DIVERGENCE)["member_id"] == member.member_id
+    write(table)
+    assert error_code(lambda: sim.service().publish()) == code
+    facts = only(sim.world.alerts, alert)
+    assert (facts["member_id"], facts["code"]) == (member.member_id, code)
+    assert facts["operation_id"] == sim.request.operation_id
 
 
 def test_a_candidate_no_load_explains_alerts_staging_divergence_when_staging_stops() -> None:
@@ -154,6 +181,18 @@ def test_a_terminal_mixed_publication_alerts_once_per_decision() -> None:
     assert sim.run_dag(tries=1) == "stopped at publish: DPONE_CLICKHOUSE_CLUSTER_PUBLICATION_MIXED"
     facts = only(sim.world.alerts, TERMINAL_MIXED_PUBLICATION)
     assert (facts["step"], facts["epoch"], facts["phase"]) == ("publication", 1, "PUBLICATION_DISPATCHING")
+
+
+@pytest.mark.parametrize("mode", ["external", "internal"])
+def test_a_target_written_before_the_committed_write_alerts_published_changed_after_commit(
+    monkeypatch: pytest.MonkeyPatch, mode
+) -> None:
+    sim = Sim.build(members=2, mode=mode)
+    write_before_committed(monkeypatch, sim, 0, lambda table: parts.append(table, [NEW_ROWS[0]]))
+    code = "DPONE_CLICKHOUSE_CLUSTER_PUBLISHED_CHANGED_AFTER_COMMIT"
+    assert sim.run_dag(tries=1) == f"stopped at publish: {code}"
+    facts = only(sim.world.alerts, PUBLISHED_CHANGED_AFTER_COMMIT)
+    assert (facts["member_id"], facts["phase"], facts["code"]) == (sim.world.members[0].member_id, "COMMITTED", code)
 
 
 def test_expired_queue_evidence_of_the_publication_alerts_queue_evidence_expired() -> None:

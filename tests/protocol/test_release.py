@@ -25,6 +25,7 @@ from tests.fakes.world import FakeMember
 from tests.protocol.sim import BASELINE_ROWS, NEW_ROWS, Sim, error_code, rows_of
 
 DIVERGENT = "DPONE_CLICKHOUSE_CLUSTER_PUBLISHED_CONTENT_DIVERGENT"
+DRIFT = "DPONE_CLICKHOUSE_CLUSTER_TARGET_DRIFT"
 FOREIGN = "DPONE_CLICKHOUSE_CLUSTER_PUBLICATION_FOREIGN_UUID"
 FENCED = "DPONE_CLICKHOUSE_CLUSTER_OPERATION_FENCED"
 RELEASED = "DPONE_CLICKHOUSE_CLUSTER_OPERATION_RELEASED"
@@ -37,21 +38,24 @@ STRAY = (99, "written-after-the-barrier")
 SUCCESSOR_ROWS = ((1, "third"), (2, "third"), (3, "third"))
 
 
-def diverged(mode: ReplicationMode = "external", *, first: bool = False) -> tuple[Sim, FakeMember]:
+def diverged(
+    mode: ReplicationMode = "external", *, first: bool = False, live_target: bool = False
+) -> tuple[Sim, FakeMember]:
     """Staged; the last member's DDL worker paused after the barrier, a row written into its candidate, then the
     EXCHANGE (``first``: the RENAME of a first publication) runs there: the publication stops with
-    ``PUBLISHED_CONTENT_DIVERGENT``."""
+    ``PUBLISHED_CONTENT_DIVERGENT``. ``live_target``: the row goes into that member's live target instead (still the
+    old one there): it stops with ``TARGET_DRIFT``, the predecessor, with the write, under the candidate name."""
     sim = Sim.build(members=3, mode=mode, baseline=None if first else BASELINE_ROWS)
     sim.service().fence()
     sim.service().stage(sim.source)
     paused = sim.world.members[-1]
     paused.paused = True
     assert isinstance(sim.service().publish(), InProgress)
-    candidate = sim.world.table(paused, sim.request.candidate_name)
-    assert candidate is not None
-    parts.append(candidate, [STRAY])
+    written = sim.world.table(paused, sim.request.target if live_target else sim.request.candidate_name)
+    assert written is not None
+    parts.append(written, [STRAY])
     sim.world.resume(paused)
-    assert error_code(lambda: sim.service().reconcile_publication()) == DIVERGENT
+    assert error_code(lambda: sim.service().reconcile_publication()) == (DRIFT if live_target else DIVERGENT)
     return sim, paused
 
 
@@ -298,3 +302,41 @@ def test_every_fault_of_the_release_is_resolved_by_reading_back_never_by_writing
             later.check_converged()
             runs += 1
     assert runs == 3 * len(points)
+
+
+@pytest.mark.parametrize("mode", ["external", "internal"])
+def test_a_publication_stopped_by_target_drift_after_its_swap_is_restored_with_the_write_and_released(
+    mode: ReplicationMode,
+) -> None:
+    """Restored: every member swapped back; the predecessor that stopped the publication holds the write, so the
+    UUID pair is checked and the content recorded as observed, not held to the baseline. A new run refuses the
+    members' unequal targets until the operator makes them agree, then publishes."""
+    sim, paused = diverged(mode, live_target=True)
+    assert error_code(lambda: sim.service().release("restored")) == NOT_RESTORED  # nothing swapped back yet
+    swap_back(sim)
+    released = sim.service().release("restored")
+    assert (released.decision, released.phase) == ("restored", "RELEASED")
+    record = sim.record()
+    assert record.release is not None and record.release.stopped_by == DRIFT
+    written = sim.world.members.index(paused)
+    for index in range(len(sim.world.members)):  # every member serves its predecessor again, the write kept
+        expected = (*BASELINE_ROWS, STRAY) if index == written else BASELINE_ROWS
+        assert rows_of(sim, index, "target_table") == Counter(expected)
+    later = successor(sim)  # the members differ by the write: the next baseline refuses until they agree
+    assert later.run_dag() == "stopped at stage: DPONE_CLICKHOUSE_CLUSTER_TARGET_DIVERGENT"
+    write_everywhere_else(sim, paused)
+    assert later.run_dag() == "completed", later.errors
+    later.check_converged()
+
+
+@pytest.mark.parametrize("mode", ["external", "internal"])
+def test_a_publication_stopped_by_target_drift_after_its_swap_can_be_accepted(mode: ReplicationMode) -> None:
+    """Accepted: every member serves the new generation, as published; the predecessor with the write stays under
+    the candidate name for the operator (the release drops nothing)."""
+    sim, paused = diverged(mode, live_target=True)
+    released = sim.service().release("accepted", accepted_row_count=len(NEW_ROWS))
+    assert (released.decision, released.phase) == ("accepted", "RELEASED")
+    for index in range(len(sim.world.members)):
+        assert rows_of(sim, index, "target_table") == Counter(NEW_ROWS)
+    kept = sim.world.table(paused, sim.request.candidate_name)
+    assert kept is not None and STRAY in kept.rows

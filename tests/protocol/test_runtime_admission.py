@@ -8,15 +8,23 @@ import pytest
 from airflow_provider_dpone.cluster.protocol.runtime_admission import (
     MAX_MEMBERS,
     admit_inventory,
+    admit_runtime,
     require_atomic_databases,
     require_authority_table,
     require_ddl_entry_settings,
     require_member_identities,
 )
 from airflow_provider_dpone.cluster.values.authority.row import AUTHORITY_COLUMNS
-from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.errors import REGISTRY, DponeError, UnavailableError
 from airflow_provider_dpone.core.identities import member_id
-from airflow_provider_dpone.core.inventory import ColumnFact, InventoryRow, MemberEndpoint, TableFacts
+from airflow_provider_dpone.core.inventory import (
+    AdmittedMember,
+    ColumnFact,
+    InventoryRow,
+    MemberEndpoint,
+    MemberFacts,
+    TableFacts,
+)
 from tests.fakes.publication import exact_authority_facts
 from tests.protocol.sim import Sim, candidate_calls
 
@@ -69,7 +77,12 @@ def test_endpoints_never_reach_a_serialized_or_printed_inventory() -> None:
 @pytest.mark.parametrize(
     ("rows", "mode", "code"),
     [
-        ([], "external", "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_INCOMPLETE"),
+        ([], "external", "DPONE_CLICKHOUSE_CLUSTER_NOT_DEFINED"),
+        (
+            [_row(1, 1, cluster="other"), _row(1, 2, cluster="other")],
+            "external",
+            "DPONE_CLICKHOUSE_CLUSTER_NOT_DEFINED",
+        ),
         ([_row(1, 1), _row(2, 1)], "external", "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_MULTI_SHARD"),
         ([_row(1, 1)], "external", "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_TOO_FEW_MEMBERS"),
         (
@@ -254,3 +267,39 @@ def test_parse_maps_malformed_requests_to_a_stable_code_without_values() -> None
             type(Sim.build().request).parse({**values, **changes})
         assert raised.value.code == "DPONE_CLICKHOUSE_CLUSTER_REQUEST_INVALID"
         assert "NOT-A-DIGEST" not in str(raised.value)
+
+
+def test_a_cluster_the_coordinator_does_not_define_is_terminal_and_named() -> None:
+    """A typo in the cluster name is not transient: no retry can make the coordinator define it."""
+    with pytest.raises(DponeError) as raised:
+        admit_inventory([_row(1, 1), _row(1, 2)], cluster="dpone_clustr", mode="external")
+    assert raised.value.code == "DPONE_CLICKHOUSE_CLUSTER_NOT_DEFINED" and not raised.value.retryable
+    assert raised.value.detail == "cluster dpone_clustr"
+
+
+class _OneMemberDown:
+    """A catalog whose coordinator lists two members and whose second member does not answer."""
+
+    def __init__(self, cluster: str) -> None:
+        self.rows = (_row(1, 1, cluster=cluster), _row(1, 2, cluster=cluster))
+
+    def inventory(self, cluster: str) -> tuple[InventoryRow, ...]:
+        return self.rows
+
+    def admission_facts(self, member: AdmittedMember, cluster: str, database: str, table: str) -> MemberFacts:
+        if member.replica_num == 2:
+            raise UnavailableError("connection refused")
+        return MemberFacts(database_engine="Atomic", table=exact_authority_facts(), local_positions=((1, 1),))
+
+
+@pytest.mark.parametrize("parallelism", [1, 4])
+def test_a_member_that_does_not_answer_admission_is_named_with_its_cluster(parallelism: int) -> None:
+    request = Sim.build().request
+    with pytest.raises(DponeError) as raised:
+        admit_runtime(_OneMemberDown(request.cluster), request, parallelism=parallelism)  # type: ignore[arg-type]
+    assert raised.value.code == "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_INCOMPLETE" and raised.value.retryable
+    assert (
+        raised.value.detail
+        == f"cluster {request.cluster}: member {member_id(1, 2)} (shard 1, replica 2) did not answer"
+    )
+    assert REGISTRY[raised.value.code].retryable, "a member that is down may come back"

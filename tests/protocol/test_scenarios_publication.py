@@ -13,9 +13,10 @@ from airflow_provider_dpone.cluster.ports import TableObservation
 from airflow_provider_dpone.cluster.protocol.results import Committed, Completed, InProgress
 from airflow_provider_dpone.cluster.values.authority.codec import encode
 from airflow_provider_dpone.cluster.values.authority.phases import Phase
+from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.manifest.cluster import ReplicationMode
 from tests.fakes import parts
-from tests.fakes.faults import FaultKind
+from tests.fakes.faults import SINGLE_FAULT_KINDS, FaultKind, SimulatedCrash
 from tests.fakes.ports import FakeMemberSession
 from tests.fakes.records import internal_v1, internal_v2
 from tests.fakes.world import FakeMember, FakeTable
@@ -461,6 +462,190 @@ def test_a_merge_while_the_exchange_is_in_flight_still_commits(mode: Replication
     sim.check_success(committed)
     assert isinstance(sim.service().cleanup(), Completed)
     sim.check_converged()
+
+
+def _delete_one(table: FakeTable) -> None:
+    """ALTER DELETE: one row removed by a mutation (the part is rewritten)."""
+    del table.rows[0]
+    table.merges += 1
+
+
+def _add_column(table: FakeTable) -> None:
+    """ALTER ADD COLUMN: metadata only, every part kept as it was (``tests.fakes.parts.add_column``)."""
+    parts.add_column(table, ("added", "UInt64"), 0)
+
+
+def _merge(table: FakeTable) -> None:
+    """A background merge: new part names, the same rows."""
+    parts.append(table, [])
+    table.merges += 1
+
+
+DRIFT = "DPONE_CLICKHOUSE_CLUSTER_TARGET_DRIFT"
+
+
+def _stage_then_write_the_target(sim: Sim, write: Callable[[FakeTable], None]) -> FakeTable:
+    """Fence and stage (every member's baseline observed and recorded), then ``write`` into the live target of the
+    last member in place (same UUID): after the baseline, before the publication barrier."""
+    sim.service().fence()
+    sim.service().stage(sim.source)
+    target = sim.world.table(sim.world.members[-1], sim.request.target)
+    assert target is not None
+    write(target)
+    return target
+
+
+@pytest.mark.parametrize("mode", ["external", "internal"])
+@pytest.mark.parametrize(
+    "write",
+    [_insert_one, _update_in_place, _delete_one, _add_column],
+    ids=["insert", "alter_update", "alter_delete", "alter_add_column"],
+)
+def test_a_live_target_written_in_place_after_its_baseline_stops_the_publication_before_its_permit(
+    mode: ReplicationMode, write: Callable[[FakeTable], None]
+) -> None:
+    """Seed 000 E6: an in-place write or ALTER of the old target would be exchanged out and dropped by cleanup as the
+    predecessor. The barrier sees it and stops before the permit: nothing is published, no DDL is dispatched, the
+    written target stays the target with the write, every candidate is retained, and a retry stops again."""
+    sim = Sim.build(members=3, mode=mode)
+    target = _stage_then_write_the_target(sim, write)
+    written = (target.uuid, target.columns, Counter(target.rows))
+    dispatched = sim.world.calls["ddl.dispatch"]  # internal mode: the candidate's ON CLUSTER CREATE
+    staged = sim.record()
+    assert error_code(lambda: sim.service().publish()) == DRIFT
+    assert error_code(lambda: sim.service().publish()) == DRIFT  # a retry observes again and stops again
+    record = sim.record()
+    assert record == staged and record.phase is Phase.STAGED and record.publication is None  # no permit, no write
+    assert sim.world.calls["ddl.dispatch"] == dispatched and sim.successes == 0
+    member = sim.world.members[-1]
+    table = sim.world.table(member, sim.request.target)
+    assert table is not None and (table.uuid, table.columns, Counter(table.rows)) == written
+    assert table.uuid == record.member(member.member_id).target_uuid  # still the target, the write in it
+    for index in range(len(sim.world.members)):  # every candidate retained as staged
+        assert rows_of(sim, index, sim.request.candidate_name) == Counter(NEW_ROWS)
+    alerts = [event.as_dict() for event in sim.world.alerts]
+    assert [(a["alert"], a["member_id"], a["code"]) for a in alerts] == [
+        ("dpone.alert.cluster.target_drift", member.member_id, DRIFT)
+    ] * 2  # once per decision
+
+
+@pytest.mark.parametrize("mode", ["external", "internal"])
+def test_a_merge_of_the_live_target_after_its_baseline_still_publishes(mode: ReplicationMode) -> None:
+    """The control: a merge renames the target's parts and keeps every row, so the barrier digests it again, finds
+    the baseline's content and publishes."""
+    sim = Sim.build(members=3, mode=mode)
+    target = _stage_then_write_the_target(sim, _merge)
+    assert target.merges == 1
+    committed = sim.service().publish()
+    assert isinstance(committed, Committed)
+    sim.check_success(committed)
+    assert isinstance(sim.service().cleanup(), Completed)
+    sim.check_converged()
+    assert sim.world.alerts == []
+
+
+def _target_reads(sim: Sim, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int | None]]:
+    """From now on, every (member id, parts read) of a content digest of the target the server computes."""
+    seen: list[tuple[str, int | None]] = []
+    original = FakeMemberSession.observe_table
+
+    def observe_table(self: FakeMemberSession, database: str, table: str, **kwargs: Any) -> TableObservation:
+        observed = original(self, database, table, **kwargs)
+        if kwargs.get("with_content") and table == sim.request.target:
+            seen.append((self.member.member_id, observed.parts_read))
+        return observed
+
+    monkeypatch.setattr(FakeMemberSession, "observe_table", observe_table)
+    return seen
+
+
+@pytest.mark.parametrize("mode", ["external", "internal"])
+def test_the_barrier_digests_the_live_target_only_when_its_parts_changed(
+    mode: ReplicationMode, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The baseline's parts are recorded with its content: an unchanged target costs the barrier no content read; a
+    merged one is read again, only on its member, reusing the predecessor's part facts for the parts it kept."""
+    first = Sim.build(members=2, mode=mode)
+    first.world.insert_block_rows = first.world.part_rows = 1  # one part per row
+    assert first.run_dag() == "completed"
+    for merged in (False, True):
+        sim = Sim.successor(first, run_id=f"scheduled__merged-{merged}", rows=NEW_ROWS)
+        sim.service().fence()
+        sim.service().stage(sim.source)
+        assert all(member.target_parts_digest is not None for member in sim.record().members)
+        member = sim.world.members[1]
+        target = sim.world.table(member, sim.request.target)
+        assert target is not None and len(parts.active_parts(target)) >= 3
+        if merged:
+            parts.merge(target, 0, 2)
+        reads = _target_reads(sim, monkeypatch)
+        committed = sim.service().publish()
+        assert isinstance(committed, Committed)
+        assert reads == ([(member.member_id, 1)] if merged else [])  # the one merged part, nothing else
+        monkeypatch.undo()
+        assert isinstance(sim.service().cleanup(), Completed)
+        first = sim
+
+
+@pytest.mark.parametrize("mode", ["external", "internal"])
+@pytest.mark.parametrize("write", [_insert_one, _merge], ids=["insert", "merge"])
+def test_a_record_written_without_the_baseline_parts_digests_the_live_target_whole_at_the_barrier(
+    mode: ReplicationMode, write: Callable[[FakeTable], None], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A record staged before baselines recorded their parts (as an older writer left it: the fields absent, so it
+    re-encodes to its own bytes): the barrier digests every member's target whole and compares it with the
+    baseline's row count and content digest. A write still stops the publication; a merge still publishes."""
+    sim = Sim.build(members=3, mode=mode)
+    _stage_then_write_the_target(sim, write)
+    record = sim.record()
+    bare = tuple(
+        member.model_copy(update={"target_schema_digest": None, "target_parts_digest": None})
+        for member in record.members
+    )
+    key = sim.request.target_key
+    sim.world.keeper[key] = (encode(record.evolve(members=bare)), sim.world.keeper[key][1])
+    assert "target_parts_digest" not in sim.world.keeper[key][0].payload
+    reads = _target_reads(sim, monkeypatch)
+    if write is _merge:
+        assert isinstance(sim.service().publish(), Committed)
+    else:
+        assert error_code(lambda: sim.service().publish()) == DRIFT
+        assert sim.record().phase is Phase.STAGED and sim.world.calls["ddl.dispatch"] == (mode == "internal")
+    assert sorted(member_id for member_id, _ in reads) == sorted(sim.record().member_ids())
+
+
+@pytest.mark.parametrize("mode", ["external", "internal"])
+@pytest.mark.parametrize("kind", SINGLE_FAULT_KINDS)
+def test_the_baseline_write_dying_or_losing_its_response_keeps_the_live_target_fenced(
+    mode: ReplicationMode, kind: FaultKind
+) -> None:
+    """The baseline's schema and parts ride on the STAGING CAS. The process dies just before it, just after it, or
+    loses its response; then one member's live target is written; then the DAG runs on with retries. A baseline
+    that landed is the one the barrier holds the target to: the publication stops with ``TARGET_DRIFT`` (internal
+    mode: that CAS also carried the candidate CREATE's permit, never sent, so the stage stops first with
+    ``DISPATCH_UNPROVEN``). One that never landed is observed again, after the write: the members then differ and
+    the stage stops before any mutation. Whichever: never a success, and the write stays in the live target."""
+    sim = Sim.build(members=3, mode=mode)
+    sim.world.faults.schedule([(point_of(sim, "authority.cas"), kind)])
+    sim.service().fence()
+    with pytest.raises((SimulatedCrash, DponeError)):
+        sim.service().stage(sim.source)
+    landed = sim.record().phase is not Phase.LOCKED
+    assert landed == (kind is not FaultKind.CRASH_BEFORE)
+    target = sim.world.table(sim.world.members[-1], sim.request.target)
+    assert target is not None
+    _insert_one(target)
+    written = Counter(target.rows)
+    if not landed:
+        expected = "stopped at stage: DPONE_CLICKHOUSE_CLUSTER_TARGET_DIVERGENT"
+    elif mode == "internal":
+        expected = "stopped at stage: DPONE_CLICKHOUSE_CLUSTER_DISPATCH_UNPROVEN"
+    else:
+        expected = "stopped at publish: " + DRIFT
+    assert sim.run_dag() == expected
+    assert sim.successes == 0 and sim.record().publication is None
+    assert rows_of(sim, len(sim.world.members) - 1, sim.request.target) == written
+    assert sim.world.table(sim.world.members[-1], sim.request.target) is target  # still the target
 
 
 FOREIGN_ROWS = ((7, "a table someone else created"),)

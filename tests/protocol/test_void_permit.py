@@ -150,6 +150,20 @@ def test_void_is_refused_when_a_member_shows_an_effect() -> None:
     assert keeper_row(sim) == before
 
 
+def test_nothing_to_void_for_a_run_that_never_fenced_or_whose_target_is_free() -> None:
+    """The runbook's promise: a void for a run that holds no record of its operation says VOID_NOTHING_TO_VOID
+    (not "run the fence task first", which would start a new operation), and writes nothing."""
+    sim = Sim.build()
+    assert error_code(lambda: sim.service().void_permit()) == NOTHING
+    assert sim.world.keeper == {}, "nothing written"
+    sim.service().fence()
+    sim.service().abort()
+    aborted = keeper_row(sim)
+    later = Sim.successor(sim, run_id="manual__later", rows=sim.rows)
+    assert error_code(lambda: later.service().void_permit()) == NOTHING, "the target is free: another run holds nothing"
+    assert keeper_row(sim) == aborted
+
+
 def test_nothing_to_void_before_any_permit() -> None:
     sim = Sim.build()
     sim.service().fence()

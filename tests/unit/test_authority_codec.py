@@ -236,6 +236,36 @@ def test_part_digests_round_trip_and_a_record_written_before_them_re_encodes_to_
     }
 
 
+@pytest.mark.parametrize("record", [external_record(Phase.STAGED, existing=True, members=2), internal_v2(Phase.STAGED)])
+def test_the_baseline_schema_and_parts_round_trip_and_a_record_written_before_them_re_encodes_to_its_own_bytes(
+    record,
+) -> None:
+    before = encode(record)  # what a writer without the fields wrote
+    assert all(member.target_uuid is not None for member in record.members)
+    assert "target_parts_digest" not in before.payload and "target_schema_digest" not in before.payload
+    assert encode(decode(before)).payload == before.payload and decode(before) == record
+    state = {"target_schema_digest": "e" * 64, "target_parts_digest": "f" * 64}
+    members = tuple(member.model_copy(update=state) for member in record.members)
+    row = encode(record.evolve(members=members))
+    assert decode(row).members == members and canonical_json(json.loads(row.payload)) == row.payload
+    assert all({**member, **state} == member for member in json.loads(row.payload)["members"])
+
+
+def test_baseline_schema_and_parts_are_recorded_together_and_only_for_an_existing_target() -> None:
+    existing = external_record(Phase.STAGED, existing=True, members=2)
+    absent = external_record(Phase.STAGED, existing=False, members=2)
+    for record, state in (
+        (existing, {"target_parts_digest": "f" * 64}),
+        (existing, {"target_schema_digest": "e" * 64}),
+        (absent, {"target_schema_digest": "e" * 64, "target_parts_digest": "f" * 64}),
+    ):
+        payload = json.loads(encode(record).payload)
+        payload["members"][0].update(state)
+        assert _code(_row_with_payload(encode(record), canonical_json(payload))) == (
+            "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_RECORD_INVALID"
+        )
+
+
 def test_part_digests_need_the_parts_digest_and_stay_within_their_bound() -> None:
     record = external_record(Phase.STAGED, existing=True, members=2)
     payload = json.loads(encode(record).payload)
@@ -310,14 +340,17 @@ def test_an_explicit_version_1_is_not_the_canonical_encoding() -> None:
 
 def test_a_record_at_the_member_count_budget_with_every_part_digest_fits_the_envelope() -> None:
     """The member-count budget of runtime admission is what the 256 KiB authority envelope holds: every member with
-    its verified candidate's and its predecessor's part digests at their bound, and room for the later bindings."""
+    its verified candidate's and its predecessor's part digests at their bound, its baseline's schema and parts
+    digests, and room for the later bindings."""
     from airflow_provider_dpone.cluster.protocol.quality_evidence import COMPLETION_MARGIN_BYTES
     from airflow_provider_dpone.cluster.protocol.runtime_admission import MAX_MEMBERS
 
     record = external_record(Phase.STAGED, existing=True, members=MAX_MEMBERS).evolve(previous_operation_id="b" * 64)
     facts = _part_facts(MAX_PART_DIGESTS)
+    baseline = {"target_schema_digest": "e" * 64, "target_parts_digest": "f" * 64}
     members = tuple(
-        member.model_copy(update={"parts_digest": "a" * 64, "part_digests": facts}) for member in record.members
+        member.model_copy(update={"parts_digest": "a" * 64, "part_digests": facts, **baseline})
+        for member in record.members
     )
     predecessor = tuple(
         PublishedMember(

@@ -82,6 +82,10 @@ def test_the_built_wheel_installs_the_examples_and_the_docs_pages(tmp_path: Path
     assert pages <= names, sorted(pages - names)
     metadata = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
     assert "pypi.org/project/airflow-provider-dpone" not in metadata, "no link to an index page that does not exist"
+    postgres = [line for line in metadata.splitlines() if line.startswith("Requires-Dist:") and "'postgres'" in line]
+    assert any(line.startswith("Requires-Dist: apache-airflow-providers-postgres") for line in postgres), (
+        "the postgres extra installs the Postgres provider (its connection type is what the UI's form offers)"
+    )
 
     site = tmp_path / "site"
     subprocess.run(
@@ -105,3 +109,47 @@ def test_the_built_wheel_installs_the_examples_and_the_docs_pages(tmp_path: Path
     page, examples = (Path(path) for path in found.stdout.split())
     assert page == site / "airflow_provider_dpone" / "docs" / "connections.md"
     assert examples == site / "airflow_provider_dpone" / "example_dags"
+
+
+def test_make_dist_installs_nothing_into_the_users_virtual_environment(tmp_path: Path) -> None:
+    """``make dist`` (every prerequisite forced, dry run) neither installs into the project's venv nor the active one:
+    it builds from a throwaway tool environment, each distribution in uv's isolated build environment."""
+    user_venv = tmp_path / "users-venv"
+    planned = subprocess.run(
+        ["make", "-n", "-B", "dist", f"VENV={user_venv}"],
+        cwd=REPO,
+        env={"PATH": "/usr/bin:/bin", "VIRTUAL_ENV": str(user_venv)},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "uv build" in planned
+    assert str(user_venv) not in planned, planned
+    assert "pip install --quiet -e" not in planned and "[dev]" not in planned, planned
+
+
+def test_the_documentation_link_opens_a_page_the_providers_plugin_serves(tmp_path: Path) -> None:
+    """Airflow 3.3's Admin > Providers links the wheel's ``Project-URL: Documentation``; the provider's plugin serves
+    that path in the API server, with the page's links rewritten to pages it serves too."""
+    from fastapi.testclient import TestClient
+
+    from airflow_provider_dpone.docs_plugin import DOCUMENTATION_PATH, URL_PREFIX, DponeDocsPlugin, app
+
+    subprocess.run([str(UV), "build", "--quiet", "--wheel", "--out-dir", str(tmp_path)], cwd=REPO, check=True)
+    (wheel,) = tmp_path.glob("airflow_provider_dpone-*.whl")
+    archive = zipfile.ZipFile(wheel)
+    metadata = archive.read(next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))).decode()
+    entry_points = archive.read(next(n for n in archive.namelist() if n.endswith("entry_points.txt"))).decode()
+    (link,) = [line.split(",", 1)[1].strip() for line in metadata.splitlines() if line.startswith("Project-URL: ")]
+    assert link == DOCUMENTATION_PATH and link.startswith(URL_PREFIX + "/")
+    assert "[airflow.plugins]" in entry_points and "airflow_provider_dpone.docs_plugin:DponeDocsPlugin" in entry_points
+    assert DponeDocsPlugin.fastapi_apps == [{"app": app, "url_prefix": URL_PREFIX, "name": "dpone docs"}]
+
+    client = TestClient(app)
+    opened = client.get(link.removeprefix(URL_PREFIX))
+    assert opened.status_code == 200 and "<h1>" in opened.text and "Getting started" in opened.text
+    assert 'href="connections"' in opened.text or 'href="connections#' in opened.text, "page links are served"
+    linked = client.get("/docs/connections")
+    assert linked.status_code == 200 and "SQLExecuteQueryOperator" in linked.text
+    for name in ("no-such-page", "..%2F..%2Fpyproject.toml", "../README", "%2Fetc%2Fhostname"):
+        assert client.get(f"/docs/{name}").status_code == 404, name

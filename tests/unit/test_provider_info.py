@@ -57,7 +57,10 @@ def test_metadata_keeps_the_arrow_names_the_docs_and_ships_types_and_examples() 
     assert "ClickHouse → SQL Server" in info["description"] and "ClickHouse → SQL Server" in project["description"]
     # no index hosts the package: the link opens the shipped page, and no project URL points at a missing index page
     assert info["documentation-url"] == airflow_provider_dpone.docs_page("getting-started").as_uri()
-    assert "Documentation" not in project.get("urls", {})
+    # Airflow 3.3 shows the Project-URL instead: the page the provider's plugin serves in the API server
+    from airflow_provider_dpone.docs_plugin import DOCUMENTATION_PATH
+
+    assert project["urls"] == {"Documentation": DOCUMENTATION_PATH}
     assert (root / "airflow_provider_dpone" / "py.typed").exists()
     requirement = next(dep for dep in project["dependencies"] if dep.startswith("clickhouse-connect"))
     assert ">=1.12.0,<1.13" in requirement, "a tested range, not an exact pin"

@@ -96,9 +96,9 @@ def _identity(member: AdmittedMember, own: Listed, listed: Listed) -> DponeError
     agreed = {(shard, replica) for (cluster, shard, replica) in own if (cluster, shard, replica) in listed}
     if claim in agreed:
         return None
-    seen = sorted(f"{shard}:{replica}" for shard, replica in agreed)
-    answer = "as " + ", ".join(seen) if seen else "as no member the coordinator lists"
-    return DponeError("DPONE_CLICKHOUSE_MEMBER_IDENTITY_MISMATCH", f"member {claim[0]}:{claim[1]}: answers {answer}")
+    seen = [f"shard {shard}, replica {replica}" for shard, replica in sorted(agreed)]
+    answer = "as " + "; ".join(seen) if seen else "as no member the coordinator lists"
+    return DponeError("DPONE_CLICKHOUSE_MEMBER_IDENTITY_MISMATCH", f"member {member.label}: answers {answer}")
 
 
 def check_connection(connection: ResolvedConnection) -> CheckResult:
@@ -116,14 +116,12 @@ def check_connection(connection: ResolvedConnection) -> CheckResult:
         except DponeError as error:
             return CheckResult((error.render(),), "the coordinator")
         if cluster is not None and not listed:
-            failure = DponeError(
-                "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_INCOMPLETE", f"no system.clusters rows for {cluster}"
-            )
+            failure = DponeError("DPONE_CLICKHOUSE_CLUSTER_NOT_DEFINED", f"cluster {cluster}")
             return CheckResult((failure.render(),), "the coordinator")
         members = _members(connection, listed)
 
         def reach(member: AdmittedMember) -> tuple[Endpoint | None, DponeError | None]:
-            name = f"member {member.shard_num}:{member.replica_num}"
+            name = f"member {member.label}"
             try:
                 endpoint = Endpoint.of(connection.for_member(member))
             except DponeError as error:
@@ -143,7 +141,7 @@ def check_connection(connection: ResolvedConnection) -> CheckResult:
             if refused is not None:
                 failures.append(refused.render())
             elif endpoint is not None:
-                facades[f"member {member.shard_num}:{member.replica_num}"] = endpoint
+                facades[f"member {member.label}"] = endpoint
         checked = f"the coordinator and {len(members)} members" + (f" of {cluster}" if cluster else "")
         checked += " (reachable, authenticated, each the member it is listed at)"
         if options.authority_database is not None:

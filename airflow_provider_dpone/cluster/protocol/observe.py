@@ -11,13 +11,19 @@ from dataclasses import dataclass
 from airflow_provider_dpone.cluster.ports import TableObservation
 from airflow_provider_dpone.cluster.protocol.authority_io import Held
 from airflow_provider_dpone.cluster.protocol.context import Context
-from airflow_provider_dpone.cluster.values.authority.generation import MemberGeneration, PublishedMember
+from airflow_provider_dpone.cluster.values.authority.generation import (
+    GenerationRecord,
+    MemberGeneration,
+    PublishedMember,
+)
 from airflow_provider_dpone.cluster.values.part_digests import PartDigest
 from airflow_provider_dpone.cluster.values.receipts import CURRENT_CONTENT_DIGEST, ArtifactReceipt, ContentDigestVersion
-from airflow_provider_dpone.core.alerts import STAGING_DIVERGENCE
+from airflow_provider_dpone.core.alerts import STAGING_DIVERGENCE, TARGET_DRIFT
 from airflow_provider_dpone.core.errors import DponeError, UnavailableError, VerificationBudgetExceededError
+from airflow_provider_dpone.core.identities import schema_digest
 
 DIVERGENT = "DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_DIVERGENT"
+DRIFT = "DPONE_CLICKHOUSE_CLUSTER_TARGET_DRIFT"
 
 
 def observe(
@@ -140,6 +146,65 @@ def observe_baseline_target(ctx: Context, member_id: str, published: PublishedMe
             published.part_digests or (),
         )
     return observe_unchanged(ctx, member_id, ctx.request.target, known, CURRENT_CONTENT_DIGEST)
+
+
+def baseline_state(obs: TableObservation) -> dict[str, str]:
+    """What an existing baseline target's observation records besides its content (``MemberGeneration``): its
+    schema and the active parts seen with the content, the facts :func:`observe_baseline_held` compares."""
+    if obs.parts_digest is None:
+        return {}
+    return {"target_schema_digest": schema_digest(obs.columns), "target_parts_digest": obs.parts_digest}
+
+
+def observe_baseline_held(ctx: Context, record: GenerationRecord, member_id: str, table: str) -> TableObservation:
+    """The member's baseline target under ``table``: the target name at the publication barrier, the candidate name
+    after an EXCHANGE (the predecessor). A recorded absent baseline: its UUID alone (one metadata read). An existing
+    one, with its content: the recorded baseline digest while the table holds the baseline's UUID, row count and
+    active parts (one metadata read and a count); after a merge or a write the server digests it again, reusing only
+    the COMPLETED predecessor's part facts of this same table. A record written without the baseline's parts is
+    digested whole, every time."""
+    member = record.member(member_id)
+    artifact = record.artifact
+    assert artifact is not None  # the barrier runs from STAGED, which binds it
+    version = artifact.content_digest_version
+    if member.target_uuid is None:
+        return observe(ctx, member_id, table, with_content=False)
+    rows, parts, digest = member.target_row_count, member.target_parts_digest, member.target_content_digest
+    if rows is None or parts is None or digest is None:
+        return observe(ctx, member_id, table, with_content=True, digest_version=version)
+    this_table = (member_id, member.target_uuid, version)
+    facts = next(
+        (
+            published.part_digests or ()
+            for published in record.predecessor
+            if (published.member_id, published.target_uuid, published.digest_version) == this_table
+        ),
+        (),
+    )
+    return observe_unchanged(ctx, member_id, table, Verified(member.target_uuid, rows, parts, digest, facts), version)
+
+
+def baseline_drift(obs: TableObservation, member: MemberGeneration) -> str | None:
+    """Why the member's target, still the baseline's UUID, is no longer the recorded baseline (written or altered in
+    place): its schema, row count or content digest differs; ``None`` when it is the baseline (a merge that kept every
+    row is), or when it is not the baseline's table at all (absent, or another UUID: the UUID check's verdict)."""
+    if member.target_uuid is None or not obs.exists or obs.uuid != member.target_uuid:
+        return None
+    if member.target_schema_digest is not None and schema_digest(obs.columns) != member.target_schema_digest:
+        return "its schema was altered"
+    if obs.row_count != member.target_row_count:
+        return "rows were written or deleted"
+    if obs.content_digest != member.target_content_digest:
+        return "rows were rewritten"
+    return None
+
+
+def drifted(ctx: Context, held: Held | None, member_id: str, detail: str) -> DponeError:
+    """Alert that ``member_id``'s live target was written or altered in place since its baseline; the
+    ``TARGET_DRIFT`` error to raise (recorded as the last error with ``held``, where its phase may loop)."""
+    ctx.alert(TARGET_DRIFT, member_id=member_id, code=DRIFT)
+    message = f"member {member_id}: {detail}"
+    return DponeError(DRIFT, message) if held is None else ctx.fail_closed(held, DRIFT, message)
 
 
 def is_exact(obs: TableObservation, member: MemberGeneration, artifact: ArtifactReceipt) -> bool:

@@ -1,14 +1,18 @@
 """STAGED -> PUBLICATION_DISPATCHING -> COMMITTED: the one fenced publication DDL, both modes.
 
-Barrier: every target still the baseline UUID (or absent), every candidate still the exact staged generation (schema,
-rows, content digest). Then one :mod:`~airflow_provider_dpone.cluster.protocol.ddl_step` of ``EXCHANGE TABLES`` (existing
-baseline) or ``RENAME TABLE`` (absent baseline) ON CLUSTER. Each member is classified by its (target UUID, candidate
+Barrier: every target still the baseline UUID (or absent) and, in place, still the baseline (schema, rows, content
+digest: a write or ALTER into the live target would be discarded with the predecessor, so it stops the publication
+with ``TARGET_DRIFT``), every candidate still the exact staged generation (schema, rows, content digest). Then one
+:mod:`~airflow_provider_dpone.cluster.protocol.ddl_step` of ``EXCHANGE TABLES`` (existing baseline) or ``RENAME
+TABLE`` (absent baseline) ON CLUSTER. Each member is classified by its (target UUID, candidate
 UUID) pair: BEFORE = (baseline, candidate), AFTER = (candidate, baseline). In internal mode every replica binds the
 same candidate UUID; the pairs are still per member. COMMITTED is written only when every member's target *is* its
 verified candidate and the bound queue entry is present without host failure, and, observed after the DDL, each
 member's target still holds exactly the verified generation: its active parts as verified, or (a merge or any write
 since) the schema, row count and content digest the server computes again equal to the artifact's. Anything else
-fails closed with ``PUBLISHED_CONTENT_DIVERGENT``: never COMMITTED, every object retained.
+fails closed with ``PUBLISHED_CONTENT_DIVERGENT``: never COMMITTED, every object retained. After an EXCHANGE each
+member's predecessor, now under the candidate name, is held to its baseline the same way (a write into the live
+target between the barrier and the EXCHANGE): ``TARGET_DRIFT``, never COMMITTED, every object retained.
 """
 
 from __future__ import annotations
@@ -19,8 +23,16 @@ from airflow_provider_dpone.cluster.ports import DdlIntent, ExchangeTables, Rena
 from airflow_provider_dpone.cluster.protocol.authority_io import Held
 from airflow_provider_dpone.cluster.protocol.context import Context, alongside
 from airflow_provider_dpone.cluster.protocol.ddl_step import DdlStep, StepProgress, run_step
-from airflow_provider_dpone.cluster.protocol.observe import diverged, is_exact, observe_published, observe_verified
-from airflow_provider_dpone.cluster.protocol.reconcile import Side, classify_observed, observe_pair
+from airflow_provider_dpone.cluster.protocol.observe import (
+    baseline_drift,
+    diverged,
+    drifted,
+    is_exact,
+    observe_baseline_held,
+    observe_published,
+    observe_verified,
+)
+from airflow_provider_dpone.cluster.protocol.reconcile import Side, classify_observed
 from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecord
 from airflow_provider_dpone.cluster.values.authority.generation import DdlBinding
 from airflow_provider_dpone.cluster.values.authority.phases import Phase
@@ -79,8 +91,9 @@ def _commit(ctx: Context, held: Held, binding: DdlBinding) -> Held:
 
 
 def _barrier(ctx: Context, held: Held, _step: DdlStep) -> dict[str, Any]:
-    """Observed concurrently (every member, and on each the two reads at once), judged in member order: the target's
-    UUID alone (one UUID read), and the candidate as verified (its parts, and its content only if they changed).
+    """Observed concurrently (every member, and on each the two reads at once), judged in member order: the target as
+    its baseline (its UUID, schema and parts, and its content only if they changed) and the candidate as verified
+    (its parts, and its content only if they changed).
 
     A candidate whose parts changed (a merge) and whose content was verified again has its new parts recorded by
     the permit CAS, so the check after the DDL reads nothing again unless something changed after the barrier."""
@@ -89,7 +102,7 @@ def _barrier(ctx: Context, held: Held, _step: DdlStep) -> dict[str, Any]:
     assert artifact is not None
     observed = ctx.each_member(
         lambda member_id: alongside(
-            lambda: observe_pair(ctx, member_id)[0],
+            lambda: observe_baseline_held(ctx, record, member_id, ctx.request.target),
             lambda: observe_verified(ctx, record.member(member_id), artifact),
             ctx.settings.member_parallelism,
         ),
@@ -97,11 +110,14 @@ def _barrier(ctx: Context, held: Held, _step: DdlStep) -> dict[str, Any]:
     )
     members = []
     for member in record.members:
-        target_uuid, candidate = observed[member.member_id]
-        if target_uuid != member.target_uuid:
+        target, candidate = observed[member.member_id]
+        if target.uuid != member.target_uuid:
             raise DponeError(
                 "DPONE_CLICKHOUSE_CLUSTER_TARGET_DIVERGENT", f"member {member.member_id}: target changed since baseline"
             )
+        drift = baseline_drift(target, member)
+        if drift is not None:
+            raise drifted(ctx, None, member.member_id, f"the live target changed since its baseline: {drift}")
         if not is_exact(candidate, member, artifact):
             raise diverged(ctx, None, member.member_id, "the staged candidate changed since it was verified")
         if candidate.parts_digest is not None and candidate.parts_digest != member.parts_digest:
@@ -113,13 +129,26 @@ def _barrier(ctx: Context, held: Held, _step: DdlStep) -> dict[str, Any]:
 
 def _require_published_as_verified(ctx: Context, held: Held) -> None:
     """Every member's target, observed after the DDL (concurrently, judged in member order), holds exactly the
-    verified generation; the UUIDs alone do not show a write into the candidate while the DDL was in flight."""
+    verified generation; the UUIDs alone do not show a write into the candidate while the DDL was in flight. After
+    an EXCHANGE, each member's predecessor (under the candidate name) is still its baseline: a write into the live
+    target after the barrier, before the EXCHANGE ran there, would otherwise be dropped by the cleanup."""
     record = held.record
     artifact = record.artifact
     assert artifact is not None
+    exchanged = record.baseline == "existing"
     observed = ctx.each_member(
-        lambda member_id: observe_published(ctx, record.member(member_id), artifact), record.member_ids()
+        lambda member_id: alongside(
+            lambda: observe_published(ctx, record.member(member_id), artifact),
+            lambda: observe_baseline_held(ctx, record, member_id, record.candidate_name) if exchanged else None,
+            ctx.settings.member_parallelism,
+        ),
+        record.member_ids(),
     )
     for member in record.members:
-        if not is_exact(observed[member.member_id], member, artifact):
+        published, predecessor = observed[member.member_id]
+        if not is_exact(published, member, artifact):
             raise ctx.fail_closed(held, PUBLISHED_DIVERGENT, f"member {member.member_id}: published content differs")
+        drift = None if predecessor is None else baseline_drift(predecessor, member)
+        if drift is not None:
+            detail = f"the predecessor (now under the candidate name) changed since its baseline: {drift}"
+            raise drifted(ctx, held, member.member_id, detail)

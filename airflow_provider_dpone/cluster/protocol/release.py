@@ -1,15 +1,16 @@
 """PUBLICATION_DISPATCHING -> RELEASED: the way back from a publication that stopped after its swap.
 
 A publication whose check after its ``EXCHANGE``/``RENAME`` failed (``PUBLISHED_CONTENT_DIVERGENT``,
-``PUBLICATION_FOREIGN_UUID``, ``PUBLICATION_MIXED``) is never COMMITTED, and cannot be aborted (its DDL ran). The
-operator inspects the members, then restores the predecessor (swaps back by hand) or accepts what the target serves
-now, and this step records that decision. It writes nothing but one authority CAS, and only when:
+``PUBLICATION_FOREIGN_UUID``, ``PUBLICATION_MIXED``, ``TARGET_DRIFT``) is never COMMITTED, and cannot be aborted
+(its DDL ran). The operator inspects the members, then restores the predecessor (swaps back by hand) or accepts
+what the target serves now, and this step records that decision. It writes nothing but one authority CAS, and only when:
 
 1. the record is this operation's, in PUBLICATION_DISPATCHING, stopped by one of those codes (``last_error``);
 2. the bound publication's queue entry is present and finished on every member's host: nothing of it can still run
    (a permit with no entry is the void's business, ``void_permit``);
 3. every member is as the decision says (:mod:`~airflow_provider_dpone.cluster.values.authority.release`): restored,
-   the pre-publication UUID pair and the baseline's recorded content under the target; accepted, the
+   the pre-publication UUID pair and the baseline's recorded content under the target (after ``TARGET_DRIFT``, the
+   pair alone: the predecessor holds the write that stopped it); accepted, the
    post-publication pair, the artifact's schema, the declared row count and one content digest on every member.
 
 Then one acknowledged, read-back-proven CAS at the version read writes RELEASED with the decision and each member's
@@ -27,7 +28,7 @@ from airflow_provider_dpone.cluster.ports import HostDdlState
 from airflow_provider_dpone.cluster.protocol.authority_io import Held
 from airflow_provider_dpone.cluster.protocol.context import Context
 from airflow_provider_dpone.cluster.protocol.ddl_step import MIXED
-from airflow_provider_dpone.cluster.protocol.observe import observe
+from airflow_provider_dpone.cluster.protocol.observe import DRIFT, observe
 from airflow_provider_dpone.cluster.protocol.publication import FOREIGN, PUBLISHED_DIVERGENT
 from airflow_provider_dpone.cluster.protocol.reconcile import observe_pair, read_entry
 from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecord
@@ -42,7 +43,7 @@ NOT_RESTORED = "DPONE_CLICKHOUSE_CLUSTER_RELEASE_NOT_RESTORED"
 NOT_ACCEPTED = "DPONE_CLICKHOUSE_CLUSTER_RELEASE_NOT_ACCEPTED"
 DECIDED = "DPONE_CLICKHOUSE_CLUSTER_RELEASE_DECIDED_OTHERWISE"
 
-RELEASABLE = frozenset({PUBLISHED_DIVERGENT, FOREIGN, MIXED})
+RELEASABLE = frozenset({PUBLISHED_DIVERGENT, FOREIGN, MIXED, DRIFT})
 """The codes a publication stops with after its DDL may have run, whose record the release may end."""
 
 
@@ -68,7 +69,7 @@ def release(ctx: Context, held: Held, decision: ReleaseDecision, accepted_row_co
     members = tuple(seen[member.member_id] for member in record.members)
     for member, observed in zip(record.members, members, strict=True):
         if decision == "restored":
-            _require_restored(member, observed)
+            _require_restored(member, observed, written=stopped.code == DRIFT)
         else:
             _require_accepted(member, observed, accepted_row_count)
     digests = {observed.content_digest for observed in members}
@@ -125,10 +126,12 @@ def _observe(ctx: Context, record: AuthorityRecord, member_id: str, refusal: str
     )
 
 
-def _require_restored(member: MemberGeneration, observed: ReleasedMember) -> None:
+def _require_restored(member: MemberGeneration, observed: ReleasedMember, *, written: bool) -> None:
+    """The pre-publication UUID pair, and the baseline's content under the target, unless the stop was that very
+    content changing in place (``TARGET_DRIFT``: the predecessor restored holds the write; its digest is recorded)."""
     if (observed.target_uuid, observed.candidate_uuid) != (member.target_uuid, member.candidate_uuid):
         raise DponeError(NOT_RESTORED, f"member {member.member_id}: the tables are not as before the publication")
-    if member.target_uuid is not None and observed.content_digest != member.target_content_digest:
+    if member.target_uuid is not None and not written and observed.content_digest != member.target_content_digest:
         raise DponeError(NOT_RESTORED, f"member {member.member_id}: the target's content is not the baseline's")
 
 

@@ -32,9 +32,12 @@ from airflow_provider_dpone.core.inventory import (
     AdmittedInventory,
     AdmittedMember,
     InventoryRow,
+    MemberFacts,
     TableFacts,
 )
 from airflow_provider_dpone.core.manifest.cluster import ReplicationMode
+
+INCOMPLETE: Final[str] = "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_INCOMPLETE"
 
 MAX_MEMBERS: Final[int] = 16
 """The member-count budget: one record of this many members, each with its candidate's and its predecessor's part
@@ -52,8 +55,8 @@ _KEEPER_MAP: Final[re.Pattern[str]] = re.compile(
 def admit_inventory(rows: Sequence[InventoryRow], *, cluster: str, mode: ReplicationMode) -> AdmittedInventory:
     """One shard, two to :data:`MAX_MEMBERS` unique members, uniform flag equal to the mode, one opaque id per member."""
     rows = [row for row in rows if row.cluster == cluster]
-    if not rows:
-        raise DponeError("DPONE_CLICKHOUSE_CLUSTER_INVENTORY_INCOMPLETE", "no system.clusters rows for the cluster")
+    if not rows:  # a name the coordinator does not define: no later try changes it
+        raise DponeError("DPONE_CLICKHOUSE_CLUSTER_NOT_DEFINED", f"cluster {cluster}")
     shards = {row.shard_num for row in rows}
     if len(shards) != 1:
         raise DponeError("DPONE_CLICKHOUSE_CLUSTER_INVENTORY_MULTI_SHARD", f"{len(shards)} shards")
@@ -164,18 +167,21 @@ def admit_runtime(catalog: ClusterCatalog, request: PublicationRequest, *, paral
     reads run ``parallelism`` members at a time (they are independent reads); the decision waits for all of them."""
     try:
         rows = catalog.inventory(request.cluster)
-        inventory = admit_inventory(rows, cluster=request.cluster, mode=request.replication_mode)
-        require_ddl_entry_settings([row for row in rows if row.cluster == request.cluster])
-        read = concurrently(
-            lambda member: catalog.admission_facts(member, request.cluster, request.database, AUTHORITY_TABLE),
-            inventory.members,
-            parallelism,
-        )
-        require_member_identities({member: fact.local_positions for member, fact in read.items()})
-        require_atomic_databases({member.member_id: fact.database_engine for member, fact in read.items()})
-        facts = {member.member_id: fact.table for member, fact in read.items()}
     except UnavailableError:
-        raise DponeError("DPONE_CLICKHOUSE_CLUSTER_INVENTORY_INCOMPLETE", "a catalog read did not answer") from None
+        raise DponeError(INCOMPLETE, f"cluster {request.cluster}: the coordinator did not answer") from None
+    inventory = admit_inventory(rows, cluster=request.cluster, mode=request.replication_mode)
+    require_ddl_entry_settings([row for row in rows if row.cluster == request.cluster])
+
+    def admission_facts(member: AdmittedMember) -> MemberFacts:
+        try:
+            return catalog.admission_facts(member, request.cluster, request.database, AUTHORITY_TABLE)
+        except UnavailableError:
+            raise DponeError(INCOMPLETE, f"cluster {request.cluster}: member {member.label} did not answer") from None
+
+    read = concurrently(admission_facts, inventory.members, parallelism)
+    require_member_identities({member: fact.local_positions for member, fact in read.items()})
+    require_atomic_databases({member.member_id: fact.database_engine for member, fact in read.items()})
+    facts = {member.member_id: fact.table for member, fact in read.items()}
     try:
         require_authority_table(facts)
     except DponeError as error:

@@ -28,7 +28,7 @@ from airflow_provider_dpone.cluster.ports import ArtifactSource, TableObservatio
 from airflow_provider_dpone.cluster.protocol.authority_io import Held
 from airflow_provider_dpone.cluster.protocol.context import Context, alongside
 from airflow_provider_dpone.cluster.protocol.ddl_step import commit_permitted
-from airflow_provider_dpone.cluster.protocol.observe import observe_baseline_target, observe_candidate
+from airflow_provider_dpone.cluster.protocol.observe import baseline_state, observe_baseline_target, observe_candidate
 from airflow_provider_dpone.cluster.protocol.replicated_staging import intend
 from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecord
 from airflow_provider_dpone.cluster.values.authority.external import ErrorClassification, MemberRecord
@@ -152,11 +152,16 @@ def unsupported_reason(ctx: Context, receipt: ArtifactReceipt) -> str | None:
 
 
 def _baseline(member_id: str, obs: TableObservation) -> dict[str, object]:
+    """What the member's baseline observation records; with an existing target, its schema and active parts as
+    seen with its content, which the publication barrier compares before it digests anything again."""
+    if not obs.exists:
+        return {"member_id": member_id}
     return {
         "member_id": member_id,
-        "target_uuid": obs.uuid if obs.exists else None,
-        "target_row_count": obs.row_count if obs.exists else None,
-        "target_content_digest": obs.content_digest if obs.exists else None,
+        "target_uuid": obs.uuid,
+        "target_row_count": obs.row_count,
+        "target_content_digest": obs.content_digest,
+        **baseline_state(obs),
     }
 
 

@@ -16,6 +16,10 @@ Service API (what the four operators call, identically in internal and external 
 Every result carries the phase before and after the call and, for stage, each member's progress: the task logs and
 pushes them without a read of its own.
 
+Whenever the publication entry points find or make the record COMMITTED, they observe every member's target once
+more (:mod:`after_commit`): the receipt carries the look (``after_commit``), and a target that changed after the
+check raises ``PUBLISHED_CHANGED_AFTER_COMMIT`` with the committed result, COMMITTED unchanged.
+
 ``PublishResult = InProgress | Committed`` and ``CleanupResult = InProgress | Completed`` (:mod:`results`); the receipt
 of :class:`Committed`/:class:`Completed` is the external or the internal receipt schema, by mode. Failures are
 :class:`~airflow_provider_dpone.core.errors.DponeError` with stable codes (the operators map them to retry or
@@ -46,6 +50,7 @@ from typing import Literal
 
 from airflow_provider_dpone.cluster.ports import ArtifactSource
 from airflow_provider_dpone.cluster.protocol.abort import abort_before_publication
+from airflow_provider_dpone.cluster.protocol.after_commit import look_again, require_unchanged
 from airflow_provider_dpone.cluster.protocol.authority_io import Current, Held, read_current
 from airflow_provider_dpone.cluster.protocol.cleanup import clean_up
 from airflow_provider_dpone.cluster.protocol.context import Context, ProtocolSettings, PublicationPorts, alongside
@@ -72,7 +77,7 @@ from airflow_provider_dpone.cluster.protocol.results import (
 )
 from airflow_provider_dpone.cluster.protocol.runtime_admission import admit_quality_selection, admit_runtime
 from airflow_provider_dpone.cluster.protocol.seal import bind_artifact_and_baseline
-from airflow_provider_dpone.cluster.protocol.void_permit import void_permit
+from airflow_provider_dpone.cluster.protocol.void_permit import require_voidable, void_permit
 from airflow_provider_dpone.cluster.values.authority.phases import Phase
 from airflow_provider_dpone.cluster.values.authority.release import ReleaseDecision
 from airflow_provider_dpone.core.errors import DponeError
@@ -168,7 +173,8 @@ class PublicationService:
         )
 
     def publish(self) -> PublishResult:
-        """Dispatch the one publication DDL (from STAGED) or resume it; committed receipt or what to poll."""
+        """Dispatch the one publication DDL (from STAGED) or resume it; committed receipt (after the look of
+        :mod:`after_commit` while COMMITTED) or what to poll."""
         return self._publication(allow_dispatch=True)
 
     def reconcile_publication(self) -> PublishResult:
@@ -206,7 +212,7 @@ class PublicationService:
         ``retired_server_uuid``: the pinned coordinator lost its data directory and was recreated with a new UUID on
         the same host; the operator states its old identity is retired."""
         ctx, current = self._begin()
-        held = require_own(ctx, current)
+        held = require_voidable(ctx, current)
         before = held.record.phase
         held, proof = void_permit(ctx, held, retired_server_uuid=retired_server_uuid)
         permit = proof.permit
@@ -275,8 +281,10 @@ class PublicationService:
             if not progress.complete:
                 return _in_progress(progress, "publication", before=phase)
             held = progress.held
-        held = settle(ctx, held)
-        return Committed(self.request.mode.receipt(held.record, held.version), phase_before=phase.value)
+        held = settle(ctx, held)  # a quality guard that refuses a changed target keeps its own code
+        look = look_again(ctx, held.record) if held.record.phase is Phase.COMMITTED else None
+        receipt = self.request.mode.receipt(held.record, held.version).model_copy(update={"after_commit": look})
+        return require_unchanged(Committed(receipt, phase_before=phase.value))
 
     def _cleanup(self, *, allow_dispatch: bool) -> CleanupResult:
         ctx, current = self._begin()

@@ -173,6 +173,8 @@ def _intend(ctx: Context, held: Held, member: MemberRecord, *, rebuild: bool) ->
         target_uuid=member.target_uuid,
         target_row_count=member.target_row_count,
         target_content_digest=member.target_content_digest,
+        target_schema_digest=member.target_schema_digest,
+        target_parts_digest=member.target_parts_digest,
         rebuilds=member.rebuilds + int(rebuild),
     )
     return _commit_member(ctx, held, updated)

@@ -35,10 +35,11 @@ from __future__ import annotations
 from typing import cast
 
 from airflow_provider_dpone.cluster.ports import ServerIdentity
-from airflow_provider_dpone.cluster.protocol.authority_io import Held
+from airflow_provider_dpone.cluster.protocol.authority_io import Current, Held
 from airflow_provider_dpone.cluster.protocol.cleanup import cleanup_step
 from airflow_provider_dpone.cluster.protocol.context import Context
 from airflow_provider_dpone.cluster.protocol.ddl_step import DdlStep
+from airflow_provider_dpone.cluster.protocol.fence import require_own
 from airflow_provider_dpone.cluster.protocol.publication import publication_step
 from airflow_provider_dpone.cluster.protocol.reconcile import Side, observe_pair, read_entry
 from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecord
@@ -47,12 +48,25 @@ from airflow_provider_dpone.cluster.values.authority.phases import Phase
 from airflow_provider_dpone.core.errors import DponeError, UnavailableError
 
 NOTHING = "DPONE_CLICKHOUSE_CLUSTER_VOID_NOTHING_TO_VOID"
+NOT_READY = "DPONE_CLICKHOUSE_CLUSTER_PHASE_NOT_READY"
 RESTART = "DPONE_CLICKHOUSE_CLUSTER_VOID_RESTART_UNPROVEN"
 QUEUED = "DPONE_CLICKHOUSE_CLUSTER_VOID_QUEUE_ENTRY_EXISTS"
 EFFECT = "DPONE_CLICKHOUSE_CLUSTER_VOID_MEMBER_CHANGED"
 SKEW = "DPONE_CLICKHOUSE_CLUSTER_VOID_SKEW_MARGIN_INVALID"
 SERVER = "DPONE_CLICKHOUSE_CLUSTER_VOID_SERVER_DIFFERS"
 REPLACEMENT = "DPONE_CLICKHOUSE_CLUSTER_VOID_REPLACEMENT_UNPROVEN"
+
+
+def require_voidable(ctx: Context, current: Current | None) -> Held:
+    """The run's own record, else ``VOID_NOTHING_TO_VOID``: with no record of its operation (it never fenced, or the
+    target is free again) the run holds no permit, and there is nothing to void (another operation's unresolved
+    record still says ``OPERATION_FENCED``, naming the holder)."""
+    try:
+        return require_own(ctx, current)
+    except DponeError as error:
+        if error.code != NOT_READY:
+            raise
+        raise DponeError(NOTHING, "no record of this run's operation holds the target: it holds no permit") from None
 
 
 def void_permit(ctx: Context, held: Held, *, retired_server_uuid: str | None = None) -> tuple[Held, VoidedPermit]:

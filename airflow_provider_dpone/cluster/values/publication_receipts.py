@@ -7,14 +7,16 @@ operation, generation, digests, counts, phases and opaque member ids, and the au
 so anyone can re-read the authority to check it. It never contains hosts, SQL, paths, physical UUIDs or row values,
 and a downstream task never trusts it instead of the authority. Each record version has its own receipt schema; both
 are built from a committed record (:func:`external_receipt`, :func:`internal_receipt`; the replication mode names its
-builder), and only from one whose every member verified exactly the artifact's rows and content.
+builder), and only from one whose every member verified exactly the artifact's rows and content. A publish receipt
+also carries ``after_commit`` (:class:`AfterCommit`): every member's target as observed again after the COMMITTED
+write, in counts and digests (:mod:`~airflow_provider_dpone.cluster.protocol.after_commit`).
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecord
 from airflow_provider_dpone.cluster.values.authority.external import ExternalAuthorityRecord
@@ -61,6 +63,38 @@ class MemberReceipt(ReplicaReceipt):
     rebuilds: NonNegative
 
 
+class MemberLook(BaseModel):
+    """One member's published target as observed after the COMMITTED write: whether it still holds exactly the
+    committed generation, and what it holds (counts and digests only; ``None`` where the server gave none)."""
+
+    model_config = _CONFIG
+
+    member_id: MemberId
+    matched: bool
+    same_table: bool
+    """The target is still the committed table (its UUID, never shown)."""
+    schema_matched: bool
+    row_count: NonNegative | None
+    content_digest: Hex64 | None
+
+
+class AfterCommit(BaseModel):
+    """Every member's published target observed once more after the COMMITTED write (the publish task's look);
+    ``matched`` only when every member still holds exactly the committed generation."""
+
+    model_config = _CONFIG
+
+    observed_at_ms: TimestampMs
+    matched: bool
+    members: tuple[MemberLook, ...]
+
+    @model_validator(mode="after")
+    def _every_member(self) -> AfterCommit:
+        if self.matched != all(member.matched for member in self.members) or not self.members:
+            raise ValueError("after_commit.matched is every member's verdict")
+        return self
+
+
 class _ReceiptFields(BaseModel):
     model_config = _CONFIG
 
@@ -81,6 +115,9 @@ class _ReceiptFields(BaseModel):
     publication_query_digest: Hex64
     dispatch_epoch: UInt64
     committed_at_ms: TimestampMs
+    after_commit: AfterCommit | None = None
+    """The publish task's look after the COMMITTED write; ``None`` where none was taken (a cleanup receipt, or a
+    record already past COMMITTED)."""
 
     def to_json(self) -> str:
         return canonical_json(self.model_dump(mode="json", by_alias=True))

@@ -78,9 +78,18 @@ class DponeError(Exception):
         """Whether a later try of the same task can succeed unchanged (the registry decides, per code)."""
         return self.error.retryable
 
-    def render(self) -> str:
+    def headline(self) -> str:
+        """``CODE: cause [detail]``: what happened (a log's first line of the failure)."""
         detail = f" [{self.detail}]" if self.detail else ""
-        return f"{self.code}: {self.error.cause}{detail}. Next: {self.error.action}"
+        return f"{self.code}: {self.error.cause}{detail}"
+
+    def advice(self) -> str:
+        """``Next: action``: what to do (a log's own line, below the headline)."""
+        return f"Next: {self.error.action}"
+
+    def render(self) -> str:
+        """The one-line form (exception message, Test button, CLI): the headline and the advice."""
+        return f"{self.headline()}. {self.advice()}"
 
     def as_dict(self) -> dict[str, str]:
         """Structured form for stderr JSON and XCom."""

@@ -108,9 +108,16 @@ RUNTIME_ADMISSION: tuple[ErrorCode, ...] = (
         retryable=False,
     ),
     ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_NOT_DEFINED",
+        "the coordinator's system.clusters has no rows for the declared cluster name",
+        "correct the manifest's cluster name (the detail names it) or define that cluster in the coordinator's "
+        "remote_servers; a retry cannot help",
+        retryable=False,
+    ),
+    ErrorCode(
         "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_INCOMPLETE",
-        "system.clusters returned no rows for the cluster, or a member did not answer an admission read",
-        "check the cluster name and that every member is reachable; partial inventory is never sufficient",
+        "a member (or the coordinator) did not answer an admission read",
+        "bring the member the detail names back; partial inventory is never sufficient",
         retryable=True,
     ),
     ErrorCode(
@@ -337,6 +344,15 @@ RUNTIME_ADMISSION: tuple[ErrorCode, ...] = (
         retryable=False,
     ),
     ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_TARGET_DRIFT",
+        "the live target was written or altered in place (same UUID) after the operation observed its baseline, "
+        "before the publication DDL (nothing published) or while it was in flight (published, never committed); "
+        "the cleanup would drop that write with the predecessor",
+        "every table is kept, the write included; find the writer; before the DDL abort the operation (put the "
+        "write into the source if it must survive) and start a new run; after it follow the runbook",
+        retryable=False,
+    ),
+    ErrorCode(
         "DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_FOREIGN",
         "a table occupies the candidate name with a UUID this operation never intended",
         "inspect the foreign table; it is retained and never adopted or dropped automatically",
@@ -359,6 +375,16 @@ RUNTIME_ADMISSION: tuple[ErrorCode, ...] = (
         "preserve state: every object is retained (the predecessor under the candidate name); stop the writer that "
         "bypassed the provider, restore the predecessor or accept the content, then release the target with "
         "DponeReleaseOperator (runbook: a publication stopped after its swap)",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_PUBLISHED_CHANGED_AFTER_COMMIT",
+        "the publication is committed, but observed again after the COMMITTED write a member's target no longer holds "
+        "exactly the committed generation (written between the check after the publication DDL and the COMMITTED "
+        "write, or since); the record stays COMMITTED and the receipt's after_commit says which members changed",
+        "find the writer by the members' counts and digests in the receipt; then accept the table as it is (mark the "
+        "publish task successful and run cleanup) or restore it (accept, then a new DAG run republishes); see the "
+        "runbook. A retry of the task never publishes again: it only looks again",
         retryable=False,
     ),
     ErrorCode(
@@ -561,7 +587,7 @@ RUNTIME_ADMISSION: tuple[ErrorCode, ...] = (
     ErrorCode(
         "DPONE_CLICKHOUSE_CLUSTER_RELEASE_NOT_STOPPED",
         "the release action found no publication stopped after its swap: the operation is not in "
-        "PUBLICATION_DISPATCHING with PUBLISHED_CONTENT_DIVERGENT, PUBLICATION_FOREIGN_UUID or PUBLICATION_MIXED "
+        "PUBLICATION_DISPATCHING with PUBLISHED_CONTENT_DIVERGENT, PUBLICATION_FOREIGN_UUID, PUBLICATION_MIXED or TARGET_DRIFT "
         "recorded as its last error (nothing changed)",
         "release only a run whose publish failed with one of those codes; check the DAG run, the manifest and the "
         "phase (clear publish first if the failure was not recorded: it stops the same way and records it)",

@@ -208,8 +208,18 @@ CODES: tuple[ErrorCode, ...] = (
         retryable=False,
     ),
     ErrorCode(
+        "native_transfer.stage_store_overwrites",
+        "the stage base accepted a second create of one probe object (it ignores the conditional write, S3's "
+        "If-None-Match: *), so two tries could overwrite each other's journal records and stage objects silently; "
+        "nothing of the transfer was read or written",
+        "point [dpone] native_transfer_base (or the operator's stage_base) at a store that refuses the second write "
+        "with 412 PreconditionFailed (AWS S3 does; for S3-compatible servers check with docs/several-workers.md)",
+        retryable=False,
+    ),
+    ErrorCode(
         "native_transfer.storage_unsupported",
-        "the stage/journal storage cannot create objects exclusively and atomically",
+        "the stage/journal storage cannot create objects exclusively and atomically (or an empty object was to be "
+        "written: s3fs writes one without the condition)",
         "use file:// or an object store whose filesystem supports exclusive create",
         retryable=False,
     ),

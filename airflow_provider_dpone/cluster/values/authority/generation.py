@@ -197,6 +197,14 @@ class MemberGeneration(BaseModel):
     target_uuid: UuidText | None = None
     target_row_count: NonNegative | None = None
     target_content_digest: Hex64 | None = None
+    target_schema_digest: Hex64 | None = Field(default=None, exclude_if=lambda value: value is None)
+    """The baseline target's ordered columns (``core.identities.schema_digest``), observed with its content: a
+    metadata-only ALTER (``ADD COLUMN`` keeps every part) changes it. Left out of the payload when absent."""
+    target_parts_digest: Hex64 | None = Field(default=None, exclude_if=lambda value: value is None)
+    """The baseline target's active parts (names and checksums) seen with its content: while they and the schema are
+    unchanged no row of the target moved; the publication barrier digests the target again only when they changed
+    (``cluster/protocol/observe.py``). Absent in records written without it (the barrier then digests the target
+    whole) and left out of the payload, so such a record re-encodes to its own bytes."""
     row_count: NonNegative | None = None
     content_digest: Hex64 | None = None
     parts_digest: Hex64 | None = Field(default=None, exclude_if=lambda value: value is None)
@@ -214,6 +222,10 @@ class MemberGeneration(BaseModel):
     def _observations_are_paired(self) -> Self:
         if (self.target_uuid is None) != (self.target_content_digest is None):
             raise ValueError("an existing baseline target records its content digest")
+        if self.target_uuid is None and (self.target_schema_digest, self.target_parts_digest) != (None, None):
+            raise ValueError("a baseline schema or parts digest is recorded only for an existing target")
+        if (self.target_schema_digest is None) != (self.target_parts_digest is None):
+            raise ValueError("a baseline target records its schema and parts digests together")
         if (self.row_count is None) != (self.content_digest is None):
             raise ValueError("a verified candidate records its row count and content digest together")
         if self.parts_digest is not None and self.content_digest is None:
