@@ -622,8 +622,8 @@ def test_the_baseline_write_dying_or_losing_its_response_keeps_the_live_target_f
     """The baseline's schema and parts ride on the STAGING CAS. The process dies just before it, just after it, or
     loses its response; then one member's live target is written; then the DAG runs on with retries. A baseline
     that landed is the one the barrier holds the target to: the publication stops with ``TARGET_DRIFT`` (internal
-    mode: that CAS also carried the candidate CREATE's permit, never sent, so the stage stops first with
-    ``DISPATCH_UNPROVEN``). One that never landed is observed again, after the write: the members then differ and
+    mode: that CAS also carried the candidate CREATE's permit, whose dispatch was never recorded, so the retry
+    replaces it and stages). One that never landed is observed again, after the write: the members then differ and
     the stage stops before any mutation. Whichever: never a success, and the write stays in the live target."""
     sim = Sim.build(members=3, mode=mode)
     sim.world.faults.schedule([(point_of(sim, "authority.cas"), kind)])
@@ -638,8 +638,6 @@ def test_the_baseline_write_dying_or_losing_its_response_keeps_the_live_target_f
     written = Counter(target.rows)
     if not landed:
         expected = "stopped at stage: DPONE_CLICKHOUSE_CLUSTER_TARGET_DIVERGENT"
-    elif mode == "internal":
-        expected = "stopped at stage: DPONE_CLICKHOUSE_CLUSTER_DISPATCH_UNPROVEN"
     else:
         expected = "stopped at publish: " + DRIFT
     assert sim.run_dag() == expected
