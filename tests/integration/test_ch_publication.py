@@ -493,16 +493,106 @@ def test_an_abort_that_died_half_way_while_a_publish_took_its_permit_leaves_no_p
 
     def abort_on_another_worker() -> None:
         with pytest.raises(_WorkerDied):
-            publication_service(replace(adapters.ports, authority=aborter), parsed).abort()
+            # the operator acts a CREATE window after the stage (an abort waits out any stage try's CREATE)
+            publication_service(
+                replace(adapters.ports, authority=aborter, clock=_Later(adapters.ports.clock)), parsed
+            ).abort()
 
     publisher.before_first_cas = abort_on_another_worker
     with pytest.raises(DponeError) as refused:
         publication_service(replace(adapters.ports, authority=publisher), parsed).publish()
     assert refused.value.code == "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_CONFLICT"  # the permit lost to the fence
-    assert publication_service(adapters.ports, parsed).abort().phase == "ABORTED"
+    later = replace(adapters.ports, clock=_Later(adapters.ports.clock))  # no stage CREATE can still arrive
+    assert publication_service(later, parsed).abort().phase == "ABORTED"
     with pytest.raises(DponeError) as aborted:
         publication_service(adapters.ports, parsed).publish()
     assert aborted.value.code == "DPONE_CLICKHOUSE_CLUSTER_OPERATION_ABORTED"
+    assert member_tables(embedded_cluster, fresh_database) == before  # no candidate, the same target everywhere
+
+
+CREATE_WINDOW_MS = 10_000 + 310_000 + 60_000 + 1
+"""The default dispatch deadline, send timeout and skew margin: after the last candidate intent plus these, no
+member-local CREATE a stage try sent can still arrive (an external abort waits them out before ABORTED)."""
+
+
+class _Later:
+    """The clock of a worker acting a whole CREATE window later than now (instead of sleeping it out)."""
+
+    def __init__(self, clock: Any) -> None:
+        self.clock = clock
+
+    def now_ms(self) -> int:
+        return int(self.clock.now_ms()) + CREATE_WINDOW_MS
+
+    def monotonic_ms(self) -> int:
+        return int(self.clock.monotonic_ms())
+
+    def sleep_ms(self, ms: int) -> None:
+        self.clock.sleep_ms(ms)
+
+
+class _BeforeFirstCreate:
+    """The member sessions of one worker: ``action`` (another worker's call) runs just before this worker's first
+    ``CREATE ... UUID`` leaves for a member."""
+
+    def __init__(self, sessions: Any, action: Any) -> None:
+        self.sessions, self.action = sessions, action
+
+    def session(self, member: Any) -> Any:
+        inner, outer = self.sessions.session(member), self
+
+        class _Session:
+            def __getattr__(self, name: str) -> Any:
+                return getattr(inner, name)
+
+            def create_table(self, *args: Any, **kwargs: Any) -> None:
+                action, outer.action = outer.action, None
+                if action is not None:
+                    action()
+                inner.create_table(*args, **kwargs)
+
+        return _Session()
+
+
+def test_an_abort_between_a_stage_try_s_intent_write_and_its_create_leaves_no_candidate_after_aborted(
+    adapters: PublicationAdapters, embedded_cluster: Any, fresh_database: str
+) -> None:
+    """External mode on real engines: a stage try wrote STAGING with every candidate intent and is about to send its
+    first ``CREATE ... UUID``; in between, an abort of the same operation runs whole on another worker. The CREATE
+    then lands after the abort observed the member. The abort must not have written ABORTED while a candidate can
+    still arrive: it stops ``ABORT_CREATE_IN_FLIGHT``, the stage try loses its next write to the fence, and the abort
+    a CREATE window later drops what landed and ends ABORTED, every member exactly as before the operation."""
+    from dataclasses import replace
+
+    from airflow_provider_dpone.cluster.protocol.request import PublicationRequest
+    from airflow_provider_dpone.cluster.values.authority.phases import Phase
+    from airflow_provider_dpone.core.errors import DponeError
+    from tests.integration.replica_checks import authority_record
+
+    publish(adapters, fresh_database, "run-1", 2_000, 1)
+    before = member_tables(embedded_cluster, fresh_database)
+    parsed = PublicationRequest.parse(request(fresh_database, "run-2"))
+    publication_service(adapters.ports, parsed).fence()
+    first_abort: list[str] = []
+
+    def abort_on_another_worker() -> None:
+        try:
+            first_abort.append(publication_service(adapters.ports, parsed).abort().phase)
+        except DponeError as stopped:
+            first_abort.append(stopped.code)
+
+    racing = replace(adapters.ports, sessions=_BeforeFirstCreate(adapters.ports.sessions, abort_on_another_worker))
+    with pytest.raises(DponeError):
+        publication_service(racing, parsed).stage(
+            adapters.query_source(query=source_query(3_000, 3), columns=COLUMNS, max_source_bytes=1 << 26)
+        )
+    landed = member_tables(embedded_cluster, fresh_database)
+    assert landed != before, "the stage try's CREATE landed after the abort"
+    record = authority_record(embedded_cluster, fresh_database)
+    assert first_abort == ["DPONE_CLICKHOUSE_CLUSTER_ABORT_CREATE_IN_FLIGHT"], first_abort
+    assert record is not None and record.phase is Phase.ABORTING
+    later = replace(adapters.ports, clock=_Later(adapters.ports.clock))
+    assert publication_service(later, parsed).abort().phase == "ABORTED"
     assert member_tables(embedded_cluster, fresh_database) == before  # no candidate, the same target everywhere
 
 

@@ -2,12 +2,17 @@
 
 A full-refresh run stops during STAGING (the second member refuses every load, and the stage task has no retry
 left): the operation holds the target with its candidates. The abort DAG,
-triggered with that run's id, drops exactly those candidates and writes ABORTED; a new full-refresh run then takes
-the target and completes. Assertions read every member and the authority directly.
+triggered with that run's id, drops exactly those candidates and writes ABORTED once no candidate CREATE of the
+stopped run can still arrive (its last intent plus the dispatch deadline, the send timeout and the skew margin: short
+here, seconds instead of minutes); a new full-refresh run then takes the target and completes. Assertions read every
+member and the authority directly.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,9 +22,12 @@ from typing import Any
 import pytest
 from dpone_embedded import EmbeddedCluster
 
+from airflow_provider_dpone.cluster.values.authority.external import as_external
 from airflow_provider_dpone.cluster.values.authority.phases import Phase
+from airflow_provider_dpone.core.manifest import ClusterPublicationManifest
+from airflow_provider_dpone.hooks.publication import PublicationEnvironment, hook_environment
 from tests.integration.airflow_env import load_dag_file
-from tests.integration.dag_runner import configure, export_connection, load_example, run_example
+from tests.integration.dag_runner import configure, load_example, run_example
 from tests.integration.embedded_example import embedded_manifest, member_rows, member_tables
 from tests.integration.replica_checks import authority_record
 
@@ -27,6 +35,18 @@ pytestmark = pytest.mark.embedded_cluster(members=2)
 
 SOURCE_ROWS = 30
 AUTHORITY = "__dpone_cluster_publication_authority"
+CONNECT_S, SEND_S = 1, 3
+DEADLINE_MS, SKEW_MS = 1_000, 1_000
+CREATE_WINDOW_MS = DEADLINE_MS + (CONNECT_S + SEND_S) * 1000 + SKEW_MS
+
+
+def short_window(
+    manifest: ClusterPublicationManifest, conn_id: str, *, ddl_task_timeout_seconds: int | None = None
+) -> PublicationEnvironment:
+    """The real environment with a short dispatch deadline and skew margin (the connection's timeouts are short too)."""
+    environment = hook_environment(manifest, conn_id, ddl_task_timeout_seconds=ddl_task_timeout_seconds)
+    settings = dataclasses.replace(environment.settings, dispatch_deadline_ms=DEADLINE_MS, void_skew_margin_ms=SKEW_MS)
+    return dataclasses.replace(environment, settings=settings)
 
 
 @pytest.fixture(scope="module")
@@ -47,14 +67,21 @@ def published(
     fresh_database: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[dict[str, Any]]:
-    export_connection(monkeypatch, embedded_cluster)
+    connection = embedded_cluster.connection_json()
+    connection["extra"] = {
+        **connection["extra"],
+        "connect_timeout_seconds": CONNECT_S,
+        "send_receive_timeout_seconds": SEND_S,
+    }
+    monkeypatch.setenv("AIRFLOW_CONN_DPONE_CLICKHOUSE_DEFAULT", json.dumps(connection))
+    monkeypatch.setenv("AIRFLOW__DPONE__DDL_TASK_TIMEOUT_SECONDS", "2")
     content = embedded_manifest(example, embedded_cluster, fresh_database, rows=SOURCE_ROWS)
-    configure(example, None, manifest=content, poll_interval=0.2, retries=0)
+    configure(example, short_window, manifest=content, poll_interval=0.2, retries=0)
     (abort,) = maintenance.dag.tasks
-    abort.manifest, abort.retries = content, 0
+    abort.manifest, abort.retries, abort.ports_factory = content, 0, short_window
     yield {"database": fresh_database, "manifest": content}
     configure(example, None)
-    abort.manifest = maintenance.manifest
+    abort.manifest, abort.ports_factory = maintenance.manifest, None
 
 
 def _abort(maintenance: ModuleType, run_id: str, operation_id: str | None) -> tuple[str, Any]:
@@ -93,6 +120,8 @@ def test_a_run_stopped_during_staging_is_aborted_and_the_next_run_completes(
     assert authority_record(embedded_cluster, database).phase is Phase.STAGING  # type: ignore[union-attr]
     assert [candidate in names for names in member_tables(embedded_cluster, database)] == held
 
+    stamps = [m.intended_at_ms for m in as_external(record).members if m.intended_at_ms is not None]
+    time.sleep(max(0.0, (max(stamps) + CREATE_WINDOW_MS + 1) / 1000 - time.time()) + 0.2)  # no CREATE can arrive
     state, pushed = _abort(maintenance, stopped.run.run_id, record.operation_id)
     assert state == "success"
     assert pushed == {"operation_id": record.operation_id, "target_key": record.target_key, "phase": "ABORTED"}

@@ -232,3 +232,42 @@ def test_a_coordinator_recreated_with_a_new_uuid_is_voided_once_the_pinned_uuid_
     assert done.publication.server.server_uuid == recreated  # the new permit is pinned to the recreated server
     assert exchanges(embedded_cluster, database) == 1
     assert member_rows(embedded_cluster, database) == [(SOURCE_ROWS, SOURCE_ROWS)] * 2
+
+
+SLOW_DEADLINE_MS = 3_000
+PERMIT_WRITE = r"^ALTER TABLE .* UPDATE .*'PUBLICATION_DISPATCHING'"
+"""The publication's permit CAS (the first authority write into PUBLICATION_DISPATCHING)."""
+
+
+def slow_keeper_deadline(
+    manifest: ClusterPublicationManifest, conn_id: str, *, ddl_task_timeout_seconds: int | None = None
+) -> PublicationEnvironment:
+    environment = short_margins(manifest, conn_id, ddl_task_timeout_seconds=ddl_task_timeout_seconds)
+    settings = dataclasses.replace(environment.settings, dispatch_deadline_ms=SLOW_DEADLINE_MS)
+    return dataclasses.replace(environment, settings=settings)
+
+
+def test_a_permit_write_answered_after_the_dispatch_deadline_publishes_without_a_restart(
+    example: ModuleType, embedded_cluster: EmbeddedCluster, fresh_database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The coordinator answers the publication's permit CAS only after longer than the dispatch deadline (the write
+    takes effect, its response waits). The deadline runs from the dispatch record that follows, so the same task
+    sends the EXCHANGE once and the run completes: no DISPATCH_UNPROVEN, no restart, no void."""
+    monkeypatch.setenv("AIRFLOW_CONN_DPONE_CLICKHOUSE_DEFAULT", json.dumps(embedded_cluster.connection_json()))
+    content = embedded_manifest(example, embedded_cluster, fresh_database, rows=SOURCE_ROWS)
+    existing_target(embedded_cluster, fresh_database)
+    configure(example, slow_keeper_deadline, manifest=content, poll_interval=0.2, retries=1, deferrable=False)
+    embedded_cluster.faults.delay_response("coordinator", SLOW_DEADLINE_MS / 1000 + 1, match=PERMIT_WRITE)
+    try:
+        run = run_example(example, logical_date=WHEN)
+        assert run.succeeded, run.states
+    finally:
+        embedded_cluster.faults.reset()
+        configure(example, None)
+    done = authority_record(embedded_cluster, fresh_database)
+    assert done is not None and done.phase is Phase.COMPLETED and done.voided == ()
+    permit = done.publication
+    assert permit is not None and permit.dispatching_at_ms is not None
+    assert permit.dispatching_at_ms - permit.permitted_at_ms > SLOW_DEADLINE_MS  # the slow answer did happen
+    assert exchanges(embedded_cluster, fresh_database) == 1
+    assert member_rows(embedded_cluster, fresh_database) == [(SOURCE_ROWS, SOURCE_ROWS)] * 2

@@ -37,6 +37,8 @@ SETTINGS = ProtocolSettings(dispatch_quiet_ms=120_000, member_parallelism=1)
 """Members' independent work in member order: fault points are numbered by call order, which threads would shuffle
 (the concurrent schedule runs in ``test_scenarios_staging``)."""
 PLAN_DIGEST = "5" * 64
+CREATE_WINDOW_MS = SETTINGS.dispatch_deadline_ms + SETTINGS.send_timeout_ms + SETTINGS.void_skew_margin_ms + 1
+"""After the last candidate intent, no member-local CREATE it allowed can still arrive (external abort waits it out)."""
 
 
 PROBE_POINTS: Final[frozenset[str]] = frozenset({"member.create", "member.exchange", "member.drop"})
@@ -76,9 +78,10 @@ UNPROVEN = "DPONE_CLICKHOUSE_CLUSTER_DISPATCH_UNPROVEN"
 
 
 def permit_without_dispatch(trace: list[str], point: int, kind: FaultKind) -> bool:
-    """Whether a single fault at ``point`` leaves a DDL permit that was never dispatched: the process died just
-    before the dispatch, or died / lost the acknowledgement right after the permit CAS (the next point is the
-    dispatch). Those are the runs that must fail closed with ``DISPATCH_UNPROVEN`` instead of converging."""
+    """Whether a single fault at ``point`` leaves a recorded dispatch that was never sent: the process died just
+    before the dispatch, or died / lost the acknowledgement right after the write that records it (the next point
+    is the dispatch). Nothing tells those from a request in flight, so they are the runs that must fail closed with
+    ``DISPATCH_UNPROVEN`` instead of converging (a permit whose dispatch was never recorded is replaced instead)."""
     if trace[point] == "ddl.dispatch":
         return kind is FaultKind.CRASH_BEFORE
     follows = point + 1 < len(trace) and trace[point + 1] == "ddl.dispatch"

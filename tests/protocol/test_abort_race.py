@@ -1,9 +1,12 @@
-"""An operator abort racing a publish try of the same operation, every interleaving, both modes, and every fault on
-the abort's own writes.
+"""An operator abort racing a publish try or a stage try of the same operation, every interleaving, both modes, and
+every fault on the abort's own writes and on the racing try's.
 
-Both calls start from STAGED. One worker's whole call runs at each fault point of the other's (before that point's
-request leaves), so every order of their authority writes and member drops is reached. Afterwards the operator and
-Airflow keep going (abort again; the DAG's retries), and exactly one of two outcomes must hold:
+Against publish, both calls start from STAGED; against stage, from LOCKED (the stage try writes STAGING, creates and
+loads) or from STAGING with every candidate intended and none created. One worker's whole call runs at each fault
+point of the other's (before that point's request leaves), so every order of their authority writes and member
+mutations is reached; the interrupted request then leaves cleanly, or its worker dies before or after it, or loses
+its answer. Afterwards the operator and Airflow keep going (abort again, later; the DAG's retries), and exactly one
+of two outcomes must hold:
 
 * the abort won: ABORTED, no candidate left on any member, every target exactly as it was before the operation, and
   publish refuses without touching anything;
@@ -24,10 +27,13 @@ from airflow_provider_dpone.cluster.values.authority.phases import Phase
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.manifest.cluster import ReplicationMode
 from tests.fakes.faults import SINGLE_FAULT_KINDS, FaultKind, SimulatedCrash
-from tests.protocol.sim import BASELINE_ROWS, Sim
+from tests.protocol.sim import BASELINE_ROWS, CREATE_WINDOW_MS, RETRY_DELAY_MS, SETTINGS, UNPROVEN, Sim
 
 AFTER_PUBLICATION = "DPONE_CLICKHOUSE_CLUSTER_ABORT_AFTER_PUBLICATION"
 ABORTED = "DPONE_CLICKHOUSE_CLUSTER_OPERATION_ABORTED"
+CREATE_IN_FLIGHT = "DPONE_CLICKHOUSE_CLUSTER_ABORT_CREATE_IN_FLIGHT"
+STAGING_PENDING = "DPONE_CLICKHOUSE_CLUSTER_STAGING_DDL_PENDING"
+OPERATOR_TRIES = 3
 CONFIGS = [
     pytest.param(mode, existing, id=f"{mode}-{'existing' if existing else 'absent'}-target")
     for mode in ("external", "internal")
@@ -40,6 +46,7 @@ def staged(mode: ReplicationMode, existing: bool) -> Sim:
     sim.service().fence()
     sim.service().stage(sim.source)
     assert sim.record().phase is Phase.STAGED
+    sim.world.clock.advance(CREATE_WINDOW_MS)  # the run stopped after staging; the operator acts later
     return sim
 
 
@@ -60,24 +67,84 @@ def abort_try(sim: Sim) -> Callable[[], None]:
     return lambda: attempt(lambda: sim.service().abort())
 
 
-def points_of(mode: ReplicationMode, existing: bool, call: Callable[[Sim], Callable[[], None]]) -> range:
-    """The fault points ``call`` reaches from STAGED in a run on its own."""
-    clean = staged(mode, existing)
-    start = clean.world.faults.counter
+def locked(mode: ReplicationMode, existing: bool) -> Sim:
+    sim = Sim.build(members=2, baseline=BASELINE_ROWS if existing else None, mode=mode)
+    sim.service().fence()
+    assert sim.record().phase is Phase.LOCKED
+    return sim
+
+
+def intended(mode: ReplicationMode, existing: bool) -> Sim:
+    """STAGING, every candidate intended (internal: its create permitted, the dispatch not recorded) and none
+    created: the stage try died right after its STAGING write."""
+    sim = locked(mode, existing)
+    sim.world.faults.at_next("authority.cas", FaultKind.CRASH_AFTER)  # the STAGING write
+    stage_try(sim)()
+    assert sim.record().phase is Phase.STAGING
+    assert all(sim.world.table(m, sim.request.candidate_name) is None for m in sim.world.members)
+    return sim
+
+
+def stage_try(sim: Sim) -> Callable[[], None]:
+    return lambda: attempt(lambda: sim.service().stage(sim.source))
+
+
+Start = Callable[[ReplicationMode, bool], Sim]
+
+
+def points_of(
+    mode: ReplicationMode, existing: bool, call: Callable[[Sim], Callable[[], None]], start: Start | None = None
+) -> range:
+    """The fault points ``call`` reaches from ``start`` (default: STAGED) in a run on its own."""
+    clean = (start or staged)(mode, existing)
+    first = clean.world.faults.counter
     call(clean)()
-    return range(start, clean.world.faults.counter)
+    return range(first, clean.world.faults.counter)
+
+
+def operator_abort(sim: Sim) -> str:
+    """The operator's abort, repeated as Airflow retries it while it waits (a create that may still reach a member),
+    a retry delay apart: the phase it ends in, or the code it is refused with."""
+    for _ in range(OPERATOR_TRIES):
+        try:
+            return sim.service().abort().phase
+        except DponeError as refusal:
+            if refusal.code != CREATE_IN_FLIGHT:
+                return refusal.code
+        sim.world.clock.advance(RETRY_DELAY_MS)
+    return CREATE_IN_FLIGHT
+
+
+def sent_unproven(sim: Sim) -> bool:
+    """Whether a worker died between recording a dispatch and sending it: the one case the record cannot tell from
+    a request in flight (it may have been sent), so only the runbook's restart and void release it."""
+    return any(name == "ddl.dispatch" and kind is FaultKind.CRASH_BEFORE for _, name, kind in sim.world.faults.fired)
+
+
+def restart_and_void(sim: Sim) -> None:
+    """The runbook's way on for a permit that may have been sent: restart the coordinator past every margin, void."""
+    sim.world.clock.advance(SETTINGS.dispatch_deadline_ms + SETTINGS.send_timeout_ms + SETTINGS.void_skew_margin_ms + 1)
+    sim.world.restart_coordinator()
+    sim.service().void_permit()
 
 
 def settle(sim: Sim) -> str:
-    """The operator aborts again and the DAG runs again; exactly one of them resolves the operation."""
+    """The operator aborts again and the DAG runs again; exactly one of them resolves the operation. The restart
+    and void are taken only where a dispatch was recorded and its worker died before sending it."""
     sim.world.faults.disable()
     sim.check_invariants()
-    try:
-        phase = sim.service().abort().phase
-    except DponeError as refusal:
-        phase = refusal.code
+    phase = operator_abort(sim)
+    if phase == STAGING_PENDING:
+        assert sent_unproven(sim), sim.world.faults.fired
+        restart_and_void(sim)
+        phase = operator_abort(sim)
     if phase == AFTER_PUBLICATION:
-        assert sim.run_dag() == "completed", sim.errors
+        outcome = sim.run_dag()
+        if outcome == f"stopped at publish: {UNPROVEN}":
+            assert sent_unproven(sim), sim.world.faults.fired
+            restart_and_void(sim)
+            outcome = sim.run_dag()
+        assert outcome == "completed", sim.errors
         sim.check_converged()
         return "published"
     assert phase == "ABORTED", (phase, sim.errors)
@@ -163,3 +230,50 @@ def test_a_fenced_operation_refuses_publish_until_the_abort_finishes() -> None:
     assert refused.value.code == "DPONE_CLICKHOUSE_CLUSTER_ABORT_INCOMPLETE"
     assert len(sim.world.effects) == effects
     assert settle(sim) == "aborted"
+
+
+RACER_FAULTS: tuple[FaultKind | None, ...] = (None, *SINGLE_FAULT_KINDS)
+"""What becomes of the interrupted request after the racing call ran: it leaves cleanly, or its worker dies before
+it leaves, dies after it took effect, or loses the answer."""
+
+
+def left_candidates(sim: Sim) -> list[str]:
+    return [m.member_id for m in sim.world.members if sim.world.table(m, sim.request.candidate_name) is not None]
+
+
+Call = Callable[[Sim], Callable[[], None]]
+
+
+def race(mode: ReplicationMode, existing: bool, start: Start, first: Call, racer: Call) -> set[str]:
+    """At each point of ``first`` from ``start`` the whole ``racer`` runs, and ``first``'s request at that point then
+    meets each of ``RACER_FAULTS``. Right after, an ABORTED record never coexists with a candidate; then it settles."""
+    outcomes = set()
+    for point in points_of(mode, existing, first, start):
+        for kind in RACER_FAULTS:
+            sim = start(mode, existing)
+            if kind is not None:
+                sim.world.faults.schedule([(point, kind)])
+            sim.world.faults.interleave(point, racer(sim))
+            first(sim)()
+            assert not left_candidates(sim) or sim.record().phase is not Phase.ABORTED, (point, kind)
+            outcomes.add(settle(sim))
+    return outcomes
+
+
+@pytest.mark.parametrize(("mode", "existing"), CONFIGS)
+def test_an_abort_at_any_point_of_a_stage_try_leaves_no_owned_candidate(mode: ReplicationMode, existing: bool) -> None:
+    """At each point of a stage try from LOCKED (the STAGING write with the intents, each CREATE, the binding write,
+    each load, the STAGED write; internal: the create permit and its ON CLUSTER dispatch, the load, ...) a whole abort
+    runs; in particular one that saw a member's candidate absent while that member's CREATE ... UUID was about to
+    leave. The abort wins every race (it is allowed before publication): ABORTED, and no candidate on any member,
+    whatever became of the stage try's interrupted request."""
+    assert race(mode, existing, locked, stage_try, abort_try) == {"aborted"}
+
+
+@pytest.mark.parametrize(("mode", "existing"), CONFIGS)
+def test_a_stage_try_at_any_point_of_an_abort_leaves_no_owned_candidate(mode: ReplicationMode, existing: bool) -> None:
+    """From STAGING with every candidate intended and none created yet, a whole stage try runs at each point of an
+    abort (its fence write, each drop, its final write), and the abort's request at that point then leaves cleanly,
+    dies before or after it, or loses its answer: the creates the stage try sends before the fence land, the ones
+    after it are never sent, and the abort ends ABORTED with no candidate left."""
+    assert race(mode, existing, intended, abort_try, stage_try) == {"aborted"}

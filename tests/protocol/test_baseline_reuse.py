@@ -18,7 +18,7 @@ from airflow_provider_dpone.core.manifest.cluster import ReplicationMode
 from tests.fakes import parts
 from tests.fakes.ports import FakeMemberSession
 from tests.fakes.world import FakeMember, FakeTable
-from tests.protocol.sim import Sim
+from tests.protocol.sim import CREATE_WINDOW_MS, Sim
 
 SECOND_ROWS = ((40, "second-40"), (41, "second-41"), (42, "second-42"))
 
@@ -177,6 +177,7 @@ def test_a_target_written_since_the_commit_is_divergent_and_blocks(
 def test_an_aborted_operation_hands_on_what_its_predecessor_published(digested: list[tuple[str, str]]) -> None:
     _, published, aborted = _completed("external")
     aborted.service().stage(aborted.source)
+    aborted.world.clock.advance(CREATE_WINDOW_MS)  # an external abort waits until no CREATE can still arrive
     aborted.service().abort()
     third = Sim.successor(aborted, run_id="scheduled__2026-09-20", rows=SECOND_ROWS)
     third.service().fence()

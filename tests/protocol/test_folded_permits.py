@@ -3,9 +3,10 @@
 Internal mode writes the candidate's CREATE permit in the STAGING CAS when the candidate name was observed free on
 every replica just before it, and a rebuild's new CREATE permit in the CAS that completes its DROP. Each folded CAS
 is checked against process death just before it, just after it, and a lost response: before, nothing is intended
-and the same stage converges on retry; after (or unknown), the permit is bound and undispatched, which fails closed
-as ``DISPATCH_UNPROVEN`` once the quiet period is over, exactly like a permit in a CAS of its own, and only the void
-with proof releases it. Assertions are on the authority record and the world's physical state (queue, tables).
+and the same stage converges on retry; after (or unknown), the permit is bound and its dispatch was never recorded,
+so it was never sent: the retry replaces it by a new permit and converges with one CREATE, exactly like a permit in
+a CAS of its own (``tests/protocol/test_dispatch_record.py``), no restart and no void. Assertions are on the
+authority record and the world's physical state (queue, tables).
 """
 
 from __future__ import annotations
@@ -18,11 +19,10 @@ from airflow_provider_dpone.cluster.values.authority.internal import InternalAut
 from airflow_provider_dpone.cluster.values.authority.phases import MemberStage, Phase
 from airflow_provider_dpone.core.errors import DponeError
 from tests.fakes.faults import SINGLE_FAULT_KINDS, FaultKind, SimulatedCrash
-from tests.protocol.sim import COLUMNS, SETTINGS, UNPROVEN, Sim, candidate_calls, error_code, point_of
+from tests.protocol.sim import COLUMNS, Sim, candidate_calls, error_code, point_of
 
 PENDING = "DPONE_CLICKHOUSE_CLUSTER_STAGING_DDL_PENDING"
 FOREIGN = "DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_FOREIGN"
-MARGINS_MS = SETTINGS.dispatch_deadline_ms + SETTINGS.send_timeout_ms + SETTINGS.void_skew_margin_ms
 
 
 def candidate_of(sim: Sim) -> ReplicatedCandidate:
@@ -35,22 +35,6 @@ def creates(sim: Sim) -> int:
     return sum(entry.intent.kind == "create" for entry in sim.world.queue)
 
 
-def void_and_finish(sim: Sim, step: str) -> None:
-    """Prove the bound permit dead (a coordinator restart after every margin), void it, and run the DAG."""
-    sim.world.clock.advance(SETTINGS.dispatch_quiet_ms)
-    assert error_code(lambda: sim.service().stage(sim.source)) == UNPROVEN
-    sim.check_invariants()
-    permit = candidate_of(sim).create
-    assert permit is not None
-    sim.world.clock.ms = max(sim.world.clock.ms, permit.permitted_at_ms + MARGINS_MS + 1)
-    sim.world.restart_coordinator()
-    voided = sim.service().void_permit()
-    assert (voided.step, voided.phase) == (step, "STAGING")
-    assert candidate_of(sim).create is None  # back to the intent alone: the next stage takes a new permit
-    assert sim.run_dag() == "completed"
-    sim.check_converged()
-
-
 def test_the_staging_cas_carries_the_create_permit() -> None:
     sim = Sim.build(mode="internal")
     sim.service().fence()
@@ -60,7 +44,8 @@ def test_the_staging_cas_carries_the_create_permit() -> None:
     candidate = candidate_of(sim)
     assert record.phase is Phase.STAGING and record.artifact is not None and candidate.stage is MemberStage.INTENDED
     assert candidate.create is not None and candidate.create.epoch == record.dispatch_epoch == 1
-    assert sim.world.calls["authority.cas"] == 1 and sim.world.calls["ddl.dispatch"] == 1
+    assert candidate.create.dispatching_at_ms is not None  # the one more write: the dispatch recorded, then sent
+    assert sim.world.calls["authority.cas"] == 2 and sim.world.calls["ddl.dispatch"] == 1
 
 
 @pytest.mark.parametrize("kind", SINGLE_FAULT_KINDS)
@@ -81,11 +66,12 @@ def test_every_fault_at_the_staging_cas_with_its_create_permit(kind: FaultKind) 
         sim.check_converged()
         return
     record = sim.record()
-    assert record.phase is Phase.STAGING and candidate_of(sim).create is not None  # a permit, never dispatched
-    assert error_code(lambda: sim.service().stage(sim.source)) == PENDING  # in the quiet period: not yet judged
-    assert sim.world.calls["ddl.dispatch"] == 0
-    void_and_finish(sim, "candidate create")
-    assert creates(sim) == 1 and sim.record().artifact == record.artifact  # the artifact was bound only once
+    permit = candidate_of(sim).create
+    assert record.phase is Phase.STAGING and permit is not None and permit.unsent  # a permit, never dispatched
+    assert sim.run_dag() == "completed" and creates(sim) == 1  # replaced by a new permit, no restart
+    assert sim.record().artifact == record.artifact  # the artifact was bound only once
+    assert sim.record().voided == () and not sim.errors
+    sim.check_converged()
 
 
 def test_an_occupied_candidate_name_takes_no_permit_and_stops_before_any_ddl() -> None:
@@ -118,7 +104,7 @@ def test_an_occupied_candidate_name_seen_before_the_external_staging_cas_stops_a
 
 def rebuilding() -> tuple[Sim, int]:
     """An internal run whose one load is interrupted (a rebuild follows), and the point of the CAS that completes
-    the rebuild's DROP with the new CREATE's permit (the CAS right before the second create's dispatch)."""
+    the rebuild's DROP with the new CREATE's permit (the CAS before the second create's dispatch record)."""
     sim = Sim.build(mode="internal")
     prefix = [(point_of(sim, "member.load"), FaultKind.PARTIAL)]
     clean = Sim.build(mode="internal")
@@ -128,9 +114,9 @@ def rebuilding() -> tuple[Sim, int]:
     dispatches = [point for point, name in enumerate(trace) if name == "ddl.dispatch"]
     second_create = dispatches[2]  # create, rebuild drop, create again
     assert [entry.intent.kind for entry in clean.world.queue][:3] == ["create", "drop", "create"]
-    assert trace[second_create - 1] == "authority.cas"
+    assert trace[second_create - 2 : second_create] == ["authority.cas", "authority.cas"]
     sim.world.faults.schedule(prefix)
-    return sim, second_create - 1
+    return sim, second_create - 2
 
 
 @pytest.mark.parametrize("kind", SINGLE_FAULT_KINDS)
@@ -148,6 +134,7 @@ def test_every_fault_at_the_rebuild_cas_with_the_new_create_permit(kind: FaultKi
         return
     candidate = candidate_of(sim)
     assert candidate.stage is MemberStage.INTENDED and candidate.rebuilds == 1 and candidate.create is not None
-    assert creates(sim) == 1  # the new CREATE never left the process
-    void_and_finish(sim, "candidate create")
-    assert creates(sim) == 2
+    assert candidate.create.unsent and creates(sim) == 1  # the new CREATE never left the process
+    assert sim.run_dag() == "completed" and creates(sim) == 2  # its permit replaced, no restart
+    assert sim.record().voided == ()
+    sim.check_converged()

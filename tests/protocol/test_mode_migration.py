@@ -26,7 +26,7 @@ from airflow_provider_dpone.core.identities import PROTOCOL_VERSION
 from airflow_provider_dpone.core.manifest.cluster import ReplicationMode
 from tests.fakes.faults import FaultKind, SimulatedCrash
 from tests.fakes.records import capsule
-from tests.protocol.sim import BASELINE_ROWS, COLUMNS, NEW_ROWS, Sim, error_code, point_of, rows_of
+from tests.protocol.sim import BASELINE_ROWS, COLUMNS, CREATE_WINDOW_MS, NEW_ROWS, Sim, error_code, point_of, rows_of
 
 OTHER: dict[ReplicationMode, ReplicationMode] = {"internal": "external", "external": "internal"}
 BLOCKED_BY: dict[ReplicationMode, str] = {
@@ -132,6 +132,7 @@ def test_an_aborting_record_blocks_the_other_mode_until_its_abort_finishes(holde
     other = Sim.successor(first, run_id="manual__other_mode", rows=SECOND_ROWS, mode=OTHER[holder])
     assert error_code(lambda: other.service().fence()) == BLOCKED_BY[holder]
     first.world.internal_replication = holder == "internal"
+    first.world.clock.advance(CREATE_WINDOW_MS)  # no candidate CREATE of a stage try can still arrive
     assert first.service().abort().phase == "ABORTED"
     other = Sim.successor(first, run_id="manual__other_mode", rows=SECOND_ROWS, mode=OTHER[holder])
     assert other.run_dag() == "completed"
@@ -142,6 +143,7 @@ def test_an_aborting_record_blocks_the_other_mode_until_its_abort_finishes(holde
 def test_an_aborted_record_is_succeeded_by_the_other_mode(holder: ReplicationMode) -> None:
     first = Sim.build(members=3, mode=holder)
     hold_in(first, Phase.STAGED)
+    first.world.clock.advance(CREATE_WINDOW_MS)  # no candidate CREATE of a stage try can still arrive
     assert first.service().abort().phase == "ABORTED"
     second = Sim.successor(first, run_id="manual__after_abort", rows=SECOND_ROWS, mode=OTHER[holder])
     assert second.run_dag() == "completed"

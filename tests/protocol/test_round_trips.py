@@ -44,9 +44,9 @@ def test_mutations_per_member_are_constant(members: int) -> None:
     assert calls["member.exchange"] == members and calls["member.drop"] == 2 * members
     assert calls["ddl.dispatch"] == 2  # one exchange and one cleanup drop, whatever the member count
     assert calls["authority.create"] == 1
-    # STAGING (every intent), one CREATED binding every fresh candidate, STAGED (every READY), publication permit,
-    # COMMITTED, cleanup permit, COMPLETED: whatever the member count
-    assert calls["authority.cas"] == 7
+    # STAGING (every intent), one CREATED binding every fresh candidate, STAGED (every READY), publication permit and
+    # its dispatch record, COMMITTED, cleanup permit and its dispatch record, COMPLETED: whatever the member count
+    assert calls["authority.cas"] == 9
     # admission at each of the four entry points: the inventory, and one catalog read per member
     assert calls["catalog.inventory"] == 4 and calls["catalog.admission_facts"] == 4 * members
 
@@ -63,6 +63,6 @@ def test_internal_mutations_do_not_grow_with_members(members: int) -> None:
     assert calls["ddl.dispatch"] == 3  # create, exchange, cleanup drop
     assert calls["member.sync_replica"] == members and calls["member.replica_status"] == members
     assert calls["authority.create"] == 1
-    # STAGING (with the create permit), CREATED, STAGED (with READY), publication permit, COMMITTED, cleanup permit,
-    # COMPLETED
-    assert calls["authority.cas"] == 7
+    # STAGING (with the create permit), the create's dispatch record, CREATED, STAGED (with READY), publication permit
+    # and its dispatch record, COMMITTED, cleanup permit and its dispatch record, COMPLETED
+    assert calls["authority.cas"] == 10

@@ -23,6 +23,7 @@ from tests.fakes.world import FakeMember, FakeTable
 from tests.protocol.sim import (
     BASELINE_ROWS,
     COLUMNS,
+    CREATE_WINDOW_MS,
     NEW_ROWS,
     RETRY_DELAY_MS,
     Sim,
@@ -147,6 +148,7 @@ def test_inventory_drift_can_be_resolved_by_abort_before_publication_and_a_new_r
     sim.service().stage(sim.source)
     scaled_out = sim.world.add_member(3)
     sim.world.put_table(scaled_out, "target_table", COLUMNS, BASELINE_ROWS)  # the new replica was seeded with a copy
+    sim.world.clock.advance(CREATE_WINDOW_MS)  # no candidate CREATE of a stage try can still arrive
     assert sim.service().abort().phase == "ABORTED"
     assert all(sim.world.table(m, sim.request.candidate_name) is None for m in sim.world.members)
     assert error_code(lambda: sim.service().fence()) == "DPONE_CLICKHOUSE_CLUSTER_OPERATION_ABORTED"
@@ -259,7 +261,9 @@ def test_abort_applies_only_to_this_runs_operation_and_is_idempotent() -> None:
     assert sim.service(rival).fence().phase == "LOCKED"  # ABORTED is terminal: a new operation takes the slot
 
 
-def test_lost_permit_acknowledgement_never_dispatches_and_fails_closed_after_the_quiet_period() -> None:
+def test_lost_permit_acknowledgement_never_dispatches_and_the_retry_replaces_the_unsent_permit() -> None:
+    """The permit's dispatch was never recorded, so it was never sent: the retry takes a new permit and dispatches
+    once (a lost acknowledgement of the dispatch record itself fails closed instead: test_dispatch_record.py)."""
     sim = Sim.build()
     sim.service().fence()
     sim.service().stage(sim.source)
@@ -268,11 +272,9 @@ def test_lost_permit_acknowledgement_never_dispatches_and_fails_closed_after_the
     )  # the permit CAS, after the identity read
     assert error_code(lambda: sim.service().publish()) == "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_OUTCOME_UNKNOWN"
     assert sim.record().phase is Phase.PUBLICATION_DISPATCHING  # the write landed, but no permit was granted
-    assert sim.world.calls["ddl.dispatch"] == 0
-    assert isinstance(sim.service().publish(), InProgress)
-    sim.world.clock.advance(RETRY_DELAY_MS)
-    assert error_code(lambda: sim.service().publish()) == "DPONE_CLICKHOUSE_CLUSTER_DISPATCH_UNPROVEN"
-    assert sim.world.calls["ddl.dispatch"] == 0 and sim.record().publication.epoch == 1  # type: ignore[union-attr]
+    assert sim.world.calls["ddl.dispatch"] == 0 and sim.record().publication.unsent  # type: ignore[union-attr]
+    assert isinstance(sim.service().publish(), Committed)
+    assert sim.world.calls["ddl.dispatch"] == 1 and sim.record().publication.epoch == 2  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize(
@@ -620,8 +622,8 @@ def test_the_baseline_write_dying_or_losing_its_response_keeps_the_live_target_f
     """The baseline's schema and parts ride on the STAGING CAS. The process dies just before it, just after it, or
     loses its response; then one member's live target is written; then the DAG runs on with retries. A baseline
     that landed is the one the barrier holds the target to: the publication stops with ``TARGET_DRIFT`` (internal
-    mode: that CAS also carried the candidate CREATE's permit, never sent, so the stage stops first with
-    ``DISPATCH_UNPROVEN``). One that never landed is observed again, after the write: the members then differ and
+    mode: that CAS also carried the candidate CREATE's permit, whose dispatch was never recorded, so the retry
+    replaces it and stages). One that never landed is observed again, after the write: the members then differ and
     the stage stops before any mutation. Whichever: never a success, and the write stays in the live target."""
     sim = Sim.build(members=3, mode=mode)
     sim.world.faults.schedule([(point_of(sim, "authority.cas"), kind)])
@@ -636,8 +638,6 @@ def test_the_baseline_write_dying_or_losing_its_response_keeps_the_live_target_f
     written = Counter(target.rows)
     if not landed:
         expected = "stopped at stage: DPONE_CLICKHOUSE_CLUSTER_TARGET_DIVERGENT"
-    elif mode == "internal":
-        expected = "stopped at stage: DPONE_CLICKHOUSE_CLUSTER_DISPATCH_UNPROVEN"
     else:
         expected = "stopped at publish: " + DRIFT
     assert sim.run_dag() == expected

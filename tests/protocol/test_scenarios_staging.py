@@ -22,6 +22,7 @@ from tests.fakes.publication import content_digest
 from tests.protocol.sim import (
     BASELINE_ROWS,
     COLUMNS,
+    CREATE_WINDOW_MS,
     NEW_ROWS,
     Sim,
     candidate_calls,
@@ -333,6 +334,7 @@ def test_a_candidate_no_load_explains_stops_the_operation_and_is_retained(change
     record = sim.record()
     assert record.phase is Phase.STAGING and all(m.rebuilds == 0 for m in record.members)
     assert record.last_error is not None and record.last_error.code == DIVERGENT
+    sim.world.clock.advance(CREATE_WINDOW_MS)  # no candidate CREATE of a stage try can still arrive
     assert sim.service().abort().phase == "ABORTED"  # the operator's way out drops only the owned candidates
 
 

@@ -264,9 +264,10 @@ def test_every_fault_of_the_void_is_resolved_by_reading_back_never_by_writing_tw
 # --- the rules the proof rests on -----------------------------------------------------------------------------------
 
 
-def test_a_permit_older_than_the_dispatch_deadline_is_never_sent() -> None:
-    """A worker slowed between its permit and its send (here: 6 s pass at every clock read) does not send: the
-    request could otherwise reach the coordinator after the restart a void counts on."""
+def test_a_dispatch_recorded_longer_ago_than_the_deadline_is_never_sent() -> None:
+    """A worker slowed between its dispatch record and its send (here: 6 s pass at every clock read) does not send:
+    the request could otherwise reach the coordinator after the restart a void counts on. It writes the record back
+    to 'never sent' and stops retryably; the next try takes a new permit and sends it once, with no void."""
     sim = Sim.build()
     sim.service().fence()
     sim.service().stage(sim.source)
@@ -278,10 +279,16 @@ def test_a_permit_older_than_the_dispatch_deadline_is_never_sent() -> None:
         return real()
 
     clock.now_ms = slow  # type: ignore[method-assign]
-    result = sim.service().publish()
+    with pytest.raises(DponeError) as stopped:
+        sim.service().publish()
     clock.now_ms = real  # type: ignore[method-assign]
-    assert isinstance(result, InProgress) and sim.world.calls["ddl.dispatch"] == 0
-    assert sim.record().publication is not None
+    assert stopped.value.code == "DPONE_CLICKHOUSE_CLUSTER_DISPATCH_NOT_SENT" and stopped.value.retryable
+    first = sim.record().publication
+    assert first is not None and first.unsent and sim.world.calls["ddl.dispatch"] == 0
+    assert sim.run_dag() == "completed" and sim.world.calls["ddl.dispatch"] == 2  # the exchange once, the drop once
+    second = sim.record().publication
+    assert second is not None and second.epoch > first.epoch and sim.record().voided == ()
+    sim.check_converged()
 
 
 def test_the_back_edge_is_written_only_with_one_more_voided_permit() -> None:

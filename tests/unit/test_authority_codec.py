@@ -366,3 +366,73 @@ def test_a_record_at_the_member_count_budget_with_every_part_digest_fits_the_env
     )
     size = len(encode_payload(record.evolve(members=members, predecessor=predecessor)).encode("utf-8"))
     assert size + COMPLETION_MARGIN_BYTES <= MAX_AUTHORITY_PAYLOAD_BYTES, size
+
+
+def _dispatch_recorded(phase: Phase = Phase.PUBLICATION_DISPATCHING) -> ExternalAuthorityRecord:
+    """The fixture's publication permit as the current writer binds it (recorded dispatch), and a member whose
+    intent carries its stamp."""
+    record = external_record(phase, existing=True, members=2)
+    assert record.publication is not None
+    permit = record.publication.model_copy(update={"records_dispatch": True, "dispatching_at_ms": 1790000000020})
+    member = record.members[0].model_copy(update={"intended_at_ms": 1790000000005})
+    return record.evolve(publication=permit, members=(member, *record.members[1:]))
+
+
+def test_a_record_written_before_dispatch_records_and_intent_stamps_re_encodes_to_its_own_bytes() -> None:
+    legacy = external_record(Phase.PUBLICATION_DISPATCHING, existing=True, members=2)
+    row = encode(legacy)
+    for key in ("records_dispatch", "dispatching_at_ms", "intended_at_ms"):
+        assert f'"{key}"' not in row.payload  # byte-identical to what a writer without the fields stored
+    decoded = decode(row)
+    assert encode(decoded).payload == row.payload
+    assert decoded.publication is not None and not decoded.publication.unsent  # may have been sent: restart path
+    assert decoded.publication.sent_from_ms == decoded.publication.permitted_at_ms
+
+
+def test_a_recorded_dispatch_and_an_intent_stamp_have_their_golden_encoding() -> None:
+    record = _dispatch_recorded()
+    row = encode(record)
+    assert (
+        '"correlation_token":"00000000000000000000000000000009","dispatching_at_ms":1790000000020,"entry":null,'
+        '"epoch":1,"kind":"exchange","permitted_at_ms":1790000000010,'
+        '"query_digest":"eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee","records_dispatch":true,'
+        '"server":null}'
+    ) in row.payload
+    assert '"content_digest":"' + "c" * 64 + '","intended_at_ms":1790000000005,"member_id":' in row.payload
+    decoded = decode(row)
+    assert decoded == record and decoded.publication is not None
+    assert not decoded.publication.unsent and decoded.publication.sent_from_ms == 1790000000020
+    unsent = record.evolve(publication=record.publication.model_copy(update={"dispatching_at_ms": None}))  # type: ignore[union-attr]
+    assert decode(encode(unsent)).publication.unsent  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("where", "key", "value"),
+    [
+        ("publication", "records_dispatch", False),
+        ("publication", "dispatching_at_ms", None),
+        ("member", "intended_at_ms", None),
+    ],
+)
+def test_an_explicit_default_of_a_new_field_is_not_the_canonical_encoding(where: str, key: str, value: object) -> None:
+    row = encode(external_record(Phase.PUBLICATION_DISPATCHING, existing=True, members=2))
+    payload = json.loads(row.payload)
+    (payload["publication"] if where == "publication" else payload["members"][0])[key] = value
+    assert (
+        _code(_row_with_payload(row, canonical_json(payload)))
+        == "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_PAYLOAD_NONCANONICAL"
+    )
+
+
+def test_a_dispatch_time_without_a_recording_permit_or_a_stamp_without_an_intent_is_malformed() -> None:
+    row = encode(_dispatch_recorded())
+    payload = json.loads(row.payload)
+    del payload["publication"]["records_dispatch"]
+    assert _code(_row_with_payload(row, canonical_json(payload))) == "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_RECORD_INVALID"
+    staging = encode(external_record(Phase.STAGING, existing=True, members=2))
+    payload = json.loads(staging.payload)
+    payload["members"][0]["intended_at_ms"] = 1790000000005  # a PENDING member: no intent to stamp
+    assert (
+        _code(_row_with_payload(staging, canonical_json(payload)))
+        == "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_RECORD_INVALID"
+    )

@@ -11,6 +11,12 @@ fence, which no new permit can follow).
 A table under the candidate name with a UUID the operation never intended is foreign and is left alone (the abort
 stops). ABORTED is terminal, never success, and lets a new operation take the target slot.
 
+External mode: a stage try already past its intent write sends its member-local ``CREATE ... UUID`` with no further
+write the fence could beat, so the candidate can land after the drops. That CREATE is sent only within the dispatch
+deadline of its intent's stamp (:mod:`staging`), so it reaches the member by that stamp plus the deadline, the send
+timeout and the skew margin: until then the abort stays ABORTING after its drops and stops with the retryable
+``ABORT_CREATE_IN_FLIGHT``; its retry drops what landed and writes ABORTED.
+
 Both modes drop member by member, each by its exact UUID (``DROP TABLE ... SYNC`` on that member only): in internal
 mode that removes each replica of the owned replicated candidate, and the last one removes its Keeper path. In
 internal mode the candidate's own ON CLUSTER create or rebuild drop may still be queued on a replica; a drop before
@@ -33,6 +39,7 @@ from airflow_provider_dpone.cluster.values.authority.phases import PRE_PUBLICATI
 from airflow_provider_dpone.core.errors import DponeError
 
 ABORT_CODE = "DPONE_CLICKHOUSE_CLUSTER_OPERATION_ABORTED"
+CREATE_IN_FLIGHT = "DPONE_CLICKHOUSE_CLUSTER_ABORT_CREATE_IN_FLIGHT"
 
 
 def abort_before_publication(ctx: Context, held: Held) -> Held:
@@ -55,7 +62,23 @@ def abort_before_publication(ctx: Context, held: Held) -> Held:
         _drop_exact(ctx, member_id, record.candidate_name, obs.uuid)
         if observe_candidate(ctx, member_id).exists:
             raise DponeError("DPONE_CLICKHOUSE_CLUSTER_MEMBER_OUTCOME_UNKNOWN", f"member {member_id}: drop")
+    _require_no_create_in_flight(ctx, record)
     return ctx.commit(held, phase=Phase.ABORTED)
+
+
+def _require_no_create_in_flight(ctx: Context, record: AuthorityRecord) -> None:
+    """External mode: a stage try past its last intent write sends its CREATE with no write the fence could beat,
+    within the dispatch deadline of the intent's stamp; it reaches the member at the latest a send timeout (and the
+    skew between the workers' clocks) later. Until then a candidate may still appear after the drops above."""
+    since = ctx.request.mode.creates_from(record)
+    if since is None:
+        return
+    settings = ctx.settings
+    until = since + settings.dispatch_deadline_ms + settings.send_timeout_ms + settings.void_skew_margin_ms
+    if ctx.now() <= until:
+        raise DponeError(
+            CREATE_IN_FLIGHT, f"a candidate CREATE may still reach a member for {until - ctx.now() + 1} ms"
+        )
 
 
 def _drop_exact(ctx: Context, member_id: str, name: str, uuid: str) -> None:
@@ -69,6 +92,8 @@ def _require_no_queued_candidate_ddl(ctx: Context, record: AuthorityRecord) -> N
     step = ctx.request.mode.staging_step(ctx, record)
     pending = None if step is None else step.slot(record)
     if pending is None:
+        return
+    if pending.unsent:  # never sent, and the abort's fence write makes its holder's dispatch record fail
         return
     entry = read_entry(ctx, pending)
     if entry is None:  # a stalled coordinator may still queue it: only a void with proof releases the permit

@@ -168,6 +168,10 @@ class Context:
         assert binding.correlation_token is not None
         self._permits.add(binding.correlation_token)
 
+    def holds(self, binding: DdlBinding) -> bool:
+        """Whether this invocation holds the in-memory permit of ``binding`` (not yet redeemed)."""
+        return binding.correlation_token is not None and binding.correlation_token in self._permits
+
     def redeem(self, binding: DdlBinding) -> bool:
         """True exactly once for a permit this invocation holds (its one dispatch); False for any other binding: a
         permit read from the authority was written by an earlier attempt, whose dispatch is never repeated."""

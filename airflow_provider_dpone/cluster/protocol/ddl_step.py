@@ -14,25 +14,32 @@ and the completion update.
   and a void proof (:mod:`~airflow_provider_dpone.cluster.protocol.void_permit`) must come from that same server.
 * Dispatch once: only the invocation holding that in-memory permit (``Context.grant``/``redeem``) dispatches, and
   exactly once; an unknown answer or a refusal is resolved by observation, never by a second dispatch.
+* Recorded before sent: the holder first records the dispatch (one acknowledged, read-back-proven CAS stamping
+  ``dispatching_at_ms``, taken before the write) and sends only within ``dispatch_deadline_ms`` of that stamp. A
+  permit whose dispatch is not recorded was therefore never sent: it is void by construction, and any try replaces
+  it by a new permit (new epoch, new token); that CAS fences out a holder still about to record. A holder whose
+  record came too late to send removes it again (one more CAS) and stops with the retryable ``DISPATCH_NOT_SENT``.
 * Reconcile: the one queue entry carrying the token plus every member's physical state, decided by
   :func:`~airflow_provider_dpone.cluster.protocol.reconcile.decide`. A foreign member fails closed at once.
 * Finish: on COMPLETE, the step's completion CAS (with the observed queue entry).
 
-A VOID verdict (no queue entry, no member effect, quiet period elapsed) is *not* a licence to dispatch again: a
-request can still be in flight, and a second permit could apply the same DDL twice. The step fails closed with
-``DISPATCH_UNPROVEN``. Only the explicit operator action of :mod:`~airflow_provider_dpone.cluster.protocol.void_permit`, with
-recorded proof that the first request can no longer execute, empties the slot so that a retry takes a new permit.
-A permit older than ``dispatch_deadline_ms`` is never sent: that bounds how late its request can reach the
-coordinator, which the proof relies on.
+A VOID verdict for a recorded dispatch (no queue entry, no member effect, quiet period elapsed) is *not* a licence to
+dispatch again: a request can still be in flight, and a second permit could apply the same DDL twice. The step fails
+closed with ``DISPATCH_UNPROVEN``. Only the explicit operator action of
+:mod:`~airflow_provider_dpone.cluster.protocol.void_permit`, with recorded proof that the first request can no longer
+execute, empties the slot so that a retry takes a new permit. A dispatch is never sent later than
+``dispatch_deadline_ms`` after its record: that bounds how late its request can reach the coordinator, which the
+proof relies on.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_provider_dpone.cluster.ports import DdlIntent, DispatchOutcome, DispatchSettings
+from airflow_provider_dpone.cluster.ports import DdlIntent, DispatchSettings
 from airflow_provider_dpone.cluster.protocol.authority_io import Held
 from airflow_provider_dpone.cluster.protocol.context import Context
 from airflow_provider_dpone.cluster.protocol.reconcile import Reconciliation, Side, Verdict, decide, read_entry
@@ -49,6 +56,7 @@ from airflow_provider_dpone.core.errors import DponeError, MutationRejectedError
 from airflow_provider_dpone.core.identities import ddl_intent_digest
 
 UNPROVEN = "DPONE_CLICKHOUSE_CLUSTER_DISPATCH_UNPROVEN"
+NOT_SENT = "DPONE_CLICKHOUSE_CLUSTER_DISPATCH_NOT_SENT"
 EVIDENCE_MISSING = "DPONE_CLICKHOUSE_CLUSTER_PUBLICATION_EVIDENCE_MISSING"
 MIXED = "DPONE_CLICKHOUSE_CLUSTER_PUBLICATION_MIXED"
 COORDINATOR_UNAVAILABLE = "DPONE_CLICKHOUSE_CLUSTER_COORDINATOR_UNAVAILABLE"
@@ -114,15 +122,17 @@ class StepProgress:
 
 
 def run_step(ctx: Context, held: Held, step: DdlStep, *, allow_dispatch: bool) -> StepProgress:
-    """Take the permit and dispatch (only if none is bound and ``allow_dispatch``), then reconcile the bound one."""
-    if step.slot(held.record) is None:
-        if not allow_dispatch:
-            raise DponeError("DPONE_CLICKHOUSE_CLUSTER_PHASE_NOT_READY", f"{step.what} not dispatched yet")
+    """Take the permit and dispatch (only with ``allow_dispatch``, when none is bound or the bound one was never
+    sent and this invocation does not hold it), then reconcile the bound one."""
+    bound = step.slot(held.record)
+    if bound is None and not allow_dispatch:
+        raise DponeError("DPONE_CLICKHOUSE_CLUSTER_PHASE_NOT_READY", f"{step.what} not dispatched yet")
+    if bound is None or (allow_dispatch and bound.unsent and not ctx.holds(bound)):
         held = _permit(ctx, held, step, step.barrier(ctx, held, step))
     binding = step.slot(held.record)
     assert binding is not None
     if ctx.redeem(binding):  # this invocation's own permit (taken just above, or folded into an earlier CAS)
-        _dispatch_once(ctx, binding, step.intent)
+        held = _dispatch_once(ctx, held, step, binding)
     return reconcile_step(ctx, held, step)
 
 
@@ -131,6 +141,8 @@ def reconcile_step(ctx: Context, held: Held, step: DdlStep) -> StepProgress:
     binding = step.slot(held.record)
     assert binding is not None
     entry = read_entry(ctx, binding)  # before the members: their state is at least as late as the entry's
+    if entry is None and binding.unsent:  # nothing was sent, so nothing can arrive: the next try permits anew
+        raise DponeError(NOT_SENT, f"{step.what}: epoch {binding.epoch} was never sent")
     sides: dict[str, Side] = {}
     for member_id, side in observe_sides(ctx, held, step):
         if side is None:
@@ -195,6 +207,7 @@ def new_permit(ctx: Context, record: AuthorityRecord, intent: DdlIntent) -> DdlB
         query_digest=ddl_intent_digest(intent.model_dump(mode="json")),
         permitted_at_ms=ctx.now(),
         server=server,
+        records_dispatch=True,
     )
 
 
@@ -216,13 +229,20 @@ def commit_permitted(ctx: Context, held: Held, binding: DdlBinding | None, **cha
     return held
 
 
-def _dispatch_once(ctx: Context, binding: DdlBinding, intent: DdlIntent) -> DispatchOutcome | None:
-    """The single dispatch of a permit. ``None`` when the initiator's answer is unknown or a refusal: either way the
-    queue entry and the members are observed next, never the dispatch repeated."""
+def _dispatch_once(ctx: Context, held: Held, step: DdlStep, binding: DdlBinding) -> Held:
+    """The single dispatch of a permit: its record first, then the request, within the deadline of that record.
+    An unknown answer or a refusal is resolved by observing the queue entry and the members next, never by
+    dispatching again. A record that came too late to send is removed again, and the step stops ``NOT_SENT``."""
     assert binding.correlation_token is not None and binding.query_digest is not None
-    assert binding.query_digest == ddl_intent_digest(intent.model_dump(mode="json")), "the permit is for this intent"
-    if ctx.now() - binding.permitted_at_ms > ctx.settings.dispatch_deadline_ms:
-        return None  # too late to send: the request could arrive after a restart the void proof counts on
+    assert binding.query_digest == ddl_intent_digest(step.intent.model_dump(mode="json")), (
+        "the permit is for this intent"
+    )
+    recorded = binding.model_copy(update={"dispatching_at_ms": ctx.now()})
+    held = ctx.commit(held, **step.bind(held.record, recorded))
+    assert recorded.dispatching_at_ms is not None
+    if ctx.now() - recorded.dispatching_at_ms > ctx.settings.dispatch_deadline_ms:
+        held = ctx.commit(held, **step.bind(held.record, binding))  # the record says again: never sent
+        raise DponeError(NOT_SENT, f"{step.what}: epoch {binding.epoch} recorded too late to send")
     settings = DispatchSettings(
         correlation_token=binding.correlation_token,
         query_digest=binding.query_digest,
@@ -231,10 +251,9 @@ def _dispatch_once(ctx: Context, binding: DdlBinding, intent: DdlIntent) -> Disp
             ctx.request.mode.log_label, ctx.request.operation_id, binding.epoch, binding.correlation_token
         ),
     )
-    try:
-        return ctx.ports.ddl.dispatch(ctx.inventory, intent, settings)
-    except (OutcomeUnknownError, MutationRejectedError):
-        return None
+    with contextlib.suppress(OutcomeUnknownError, MutationRejectedError):
+        ctx.ports.ddl.dispatch(ctx.inventory, step.intent, settings)
+    return held
 
 
 def dispatch_comment(log_label: str, operation_id: str, epoch: int, correlation_token: str) -> str:

@@ -101,6 +101,10 @@ class ReplicationVariant:
     """The replica the one load goes through, once bound (external: ``None``, every member loads its own)."""
     owned_uuids: Callable[[AuthorityRecord, str], tuple[str, ...]]
     """Every candidate UUID the operation ever intended on a member: what abort may drop there."""
+    creates_from: Callable[[AuthorityRecord], int | None]
+    """The latest time from which a direct (member-local) candidate CREATE of the operation may still be sent, within
+    the dispatch deadline of it; ``None``: the mode sends none (internal: its CREATE is a permitted ON CLUSTER DDL,
+    which the abort reconciles instead)."""
     receipt: Callable[[AuthorityRecord, int, Mapping[str, Position]], PublicationReceipt]
     """The receipt schema of a committed record (and its authority version and the bound inventory's positions)."""
 
@@ -133,6 +137,17 @@ def _external_progress(record: AuthorityRecord, positions: Mapping[str, Position
     return tuple(member_progress(m.member_id, positions, m.stage.value, m.row_count, m.rebuilds) for m in members)
 
 
+def _external_creates_from(record: AuthorityRecord) -> int | None:
+    """The latest intent stamp (an intent without one, written before intents were stamped: the record's last
+    write, the latest time any earlier try could have stamped it)."""
+    stamps = [
+        record.updated_at_ms if member.intended_at_ms is None else member.intended_at_ms
+        for member in as_external(record).members
+        if member.candidate_uuid_intent is not None
+    ]
+    return max(stamps, default=None)
+
+
 EXTERNAL: Final = ReplicationVariant(
     name=ReplicationMode.EXTERNAL,
     protocol_version=PROTOCOL_VERSION,
@@ -151,6 +166,7 @@ EXTERNAL: Final = ReplicationVariant(
     progress=_external_progress,
     load_member=lambda record: None,
     owned_uuids=lambda record, member_id: as_external(record).member(member_id).owned_candidate_uuids,
+    creates_from=_external_creates_from,
     receipt=lambda record, version, positions: external_receipt(as_external(record), version, positions),
 )
 
@@ -210,6 +226,7 @@ INTERNAL: Final = ReplicationVariant(
     progress=_internal_progress,
     load_member=_internal_load_member,
     owned_uuids=_internal_owned,
+    creates_from=lambda record: None,
     receipt=lambda record, version, positions: internal_receipt(as_internal(record), version, positions),
 )
 

@@ -115,7 +115,7 @@ def decide(
                 "DPONE_CLICKHOUSE_CLUSTER_PUBLICATION_EVIDENCE_MISSING",
                 f"{what}: no queue entry for epoch {binding.epoch} but {len(members) - len(before)} members changed",
             )
-        if now_ms - binding.permitted_at_ms >= quiet_ms:
+        if now_ms - binding.sent_from_ms >= quiet_ms:
             return Reconciliation(Verdict.VOID, None, before)
         return Reconciliation(Verdict.IN_PROGRESS, None, before)
     hosts = {host.member_id: host for host in entry.hosts}

@@ -184,6 +184,7 @@ def external_intents(
                     "stage": MemberStage.INTENDED,
                     "candidate_uuid_intent": intent,
                     "owned_candidate_uuids": (intent,),
+                    "intended_at_ms": ctx.now(),
                 }
             )
         )

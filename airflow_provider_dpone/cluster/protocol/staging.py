@@ -6,8 +6,11 @@ Each member converges by repeated *observe, then at most one mutation* steps, in
 * an owned but stale UUID (an earlier intent) is dropped exactly by UUID;
 * PENDING  -> persist a fresh candidate UUID intent (CAS) *before* any CREATE (the STAGING CAS already persists the
   first intent of every member, so this is only a safeguard);
-* INTENDED -> CREATE with exactly that UUID; once observed empty with the right schema, CAS CREATED (the complete
-  candidate identity) and send the one load, with deterministic ``query_id`` and ``insert_deduplication_token``;
+* INTENDED -> CREATE with exactly that UUID, sent only within ``dispatch_deadline_ms`` of the intent's stamp (taken
+  before its write; a later try stamps the same intent again first, by CAS): so no CREATE of this operation reaches a
+  member later than the latest stamp plus that deadline, the send timeout and the skew margin, which an abort waits
+  out (:mod:`abort`). Once observed empty with the right schema, CAS CREATED (the complete candidate identity) and
+  send the one load, with deterministic ``query_id`` and ``insert_deduplication_token``;
 * CREATED  -> exact schema, row count and content digest equal to the artifact's -> CAS READY. Incomplete after the
   ambiguous load (the sealed schema with fewer rows: empty after a lost or unsent load, partial) is rebuilt: a new
   intent is persisted first, then the old UUID is dropped as stale, and the same immutable artifact is loaded into
@@ -112,7 +115,9 @@ def stage_member(
         if member.stage is MemberStage.PENDING:
             held = _intend(ctx, held, member, rebuild=False)
         elif member.stage is MemberStage.INTENDED:
-            if not obs.exists:
+            if not obs.exists and not _in_time(ctx, member):
+                held = _commit_member(ctx, held, member.model_copy(update={"intended_at_ms": ctx.now()}))
+            elif not obs.exists:
                 _create(ctx, member)
             elif _is_fresh(ctx, obs):
                 created = member.model_copy(update={"stage": MemberStage.CREATED, "candidate_uuid": obs.uuid})
@@ -164,6 +169,7 @@ def _intend(ctx: Context, held: Held, member: MemberRecord, *, rebuild: bool) ->
         stage=MemberStage.INTENDED,
         candidate_uuid_intent=intent,
         owned_candidate_uuids=(*member.owned_candidate_uuids, intent),
+        intended_at_ms=ctx.now(),
         target_uuid=member.target_uuid,
         target_row_count=member.target_row_count,
         target_content_digest=member.target_content_digest,
@@ -187,6 +193,12 @@ def _replaced(held: Held, updated: list[MemberRecord]) -> tuple[MemberRecord, ..
     """The held record's members with every member in ``updated`` replaced (by id)."""
     by_id = {member.member_id: member for member in updated}
     return tuple(by_id.get(member.member_id, member) for member in _external(held).members)
+
+
+def _in_time(ctx: Context, member: MemberRecord) -> bool:
+    """Whether the member's intent may still be created: stamped, and the stamp within the dispatch deadline."""
+    stamp = member.intended_at_ms
+    return stamp is not None and ctx.now() - stamp <= ctx.settings.dispatch_deadline_ms
 
 
 def _create(ctx: Context, member: MemberRecord) -> None:
@@ -222,7 +234,7 @@ def _create_and_observe(
     obs = seen
     if obs is None:
         obs = observe_candidate(ctx, member_id, artifact=artifact, with_content=member.stage is MemberStage.CREATED)
-    if member.stage is MemberStage.INTENDED and not obs.exists:
+    if member.stage is MemberStage.INTENDED and not obs.exists and _in_time(ctx, member):
         _create(ctx, member)
         obs = observe_candidate(ctx, member_id, artifact=artifact, with_parts=True)
     return obs

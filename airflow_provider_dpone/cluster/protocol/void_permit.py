@@ -79,6 +79,8 @@ def void_permit(ctx: Context, held: Held, *, retired_server_uuid: str | None = N
         if record.voided and record.voided[-1].permit.epoch == record.dispatch_epoch:
             return held, record.voided[-1]  # already voided, no permit taken since (a retry after a lost response)
         raise DponeError(NOTHING, f"phase {record.phase}: no dispatch permit is bound")
+    if permit.unsent:
+        raise DponeError(NOTHING, f"{step.what} epoch {permit.epoch}: never sent; the stopped task takes a new permit")
     if ctx.settings.void_skew_margin_ms <= 0:
         raise DponeError(SKEW, f"{ctx.settings.void_skew_margin_ms} ms")
     identity = _server_identity(ctx)
@@ -97,7 +99,7 @@ def void_permit(ctx: Context, held: Held, *, retired_server_uuid: str | None = N
         ctx.settings.send_timeout_ms,
         ctx.settings.void_skew_margin_ms,
     )
-    earliest = permit.permitted_at_ms + deadline + send + skew
+    earliest = permit.sent_from_ms + deadline + send + skew
     if proof_time <= earliest:
         raise DponeError(
             RESTART,

@@ -429,11 +429,26 @@ RUNTIME_ADMISSION: tuple[ErrorCode, ...] = (
     ),
     ErrorCode(
         "DPONE_CLICKHOUSE_CLUSTER_DISPATCH_UNPROVEN",
-        "a dispatch permit was taken but its DDL never reached the queue within the quiet period and no member shows "
-        "an effect; whether the request is still in flight cannot be proven, so nothing is re-dispatched",
-        "all objects and the record are retained; follow the runbook: restart the coordinator, wait past the permit "
-        "time plus the margins, run the void-permit action (DponeVoidPermitOperator or dpone void-permit), then retry",
+        "a dispatch was recorded (so it may have been sent) but its DDL never reached the queue within the quiet "
+        "period and no member shows an effect; whether the request is still in flight cannot be proven, so nothing "
+        "is re-dispatched",
+        "all objects and the record are retained; follow the runbook: restart the coordinator, wait past the recorded "
+        "dispatch time plus the margins, run the void-permit action (DponeVoidPermitOperator or dpone void-permit), then retry",
         retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_DISPATCH_NOT_SENT",
+        "a dispatch permit was never sent: its dispatch was not recorded (the task stopped first, or a concurrent "
+        "write fenced it), or was recorded too late to send within the dispatch deadline",
+        "retry the task: it takes a new permit (new epoch and token) and sends it; no restart or void is needed",
+        retryable=True,
+    ),
+    ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_ABORT_CREATE_IN_FLIGHT",
+        "the abort dropped every owned candidate it found, but a candidate CREATE a stage try sent before the abort's "
+        "fence may still reach a member until the intent time plus the dispatch deadline, send timeout and skew margin",
+        "retry the abort after the time in the detail (Airflow retries it): it drops what landed, then writes ABORTED",
+        retryable=True,
     ),
     ErrorCode(
         "DPONE_CLICKHOUSE_CLUSTER_VOID_NOTHING_TO_VOID",

@@ -23,7 +23,7 @@ from airflow_provider_dpone.cluster.values.authority.generation import (
     MemberGeneration,
 )
 from airflow_provider_dpone.cluster.values.authority.phases import MemberStage
-from airflow_provider_dpone.core.canonical import NonNegative, UuidText
+from airflow_provider_dpone.core.canonical import NonNegative, TimestampMs, UuidText
 from airflow_provider_dpone.core.errors import DponeError
 
 EXTERNAL_SCHEMA: Literal["dpone.clickhouse.cluster-external-full-refresh.v1"] = (
@@ -52,6 +52,10 @@ class MemberRecord(MemberGeneration):
     candidate_uuid_intent: UuidText | None = None
     owned_candidate_uuids: tuple[UuidText, ...] = ()
     rebuilds: NonNegative = Field(default=0, le=MAX_REBUILDS_PER_MEMBER)
+    intended_at_ms: TimestampMs | None = Field(default=None, exclude_if=lambda value: value is None)
+    """When the current intent was (re)stamped, before its write: its ``CREATE ... UUID`` is sent only within the
+    dispatch deadline of it, so no CREATE of this member's intents can reach the member after that plus the send
+    timeout (what an abort waits for). ``None``: written before intents were stamped (never created from)."""
 
     @model_validator(mode="after")
     def _stage_is_consistent(self) -> MemberRecord:
@@ -61,6 +65,8 @@ class MemberRecord(MemberGeneration):
             raise ValueError("PENDING has no intent")
         if self.stage is not MemberStage.PENDING and self.candidate_uuid_intent is None:
             raise ValueError(f"{self.stage} requires a candidate UUID intent")
+        if self.intended_at_ms is not None and self.candidate_uuid_intent is None:
+            raise ValueError("an intent time without an intent")
         bound = self.stage in (MemberStage.CREATED, MemberStage.READY)
         if bound != (self.candidate_uuid is not None) or (bound and self.candidate_uuid != self.candidate_uuid_intent):
             raise ValueError("CREATED/READY bind exactly the intended candidate UUID; earlier stages bind none")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, StrictStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, model_validator
 
 from airflow_provider_dpone.cluster.values.authority.phases import Phase
 from airflow_provider_dpone.cluster.values.authority.release import Release
@@ -88,13 +88,32 @@ class DdlBinding(BaseModel):
     server: ServerName | None = None
     """The coordinator the dispatch is pinned to (its request carries the session opened by that identity read);
     ``None`` in records written before permits were pinned."""
+    records_dispatch: StrictBool = Field(default=False, exclude_if=lambda value: not value)
+    """The permit is sent only after its dispatch is recorded (``dispatching_at_ms``). ``False`` in records written
+    before: such a permit may have been sent at any time within the deadline of ``permitted_at_ms``."""
+    dispatching_at_ms: TimestampMs | None = Field(default=None, exclude_if=lambda value: value is None)
+    """When the permit's one dispatch was recorded (stamped before that write): the request leaves only within the
+    dispatch deadline of it. ``None`` (with ``records_dispatch``): never recorded, so never sent."""
 
     @model_validator(mode="after")
     def _token_matches_kind(self) -> DdlBinding:
         dispatched = self.kind != "none"
         if dispatched != (self.correlation_token is not None) or dispatched != (self.query_digest is not None):
             raise ValueError("a dispatched DDL binds a correlation token and a query digest; 'none' binds neither")
+        if self.dispatching_at_ms is not None and not (self.records_dispatch and dispatched):
+            raise ValueError("only a permit that records its dispatch records a dispatch time")
         return self
+
+    @property
+    def unsent(self) -> bool:
+        """Provably never sent: its dispatch is recorded before it is sent, and none is recorded."""
+        return self.records_dispatch and self.dispatching_at_ms is None
+
+    @property
+    def sent_from_ms(self) -> int:
+        """The time the permit's request may have left from (it leaves within the dispatch deadline of it): the
+        recorded dispatch, or for a permit that records none, the permit itself."""
+        return self.permitted_at_ms if self.dispatching_at_ms is None else self.dispatching_at_ms
 
 
 VoidedStep = Literal["publication", "cleanup", "candidate create", "candidate drop"]
