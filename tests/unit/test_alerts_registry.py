@@ -21,7 +21,7 @@ from airflow_provider_dpone.hooks.alerts import count_alert, counted
 
 
 def test_every_alert_has_one_stable_metric_safe_name_and_registered_codes() -> None:
-    assert len(ALERTS) == 14  # each is driven by its own scenario in tests/protocol/test_alerts.py
+    assert len(ALERTS) == 15  # each is driven by its own scenario in tests/protocol/test_alerts.py
     for name, alert in ALERTS.items():
         assert name == alert.name and name.startswith(f"{PREFIX}{alert.route}.")
         assert all(ch.isalnum() or ch in "._" for ch in name) and len(name) < 250  # a valid statsd/OTel name
