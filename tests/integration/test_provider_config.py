@@ -52,7 +52,9 @@ def test_airflow_config_lists_every_option_with_its_description_and_example(tmp_
         assert shown in listed.stdout, name
 
 
-def test_airflow_config_get_value_reads_defaults_and_environment(tmp_path: Path) -> None:
+def test_airflow_config_shows_every_default_and_get_value_reads_the_environment(tmp_path: Path) -> None:
+    """Every registered default as Airflow's own CLI resolves it (one ``list --show-values`` reads them all through
+    the same ``conf`` lookup ``get-value`` uses), and ``get-value`` reads an ``AIRFLOW__DPONE__*`` override."""
     home = tmp_path / "home"
     expected = {
         "single_worker": "False",
@@ -65,13 +67,14 @@ def test_airflow_config_get_value_reads_defaults_and_environment(tmp_path: Path)
         "extraction_timeout_seconds": "3600",
     }
     assert set(expected) == {name for name, option in OPTIONS.items() if option["default"] is not None}
-    for name, value in expected.items():
-        answer = airflow_config(home, "get-value", "dpone", name)
-        assert answer.returncode == 0 and answer.stdout.strip() == value, (name, answer.stderr[-1000:])
+    listed = airflow_config(home, "list", "--section", "dpone", "--show-values")
+    assert listed.returncode == 0, listed.stderr[-2000:]
+    shown = dict(re.findall(r"^(\w+) = (.*)$", listed.stdout, flags=re.MULTILINE))
+    assert shown == expected, listed.stdout
     changed = airflow_config(
         home, "get-value", "dpone", "progress_heartbeat_seconds", AIRFLOW__DPONE__PROGRESS_HEARTBEAT_SECONDS="30"
     )
-    assert changed.stdout.strip() == "30"
+    assert changed.returncode == 0 and changed.stdout.strip() == "30", changed.stderr[-1000:]
 
 
 def test_registered_defaults_are_the_code_fallbacks() -> None:
