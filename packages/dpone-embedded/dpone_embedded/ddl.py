@@ -323,11 +323,16 @@ class DdlWorker(threading.Thread):
 
     def stop(self) -> None:
         self._halt.set()
+        self._store.bell.interrupt()
 
     def run(self) -> None:
+        """Execute pending entries; with none (or paused), sleep until the cluster's bell rings (an entry queued, a
+        fault armed or released) or the next heartbeat is due."""
         host, port = self._spec.host_id
+        bell = self._store.bell
         beat = 0.0
         while not self._halt.is_set():
+            rung = bell.generation()
             paused = self._store.has_fault(self._spec.name, "pause")
             now = time.monotonic()
             if now - beat >= HEARTBEAT_SECONDS:
@@ -335,7 +340,7 @@ class DdlWorker(threading.Thread):
                 beat = now
             entry = None if paused else self._store.next_pending(host, port)
             if entry is None:
-                self._halt.wait(POLL_SECONDS)
+                bell.wait(rung, beat + HEARTBEAT_SECONDS - time.monotonic())
                 continue
             self._execute(entry, host, port)
 

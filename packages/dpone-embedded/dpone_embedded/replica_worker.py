@@ -23,6 +23,10 @@ from dpone_embedded.replication import Replica
 
 RETRY_SECONDS = 0.5
 """Pause before a replica retries an entry whose execution failed."""
+IDLE_SECONDS = 1.0
+"""Longest sleep of a worker whose replicas have nothing queued: the bell (a log entry, a replica, a fault written)
+wakes it at once; this bound is only a safety net. A worker with entries it cannot execute yet (paused, lagging,
+retrying, waiting for a holder) looks again every ``POLL_SECONDS``."""
 
 
 class ReplicationWorker(threading.Thread):
@@ -35,24 +39,28 @@ class ReplicationWorker(threading.Thread):
 
     def stop(self) -> None:
         self._halt.set()
+        self._replication.store.bell.interrupt()
 
     def run(self) -> None:
+        bell = self._replication.store.bell
         self._recover()
         while not self._halt.is_set():
+            rung = bell.generation()
             try:
-                busy = self.step()
+                busy, queued = self.step()
             except Exception:  # noqa: BLE001 - a broken step must not end replication; it is logged and retried
                 traceback.print_exc()
-                busy = False
+                busy, queued = False, True
             if not busy:
-                self._halt.wait(POLL_SECONDS)
+                bell.wait(rung, POLL_SECONDS if queued else IDLE_SECONDS)
 
-    def step(self) -> bool:
-        """One round over this process's replicas; whether anything was executed."""
+    def step(self) -> tuple[bool, bool]:
+        """One round over this process's replicas: whether anything was executed, and whether any replica's queue
+        held entries when the round began (when nothing was executed, they are still there)."""
         log = self._replication.log
         found = log.replicas(self._member)
         if not found:
-            return False
+            return False, False
         if any(replica.log_pointer < newest for replica, newest in found):
             log.pull(self._member)
             found = log.replicas(self._member)
@@ -62,7 +70,7 @@ class ReplicationWorker(threading.Thread):
         busy = False
         for replica, _ in found:
             busy = self._catch_up(replica, paused, lag) or busy
-        return busy
+        return busy, any(replica.applied < replica.log_pointer for replica, _ in found)
 
     def _catch_up(self, replica: Replica, paused: bool, lag: float) -> bool:
         if time.monotonic() < self._retry_at.get(replica.uuid, 0.0):

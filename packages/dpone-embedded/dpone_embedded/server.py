@@ -13,6 +13,7 @@ import argparse
 import contextlib
 import faulthandler
 import os
+import select
 import signal
 import socket
 import sys
@@ -30,6 +31,16 @@ from dpone_embedded.store import Store
 
 
 def _watch_owner(owner_pid: int) -> None:
+    """Exit once the owner has ended: a pidfd turns readable then (Linux 5.3+); elsewhere the owner is polled."""
+    try:
+        descriptor = os.pidfd_open(owner_pid)
+    except ProcessLookupError:
+        os._exit(0)
+    except (AttributeError, OSError):
+        descriptor = -1
+    if descriptor >= 0:
+        select.select([descriptor], [], [])
+        os._exit(0)
     while True:
         time.sleep(0.5)
         try:
@@ -53,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     if spec.owner_pid:
         threading.Thread(target=_watch_owner, args=(spec.owner_pid,), daemon=True, name="owner-watch").start()
     engine = Engine(spec.data_dir, spec.config_file, spec.spool_dir)
-    store = Store(spec.state_db)
+    store = Store(spec.state_db, reuse_connections=True)
     replication = Replication(spec, engine, store)
     context = EndpointContext(spec, engine, store, replication)
     worker = DdlWorker(spec, engine, store, replication) if spec.role == "member" else None
