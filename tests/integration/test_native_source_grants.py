@@ -9,34 +9,24 @@ engine start and authenticates every connection as ``default``.
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.integration.documented_grants import documented_grants
 from tests.integration.native_source_grants import DATABASE, OLD_ROWS, TABLE
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
-GUIDE = Path(__file__).resolve().parents[2] / "docs" / "clickhouse-to-mssql.md"
 MARKER = "-- dpone: native transfer source grants"
 RELATION_SELECT = f"GRANT SELECT ON {DATABASE}.{TABLE}"
 ROW_POLICIES = "GRANT SHOW ROW POLICIES ON *.*"
 
 
-def documented_grants() -> list[str]:
-    """The guide's grant block, for this test's relation, as ``<grants>`` queries (``TO`` is the config's user)."""
-    text = GUIDE.read_text()
-    block = re.search(r"```sql\n" + re.escape(MARKER) + r"\n(.*?)```", text, re.S)
-    assert block is not None, "the route guide lists the source account's grants in one sql block"
-    grants = []
-    for line in block.group(1).strip().splitlines():
-        statement = re.fullmatch(r"(GRANT .+) TO \{account\};", line.strip())
-        assert statement is not None, line
-        grants.append(statement.group(1).format(database=DATABASE, table=TABLE))
-    return grants
+def source_grants() -> list[str]:
+    return documented_grants("clickhouse-to-mssql.md", MARKER, database=DATABASE, table=TABLE)
 
 
 def transfer(grants: list[str]) -> dict[str, object]:
@@ -58,7 +48,7 @@ def as_users_xml_grant(line: str) -> str:
 
 
 def test_the_documented_grants_suffice_and_are_all_the_account_holds() -> None:
-    grants = documented_grants()
+    grants = source_grants()
     assert RELATION_SELECT in grants and ROW_POLICIES in grants
     outcome = transfer(grants)
     held = {as_users_xml_grant(str(line)) for line in outcome["grants"]}  # type: ignore[attr-defined]
@@ -82,8 +72,8 @@ def test_the_documented_grants_suffice_and_are_all_the_account_holds() -> None:
 def test_a_missing_grant_ends_in_its_code_with_the_old_target_intact(
     missing: str, replacement: str | None, code: str
 ) -> None:
-    grants = [grant for grant in documented_grants() if grant != missing]
-    assert len(grants) == len(documented_grants()) - 1
+    grants = [grant for grant in source_grants() if grant != missing]
+    assert len(grants) == len(source_grants()) - 1
     outcome = transfer(grants + ([replacement] if replacement else []))
     assert outcome.get("code") == code, outcome
     assert outcome["target"] == [list(row) for row in OLD_ROWS], "the old target is untouched"
