@@ -93,6 +93,14 @@ CODES: tuple[ErrorCode, ...] = (
         retryable=False,
     ),
     ErrorCode(
+        "native_transfer.source_access_denied",
+        "the source account lacks a privilege the read needs: the server refused a source read with ACCESS_DENIED "
+        "(code 497), for example SELECT on a column of the relation",
+        "grant the source account exactly the grants the route guide lists (SELECT on the relation, SHOW ROW "
+        "POLICIES), then run again; a retry without the grant fails the same way",
+        retryable=False,
+    ),
+    ErrorCode(
         "native_transfer.source_metadata_unavailable",
         "required source metadata (tables, columns, parts, settings, policies, replicas) cannot be inspected",
         "grant the source account SELECT on the relation and the bounded system metadata listed in the route guide",

@@ -45,11 +45,13 @@ _SETTING_REFUSALS: Final = frozenset({115, 164, 452})  # UNKNOWN_SETTING, READON
 def source_failure(exc: ClickHouseError, code: str, what: str) -> DponeError:
     """The stable error for a failed source request (only the server code is kept: messages name hosts).
 
-    ``SESSION_NOT_FOUND`` means the request reached a server that does not hold this run's session: another server
+    ``ACCESS_DENIED`` is a missing grant, whatever the read: no retry can succeed without it. ``SESSION_NOT_FOUND`` means the request reached a server that does not hold this run's session: another server
     than the one admission observed (a balancer moved it), or the same one restarted. Either way the reads are no
     longer bound to one server, which is endpoint drift whatever the request was.
     """
     server_code = getattr(exc, "code", None)
+    if server_code == ACCESS_DENIED:
+        return DponeError("native_transfer.source_access_denied", f"{what}: server code {server_code}")
     if server_code == SESSION_NOT_FOUND:
         return DponeError(
             "native_transfer.source_endpoint_drift", f"{what}: the server reached does not hold this run's session"
@@ -106,6 +108,9 @@ def read_relation(client: Client, relation: RelationRef) -> RelationObservation:
     if not databases or not tables:
         return RelationObservation(exists=False)
     engine, engine_full, uuid, is_temporary, partition_key, sorting_key, primary_key = tables[0]
+    # system.columns lists only the columns the account may see: SELECT on every column is proven first, so a
+    # column-restricted account is refused for its grants, not admitted (or misjudged) on a partial column list
+    _rows(client, sql.relation_privilege_probe(relation), {}, "SELECT privilege on the relation")
     columns = tuple(
         ColumnObservation(
             name=_text(name),

@@ -12,6 +12,7 @@ from typing import Any, Final
 
 from airflow_provider_dpone.core.clickhouse.row_hash import row_hash_sql, row_hash_sum_expression
 from airflow_provider_dpone.core.identifiers import qualified_clickhouse, quote_clickhouse
+from airflow_provider_dpone.transfer.values.chunk import RelationRef
 from airflow_provider_dpone.transfer.values.query import (
     PROVENANCE_COLUMNS,
     SnapshotQuery,
@@ -34,6 +35,14 @@ COLUMNS_SQL: Final = (
     "SELECT name, type, default_kind, default_expression, is_in_partition_key, is_in_sorting_key, is_in_primary_key "
     "FROM system.columns WHERE database = {database:String} AND table = {table:String} ORDER BY position"
 )
+
+
+def relation_privilege_probe(relation: RelationRef) -> str:
+    """``SELECT *`` of no row: the server checks SELECT on every ordinary column of the relation (ACCESS_DENIED
+    otherwise) and reads nothing."""
+    return f"SELECT * FROM {qualified_clickhouse(relation.database, relation.table)} LIMIT 0"
+
+
 PRINCIPAL_SQL: Final = "SELECT currentUser(), currentRoles(), enabledRoles()"
 ROW_POLICIES_SQL: Final = (
     "SELECT toString(id), name, select_filter, is_restrictive, apply_to_all, apply_to_list, apply_to_except "

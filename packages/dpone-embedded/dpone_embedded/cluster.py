@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -109,6 +110,19 @@ class EmbeddedCluster:
 
     def stop(self) -> None:
         launcher.stop_all(self.directory)
+
+    def restrict_account(self, grants: Sequence[str] | None, targets: Sequence[Any] | None = None) -> None:
+        """Restart each process (all, or ``targets``) with its engine's account holding exactly ``grants`` (``GRANT``
+        statements without ``TO``), or the full account again with ``None``; returns once they answer ``/ping``.
+
+        The engine enforces the grants on every statement the process runs, its own bookkeeping included (chdb has one
+        account). A restart loses the process's in-process KeeperMap state (Code 668 until the table is recreated).
+        """
+        specs = launcher.specs_of(self.directory)
+        names = [target_name(target) for target in targets] if targets is not None else list(specs)
+        for name in names:
+            replace(specs[name], grants=tuple(grants or ())).write()
+            launcher.restart(self.directory, name)
 
     def __enter__(self) -> EmbeddedCluster:
         return self

@@ -10,6 +10,7 @@ import json
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from xml.sax.saxutils import escape
 
 from dpone_embedded.topology import (
     TOPOLOGY,
@@ -48,6 +49,9 @@ class ProcessSpec:
     tls_cert_file: str = ""
     """With a certificate (and ``tls_key_file``), a member serves HTTPS only; the coordinator always serves HTTP."""
     tls_key_file: str = ""
+    grants: tuple[str, ...] = ()
+    """``GRANT`` statements (without ``TO``) the engine's account holds instead of ``access_management``; empty: the
+    full account. The engine enforces them (``users_xml``)."""
 
     @property
     def tls(self) -> bool:
@@ -106,20 +110,29 @@ class ProcessSpec:
     def read(cls, path: Path) -> ProcessSpec:
         raw = json.loads(Path(path).read_text())
         raw["clusters"] = {name: [tuple(r) for r in replicas] for name, replicas in raw["clusters"].items()}
+        raw["grants"] = tuple(raw.get("grants", ()))
         return cls(**raw)
 
 
-def users_xml(config_file: Path) -> str:
-    """The engine's ``default`` user with ``access_management``, as the compose deployment's ``users.xml`` grants.
+def users_xml(config_file: Path, grants: tuple[str, ...] = ()) -> str:
+    """The engine's ``default`` user: with ``access_management``, as the compose deployment's ``users.xml`` grants,
+    or holding exactly ``grants`` (a restricted account, ``EmbeddedCluster.restrict_account``).
 
     A client must be able to read ``system.row_policies`` to prove which row policies apply to what it reads (the
     native transfer source refuses a table whose policies it cannot inspect). HTTP authentication is the server's
-    (``server.py``); the engine's own user has no password.
+    (``server.py``); the engine's own user has no password. chdb authenticates every connection as ``default``
+    (``programs/local/ChdbClient.cpp``: ``session->authenticate("default", ...)``), so the engine has one account;
+    its ``<grants>`` are parsed by ClickHouse's ``UsersConfigAccessStorage`` and enforced by the engine (Code 497).
     """
+    access = (
+        "<access_management>1</access_management>"
+        if not grants
+        else "<grants>" + "".join(f"<query>{escape(grant)}</query>" for grant in grants) + "</grants>"
+    )
     return "\n".join(
         [
             "    <users><default><password></password><networks><ip>::/0</ip></networks><profile>default</profile>",
-            "        <quota>default</quota><access_management>1</access_management></default></users>",
+            f"        <quota>default</quota>{access}</default></users>",
             "    <profiles><default></default></profiles><quotas><default></default></quotas>",
             f"    <user_directories><users_xml><path>{config_file}</path></users_xml></user_directories>",
         ]
@@ -144,7 +157,7 @@ def render_chdb_config(spec: ProcessSpec, topology: ClusterTopology = TOPOLOGY) 
             replication_xml(topology),
             "    <zookeeper><implementation>testkeeper</implementation></zookeeper>",
             f"    <keeper_map_path_prefix>{topology.keeper_map_path_prefix}</keeper_map_path_prefix>",
-            users_xml(spec.config_file),
+            users_xml(spec.config_file, spec.grants),
             "</clickhouse>",
             "",
         ]
