@@ -168,7 +168,8 @@ class DispatchSettings(BaseModel):
     log_comment: StrictStr
     session_id: StrictStr | None = Field(default=None, pattern=r"^dpone-[0-9a-f]{32}$")
     """The session a :meth:`ClusterDDL.server_identity` read opened: the dispatch requires it (``session_check``),
-    so it runs on the server the permit names or is refused before it runs. ``None``: an unpinned legacy permit."""
+    so it runs on the server the permit names or is refused before it runs. The protocol always sets it (every
+    permit is pinned); ``None`` is a sessionless dispatch, used only by the port's own contract tests."""
     distributed_ddl_output_mode: Literal["throw"] = "throw"
     skip_unavailable_shards: Literal[0] = 0
 

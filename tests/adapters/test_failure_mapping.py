@@ -221,6 +221,7 @@ class Handle:
             columns=(ArtifactColumn(name="id", type="UInt64"),),
             content_digest="c" * 64,
             replayable=True,
+            content_digest_version=2,
         )
 
     def chunks(self) -> Any:

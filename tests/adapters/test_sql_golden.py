@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 import pytest
 from clickhouse_connect.driver._backend.httpcommon import embed_insert_query
 
@@ -235,13 +233,7 @@ def test_member_exchange_probe_is_one_members_exchange_of_two_validated_names() 
 
 def test_digest_statements() -> None:
     uuid_of_t = "(SELECT toString(uuid) FROM system.tables WHERE database = 'db' AND name = 't')"
-    v1 = "count(), toString(sum(reinterpretAsUInt128(sipHash128(tuple(*)))))"
-    assert sql_digest.table_content("db", "t", (("id", "UInt64"),), 1) == f"SELECT {v1}, {uuid_of_t} FROM `db`.`t`"
     assert sql_digest.table_content("db", "t", None, 2) == f"SELECT count(), {uuid_of_t} FROM `db`.`t`"
-    assert sql_digest.temporary_content("tmp", (("id", "UInt64"),), 1) == f"SELECT {v1} FROM `tmp`"
-    assert sql_digest.source_content("SELECT 1 AS id -- note", (("id", "UInt64"),), 1) == (
-        f"SELECT {v1} FROM (\nSELECT 1 AS id -- note\n)"
-    )
     row = (
         "SHA256(concat('dpone.typed-row.v1\\0', reverse(reinterpretAsFixedString(toUInt32(length(toString(`id`)) + 1))),"
         " '\\x01', toString(`id`), reverse(reinterpretAsFixedString(toUInt32(length(if(isNull(`s`), '',"
@@ -256,10 +248,6 @@ def test_digest_statements() -> None:
         " FROM system.parts WHERE database = 'db' AND table = 't' AND active ORDER BY name))"
     )
     assert sql_digest.listed_parts("db", "t") == f"SELECT {sql_digest.active_parts('db', 't')}"
-    assert sql_digest.part_content("db", "t", columns, 1) == (
-        f"SELECT groupArray((p, c, s)), {uuid_of_t} FROM (SELECT _part AS p, count() AS c,"
-        " toString(sum(reinterpretAsUInt128(sipHash128(tuple(*))))) AS s FROM `db`.`t` GROUP BY _part)"
-    )
     assert sql_digest.part_content("db", "t", columns, 2, ("all_1_1_0", "it's")) == (
         f"SELECT groupArray((p, c, s)), {uuid_of_t} FROM (SELECT _part AS p, count() AS c,"
         f" toString(sum(reinterpretAsUInt256(reverse({row})))) AS s FROM `db`.`t`"
@@ -268,24 +256,24 @@ def test_digest_statements() -> None:
     assert sql_digest.source_content("SELECT * FROM src", columns, 2) == (
         f"SELECT count(), toString(sum(reinterpretAsUInt256(reverse({row})))) FROM (\nSELECT * FROM src\n)"
     )
+    assert sql_digest.temporary_content("tmp", columns, 2) == (
+        f"SELECT count(), toString(sum(reinterpretAsUInt256(reverse({row})))) FROM `tmp`"
+    )
 
 
-@pytest.mark.parametrize("version", [1, 2])
-def test_digest_never_uses_null_skipping_or_cancelling_aggregates(version: Literal[1, 2]) -> None:
-    text = sql_digest.table_content("db", "t", (("id", "UInt64"), ("s", "Nullable(String)")), version)
+def test_digest_never_uses_null_skipping_or_cancelling_aggregates() -> None:
+    text = sql_digest.table_content("db", "t", (("id", "UInt64"), ("s", "Nullable(String)")), 2)
     assert "sipHash64(*)" not in text and "groupBitXor" not in text and "sum(" in text
-    assert ("tuple(*)" in text) == (version == 1) and ("isNull(`s`)" in text) == (version == 2)
+    assert "tuple(*)" not in text and "isNull(`s`)" in text
 
 
-@pytest.mark.parametrize("version", [1, 2])
-def test_canonical_digest_binds_count_sum_and_version(version: Literal[1, 2]) -> None:
-    base = sql_digest.content_digest(2, 5, version)
+def test_canonical_digest_binds_count_and_sum() -> None:
+    base = sql_digest.content_digest(2, 5, 2)
     assert len(base) == 64
-    assert base != sql_digest.content_digest(3, 5, version)
-    assert base != sql_digest.content_digest(2, 6, version)
-    assert base != sql_digest.content_digest(2, 5, 3 - version)  # type: ignore[arg-type]
+    assert base != sql_digest.content_digest(3, 5, 2)
+    assert base != sql_digest.content_digest(2, 6, 2)
     with pytest.raises(ValueError):
-        sql_digest.content_digest(1, sql_digest.MODULUS[version], version)
+        sql_digest.content_digest(1, 2**256, 2)
 
 
 def test_version_2_is_the_typed_multiset_digest() -> None:
@@ -395,7 +383,7 @@ def test_acceptance_counts_are_one_aggregate_statement_with_positional_aliases()
         scan="m" + "0" * 16,
         metrics=("row_count", "null_count", "distinct_count"),
         columns=("id", "name"),
-        digest_version=1,
+        digest_version=2,
         schema_columns=schema,
     )
     rest = (
@@ -403,12 +391,8 @@ def test_acceptance_counts_are_one_aggregate_statement_with_positional_aliases()
         " countIf(isNull(`id`)) AS null_0, uniqExact(`id`) AS distinct_0,"
         " countIf(isNull(`name`)) AS null_1, uniqExact(`name`) AS distinct_1 FROM `db`.`t`"
     )
-    assert sql_acceptance.target_counts(plan) == (
-        "SELECT count(), toString(sum(reinterpretAsUInt128(sipHash128(tuple(*)))))," + rest
-    )
-    # version 2 (every receipt written since digest versions): the typed row SHA-256 of the whole schema, summed
-    v2 = plan.model_copy(update={"digest_version": 2})
-    assert sql_acceptance.target_counts(v2) == f"SELECT {sql_digest.aggregates(schema, 2)}," + rest
+    # the typed row SHA-256 of the whole schema, summed
+    assert sql_acceptance.target_counts(plan) == f"SELECT {sql_digest.aggregates(schema, 2)}," + rest
     assert sql_digest.aggregates(schema, 2).startswith("count(), toString(sum(reinterpretAsUInt256(reverse(")
     assert sql_acceptance.aliases(plan) == ("null_0", "distinct_0", "null_1", "distinct_1")
     assert sql_acceptance.read_settings(0) == {"max_execution_time": 1, "timeout_overflow_mode": "throw"}

@@ -28,6 +28,7 @@ from airflow_provider_dpone.cluster.ports import (
     TableSpec,
 )
 from airflow_provider_dpone.cluster.values.quality_read import ColumnCounts, Observation, ReplicaRead, TargetReadPlan
+from airflow_provider_dpone.cluster.values.receipts import CURRENT_CONTENT_DIGEST
 from airflow_provider_dpone.core.errors import UnavailableError
 from tests.adapters.port_backends import (
     BACKENDS,
@@ -104,7 +105,6 @@ def plan(
     guard: tuple[ReplicaRead, ...] = (),
     scan: bool = True,
     name: str = "accepted",
-    version: int = 2,
 ) -> TargetReadPlan:
     columns = ("id", "s") if scan and set(metrics) - {"row_count"} else ()
     return TargetReadPlan.model_validate(
@@ -116,7 +116,7 @@ def plan(
             "scan": backend.inventory.member_ids[0] if scan else None,
             "metrics": metrics if scan else (),
             "columns": columns,
-            "digest_version": version,
+            "digest_version": CURRENT_CONTENT_DIGEST,
             "schema_columns": COLUMNS if scan else (),
         }
     )
@@ -161,29 +161,16 @@ def test_counts_of_nulls_and_duplicates_on_one_replica_between_guard_facts_of_ev
         assert len({fact.zookeeper_path for fact in facts}) == 1 and {fact.readonly for fact in facts} == {False}
 
 
-@pytest.mark.parametrize("version", [1, 2])
-def test_the_scan_and_a_changed_replica_are_digested_with_the_plans_digest_version(
-    backend: PortBackend, version: int
-) -> None:
-    """A record written before digest versions is observed with its own digest (version 1): both the count's digest
-    and the guard's re-digest of a replica whose parts differ equal the member session's digest of that version."""
+def test_the_scan_and_a_changed_replica_are_digested_with_the_plans_digest_version(backend: PortBackend) -> None:
+    """Both the count's digest and the guard's re-digest of a replica whose parts differ equal the member session's
+    digest of the plan's version."""
     generation = replicated_with(backend, ROWS)
     first = backend.inventory.member_ids[0]
-    request = plan(backend, generation, guard=(ReplicaRead(member_id=first, verified_parts="0" * 64),), version=version)
+    request = plan(backend, generation, guard=(ReplicaRead(member_id=first, verified_parts="0" * 64),))
     observation = observe(backend, request)
-    expected = (
-        session(backend, first)
-        .observe_table(backend.database, "accepted", with_content=True, digest_version=version)
-        .content_digest
-    )
+    expected = session(backend, first).observe_table(backend.database, "accepted", with_content=True).content_digest
     assert observation.counts is not None and observation.counts.content_digest == expected
     assert [fact.content_digest for fact in observation.before] == [expected]
-    other = 2 if version == 1 else 1
-    assert expected != (
-        session(backend, first)
-        .observe_table(backend.database, "accepted", with_content=True, digest_version=other)
-        .content_digest
-    )
 
 
 def test_a_replica_whose_parts_differ_from_the_verified_ones_is_digested(backend: PortBackend) -> None:

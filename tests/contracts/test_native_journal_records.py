@@ -66,7 +66,7 @@ def envelope(kind: str, body: dict) -> bytes:
     ("raw", "code"),
     [
         (json.dumps({"seq": 0, "prev_sha256": GENESIS, "kind": "plan", "body": {}}).encode(), "journal_corrupt"),
-        (envelope("mystery", {}), "journal_corrupt"),
+        (canonical_json_bytes({"seq": 0, "prev_sha256": GENESIS, "kind": 7, "body": {}}), "journal_corrupt"),
         (envelope("chunk", {**receipt(0).model_dump(mode="json"), "extra": 1}), "journal_corrupt"),
         (envelope("chunk", {**receipt(0).model_dump(mode="json"), "rows": "1"}), "journal_corrupt"),
         (
@@ -81,6 +81,41 @@ def test_malformed_records_fail_closed(raw: bytes, code: str) -> None:
     with pytest.raises(DponeError) as info:
         decode_record(raw)
     assert info.value.code == "native_transfer." + code
+
+
+def _stage_complete_with(stage_format: str) -> bytes:
+    body = NativeStageComplete.seal(INV, [receipt(0)], CompletionMetadata(columns_sha256=H)).to_json()
+    body["completion_metadata"]["stage_format"] = stage_format
+    return envelope("stage_complete", body)
+
+
+@pytest.mark.parametrize(
+    ("raw", "named"),
+    [
+        (
+            _stage_complete_with("dpone.native-typed-chunk.v1"),
+            "journal stage_complete record, stage format dpone.native-typed-chunk.v1: written by a pre-release dpone "
+            "build (before 0.1.0)",
+        ),
+        (
+            _stage_complete_with("dpone.native-arrow-chunk.v3"),
+            "journal stage_complete record, stage format dpone.native-arrow-chunk.v3: written by a build other than "
+            "this one",
+        ),
+        (
+            envelope("plan", {**plan().model_dump(mode="json"), "kind": "dpone.native-chunk-plan.v2"}),
+            "journal plan record, chunk plan kind dpone.native-chunk-plan.v2: written by a build other than this one",
+        ),
+        (envelope("mystery", {}), "journal record kind mystery: written by a build other than this one"),
+    ],
+)
+def test_records_of_another_builds_format_are_refused_naming_the_format_and_its_writer(raw: bytes, named: str) -> None:
+    """The stage format v1 of pre-release builds, and any format this build does not know, are refused with the one
+    format code (not as corruption: the bytes may be exactly what that build wrote), never read."""
+    with pytest.raises(DponeError) as info:
+        decode_record(raw)
+    assert info.value.code == "DPONE_RECORD_FORMAT_UNSUPPORTED"
+    assert info.value.detail == f"{named}; this build is dpone 0.1.0"
 
 
 def test_stage_complete_never_carries_a_null_extension() -> None:

@@ -11,7 +11,6 @@ import pytest
 
 from airflow_provider_dpone.cluster.ports import TableObservation
 from airflow_provider_dpone.cluster.values.part_digests import MAX_PART_DIGESTS, PartDigest
-from airflow_provider_dpone.cluster.values.receipts import CONTENT_DIGEST_V1, ContentDigestVersion
 from tests.adapters.port_backends import PortBackend
 from tests.contracts.test_publication_ports import COLUMNS, ROWS, candidate, members, session
 from tests.contracts.test_publication_ports import backend as backend  # the same fake and embedded backends
@@ -40,19 +39,13 @@ class Table:
             )
             self.loads += 1
 
-    def observe(
-        self, known: tuple[PartDigest, ...] = (), version: ContentDigestVersion | None = None
-    ) -> TableObservation:
-        flags = {} if version is None else {"digest_version": version}
+    def observe(self, known: tuple[PartDigest, ...] = ()) -> TableObservation:
         member = session(self.backend, self.member_id)
-        return member.observe_table(self.backend.database, "cand", with_content=True, known_parts=known, **flags)
+        return member.observe_table(self.backend.database, "cand", with_content=True, known_parts=known)
 
-    def expected(self, version: ContentDigestVersion | None = None) -> str:
+    def expected(self) -> str:
         """The reference digest of the rows the table should hold (sealed from the rows, not read from the table)."""
-        receipt = self.backend.seal(COLUMNS, ROWS * self.loads)
-        if version is None:
-            return receipt.content_digest
-        return self.observe(version=version).content_digest or ""
+        return self.backend.seal(COLUMNS, ROWS * self.loads).content_digest
 
 
 def facts(observed: TableObservation) -> tuple[PartDigest, ...]:
@@ -103,17 +96,6 @@ def test_a_dropped_part_reads_nothing_and_leaves_its_rows_out(backend: PortBacke
     dropped = table.observe(facts(verified))
     assert dropped.parts_read == 0 and len(facts(dropped)) == 2
     assert dropped.content_digest == table.expected() != verified.content_digest
-
-
-def test_facts_of_another_digest_version_are_summed_in_that_version(backend: PortBackend) -> None:
-    table = Table(backend)
-    table.load(2)
-    legacy = table.observe(version=CONTENT_DIGEST_V1)
-    table.load()
-    reused = table.observe(facts(legacy), version=CONTENT_DIGEST_V1)
-    assert reused.parts_read == 1
-    assert reused.content_digest == table.observe(version=CONTENT_DIGEST_V1).content_digest
-    assert reused.content_digest != table.expected()
 
 
 def test_above_the_bound_no_facts_are_given_and_known_ones_still_count(backend: PortBackend) -> None:

@@ -23,7 +23,7 @@ from airflow_provider_dpone.cluster.ports import (
     TableSpec,
 )
 from airflow_provider_dpone.cluster.values.authority.row import AUTHORITY_COLUMNS, AUTHORITY_TABLE, AuthorityRow
-from airflow_provider_dpone.cluster.values.receipts import CONTENT_DIGEST_V1, CONTENT_DIGEST_V2
+from airflow_provider_dpone.cluster.values.receipts import CONTENT_DIGEST_V2
 from airflow_provider_dpone.core.errors import (
     AuthorityConflictError,
     ExchangeUnsupportedError,
@@ -280,10 +280,7 @@ def test_the_content_digest_is_the_typed_multiset_digest_of_the_rows(backend: Po
     handle = backend.ports.artifacts.open(receipt)
     member.load(backend.database, "cand", value, handle, query_id=f"dpone-load-{uuid.uuid4().hex}", dedup_token="t")
     current = member.observe_table(backend.database, "cand", with_content=True)
-    legacy = member.observe_table(backend.database, "cand", with_content=True, digest_version=CONTENT_DIGEST_V1)
-    assert current.content_digest == receipt.content_digest
-    assert legacy.content_digest is not None and legacy.content_digest != current.content_digest
-    assert legacy.row_count == current.row_count == 3
+    assert current.content_digest == receipt.content_digest and current.row_count == 3
 
 
 def test_an_empty_artifact_is_a_complete_generation(backend: PortBackend) -> None:

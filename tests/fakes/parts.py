@@ -95,8 +95,7 @@ def content(
             fact = PartDigest(part=key, rows=count, sum=sum_text(total))
             read += 1
         parts.append(fact)
-    modulus = 2**256 if version == 2 else 2**128
-    total = sum(int(fact.sum, 16) for fact in parts) % modulus
+    total = sum(int(fact.sum, 16) for fact in parts) % 2**256
     digest = digest_of(sum(fact.rows for fact in parts), total, version)
     return digest, tuple(sorted(parts, key=lambda fact: fact.part)), read
 

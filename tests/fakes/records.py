@@ -7,9 +7,11 @@ from typing import TypeVar
 from airflow_provider_dpone.cluster.values.authority.external import ExternalAuthorityRecord, MemberRecord
 from airflow_provider_dpone.cluster.values.authority.generation import (
     DdlBinding,
+    DdlKind,
     ErrorClassification,
     GenerationRecord,
     MemberGeneration,
+    ServerName,
 )
 from airflow_provider_dpone.cluster.values.authority.internal import (
     InternalAuthorityRecordV1,
@@ -29,7 +31,7 @@ from airflow_provider_dpone.cluster.values.quality_capsule import (
     TargetObservation,
 )
 from airflow_provider_dpone.cluster.values.quality_read import ColumnCounts, TargetCounts
-from airflow_provider_dpone.cluster.values.receipts import ArtifactColumn, ArtifactReceipt
+from airflow_provider_dpone.cluster.values.receipts import CURRENT_CONTENT_DIGEST, ArtifactColumn, ArtifactReceipt
 from airflow_provider_dpone.core.identities import INTERNAL_CANDIDATE_INFIX, candidate_name, member_id, target_key
 
 TARGET_KEY = target_key("analytics", "analytics_db", "target_table")
@@ -47,6 +49,23 @@ def uuid(n: int) -> str:
     return f"00000000-0000-4000-8000-{n:012x}"
 
 
+SERVER = ServerName(server_uuid="00000000-0000-4000-8000-000000000900", host_digest="9" * 64)
+"""The coordinator every fixture permit is pinned to."""
+
+
+def permit(kind: DdlKind, epoch: int, n: int, digest: str, at_ms: int, entry: str | None = None) -> DdlBinding:
+    """A dispatched permit pinned to :data:`SERVER`: correlation token ``token(n)``, query digest ``digest * 64``."""
+    return DdlBinding(
+        kind=kind,
+        epoch=epoch,
+        correlation_token=token(n),
+        query_digest=digest * 64,
+        permitted_at_ms=at_ms,
+        server=SERVER,
+        entry=entry,
+    )
+
+
 def artifact(rows: int = 3) -> ArtifactReceipt:
     return ArtifactReceipt(
         sha256="a" * 64,
@@ -55,6 +74,7 @@ def artifact(rows: int = 3) -> ArtifactReceipt:
         columns=(ArtifactColumn(name="id", type="UInt64"), ArtifactColumn(name="name", type="String")),
         content_digest="c" * 64,
         replayable=True,
+        content_digest_version=CURRENT_CONTENT_DIGEST,
     )
 
 
@@ -147,20 +167,13 @@ def external_record(
     epoch = 0
     if rank >= 3:
         epoch = 1
-        publication = DdlBinding(
-            kind="exchange" if existing else "rename",
-            epoch=1,
-            correlation_token=token(9),
-            query_digest="e" * 64,
-            permitted_at_ms=T0 + 10,
-            entry="query-0000000001" if rank >= 4 else None,
+        publication = permit(
+            "exchange" if existing else "rename", 1, 9, "e", T0 + 10, "query-0000000001" if rank >= 4 else None
         )
     if rank >= 5:
         epoch = 2 if existing else 1
         cleanup = (
-            DdlBinding(
-                kind="drop", epoch=2, correlation_token=token(10), query_digest="f" * 64, permitted_at_ms=T0 + 20
-            )
+            permit("drop", 2, 10, "f", T0 + 20)
             if existing
             else DdlBinding(kind="none", epoch=1, correlation_token=None, query_digest=None, permitted_at_ms=T0 + 20)
         )
@@ -209,9 +222,7 @@ def internal_record(
     art = artifact()
     ids = sorted(member_id(1, replica) for replica in range(1, members + 1))
     shared = uuid(300)
-    create = DdlBinding(
-        kind="create", epoch=1, correlation_token=token(11), query_digest="b" * 64, permitted_at_ms=T0 + 5
-    )
+    create = permit("create", 1, 11, "b", T0 + 5)
     candidate = None
     if rank >= 1:
         candidate = ReplicatedCandidate(stage=MemberStage.INTENDED, uuid_intent=shared, owned_uuids=(shared,))
@@ -242,20 +253,13 @@ def internal_record(
     publication = cleanup = None
     if rank >= 3:
         epoch = 2
-        publication = DdlBinding(
-            kind="exchange" if existing else "rename",
-            epoch=2,
-            correlation_token=token(12),
-            query_digest="e" * 64,
-            permitted_at_ms=T0 + 10,
-            entry="query-0000000002" if rank >= 4 else None,
+        publication = permit(
+            "exchange" if existing else "rename", 2, 12, "e", T0 + 10, "query-0000000002" if rank >= 4 else None
         )
     if rank >= 5:
         epoch = 3 if existing else 2
         cleanup = (
-            DdlBinding(
-                kind="drop", epoch=3, correlation_token=token(13), query_digest="f" * 64, permitted_at_ms=T0 + 20
-            )
+            permit("drop", 3, 13, "f", T0 + 20)
             if existing
             else DdlBinding(kind="none", epoch=2, correlation_token=None, query_digest=None, permitted_at_ms=T0 + 20)
         )

@@ -40,7 +40,6 @@ from airflow_provider_dpone.cluster.protocol.context import PublicationPorts
 from airflow_provider_dpone.cluster.values.authority.generation import ServerName
 from airflow_provider_dpone.cluster.values.authority.row import AUTHORITY_COLUMNS, AuthorityRow
 from airflow_provider_dpone.cluster.values.receipts import (
-    CONTENT_DIGEST_V2,
     CURRENT_CONTENT_DIGEST,
     ArtifactReceipt,
     ContentDigestVersion,
@@ -86,17 +85,14 @@ def content_digest(
 def content_sums(
     columns: Sequence[tuple[str, str]], rows: Sequence[Row], version: ContentDigestVersion
 ) -> tuple[int, int]:
-    """Row count and multiset sum of ``rows``: additive over any split of the rows, as on the server. Version 2 sums
-    the typed row hashes; version 1 a different additive function of them (``3 * hash + 1`` modulo 2**128)."""
-    count, total = _typed_sums(tuple(columns), tuple(rows))
-    return (count, total) if version == CONTENT_DIGEST_V2 else (count, (3 * total + count) % 2**128)
+    """Row count and multiset sum of ``rows`` (the typed row hashes): additive over any split of the rows, as on the
+    server."""
+    return _typed_sums(tuple(columns), tuple(rows))
 
 
 def digest_of(count: int, total: int, version: ContentDigestVersion) -> str:
-    """The canonical digest of a count and sum: the typed multiset digest itself for version 2, as on the real
-    server; for version 1 a different function of them."""
-    digest = native_multiset_digest(count, total)
-    return digest if version == CONTENT_DIGEST_V2 else hashlib.sha256(f"v1:{digest}".encode()).hexdigest()
+    """The canonical digest of a count and sum: the typed multiset digest itself, as on the real server."""
+    return native_multiset_digest(count, total)
 
 
 @lru_cache(maxsize=4096)

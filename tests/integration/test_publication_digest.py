@@ -3,8 +3,7 @@
 The reference digest is computed from the artifact's bytes on the coordinator (``reference_digest``); every member
 loads the same bytes and digests its candidate (``observe_table``). For every admitted type at its boundaries (and
 NULL, ``-0.0``, NaN, infinities, empty and NUL-padded strings, the widest integers and decimals, time zones), the
-two must be equal, and a one-value difference must change the digest. Records written before digest versions
-(version 1) are still verified with their own function.
+two must be equal, and a one-value difference must change the digest.
 """
 
 from __future__ import annotations
@@ -15,9 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_dpone.cluster.clickhouse.reference_digest import reference_digest
 from airflow_provider_dpone.cluster.ports import ColumnSpec, TableSpec
-from airflow_provider_dpone.cluster.values.receipts import CONTENT_DIGEST_V1, CONTENT_DIGEST_V2, ArtifactReceipt
+from airflow_provider_dpone.cluster.values.receipts import CONTENT_DIGEST_V2, ArtifactReceipt
 from airflow_provider_dpone.core.column_profile import unsupported_type
 from tests.adapters.port_backends import EmbeddedBackend, open_backend
 
@@ -146,19 +144,3 @@ def test_one_changed_value_changes_the_digest(backend: EmbeddedBackend, index: i
     changed = _seal(backend, columns, _query(columns, (index, literal)))
     padded_equal = CORPUS[index][0].startswith("FixedString")
     assert (changed.content_digest == base.content_digest) == padded_equal
-
-
-def test_a_version_1_record_is_still_verified_with_its_own_digest(backend: EmbeddedBackend) -> None:
-    columns = (("id", "UInt64"), ("s", "Nullable(String)"), ("f", "Float64"))
-    query = "SELECT number AS id, if(number % 3 = 0, NULL, toString(number)) AS s, number / 7 AS f FROM numbers(1000)"
-    current = _seal(backend, columns, query)
-    stored = backend.adapters.store.object_path(current.sha256)
-    with stored.open("rb") as handle:
-        artifact_bytes = handle.read()
-    rows, legacy = reference_digest(backend.adapters.coordinator, columns, [artifact_bytes], CONTENT_DIGEST_V1)
-    assert rows == 1000 and legacy != current.content_digest
-    name = _load_everywhere(backend, current)[0]
-    session = backend.ports.sessions.session(backend.inventory.member(backend.inventory.member_ids[0]))
-    old = session.observe_table(backend.database, name, with_content=True, digest_version=CONTENT_DIGEST_V1)
-    new = session.observe_table(backend.database, name, with_content=True)
-    assert (old.content_digest, new.content_digest) == (legacy, current.content_digest)

@@ -8,10 +8,11 @@ against the fake world's physical state, never against what the protocol says ab
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
 import pytest
 
@@ -23,6 +24,7 @@ from airflow_provider_dpone.cluster.protocol.results import Committed, Completed
 from airflow_provider_dpone.cluster.protocol.service import PublicationService
 from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecord, decode
 from airflow_provider_dpone.cluster.values.authority.phases import Phase
+from airflow_provider_dpone.core.canonical import canonical_json, sha256_hex
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.manifest.cluster import ReplicationMode
 from tests.fakes.publication import Effect, FakeSource, FakeWorld, FaultKind, Row, SimulatedCrash
@@ -93,6 +95,20 @@ def error_code(call: Callable[[], object]) -> str:
     with pytest.raises(DponeError) as raised:
         call()
     return raised.value.code
+
+
+def store_as_written(sim: Sim, change: Callable[[dict[str, Any]], None]) -> None:
+    """Store the record's payload as ``change`` rewrites its JSON (what another build would have written), with a
+    matching digest: the next read decodes these bytes, never a record this process built."""
+    key = sim.request.target_key
+    row, version = sim.world.keeper[key]
+    value = json.loads(row.payload)
+    change(value)
+    payload = canonical_json(value)
+    sim.world.keeper[key] = (
+        row.model_copy(update={"payload": payload, "payload_sha256": sha256_hex(payload)}),
+        version,
+    )
 
 
 def rows_of(sim: Sim, member: int, name: str) -> Counter[Row] | None:

@@ -18,7 +18,7 @@ from airflow_provider_dpone.core.manifest.cluster import ReplicationMode
 from tests.fakes import parts
 from tests.fakes.ports import FakeMemberSession
 from tests.fakes.world import FakeMember, FakeTable
-from tests.protocol.sim import CREATE_WINDOW_MS, Sim
+from tests.protocol.sim import CREATE_WINDOW_MS, Sim, error_code, store_as_written
 
 SECOND_ROWS = ((40, "second-40"), (41, "second-41"), (42, "second-42"))
 
@@ -139,18 +139,31 @@ def test_another_table_under_the_target_name_is_digested_again(digested: list[tu
     assert _completes_digesting(second, digested) == [replaced.member_id]  # equal content, a new UUID: adopted
 
 
-@pytest.mark.parametrize("change", ["older_digest_version", "record_without_facts"])
-def test_facts_that_cannot_vouch_for_the_digest_are_not_used(change: str, digested: list[tuple[str, str]]) -> None:
+def test_a_record_without_facts_is_digested_whole(digested: list[tuple[str, str]]) -> None:
     _, _, second = _completed("external")
-    record = second.record()
-    if change == "older_digest_version":
-        facts = tuple(fact.model_copy(update={"digest_version": 1}) for fact in record.predecessor)
-    else:
-        facts = ()
-    rewritten = record.evolve(predecessor=facts)
+    rewritten = second.record().evolve(predecessor=())
     key = second.request.target_key
     second.world.keeper[key] = (encode(rewritten), second.world.keeper[key][1])
     assert _completes_digesting(second, digested) == sorted(second.record().member_ids())
+
+
+@pytest.mark.parametrize("mode", ["external", "internal"])
+def test_facts_of_a_pre_release_digest_version_refuse_the_record_and_change_nothing(
+    mode: ReplicationMode, digested: list[tuple[str, str]]
+) -> None:
+    """Predecessor facts of content digest v1 (only pre-release builds wrote it): the record is refused with the one
+    format code at its first read, before any member is touched; the stored row stays as it was."""
+    _, _, second = _completed(mode)
+    key = second.request.target_key
+    store_as_written(second, lambda value: [fact.update(digest_version=1) for fact in value["predecessor"]])
+    stored = second.world.keeper[key]
+    calls = dict(second.world.calls)
+    del digested[:]
+    assert error_code(lambda: second.service().stage(second.source)) == "DPONE_RECORD_FORMAT_UNSUPPORTED"
+    assert second.world.keeper[key] == stored and digested == []
+    assert {name: count for name, count in second.world.calls.items() if name.startswith("member.")} == {
+        name: count for name, count in calls.items() if name.startswith("member.")
+    }
 
 
 def test_a_target_dpone_never_published_is_digested(digested: list[tuple[str, str]]) -> None:

@@ -12,12 +12,11 @@ from airflow_provider_dpone.cluster.ports import ColumnSpec
 from airflow_provider_dpone.cluster.protocol.context import ProtocolSettings
 from airflow_provider_dpone.cluster.values.authority.external import MAX_REBUILDS_PER_MEMBER
 from airflow_provider_dpone.cluster.values.authority.phases import MemberStage, Phase
-from airflow_provider_dpone.cluster.values.receipts import CONTENT_DIGEST_V1, ArtifactReceipt
 from airflow_provider_dpone.core.errors import ArtifactInvalidError, DponeError
 from airflow_provider_dpone.core.manifest.cluster import ReplicationMode
 from tests.fakes import parts
 from tests.fakes.faults import FaultKind
-from tests.fakes.ports import FakeMemberSession, FakeSource
+from tests.fakes.ports import FakeMemberSession
 from tests.fakes.publication import content_digest
 from tests.protocol.sim import (
     BASELINE_ROWS,
@@ -267,22 +266,6 @@ def test_an_artifact_that_fails_verification_while_loading_stops_staging_and_nev
     monkeypatch.setattr(FakeMemberSession, "load", original)
     assert sim.run_dag() == "completed"
     sim.check_invariants()
-
-
-def test_a_receipt_of_another_digest_version_aborts_before_any_member_mutation(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The baseline was digested with the current version, so a receipt naming another one cannot be compared with
-    it: the operation aborts as unsupported before anything is created on a member."""
-    sim = Sim.build(baseline=BASELINE_ROWS)
-    original = FakeSource.seal
-
-    def legacy(self: FakeSource) -> ArtifactReceipt:
-        return original(self).model_copy(update={"content_digest_version": CONTENT_DIGEST_V1})
-
-    monkeypatch.setattr(FakeSource, "seal", legacy)
-    sim.service().fence()
-    assert error_code(lambda: sim.service().stage(sim.source)) == "DPONE_CLICKHOUSE_CLUSTER_ARTIFACT_UNSUPPORTED"
-    assert sim.record().phase is Phase.ABORTED
-    assert candidate_calls(sim, "member.create") == 0 and sim.world.calls["member.load"] == 0
 
 
 DIVERGENT = "DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_DIVERGENT"

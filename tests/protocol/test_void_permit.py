@@ -15,14 +15,13 @@ import pytest
 
 from airflow_provider_dpone.cluster.protocol.authority_io import Held
 from airflow_provider_dpone.cluster.protocol.results import Committed, InProgress
-from airflow_provider_dpone.cluster.values.authority.codec import encode
 from airflow_provider_dpone.cluster.values.authority.generation import ServerName, VoidedPermit
 from airflow_provider_dpone.cluster.values.authority.phases import Phase
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.manifest.cluster import ReplicationMode
 from tests.fakes.faults import SINGLE_FAULT_KINDS, FaultKind, SimulatedCrash
 from tests.fakes.ports import FakeClusterDDL
-from tests.protocol.sim import NEW_ROWS, SETTINGS, UNPROVEN, Sim, error_code, rows_of
+from tests.protocol.sim import NEW_ROWS, SETTINGS, UNPROVEN, Sim, error_code, rows_of, store_as_written
 
 NOTHING = "DPONE_CLICKHOUSE_CLUSTER_VOID_NOTHING_TO_VOID"
 RESTART = "DPONE_CLICKHOUSE_CLUSTER_VOID_RESTART_UNPROVEN"
@@ -436,18 +435,18 @@ def test_a_dispatch_the_balancer_sends_to_another_server_is_refused_unrun_and_ne
     sim.check_converged()
 
 
-def test_a_legacy_permit_without_a_server_is_voided_by_the_restart_of_whichever_server_answers() -> None:
+def test_a_pre_release_permit_without_a_server_is_refused_and_nothing_is_voided() -> None:
+    """A permit written before permits were pinned names no server, so no restart could be attributed to it: the
+    record is another build's and refused with the one format code; the void changes nothing."""
     sim = stalled_publication()
     first = sim.record().publication
     assert first is not None
-    key = sim.request.target_key
-    legacy = sim.record().model_copy(update={"publication": first.model_copy(update={"server": None})})
-    sim.world.keeper[key] = (encode(legacy), sim.world.keeper[key][1])  # as a record written before pinning
+    store_as_written(sim, lambda value: value["publication"].pop("server"))  # as a pre-release build wrote it
     sim.world.balance_to(OTHER_SERVER)
     restart_after_margins(sim, first.permitted_at_ms)
-    sim.service().void_permit()
-    (proof,) = sim.record().voided
-    assert proof.server is None and proof.permit.server is None
+    before = keeper_row(sim)
+    assert error_code(lambda: sim.service().void_permit()) == "DPONE_RECORD_FORMAT_UNSUPPORTED"
+    assert keeper_row(sim) == before and sim.world.calls["ddl.dispatch"] == 1
 
 
 # --- a coordinator recreated with a new server identity ---------------------------------------------------------------

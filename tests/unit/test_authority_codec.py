@@ -18,7 +18,7 @@ from airflow_provider_dpone.cluster.values.authority.internal import INTERNAL_SC
 from airflow_provider_dpone.cluster.values.authority.phases import Phase
 from airflow_provider_dpone.cluster.values.authority.row import AUTHORITY_COLUMNS, AuthorityRow
 from airflow_provider_dpone.cluster.values.part_digests import MAX_PART_DIGESTS, PartDigest
-from airflow_provider_dpone.cluster.values.receipts import CONTENT_DIGEST_V1, CONTENT_DIGEST_V2
+from airflow_provider_dpone.cluster.values.receipts import CONTENT_DIGEST_V2
 from airflow_provider_dpone.core.canonical import canonical_json, sha256_hex
 from airflow_provider_dpone.core.errors import DponeError
 from tests.fakes.records import external_record, internal_v1, internal_v2
@@ -80,11 +80,24 @@ def test_tampered_digest_fails_closed() -> None:
     )
 
 
-def test_unknown_schema_version_fails_closed() -> None:
+def _refusal(row: AuthorityRow) -> str:
+    """The detail of the one refusal of a record of another build's format."""
+    with pytest.raises(DponeError) as raised:
+        decode(row)
+    assert raised.value.code == "DPONE_RECORD_FORMAT_UNSUPPORTED", raised.value
+    return raised.value.detail
+
+
+def test_unknown_schema_version_is_another_builds_record() -> None:
     row = encode(external_record())
     value = json.loads(row.payload)
     value["schema"] = "dpone.clickhouse.cluster-external-full-refresh.v9"
-    assert _code(_row_with_payload(row, canonical_json(value))) == "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_SCHEMA_UNKNOWN"
+    assert _refusal(_row_with_payload(row, canonical_json(value))) == (
+        "authority record schema dpone.clickhouse.cluster-external-full-refresh.v9: written by a build other than "
+        "this one; this build is dpone 0.1.0"
+    )
+    value["schema"] = "x" * 200
+    assert "authority record schema ?:" in _refusal(_row_with_payload(row, canonical_json(value)))
     del value["schema"]
     assert _code(_row_with_payload(row, canonical_json(value))) == "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_RECORD_INVALID"
 
@@ -311,30 +324,74 @@ def test_a_parts_digest_without_verified_content_is_malformed() -> None:
     )
 
 
-def test_a_record_written_before_digest_versions_decodes_canonically_as_version_1() -> None:
-    legacy = external_record(Phase.STAGED, members=2)  # the fixture's receipt names no digest version
-    payload = encode(legacy).payload
-    assert "content_digest_version" not in payload  # byte-identical to what an older writer stored
-    decoded = decode(encode(legacy))
-    assert decoded.artifact is not None and decoded.artifact.content_digest_version == CONTENT_DIGEST_V1
-
-
-def test_a_new_record_carries_its_digest_version() -> None:
-    legacy = external_record(Phase.STAGED, members=2)
-    assert legacy.artifact is not None
-    current = legacy.evolve(artifact=legacy.artifact.model_copy(update={"content_digest_version": CONTENT_DIGEST_V2}))
-    row = encode(current)
+def test_a_record_carries_its_digest_version() -> None:
+    record = external_record(Phase.STAGED, members=2)
+    row = encode(record)
     assert json.loads(row.payload)["artifact"]["content_digest_version"] == CONTENT_DIGEST_V2
-    assert decode(row) == current and decode(row) != legacy
+    assert decode(row) == record
 
 
-def test_an_explicit_version_1_is_not_the_canonical_encoding() -> None:
-    row = encode(external_record(Phase.STAGED, members=2))
+@pytest.mark.parametrize("make", [external_record, internal_v1, internal_v2])
+@pytest.mark.parametrize(
+    ("version", "writer"),
+    [
+        (None, "a pre-release dpone build (before 0.1.0)"),
+        (1, "a pre-release dpone build (before 0.1.0)"),
+        (3, "a build other than this one"),
+    ],
+)
+def test_a_receipt_of_another_content_digest_version_is_refused_naming_its_writer(make, version, writer) -> None:
+    """Content digest v1 (no version in the receipt, or 1) was written only by pre-release builds: the record is
+    refused with the one format code, never verified with another function; so is an unknown version."""
+    row = encode(make(Phase.STAGED))
     value = json.loads(row.payload)
-    value["artifact"]["content_digest_version"] = CONTENT_DIGEST_V1
-    assert (
-        _code(_row_with_payload(row, canonical_json(value)))
-        == "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_PAYLOAD_NONCANONICAL"
+    if version is None:
+        del value["artifact"]["content_digest_version"]
+    else:
+        value["artifact"]["content_digest_version"] = version
+    assert _refusal(_row_with_payload(row, canonical_json(value))) == (
+        f"authority record {value['schema']}, artifact receipt content digest version {version or 1}: written by "
+        f"{writer}; this build is dpone 0.1.0"
+    )
+
+
+def test_a_predecessor_of_another_content_digest_version_is_refused() -> None:
+    record = external_record(Phase.LOCKED, members=2).evolve(previous_operation_id="b" * 64)
+    fact = PublishedMember(
+        member_id=record.member_ids()[0],
+        target_uuid="00000000-0000-4000-8000-000000000001",
+        row_count=3,
+        content_digest="c" * 64,
+        digest_version=CONTENT_DIGEST_V2,
+        parts_digest="d" * 64,
+    )
+    row = encode(record.evolve(predecessor=(fact,)))
+    value = json.loads(row.payload)
+    value["predecessor"][0]["digest_version"] = 1
+    assert "predecessor content digest version 1: written by a pre-release" in _refusal(
+        _row_with_payload(row, canonical_json(value))
+    )
+
+
+@pytest.mark.parametrize("make", [external_record, internal_v1, internal_v2])
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        (lambda permit: permit.pop("server"), "DDL permit without its pinned server"),
+        (lambda permit: permit.update(server=None), "DDL permit without its pinned server"),
+        (lambda permit: permit.update(abandoned=[]), "DDL binding with abandoned permit tokens"),
+        (lambda permit: permit.update(abandoned=["0" * 32]), "DDL binding with abandoned permit tokens"),
+    ],
+)
+def test_an_unpinned_or_abandoned_permit_is_a_pre_release_record_and_refused(make, change, named) -> None:
+    """Permits written before pinning (no server) and the ``abandoned`` tokens of builds that voided permits by
+    abandoning them: refused with the one format code, naming the pre-release writer."""
+    row = encode(make(Phase.PUBLICATION_DISPATCHING))
+    value = json.loads(row.payload)
+    change(value["publication"])
+    assert _refusal(_row_with_payload(row, canonical_json(value))) == (
+        f"authority record {value['schema']}, {named}: written by a pre-release dpone build (before 0.1.0); "
+        "this build is dpone 0.1.0"
     )
 
 
@@ -396,7 +453,8 @@ def test_a_recorded_dispatch_and_an_intent_stamp_have_their_golden_encoding() ->
         '"correlation_token":"00000000000000000000000000000009","dispatching_at_ms":1790000000020,"entry":null,'
         '"epoch":1,"kind":"exchange","permitted_at_ms":1790000000010,'
         '"query_digest":"eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee","records_dispatch":true,'
-        '"server":null}'
+        '"server":{"host_digest":"9999999999999999999999999999999999999999999999999999999999999999",'
+        '"server_uuid":"00000000-0000-4000-8000-000000000900"}}'
     ) in row.payload
     assert '"content_digest":"' + "c" * 64 + '","intended_at_ms":1790000000005,"member_id":' in row.payload
     decoded = decode(row)

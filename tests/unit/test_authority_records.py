@@ -20,7 +20,7 @@ from airflow_provider_dpone.cluster.values.authority.phases import (
 from airflow_provider_dpone.cluster.values.publication_receipts import RECEIPT_SCHEMA, external_receipt
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.identities import member_id
-from tests.fakes.records import external_record, token, uuid
+from tests.fakes.records import SERVER, external_record, token, uuid
 
 POSITIONS = {member_id(1, replica): (1, replica) for replica in range(1, 4)}
 """The bound inventory's positions of the fake records' members."""
@@ -162,11 +162,17 @@ def test_model_copy_cannot_smuggle_an_invalid_member() -> None:
         record.evolve(members=record.with_member(broken))
 
 
-def test_ddl_binding_token_matches_kind() -> None:
-    with pytest.raises(ValidationError):
-        DdlBinding(kind="exchange", epoch=1, correlation_token=None, query_digest=None, permitted_at_ms=0)
-    with pytest.raises(ValidationError):
+def test_ddl_binding_token_and_server_match_kind() -> None:
+    with pytest.raises(ValidationError, match="correlation token"):
+        DdlBinding(
+            kind="exchange", epoch=1, correlation_token=None, query_digest=None, permitted_at_ms=0, server=SERVER
+        )
+    with pytest.raises(ValidationError, match="correlation token"):
         DdlBinding(kind="none", epoch=1, correlation_token=token(1), query_digest="e" * 64, permitted_at_ms=0)
+    with pytest.raises(ValidationError, match="pinned to its server"):
+        DdlBinding(kind="none", epoch=1, correlation_token=None, query_digest=None, permitted_at_ms=0, server=SERVER)
+    with pytest.raises(ValidationError, match="without its pinned server"):
+        DdlBinding(kind="drop", epoch=1, correlation_token=token(1), query_digest="e" * 64, permitted_at_ms=0)
 
 
 @pytest.mark.parametrize("phase", [Phase.COMMITTED, Phase.CLEANUP_DISPATCHING, Phase.COMPLETED])

@@ -36,7 +36,7 @@ from airflow_provider_dpone.core.clickhouse_engines import MERGE_TREE_FAMILY
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.identities import CANDIDATE_INFIX, INTERNAL_CANDIDATE_INFIX, candidate_name, member_id
 from airflow_provider_dpone.core.manifest import ClusterPublicationManifest
-from tests.fakes.records import OTHER_OPERATION, internal_record, token, uuid
+from tests.fakes.records import OTHER_OPERATION, SERVER, internal_record, token, uuid
 from tests.unit.manifest_samples import EXAMPLES, external, internal, load, storage_of
 
 POST_COMMIT = (Phase.COMMITTED, Phase.CLEANUP_DISPATCHING, Phase.COMPLETED)
@@ -98,8 +98,12 @@ def test_the_load_goes_through_a_bound_replica() -> None:
 
 def test_candidate_stage_rules() -> None:
     shared = uuid(1)
-    create = DdlBinding(kind="create", epoch=1, correlation_token=token(1), query_digest="b" * 64, permitted_at_ms=1)
-    drop = DdlBinding(kind="drop", epoch=2, correlation_token=token(2), query_digest="c" * 64, permitted_at_ms=2)
+    create = DdlBinding(
+        kind="create", epoch=1, correlation_token=token(1), query_digest="b" * 64, permitted_at_ms=1, server=SERVER
+    )
+    drop = DdlBinding(
+        kind="drop", epoch=2, correlation_token=token(2), query_digest="c" * 64, permitted_at_ms=2, server=SERVER
+    )
     load = LoadBinding(
         member_id=member_id(1, 1), candidate_uuid=shared, query_id="dpone-load-" + "1" * 32, dedup_token="2" * 64
     )

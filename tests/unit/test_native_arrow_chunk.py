@@ -1,4 +1,5 @@
-"""Stage format v2 (Arrow IPC): round trip, the vectorised typed sum, refusals, and v1 objects still read."""
+"""The stage format (Arrow IPC): round trip, the vectorised typed sum, and refusals: another build's objects with
+``DPONE_RECORD_FORMAT_UNSUPPORTED``, damage with ``native_transfer.stage_integrity_failed``."""
 
 from __future__ import annotations
 
@@ -13,8 +14,10 @@ from hypothesis import strategies as st
 
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.typed_digest import MultisetDigest
+from airflow_provider_dpone.transfer.route.schema_admission import map_type
 from airflow_provider_dpone.transfer.values.arrow_chunk import (
     MAGIC,
+    PRE_RELEASE_MAGIC,
     conform,
     decode_chunk,
     encode_chunk,
@@ -23,8 +26,33 @@ from airflow_provider_dpone.transfer.values.arrow_chunk import (
     rows_table,
     table_rows,
 )
-from tests.fixtures.stage_v1_writer import ChunkEncoder
-from tests.unit.test_native_stage_codec import COLUMNS, rows
+
+COLUMNS = [
+    map_type("i", "Int64", implicit_utc=False),
+    map_type("u", "UInt64", implicit_utc=False),
+    map_type("s", "Nullable(String)", implicit_utc=False),
+    map_type("d", "Nullable(Decimal(38, 4))", implicit_utc=False),
+    map_type("t", "DateTime64(3, 'UTC')", implicit_utc=False),
+    map_type("t0", "Nullable(DateTime('UTC'))", implicit_utc=False),
+    map_type("day", "Date32", implicit_utc=False),
+    map_type("b", "Bool", implicit_utc=False),
+    map_type("id", "UUID", implicit_utc=False),
+]
+
+datetimes_ms = st.datetimes(min_value=dt.datetime(1900, 1, 1), max_value=dt.datetime(2299, 12, 31)).map(
+    lambda value: value.replace(microsecond=value.microsecond // 1000 * 1000)
+)
+rows = st.tuples(
+    st.integers(-(2**63), 2**63 - 1),
+    st.integers(0, 2**64 - 1),
+    st.one_of(st.none(), st.binary(max_size=40)),
+    st.one_of(st.none(), st.decimals(min_value=-(10**33), max_value=10**33, places=4, allow_nan=False)),
+    datetimes_ms,
+    st.one_of(st.none(), datetimes_ms.map(lambda value: value.replace(microsecond=0))),
+    st.dates(min_value=dt.date(1900, 1, 1), max_value=dt.date(2299, 12, 31)),
+    st.booleans(),
+    st.uuids(),
+)
 
 LOGICALS = [column.logical for column in COLUMNS]
 
@@ -74,28 +102,49 @@ def test_hash_sum_folds_carries_across_limbs_and_chunks() -> None:
         hash_sum(pa.array([b"\x00" * 31], pa.binary(31)))
 
 
-@settings(max_examples=30, deadline=None)
-@given(st.lists(rows, max_size=10))
-def test_v1_objects_sealed_before_the_upgrade_still_decode(batch) -> None:
-    encoder = ChunkEncoder(COLUMNS)
-    encoder.add_columns([list(column) for column in zip(*batch, strict=True)] or [[] for _ in COLUMNS], 0, len(batch))
-    staged = decode_chunk(encoder.seal("a" * 32, 0), COLUMNS)
-    assert staged.header["format"] == "dpone.native-typed-chunk.v1"
-    again = _digest([tuple(row) for row in table_rows(staged.table, LOGICALS)])
-    assert (again.rows, again.total) == (encoder.rows, encoder.total)
-
-
-def test_unknown_formats_and_damage_are_refused_never_misread() -> None:
+def _one_row_object() -> bytes:
     batch = [
         (1, 2, b"x", Decimal("1.0000"), dt.datetime(2026, 1, 1), None, dt.date(2026, 1, 1), True, uuid.UUID(int=5))
     ]
-    data = encode_chunk(rows_table(batch, COLUMNS), COLUMNS, "a" * 32, 0, 0)
-    future = data.replace(b"dpone.native-arrow-chunk.v2", b"dpone.native-arrow-chunk.v9")
-    for damaged in (future, data[:-60], b"DPONE-CHUNK\x07" + data[12:], b"not a chunk"):
+    return encode_chunk(rows_table(batch, COLUMNS), COLUMNS, "a" * 32, 0, 0)
+
+
+def test_damage_is_refused_never_misread() -> None:
+    data = _one_row_object()
+    for damaged in (data[:-60], b"DPONE-CHUNK\x07" + data[12:], b"not a chunk"):
         with pytest.raises(DponeError, match="stage_integrity_failed"):
             decode_chunk(damaged, COLUMNS)
     with pytest.raises(DponeError, match="stage_integrity_failed"):
         decode_chunk(data, COLUMNS[:-1])
+
+
+def test_objects_of_another_builds_format_are_refused_naming_the_format_and_its_writer() -> None:
+    """A pre-release object (per-row frames, ``dpone.native-typed-chunk.v1``) and an object whose header names an
+    unknown format are another build's: refused with the one format code, never decoded."""
+    data = _one_row_object()
+    header_length = int.from_bytes(data[len(MAGIC) : len(MAGIC) + 4], "big")
+    pre_release = PRE_RELEASE_MAGIC + data[len(MAGIC) : len(MAGIC) + 4 + header_length]
+    future = data.replace(b"dpone.native-arrow-chunk.v2", b"dpone.native-arrow-chunk.v9")
+    for stored, named in (
+        (pre_release, "stage object dpone.native-typed-chunk.v1: written by a pre-release dpone build"),
+        (future, "stage object format dpone.native-arrow-chunk.v9: written by a build other than this one"),
+    ):
+        with pytest.raises(DponeError) as info:
+            decode_chunk(stored, COLUMNS)
+        assert info.value.code == "DPONE_RECORD_FORMAT_UNSUPPORTED"
+        assert named in info.value.detail and "this build is dpone 0.1.0" in info.value.detail
+
+
+def test_wide_decimal_neighbours_stay_distinct_and_exact() -> None:
+    column = [map_type("d", "Decimal(38, 4)", implicit_utc=False)]
+    low, high = Decimal("9999999999999999999999999999999999.9998"), Decimal("9999999999999999999999999999999999.9999")
+    sealed = []
+    for value in (low, high):
+        table = rows_table([(value,)], column)
+        total = hash_sum(row_hashes([(value,)], column))
+        sealed.append((total, decode_chunk(encode_chunk(table, column, "a" * 32, 0, total), column).table))
+    assert sealed[0][0] != sealed[1][0]
+    assert [table_rows(table, [column[0].logical])[0][0] for _, table in sealed] == [low, high]
 
 
 def test_conform_accepts_only_the_admitted_representations() -> None:

@@ -29,6 +29,7 @@ from airflow_provider_dpone.cluster.values.part_digests import (
 )
 from airflow_provider_dpone.cluster.values.receipts import ContentDigestVersion
 from airflow_provider_dpone.core.errors import UnavailableError
+from airflow_provider_dpone.core.typed_digest import MODULUS
 
 ATTEMPTS: Final[int] = 3
 """Reads of the unknown parts before the whole table is read instead (each failed one saw a merge)."""
@@ -117,5 +118,5 @@ def _content(target: Target, sums: Iterable[tuple[int, int]], parts: dict[str, P
     rows = total = 0
     for count, value in sums:
         rows, total = rows + count, total + value
-    digest = sql_digest.content_digest(rows, total % sql_digest.MODULUS[target.version], target.version)
+    digest = sql_digest.content_digest(rows, total % MODULUS, target.version)
     return Content(rows, digest, _bounded(parts), parts_read)

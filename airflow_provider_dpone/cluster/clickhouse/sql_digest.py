@@ -1,20 +1,17 @@
 """SQL of content verification: the server-side, NULL-safe, duplicate-sensitive multiset digest of a table.
 
-One definition per version, used for the artifact's reference (over a temporary table the artifact bytes were loaded
-into, see ``reference_digest``), for the source query it was extracted from (``source_content``) and for every
-member's candidate and target of the same record:
-
-* version 2 (new receipts): ``count(), sum(reinterpretAsUInt256(reverse(<typed row SHA-256>)))``, the row hash of
-  ``sql_row_hash`` over the columns in table order, summed modulo 2**256 -- exactly
-  :class:`~airflow_provider_dpone.core.typed_digest.MultisetDigest` (the transfer's digest), so the canonical
-  value is :func:`~airflow_provider_dpone.core.typed_digest.native_multiset_digest` (costs:
-  ``docs/perf-publication.md``);
-* version 1 (records written before versions): ``count(), sum(reinterpretAsUInt128(sipHash128(tuple(*))))``.
+One definition, used for the artifact's reference (over a temporary table the artifact bytes were loaded into, see
+``reference_digest``), for the source query it was extracted from (``source_content``) and for every member's
+candidate and target of the same record: ``count(), sum(reinterpretAsUInt256(reverse(<typed row SHA-256>)))``, the
+row hash of ``sql_row_hash`` over the columns in table order, summed modulo 2**256 -- exactly
+:class:`~airflow_provider_dpone.core.typed_digest.MultisetDigest` (the transfer's digest), so the canonical value is
+:func:`~airflow_provider_dpone.core.typed_digest.native_multiset_digest` (costs: ``docs/perf-publication.md``). The
+``version`` every function takes is the receipt's ``content_digest_version`` (version 2, the only one).
 
 Why this shape:
 
-* every column is encoded NULL-safely (version 2: a NULL field is its own byte; version 1: ``tuple(*)`` is one
-  non-NULL value whose hash covers the NULL map), so ``NULL``, ``0`` and ``''`` differ and no row is skipped;
+* every column is encoded NULL-safely (a NULL field is its own byte), so ``NULL``, ``0`` and ``''`` differ and no row
+  is skipped;
 * ``sum`` (wrapping at the type's width) is a multiset hash: independent of row order, part layout and block
   boundaries, but a duplicated row adds its hash twice (``groupBitXor`` would cancel duplicates);
 * the count is carried separately, so "same sum, different count" is still a difference;
@@ -28,41 +25,27 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Final
 
-from airflow_provider_dpone.cluster.values.receipts import CONTENT_DIGEST_V1, ContentDigestVersion
+from airflow_provider_dpone.cluster.values.receipts import ContentDigestVersion
 from airflow_provider_dpone.core.canonical import tagged_digest
 from airflow_provider_dpone.core.clickhouse.literals import string_literal
 from airflow_provider_dpone.core.clickhouse.row_hash import row_hash_sum_expression
 from airflow_provider_dpone.core.identifiers import qualified_clickhouse, quote_clickhouse, validate_identifier
-from airflow_provider_dpone.core.typed_digest import native_multiset_digest
+from airflow_provider_dpone.core.typed_digest import MODULUS, native_multiset_digest
 
-DIGEST_TAG: Final[str] = "dpone.clickhouse.content-digest.v1"
-ALGORITHM: Final[str] = "count+sum(reinterpretAsUInt128(sipHash128(tuple(*))))"
-V1_SUM: Final[str] = "toString(sum(reinterpretAsUInt128(sipHash128(tuple(*)))))"
-V1_AGGREGATES: Final[str] = f"count(), {V1_SUM}"
-"""``toString``: a wide integer travels as decimal text, so no client-side integer width can truncate it."""
 COUNT_ONLY: Final[str] = "count()"
-MODULUS: Final[dict[int, int]] = {1: 2**128, 2: 2**256}
 
 
 def aggregates(columns: Sequence[tuple[str, str]], version: ContentDigestVersion) -> str:
-    """``count(), <sum of row hashes as decimal text>`` of one digest version over ``columns`` in table order."""
-    return f"count(), {_hash_sum(columns, version)}"
-
-
-def _hash_sum(columns: Sequence[tuple[str, str]], version: ContentDigestVersion) -> str:
-    if version == CONTENT_DIGEST_V1:
-        return V1_SUM
-    return row_hash_sum_expression(columns)
+    """``count(), <sum of row hashes as decimal text>`` over ``columns`` in table order."""
+    return f"count(), {row_hash_sum_expression(columns)}"
 
 
 def content_digest(row_count: int, hash_sum: int, version: ContentDigestVersion) -> str:
-    """The canonical hex digest of one table content (count and multiset sum) of one digest version."""
+    """The canonical hex digest of one table content (count and multiset sum)."""
     if isinstance(row_count, bool) or not isinstance(row_count, int) or row_count < 0:
         raise ValueError("row_count must be a non-negative integer")
-    if isinstance(hash_sum, bool) or not isinstance(hash_sum, int) or not 0 <= hash_sum < MODULUS[version]:
-        raise ValueError("hash_sum must be an unsigned integer of the version's width")
-    if version == CONTENT_DIGEST_V1:
-        return tagged_digest(DIGEST_TAG, ALGORITHM, row_count, str(hash_sum))
+    if isinstance(hash_sum, bool) or not isinstance(hash_sum, int) or not 0 <= hash_sum < MODULUS:
+        raise ValueError("hash_sum must be an unsigned integer below 2**256")
     return native_multiset_digest(row_count, hash_sum)
 
 
@@ -109,7 +92,7 @@ def part_content(
     read, so a caller can tell whether a merge replaced parts between its listing and this read (its cost against
     the one-group read: docs/perf-publication.md).
     """
-    numbers = f"count() AS c, {_hash_sum(columns, version)} AS s"
+    numbers = f"count() AS c, {row_hash_sum_expression(columns)} AS s"
     where = "" if parts is None else f" WHERE _part IN ({', '.join(string_literal(part) for part in parts)})"
     return (
         f"SELECT groupArray((p, c, s)), {_uuid_of(database, table)} FROM (SELECT _part AS p, {numbers}"

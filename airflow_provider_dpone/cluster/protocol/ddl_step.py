@@ -246,7 +246,7 @@ def _dispatch_once(ctx: Context, held: Held, step: DdlStep, binding: DdlBinding)
     settings = DispatchSettings(
         correlation_token=binding.correlation_token,
         query_digest=binding.query_digest,
-        session_id=None if binding.server is None else pinning_session(binding.correlation_token),
+        session_id=pinning_session(binding.correlation_token),
         log_comment=dispatch_comment(
             ctx.request.mode.log_label, ctx.request.operation_id, binding.epoch, binding.correlation_token
         ),

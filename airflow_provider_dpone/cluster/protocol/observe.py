@@ -132,12 +132,11 @@ def observe_published(ctx: Context, member: MemberGeneration, artifact: Artifact
 
 
 def observe_baseline_target(ctx: Context, member_id: str, published: PublishedMember | None) -> TableObservation:
-    """The existing target with its content (current digest version): what a COMPLETED predecessor ``published``
-    on this member is reused while the target still holds its UUID and parts and was digested with the current
-    version, and its part digests while only parts changed; a foreign or first-adopted target, or a record without
-    the facts, is digested whole."""
+    """The existing target with its content: what a COMPLETED predecessor ``published`` on this member is reused
+    while the target still holds its UUID and parts, and its part digests while only parts changed; a foreign or
+    first-adopted target, or a record without the facts, is digested whole."""
     known = None
-    if published is not None and published.digest_version == CURRENT_CONTENT_DIGEST:
+    if published is not None:
         known = Verified(
             published.target_uuid,
             published.row_count,

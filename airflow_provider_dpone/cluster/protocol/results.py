@@ -163,8 +163,8 @@ class Voided:
     epoch: int
     correlation_token: str
     server_started_at_ms: int
-    server_uuid: str | None
-    """The pinned server whose restart proved it (``None``: a permit written before pinning)."""
+    server_uuid: str
+    """The pinned server (or its replacement) whose restart proved it."""
     phase_before: str
     phase: str
 

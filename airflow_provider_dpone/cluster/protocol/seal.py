@@ -34,7 +34,7 @@ from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecor
 from airflow_provider_dpone.cluster.values.authority.external import ErrorClassification, MemberRecord
 from airflow_provider_dpone.cluster.values.authority.generation import DdlBinding, MemberGeneration, PublishedMember
 from airflow_provider_dpone.cluster.values.authority.phases import MemberStage, Phase
-from airflow_provider_dpone.cluster.values.receipts import CURRENT_CONTENT_DIGEST, ArtifactReceipt
+from airflow_provider_dpone.cluster.values.receipts import ArtifactReceipt
 from airflow_provider_dpone.core.clickhouse_engines import EngineClass, classify_engine
 from airflow_provider_dpone.core.column_profile import COLUMN_TYPE_UNSUPPORTED, unsupported_columns
 from airflow_provider_dpone.core.errors import DponeError
@@ -146,8 +146,6 @@ def unsupported_reason(ctx: Context, receipt: ArtifactReceipt) -> str | None:
         return f"{receipt.row_count} rows > max_source_rows {budget}"
     if receipt.schema_pairs != ctx.request.table.schema_pairs:
         return "artifact schema differs from the table definition"
-    if receipt.content_digest_version != CURRENT_CONTENT_DIGEST:  # the baseline was digested with the current one
-        return f"artifact content digest version {receipt.content_digest_version} is not {CURRENT_CONTENT_DIGEST}"
     return None
 
 

@@ -224,7 +224,7 @@ class PublicationService:
             epoch=permit.epoch,
             correlation_token=permit.correlation_token,
             server_started_at_ms=proof.server_started_at_ms,
-            server_uuid=None if proof.server is None else proof.server.server_uuid,
+            server_uuid=proof.server.server_uuid,
             phase_before=before.value,
             phase=held.record.phase.value,
         )

@@ -4,8 +4,7 @@ A step that cannot prove its permit's dispatch (no queue entry, no member effect
 ``DISPATCH_UNPROVEN`` and keeps the target held: a stalled coordinator may still hold the request and run it later.
 This operator action releases it, only with proof that the first request can no longer execute:
 
-1. the server the permit was pinned to (its recorded :class:`ServerName`; a permit written before pinning names
-   none) answers the proof read, and started after the permit plus the dispatch deadline, the client's send timeout and a positive
+1. the server the permit was pinned to (its recorded :class:`ServerName`) answers the proof read, and started after the permit plus the dispatch deadline, the client's send timeout and a positive
    clock-skew margin (zero is refused: it assumes clocks that agree exactly): every request the permit could send reached the old server (a permit is never sent once older than the
    deadline) and died with it; a restart alone proves nothing, a request sent after it still runs;
 2. then no ``system.distributed_ddl_queue`` entry carries the permit's correlation token (nothing was queued before
@@ -84,13 +83,15 @@ def void_permit(ctx: Context, held: Held, *, retired_server_uuid: str | None = N
     if ctx.settings.void_skew_margin_ms <= 0:
         raise DponeError(SKEW, f"{ctx.settings.void_skew_margin_ms} ms")
     identity = _server_identity(ctx)
+    pinned = permit.server
+    assert pinned is not None  # a dispatched permit is pinned (DdlBinding)
     replaced = retired_server_uuid is not None
     if replaced:
-        _require_replacement(step.what, permit.epoch, permit.server, identity.name, retired_server_uuid)
-    elif permit.server is not None and identity.name != permit.server:
+        _require_replacement(step.what, permit.epoch, pinned, identity.name, retired_server_uuid)
+    elif identity.name != pinned:
         raise DponeError(
             SERVER,
-            f"{step.what} epoch {permit.epoch}: pinned to server {permit.server.server_uuid}, "
+            f"{step.what} epoch {permit.epoch}: pinned to server {pinned.server_uuid}, "
             f"answered by {identity.name.server_uuid}",
         )
     proof_time = identity.started_at_ms
@@ -117,7 +118,7 @@ def void_permit(ctx: Context, held: Held, *, retired_server_uuid: str | None = N
         skew_margin_ms=skew,
         members=members,
         voided_at_ms=ctx.now(),
-        server=None if permit.server is None else identity.name,
+        server=identity.name,
         server_replaced=replaced,
     )
     held = ctx.commit(
@@ -141,13 +142,11 @@ def _bound_step(ctx: Context, record: AuthorityRecord) -> DdlStep | None:
 
 
 def _require_replacement(
-    what: str, epoch: int, pinned: ServerName | None, answered: ServerName, retired_server_uuid: str | None
+    what: str, epoch: int, pinned: ServerName, answered: ServerName, retired_server_uuid: str | None
 ) -> None:
     """The answering server is the pinned one's replacement: the statement names the pinned UUID, and another UUID
     answers from the pinned server's host."""
     prefix = f"{what} epoch {epoch}"
-    if pinned is None:
-        raise DponeError(REPLACEMENT, f"{prefix}: the permit names no server, so none can be retired")
     if retired_server_uuid != pinned.server_uuid:
         raise DponeError(REPLACEMENT, f"{prefix}: pinned to server {pinned.server_uuid}, not {retired_server_uuid}")
     if answered.server_uuid == pinned.server_uuid:

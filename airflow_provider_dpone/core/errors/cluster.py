@@ -225,12 +225,6 @@ RUNTIME_ADMISSION: tuple[ErrorCode, ...] = (
         retryable=False,
     ),
     ErrorCode(
-        "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_SCHEMA_UNKNOWN",
-        "an authority payload names a schema version this provider does not know",
-        "upgrade the provider to a version that reads this record; never overwrite it",
-        retryable=False,
-    ),
-    ErrorCode(
         "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_PAYLOAD_OVERSIZE",
         "an authority payload exceeds the 256 KiB bound",
         "preserve the row; an oversize payload is corrupt or hostile",

@@ -1,4 +1,5 @@
-"""Codes for input that is malformed before any domain rule applies: manifests, canonical JSON, identifiers."""
+"""Codes for input that is malformed before any domain rule applies: manifests, canonical JSON, identifiers, and
+stored records of a format this build does not read (both routes)."""
 
 from __future__ import annotations
 
@@ -104,6 +105,15 @@ CODES: tuple[ErrorCode, ...] = (
         "the Airflow connection a manifest names is not defined (no such connection id in the metadata database, "
         "a secrets backend or an AIRFLOW_CONN_<ID> variable)",
         "define the connection (see docs/connections.md), or correct the manifest's connection_id",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_RECORD_FORMAT_UNSUPPORTED",
+        "a stored record (a publication authority record, a transfer journal record or stage object) is in a format "
+        "this build does not read: another build wrote it (the detail names the format found, its writer and this "
+        "build); nothing was read from it, migrated or changed",
+        "settle the operation with the build that wrote the record (finish or abort it there), then run this build; "
+        "never edit, convert or overwrite the record",
         retryable=False,
     ),
     ErrorCode(

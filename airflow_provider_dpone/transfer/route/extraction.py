@@ -44,7 +44,7 @@ from airflow_provider_dpone.transfer.route.journal import RouteJournal
 from airflow_provider_dpone.transfer.route.physical import CoverageTracker
 from airflow_provider_dpone.transfer.values.arrow_chunk import encode_chunk, hash_sum
 from airflow_provider_dpone.transfer.values.chunk import (
-    STAGE_FORMAT_ARROW,
+    STAGE_FORMAT,
     ChunkReceipt,
     CompletionMetadata,
     NativeStageComplete,
@@ -175,7 +175,7 @@ class Producer:
         if tracker is not None and before is not None:
             extension = self._seal_snapshot(session, admitted, before, tracker, streamed)
         metadata = CompletionMetadata(
-            stage_format=STAGE_FORMAT_ARROW, columns_sha256=plan.columns_sha256, source_snapshot_v1=extension
+            stage_format=STAGE_FORMAT, columns_sha256=plan.columns_sha256, source_snapshot_v1=extension
         )
         complete = NativeStageComplete.seal(plan.invocation_id, receipts, metadata)
         self._lease.ensure()

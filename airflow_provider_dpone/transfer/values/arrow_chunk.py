@@ -8,9 +8,10 @@ Values are stored in their typed Arrow form (:func:`stage_schema`), decoded and 
 value by value in Python. The chunk's typed sum is the modular sum of the row SHA-256s that the source computed in the
 same SELECT over the canonical typed encoding (``core/typed_digest.py``); it is summed here as eight 32-bit limbs
 with numpy. A v2 object is protected by its SHA-256 (bound in the journal's chunk receipt); the typed sum is proven
-end to end when the target recomputes it over what it stored. Objects of format v1
-(``transfer/values/stage_codec.py``) are still read, so stages sealed before an upgrade recover unchanged; any
-other format is refused with ``native_transfer.stage_integrity_failed``.
+end to end when the target recomputes it over what it stored. An object of another build's format (the per-row
+frames of pre-release builds, ``dpone.native-typed-chunk.v1``, or an unknown header format) is refused with
+``DPONE_RECORD_FORMAT_UNSUPPORTED``; bytes that are no stage object at all with
+``native_transfer.stage_integrity_failed``.
 """
 
 from __future__ import annotations
@@ -28,11 +29,13 @@ import pyarrow as pa
 from airflow_provider_dpone.core.canonical import canonical_json_bytes, parse_canonical_json
 from airflow_provider_dpone.core.columns import NativeColumn, columns_sha256
 from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.record_format import ANOTHER_BUILD, PRE_RELEASE, format_name, refusal
 from airflow_provider_dpone.core.typed_digest import HASH_LIMBS, LogicalType, fold_limb_sums, row_hash
-from airflow_provider_dpone.transfer.values import stage_codec
-from airflow_provider_dpone.transfer.values.chunk import STAGE_FORMAT_ARROW, typed_sum_hex
+from airflow_provider_dpone.transfer.values.chunk import PRE_RELEASE_STAGE_FORMAT, STAGE_FORMAT, typed_sum_hex
 
 MAGIC: Final[bytes] = b"DPONE-ARROW\x02"
+PRE_RELEASE_MAGIC: Final[bytes] = b"DPONE-CHUNK\x01"
+"""The first bytes of a pre-release stage object (``dpone.native-typed-chunk.v1``): named only to refuse it."""
 SEALED_METADATA_KEY: Final[bytes] = b"dpone.sealed-chunk"
 """Schema metadata of a table decoded from a v2 stage object: its sealed ordinal, rows and typed sum, so a target
 that proves it stored exactly these rows can name the typed sum they carry (``sealed_facts``)."""
@@ -130,7 +133,7 @@ def encode_chunk(
     """The complete v2 stage object for one chunk (``table`` already in the stage schema)."""
     header = canonical_json_bytes(
         {
-            "format": STAGE_FORMAT_ARROW,
+            "format": STAGE_FORMAT,
             "columns_sha256": columns_sha256(columns),
             "invocation_id": invocation_id,
             "ordinal": ordinal,
@@ -156,14 +159,11 @@ class StagedChunk:
 
 
 def decode_chunk(data: bytes, columns: Sequence[NativeColumn], *, decode_rows: bool = True) -> StagedChunk:
-    """Read a stage object of either format; v1 objects are re-verified frame by frame by their own codec."""
-    if data.startswith(MAGIC):
-        return _decode_arrow(data, columns, decode_rows=decode_rows)
-    legacy = stage_codec.decode_chunk(data, columns, decode_rows=decode_rows)
-    return StagedChunk(legacy.header, rows_table(legacy.rows, columns))
-
-
-def _decode_arrow(data: bytes, columns: Sequence[NativeColumn], *, decode_rows: bool) -> StagedChunk:
+    """Read a stage object of this build's format; another build's is refused, anything else is no stage object."""
+    if data.startswith(PRE_RELEASE_MAGIC):
+        raise refusal(f"stage object {PRE_RELEASE_STAGE_FORMAT}", PRE_RELEASE)
+    if not data.startswith(MAGIC):
+        raise DponeError("native_transfer.stage_integrity_failed", "not a stage object")
     start = len(MAGIC) + 4
     if len(data) < start:
         raise DponeError("native_transfer.stage_integrity_failed", "truncated chunk header")
@@ -172,8 +172,10 @@ def _decode_arrow(data: bytes, columns: Sequence[NativeColumn], *, decode_rows: 
         header = parse_canonical_json(data[start : start + size])
     except DponeError:
         raise DponeError("native_transfer.stage_integrity_failed", "chunk header is not canonical") from None
-    if not isinstance(header, dict) or header.get("format") != STAGE_FORMAT_ARROW:
-        raise DponeError("native_transfer.stage_integrity_failed", "unknown chunk format")
+    if not isinstance(header, dict):
+        raise DponeError("native_transfer.stage_integrity_failed", "chunk header is not an object")
+    if header.get("format") != STAGE_FORMAT:
+        raise refusal(f"stage object format {format_name(header.get('format'))}", ANOTHER_BUILD)
     if header.get("columns_sha256") != columns_sha256(columns):
         raise DponeError("native_transfer.stage_integrity_failed", "chunk column layout differs from the plan")
     if not decode_rows:

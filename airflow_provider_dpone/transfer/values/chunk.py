@@ -11,19 +11,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from airflow_provider_dpone.core.canonical import tagged_digest
 from airflow_provider_dpone.core.columns import MAX_COLUMNS, NativeColumn, columns_sha256
 from airflow_provider_dpone.core.manifest.transfer_options import SourceSnapshot
+from airflow_provider_dpone.core.record_format import ANOTHER_BUILD, PRE_RELEASE, format_error, format_name
 from airflow_provider_dpone.core.typed_digest import MODULUS, native_multiset_digest
 from airflow_provider_dpone.transfer.values.raw_snapshot_eof import EXTENSION_KEY, SourceSnapshotExtension
 from airflow_provider_dpone.transfer.values.utc_window import UtcWindow
 
 PLAN_KIND: Final = "dpone.native-chunk-plan.v1"
-STAGE_FORMAT: Final = "dpone.native-typed-chunk.v1"
-"""The first stage format: per-row frames of the typed digest's preimage (still read, no longer written)."""
-STAGE_FORMAT_ARROW: Final = "dpone.native-arrow-chunk.v2"
+STAGE_FORMAT: Final = "dpone.native-arrow-chunk.v2"
+"""The stage object format (``transfer/values/arrow_chunk.py``), the only one this build writes and reads."""
+PRE_RELEASE_STAGE_FORMAT: Final = "dpone.native-typed-chunk.v1"
+"""The stage format of pre-release builds (per-row frames): named only to refuse it."""
 _Sha = Field(pattern=r"^[0-9a-f]{64}$")
 _Id = Field(pattern=r"^[0-9a-f]{32}$")
 
@@ -56,6 +58,13 @@ class NativeChunkPlan(_Frozen):
     max_chunk_bytes: int = Field(ge=1024)
     legacy_source_binding_sha256: str = _Sha
     source_query_id: str
+
+    @field_validator("kind", mode="before")
+    @classmethod
+    def _plan_kind_of_this_build(cls, value: Any) -> Any:
+        if value != PLAN_KIND:
+            raise format_error(f"chunk plan kind {format_name(value)}", ANOTHER_BUILD)
+        return value
 
     @property
     def columns_sha256(self) -> str:
@@ -97,9 +106,18 @@ def workload_totals(receipts: Sequence[ChunkReceipt]) -> tuple[int, int]:
 class CompletionMetadata(_Frozen):
     """EOF completion metadata. ``source_snapshot_v1`` exists only in raw mode and only here."""
 
-    stage_format: Literal["dpone.native-typed-chunk.v1", "dpone.native-arrow-chunk.v2"] = STAGE_FORMAT
+    stage_format: Literal["dpone.native-arrow-chunk.v2"] = STAGE_FORMAT
     columns_sha256: str = _Sha
     source_snapshot_v1: SourceSnapshotExtension | None = None
+
+    @field_validator("stage_format", mode="before")
+    @classmethod
+    def _stage_format_of_this_build(cls, value: Any) -> Any:
+        """Stages of another format were sealed by another build: refused, never read."""
+        if value != STAGE_FORMAT:
+            writer = PRE_RELEASE if value == PRE_RELEASE_STAGE_FORMAT else ANOTHER_BUILD
+            raise format_error(f"stage format {format_name(value)}", writer)
+        return value
 
     def to_json(self) -> dict[str, Any]:
         body: dict[str, Any] = {"stage_format": self.stage_format, "columns_sha256": self.columns_sha256}

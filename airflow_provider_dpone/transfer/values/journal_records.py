@@ -3,7 +3,9 @@
 The journal is an append-only sequence of create-once objects. Each record names its sequence number and the
 SHA-256 of the previous record's bytes, so a gap, a reorder or an edited record is detected on read. Bodies are
 closed models per kind; stored bytes must be exactly the canonical encoding of the decoded record, so a reader
-proves it holds the bytes whose digests it later relies on. The size cap is a hard fail-closed bound.
+proves it holds the bytes whose digests it later relies on. The size cap is a hard fail-closed bound. A record of
+another build's format (an unknown kind, plan kind or stage format) is refused with
+``DPONE_RECORD_FORMAT_UNSUPPORTED`` (``core/record_format.py``), naming the format found and its writer.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from airflow_provider_dpone.core import record_format
 from airflow_provider_dpone.core.canonical import canonical_json_bytes, parse_canonical_json, sha256_hex
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.transfer.values.chunk import ChunkReceipt, NativeChunkPlan, NativeStageComplete
@@ -168,15 +171,20 @@ def decode_record(raw: bytes) -> JournalRecord:
     if not isinstance(envelope, dict) or set(envelope) != {"seq", "prev_sha256", "kind", "body"}:
         raise DponeError("native_transfer.journal_corrupt", "record envelope is not closed")
     kind, body, seq, prev = envelope["kind"], envelope["body"], envelope["seq"], envelope["prev_sha256"]
-    model = _BODIES.get(kind) if isinstance(kind, str) else None
-    if model is None or not isinstance(seq, int) or not isinstance(prev, str) or not isinstance(body, dict):
-        raise DponeError("native_transfer.journal_corrupt", "unknown record kind or malformed envelope")
+    if not isinstance(kind, str) or not isinstance(seq, int) or not isinstance(prev, str) or not isinstance(body, dict):
+        raise DponeError("native_transfer.journal_corrupt", "malformed record envelope")
+    model = _BODIES.get(kind)
+    if model is None:
+        raise record_format.refusal(f"journal record kind {record_format.format_name(kind)}")
     if kind != "stage_complete" and _mentions_extension(body):
         raise DponeError("native_transfer.recovery_binding_invalid", f"completion extension inside a {kind} record")
     code = "native_transfer.recovery_binding_invalid" if kind == "stage_complete" else "native_transfer.journal_corrupt"
     try:
         decoded = model.model_validate(body)
     except ValidationError as exc:
+        refused = record_format.refusal_of(exc, f"journal {kind} record")
+        if refused is not None:
+            raise refused from None
         fields = sorted({".".join(str(p) for p in err["loc"]) for err in exc.errors()})[:8]
         raise DponeError(code, f"{kind} record fields: {', '.join(fields)}") from None
     except DponeError as exc:

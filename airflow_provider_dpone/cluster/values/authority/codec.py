@@ -3,8 +3,10 @@
 Encode: record -> canonical JSON payload + its SHA-256 + the projected columns. Decode dispatches on the payload's
 ``schema`` and fails closed, each with a stable code, on: an oversize payload (> :data:`MAX_AUTHORITY_PAYLOAD_BYTES`),
 a payload whose digest differs from ``payload_sha256``, non-canonical bytes (including any value that validation would
-have to coerce: the decoded record must re-encode to the identical bytes), an unknown schema, a malformed record, or
-projected columns that disagree with the payload. A record malformed only inside its quality-replay capsule fails with
+have to coerce: the decoded record must re-encode to the identical bytes), a malformed record, or projected columns
+that disagree with the payload. A record of another build's format -- an unknown ``schema``, or a known schema holding
+a field only pre-release builds wrote (content digest v1, an unpinned or "abandoned" permit) -- is refused with
+``DPONE_RECORD_FORMAT_UNSUPPORTED``, naming the format found and the build that wrote it (``core/record_format.py``). A record malformed only inside its quality-replay capsule fails with
 the quality codes of seed 002's failure table instead: a capsule without its core is evidence that is absent
 (``DPONE_REPLAY_QUALITY_EVIDENCE_REQUIRED``), any other defect of the capsule is malformed evidence
 (``..._INVALID``). V1/V2 internal and V2 external records share one target-key namespace and are told apart only by
@@ -31,6 +33,7 @@ from airflow_provider_dpone.cluster.values.authority.internal import (
     InternalAuthorityRecordV2,
 )
 from airflow_provider_dpone.cluster.values.authority.row import AuthorityRow
+from airflow_provider_dpone.core import record_format
 from airflow_provider_dpone.core.canonical import canonical_json, parse_canonical_json, sha256_hex
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.errors.replay import INVALID, REQUIRED
@@ -130,10 +133,13 @@ def _decode_uncached(payload: str, payload_sha256: str) -> AuthorityRecord:
         raise DponeError("DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_RECORD_INVALID", "payload has no schema name")
     model = _SCHEMAS.get(value["schema"])
     if model is None:
-        raise DponeError("DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_SCHEMA_UNKNOWN", "schema name not known to this provider")
+        raise record_format.refusal(f"authority record schema {record_format.format_name(value['schema'])}")
     try:
         record = model.model_validate(value)
     except ValidationError as error:
+        refused = record_format.refusal_of(error, f"authority record {value['schema']}")
+        if refused is not None:
+            raise refused from None
         locations = sorted({".".join(str(part) for part in item["loc"]) or "$" for item in error.errors()})
         raise DponeError(_invalid_code(error), f"fields: {locations[:8]}") from None
     if encode_payload(record) != payload:

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 from typing import Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, field_validator, model_validator
 
 from airflow_provider_dpone.cluster.values.authority.phases import Phase
 from airflow_provider_dpone.cluster.values.authority.release import Release
 from airflow_provider_dpone.cluster.values.part_digests import MAX_PART_DIGESTS, PartDigest
-from airflow_provider_dpone.cluster.values.receipts import ArtifactReceipt, ContentDigestVersion
+from airflow_provider_dpone.cluster.values.receipts import ArtifactReceipt, ContentDigestVersion, require_digest_version
 from airflow_provider_dpone.core.canonical import (
     CLOSED,
     Hex64,
@@ -31,6 +31,7 @@ from airflow_provider_dpone.core.canonical import (
     UInt64,
     UuidText,
 )
+from airflow_provider_dpone.core.record_format import format_error
 
 MEMBER_CONFIG = ConfigDict(frozen=True, extra="forbid", revalidate_instances="always")
 """Nested records are revalidated inside their parent, so a ``model_copy`` cannot smuggle an invalid member in."""
@@ -72,8 +73,9 @@ class DdlBinding(BaseModel):
 
     ``correlation_token`` is random, bound *before* dispatch and carried in ``log_comment``; ``entry`` is the queue
     entry name once observed. Kind ``none`` records a cleanup with nothing to drop (the target was absent, so
-    publication was a RENAME). ``abandoned`` is only read: records written before permits stopped being voided may
-    list tokens there; no current code writes it (a void permit now fails closed, see ``cluster/protocol/ddl_step.py``).
+    publication was a RENAME). A dispatched permit is always pinned (``server``); a binding without its server, or
+    with the ``abandoned`` tokens pre-release builds wrote, is another build's format and refused
+    (``DPONE_RECORD_FORMAT_UNSUPPORTED``).
     """
 
     model_config = MEMBER_CONFIG
@@ -84,10 +86,9 @@ class DdlBinding(BaseModel):
     query_digest: Hex64 | None
     permitted_at_ms: TimestampMs
     entry: StrictStr | None = None
-    abandoned: tuple[Token, ...] = ()
     server: ServerName | None = None
     """The coordinator the dispatch is pinned to (its request carries the session opened by that identity read);
-    ``None`` in records written before permits were pinned."""
+    ``None`` exactly for kind ``none``."""
     records_dispatch: StrictBool = Field(default=False, exclude_if=lambda value: not value)
     """The permit is sent only after its dispatch is recorded (``dispatching_at_ms``). ``False`` in records written
     before: such a permit may have been sent at any time within the deadline of ``permitted_at_ms``."""
@@ -95,11 +96,24 @@ class DdlBinding(BaseModel):
     """When the permit's one dispatch was recorded (stamped before that write): the request leaves only within the
     dispatch deadline of it. ``None`` (with ``records_dispatch``): never recorded, so never sent."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _pinned_format(cls, data: Any) -> Any:
+        """Permits of pre-release builds: unpinned (no ``server``) or carrying ``abandoned`` tokens."""
+        if isinstance(data, dict):
+            if "abandoned" in data:
+                raise format_error("DDL binding with abandoned permit tokens")
+            if data.get("kind", "none") != "none" and data.get("server") is None:
+                raise format_error("DDL permit without its pinned server")
+        return data
+
     @model_validator(mode="after")
     def _token_matches_kind(self) -> DdlBinding:
         dispatched = self.kind != "none"
         if dispatched != (self.correlation_token is not None) or dispatched != (self.query_digest is not None):
             raise ValueError("a dispatched DDL binds a correlation token and a query digest; 'none' binds neither")
+        if dispatched != (self.server is not None):
+            raise ValueError("a dispatched DDL is pinned to its server; 'none' names none")
         if self.dispatching_at_ms is not None and not (self.records_dispatch and dispatched):
             raise ValueError("only a permit that records its dispatch records a dispatch time")
         return self
@@ -153,10 +167,9 @@ class VoidedPermit(BaseModel):
     queue_entry_absent: Literal[True] = True
     members: tuple[MemberUuids, ...] = Field(min_length=1)
     voided_at_ms: TimestampMs
-    server: ServerName | None = None
-    """The server whose start time is the proof: the permit's own server (``None`` only for a permit written before
-    permits were pinned, whose proof could name no server), or, with ``server_replaced``, the server that took its
-    place on the same host."""
+    server: ServerName
+    """The server whose start time is the proof: the permit's own server, or, with ``server_replaced``, the server
+    that took its place on the same host."""
     server_replaced: bool = False
     """The permit's server identity was declared retired by the operator (its data directory was lost, so its
     ``serverUUID()`` can never answer again) and ``server`` is a new identity on the same host (the same
@@ -168,12 +181,11 @@ class VoidedPermit(BaseModel):
         if self.permit.kind == "none" or self.permit.entry is not None:
             raise ValueError("only a dispatched permit whose queue entry was never observed is voided")
         pinned = self.permit.server
+        assert pinned is not None  # a dispatched permit is pinned (DdlBinding)
         if self.server_replaced:
-            if pinned is None or self.server is None:
-                raise ValueError("only a pinned permit's server can be replaced, by a named server")
             if self.server.host_digest != pinned.host_digest or self.server.server_uuid == pinned.server_uuid:
                 raise ValueError("the replacement is a new server identity on the pinned server's host")
-        elif pinned is not None and self.server != pinned:
+        elif self.server != pinned:
             raise ValueError("the restart proof must be read from the server the permit was dispatched to")
         if self.server_started_at_ms <= self.earliest_restart_ms:
             raise ValueError("the coordinator must have started after the permit plus every margin")
@@ -249,6 +261,13 @@ class PublishedMember(BaseModel):
     content_digest: Hex64
     digest_version: ContentDigestVersion
     parts_digest: Hex64
+
+    @field_validator("digest_version", mode="before")
+    @classmethod
+    def _digest_version_of_this_build(cls, value: Any) -> Any:
+        require_digest_version(value, "predecessor")
+        return value
+
     part_digests: PartDigests = Field(default=None, max_length=MAX_PART_DIGESTS, exclude_if=lambda value: value is None)
     """The verified candidate's part facts, when recorded: a successor whose target's parts changed since (a
     merge) reads only the parts not listed. Left out of the payload when absent."""
