@@ -149,12 +149,12 @@ class DponeClickHouseHook(DbApiHook):
         preconditions (:mod:`~airflow_provider_dpone.cluster.clickhouse.connection_check`).
 
         Where ``[dpone] native_transfer_base`` is set, its store must refuse a second write of one probe object
-        (:func:`~airflow_provider_dpone.hooks.native_transfer.require_create_once`, as every transfer task start does).
+        (:func:`~airflow_provider_dpone.hooks.stage_store.require_create_once`, as every transfer task start does).
 
         Returns ``(False, lines)`` with one coded line per failure, never raises; the lines never name a host.
         """
         from airflow_provider_dpone.cluster.clickhouse.connection_check import check_connection
-        from airflow_provider_dpone.hooks.native_transfer import configured_stage_store_failure
+        from airflow_provider_dpone.hooks.stage_store import configured_stage_store_failure
 
         store_failure = configured_stage_store_failure()
         failures = [] if store_failure is None else [store_failure]
@@ -297,6 +297,16 @@ class DponeClickHouseHook(DbApiHook):
             close=close,
             member_connections=coordinator.for_member,
         )
+
+
+def hook_environment(
+    manifest: ClusterPublicationManifest, conn_id: str, *, ddl_task_timeout_seconds: int | None = None
+) -> PublicationEnvironment:
+    """The default :class:`~airflow_provider_dpone.hooks.publication.PortsFactory`: the hook of the coordinator
+    connection ``conn_id`` builds the real ClickHouse adapters. The operators import it when a task runs, never when
+    a DAG file is parsed."""
+    hook = DponeClickHouseHook(dpone_clickhouse_conn_id=conn_id)
+    return hook.publication_environment(manifest, ddl_task_timeout_seconds=ddl_task_timeout_seconds)
 
 
 def admit_tls_relaxation(options: ClickHouseConnectionOptions, conn_id: str) -> bool:

@@ -4,9 +4,9 @@ An operator never builds clients itself. It calls its ``ports_factory`` with the
 long the initiator of its ``ON CLUSTER`` DDL may wait for the hosts (short for a deferrable task), and receives a
 :class:`PublicationEnvironment`: the protocol's ports, the target's typed table definition, the extraction, the
 settings, and the import path of the reader its deferral trigger polls the DDL queue with. The default factory,
-:func:`hook_environment`, is :meth:`DponeClickHouseHook.publication_environment
+:func:`~airflow_provider_dpone.hooks.clickhouse.hook_environment`, is :meth:`DponeClickHouseHook.publication_environment
 <airflow_provider_dpone.hooks.clickhouse.DponeClickHouseHook.publication_environment>` of the connection, as
-``DbApiHook.get_conn`` builds a client.
+``DbApiHook.get_conn`` builds a client; the hook imports this module, never the reverse.
 
 Tests pass another factory (for example one over the in-memory fakes with fault injection) through the operators'
 ``ports_factory`` argument; nothing else changes, so the same operator code runs against fakes and real clusters.
@@ -89,19 +89,6 @@ class PortsFactory(Protocol):
     def __call__(
         self, manifest: ClusterPublicationManifest, conn_id: str, *, ddl_task_timeout_seconds: int | None = None
     ) -> PublicationEnvironment: ...
-
-
-def hook_environment(
-    manifest: ClusterPublicationManifest, conn_id: str, *, ddl_task_timeout_seconds: int | None = None
-) -> PublicationEnvironment:
-    """The default factory: the hook of the coordinator connection ``conn_id`` builds the real ClickHouse adapters.
-
-    The hook (and with it every client) is imported here, when a task runs, never when a DAG file is parsed.
-    """
-    from airflow_provider_dpone.hooks.clickhouse import DponeClickHouseHook
-
-    hook = DponeClickHouseHook(dpone_clickhouse_conn_id=conn_id)
-    return hook.publication_environment(manifest, ddl_task_timeout_seconds=ddl_task_timeout_seconds)
 
 
 def declared_table(manifest: ClusterPublicationManifest, columns: tuple[tuple[str, str], ...]) -> TableSpec:

@@ -43,7 +43,6 @@ from airflow_provider_dpone.hooks.publication import (
     PortsFactory,
     PublicationEnvironment,
     declared_table,
-    hook_environment,
     with_acceptance_reader,
     with_alert_metrics,
 )
@@ -241,7 +240,12 @@ class DponePublicationOperator(BaseOperator):
                     "must not depend on the run's template context; pass the manifest without templates",
                 )
             conn_id = self.dpone_clickhouse_conn_id or manifest.sink.connection_id
-            factory = self.ports_factory or hook_environment
+            if self.ports_factory is None:  # the hook (and with it every client) only when a task runs
+                from airflow_provider_dpone.hooks.clickhouse import hook_environment
+
+                factory: PortsFactory = hook_environment
+            else:
+                factory = self.ports_factory
             environment = factory(manifest, conn_id, ddl_task_timeout_seconds=self._ddl_task_timeout_seconds())
             close = environment.close
             environment = with_alert_metrics(environment)

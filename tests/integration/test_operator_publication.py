@@ -13,7 +13,8 @@ from airflow.sdk import Asset
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_provider_dpone.core.errors import REGISTRY, DponeError
-from airflow_provider_dpone.hooks.publication import declared_table, hook_environment
+from airflow_provider_dpone.hooks.clickhouse import hook_environment
+from airflow_provider_dpone.hooks.publication import declared_table
 from airflow_provider_dpone.operators import (
     DponeCleanupOperator,
     DponeFenceOperator,

@@ -25,7 +25,7 @@ def hostname() -> str:
 def run(step: str) -> str:
     from airflow_provider_dpone.cluster.protocol.results import InProgress
     from airflow_provider_dpone.cluster.protocol.service import publication_service
-    from airflow_provider_dpone.hooks.publication import hook_environment
+    from airflow_provider_dpone.hooks.clickhouse import hook_environment
     from airflow_provider_dpone.operators.full_refresh import build_request, fence_table, read_manifest, resolve_table
 
     if step == "stage-then-die":

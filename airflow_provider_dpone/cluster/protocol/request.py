@@ -5,8 +5,9 @@ byte bound, optional row budget). Every identity the protocol uses is derived fr
 process arrives at the same ``target_key``, ``operation_id`` and candidate name without reading XCom.
 
 ``replication_mode`` has no default here: the operators pass the admitted manifest's mode (whose own default is
-``internal``). ``mode`` is its value (:mod:`~airflow_provider_dpone.cluster.protocol.mode`), which the protocol asks
-wherever the modes differ. The table engine must be the mode's engine class (internal: ``Replicated*MergeTree``,
+``internal``). ``mode`` is its data (:mod:`~airflow_provider_dpone.cluster.values.replication`: identities, engine
+class, flags); what the mode does is the machine's (:mod:`~airflow_provider_dpone.cluster.protocol.mode`), so the
+request depends on no part of the protocol. The table engine must be the mode's engine class (internal: ``Replicated*MergeTree``,
 external: a direct ``*MergeTree``), checked before anything is read. Each mode has its own protocol version in
 ``operation_id`` and its own candidate infix, so the two modes can never resume each other's operation.
 """
@@ -19,7 +20,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError, model_validator
 
 from airflow_provider_dpone.cluster.ports import TableSpec
-from airflow_provider_dpone.cluster.protocol.mode import MODES, ReplicationVariant
+from airflow_provider_dpone.cluster.values.replication import VARIANTS, ReplicationVariant
 from airflow_provider_dpone.core.canonical import Hex64
 from airflow_provider_dpone.core.clickhouse_engines import classify_engine
 from airflow_provider_dpone.core.errors import DponeError
@@ -76,8 +77,8 @@ class PublicationRequest(BaseModel):
 
     @property
     def mode(self) -> ReplicationVariant:
-        """What this request's replication mode does differently (the one value per mode)."""
-        return MODES[self.replication_mode]
+        """What this request's replication mode is (its data: the one value per mode)."""
+        return VARIANTS[self.replication_mode]
 
     @property
     def target_key(self) -> str:

@@ -18,13 +18,13 @@ from typing import Final
 
 from airflow_provider_dpone.cluster.ports import AcceptanceReader, ClusterCatalog
 from airflow_provider_dpone.cluster.protocol.context import concurrently
-from airflow_provider_dpone.cluster.protocol.mode import MODES
 from airflow_provider_dpone.cluster.protocol.request import PublicationRequest
 from airflow_provider_dpone.cluster.values.authority.row import (
     AUTHORITY_COLUMNS,
     AUTHORITY_PRIMARY_KEY,
     AUTHORITY_TABLE,
 )
+from airflow_provider_dpone.cluster.values.replication import VARIANTS
 from airflow_provider_dpone.core.errors import DponeError, UnavailableError
 from airflow_provider_dpone.core.errors.replay import UNSUPPORTED
 from airflow_provider_dpone.core.identities import inventory_digest, member_id
@@ -72,7 +72,7 @@ def admit_inventory(rows: Sequence[InventoryRow], *, cluster: str, mode: Replica
     if len(flags) != 1:
         raise DponeError("DPONE_CLICKHOUSE_CLUSTER_INVENTORY_MIXED_REPLICATION", "internal_replication differs")
     internal = flags.pop()
-    if internal != MODES[mode].internal_replication:
+    if internal != VARIANTS[mode].internal_replication:
         raise DponeError(
             "DPONE_CLICKHOUSE_CLUSTER_REPLICATION_MODE_MISMATCH", f"mode {mode}, internal_replication={internal}"
         )

@@ -21,7 +21,7 @@ truth the previous operation left, observed equal on every member before anythin
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import NoReturn
 
 from airflow_provider_dpone.cluster.ports import ArtifactSource, TableObservation
@@ -44,11 +44,19 @@ UNSUPPORTED = "DPONE_CLICKHOUSE_CLUSTER_ARTIFACT_UNSUPPORTED"
 DIVERGENT = "DPONE_CLICKHOUSE_CLUSTER_TARGET_DIVERGENT"
 
 
+Observations = Mapping[str, TableObservation]
+FirstIntents = Callable[
+    [Context, AuthorityRecord, Observations, Observations], tuple[dict[str, object], DdlBinding | None]
+]
+"""The STAGING CAS's first candidate intents, the mode's (:mod:`mode`): (record, each member's baseline, each
+member's candidate name as observed) -> the record changes, and the permit that rides on that CAS (``None``: none)."""
+
+
 def bind_artifact_and_baseline(
-    ctx: Context, held: Held, source: ArtifactSource
-) -> tuple[Held, Mapping[str, TableObservation]]:
-    """Observe the baseline, seal (or fail and abort), and CAS STAGING with the first candidate intent; with it, each
-    member's candidate name as observed just before that CAS (staging starts from it instead of reading again).
+    ctx: Context, held: Held, source: ArtifactSource, first_intents: FirstIntents
+) -> tuple[Held, Observations]:
+    """Observe the baseline, seal (or fail and abort), and CAS STAGING with the mode's ``first_intents``; with it,
+    each member's candidate name as observed just before that CAS (staging starts from it instead of reading again).
 
     A column type outside the encoder profile aborts, and an existing target that cannot be adopted blocks, before
     the source is extracted."""
@@ -69,7 +77,7 @@ def bind_artifact_and_baseline(
     if problem is not None:
         _abort(ctx, held, UNSUPPORTED, problem)
     present = any(obs.exists for obs in observations.values())
-    changes, permit = ctx.request.mode.first_intents(ctx, record, observations, candidates)
+    changes, permit = first_intents(ctx, record, observations, candidates)
     staged = commit_permitted(
         ctx,
         held,
