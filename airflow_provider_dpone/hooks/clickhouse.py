@@ -29,7 +29,7 @@ from airflow_provider_dpone.cluster.clickhouse.sql_cluster_ddl import (
     queue_entries,
     queue_entry,
 )
-from airflow_provider_dpone.cluster.ports import ArtifactSource, TableSpec
+from airflow_provider_dpone.cluster.ports import ArtifactSource
 from airflow_provider_dpone.cluster.protocol.request import PublicationRequest
 from airflow_provider_dpone.core.clickhouse.clients import Purpose, build_async_client, build_client
 from airflow_provider_dpone.core.clickhouse.connection import ResolvedConnection
@@ -47,7 +47,6 @@ from airflow_provider_dpone.core.storage import require_store_url
 from airflow_provider_dpone.hooks.publication import (
     PublicationEnvironment,
     configured_ddl_task_timeout_seconds,
-    declared_table,
     protocol_settings,
 )
 from airflow_provider_dpone.provider_info import UI_FIELD_BEHAVIOUR
@@ -241,9 +240,9 @@ class DponeClickHouseHook(DbApiHook):
         process (``dag.test()``, in-process executors): a later try may re-send a statement the server *refused*,
         which the protocol decides by observation.
 
-        The target's typed columns come from the source query's result description (``DESCRIBE`` of the query as a
-        subquery, metadata only: no row is read) in ClickHouse's canonical spelling, with the manifest's engine and
-        sorting key. The extraction streams exactly those columns; the protocol refuses an artifact whose schema
+        The source's typed columns come from the source query's result description (``DESCRIBE`` of the query as a
+        subquery, metadata only: no row is read) in ClickHouse's canonical spelling; the candidates get them with the
+        manifest's engine and sorting key. The extraction streams exactly the columns it is given; the protocol refuses an artifact whose schema
         differs, before any member is touched.
         """
         if isinstance(manifest.source, SealedArtifactSource):
@@ -265,17 +264,17 @@ class DponeClickHouseHook(DbApiHook):
         else:
             source_endpoint = Endpoint.of(DponeClickHouseHook(dpone_clickhouse_conn_id=source_conn_id).resolved())
             endpoints.append(source_endpoint)
-        resolved: list[TableSpec] = []
+        described: list[tuple[tuple[str, str], ...]] = []
 
-        def table() -> TableSpec:
-            if not resolved:
-                resolved.append(declared_table(manifest, describe_query(source_endpoint, query, seconds)))
-            return resolved[0]
+        def columns() -> tuple[tuple[str, str], ...]:
+            if not described:
+                described.append(describe_query(source_endpoint, query, seconds))
+            return described[0]
 
-        def source(request: PublicationRequest) -> ArtifactSource:
+        def source(request: PublicationRequest, columns: tuple[tuple[str, str], ...]) -> ArtifactSource:
             artifact_source: ArtifactSource = adapters.query_source(
                 query=query,
-                columns=request.table.schema_pairs,
+                columns=columns,
                 max_source_bytes=request.max_source_bytes,
                 source=source_endpoint,
                 max_execution_seconds=seconds,
@@ -291,7 +290,7 @@ class DponeClickHouseHook(DbApiHook):
 
         return PublicationEnvironment(
             ports=adapters.ports,
-            table=table,
+            columns=columns,
             source=source,
             settings=protocol_settings(coordinator.options),
             close=close,

@@ -2,8 +2,8 @@
 
 An operator never builds clients itself. It calls its ``ports_factory`` with the manifest, the connection id and how
 long the initiator of its ``ON CLUSTER`` DDL may wait for the hosts (short for a deferrable task), and receives a
-:class:`PublicationEnvironment`: the protocol's ports, the target's typed table definition, the extraction, the
-settings, and the import path of the reader its deferral trigger polls the DDL queue with. The default factory,
+:class:`PublicationEnvironment`: the protocol's ports, the description of the source's typed columns, the
+extraction, the settings, and the import path of the reader its deferral trigger polls the DDL queue with. The default factory,
 :func:`~airflow_provider_dpone.hooks.clickhouse.hook_environment`, is :meth:`DponeClickHouseHook.publication_environment
 <airflow_provider_dpone.hooks.clickhouse.DponeClickHouseHook.publication_environment>` of the connection, as
 ``DbApiHook.get_conn`` builds a client; the hook imports this module, never the reverse.
@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Protocol
 
-from airflow_provider_dpone.cluster.ports import AcceptanceReader, ArtifactSource, ColumnSpec, TableSpec
+from airflow_provider_dpone.cluster.ports import AcceptanceReader, ArtifactSource, DeclaredTable
 from airflow_provider_dpone.cluster.protocol.context import ProtocolSettings, PublicationPorts
 from airflow_provider_dpone.cluster.protocol.request import PublicationRequest
 from airflow_provider_dpone.core.connection_options import ClickHouseConnectionOptions
@@ -47,13 +47,13 @@ def _nothing_to_close() -> None:
 class PublicationEnvironment:
     """Everything one task try needs to drive the protocol against one cluster.
 
-    ``table`` resolves the target's typed definition (the source's column types with the manifest's engine and
-    sorting key); ``source`` builds the extraction for a request.
+    ``columns`` describes the source's typed columns (metadata only); ``source`` builds the extraction of a request
+    with the typed columns it produces (described, or the ones the operation bound).
     """
 
     ports: PublicationPorts
-    table: Callable[[], TableSpec]
-    source: Callable[[PublicationRequest], ArtifactSource]
+    columns: Callable[[], tuple[tuple[str, str], ...]]
+    source: Callable[[PublicationRequest, tuple[tuple[str, str], ...]], ArtifactSource]
     settings: ProtocolSettings = field(default_factory=ProtocolSettings)
     close: Callable[[], None] = _nothing_to_close
     member_connections: MemberConnections | None = None
@@ -91,11 +91,11 @@ class PortsFactory(Protocol):
     ) -> PublicationEnvironment: ...
 
 
-def declared_table(manifest: ClusterPublicationManifest, columns: tuple[tuple[str, str], ...]) -> TableSpec:
-    """The candidate definition: the manifest's engine, partition key and sorting key with the given typed columns."""
+def declared_table(manifest: ClusterPublicationManifest) -> DeclaredTable:
+    """What the manifest declares of the target table: engine, partition key and sorting key (the typed columns come
+    with the stage's source)."""
     storage = manifest.physical_design.storage.clickhouse
-    return TableSpec(
-        columns=tuple(ColumnSpec(name=name, type=type_) for name, type_ in columns),
+    return DeclaredTable(
         engine=storage.engine,
         order_by=tuple(storage.order_by),
         partition_by=storage.partition_by,

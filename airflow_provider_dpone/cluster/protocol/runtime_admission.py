@@ -192,13 +192,18 @@ def admit_runtime(catalog: ClusterCatalog, request: PublicationRequest, *, paral
     return inventory
 
 
-def admit_quality_selection(request: PublicationRequest, acceptance: AcceptanceReader | None) -> None:
+def admit_quality_selection(
+    request: PublicationRequest, acceptance: AcceptanceReader | None, columns: Sequence[tuple[str, str]] | None
+) -> None:
     """What the request's durable quality policy selects can be observed: target metrics need a bounded reader,
-    and the selected columns must be columns of ``request.table`` (the described source schema; a fence request
-    whose policy observes columns carries it too). Checked by the fence and the stage before they write anything."""
+    and the selected columns must be among ``columns`` (the source's typed columns: the stage's source, or the
+    fence's description of it, which a policy that observes columns needs; ``None``: not described). Checked by the
+    fence and the stage before they write anything."""
     policy = request.quality
     if policy is None:
         return
     if policy.target_metrics and acceptance is None:
         raise DponeError(UNSUPPORTED, "no bounded acceptance reader is configured for target observations")
-    policy.selected_columns([column.name for column in request.table.columns])
+    if columns is None and policy.observes_columns:
+        raise DponeError(UNSUPPORTED, "the policy observes columns, and the source's columns were not described")
+    policy.selected_columns([name for name, _ in columns or ()])

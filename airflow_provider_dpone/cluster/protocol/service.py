@@ -128,7 +128,7 @@ class PublicationService:
         self.ports = ports
         self.request = request
         self.settings = settings or ProtocolSettings()
-        if begun is not None and begun.request.model_copy(update={"table": request.table}) != request:
+        if begun is not None and begun.request != request:
             raise ValueError("the admission handed on was taken for another request")
         self._begun = begun
 
@@ -139,11 +139,12 @@ class PublicationService:
 
     # --- entry points ---------------------------------------------------------------------------------------------
 
-    def fence(self) -> FenceResult:
+    def fence(self, columns: tuple[tuple[str, str], ...] | None = None) -> FenceResult:
         """Create or resume this operation's authority row (LOCKED) before any source I/O; a quality selection
-        that cannot be observed is refused first (:func:`admit_quality_selection`)."""
+        that cannot be observed is refused first (:func:`admit_quality_selection`). ``columns``: the source's typed
+        columns as described (metadata only), which only a policy that observes columns needs."""
         ctx, current = self._begin()
-        admit_quality_selection(self.request, self.ports.acceptance)
+        admit_quality_selection(self.request, self.ports.acceptance, columns)
         record = lock_or_resume(ctx, current, self.mode).record
         return FenceResult(
             operation_id=record.operation_id,
@@ -155,9 +156,13 @@ class PublicationService:
         )
 
     def stage(self, source: ArtifactSource) -> StageResult:
-        """Seal and bind the artifact (only while none is bound), then stage every member to READY and CAS STAGED."""
+        """Seal and bind the artifact (only while none is bound), then stage every member to READY and CAS STAGED.
+
+        The candidates' table is the request's declared table with the typed columns of ``source`` (the source's
+        description, or the bound artifact's columns on a retry), refused before anything is read if it is invalid."""
+        self.request.candidate_table(source.columns)
         ctx, current = self._begin()
-        admit_quality_selection(self.request, self.ports.acceptance)  # before the seal, any DDL or write
+        admit_quality_selection(self.request, self.ports.acceptance, source.columns)  # before the seal, any write
         held = require_own(ctx, current)
         names = None
         if held.record.phase is Phase.LOCKED:
@@ -313,14 +318,13 @@ class PublicationService:
 def bound_columns(
     ports: PublicationPorts, request: PublicationRequest, settings: ProtocolSettings | None = None
 ) -> tuple[tuple[tuple[str, str], ...] | None, Begun]:
-    """The typed columns of the artifact this operation bound, which define the stage request's table: a retry
+    """The typed columns of the artifact this operation bound, which the stage task's source extracts: a retry
     recreates candidates exactly as bound even if the source changed meanwhile. ``None`` when none is bound yet.
 
     Taken with the stage entry point's own start (:func:`begin`: live runtime admission, so a mode that does not
     match the cluster's ``internal_replication`` flag fails before the caller touches the source to describe it,
     and the authority read), which is returned for the task to hand to its stage call
-    (``publication_service(..., begun=...)``): the task admits once. ``request`` may carry any table (only its
-    identities are used).
+    (``publication_service(..., begun=...)``): the task admits once.
     """
     begun = begin(ports, request, settings or ProtocolSettings())
     record = None if begun.current is None else begun.current.record
