@@ -131,13 +131,14 @@ class Sealed:
 
     def __init__(self, receipt: Any) -> None:
         self.receipt = receipt
+        self.columns = receipt.schema_pairs
 
     def seal(self) -> Any:
         return self.receipt
 
 
 def request(database: str, target: str, run_id: str, max_bytes: int) -> Any:
-    from airflow_provider_dpone.cluster.ports import ColumnSpec, TableSpec
+    from airflow_provider_dpone.cluster.ports import DeclaredTable
     from airflow_provider_dpone.cluster.protocol.request import PublicationRequest
 
     return PublicationRequest.parse(
@@ -149,7 +150,7 @@ def request(database: str, target: str, run_id: str, max_bytes: int) -> Any:
             "run_id": run_id,
             "normalized_plan_digest": "5" * 64,
             "replication_mode": "external",
-            "table": TableSpec(columns=tuple(ColumnSpec(name=n, type=t) for n, t in COLUMNS), order_by=("id",)),
+            "table": DeclaredTable(order_by=("id",)),
             "max_source_bytes": max_bytes,
         }
     )

@@ -55,7 +55,7 @@ def start_cluster(directory: Path, members: int) -> Any:
 
 
 def request(database: str, target: str, run_id: str, max_bytes: int) -> Any:
-    from airflow_provider_dpone.cluster.ports import ColumnSpec, TableSpec
+    from airflow_provider_dpone.cluster.ports import DeclaredTable
     from airflow_provider_dpone.cluster.protocol.request import PublicationRequest
 
     return PublicationRequest.parse(
@@ -67,11 +67,7 @@ def request(database: str, target: str, run_id: str, max_bytes: int) -> Any:
             "run_id": run_id,
             "normalized_plan_digest": "5" * 64,
             "replication_mode": "internal",
-            "table": TableSpec(
-                columns=tuple(ColumnSpec(name=n, type=t) for n, t in shared.COLUMNS),
-                engine="ReplicatedMergeTree",
-                order_by=("id",),
-            ),
+            "table": DeclaredTable(engine="ReplicatedMergeTree", order_by=("id",)),
             "max_source_bytes": max_bytes,
         }
     )

@@ -67,6 +67,18 @@ class TableSpec(BaseModel):
         return tuple((column.name, column.type) for column in self.columns)
 
 
+class DeclaredTable(BaseModel):
+    """What the manifest declares of the target table: engine, sorting key and partition key, as every task of an
+    operation knows them. The typed columns are not here: only staging knows them (the source's until an artifact is
+    bound, the bound artifact's afterwards), and there they complete the candidate's :class:`TableSpec`."""
+
+    model_config = _CLOSED
+
+    engine: StrictStr = "MergeTree"
+    order_by: tuple[StrictStr, ...] = ()
+    partition_by: StrictStr | None = None
+
+
 class TableObservation(BaseModel):
     """What one member holds under one name: physical UUID, engine, ordered schema, and (if asked) content.
 
@@ -407,7 +419,13 @@ class ArtifactStore(Protocol):
 
 
 class ArtifactSource(Protocol):
-    """Extraction: produces and seals the artifact. Called only while no artifact is bound to the operation."""
+    """Extraction: produces and seals the artifact. Sealed only while no artifact is bound to the operation."""
+
+    @property
+    def columns(self) -> tuple[tuple[str, str], ...]:
+        """The typed columns (name, ClickHouse type) the extraction produces: what the sealed artifact's schema must
+        be and, until one is bound, what the candidates are created with."""
+        ...
 
     def seal(self) -> ArtifactReceipt: ...
 

@@ -29,7 +29,7 @@ from airflow_provider_dpone.cluster.clickhouse.sql_cluster_ddl import (
     queue_entries,
     queue_entry,
 )
-from airflow_provider_dpone.cluster.ports import ArtifactSource, TableSpec
+from airflow_provider_dpone.cluster.ports import ArtifactSource
 from airflow_provider_dpone.cluster.protocol.request import PublicationRequest
 from airflow_provider_dpone.core.clickhouse.clients import Purpose, build_async_client, build_client
 from airflow_provider_dpone.core.clickhouse.connection import ResolvedConnection
@@ -47,7 +47,6 @@ from airflow_provider_dpone.core.storage import require_store_url
 from airflow_provider_dpone.hooks.publication import (
     PublicationEnvironment,
     configured_ddl_task_timeout_seconds,
-    declared_table,
     protocol_settings,
 )
 from airflow_provider_dpone.provider_info import UI_FIELD_BEHAVIOUR
@@ -149,12 +148,12 @@ class DponeClickHouseHook(DbApiHook):
         preconditions (:mod:`~airflow_provider_dpone.cluster.clickhouse.connection_check`).
 
         Where ``[dpone] native_transfer_base`` is set, its store must refuse a second write of one probe object
-        (:func:`~airflow_provider_dpone.hooks.native_transfer.require_create_once`, as every transfer task start does).
+        (:func:`~airflow_provider_dpone.hooks.stage_store.require_create_once`, as every transfer task start does).
 
         Returns ``(False, lines)`` with one coded line per failure, never raises; the lines never name a host.
         """
         from airflow_provider_dpone.cluster.clickhouse.connection_check import check_connection
-        from airflow_provider_dpone.hooks.native_transfer import configured_stage_store_failure
+        from airflow_provider_dpone.hooks.stage_store import configured_stage_store_failure
 
         store_failure = configured_stage_store_failure()
         failures = [] if store_failure is None else [store_failure]
@@ -241,9 +240,9 @@ class DponeClickHouseHook(DbApiHook):
         process (``dag.test()``, in-process executors): a later try may re-send a statement the server *refused*,
         which the protocol decides by observation.
 
-        The target's typed columns come from the source query's result description (``DESCRIBE`` of the query as a
-        subquery, metadata only: no row is read) in ClickHouse's canonical spelling, with the manifest's engine and
-        sorting key. The extraction streams exactly those columns; the protocol refuses an artifact whose schema
+        The source's typed columns come from the source query's result description (``DESCRIBE`` of the query as a
+        subquery, metadata only: no row is read) in ClickHouse's canonical spelling; the candidates get them with the
+        manifest's engine and sorting key. The extraction streams exactly the columns it is given; the protocol refuses an artifact whose schema
         differs, before any member is touched.
         """
         if isinstance(manifest.source, SealedArtifactSource):
@@ -265,17 +264,17 @@ class DponeClickHouseHook(DbApiHook):
         else:
             source_endpoint = Endpoint.of(DponeClickHouseHook(dpone_clickhouse_conn_id=source_conn_id).resolved())
             endpoints.append(source_endpoint)
-        resolved: list[TableSpec] = []
+        described: list[tuple[tuple[str, str], ...]] = []
 
-        def table() -> TableSpec:
-            if not resolved:
-                resolved.append(declared_table(manifest, describe_query(source_endpoint, query, seconds)))
-            return resolved[0]
+        def columns() -> tuple[tuple[str, str], ...]:
+            if not described:
+                described.append(describe_query(source_endpoint, query, seconds))
+            return described[0]
 
-        def source(request: PublicationRequest) -> ArtifactSource:
+        def source(request: PublicationRequest, columns: tuple[tuple[str, str], ...]) -> ArtifactSource:
             artifact_source: ArtifactSource = adapters.query_source(
                 query=query,
-                columns=request.table.schema_pairs,
+                columns=columns,
                 max_source_bytes=request.max_source_bytes,
                 source=source_endpoint,
                 max_execution_seconds=seconds,
@@ -291,12 +290,22 @@ class DponeClickHouseHook(DbApiHook):
 
         return PublicationEnvironment(
             ports=adapters.ports,
-            table=table,
+            columns=columns,
             source=source,
             settings=protocol_settings(coordinator.options),
             close=close,
             member_connections=coordinator.for_member,
         )
+
+
+def hook_environment(
+    manifest: ClusterPublicationManifest, conn_id: str, *, ddl_task_timeout_seconds: int | None = None
+) -> PublicationEnvironment:
+    """The default :class:`~airflow_provider_dpone.hooks.publication.PortsFactory`: the hook of the coordinator
+    connection ``conn_id`` builds the real ClickHouse adapters. The operators import it when a task runs, never when
+    a DAG file is parsed."""
+    hook = DponeClickHouseHook(dpone_clickhouse_conn_id=conn_id)
+    return hook.publication_environment(manifest, ddl_task_timeout_seconds=ddl_task_timeout_seconds)
 
 
 def admit_tls_relaxation(options: ClickHouseConnectionOptions, conn_id: str) -> bool:

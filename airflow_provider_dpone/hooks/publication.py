@@ -2,11 +2,11 @@
 
 An operator never builds clients itself. It calls its ``ports_factory`` with the manifest, the connection id and how
 long the initiator of its ``ON CLUSTER`` DDL may wait for the hosts (short for a deferrable task), and receives a
-:class:`PublicationEnvironment`: the protocol's ports, the target's typed table definition, the extraction, the
-settings, and the import path of the reader its deferral trigger polls the DDL queue with. The default factory,
-:func:`hook_environment`, is :meth:`DponeClickHouseHook.publication_environment
+:class:`PublicationEnvironment`: the protocol's ports, the description of the source's typed columns, the
+extraction, the settings, and the import path of the reader its deferral trigger polls the DDL queue with. The default factory,
+:func:`~airflow_provider_dpone.hooks.clickhouse.hook_environment`, is :meth:`DponeClickHouseHook.publication_environment
 <airflow_provider_dpone.hooks.clickhouse.DponeClickHouseHook.publication_environment>` of the connection, as
-``DbApiHook.get_conn`` builds a client.
+``DbApiHook.get_conn`` builds a client; the hook imports this module, never the reverse.
 
 Tests pass another factory (for example one over the in-memory fakes with fault injection) through the operators'
 ``ports_factory`` argument; nothing else changes, so the same operator code runs against fakes and real clusters.
@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Protocol
 
-from airflow_provider_dpone.cluster.ports import AcceptanceReader, ArtifactSource, ColumnSpec, TableSpec
+from airflow_provider_dpone.cluster.ports import AcceptanceReader, ArtifactSource, DeclaredTable
 from airflow_provider_dpone.cluster.protocol.context import ProtocolSettings, PublicationPorts
 from airflow_provider_dpone.cluster.protocol.request import PublicationRequest
 from airflow_provider_dpone.core.connection_options import ClickHouseConnectionOptions
@@ -47,13 +47,13 @@ def _nothing_to_close() -> None:
 class PublicationEnvironment:
     """Everything one task try needs to drive the protocol against one cluster.
 
-    ``table`` resolves the target's typed definition (the source's column types with the manifest's engine and
-    sorting key); ``source`` builds the extraction for a request.
+    ``columns`` describes the source's typed columns (metadata only); ``source`` builds the extraction of a request
+    with the typed columns it produces (described, or the ones the operation bound).
     """
 
     ports: PublicationPorts
-    table: Callable[[], TableSpec]
-    source: Callable[[PublicationRequest], ArtifactSource]
+    columns: Callable[[], tuple[tuple[str, str], ...]]
+    source: Callable[[PublicationRequest, tuple[tuple[str, str], ...]], ArtifactSource]
     settings: ProtocolSettings = field(default_factory=ProtocolSettings)
     close: Callable[[], None] = _nothing_to_close
     member_connections: MemberConnections | None = None
@@ -91,24 +91,11 @@ class PortsFactory(Protocol):
     ) -> PublicationEnvironment: ...
 
 
-def hook_environment(
-    manifest: ClusterPublicationManifest, conn_id: str, *, ddl_task_timeout_seconds: int | None = None
-) -> PublicationEnvironment:
-    """The default factory: the hook of the coordinator connection ``conn_id`` builds the real ClickHouse adapters.
-
-    The hook (and with it every client) is imported here, when a task runs, never when a DAG file is parsed.
-    """
-    from airflow_provider_dpone.hooks.clickhouse import DponeClickHouseHook
-
-    hook = DponeClickHouseHook(dpone_clickhouse_conn_id=conn_id)
-    return hook.publication_environment(manifest, ddl_task_timeout_seconds=ddl_task_timeout_seconds)
-
-
-def declared_table(manifest: ClusterPublicationManifest, columns: tuple[tuple[str, str], ...]) -> TableSpec:
-    """The candidate definition: the manifest's engine, partition key and sorting key with the given typed columns."""
+def declared_table(manifest: ClusterPublicationManifest) -> DeclaredTable:
+    """What the manifest declares of the target table: engine, partition key and sorting key (the typed columns come
+    with the stage's source)."""
     storage = manifest.physical_design.storage.clickhouse
-    return TableSpec(
-        columns=tuple(ColumnSpec(name=name, type=type_) for name, type_ in columns),
+    return DeclaredTable(
         engine=storage.engine,
         order_by=tuple(storage.order_by),
         partition_by=storage.partition_by,

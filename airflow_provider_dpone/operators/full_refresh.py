@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from airflow.sdk import BaseOperator, Context
 
 from airflow_provider_dpone.admission import require_admissible
-from airflow_provider_dpone.cluster.ports import TableSpec
 from airflow_provider_dpone.cluster.protocol.request import PublicationRequest
 from airflow_provider_dpone.cluster.protocol.service import (
     Begun,
@@ -43,7 +42,6 @@ from airflow_provider_dpone.hooks.publication import (
     PortsFactory,
     PublicationEnvironment,
     declared_table,
-    hook_environment,
     with_acceptance_reader,
     with_alert_metrics,
 )
@@ -82,10 +80,8 @@ def cluster_name(manifest: ClusterPublicationManifest) -> str:
     return cluster.name
 
 
-def build_request(
-    manifest: ClusterPublicationManifest, *, dag_id: str, run_id: str, table: TableSpec
-) -> PublicationRequest:
-    """The request every task of one DAG run rebuilds identically (never from the try number)."""
+def build_request(manifest: ClusterPublicationManifest, *, dag_id: str, run_id: str) -> PublicationRequest:
+    """The request every task of one DAG run rebuilds identically (never from the try number), once per task try."""
     bound = manifest.load.max_source_bytes
     if bound is None:  # static admission refuses this; kept for the type checker
         raise DponeError("DPONE_CLICKHOUSE_CLUSTER_SOURCE_BYTES_UNBOUNDED", "load.max_source_bytes")
@@ -98,7 +94,7 @@ def build_request(
         dag_id=dag_id,
         run_id=run_id,
         normalized_plan_digest=normalized_plan_digest(manifest),
-        table=table,
+        table=declared_table(manifest),
         max_source_bytes=bound,
         max_source_rows=manifest.load.max_source_rows,
         quality=manifest.quality_policy,
@@ -110,42 +106,29 @@ def asset_uri(manifest: ClusterPublicationManifest) -> str:
     return f"clickhouse-cluster://{cluster_name(manifest)}/{manifest.sink.database}/{manifest.sink.table}"
 
 
-def fence_table(manifest: ClusterPublicationManifest) -> TableSpec:
-    """A placeholder table definition: the manifest's sorting-key columns, untyped (``UInt8``).
-
-    Only staging reads the table definition (to check the sealed artifact and to create candidates). The request
-    model requires a valid one in every task, so a task that does not stage passes this placeholder rather than
-    touching the source: the fence runs before any source I/O, and publish and cleanup must not depend
-    on the source at all.
-    """
-    order_by = manifest.physical_design.storage.clickhouse.order_by
-    return declared_table(manifest, tuple((name, "UInt8") for name in order_by) or (("fence_only", "UInt8"),))
+Columns = tuple[tuple[str, str], ...]
 
 
-def resolve_table(
-    manifest: ClusterPublicationManifest,
-    environment: PublicationEnvironment,
-    fence: PublicationRequest,
-    *,
-    stages: bool,
-    fences: bool = False,
-) -> tuple[TableSpec, Begun | None]:
-    """The table definition of this task's request (``fence`` is the request with :func:`fence_table`), and the
-    admission and authority read taken to resolve it, for the task's entry point to start from (``None``: none).
+def resolve_columns(
+    environment: PublicationEnvironment, request: PublicationRequest, *, stages: bool, fences: bool = False
+) -> tuple[Columns | None, Begun | None]:
+    """The source's typed columns this task needs (``None``: none), and the admission and authority read taken to
+    resolve them, for the task's entry point to start from (``None``: none).
 
-    The stage task resolves one: the columns this operation bound (:func:`bound_columns`), else the source's
-    (metadata only, after runtime admission passed). The fence task describes the source (metadata only) when the
-    quality policy observes columns, so that a selection the table cannot answer is refused before the fence is
-    written, and also only after runtime admission passed (a cluster whose mode does not match is refused before
-    the source is touched). Every other task gets :func:`fence_table`.
+    The stage task resolves them: the columns this operation bound (:func:`bound_columns`), else the source's
+    (metadata only, after runtime admission passed); its source extracts exactly those. The fence task describes the
+    source (metadata only) when the quality policy observes columns, so that a selection the table cannot answer is
+    refused before the fence is written, and also only after runtime admission passed (a cluster whose mode does not
+    match is refused before the source is touched). No other task touches the source: the fence runs before any
+    source I/O, and publish and cleanup do not depend on the source at all.
     """
     if not stages:
-        if fences and fence.quality is not None and fence.quality.observes_columns:
-            begun = begin(environment.ports, fence, environment.settings)
-            return environment.table(), begun
-        return fence.table, None
-    columns, begun = bound_columns(environment.ports, fence, environment.settings)
-    return (environment.table() if columns is None else declared_table(manifest, columns)), begun
+        if fences and request.quality is not None and request.quality.observes_columns:
+            begun = begin(environment.ports, request, environment.settings)
+            return environment.columns(), begun
+        return None, None
+    columns, begun = bound_columns(environment.ports, request, environment.settings)
+    return (environment.columns() if columns is None else columns), begun
 
 
 # --- the operators ---------------------------------------------------------------------------------------------------
@@ -161,8 +144,10 @@ class TaskSession:
     service: PublicationService
     conn_id: str
     begun: Begun | None = None
-    """The admission and authority read this try already took (stage task: to resolve the table), for its entry
-    point to start from instead of admitting again."""
+    """The admission and authority read this try already took (to resolve the columns), for its entry point to start
+    from instead of admitting again."""
+    columns: Columns | None = None
+    """The source's typed columns, where this task needs them (stage; fence with a column-observing policy)."""
 
 
 class DponePublicationOperator(BaseOperator):
@@ -189,7 +174,7 @@ class DponePublicationOperator(BaseOperator):
     ui_color = "#fff3c4"
 
     stages: bool = False
-    """Whether the task's entry point stages (the one that reads the table definition)."""
+    """Whether the task's entry point stages (the one whose source the typed columns come with)."""
     fences: bool = False
     """Whether the task's entry point fences (it describes the source only to admit a column-observing policy)."""
 
@@ -241,7 +226,12 @@ class DponePublicationOperator(BaseOperator):
                     "must not depend on the run's template context; pass the manifest without templates",
                 )
             conn_id = self.dpone_clickhouse_conn_id or manifest.sink.connection_id
-            factory = self.ports_factory or hook_environment
+            if self.ports_factory is None:  # the hook (and with it every client) only when a task runs
+                from airflow_provider_dpone.hooks.clickhouse import hook_environment
+
+                factory: PortsFactory = hook_environment
+            else:
+                factory = self.ports_factory
             environment = factory(manifest, conn_id, ddl_task_timeout_seconds=self._ddl_task_timeout_seconds())
             close = environment.close
             environment = with_alert_metrics(environment)
@@ -249,13 +239,10 @@ class DponePublicationOperator(BaseOperator):
                 if self.target_acceptance_reader is not None:
                     environment = with_acceptance_reader(environment, self.target_acceptance_reader)
                 dag_run = context["dag_run"]
-                fence = build_request(
-                    manifest, dag_id=dag_run.dag_id, run_id=dag_run.run_id, table=fence_table(manifest)
-                )
-                table, begun = resolve_table(manifest, environment, fence, stages=self.stages, fences=self.fences)
-                request = build_request(manifest, dag_id=dag_run.dag_id, run_id=dag_run.run_id, table=table)
+                request = build_request(manifest, dag_id=dag_run.dag_id, run_id=dag_run.run_id)
+                columns, begun = resolve_columns(environment, request, stages=self.stages, fences=self.fences)
                 service = publication_service(environment.ports, request, environment.settings)
-                return action(TaskSession(manifest, environment, request, service, conn_id, begun))
+                return action(TaskSession(manifest, environment, request, service, conn_id, begun, columns))
             finally:
                 close()
         except DponeError as error:
@@ -280,7 +267,7 @@ class DponeFenceOperator(DponePublicationOperator):
         return self._run(context, self._fence)
 
     def _fence(self, session: TaskSession) -> XCom:
-        result = session.service.fence()
+        result = session.service.fence(session.columns)
         log_transition(self.task_log, result.phase_before, result.phase, result.operation_id)
         self.task_log.info("target %s held by operation %s", short(result.target_key), result.operation_id)
         return fence_xcom(result)
@@ -316,7 +303,8 @@ class DponeStageOperator(DponePublicationOperator):
         service = publication_service(
             progress.ports, session.request, session.environment.settings, begun=session.begun
         )
-        result = service.stage(session.environment.source(session.request))
+        assert session.columns is not None  # resolved for every stage task
+        result = service.stage(session.environment.source(session.request, session.columns))
         log_transition(self.task_log, result.phase_before, result.phase, result.operation_id)
         log_members(self.task_log, result)
         self.task_log.info(

@@ -14,7 +14,7 @@ The task runs the native transfer route once per try:
 * the source table is the task's Airflow Asset inlet (:func:`source_asset`), so the Asset graph shows what it reads.
 
 Stage and journal live under ``stage_base`` (``s3://<conn_id>@bucket/prefix`` in production; see
-:func:`~airflow_provider_dpone.hooks.native_transfer.stage_base` for the default).
+:func:`~airflow_provider_dpone.hooks.stage_store.stage_base` for the default).
 """
 
 from __future__ import annotations
@@ -159,12 +159,8 @@ class DponeNativeTransferOperator(BaseOperator):
 
     # -- execution -----------------------------------------------------------------------------------------------
     def execute(self, context: Context) -> dict[str, Any]:
-        from airflow_provider_dpone.hooks.native_transfer import (
-            DponeNativeTransferHook,
-            OperationIdentity,
-            require_create_once,
-            stage_base,
-        )
+        from airflow_provider_dpone.hooks.native_transfer import DponeNativeTransferHook, OperationIdentity
+        from airflow_provider_dpone.hooks.stage_store import require_create_once, stage_base
         from airflow_provider_dpone.operators.lineage import Moved
 
         try:

@@ -19,7 +19,8 @@ from dpone_embedded import EmbeddedCluster
 from airflow_provider_dpone.cluster.values.authority.row import AuthorityRow
 from airflow_provider_dpone.core.identities import member_id
 from airflow_provider_dpone.core.manifest import ClusterPublicationManifest as Manifest
-from airflow_provider_dpone.hooks.publication import PublicationEnvironment, hook_environment
+from airflow_provider_dpone.hooks.clickhouse import hook_environment
+from airflow_provider_dpone.hooks.publication import PublicationEnvironment
 from tests.integration.dag_runner import configure, run_example
 from tests.integration.replica_checks import authority_record, queue_entries
 

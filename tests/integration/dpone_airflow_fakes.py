@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 import pytest
 
 from airflow_provider_dpone.cluster.clickhouse.sql_cluster_ddl import QueueEntry, QueueHost
-from airflow_provider_dpone.cluster.ports import ColumnSpec, TableSpec
 from airflow_provider_dpone.cluster.protocol.context import ProtocolSettings
 from airflow_provider_dpone.cluster.protocol.request import PublicationRequest
 from airflow_provider_dpone.core.manifest import ClusterPublicationManifest
@@ -63,9 +62,10 @@ class FakeDeployment:
         deployment.source = world.source(deployment.columns, deployment.rows)
         return deployment
 
-    def table(self) -> TableSpec:
+    def describe(self) -> tuple[tuple[str, str], ...]:
+        """The source's typed columns, as the hook describes them (counted: only staging reads the schema)."""
         self.table_calls += 1
-        return TableSpec(columns=tuple(ColumnSpec(name=n, type=t) for n, t in self.columns), order_by=("id",))
+        return self.columns
 
     def factory(self) -> PortsFactory:
         """A closure (not a bound method: Airflow copies operators, and a copied method would copy the world)."""
@@ -79,14 +79,14 @@ class FakeDeployment:
             deployment.environments += 1
             deployment.world.clock.advance(RETRY_DELAY_MS)
 
-            def source(request: PublicationRequest) -> FakeSource:
+            def source(request: PublicationRequest, columns: tuple[tuple[str, str], ...]) -> FakeSource:
                 deployment.seen_requests.append(request)
                 assert deployment.source is not None
                 return deployment.source
 
             return PublicationEnvironment(
                 ports=deployment.world.ports(),
-                table=deployment.table,
+                columns=deployment.describe,
                 source=source,
                 settings=ProtocolSettings(dispatch_quiet_ms=120_000),
             )

@@ -10,7 +10,8 @@ from typing import Any
 
 from airflow_provider_dpone.cluster.ports import ExchangeTables
 from airflow_provider_dpone.core.manifest import ClusterPublicationManifest as Manifest
-from airflow_provider_dpone.hooks.publication import PublicationEnvironment, hook_environment
+from airflow_provider_dpone.hooks.clickhouse import hook_environment
+from airflow_provider_dpone.hooks.publication import PublicationEnvironment
 from tests.fixtures import real_cluster
 from tests.fixtures.real_cluster import RealMember
 

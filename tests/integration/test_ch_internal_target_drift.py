@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_dpone.cluster.clickhouse.adapter_set import PublicationAdapters
-from airflow_provider_dpone.cluster.ports import ColumnSpec, TableSpec
+from airflow_provider_dpone.cluster.ports import DeclaredTable
 from airflow_provider_dpone.cluster.protocol.results import Committed, Completed
 from airflow_provider_dpone.cluster.protocol.service import publication_service
 from tests.integration.test_ch_publication import (
@@ -30,10 +30,6 @@ __all__ = ["adapters"]  # the fixture, shared with the external route's module
 
 pytestmark = pytest.mark.embedded_cluster(members=2, internal_replication=True)
 
-SPEC = TableSpec(
-    columns=tuple(ColumnSpec(name=n, type=t) for n, t in COLUMNS), order_by=("id",), engine="ReplicatedMergeTree"
-)
-
 
 WRITE = "INSERT INTO `{db}`.`target_table` SELECT * FROM `{db}`.`target_table` LIMIT 1"
 
@@ -47,7 +43,7 @@ def request(cluster: str, database: str, run_id: str) -> dict[str, Any]:
         "run_id": run_id,
         "normalized_plan_digest": "5" * 64,
         "replication_mode": "internal",
-        "table": SPEC,
+        "table": DeclaredTable(order_by=("id",), engine="ReplicatedMergeTree"),
         "max_source_bytes": 1 << 26,
     }
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_dpone.cluster.clickhouse.adapter_set import PublicationAdapters
-from airflow_provider_dpone.cluster.ports import ColumnSpec, TableSpec
+from airflow_provider_dpone.cluster.ports import DeclaredTable
 from airflow_provider_dpone.cluster.protocol.results import Committed, Completed, InProgress
 from airflow_provider_dpone.cluster.protocol.service import publication_service
 from airflow_provider_dpone.cluster.values.authority.row import AUTHORITY_COLUMNS, AUTHORITY_TABLE
@@ -25,7 +25,6 @@ from airflow_provider_dpone.hooks.clickhouse import DponeClickHouseHook
 pytestmark = pytest.mark.embedded_cluster(members=2)
 
 COLUMNS = (("id", "UInt64"), ("name", "String"), ("amount", "Nullable(Decimal(18, 4))"), ("at", "DateTime64(3, 'UTC')"))
-SPEC = TableSpec(columns=tuple(ColumnSpec(name=n, type=t) for n, t in COLUMNS), order_by=("id",))
 
 
 def source_query(rows: int, salt: int) -> str:
@@ -72,7 +71,7 @@ def request(database: str, run_id: str) -> dict[str, Any]:
         "run_id": run_id,
         "normalized_plan_digest": "5" * 64,
         "replication_mode": "external",
-        "table": SPEC,
+        "table": DeclaredTable(order_by=("id",)),
         "max_source_bytes": 1 << 26,
     }
 

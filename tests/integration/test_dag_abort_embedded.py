@@ -25,7 +25,8 @@ from dpone_embedded import EmbeddedCluster
 from airflow_provider_dpone.cluster.values.authority.external import as_external
 from airflow_provider_dpone.cluster.values.authority.phases import Phase
 from airflow_provider_dpone.core.manifest import ClusterPublicationManifest
-from airflow_provider_dpone.hooks.publication import PublicationEnvironment, hook_environment
+from airflow_provider_dpone.hooks.clickhouse import hook_environment
+from airflow_provider_dpone.hooks.publication import PublicationEnvironment
 from tests.integration.airflow_env import load_dag_file
 from tests.integration.dag_runner import configure, load_example, run_example
 from tests.integration.embedded_example import embedded_manifest, member_rows, member_tables

@@ -32,7 +32,8 @@ from airflow_provider_dpone.cluster.values.authority.internal import INTERNAL_SC
 from airflow_provider_dpone.cluster.values.authority.row import AuthorityRow
 from airflow_provider_dpone.core.identities import INTERNAL_CANDIDATE_INFIX
 from airflow_provider_dpone.core.manifest import ClusterPublicationManifest as Manifest
-from airflow_provider_dpone.hooks.publication import PublicationEnvironment, hook_environment
+from airflow_provider_dpone.hooks.clickhouse import hook_environment
+from airflow_provider_dpone.hooks.publication import PublicationEnvironment
 from tests.integration.after_commit_write import run_with_a_write_before_committed
 from tests.integration.dag_runner import (
     INTERNAL_EXAMPLE_FILE,

@@ -10,10 +10,12 @@ from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
 from airflow_provider_dpone.cluster.protocol.exchange_probe import SCRATCH_INFIX
+from airflow_provider_dpone.cluster.protocol.request import PublicationRequest
 from airflow_provider_dpone.cluster.values.authority.codec import decode
 from airflow_provider_dpone.cluster.values.authority.external import ExternalAuthorityRecord
 from airflow_provider_dpone.core.manifest import ClusterPublicationManifest, load_manifest
@@ -53,6 +55,29 @@ def _record(deployment: FakeDeployment, target_key: str) -> ExternalAuthorityRec
 
 def _when(day: int) -> datetime:
     return datetime(2026, 3, day, tzinfo=UTC)
+
+
+def test_every_task_of_a_run_drives_one_and_the_same_request(
+    example: ModuleType, manifest: ClusterPublicationManifest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One request per operation: fence, stage, publish and cleanup each hand their service the same request (no task
+    builds it around a stand-in table); the typed columns travel with the stage's source."""
+    from airflow_provider_dpone.operators import full_refresh
+
+    requests: list[PublicationRequest] = []
+    build = full_refresh.publication_service
+
+    def recorded(ports: Any, request: PublicationRequest, *args: Any, **kwargs: Any) -> Any:
+        requests.append(request)
+        return build(ports, request, *args, **kwargs)
+
+    monkeypatch.setattr(full_refresh, "publication_service", recorded)
+    deployment = FakeDeployment.build(manifest, rows=ROWS, baseline=BASELINE)
+    configure(example, deployment.factory())
+    outcome = run_example(example, logical_date=_when(1))
+    assert outcome.succeeded, outcome.states
+    assert len(requests) >= 4 and all(request == requests[0] for request in requests), requests
+    assert deployment.content("target_table") == [sorted(ROWS, key=repr)] * 2
 
 
 def test_full_run_completes_and_every_member_holds_the_generation(

@@ -30,7 +30,8 @@ import pytest
 from airflow_provider_dpone.cluster.values.authority.internal import INTERNAL_SCHEMA_V1
 from airflow_provider_dpone.core.errors import OutcomeUnknownError
 from airflow_provider_dpone.core.manifest import ClusterPublicationManifest as Manifest
-from airflow_provider_dpone.hooks.publication import PublicationEnvironment, hook_environment
+from airflow_provider_dpone.hooks.clickhouse import hook_environment
+from airflow_provider_dpone.hooks.publication import PublicationEnvironment
 from tests.fixtures.real_cluster import RealCluster, compose_cluster
 from tests.integration.dag_runner import (
     INTERNAL_EXAMPLE_FILE,

@@ -233,7 +233,8 @@ def test_guide_shows_the_real_plan_output() -> None:
 def test_hook_builds_the_adapters_from_airflow_connections(monkeypatch) -> None:
     import json
 
-    from airflow_provider_dpone.hooks.native_transfer import DponeNativeTransferHook, stage_base
+    from airflow_provider_dpone.hooks.native_transfer import DponeNativeTransferHook
+    from airflow_provider_dpone.hooks.stage_store import stage_base
     from airflow_provider_dpone.transfer.targets.mssql.target import MsSqlTransferTarget
     from airflow_provider_dpone.transfer.targets.postgres.target import PostgresTransferTarget
 
@@ -265,7 +266,7 @@ def test_hook_builds_the_adapters_from_airflow_connections(monkeypatch) -> None:
 
 def test_a_worker_local_stage_is_refused_unless_the_deployment_declares_one_worker(monkeypatch) -> None:
     """Unset, the stage would live in one worker's temp directory: only a declared single worker may use it."""
-    from airflow_provider_dpone.hooks.native_transfer import stage_base
+    from airflow_provider_dpone.hooks.stage_store import stage_base
 
     monkeypatch.delenv("AIRFLOW__DPONE__NATIVE_TRANSFER_BASE", raising=False)
     monkeypatch.setenv("AIRFLOW__DPONE__SINGLE_WORKER", "False")
@@ -281,7 +282,7 @@ def test_a_worker_local_stage_is_refused_unless_the_deployment_declares_one_work
 def test_a_stage_base_whose_scheme_no_filesystem_serves_is_refused_before_anything(monkeypatch, where: str) -> None:
     """A typo in the scheme (or a store whose provider is not installed) is a coded terminal refusal, not a raw
     ``ValueError`` from the path library at the first write."""
-    from airflow_provider_dpone.hooks.native_transfer import stage_base
+    from airflow_provider_dpone.hooks.stage_store import stage_base
 
     monkeypatch.setenv("AIRFLOW__DPONE__NATIVE_TRANSFER_BASE", "s4://aws_default@bucket/dpone")
     with pytest.raises(DponeError) as refused:

@@ -13,7 +13,7 @@ from airflow.sdk import Asset
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_provider_dpone.core.errors import REGISTRY, DponeError
-from airflow_provider_dpone.hooks.publication import declared_table, hook_environment
+from airflow_provider_dpone.hooks.clickhouse import hook_environment
 from airflow_provider_dpone.operators import (
     DponeCleanupOperator,
     DponeFenceOperator,
@@ -83,10 +83,9 @@ def test_an_artifact_source_fails_terminally_with_its_code_in_admission_and_in_t
 
 def test_the_operation_id_depends_on_the_dag_run_not_on_anything_per_try() -> None:
     manifest = read_manifest(MANIFEST)
-    table = declared_table(manifest, COLUMNS)
-    first = build_request(manifest, dag_id="d", run_id="manual__1", table=table)
-    again = build_request(read_manifest(MANIFEST), dag_id="d", run_id="manual__1", table=table)
-    other_run = build_request(manifest, dag_id="d", run_id="manual__2", table=table)
+    first = build_request(manifest, dag_id="d", run_id="manual__1")
+    again = build_request(read_manifest(MANIFEST), dag_id="d", run_id="manual__1")
+    other_run = build_request(manifest, dag_id="d", run_id="manual__2")
     assert first.operation_id == again.operation_id
     assert first.operation_id != other_run.operation_id
     assert first.target_key == other_run.target_key
@@ -97,11 +96,10 @@ def test_every_task_carries_the_admitted_row_budget_and_it_is_part_of_the_operat
     raw = read_manifest(MANIFEST).model_dump(mode="json", exclude_none=True)
     raw["load"]["max_source_rows"] = 500
     budgeted = read_manifest(raw)
-    table = declared_table(budgeted, COLUMNS)
-    fence = build_request(budgeted, dag_id="d", run_id="manual__1", table=declared_table(budgeted, (("id", "UInt8"),)))
-    stage = build_request(budgeted, dag_id="d", run_id="manual__1", table=table)
+    fence = build_request(budgeted, dag_id="d", run_id="manual__1")
+    stage = build_request(budgeted, dag_id="d", run_id="manual__1")
     assert fence.max_source_rows == stage.max_source_rows == 500 and fence.operation_id == stage.operation_id
-    unbudgeted = build_request(read_manifest(MANIFEST), dag_id="d", run_id="manual__1", table=table)
+    unbudgeted = build_request(read_manifest(MANIFEST), dag_id="d", run_id="manual__1")
     assert unbudgeted.max_source_rows is None and unbudgeted.operation_id != stage.operation_id
 
 
@@ -239,13 +237,11 @@ INTERNAL = REPO / "dags_examples" / "manifests" / "clickhouse_internal_full_refr
 
 def test_the_internal_manifest_builds_an_internal_request_with_its_partition_key() -> None:
     manifest = read_manifest(INTERNAL)
-    request = build_request(
-        manifest, dag_id="d", run_id="r", table=declared_table(manifest, (("id", "UInt64"), ("updated_at", "Date")))
-    )
+    request = build_request(manifest, dag_id="d", run_id="r")
     assert (request.replication_mode, request.table.engine) == ("internal", "ReplicatedMergeTree")
     assert request.table.partition_by == "toYYYYMM(updated_at)" and request.table.order_by == ("id",)
     other = read_manifest(MANIFEST)
-    external = build_request(other, dag_id="d", run_id="r", table=declared_table(other, COLUMNS))
+    external = build_request(other, dag_id="d", run_id="r")
     assert external.replication_mode == "external" and external.operation_id != request.operation_id
 
 

@@ -25,8 +25,8 @@ def hostname() -> str:
 def run(step: str) -> str:
     from airflow_provider_dpone.cluster.protocol.results import InProgress
     from airflow_provider_dpone.cluster.protocol.service import publication_service
-    from airflow_provider_dpone.hooks.publication import hook_environment
-    from airflow_provider_dpone.operators.full_refresh import build_request, fence_table, read_manifest, resolve_table
+    from airflow_provider_dpone.hooks.clickhouse import hook_environment
+    from airflow_provider_dpone.operators.full_refresh import build_request, read_manifest, resolve_columns
 
     if step == "stage-then-die":
         from airflow_provider_dpone.cluster.clickhouse.member_session import ClickHouseMemberSession
@@ -36,14 +36,14 @@ def run(step: str) -> str:
     environment = hook_environment(manifest, manifest.sink.connection_id, ddl_task_timeout_seconds=10)
     try:
         ids = {"dag_id": "multi_worker", "run_id": "manual__1"}
-        fence = build_request(manifest, table=fence_table(manifest), **ids)
-        table, begun = resolve_table(manifest, environment, fence, stages=step.startswith("stage"))
-        request = build_request(manifest, table=table, **ids)
+        request = build_request(manifest, **ids)
+        columns, begun = resolve_columns(environment, request, stages=step.startswith("stage"))
         service = publication_service(environment.ports, request, environment.settings, begun=begun)
         if step == "fence":
-            return service.fence().phase
+            return service.fence(columns).phase
         if step.startswith("stage"):
-            return service.stage(environment.source(request)).phase
+            assert columns is not None
+            return service.stage(environment.source(request, columns)).phase
         result = service.publish()
         while isinstance(result, InProgress):
             result = service.reconcile_publication()

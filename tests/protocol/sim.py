@@ -16,7 +16,7 @@ from typing import Any, Final
 
 import pytest
 
-from airflow_provider_dpone.cluster.ports import ColumnSpec, TableSpec
+from airflow_provider_dpone.cluster.ports import DeclaredTable
 from airflow_provider_dpone.cluster.protocol.context import ProtocolSettings
 from airflow_provider_dpone.cluster.protocol.exchange_probe import scratch_names
 from airflow_provider_dpone.cluster.protocol.request import PublicationRequest
@@ -130,7 +130,6 @@ def make_request(
     run_id: str = "scheduled__2026-09-18",
     mode: ReplicationMode = "external",
 ) -> PublicationRequest:
-    columns = tuple(ColumnSpec(name=n, type=t) for n, t in COLUMNS)
     return PublicationRequest(
         cluster=world.cluster,
         database=world.database,
@@ -139,7 +138,7 @@ def make_request(
         run_id=run_id,
         normalized_plan_digest=PLAN_DIGEST,
         replication_mode=mode,
-        table=TableSpec(columns=columns, engine=ENGINES[mode], order_by=("id",)),
+        table=DeclaredTable(engine=ENGINES[mode], order_by=("id",)),
         max_source_bytes=1_000_000,
     )
 
@@ -217,7 +216,7 @@ class Sim:
     def run_dag(self, *, tries: int = 3, polls: int = 3) -> str:
         """Run the four tasks with Airflow-like retries; "completed" or "stopped at <task>: <reason>"."""
         tasks = (
-            ("fence", lambda: self.service().fence()),
+            ("fence", lambda: self.service().fence(self.source.columns)),
             ("stage", lambda: self.service().stage(self.source)),
             ("publish", lambda: self._deferrable("publish", polls)),
             ("cleanup", lambda: self._deferrable("cleanup", polls)),

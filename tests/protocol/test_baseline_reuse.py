@@ -134,7 +134,7 @@ def test_a_partly_merged_target_reads_only_the_merged_part(
 def test_another_table_under_the_target_name_is_digested_again(digested: list[tuple[str, str]]) -> None:
     first, _, second = _completed("external")
     replaced = second.world.members[0]
-    second.world.put_table(replaced, second.request.target, first.request.table.schema_pairs, first.rows)
+    second.world.put_table(replaced, second.request.target, first.source.columns, first.rows)
     second.snapshot()  # the replacement is a pre-existing (foreign) table for the successor
     assert _completes_digesting(second, digested) == [replaced.member_id]  # equal content, a new UUID: adopted
 

@@ -46,7 +46,7 @@ def capsule(sim: Sim) -> QualityBinding:
 
 
 def staged(sim: Sim) -> None:
-    assert sim.service().fence() and sim.service().stage(sim.source)
+    assert sim.service().fence(sim.source.columns) and sim.service().stage(sim.source)
 
 
 def first_replica(sim: Sim) -> str:

@@ -26,7 +26,7 @@ from airflow_provider_dpone.core.inventory import (
     TableFacts,
 )
 from tests.fakes.publication import exact_authority_facts
-from tests.protocol.sim import Sim, candidate_calls
+from tests.protocol.sim import COLUMNS, Sim, candidate_calls
 
 
 def _row(
@@ -255,8 +255,10 @@ def test_request_validates_names_engine_and_order_by() -> None:
         with pytest.raises(DponeError) as raised:
             type(base).model_validate({**base.model_dump(), **changes})
         assert raised.value.code == code
-    with pytest.raises(ValueError, match="order_by"):
-        type(base).model_validate({**base.model_dump(), "table": {**base.table.model_dump(), "order_by": ("missing",)}})
+    with pytest.raises(ValueError, match="order_by"):  # the candidate's table, completed with the stage's columns
+        type(base).model_validate(
+            {**base.model_dump(), "table": {**base.table.model_dump(), "order_by": ("missing",)}}
+        ).candidate_table(COLUMNS)
 
 
 def test_parse_maps_malformed_requests_to_a_stable_code_without_values() -> None:

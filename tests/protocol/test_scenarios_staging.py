@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_dpone.cluster.ports import ColumnSpec
 from airflow_provider_dpone.cluster.protocol.context import ProtocolSettings
 from airflow_provider_dpone.cluster.values.authority.external import MAX_REBUILDS_PER_MEMBER
 from airflow_provider_dpone.cluster.values.authority.phases import MemberStage, Phase
@@ -144,10 +143,9 @@ def test_replicated_existing_target_is_refused_in_external_mode() -> None:
 @pytest.mark.parametrize("nested", ["Array(UInt64)", "Map(String, UInt64)", "JSON", "Nullable(Variant(String, UInt8))"])
 def test_a_nested_or_dynamic_column_aborts_before_extraction_and_mutation(mode: ReplicationMode, nested: str) -> None:
     sim = Sim.build(mode=mode)
-    columns = (*sim.request.table.columns[:-1], ColumnSpec(name="payload", type=nested))
-    request = sim.request.model_copy(update={"table": sim.request.table.model_copy(update={"columns": columns})})
-    sim.service(request).fence()
-    code = error_code(lambda: sim.service(request).stage(sim.source))
+    sim.source = sim.world.source((*COLUMNS[:-1], ("payload", nested)), sim.rows)  # the source's typed columns
+    sim.service().fence()
+    code = error_code(lambda: sim.service().stage(sim.source))
     assert code == "DPONE_CLICKHOUSE_CLUSTER_COLUMN_TYPE_UNSUPPORTED"
     record = sim.record()
     assert record.phase is Phase.ABORTED and record.last_error is not None and record.last_error.code == code

@@ -17,9 +17,9 @@ from airflow_provider_dpone.cluster.clickhouse import (
     sql_member,
 )
 from airflow_provider_dpone.cluster.protocol.ddl_step import dispatch_comment
-from airflow_provider_dpone.cluster.protocol.mode import EXTERNAL, INTERNAL, ReplicationVariant
 from airflow_provider_dpone.cluster.values.authority.row import AUTHORITY_TABLE
 from airflow_provider_dpone.cluster.values.quality_read import TargetReadPlan
+from airflow_provider_dpone.cluster.values.replication import EXTERNAL, INTERNAL, ReplicationVariant
 from tests.unit.manifest_samples import REPO
 
 PAGE = REPO / "docs" / "publication-sql.md"

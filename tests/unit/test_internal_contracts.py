@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from airflow_provider_dpone.admission import admit_static
 from airflow_provider_dpone.cli import run
-from airflow_provider_dpone.cluster.ports import ColumnSpec, TableSpec
+from airflow_provider_dpone.cluster.ports import DeclaredTable
 from airflow_provider_dpone.cluster.protocol.request import PublicationRequest
 from airflow_provider_dpone.cluster.values.authority.codec import decode, encode
 from airflow_provider_dpone.cluster.values.authority.generation import DdlBinding
@@ -164,7 +164,7 @@ def _request(mode: str, engine: str) -> PublicationRequest:
             "run_id": "r",
             "normalized_plan_digest": "5" * 64,
             "replication_mode": mode,
-            "table": TableSpec(columns=(ColumnSpec(name="id", type="UInt64"),), engine=engine),
+            "table": DeclaredTable(engine=engine),
             "max_source_bytes": 10,
         }
     )

@@ -31,6 +31,7 @@ from airflow_provider_dpone.cluster.ports import HostDdlState
 from airflow_provider_dpone.cluster.protocol.authority_io import Held
 from airflow_provider_dpone.cluster.protocol.context import Context
 from airflow_provider_dpone.cluster.protocol.member_mutation import mutate_once
+from airflow_provider_dpone.cluster.protocol.mode import ModeBehaviour
 from airflow_provider_dpone.cluster.protocol.observe import observe_candidate
 from airflow_provider_dpone.cluster.protocol.reconcile import read_entry
 from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecord
@@ -42,12 +43,12 @@ ABORT_CODE = "DPONE_CLICKHOUSE_CLUSTER_OPERATION_ABORTED"
 CREATE_IN_FLIGHT = "DPONE_CLICKHOUSE_CLUSTER_ABORT_CREATE_IN_FLIGHT"
 
 
-def abort_before_publication(ctx: Context, held: Held) -> Held:
+def abort_before_publication(ctx: Context, held: Held, mode: ModeBehaviour) -> Held:
     record = held.record
     if record.phase not in PRE_PUBLICATION_PHASES and record.phase is not Phase.ABORTING:
         raise DponeError("DPONE_CLICKHOUSE_CLUSTER_ABORT_AFTER_PUBLICATION", f"phase {record.phase}")
     if record.phase is not Phase.ABORTING:
-        _require_no_queued_candidate_ddl(ctx, record)
+        _require_no_queued_candidate_ddl(ctx, record, mode)
         classification = ErrorClassification(code=ABORT_CODE, phase=record.phase, at_ms=ctx.now())
         if record.phase is Phase.LOCKED:
             return ctx.commit(held, phase=Phase.ABORTED, last_error=classification)
@@ -57,20 +58,20 @@ def abort_before_publication(ctx: Context, held: Held) -> Held:
         obs = observe_candidate(ctx, member_id)
         if not obs.exists:
             continue
-        if obs.uuid not in ctx.request.mode.owned_uuids(record, member_id) or obs.uuid is None:
+        if obs.uuid not in mode.owned_uuids(record, member_id) or obs.uuid is None:
             raise DponeError("DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_FOREIGN", f"member {member_id}")
         _drop_exact(ctx, member_id, record.candidate_name, obs.uuid)
         if observe_candidate(ctx, member_id).exists:
             raise DponeError("DPONE_CLICKHOUSE_CLUSTER_MEMBER_OUTCOME_UNKNOWN", f"member {member_id}: drop")
-    _require_no_create_in_flight(ctx, record)
+    _require_no_create_in_flight(ctx, record, mode)
     return ctx.commit(held, phase=Phase.ABORTED)
 
 
-def _require_no_create_in_flight(ctx: Context, record: AuthorityRecord) -> None:
+def _require_no_create_in_flight(ctx: Context, record: AuthorityRecord, mode: ModeBehaviour) -> None:
     """External mode: a stage try past its last intent write sends its CREATE with no write the fence could beat,
     within the dispatch deadline of the intent's stamp; it reaches the member at the latest a send timeout (and the
     skew between the workers' clocks) later. Until then a candidate may still appear after the drops above."""
-    since = ctx.request.mode.creates_from(record)
+    since = mode.creates_from(record)
     if since is None:
         return
     settings = ctx.settings
@@ -86,10 +87,10 @@ def _drop_exact(ctx: Context, member_id: str, name: str, uuid: str) -> None:
     mutate_once(member_id, "drop", lambda: session.drop_table(ctx.request.database, name, uuid))
 
 
-def _require_no_queued_candidate_ddl(ctx: Context, record: AuthorityRecord) -> None:
+def _require_no_queued_candidate_ddl(ctx: Context, record: AuthorityRecord, mode: ModeBehaviour) -> None:
     """No bound staging DDL (internal mode: the candidate's create while INTENDED, or its rebuild drop) may still run
     on a host."""
-    step = ctx.request.mode.staging_step(ctx, record)
+    step = mode.staging_step(ctx, record)
     pending = None if step is None else step.slot(record)
     if pending is None:
         return

@@ -6,7 +6,7 @@ import contextlib
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from airflow_provider_dpone.cluster.ports import (
     AcceptanceReader,
@@ -20,15 +20,13 @@ from airflow_provider_dpone.cluster.ports import (
     MemberSessions,
 )
 from airflow_provider_dpone.cluster.protocol.authority_io import Held, ReadBackBound, write_record
+from airflow_provider_dpone.cluster.protocol.request import PublicationRequest
 from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecord
 from airflow_provider_dpone.cluster.values.authority.generation import DdlBinding, ErrorClassification
 from airflow_provider_dpone.cluster.values.authority.phases import Phase, is_allowed, require_write
 from airflow_provider_dpone.core.alerts import Alert, AlertSink, Fact, emit
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.inventory import AdmittedInventory
-
-if TYPE_CHECKING:  # the request names its mode's functions, which take a Context: imported for the annotation only
-    from airflow_provider_dpone.cluster.protocol.request import PublicationRequest
 
 T = TypeVar("T")
 U = TypeVar("U")

@@ -27,18 +27,19 @@ from __future__ import annotations
 from airflow_provider_dpone.cluster.protocol.authority_io import Current, Held
 from airflow_provider_dpone.cluster.protocol.context import Context
 from airflow_provider_dpone.cluster.protocol.exchange_probe import prove_exchange
-from airflow_provider_dpone.cluster.protocol.mode import MODES
+from airflow_provider_dpone.cluster.protocol.mode import ModeBehaviour
 from airflow_provider_dpone.cluster.protocol.quality_fence import successor_blocked
 from airflow_provider_dpone.cluster.protocol.seal import DIVERGENT, adoptable_engines, observe_baseline
 from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecord
 from airflow_provider_dpone.cluster.values.authority.phases import TERMINAL_PHASES, Phase
+from airflow_provider_dpone.cluster.values.replication import VARIANTS
 from airflow_provider_dpone.core.alerts import FENCED_FOREIGN_OPERATION, TOPOLOGY_DRIFT
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.manifest.cluster import ReplicationMode
 
 
-def lock_or_resume(ctx: Context, current: Current | None) -> Held:
-    """The operation's held record, creating it if the slot is free."""
+def lock_or_resume(ctx: Context, current: Current | None, mode: ModeBehaviour) -> Held:
+    """The operation's held record, creating it (a record of ``mode``) if the slot is free."""
     previous: tuple[Phase, int] | None = None
     record: AuthorityRecord | None = None
     if current is not None:
@@ -51,7 +52,7 @@ def lock_or_resume(ctx: Context, current: Current | None) -> Held:
         previous = (record.phase, current.version)
     _require_admitted(ctx)
     prove_exchange(ctx)  # before the target is fenced: a member that cannot EXCHANGE never gets a candidate
-    return ctx.create(_new_record(ctx, record), previous=previous)
+    return ctx.create(_new_record(ctx, record, mode), previous=previous)
 
 
 def require_own(ctx: Context, current: Current | None) -> Held:
@@ -134,7 +135,7 @@ def _require_resolved(ctx: Context, record: AuthorityRecord) -> None:
     raise fenced(
         ctx,
         record,
-        MODES[ReplicationMode(record.replication_mode)].unresolved_code,
+        VARIANTS[ReplicationMode(record.replication_mode)].unresolved_code,
         f"{record.schema_} in phase {record.phase}",
     )
 
@@ -160,7 +161,7 @@ def _adopt_physical_truth(ctx: Context, previous: AuthorityRecord) -> None:
             raise DponeError(DIVERGENT, f"mode migration: target changed since the previous commit on {moved}")
 
 
-def _new_record(ctx: Context, previous: AuthorityRecord | None) -> AuthorityRecord:
+def _new_record(ctx: Context, previous: AuthorityRecord | None, mode: ModeBehaviour) -> AuthorityRecord:
     now = ctx.now()
     entropy = ctx.ports.entropy
     fields: dict[str, object] = {
@@ -179,4 +180,4 @@ def _new_record(ctx: Context, previous: AuthorityRecord | None) -> AuthorityReco
         "created_at_ms": now,
         "updated_at_ms": now,
     }
-    return ctx.request.mode.new_record(fields, ctx.inventory.member_ids, ctx.request.quality is not None)
+    return mode.new_record(fields, ctx.inventory.member_ids, ctx.request.quality is not None)

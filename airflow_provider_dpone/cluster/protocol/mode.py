@@ -1,14 +1,17 @@
-"""The replication mode as one value: everything the two publication protocols do differently, named once.
+"""The replication mode's behaviour: everything the two publication protocols *do* differently, named once.
 
 ``internal`` publishes a ``Replicated*MergeTree`` table: one replicated candidate, created by one fenced ``ON
 CLUSTER`` CREATE, loaded once through one replica, converged on all. ``external`` publishes a direct ``*MergeTree``
 table on an ``internal_replication=false`` cluster: every member stages its own candidate. Fencing, the artifact,
-publication, cleanup, abort and the void share one machine; it asks the request's :class:`ReplicationVariant`
-(``request.mode``) wherever the modes differ, and branches on nothing else, as :class:`~.ddl_step.DdlStep` does for
-DDL kinds.
+publication, cleanup, abort and the void share one machine
+(:class:`~airflow_provider_dpone.cluster.protocol.service.PublicationService`); it holds its mode's
+:class:`ModeBehaviour` and hands it (or one of its functions) to the steps that differ, and branches on nothing else,
+as :class:`~.ddl_step.DdlStep` does for DDL kinds. What the request and admission need of a mode is data, the
+request's :class:`~airflow_provider_dpone.cluster.values.replication.ReplicationVariant` (``request.mode``): the
+input never depends on the machine.
 
 A mode's functions see only that mode's records: the protocol reaches them after the own-record test
-(:meth:`ReplicationVariant.holds`), so each narrows its record once (``as_external``/``as_internal``) and a record of
+(:meth:`~airflow_provider_dpone.cluster.values.replication.ReplicationVariant.holds`), so each narrows its record once (``as_external``/``as_internal``) and a record of
 the other mode is invalid there. Neither mode ever falls back to the other.
 """
 
@@ -18,25 +21,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from airflow_provider_dpone.cluster.ports import TableObservation
 from airflow_provider_dpone.cluster.protocol.authority_io import Held
 from airflow_provider_dpone.cluster.protocol.context import Context
 from airflow_provider_dpone.cluster.protocol.ddl_step import DdlStep
 from airflow_provider_dpone.cluster.protocol.replicated_staging import bound_staging_step, stage_replicated
 from airflow_provider_dpone.cluster.protocol.results import MemberProgress, member_progress
-from airflow_provider_dpone.cluster.protocol.seal import external_intents, internal_intents
+from airflow_provider_dpone.cluster.protocol.seal import FirstIntents, Observations, external_intents, internal_intents
 from airflow_provider_dpone.cluster.protocol.staging import stage_all
 from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecord
-from airflow_provider_dpone.cluster.values.authority.external import (
-    EXTERNAL_SCHEMA,
-    ExternalAuthorityRecord,
-    MemberRecord,
-    as_external,
-)
-from airflow_provider_dpone.cluster.values.authority.generation import DdlBinding, MemberGeneration
+from airflow_provider_dpone.cluster.values.authority.external import ExternalAuthorityRecord, MemberRecord, as_external
+from airflow_provider_dpone.cluster.values.authority.generation import MemberGeneration
 from airflow_provider_dpone.cluster.values.authority.internal import (
-    INTERNAL_SCHEMA_V1,
-    INTERNAL_SCHEMA_V2,
     InternalAuthorityRecordV1,
     InternalAuthorityRecordV2,
     as_internal,
@@ -47,45 +42,17 @@ from airflow_provider_dpone.cluster.values.publication_receipts import (
     external_receipt,
     internal_receipt,
 )
-from airflow_provider_dpone.core.clickhouse_engines import EngineClass
-from airflow_provider_dpone.core.identities import (
-    CANDIDATE_INFIX,
-    INTERNAL_CANDIDATE_INFIX,
-    INTERNAL_PROTOCOL_VERSION,
-    PROTOCOL_VERSION,
-)
 from airflow_provider_dpone.core.inventory import Position
 from airflow_provider_dpone.core.manifest.cluster import ReplicationMode
 
-Observations = Mapping[str, TableObservation]
-FirstIntents = Callable[
-    [Context, AuthorityRecord, Observations, Observations], tuple[dict[str, object], DdlBinding | None]
-]
-"""The STAGING CAS's first candidate intents: (record, each member's baseline, each member's candidate name as
-observed) -> the record changes, and the permit that rides on that CAS (``None``: none)."""
 Stage = Callable[[Context, Held, Observations | None], Held]
 """STAGING -> STAGED; the observations are the candidate names seen just before this invocation's STAGING CAS."""
 
 
 @dataclass(frozen=True)
-class ReplicationVariant:
-    name: ReplicationMode
-    protocol_version: str
-    """Enters ``operation_id``: the two modes never resume each other's operation."""
-    candidate_infix: str
-    """Enters the candidate name (``<target><infix><operation>``)."""
-    engine_class: EngineClass
-    """The one engine class this mode publishes, candidates and targets alike."""
-    internal_replication: bool
-    """The ``internal_replication`` flag of ``system.clusters`` this mode requires on every member."""
-    record_schemas: frozenset[str]
-    """The authority record schemas of this mode (a successor of another mode's record adopts its target)."""
-    unresolved_code: str
-    """What a request of the other mode fails with while a record of this mode is unresolved."""
-    log_label: str
-    """The ``dpone`` value of every ON CLUSTER DDL's ``log_comment``."""
-    quality_replay: bool
-    """Whether durable quality replay can be selected: its capsule is bound to the replicated candidate."""
+class ModeBehaviour:
+    """What one replication mode does differently (its data is the request's ``mode``)."""
+
     new_record: Callable[[Mapping[str, object], Sequence[str], bool], AuthorityRecord]
     """A fresh LOCKED record from the shared fields, the member ids and whether quality replay is selected."""
     first_intents: FirstIntents
@@ -107,16 +74,6 @@ class ReplicationVariant:
     which the abort reconciles instead)."""
     receipt: Callable[[AuthorityRecord, int, Mapping[str, Position]], PublicationReceipt]
     """The receipt schema of a committed record (and its authority version and the bound inventory's positions)."""
-
-    def holds(self, record: AuthorityRecord) -> bool:
-        """The own-mode test: ``record`` is a record of this mode."""
-        return record.replication_mode == self.name
-
-    def adoptable_engines(self, previous_schema: str | None) -> frozenset[EngineClass]:
-        """The engine classes an existing target may have: this mode's, plus that of the mode whose record the
-        record succeeded (``previous_schema``; a mode migration adopts the target it left)."""
-        previous = {mode.engine_class for mode in MODES.values() if previous_schema in mode.record_schemas}
-        return frozenset({self.engine_class, *previous})
 
 
 # --- external: one candidate per member ---------------------------------------------------------------------------
@@ -148,16 +105,7 @@ def _external_creates_from(record: AuthorityRecord) -> int | None:
     return max(stamps, default=None)
 
 
-EXTERNAL: Final = ReplicationVariant(
-    name=ReplicationMode.EXTERNAL,
-    protocol_version=PROTOCOL_VERSION,
-    candidate_infix=CANDIDATE_INFIX,
-    engine_class=EngineClass.MERGE_TREE,
-    internal_replication=False,
-    record_schemas=frozenset({EXTERNAL_SCHEMA}),
-    unresolved_code="DPONE_CLICKHOUSE_CLUSTER_EXTERNAL_RECORD_UNRESOLVED",
-    log_label="cluster-external-full-refresh",
-    quality_replay=False,
+EXTERNAL: Final = ModeBehaviour(
     new_record=_new_external,
     first_intents=external_intents,
     stage=stage_all,
@@ -208,16 +156,7 @@ def _internal_owned(record: AuthorityRecord, member_id: str) -> tuple[str, ...]:
     return () if candidate is None else candidate.owned_uuids
 
 
-INTERNAL: Final = ReplicationVariant(
-    name=ReplicationMode.INTERNAL,
-    protocol_version=INTERNAL_PROTOCOL_VERSION,
-    candidate_infix=INTERNAL_CANDIDATE_INFIX,
-    engine_class=EngineClass.REPLICATED_MERGE_TREE,
-    internal_replication=True,
-    record_schemas=frozenset({INTERNAL_SCHEMA_V1, INTERNAL_SCHEMA_V2}),
-    unresolved_code="DPONE_CLICKHOUSE_CLUSTER_INTERNAL_RECORD_UNRESOLVED",
-    log_label="cluster-full-refresh",
-    quality_replay=True,
+INTERNAL: Final = ModeBehaviour(
     new_record=_new_internal,
     first_intents=internal_intents,
     stage=_stage_internal,
@@ -230,8 +169,8 @@ INTERNAL: Final = ReplicationVariant(
     receipt=lambda record, version, positions: internal_receipt(as_internal(record), version, positions),
 )
 
-MODES: Final[Mapping[ReplicationMode, ReplicationVariant]] = {
+MODES: Final[Mapping[ReplicationMode, ModeBehaviour]] = {
     ReplicationMode.INTERNAL: INTERNAL,
     ReplicationMode.EXTERNAL: EXTERNAL,
 }
-"""Every replication mode by name (the manifest's ``replication_mode``, a record's ``replication_mode``)."""
+"""Every replication mode's behaviour by name (the request's ``replication_mode``)."""

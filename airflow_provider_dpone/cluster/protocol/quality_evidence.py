@@ -144,8 +144,8 @@ def evaluate_gates(
 
 def config_digest(ctx: Context) -> str:
     """The admission configuration identity: every request field that changes what is published or checked and that
-    every task rebuilds identically. The typed columns are not here: only the stage task resolves them (the others
-    carry a placeholder); they are bound through the sealed schema digest in ``source_digests``."""
+    every task rebuilds identically. The typed columns are not here: the request carries none (only staging knows
+    them); they are bound through the sealed schema digest in ``source_digests``."""
     request = ctx.request
     table = request.table
     return sha256_hex(

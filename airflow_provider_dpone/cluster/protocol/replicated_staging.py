@@ -98,7 +98,7 @@ def _create(ctx: Context, held: Held) -> Held:
 def create_step(ctx: Context, record: AuthorityRecord) -> DdlStep:
     return DdlStep(
         what="candidate create",
-        intent=_create_intent(ctx, _candidate(record).uuid_intent),
+        intent=_create_intent(ctx, _candidate(record).uuid_intent, _artifact(record)),
         phase=Phase.STAGING,
         dispatched_from=Phase.STAGING,
         slot=lambda record: _candidate(record).create,
@@ -109,20 +109,26 @@ def create_step(ctx: Context, record: AuthorityRecord) -> DdlStep:
     )
 
 
-def _create_intent(ctx: Context, uuid: str) -> CreateReplicatedTable:
+def _create_intent(ctx: Context, uuid: str, artifact: ArtifactReceipt) -> CreateReplicatedTable:
+    """The candidate's ON CLUSTER CREATE: the declared table with the artifact's typed columns."""
     return CreateReplicatedTable(
         cluster=ctx.request.cluster,
         database=ctx.request.database,
         table=ctx.request.candidate_name,
         uuid=uuid,
-        spec=ctx.request.table,
+        spec=ctx.request.candidate_table(artifact.schema_pairs),
     )
 
 
 def intend(
-    ctx: Context, record: AuthorityRecord, *, names_free: bool, previous: ReplicatedCandidate | None = None
+    ctx: Context,
+    record: AuthorityRecord,
+    artifact: ArtifactReceipt,
+    *,
+    names_free: bool,
+    previous: ReplicatedCandidate | None = None,
 ) -> tuple[ReplicatedCandidate, DdlBinding | None]:
-    """A fresh candidate UUID intent (after ``previous``: its owned UUIDs kept, rebuilds + 1) for the caller's CAS.
+    """A fresh candidate UUID intent (of a candidate with ``artifact``'s columns) (after ``previous``: its owned UUIDs kept, rebuilds + 1) for the caller's CAS.
 
     With ``names_free`` (the caller observed the candidate name free on every replica: the create step's barrier),
     the permit of its ON CLUSTER CREATE rides on the same CAS (:func:`ddl_step.commit_permitted`): the intent must be
@@ -136,7 +142,7 @@ def intend(
     candidate = ReplicatedCandidate(stage=MemberStage.INTENDED, uuid_intent=uuid, owned_uuids=owned, rebuilds=rebuilds)
     if not names_free:
         return candidate, None
-    binding = new_permit(ctx, record, _create_intent(ctx, uuid))
+    binding = new_permit(ctx, record, _create_intent(ctx, uuid, artifact))
     return candidate.model_copy(update={"create": binding}), binding
 
 
@@ -309,6 +315,6 @@ def _intend_again(ctx: Context, held: Held, binding: DdlBinding) -> Held:
     with the new CREATE's permit (the drop's reconciliation just observed the name free on every replica)."""
     del binding  # the drop's entry needs no record: the next intent replaces the whole candidate state
     record = held.record
-    fresh, permit = intend(ctx, record, names_free=True, previous=_candidate(record))
+    fresh, permit = intend(ctx, record, _artifact(record), names_free=True, previous=_candidate(record))
     members = tuple(member.model_copy(update={"candidate_uuid": None}) for member in record.members)
     return commit_permitted(ctx, held, permit, phase=Phase.STAGING, candidate=fresh, members=members)

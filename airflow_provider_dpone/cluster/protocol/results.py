@@ -36,7 +36,7 @@ def phase_of(record: AuthorityRecord | None) -> str:
 class MemberProgress:
     """One member's stage, verified rows (``None`` until verified) and candidate rebuilds, by opaque id and bound
     position (``None``: the live inventory is not the bound one); the mode derives it:
-    :attr:`~airflow_provider_dpone.cluster.protocol.mode.ReplicationVariant.progress`."""
+    :attr:`~airflow_provider_dpone.cluster.protocol.mode.ModeBehaviour.progress`."""
 
     member_id: str
     shard_num: int | None

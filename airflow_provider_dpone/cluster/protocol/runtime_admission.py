@@ -18,13 +18,13 @@ from typing import Final
 
 from airflow_provider_dpone.cluster.ports import AcceptanceReader, ClusterCatalog
 from airflow_provider_dpone.cluster.protocol.context import concurrently
-from airflow_provider_dpone.cluster.protocol.mode import MODES
 from airflow_provider_dpone.cluster.protocol.request import PublicationRequest
 from airflow_provider_dpone.cluster.values.authority.row import (
     AUTHORITY_COLUMNS,
     AUTHORITY_PRIMARY_KEY,
     AUTHORITY_TABLE,
 )
+from airflow_provider_dpone.cluster.values.replication import VARIANTS
 from airflow_provider_dpone.core.errors import DponeError, UnavailableError
 from airflow_provider_dpone.core.errors.replay import UNSUPPORTED
 from airflow_provider_dpone.core.identities import inventory_digest, member_id
@@ -72,7 +72,7 @@ def admit_inventory(rows: Sequence[InventoryRow], *, cluster: str, mode: Replica
     if len(flags) != 1:
         raise DponeError("DPONE_CLICKHOUSE_CLUSTER_INVENTORY_MIXED_REPLICATION", "internal_replication differs")
     internal = flags.pop()
-    if internal != MODES[mode].internal_replication:
+    if internal != VARIANTS[mode].internal_replication:
         raise DponeError(
             "DPONE_CLICKHOUSE_CLUSTER_REPLICATION_MODE_MISMATCH", f"mode {mode}, internal_replication={internal}"
         )
@@ -192,13 +192,18 @@ def admit_runtime(catalog: ClusterCatalog, request: PublicationRequest, *, paral
     return inventory
 
 
-def admit_quality_selection(request: PublicationRequest, acceptance: AcceptanceReader | None) -> None:
+def admit_quality_selection(
+    request: PublicationRequest, acceptance: AcceptanceReader | None, columns: Sequence[tuple[str, str]] | None
+) -> None:
     """What the request's durable quality policy selects can be observed: target metrics need a bounded reader,
-    and the selected columns must be columns of ``request.table`` (the described source schema; a fence request
-    whose policy observes columns carries it too). Checked by the fence and the stage before they write anything."""
+    and the selected columns must be among ``columns`` (the source's typed columns: the stage's source, or the
+    fence's description of it, which a policy that observes columns needs; ``None``: not described). Checked by the
+    fence and the stage before they write anything."""
     policy = request.quality
     if policy is None:
         return
     if policy.target_metrics and acceptance is None:
         raise DponeError(UNSUPPORTED, "no bounded acceptance reader is configured for target observations")
-    policy.selected_columns([column.name for column in request.table.columns])
+    if columns is None and policy.observes_columns:
+        raise DponeError(UNSUPPORTED, "the policy observes columns, and the source's columns were not described")
+    policy.selected_columns([name for name, _ in columns or ()])

@@ -21,7 +21,7 @@ truth the previous operation left, observed equal on every member before anythin
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import NoReturn
 
 from airflow_provider_dpone.cluster.ports import ArtifactSource, TableObservation
@@ -44,15 +44,24 @@ UNSUPPORTED = "DPONE_CLICKHOUSE_CLUSTER_ARTIFACT_UNSUPPORTED"
 DIVERGENT = "DPONE_CLICKHOUSE_CLUSTER_TARGET_DIVERGENT"
 
 
+Observations = Mapping[str, TableObservation]
+FirstIntents = Callable[
+    [Context, AuthorityRecord, ArtifactReceipt, Observations, Observations], tuple[dict[str, object], DdlBinding | None]
+]
+"""The STAGING CAS's first candidate intents, the mode's (:mod:`mode`): (record, the artifact that CAS binds, each
+member's baseline, each member's candidate name as observed) -> the record changes, and the permit that rides on that
+CAS (``None``: none)."""
+
+
 def bind_artifact_and_baseline(
-    ctx: Context, held: Held, source: ArtifactSource
-) -> tuple[Held, Mapping[str, TableObservation]]:
-    """Observe the baseline, seal (or fail and abort), and CAS STAGING with the first candidate intent; with it, each
-    member's candidate name as observed just before that CAS (staging starts from it instead of reading again).
+    ctx: Context, held: Held, source: ArtifactSource, first_intents: FirstIntents
+) -> tuple[Held, Observations]:
+    """Observe the baseline, seal (or fail and abort), and CAS STAGING with the mode's ``first_intents``; with it,
+    each member's candidate name as observed just before that CAS (staging starts from it instead of reading again).
 
     A column type outside the encoder profile aborts, and an existing target that cannot be adopted blocks, before
     the source is extracted."""
-    untyped = unsupported_columns(ctx.request.table.schema_pairs)
+    untyped = unsupported_columns(source.columns)
     if untyped is not None:
         _abort(ctx, held, COLUMN_TYPE_UNSUPPORTED, untyped)
     record = held.record
@@ -65,11 +74,11 @@ def bind_artifact_and_baseline(
         ctx.settings.member_parallelism,
     )
     receipt = source.seal()
-    problem = unsupported_reason(ctx, receipt)
+    problem = unsupported_reason(ctx, receipt, source.columns)
     if problem is not None:
         _abort(ctx, held, UNSUPPORTED, problem)
     present = any(obs.exists for obs in observations.values())
-    changes, permit = ctx.request.mode.first_intents(ctx, record, observations, candidates)
+    changes, permit = first_intents(ctx, record, receipt, observations, candidates)
     staged = commit_permitted(
         ctx,
         held,
@@ -136,7 +145,7 @@ def observe_baseline(
     return observations
 
 
-def unsupported_reason(ctx: Context, receipt: ArtifactReceipt) -> str | None:
+def unsupported_reason(ctx: Context, receipt: ArtifactReceipt, columns: tuple[tuple[str, str], ...]) -> str | None:
     if not receipt.replayable:
         return "artifact is not replayable"
     if receipt.byte_size > ctx.request.max_source_bytes:
@@ -144,7 +153,7 @@ def unsupported_reason(ctx: Context, receipt: ArtifactReceipt) -> str | None:
     budget = ctx.request.max_source_rows
     if budget is not None and receipt.row_count > budget:
         return f"{receipt.row_count} rows > max_source_rows {budget}"
-    if receipt.schema_pairs != ctx.request.table.schema_pairs:
+    if receipt.schema_pairs != columns:
         return "artifact schema differs from the table definition"
     return None
 
@@ -166,12 +175,13 @@ def _baseline(member_id: str, obs: TableObservation) -> dict[str, object]:
 def external_intents(
     ctx: Context,
     record: AuthorityRecord,
+    artifact: ArtifactReceipt,
     observations: Mapping[str, TableObservation],
     candidates: Mapping[str, TableObservation],
 ) -> tuple[dict[str, object], DdlBinding | None]:
-    """External mode: one candidate UUID intent per member, and no permit (each member creates its own candidate;
-    staging starts from the ``candidates`` observed)."""
-    del candidates
+    """External mode: one candidate UUID intent per member, and no permit (each member creates its own candidate
+    from the bound artifact's columns; staging starts from the ``candidates`` observed)."""
+    del artifact, candidates
     members = []
     for member_id in record.member_ids():
         intent = ctx.ports.entropy.uuid()
@@ -192,6 +202,7 @@ def external_intents(
 def internal_intents(
     ctx: Context,
     record: AuthorityRecord,
+    artifact: ArtifactReceipt,
     observations: Mapping[str, TableObservation],
     candidates: Mapping[str, TableObservation],
 ) -> tuple[dict[str, object], DdlBinding | None]:
@@ -203,5 +214,5 @@ def internal_intents(
         for member_id in record.member_ids()
     )
     names_free = not any(obs.exists for obs in candidates.values())
-    candidate, permit = intend(ctx, record, names_free=names_free)
+    candidate, permit = intend(ctx, record, artifact, names_free=names_free)
     return {"members": members, "candidate": candidate}, permit

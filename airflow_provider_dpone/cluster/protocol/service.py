@@ -25,8 +25,10 @@ of :class:`Committed`/:class:`Completed` is the external or the internal receipt
 :class:`~airflow_provider_dpone.core.errors.DponeError` with stable codes (the operators map them to retry or
 terminal failure).
 
-The mode is ``request.mode``, the value of the admitted manifest's ``replication_mode`` (:mod:`mode` names everything
-that differs); nothing ever falls back to the other mode. The modes differ mainly in staging: external stages one
+The mode is the admitted manifest's ``replication_mode``: the request carries its data (``request.mode``,
+:mod:`~airflow_provider_dpone.cluster.values.replication`), and the service, the machine, holds its behaviour
+(``self.mode``, :mod:`mode` names everything that differs) and hands it to the steps that differ; nothing ever falls
+back to the other mode. The modes differ mainly in staging: external stages one
 candidate per member (:mod:`staging`), internal creates one replicated candidate ON CLUSTER, loads it once and waits
 for convergence (:mod:`replicated_staging`). Fencing, the artifact, publication, cleanup and abort are shared, and
 every ON CLUSTER DDL is one :mod:`ddl_step`.
@@ -56,6 +58,7 @@ from airflow_provider_dpone.cluster.protocol.cleanup import clean_up
 from airflow_provider_dpone.cluster.protocol.context import Context, ProtocolSettings, PublicationPorts, alongside
 from airflow_provider_dpone.cluster.protocol.ddl_step import StepProgress
 from airflow_provider_dpone.cluster.protocol.fence import fenced, lock_or_resume, require_own, topology_drift
+from airflow_provider_dpone.cluster.protocol.mode import MODES, ModeBehaviour
 from airflow_provider_dpone.cluster.protocol.publication import publish
 from airflow_provider_dpone.cluster.protocol.quality_evidence import require_capsule
 from airflow_provider_dpone.cluster.protocol.quality_replay import settle
@@ -125,18 +128,24 @@ class PublicationService:
         self.ports = ports
         self.request = request
         self.settings = settings or ProtocolSettings()
-        if begun is not None and begun.request.model_copy(update={"table": request.table}) != request:
+        if begun is not None and begun.request != request:
             raise ValueError("the admission handed on was taken for another request")
         self._begun = begun
 
+    @property
+    def mode(self) -> ModeBehaviour:
+        """What this machine's replication mode does differently (the request carries only the mode's data)."""
+        return MODES[self.request.replication_mode]
+
     # --- entry points ---------------------------------------------------------------------------------------------
 
-    def fence(self) -> FenceResult:
+    def fence(self, columns: tuple[tuple[str, str], ...] | None = None) -> FenceResult:
         """Create or resume this operation's authority row (LOCKED) before any source I/O; a quality selection
-        that cannot be observed is refused first (:func:`admit_quality_selection`)."""
+        that cannot be observed is refused first (:func:`admit_quality_selection`). ``columns``: the source's typed
+        columns as described (metadata only), which only a policy that observes columns needs."""
         ctx, current = self._begin()
-        admit_quality_selection(self.request, self.ports.acceptance)
-        record = lock_or_resume(ctx, current).record
+        admit_quality_selection(self.request, self.ports.acceptance, columns)
+        record = lock_or_resume(ctx, current, self.mode).record
         return FenceResult(
             operation_id=record.operation_id,
             target_key=record.target_key,
@@ -147,18 +156,22 @@ class PublicationService:
         )
 
     def stage(self, source: ArtifactSource) -> StageResult:
-        """Seal and bind the artifact (only while none is bound), then stage every member to READY and CAS STAGED."""
+        """Seal and bind the artifact (only while none is bound), then stage every member to READY and CAS STAGED.
+
+        The candidates' table is the request's declared table with the typed columns of ``source`` (the source's
+        description, or the bound artifact's columns on a retry), refused before anything is read if it is invalid."""
+        self.request.candidate_table(source.columns)
         ctx, current = self._begin()
-        admit_quality_selection(self.request, self.ports.acceptance)  # before the seal, any DDL or write
+        admit_quality_selection(self.request, self.ports.acceptance, source.columns)  # before the seal, any write
         held = require_own(ctx, current)
         names = None
         if held.record.phase is Phase.LOCKED:
-            held, names = bind_artifact_and_baseline(ctx, held, source)
+            held, names = bind_artifact_and_baseline(ctx, held, source, self.mode.first_intents)
         if held.record.phase is Phase.STAGING:
-            held = self.request.mode.stage(ctx, held, names)
+            held = self.mode.stage(ctx, held, names)
         if self.request.quality is not None and held.record.phase is Phase.STAGED:
             require_capsule(ctx, held.record)  # a retry of a stage whose gates failed fails the same way
-        record, mode = held.record, self.request.mode
+        record, mode = held.record, self.mode
         return StageResult(
             operation_id=record.operation_id,
             phase=record.phase.value,
@@ -204,7 +217,7 @@ class PublicationService:
         if record.phase is not Phase.ABORTED:
             if not set(record.member_ids()) <= set(ctx.inventory.member_ids):
                 raise topology_drift(ctx, record, "a bound member left the inventory")
-            record = abort_before_publication(ctx, Held(record, current.version)).record
+            record = abort_before_publication(ctx, Held(record, current.version), self.mode).record
         return Aborted(record.operation_id, record.phase.value, phase_before=before.phase.value)
 
     def void_permit(self, *, retired_server_uuid: str | None = None) -> Voided:
@@ -215,7 +228,7 @@ class PublicationService:
         ctx, current = self._begin()
         held = require_voidable(ctx, current)
         before = held.record.phase
-        held, proof = void_permit(ctx, held, retired_server_uuid=retired_server_uuid)
+        held, proof = void_permit(ctx, held, self.mode, retired_server_uuid=retired_server_uuid)
         permit = proof.permit
         assert permit.correlation_token is not None  # a voided permit was dispatched (model invariant)
         return Voided(
@@ -284,7 +297,7 @@ class PublicationService:
             held = progress.held
         held = settle(ctx, held)  # a quality guard that refuses a changed target keeps its own code
         look = look_again(ctx, held.record) if held.record.phase is Phase.COMMITTED else None
-        receipt = _receipt(ctx, held).model_copy(update={"after_commit": look})
+        receipt = _receipt(ctx, held, self.mode).model_copy(update={"after_commit": look})
         return require_unchanged(Committed(receipt, phase_before=phase.value))
 
     def _cleanup(self, *, allow_dispatch: bool) -> CleanupResult:
@@ -299,20 +312,19 @@ class PublicationService:
             if not progress.complete:
                 return _in_progress(ctx, progress, "cleanup", before=phase)
             held = progress.held
-        return Completed(_receipt(ctx, held), phase_before=phase.value)
+        return Completed(_receipt(ctx, held, self.mode), phase_before=phase.value)
 
 
 def bound_columns(
     ports: PublicationPorts, request: PublicationRequest, settings: ProtocolSettings | None = None
 ) -> tuple[tuple[tuple[str, str], ...] | None, Begun]:
-    """The typed columns of the artifact this operation bound, which define the stage request's table: a retry
+    """The typed columns of the artifact this operation bound, which the stage task's source extracts: a retry
     recreates candidates exactly as bound even if the source changed meanwhile. ``None`` when none is bound yet.
 
     Taken with the stage entry point's own start (:func:`begin`: live runtime admission, so a mode that does not
     match the cluster's ``internal_replication`` flag fails before the caller touches the source to describe it,
     and the authority read), which is returned for the task to hand to its stage call
-    (``publication_service(..., begun=...)``): the task admits once. ``request`` may carry any table (only its
-    identities are used).
+    (``publication_service(..., begun=...)``): the task admits once.
     """
     begun = begin(ports, request, settings or ProtocolSettings())
     record = None if begun.current is None else begun.current.record
@@ -337,10 +349,10 @@ def _phase(current: Current | None) -> str:
     return phase_of(None if current is None else current.record)
 
 
-def _receipt(ctx: Context, held: Held) -> PublicationReceipt:
+def _receipt(ctx: Context, held: Held, mode: ModeBehaviour) -> PublicationReceipt:
     """The mode's receipt of a committed record, its members named with the bound inventory's positions."""
     record = held.record
-    return ctx.request.mode.receipt(record, held.version, ctx.inventory.positions(record.inventory_digest))
+    return mode.receipt(record, held.version, ctx.inventory.positions(record.inventory_digest))
 
 
 def _in_progress(

@@ -118,8 +118,8 @@ def stage_member(
             if not obs.exists and not _in_time(ctx, member):
                 held = _commit_member(ctx, held, member.model_copy(update={"intended_at_ms": ctx.now()}))
             elif not obs.exists:
-                _create(ctx, member)
-            elif _is_fresh(ctx, obs):
+                _create(ctx, member, _artifact(held))
+            elif _is_fresh(ctx, obs, _artifact(held)):
                 created = member.model_copy(update={"stage": MemberStage.CREATED, "candidate_uuid": obs.uuid})
                 if defer_created:
                     return held, created
@@ -201,15 +201,17 @@ def _in_time(ctx: Context, member: MemberRecord) -> bool:
     return stamp is not None and ctx.now() - stamp <= ctx.settings.dispatch_deadline_ms
 
 
-def _create(ctx: Context, member: MemberRecord) -> None:
+def _create(ctx: Context, member: MemberRecord, artifact: ArtifactReceipt) -> None:
+    """The member's candidate, created with the declared table and the bound artifact's typed columns."""
     intent = member.candidate_uuid_intent
     assert intent is not None
     session = ctx.session(member.member_id)
     request = ctx.request
+    table = request.candidate_table(artifact.schema_pairs)
     mutate_once(
         member.member_id,
         "create",
-        lambda: session.create_table(request.database, request.candidate_name, intent, request.table),
+        lambda: session.create_table(request.database, request.candidate_name, intent, table),
     )
 
 
@@ -235,7 +237,7 @@ def _create_and_observe(
     if obs is None:
         obs = observe_candidate(ctx, member_id, artifact=artifact, with_content=member.stage is MemberStage.CREATED)
     if member.stage is MemberStage.INTENDED and not obs.exists and _in_time(ctx, member):
-        _create(ctx, member)
+        _create(ctx, member, artifact)
         obs = observe_candidate(ctx, member_id, artifact=artifact, with_parts=True)
     return obs
 
@@ -252,8 +254,6 @@ def _load_once(ctx: Context, held: Held, member_id: str) -> None:
     load_once(ctx, member_id, candidate, _artifact(held))
 
 
-def _is_fresh(ctx: Context, obs: TableObservation) -> bool:
-    """A just-created candidate: the requested engine and schema, and no rows."""
-    return (
-        obs.row_count == 0 and obs.engine == ctx.request.table.engine and obs.columns == ctx.request.table.schema_pairs
-    )
+def _is_fresh(ctx: Context, obs: TableObservation, artifact: ArtifactReceipt) -> bool:
+    """A just-created candidate: the declared engine, the artifact's schema, and no rows."""
+    return obs.row_count == 0 and obs.engine == ctx.request.table.engine and obs.columns == artifact.schema_pairs

@@ -39,6 +39,7 @@ from airflow_provider_dpone.cluster.protocol.cleanup import cleanup_step
 from airflow_provider_dpone.cluster.protocol.context import Context
 from airflow_provider_dpone.cluster.protocol.ddl_step import DdlStep
 from airflow_provider_dpone.cluster.protocol.fence import require_own
+from airflow_provider_dpone.cluster.protocol.mode import ModeBehaviour
 from airflow_provider_dpone.cluster.protocol.publication import publication_step
 from airflow_provider_dpone.cluster.protocol.reconcile import Side, observe_pair, read_entry
 from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecord
@@ -68,11 +69,13 @@ def require_voidable(ctx: Context, current: Current | None) -> Held:
         raise DponeError(NOTHING, "no record of this run's operation holds the target: it holds no permit") from None
 
 
-def void_permit(ctx: Context, held: Held, *, retired_server_uuid: str | None = None) -> tuple[Held, VoidedPermit]:
+def void_permit(
+    ctx: Context, held: Held, mode: ModeBehaviour, *, retired_server_uuid: str | None = None
+) -> tuple[Held, VoidedPermit]:
     """Prove the bound permit dead and CAS the proof with the emptied slot; or refuse, changing nothing.
     ``retired_server_uuid``: the operator's statement that the pinned server's identity is retired (see above)."""
     record = held.record
-    step = _bound_step(ctx, record)
+    step = _bound_step(ctx, record, mode)
     permit = None if step is None else step.slot(record)
     if step is None or permit is None or permit.kind == "none":
         if record.voided and record.voided[-1].permit.epoch == record.dispatch_epoch:
@@ -131,13 +134,13 @@ def void_permit(ctx: Context, held: Held, *, retired_server_uuid: str | None = N
     return held, proof
 
 
-def _bound_step(ctx: Context, record: AuthorityRecord) -> DdlStep | None:
+def _bound_step(ctx: Context, record: AuthorityRecord, mode: ModeBehaviour) -> DdlStep | None:
     if record.phase is Phase.PUBLICATION_DISPATCHING:
         return publication_step(ctx, record)
     if record.phase is Phase.CLEANUP_DISPATCHING:
         return cleanup_step(ctx, record)
     if record.phase is Phase.STAGING:
-        return ctx.request.mode.staging_step(ctx, record)
+        return mode.staging_step(ctx, record)
     return None
 
 
