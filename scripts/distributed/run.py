@@ -14,13 +14,14 @@ the 20-minute CI budget allows beside the suite. What it builds, from PyPI and D
 
 Every setting the page lists is taken from the page itself (:func:`page_settings`): the ``[dpone]`` block verbatim
 (its bucket is created in the S3 server, its connection id is defined with the page's ``endpoint_url`` extra), and
-every ``[section] key`` the page says components must share or set is set (a smoke test in ``make test`` holds the
-two together). Then, one after the other, the external example is killed mid-stage, the internal one mid-publish and
-the PostgreSQL one mid-transfer: the worker running the task is SIGKILLed (its whole process group) while the
-embedded server holds the response of the task's statement; the run must complete, the retry on the other worker;
-then every member equals the source, no row is duplicated, and nothing is left over (no candidate or staging table,
-no store object besides the retained ones). A summary (time, kills, invariants) ends the output; exit 0 only when
-every invariant held. A piece that cannot be built here is named and the exit is 2, never a pass.
+every ``[section] key`` the page says components must share or set is set (a smoke test in ``make test`` holds the two
+together). Then, one after the other, the external example is killed mid-stage, the internal one mid-publish and the
+PostgreSQL one mid-transfer: the worker running the task is SIGKILLed (every process of it, task runners included)
+while the embedded server holds the response of the task's statement; the run must complete, the retry on the other
+worker; then every member equals the source, no row is duplicated, and nothing is left over (no candidate or staging
+table, no store object besides the retained ones). A summary (time, kills, invariants) ends the output; exit 0 only
+when every invariant held. A piece that cannot be built here is named and the exit is 2, never a pass.
+
 """
 
 from __future__ import annotations
@@ -67,23 +68,22 @@ class Kill:
     name: str
     dag_id: str
     task_id: str
-    after: str
-    """The task that must have succeeded before the fault is armed (so no earlier statement matches it)."""
     held_on: str
     """``member`` (the first member) or ``coordinator``: the server that holds the response."""
     statement: str
-    """Regular expression of the statement whose response is held (it has taken effect when the worker dies)."""
+    """Regular expression of the statement whose response is held (it has taken effect when the worker dies); armed
+    before the run starts, so it matches only the task's own statement: no other task of the DAG sends one like it."""
     database: str | None
     """The publication's database, whose members are checked; ``None``: the PostgreSQL transfer."""
 
 
 KILLS = (
-    Kill("external example, killed mid-stage", "clickhouse_external_full_refresh", "stage", "fence", "member",
+    Kill("external example, killed mid-stage", "clickhouse_external_full_refresh", "stage", "member",
          r"^\s*INSERT INTO .* FORMAT Native", "analytics"),
-    Kill("internal example, killed mid-publish", "clickhouse_internal_full_refresh", "publish", "stage", "coordinator",
+    Kill("internal example, killed mid-publish", "clickhouse_internal_full_refresh", "publish", "coordinator",
          r"^\s*(EXCHANGE TABLES|RENAME TABLE) .* ON CLUSTER", "analytics_replicated"),
-    Kill("PostgreSQL example, killed mid-transfer", "clickhouse_to_postgres_raw_snapshot", "transfer", "demo_setup",
-         "coordinator", r"^\s*SELECT (?!count\(\)).* FROM `events`\.`raw_events`", None),
+    Kill("PostgreSQL example, killed mid-transfer", "clickhouse_to_postgres_raw_snapshot", "transfer", "coordinator",
+         r"^\s*SELECT (?!count\(\)).* FROM `events`\.`raw_events`", None),
 )  # fmt: skip
 
 
@@ -272,17 +272,44 @@ class Worker:
                 env=self.env, cwd=self.home, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
             )  # fmt: skip
 
-    def kill(self) -> None:
-        """SIGKILL the worker's whole process group: the Celery worker, its supervisor and the task process."""
+    def kill(self) -> list[int]:
+        """SIGKILL every process of the worker machine at once, as a lost host: the Celery worker, its pool, the
+        task supervisors and the task runners (which Airflow puts in process groups of their own, so a signal to
+        the worker's group alone would leave them running). Returns the pids killed."""
         assert self.child is not None
-        os.killpg(self.child.pid, signal.SIGKILL)
+        pids = machine_pids(self.child.pid)
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         self.child.wait(timeout=30)
         self.child = None
+        return pids
 
     def stop(self) -> None:
         if self.child is not None:
+            leftovers = machine_pids(self.child.pid)
             stop_group(self.child)
+            for pid in leftovers:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
             self.child = None
+
+
+def machine_pids(root: int) -> list[int]:
+    """``root`` and every process descended from it (whatever its process group)."""
+    import psutil
+
+    try:
+        parent = psutil.Process(root)
+        return [root, *(child.pid for child in parent.children(recursive=True))]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def alive(pids: list[int]) -> list[int]:
+    import psutil
+
+    return [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
 
 
 @dataclass
@@ -441,7 +468,7 @@ class Distributed:
 
     def scenario(self, kill: Kill) -> Outcome:
         outcome = Outcome(kill.name)
-        dag_id, task_id, after = kill.dag_id, kill.task_id, kill.after
+        dag_id, task_id = kill.dag_id, kill.task_id
         held_on = self.cluster.members[0] if kill.held_on == "member" else self.cluster.coordinator
         started = time.monotonic()
         try:
@@ -450,19 +477,20 @@ class Distributed:
             errors = self.api("GET", "/importErrors")
             if errors["total_entries"]:
                 raise AssertionError(f"import errors: {errors['import_errors']}")
-            run_id = self.api("POST", f"/dags/{dag_id}/dagRuns", json={"logical_date": None})["dag_run_id"]
-            self.wait(f"{after} to succeed", lambda: self.task(dag_id, run_id, after)["state"] == "success", 300)
             self.cluster.faults.delay_response(held_on, HOLD_SECONDS, match=kill.statement)
+            run_id = self.api("POST", f"/dags/{dag_id}/dagRuns", json={"logical_date": None})["dag_run_id"]
             self.wait(
                 f"{task_id} to run into the held response",
                 lambda: self.task(dag_id, run_id, task_id)["state"] == "running" and not _delays(self.cluster),
-                300,
+                600,
             )
             host = self.task(dag_id, run_id, task_id)["hostname"]
             victim = self.workers[host]
             time.sleep(1)
-            victim.kill()
-            outcome.killed = f"{victim.name} (SIGKILL, process group) during {task_id} try 1"
+            killed = victim.kill()
+            outcome.killed = f"{victim.name} (SIGKILL to its {len(killed)} processes) during {task_id} try 1"
+            time.sleep(1)
+            outcome.invariants["every process of the killed worker is gone"] = len(killed) >= 3 and not alive(killed)
             print(f"[distributed] {kill.name}: killed {outcome.killed}", flush=True)
             state = self.wait(
                 "the run to finish",
@@ -471,12 +499,14 @@ class Distributed:
                 interval=2,
             )
             instance = self.task(dag_id, run_id, task_id)
-            outcome.recovered_on = f"{instance['hostname']} (try {instance['try_number']})"
+            outcome.recovered_on = f"{instance['hostname']} (try {instance['try_number']}, {instance['state']})"
             outcome.invariants["run succeeded"] = state == "success"
             outcome.invariants["retry ran on the other worker"] = (
                 instance["hostname"] in self.workers and instance["hostname"] != victim.name
             )
-            outcome.invariants["task recovered in a later try"] = instance["try_number"] >= 2
+            outcome.invariants["the task succeeded in a later try"] = (
+                instance["state"] == "success" and instance["try_number"] >= 2
+            )
             victim.start()  # the machine comes back for the next scenario
             wait_port(victim.log_port, f"{victim.name}'s log server", within=180)
             verified = self.verify_transfer() if kill.database is None else self.verify_publication(kill.database)
@@ -607,7 +637,7 @@ def summary(outcomes: list[Outcome], seconds: float, constraints: str) -> str:
     ]
     for outcome in outcomes:
         lines.append(f"- {outcome.name}: {'PASS' if outcome.passed else 'FAIL'} ({outcome.seconds:.0f} s)")
-        lines.append(f"    killed: {outcome.killed or '-'}; completed on: {outcome.recovered_on or '-'}")
+        lines.append(f"    killed: {outcome.killed or '-'}; last try on: {outcome.recovered_on or '-'}")
         lines.extend(f"    [{'ok' if held else 'FAILED'}] {text}" for text, held in outcome.invariants.items())
         if outcome.error:
             lines.append(f"    error: {outcome.error}")
