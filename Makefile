@@ -6,6 +6,7 @@
 #   make dist            builds the wheels and sdists of the provider and of the embedded cluster into dist/
 #                        (see docs/getting-started.md)
 #   make docs            builds the docs site from docs/ into build/site (strict: a broken link fails)
+#   make test-distributed  the opt-in multi-worker suite: a Celery deployment, workers SIGKILLed mid-task
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -16,7 +17,7 @@ export AIRFLOW__CORE__LOAD_EXAMPLES ?= False
 # the demo is one process (dag.test): its worker-local artifact store is the only store
 export AIRFLOW__DPONE__SINGLE_WORKER ?= True
 
-.PHONY: install postgres lint docs dist test test-real demo demo-internal demo-quality synthetic-receipt clean
+.PHONY: install postgres lint docs dist test test-real test-distributed demo demo-internal demo-quality synthetic-receipt clean
 
 $(VENV)/.installed: pyproject.toml packages/dpone-embedded/pyproject.toml
 	python3 -m venv $(VENV)
@@ -76,6 +77,16 @@ test-real: install
 	DPONE_REQUIRE_REAL=1 $(PY) -m pytest -q -rfEs -m real_cluster --junitxml=$(REAL_REPORT) $(REAL_SUITE) || status=$$?; \
 	$(PY) scripts/ci/real_summary.py $(REAL_REPORT) || status=$$((status == 0 ? 1 : status)); \
 	exit $$status
+
+# The opt-in multi-worker suite (not part of `make test`, and not run in the 20-minute CI: it builds its own Celery
+# deployment and runs for longer than that budget leaves). From PyPI and Debian packages only, no Docker: Airflow with
+# the Celery provider in build/distributed/venv (installed as docs/several-workers.md says), PostgreSQL (metadata and
+# transfer target), Redis (`apt-get install -y redis-server`), moto's S3 server as both stores, the embedded cluster,
+# an api-server, scheduler, dag-processor, triggerer and two Celery workers with their own homes and log ports. The
+# external, internal and PostgreSQL examples each lose their worker (SIGKILL) mid-stage, mid-publish, mid-transfer;
+# the summary names the time, the kills and every invariant. A piece this machine cannot provide exits 2, never a pass.
+test-distributed: install postgres
+	$(PY) scripts/distributed/run.py
 
 # The local synthetic fault profile (seed 000): writes test_artifacts/clickhouse-external-publication/
 # synthetic-receipt.json (scope local_synthetic, live_certification UNVERIFIED); see docs/limitations.md.

@@ -30,13 +30,16 @@ def example_dags_folder() -> Path:
 def docs_page(name: str) -> Path:
     """The file of the docs page ``name`` (``connections``, ``docs/connections.md``, ``adr/<page>`` ...): inside the
     installed package, or the checkout's ``docs/`` in an editable install. Raises ``FileNotFoundError`` for an unknown
-    page, and for a name that is no page name (a path: ``..``, an absolute path, anything outside the docs)."""
+    page (``DPONE_DOCS_PAGE_UNKNOWN``), and for a name that is no page name (``DPONE_DOCS_PAGE_NAME_INVALID``: a path,
+    ``..``, an absolute path, anything outside the docs), both ``DponeError``; nothing outside the docs is opened."""
+    from airflow_provider_dpone.core.errors import DponeError
+
     stem = name.removeprefix("docs/").removesuffix(".md")
     if not _PAGE_NAME.fullmatch(stem):
-        raise FileNotFoundError(f"{name!r} is not the name of a docs page")
+        raise DponeError("DPONE_DOCS_PAGE_NAME_INVALID")
     package = Path(__file__).resolve().parent
     for folder in (package / "docs", package.parent / "docs"):
         page = folder / f"{stem}.md"
         if page.is_file():
             return page
-    raise FileNotFoundError(f"no docs page named {stem!r}")
+    raise DponeError("DPONE_DOCS_PAGE_UNKNOWN", f"page {stem}")

@@ -1,7 +1,8 @@
 """``dpone`` command line: credential-free static admission (``check``) and planning (``plan``), and the docs.
 
 ``dpone docs [PAGE]`` prints the path of a docs page shipped with the package (default: getting-started), the page
-an error message names with ``see docs/<page>.md``; exit 2 for an unknown page. ``dpone example-dags`` prints the
+an error message names with ``see docs/<page>.md``; exit 2 for an unknown page or a name that is a path (``..``, an
+absolute path: never opened), with the coded error as JSON on stderr. ``dpone example-dags`` prints the
 folder of the example DAGs (the value for ``[core] dags_folder``).
 
 Neither command reads a connection, resolves a credential, opens a socket or imports Airflow: they read one manifest
@@ -123,8 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "docs":
         try:
             print(docs_page(args.page))
-        except FileNotFoundError as exc:
-            print(str(exc), file=sys.stderr)
+        except DponeError as exc:
+            _emit(sys.stderr, {"errors": [exc.as_dict()]})
             return EXIT_INVALID_INPUT
         return EXIT_OK
     if args.command == "example-dags":

@@ -2,7 +2,7 @@
 
 ``GET /dpone/docs/<page>`` answers the page :func:`docs_page` finds by name (``getting-started``, ``connections``,
 ``adr/...``) as HTML, its links between pages rewritten to this route; any other name (a path, ``..``, an unknown
-page) is 404. The wheel's ``Project-URL: Documentation`` is :data:`DOCUMENTATION_PATH`, the link Airflow's Admin >
+page) is 404 with the code of the refusal (``DPONE_DOCS_PAGE_NAME_INVALID``, ``DPONE_DOCS_PAGE_UNKNOWN``). The wheel's ``Project-URL: Documentation`` is :data:`DOCUMENTATION_PATH`, the link Airflow's Admin >
 Providers shows, so it opens on the server the user is looking at. The pages are the ones in the package (no index
 hosts them); they carry no secret and need no login.
 """
@@ -19,6 +19,7 @@ from fastapi.responses import HTMLResponse
 from markdown_it import MarkdownIt
 
 from airflow_provider_dpone import docs_page
+from airflow_provider_dpone.core.errors import DponeError
 
 URL_PREFIX: Final[str] = "/dpone"
 DOCUMENTATION_PATH: Final[str] = f"{URL_PREFIX}/docs/getting-started"
@@ -45,8 +46,8 @@ def render(text: str, name: str) -> str:
 def page(name: str) -> HTMLResponse:
     try:
         found = docs_page(name)
-    except FileNotFoundError:
-        raise HTTPException(status_code=404, detail="no docs page by that name") from None
+    except DponeError as exc:
+        raise HTTPException(status_code=404, detail=exc.code) from None
     return HTMLResponse(render(found.read_text(encoding="utf-8"), name))
 
 

@@ -7,10 +7,11 @@ every member directly, so assertions never trust what the operators report.
 
 from __future__ import annotations
 
+import hashlib
 from types import ModuleType
 from typing import Any
 
-from dpone_embedded import EmbeddedCluster
+from dpone_embedded import EmbeddedCluster, Endpoint
 
 from tests.integration.dag_runner import provision_example, retargeted_manifest
 
@@ -88,3 +89,16 @@ def member_tables(cluster: EmbeddedCluster, database: str) -> list[list[str]]:
         finally:
             client.close()
     return names
+
+
+def table_content(cluster: EmbeddedCluster, process: Endpoint, database: str, table: str) -> tuple[int, str]:
+    """(rows, SHA-256 of every row in id order) of the example's ``database.table`` on one process of the cluster."""
+    client = cluster.client(process)
+    try:
+        rows = client.query(f"SELECT id, name, amount, updated_at FROM `{database}`.`{table}` ORDER BY id").result_rows
+    finally:
+        client.close()
+    digest = hashlib.sha256()
+    for row in rows:
+        digest.update(repr(row).encode())
+    return len(rows), digest.hexdigest()

@@ -17,7 +17,6 @@ finalizer, and on failure the components' and tasks' log tails are printed.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import signal
@@ -31,7 +30,7 @@ from dpone_embedded import EmbeddedCluster, Endpoint
 
 from tests.integration.airflow_deployment import AirflowDeployment, Deadline
 from tests.integration.airflow_env import EXAMPLES, schema_cache
-from tests.integration.embedded_example import member_tables
+from tests.integration.embedded_example import member_tables, table_content
 
 pytestmark = pytest.mark.embedded_cluster(members=2)
 
@@ -229,17 +228,5 @@ def _asset_events(airflow: AirflowDeployment) -> list[dict[str, Any]]:
     return events
 
 
-# --- the cluster, read directly -----------------------------------------------------------------------------------
-
-
 def _content(cluster: EmbeddedCluster, process: Endpoint, table: str) -> tuple[int, str]:
-    """(rows, SHA-256 of every row in id order) of ``analytics.<table>`` on one process of the cluster."""
-    client = cluster.client(process)
-    try:
-        rows = client.query(f"SELECT id, name, amount, updated_at FROM `{DATABASE}`.`{table}` ORDER BY id").result_rows
-    finally:
-        client.close()
-    digest = hashlib.sha256()
-    for row in rows:
-        digest.update(repr(row).encode())
-    return len(rows), digest.hexdigest()
+    return table_content(cluster, process, DATABASE, table)

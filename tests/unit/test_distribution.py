@@ -8,6 +8,7 @@ the installed files, not the checkout.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -49,6 +50,9 @@ def test_dpone_docs_prints_a_page_by_name(capsys: pytest.CaptureFixture[str]) ->
     assert main(["docs", "docs/connections.md"]) == 0
     assert Path(capsys.readouterr().out.strip()) == REPO / "docs" / "connections.md"
     assert main(["docs", "no-such-page"]) == 2
+    refused = capsys.readouterr()
+    assert refused.out == ""
+    assert [error["code"] for error in json.loads(refused.err)["errors"]] == ["DPONE_DOCS_PAGE_UNKNOWN"]
 
 
 @pytest.mark.parametrize(
@@ -58,10 +62,13 @@ def test_dpone_docs_prints_a_page_by_name(capsys: pytest.CaptureFixture[str]) ->
 def test_dpone_docs_names_pages_only_never_a_path_out_of_the_docs(
     path: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """``dpone docs`` prints a page by its name; a path (``..``, absolute, ``.``) is no page name and is refused, even
-    where the file it would reach exists."""
+    """``dpone docs`` prints a page by its name; a path (``..``, absolute, ``.``) is no page name and is refused with
+    its code, even where the file it would reach exists, and the refusal does not echo the path."""
     assert main(["docs", path]) == 2
-    assert capsys.readouterr().out == ""
+    refused = capsys.readouterr()
+    assert refused.out == ""
+    assert [error["code"] for error in json.loads(refused.err)["errors"]] == ["DPONE_DOCS_PAGE_NAME_INVALID"]
+    assert path not in refused.err
 
 
 def test_dpone_example_dags_prints_the_folder_of_the_example_dags(capsys: pytest.CaptureFixture[str]) -> None:
@@ -151,5 +158,17 @@ def test_the_documentation_link_opens_a_page_the_providers_plugin_serves(tmp_pat
     assert 'href="connections"' in opened.text or 'href="connections#' in opened.text, "page links are served"
     linked = client.get("/docs/connections")
     assert linked.status_code == 200 and "SQLExecuteQueryOperator" in linked.text
-    for name in ("no-such-page", "..%2F..%2Fpyproject.toml", "../README", "%2Fetc%2Fhostname"):
-        assert client.get(f"/docs/{name}").status_code == 404, name
+    refusals = {
+        "no-such-page": "DPONE_DOCS_PAGE_UNKNOWN",
+        "..%2F..%2Fpyproject.toml": "DPONE_DOCS_PAGE_NAME_INVALID",
+        "..%2F..%2FREADME": "DPONE_DOCS_PAGE_NAME_INVALID",
+        "%2Fetc%2Fhostname": "DPONE_DOCS_PAGE_NAME_INVALID",
+        "adr%2F..%2F..%2F..%2Fpyproject": "DPONE_DOCS_PAGE_NAME_INVALID",
+        "..%252F..%252Fpyproject": "DPONE_DOCS_PAGE_NAME_INVALID",
+    }
+    for name, code in refusals.items():
+        refused = client.get(f"/docs/{name}")
+        assert (refused.status_code, refused.json()) == (404, {"detail": code}), name
+    # a client that does not normalise the path sends the dot segments as they are: still no page name
+    raw = client.get("/docs/adr/../../../README", follow_redirects=False)
+    assert raw.status_code == 404, raw.text[:200]

@@ -69,6 +69,18 @@ CODES: tuple[ErrorCode, ...] = (
         retryable=False,
     ),
     ErrorCode(
+        "DPONE_DOCS_PAGE_NAME_INVALID",
+        "the docs page asked for is a path (.., an absolute path, a dot, a character no page name has), not a page name",
+        "name a page as messages cite it (connections, docs/connections.md, adr/<page>); `dpone docs` opens nothing else",
+        retryable=False,
+    ),
+    ErrorCode(
+        "DPONE_DOCS_PAGE_UNKNOWN",
+        "no docs page of the installed provider has that name",
+        "check the name against the pages in docs/ (`dpone docs` with no name prints getting-started)",
+        retryable=False,
+    ),
+    ErrorCode(
         "DPONE_CANONICAL_JSON_INVALID",
         "a value cannot be encoded as canonical JSON (floats, non-string keys or unsupported types)",
         "encode decimals as strings and use only JSON objects, arrays, strings, integers, booleans and null",
