@@ -20,6 +20,7 @@ import pyarrow as pa
 from airflow_provider_dpone.core.columns import NativeColumn
 from airflow_provider_dpone.transfer.values.chunk import RelationRef
 from airflow_provider_dpone.transfer.values.query import SnapshotQuery
+from airflow_provider_dpone.transfer.values.row_digest import RowDigest
 from airflow_provider_dpone.transfer.values.source_observation import (
     AccessObservation,
     MutationObservation,
@@ -138,6 +139,7 @@ class TargetInvocation:
     invocation_id: str
     columns: tuple[NativeColumn, ...]
     window: UtcWindow | None
+    row_digest: RowDigest = RowDigest.TYPED_SHA256
 
 
 @dataclass(frozen=True)
