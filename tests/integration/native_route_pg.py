@@ -86,7 +86,7 @@ class PgRoute:
     operation: str = "fedcba9876543210fedcba9876543210"
     options: dict[str, Any] = field(default_factory=lambda: dict(RAW))
     window: UtcWindow | None = None
-    row_digest: RowDigest = RowDigest.PG_RECORD_SHA256  # what the hook plans for PostgreSQL
+    row_digest: RowDigest | None = None  # None: the method the target plans first (the hook's choice)
     clock: ManualClock = field(default_factory=ManualClock)
     streams: list[str] = field(default_factory=list)
     deny_source: bool = False
@@ -130,7 +130,7 @@ class PgRoute:
                 window=self.window,
                 options=NativeTransferOptions.model_validate(options),
                 block_rows=3,
-                row_digest=self.row_digest,
+                row_digest=target.row_digests[0] if self.row_digest is None else self.row_digest,
             ),
             connector=self.connector,
             journal_store=self.journal(),
