@@ -27,14 +27,19 @@ side by side per row count (``peak_rss_growth_by_rows``), each check's own CPU s
 row hash, by a second stream read of the same SELECT with it, and its row count statement; the worker's stage
 SHA-256, chunk typed sums and part coverage, by the CPU of the thread that ran them; the target's chunk digests and
 the publishing transaction's seal check and, with ``--window``, its digest of the published window, by the CPU of the
-PostgreSQL backend that ran them), and the load average before and after. ``--window`` measures the window replace
+PostgreSQL backend that ran them), and the load average before and after. Each measured trial also computes every row
+digest method once on each engine over what the plain pipeline moved (the source's sum of its row hashes over the
+table, the target's digest over the plain pipeline's table): the **floor** is the plain pipeline plus the cheapest
+such pair, the least an independently verified copy could cost; the last line's ``ratios`` gives route / plain and
+route / floor per shape and size, with each check's CPU seconds. ``--row-digest`` chooses the route's method
+(``pg-record-sha256.v1``, what the hook plans for PostgreSQL; ``typed-sha256.v1``, the typed SHA-256). ``--window`` measures the window replace
 (``partition_replace``) instead of the full refresh: the warmup publishes the target in full, every measured trial
 replaces a window that holds every row (delete, insert from staging, the window's digest). A throwaway
 PostgreSQL server is started once (``tests/fixtures/postgres.py``) unless ``--dsn`` is given. Not part of the pytest
 suite.
 
     .venv/bin/python bench/native_transfer.py [--rows 100000 1000000] [--shapes narrow wide] [--trials 3]
-        [--source http|chdb] [--window]
+        [--source http|chdb] [--window] [--row-digest pg-record-sha256.v1|typed-sha256.v1]
 
 The source is read as production reads it (``--source http``, the default): from a member of an embedded cluster
 (``dpone_embedded``) through clickhouse-connect's HTTP client, as the hook builds it for a server;
@@ -119,7 +124,14 @@ def _columns(shape: str) -> tuple[str, str]:
 
 
 def worker(
-    shape: str, rows: int, trials: int, dsn: str, chunk_rows: int, source: str = "http", window: bool = False
+    shape: str,
+    rows: int,
+    trials: int,
+    dsn: str,
+    chunk_rows: int,
+    source: str = "http",
+    window: bool = False,
+    row_digest: str = "pg-record-sha256.v1",
 ) -> dict[str, Any]:
     import clickhouse_connect
     import psycopg
@@ -136,6 +148,7 @@ def worker(
         postgres_copy_factory,
     )
     from airflow_provider_dpone.transfer.values.chunk import RelationRef
+    from airflow_provider_dpone.transfer.values.row_digest import RowDigest
     from airflow_provider_dpone.transfer.values.target import TargetTable
     from airflow_provider_dpone.transfer.values.utc_window import UtcWindow
 
@@ -185,6 +198,7 @@ def worker(
         "copy_cpu": [],
         "baseline_cpu": [],
         "checks_cpu": [],
+        "floor_digests": [],
     }
     trial_workloads: list[dict[str, Any]] = []
     # a window that holds every row (the timestamps start at 2026-01-01 and grow by a second per row)
@@ -201,6 +215,7 @@ def worker(
             relation=RelationRef(database="bench", table="events"),
             window=every_row if window and trial else None,  # the warmup creates the target in full
             options=options,
+            row_digest=RowDigest(row_digest),
         )
         probe = connector.connect()
         admitted = admit(probe, request, uuid.uuid4().hex, f"bench-{uuid.uuid4().hex}")
@@ -229,12 +244,13 @@ def worker(
         row_hash_source_cpu = (cpu.snapshot().get("source", 0.0) - before_hashed.get("source", 0.0)) - stream_cpu.get(
             "source", 0.0
         )
-        copy_s, copy_peak, copy_cpu = None, None, None
+        copy_s, copy_peak, copy_cpu, floor_digests = None, None, None, None
         if trial:  # the route's target table exists after the warmup: the plain pipeline copies into its twin
             start_rss = rss_bytes()
             with PeakSampler() as copy_memory:
                 copy_s, copy_before, copy_after = _arrow_copy(plain, admitted, dsn, schema, cpu)
             copy_peak, copy_cpu = copy_memory.peak - start_rss, cpu.spent(copy_before, copy_after, copy_memory)
+            floor_digests = _independent_digests(plain, admitted, dsn, schema, cpu, target)
         plain.close()
         assert count == rows, (count, rows)
         marks: dict[str, float] = {}
@@ -290,6 +306,7 @@ def worker(
         results["ours_cpu"].append(ours_cpu)
         results["checks_cpu"].append(checks)
         results["copy_s"].append(copy_s)
+        results["floor_digests"].append(floor_digests)
         results["copy_peak"].append(copy_peak)
         results["ours_s"].append(ours)
         results["ours_peak"].append(memory.peak - start_rss)
@@ -315,6 +332,7 @@ def worker(
         "rows": rows,
         "trials": trials,
         "source": source,
+        "row_digest": row_digest,
         "qualification": qualification,
         **measured,
     }
@@ -398,9 +416,49 @@ def _arrow_copy(
                 cursor.adbc_ingest("baseline", table, mode="append", db_schema_name=schema)
         conn.commit()
         elapsed, end_cpu = time.perf_counter() - started, cpu.snapshot()
-        cursor.execute(f'DROP TABLE "{schema}".baseline')
-        conn.commit()
     return elapsed, start_cpu, end_cpu
+
+
+def _independent_digests(
+    client: Any, admitted: Any, dsn: str, schema: str, cpu: CpuCounters, target: Any
+) -> dict[str, dict[str, float]]:
+    """Each row digest method computed once on each engine over what the plain pipeline moved: the source's sum of
+    its row hashes over the table, the target's digest over the plain pipeline's table (``baseline``, dropped
+    after). Seconds and the engine's CPU seconds per method; the floor adds the cheapest pair to the plain copy."""
+    import psycopg
+
+    from airflow_provider_dpone.core.clickhouse.row_hash import row_hash_expression
+    from airflow_provider_dpone.transfer.source.pg_record import pg_record_hash
+    from airflow_provider_dpone.transfer.targets.postgres.digest import table_digest
+    from airflow_provider_dpone.transfer.values.row_digest import RowDigest
+
+    columns = admitted.plan.columns
+    source_hash = {
+        RowDigest.TYPED_SHA256: row_hash_expression([(c.name, c.source_type) for c in columns]),
+        RowDigest.PG_RECORD_SHA256: pg_record_hash(columns),
+    }
+    settings = admitted.query.settings_dict()
+    found: dict[str, dict[str, float]] = {}
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for method, expression in source_hash.items():
+            before, started = cpu.snapshot(), time.perf_counter()
+            client.query(
+                f"SELECT count(), toString(sum(reinterpretAsUInt256(reverse({expression})))) FROM bench.events",
+                settings=settings,
+            )
+            source_s, middle = time.perf_counter() - started, cpu.snapshot()
+            plan = target.table.plan("bench-floor", columns, None, method)
+            started = time.perf_counter()
+            conn.execute(table_digest(plan, schema, "baseline")).fetchone()
+            target_s, after = time.perf_counter() - started, cpu.snapshot()
+            found[method.value] = {
+                "source_s": round(source_s, 3),
+                "target_s": round(target_s, 3),
+                "source_cpu_s": round(middle.get("source", 0.0) - before.get("source", 0.0), 3),
+                "target_cpu_s": round(after.get("postgres", 0.0) - middle.get("postgres", 0.0), 3),
+            }
+        conn.execute(f'DROP TABLE "{schema}".baseline')
+    return found
 
 
 def _http_source(root: str) -> tuple[dict[str, Any], Any, Any]:
@@ -461,6 +519,19 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
     )
     cpu = {name: _median_cpu(result[f"{name}_cpu"]) for name in ("ours", "copy", "baseline")}
     checks = _median_cpu(result["checks_cpu"])
+    digests = {
+        method: _median_cpu([sample[method] for sample in result["floor_digests"]])
+        for method in result["floor_digests"][0]
+    }
+    cheapest = min(digests, key=lambda method: digests[method]["source_s"] + digests[method]["target_s"])
+    floor = copy + digests[cheapest]["source_s"] + digests[cheapest]["target_s"]
+    print(
+        f"floor                : {floor:.2f} s = plain copy + the cheapest independent digest on both engines "
+        f"({cheapest}: source {digests[cheapest]['source_s']:.2f} s, target {digests[cheapest]['target_s']:.2f} s)"
+    )
+    print(f"ratio route / floor  : {ours / floor:.2f}x   (route's row digest: {result.get('row_digest')})")
+    for method, figures in digests.items():
+        print(f"digest {method:20}: " + ", ".join(f"{name} {value:.2f}" for name, value in figures.items()))
     print("CPU s per check      : " + ", ".join(f"{name} {value:.2f}" for name, value in checks.items()))
     for label, name in (("route", "ours"), ("plain copy", "copy"), ("stream", "baseline")):
         print(f"CPU s ({label:10}): " + ", ".join(f"{part} {value:.2f}" for part, value in cpu[name].items()))
@@ -479,6 +550,11 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
         "stream_s": round(baseline, 3),
         "ratio_route_vs_arrow_copy": round(ours / copy, 3),
         "ratio_route_vs_stream": round(ours / baseline, 3),
+        "row_digest": result.get("row_digest"),
+        "floor_s": round(floor, 3),
+        "floor_digest": cheapest,
+        "ratio_route_vs_floor": round(ours / floor, 3),
+        "independent_digests": digests,
         "peak_rss_growth_mib": {name: round(value, 1) for name, value in peaks.items()},
         "cpu_s": {"route": cpu["ours"], "arrow_copy": cpu["copy"], "stream": cpu["baseline"]},
         "checks_cpu_s": checks,
@@ -518,11 +594,23 @@ def main() -> None:
         "chdb: the engine in this process (its ArrowStream result is materialised whole, so RSS grows with rows)",
     )
     parser.add_argument("--window", action="store_true", help="measure the window replace instead of the full refresh")
+    parser.add_argument(
+        "--row-digest",
+        default="pg-record-sha256.v1",
+        choices=["pg-record-sha256.v1", "typed-sha256.v1"],
+        help="the route's row digest method (the hook plans pg-record-sha256.v1 for PostgreSQL)",
+    )
     parser.add_argument("--worker", nargs=2, metavar=("SHAPE", "DSN"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         shape, dsn = args.worker
-        print(json.dumps(worker(shape, args.rows[0], args.trials, dsn, args.chunk_rows, args.source, args.window)))
+        print(
+            json.dumps(
+                worker(
+                    shape, args.rows[0], args.trials, dsn, args.chunk_rows, args.source, args.window, args.row_digest
+                )
+            )
+        )
         return
     sys.path.insert(0, str(REPO))
     env = worker_env()
@@ -537,6 +625,7 @@ def main() -> None:
                 command = [sys.executable, __file__, "--worker", shape, dsn, "--rows", str(rows)]
                 command += ["--trials", str(args.trials), "--chunk-rows", str(args.chunk_rows), "--source", args.source]
                 command += ["--window"] if args.window else []
+                command += ["--row-digest", args.row_digest]
                 output = subprocess.run(command, env=env, capture_output=True, text=True)
                 if output.returncode:
                     raise SystemExit(f"worker {shape}/{rows} failed:\n{output.stderr[-4000:]}")
@@ -562,6 +651,18 @@ def main() -> None:
         "source": args.source,
         "mode": "window_replace" if args.window else "full_refresh",
         "load_average": {"before": round(load_before[0], 2), "after": round(os.getloadavg()[0], 2)},
+        "row_digest": args.row_digest,
+        "ratios": [
+            {
+                "shape": entry["shape"],
+                "rows": entry["rows"],
+                "route_vs_plain": entry["ratio_route_vs_arrow_copy"],
+                "route_vs_floor": entry["ratio_route_vs_floor"],
+                "floor_s": entry["floor_s"],
+                "checks_cpu_s": entry["checks_cpu_s"],
+            }
+            for entry in summary
+        ],
         "results": summary,
         "peak_rss_growth_by_rows": rss_by_rows(summary),
     }

@@ -43,6 +43,7 @@ from airflow_provider_dpone.transfer.source.session import (
 )
 from airflow_provider_dpone.transfer.storage import ObjectJournalStore, ObjectStageStore
 from airflow_provider_dpone.transfer.values.chunk import RelationRef, transfer_operation_id
+from airflow_provider_dpone.transfer.values.row_digest import RowDigest
 from airflow_provider_dpone.transfer.values.target import TargetTable
 from airflow_provider_dpone.transfer.values.utc_window import UtcWindow
 
@@ -137,6 +138,10 @@ class DponeNativeTransferHook(BaseHook):
             relation=RelationRef(database=manifest.source.database, table=manifest.source.table),
             window=None if window is None else UtcWindow.of(window.column, window.start, window.end),
             options=manifest.source.options.native_transfer,
+            # PostgreSQL hashes rows as its own output functions render them; SQL Server computes the typed digest
+            row_digest=RowDigest.PG_RECORD_SHA256
+            if isinstance(manifest.sink, PostgresSink)
+            else RowDigest.TYPED_SHA256,
         )
 
     # -- source --------------------------------------------------------------------------------------------------

@@ -50,6 +50,7 @@ class ProgressTarget:
         self._target = target
         self._log = log
         self.reads_wait_for_writers = target.reads_wait_for_writers
+        self.row_digests = target.row_digests
 
     def admit(self, invocation: TargetInvocation) -> None:
         self._target.admit(invocation)

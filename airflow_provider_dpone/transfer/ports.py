@@ -20,6 +20,7 @@ import pyarrow as pa
 from airflow_provider_dpone.core.columns import NativeColumn
 from airflow_provider_dpone.transfer.values.chunk import RelationRef
 from airflow_provider_dpone.transfer.values.query import SnapshotQuery
+from airflow_provider_dpone.transfer.values.row_digest import RowDigest
 from airflow_provider_dpone.transfer.values.source_observation import (
     AccessObservation,
     MutationObservation,
@@ -138,6 +139,7 @@ class TargetInvocation:
     invocation_id: str
     columns: tuple[NativeColumn, ...]
     window: UtcWindow | None
+    row_digest: RowDigest = RowDigest.TYPED_SHA256
 
 
 @dataclass(frozen=True)
@@ -177,10 +179,17 @@ class TransferTarget(Protocol):
     Server's locking READ COMMITTED: row locks, escalated to a table lock by a large bulk load; PostgreSQL's MVCC
     readers never wait). When it does, the route never verifies a chunk while another chunk is loading, so no
     verification waits into a lock timeout.
+
+    ``row_digests``: the row digest methods the target computes over what it stores (``values/row_digest.py``), the
+    one a new route plans first; a call whose invocation names another is refused
+    (``native_transfer.row_digest_unsupported``).
     """
 
     @property
     def reads_wait_for_writers(self) -> bool: ...
+
+    @property
+    def row_digests(self) -> tuple[RowDigest, ...]: ...
 
     def admit(self, invocation: TargetInvocation) -> None: ...
 

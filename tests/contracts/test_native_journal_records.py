@@ -22,6 +22,7 @@ from airflow_provider_dpone.transfer.values.journal_records import (
     decode_record,
     encode_record,
 )
+from airflow_provider_dpone.transfer.values.row_digest import RowDigest
 from tests.contracts.raw_snapshot_fixtures import H, plan
 
 INV = "1" * 32
@@ -58,6 +59,19 @@ def test_record_round_trip_is_exact() -> None:
     assert record.body == plan() and record.raw == raw and record.kind == "plan"
 
 
+def test_a_plan_sealed_before_the_row_digest_was_recorded_reads_as_typed() -> None:
+    body = plan().model_dump(mode="json")
+    assert "row_digest" not in body  # the typed method is never written: earlier plans re-encode to their bytes
+    record = decode_record(envelope("plan", body))
+    assert record.body.row_digest is RowDigest.TYPED_SHA256 and record.body == plan()
+
+
+def test_the_row_digest_method_is_sealed_with_the_plan() -> None:
+    sealed = plan().model_copy(update={"row_digest": RowDigest.PG_RECORD_SHA256})
+    body = decode_record(encode_record(0, GENESIS, "plan", sealed)).body
+    assert body.row_digest is RowDigest.PG_RECORD_SHA256
+
+
 def envelope(kind: str, body: dict) -> bytes:
     return canonical_json_bytes({"seq": 0, "prev_sha256": GENESIS, "kind": kind, "body": body})
 
@@ -74,6 +88,8 @@ def envelope(kind: str, body: dict) -> bytes:
             "recovery_binding_invalid",
         ),
         (canonical_json_bytes({"seq": 0, "kind": "plan", "body": {}}), "journal_corrupt"),
+        (envelope("plan", {**plan().model_dump(mode="json"), "row_digest": "sha3-512.v9"}), "row_digest_unknown"),
+        (envelope("plan", {**plan().model_dump(mode="json"), "row_digest": None}), "row_digest_unknown"),
         (b"x" * (MAX_RECORD_BYTES + 1), "journal_corrupt"),
     ],
 )

@@ -29,6 +29,7 @@ from airflow_provider_dpone.core.typed_digest import MultisetDigest
 from airflow_provider_dpone.transfer.ports import TargetInvocation, TargetPublicationReceipt
 from airflow_provider_dpone.transfer.targets.sql_target import committed_receipt, publication_request, route_receipt
 from airflow_provider_dpone.transfer.values.arrow_chunk import chunk_rows
+from airflow_provider_dpone.transfer.values.row_digest import RowDigest
 from airflow_provider_dpone.transfer.values.target import PublicationMode, TargetPlan, TargetTable
 from airflow_provider_dpone.transfer.values.target_receipts import ChunkEvidence, TargetReceiptRow
 from airflow_provider_dpone.transfer.values.target_values import RowConverter
@@ -103,6 +104,7 @@ class InMemoryTransferTarget:
     """
 
     reads_wait_for_writers = False
+    row_digests = (RowDigest.TYPED_SHA256,)  # it hashes with the Python typed digest
 
     def __init__(
         self, table: TargetTable | None = None, database: FakeDatabase | None = None, faults: FaultPlan | None = None

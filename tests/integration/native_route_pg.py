@@ -26,6 +26,7 @@ from airflow_provider_dpone.transfer.route.target_custody import TargetCustody, 
 from airflow_provider_dpone.transfer.source.session import ClickHouseSnapshotConnector, inprocess_transport
 from airflow_provider_dpone.transfer.storage import ObjectJournalStore, ObjectStageStore
 from airflow_provider_dpone.transfer.values.chunk import RelationRef
+from airflow_provider_dpone.transfer.values.row_digest import RowDigest
 from airflow_provider_dpone.transfer.values.utc_window import UtcWindow
 from tests.fakes.transfer_source import ManualClock
 from tests.fixtures.target_harness import PostgresHarness
@@ -85,6 +86,7 @@ class PgRoute:
     operation: str = "fedcba9876543210fedcba9876543210"
     options: dict[str, Any] = field(default_factory=lambda: dict(RAW))
     window: UtcWindow | None = None
+    row_digest: RowDigest | None = None  # None: the method the target plans first (the hook's choice)
     clock: ManualClock = field(default_factory=ManualClock)
     streams: list[str] = field(default_factory=list)
     deny_source: bool = False
@@ -128,6 +130,7 @@ class PgRoute:
                 window=self.window,
                 options=NativeTransferOptions.model_validate(options),
                 block_rows=3,
+                row_digest=target.row_digests[0] if self.row_digest is None else self.row_digest,
             ),
             connector=self.connector,
             journal_store=self.journal(),

@@ -7,6 +7,7 @@ mutate, and a lock refusal that stops a call before it reads or writes.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from decimal import Decimal
 
@@ -21,6 +22,7 @@ from airflow_provider_dpone.transfer.targets.mssql.loaders import BCP_SINGLE_BAT
 from airflow_provider_dpone.transfer.targets.mssql.schema import describe_tsql_type
 from airflow_provider_dpone.transfer.targets.mssql.target import MsSqlTransferTarget
 from airflow_provider_dpone.transfer.targets.mssql.values import sqlclient_row_encoder
+from airflow_provider_dpone.transfer.values.row_digest import RowDigest
 from airflow_provider_dpone.transfer.values.target import PublicationMode, TargetColumn, TargetPlan
 from airflow_provider_dpone.transfer.values.target_receipts import ChunkEvidence
 from tests.fakes.mssql_server import Column, EmulatedServer, Table
@@ -224,3 +226,14 @@ def test_a_failing_session_setup_closes_the_connection() -> None:
     with pytest.raises(DponeError, match="target_unavailable"):
         target.reconcile(INV)
     assert [c.kind for c in server.calls] == ["connect", "execute", "close"]
+
+
+def test_a_plan_hashed_with_the_postgresql_record_digest_is_refused_before_any_statement() -> None:
+    """SQL Server computes the typed digest only: a chunk plan sealed with another method is a coded refusal."""
+    server, target = _setup()
+    invocation = dataclasses.replace(INV, row_digest=RowDigest.PG_RECORD_SHA256)
+    with pytest.raises(DponeError) as info:
+        target.verify_chunk(invocation, _expectation(ROWS))
+    assert info.value.code == "native_transfer.row_digest_unsupported"
+    assert server.calls == []  # refused before it connects
+    assert target.row_digests == (RowDigest.TYPED_SHA256,)

@@ -196,6 +196,18 @@ CODES: tuple[ErrorCode, ...] = (
         retryable=True,
     ),
     ErrorCode(
+        "native_transfer.row_digest_unknown",
+        "the journal's chunk plan names a row digest method this version does not know (written by a newer version)",
+        "run the task with the version that sealed the stage, or trigger a new DAG run, which re-extracts",
+        retryable=False,
+    ),
+    ErrorCode(
+        "native_transfer.row_digest_unsupported",
+        "the target cannot compute the row digest method the chunk plan was sealed with",
+        "trigger a new DAG run against this target: the route then plans the method the target computes",
+        retryable=False,
+    ),
+    ErrorCode(
         "native_transfer.publication_outcome_unknown",
         "the target cannot prove whether the publication committed",
         "keep the run held; reconcile the target receipt before any retry or cleanup",

@@ -38,6 +38,7 @@ from airflow_provider_dpone.transfer.values.raw_snapshot import (
     raw_source_query_id,
 )
 from airflow_provider_dpone.transfer.values.raw_snapshot_physical import MAX_PARTS, PhysicalProfile
+from airflow_provider_dpone.transfer.values.row_digest import RowDigest
 from airflow_provider_dpone.transfer.values.source_observation import (
     AccessObservation,
     RelationObservation,
@@ -60,6 +61,7 @@ class SourceRequest:
     options: NativeTransferOptions
     max_execution_time_seconds: int = 3600
     block_rows: int = 65_536
+    row_digest: RowDigest = RowDigest.TYPED_SHA256
 
 
 @dataclass(frozen=True)
@@ -207,6 +209,7 @@ def admit(
         vendor_query_id=vendor_query_id,
         block_rows=request.block_rows,
         expected=None,
+        row_digest=request.row_digest,
     )
     profile: RawSnapshotProfile | None = None
     authority: AuthorityFingerprint | None = None
@@ -271,6 +274,7 @@ def admit(
         max_chunk_bytes=request.options.execution.max_chunk_bytes,
         legacy_source_binding_sha256=legacy,
         source_query_id=source_query_id,
+        row_digest=request.row_digest,
     )
     return AdmittedSnapshot(
         requirement=requirement,

@@ -71,7 +71,11 @@ publication absent (any other failure of ``publish`` stays an unknown outcome re
 def target_invocation(view: InvocationView) -> TargetInvocation:
     plan = view.plan
     return TargetInvocation(
-        operation_id=plan.operation_id, invocation_id=plan.invocation_id, columns=plan.columns, window=plan.window
+        operation_id=plan.operation_id,
+        invocation_id=plan.invocation_id,
+        columns=plan.columns,
+        window=plan.window,
+        row_digest=plan.row_digest,
     )
 
 

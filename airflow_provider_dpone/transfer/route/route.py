@@ -155,7 +155,9 @@ class NativeTransferRoute:
         try:
             admitted = admit(session, self._request, invocation_id, f"dpone-{invocation_id}")
             plan = admitted.plan
-            self._target().admit(TargetInvocation(plan.operation_id, invocation_id, plan.columns, plan.window))
+            self._target().admit(
+                TargetInvocation(plan.operation_id, invocation_id, plan.columns, plan.window, plan.row_digest)
+            )
             Producer(self._journal, self._stage, self._lease, self._checkpoint, self._alerts).extract(session, admitted)
         finally:
             session.close()

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from airflow_provider_dpone.core.clickhouse.row_hash import row_hash_sql, row_hash_sum_expression
+from airflow_provider_dpone.core.clickhouse.row_hash import ROW_HASH_COLUMN, row_hash_expression
 from airflow_provider_dpone.core.identifiers import qualified_clickhouse, quote_clickhouse
+from airflow_provider_dpone.transfer.source.pg_record import pg_record_hash
 from airflow_provider_dpone.transfer.values.chunk import RelationRef
 from airflow_provider_dpone.transfer.values.query import (
     PROVENANCE_COLUMNS,
@@ -20,6 +21,7 @@ from airflow_provider_dpone.transfer.values.query import (
     verify_query,
 )
 from airflow_provider_dpone.transfer.values.raw_snapshot_physical import OFFSET_HASH_FUNCTION
+from airflow_provider_dpone.transfer.values.row_digest import RowDigest
 
 SERVER_SQL: Final = (
     "SELECT version(), revision(), serverTimezone(), getSetting('session_timezone'), toString(serverUUID()), hostName(), "
@@ -90,16 +92,23 @@ def _selection(query: SnapshotQuery) -> tuple[str, dict[str, Any]]:
     return sql, parameters
 
 
+def _row_hash(query: SnapshotQuery) -> str:
+    """Each row's hash (a ``FixedString(32)``) by the query's row digest method (``transfer/values/row_digest.py``)."""
+    if query.row_digest is RowDigest.PG_RECORD_SHA256:
+        return pg_record_hash(query.projection)
+    return row_hash_expression([(column.name, column.source_type) for column in query.projection])
+
+
 def render_select(query: SnapshotQuery, *, row_hash: bool = True) -> tuple[str, dict[str, Any]]:
     """The one data SELECT and its typed parameters, after re-verifying the admitted descriptor digests.
 
-    ``row_hash`` adds each row's typed SHA-256 after the projection: derived from the projected values only, it reads
+    ``row_hash`` adds each row's hash (by the query's row digest method) after the projection: derived from the projected values only, it reads
     nothing else and changes no row.
     """
     verify_query(query)
     projection = [quote_clickhouse(column.name) for column in query.projection]
     if row_hash:
-        projection.append(row_hash_sql(query.projection))
+        projection.append(f"{_row_hash(query)} AS {ROW_HASH_COLUMN}")
     if query.provenance:
         projection.extend(PROVENANCE_COLUMNS)
     selection, parameters = _selection(query)
@@ -109,7 +118,7 @@ def render_select(query: SnapshotQuery, *, row_hash: bool = True) -> tuple[str, 
 def render_selected_rows(query: SnapshotQuery) -> tuple[str, dict[str, Any]]:
     """The server's own account of the rows the data SELECT selects, over the same relation and window.
 
-    Its count and the sum modulo 2**256 of the rows' typed SHA-256s (decimal text), recomputed here by the server
+    Its count and the sum modulo 2**256 of the rows' hashes (by the query's row digest method) (decimal text), recomputed here by the server
     from its own values, never taken from the stream: the anchor the received row hashes are checked against. With
     provenance, one row per part: ``(part, rows, min offset, max offset, sum of the offsets' intHash64, typed sum)``,
     the offsets' sum in ``UInt64`` (wrapping modulo 2**64 exactly as the worker's coverage does); without, one
@@ -117,7 +126,7 @@ def render_selected_rows(query: SnapshotQuery) -> tuple[str, dict[str, Any]]:
     """
     verify_query(query)
     selection, parameters = _selection(query)
-    typed_sum = row_hash_sum_expression([(column.name, column.source_type) for column in query.projection])
+    typed_sum = f"toString(sum(reinterpretAsUInt256(reverse({_row_hash(query)}))))"
     if not query.provenance:
         return f"SELECT count(), {typed_sum}{selection}", parameters
     offset = "toUInt64(_part_offset)"

@@ -33,6 +33,7 @@ import pyarrow as pa
 from airflow_provider_dpone.core.canonical import tagged_digest
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.transfer.ports import TargetInvocation, TargetPublicationReceipt
+from airflow_provider_dpone.transfer.values.row_digest import RowDigest
 from airflow_provider_dpone.transfer.values.target import RECEIPT_TABLE, PublicationMode, TargetPlan, TargetTable
 from airflow_provider_dpone.transfer.values.target_receipts import (
     ChunkEvidence,
@@ -182,6 +183,9 @@ class Session:
 class SqlTransferTarget(ABC):
     """Stage, verify and atomically publish into one bound table of a SQL database (see the module docstring)."""
 
+    row_digests: tuple[RowDigest, ...] = (RowDigest.TYPED_SHA256,)
+    """The row digest methods this target computes over what it stores; the first is the one a new route plans."""
+
     errors: ClassVar[tuple[type[BaseException], ...]]
     """What the driver raises for a failed statement or round trip."""
     statements: ClassVar[Statements]
@@ -291,7 +295,14 @@ class SqlTransferTarget(ABC):
 
     # -- shared plumbing -----------------------------------------------------------------------------------------
     def plan(self, invocation: TargetInvocation) -> TargetPlan:
-        return self.table.plan(invocation.invocation_id, invocation.columns, invocation.window)
+        """The invocation's plan; ``native_transfer.row_digest_unsupported`` when its rows were hashed by a method this
+        target does not compute."""
+        if invocation.row_digest not in self.row_digests:
+            raise DponeError(
+                "native_transfer.row_digest_unsupported",
+                f"{type(self).__name__} computes {', '.join(self.row_digests)}, not {invocation.row_digest}",
+            )
+        return self.table.plan(invocation.invocation_id, invocation.columns, invocation.window, invocation.row_digest)
 
     def _receipt(self, session: Session, plan: TargetPlan) -> TargetReceiptRow | None:
         if self._kind(session, plan.target_schema, RECEIPT_TABLE) is None:

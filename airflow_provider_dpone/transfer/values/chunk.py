@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, field_validator, model_serializer
 
 from airflow_provider_dpone.core.canonical import tagged_digest
 from airflow_provider_dpone.core.columns import MAX_COLUMNS, NativeColumn, columns_sha256
@@ -19,6 +19,7 @@ from airflow_provider_dpone.core.manifest.transfer_options import SourceSnapshot
 from airflow_provider_dpone.core.record_format import ANOTHER_BUILD, PRE_RELEASE, format_error, format_name
 from airflow_provider_dpone.core.typed_digest import MODULUS, native_multiset_digest
 from airflow_provider_dpone.transfer.values.raw_snapshot_eof import EXTENSION_KEY, SourceSnapshotExtension
+from airflow_provider_dpone.transfer.values.row_digest import RowDigest, parse_row_digest
 from airflow_provider_dpone.transfer.values.utc_window import UtcWindow
 
 PLAN_KIND: Final = "dpone.native-chunk-plan.v1"
@@ -58,6 +59,21 @@ class NativeChunkPlan(_Frozen):
     max_chunk_bytes: int = Field(ge=1024)
     legacy_source_binding_sha256: str = _Sha
     source_query_id: str
+    row_digest: RowDigest = RowDigest.TYPED_SHA256
+    """How every row hash of the invocation was computed (absent in plans sealed before it was recorded: typed)."""
+
+    @field_validator("row_digest", mode="before")
+    @classmethod
+    def _known_method(cls, value: object) -> RowDigest:
+        return parse_row_digest(value)
+
+    @model_serializer(mode="wrap")
+    def _sealed_form(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """The typed method is left out, so a plan sealed before the method was recorded re-encodes to its bytes."""
+        body: dict[str, Any] = handler(self)
+        if self.row_digest is RowDigest.TYPED_SHA256:
+            body.pop("row_digest", None)
+        return body
 
     @field_validator("kind", mode="before")
     @classmethod

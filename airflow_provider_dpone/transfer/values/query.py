@@ -16,6 +16,7 @@ from airflow_provider_dpone.core.columns import MAX_COLUMNS, NativeColumn
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.transfer.values.chunk import RelationRef
 from airflow_provider_dpone.transfer.values.raw_snapshot import QueryRecord, SettingRecord
+from airflow_provider_dpone.transfer.values.row_digest import RowDigest
 from airflow_provider_dpone.transfer.values.utc_window import UtcWindow
 
 SHAPE_KIND: Final = "dpone.clickhouse-snapshot-select.v1"
@@ -37,6 +38,7 @@ class SnapshotQuery(BaseModel):
     vendor_query_id: str
     block_rows: int = Field(ge=1)
     expected: QueryRecord | None
+    row_digest: RowDigest = RowDigest.TYPED_SHA256
 
     def settings_dict(self) -> dict[str, str]:
         return {record.name: record.value for record in self.settings}
@@ -60,6 +62,8 @@ def shape_descriptor(query: SnapshotQuery) -> dict[str, Any]:
         "offset": None,
         "predicate": None if query.window is None else {"column": query.window.column, "op": "half_open"},
         "provenance": list(PROVENANCE_COLUMNS) if query.provenance else [],
+        # bound only when not the first method, so the shapes (and digests) admitted before it stay what they were
+        **({} if query.row_digest is RowDigest.TYPED_SHA256 else {"row_digest": query.row_digest.value}),
     }
 
 

@@ -23,6 +23,7 @@ from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.identifiers import validate_identifier
 from airflow_provider_dpone.core.manifest.transfer import StringMapping
 from airflow_provider_dpone.core.typed_digest import LogicalType, TypedColumn
+from airflow_provider_dpone.transfer.values.row_digest import RowDigest
 from airflow_provider_dpone.transfer.values.target_types import ColumnType, parse_column_type
 from airflow_provider_dpone.transfer.values.utc_window import UtcWindow
 
@@ -112,6 +113,7 @@ class TargetPlan(_Closed):
     columns: tuple[TargetColumn, ...] = Field(min_length=1, max_length=MAX_COLUMNS)
     mode: PublicationMode
     window: TargetWindow | None = None
+    row_digest: RowDigest = RowDigest.TYPED_SHA256
 
     @model_validator(mode="after")
     def _consistent(self) -> TargetPlan:
@@ -200,9 +202,16 @@ class TargetTable(_Closed):
     table: str
     string_mapping: StringMapping = StringMapping.BINARY
 
-    def plan(self, invocation_id: str, columns: Sequence[NativeColumn], window: UtcWindow | None) -> TargetPlan:
+    def plan(
+        self,
+        invocation_id: str,
+        columns: Sequence[NativeColumn],
+        window: UtcWindow | None,
+        row_digest: RowDigest = RowDigest.TYPED_SHA256,
+    ) -> TargetPlan:
         """The deterministic plan of one invocation (validates names and column types; no I/O)."""
         return TargetPlan(
+            row_digest=row_digest,
             invocation_id=invocation_id,
             target_schema=self.target_schema,
             target_table=self.table,

@@ -19,16 +19,24 @@ The encodings per type, and why each is exact:
 
 The differential test (tests/contracts/test_postgres_digest.py) checks these against the Python digest on boundary
 values of every type.
+
+With the plan's row digest ``pg-record-sha256.v1`` (``transfer/values/row_digest.py``) each row hash is instead
+``sha256`` over the row as the server's own output functions render it, ``ROW(c1, ..., cn)::text`` (a ``text``
+column as its UTF-8 bytes), under the pinned session: one function call renders the whole row, so no per-column
+encoding, length prefix or concatenation is evaluated. The source renders the same text from its values
+(``transfer/source/pg_record.py``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final
 
 from airflow_provider_dpone.core.identifiers import quote_postgres
 from airflow_provider_dpone.core.typed_digest import HASH_LIMBS
 from airflow_provider_dpone.transfer.targets.postgres.statements import WRITER, qualified, window_predicate
-from airflow_provider_dpone.transfer.values.target import CHUNK_COLUMN, TargetPlan
+from airflow_provider_dpone.transfer.values.row_digest import RowDigest
+from airflow_provider_dpone.transfer.values.target import CHUNK_COLUMN, TargetColumn, TargetPlan
 from airflow_provider_dpone.transfer.values.target_types import ColumnType, StorageKind
 
 _ROW_TAG: Final[str] = r"'\x64706f6e652e74797065642d726f772e763100'::bytea"  # b"dpone.typed-row.v1\x00"
@@ -71,9 +79,31 @@ def _concat(parts: list[str]) -> str:
     return f"({_concat(parts[:middle])} || {_concat(parts[middle:])})"
 
 
+def record_text(columns: Sequence[TargetColumn]) -> str:
+    """``pg-record-sha256.v1``'s preimage: the row's record text, a ``text`` column entering as its UTF-8 bytes."""
+    values = ", ".join(
+        f"convert_to({quote_postgres(c.name)}, 'UTF8')"
+        if c.column_type.storage is StorageKind.TEXT
+        else quote_postgres(c.name)
+        for c in columns
+    )
+    return f"ROW({values})::text"
+
+
+def record_hash(columns: Sequence[TargetColumn]) -> str:
+    """``pg-record-sha256.v1``: SHA-256 of the row's record text as UTF-8."""
+    return f"sha256(convert_to({record_text(columns)}, 'UTF8'))"
+
+
 def _digest(plan: TargetPlan, relation: str, where: str) -> str:
     """One row over the rows of ``relation`` that ``where`` selects: their count, the eight limb sums of their row
     hashes, and the least and greatest writer (``xmin``) of the rows hashed."""
+    limbs = ", ".join(f"coalesce(sum({_limb(i)}), 0)" for i in range(HASH_LIMBS))
+    if plan.row_digest is RowDigest.PG_RECORD_SHA256:
+        return (
+            f"SELECT count(*), {limbs}, min(w), max(w) FROM (SELECT {WRITER} AS w, {record_hash(plan.columns)} AS h "
+            f"FROM {relation} WHERE {where} OFFSET 0) AS hashed"
+        )
     encoded = ", ".join(
         f"{_encoding(quote_postgres(c.name), c.column_type)} AS e{i}" for i, c in enumerate(plan.columns)
     )
@@ -84,7 +114,6 @@ def _digest(plan: TargetPlan, relation: str, where: str) -> str:
             for i in range(len(plan.columns))
         ]
     )
-    limbs = ", ".join(f"coalesce(sum({_limb(i)}), 0)" for i in range(HASH_LIMBS))
     # OFFSET 0 keeps each subquery from being inlined: inlined, every reference to e<i> or h would recompute it.
     return (
         f"SELECT count(*), {limbs}, min(w), max(w) FROM (SELECT w, sha256({fields}) AS h FROM "
@@ -103,3 +132,8 @@ def window_digest(plan: TargetPlan) -> str:
     """The same digest over the target table's rows inside the replaced window (the bounds are the two parameters):
     what the window holds after a window replace, as the publishing transaction sees it."""
     return _digest(plan, qualified(plan.target_schema, plan.target_table), window_predicate(plan))
+
+
+def table_digest(plan: TargetPlan, schema: str, table: str) -> str:
+    """The same digest over every row of ``schema.table`` (a table of the plan's columns)."""
+    return _digest(plan, qualified(schema, table), "TRUE")

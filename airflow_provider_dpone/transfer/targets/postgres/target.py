@@ -48,6 +48,7 @@ from airflow_provider_dpone.transfer.targets.sql_target import (
     short,
     staging_missing,
 )
+from airflow_provider_dpone.transfer.values.row_digest import RowDigest
 from airflow_provider_dpone.transfer.values.target import RECEIPT_TABLE, TargetPlan, TargetTable
 from airflow_provider_dpone.transfer.values.target_values import readback_normalizer
 
@@ -111,6 +112,12 @@ class PostgresTransferTarget(SqlTransferTarget):
     ) -> None:
         """``verification``: ``server`` hashes the staged chunk inside PostgreSQL (14+; older servers read back);
         ``readback`` streams the chunk to the worker through psycopg's COPY decoder and hashes it there."""
+        # the record digest is rendered by the server's output functions: it has no read-back form
+        self.row_digests = (
+            (RowDigest.PG_RECORD_SHA256, RowDigest.TYPED_SHA256)
+            if verification == "server"
+            else (RowDigest.TYPED_SHA256,)
+        )
         super().__init__(table, lock_timeout_ms=lock_timeout_ms)
         self._connect = connect
         self._copy_connect = copy_connect
@@ -282,6 +289,13 @@ class PostgresTransferTarget(SqlTransferTarget):
             finally:
                 session.conn.rollback()
 
+    def _in_sql(self, plan: TargetPlan, conn: Any) -> bool:
+        """Whether the digest runs in SQL: always for the record digest (``sha256`` and ``record_out`` are older than
+        every supported server), for the typed one on servers whose ``extract`` is exact."""
+        if plan.row_digest is RowDigest.PG_RECORD_SHA256:
+            return True
+        return self._verification != "readback" and conn.info.server_version >= SERVER_DIGEST_MIN_VERSION
+
     def _staged_digest(self, session: Session, plan: TargetPlan, ordinal: int) -> tuple[int, int]:
         rows, total, _ = self._staged_digest_and_writer(session, plan, ordinal)
         return rows, total
@@ -291,7 +305,7 @@ class PostgresTransferTarget(SqlTransferTarget):
     ) -> tuple[int, int, str | None]:
         conn = session.conn
         session.run(sql.READ_BY_INDEX)
-        if self._verification != "readback" and conn.info.server_version >= SERVER_DIGEST_MIN_VERSION:
+        if self._in_sql(plan, conn):
             row = session.one(chunk_digest(plan, ordinal))
             limbs = [int(value) for value in row[1 : 1 + HASH_LIMBS]]
             return int(row[0]), fold_limb_sums(limbs), _one_writer(row[1 + HASH_LIMBS], row[2 + HASH_LIMBS])
@@ -309,7 +323,7 @@ class PostgresTransferTarget(SqlTransferTarget):
         """In SQL as a chunk's (``digest.window_digest``), or read back through psycopg's COPY decoder where chunks
         are read back."""
         conn = session.conn
-        if self._verification != "readback" and conn.info.server_version >= SERVER_DIGEST_MIN_VERSION:
+        if self._in_sql(plan, conn):
             row = session.one(window_digest(plan), bounds)
             return int(row[0]), fold_limb_sums([int(value) for value in row[1 : 1 + HASH_LIMBS]])
         observed = MultisetDigest(plan.typed_columns)
