@@ -374,7 +374,8 @@ class MemberSession(Protocol):
     def sync_replica(self, database: str, table: str, *, timeout_seconds: float) -> bool:
         """``SYSTEM SYNC REPLICA`` bounded by ``timeout_seconds``: ``True`` once this replica has fetched every entry
         of the shared log as of the call, ``False`` when the bound elapsed first (ClickHouse Code 159). Not a mutation
-        (it only waits), so it may be repeated; :class:`UnavailableError` when it cannot be asked."""
+        (it only waits), so it may be repeated; :class:`UnavailableError` when it cannot be asked, its subclass
+        :class:`AccessDeniedError` when the account lacks the grant (Code 497)."""
         ...
 
 

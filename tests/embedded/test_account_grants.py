@@ -38,3 +38,30 @@ def test_a_restricted_account_holds_exactly_its_grants_and_the_engine_enforces_t
     restored = embedded_cluster.client("member1")
     restored.command(f"INSERT INTO {table} VALUES (3)")
     assert int(restored.command(f"SELECT count() FROM {table}")) == 3, "the full account again"
+
+
+def test_sync_replica_of_a_replicated_table_needs_its_grant_as_on_a_server(
+    embedded_cluster: EmbeddedCluster, fresh_database: str
+) -> None:
+    """``InterpreterSystemQuery::syncReplica`` checks ``SYSTEM SYNC REPLICA`` on the table first: the double's wait
+    runs only after the engine's own check of the statement passed."""
+    table = f"`{fresh_database}`.r"
+    statement = f"SYSTEM SYNC REPLICA {table}"
+    setup = embedded_cluster.client("member1")
+    setup.command(
+        f"CREATE TABLE {table} (a UInt64) ENGINE = ReplicatedMergeTree('/grants/{fresh_database}/r', 'r1') ORDER BY a"
+    )
+    setup.command(f"INSERT INTO {table} VALUES (1)")
+    setup.close()
+    try:
+        embedded_cluster.restrict_account([f"GRANT SELECT ON {fresh_database}.r"], targets=["member1"])
+        with pytest.raises(DatabaseError) as refused:
+            embedded_cluster.client("member1").command(statement)
+        assert refused.value.code == 497 and "SYSTEM SYNC REPLICA" in str(refused.value)
+        grants = [f"GRANT SELECT ON {fresh_database}.r", f"GRANT SYSTEM SYNC REPLICA ON {fresh_database}.r"]
+        embedded_cluster.restrict_account(grants, targets=["member1"])
+        client = embedded_cluster.client("member1")
+        client.command(statement, settings={"receive_timeout": 10})
+        assert int(client.command(f"SELECT count() FROM {table}")) == 1
+    finally:
+        embedded_cluster.restrict_account(None, targets=["member1"])

@@ -23,6 +23,17 @@ def embedded_manifest(example: ModuleType, cluster: EmbeddedCluster, database: s
     return retargeted_manifest(example, cluster=cluster.cluster_name, database=database)
 
 
+def add_source_row(cluster: EmbeddedCluster, database: str, row_id: int) -> None:
+    """One more row in the demo source (on the coordinator), so the next publication differs from the last."""
+    client = cluster.client()
+    try:
+        client.command(
+            f"INSERT INTO `{database}`.source_table (id, name, amount, updated_at) VALUES ({row_id}, 'n', NULL, 0)"
+        )
+    finally:
+        client.close()
+
+
 def existing_target(cluster: EmbeddedCluster, database: str, *, on_cluster: bool = False) -> None:
     """An equal pre-existing target with two rows on every member: the operation adopts it as its baseline.
 

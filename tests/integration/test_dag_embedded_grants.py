@@ -11,7 +11,6 @@ stable code and the target published before is intact on every member.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,61 +20,13 @@ from typing import Any
 import pytest
 from dpone_embedded import EmbeddedCluster
 
-from airflow_provider_dpone.cluster.values.authority.row import AUTHORITY_COLUMNS, AUTHORITY_TABLE
-from tests.integration.dag_runner import RunOutcome, configure, export_connection, load_example, run_example
-from tests.integration.documented_grants import documented_grants
-from tests.integration.embedded_example import embedded_manifest, member_rows
+from tests.integration.dag_runner import RunOutcome, load_example, run_example
+from tests.integration.embedded_example import member_rows
+from tests.integration.restricted_account import held_grants, privileges, restrict, restricted_example, without
 
 pytestmark = pytest.mark.embedded_cluster(members=2)
 
-MARKER = "-- dpone: publication grants"
 SOURCE_ROWS = 30
-
-
-def publication_grants(database: str) -> list[str]:
-    return documented_grants("limitations.md", MARKER, database=database)
-
-
-def recreate_authority(cluster: EmbeddedCluster, database: str) -> None:
-    """The KeeperMap authority table again on every process, by the restricted account (its Keeper state died with
-    the restart)."""
-    columns = ", ".join(f"`{name}` {type_}" for name, type_ in AUTHORITY_COLUMNS)
-    for endpoint in cluster.endpoints:
-        client = cluster.client(endpoint)
-        try:
-            client.command(f"DROP TABLE IF EXISTS `{database}`.`{AUTHORITY_TABLE}` SYNC")
-            client.command(
-                f"CREATE TABLE `{database}`.`{AUTHORITY_TABLE}` ({columns}) "
-                f"ENGINE = KeeperMap('/dpone/authority/{database}') PRIMARY KEY target_key"
-            )
-        finally:
-            client.close()
-
-
-def privileges(grants: list[str]) -> set[tuple[str, str]]:
-    """``(privilege, object)`` pairs of ``GRANT a, b ON object`` lines (``SHOW GRANTS`` merges lines per object)."""
-    pairs = set()
-    for grant in grants:
-        matched = re.fullmatch(r"GRANT (.+) ON (\S+)(?: TO default)?", grant)
-        assert matched is not None, grant
-        pairs |= {(name.strip(), matched.group(2)) for name in matched.group(1).split(",")}
-    return pairs
-
-
-def held_grants(cluster: EmbeddedCluster) -> list[set[tuple[str, str]]]:
-    held = []
-    for endpoint in cluster.endpoints:
-        client = cluster.client(endpoint)
-        try:
-            held.append(privileges([str(line) for (line,) in client.query("SHOW GRANTS").result_rows]))
-        finally:
-            client.close()
-    return held
-
-
-def restrict(cluster: EmbeddedCluster, database: str, grants: list[str]) -> None:
-    cluster.restrict_account(grants)
-    recreate_authority(cluster, database)
 
 
 @pytest.fixture(scope="module")
@@ -87,17 +38,9 @@ def example(dags_folder: Path) -> ModuleType:
 def restricted(
     example: ModuleType, embedded_cluster: EmbeddedCluster, fresh_database: str, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[dict[str, Any]]:
-    """The demo objects created by the full account, then every process restarted with the documented grants."""
-    export_connection(monkeypatch, embedded_cluster)
-    content = embedded_manifest(example, embedded_cluster, fresh_database, rows=SOURCE_ROWS)
-    configure(example, None, manifest=content, poll_interval=0.2, retries=0)
-    grants = publication_grants(fresh_database)
-    restrict(embedded_cluster, fresh_database, grants)
-    try:
+    """Every process restarted with exactly the documented grants, the DAG pointed at a fresh demo database."""
+    with restricted_example(example, embedded_cluster, fresh_database, monkeypatch, rows=SOURCE_ROWS) as grants:
         yield {"database": fresh_database, "grants": grants}
-    finally:
-        configure(example, None)
-        embedded_cluster.restrict_account(None)  # the fixture drops the database with the full account
 
 
 def _run(example: ModuleType, day: int) -> RunOutcome:
@@ -137,9 +80,7 @@ def test_a_missing_grant_ends_in_its_code_with_the_old_target_intact(
     first = _run(example, 3)
     assert first.succeeded, first.states
     assert member_rows(embedded_cluster, database) == [(SOURCE_ROWS, SOURCE_ROWS)] * 2
-    grants = [grant for grant in restricted["grants"] if grant != missing.format(database=database)]
-    assert len(grants) == len(restricted["grants"]) - 1
-    restrict(embedded_cluster, database, grants)
+    restrict(embedded_cluster, database, without(restricted["grants"], missing, database))
     capfd.readouterr()
     second = _run(example, 4)
     logged = "\n".join(capfd.readouterr())

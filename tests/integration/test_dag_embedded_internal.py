@@ -46,7 +46,7 @@ from tests.integration.dag_runner import (
     provision_example,
     run_example,
 )
-from tests.integration.embedded_example import embedded_manifest
+from tests.integration.embedded_example import add_source_row, embedded_manifest
 from tests.integration.replica_checks import (
     authority_record,
     follower_process,
@@ -99,16 +99,6 @@ def _run(example: ModuleType, day: int, **options: Any) -> RunOutcome:
     return run_example(example, logical_date=datetime(2026, 5, day, tzinfo=UTC), **options)
 
 
-def _insert_source_row(cluster: EmbeddedCluster, database: str, row_id: int) -> None:
-    client = cluster.client()
-    try:
-        client.command(
-            f"INSERT INTO `{database}`.source_table (id, name, amount, updated_at) VALUES ({row_id}, 'n', NULL, 0)"
-        )
-    finally:
-        client.close()
-
-
 def assert_published_exactly(cluster: EmbeddedCluster, database: str, outcome: RunOutcome) -> dict[str, Any]:
     """Every replica holds exactly the source rows (no duplicate), the authority is COMPLETED (v1), the receipt
     agrees with both, and nothing but the authority and the target is left on any replica."""
@@ -154,7 +144,7 @@ def test_two_runs_in_a_row_the_second_replaces_the_first_and_cleanup_drops_it(
     facts = table_facts(embedded_cluster, database)
     assert all(("target_table", "ReplicatedMergeTree", "toYYYYMM(updated_at)") in tables for tables in facts)
 
-    _insert_source_row(embedded_cluster, database, 9001)
+    add_source_row(embedded_cluster, database, 9001)
     second = _run(example, 2)
     again = assert_published_exactly(embedded_cluster, database, second)
     assert (again["baseline"], again["publication_kind"]) == ("existing", "exchange")
@@ -199,7 +189,7 @@ def test_a_lost_load_response_is_resolved_by_observation_and_a_failed_load_by_a_
     assert not faults.armed(), "the load's response was lost"
     assert (first.tries["stage"], receipt["rebuilds"]) == (1, 0), "resolved by observation, not by a resend"
 
-    _insert_source_row(embedded_cluster, database, 9002)
+    add_source_row(embedded_cluster, database, 9002)
     faults.fail_next_statement(loader, 241, match="^INSERT INTO")
     second = _run(example, 4)
     again = assert_published_exactly(embedded_cluster, database, second)

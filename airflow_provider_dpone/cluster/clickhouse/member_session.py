@@ -38,6 +38,7 @@ from airflow_provider_dpone.cluster.values.part_digests import PartDigest
 from airflow_provider_dpone.cluster.values.receipts import CURRENT_CONTENT_DIGEST, ContentDigestVersion
 from airflow_provider_dpone.core.clickhouse.endpoint import Endpoint
 from airflow_provider_dpone.core.clickhouse.oneshot import (
+    ACCESS_DENIED,
     PROCESS_GUARD,
     TIMEOUT_EXCEEDED,
     MutationGuard,
@@ -49,6 +50,7 @@ from airflow_provider_dpone.core.clickhouse.oneshot import (
 )
 from airflow_provider_dpone.core.clickhouse_engines import EngineClass, classify_engine
 from airflow_provider_dpone.core.errors import (
+    AccessDeniedError,
     ArtifactInvalidError,
     DponeError,
     ExchangeUnsupportedError,
@@ -194,7 +196,8 @@ class ClickHouseMemberSession:
         return ReplicaStatus.model_validate(values)
 
     def sync_replica(self, database: str, table: str, *, timeout_seconds: float) -> bool:
-        """Bounded ``SYSTEM SYNC REPLICA``; ``False`` when the server's bound elapsed (Code 159).
+        """Bounded ``SYSTEM SYNC REPLICA``; ``False`` when the server's bound elapsed (Code 159), and
+        :class:`AccessDeniedError` when the account lacks the ``SYSTEM SYNC REPLICA`` grant (Code 497).
 
         The server answers nothing while it waits, so its bound must end before the client's HTTP read timeout, or
         the wait ends as a transport error instead of the server's "not yet". The bound sent is therefore the
@@ -207,6 +210,10 @@ class ClickHouseMemberSession:
         except Error as error:
             if error_code(error) == TIMEOUT_EXCEEDED:
                 return False
+            if error_code(error) == ACCESS_DENIED:
+                raise AccessDeniedError(
+                    f"member {self.member_id}: SYNC REPLICA refused (Code {ACCESS_DENIED})"
+                ) from None
             raise UnavailableError(f"member {self.member_id}: SYNC REPLICA failed ({type(error).__name__})") from None
         return True
 

@@ -45,7 +45,7 @@ from airflow_provider_dpone.cluster.values.authority.generation import MAX_REBUI
 from airflow_provider_dpone.cluster.values.authority.internal import LoadBinding, ReplicatedCandidate, as_internal
 from airflow_provider_dpone.cluster.values.authority.phases import MemberStage, Phase
 from airflow_provider_dpone.cluster.values.receipts import ArtifactReceipt
-from airflow_provider_dpone.core.errors import DponeError, UnavailableError
+from airflow_provider_dpone.core.errors import AccessDeniedError, DponeError, UnavailableError
 
 FOREIGN = "DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_FOREIGN"
 PENDING = "DPONE_CLICKHOUSE_CLUSTER_STAGING_DDL_PENDING"
@@ -283,6 +283,10 @@ def _sync(ctx: Context, member_id: str, timeout: float) -> bool:
         return ctx.session(member_id).sync_replica(
             ctx.request.database, ctx.request.candidate_name, timeout_seconds=timeout
         )
+    except AccessDeniedError:
+        raise DponeError(
+            "DPONE_CLICKHOUSE_CLUSTER_MEMBER_ACCESS_DENIED", f"member {member_id}: SYSTEM SYNC REPLICA"
+        ) from None
     except UnavailableError:
         raise DponeError(
             "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_INCOMPLETE", f"member {member_id} did not answer"

@@ -123,6 +123,11 @@ class UnavailableError(Exception):
     """A read could not be answered (connection, timeout, missing table)."""
 
 
+class AccessDeniedError(UnavailableError):
+    """The server refused a read or a wait for want of a grant (``ACCESS_DENIED``, Code 497): no retry can succeed
+    until the account holds it; nothing changed."""
+
+
 class VerificationBudgetExceededError(UnavailableError):
     """The server stopped a content read at the verification budget: nothing was verified, nothing changed."""
 

@@ -481,6 +481,14 @@ RUNTIME_ADMISSION: tuple[ErrorCode, ...] = (
         retryable=True,
     ),
     ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_MEMBER_ACCESS_DENIED",
+        "a member refused a statement of the protocol for want of a grant (ACCESS_DENIED, Code 497), for example "
+        "SYSTEM SYNC REPLICA on the staging database in internal mode; nothing was changed",
+        "grant what the detail names (docs/limitations.md lists the publication grants), then clear the task: it "
+        "resumes from the authority; a retry without the grant cannot succeed",
+        retryable=False,
+    ),
+    ErrorCode(
         "DPONE_CLICKHOUSE_CLUSTER_REPLICA_NOT_CONVERGED",
         "a replica of the candidate did not fetch every replicated part within the bounded wait",
         "retry the stage task: it waits again without mutating; check the replica's Keeper session and fetches",

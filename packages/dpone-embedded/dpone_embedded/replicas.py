@@ -6,7 +6,7 @@ chdb's own replication would hang the engine, so a replicated table is its non-r
 name (``default_replica_path``/``default_replica_name`` of the engine), macro expansion, ``REPLICA_ALREADY_EXISTS``.
 An insert into such a table is spooled once, deduplicated by block id, inserted locally and logged; every other
 replica's worker (:mod:`~dpone_embedded.replica_worker`) inserts the same bytes. ``DROP`` removes
-the replica, ``SYSTEM SYNC REPLICA`` waits for the log, and ``system.replicas``/``system.tables`` show the replicas
+the replica, ``SYSTEM SYNC REPLICA`` waits for the log (once the engine passed its access check), and ``system.replicas``/``system.tables`` show the replicas
 as a server does. Statements replication does not carry (``ALTER``, ``TRUNCATE``, ``DELETE``) are refused.
 """
 
@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dpone_embedded import macros, replica_inserts, replica_views
-from dpone_embedded.engine import Engine, EngineResult, EngineStream, Handle
+from dpone_embedded.engine import Engine, EngineError, EngineResult, EngineStream, Handle
 from dpone_embedded.httpwire import escape_param
 from dpone_embedded.layout import ProcessSpec
 from dpone_embedded.replicated_sql import (
@@ -46,6 +46,8 @@ from dpone_embedded.sqltext import (
 from dpone_embedded.store import Store
 
 POLL_SECONDS = 0.02
+BAD_ARGUMENTS = 36
+"""The engine's answer to ``SYSTEM SYNC REPLICA`` of a table it does not replicate itself."""
 LOCAL_DEDUP_WINDOW = 100
 """``non_replicated_deduplication_window`` of a replica's local table: re-applying a logged block is a no-op."""
 
@@ -163,7 +165,10 @@ class Replication:
             return self._drop(sql, handle, database, settings)
         if keyword == "SYSTEM" and (sync := sync_replica(sql)) is not None:
             replica = self._replica_of(sync.table, handle, database)
-            return self._sync(sync, replica, handle, database, settings) if replica else None
+            if replica is None:
+                return None
+            self._check_sync_access(sql, handle, database, settings)
+            return self._sync(sync, replica, handle, database, settings)
         if keyword == "INSERT" and (insert := insert_statement(sql)) is not None:
             replica = self._replica_of(insert.table, handle, database)
             return (
@@ -272,6 +277,21 @@ class Replication:
         result = self.engine.execute(sql, handle=handle, database=database, settings=settings)
         self.log.unregister(self.spec.name, dropped)
         return result
+
+    def _check_sync_access(
+        self, sql: str, handle: Handle | None, database: str | None, settings: dict[str, str]
+    ) -> None:
+        """The engine's own access check of ``SYSTEM SYNC REPLICA`` (Code 497 without the grant).
+
+        ``InterpreterSystemQuery::syncReplica`` checks ``SYSTEM_SYNC_REPLICA`` on the table before it asks whether the
+        table is replicated, and answers ``BAD_ARGUMENTS`` (36, "is not replicated") for the local non-replicated
+        table the engine holds here: that answer means the account passed the check, any other error is the
+        statement's answer."""
+        try:
+            self.engine.execute(sql, handle=handle, database=database, settings=settings)
+        except EngineError as error:
+            if error.code != BAD_ARGUMENTS:
+                raise
 
     def _sync(
         self,
