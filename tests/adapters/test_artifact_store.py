@@ -15,7 +15,7 @@ from airflow.sdk import ObjectStoragePath
 import airflow_provider_dpone
 from airflow_provider_dpone.cluster.clickhouse.artifact_source import copy_bounded
 from airflow_provider_dpone.cluster.clickhouse.artifact_store import ObjectStorageArtifactStore
-from airflow_provider_dpone.cluster.values.receipts import ArtifactColumn, ArtifactReceipt
+from airflow_provider_dpone.cluster.values.receipts import CURRENT_CONTENT_DIGEST, ArtifactColumn, ArtifactReceipt
 from airflow_provider_dpone.core.errors import ArtifactInvalidError, DponeError
 
 
@@ -30,6 +30,7 @@ def receipt_for(data: bytes, **changes: object) -> ArtifactReceipt:
         "row_count": 1,
         "columns": (ArtifactColumn(name="id", type="UInt64"),),
         "content_digest": "c" * 64,
+        "content_digest_version": CURRENT_CONTENT_DIGEST,
         "replayable": True,
     }
     values.update(changes)
