@@ -52,8 +52,10 @@ dist:
 	env -u VIRTUAL_ENV $(DIST_TOOLS)/bin/uv build --quiet --out-dir dist
 	env -u VIRTUAL_ENV $(DIST_TOOLS)/bin/uv build --quiet --out-dir dist packages/dpone-embedded
 
+# The suite runs in two processes (pytest-xdist), one test file per process at a time, so a file's module fixtures
+# (its embedded clusters) start once; every cluster, server and Airflow home takes its own ports and directories.
 test: lint docs postgres
-	$(PY) -m pytest -q --durations=15
+	$(PY) -m pytest -q -n 2 --dist loadfile --durations=15
 
 # The opt-in real-server suite (not part of `make test`), the one command for everything that needs real servers. Needs
 # a Docker engine. Starts the compose cluster (three Keeper servers, two ClickHouse servers of the release the embedded
