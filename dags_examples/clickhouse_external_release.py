@@ -38,10 +38,16 @@ with DAG(
     params={
         "dag_id": Param(FULL_REFRESH_DAG_ID, type="string", description="DAG id of the stopped run"),
         "run_id": Param("", type="string", minLength=1, description="run id of the stopped run"),
-        "operation_id": Param("", type="string", description="optional guard: the run's operation id"),
+        "operation_id": Param(
+            None,
+            type=["null", "string"],
+            description="optional guard: the run's 64-hex operation id (the fence task's log and XCom); empty for none",
+        ),
         "decision": Param("", type="string", enum=["restored", "accepted"], description="what you did on every member"),
         "accepted_row_count": Param(
-            "", type="string", description="accepted only: the row count every member's target holds"
+            None,
+            type=["null", "string"],
+            description="accepted only: the row count every member's target holds; empty for restored",
         ),
     },
     tags=["dpone", "clickhouse", "external-replication", "maintenance"],
@@ -52,9 +58,9 @@ with DAG(
         manifest=manifest,
         target_dag_id="{{ params.dag_id }}",
         target_run_id="{{ params.run_id }}",
-        operation_id="{{ params.operation_id }}",
+        operation_id="{{ params.operation_id or '' }}",
         decision="{{ params.decision }}",
-        accepted_row_count="{{ params.accepted_row_count }}",
+        accepted_row_count="{{ params.accepted_row_count or '' }}",
     )
 
 __all__ = ["DAG_ID", "MANIFEST", "dag", "manifest"]

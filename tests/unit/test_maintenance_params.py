@@ -15,8 +15,12 @@ from typing import Any
 import pytest
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "dags_examples"
-MAINTENANCE = ("clickhouse_external_abort.py", "clickhouse_external_void_permit.py")
-OPTIONAL = {"operation_id", "retired_server_uuid"}
+MAINTENANCE = (
+    "clickhouse_external_abort.py",
+    "clickhouse_external_void_permit.py",
+    "clickhouse_external_release.py",
+)
+OPTIONAL = {"operation_id", "retired_server_uuid", "accepted_row_count"}
 
 
 def _dag(name: str) -> Any:
@@ -40,6 +44,8 @@ def test_the_guards_are_optional_in_the_trigger_form(name: str) -> None:
 def test_a_form_with_the_guards_left_empty_validates(name: str) -> None:
     params = copy.deepcopy(_dag(name).params)
     params["run_id"] = "manual__2026-04-01T00:00:00+00:00"
+    if "decision" in params:
+        params["decision"] = "restored"
     for key in OPTIONAL & set(params):
         params[key] = None  # what the form sends for an emptied field
     assert params.validate()["operation_id"] is None
