@@ -11,11 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.fakes.faults import FaultKind
 from tests.protocol.sim import BASELINE_ROWS, NEW_ROWS, UNPROVEN, Sim
+
+pytestmark = pytest.mark.slow  # minutes: collected first (tests/conftest.py)
 
 SCHEDULES = int(__import__("os").environ.get("DPONE_SCHEDULES", "10000"))
 MAX_POINT = 40  # a fault-free run has 19-26 points; retries add more
