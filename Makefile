@@ -11,7 +11,7 @@ SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
 UV := $(VENV)/bin/uv
-# the demo's Airflow home; the test suite ignores it (tests/airflow_home.py gives each session its own)
+# the demo's Airflow home; the test suite ignores it (tests/support/airflow_home.py gives each session its own)
 export AIRFLOW_HOME ?= $(CURDIR)/.airflow
 export AIRFLOW__CORE__LOAD_EXAMPLES ?= False
 # the demo is one process (dag.test): its worker-local artifact store is the only store

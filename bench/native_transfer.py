@@ -35,7 +35,7 @@ route / floor per shape and size, with each check's CPU seconds. ``--row-digest`
 (``pg-record-sha256.v1``, what the hook plans for PostgreSQL; ``typed-sha256.v1``, the typed SHA-256). ``--window`` measures the window replace
 (``partition_replace``) instead of the full refresh: the warmup publishes the target in full, every measured trial
 replaces a window that holds every row (delete, insert from staging, the window's digest). A throwaway
-PostgreSQL server is started once (``tests/fixtures/postgres.py``) unless ``--dsn`` is given. Not part of the pytest
+PostgreSQL server is started once (``tests/support/fixtures/postgres.py``) unless ``--dsn`` is given. Not part of the pytest
 suite.
 
     .venv/bin/python bench/native_transfer.py [--rows 100000 1000000] [--shapes narrow wide] [--trials 3]
@@ -642,7 +642,7 @@ def main() -> None:
     if args.dsn:
         run_all(args.dsn)
     else:
-        from tests.fixtures.postgres import throwaway_cluster
+        from tests.support.fixtures.postgres import throwaway_cluster
 
         with throwaway_cluster() as server:
             run_all(server.dsn)

@@ -266,7 +266,7 @@ def main() -> None:
     if args.dsn:
         run(args.dsn, args.rows, args.chunk_rows, args.verification, args.shapes.split(","))
         return
-    from tests.fixtures.postgres import throwaway_cluster
+    from tests.support.fixtures.postgres import throwaway_cluster
 
     with throwaway_cluster() as server:
         run(server.dsn, args.rows, args.chunk_rows, args.verification, args.shapes.split(","))

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import tests.airflow_home  # noqa: F401 -- an empty Airflow home of its own, before Airflow is imported
+import tests.support.airflow_home  # noqa: F401 -- an empty Airflow home of its own, before Airflow is imported
 
 
 def _median_ms(action: Callable[[], None], repeat: int) -> float:
@@ -51,7 +51,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=50)
     args = parser.parse_args()
-    from tests.fixtures.object_store import moto_s3
+    from tests.support.fixtures.object_store import moto_s3
 
     with moto_s3("bench_s3", "bench-probe") as server, tempfile.TemporaryDirectory() as local:
         results = {

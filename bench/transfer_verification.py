@@ -196,7 +196,7 @@ def main() -> None:
     if args.dsn:
         results = run(args.dsn)
     else:
-        from tests.fixtures.postgres import throwaway_cluster
+        from tests.support.fixtures.postgres import throwaway_cluster
 
         with throwaway_cluster() as server:
             results = run(server.dsn)

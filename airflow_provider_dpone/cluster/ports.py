@@ -2,8 +2,8 @@
 
 The ports speak in *intents* and *observations*, never SQL: "create this table with this exact UUID", "exchange these
 two tables on the cluster", "what does this member hold under this name". The ClickHouse adapters (``cluster/clickhouse/``)
-render the SQL; the in-memory fakes (``tests/fakes/``) implement the same contracts for the fault simulation, and both
-pass the contract suites of ``tests/contracts/``.
+render the SQL; the in-memory fakes (``tests/support/fakes/``) implement the same contracts for the fault simulation, and both
+pass the contract suites (``pytest -m contract``).
 
 Failure contract shared by every mutating method (each is one-shot: no retry, no reconnect replay, no async insert),
 with the outcomes of :mod:`airflow_provider_dpone.core.errors`:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install the PostgreSQL server binaries (initdb, pg_ctl) if they are absent, and print their directory.
 #
-# The tests start their own throwaway cluster from these binaries (tests/fixtures/postgres.py): no service is started
+# The tests start their own throwaway cluster from these binaries (tests/support/fixtures/postgres.py): no service is started
 # here. Under CI (CI=true) the PostgreSQL tests fail when the binaries are missing, so run this before the test suite.
 # Needs root (apt-get) only when the binaries are missing; PostgreSQL itself is later run as the `postgres` user.
 set -euo pipefail

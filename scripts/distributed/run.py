@@ -9,7 +9,7 @@ the 20-minute CI budget allows beside the suite. What it builds, from PyPI and D
 - PostgreSQL (``scripts/ci/postgres.sh``'s binaries) as the metadata database and as the transfer target, Redis
   (``redis-server`` from Debian) as the Celery broker, moto's S3 server as the two stores, the embedded ClickHouse
   cluster (``python -m dpone_embedded up``);
-- an api-server, a scheduler, a dag-processor and a triggerer (``tests/integration/airflow_deployment.py``), and two
+- an api-server, a scheduler, a dag-processor and a triggerer (``tests/support/airflow/airflow_deployment.py``), and two
   Celery workers, each with its own home, host name and ``worker_log_server_port``.
 
 Every setting the page lists is taken from the page itself (:func:`page_settings`): the ``[dpone]`` block verbatim
@@ -251,7 +251,7 @@ def worker_environment(shared: dict[str, str], name: str, home: Path, log_port: 
         "AIRFLOW_HOME": str(home),
         "AIRFLOW_CONFIG": str(home / "airflow.cfg"),
         airflow_variable("logging", "worker_log_server_port"): str(log_port),
-        airflow_variable("core", "hostname_callable"): "tests.integration.worker_try.hostname",
+        airflow_variable("core", "hostname_callable"): "tests.support.airflow.worker_try.hostname",
         "DPONE_WORKER_HOSTNAME": name,
     }
 
@@ -346,8 +346,8 @@ class Distributed:
     # --- building ---
 
     def build(self) -> None:
-        from tests.fixtures.postgres import find_postgres_bin, throwaway_cluster
-        from tests.integration.airflow_deployment import AirflowDeployment, Deadline
+        from tests.support.airflow.airflow_deployment import AirflowDeployment, Deadline
+        from tests.support.fixtures.postgres import find_postgres_bin, throwaway_cluster
 
         redis = shutil.which("redis-server")
         if redis is None:
@@ -531,7 +531,7 @@ class Distributed:
     # --- the invariants, read directly from the servers ---
 
     def members_equal_source(self, database: str, table: str) -> dict[str, bool]:
-        from tests.integration.embedded_example import member_rows, member_tables, table_content
+        from tests.support.airflow.embedded_example import member_rows, member_tables, table_content
 
         source = table_content(self.cluster, self.cluster.coordinator, database, "source_table")
         contents = [table_content(self.cluster, member, database, table) for member in self.cluster.members]

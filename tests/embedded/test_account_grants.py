@@ -11,6 +11,8 @@ import pytest
 from clickhouse_connect.driver.exceptions import DatabaseError
 from dpone_embedded import EmbeddedCluster
 
+pytestmark = pytest.mark.embedded
+
 
 def test_a_restricted_account_holds_exactly_its_grants_and_the_engine_enforces_them(
     embedded_cluster: EmbeddedCluster, fresh_database: str

@@ -8,6 +8,8 @@ import pytest
 from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError
 from dpone_embedded import EmbeddedCluster
 
+pytestmark = pytest.mark.embedded
+
 
 async def test_async_query_insert_raw_insert_and_stream(embedded_cluster: EmbeddedCluster, fresh_database: str) -> None:
     client = await embedded_cluster.async_client("member1")

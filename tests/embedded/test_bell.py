@@ -12,7 +12,10 @@ from dpone_embedded.bell import Bell
 from dpone_embedded.launcher import package_root
 from dpone_embedded.store import Store
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the bell is watched with inotify")
+pytestmark = [
+    pytest.mark.embedded,
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the bell is watched with inotify"),
+]
 
 PATIENCE = 30.0
 """A wait's timeout: a lost ring would make the wait last this long."""

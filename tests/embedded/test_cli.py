@@ -11,7 +11,10 @@ from pathlib import Path
 
 import clickhouse_connect
 import dpone_embedded
+import pytest
 from dpone_embedded.launcher import alive
+
+pytestmark = pytest.mark.embedded
 
 ROOT = str(Path(dpone_embedded.__file__).resolve().parent.parent)
 

@@ -7,12 +7,15 @@ from pathlib import Path
 from typing import Any
 
 import chdb
+import pytest
 import yaml
 from dpone_embedded import TOPOLOGY, compose
 from dpone_embedded.layout import ProcessSpec, render_chdb_config
 from dpone_embedded.topology import CLICKHOUSE_VERSION, IMAGES
 
 from airflow_provider_dpone.transfer.targets.mssql.digest import UTF8_COLLATION
+
+pytestmark = pytest.mark.embedded
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -10,6 +10,8 @@ import pytest
 from clickhouse_connect.driver.exceptions import DatabaseError
 from dpone_embedded import EmbeddedCluster
 
+pytestmark = pytest.mark.embedded
+
 STRICT = {"keeper_map_strict_mode": 1}
 
 

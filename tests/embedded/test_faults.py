@@ -10,6 +10,8 @@ import pytest
 from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError
 from dpone_embedded import EmbeddedCluster
 
+pytestmark = pytest.mark.embedded
+
 
 def _count(cluster: EmbeddedCluster, target: str, table: str) -> int:
     return int(cluster.client(target).command(f"SELECT count() FROM {table}"))

@@ -12,7 +12,7 @@ from dpone_embedded import EmbeddedCluster
 from dpone_embedded.sqltext import external_access
 
 PASSWORD = "pw-hostile-3c1d"
-pytestmark = pytest.mark.embedded_cluster(members=2, password=PASSWORD)
+pytestmark = [pytest.mark.embedded, pytest.mark.embedded_cluster(members=2, password=PASSWORD)]
 
 REFUSED = (
     "SELECT count() FROM file('/etc/hostname', 'LineAsString')",

@@ -14,6 +14,8 @@ import pytest
 from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError
 from dpone_embedded import EmbeddedCluster
 
+pytestmark = pytest.mark.embedded
+
 ROWS = [
     (1, "one", Decimal("1.5000"), dt.datetime(2024, 1, 2, 3, 4, 5, 6000, tzinfo=dt.UTC)),
     (2, "two", None, dt.datetime(2024, 6, 7, 8, 9, 10, 0, tzinfo=dt.UTC)),

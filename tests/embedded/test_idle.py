@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from dpone_embedded import EmbeddedCluster
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.embedded, pytest.mark.slow]
 
 SETTLE_SECONDS = 2.0
 WINDOW_SECONDS = 10.0

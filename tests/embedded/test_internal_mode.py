@@ -9,9 +9,9 @@ import pytest
 from clickhouse_connect.driver.exceptions import DatabaseError
 from dpone_embedded import TOPOLOGY, EmbeddedCluster
 
-from tests.embedded import replication_checks as checks
+from tests.support.embedded import replication_checks as checks
 
-pytestmark = pytest.mark.embedded_cluster(members=3, internal_replication=True)
+pytestmark = [pytest.mark.embedded, pytest.mark.embedded_cluster(members=3, internal_replication=True)]
 
 
 @pytest.fixture

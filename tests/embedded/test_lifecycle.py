@@ -15,6 +15,8 @@ import pytest
 from dpone_embedded import EmbeddedCluster
 from dpone_embedded.launcher import alive
 
+pytestmark = pytest.mark.embedded
+
 ROOT = str(Path(dpone_embedded.__file__).resolve().parent.parent)
 
 

@@ -11,6 +11,8 @@ import pytest
 from clickhouse_connect.driver.exceptions import DatabaseError
 from dpone_embedded import EmbeddedCluster
 
+pytestmark = pytest.mark.embedded
+
 QUEUE_COLUMNS = [
     ("entry", "String"),
     ("entry_version", "Nullable(UInt8)"),

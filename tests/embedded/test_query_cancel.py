@@ -14,7 +14,9 @@ from typing import Any
 import pytest
 from dpone_embedded import EmbeddedCluster
 
-from tests.fixtures.query_log import ended_query
+from tests.support.fixtures.query_log import ended_query
+
+pytestmark = pytest.mark.embedded
 
 MEMBER = "member1"
 ROWS = 2_000_000

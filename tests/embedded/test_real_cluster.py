@@ -15,10 +15,10 @@ import pytest
 from clickhouse_connect.driver.exceptions import DatabaseError
 from dpone_embedded.topology import CLICKHOUSE_VERSION
 
-from tests.embedded import replication_checks as checks
-from tests.fixtures.real_cluster import DESCRIPTION, RealCluster, compose_cluster, require_reachable
+from tests.support.embedded import replication_checks as checks
+from tests.support.fixtures.real_cluster import DESCRIPTION, RealCluster, compose_cluster, require_reachable
 
-pytestmark = pytest.mark.real_cluster
+pytestmark = [pytest.mark.embedded, pytest.mark.real_cluster]
 
 QUEUE_COLUMNS_DOCUMENTED = [
     "entry", "entry_version", "initiator_host", "initiator_port", "cluster", "query", "settings",

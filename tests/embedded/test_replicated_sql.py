@@ -18,6 +18,8 @@ from dpone_embedded.replicated_sql import (
 from dpone_embedded.replication import Replica
 from dpone_embedded.sqltext import QualifiedName, insert_uuid
 
+pytestmark = pytest.mark.embedded
+
 ADAPTER_CREATE = (
     "CREATE TABLE `db`.`cand` UUID '6f1c0d1e-0000-4000-8000-000000000001' (`a` UInt64, `b` String)"
     " ENGINE = ReplicatedMergeTree ORDER BY (`a`) SETTINGS distributed_ddl_output_mode = 'throw',"

@@ -13,9 +13,9 @@ from dpone_embedded import EmbeddedCluster
 from dpone_embedded.replication import Block, Claim, ReplicationLog
 from dpone_embedded.store import Store
 
-from tests.embedded.replication_checks import digest, status
+from tests.support.embedded.replication_checks import digest, status
 
-pytestmark = pytest.mark.embedded_cluster(members=3, internal_replication=True)
+pytestmark = [pytest.mark.embedded, pytest.mark.embedded_cluster(members=3, internal_replication=True)]
 
 
 def _create(cluster: EmbeddedCluster, database: str, name: str = "t", **settings: object) -> str:

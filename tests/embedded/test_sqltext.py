@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from dpone_embedded.sqltext import (
     insert_uuid,
     insert_with_data,
@@ -11,6 +12,8 @@ from dpone_embedded.sqltext import (
     produces_result,
     replace_table_reference,
 )
+
+pytestmark = pytest.mark.embedded
 
 
 def test_insert_data_offset_and_settings() -> None:

@@ -17,8 +17,8 @@ The bytes go to ``SHA256`` through one flat ``concat`` (three arguments per fiel
 after its prefix and a ``0x00`` byte): no per-field ``concat`` and no branch over whole fields. The bytes equal those
 of the earlier per-field form, so stored digests and stage objects stay valid (costs: ``docs/perf-row-hash.md``).
 
-tests/integration/test_clickhouse_row_hash.py checks every transfer type and its boundary values against the Python
-digest, and the publication profile against the first form; tests/integration/test_publication_digest.py checks the
+tests/core/clickhouse/test_clickhouse_row_hash.py checks every transfer type and its boundary values against the Python
+digest, and the publication profile against the first form; tests/cluster/clickhouse/test_publication_digest.py checks the
 publication profile, engine against engine.
 """
 

@@ -11,7 +11,7 @@ sealed in the journal's chunk plan, and read back from it by every later step (s
   hex), a ``text`` column entering as its UTF-8 bytes (``convert_to``, so rendered as ``bytea``). ClickHouse renders
   the same text from its own values inside the SELECT; PostgreSQL hashes what it stores. Both renderings are
   one-to-one per admitted type (``record_out`` quotes and escapes, NULL is an empty field, an empty value a quoted one):
-  tests/contracts/test_pg_record_digest.py proves it on both engines.
+  tests/transfer/targets/test_pg_record_digest.py proves it on both engines.
 
 A journal naming any other method is refused (``native_transfer.row_digest_unknown``) before anything runs.
 """

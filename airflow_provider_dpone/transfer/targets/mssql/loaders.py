@@ -18,7 +18,7 @@ Values BCP would alter never go through BCP (decided per value, vectorised: ``ar
   and a zero prefix or terminator length is NULL as well), so db-lib has no spelling for a zero-length non-NULL value;
 * text FreeTDS trims: right after converting a value, ``_bcp_get_col_data`` calls ``rtrim_bcpcol``, which drops the
   trailing spaces of a character value (never its first character) and turns a lone NUL into an empty value
-  (FreeTDS 1.5, linked by pymssql 2.4.6; quoted in ``tests/fakes/mssql_bcp.py``). Embedded NULs and binary values,
+  (FreeTDS 1.5, linked by pymssql 2.4.6; quoted in ``tests/support/fakes/mssql_bcp.py``). Embedded NULs and binary values,
   trailing zero bytes included, are not touched.
 
 Such a row is sent as a parameterized INSERT (``N''`` / ``0x`` literals; text holding NUL as UTF-16LE bytes, which a

@@ -4,7 +4,7 @@ This module is the only place T-SQL text is written. Identifiers come only from 
 through ``quote_tsql``; every value, including object names passed to ``OBJECT_ID``/``sp_rename`` and the lock
 resource, is a driver parameter (``%s``, pymssql's paramstyle), never text spliced into a literal. The only inlined
 numbers are the session's lock timeout and type precisions, both ``int`` rendered by Python. Each builder's output
-has a golden file under ``tests/golden/tsql/`` and passes a T-SQL parse check.
+has a golden file under ``tests/transfer/targets/golden/tsql/`` and passes a T-SQL parse check.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ The encodings per type, and why each is exact:
 * ``date``: ``YYYY-MM-DD``; ``uuid``: its lower-case hyphenated text; ``boolean``: ``1``/``0``;
 * ``bytea``: the bytes themselves; ``text``: its UTF-8 bytes (``convert_to``).
 
-The differential test (tests/contracts/test_postgres_digest.py) checks these against the Python digest on boundary
+The differential test (tests/transfer/targets/test_postgres_digest.py) checks these against the Python digest on boundary
 values of every type.
 
 With the plan's row digest ``pg-record-sha256.v1`` (``transfer/values/row_digest.py``) each row hash is instead
