@@ -66,8 +66,9 @@ _WRITER_FROM_AGE: Final[str] = "mod(mod(age('3'::xid)::bigint + 3 - min(w), 4294
 """The writer's id from the rows' one ``age(xmin)``. ``age`` is the 32-bit difference, as ``int4``, between the
 transaction's reference id (fixed for the transaction) and a normal id, so it is one-to-one on the ids a table can
 hold (less than 2**31 old); the age of the first normal id (3) gives the reference, and the id is the reference
-less the age, modulo 2**32: the number ``xmin::text`` spells. Rendering every row's ``xmin`` as text to compare the
-least and the greatest cost more than a tenth of a narrow row's digest; ``age`` is one integer subtraction."""
+less the age, modulo 2**32: the number ``xmin::text`` spells, with no row's ``xmin`` rendered as text. (Frozen rows
+have the largest ``int4`` as their age, which names no writer the publishing transaction can read, so their seal
+never holds and they are hashed again there.)"""
 
 
 def _limb(index: int) -> str:
