@@ -27,7 +27,8 @@ side by side per row count (``peak_rss_growth_by_rows``), each check's own CPU s
 row hash, by a second stream read of the same SELECT with it, and its row count statement; the worker's stage
 SHA-256, chunk typed sums and part coverage, by the CPU of the thread that ran them; the target's chunk digests and
 the publishing transaction's seal check and, with ``--window``, its digest of the published window, by the CPU of the
-PostgreSQL backend that ran them), and the load average before and after. Each measured trial also computes every row
+PostgreSQL backend that ran them), the wall seconds of the target's loads and chunk digests and how many of the
+digests' seconds ran beside a load (``overlap_s``), and the load average before and after. Each measured trial also computes every row
 digest method once on each engine over what the plain pipeline moved (the source's sum of its row hashes over the
 table, the target's digest over the plain pipeline's table): the **floor** is the plain pipeline plus the cheapest
 such pair, the least an independently verified copy could cost; the last line's ``ratios`` gives route / plain and
@@ -60,6 +61,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -199,6 +201,7 @@ def worker(
         "baseline_cpu": [],
         "checks_cpu": [],
         "floor_digests": [],
+        "overlap": [],
     }
     trial_workloads: list[dict[str, Any]] = []
     # a window that holds every row (the timestamps start at 2026-01-01 and grow by a second per row)
@@ -273,6 +276,7 @@ def worker(
         stage.put = counting_put  # type: ignore[method-assign]
         costs = CheckCosts(source_pid)
         restore = _meter_checks(costs, target)
+        spans = _Spans(target)
         route = NativeTransferRoute(
             request,
             connector=_MeteredConnector(connector, costs),
@@ -290,6 +294,7 @@ def worker(
             ours = time.perf_counter() - started
         ours_cpu = cpu.spent(start_cpu, cpu.snapshot(), memory)
         restore()
+        overlap = spans.restore()
         checks = {**costs.rounded(), "source_row_hash": round(row_hash_source_cpu, 3)}
         assert result.rows == rows
         with psycopg.connect(dsn, autocommit=True) as conn:
@@ -305,6 +310,7 @@ def worker(
         results["copy_cpu"].append(copy_cpu)
         results["ours_cpu"].append(ours_cpu)
         results["checks_cpu"].append(checks)
+        results["overlap"].append(overlap)
         results["copy_s"].append(copy_s)
         results["floor_digests"].append(floor_digests)
         results["copy_peak"].append(copy_peak)
@@ -336,6 +342,41 @@ def worker(
         "qualification": qualification,
         **measured,
     }
+
+
+class _Spans:
+    """When the target loaded and verified each chunk (wall clock), to show how far the two overlap: the seconds some
+    chunk's digest ran while another chunk loaded, in separate backends. Wraps the target's two calls, never changes
+    them; ``restore`` unwraps them and returns the figures."""
+
+    def __init__(self, target: Any) -> None:
+        self._target = target
+        self._lock = threading.Lock()
+        self._spans: dict[str, list[tuple[float, float]]] = {"load": [], "verify": []}
+        for name in self._spans:
+            setattr(target, f"{name}_chunk", self._timed(name, getattr(target, f"{name}_chunk")))
+
+    def _timed(self, name: str, function: Any) -> Any:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                with self._lock:
+                    self._spans[name].append((started, time.perf_counter()))
+
+        return timed
+
+    def restore(self) -> dict[str, float]:
+        for name in self._spans:
+            delattr(self._target, f"{name}_chunk")
+        loads, verifies = self._spans["load"], self._spans["verify"]
+        both = sum(max(0.0, min(b, d) - max(a, c)) for a, b in verifies for c, d in loads)  # one loader: no overlaps
+        return {
+            "load_s": round(sum(b - a for a, b in loads), 3),
+            "verify_s": round(sum(b - a for a, b in verifies), 3),
+            "verify_during_load_s": round(both, 3),
+        }
 
 
 class _MeteredConnector:
@@ -533,6 +574,11 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
     for method, figures in digests.items():
         print(f"digest {method:20}: " + ", ".join(f"{name} {value:.2f}" for name, value in figures.items()))
     print("CPU s per check      : " + ", ".join(f"{name} {value:.2f}" for name, value in checks.items()))
+    overlap = _median_cpu(result["overlap"])
+    print(
+        f"load / verify overlap: loads {overlap['load_s']:.2f} s, chunk digests {overlap['verify_s']:.2f} s, "
+        f"of which {overlap['verify_during_load_s']:.2f} s beside a load"
+    )
     for label, name in (("route", "ours"), ("plain copy", "copy"), ("stream", "baseline")):
         print(f"CPU s ({label:10}): " + ", ".join(f"{part} {value:.2f}" for part, value in cpu[name].items()))
     arrow = max(result["ours_arrow_peak"]) / 2**20
@@ -558,6 +604,7 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
         "peak_rss_growth_mib": {name: round(value, 1) for name, value in peaks.items()},
         "cpu_s": {"route": cpu["ours"], "arrow_copy": cpu["copy"], "stream": cpu["baseline"]},
         "checks_cpu_s": checks,
+        "overlap_s": overlap,
     }
 
 
@@ -660,6 +707,7 @@ def main() -> None:
                 "route_vs_floor": entry["ratio_route_vs_floor"],
                 "floor_s": entry["floor_s"],
                 "checks_cpu_s": entry["checks_cpu_s"],
+                "overlap_s": entry["overlap_s"],
             }
             for entry in summary
         ],

@@ -21,6 +21,7 @@ import pytest
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.manifest.transfer import StringMapping
 from airflow_provider_dpone.transfer.ports import TargetInvocation
+from airflow_provider_dpone.transfer.targets.postgres.digest import chunk_digest
 from airflow_provider_dpone.transfer.targets.postgres.statements import lock_staging, qualified
 from airflow_provider_dpone.transfer.targets.postgres.target import PostgresTransferTarget
 from airflow_provider_dpone.transfer.values.target import PublicationMode, TargetColumn, TargetPlan, TargetWindow
@@ -284,6 +285,27 @@ def test_a_staged_column_altered_after_verification_is_refused_at_publication(pg
         assert target.reconcile(invocation) is None
         with psycopg.connect(pg.dsn, autocommit=True) as admin:
             assert admin.execute(f"SELECT old FROM {target_name}").fetchall() == [(7,)]
+    finally:
+        pg.close()
+
+
+def test_the_chunk_digest_names_the_one_writer_as_xmin_spells_it_and_none_for_two(pg: PostgresHarness) -> None:
+    """The writer a chunk's digest returns (derived from the rows' ``age(xmin)``) is the load's transaction id as
+    ``xmin`` spells it, read from a transaction that has an id of its own; a row rewritten since (a second writer)
+    leaves the chunk with none."""
+    plan, _, _, _ = _verified(pg)
+    staging = qualified(plan.target_schema, plan.staging_table)
+    try:
+        with psycopg.connect(pg.dsn) as conn:
+            conn.execute("SELECT pg_current_xact_id()")  # the reading transaction's own id is newer than the load's
+            writers = conn.execute(f"SELECT DISTINCT xmin::text::bigint FROM {staging}").fetchall()
+            assert len(writers) == 1
+            row = conn.execute(chunk_digest(plan, 0)).fetchone()
+            assert row is not None and row[-1] == writers[0][0] and row[0] > 1
+            conn.execute(f"UPDATE {staging} SET i64 = i64 WHERE ctid = (SELECT ctid FROM {staging} LIMIT 1)")
+            again = conn.execute(chunk_digest(plan, 0)).fetchone()
+            assert again is not None and again[:-1] == row[:-1] and again[-1] is None
+            conn.rollback()
     finally:
         pg.close()
 

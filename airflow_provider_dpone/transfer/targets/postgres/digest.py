@@ -4,9 +4,9 @@ The same bytes as ``core/typed_digest.py``, hashed by the server: for each row, 
 column, a 4-byte big-endian length and the canonical encoding (``0x00`` for NULL, ``0x01`` + the value's canonical
 text or bytes otherwise). The 32-byte row hashes are summed as eight 32-bit limbs (``sum`` over ``bigint`` is exact,
 it returns ``numeric``), and ``typed_digest.fold_limb_sums`` folds them modulo 2**256. So verification reads the
-staged chunk where it is stored and returns one row: no row travels back to the worker. The same read returns the
-smallest and largest ``xmin`` of the rows it hashed: equal, they name the one transaction that wrote them all (the
-chunk's writer, which the publishing transaction checks instead of hashing again: ``sql_target.ChunkSeal``).
+staged chunk where it is stored and returns one row: no row travels back to the worker. A chunk's digest also
+returns the one transaction that wrote every row it hashed, or NULL when the rows' ``xmin`` differ (the chunk's
+writer, which the publishing transaction checks instead of hashing again: ``sql_target.ChunkSeal``).
 
 The encodings per type, and why each is exact:
 
@@ -34,7 +34,7 @@ from typing import Final
 
 from airflow_provider_dpone.core.identifiers import quote_postgres
 from airflow_provider_dpone.core.typed_digest import HASH_LIMBS
-from airflow_provider_dpone.transfer.targets.postgres.statements import WRITER, qualified, window_predicate
+from airflow_provider_dpone.transfer.targets.postgres.statements import qualified, window_predicate
 from airflow_provider_dpone.transfer.values.row_digest import RowDigest
 from airflow_provider_dpone.transfer.values.target import CHUNK_COLUMN, TargetColumn, TargetPlan
 from airflow_provider_dpone.transfer.values.target_types import ColumnType, StorageKind
@@ -60,6 +60,15 @@ def _encoding(name: str, column: ColumnType) -> str:
     if storage is StorageKind.TEXT:
         return f"convert_to({name}, 'UTF8')"
     return name  # bytea
+
+
+_WRITER_FROM_AGE: Final[str] = "mod(mod(age('3'::xid)::bigint + 3 - min(w), 4294967296) + 4294967296, 4294967296)"
+"""The writer's id from the rows' one ``age(xmin)``. ``age`` is the 32-bit difference, as ``int4``, between the
+transaction's reference id (fixed for the transaction) and a normal id, so it is one-to-one on the ids a table can
+hold (less than 2**31 old); the age of the first normal id (3) gives the reference, and the id is the reference
+less the age, modulo 2**32: the number ``xmin::text`` spells, with no row's ``xmin`` rendered as text. (Frozen rows
+have the largest ``int4`` as their age, which names no writer the publishing transaction can read, so their seal
+never holds and they are hashed again there.)"""
 
 
 def _limb(index: int) -> str:
@@ -95,13 +104,17 @@ def record_hash(columns: Sequence[TargetColumn]) -> str:
     return f"sha256(convert_to({record_text(columns)}, 'UTF8'))"
 
 
-def _digest(plan: TargetPlan, relation: str, where: str) -> str:
+def _digest(plan: TargetPlan, relation: str, where: str, *, writer: bool = False) -> str:
     """One row over the rows of ``relation`` that ``where`` selects: their count, the eight limb sums of their row
-    hashes, and the least and greatest writer (``xmin``) of the rows hashed."""
-    limbs = ", ".join(f"coalesce(sum({_limb(i)}), 0)" for i in range(HASH_LIMBS))
+    hashes and, with ``writer``, the one writer (``xmin``) of every row hashed, or NULL."""
+    sums = ", ".join(f"coalesce(sum({_limb(i)}), 0)" for i in range(HASH_LIMBS))
+    inner = outer = ""
+    if writer:
+        sums += f", CASE WHEN min(w) = max(w) THEN {_WRITER_FROM_AGE} END"
+        inner, outer = "age(xmin) AS w, ", "w, "
     if plan.row_digest is RowDigest.PG_RECORD_SHA256:
         return (
-            f"SELECT count(*), {limbs}, min(w), max(w) FROM (SELECT {WRITER} AS w, {record_hash(plan.columns)} AS h "
+            f"SELECT count(*), {sums} FROM (SELECT {inner}{record_hash(plan.columns)} AS h "
             f"FROM {relation} WHERE {where} OFFSET 0) AS hashed"
         )
     encoded = ", ".join(
@@ -116,16 +129,16 @@ def _digest(plan: TargetPlan, relation: str, where: str) -> str:
     )
     # OFFSET 0 keeps each subquery from being inlined: inlined, every reference to e<i> or h would recompute it.
     return (
-        f"SELECT count(*), {limbs}, min(w), max(w) FROM (SELECT w, sha256({fields}) AS h FROM "
-        f"(SELECT {WRITER} AS w, {encoded} FROM {relation} WHERE {where} OFFSET 0) AS encoded OFFSET 0) AS hashed"
+        f"SELECT count(*), {sums} FROM (SELECT {outer}sha256({fields}) AS h FROM "
+        f"(SELECT {inner}{encoded} FROM {relation} WHERE {where} OFFSET 0) AS encoded OFFSET 0) AS hashed"
     )
 
 
 def chunk_digest(plan: TargetPlan, ordinal: int) -> str:
-    """One row: the chunk's row count, the eight limb sums of its row hashes, and the least and greatest writer
-    (``xmin``) of the rows hashed."""
+    """One row: the chunk's row count, the eight limb sums of its row hashes, and the one writer (``xmin``) of every
+    row hashed, or NULL (rows of several writers, or none)."""
     staging = qualified(plan.target_schema, plan.staging_table)
-    return _digest(plan, staging, f"{quote_postgres(CHUNK_COLUMN)} = {int(ordinal)}")
+    return _digest(plan, staging, f"{quote_postgres(CHUNK_COLUMN)} = {int(ordinal)}", writer=True)
 
 
 def window_digest(plan: TargetPlan) -> str:

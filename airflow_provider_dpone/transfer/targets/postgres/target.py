@@ -308,7 +308,8 @@ class PostgresTransferTarget(SqlTransferTarget):
         if self._in_sql(plan, conn):
             row = session.one(chunk_digest(plan, ordinal))
             limbs = [int(value) for value in row[1 : 1 + HASH_LIMBS]]
-            return int(row[0]), fold_limb_sums(limbs), _one_writer(row[1 + HASH_LIMBS], row[2 + HASH_LIMBS])
+            writer = row[1 + HASH_LIMBS]
+            return int(row[0]), fold_limb_sums(limbs), None if writer is None else str(writer)
         observed = MultisetDigest(plan.typed_columns)
         normalize = readback_normalizer([c.column_type for c in plan.columns])
         with conn.cursor() as cursor, cursor.copy(sql.copy_out_chunk(plan, ordinal)) as copy:
