@@ -156,30 +156,64 @@ def request(database: str, target: str, run_id: str, max_bytes: int) -> Any:
     )
 
 
+PHASES = ("fence", "stage", "publish", "reconcile", "cleanup")
+"""The phases round trips and wall time are reported by: the four entry points, and the reconciliation of their ON
+CLUSTER DDL (queue entry, every member's side, the completion CAS with its checks) inside publish and cleanup."""
+_PHASE = ["-"]  # the phase the main thread is in; the requests of its worker threads are charged to it
+
+
 def run_publication(adapters: Any, req: Any, source: Any) -> dict[str, float]:
-    """The four entry points in order; wall-clock seconds spent in each."""
+    """The four entry points in order; wall-clock seconds spent in each, and in the reconciliation of their DDL
+    (``reconcile``: within publish and cleanup, whose seconds include it)."""
     from airflow_provider_dpone.cluster.protocol.results import Committed, Completed
     from airflow_provider_dpone.cluster.protocol.service import publication_service
 
     service = publication_service(adapters.ports, req)
-    spent: dict[str, float] = {}
-    started = time.perf_counter()
-    service.fence()
-    spent["fence"] = time.perf_counter() - started
-    started = time.perf_counter()
-    staged = service.stage(source)
-    spent["stage"] = time.perf_counter() - started
+    spent: dict[str, float] = {"reconcile": 0.0}
+    _time_reconcile(spent)
+
+    def entry(phase: str, call: Callable[[], Any]) -> Any:
+        _PHASE[0] = phase
+        started = time.perf_counter()
+        try:
+            return call()
+        finally:
+            spent[phase] = time.perf_counter() - started
+            _PHASE[0] = "-"
+
+    entry("fence", service.fence)
+    staged = entry("stage", lambda: service.stage(source))
     if staged.phase != "STAGED":
         raise RuntimeError(f"stage ended in {staged.phase}")
-    started = time.perf_counter()
-    if not isinstance(service.publish(), Committed):
+    if not isinstance(entry("publish", service.publish), Committed):
         raise RuntimeError("publication did not commit")
-    spent["publish"] = time.perf_counter() - started
-    started = time.perf_counter()
-    if not isinstance(service.cleanup(), Completed):
+    if not isinstance(entry("cleanup", service.cleanup), Completed):
         raise RuntimeError("cleanup did not complete")
-    spent["cleanup"] = time.perf_counter() - started
-    return spent
+    return {phase: spent[phase] for phase in ("fence", "stage", "publish", "cleanup", "reconcile")}
+
+
+_RECONCILE_SECONDS: list[dict[str, float]] = []  # the ``spent`` of the publication being run
+
+
+def _time_reconcile(spent: dict[str, float]) -> None:
+    """Charge the requests and the wall time of every DDL reconciliation (``ddl_step.reconcile_step``) to the
+    ``reconcile`` phase while ``spent``'s publication runs (the wrapper is installed once per process)."""
+    from airflow_provider_dpone.cluster.protocol import ddl_step
+
+    if not _RECONCILE_SECONDS:
+        original = ddl_step.reconcile_step
+
+        def reconcile_step(*args: Any, **kwargs: Any) -> Any:
+            outer, _PHASE[0] = _PHASE[0], "reconcile"
+            started = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                _RECONCILE_SECONDS[-1]["reconcile"] += time.perf_counter() - started
+                _PHASE[0] = outer
+
+        ddl_step.reconcile_step = reconcile_step
+    _RECONCILE_SECONDS[:] = [spent]
 
 
 # --- instrumentation --------------------------------------------------------------------------------------------
@@ -305,14 +339,29 @@ def instrument(adapters: Any) -> tuple[Counter[str], Counter[str]]:
     return calls, seconds
 
 
-def count_http(counter: Counter[str]) -> Callable[[], None]:
-    """Count every HTTP request the adapters' pools send; returns the undo."""
+def count_http(
+    counter: Counter[str], by_phase: Counter[tuple[str, str]] | None = None, members: frozenset[int] = frozenset()
+) -> Callable[[], None]:
+    """Count every HTTP request the adapters' pools send (``counter["http"]``) and, with ``by_phase``, each by the
+    phase it was sent in and where it went: ``member`` (a member's port, in ``members``), ``authority`` (a
+    statement on the authority table, through the coordinator) or ``coordinator`` (topology, ON CLUSTER DDL, its
+    queue, server identity).
+    Returns the undo."""
+    from airflow_provider_dpone.cluster.values.authority.row import AUTHORITY_TABLE
     from airflow_provider_dpone.core.clickhouse import clients
 
     original = clients.PinnedPoolManager.urlopen
 
     def urlopen(self: Any, method: str, url: str, redirect: bool = True, **kw: Any) -> Any:
         counter["http"] += 1
+        if by_phase is not None:
+            if urlsplit(url).port in members:
+                where = "member"
+            elif AUTHORITY_TABLE in statement_text(url, kw.get("body")):
+                where = "authority"
+            else:
+                where = "coordinator"
+            by_phase[(_PHASE[0], where)] += 1
         return original(self, method, url, redirect, **kw)
 
     clients.PinnedPoolManager.urlopen = urlopen  # type: ignore[method-assign]
@@ -323,15 +372,51 @@ def count_http(counter: Counter[str]) -> Callable[[], None]:
     return undo
 
 
+def round_trips_by_phase(by_phase: Counter[tuple[str, str]], members: int) -> dict[str, dict[str, float]]:
+    """HTTP requests of one publication per phase: to the authority, to the coordinator otherwise, to the members
+    (in all, and per member), and the total."""
+    table: dict[str, dict[str, float]] = {}
+    for phase in (*PHASES, "-"):
+        authority, coordinator = by_phase[(phase, "authority")], by_phase[(phase, "coordinator")]
+        member = by_phase[(phase, "member")]
+        if phase == "-" and not authority + coordinator + member:
+            continue
+        table[phase] = {
+            "authority": authority,
+            "coordinator": coordinator,
+            "members": member,
+            "per_member": round(member / members, 1),
+            "total": authority + coordinator + member,
+        }
+    table["all"] = {key: round(sum(row[key] for row in table.values()), 1) for key in next(iter(table.values()))}
+    return table
+
+
+def print_round_trips(table: dict[str, dict[str, float]], indent: str = "  ") -> None:
+    print(f"{indent}HTTP requests by phase (reconcile: within publish and cleanup, counted there only):")
+    print(f"{indent}  phase       authority  coordinator  members  per-member  total")
+    for phase, row in table.items():
+        print(
+            f"{indent}  {phase:<10} {row['authority']:9.0f}  {row['coordinator']:11.0f}  {row['members']:7.0f}"
+            f"  {row['per_member']:10.1f}  {row['total']:5.0f}"
+        )
+
+
 # --- phases -----------------------------------------------------------------------------------------------------
 
 
-def statement_head(url: str, body: Any) -> str:
-    """The first words of the statement a request carries (in its ``query`` parameter, or else its body)."""
+def statement_text(url: str, body: Any, limit: int = 2000) -> str:
+    """The statement a request carries (in its ``query`` parameter, or else the first ``limit`` characters of its
+    body)."""
     text = parse_qs(urlsplit(url).query).get("query", [""])[0]
     if not text and isinstance(body, bytes | str):
-        text = body[:200].decode("utf-8", "replace") if isinstance(body, bytes) else body[:200]
-    return re.sub(r"\s+", " ", text)[:100]
+        text = body[:limit].decode("utf-8", "replace") if isinstance(body, bytes) else body[:limit]
+    return text
+
+
+def statement_head(url: str, body: Any) -> str:
+    """The first words of the statement a request carries."""
+    return re.sub(r"\s+", " ", statement_text(url, body, 200))[:100]
 
 
 def print_timeline(title: str, adapters: Any, req: Any, receipt: Any) -> None:
@@ -509,14 +594,17 @@ def ours_trial(
         on_members(connection, members, f"INSERT INTO `{database}`.`{name}` {source_query(receipt.row_count)}")
     original = adapters.ports
     calls, seconds = instrument(adapters)  # this trial only: the wrapped ports are restored below
+    by_phase: Counter[tuple[str, str]] = Counter()
+    undo = count_http(Counter(), by_phase, frozenset(port for _host, port in members))
     started = time.perf_counter()
     try:
         req = request(database, name, f"{name}-{uuid.uuid4().hex}", 1 << 34)
         spent = run_publication(adapters, req, Sealed(receipt))
     finally:
+        undo()
         adapters.ports = original
     elapsed = time.perf_counter() - started
-    return elapsed, spent, calls, seconds
+    return elapsed, spent, calls, seconds, round_trips_by_phase(by_phase, len(members))
 
 
 def verification_share(seconds: Counter[str]) -> float:
@@ -626,6 +714,7 @@ def timing(base: Path, rows: int, trials: int, members_count: int = 2) -> dict[s
                 print(f"    {value:7.3f} s  {name}")
             print("  port calls of one publication:", dict(sorted(results[-1][2].items())))
             print("  seconds by port call (last trial):", {k: round(v, 3) for k, v in sorted(results[-1][3].items())})
+            print_round_trips(results[-1][4])
             summaries[case] = {
                 "ours_s": round(o, 3),
                 "ratio_vs_sequential": round(o / b, 3),
@@ -634,6 +723,7 @@ def timing(base: Path, rows: int, trials: int, members_count: int = 2) -> dict[s
                 "verification_share_of_loading": round(share, 3),
                 "ours_by_entry_point_s": by_phase,
                 "ours_by_category_s": by_category,
+                "round_trips_by_phase": results[-1][4],
             }
         digests = digest_costs(connection, members[0], database, "base_1")
         print(f"one member, {rows}-row table (median s of 3; a plain load of it is one sequential baseline / members):")

@@ -130,13 +130,16 @@ def floor_trial(connection: Any, members: list[tuple[str, int]], database: str, 
     return loaded + digested + shared.exchange_on_cluster(connection, database, f"{table}_old", table, CLUSTER)
 
 
-def ours_trial(adapters: Any, database: str, receipt: Any, trial: int) -> tuple[float, dict[str, float], Any, Any, Any]:
+def ours_trial(
+    adapters: Any, members: list[tuple[str, int]], database: str, receipt: Any, trial: int
+) -> tuple[float, dict[str, float], Any, Any, Any, dict[str, dict[str, float]]]:
     target = f"target_{trial}"
     create_replicated(adapters.coordinator_connection, database, target)
     original = adapters.ports
     calls, seconds = shared.instrument(adapters)  # counts this trial only: the wrapped ports are restored below
     http: Counter[str] = Counter()
-    undo = shared.count_http(http)
+    by_phase: Counter[tuple[str, str]] = Counter()
+    undo = shared.count_http(http, by_phase, frozenset(port for _host, port in members))
     started = time.perf_counter()
     try:
         req = request(database, target, f"trial-{trial}-{uuid.uuid4().hex}", 1 << 34)
@@ -144,7 +147,8 @@ def ours_trial(adapters: Any, database: str, receipt: Any, trial: int) -> tuple[
     finally:
         undo()
         adapters.ports = original
-    return time.perf_counter() - started, spent, calls, seconds, http
+    elapsed = time.perf_counter() - started
+    return elapsed, spent, calls, seconds, http, shared.round_trips_by_phase(by_phase, len(members))
 
 
 def round_trip_line(replicas: int, calls: Counter[str], http: Counter[str]) -> str:
@@ -170,12 +174,12 @@ def measure(base: Path, replicas: int, rows: int, trials: int) -> dict[str, Any]
         print(f"\n{replicas} replicas: artifact {receipt.row_count:,d} rows, {receipt.byte_size / 1e6:.1f} MB Native;")
         print(f"  sealing (extraction + reference digest, once per operation) {seal_seconds:.2f} s")
         baseline_trial(adapters.coordinator_connection, members, database, path, "warmup_base")
-        ours_trial(adapters, database, receipt, 0)
+        ours_trial(adapters, members, database, receipt, 0)
         base_times, floor_times, our_times, phases = [], [], [], []
         for trial in range(1, trials + 1):
             base_times.append(baseline_trial(adapters.coordinator_connection, members, database, path, f"base_{trial}"))
             floor_times.append(floor_trial(adapters.coordinator_connection, members, database, path, f"floor_{trial}"))
-            elapsed, spent, calls, seconds, http = ours_trial(adapters, database, receipt, trial)
+            elapsed, spent, calls, seconds, http, round_trips = ours_trial(adapters, members, database, receipt, trial)
             our_times.append(elapsed)
             phases.append(spent)
         b, o = statistics.median(base_times), statistics.median(our_times)
@@ -187,13 +191,16 @@ def measure(base: Path, replicas: int, rows: int, trials: int) -> dict[str, Any]
         medians = {phase: statistics.median(spent[phase] for spent in phases) for phase in phases[0]}
         print("  ours by entry point (median s):", {k: round(v, 2) for k, v in medians.items()})
         print("  ours by port call (last trial, s):", {k: round(v, 3) for k, v in sorted(seconds.items())})
+        shared.print_round_trips(round_trips)
         small, _ = shared.seal_artifact(adapters, FIXED_COST_ROWS)
         small_path = Path(str(adapters.store.object_path(small.sha256)).removeprefix("file://"))
         fixed_base = statistics.median(
             baseline_trial(adapters.coordinator_connection, members, database, small_path, f"small_base_{trial}")
             for trial in range(trials)
         )
-        fixed_ours = statistics.median(ours_trial(adapters, database, small, 100 + trial)[0] for trial in range(trials))
+        fixed_ours = statistics.median(
+            ours_trial(adapters, members, database, small, 100 + trial)[0] for trial in range(trials)
+        )
         per_row = (o - fixed_ours) / (b - fixed_base) if b > fixed_base else float("nan")
         print(
             f"  at {FIXED_COST_ROWS:,d} rows (the cost that does not grow with rows): baseline {fixed_base:.2f} s,"
@@ -213,6 +220,8 @@ def measure(base: Path, replicas: int, rows: int, trials: int) -> dict[str, Any]
             "per_row_ratio": round(per_row, 3),
             "calls": dict(calls),
             "http": http["http"],
+            "round_trips_by_phase": round_trips,
+            "ours_by_entry_point_s": {k: round(v, 3) for k, v in medians.items()},
         }
     finally:
         cluster.stop()
@@ -222,10 +231,10 @@ def trace(base: Path, replicas: int) -> None:
     """One publication's requests on a timeline: where the cost that does not grow with rows goes."""
     cluster = start_cluster(base / f"trace{replicas}", replicas)
     try:
-        adapters, _raw, _members = shared.attach(cluster, "bench", base / f"trace-artifacts{replicas}")
+        adapters, _raw, members = shared.attach(cluster, "bench", base / f"trace-artifacts{replicas}")
         receipt, _ = shared.seal_artifact(adapters, FIXED_COST_ROWS)
         for warmup in range(2):
-            ours_trial(adapters, "bench", receipt, warmup)
+            ours_trial(adapters, members, "bench", receipt, warmup)
         create_replicated(adapters.coordinator_connection, "bench", "target_traced")
         req = request("bench", "target_traced", f"trace-{uuid.uuid4().hex}", 1 << 34)
         shared.print_timeline(f"{replicas} replicas, {FIXED_COST_ROWS:,d} rows", adapters, req, receipt)
@@ -259,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     for result in results:
         print(round_trip_line(result["replicas"], Counter(result["calls"]), Counter(http=result["http"])))
     keys = ("rows", "baseline_s", "floor_s", "ours_s", "ratio", "ratio_vs_floor", "fixed_baseline_s", "fixed_ours_s")
-    keys += ("per_row_ratio", "http")
+    keys += ("per_row_ratio", "http", "round_trips_by_phase", "ours_by_entry_point_s")
     summary = {f"{r['replicas']}x{r['rows']}": {k: r[k] for k in keys} for r in results}
     slopes = shared.per_row_slopes(results, by="replicas")
     print("per-row slope and fixed cost, by replicas:", slopes)

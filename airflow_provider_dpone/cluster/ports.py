@@ -330,7 +330,8 @@ class MemberSession(Protocol):
     ) -> TableObservation:
         """What the member holds under ``database.table`` (content digest only when ``with_content``, computed with
         the function of ``digest_version``: the one the record's artifact receipt names; parts digest when
-        ``with_content`` or ``with_parts``).
+        ``with_content`` or ``with_parts``). With the parts of a MergeTree table and no content, the row count is
+        the rows its active parts hold as listed with them (a lightweight delete's masked rows included).
 
         ``known_parts`` are facts recorded earlier with the same digest version: an active part among them (same
         name and checksum) is not read again; the digest is still exactly the one a read of every row would give, of

@@ -66,10 +66,15 @@ class Target:
 
 def listing(answer: Any, uuid: str) -> Listed:
     """The parts of an ``active_parts`` answer, refused (:class:`TableChangedError`) when they are another table's."""
-    raw, bound_uuid = answer
+    raw, _rows, bound_uuid = answer
     if str(bound_uuid) != uuid:
         raise TableChangedError("the table changed during observation")
     return tuple((str(name), str(checksum)) for name, checksum in raw)
+
+
+def listed_rows(answer: Any) -> int:
+    """The rows the active parts of an ``active_parts`` answer hold, as the server lists them with the parts."""
+    return int(answer[1])
 
 
 def digest(read: Read, target: Target, listed: Listed, known: Sequence[PartDigest]) -> Content:

@@ -104,16 +104,17 @@ PARTS_TAG: Final[str] = "dpone.clickhouse.active-parts.v1"
 
 
 def active_parts(database: str, table: str) -> str:
-    """A scalar subquery: ``(parts, uuid)``, the active parts of ``database.table`` (name and ``hash_of_all_files``,
-    by name) and the table's UUID, read *before* the parts (a scalar subquery is evaluated before the query around
+    """A scalar subquery: ``(parts, rows, uuid)``, the active parts of ``database.table`` (name and
+    ``hash_of_all_files``, by name), the rows they hold (``system.parts.rows``: a lightweight delete's masked rows
+    included) and the table's UUID, read *before* the parts (a scalar subquery is evaluated before the query around
     it runs). Sent in the metadata statement, so before the content read: parts equal to these later mean the
     digested rows are the rows still there (a part's name is never reused, and any write or merge replaces parts).
     The UUID must equal the metadata's and the content's: an exchange of the name in between is refused."""
     db = string_literal(validate_identifier(database, what="database"))
     name = string_literal(validate_identifier(table, what="table"))
     return (
-        f"(SELECT (groupArray((name, hash_of_all_files)), {_uuid_of(database, table)}) FROM (SELECT name,"
-        f" hash_of_all_files FROM system.parts WHERE database = {db} AND table = {name} AND active ORDER BY name))"
+        f"(SELECT (groupArray((name, hash_of_all_files)), sum(rows), {_uuid_of(database, table)}) FROM (SELECT name,"
+        f" hash_of_all_files, rows FROM system.parts WHERE database = {db} AND table = {name} AND active ORDER BY name))"
     )
 
 

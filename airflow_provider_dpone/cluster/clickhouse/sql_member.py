@@ -3,8 +3,9 @@
 Every statement here runs on one member's direct connection, never ``ON CLUSTER`` and never through a facade:
 
 * **observe** -- the physical UUID, engine and ordered ``(name, type)`` columns from ``system.tables`` /
-  ``system.columns`` (and the active parts, when asked, in the same statement); then count (and content digest)
-  with the UUID re-read in the same statement (``sql_digest``): two round trips;
+  ``system.columns`` (and the active parts with their rows, when asked, in the same statement); then count (and
+  content digest) with the UUID re-read in the same statement (``sql_digest``): two round trips, one for a
+  MergeTree table whose parts were listed and whose content is not asked (its count is its parts' rows);
 * **UUID probe** -- the UUID a name holds right now: the guard run immediately before a load or a drop, so a load
   never appends to, and a drop never removes, a table other than the exact one the protocol named;
 * **create** -- ``CREATE TABLE ... UUID '<intent>'`` with the exact column list, engine and ``ORDER BY``. Never

@@ -9,9 +9,9 @@ and the completion update.
   increments the dispatch epoch, binds a fresh random correlation token and the intent's normalized digest, and
   records what the barrier verified (the publication's: a merged candidate's new parts). That
   CAS may be one the caller writes anyway, with the barrier observed before it (:func:`commit_permitted`).
-* Pinned: before the permit, the coordinator's identity is read in a fresh session and recorded in the binding; the
-  dispatch requires that session (``session_check``), so it runs on the named server or is refused before it runs,
-  and a void proof (:mod:`~airflow_provider_dpone.cluster.protocol.void_permit`) must come from that same server.
+* Pinned: before the permit (alongside the barrier's reads), the coordinator's identity is read in a fresh session
+  and recorded in the binding; the dispatch requires that session (``session_check``), so it runs on the named
+  server or is refused before it runs, and a void proof (:mod:`~airflow_provider_dpone.cluster.protocol.void_permit`) must come from that same server.
 * Dispatch once: only the invocation holding that in-memory permit (``Context.grant``/``redeem``) dispatches, and
   exactly once; an unknown answer or a refusal is resolved by observation, never by a second dispatch.
 * Recorded before sent: the holder first records the dispatch (one acknowledged, read-back-proven CAS stamping
@@ -41,7 +41,7 @@ from typing import Any
 
 from airflow_provider_dpone.cluster.ports import DdlIntent, DispatchSettings
 from airflow_provider_dpone.cluster.protocol.authority_io import Held
-from airflow_provider_dpone.cluster.protocol.context import Context
+from airflow_provider_dpone.cluster.protocol.context import Context, alongside
 from airflow_provider_dpone.cluster.protocol.reconcile import Reconciliation, Side, Verdict, decide, read_entry
 from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecord
 from airflow_provider_dpone.cluster.values.authority.generation import DdlBinding
@@ -128,7 +128,7 @@ def run_step(ctx: Context, held: Held, step: DdlStep, *, allow_dispatch: bool) -
     if bound is None and not allow_dispatch:
         raise DponeError("DPONE_CLICKHOUSE_CLUSTER_PHASE_NOT_READY", f"{step.what} not dispatched yet")
     if bound is None or (allow_dispatch and bound.unsent and not ctx.holds(bound)):
-        held = _permit(ctx, held, step, step.barrier(ctx, held, step))
+        held = _permit(ctx, held, step)
     binding = step.slot(held.record)
     assert binding is not None
     if ctx.redeem(binding):  # this invocation's own permit (taken just above, or folded into an earlier CAS)
@@ -184,10 +184,15 @@ def _alert_unresolved(ctx: Context, step: DdlStep, binding: DdlBinding, code: st
     ctx.alert(alert, step=step.what, epoch=binding.epoch, phase=step.phase.value, code=code)
 
 
-def _permit(ctx: Context, held: Held, step: DdlStep, observed: dict[str, Any]) -> Held:
-    """CAS the step's phase with a new epoch and a binding for its intent, and what the barrier ``observed``; the
-    returned record is the permit."""
-    binding = new_permit(ctx, held.record, step.intent)
+def _permit(ctx: Context, held: Held, step: DdlStep) -> Held:
+    """The barrier, then one CAS of the step's phase with a new epoch, a binding for its intent and what the
+    barrier observed; the returned record is the permit. The barrier's member reads and the binding's coordinator
+    identity read are independent reads, taken at once (a barrier failure is raised first, as in order)."""
+    observed, binding = alongside(
+        lambda: step.barrier(ctx, held, step),
+        lambda: new_permit(ctx, held.record, step.intent),
+        ctx.settings.member_parallelism,
+    )
     return commit_permitted(ctx, held, binding, phase=step.phase, **step.bind(held.record, binding), **observed)
 
 

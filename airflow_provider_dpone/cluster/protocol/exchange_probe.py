@@ -10,17 +10,18 @@ and in the operation's own database (the directory the publication will rename i
 
 1. observe the two scratch names of this operation (``__dpone_xprobe_<operation prefix>_a`` / ``_b``); whatever an
    earlier attempt of the same operation left there is dropped by its observed UUID (the names belong to this
-   operation: nothing else creates them);
+   operation: nothing else creates them), and then the names must be observed free (names observed free at once need
+   no drop and no second look);
 2. create both (one column, ``MergeTree``, fresh random UUIDs), ``EXCHANGE`` them on that member alone, and observe
    that their UUIDs swapped;
-3. drop both by their exact UUIDs and observe that the names are free.
+3. drop both by the exact UUIDs that observation showed, and observe that the names are free.
 
 A refusal for an unsupported exchange stops the fence with ``EXCHANGE_UNSUPPORTED`` (terminal: the member's
 filesystem must change) after dropping the scratch tables. Every mutation is sent once; a lost answer is resolved by
 the observation that follows, and anything left undecided stops the attempt with the retryable
 ``MEMBER_OUTCOME_UNKNOWN``: the next attempt starts with step 1. The probe runs only when the fence writes a new
-record (a retry of an already fenced operation resumes without it), so a run pays it once: about seven requests per
-member, members in parallel.
+record (a retry of an already fenced operation resumes without it), so a run pays it once: eleven requests per
+member (four observations, two creates, the exchange, two drops each after its UUID guard), members in parallel.
 """
 
 from __future__ import annotations
@@ -80,14 +81,26 @@ def _prove(ctx: Context, member_id: str, uuids: tuple[str, str]) -> None:
         raise DponeError(REJECTED, f"exchange probe on member {member_id}") from None
     except OutcomeUnknownError:
         pass  # observed next
-    if _observe(session, database, names, member_id) != (uuids[1], uuids[0]):
+    swapped = _observe(session, database, names, member_id)
+    if swapped != (uuids[1], uuids[0]):
         raise DponeError(UNKNOWN, f"member {member_id}: the exchange probe's outcome is not proven")
-    _clear(session, database, names, member_id)
+    _clear(session, database, names, member_id, seen=swapped)
 
 
-def _clear(session: MemberSession, database: str, names: tuple[str, str], member_id: str) -> None:
-    """Drop whatever the scratch names hold, each by its observed UUID; then require both names free."""
-    for name, uuid in zip(names, _observe(session, database, names, member_id), strict=True):
+def _clear(
+    session: MemberSession,
+    database: str,
+    names: tuple[str, str],
+    member_id: str,
+    *,
+    seen: tuple[str | None, ...] | None = None,
+) -> None:
+    """Drop whatever the scratch names hold, each by its observed UUID (``seen``: observed just before, with no
+    mutation since); then require both names free. Names observed free need no drop and no second look."""
+    observed = _observe(session, database, names, member_id) if seen is None else seen
+    if observed == (None, None):
+        return
+    for name, uuid in zip(names, observed, strict=True):
         if uuid is not None:
             mutate_once(member_id, "exchange probe drop", partial(session.drop_table, database, name, uuid))
     if _observe(session, database, names, member_id) != (None, None):

@@ -159,9 +159,9 @@ def observe_baseline_held(ctx: Context, record: GenerationRecord, member_id: str
     """The member's baseline target under ``table``: the target name at the publication barrier, the candidate name
     after an EXCHANGE (the predecessor). A recorded absent baseline: its UUID alone (one metadata read). An existing
     one, with its content: the recorded baseline digest while the table holds the baseline's UUID, row count and
-    active parts (one metadata read and a count); after a merge or a write the server digests it again, reusing only
-    the COMPLETED predecessor's part facts of this same table. A record written without the baseline's parts is
-    digested whole, every time."""
+    active parts (one metadata read, its count the parts' rows); after a merge or a write the server digests it
+    again, reusing only the COMPLETED predecessor's part facts of this same table. A record written without the
+    baseline's parts is digested whole, every time."""
     member = record.member(member_id)
     artifact = record.artifact
     assert artifact is not None  # the barrier runs from STAGED, which binds it

@@ -310,7 +310,7 @@ def test_load_and_drop_send_nothing_unless_the_name_holds_the_uuid(current: Call
 def test_observation_refuses_content_of_a_table_that_changed_meanwhile(parts_uuid: str, content_uuid: str) -> None:
     client = Scripted()
     client.reads += [
-        rows((UUID, "MergeTree", [("id", "UInt64", "")], ([("all_1_1_0", "ab")], parts_uuid))),
+        rows((UUID, "MergeTree", [("id", "UInt64", "")], ([("all_1_1_0", "ab")], 3, parts_uuid))),
         rows(([("all_1_1_0", 3, "7")], content_uuid)),  # the per-part content read (sql_digest.part_content)
     ]
     with pytest.raises(UnavailableError):
@@ -324,9 +324,9 @@ def test_observation_refuses_parts_listed_after_a_partial_read_of_another_table(
     listed = [("all_1_1_0", "ab"), ("all_2_2_0", "cd")]
     client = Scripted()
     client.reads += [
-        rows((UUID, "MergeTree", [("id", "UInt64", "")], (listed, UUID))),
+        rows((UUID, "MergeTree", [("id", "UInt64", "")], (listed, 4, UUID))),
         rows(([("all_2_2_0", 1, "5")], UUID)),  # only the part not known is read
-        rows(((listed, "another-uuid"),)),  # the listing after it: another table under the name
+        rows(((listed, 4, "another-uuid"),)),  # the listing after it: another table under the name
     ]
     with pytest.raises(UnavailableError):
         session(client).observe_table("db", "cand", with_content=True, known_parts=known)
@@ -445,7 +445,7 @@ class Recording(Scripted):
 def test_every_content_read_carries_the_server_side_verification_budget(engine: str) -> None:
     client = Recording()
     client.reads += [
-        rows((UUID, engine, [("id", "UInt64", "")], ([("all_1_1_0", "ab")], UUID))),
+        rows((UUID, engine, [("id", "UInt64", "")], ([("all_1_1_0", "ab")], 3, UUID))),
         rows(([("all_1_1_0", 3, "7")], UUID)) if engine == "MergeTree" else rows((3, "7", UUID)),
     ]
     budgeted = ClickHouseMemberSession(Endpoint.over(client), "m0000000000000001", verification_seconds=7)
@@ -460,13 +460,13 @@ def test_a_content_read_stopped_at_the_budget_is_the_coded_unavailable_read(engi
 
     client = Scripted()
     client.reads += [
-        rows((UUID, engine, [("id", "UInt64", "")], ([("all_1_1_0", "ab")], UUID))),
+        rows((UUID, engine, [("id", "UInt64", "")], ([("all_1_1_0", "ab")], 3, UUID))),
         fail(refused(159, "Code: 159. DB::Exception: Timeout exceeded: elapsed 1.0 seconds. (TIMEOUT_EXCEEDED)")),
     ]
     with pytest.raises(VerificationBudgetExceededError, match="DPONE_CLICKHOUSE_CLUSTER_VERIFICATION_BUDGET_EXCEEDED"):
         session(client).observe_table("db", "cand", with_content=True)
     other = Scripted()
-    other.reads += [rows((UUID, engine, [("id", "UInt64", "")], ([("all_1_1_0", "ab")], UUID))), fail(refused(60))]
+    other.reads += [rows((UUID, engine, [("id", "UInt64", "")], ([("all_1_1_0", "ab")], 3, UUID))), fail(refused(60))]
     with pytest.raises(UnavailableError) as plain:
         session(other).observe_table("db", "cand", with_content=True)
     assert not isinstance(plain.value, VerificationBudgetExceededError)

@@ -246,8 +246,8 @@ def test_digest_statements() -> None:
         f"SELECT count(), toString(sum(reinterpretAsUInt256(reverse({row})))), {uuid_of_t} FROM `db`.`t`"
     )
     assert sql_digest.active_parts("db", "t") == (
-        f"(SELECT (groupArray((name, hash_of_all_files)), {uuid_of_t}) FROM (SELECT name, hash_of_all_files"
-        " FROM system.parts WHERE database = 'db' AND table = 't' AND active ORDER BY name))"
+        f"(SELECT (groupArray((name, hash_of_all_files)), sum(rows), {uuid_of_t}) FROM (SELECT name,"
+        " hash_of_all_files, rows FROM system.parts WHERE database = 'db' AND table = 't' AND active ORDER BY name))"
     )
     assert sql_digest.listed_parts("db", "t") == f"SELECT {sql_digest.active_parts('db', 't')}"
     assert sql_digest.part_content("db", "t", columns, 2, ("all_1_1_0", "it's")) == (
