@@ -431,20 +431,6 @@ class ArtifactSource(Protocol):
     def seal(self) -> ArtifactReceipt: ...
 
 
-class Clock(Protocol):
-    def now_ms(self) -> int:
-        """Wall-clock milliseconds: what records and receipts carry."""
-        ...
-
-    def monotonic_ms(self) -> int:
-        """Monotonic milliseconds: what budgets are measured with (a wall-clock step cannot extend one)."""
-        ...
-
-    def sleep_ms(self, ms: int) -> None:
-        """Wait ``ms`` milliseconds (the bounded pause between two reads of a value that is not yet visible)."""
-        ...
-
-
 class Entropy(Protocol):
     """Randomness, injected so the simulation is deterministic. Random values are recorded, never derived."""
 

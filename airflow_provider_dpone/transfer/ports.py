@@ -1,4 +1,5 @@
-"""Ports of the native transfer route: the snapshot source, the durable stage and journal, a clock, the target.
+"""Ports of the native transfer route: the snapshot source, the durable stage and journal, the target (the
+clock is :class:`airflow_provider_dpone.core.clock.Clock`).
 
 The protocol drives these and nothing else. Counting :meth:`SnapshotSourceConnector.connect` calls is how tests prove
 that post-EOF recovery never opens the source. :class:`TransferTarget` is the one target port: the SQL Server and
@@ -7,7 +8,6 @@ PostgreSQL adapters and the test fake implement it directly.
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -121,10 +121,6 @@ class JournalStore(Protocol):
     def read_all(self) -> list[tuple[int, bytes]]:
         """Every record as ``(seq, bytes)`` in sequence order."""
         ...
-
-
-class Clock(Protocol):
-    def now(self) -> dt.datetime: ...
 
 
 @dataclass(frozen=True)

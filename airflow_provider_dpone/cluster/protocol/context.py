@@ -12,7 +12,6 @@ from airflow_provider_dpone.cluster.ports import (
     AcceptanceReader,
     ArtifactStore,
     AuthorityStore,
-    Clock,
     ClusterCatalog,
     ClusterDDL,
     Entropy,
@@ -25,6 +24,7 @@ from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecor
 from airflow_provider_dpone.cluster.values.authority.generation import DdlBinding, ErrorClassification
 from airflow_provider_dpone.cluster.values.authority.phases import Phase, is_allowed, require_write
 from airflow_provider_dpone.core.alerts import Alert, AlertSink, Fact, emit
+from airflow_provider_dpone.core.clock import Clock
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.inventory import AdmittedInventory
 
