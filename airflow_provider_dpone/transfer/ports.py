@@ -32,7 +32,7 @@ from airflow_provider_dpone.transfer.values.source_observation import (
     SettingsObservation,
     TransportObservation,
 )
-from airflow_provider_dpone.transfer.values.target_receipts import ChunkEvidence
+from airflow_provider_dpone.transfer.values.target_receipts import ChunkEvidence, TargetPublicationReceipt
 from airflow_provider_dpone.transfer.values.utc_window import UtcWindow
 
 
@@ -136,16 +136,6 @@ class TargetInvocation:
     columns: tuple[NativeColumn, ...]
     window: UtcWindow | None
     row_digest: RowDigest = RowDigest.TYPED_SHA256
-
-
-@dataclass(frozen=True)
-class TargetPublicationReceipt:
-    """Proof, read from the target, that the invocation's one publication committed."""
-
-    publication_id: str
-    rows: int
-    workload_digest: str
-    receipt_sha256: str
 
 
 class TransferTarget(Protocol):

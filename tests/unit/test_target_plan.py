@@ -14,7 +14,7 @@ from airflow_provider_dpone.transfer.values.target import PublicationMode, Targe
 from airflow_provider_dpone.transfer.values.target_receipts import (
     ChunkEvidence,
     TargetPublication,
-    TargetReceiptRow,
+    TargetPublicationReceipt,
 )
 
 UTC = dt.UTC
@@ -130,7 +130,7 @@ def test_publication_chunks_must_be_contiguous() -> None:
 def test_receipt_conflict() -> None:
     plan = _plan()
     request = TargetPublication(chunks=(_expectation(0, [(1, dt.datetime(2026, 1, 1, tzinfo=UTC))]),))
-    receipt = TargetReceiptRow(
+    receipt = TargetPublicationReceipt(
         publication_id=plan.publication_id,
         invocation_id=plan.invocation_id,
         target_schema="dbo",

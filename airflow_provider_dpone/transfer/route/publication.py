@@ -132,7 +132,7 @@ class Publisher:
             if refusal is not None:
                 raise refusal
             raise DponeError("native_transfer.publication_absent", "interrupted publication proven absent")
-        if receipt.rows != complete.rows or receipt.workload_digest != complete.workload_digest:
+        if receipt.rows != complete.rows or receipt.digest != complete.workload_digest:
             raise self._unknown(
                 view,
                 DponeError("native_transfer.publication_outcome_unknown", "target receipt does not match the stage"),
@@ -140,7 +140,7 @@ class Publisher:
         published = Published(
             publication_id=receipt.publication_id,
             rows=receipt.rows,
-            workload_digest=receipt.workload_digest,
+            workload_digest=receipt.digest,
             receipt_sha256=receipt.receipt_sha256,
         )
         self._append(view, "published", published)

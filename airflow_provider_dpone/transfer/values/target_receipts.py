@@ -13,6 +13,7 @@ from typing import Final
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from airflow_provider_dpone.core.canonical import tagged_digest
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.typed_digest import MODULUS, MultisetDigest, native_multiset_digest
 from airflow_provider_dpone.transfer.values.target import PublicationMode
@@ -83,8 +84,9 @@ class TargetPublication(_Closed):
         return {chunk.ordinal: chunk.rows for chunk in self.chunks if chunk.rows}
 
 
-class TargetReceiptRow(_Closed):
-    """The row the publication transaction wrote into ``__dpone_publication_receipts``: proof it committed."""
+class TargetPublicationReceipt(_Closed):
+    """Proof, read from the target, that the invocation's one publication committed: the row its publishing
+    transaction wrote into ``__dpone_publication_receipts`` (``digest`` is the workload digest it published)."""
 
     publication_id: str
     invocation_id: str
@@ -106,7 +108,7 @@ class TargetReceiptRow(_Closed):
         aware = value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
         return aware.astimezone(dt.UTC)
 
-    def require_matches(self, request: TargetPublication) -> TargetReceiptRow:
+    def require_matches(self, request: TargetPublication) -> TargetPublicationReceipt:
         """Refuse a receipt whose rows or digest differ from what this invocation asked to publish."""
         if self.rows != request.rows or self.digest != request.digest:
             raise DponeError(
@@ -114,3 +116,8 @@ class TargetReceiptRow(_Closed):
                 f"publication {self.publication_id[:16]}: receipt rows {self.rows}, requested {request.rows}",
             )
         return self
+
+    @property
+    def receipt_sha256(self) -> str:
+        """The digest of the receipt row as the target stored it (what the route journals)."""
+        return tagged_digest("dpone.target-receipt.v1", self.model_dump(mode="json"))
