@@ -25,11 +25,10 @@ from airflow_provider_dpone.cluster.clickhouse.artifact_source import EXTRACTION
 from airflow_provider_dpone.cluster.clickhouse.artifact_store import ObjectStorageArtifactStore
 from airflow_provider_dpone.cluster.clickhouse.sql_cluster_ddl import (
     DEFAULT_TASK_TIMEOUT_SECONDS,
-    QueueEntry,
     queue_entries,
     queue_entry,
 )
-from airflow_provider_dpone.cluster.ports import ArtifactSource
+from airflow_provider_dpone.cluster.ports import ArtifactSource, QueueEntry
 from airflow_provider_dpone.cluster.protocol.request import PublicationRequest
 from airflow_provider_dpone.core.clickhouse.clients import Purpose, build_async_client, build_client
 from airflow_provider_dpone.core.clickhouse.connection import ResolvedConnection

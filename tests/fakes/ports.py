@@ -17,8 +17,8 @@ from airflow_provider_dpone.cluster.ports import (
     DispatchOutcome,
     DispatchSettings,
     HostDdlState,
-    QueueEntryStatus,
-    QueueHostStatus,
+    QueueEntry,
+    QueueHost,
     ReplicaStatus,
     ServerIdentity,
     TableObservation,
@@ -63,8 +63,8 @@ from tests.fakes.world import (
     Effect,
     FakeArtifact,
     FakeMember,
+    FakeQueueEntry,
     FakeTable,
-    QueueEntry,
     Row,
     content_digest,
     exact_authority_facts,
@@ -316,8 +316,8 @@ class FakeClusterDDL:
         world.dispatched.append(settings)
         correlation_token, query_digest = settings.correlation_token, settings.query_digest
 
-        def enqueue() -> QueueEntry:
-            entry = QueueEntry(
+        def enqueue() -> FakeQueueEntry:
+            entry = FakeQueueEntry(
                 name=f"query-{len(world.queue):010d}",
                 token=correlation_token,
                 query_digest=query_digest,
@@ -348,17 +348,17 @@ class FakeClusterDDL:
 
         return world.faults.mutation("ddl.dispatch", effect)
 
-    def queue_status(self, inventory: AdmittedInventory, correlation_token: str) -> QueueEntryStatus | None:
+    def queue_status(self, inventory: AdmittedInventory, correlation_token: str) -> QueueEntry | None:
         self.world.calls["ddl.queue_status"] += 1
 
-        def effect() -> QueueEntryStatus | None:
+        def effect() -> QueueEntry | None:
             for entry in self.world.queue:
                 if entry.token == correlation_token:
                     hosts = tuple(
-                        QueueHostStatus(member_id=mid, state=state, exception_code=code)
+                        QueueHost(member_id=mid, state=state, exception_code=code)
                         for mid, (state, code) in sorted(entry.hosts.items())
                     )
-                    return QueueEntryStatus(entry=entry.name, correlation_token=entry.token, hosts=hosts)
+                    return QueueEntry(entry=entry.name, correlation_token=entry.token, hosts=hosts)
             return None
 
         return self.world.faults.read("ddl.queue_status", effect)

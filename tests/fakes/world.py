@@ -146,7 +146,7 @@ class FakeMember:
 
 
 @dataclass
-class QueueEntry:
+class FakeQueueEntry:
     name: str
     token: str
     query_digest: str
@@ -250,7 +250,7 @@ class FakeWorld:
         """What each key held before its latest write (what a Keeper server one write behind still serves)."""
         self.keeper_lagging_reads = 0
         """How many of the next authority reads a lagging Keeper server answers (:meth:`lag_keeper`)."""
-        self.queue: list[QueueEntry] = []
+        self.queue: list[FakeQueueEntry] = []
         self.artifacts: dict[str, FakeArtifact] = {}
         self.faults = FaultInjector()
         self.clock = FakeClock()

@@ -25,7 +25,7 @@ from airflow_provider_dpone.cluster.ports import (
     DdlIntent,
     DispatchOutcome,
     DispatchSettings,
-    QueueEntryStatus,
+    QueueEntry,
     ServerIdentity,
 )
 from airflow_provider_dpone.cluster.values.authority.generation import ServerName
@@ -106,7 +106,7 @@ class ClickHouseClusterDDL:
             timed_out=len(finished) + len(failed) < len(inventory.members),
         )
 
-    def queue_status(self, inventory: AdmittedInventory, correlation_token: str) -> QueueEntryStatus | None:
+    def queue_status(self, inventory: AdmittedInventory, correlation_token: str) -> QueueEntry | None:
         statement = sql_cluster_ddl.queue_entry(inventory.cluster, correlation_token)
         try:
             rows: list[Any] = list(self.coordinator.reader().query(statement).result_rows)
@@ -117,7 +117,7 @@ class ClickHouseClusterDDL:
             return None
         if len(entries) > 1:
             raise UnavailableError(f"{len(entries)} queue entries carry one correlation token")
-        return entries[0].status(correlation_token, _hosts(inventory))
+        return entries[0].bound(correlation_token, _hosts(inventory))
 
     def server_identity(self, session_id: str | None = None) -> ServerIdentity:
         session = {} if session_id is None else {"session_id": session_id, "session_timeout": self.session_timeout}

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from airflow_provider_dpone.cluster.ports import HostDdlState, QueueEntryStatus
+from airflow_provider_dpone.cluster.ports import HostDdlState, QueueEntry
 from airflow_provider_dpone.cluster.protocol.context import Context
 from airflow_provider_dpone.cluster.values.authority.generation import DdlBinding
 from airflow_provider_dpone.core.errors import DponeError, UnavailableError
@@ -44,7 +44,7 @@ class Reconciliation:
     pending: tuple[str, ...]
 
 
-def read_entry(ctx: Context, binding: DdlBinding) -> QueueEntryStatus | None:
+def read_entry(ctx: Context, binding: DdlBinding) -> QueueEntry | None:
     token = binding.correlation_token
     assert token is not None
     try:
@@ -102,7 +102,7 @@ def decide(
     *,
     what: str,
     binding: DdlBinding,
-    entry: QueueEntryStatus | None,
+    entry: QueueEntry | None,
     sides: Mapping[str, Side],
     members: Sequence[str],
     now_ms: int,

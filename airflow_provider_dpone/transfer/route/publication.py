@@ -28,7 +28,7 @@ from airflow_provider_dpone.core.alerts import CLEANUP_FAILED, PUBLICATION_UNKNO
 from airflow_provider_dpone.core.canonical import canonical_json_bytes, sha256_hex
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.typed_digest import MODULUS
-from airflow_provider_dpone.transfer.ports import StageStore, TargetInvocation, TargetPublicationReceipt, TransferTarget
+from airflow_provider_dpone.transfer.ports import StageStore, TargetInvocation, TransferTarget
 from airflow_provider_dpone.transfer.route.custody import LeaseKeeper
 from airflow_provider_dpone.transfer.route.extraction import Checkpoint, evidence_key, evidence_prefix, stage_prefix
 from airflow_provider_dpone.transfer.route.journal import RouteJournal
@@ -44,7 +44,7 @@ from airflow_provider_dpone.transfer.values.journal_records import (
     TargetPrepareIntent,
     TargetVerified,
 )
-from airflow_provider_dpone.transfer.values.target_receipts import ChunkEvidence
+from airflow_provider_dpone.transfer.values.target_receipts import ChunkEvidence, TargetPublicationReceipt
 
 EVIDENCE_KIND: Final = "dpone.native-transfer-evidence.v1"
 PIPELINE_DEPTH: Final = 3
