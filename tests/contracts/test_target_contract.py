@@ -143,7 +143,7 @@ def codes(excinfo: pytest.ExceptionInfo[DponeError]) -> str:
 
 # -- plan, staging and chunk verification ------------------------------------------------------------------------
 def test_admit_refuses_a_window_on_a_non_temporal_column_before_any_io(harness: TargetHarness) -> None:
-    bad = TargetInvocation(OPERATION, "inv-bad-00001", COLUMNS, UtcWindow.of("id", WINDOW.start_at, WINDOW.end_at))
+    bad = TargetInvocation(OPERATION, "inv-bad-00001", COLUMNS, UtcWindow.of("id", WINDOW.start, WINDOW.end))
     with pytest.raises(DponeError) as refused:
         harness.target.admit(bad)
     assert codes(refused) == "native_transfer.target_plan_invalid"
