@@ -29,11 +29,11 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, Strict
 
 from airflow_provider_dpone.cluster.values.authority.generation import ServerName
 from airflow_provider_dpone.cluster.values.authority.row import AuthorityRow, VersionedAuthorityRow
+from airflow_provider_dpone.cluster.values.inventory import AdmittedInventory, AdmittedMember, InventoryRow, MemberFacts
 from airflow_provider_dpone.cluster.values.part_digests import MAX_PART_DIGESTS, PartDigest
 from airflow_provider_dpone.cluster.values.quality_read import Observation, TargetReadPlan
 from airflow_provider_dpone.cluster.values.receipts import CURRENT_CONTENT_DIGEST, ArtifactReceipt, ContentDigestVersion
 from airflow_provider_dpone.core.canonical import Hex64, MemberId, NonNegative, UuidText
-from airflow_provider_dpone.core.inventory import AdmittedInventory, AdmittedMember, InventoryRow, MemberFacts
 
 _CLOSED = ConfigDict(frozen=True, extra="forbid")
 

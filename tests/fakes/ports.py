@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from airflow_provider_dpone.cluster.clickhouse.types import canonical_columns
 from airflow_provider_dpone.cluster.ports import (
     DdlIntent,
     DispatchOutcome,
@@ -31,6 +32,15 @@ from airflow_provider_dpone.cluster.values.authority.row import (
     VersionedAuthorityRow,
     judge_read_back,
 )
+from airflow_provider_dpone.cluster.values.inventory import (
+    AdmittedInventory,
+    AdmittedMember,
+    ColumnFact,
+    InventoryRow,
+    MemberEndpoint,
+    MemberFacts,
+    TableFacts,
+)
 from airflow_provider_dpone.cluster.values.part_digests import MAX_PART_DIGESTS, PartDigest
 from airflow_provider_dpone.cluster.values.receipts import (
     CURRENT_CONTENT_DIGEST,
@@ -38,7 +48,6 @@ from airflow_provider_dpone.cluster.values.receipts import (
     ArtifactReceipt,
     ContentDigestVersion,
 )
-from airflow_provider_dpone.core.clickhouse.types import canonical_columns
 from airflow_provider_dpone.core.errors import (
     ArtifactInvalidError,
     AuthorityConflictError,
@@ -47,15 +56,6 @@ from airflow_provider_dpone.core.errors import (
     OutcomeUnknownError,
     ReadBackOlderError,
     UnavailableError,
-)
-from airflow_provider_dpone.core.inventory import (
-    AdmittedInventory,
-    AdmittedMember,
-    ColumnFact,
-    InventoryRow,
-    MemberEndpoint,
-    MemberFacts,
-    TableFacts,
 )
 from tests.fakes import parts
 from tests.fakes.replication import blocks, fetch, insert, status

@@ -35,19 +35,19 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from airflow_provider_dpone.cluster.clickhouse.types import canonical_columns
 from airflow_provider_dpone.cluster.ports import DdlIntent, DispatchSettings, HostDdlState
 from airflow_provider_dpone.cluster.protocol.context import PublicationPorts
 from airflow_provider_dpone.cluster.values.authority.generation import ServerName
 from airflow_provider_dpone.cluster.values.authority.row import AUTHORITY_COLUMNS, AuthorityRow
+from airflow_provider_dpone.cluster.values.identities import member_id
+from airflow_provider_dpone.cluster.values.inventory import ColumnFact, TableFacts
 from airflow_provider_dpone.cluster.values.receipts import (
     CURRENT_CONTENT_DIGEST,
     ArtifactReceipt,
     ContentDigestVersion,
 )
 from airflow_provider_dpone.core.alerts import AlertEvent
-from airflow_provider_dpone.core.clickhouse.types import canonical_columns
-from airflow_provider_dpone.core.identities import member_id
-from airflow_provider_dpone.core.inventory import ColumnFact, TableFacts
 from airflow_provider_dpone.core.typed_digest import LogicalType, MultisetDigest, TypedColumn, native_multiset_digest
 from tests.fakes import replication
 from tests.fakes.faults import FaultInjector

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from airflow_provider_dpone.cluster.protocol.runtime_admission import admit_inventory
 from airflow_provider_dpone.cluster.values.authority.phases import Phase
+from airflow_provider_dpone.cluster.values.identities import member_id
+from airflow_provider_dpone.cluster.values.inventory import InventoryRow, MemberEndpoint, member_label
 from airflow_provider_dpone.cluster.values.publication_receipts import external_receipt
-from airflow_provider_dpone.core.identities import member_id
-from airflow_provider_dpone.core.inventory import InventoryRow, MemberEndpoint, member_label
 from tests.fakes.records import external_record
 
 

@@ -21,17 +21,8 @@ from typing import Any
 from clickhouse_connect.driver.exceptions import Error
 
 from airflow_provider_dpone.cluster.clickhouse import sql_cluster_ddl
-from airflow_provider_dpone.cluster.ports import (
-    DdlIntent,
-    DispatchOutcome,
-    DispatchSettings,
-    QueueEntry,
-    ServerIdentity,
-)
-from airflow_provider_dpone.cluster.values.authority.generation import ServerName
-from airflow_provider_dpone.core.canonical import sha256_hex
-from airflow_provider_dpone.core.clickhouse.endpoint import Endpoint
-from airflow_provider_dpone.core.clickhouse.oneshot import (
+from airflow_provider_dpone.cluster.clickhouse.endpoint import Endpoint
+from airflow_provider_dpone.cluster.clickhouse.oneshot import (
     PROCESS_GUARD,
     SESSION_NOT_FOUND,
     TIMEOUT_EXCEEDED,
@@ -41,8 +32,17 @@ from airflow_provider_dpone.core.clickhouse.oneshot import (
     mutation_query_id,
     sanitized,
 )
+from airflow_provider_dpone.cluster.ports import (
+    DdlIntent,
+    DispatchOutcome,
+    DispatchSettings,
+    QueueEntry,
+    ServerIdentity,
+)
+from airflow_provider_dpone.cluster.values.authority.generation import ServerName
+from airflow_provider_dpone.cluster.values.inventory import AdmittedInventory
+from airflow_provider_dpone.core.canonical import sha256_hex
 from airflow_provider_dpone.core.errors import MutationRejectedError, OutcomeUnknownError, UnavailableError
-from airflow_provider_dpone.core.inventory import AdmittedInventory
 
 
 def _hosts(inventory: AdmittedInventory) -> dict[tuple[str, int], str]:

@@ -23,14 +23,14 @@ from airflow_provider_dpone.cluster.clickhouse.catalog import (
     admission_facts,
     read_failure,
 )
+from airflow_provider_dpone.cluster.clickhouse.endpoint import Endpoint
 from airflow_provider_dpone.cluster.protocol.context import concurrently
 from airflow_provider_dpone.cluster.protocol.runtime_admission import require_atomic_databases, require_authority_table
 from airflow_provider_dpone.cluster.values.authority.row import AUTHORITY_TABLE
+from airflow_provider_dpone.cluster.values.identities import member_id
+from airflow_provider_dpone.cluster.values.inventory import AdmittedMember, MemberEndpoint, TableFacts
 from airflow_provider_dpone.core.clickhouse.connection import ResolvedConnection
-from airflow_provider_dpone.core.clickhouse.endpoint import Endpoint
 from airflow_provider_dpone.core.errors import DponeError, UnavailableError
-from airflow_provider_dpone.core.identities import member_id
-from airflow_provider_dpone.core.inventory import AdmittedMember, MemberEndpoint, TableFacts
 
 Position = tuple[str, int, int]
 """``(cluster, shard_num, replica_num)`` as ``system.clusters`` reports it."""

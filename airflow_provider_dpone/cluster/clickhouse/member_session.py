@@ -33,11 +33,8 @@ from typing import Any, Final
 from clickhouse_connect.driver.exceptions import Error
 
 from airflow_provider_dpone.cluster.clickhouse import part_content, sql_digest, sql_member
-from airflow_provider_dpone.cluster.ports import ArtifactHandle, ReplicaStatus, TableObservation, TableSpec
-from airflow_provider_dpone.cluster.values.part_digests import PartDigest
-from airflow_provider_dpone.cluster.values.receipts import CURRENT_CONTENT_DIGEST, ContentDigestVersion
-from airflow_provider_dpone.core.clickhouse.endpoint import Endpoint
-from airflow_provider_dpone.core.clickhouse.oneshot import (
+from airflow_provider_dpone.cluster.clickhouse.endpoint import Endpoint
+from airflow_provider_dpone.cluster.clickhouse.oneshot import (
     ACCESS_DENIED,
     PROCESS_GUARD,
     TIMEOUT_EXCEEDED,
@@ -48,7 +45,11 @@ from airflow_provider_dpone.core.clickhouse.oneshot import (
     mutation_query_id,
     sanitized,
 )
-from airflow_provider_dpone.core.clickhouse_engines import EngineClass, classify_engine
+from airflow_provider_dpone.cluster.ports import ArtifactHandle, ReplicaStatus, TableObservation, TableSpec
+from airflow_provider_dpone.cluster.values.clickhouse_engines import EngineClass, classify_engine
+from airflow_provider_dpone.cluster.values.inventory import AdmittedMember
+from airflow_provider_dpone.cluster.values.part_digests import PartDigest
+from airflow_provider_dpone.cluster.values.receipts import CURRENT_CONTENT_DIGEST, ContentDigestVersion
 from airflow_provider_dpone.core.errors import (
     AccessDeniedError,
     ArtifactInvalidError,
@@ -59,7 +60,6 @@ from airflow_provider_dpone.core.errors import (
     UnavailableError,
     VerificationBudgetExceededError,
 )
-from airflow_provider_dpone.core.inventory import AdmittedMember
 
 _PARTED = frozenset({EngineClass.MERGE_TREE, EngineClass.REPLICATED_MERGE_TREE, EngineClass.SHARED_MERGE_TREE})
 """Engines whose content is summed per active part (``_part``); any other is digested in one read."""

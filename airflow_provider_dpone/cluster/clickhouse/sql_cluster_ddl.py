@@ -28,6 +28,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
+from airflow_provider_dpone.cluster.clickhouse.literals import settings_clause, string_literal, uuid_literal
 from airflow_provider_dpone.cluster.clickhouse.sql_member import table_definition
 from airflow_provider_dpone.cluster.ports import (
     DdlIntent,
@@ -36,8 +37,7 @@ from airflow_provider_dpone.cluster.ports import (
     QueueEntry,
     QueueHost,
 )
-from airflow_provider_dpone.core.clickhouse.literals import settings_clause, string_literal, uuid_literal
-from airflow_provider_dpone.core.clickhouse_engines import EngineClass, classify_engine
+from airflow_provider_dpone.cluster.values.clickhouse_engines import EngineClass, classify_engine
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.identifiers import qualified_clickhouse, quote_clickhouse, validate_identifier
 

@@ -37,12 +37,12 @@ from airflow_provider_dpone.cluster.values.authority.internal import (
     as_internal,
 )
 from airflow_provider_dpone.cluster.values.authority.phases import MemberStage
+from airflow_provider_dpone.cluster.values.inventory import Position
 from airflow_provider_dpone.cluster.values.publication_receipts import (
     PublicationReceipt,
     external_receipt,
     internal_receipt,
 )
-from airflow_provider_dpone.core.inventory import Position
 from airflow_provider_dpone.core.manifest.cluster import ReplicationMode
 
 Stage = Callable[[Context, Held, Observations | None], Held]

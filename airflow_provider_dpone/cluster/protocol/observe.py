@@ -16,11 +16,11 @@ from airflow_provider_dpone.cluster.values.authority.generation import (
     MemberGeneration,
     PublishedMember,
 )
+from airflow_provider_dpone.cluster.values.identities import schema_digest
 from airflow_provider_dpone.cluster.values.part_digests import PartDigest
 from airflow_provider_dpone.cluster.values.receipts import CURRENT_CONTENT_DIGEST, ArtifactReceipt, ContentDigestVersion
 from airflow_provider_dpone.core.alerts import STAGING_DIVERGENCE, TARGET_DRIFT
 from airflow_provider_dpone.core.errors import DponeError, UnavailableError, VerificationBudgetExceededError
-from airflow_provider_dpone.core.identities import schema_digest
 
 DIVERGENT = "DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_DIVERGENT"
 DRIFT = "DPONE_CLICKHOUSE_CLUSTER_TARGET_DRIFT"

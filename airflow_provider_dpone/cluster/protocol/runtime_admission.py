@@ -24,17 +24,17 @@ from airflow_provider_dpone.cluster.values.authority.row import (
     AUTHORITY_PRIMARY_KEY,
     AUTHORITY_TABLE,
 )
-from airflow_provider_dpone.cluster.values.replication import VARIANTS
-from airflow_provider_dpone.core.errors import DponeError, UnavailableError
-from airflow_provider_dpone.core.errors.replay import UNSUPPORTED
-from airflow_provider_dpone.core.identities import inventory_digest, member_id
-from airflow_provider_dpone.core.inventory import (
+from airflow_provider_dpone.cluster.values.identities import inventory_digest, member_id
+from airflow_provider_dpone.cluster.values.inventory import (
     AdmittedInventory,
     AdmittedMember,
     InventoryRow,
     MemberFacts,
     TableFacts,
 )
+from airflow_provider_dpone.cluster.values.replication import VARIANTS
+from airflow_provider_dpone.core.errors import DponeError, UnavailableError
+from airflow_provider_dpone.core.errors.replay import UNSUPPORTED
 from airflow_provider_dpone.core.manifest.cluster import ReplicationMode
 
 INCOMPLETE: Final[str] = "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_INCOMPLETE"

@@ -34,11 +34,11 @@ from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecor
 from airflow_provider_dpone.cluster.values.authority.external import ErrorClassification, MemberRecord
 from airflow_provider_dpone.cluster.values.authority.generation import DdlBinding, MemberGeneration, PublishedMember
 from airflow_provider_dpone.cluster.values.authority.phases import MemberStage, Phase
+from airflow_provider_dpone.cluster.values.clickhouse_engines import EngineClass, classify_engine
+from airflow_provider_dpone.cluster.values.identities import generation_id
 from airflow_provider_dpone.cluster.values.receipts import ArtifactReceipt
-from airflow_provider_dpone.core.clickhouse_engines import EngineClass, classify_engine
 from airflow_provider_dpone.core.column_profile import COLUMN_TYPE_UNSUPPORTED, unsupported_columns
 from airflow_provider_dpone.core.errors import DponeError
-from airflow_provider_dpone.core.identities import generation_id
 
 UNSUPPORTED = "DPONE_CLICKHOUSE_CLUSTER_ARTIFACT_UNSUPPORTED"
 DIVERGENT = "DPONE_CLICKHOUSE_CLUSTER_TARGET_DIVERGENT"
