@@ -24,7 +24,6 @@ from airflow_provider_dpone.cluster.clickhouse import sql_cluster_ddl
 from airflow_provider_dpone.cluster.clickhouse.endpoint import Endpoint
 from airflow_provider_dpone.cluster.clickhouse.oneshot import (
     PROCESS_GUARD,
-    SESSION_NOT_FOUND,
     TIMEOUT_EXCEEDED,
     MutationGuard,
     Refused,
@@ -42,6 +41,7 @@ from airflow_provider_dpone.cluster.ports import (
 from airflow_provider_dpone.cluster.values.authority.generation import ServerName
 from airflow_provider_dpone.cluster.values.inventory import AdmittedInventory
 from airflow_provider_dpone.core.canonical import sha256_hex
+from airflow_provider_dpone.core.clickhouse.server_codes import SESSION_NOT_FOUND
 from airflow_provider_dpone.core.errors import MutationRejectedError, OutcomeUnknownError, UnavailableError
 
 

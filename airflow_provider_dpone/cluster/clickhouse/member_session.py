@@ -35,7 +35,6 @@ from clickhouse_connect.driver.exceptions import Error
 from airflow_provider_dpone.cluster.clickhouse import part_content, sql_digest, sql_member
 from airflow_provider_dpone.cluster.clickhouse.endpoint import Endpoint
 from airflow_provider_dpone.cluster.clickhouse.oneshot import (
-    ACCESS_DENIED,
     PROCESS_GUARD,
     TIMEOUT_EXCEEDED,
     MutationGuard,
@@ -50,6 +49,7 @@ from airflow_provider_dpone.cluster.values.clickhouse_engines import EngineClass
 from airflow_provider_dpone.cluster.values.inventory import AdmittedMember
 from airflow_provider_dpone.cluster.values.part_digests import PartDigest
 from airflow_provider_dpone.cluster.values.receipts import CURRENT_CONTENT_DIGEST, ContentDigestVersion
+from airflow_provider_dpone.core.clickhouse.server_codes import ACCESS_DENIED
 from airflow_provider_dpone.core.errors import (
     AccessDeniedError,
     ArtifactInvalidError,
@@ -165,7 +165,7 @@ class ClickHouseMemberSession:
                 content = part_content.Content(0, sql_digest.content_digest(0, 0, digest_version), (), 0)
             elif with_content and listed is not None and parted:
                 target = part_content.Target(database, table, uuid, schema, digest_version)
-                content = part_content.digest(self._content_rows, target, listed, known_parts)
+                content = part_content.read_content(self._content_rows, target, listed, known_parts)
         except part_content.TableChangedError:
             raise UnavailableError(f"member {self.member_id}: the table changed during observation") from None
         if content is not None:

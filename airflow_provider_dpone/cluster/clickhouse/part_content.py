@@ -34,7 +34,7 @@ from airflow_provider_dpone.core.typed_digest import MODULUS
 ATTEMPTS: Final[int] = 3
 """Reads of the unknown parts before the whole table is read instead (each failed one saw a merge)."""
 
-Listed = tuple[tuple[str, str], ...]
+ListedParts = tuple[tuple[str, str], ...]
 """Active parts as listed: (name, ``hash_of_all_files``), ordered by name."""
 
 Read = Callable[[str, str], list[Any]]
@@ -64,7 +64,7 @@ class Target:
     version: ContentDigestVersion
 
 
-def listing(answer: Any, uuid: str) -> Listed:
+def listing(answer: Any, uuid: str) -> ListedParts:
     """The parts of an ``active_parts`` answer, refused (:class:`TableChangedError`) when they are another table's."""
     raw, bound_uuid = answer
     if str(bound_uuid) != uuid:
@@ -72,7 +72,7 @@ def listing(answer: Any, uuid: str) -> Listed:
     return tuple((str(name), str(checksum)) for name, checksum in raw)
 
 
-def digest(read: Read, target: Target, listed: Listed, known: Sequence[PartDigest]) -> Content:
+def read_content(read: Read, target: Target, listed: ListedParts, known: Sequence[PartDigest]) -> Content:
     """The content of ``target`` whose parts were ``listed`` just before, reusing the ``known`` facts it can."""
     facts = recorded(known)
     for _ in range(ATTEMPTS):

@@ -105,7 +105,7 @@ def _external_creates_from(record: AuthorityRecord) -> int | None:
     return max(stamps, default=None)
 
 
-EXTERNAL: Final = ModeBehaviour(
+EXTERNAL_BEHAVIOUR: Final = ModeBehaviour(
     new_record=_new_external,
     first_intents=external_intents,
     stage=stage_all,
@@ -156,7 +156,7 @@ def _internal_owned(record: AuthorityRecord, member_id: str) -> tuple[str, ...]:
     return () if candidate is None else candidate.owned_uuids
 
 
-INTERNAL: Final = ModeBehaviour(
+INTERNAL_BEHAVIOUR: Final = ModeBehaviour(
     new_record=_new_internal,
     first_intents=internal_intents,
     stage=_stage_internal,
@@ -170,7 +170,7 @@ INTERNAL: Final = ModeBehaviour(
 )
 
 MODES: Final[Mapping[ReplicationMode, ModeBehaviour]] = {
-    ReplicationMode.INTERNAL: INTERNAL,
-    ReplicationMode.EXTERNAL: EXTERNAL,
+    ReplicationMode.INTERNAL: INTERNAL_BEHAVIOUR,
+    ReplicationMode.EXTERNAL: EXTERNAL_BEHAVIOUR,
 }
 """Every replication mode's behaviour by name (the request's ``replication_mode``)."""

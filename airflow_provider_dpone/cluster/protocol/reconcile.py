@@ -56,7 +56,7 @@ def read_entry(ctx: Context, binding: DdlBinding) -> QueueEntry | None:
     return entry
 
 
-def classify(
+def classify_side(
     target: str | None,
     candidate: str | None,
     *,
@@ -79,9 +79,9 @@ def classify_observed(
     before: tuple[str | None, str | None],
     after: tuple[str | None, str | None],
 ) -> Side | None:
-    """:func:`classify` of the (target UUID, candidate UUID) pair observed on ``member_id`` in one snapshot (two
+    """:func:`classify_side` of the (target UUID, candidate UUID) pair observed on ``member_id`` in one snapshot (two
     separate reads could straddle the DDL and show a pair no moment had, which would read as foreign)."""
-    return classify(*observe_pair(ctx, member_id), before=before, after=after)
+    return classify_side(*observe_pair(ctx, member_id), before=before, after=after)
 
 
 def observe_pair(ctx: Context, member_id: str) -> tuple[str | None, str | None]:

@@ -22,7 +22,7 @@ from airflow_provider_dpone.transfer.values.raw_snapshot_eof import EXTENSION_KE
 from airflow_provider_dpone.transfer.values.row_digest import RowDigest, parse_row_digest
 from airflow_provider_dpone.transfer.values.utc_window import UtcWindow
 
-PLAN_KIND: Final = "dpone.native-chunk-plan.v1"
+CHUNK_PLAN_KIND: Final = "dpone.native-chunk-plan.v1"
 STAGE_FORMAT: Final = "dpone.native-arrow-chunk.v2"
 """The stage object format (``transfer/values/arrow_chunk.py``), the only one this build writes and reads."""
 PRE_RELEASE_STAGE_FORMAT: Final = "dpone.native-typed-chunk.v1"
@@ -47,7 +47,7 @@ class RelationRef(_Frozen):
 class NativeChunkPlan(_Frozen):
     """Frozen before the first row is read; ``source_query_id`` is the opaque source binding (see raw_snapshot)."""
 
-    kind: Literal["dpone.native-chunk-plan.v1"] = PLAN_KIND
+    kind: Literal["dpone.native-chunk-plan.v1"] = CHUNK_PLAN_KIND
     operation_id: str = _Id
     invocation_id: str = _Id
     route_fingerprint: str = _Sha
@@ -78,7 +78,7 @@ class NativeChunkPlan(_Frozen):
     @field_validator("kind", mode="before")
     @classmethod
     def _plan_kind_of_this_build(cls, value: Any) -> Any:
-        if value != PLAN_KIND:
+        if value != CHUNK_PLAN_KIND:
             raise format_error(f"chunk plan kind {format_name(value)}", ANOTHER_BUILD)
         return value
 
