@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from enum import StrEnum
 from typing import Final
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
-from airflow_provider_dpone.core.canonical import tagged_digest
+from airflow_provider_dpone.core.canonical import Closed, tagged_digest
 from airflow_provider_dpone.core.columns import MAX_COLUMNS, NativeColumn
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.identifiers import validate_identifier
@@ -43,15 +43,11 @@ class PublicationMode(StrEnum):
     WINDOW_REPLACE = "window_replace"
 
 
-class _Closed(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
 def _plan_error(detail: str) -> DponeError:
     return DponeError("native_transfer.target_plan_invalid", detail)
 
 
-class TargetColumn(_Closed):
+class TargetColumn(Closed):
     """One published column: its name and the ClickHouse type it comes from (the target type is derived)."""
 
     name: str
@@ -75,7 +71,7 @@ class TargetColumn(_Closed):
         return self.column_type.typed(self.name)
 
 
-class TargetPlan(_Closed):
+class TargetPlan(Closed):
     """One invocation's publication into one target table."""
 
     invocation_id: str
@@ -172,7 +168,7 @@ class TargetPlan(_Closed):
         return tuple(column.typed for column in self.columns)
 
 
-class TargetTable(_Closed):
+class TargetTable(Closed):
     """The one target table a target is bound to (from the manifest's sink); every invocation publishes into it."""
 
     target_schema: str

@@ -11,9 +11,9 @@ import datetime as dt
 import re
 from typing import Final
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from airflow_provider_dpone.core.canonical import tagged_digest
+from airflow_provider_dpone.core.canonical import Closed, tagged_digest
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.typed_digest import MODULUS, MultisetDigest, native_multiset_digest
 from airflow_provider_dpone.transfer.values.target import PublicationMode
@@ -22,17 +22,13 @@ _HEX64: Final[re.Pattern[str]] = re.compile(r"[0-9a-f]{64}")
 MAX_CHUNKS: Final[int] = 1_000_000
 
 
-class _Closed(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
 def _hex64(value: str) -> str:
     if not _HEX64.fullmatch(value):
         raise ValueError("must be 64 lower-case hex digits")
     return value
 
 
-class ChunkEvidence(_Closed):
+class ChunkEvidence(Closed):
     """One chunk's ordinal, row count and typed sum (hex): as the source's receipt records them, and as a target
     recomputes them from what it stores (the two must be equal)."""
 
@@ -55,7 +51,7 @@ class ChunkEvidence(_Closed):
         return cls(ordinal=ordinal, rows=accumulated.rows, typed_sum=f"{accumulated.total:064x}")
 
 
-class TargetPublication(_Closed):
+class TargetPublication(Closed):
     """Every chunk of the invocation, contiguous from ordinal 0 (zero chunks publish an empty replacement)."""
 
     chunks: tuple[ChunkEvidence, ...] = Field(default=(), max_length=MAX_CHUNKS)
@@ -84,7 +80,7 @@ class TargetPublication(_Closed):
         return {chunk.ordinal: chunk.rows for chunk in self.chunks if chunk.rows}
 
 
-class TargetPublicationReceipt(_Closed):
+class TargetPublicationReceipt(Closed):
     """Proof, read from the target, that the invocation's one publication committed: the row its publishing
     transaction wrote into ``__dpone_publication_receipts`` (``digest`` is the workload digest it published)."""
 
