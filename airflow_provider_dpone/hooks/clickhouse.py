@@ -341,7 +341,7 @@ def allow_unverified_tls() -> bool:
 def describe_query(endpoint: Any, query: str, seconds: int = EXTRACTION_SECONDS) -> tuple[tuple[str, str], ...]:
     """The ``(name, type)`` pairs of the query's result, in canonical spelling; reads no row, read-only like the
     extraction itself."""
-    from airflow_provider_dpone.cluster.clickhouse.types import canonical_columns
+    from airflow_provider_dpone.cluster.clickhouse.column_types import canonical_columns
 
     try:
         rows = endpoint.reader().query(f"DESCRIBE TABLE ({query})", settings=extraction_settings(seconds)).result_rows

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from airflow_provider_dpone.cluster.clickhouse.types import canonical_columns
+from airflow_provider_dpone.cluster.clickhouse.column_types import canonical_columns
 from airflow_provider_dpone.cluster.ports import (
     DdlIntent,
     DispatchOutcome,

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from airflow_provider_dpone.cluster.clickhouse.types import canonical_columns
+from airflow_provider_dpone.cluster.clickhouse.column_types import canonical_columns
 from airflow_provider_dpone.cluster.ports import DdlIntent, DispatchSettings, HostDdlState
 from airflow_provider_dpone.cluster.protocol.context import PublicationPorts
 from airflow_provider_dpone.cluster.values.authority.generation import ServerName

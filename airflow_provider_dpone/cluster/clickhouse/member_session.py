@@ -164,7 +164,7 @@ class ClickHouseMemberSession:
                     return observed.model_copy(update={"row_count": 0})
                 content = part_content.Content(0, sql_digest.content_digest(0, 0, digest_version), (), 0)
             elif with_content and listed is not None and parted:
-                target = part_content.Target(database, table, uuid, schema, digest_version)
+                target = part_content.DigestedTable(database, table, uuid, schema, digest_version)
                 content = part_content.read_content(self._content_rows, target, listed, known_parts)
         except part_content.TableChangedError:
             raise UnavailableError(f"member {self.member_id}: the table changed during observation") from None

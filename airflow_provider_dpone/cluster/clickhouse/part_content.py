@@ -54,7 +54,7 @@ class Content:
 
 
 @dataclass(frozen=True)
-class Target:
+class DigestedTable:
     """The table being digested: where, which physical table (UUID), its schema and the digest version."""
 
     database: str
@@ -72,7 +72,7 @@ def listing(answer: Any, uuid: str) -> ListedParts:
     return tuple((str(name), str(checksum)) for name, checksum in raw)
 
 
-def read_content(read: Read, target: Target, listed: ListedParts, known: Sequence[PartDigest]) -> Content:
+def read_content(read: Read, target: DigestedTable, listed: ListedParts, known: Sequence[PartDigest]) -> Content:
     """The content of ``target`` whose parts were ``listed`` just before, reusing the ``known`` facts it can."""
     facts = recorded(known)
     for _ in range(ATTEMPTS):
@@ -94,7 +94,7 @@ def read_content(read: Read, target: Target, listed: ListedParts, known: Sequenc
     return _content(target, sums.values(), {key: _fact(key, *sums[name]) for name, key in keys.items()}, len(sums))
 
 
-def _read(read: Read, target: Target, parts: Sequence[str] | None) -> dict[str, tuple[int, int]]:
+def _read(read: Read, target: DigestedTable, parts: Sequence[str] | None) -> dict[str, tuple[int, int]]:
     """(rows, sum) of each part the per-part read saw (only ``parts`` when given)."""
     statement = sql_digest.part_content(target.database, target.table, target.columns, target.version, parts)
     groups, bound_uuid = read(statement, "content read")[0]
@@ -113,7 +113,9 @@ def _bounded(parts: dict[str, PartDigest]) -> tuple[PartDigest, ...] | None:
     return tuple(parts[key] for key in sorted(parts))
 
 
-def _content(target: Target, sums: Iterable[tuple[int, int]], parts: dict[str, PartDigest], parts_read: int) -> Content:
+def _content(
+    target: DigestedTable, sums: Iterable[tuple[int, int]], parts: dict[str, PartDigest], parts_read: int
+) -> Content:
     """The table's digest from every part's (rows, sum), with the facts to record of ``parts``."""
     rows = total = 0
     for count, value in sums:

@@ -45,7 +45,7 @@ from airflow_provider_dpone.cluster.values.publication_receipts import (
 )
 from airflow_provider_dpone.core.manifest.cluster import ReplicationMode
 
-Stage = Callable[[Context, Held, Observations | None], Held]
+StagingStep = Callable[[Context, Held, Observations | None], Held]
 """STAGING -> STAGED; the observations are the candidate names seen just before this invocation's STAGING CAS."""
 
 
@@ -56,7 +56,7 @@ class ModeBehaviour:
     new_record: Callable[[Mapping[str, object], Sequence[str], bool], AuthorityRecord]
     """A fresh LOCKED record from the shared fields, the member ids and whether quality replay is selected."""
     first_intents: FirstIntents
-    stage: Stage
+    stage: StagingStep
     staging_step: Callable[[Context, AuthorityRecord], DdlStep | None]
     """The staging DDL whose permit is bound and not yet reconciled, or ``None``: what abort waits for and what a
     void while STAGING applies to (external staging sends no ON CLUSTER DDL, so there is none)."""
