@@ -33,7 +33,7 @@ _MARKDOWN = MarkdownIt("commonmark", {"html": False}).enable("table")
 app = FastAPI(title="dpone docs", docs_url=None, redoc_url=None, openapi_url=None)
 
 
-def render(text: str, name: str) -> str:
+def render_page(text: str, name: str) -> str:
     """One page as a standalone HTML document, its page links pointing at this route."""
     body = _PAGE_LINK.sub(lambda match: f'href="{match.group(1)}{match.group(2) or ""}"', _MARKDOWN.render(text))
     return (
@@ -48,7 +48,7 @@ def page(name: str) -> HTMLResponse:
         found = docs_page(name)
     except DponeError as exc:
         raise HTTPException(status_code=404, detail=exc.code) from None
-    return HTMLResponse(render(found.read_text(encoding="utf-8"), name))
+    return HTMLResponse(render_page(found.read_text(encoding="utf-8"), name))
 
 
 class DponeDocsPlugin(AirflowPlugin):

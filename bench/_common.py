@@ -6,7 +6,6 @@ on ``sys.path``.
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 import statistics
 import tempfile
@@ -174,13 +173,6 @@ class CpuCounters:
         spent = {name: after[name] - before[name] for name in before}
         spent["worker"] -= sampler.cpu
         return {name: round(value, 3) for name, value in spent.items()}
-
-
-class UtcClock:
-    """The wall clock the route's lease and journal read."""
-
-    def now(self) -> dt.datetime:
-        return dt.datetime.now(dt.UTC)
 
 
 def chdb_engine() -> tuple[str, dict[str, Any]]:

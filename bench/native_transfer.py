@@ -67,7 +67,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from _common import CheckCosts, CpuCounters, PeakSampler, UtcClock, chdb_engine, rss_bytes, spread, worker_env
+from _common import CheckCosts, CpuCounters, PeakSampler, chdb_engine, rss_bytes, spread, worker_env
 
 REPO = Path(__file__).resolve().parents[1]
 PHASES = ("admitted", "eof", "stage_complete", "loaded", "succeeded")
@@ -138,6 +138,7 @@ def worker(
     import clickhouse_connect
     import psycopg
 
+    from airflow_provider_dpone.core.clock import SystemClock
     from airflow_provider_dpone.core.manifest.transfer_options import NativeTransferOptions
     from airflow_provider_dpone.transfer.route.admission import SourceRequest, admit
     from airflow_provider_dpone.transfer.route.route import NativeTransferRoute
@@ -283,7 +284,7 @@ def worker(
             journal_store=ObjectJournalStore(f"file://{stage_root}", operation),
             stage=stage,
             target_factory=lambda: target,
-            clock=UtcClock(),
+            clock=SystemClock(),
             lease_duration=dt.timedelta(hours=1),
             checkpoint=checkpoint,
         )

@@ -30,12 +30,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from _common import PeakSampler, UtcClock, chdb_engine, rss_bytes, spread, worker_env
+from _common import PeakSampler, chdb_engine, rss_bytes, spread, worker_env
 
 
 def worker(rows: int, trials: int) -> dict[str, Any]:
     import clickhouse_connect
 
+    from airflow_provider_dpone.core.clock import SystemClock
     from airflow_provider_dpone.core.manifest.transfer_options import NativeTransferOptions
     from airflow_provider_dpone.transfer.route.admission import SourceRequest, admit
     from airflow_provider_dpone.transfer.route.custody import LeaseKeeper
@@ -92,7 +93,7 @@ def worker(rows: int, trials: int) -> dict[str, Any]:
         plain.close()
         assert count == rows, (count, rows)
         journal = RouteJournal(ObjectJournalStore(f"file://{stage_root}", operation))
-        lease = LeaseKeeper(journal, UtcClock(), uuid.uuid4().hex, dt.timedelta(minutes=30))
+        lease = LeaseKeeper(journal, SystemClock(), uuid.uuid4().hex, dt.timedelta(minutes=30))
         lease.acquire()
         producer = Producer(journal, ObjectStageStore(f"file://{stage_root}", operation), lease, lambda _: None)
         ours_start_rss = rss_bytes()

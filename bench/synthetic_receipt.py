@@ -94,7 +94,7 @@ def _adapters(cluster: Any, database: str, store: Path) -> Any:
 
     from airflow_provider_dpone.cluster.clickhouse.adapter_set import adapters_for
     from airflow_provider_dpone.cluster.clickhouse.artifact_store import ObjectStorageArtifactStore
-    from airflow_provider_dpone.core.clickhouse.oneshot import MutationGuard
+    from airflow_provider_dpone.cluster.clickhouse.oneshot import MutationGuard
 
     return adapters_for(
         resolved(cluster.connection_json(database), database),

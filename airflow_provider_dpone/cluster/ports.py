@@ -20,7 +20,8 @@ within the budget (timeout, cancellation, a crashed worker, a partial, malformed
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Literal, Protocol
 
@@ -28,11 +29,11 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, Strict
 
 from airflow_provider_dpone.cluster.values.authority.generation import ServerName
 from airflow_provider_dpone.cluster.values.authority.row import AuthorityRow, VersionedAuthorityRow
+from airflow_provider_dpone.cluster.values.inventory import AdmittedInventory, AdmittedMember, InventoryRow, MemberFacts
 from airflow_provider_dpone.cluster.values.part_digests import MAX_PART_DIGESTS, PartDigest
 from airflow_provider_dpone.cluster.values.quality_read import Observation, TargetReadPlan
 from airflow_provider_dpone.cluster.values.receipts import CURRENT_CONTENT_DIGEST, ArtifactReceipt, ContentDigestVersion
 from airflow_provider_dpone.core.canonical import Hex64, MemberId, NonNegative, UuidText
-from airflow_provider_dpone.core.inventory import AdmittedInventory, AdmittedMember, InventoryRow, MemberFacts
 
 _CLOSED = ConfigDict(frozen=True, extra="forbid")
 
@@ -217,30 +218,57 @@ class HostDdlState(StrEnum):
     UNKNOWN = "Unknown"
 
 
-class QueueHostStatus(BaseModel):
-    model_config = _CLOSED
+@dataclass(frozen=True)
+class QueueHost:
+    """One host's row of a distributed DDL queue entry (``system.distributed_ddl_queue``). Its endpoint stays in
+    memory (never in ``repr``); ``member_id`` is empty until :meth:`QueueEntry.bound` maps the endpoint to a member."""
 
-    member_id: MemberId
     state: HostDdlState
-    exception_code: StrictInt | None = None
+    exception_code: int | None = None
+    host: str = field(default="", repr=False)
+    port: int = field(default=0, repr=False)
+    member_id: str = ""
+
+    @property
+    def finished(self) -> bool:
+        return self.state is HostDdlState.FINISHED
 
     @property
     def failed(self) -> bool:
-        return self.state is HostDdlState.FINISHED and bool(self.exception_code)
+        return self.finished and bool(self.exception_code)
 
     @property
     def succeeded(self) -> bool:
-        return self.state is HostDdlState.FINISHED and not self.exception_code
+        return self.finished and not self.exception_code
 
 
-class QueueEntryStatus(BaseModel):
-    """The one queue entry that carries a correlation token, with one status per host mapped to member ids."""
+@dataclass(frozen=True)
+class QueueEntry:
+    """One queue entry, with one row per host. As the protocol reads it (:meth:`bound`), it carries the correlation
+    token it was found by and its hosts mapped to member ids, in member order."""
 
-    model_config = _CLOSED
+    entry: str
+    hosts: tuple[QueueHost, ...]
+    correlation_token: str = ""
 
-    entry: StrictStr
-    correlation_token: StrictStr
-    hosts: tuple[QueueHostStatus, ...]
+    @property
+    def finished(self) -> int:
+        return sum(host.finished for host in self.hosts)
+
+    @property
+    def failed(self) -> int:
+        return sum(host.failed for host in self.hosts)
+
+    def bound(self, correlation_token: str, members: Mapping[tuple[str, int], str]) -> QueueEntry:
+        """The entry with hosts mapped to member ids by ``members`` (lower-case host name and port), in member order;
+        a host outside ``members`` is left out, which the protocol reads as missing evidence."""
+        hosts = [
+            QueueHost(state=host.state, exception_code=host.exception_code, member_id=member)
+            for host in self.hosts
+            if (member := members.get((host.host.lower(), host.port))) is not None
+        ]
+        hosts.sort(key=lambda host: host.member_id)
+        return QueueEntry(entry=self.entry, hosts=tuple(hosts), correlation_token=correlation_token)
 
 
 class ReplicaStatus(BaseModel):
@@ -398,7 +426,7 @@ class ClusterDDL(Protocol):
         self, inventory: AdmittedInventory, intent: DdlIntent, settings: DispatchSettings
     ) -> DispatchOutcome: ...
 
-    def queue_status(self, inventory: AdmittedInventory, correlation_token: str) -> QueueEntryStatus | None:
+    def queue_status(self, inventory: AdmittedInventory, correlation_token: str) -> QueueEntry | None:
         """The one entry carrying ``correlation_token`` or ``None``; raises :class:`UnavailableError`."""
         ...
 
@@ -430,20 +458,6 @@ class ArtifactSource(Protocol):
         ...
 
     def seal(self) -> ArtifactReceipt: ...
-
-
-class Clock(Protocol):
-    def now_ms(self) -> int:
-        """Wall-clock milliseconds: what records and receipts carry."""
-        ...
-
-    def monotonic_ms(self) -> int:
-        """Monotonic milliseconds: what budgets are measured with (a wall-clock step cannot extend one)."""
-        ...
-
-    def sleep_ms(self, ms: int) -> None:
-        """Wait ``ms`` milliseconds (the bounded pause between two reads of a value that is not yet visible)."""
-        ...
 
 
 class Entropy(Protocol):

@@ -17,7 +17,7 @@ import hashlib
 import json
 from typing import Annotated, Any, Final
 
-from pydantic import ConfigDict, Field, StrictInt, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StringConstraints
 
 from airflow_provider_dpone.core.errors import DponeError
 
@@ -115,6 +115,13 @@ UINT64_MAX: Final[int] = 2**64 - 1
 
 CLOSED: Final[ConfigDict] = ConfigDict(frozen=True, extra="forbid")
 """Every contract model is frozen and refuses unknown fields."""
+
+
+class Closed(BaseModel):
+    """Base of a contract model: immutable, and unknown keys are errors (a misspelled field never defaults)."""
+
+    model_config = CLOSED
+
 
 Hex64 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
 """A SHA-256 digest or a digest-derived identity, lower-case hex."""

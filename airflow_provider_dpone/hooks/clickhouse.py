@@ -23,18 +23,17 @@ from pydantic import ValidationError
 from airflow_provider_dpone.cluster.clickhouse.adapter_set import PublicationAdapters, adapters_for
 from airflow_provider_dpone.cluster.clickhouse.artifact_source import EXTRACTION_SECONDS, extraction_settings
 from airflow_provider_dpone.cluster.clickhouse.artifact_store import ObjectStorageArtifactStore
+from airflow_provider_dpone.cluster.clickhouse.endpoint import Endpoint
+from airflow_provider_dpone.cluster.clickhouse.oneshot import PROCESS_GUARD, MutationGuard
 from airflow_provider_dpone.cluster.clickhouse.sql_cluster_ddl import (
     DEFAULT_TASK_TIMEOUT_SECONDS,
-    QueueEntry,
     queue_entries,
     queue_entry,
 )
-from airflow_provider_dpone.cluster.ports import ArtifactSource
+from airflow_provider_dpone.cluster.ports import ArtifactSource, QueueEntry
 from airflow_provider_dpone.cluster.protocol.request import PublicationRequest
 from airflow_provider_dpone.core.clickhouse.clients import Purpose, build_async_client, build_client
 from airflow_provider_dpone.core.clickhouse.connection import ResolvedConnection
-from airflow_provider_dpone.core.clickhouse.endpoint import Endpoint
-from airflow_provider_dpone.core.clickhouse.oneshot import PROCESS_GUARD, MutationGuard
 from airflow_provider_dpone.core.connection_options import (
     ClickHouseConnectionOptions,
     bare_host,
@@ -172,7 +171,7 @@ class DponeClickHouseHook(DbApiHook):
     def get_conn(self) -> Any:
         """common-sql's accessor: a DB-API connection to the coordinator over a one-shot client (a user's statement is
         sent at most once); the database is the operator's ``database`` when given, else the connection's schema."""
-        from airflow_provider_dpone.core.clickhouse.dbapi import DbApiConnection
+        from airflow_provider_dpone.cluster.clickhouse.dbapi import DbApiConnection
 
         resolved = self.resolved()
         database = getattr(self, "schema", None)  # set by common-sql operators from their ``database`` argument
@@ -342,7 +341,7 @@ def allow_unverified_tls() -> bool:
 def describe_query(endpoint: Any, query: str, seconds: int = EXTRACTION_SECONDS) -> tuple[tuple[str, str], ...]:
     """The ``(name, type)`` pairs of the query's result, in canonical spelling; reads no row, read-only like the
     extraction itself."""
-    from airflow_provider_dpone.core.clickhouse.types import canonical_columns
+    from airflow_provider_dpone.cluster.clickhouse.column_types import canonical_columns
 
     try:
         rows = endpoint.reader().query(f"DESCRIBE TABLE ({query})", settings=extraction_settings(seconds)).result_rows

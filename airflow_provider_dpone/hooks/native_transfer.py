@@ -25,6 +25,7 @@ from typing import Any, Final, TypeVar
 
 from airflow.sdk import BaseHook
 
+from airflow_provider_dpone.core.clock import SystemClock
 from airflow_provider_dpone.core.connection_options import bare_host
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.manifest import normalized_plan_digest
@@ -68,11 +69,6 @@ class OperationIdentity:
         self.operation_id = transfer_operation_id(dag_id, run_id, self.target_key, self.plan_digest)
 
 
-class UtcClock:
-    def now(self) -> dt.datetime:
-        return dt.datetime.now(dt.UTC)
-
-
 class DponeNativeTransferHook(BaseHook):
     """Build the route's source connector, target adapter, stage and journal from the manifest's connection ids."""
 
@@ -102,7 +98,7 @@ class DponeNativeTransferHook(BaseHook):
         connections (default: :meth:`source_connector`, :meth:`target`; the target is built when the route needs
         it). The wrappers see every journal record and target call (the operator's progress log).
         """
-        clock = UtcClock()
+        clock = SystemClock()
         journal = journal_wrapper(ObjectJournalStore(base, identity.operation_id))
         custody = TargetCustody(
             ObjectJournalStore(f"{base}/targets", identity.target_key),

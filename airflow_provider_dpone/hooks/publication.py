@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING, Protocol
 from airflow_provider_dpone.cluster.ports import AcceptanceReader, ArtifactSource, DeclaredTable
 from airflow_provider_dpone.cluster.protocol.context import ProtocolSettings, PublicationPorts
 from airflow_provider_dpone.cluster.protocol.request import PublicationRequest
+from airflow_provider_dpone.cluster.values.inventory import AdmittedMember
 from airflow_provider_dpone.core.connection_options import ClickHouseConnectionOptions
 from airflow_provider_dpone.core.errors import DponeError
-from airflow_provider_dpone.core.inventory import AdmittedMember
 from airflow_provider_dpone.core.manifest import ClusterPublicationManifest
 
 if TYPE_CHECKING:

@@ -40,7 +40,7 @@ from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.operators.full_refresh import DponePublicationOperator, TaskSession
 from airflow_provider_dpone.operators.reporting import XCom, log_transition, raise_for
 
-MISMATCH = "DPONE_CLICKHOUSE_CLUSTER_ABORT_OPERATION_MISMATCH"
+OPERATION_MISMATCH = "DPONE_CLICKHOUSE_CLUSTER_ABORT_OPERATION_MISMATCH"
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,7 @@ class _TargetRunOperator(DponePublicationOperator):
         request = session.request
         expected = (self.operation_id or "").strip()
         if expected and expected != request.operation_id:
-            raise DponeError(MISMATCH, f"run derives {request.operation_id}, expected {expected[:16]}")
+            raise DponeError(OPERATION_MISMATCH, f"run derives {request.operation_id}, expected {expected[:16]}")
         return self._act(session)
 
     def _act(self, session: TaskSession) -> XCom:

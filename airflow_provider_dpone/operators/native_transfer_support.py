@@ -13,12 +13,11 @@ import pyarrow as pa
 from airflow_provider_dpone.transfer.ports import (
     JournalStore,
     TargetInvocation,
-    TargetPublicationReceipt,
     TransferTarget,
 )
 from airflow_provider_dpone.transfer.values.chunk import ChunkReceipt
 from airflow_provider_dpone.transfer.values.journal_records import LeaseRecord, decode_record
-from airflow_provider_dpone.transfer.values.target_receipts import ChunkEvidence
+from airflow_provider_dpone.transfer.values.target_receipts import ChunkEvidence, TargetPublicationReceipt
 
 
 class ProgressJournal:

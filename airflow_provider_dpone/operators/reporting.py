@@ -3,7 +3,7 @@
 One line format for every operator (:class:`TaskLog`): ``dpone <task_id>: <message>``. Log lines and XCom carry facts
 only: operation id, target-key digest, phases before and after, generation id, counts, members and digests; never a
 host, a credential, SQL, a path, a physical UUID or a row value. A line that names a member names it one way,
-``member m<16 hex> (shard S, replica R)`` (:func:`~airflow_provider_dpone.core.inventory.member_label`), the position
+``member m<16 hex> (shard S, replica R)`` (:func:`~airflow_provider_dpone.cluster.values.inventory.member_label`), the position
 read from the inventory the operation bound, as the Test button and the admission lines do. The facts come from what the protocol
 returned (its results carry the phases and each member's progress), so no task reads a port to report them, and no
 later task trusts any of them: every task re-reads the authority.
@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
 
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowNotFoundException
 
+from airflow_provider_dpone.cluster.values.inventory import member_label
 from airflow_provider_dpone.cluster.values.receipts import CURRENT_CONTENT_DIGEST, ContentDigestVersion
 from airflow_provider_dpone.core.errors import DponeError
-from airflow_provider_dpone.core.inventory import member_label
 
 if TYPE_CHECKING:  # the native transfer's DAG file imports this module: the publication's models load when used
     from airflow_provider_dpone.cluster.ports import (
@@ -45,9 +45,9 @@ if TYPE_CHECKING:  # the native transfer's DAG file imports this module: the pub
     from airflow_provider_dpone.cluster.protocol.results import FenceResult, InProgress, StageResult
     from airflow_provider_dpone.cluster.values.authority.external import ExternalAuthorityRecord
     from airflow_provider_dpone.cluster.values.authority.row import AuthorityRow, VersionedAuthorityRow
+    from airflow_provider_dpone.cluster.values.inventory import AdmittedInventory, AdmittedMember
     from airflow_provider_dpone.cluster.values.part_digests import PartDigest
     from airflow_provider_dpone.cluster.values.publication_receipts import PublicationReceipt, QualityReceipt
-    from airflow_provider_dpone.core.inventory import AdmittedInventory, AdmittedMember
 
 XCom = dict[str, Any]
 T = TypeVar("T")
@@ -119,8 +119,8 @@ def on_coordinator(conn_id: str, task_id: str, step: Callable[[Any], T]) -> T:
     import structlog
 
     from airflow_provider_dpone.cluster.clickhouse.catalog import COORDINATOR_UNREACHABLE, read_failure
+    from airflow_provider_dpone.cluster.clickhouse.oneshot import classify, sanitized
     from airflow_provider_dpone.core.clickhouse.clients import Purpose, build_client, close_client
-    from airflow_provider_dpone.core.clickhouse.oneshot import classify, sanitized
     from airflow_provider_dpone.hooks.clickhouse import DponeClickHouseHook
 
     log = TaskLog(structlog.get_logger("airflow.task"), task_id)  # the logger Airflow gives an operator

@@ -1,4 +1,5 @@
-"""Ports of the native transfer route: the snapshot source, the durable stage and journal, a clock, the target.
+"""Ports of the native transfer route: the snapshot source, the durable stage and journal, the target (the
+clock is :class:`airflow_provider_dpone.core.clock.Clock`).
 
 The protocol drives these and nothing else. Counting :meth:`SnapshotSourceConnector.connect` calls is how tests prove
 that post-EOF recovery never opens the source. :class:`TransferTarget` is the one target port: the SQL Server and
@@ -7,7 +8,6 @@ PostgreSQL adapters and the test fake implement it directly.
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -32,7 +32,7 @@ from airflow_provider_dpone.transfer.values.source_observation import (
     SettingsObservation,
     TransportObservation,
 )
-from airflow_provider_dpone.transfer.values.target_receipts import ChunkEvidence
+from airflow_provider_dpone.transfer.values.target_receipts import ChunkEvidence, TargetPublicationReceipt
 from airflow_provider_dpone.transfer.values.utc_window import UtcWindow
 
 
@@ -123,10 +123,6 @@ class JournalStore(Protocol):
         ...
 
 
-class Clock(Protocol):
-    def now(self) -> dt.datetime: ...
-
-
 @dataclass(frozen=True)
 class TargetInvocation:
     """What the target needs to derive every name it owns for one invocation (its staging, its publication id).
@@ -140,16 +136,6 @@ class TargetInvocation:
     columns: tuple[NativeColumn, ...]
     window: UtcWindow | None
     row_digest: RowDigest = RowDigest.TYPED_SHA256
-
-
-@dataclass(frozen=True)
-class TargetPublicationReceipt:
-    """Proof, read from the target, that the invocation's one publication committed."""
-
-    publication_id: str
-    rows: int
-    workload_digest: str
-    receipt_sha256: str
 
 
 class TransferTarget(Protocol):

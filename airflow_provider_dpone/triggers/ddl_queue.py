@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Final
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 if TYPE_CHECKING:
-    from airflow_provider_dpone.cluster.clickhouse.sql_cluster_ddl import QueueEntry
+    from airflow_provider_dpone.cluster.ports import QueueEntry
     from airflow_provider_dpone.hooks.clickhouse import DponeClickHouseHook
 
 DEFAULT_HEARTBEAT_SECONDS: Final[float] = 300.0

@@ -15,7 +15,7 @@ import pytest
 from dpone_embedded.cluster import EmbeddedCluster
 
 from airflow_provider_dpone.cluster.values.authority.row import AUTHORITY_COLUMNS, AUTHORITY_TABLE
-from airflow_provider_dpone.core.identities import member_id
+from airflow_provider_dpone.cluster.values.identities import member_id
 from airflow_provider_dpone.hooks.clickhouse import DponeClickHouseHook
 from tests.support.fixtures.object_store import StoreBackend
 

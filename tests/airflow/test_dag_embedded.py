@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from dpone_embedded import EmbeddedCluster
 
-from airflow_provider_dpone.cluster.clickhouse.sql_cluster_ddl import QueueEntry
+from airflow_provider_dpone.cluster.ports import QueueEntry
 from airflow_provider_dpone.hooks.clickhouse import DponeClickHouseHook
 from tests.support.airflow.dag_runner import (
     INTERNAL_EXAMPLE_FILE,

@@ -30,7 +30,7 @@ from airflow_provider_dpone.cluster.protocol.context import ProtocolSettings
 from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecord
 from airflow_provider_dpone.cluster.values.authority.internal import INTERNAL_SCHEMA_V1
 from airflow_provider_dpone.cluster.values.authority.row import AuthorityRow
-from airflow_provider_dpone.core.identities import INTERNAL_CANDIDATE_INFIX
+from airflow_provider_dpone.cluster.values.identities import INTERNAL_CANDIDATE_INFIX
 from airflow_provider_dpone.core.manifest import ClusterPublicationManifest as Manifest
 from airflow_provider_dpone.hooks.clickhouse import hook_environment
 from airflow_provider_dpone.hooks.publication import PublicationEnvironment

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from dpone_embedded import EmbeddedCluster
 
-from airflow_provider_dpone.core.identities import member_id
+from airflow_provider_dpone.cluster.values.identities import member_id
 from airflow_provider_dpone.operators import (
     DponeCleanupOperator,
     DponeFenceOperator,

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_dpone.cluster.clickhouse.sql_cluster_ddl import QueueEntry, QueueHost, queue_entries
-from airflow_provider_dpone.cluster.ports import HostDdlState
+from airflow_provider_dpone.cluster.clickhouse.sql_cluster_ddl import queue_entries
+from airflow_provider_dpone.cluster.ports import HostDdlState, QueueEntry, QueueHost
 from airflow_provider_dpone.hooks.clickhouse import DponeClickHouseHook
 from airflow_provider_dpone.triggers.ddl_queue import (
     FIRST_POLL_DELAYS,

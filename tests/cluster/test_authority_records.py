@@ -17,9 +17,9 @@ from airflow_provider_dpone.cluster.values.authority.phases import (
     is_allowed,
     require_transition,
 )
+from airflow_provider_dpone.cluster.values.identities import member_id
 from airflow_provider_dpone.cluster.values.publication_receipts import RECEIPT_SCHEMA, external_receipt
 from airflow_provider_dpone.core.errors import DponeError
-from airflow_provider_dpone.core.identities import member_id
 from tests.support.fakes.records import SERVER, external_record, token, uuid
 
 pytestmark = pytest.mark.unit

@@ -26,15 +26,20 @@ from airflow_provider_dpone.cluster.values.authority.internal import (
     ReplicatedCandidate,
 )
 from airflow_provider_dpone.cluster.values.authority.phases import MemberStage, Phase
+from airflow_provider_dpone.cluster.values.clickhouse_engines import MERGE_TREE_FAMILY
+from airflow_provider_dpone.cluster.values.identities import (
+    CANDIDATE_INFIX,
+    INTERNAL_CANDIDATE_INFIX,
+    candidate_name,
+    member_id,
+)
 from airflow_provider_dpone.cluster.values.publication_receipts import (
     INTERNAL_RECEIPT_SCHEMA,
     InternalPublicationReceipt,
     internal_receipt,
 )
 from airflow_provider_dpone.core.canonical import canonical_json
-from airflow_provider_dpone.core.clickhouse_engines import MERGE_TREE_FAMILY
 from airflow_provider_dpone.core.errors import DponeError
-from airflow_provider_dpone.core.identities import CANDIDATE_INFIX, INTERNAL_CANDIDATE_INFIX, candidate_name, member_id
 from airflow_provider_dpone.core.manifest import ClusterPublicationManifest
 from tests.support.fakes.records import OTHER_OPERATION, SERVER, internal_record, token, uuid
 from tests.support.manifest_samples import EXAMPLES, external, internal, load, storage_of

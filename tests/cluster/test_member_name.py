@@ -7,9 +7,9 @@ import pytest
 
 from airflow_provider_dpone.cluster.protocol.runtime_admission import admit_inventory
 from airflow_provider_dpone.cluster.values.authority.phases import Phase
+from airflow_provider_dpone.cluster.values.identities import member_id
+from airflow_provider_dpone.cluster.values.inventory import InventoryRow, MemberEndpoint, member_label
 from airflow_provider_dpone.cluster.values.publication_receipts import external_receipt
-from airflow_provider_dpone.core.identities import member_id
-from airflow_provider_dpone.core.inventory import InventoryRow, MemberEndpoint, member_label
 from tests.support.fakes.records import external_record
 
 pytestmark = pytest.mark.unit

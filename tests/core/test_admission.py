@@ -14,7 +14,7 @@ from airflow_provider_dpone.admission import (
     TransferDecision,
     admit_static,
 )
-from airflow_provider_dpone.core.clickhouse_engines import MERGE_TREE_FAMILY, EngineClass, classify_engine
+from airflow_provider_dpone.cluster.values.clickhouse_engines import MERGE_TREE_FAMILY, EngineClass, classify_engine
 from airflow_provider_dpone.core.errors import DponeError
 from tests.support.manifest_samples import cluster_of, external, internal, load, storage_of, transfer
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from airflow_provider_dpone.core import identities as ids
+from airflow_provider_dpone.cluster.values import identities as ids
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.identifiers import MAX_IDENTIFIER_LENGTH
 

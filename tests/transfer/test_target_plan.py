@@ -10,18 +10,19 @@ from pydantic import ValidationError
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.identifiers import validate_identifier
 from airflow_provider_dpone.core.typed_digest import MultisetDigest
-from airflow_provider_dpone.transfer.values.target import PublicationMode, TargetColumn, TargetPlan, TargetWindow
+from airflow_provider_dpone.transfer.values.target import PublicationMode, TargetColumn, TargetPlan
 from airflow_provider_dpone.transfer.values.target_receipts import (
     ChunkEvidence,
     TargetPublication,
-    TargetReceiptRow,
+    TargetPublicationReceipt,
 )
+from airflow_provider_dpone.transfer.values.utc_window import UtcWindow
 
 pytestmark = pytest.mark.unit
 
 UTC = dt.UTC
 COLS = (TargetColumn(name="id", source_type="UInt64"), TargetColumn(name="ts", source_type="DateTime64(3, 'UTC')"))
-WINDOW = TargetWindow(column="ts", start=dt.datetime(2026, 1, 1, tzinfo=UTC), end=dt.datetime(2026, 1, 2, tzinfo=UTC))
+WINDOW = UtcWindow(column="ts", start=dt.datetime(2026, 1, 1, tzinfo=UTC), end=dt.datetime(2026, 1, 2, tzinfo=UTC))
 
 
 def _plan(**changes: object) -> TargetPlan:
@@ -70,7 +71,7 @@ def test_lock_key_is_a_signed_bigint() -> None:
         {"window": WINDOW},
         {
             "mode": PublicationMode.WINDOW_REPLACE,
-            "window": TargetWindow(column="id", start=WINDOW.start, end=WINDOW.end),
+            "window": UtcWindow(column="id", start=WINDOW.start, end=WINDOW.end),
         },
     ],
 )
@@ -86,12 +87,12 @@ def test_reserved_column_prefix_is_refused() -> None:
 
 def test_window_must_be_aware_utc_and_ordered() -> None:
     with pytest.raises(DponeError):
-        TargetWindow(column="ts", start=dt.datetime(2026, 1, 1), end=dt.datetime(2026, 1, 2, tzinfo=UTC))
+        UtcWindow(column="ts", start=dt.datetime(2026, 1, 1), end=dt.datetime(2026, 1, 2, tzinfo=UTC))
     with pytest.raises(DponeError):
-        TargetWindow(column="ts", start=WINDOW.end, end=WINDOW.start)
+        UtcWindow(column="ts", start=WINDOW.end, end=WINDOW.start)
     plus_one = dt.timezone(dt.timedelta(hours=1))
     with pytest.raises(DponeError):
-        TargetWindow(column="ts", start=dt.datetime(2026, 1, 1, tzinfo=plus_one), end=WINDOW.end)
+        UtcWindow(column="ts", start=dt.datetime(2026, 1, 1, tzinfo=plus_one), end=WINDOW.end)
 
 
 def test_date_window_needs_midnight_bounds() -> None:
@@ -101,9 +102,9 @@ def test_date_window_needs_midnight_bounds() -> None:
         _plan(
             columns=cols,
             mode=PublicationMode.WINDOW_REPLACE,
-            window=TargetWindow(column="d", start=noon, end=WINDOW.end),
+            window=UtcWindow(column="d", start=noon, end=WINDOW.end),
         )
-    ok = TargetWindow(column="d", start=WINDOW.start, end=WINDOW.end)
+    ok = UtcWindow(column="d", start=WINDOW.start, end=WINDOW.end)
     assert _plan(columns=cols, mode=PublicationMode.WINDOW_REPLACE, window=ok).window == ok
 
 
@@ -132,7 +133,7 @@ def test_publication_chunks_must_be_contiguous() -> None:
 def test_receipt_conflict() -> None:
     plan = _plan()
     request = TargetPublication(chunks=(_expectation(0, [(1, dt.datetime(2026, 1, 1, tzinfo=UTC))]),))
-    receipt = TargetReceiptRow(
+    receipt = TargetPublicationReceipt(
         publication_id=plan.publication_id,
         invocation_id=plan.invocation_id,
         target_schema="dbo",

@@ -32,10 +32,10 @@ from typing import Any, Final
 from pydantic import ValidationError
 
 from airflow_provider_dpone.cluster.ports import ReadIncompleteError
+from airflow_provider_dpone.cluster.values.inventory import AdmittedMember
 from airflow_provider_dpone.cluster.values.quality_read import Observation, TargetReadPlan
 from airflow_provider_dpone.core.clickhouse.connection import ResolvedConnection
 from airflow_provider_dpone.core.errors import UnavailableError
-from airflow_provider_dpone.core.inventory import AdmittedMember
 
 WORKER_MODULE: Final[str] = "airflow_provider_dpone.cluster.clickhouse.acceptance_worker"
 WORKER_ENVIRONMENT: Final[tuple[str, ...]] = (

@@ -20,14 +20,14 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from airflow_provider_dpone.cluster.clickhouse.endpoint import Endpoint
 from airflow_provider_dpone.cluster.clickhouse.member_session import ClickHouseMemberSession
+from airflow_provider_dpone.cluster.clickhouse.oneshot import TIMEOUT_EXCEEDED, error_code
 from airflow_provider_dpone.cluster.clickhouse.sql_acceptance import UUID_ALIAS, aliases, read_settings, target_counts
 from airflow_provider_dpone.cluster.clickhouse.sql_digest import content_digest
 from airflow_provider_dpone.cluster.protocol.quality_target import replica_facts
 from airflow_provider_dpone.cluster.values.quality_read import ColumnCounts, Observation, TargetCounts, TargetReadPlan
 from airflow_provider_dpone.core.clickhouse.connection import ResolvedConnection
-from airflow_provider_dpone.core.clickhouse.endpoint import Endpoint
-from airflow_provider_dpone.core.clickhouse.oneshot import TIMEOUT_EXCEEDED, error_code
 from airflow_provider_dpone.core.connection_options import ClickHouseConnectionOptions
 
 MAX_REQUEST_BYTES = 1 << 20

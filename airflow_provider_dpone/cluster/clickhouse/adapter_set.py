@@ -9,7 +9,6 @@ derived from the coordinator connection), and the artifact store. Clients are op
 from __future__ import annotations
 
 import secrets
-import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -22,26 +21,16 @@ from airflow_provider_dpone.cluster.clickhouse.artifact_store import ObjectStora
 from airflow_provider_dpone.cluster.clickhouse.authority_store import ClickHouseAuthorityStore
 from airflow_provider_dpone.cluster.clickhouse.catalog import ClickHouseCatalog
 from airflow_provider_dpone.cluster.clickhouse.cluster_ddl import ClickHouseClusterDDL
+from airflow_provider_dpone.cluster.clickhouse.endpoint import Endpoint
 from airflow_provider_dpone.cluster.clickhouse.member_session import ClickHouseMemberSessions
+from airflow_provider_dpone.cluster.clickhouse.oneshot import PROCESS_GUARD, MutationGuard
 from airflow_provider_dpone.cluster.clickhouse.sql_cluster_ddl import DEFAULT_TASK_TIMEOUT_SECONDS
 from airflow_provider_dpone.cluster.ports import AcceptanceReader
 from airflow_provider_dpone.cluster.protocol.context import PublicationPorts
+from airflow_provider_dpone.cluster.values.inventory import AdmittedMember
 from airflow_provider_dpone.core.clickhouse.clients import Handshakes
 from airflow_provider_dpone.core.clickhouse.connection import ResolvedConnection
-from airflow_provider_dpone.core.clickhouse.endpoint import Endpoint
-from airflow_provider_dpone.core.clickhouse.oneshot import PROCESS_GUARD, MutationGuard
-from airflow_provider_dpone.core.inventory import AdmittedMember
-
-
-class SystemClock:
-    def now_ms(self) -> int:
-        return time.time_ns() // 1_000_000
-
-    def monotonic_ms(self) -> int:
-        return time.monotonic_ns() // 1_000_000
-
-    def sleep_ms(self, ms: int) -> None:
-        time.sleep(max(ms, 0) / 1000)
+from airflow_provider_dpone.core.clock import SystemClock
 
 
 class SystemEntropy:

@@ -37,6 +37,8 @@ from airflow_provider_dpone.cluster.clickhouse.artifact_store import (
     ObjectStorageArtifactStore,
     StoredObject,
 )
+from airflow_provider_dpone.cluster.clickhouse.column_types import canonical_columns
+from airflow_provider_dpone.cluster.clickhouse.endpoint import Endpoint
 from airflow_provider_dpone.cluster.clickhouse.reference_digest import reference_digest
 from airflow_provider_dpone.cluster.clickhouse.sql_digest import content_digest, source_content
 from airflow_provider_dpone.cluster.values.receipts import (
@@ -45,8 +47,6 @@ from airflow_provider_dpone.cluster.values.receipts import (
     ArtifactReceipt,
     ContentDigestVersion,
 )
-from airflow_provider_dpone.core.clickhouse.endpoint import Endpoint
-from airflow_provider_dpone.core.clickhouse.types import canonical_columns
 from airflow_provider_dpone.core.errors import DponeError
 
 EXTRACTION_SECONDS: Final[int] = 3600

@@ -38,14 +38,8 @@ from __future__ import annotations
 from clickhouse_connect.driver.exceptions import Error
 
 from airflow_provider_dpone.cluster.clickhouse import sql_authority
-from airflow_provider_dpone.cluster.values.authority.row import (
-    AuthorityRow,
-    ReadBack,
-    VersionedAuthorityRow,
-    judge_read_back,
-)
-from airflow_provider_dpone.core.clickhouse.endpoint import Endpoint
-from airflow_provider_dpone.core.clickhouse.oneshot import (
+from airflow_provider_dpone.cluster.clickhouse.endpoint import Endpoint
+from airflow_provider_dpone.cluster.clickhouse.oneshot import (
     KEEPER_EXCEPTION,
     PROCESS_GUARD,
     MutationGuard,
@@ -53,6 +47,12 @@ from airflow_provider_dpone.core.clickhouse.oneshot import (
     classify,
     mutation_query_id,
     sanitized,
+)
+from airflow_provider_dpone.cluster.values.authority.row import (
+    AuthorityRow,
+    ReadBack,
+    VersionedAuthorityRow,
+    judge_read_back,
 )
 from airflow_provider_dpone.core.errors import (
     AuthorityConflictError,

@@ -12,10 +12,9 @@ from collections.abc import Callable
 from typing import Any
 
 from airflow_provider_dpone.cluster.clickhouse import sql_catalog
-from airflow_provider_dpone.core.clickhouse.endpoint import Endpoint
-from airflow_provider_dpone.core.clickhouse.oneshot import Refused, Unknown, classify
-from airflow_provider_dpone.core.errors import DponeError, UnavailableError
-from airflow_provider_dpone.core.inventory import (
+from airflow_provider_dpone.cluster.clickhouse.endpoint import Endpoint
+from airflow_provider_dpone.cluster.clickhouse.oneshot import Refused, Unknown, classify
+from airflow_provider_dpone.cluster.values.inventory import (
     AdmittedMember,
     ColumnFact,
     InventoryRow,
@@ -23,6 +22,7 @@ from airflow_provider_dpone.core.inventory import (
     MemberFacts,
     TableFacts,
 )
+from airflow_provider_dpone.core.errors import DponeError, UnavailableError
 
 MemberEndpoints = Callable[[AdmittedMember], Endpoint]
 AUTHENTICATION_FAILED = 516

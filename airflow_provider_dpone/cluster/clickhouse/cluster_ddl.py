@@ -21,19 +21,9 @@ from typing import Any
 from clickhouse_connect.driver.exceptions import Error
 
 from airflow_provider_dpone.cluster.clickhouse import sql_cluster_ddl
-from airflow_provider_dpone.cluster.ports import (
-    DdlIntent,
-    DispatchOutcome,
-    DispatchSettings,
-    QueueEntryStatus,
-    ServerIdentity,
-)
-from airflow_provider_dpone.cluster.values.authority.generation import ServerName
-from airflow_provider_dpone.core.canonical import sha256_hex
-from airflow_provider_dpone.core.clickhouse.endpoint import Endpoint
-from airflow_provider_dpone.core.clickhouse.oneshot import (
+from airflow_provider_dpone.cluster.clickhouse.endpoint import Endpoint
+from airflow_provider_dpone.cluster.clickhouse.oneshot import (
     PROCESS_GUARD,
-    SESSION_NOT_FOUND,
     TIMEOUT_EXCEEDED,
     MutationGuard,
     Refused,
@@ -41,8 +31,18 @@ from airflow_provider_dpone.core.clickhouse.oneshot import (
     mutation_query_id,
     sanitized,
 )
+from airflow_provider_dpone.cluster.ports import (
+    DdlIntent,
+    DispatchOutcome,
+    DispatchSettings,
+    QueueEntry,
+    ServerIdentity,
+)
+from airflow_provider_dpone.cluster.values.authority.generation import ServerName
+from airflow_provider_dpone.cluster.values.inventory import AdmittedInventory
+from airflow_provider_dpone.core.canonical import sha256_hex
+from airflow_provider_dpone.core.clickhouse.server_codes import SESSION_NOT_FOUND
 from airflow_provider_dpone.core.errors import MutationRejectedError, OutcomeUnknownError, UnavailableError
-from airflow_provider_dpone.core.inventory import AdmittedInventory
 
 
 def _hosts(inventory: AdmittedInventory) -> dict[tuple[str, int], str]:
@@ -106,7 +106,7 @@ class ClickHouseClusterDDL:
             timed_out=len(finished) + len(failed) < len(inventory.members),
         )
 
-    def queue_status(self, inventory: AdmittedInventory, correlation_token: str) -> QueueEntryStatus | None:
+    def queue_status(self, inventory: AdmittedInventory, correlation_token: str) -> QueueEntry | None:
         statement = sql_cluster_ddl.queue_entry(inventory.cluster, correlation_token)
         try:
             rows: list[Any] = list(self.coordinator.reader().query(statement).result_rows)
@@ -117,7 +117,7 @@ class ClickHouseClusterDDL:
             return None
         if len(entries) > 1:
             raise UnavailableError(f"{len(entries)} queue entries carry one correlation token")
-        return entries[0].status(correlation_token, _hosts(inventory))
+        return entries[0].bound(correlation_token, _hosts(inventory))
 
     def server_identity(self, session_id: str | None = None) -> ServerIdentity:
         session = {} if session_id is None else {"session_id": session_id, "session_timeout": self.session_timeout}

@@ -23,20 +23,20 @@ from airflow_provider_dpone.cluster.clickhouse.catalog import (
     admission_facts,
     read_failure,
 )
+from airflow_provider_dpone.cluster.clickhouse.endpoint import Endpoint
 from airflow_provider_dpone.cluster.protocol.context import concurrently
 from airflow_provider_dpone.cluster.protocol.runtime_admission import require_atomic_databases, require_authority_table
 from airflow_provider_dpone.cluster.values.authority.row import AUTHORITY_TABLE
+from airflow_provider_dpone.cluster.values.identities import member_id
+from airflow_provider_dpone.cluster.values.inventory import AdmittedMember, MemberEndpoint, TableFacts
 from airflow_provider_dpone.core.clickhouse.connection import ResolvedConnection
-from airflow_provider_dpone.core.clickhouse.endpoint import Endpoint
 from airflow_provider_dpone.core.errors import DponeError, UnavailableError
-from airflow_provider_dpone.core.identities import member_id
-from airflow_provider_dpone.core.inventory import AdmittedMember, MemberEndpoint, TableFacts
 
-Position = tuple[str, int, int]
+ClusterPosition = tuple[str, int, int]
 """``(cluster, shard_num, replica_num)`` as ``system.clusters`` reports it."""
 MEMBER_PARALLELISM = 8
 """Members reached at once (an unreachable one costs up to the connect timeout)."""
-Listed = dict[Position, MemberEndpoint]
+ListedMembers = dict[ClusterPosition, MemberEndpoint]
 """The coordinator's rows: each position with the host and port it names."""
 
 
@@ -59,7 +59,7 @@ def _coded(error: BaseException, unreachable_detail: str) -> DponeError:
     return DponeError("DPONE_CLICKHOUSE_CLUSTER_INVENTORY_INCOMPLETE", unreachable_detail)
 
 
-def _read(endpoint: Endpoint, statement: str, what: str, unanswered: str) -> Listed:
+def _read(endpoint: Endpoint, statement: str, what: str, unanswered: str) -> ListedMembers:
     try:
         rows = endpoint.reader().query(statement).result_rows
     except Exception as error:  # noqa: BLE001 -- classified by type and server code only
@@ -73,7 +73,7 @@ def _read(endpoint: Endpoint, statement: str, what: str, unanswered: str) -> Lis
         raise _coded(UnavailableError(what), f"{what} read returned a malformed row") from None
 
 
-def _members(connection: ResolvedConnection, listed: Listed) -> list[AdmittedMember]:
+def _members(connection: ResolvedConnection, listed: ListedMembers) -> list[AdmittedMember]:
     """The members to check: the named cluster's rows, else one per ``member_endpoints`` key (none: no member).
 
     A member's route is the operators' (:meth:`ResolvedConnection.for_member`): its ``member_endpoints`` entry, else
@@ -90,7 +90,7 @@ def _members(connection: ResolvedConnection, listed: Listed) -> list[AdmittedMem
     ]
 
 
-def _identity(member: AdmittedMember, own: Listed, listed: Listed) -> DponeError | None:
+def _identity(member: AdmittedMember, own: ListedMembers, listed: ListedMembers) -> DponeError | None:
     """``None`` when the member reports as its own a position the coordinator lists for it, else the mismatch."""
     claim = (member.shard_num, member.replica_num)
     agreed = {(shard, replica) for (cluster, shard, replica) in own if (cluster, shard, replica) in listed}

@@ -33,12 +33,8 @@ from typing import Any, Final
 from clickhouse_connect.driver.exceptions import Error
 
 from airflow_provider_dpone.cluster.clickhouse import part_content, sql_digest, sql_member
-from airflow_provider_dpone.cluster.ports import ArtifactHandle, ReplicaStatus, TableObservation, TableSpec
-from airflow_provider_dpone.cluster.values.part_digests import PartDigest
-from airflow_provider_dpone.cluster.values.receipts import CURRENT_CONTENT_DIGEST, ContentDigestVersion
-from airflow_provider_dpone.core.clickhouse.endpoint import Endpoint
-from airflow_provider_dpone.core.clickhouse.oneshot import (
-    ACCESS_DENIED,
+from airflow_provider_dpone.cluster.clickhouse.endpoint import Endpoint
+from airflow_provider_dpone.cluster.clickhouse.oneshot import (
     PROCESS_GUARD,
     TIMEOUT_EXCEEDED,
     MutationGuard,
@@ -48,7 +44,12 @@ from airflow_provider_dpone.core.clickhouse.oneshot import (
     mutation_query_id,
     sanitized,
 )
-from airflow_provider_dpone.core.clickhouse_engines import EngineClass, classify_engine
+from airflow_provider_dpone.cluster.ports import ArtifactHandle, ReplicaStatus, TableObservation, TableSpec
+from airflow_provider_dpone.cluster.values.clickhouse_engines import EngineClass, classify_engine
+from airflow_provider_dpone.cluster.values.inventory import AdmittedMember
+from airflow_provider_dpone.cluster.values.part_digests import PartDigest
+from airflow_provider_dpone.cluster.values.receipts import CURRENT_CONTENT_DIGEST, ContentDigestVersion
+from airflow_provider_dpone.core.clickhouse.server_codes import ACCESS_DENIED
 from airflow_provider_dpone.core.errors import (
     AccessDeniedError,
     ArtifactInvalidError,
@@ -59,7 +60,6 @@ from airflow_provider_dpone.core.errors import (
     UnavailableError,
     VerificationBudgetExceededError,
 )
-from airflow_provider_dpone.core.inventory import AdmittedMember
 
 _PARTED = frozenset({EngineClass.MERGE_TREE, EngineClass.REPLICATED_MERGE_TREE, EngineClass.SHARED_MERGE_TREE})
 """Engines whose content is summed per active part (``_part``); any other is digested in one read."""
@@ -167,8 +167,8 @@ class ClickHouseMemberSession:
                 # rows): nothing left to read
                 content = part_content.Content(0, sql_digest.content_digest(0, 0, digest_version), (), 0)
             elif with_content and listed is not None and parted:
-                target = part_content.Target(database, table, uuid, schema, digest_version)
-                content = part_content.digest(self._content_rows, target, listed, known_parts)
+                target = part_content.DigestedTable(database, table, uuid, schema, digest_version)
+                content = part_content.read_content(self._content_rows, target, listed, known_parts)
         except part_content.TableChangedError:
             raise UnavailableError(f"member {self.member_id}: the table changed during observation") from None
         if content is not None:

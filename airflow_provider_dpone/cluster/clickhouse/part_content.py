@@ -34,7 +34,7 @@ from airflow_provider_dpone.core.typed_digest import MODULUS
 ATTEMPTS: Final[int] = 3
 """Reads of the unknown parts before the whole table is read instead (each failed one saw a merge)."""
 
-Listed = tuple[tuple[str, str], ...]
+ListedParts = tuple[tuple[str, str], ...]
 """Active parts as listed: (name, ``hash_of_all_files``), ordered by name."""
 
 Read = Callable[[str, str], list[Any]]
@@ -54,7 +54,7 @@ class Content:
 
 
 @dataclass(frozen=True)
-class Target:
+class DigestedTable:
     """The table being digested: where, which physical table (UUID), its schema and the digest version."""
 
     database: str
@@ -64,7 +64,7 @@ class Target:
     version: ContentDigestVersion
 
 
-def listing(answer: Any, uuid: str) -> Listed:
+def listing(answer: Any, uuid: str) -> ListedParts:
     """The parts of an ``active_parts`` answer, refused (:class:`TableChangedError`) when they are another table's."""
     raw, _rows, bound_uuid = answer
     if str(bound_uuid) != uuid:
@@ -77,7 +77,7 @@ def listed_rows(answer: Any) -> int:
     return int(answer[1])
 
 
-def digest(read: Read, target: Target, listed: Listed, known: Sequence[PartDigest]) -> Content:
+def read_content(read: Read, target: DigestedTable, listed: ListedParts, known: Sequence[PartDigest]) -> Content:
     """The content of ``target`` whose parts were ``listed`` just before, reusing the ``known`` facts it can."""
     facts = recorded(known)
     for _ in range(ATTEMPTS):
@@ -99,7 +99,7 @@ def digest(read: Read, target: Target, listed: Listed, known: Sequence[PartDiges
     return _content(target, sums.values(), {key: _fact(key, *sums[name]) for name, key in keys.items()}, len(sums))
 
 
-def _read(read: Read, target: Target, parts: Sequence[str] | None) -> dict[str, tuple[int, int]]:
+def _read(read: Read, target: DigestedTable, parts: Sequence[str] | None) -> dict[str, tuple[int, int]]:
     """(rows, sum) of each part the per-part read saw (only ``parts`` when given)."""
     statement = sql_digest.part_content(target.database, target.table, target.columns, target.version, parts)
     groups, bound_uuid = read(statement, "content read")[0]
@@ -118,7 +118,9 @@ def _bounded(parts: dict[str, PartDigest]) -> tuple[PartDigest, ...] | None:
     return tuple(parts[key] for key in sorted(parts))
 
 
-def _content(target: Target, sums: Iterable[tuple[int, int]], parts: dict[str, PartDigest], parts_read: int) -> Content:
+def _content(
+    target: DigestedTable, sums: Iterable[tuple[int, int]], parts: dict[str, PartDigest], parts_read: int
+) -> Content:
     """The table's digest from every part's (rows, sum), with the facts to record of ``parts``."""
     rows = total = 0
     for count, value in sums:

@@ -23,6 +23,10 @@ from typing import Final
 
 from clickhouse_connect.driver.exceptions import Error
 
+from airflow_provider_dpone.cluster.clickhouse.column_types import canonical_type
+from airflow_provider_dpone.cluster.clickhouse.endpoint import Endpoint
+from airflow_provider_dpone.cluster.clickhouse.literals import string_literal
+from airflow_provider_dpone.cluster.clickhouse.oneshot import TIMEOUT_EXCEEDED, Refused, classify
 from airflow_provider_dpone.cluster.clickhouse.sql_digest import (
     content_digest,
     temporary_content,
@@ -30,10 +34,6 @@ from airflow_provider_dpone.cluster.clickhouse.sql_digest import (
 )
 from airflow_provider_dpone.cluster.clickhouse.sql_member import STRICT_NATIVE_INPUT
 from airflow_provider_dpone.cluster.values.receipts import CURRENT_CONTENT_DIGEST, ContentDigestVersion
-from airflow_provider_dpone.core.clickhouse.endpoint import Endpoint
-from airflow_provider_dpone.core.clickhouse.literals import string_literal
-from airflow_provider_dpone.core.clickhouse.oneshot import TIMEOUT_EXCEEDED, Refused, classify
-from airflow_provider_dpone.core.clickhouse.types import canonical_type
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.identifiers import quote_clickhouse
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Final
 
 from airflow_provider_dpone.cluster.clickhouse import sql_digest
+from airflow_provider_dpone.cluster.clickhouse.literals import string_literal
 from airflow_provider_dpone.cluster.values.quality_read import TargetReadPlan
-from airflow_provider_dpone.core.clickhouse.literals import string_literal
 from airflow_provider_dpone.core.identifiers import qualified_clickhouse, quote_clickhouse
 
 UUID_ALIAS: Final[str] = "generation_uuid"

@@ -29,13 +29,13 @@ from __future__ import annotations
 
 from typing import Final
 
+from airflow_provider_dpone.cluster.clickhouse.literals import settings_clause, string_literal, uint_literal
 from airflow_provider_dpone.cluster.values.authority.row import (
     AUTHORITY_COLUMNS,
     AUTHORITY_PRIMARY_KEY,
     AUTHORITY_TABLE,
     AuthorityRow,
 )
-from airflow_provider_dpone.core.clickhouse.literals import settings_clause, string_literal, uint_literal
 from airflow_provider_dpone.core.identifiers import qualified_clickhouse, quote_clickhouse
 
 STRICT: Final[dict[str, str | int]] = {"keeper_map_strict_mode": 1}

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from airflow_provider_dpone.core.clickhouse.literals import settings_clause, string_literal
+from airflow_provider_dpone.cluster.clickhouse.literals import settings_clause, string_literal
 from airflow_provider_dpone.core.identifiers import validate_identifier
 
 NO_SKIP: Final[dict[str, str | int]] = {"skip_unavailable_shards": 0}

@@ -25,20 +25,19 @@ counts whole seconds, so one more second is subtracted: the answer is a lower bo
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
+from airflow_provider_dpone.cluster.clickhouse.literals import settings_clause, string_literal, uuid_literal
 from airflow_provider_dpone.cluster.clickhouse.sql_member import table_definition
 from airflow_provider_dpone.cluster.ports import (
     DdlIntent,
     DispatchSettings,
     HostDdlState,
-    QueueEntryStatus,
-    QueueHostStatus,
+    QueueEntry,
+    QueueHost,
 )
-from airflow_provider_dpone.core.clickhouse.literals import settings_clause, string_literal, uuid_literal
-from airflow_provider_dpone.core.clickhouse_engines import EngineClass, classify_engine
+from airflow_provider_dpone.cluster.values.clickhouse_engines import EngineClass, classify_engine
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.identifiers import qualified_clickhouse, quote_clickhouse, validate_identifier
 
@@ -100,51 +99,6 @@ def queue_entry(cluster: str, correlation_token: str) -> str:
         "SELECT entry, host, port, toString(status), exception_code FROM system.distributed_ddl_queue"
         f" WHERE cluster = {name} AND position(settings['log_comment'], {needle}) > 0 ORDER BY entry, host, port"
     )
-
-
-@dataclass(frozen=True)
-class QueueHost:
-    """One host's row of a queue entry; its endpoint stays in memory (never in ``repr``) to map it to a member."""
-
-    state: HostDdlState
-    exception_code: int | None = None
-    host: str = field(default="", repr=False)
-    port: int = field(default=0, repr=False)
-
-    @property
-    def finished(self) -> bool:
-        return self.state is HostDdlState.FINISHED
-
-    @property
-    def failed(self) -> bool:
-        return self.finished and bool(self.exception_code)
-
-
-@dataclass(frozen=True)
-class QueueEntry:
-    """One queue entry whose ``log_comment`` carries a correlation token, with one row per host."""
-
-    entry: str
-    hosts: tuple[QueueHost, ...]
-
-    @property
-    def finished(self) -> int:
-        return sum(host.finished for host in self.hosts)
-
-    @property
-    def failed(self) -> int:
-        return sum(host.failed for host in self.hosts)
-
-    def status(self, correlation_token: str, members: Mapping[tuple[str, int], str]) -> QueueEntryStatus:
-        """The entry as the protocol reads it: hosts mapped to member ids by ``members`` (lower-case host name and
-        port), in member order; a host outside ``members`` is left out, which the protocol reads as missing evidence."""
-        statuses = [
-            QueueHostStatus(member_id=member, state=host.state, exception_code=host.exception_code)
-            for host in self.hosts
-            if (member := members.get((host.host.lower(), host.port))) is not None
-        ]
-        statuses.sort(key=lambda host_status: host_status.member_id)
-        return QueueEntryStatus(entry=self.entry, correlation_token=correlation_token, hosts=tuple(statuses))
 
 
 def queue_entries(rows: Iterable[Sequence[Any]], *, entry: str | None = None) -> tuple[QueueEntry, ...]:

@@ -25,9 +25,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Final
 
+from airflow_provider_dpone.cluster.clickhouse.literals import string_literal
 from airflow_provider_dpone.cluster.values.receipts import ContentDigestVersion
 from airflow_provider_dpone.core.canonical import tagged_digest
-from airflow_provider_dpone.core.clickhouse.literals import string_literal
 from airflow_provider_dpone.core.clickhouse.row_hash import row_hash_sum_expression
 from airflow_provider_dpone.core.identifiers import qualified_clickhouse, quote_clickhouse, validate_identifier
 from airflow_provider_dpone.core.typed_digest import MODULUS, native_multiset_digest

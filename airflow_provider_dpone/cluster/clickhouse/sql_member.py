@@ -24,12 +24,12 @@ import re
 from collections.abc import Sequence
 from typing import Final
 
+from airflow_provider_dpone.cluster.clickhouse.column_types import canonical_type
+from airflow_provider_dpone.cluster.clickhouse.literals import settings_clause, string_literal, uuid_literal
 from airflow_provider_dpone.cluster.clickhouse.sql_catalog import columns_array
 from airflow_provider_dpone.cluster.clickhouse.sql_digest import active_parts
 from airflow_provider_dpone.cluster.ports import TableSpec
-from airflow_provider_dpone.core.clickhouse.literals import settings_clause, string_literal, uuid_literal
-from airflow_provider_dpone.core.clickhouse.types import canonical_type
-from airflow_provider_dpone.core.clickhouse_engines import EngineClass, classify_engine
+from airflow_provider_dpone.cluster.values.clickhouse_engines import EngineClass, classify_engine
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.identifiers import qualified_clickhouse, quote_clickhouse, validate_identifier
 from airflow_provider_dpone.core.manifest.cluster import PARTITION_FUNCTIONS

@@ -19,7 +19,7 @@ from airflow_provider_dpone.cluster.protocol.ddl_step import (
     require_before,
     run_step,
 )
-from airflow_provider_dpone.cluster.protocol.publication import FOREIGN
+from airflow_provider_dpone.cluster.protocol.publication import FOREIGN_UUID
 from airflow_provider_dpone.cluster.protocol.reconcile import Reconciliation, Side, Verdict, classify_observed
 from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecord
 from airflow_provider_dpone.cluster.values.authority.generation import DdlBinding
@@ -44,7 +44,7 @@ def cleanup_step(ctx: Context, record: AuthorityRecord) -> DdlStep:
         slot=lambda record: record.cleanup,
         bind=lambda _record, binding: {"cleanup": binding},
         classify=_side,
-        foreign_code=FOREIGN,
+        foreign_code=FOREIGN_UUID,
         finish=_complete,
     )
 
@@ -64,7 +64,7 @@ def _nothing_to_drop(ctx: Context, held: Held, step: DdlStep, *, allow_dispatch:
         )
         held = ctx.commit(held, phase=Phase.CLEANUP_DISPATCHING, cleanup=binding)
     if any(side is not Side.BEFORE for _member_id, side in observe_sides(ctx, held, step)):
-        raise ctx.fail_closed(held, FOREIGN, "cleanup: name reused")
+        raise ctx.fail_closed(held, FOREIGN_UUID, "cleanup: name reused")
     bound = held.record.cleanup
     assert bound is not None
     return StepProgress(_complete(ctx, held, bound), Reconciliation(Verdict.COMPLETE, None, ()))

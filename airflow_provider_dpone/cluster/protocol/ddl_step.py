@@ -46,6 +46,7 @@ from airflow_provider_dpone.cluster.protocol.reconcile import Reconciliation, Si
 from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecord
 from airflow_provider_dpone.cluster.values.authority.generation import DdlBinding
 from airflow_provider_dpone.cluster.values.authority.phases import Phase
+from airflow_provider_dpone.cluster.values.identities import ddl_intent_digest
 from airflow_provider_dpone.core.alerts import (
     CLEANUP_UNKNOWN,
     QUEUE_EVIDENCE_EXPIRED,
@@ -53,7 +54,6 @@ from airflow_provider_dpone.core.alerts import (
 )
 from airflow_provider_dpone.core.canonical import canonical_json
 from airflow_provider_dpone.core.errors import DponeError, MutationRejectedError, OutcomeUnknownError, UnavailableError
-from airflow_provider_dpone.core.identities import ddl_intent_digest
 
 UNPROVEN = "DPONE_CLICKHOUSE_CLUSTER_DISPATCH_UNPROVEN"
 NOT_SENT = "DPONE_CLICKHOUSE_CLUSTER_DISPATCH_NOT_SENT"

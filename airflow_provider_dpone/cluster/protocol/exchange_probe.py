@@ -40,7 +40,7 @@ from airflow_provider_dpone.core.errors import (
     UnavailableError,
 )
 
-UNSUPPORTED: Final[str] = "DPONE_CLICKHOUSE_CLUSTER_EXCHANGE_UNSUPPORTED"
+EXCHANGE_UNSUPPORTED: Final[str] = "DPONE_CLICKHOUSE_CLUSTER_EXCHANGE_UNSUPPORTED"
 UNKNOWN: Final[str] = "DPONE_CLICKHOUSE_CLUSTER_MEMBER_OUTCOME_UNKNOWN"
 REJECTED: Final[str] = "DPONE_CLICKHOUSE_CLUSTER_MEMBER_MUTATION_REJECTED"
 UNAVAILABLE: Final[str] = "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_INCOMPLETE"
@@ -76,7 +76,7 @@ def _prove(ctx: Context, member_id: str, uuids: tuple[str, str]) -> None:
         session.exchange_tables(database, *names)
     except ExchangeUnsupportedError:
         _clear(session, database, names, member_id)
-        raise DponeError(UNSUPPORTED, f"member {member_id}: EXCHANGE TABLES is not supported there") from None
+        raise DponeError(EXCHANGE_UNSUPPORTED, f"member {member_id}: EXCHANGE TABLES is not supported there") from None
     except MutationRejectedError:
         raise DponeError(REJECTED, f"exchange probe on member {member_id}") from None
     except OutcomeUnknownError:

@@ -29,7 +29,7 @@ from airflow_provider_dpone.cluster.protocol.context import Context
 from airflow_provider_dpone.cluster.protocol.exchange_probe import prove_exchange
 from airflow_provider_dpone.cluster.protocol.mode import ModeBehaviour
 from airflow_provider_dpone.cluster.protocol.quality_fence import successor_blocked
-from airflow_provider_dpone.cluster.protocol.seal import DIVERGENT, adoptable_engines, observe_baseline
+from airflow_provider_dpone.cluster.protocol.seal import TARGET_DIVERGENT, adoptable_engines, observe_baseline
 from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecord
 from airflow_provider_dpone.cluster.values.authority.phases import TERMINAL_PHASES, Phase
 from airflow_provider_dpone.cluster.values.replication import VARIANTS
@@ -158,7 +158,7 @@ def _adopt_physical_truth(ctx: Context, previous: AuthorityRecord) -> None:
             if observations[member.member_id].uuid != member.published_uuid
         )
         if moved:
-            raise DponeError(DIVERGENT, f"mode migration: target changed since the previous commit on {moved}")
+            raise DponeError(TARGET_DIVERGENT, f"mode migration: target changed since the previous commit on {moved}")
 
 
 def _new_record(ctx: Context, previous: AuthorityRecord | None, mode: ModeBehaviour) -> AuthorityRecord:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from airflow_provider_dpone.cluster.ports import ArtifactHandle
 from airflow_provider_dpone.cluster.protocol.context import Context
+from airflow_provider_dpone.cluster.values.identities import load_dedup_token, load_query_id
 from airflow_provider_dpone.cluster.values.receipts import ArtifactReceipt
 from airflow_provider_dpone.core.errors import (
     ArtifactInvalidError,
@@ -17,7 +18,6 @@ from airflow_provider_dpone.core.errors import (
     MutationRejectedError,
     OutcomeUnknownError,
 )
-from airflow_provider_dpone.core.identities import load_dedup_token, load_query_id
 
 
 def mutate_once(member_id: str, what: str, action: Callable[[], None]) -> bool:

@@ -37,15 +37,15 @@ from airflow_provider_dpone.cluster.values.authority.internal import (
     as_internal,
 )
 from airflow_provider_dpone.cluster.values.authority.phases import MemberStage
+from airflow_provider_dpone.cluster.values.inventory import Position
 from airflow_provider_dpone.cluster.values.publication_receipts import (
     PublicationReceipt,
     external_receipt,
     internal_receipt,
 )
-from airflow_provider_dpone.core.inventory import Position
 from airflow_provider_dpone.core.manifest.cluster import ReplicationMode
 
-Stage = Callable[[Context, Held, Observations | None], Held]
+StagingStep = Callable[[Context, Held, Observations | None], Held]
 """STAGING -> STAGED; the observations are the candidate names seen just before this invocation's STAGING CAS."""
 
 
@@ -56,7 +56,7 @@ class ModeBehaviour:
     new_record: Callable[[Mapping[str, object], Sequence[str], bool], AuthorityRecord]
     """A fresh LOCKED record from the shared fields, the member ids and whether quality replay is selected."""
     first_intents: FirstIntents
-    stage: Stage
+    stage: StagingStep
     staging_step: Callable[[Context, AuthorityRecord], DdlStep | None]
     """The staging DDL whose permit is bound and not yet reconciled, or ``None``: what abort waits for and what a
     void while STAGING applies to (external staging sends no ON CLUSTER DDL, so there is none)."""
@@ -105,7 +105,7 @@ def _external_creates_from(record: AuthorityRecord) -> int | None:
     return max(stamps, default=None)
 
 
-EXTERNAL: Final = ModeBehaviour(
+EXTERNAL_BEHAVIOUR: Final = ModeBehaviour(
     new_record=_new_external,
     first_intents=external_intents,
     stage=stage_all,
@@ -156,7 +156,7 @@ def _internal_owned(record: AuthorityRecord, member_id: str) -> tuple[str, ...]:
     return () if candidate is None else candidate.owned_uuids
 
 
-INTERNAL: Final = ModeBehaviour(
+INTERNAL_BEHAVIOUR: Final = ModeBehaviour(
     new_record=_new_internal,
     first_intents=internal_intents,
     stage=_stage_internal,
@@ -170,7 +170,7 @@ INTERNAL: Final = ModeBehaviour(
 )
 
 MODES: Final[Mapping[ReplicationMode, ModeBehaviour]] = {
-    ReplicationMode.INTERNAL: INTERNAL,
-    ReplicationMode.EXTERNAL: EXTERNAL,
+    ReplicationMode.INTERNAL: INTERNAL_BEHAVIOUR,
+    ReplicationMode.EXTERNAL: EXTERNAL_BEHAVIOUR,
 }
 """Every replication mode's behaviour by name (the request's ``replication_mode``)."""

@@ -16,13 +16,13 @@ from airflow_provider_dpone.cluster.values.authority.generation import (
     MemberGeneration,
     PublishedMember,
 )
+from airflow_provider_dpone.cluster.values.identities import schema_digest
 from airflow_provider_dpone.cluster.values.part_digests import PartDigest
 from airflow_provider_dpone.cluster.values.receipts import CURRENT_CONTENT_DIGEST, ArtifactReceipt, ContentDigestVersion
 from airflow_provider_dpone.core.alerts import STAGING_DIVERGENCE, TARGET_DRIFT
 from airflow_provider_dpone.core.errors import DponeError, UnavailableError, VerificationBudgetExceededError
-from airflow_provider_dpone.core.identities import schema_digest
 
-DIVERGENT = "DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_DIVERGENT"
+CANDIDATE_DIVERGENT = "DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_DIVERGENT"
 DRIFT = "DPONE_CLICKHOUSE_CLUSTER_TARGET_DRIFT"
 
 
@@ -236,7 +236,7 @@ def unexplained(obs: TableObservation, artifact: ArtifactReceipt) -> str | None:
 def diverged(ctx: Context, held: Held | None, member_id: str, detail: str) -> DponeError:
     """Alert that ``member_id``'s candidate holds what nothing of this operation explains; the ``CANDIDATE_DIVERGENT``
     error to raise (recorded as the last error with ``held``, where its phase may loop)."""
-    ctx.alert(STAGING_DIVERGENCE, member_id=member_id, code=DIVERGENT)
+    ctx.alert(STAGING_DIVERGENCE, member_id=member_id, code=CANDIDATE_DIVERGENT)
     if held is None:
-        return DponeError(DIVERGENT, f"member {member_id}: {detail}")
-    return ctx.fail_closed(held, DIVERGENT, f"member {member_id}: {detail}")
+        return DponeError(CANDIDATE_DIVERGENT, f"member {member_id}: {detail}")
+    return ctx.fail_closed(held, CANDIDATE_DIVERGENT, f"member {member_id}: {detail}")

@@ -38,7 +38,7 @@ from airflow_provider_dpone.cluster.values.authority.generation import DdlBindin
 from airflow_provider_dpone.cluster.values.authority.phases import Phase
 from airflow_provider_dpone.core.errors import DponeError
 
-FOREIGN = "DPONE_CLICKHOUSE_CLUSTER_PUBLICATION_FOREIGN_UUID"
+FOREIGN_UUID = "DPONE_CLICKHOUSE_CLUSTER_PUBLICATION_FOREIGN_UUID"
 PUBLISHED_DIVERGENT = "DPONE_CLICKHOUSE_CLUSTER_PUBLISHED_CONTENT_DIVERGENT"
 
 
@@ -67,7 +67,7 @@ def publication_step(ctx: Context, record: AuthorityRecord) -> DdlStep:
         slot=lambda record: record.publication,
         bind=lambda _record, binding: {"publication": binding},
         classify=_side,
-        foreign_code=FOREIGN,
+        foreign_code=FOREIGN_UUID,
         finish=_commit,
         barrier=_barrier,
     )

@@ -34,7 +34,7 @@ READER_LEASE_MS: Final[int] = TARGET_BUDGET_MS + 30_000
 """How long an unreleased reader fence keeps successors out: one observation budget plus a margin."""
 
 
-def fenced(ctx: Context, held: Held, validate: Callable[[Held], None]) -> Held:
+def under_reader_fence(ctx: Context, held: Held, validate: Callable[[Held], None]) -> Held:
     """Run ``validate`` under the reader fence when the operation is COMPLETED (else as is); the held record after
     the verified release."""
     if held.record.phase is not Phase.COMPLETED:

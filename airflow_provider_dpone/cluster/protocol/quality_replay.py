@@ -30,14 +30,14 @@ from __future__ import annotations
 from airflow_provider_dpone.cluster.protocol.authority_io import Held
 from airflow_provider_dpone.cluster.protocol.context import Context
 from airflow_provider_dpone.cluster.protocol.quality_evidence import require_capsule
-from airflow_provider_dpone.cluster.protocol.quality_fence import fenced
+from airflow_provider_dpone.cluster.protocol.quality_fence import under_reader_fence
 from airflow_provider_dpone.cluster.protocol.quality_target import (
     Budget,
     digest_version,
     guard,
     guarded,
     judge,
-    observe,
+    observe_read,
     read_plan,
     store_write,
 )
@@ -56,7 +56,7 @@ def settle(ctx: Context, held: Held) -> Held:
         check_evidence(ctx, held, binding)  # before any write: a refusal here leaves the row as it was
         if binding.core.target_plan is None:
             return held  # source/staged-only evidence: nothing on the target to guard or fence
-        return fenced(ctx, held, lambda current: guard(ctx, current.record, binding.core))
+        return under_reader_fence(ctx, held, lambda current: guard(ctx, current.record, binding.core))
     if held.record.phase is not Phase.COMMITTED:
         raise DponeError(INVALID, f"capsule {binding.state} in phase {held.record.phase}")
     plan = binding.core.target_plan
@@ -67,7 +67,7 @@ def settle(ctx: Context, held: Held) -> Held:
         guard(ctx, held.record, binding.core)
         held = _write(ctx, held, binding, state="TARGET_PENDING", pending_version=held.version + 1)
         binding = require_capsule(ctx, held.record)
-    observation = observe_target(ctx, held, binding)
+    observation = observe_guarded_target(ctx, held, binding)
     core = binding.core
     if not accepted(binding, observation):
         detail = f"target rows {observation.row_count} (source {core.source_rows}): counts or digest differ"
@@ -123,7 +123,7 @@ def check_evidence(ctx: Context, held: Held, binding: QualityBinding) -> None:
         raise DponeError(MISMATCH, "the admitted replicas differ from the sealed target plan")
 
 
-def observe_target(ctx: Context, held: Held, binding: QualityBinding) -> TargetObservation:
+def observe_guarded_target(ctx: Context, held: Held, binding: QualityBinding) -> TargetObservation:
     """One bounded observation: the guard on every sealed replica, the count of the first (counts are never summed
     across replicas), the guard again; one shared budget for all of it."""
     core = binding.core
@@ -136,7 +136,7 @@ def observe_target(ctx: Context, held: Held, binding: QualityBinding) -> TargetO
     request = read_plan(
         ctx, ctx.request.target, core.generation_uuid, digest_version=version, guard=reads, scan=(member_id, plan)
     )
-    observation = observe(ctx, request, budget)
+    observation = observe_read(ctx, request, budget)
     judge(core, reads, observation.before, plan.columns)
     judge(core, reads, observation.after, plan.columns)
     counts = observation.counts

@@ -123,7 +123,7 @@ def sealed(core: QualityCore, record: AuthorityRecord) -> tuple[tuple[tuple[str,
     return artifact.schema_pairs, tuple(sorted(member_id for member_id, _ in core.staged_rows))
 
 
-def observe(ctx: Context, plan: TargetReadPlan, budget: Budget) -> Observation:
+def observe_read(ctx: Context, plan: TargetReadPlan, budget: Budget) -> Observation:
     """One bounded observation, interrupted when the budget is spent; exact answers only."""
     reader = ctx.ports.acceptance
     if reader is None:
@@ -145,7 +145,7 @@ def observe(ctx: Context, plan: TargetReadPlan, budget: Budget) -> Observation:
 
 def counts_of(ctx: Context, plan: TargetReadPlan, budget: Budget) -> TargetCounts:
     """The counts of a scan plan, on the exact generation."""
-    counts = observe(ctx, plan, budget).counts
+    counts = observe_read(ctx, plan, budget).counts
     assert counts is not None  # answers() of a scan plan
     if counts.generation_uuid != plan.generation_uuid:
         raise DponeError(MISMATCH, f"replica {plan.scan} does not hold the managed generation")
@@ -184,7 +184,7 @@ def guard(ctx: Context, record: AuthorityRecord, core: QualityCore) -> None:
     reads = guarded(record, replicas)
     request = read_plan(ctx, ctx.request.target, core.generation_uuid, digest_version=version, guard=reads)
     if core.target_plan is not None:
-        judge(core, reads, observe(ctx, request, Budget(ctx)).before, columns)
+        judge(core, reads, observe_read(ctx, request, Budget(ctx)).before, columns)
         return
     budget = Budget(ctx)
     for member_id in replicas:

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from airflow_provider_dpone.cluster.ports import HostDdlState, QueueEntryStatus
+from airflow_provider_dpone.cluster.ports import HostDdlState, QueueEntry
 from airflow_provider_dpone.cluster.protocol.context import Context
 from airflow_provider_dpone.cluster.values.authority.generation import DdlBinding
 from airflow_provider_dpone.core.errors import DponeError, UnavailableError
@@ -44,7 +44,7 @@ class Reconciliation:
     pending: tuple[str, ...]
 
 
-def read_entry(ctx: Context, binding: DdlBinding) -> QueueEntryStatus | None:
+def read_entry(ctx: Context, binding: DdlBinding) -> QueueEntry | None:
     token = binding.correlation_token
     assert token is not None
     try:
@@ -56,7 +56,7 @@ def read_entry(ctx: Context, binding: DdlBinding) -> QueueEntryStatus | None:
     return entry
 
 
-def classify(
+def classify_side(
     target: str | None,
     candidate: str | None,
     *,
@@ -79,9 +79,9 @@ def classify_observed(
     before: tuple[str | None, str | None],
     after: tuple[str | None, str | None],
 ) -> Side | None:
-    """:func:`classify` of the (target UUID, candidate UUID) pair observed on ``member_id`` in one snapshot (two
+    """:func:`classify_side` of the (target UUID, candidate UUID) pair observed on ``member_id`` in one snapshot (two
     separate reads could straddle the DDL and show a pair no moment had, which would read as foreign)."""
-    return classify(*observe_pair(ctx, member_id), before=before, after=after)
+    return classify_side(*observe_pair(ctx, member_id), before=before, after=after)
 
 
 def observe_pair(ctx: Context, member_id: str) -> tuple[str | None, str | None]:
@@ -102,7 +102,7 @@ def decide(
     *,
     what: str,
     binding: DdlBinding,
-    entry: QueueEntryStatus | None,
+    entry: QueueEntry | None,
     sides: Mapping[str, Side],
     members: Sequence[str],
     now_ms: int,

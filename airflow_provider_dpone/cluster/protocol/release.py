@@ -29,7 +29,7 @@ from airflow_provider_dpone.cluster.protocol.authority_io import Held
 from airflow_provider_dpone.cluster.protocol.context import Context
 from airflow_provider_dpone.cluster.protocol.ddl_step import MIXED
 from airflow_provider_dpone.cluster.protocol.observe import DRIFT, observe
-from airflow_provider_dpone.cluster.protocol.publication import FOREIGN, PUBLISHED_DIVERGENT
+from airflow_provider_dpone.cluster.protocol.publication import FOREIGN_UUID, PUBLISHED_DIVERGENT
 from airflow_provider_dpone.cluster.protocol.reconcile import observe_pair, read_entry
 from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecord
 from airflow_provider_dpone.cluster.values.authority.generation import DdlBinding, MemberGeneration
@@ -38,12 +38,12 @@ from airflow_provider_dpone.cluster.values.authority.release import Release, Rel
 from airflow_provider_dpone.core.errors import DponeError
 
 NOT_STOPPED = "DPONE_CLICKHOUSE_CLUSTER_RELEASE_NOT_STOPPED"
-PENDING = "DPONE_CLICKHOUSE_CLUSTER_RELEASE_DDL_PENDING"
+RELEASE_DDL_PENDING = "DPONE_CLICKHOUSE_CLUSTER_RELEASE_DDL_PENDING"
 NOT_RESTORED = "DPONE_CLICKHOUSE_CLUSTER_RELEASE_NOT_RESTORED"
 NOT_ACCEPTED = "DPONE_CLICKHOUSE_CLUSTER_RELEASE_NOT_ACCEPTED"
 DECIDED = "DPONE_CLICKHOUSE_CLUSTER_RELEASE_DECIDED_OTHERWISE"
 
-RELEASABLE = frozenset({PUBLISHED_DIVERGENT, FOREIGN, MIXED, DRIFT})
+RELEASABLE = frozenset({PUBLISHED_DIVERGENT, FOREIGN_UUID, MIXED, DRIFT})
 """The codes a publication stops with after its DDL may have run, whose record the release may end."""
 
 
@@ -93,11 +93,11 @@ def _require_finished(ctx: Context, record: AuthorityRecord, binding: DdlBinding
     """The bound publication's entry is queued and finished (or failed) on every member's host."""
     entry = read_entry(ctx, binding)
     if entry is None:
-        raise DponeError(PENDING, f"publication epoch {binding.epoch}: no queue entry carries its token")
+        raise DponeError(RELEASE_DDL_PENDING, f"publication epoch {binding.epoch}: no queue entry carries its token")
     states = {host.member_id: host.state for host in entry.hosts}
     unfinished = [m for m in record.member_ids() if states.get(m) is not HostDdlState.FINISHED]
     if unfinished:
-        raise DponeError(PENDING, f"publication epoch {binding.epoch}: not finished on {unfinished}")
+        raise DponeError(RELEASE_DDL_PENDING, f"publication epoch {binding.epoch}: not finished on {unfinished}")
 
 
 def _observe(ctx: Context, record: AuthorityRecord, member_id: str, refusal: str) -> ReleasedMember:

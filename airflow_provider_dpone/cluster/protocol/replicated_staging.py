@@ -47,8 +47,8 @@ from airflow_provider_dpone.cluster.values.authority.phases import MemberStage, 
 from airflow_provider_dpone.cluster.values.receipts import ArtifactReceipt
 from airflow_provider_dpone.core.errors import AccessDeniedError, DponeError, UnavailableError
 
-FOREIGN = "DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_FOREIGN"
-PENDING = "DPONE_CLICKHOUSE_CLUSTER_STAGING_DDL_PENDING"
+CANDIDATE_FOREIGN = "DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_FOREIGN"
+STAGING_DDL_PENDING = "DPONE_CLICKHOUSE_CLUSTER_STAGING_DDL_PENDING"
 NOT_CONVERGED = "DPONE_CLICKHOUSE_CLUSTER_REPLICA_NOT_CONVERGED"
 REPLICA_SET = "DPONE_CLICKHOUSE_CLUSTER_REPLICA_SET_INVALID"
 
@@ -104,7 +104,7 @@ def create_step(ctx: Context, record: AuthorityRecord) -> DdlStep:
         slot=lambda record: _candidate(record).create,
         bind=lambda record, binding: {"candidate": _candidate(record).model_copy(update={"create": binding})},
         classify=_create_side,
-        foreign_code=FOREIGN,
+        foreign_code=CANDIDATE_FOREIGN,
         finish=_bind_created,
     )
 
@@ -164,7 +164,7 @@ def _complete(ctx: Context, held: Held, step: DdlStep) -> Held:
     """Run the staging DDL step to completion, or stop retryably while some replica has not run it yet."""
     progress = run_step(ctx, held, step, allow_dispatch=True)
     if not progress.complete:
-        raise DponeError(PENDING, f"{step.what}: {len(progress.reconciliation.pending)} replicas pending")
+        raise DponeError(STAGING_DDL_PENDING, f"{step.what}: {len(progress.reconciliation.pending)} replicas pending")
     return progress.held
 
 
@@ -232,7 +232,7 @@ def _converge(ctx: Context, held: Held) -> Held | None:
     for member in record.members:
         observed = contents[member.member_id]
         if observed.uuid != member.candidate_uuid:
-            raise ctx.fail_closed(held, FOREIGN, f"member {member.member_id}")
+            raise ctx.fail_closed(held, CANDIDATE_FOREIGN, f"member {member.member_id}")
         if not is_exact(observed, member, artifact):
             reason = unexplained(observed, artifact)
             if reason is not None:
@@ -309,7 +309,7 @@ def drop_step(ctx: Context) -> DdlStep:
         slot=lambda record: _candidate(record).drop,
         bind=lambda record, binding: {"candidate": _candidate(record).model_copy(update={"drop": binding})},
         classify=_drop_side,
-        foreign_code=FOREIGN,
+        foreign_code=CANDIDATE_FOREIGN,
         finish=_intend_again,
     )
 

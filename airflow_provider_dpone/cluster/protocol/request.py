@@ -23,12 +23,12 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError, model_validator
 
 from airflow_provider_dpone.cluster.ports import ColumnSpec, DeclaredTable, TableSpec
+from airflow_provider_dpone.cluster.values.clickhouse_engines import classify_engine
+from airflow_provider_dpone.cluster.values.identities import candidate_name, operation_id, target_key
 from airflow_provider_dpone.cluster.values.replication import VARIANTS, ReplicationVariant
 from airflow_provider_dpone.core.canonical import Hex64
-from airflow_provider_dpone.core.clickhouse_engines import classify_engine
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.identifiers import validate_identifier
-from airflow_provider_dpone.core.identities import candidate_name, operation_id, target_key
 from airflow_provider_dpone.core.manifest.cluster import QualityPolicy, ReplicationMode
 
 

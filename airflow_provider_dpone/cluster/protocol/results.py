@@ -5,7 +5,7 @@ instead of re-reading the authority.
 The phases and the progress come from the records the entry point read and wrote anyway, so a task logs and pushes
 them without reading a port itself. ``phase_before`` is ``"absent"`` when no record held the target. Members are
 named by opaque id and by their position in the inventory the record bound
-(:meth:`~airflow_provider_dpone.core.inventory.AdmittedInventory.positions`; never a host).
+(:meth:`~airflow_provider_dpone.cluster.values.inventory.AdmittedInventory.positions`; never a host).
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from typing import Literal
 
 from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecord
+from airflow_provider_dpone.cluster.values.inventory import Position, member_label
 from airflow_provider_dpone.cluster.values.publication_receipts import (
     PublicationReceipt,
     QualityReceipt,
     quality_receipt,
 )
 from airflow_provider_dpone.cluster.values.receipts import ArtifactReceipt
-from airflow_provider_dpone.core.inventory import Position, member_label
 from airflow_provider_dpone.core.manifest.cluster import ReplicationMode
 
 ABSENT = "absent"

@@ -24,20 +24,20 @@ from airflow_provider_dpone.cluster.values.authority.row import (
     AUTHORITY_PRIMARY_KEY,
     AUTHORITY_TABLE,
 )
-from airflow_provider_dpone.cluster.values.replication import VARIANTS
-from airflow_provider_dpone.core.errors import DponeError, UnavailableError
-from airflow_provider_dpone.core.errors.replay import UNSUPPORTED
-from airflow_provider_dpone.core.identities import inventory_digest, member_id
-from airflow_provider_dpone.core.inventory import (
+from airflow_provider_dpone.cluster.values.identities import inventory_digest, member_id
+from airflow_provider_dpone.cluster.values.inventory import (
     AdmittedInventory,
     AdmittedMember,
     InventoryRow,
     MemberFacts,
     TableFacts,
 )
+from airflow_provider_dpone.cluster.values.replication import VARIANTS
+from airflow_provider_dpone.core.errors import DponeError, UnavailableError
+from airflow_provider_dpone.core.errors.replay import UNSUPPORTED
 from airflow_provider_dpone.core.manifest.cluster import ReplicationMode
 
-INCOMPLETE: Final[str] = "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_INCOMPLETE"
+INVENTORY_INCOMPLETE: Final[str] = "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_INCOMPLETE"
 
 MAX_MEMBERS: Final[int] = 16
 """The member-count budget: one record of this many members, each with its candidate's and its predecessor's part
@@ -168,7 +168,7 @@ def admit_runtime(catalog: ClusterCatalog, request: PublicationRequest, *, paral
     try:
         rows = catalog.inventory(request.cluster)
     except UnavailableError:
-        raise DponeError(INCOMPLETE, f"cluster {request.cluster}: the coordinator did not answer") from None
+        raise DponeError(INVENTORY_INCOMPLETE, f"cluster {request.cluster}: the coordinator did not answer") from None
     inventory = admit_inventory(rows, cluster=request.cluster, mode=request.replication_mode)
     require_ddl_entry_settings([row for row in rows if row.cluster == request.cluster])
 
@@ -176,7 +176,9 @@ def admit_runtime(catalog: ClusterCatalog, request: PublicationRequest, *, paral
         try:
             return catalog.admission_facts(member, request.cluster, request.database, AUTHORITY_TABLE)
         except UnavailableError:
-            raise DponeError(INCOMPLETE, f"cluster {request.cluster}: member {member.label} did not answer") from None
+            raise DponeError(
+                INVENTORY_INCOMPLETE, f"cluster {request.cluster}: member {member.label} did not answer"
+            ) from None
 
     read = concurrently(admission_facts, inventory.members, parallelism)
     require_member_identities({member: fact.local_positions for member, fact in read.items()})

@@ -34,14 +34,14 @@ from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecor
 from airflow_provider_dpone.cluster.values.authority.external import ErrorClassification, MemberRecord
 from airflow_provider_dpone.cluster.values.authority.generation import DdlBinding, MemberGeneration, PublishedMember
 from airflow_provider_dpone.cluster.values.authority.phases import MemberStage, Phase
+from airflow_provider_dpone.cluster.values.clickhouse_engines import EngineClass, classify_engine
+from airflow_provider_dpone.cluster.values.identities import generation_id
 from airflow_provider_dpone.cluster.values.receipts import ArtifactReceipt
-from airflow_provider_dpone.core.clickhouse_engines import EngineClass, classify_engine
 from airflow_provider_dpone.core.column_profile import COLUMN_TYPE_UNSUPPORTED, unsupported_columns
 from airflow_provider_dpone.core.errors import DponeError
-from airflow_provider_dpone.core.identities import generation_id
 
-UNSUPPORTED = "DPONE_CLICKHOUSE_CLUSTER_ARTIFACT_UNSUPPORTED"
-DIVERGENT = "DPONE_CLICKHOUSE_CLUSTER_TARGET_DIVERGENT"
+ARTIFACT_UNSUPPORTED = "DPONE_CLICKHOUSE_CLUSTER_ARTIFACT_UNSUPPORTED"
+TARGET_DIVERGENT = "DPONE_CLICKHOUSE_CLUSTER_TARGET_DIVERGENT"
 
 
 Observations = Mapping[str, TableObservation]
@@ -76,7 +76,7 @@ def bind_artifact_and_baseline(
     receipt = source.seal()
     problem = unsupported_reason(ctx, receipt, source.columns)
     if problem is not None:
-        _abort(ctx, held, UNSUPPORTED, problem)
+        _abort(ctx, held, ARTIFACT_UNSUPPORTED, problem)
     present = any(obs.exists for obs in observations.values())
     changes, permit = first_intents(ctx, record, receipt, observations, candidates)
     staged = commit_permitted(
@@ -134,10 +134,10 @@ def observe_baseline(
     if not present:
         return observations
     if len(present) != len(observations):
-        raise DponeError(DIVERGENT, f"target on {len(present)} of {len(observations)}")
+        raise DponeError(TARGET_DIVERGENT, f"target on {len(present)} of {len(observations)}")
     shapes = {(obs.columns, obs.row_count, obs.content_digest) for obs in observations.values()}
     if len(shapes) != 1 or any(obs.content_digest is None for obs in observations.values()):
-        raise DponeError(DIVERGENT, "schema or content differs between members")
+        raise DponeError(TARGET_DIVERGENT, "schema or content differs between members")
     kinds = {mid: classify_engine(obs.engine or "") for mid, obs in observations.items()}
     bad = sorted(mid for mid, kind in kinds.items() if kind not in engines)
     if bad or len(set(kinds.values())) != 1:

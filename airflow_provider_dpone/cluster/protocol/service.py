@@ -83,9 +83,9 @@ from airflow_provider_dpone.cluster.protocol.seal import bind_artifact_and_basel
 from airflow_provider_dpone.cluster.protocol.void_permit import require_voidable, void_permit
 from airflow_provider_dpone.cluster.values.authority.phases import Phase
 from airflow_provider_dpone.cluster.values.authority.release import ReleaseDecision
+from airflow_provider_dpone.cluster.values.inventory import AdmittedInventory
 from airflow_provider_dpone.cluster.values.publication_receipts import PublicationReceipt
 from airflow_provider_dpone.core.errors import DponeError
-from airflow_provider_dpone.core.inventory import AdmittedInventory
 from airflow_provider_dpone.core.manifest.cluster import ReplicationMode
 
 _NOT_YET_PUBLISHED = frozenset({Phase.LOCKED, Phase.STAGING, Phase.STAGED})

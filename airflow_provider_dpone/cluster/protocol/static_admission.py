@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Final
 
 from airflow_provider_dpone.cluster.protocol.query_settings import query_settings
+from airflow_provider_dpone.cluster.values.clickhouse_engines import EngineClass, classify_engine
 from airflow_provider_dpone.core.admission_types import Blocker, ReplicationDecision
-from airflow_provider_dpone.core.clickhouse_engines import EngineClass, classify_engine
 from airflow_provider_dpone.core.manifest.cluster import (
     ClusterPublicationManifest,
     DdlScope,

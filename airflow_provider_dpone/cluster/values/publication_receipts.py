@@ -24,11 +24,11 @@ from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecor
 from airflow_provider_dpone.cluster.values.authority.external import ExternalAuthorityRecord
 from airflow_provider_dpone.cluster.values.authority.internal import InternalAuthorityRecord, InternalAuthorityRecordV2
 from airflow_provider_dpone.cluster.values.authority.phases import Phase
+from airflow_provider_dpone.cluster.values.inventory import Position, member_label
 from airflow_provider_dpone.cluster.values.quality_capsule import CapsuleState, QualityBinding
 from airflow_provider_dpone.cluster.values.quality_read import ColumnCounts
 from airflow_provider_dpone.core.canonical import Hex64, MemberId, NonNegative, TimestampMs, UInt64, canonical_json
 from airflow_provider_dpone.core.errors import DponeError
-from airflow_provider_dpone.core.inventory import Position, member_label
 
 RECEIPT_SCHEMA: Literal["dpone.clickhouse.cluster-external-full-refresh-receipt.v1"] = (
     "dpone.clickhouse.cluster-external-full-refresh-receipt.v1"
@@ -64,7 +64,7 @@ class ReplicaReceipt(BaseModel):
 
     @property
     def label(self) -> str:
-        """The member's one name (:func:`~airflow_provider_dpone.core.inventory.member_label`)."""
+        """The member's one name (:func:`~airflow_provider_dpone.cluster.values.inventory.member_label`)."""
         return member_label(self.member_id, self.shard_num, self.replica_num)
 
 
@@ -232,7 +232,7 @@ def _committed(
 ) -> tuple[dict[str, Any], tuple[ReplicaReceipt, ...]]:
     """The fields every receipt shares and each member's verified generation, from a committed record (COMMITTED,
     CLEANUP_DISPATCHING or COMPLETED), each member with its position in ``positions`` (the bound inventory's,
-    :meth:`~airflow_provider_dpone.core.inventory.AdmittedInventory.positions`); anything else is refused."""
+    :meth:`~airflow_provider_dpone.cluster.values.inventory.AdmittedInventory.positions`); anything else is refused."""
     publication = record.publication
     artifact = record.artifact
     if (

@@ -17,8 +17,8 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, Field, StrictBool, StrictStr, model_validator
 
+from airflow_provider_dpone.cluster.values.identities import schema_digest
 from airflow_provider_dpone.core.canonical import CLOSED, Hex64, NonNegative
-from airflow_provider_dpone.core.identities import schema_digest
 from airflow_provider_dpone.core.record_format import ANOTHER_BUILD, PRE_RELEASE, format_error
 
 ContentDigestVersion = Literal[2]

@@ -15,8 +15,8 @@ from typing import Final
 from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecord
 from airflow_provider_dpone.cluster.values.authority.external import EXTERNAL_SCHEMA
 from airflow_provider_dpone.cluster.values.authority.internal import INTERNAL_SCHEMA_V1, INTERNAL_SCHEMA_V2
-from airflow_provider_dpone.core.clickhouse_engines import EngineClass
-from airflow_provider_dpone.core.identities import (
+from airflow_provider_dpone.cluster.values.clickhouse_engines import EngineClass
+from airflow_provider_dpone.cluster.values.identities import (
     CANDIDATE_INFIX,
     INTERNAL_CANDIDATE_INFIX,
     INTERNAL_PROTOCOL_VERSION,

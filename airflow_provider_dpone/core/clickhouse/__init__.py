@@ -1,2 +1,2 @@
-"""ClickHouse client plumbing both routes use: one factory, one pinned server per session, no retry, no redirect,
-one-shot mutations, type parsing and literals."""
+"""ClickHouse client plumbing both routes use: one factory, one pinned server per session, no retry, no redirect; the
+resolved connection; the typed row-hash SQL."""

@@ -9,10 +9,31 @@ keeps the credentials in memory: nothing here is serialized, and ``repr`` never 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 from airflow_provider_dpone.core.connection_options import ClickHouseConnectionOptions
 from airflow_provider_dpone.core.errors import DponeError
-from airflow_provider_dpone.core.inventory import AdmittedMember
+
+
+class _Host(Protocol):
+    @property
+    def host(self) -> str: ...
+
+
+class ClusterMember(Protocol):
+    """What a member connection is derived from: the member's position and host in ``system.clusters``."""
+
+    @property
+    def member_id(self) -> str: ...
+
+    @property
+    def shard_num(self) -> int: ...
+
+    @property
+    def replica_num(self) -> int: ...
+
+    @property
+    def endpoint(self) -> _Host: ...
 
 
 @dataclass(frozen=True)
@@ -44,7 +65,7 @@ class ResolvedConnection:
         """The same credentials, options and scheme at another endpoint."""
         return replace(self, host=host, port=port)
 
-    def for_member(self, member: AdmittedMember) -> ResolvedConnection:
+    def for_member(self, member: ClusterMember) -> ResolvedConnection:
         """The direct connection of one admitted member (see module docstring).
 
         It has no default database: every statement sent to a member names its database, and a member that lacks the

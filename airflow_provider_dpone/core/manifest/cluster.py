@@ -14,10 +14,9 @@ from typing import Annotated, Final, Literal
 
 from pydantic import AfterValidator, Field, StrictInt, StrictStr, model_validator
 
-from airflow_provider_dpone.core.canonical import canonical_json, sha256_hex
+from airflow_provider_dpone.core.canonical import Closed, canonical_json, sha256_hex
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.manifest.types import (
-    Closed,
     ConnectionId,
     DocType,
     Identifier,

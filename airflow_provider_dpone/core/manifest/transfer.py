@@ -12,9 +12,9 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
+from airflow_provider_dpone.core.canonical import Closed
 from airflow_provider_dpone.core.manifest.transfer_options import NativeTransferOptions
 from airflow_provider_dpone.core.manifest.types import (
-    Closed,
     ConnectionId,
     Identifier,
     LoadStrategy,

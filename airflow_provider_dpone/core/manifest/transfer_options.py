@@ -10,8 +10,9 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, model_validator
+from pydantic import Field, StrictInt, ValidationError, model_validator
 
+from airflow_provider_dpone.core.canonical import Closed
 from airflow_provider_dpone.core.errors import DponeError
 
 
@@ -35,23 +36,19 @@ class VerificationBackend(StrEnum):
     SOURCE_ONLY = "source_only"
 
 
-class _Closed(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class SourceSnapshot(_Closed):
+class SourceSnapshot(Closed):
     """The declared source snapshot semantics (validated again at runtime against the observed engine)."""
 
     mode: SnapshotMode
     replica_scope: ReplicaScope = ReplicaScope.SINGLE_SERVER
 
 
-class WireOptions(_Closed):
+class WireOptions(Closed):
     mode: Literal["typed_binary"] = "typed_binary"
     binary_format: Literal["mssql_native"] = "mssql_native"
 
 
-class ExecutionOptions(_Closed):
+class ExecutionOptions(Closed):
     """Import backend, verification, and the chunk bounds that keep peak memory independent of the row count."""
 
     import_backend: ImportBackend = ImportBackend.BCP
@@ -60,7 +57,7 @@ class ExecutionOptions(_Closed):
     max_chunk_bytes: StrictInt = Field(default=64 * 1024 * 1024, ge=1024, le=2 * 1024**3)
 
 
-class NativeTransferOptions(_Closed):
+class NativeTransferOptions(Closed):
     source_snapshot: SourceSnapshot | None = None
     wire: WireOptions = WireOptions()
     execution: ExecutionOptions = ExecutionOptions()

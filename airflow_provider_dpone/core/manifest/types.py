@@ -17,9 +17,10 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictStr, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, StrictStr, model_validator
 from pydantic_core import PydanticCustomError
 
+from airflow_provider_dpone.core.canonical import Closed
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.identifiers import validate_identifier
 
@@ -32,12 +33,6 @@ class DocType:
     """Names a constrained type in the generated reference (``identifier``, ``connection id``, ...)."""
 
     name: str
-
-
-class Closed(BaseModel):
-    """Base of every manifest object: immutable, and unknown keys are errors (a misspelled option never defaults)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 def identifier_value(value: str) -> str:

@@ -13,8 +13,8 @@ import datetime as dt
 from collections.abc import Mapping
 
 from airflow_provider_dpone.core.alerts import CUSTODY_HELD, Alert, AlertSink, Fact, emit
+from airflow_provider_dpone.core.clock import Clock
 from airflow_provider_dpone.core.errors import DponeError
-from airflow_provider_dpone.transfer.ports import Clock
 from airflow_provider_dpone.transfer.route.journal import RouteJournal
 from airflow_provider_dpone.transfer.values.journal_records import JournalRecord, LeaseRecord
 from airflow_provider_dpone.transfer.values.utc_window import format_utc, parse_utc

@@ -28,7 +28,7 @@ from airflow_provider_dpone.core.alerts import CLEANUP_FAILED, PUBLICATION_UNKNO
 from airflow_provider_dpone.core.canonical import canonical_json_bytes, sha256_hex
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.typed_digest import MODULUS
-from airflow_provider_dpone.transfer.ports import StageStore, TargetInvocation, TargetPublicationReceipt, TransferTarget
+from airflow_provider_dpone.transfer.ports import StageStore, TargetInvocation, TransferTarget
 from airflow_provider_dpone.transfer.route.custody import LeaseKeeper
 from airflow_provider_dpone.transfer.route.extraction import Checkpoint, evidence_key, evidence_prefix, stage_prefix
 from airflow_provider_dpone.transfer.route.journal import RouteJournal
@@ -44,7 +44,7 @@ from airflow_provider_dpone.transfer.values.journal_records import (
     TargetPrepareIntent,
     TargetVerified,
 )
-from airflow_provider_dpone.transfer.values.target_receipts import ChunkEvidence
+from airflow_provider_dpone.transfer.values.target_receipts import ChunkEvidence, TargetPublicationReceipt
 
 EVIDENCE_KIND: Final = "dpone.native-transfer-evidence.v1"
 PIPELINE_DEPTH: Final = 3
@@ -132,7 +132,7 @@ class Publisher:
             if refusal is not None:
                 raise refusal
             raise DponeError("native_transfer.publication_absent", "interrupted publication proven absent")
-        if receipt.rows != complete.rows or receipt.workload_digest != complete.workload_digest:
+        if receipt.rows != complete.rows or receipt.digest != complete.workload_digest:
             raise self._unknown(
                 view,
                 DponeError("native_transfer.publication_outcome_unknown", "target receipt does not match the stage"),
@@ -140,7 +140,7 @@ class Publisher:
         published = Published(
             publication_id=receipt.publication_id,
             rows=receipt.rows,
-            workload_digest=receipt.workload_digest,
+            workload_digest=receipt.digest,
             receipt_sha256=receipt.receipt_sha256,
         )
         self._append(view, "published", published)

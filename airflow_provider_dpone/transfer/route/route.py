@@ -22,9 +22,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from airflow_provider_dpone.core.alerts import REASONS, REEXTRACT_REQUIRED, AlertSink, emit
+from airflow_provider_dpone.core.clock import Clock
 from airflow_provider_dpone.core.errors import REGISTRY, DponeError
 from airflow_provider_dpone.transfer.ports import (
-    Clock,
     JournalStore,
     SnapshotSourceConnector,
     StageStore,

@@ -22,8 +22,9 @@ from collections.abc import Callable
 
 from airflow_provider_dpone.core.alerts import CUSTODY_HELD, CUSTODY_UNKNOWN, AlertSink, Fact
 from airflow_provider_dpone.core.canonical import tagged_digest
+from airflow_provider_dpone.core.clock import Clock
 from airflow_provider_dpone.core.errors import DponeError
-from airflow_provider_dpone.transfer.ports import Clock, JournalStore
+from airflow_provider_dpone.transfer.ports import JournalStore
 from airflow_provider_dpone.transfer.route.custody import LeaseKeeper, last_lease
 from airflow_provider_dpone.transfer.route.journal import RouteJournal
 from airflow_provider_dpone.transfer.route.states import fold

@@ -64,9 +64,9 @@ PARTITION_ALLOWLIST: Final = frozenset(_PARTITIONS)
 def partition_ids(function: str, window: UtcWindow) -> tuple[str, ...]:
     """Partition IDs of every partition that can hold an instant of ``[start, end)`` (UTC calendar)."""
     iterate, render = _PARTITIONS[function]
-    last_instant = window.end_at - dt.timedelta(microseconds=1)
+    last_instant = window.end - dt.timedelta(microseconds=1)
     ids: list[str] = []
-    for day in iterate(window.start_at.date(), last_instant.date()):
+    for day in iterate(window.start.date(), last_instant.date()):
         ids.append(render(day))
         if len(ids) > MAX_PARTS:
             raise DponeError("native_transfer.source_part_cap_exceeded", "window spans too many partitions")
@@ -86,7 +86,7 @@ def admit_window(
     if "'" not in column.source_type and not implicit_utc:
         raise DponeError("native_transfer.source_window_invalid", "implicit calendar of the window column is not UTC")
     step = 10 ** (6 - column.scale)
-    for bound in (window.start_at, window.end_at):
+    for bound in (window.start, window.end):
         micros = (bound - _EPOCH) // dt.timedelta(microseconds=1)
         if micros % step:
             raise DponeError("native_transfer.source_window_invalid", "window bound is finer than the column precision")

@@ -14,6 +14,7 @@ from typing import Any, Final, TypeVar
 from clickhouse_connect.driver.client import Client
 from clickhouse_connect.driver.exceptions import ClickHouseError, DatabaseError
 
+from airflow_provider_dpone.core.clickhouse.server_codes import ACCESS_DENIED, SESSION_NOT_FOUND
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.typed_digest import MODULUS
 from airflow_provider_dpone.transfer.source import sql
@@ -34,8 +35,6 @@ from airflow_provider_dpone.transfer.values.source_observation import (
     SettingsObservation,
 )
 
-ACCESS_DENIED: Final = 497
-SESSION_NOT_FOUND: Final = 372
 SESSION_IS_LOCKED: Final = 373
 LOCKED_PAUSES: Final = (0.05, 0.1, 0.2, 0.4, 0.8)
 T = TypeVar("T")
@@ -174,7 +173,7 @@ def read_access(client: Client, relation: RelationRef) -> AccessObservation:
     )
 
 
-def read_settings(client: Client, overlay: Mapping[str, str], names: Sequence[str]) -> SettingsObservation:
+def observe_settings(client: Client, overlay: Mapping[str, str], names: Sequence[str]) -> SettingsObservation:
     """Effective values under the query-level overlay (a refused overlay is an unsupported read profile)."""
     try:
         rows = on_session(

@@ -27,6 +27,7 @@ from clickhouse_connect.driver.exceptions import ClickHouseError, DatabaseError
 
 from airflow_provider_dpone.core.clickhouse.clients import Purpose, build_client, close_client
 from airflow_provider_dpone.core.clickhouse.connection import ResolvedConnection
+from airflow_provider_dpone.core.clickhouse.server_codes import SESSION_NOT_FOUND
 from airflow_provider_dpone.core.connection_options import ClickHouseConnectionOptions, tls_relaxation
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.transfer.ports import SourceBlock
@@ -108,7 +109,7 @@ class ClickHouseSnapshotSession:
         return metadata.read_access(self._client, relation)
 
     def settings(self, overlay: Mapping[str, str], names: Sequence[str]) -> SettingsObservation:
-        return metadata.read_settings(self._client, overlay, names)
+        return metadata.observe_settings(self._client, overlay, names)
 
     def replica(self, relation: RelationRef) -> ReplicaObservation:
         return metadata.read_replica(self._client, relation)
@@ -209,7 +210,7 @@ def observe_pinning(client: Client) -> bool:
     try:
         client.query(PROBE_SQL, settings={"session_id": uuid.uuid4().hex, "session_check": 1})
     except DatabaseError as exc:
-        if getattr(exc, "code", None) == metadata.SESSION_NOT_FOUND:
+        if getattr(exc, "code", None) == SESSION_NOT_FOUND:
             return True
         raise metadata.source_failure(exc, "native_transfer.source_metadata_unavailable", "session probe") from None
     return False

@@ -30,15 +30,14 @@ from typing import Any, ClassVar, Final, Protocol
 
 import pyarrow as pa
 
-from airflow_provider_dpone.core.canonical import tagged_digest
 from airflow_provider_dpone.core.errors import DponeError
-from airflow_provider_dpone.transfer.ports import TargetInvocation, TargetPublicationReceipt
+from airflow_provider_dpone.transfer.ports import TargetInvocation
 from airflow_provider_dpone.transfer.values.row_digest import RowDigest
 from airflow_provider_dpone.transfer.values.target import RECEIPT_TABLE, PublicationMode, TargetPlan, TargetTable
 from airflow_provider_dpone.transfer.values.target_receipts import (
     ChunkEvidence,
     TargetPublication,
-    TargetReceiptRow,
+    TargetPublicationReceipt,
 )
 
 DRIVER_FAULTS: Final[tuple[type[Exception], ...]] = (
@@ -124,18 +123,8 @@ def publication_request(chunks: Sequence[ChunkEvidence]) -> TargetPublication:
     return TargetPublication(chunks=tuple(chunks))
 
 
-def route_receipt(receipt: TargetReceiptRow) -> TargetPublicationReceipt:
-    """The receipt as the route journals it, with the digest of the receipt row as the target stored it."""
+def committed_receipt(plan: TargetPlan, request: TargetPublication, committed_at: Any) -> TargetPublicationReceipt:
     return TargetPublicationReceipt(
-        publication_id=receipt.publication_id,
-        rows=receipt.rows,
-        workload_digest=receipt.digest,
-        receipt_sha256=tagged_digest("dpone.target-receipt.v1", receipt.model_dump(mode="json")),
-    )
-
-
-def committed_receipt(plan: TargetPlan, request: TargetPublication, committed_at: Any) -> TargetReceiptRow:
-    return TargetReceiptRow(
         publication_id=plan.publication_id,
         invocation_id=plan.invocation_id,
         target_schema=plan.target_schema,
@@ -304,7 +293,7 @@ class SqlTransferTarget(ABC):
             )
         return self.table.plan(invocation.invocation_id, invocation.columns, invocation.window, invocation.row_digest)
 
-    def _receipt(self, session: Session, plan: TargetPlan) -> TargetReceiptRow | None:
+    def _receipt(self, session: Session, plan: TargetPlan) -> TargetPublicationReceipt | None:
         if self._kind(session, plan.target_schema, RECEIPT_TABLE) is None:
             return None
         row = session.one(self.statements.select_receipt(plan), (plan.publication_id,))
@@ -313,7 +302,7 @@ class SqlTransferTarget(ABC):
         publication_id, invocation_id, schema, table, mode, rows, digest, committed_at = row
         committed = self._timestamp(committed_at)
         try:
-            return TargetReceiptRow(
+            return TargetPublicationReceipt(
                 publication_id=publication_id,
                 invocation_id=invocation_id,
                 target_schema=schema,
@@ -429,9 +418,11 @@ class SqlTransferTarget(ABC):
             except DRIVER_FAULTS as exc:  # before COMMIT: the server rolls the transaction back
                 raise driver_fault("publish, before commit", exc) from None
             self._commit_or_unknown(session, "native_transfer.target_publication_outcome_unknown", short(plan))
-        return route_receipt(receipt.require_matches(request))
+        return receipt.require_matches(request)
 
-    def _publish_transaction(self, session: Session, plan: TargetPlan, request: TargetPublication) -> TargetReceiptRow:
+    def _publish_transaction(
+        self, session: Session, plan: TargetPlan, request: TargetPublication
+    ) -> TargetPublicationReceipt:
         sql = self.statements
         self._begin(session, plan, exclusive=True)
         self._refuse_committed(session, plan)
@@ -513,7 +504,7 @@ class SqlTransferTarget(ABC):
                 raise self._failed("native_transfer.target_unavailable", "reconcile", exc) from None
             except DRIVER_FAULTS as exc:  # the receipt could not be read: never "absent"
                 raise driver_fault("reconcile, reading the receipt", exc) from None
-        return None if receipt is None else route_receipt(receipt)
+        return receipt
 
     def cleanup(self, invocation: TargetInvocation) -> None:
         """Drop the invocation's staging and retired tables (idempotent); waits out an in-flight publication."""

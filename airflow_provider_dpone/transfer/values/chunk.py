@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, field_validator, model_serializer
+from pydantic import Field, SerializerFunctionWrapHandler, field_validator, model_serializer
 
-from airflow_provider_dpone.core.canonical import tagged_digest
+from airflow_provider_dpone.core.canonical import Closed, Hex64, tagged_digest
 from airflow_provider_dpone.core.columns import MAX_COLUMNS, NativeColumn, columns_sha256
 from airflow_provider_dpone.core.manifest.transfer_options import SourceSnapshot
 from airflow_provider_dpone.core.record_format import ANOTHER_BUILD, PRE_RELEASE, format_error, format_name
@@ -22,20 +22,15 @@ from airflow_provider_dpone.transfer.values.raw_snapshot_eof import EXTENSION_KE
 from airflow_provider_dpone.transfer.values.row_digest import RowDigest, parse_row_digest
 from airflow_provider_dpone.transfer.values.utc_window import UtcWindow
 
-PLAN_KIND: Final = "dpone.native-chunk-plan.v1"
+CHUNK_PLAN_KIND: Final = "dpone.native-chunk-plan.v1"
 STAGE_FORMAT: Final = "dpone.native-arrow-chunk.v2"
 """The stage object format (``transfer/values/arrow_chunk.py``), the only one this build writes and reads."""
 PRE_RELEASE_STAGE_FORMAT: Final = "dpone.native-typed-chunk.v1"
 """The stage format of pre-release builds (per-row frames): named only to refuse it."""
-_Sha = Field(pattern=r"^[0-9a-f]{64}$")
 _Id = Field(pattern=r"^[0-9a-f]{32}$")
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class RelationRef(_Frozen):
+class RelationRef(Closed):
     database: str
     table: str
 
@@ -44,20 +39,20 @@ class RelationRef(_Frozen):
         return {"kind": "clickhouse.relation.v1", "database": self.database, "table": self.table}
 
 
-class NativeChunkPlan(_Frozen):
+class NativeChunkPlan(Closed):
     """Frozen before the first row is read; ``source_query_id`` is the opaque source binding (see raw_snapshot)."""
 
-    kind: Literal["dpone.native-chunk-plan.v1"] = PLAN_KIND
+    kind: Literal["dpone.native-chunk-plan.v1"] = CHUNK_PLAN_KIND
     operation_id: str = _Id
     invocation_id: str = _Id
-    route_fingerprint: str = _Sha
+    route_fingerprint: Hex64
     selector: SourceSnapshot | None
     relation: RelationRef
     window: UtcWindow | None
     columns: tuple[NativeColumn, ...] = Field(min_length=1, max_length=MAX_COLUMNS)
     chunk_rows: int = Field(ge=1)
     max_chunk_bytes: int = Field(ge=1024)
-    legacy_source_binding_sha256: str = _Sha
+    legacy_source_binding_sha256: Hex64
     source_query_id: str
     row_digest: RowDigest = RowDigest.TYPED_SHA256
     """How every row hash of the invocation was computed (absent in plans sealed before it was recorded: typed)."""
@@ -78,7 +73,7 @@ class NativeChunkPlan(_Frozen):
     @field_validator("kind", mode="before")
     @classmethod
     def _plan_kind_of_this_build(cls, value: Any) -> Any:
-        if value != PLAN_KIND:
+        if value != CHUNK_PLAN_KIND:
             raise format_error(f"chunk plan kind {format_name(value)}", ANOTHER_BUILD)
         return value
 
@@ -87,15 +82,15 @@ class NativeChunkPlan(_Frozen):
         return columns_sha256(self.columns)
 
 
-class ChunkReceipt(_Frozen):
+class ChunkReceipt(Closed):
     """A sealed chunk: the stage object's digest and the typed evidence of its rows."""
 
     invocation_id: str = _Id
     ordinal: int = Field(ge=0)
     rows: int = Field(ge=1)
-    typed_sum: str = _Sha
+    typed_sum: Hex64
     object_key: str
-    object_sha256: str = _Sha
+    object_sha256: Hex64
     object_bytes: int = Field(ge=1)
 
     @property
@@ -119,11 +114,11 @@ def workload_totals(receipts: Sequence[ChunkReceipt]) -> tuple[int, int]:
     return rows, total
 
 
-class CompletionMetadata(_Frozen):
+class CompletionMetadata(Closed):
     """EOF completion metadata. ``source_snapshot_v1`` exists only in raw mode and only here."""
 
     stage_format: Literal["dpone.native-arrow-chunk.v2"] = STAGE_FORMAT
-    columns_sha256: str = _Sha
+    columns_sha256: Hex64
     source_snapshot_v1: SourceSnapshotExtension | None = None
 
     @field_validator("stage_format", mode="before")
@@ -142,15 +137,15 @@ class CompletionMetadata(_Frozen):
         return body
 
 
-class NativeStageComplete(_Frozen):
+class NativeStageComplete(Closed):
     """The atomic stage-complete record: ordered receipts, totals and completion metadata in one write."""
 
     invocation_id: str = _Id
     rows: int = Field(ge=0)
     chunks: int = Field(ge=0)
-    receipts_sha256: str = _Sha
-    typed_sum: str = _Sha
-    workload_digest: str = _Sha
+    receipts_sha256: Hex64
+    typed_sum: Hex64
+    workload_digest: Hex64
     completion_metadata: CompletionMetadata
 
     @classmethod

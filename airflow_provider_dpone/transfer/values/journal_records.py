@@ -15,7 +15,7 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from airflow_provider_dpone.core import record_format
-from airflow_provider_dpone.core.canonical import canonical_json_bytes, parse_canonical_json, sha256_hex
+from airflow_provider_dpone.core.canonical import Hex64, canonical_json_bytes, parse_canonical_json, sha256_hex
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.transfer.values.chunk import ChunkReceipt, NativeChunkPlan, NativeStageComplete
 from airflow_provider_dpone.transfer.values.raw_snapshot_eof import EXTENSION_KEY
@@ -23,7 +23,6 @@ from airflow_provider_dpone.transfer.values.raw_snapshot_eof import EXTENSION_KE
 MAX_RECORD_BYTES: Final[int] = 256 * 1024
 GENESIS: Final = "0" * 64
 _Id = Field(pattern=r"^[0-9a-f]{32}$")
-_Sha = Field(pattern=r"^[0-9a-f]{64}$")
 
 
 class _Body(BaseModel):
@@ -63,7 +62,7 @@ class TargetVerified(TargetAttempt):
     """Every chunk was read back from staging and matched; totals as the target computed them."""
 
     rows: int = Field(ge=0)
-    typed_sum: str = _Sha
+    typed_sum: Hex64
 
 
 class TargetCleaned(TargetAttempt):
@@ -77,8 +76,8 @@ class PublishIntent(TargetAttempt):
 class Published(_Body):
     publication_id: str
     rows: int = Field(ge=0)
-    workload_digest: str = _Sha
-    receipt_sha256: str = _Sha
+    workload_digest: Hex64
+    receipt_sha256: Hex64
 
 
 class PublishAbsent(TargetAttempt):
@@ -89,8 +88,8 @@ class Succeeded(_Body):
     invocation_id: str = _Id
     publication_id: str
     rows: int = Field(ge=0)
-    workload_digest: str = _Sha
-    evidence_sha256: str = _Sha
+    workload_digest: Hex64
+    evidence_sha256: Hex64
 
 
 _BODIES: Final[dict[str, type[BaseModel]]] = {

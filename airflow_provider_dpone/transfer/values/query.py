@@ -7,6 +7,7 @@ that was admitted. The descriptors hold no relation coordinates and no rendered 
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -17,7 +18,7 @@ from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.transfer.values.chunk import RelationRef
 from airflow_provider_dpone.transfer.values.raw_snapshot import QueryRecord, SettingRecord
 from airflow_provider_dpone.transfer.values.row_digest import RowDigest
-from airflow_provider_dpone.transfer.values.utc_window import UtcWindow
+from airflow_provider_dpone.transfer.values.utc_window import UtcWindow, format_utc
 
 SHAPE_KIND: Final = "dpone.clickhouse-snapshot-select.v1"
 PROVENANCE_COLUMNS: Final = ("_part", "_part_offset")
@@ -44,9 +45,9 @@ class SnapshotQuery(BaseModel):
         return {record.name: record.value for record in self.settings}
 
 
-def window_parameter_text(value: str) -> str:
-    """Canonical UTC text (``...T...Z``) as the ClickHouse DateTime64 parameter literal."""
-    return value.replace("T", " ").removesuffix("Z")
+def window_parameter_text(value: dt.datetime) -> str:
+    """A window bound as the ClickHouse DateTime64 parameter literal (its canonical UTC text, space-separated)."""
+    return format_utc(value).replace("T", " ").removesuffix("Z")
 
 
 def shape_descriptor(query: SnapshotQuery) -> dict[str, Any]:

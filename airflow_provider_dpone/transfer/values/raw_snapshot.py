@@ -17,9 +17,7 @@ from __future__ import annotations
 import re
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from airflow_provider_dpone.core.canonical import canonical_json_bytes, digest, sha256_hex
+from airflow_provider_dpone.core.canonical import Closed, Hex64, canonical_json_bytes, digest, sha256_hex
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.manifest.transfer_options import ReplicaScope
 from airflow_provider_dpone.transfer.values.utc_window import UtcWindow
@@ -28,14 +26,9 @@ PROFILE_KIND: Final = "dpone.clickhouse-raw-snapshot-profile.v1"
 RAW_MARKER_PREFIX: Final = "clickhouse.raw-query.v1:"
 BINDING_KIND: Final = "dpone.clickhouse-raw-query-binding.v1"
 _HEX64: Final[re.Pattern[str]] = re.compile(r"[0-9a-f]{64}")
-_Sha = Field(pattern=r"^[0-9a-f]{64}$")
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class EngineSignature(_Frozen):
+class EngineSignature(Closed):
     """The parsed engine: version/is_deleted arguments are bound, never interpreted."""
 
     name: Literal["ReplacingMergeTree", "ReplicatedReplacingMergeTree"]
@@ -43,10 +36,10 @@ class EngineSignature(_Frozen):
     is_deleted_column: str | None
     replicated: bool
     replication_path_sha256: str | None
-    engine_full_sha256: str = _Sha
+    engine_full_sha256: Hex64
 
 
-class SchemaColumnRecord(_Frozen):
+class SchemaColumnRecord(Closed):
     name: str
     type: str
     default_kind: Literal[""]
@@ -55,55 +48,55 @@ class SchemaColumnRecord(_Frozen):
     in_primary_key: bool
 
 
-class KeysRecord(_Frozen):
-    partition_key_sha256: str = _Sha
-    sorting_key_sha256: str = _Sha
-    primary_key_sha256: str = _Sha
+class KeysRecord(Closed):
+    partition_key_sha256: Hex64
+    sorting_key_sha256: Hex64
+    primary_key_sha256: Hex64
 
 
-class SettingRecord(_Frozen):
+class SettingRecord(Closed):
     name: str
     value: str
 
 
-class FilterState(_Frozen):
+class FilterState(Closed):
     """Inspected server-side filters: they must be empty (``absent`` when the server has no such setting)."""
 
     additional_table_filters: Literal["empty"]
     additional_result_filter: Literal["empty", "absent"]
 
 
-class ServerRecord(_Frozen):
+class ServerRecord(Closed):
     version: str
     revision: int
     timezone: str
     session_timezone: str
 
 
-class TransportRecord(_Frozen):
+class TransportRecord(Closed):
     scheme: Literal["https", "http", "inprocess"]
     tls_verified: bool
 
 
-class ReplicaRecord(_Frozen):
+class ReplicaRecord(Closed):
     scope: ReplicaScope
     identity_sha256: str | None
 
 
-class AccessRecord(_Frozen):
-    principal_sha256: str = _Sha
-    roles_sha256: str = _Sha
-    row_policy_sha256: str = _Sha
+class AccessRecord(Closed):
+    principal_sha256: Hex64
+    roles_sha256: Hex64
+    row_policy_sha256: Hex64
     policy_filtered: bool
 
 
-class QueryRecord(_Frozen):
-    query_shape_sha256: str = _Sha
-    projection_sha256: str = _Sha
-    parameters_sha256: str = _Sha
+class QueryRecord(Closed):
+    query_shape_sha256: Hex64
+    projection_sha256: Hex64
+    parameters_sha256: Hex64
 
 
-class RawSnapshotProfile(_Frozen):
+class RawSnapshotProfile(Closed):
     """The frozen read profile of one raw-row snapshot invocation."""
 
     kind: Literal["dpone.clickhouse-raw-snapshot-profile.v1"] = PROFILE_KIND
@@ -118,7 +111,7 @@ class RawSnapshotProfile(_Frozen):
     filters: FilterState
     pending_classic_mutations: Literal[0]
     server: ServerRecord
-    endpoint_authority_sha256: str = _Sha
+    endpoint_authority_sha256: Hex64
     transport: TransportRecord
     replica: ReplicaRecord
     access: AccessRecord
@@ -158,7 +151,7 @@ def raw_source_query_id(legacy_binding_sha256: str, profile_sha256: str) -> str:
     )
 
 
-class SourceMarker(_Frozen):
+class SourceMarker(Closed):
     """The decoded source binding of a chunk plan: ``legacy`` (unprefixed) or ``raw_v1`` (marker prefix)."""
 
     kind: Literal["legacy", "raw_v1"]

@@ -11,13 +11,12 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from airflow_provider_dpone.core.canonical import digest, sha256_hex
+from airflow_provider_dpone.core.canonical import Hex64, digest, sha256_hex
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.transfer.values.raw_snapshot import RawSnapshotProfile, raw_source_query_id
 
 EOF_KIND: Final = "dpone.clickhouse-raw-query-snapshot.v1"
 EXTENSION_KEY: Final = "source_snapshot_v1"
-_Sha = Field(pattern=r"^[0-9a-f]{64}$")
 
 
 class SourceEof(BaseModel):
@@ -25,11 +24,11 @@ class SourceEof(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    vendor_query_id_sha256: str = _Sha
+    vendor_query_id_sha256: Hex64
     rows: int = Field(ge=0)
-    touched_part_coverage_sha256: str = _Sha
-    before_physical_profile_sha256: str = _Sha
-    after_physical_profile_sha256: str = _Sha
+    touched_part_coverage_sha256: Hex64
+    before_physical_profile_sha256: Hex64
+    after_physical_profile_sha256: Hex64
     endpoint_authority_agreement: bool
 
 
@@ -53,9 +52,9 @@ class SourceSnapshotExtension(BaseModel):
     mode: Literal["exact_raw_rows"]
     source_query_binding: str
     profile: RawSnapshotProfile
-    source_snapshot_profile_sha256: str = _Sha
+    source_snapshot_profile_sha256: Hex64
     source_eof: SourceEof
-    source_eof_descriptor_sha256: str = _Sha
+    source_eof_descriptor_sha256: Hex64
 
     @classmethod
     def seal(cls, profile: RawSnapshotProfile, legacy_binding_sha256: str, eof: SourceEof) -> SourceSnapshotExtension:

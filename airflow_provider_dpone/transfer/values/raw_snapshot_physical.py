@@ -11,20 +11,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from airflow_provider_dpone.core.canonical import digest, tagged_digest
+from airflow_provider_dpone.core.canonical import Closed, digest, tagged_digest
 
 PHYSICAL_KIND: Final = "dpone.clickhouse-physical-profile.v1"
 MAX_PARTS: Final[int] = 10_000
 """The fixed implementation cap on the parts of one profile: exceeding it fails before data I/O."""
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class PhysicalPart(_Frozen):
+class PhysicalPart(Closed):
     name: str
     partition_id: str
     kind: Literal["base", "patch"]
@@ -37,7 +33,7 @@ class PhysicalPart(_Frozen):
     has_lightweight_delete: bool
 
 
-class PhysicalProfile(_Frozen):
+class PhysicalProfile(Closed):
     """Active parts of the relation within the bounded partitions (``None`` means every partition)."""
 
     kind: Literal["dpone.clickhouse-physical-profile.v1"] = PHYSICAL_KIND
@@ -72,7 +68,7 @@ def offset_hash(offset: int) -> int:
     return x ^ (x >> 33)
 
 
-class PartCoverage(_Frozen):
+class PartCoverage(Closed):
     """Selected rows of one base part: count, bounds and the multiset hash of the selected offsets.
 
     ``offsets_hash_sum`` is the sum modulo 2**64 of :func:`offset_hash` over the selected offsets: order-independent,

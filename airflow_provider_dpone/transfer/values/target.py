@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from enum import StrEnum
 from typing import Final
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
-from airflow_provider_dpone.core.canonical import tagged_digest
+from airflow_provider_dpone.core.canonical import Closed, tagged_digest
 from airflow_provider_dpone.core.columns import MAX_COLUMNS, NativeColumn
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.identifiers import validate_identifier
@@ -43,15 +43,11 @@ class PublicationMode(StrEnum):
     WINDOW_REPLACE = "window_replace"
 
 
-class _Closed(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
 def _plan_error(detail: str) -> DponeError:
     return DponeError("native_transfer.target_plan_invalid", detail)
 
 
-class TargetColumn(_Closed):
+class TargetColumn(Closed):
     """One published column: its name and the ClickHouse type it comes from (the target type is derived)."""
 
     name: str
@@ -75,36 +71,7 @@ class TargetColumn(_Closed):
         return self.column_type.typed(self.name)
 
 
-def _utc(value: dt.datetime, what: str) -> dt.datetime:
-    if value.tzinfo is None or value.utcoffset() != dt.timedelta(0):
-        raise _plan_error(f"window.{what}: must be an aware UTC datetime")
-    return value.astimezone(dt.UTC)
-
-
-class TargetWindow(_Closed):
-    """The half-open window ``[start, end)`` on one column, in UTC."""
-
-    column: str
-    start: dt.datetime
-    end: dt.datetime
-
-    @field_validator("start", "end")
-    @classmethod
-    def _aware_utc(cls, value: dt.datetime) -> dt.datetime:
-        return _utc(value, "bound")
-
-    @model_validator(mode="after")
-    def _ordered(self) -> TargetWindow:
-        validate_identifier(self.column, what="window.column")
-        if not self.start < self.end:
-            raise _plan_error("window: start must be before end")
-        return self
-
-    def canonical(self) -> dict[str, str]:
-        return {"column": self.column, "start": self.start.isoformat(), "end": self.end.isoformat()}
-
-
-class TargetPlan(_Closed):
+class TargetPlan(Closed):
     """One invocation's publication into one target table."""
 
     invocation_id: str
@@ -112,7 +79,7 @@ class TargetPlan(_Closed):
     target_table: str
     columns: tuple[TargetColumn, ...] = Field(min_length=1, max_length=MAX_COLUMNS)
     mode: PublicationMode
-    window: TargetWindow | None = None
+    window: UtcWindow | None = None
     row_digest: RowDigest = RowDigest.TYPED_SHA256
 
     @model_validator(mode="after")
@@ -132,7 +99,7 @@ class TargetPlan(_Closed):
             self._check_window(self.window)
         return self
 
-    def _check_window(self, window: TargetWindow) -> None:
+    def _check_window(self, window: UtcWindow) -> None:
         column = next((c for c in self.columns if c.name == window.column), None)
         if column is None:
             raise _plan_error("window.column: not a planned column")
@@ -172,7 +139,13 @@ class TargetPlan(_Closed):
             self.target_schema,
             self.target_table,
             self.mode.value,
-            None if self.window is None else self.window.canonical(),
+            None
+            if self.window is None
+            else {
+                "column": self.window.column,
+                "start": self.window.start.isoformat(),
+                "end": self.window.end.isoformat(),
+            },
             [[c.name, c.source_type, c.string_mapping.value] for c in self.columns],
         )
 
@@ -195,7 +168,7 @@ class TargetPlan(_Closed):
         return tuple(column.typed for column in self.columns)
 
 
-class TargetTable(_Closed):
+class TargetTable(Closed):
     """The one target table a target is bound to (from the manifest's sink); every invocation publishes into it."""
 
     target_schema: str
@@ -220,7 +193,5 @@ class TargetTable(_Closed):
                 for c in columns
             ),
             mode=PublicationMode.FULL_REFRESH if window is None else PublicationMode.WINDOW_REPLACE,
-            window=None
-            if window is None
-            else TargetWindow(column=window.column, start=window.start_at, end=window.end_at),
+            window=window,
         )

@@ -11,8 +11,9 @@ import datetime as dt
 import re
 from typing import Final
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
+from airflow_provider_dpone.core.canonical import Closed, tagged_digest
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.typed_digest import MODULUS, MultisetDigest, native_multiset_digest
 from airflow_provider_dpone.transfer.values.target import PublicationMode
@@ -21,17 +22,13 @@ _HEX64: Final[re.Pattern[str]] = re.compile(r"[0-9a-f]{64}")
 MAX_CHUNKS: Final[int] = 1_000_000
 
 
-class _Closed(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
 def _hex64(value: str) -> str:
     if not _HEX64.fullmatch(value):
         raise ValueError("must be 64 lower-case hex digits")
     return value
 
 
-class ChunkEvidence(_Closed):
+class ChunkEvidence(Closed):
     """One chunk's ordinal, row count and typed sum (hex): as the source's receipt records them, and as a target
     recomputes them from what it stores (the two must be equal)."""
 
@@ -54,7 +51,7 @@ class ChunkEvidence(_Closed):
         return cls(ordinal=ordinal, rows=accumulated.rows, typed_sum=f"{accumulated.total:064x}")
 
 
-class TargetPublication(_Closed):
+class TargetPublication(Closed):
     """Every chunk of the invocation, contiguous from ordinal 0 (zero chunks publish an empty replacement)."""
 
     chunks: tuple[ChunkEvidence, ...] = Field(default=(), max_length=MAX_CHUNKS)
@@ -83,8 +80,9 @@ class TargetPublication(_Closed):
         return {chunk.ordinal: chunk.rows for chunk in self.chunks if chunk.rows}
 
 
-class TargetReceiptRow(_Closed):
-    """The row the publication transaction wrote into ``__dpone_publication_receipts``: proof it committed."""
+class TargetPublicationReceipt(Closed):
+    """Proof, read from the target, that the invocation's one publication committed: the row its publishing
+    transaction wrote into ``__dpone_publication_receipts`` (``digest`` is the workload digest it published)."""
 
     publication_id: str
     invocation_id: str
@@ -106,7 +104,7 @@ class TargetReceiptRow(_Closed):
         aware = value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
         return aware.astimezone(dt.UTC)
 
-    def require_matches(self, request: TargetPublication) -> TargetReceiptRow:
+    def require_matches(self, request: TargetPublication) -> TargetPublicationReceipt:
         """Refuse a receipt whose rows or digest differ from what this invocation asked to publish."""
         if self.rows != request.rows or self.digest != request.digest:
             raise DponeError(
@@ -114,3 +112,8 @@ class TargetReceiptRow(_Closed):
                 f"publication {self.publication_id[:16]}: receipt rows {self.rows}, requested {request.rows}",
             )
         return self
+
+    @property
+    def receipt_sha256(self) -> str:
+        """The digest of the receipt row as the target stored it (what the route journals)."""
+        return tagged_digest("dpone.target-receipt.v1", self.model_dump(mode="json"))

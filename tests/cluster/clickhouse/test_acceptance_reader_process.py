@@ -23,10 +23,10 @@ from airflow_provider_dpone.cluster.clickhouse.acceptance_reader import (
     worker_environment,
 )
 from airflow_provider_dpone.cluster.ports import ReadIncompleteError
+from airflow_provider_dpone.cluster.values.inventory import AdmittedMember
 from airflow_provider_dpone.cluster.values.quality_read import ReplicaRead, TargetReadPlan
 from airflow_provider_dpone.core.clickhouse.connection import ResolvedConnection
 from airflow_provider_dpone.core.errors import UnavailableError
-from airflow_provider_dpone.core.inventory import AdmittedMember
 
 pytestmark = pytest.mark.adapter
 

@@ -17,12 +17,12 @@ from airflow.sdk import ObjectStoragePath
 
 from airflow_provider_dpone.cluster.clickhouse.artifact_source import FileArtifactSource, QueryArtifactSource
 from airflow_provider_dpone.cluster.clickhouse.artifact_store import ObjectStorageArtifactStore
+from airflow_provider_dpone.cluster.clickhouse.endpoint import Endpoint
 from airflow_provider_dpone.cluster.clickhouse.member_session import ClickHouseMemberSession
+from airflow_provider_dpone.cluster.clickhouse.oneshot import MutationGuard, MutationReplayRefusedError
 from airflow_provider_dpone.cluster.ports import ColumnSpec, TableSpec
 from airflow_provider_dpone.core.clickhouse.clients import Purpose, build_async_client, build_client, close_client
 from airflow_provider_dpone.core.clickhouse.connection import ResolvedConnection
-from airflow_provider_dpone.core.clickhouse.endpoint import Endpoint
-from airflow_provider_dpone.core.clickhouse.oneshot import MutationGuard, MutationReplayRefusedError
 from airflow_provider_dpone.core.connection_options import ClickHouseConnectionOptions
 from airflow_provider_dpone.core.errors import ArtifactInvalidError, DponeError
 from tests.support.http_servers import redirect_reply, serve

@@ -18,12 +18,12 @@ import pytest
 
 from airflow_provider_dpone.cluster.clickhouse import sql_authority
 from airflow_provider_dpone.cluster.clickhouse.authority_store import ClickHouseAuthorityStore
+from airflow_provider_dpone.cluster.clickhouse.endpoint import Endpoint
+from airflow_provider_dpone.cluster.clickhouse.literals import settings_clause
+from airflow_provider_dpone.cluster.clickhouse.oneshot import MutationGuard
 from airflow_provider_dpone.cluster.values.authority.row import AUTHORITY_COLUMNS, AUTHORITY_TABLE
 from airflow_provider_dpone.core.clickhouse import clients
 from airflow_provider_dpone.core.clickhouse.connection import ResolvedConnection
-from airflow_provider_dpone.core.clickhouse.endpoint import Endpoint
-from airflow_provider_dpone.core.clickhouse.literals import settings_clause
-from airflow_provider_dpone.core.clickhouse.oneshot import MutationGuard
 from airflow_provider_dpone.core.identifiers import qualified_clickhouse
 from tests.cluster.clickhouse.test_failure_mapping import KEY
 from tests.cluster.clickhouse.test_failure_mapping import authority_row as row

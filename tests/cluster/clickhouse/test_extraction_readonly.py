@@ -24,7 +24,7 @@ from airflow_provider_dpone.cluster.clickhouse.artifact_source import (
     extraction_settings,
 )
 from airflow_provider_dpone.cluster.clickhouse.artifact_store import ObjectStorageArtifactStore
-from airflow_provider_dpone.core.clickhouse.endpoint import Endpoint
+from airflow_provider_dpone.cluster.clickhouse.endpoint import Endpoint
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.hooks.clickhouse import describe_query
 from tests.cluster.clickhouse.test_ch_adapters import COLUMNS, connection_to, query_extraction

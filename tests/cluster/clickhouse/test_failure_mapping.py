@@ -15,15 +15,17 @@ from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError
 
 from airflow_provider_dpone.cluster.clickhouse.authority_store import ClickHouseAuthorityStore
 from airflow_provider_dpone.cluster.clickhouse.cluster_ddl import ClickHouseClusterDDL
+from airflow_provider_dpone.cluster.clickhouse.endpoint import Endpoint
 from airflow_provider_dpone.cluster.clickhouse.member_session import (
     SYNC_READ_MARGIN_SECONDS,
     ClickHouseMemberSession,
     sync_bound,
 )
+from airflow_provider_dpone.cluster.clickhouse.oneshot import MutationGuard
 from airflow_provider_dpone.cluster.ports import ColumnSpec, DispatchSettings, DropTable, HostDdlState, TableSpec
 from airflow_provider_dpone.cluster.values.authority.row import AuthorityRow
-from airflow_provider_dpone.core.clickhouse.endpoint import Endpoint
-from airflow_provider_dpone.core.clickhouse.oneshot import MutationGuard
+from airflow_provider_dpone.cluster.values.identities import member_id
+from airflow_provider_dpone.cluster.values.inventory import AdmittedInventory, AdmittedMember, MemberEndpoint
 from airflow_provider_dpone.core.errors import (
     AuthorityConflictError,
     ExchangeUnsupportedError,
@@ -32,8 +34,6 @@ from airflow_provider_dpone.core.errors import (
     ReadBackOlderError,
     UnavailableError,
 )
-from airflow_provider_dpone.core.identities import member_id
-from airflow_provider_dpone.core.inventory import AdmittedInventory, AdmittedMember, MemberEndpoint
 
 pytestmark = pytest.mark.adapter
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_dpone.cluster.ports import TableObservation
-from airflow_provider_dpone.cluster.protocol.seal import DIVERGENT
+from airflow_provider_dpone.cluster.protocol.seal import TARGET_DIVERGENT
 from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecord, encode
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.manifest.cluster import ReplicationMode
@@ -184,7 +184,7 @@ def test_a_target_written_since_the_commit_is_divergent_and_blocks(
     del digested[:]
     with pytest.raises(DponeError) as raised:
         second.service().stage(second.source)
-    assert raised.value.code == DIVERGENT
+    assert raised.value.code == TARGET_DIVERGENT
     assert second.request.target in {table for _, table in digested}
     assert second.record().phase.value == "LOCKED"
 

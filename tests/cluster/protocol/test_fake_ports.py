@@ -22,6 +22,7 @@ from airflow_provider_dpone.cluster.ports import (
 from airflow_provider_dpone.cluster.protocol.runtime_admission import admit_inventory
 from airflow_provider_dpone.cluster.values.authority.codec import encode
 from airflow_provider_dpone.cluster.values.authority.phases import Phase
+from airflow_provider_dpone.cluster.values.inventory import AdmittedInventory
 from airflow_provider_dpone.core.errors import (
     ArtifactInvalidError,
     AuthorityConflictError,
@@ -30,7 +31,6 @@ from airflow_provider_dpone.core.errors import (
     ReadBackOlderError,
     UnavailableError,
 )
-from airflow_provider_dpone.core.inventory import AdmittedInventory
 from tests.support.cluster.sim import COLUMNS, NEW_ROWS
 from tests.support.fakes.faults import FaultKind, SimulatedCrash
 from tests.support.fakes.publication import FakeMemberSession, FakeWorld, content_digest

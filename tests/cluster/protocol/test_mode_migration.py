@@ -21,8 +21,8 @@ from airflow_provider_dpone.cluster.values.authority.internal import (
     InternalAuthorityRecordV2,
 )
 from airflow_provider_dpone.cluster.values.authority.phases import TERMINAL_PHASES, Phase
+from airflow_provider_dpone.cluster.values.identities import PROTOCOL_VERSION
 from airflow_provider_dpone.cluster.values.quality_capsule import QualityBinding
-from airflow_provider_dpone.core.identities import PROTOCOL_VERSION
 from airflow_provider_dpone.core.manifest.cluster import ReplicationMode
 from tests.support.cluster.sim import (
     BASELINE_ROWS,

@@ -21,10 +21,10 @@ from airflow_provider_dpone.cluster.values.authority.internal import (
     InternalAuthorityRecordV2,
 )
 from airflow_provider_dpone.cluster.values.authority.phases import Phase
+from airflow_provider_dpone.cluster.values.inventory import AdmittedMember
 from airflow_provider_dpone.cluster.values.publication_receipts import InternalPublicationReceiptV2
 from airflow_provider_dpone.cluster.values.quality_capsule import QualityBinding
 from airflow_provider_dpone.cluster.values.quality_read import TargetReadPlan
-from airflow_provider_dpone.core.inventory import AdmittedMember
 from airflow_provider_dpone.core.manifest.cluster import QualityPolicy
 from tests.support.cluster.sim import BASELINE_ROWS, NEW_ROWS, Sim, error_code, rows_of
 from tests.support.fakes.acceptance import FakeAcceptanceReader

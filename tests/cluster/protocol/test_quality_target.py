@@ -16,9 +16,9 @@ from airflow_provider_dpone.cluster.ports import ReplicaStatus
 from airflow_provider_dpone.cluster.protocol.results import Committed, Completed
 from airflow_provider_dpone.cluster.protocol.service import PublicationService
 from airflow_provider_dpone.cluster.values.authority.internal import InternalAuthorityRecordV2
+from airflow_provider_dpone.cluster.values.inventory import AdmittedMember
 from airflow_provider_dpone.cluster.values.quality_capsule import QualityBinding
 from airflow_provider_dpone.cluster.values.quality_read import ColumnCounts, Observation, TargetReadPlan
-from airflow_provider_dpone.core.inventory import AdmittedMember
 from airflow_provider_dpone.core.manifest.cluster import QualityPolicy
 from tests.support.cluster.sim import Sim, error_code
 from tests.support.fakes.acceptance import FakeAcceptanceReader

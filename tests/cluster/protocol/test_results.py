@@ -9,7 +9,7 @@ import pytest
 
 from airflow_provider_dpone.cluster.protocol.mode import MODES
 from airflow_provider_dpone.cluster.protocol.results import Committed, Completed, InProgress
-from airflow_provider_dpone.core.identities import member_id
+from airflow_provider_dpone.cluster.values.identities import member_id
 from airflow_provider_dpone.core.manifest.cluster import ReplicationMode
 from tests.support.cluster.sim import CREATE_WINDOW_MS, Sim
 

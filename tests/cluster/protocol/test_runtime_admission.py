@@ -15,9 +15,8 @@ from airflow_provider_dpone.cluster.protocol.runtime_admission import (
     require_member_identities,
 )
 from airflow_provider_dpone.cluster.values.authority.row import AUTHORITY_COLUMNS
-from airflow_provider_dpone.core.errors import REGISTRY, DponeError, UnavailableError
-from airflow_provider_dpone.core.identities import member_id
-from airflow_provider_dpone.core.inventory import (
+from airflow_provider_dpone.cluster.values.identities import member_id
+from airflow_provider_dpone.cluster.values.inventory import (
     AdmittedMember,
     ColumnFact,
     InventoryRow,
@@ -25,6 +24,7 @@ from airflow_provider_dpone.core.inventory import (
     MemberFacts,
     TableFacts,
 )
+from airflow_provider_dpone.core.errors import REGISTRY, DponeError, UnavailableError
 from tests.support.cluster.sim import COLUMNS, Sim, candidate_calls
 from tests.support.fakes.publication import exact_authority_facts
 

@@ -9,10 +9,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError, ProgrammingError
 
-from airflow_provider_dpone.core.clickhouse.clients import Purpose
-from airflow_provider_dpone.core.clickhouse.connection import ResolvedConnection
-from airflow_provider_dpone.core.clickhouse.endpoint import Endpoint
-from airflow_provider_dpone.core.clickhouse.oneshot import (
+from airflow_provider_dpone.cluster.clickhouse.endpoint import Endpoint
+from airflow_provider_dpone.cluster.clickhouse.oneshot import (
     MutationGuard,
     MutationReplayRefusedError,
     Refused,
@@ -21,10 +19,12 @@ from airflow_provider_dpone.core.clickhouse.oneshot import (
     mutation_query_id,
     sanitized,
 )
+from airflow_provider_dpone.cluster.values.identities import member_id
+from airflow_provider_dpone.cluster.values.inventory import AdmittedMember, MemberEndpoint
+from airflow_provider_dpone.core.clickhouse.clients import Purpose
+from airflow_provider_dpone.core.clickhouse.connection import ResolvedConnection
 from airflow_provider_dpone.core.connection_options import ClickHouseConnectionOptions
 from airflow_provider_dpone.core.errors import DponeError, MutationRejectedError
-from airflow_provider_dpone.core.identities import member_id
-from airflow_provider_dpone.core.inventory import AdmittedMember, MemberEndpoint
 from airflow_provider_dpone.hooks.clickhouse import DponeClickHouseHook
 
 pytestmark = pytest.mark.adapter

@@ -6,8 +6,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from airflow_provider_dpone.core.clickhouse.literals import settings_clause, string_literal, uint_literal, uuid_literal
-from airflow_provider_dpone.core.clickhouse.types import canonical_columns, canonical_type
+from airflow_provider_dpone.cluster.clickhouse.column_types import canonical_columns, canonical_type
+from airflow_provider_dpone.cluster.clickhouse.literals import (
+    settings_clause,
+    string_literal,
+    uint_literal,
+    uuid_literal,
+)
 from airflow_provider_dpone.core.errors import DponeError
 
 pytestmark = pytest.mark.adapter

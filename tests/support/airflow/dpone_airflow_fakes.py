@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from airflow_provider_dpone.cluster.clickhouse.sql_cluster_ddl import QueueEntry, QueueHost
+from airflow_provider_dpone.cluster.ports import QueueEntry, QueueHost
 from airflow_provider_dpone.cluster.protocol.context import ProtocolSettings
 from airflow_provider_dpone.cluster.protocol.request import PublicationRequest
 from airflow_provider_dpone.core.manifest import ClusterPublicationManifest

@@ -17,7 +17,7 @@ from typing import Any
 from dpone_embedded import EmbeddedCluster
 
 from airflow_provider_dpone.cluster.values.authority.row import AuthorityRow
-from airflow_provider_dpone.core.identities import member_id
+from airflow_provider_dpone.cluster.values.identities import member_id
 from airflow_provider_dpone.core.manifest import ClusterPublicationManifest as Manifest
 from airflow_provider_dpone.hooks.clickhouse import hook_environment
 from airflow_provider_dpone.hooks.publication import PublicationEnvironment

@@ -29,16 +29,16 @@ from airflow.sdk import ObjectStoragePath
 
 from airflow_provider_dpone.cluster.clickhouse.adapter_set import PublicationAdapters, adapters_for
 from airflow_provider_dpone.cluster.clickhouse.artifact_store import ObjectStorageArtifactStore
+from airflow_provider_dpone.cluster.clickhouse.literals import string_literal
 from airflow_provider_dpone.cluster.clickhouse.member_session import ClickHouseMemberSessions
 from airflow_provider_dpone.cluster.protocol.context import PublicationPorts
 from airflow_provider_dpone.cluster.protocol.runtime_admission import admit_inventory
 from airflow_provider_dpone.cluster.values.authority.row import AUTHORITY_COLUMNS, AUTHORITY_TABLE
+from airflow_provider_dpone.cluster.values.inventory import AdmittedInventory
 from airflow_provider_dpone.cluster.values.receipts import ArtifactReceipt
 from airflow_provider_dpone.core.clickhouse.clients import Purpose, build_client, close_client
 from airflow_provider_dpone.core.clickhouse.connection import ResolvedConnection
-from airflow_provider_dpone.core.clickhouse.literals import string_literal
 from airflow_provider_dpone.core.connection_options import ClickHouseConnectionOptions
-from airflow_provider_dpone.core.inventory import AdmittedInventory
 from tests.support.fakes import parts
 from tests.support.fakes.publication import FakeWorld, FaultKind
 from tests.support.fixtures import real_cluster

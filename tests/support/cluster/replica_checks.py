@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 
 from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecord, decode
 from airflow_provider_dpone.cluster.values.authority.row import AUTHORITY_TABLE, AuthorityRow
-from airflow_provider_dpone.core.identities import member_id
+from airflow_provider_dpone.cluster.values.identities import member_id
 
 _DIGEST = "count(), uniqExact(id), toString(sum(reinterpretAsUInt128(sipHash128(tuple(*)))))"
 

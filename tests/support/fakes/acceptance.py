@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING
 
 from airflow_provider_dpone.cluster.ports import ReadIncompleteError
 from airflow_provider_dpone.cluster.protocol.quality_target import replica_facts
+from airflow_provider_dpone.cluster.values.inventory import AdmittedMember
 from airflow_provider_dpone.cluster.values.quality_read import ColumnCounts, Observation, TargetCounts, TargetReadPlan
 from airflow_provider_dpone.core.errors import UnavailableError
-from airflow_provider_dpone.core.inventory import AdmittedMember
 from tests.support.fakes.world import content_digest
 
 if TYPE_CHECKING:

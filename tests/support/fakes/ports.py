@@ -12,13 +12,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from airflow_provider_dpone.cluster.clickhouse.column_types import canonical_columns
 from airflow_provider_dpone.cluster.ports import (
     DdlIntent,
     DispatchOutcome,
     DispatchSettings,
     HostDdlState,
-    QueueEntryStatus,
-    QueueHostStatus,
+    QueueEntry,
+    QueueHost,
     ReplicaStatus,
     ServerIdentity,
     TableObservation,
@@ -31,6 +32,15 @@ from airflow_provider_dpone.cluster.values.authority.row import (
     VersionedAuthorityRow,
     judge_read_back,
 )
+from airflow_provider_dpone.cluster.values.inventory import (
+    AdmittedInventory,
+    AdmittedMember,
+    ColumnFact,
+    InventoryRow,
+    MemberEndpoint,
+    MemberFacts,
+    TableFacts,
+)
 from airflow_provider_dpone.cluster.values.part_digests import MAX_PART_DIGESTS, PartDigest
 from airflow_provider_dpone.cluster.values.receipts import (
     CURRENT_CONTENT_DIGEST,
@@ -38,7 +48,6 @@ from airflow_provider_dpone.cluster.values.receipts import (
     ArtifactReceipt,
     ContentDigestVersion,
 )
-from airflow_provider_dpone.core.clickhouse.types import canonical_columns
 from airflow_provider_dpone.core.errors import (
     ArtifactInvalidError,
     AuthorityConflictError,
@@ -48,23 +57,14 @@ from airflow_provider_dpone.core.errors import (
     ReadBackOlderError,
     UnavailableError,
 )
-from airflow_provider_dpone.core.inventory import (
-    AdmittedInventory,
-    AdmittedMember,
-    ColumnFact,
-    InventoryRow,
-    MemberEndpoint,
-    MemberFacts,
-    TableFacts,
-)
 from tests.support.fakes import parts
 from tests.support.fakes.replication import blocks, fetch, insert, status
 from tests.support.fakes.world import (
     Effect,
     FakeArtifact,
     FakeMember,
+    FakeQueueEntry,
     FakeTable,
-    QueueEntry,
     Row,
     content_digest,
     exact_authority_facts,
@@ -316,8 +316,8 @@ class FakeClusterDDL:
         world.dispatched.append(settings)
         correlation_token, query_digest = settings.correlation_token, settings.query_digest
 
-        def enqueue() -> QueueEntry:
-            entry = QueueEntry(
+        def enqueue() -> FakeQueueEntry:
+            entry = FakeQueueEntry(
                 name=f"query-{len(world.queue):010d}",
                 token=correlation_token,
                 query_digest=query_digest,
@@ -348,17 +348,17 @@ class FakeClusterDDL:
 
         return world.faults.mutation("ddl.dispatch", effect)
 
-    def queue_status(self, inventory: AdmittedInventory, correlation_token: str) -> QueueEntryStatus | None:
+    def queue_status(self, inventory: AdmittedInventory, correlation_token: str) -> QueueEntry | None:
         self.world.calls["ddl.queue_status"] += 1
 
-        def effect() -> QueueEntryStatus | None:
+        def effect() -> QueueEntry | None:
             for entry in self.world.queue:
                 if entry.token == correlation_token:
                     hosts = tuple(
-                        QueueHostStatus(member_id=mid, state=state, exception_code=code)
+                        QueueHost(member_id=mid, state=state, exception_code=code)
                         for mid, (state, code) in sorted(entry.hosts.items())
                     )
-                    return QueueEntryStatus(entry=entry.name, correlation_token=entry.token, hosts=hosts)
+                    return QueueEntry(entry=entry.name, correlation_token=entry.token, hosts=hosts)
             return None
 
         return self.world.faults.read("ddl.queue_status", effect)

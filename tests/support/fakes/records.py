@@ -21,6 +21,12 @@ from airflow_provider_dpone.cluster.values.authority.internal import (
 )
 from airflow_provider_dpone.cluster.values.authority.phases import MemberStage, Phase
 from airflow_provider_dpone.cluster.values.authority.release import Release, ReleasedMember
+from airflow_provider_dpone.cluster.values.identities import (
+    INTERNAL_CANDIDATE_INFIX,
+    candidate_name,
+    member_id,
+    target_key,
+)
 from airflow_provider_dpone.cluster.values.quality_capsule import (
     QUALITY_SCHEMA_V2,
     AcceptancePlan,
@@ -32,7 +38,6 @@ from airflow_provider_dpone.cluster.values.quality_capsule import (
 )
 from airflow_provider_dpone.cluster.values.quality_read import ColumnCounts, TargetCounts
 from airflow_provider_dpone.cluster.values.receipts import CURRENT_CONTENT_DIGEST, ArtifactColumn, ArtifactReceipt
-from airflow_provider_dpone.core.identities import INTERNAL_CANDIDATE_INFIX, candidate_name, member_id, target_key
 
 TARGET_KEY = target_key("analytics", "analytics_db", "target_table")
 OPERATION = "6c47dd41409baff80f32c405d93fcee5804c6b1b2b20a736707dfe8a4de6c3ce"

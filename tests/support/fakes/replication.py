@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from airflow_provider_dpone.cluster.ports import ReplicaStatus
-from airflow_provider_dpone.core.clickhouse_engines import EngineClass, classify_engine
+from airflow_provider_dpone.cluster.values.clickhouse_engines import EngineClass, classify_engine
 from tests.support.fakes import parts
 
 if TYPE_CHECKING:

@@ -329,7 +329,7 @@ class FakeSession:
                     continue
                 if window is not None and window_index is not None:
                     value = _naive(row[window_index])
-                    start, end = _naive(window.start_at), _naive(window.end_at)
+                    start, end = _naive(window.start), _naive(window.end)
                     if not start <= value < end:
                         continue
                 yield row, name, offset

@@ -26,12 +26,12 @@ import pyarrow as pa
 from airflow_provider_dpone.core.columns import NativeColumn
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.typed_digest import MultisetDigest
-from airflow_provider_dpone.transfer.ports import TargetInvocation, TargetPublicationReceipt
-from airflow_provider_dpone.transfer.targets.sql_target import committed_receipt, publication_request, route_receipt
+from airflow_provider_dpone.transfer.ports import TargetInvocation
+from airflow_provider_dpone.transfer.targets.sql_target import committed_receipt, publication_request
 from airflow_provider_dpone.transfer.values.arrow_chunk import chunk_rows
 from airflow_provider_dpone.transfer.values.row_digest import RowDigest
 from airflow_provider_dpone.transfer.values.target import PublicationMode, TargetPlan, TargetTable
-from airflow_provider_dpone.transfer.values.target_receipts import ChunkEvidence, TargetReceiptRow
+from airflow_provider_dpone.transfer.values.target_receipts import ChunkEvidence, TargetPublicationReceipt
 from airflow_provider_dpone.transfer.values.target_values import RowConverter
 
 
@@ -82,7 +82,7 @@ class FakeTable:
 @dataclass
 class FakeDatabase:
     tables: dict[tuple[str, str], FakeTable] = field(default_factory=dict)
-    receipts: dict[tuple[str, str], TargetReceiptRow] = field(default_factory=dict)
+    receipts: dict[tuple[str, str], TargetPublicationReceipt] = field(default_factory=dict)
     lock: threading.RLock = field(default_factory=threading.RLock)
     in_flight: dict[str, Callable[[], None]] = field(default_factory=dict)
 
@@ -124,7 +124,7 @@ class InMemoryTransferTarget:
         return self.database.read(self.table.target_schema, self.table.table) or []
 
     @property
-    def receipts(self) -> list[TargetReceiptRow]:
+    def receipts(self) -> list[TargetPublicationReceipt]:
         return list(self.database.receipts.values())
 
     def seed(self, columns: Sequence[NativeColumn], rows: Sequence[tuple[object, ...]]) -> None:
@@ -168,7 +168,7 @@ class InMemoryTransferTarget:
             raise DponeError(f"native_transfer.{code}", f"publication {plan.publication_id[:16]}")
         return table
 
-    def _receipt(self, plan: TargetPlan) -> TargetReceiptRow | None:
+    def _receipt(self, plan: TargetPlan) -> TargetPublicationReceipt | None:
         return self.database.receipts.get((plan.target_schema, plan.publication_id))
 
     def _not_in_flight(self, plan: TargetPlan) -> None:
@@ -275,7 +275,7 @@ class InMemoryTransferTarget:
             raise DponeError(
                 "native_transfer.target_publication_outcome_unknown", f"publication {plan.publication_id[:16]}"
             ) from None
-        return route_receipt(receipt)
+        return receipt
 
     def reconcile(self, invocation: TargetInvocation) -> TargetPublicationReceipt | None:
         self.calls.append("reconcile")
@@ -283,7 +283,7 @@ class InMemoryTransferTarget:
         with self.database.lock:
             self._not_in_flight(plan)
             receipt = self._receipt(plan)
-        return None if receipt is None else route_receipt(receipt)
+        return receipt
 
     def cleanup(self, invocation: TargetInvocation) -> None:
         self.calls.append("cleanup")

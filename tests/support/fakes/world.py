@@ -35,19 +35,19 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from airflow_provider_dpone.cluster.clickhouse.column_types import canonical_columns
 from airflow_provider_dpone.cluster.ports import DdlIntent, DispatchSettings, HostDdlState
 from airflow_provider_dpone.cluster.protocol.context import PublicationPorts
 from airflow_provider_dpone.cluster.values.authority.generation import ServerName
 from airflow_provider_dpone.cluster.values.authority.row import AUTHORITY_COLUMNS, AuthorityRow
+from airflow_provider_dpone.cluster.values.identities import member_id
+from airflow_provider_dpone.cluster.values.inventory import ColumnFact, TableFacts
 from airflow_provider_dpone.cluster.values.receipts import (
     CURRENT_CONTENT_DIGEST,
     ArtifactReceipt,
     ContentDigestVersion,
 )
 from airflow_provider_dpone.core.alerts import AlertEvent
-from airflow_provider_dpone.core.clickhouse.types import canonical_columns
-from airflow_provider_dpone.core.identities import member_id
-from airflow_provider_dpone.core.inventory import ColumnFact, TableFacts
 from airflow_provider_dpone.core.typed_digest import LogicalType, MultisetDigest, TypedColumn, native_multiset_digest
 from tests.support.fakes import replication
 from tests.support.fakes.faults import FaultInjector
@@ -146,7 +146,7 @@ class FakeMember:
 
 
 @dataclass
-class QueueEntry:
+class FakeQueueEntry:
     name: str
     token: str
     query_digest: str
@@ -250,7 +250,7 @@ class FakeWorld:
         """What each key held before its latest write (what a Keeper server one write behind still serves)."""
         self.keeper_lagging_reads = 0
         """How many of the next authority reads a lagging Keeper server answers (:meth:`lag_keeper`)."""
-        self.queue: list[QueueEntry] = []
+        self.queue: list[FakeQueueEntry] = []
         self.artifacts: dict[str, FakeArtifact] = {}
         self.faults = FaultInjector()
         self.clock = FakeClock()

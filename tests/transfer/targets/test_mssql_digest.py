@@ -22,8 +22,9 @@ from airflow_provider_dpone.core.manifest.transfer import StringMapping
 from airflow_provider_dpone.core.manifest.transfer_options import ImportBackend
 from airflow_provider_dpone.transfer.targets.mssql import tsql
 from airflow_provider_dpone.transfer.targets.mssql.target import MsSqlTransferTarget
-from airflow_provider_dpone.transfer.values.target import PublicationMode, TargetColumn, TargetPlan, TargetWindow
+from airflow_provider_dpone.transfer.values.target import PublicationMode, TargetColumn, TargetPlan
 from airflow_provider_dpone.transfer.values.target_receipts import ChunkEvidence
+from airflow_provider_dpone.transfer.values.utc_window import UtcWindow
 from tests.support.fakes.mssql_server import EmulatedServer
 from tests.support.fixtures.target_harness import MsSqlHarness, bind, chunk, evidence
 
@@ -228,7 +229,7 @@ TEXT_WINDOW = TargetPlan(
         TargetColumn(name="t", source_type="Nullable(String)", string_mapping=StringMapping.TEXT),
     ),
     mode=PublicationMode.WINDOW_REPLACE,
-    window=TargetWindow(column="ts", start=WINDOW_START, end=WINDOW_START + dt.timedelta(days=31)),
+    window=UtcWindow(column="ts", start=WINDOW_START, end=WINDOW_START + dt.timedelta(days=31)),
 )
 
 

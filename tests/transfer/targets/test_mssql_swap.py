@@ -19,7 +19,8 @@ from airflow_provider_dpone.transfer.ports import TargetInvocation
 from airflow_provider_dpone.transfer.route.publication import DEFINITE_REFUSALS
 from airflow_provider_dpone.transfer.targets.mssql import tsql
 from airflow_provider_dpone.transfer.targets.mssql.target import MsSqlTransferTarget
-from airflow_provider_dpone.transfer.values.target import PublicationMode, TargetColumn, TargetPlan, TargetWindow
+from airflow_provider_dpone.transfer.values.target import PublicationMode, TargetColumn, TargetPlan
+from airflow_provider_dpone.transfer.values.utc_window import UtcWindow
 from tests.support.fakes.mssql_server import Column, EmulatedServer, Table
 from tests.support.fixtures.target_harness import bind, chunk, evidence
 
@@ -89,7 +90,7 @@ WINDOW_PLAN = TargetPlan(
         TargetColumn(name="tag", source_type="Nullable(FixedString(4))"),
     ),
     mode=PublicationMode.WINDOW_REPLACE,
-    window=TargetWindow(
+    window=UtcWindow(
         column="day", start=dt.datetime(2026, 3, 1, tzinfo=dt.UTC), end=dt.datetime(2026, 3, 2, tzinfo=dt.UTC)
     ),
 )

@@ -19,7 +19,8 @@ from airflow_provider_dpone.core.manifest.transfer import StringMapping
 from airflow_provider_dpone.core.manifest.transfer_options import ImportBackend
 from airflow_provider_dpone.transfer.targets.mssql import digest, tsql
 from airflow_provider_dpone.transfer.targets.mssql.target import MsSqlTransferTarget
-from airflow_provider_dpone.transfer.values.target import PublicationMode, TargetColumn, TargetPlan, TargetWindow
+from airflow_provider_dpone.transfer.values.target import PublicationMode, TargetColumn, TargetPlan
+from airflow_provider_dpone.transfer.values.utc_window import UtcWindow
 from tests.support.fakes.mssql_server import Column, EmulatedServer, Table
 from tests.support.fakes.transfer_target import Fault
 from tests.support.fixtures.target_harness import bind, chunk, evidence, sealed_chunk
@@ -51,7 +52,7 @@ START, END = dt.datetime(2026, 3, 1, tzinfo=UTC), dt.datetime(2026, 3, 2, tzinfo
 
 
 def _plan(mode: PublicationMode, window_column: str | None = None) -> TargetPlan:
-    window = None if window_column is None else TargetWindow(column=window_column, start=START, end=END)
+    window = None if window_column is None else UtcWindow(column=window_column, start=START, end=END)
     return TargetPlan(
         invocation_id="golden-invocation-0001",
         target_schema="dbo",

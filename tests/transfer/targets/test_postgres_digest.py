@@ -24,8 +24,9 @@ from airflow_provider_dpone.transfer.ports import TargetInvocation
 from airflow_provider_dpone.transfer.targets.postgres.digest import chunk_digest
 from airflow_provider_dpone.transfer.targets.postgres.statements import lock_staging, qualified
 from airflow_provider_dpone.transfer.targets.postgres.target import PostgresTransferTarget
-from airflow_provider_dpone.transfer.values.target import PublicationMode, TargetColumn, TargetPlan, TargetWindow
+from airflow_provider_dpone.transfer.values.target import PublicationMode, TargetColumn, TargetPlan
 from airflow_provider_dpone.transfer.values.target_receipts import ChunkEvidence
+from airflow_provider_dpone.transfer.values.utc_window import UtcWindow
 from tests.support.fixtures.postgres import PostgresServer, throwaway_cluster
 from tests.support.fixtures.target_harness import PostgresHarness, bind, chunk, evidence, sealed_chunk
 
@@ -435,7 +436,7 @@ def test_a_window_replace_holds_writers_off_the_target_while_it_verifies_the_win
         target_table="windowed",
         columns=WINDOW_PLAN_COLUMNS,
         mode=PublicationMode.WINDOW_REPLACE,
-        window=TargetWindow(column="ts", start=WINDOW_START, end=WINDOW_START + dt.timedelta(days=31)),
+        window=UtcWindow(column="ts", start=WINDOW_START, end=WINDOW_START + dt.timedelta(days=31)),
     )
     old = [(1, WINDOW_START + dt.timedelta(days=1), b"old"), (2, WINDOW_START + dt.timedelta(days=40), b"kept")]
     new = [(1, WINDOW_START + dt.timedelta(days=2), b"new"), (3, WINDOW_START, None)]
@@ -483,7 +484,7 @@ def test_a_window_target_whose_loaded_column_an_insert_cannot_write_is_refused_a
             TargetColumn(name="note", source_type="Nullable(String)"),
         ),
         mode=PublicationMode.WINDOW_REPLACE,
-        window=TargetWindow(column="ts", start=WINDOW_START, end=WINDOW_START + dt.timedelta(days=31)),
+        window=UtcWindow(column="ts", start=WINDOW_START, end=WINDOW_START + dt.timedelta(days=31)),
     )
     with psycopg.connect(pg.dsn, autocommit=True) as admin:
         admin.execute(f"CREATE TABLE {qualified(pg.schema, 'windowed')} ({UNWRITABLE[definition]})")

@@ -145,7 +145,7 @@ def codes(excinfo: pytest.ExceptionInfo[DponeError]) -> str:
 
 # -- plan, staging and chunk verification ------------------------------------------------------------------------
 def test_admit_refuses_a_window_on_a_non_temporal_column_before_any_io(harness: TargetHarness) -> None:
-    bad = TargetInvocation(OPERATION, "inv-bad-00001", COLUMNS, UtcWindow.of("id", WINDOW.start_at, WINDOW.end_at))
+    bad = TargetInvocation(OPERATION, "inv-bad-00001", COLUMNS, UtcWindow.of("id", WINDOW.start, WINDOW.end))
     with pytest.raises(DponeError) as refused:
         harness.target.admit(bad)
     assert codes(refused) == "native_transfer.target_plan_invalid"
@@ -161,7 +161,7 @@ def test_full_refresh_publishes_exactly_the_verified_rows(harness: TargetHarness
     receipt = harness.target.publish(inv, stage(harness, inv, chunks))
     assert receipt.rows == 65 and receipt.publication_id == plan.publication_id
     assert digest_of(plan, harness.read_target(plan)) == digest_of(plan, chunks[0] + chunks[1])
-    assert receipt.workload_digest == digest_of(plan, chunks[0] + chunks[1])[1]
+    assert receipt.digest == digest_of(plan, chunks[0] + chunks[1])[1]
     assert not harness.staging_exists(plan)
     assert harness.target.reconcile(inv) == receipt
     with pytest.raises(DponeError) as again:
@@ -381,7 +381,7 @@ def test_lost_commit_ack_is_reconciled_as_committed_and_never_republished(harnes
         harness.target.publish(inv, staged)
     assert codes(unknown) == "native_transfer.target_publication_outcome_unknown"
     receipt = harness.target.reconcile(inv)
-    assert receipt is not None and (receipt.rows, receipt.workload_digest) == digest_of(plan, new)
+    assert receipt is not None and (receipt.rows, receipt.digest) == digest_of(plan, new)
     with pytest.raises(DponeError) as again:
         harness.target.publish(inv, staged)
     assert codes(again) == "native_transfer.target_publication_already_committed"

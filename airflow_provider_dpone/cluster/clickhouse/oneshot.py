@@ -30,10 +30,6 @@ from airflow_provider_dpone.core.errors import DponeError, MutationRejectedError
 TAG_MUTATION_QUERY_ID: Final[str] = "dpone.clickhouse.mutation-query-id.v1"
 KEEPER_EXCEPTION: Final[int] = 999
 TIMEOUT_EXCEEDED: Final[int] = 159
-ACCESS_DENIED: Final[int] = 497
-"""The account lacks a privilege the statement needs (``ContextAccess``'s ``Not enough privileges``)."""
-SESSION_NOT_FOUND: Final[int] = 372
-"""A ``session_check`` request reached a server that does not hold the session: refused before it was parsed."""
 
 
 class MutationReplayRefusedError(MutationRejectedError):
