@@ -210,7 +210,7 @@ class MemberGeneration(BaseModel):
     target_row_count: NonNegative | None = None
     target_content_digest: Hex64 | None = None
     target_schema_digest: Hex64 | None = Field(default=None, exclude_if=lambda value: value is None)
-    """The baseline target's ordered columns (``core.identities.schema_digest``), observed with its content: a
+    """The baseline target's ordered columns (``cluster.values.identities.schema_digest``), observed with its content: a
     metadata-only ALTER (``ADD COLUMN`` keeps every part) changes it. Left out of the payload when absent."""
     target_parts_digest: Hex64 | None = Field(default=None, exclude_if=lambda value: value is None)
     """The baseline target's active parts (names and checksums) seen with its content: while they and the schema are
