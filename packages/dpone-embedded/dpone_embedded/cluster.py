@@ -11,7 +11,7 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import quote
 
-from dpone_embedded import launcher
+from dpone_embedded import launcher, member_names
 from dpone_embedded.faults import Faults, target_name
 from dpone_embedded.layout import COORDINATOR, ProcessSpec
 
@@ -42,10 +42,19 @@ class Endpoint:
     @property
     def position(self) -> str:
         """``'shard <shard_num>, replica <replica_num>'``: the member's position as the provider's task logs and Test
-        button write it inside their one name of a member, ``member m<16 hex> (shard S, replica R)``; the double does
-        not compute the provider's opaque id (it does not depend on the provider), so the position is what ties a
-        ``memberN`` handle to a log line."""
+        button write it inside their one name of a member, ``member m<16 hex> (shard S, replica R)``."""
         return f"shard {self.shard_num}, replica {self.replica_num}"
+
+    @property
+    def member_id(self) -> str:
+        """The provider's opaque id of this member (:mod:`dpone_embedded.member_names`)."""
+        return member_names.member_id(self.shard_num, self.replica_num)
+
+    @property
+    def label(self) -> str:
+        """The member's one name, as the provider's task logs, errors and Test button write it:
+        ``m<16 hex> (shard S, replica R)``; ``name`` (``memberN``) is the double's local alias."""
+        return member_names.member_label(self.shard_num, self.replica_num)
 
     @property
     def address(self) -> str:
@@ -207,7 +216,10 @@ class EmbeddedCluster:
             "internal_replication": self.internal_replication,
             "directory": str(self.directory),
             "coordinator": asdict(self.coordinator),
-            "members": [{**asdict(member), "position": member.position} for member in self.members],
+            "members": [
+                {**asdict(member), "position": member.position, "member_id": member.member_id, "label": member.label}
+                for member in self.members
+            ],
             "airflow_connection_uri": self.connection_uri(),
             "airflow_connection_json": self.connection_json(),
         }
