@@ -64,38 +64,38 @@ def _prove(ctx: Context, member_id: str, uuids: tuple[str, str]) -> None:
     session = ctx.session(member_id)
     database = ctx.request.database
     names = scratch_names(ctx.request.operation_id)
-    _clear(session, database, names, member_id)
+    label = ctx.label(member_id)
+    _clear(session, database, names, label)
     for name, uuid in zip(names, uuids, strict=True):
-        mutate_once(
-            member_id, "exchange probe create", partial(session.create_table, database, name, uuid, SCRATCH_SPEC)
-        )
-    if _observe(session, database, names, member_id) != uuids:
-        raise DponeError(UNKNOWN, f"member {member_id}: the exchange probe's scratch tables did not settle")
+        mutate_once(label, "exchange probe create", partial(session.create_table, database, name, uuid, SCRATCH_SPEC))
+    if _observe(session, database, names, label) != uuids:
+        raise DponeError(UNKNOWN, f"member {label}: the exchange probe's scratch tables did not settle")
     try:
         session.exchange_tables(database, *names)
     except ExchangeUnsupportedError:
-        _clear(session, database, names, member_id)
-        raise DponeError(UNSUPPORTED, f"member {member_id}: EXCHANGE TABLES is not supported there") from None
+        _clear(session, database, names, label)
+        raise DponeError(UNSUPPORTED, f"member {label}: EXCHANGE TABLES is not supported there") from None
     except MutationRejectedError:
-        raise DponeError(REJECTED, f"exchange probe on member {member_id}") from None
+        raise DponeError(REJECTED, f"exchange probe on member {label}") from None
     except OutcomeUnknownError:
         pass  # observed next
-    if _observe(session, database, names, member_id) != (uuids[1], uuids[0]):
-        raise DponeError(UNKNOWN, f"member {member_id}: the exchange probe's outcome is not proven")
-    _clear(session, database, names, member_id)
+    if _observe(session, database, names, label) != (uuids[1], uuids[0]):
+        raise DponeError(UNKNOWN, f"member {label}: the exchange probe's outcome is not proven")
+    _clear(session, database, names, label)
 
 
-def _clear(session: MemberSession, database: str, names: tuple[str, str], member_id: str) -> None:
-    """Drop whatever the scratch names hold, each by its observed UUID; then require both names free."""
-    for name, uuid in zip(names, _observe(session, database, names, member_id), strict=True):
+def _clear(session: MemberSession, database: str, names: tuple[str, str], label: str) -> None:
+    """Drop whatever the scratch names hold on the member named ``label``, each by its observed UUID; then require
+    both names free."""
+    for name, uuid in zip(names, _observe(session, database, names, label), strict=True):
         if uuid is not None:
-            mutate_once(member_id, "exchange probe drop", partial(session.drop_table, database, name, uuid))
-    if _observe(session, database, names, member_id) != (None, None):
-        raise DponeError(UNKNOWN, f"member {member_id}: the exchange probe's scratch tables were not dropped")
+            mutate_once(label, "exchange probe drop", partial(session.drop_table, database, name, uuid))
+    if _observe(session, database, names, label) != (None, None):
+        raise DponeError(UNKNOWN, f"member {label}: the exchange probe's scratch tables were not dropped")
 
 
-def _observe(session: MemberSession, database: str, names: tuple[str, str], member_id: str) -> tuple[str | None, ...]:
+def _observe(session: MemberSession, database: str, names: tuple[str, str], label: str) -> tuple[str | None, ...]:
     try:
         return session.table_uuids(database, names)
     except UnavailableError:
-        raise DponeError(UNAVAILABLE, f"member {member_id}: the exchange probe could not observe") from None
+        raise DponeError(UNAVAILABLE, f"member {label}: the exchange probe could not observe") from None

@@ -283,7 +283,10 @@ class PublicationService:
         begun, self._begun = self._begun, None
         if begun is None:
             begun = begin(self.ports, self.request, self.settings)
-        return Context(self.ports, self.request, begun.inventory, self.settings), begun.current
+        current, bound = begun.current, None
+        if current is not None and current.record.operation_id == self.request.operation_id:
+            bound = current.record.inventory_digest  # the operation's; with no record yet, a fence binds the live one
+        return Context(self.ports, self.request, begun.inventory, self.settings, bound_digest=bound), current
 
     def _publication(self, *, allow_dispatch: bool) -> PublishResult:
         ctx, current = self._begin()
