@@ -17,6 +17,22 @@ from dpone_embedded.layout import COORDINATOR, ProcessSpec
 
 CONN_TYPE = "dpone_clickhouse"
 
+CONNECTION_OPTION_DEFAULTS: dict[str, Any] = {
+    "secure": False,
+    "allow_plaintext": False,
+    "verify": True,
+    "ca_cert": None,
+    "member_http_port": None,
+    "member_endpoints": None,
+    "connect_timeout_seconds": 10,
+    "send_receive_timeout_seconds": 300,
+    "cluster": None,
+    "authority_database": None,
+}
+"""Every extra key of the provider's ``dpone_clickhouse`` connection with its default (docs/connections.md; a test
+holds it equal to the provider's options). The connection carries them all because Airflow's Edit form lists only
+the extra fields a connection's extra holds: a connection created from this JSON or URI shows every field there."""
+
 
 @dataclass(frozen=True)
 class Endpoint:
@@ -184,8 +200,9 @@ class EmbeddedCluster:
         )
 
     def connection_extra(self) -> dict[str, Any]:
-        """The ``dpone_clickhouse`` extra: members are reached through ``member_endpoints`` (ports differ)."""
-        return {"member_endpoints": {m.member_key: m.address for m in self.members}}
+        """The ``dpone_clickhouse`` extra: members are reached through ``member_endpoints`` (ports differ); every
+        other option of the connection type is written with its default (:data:`CONNECTION_OPTION_DEFAULTS`)."""
+        return {**CONNECTION_OPTION_DEFAULTS, "member_endpoints": {m.member_key: m.address for m in self.members}}
 
     def connection_json(self, database: str | None = None) -> dict[str, Any]:
         """The Airflow connection as JSON (e.g. for ``AIRFLOW_CONN_<ID>``)."""
