@@ -4,6 +4,7 @@ bound, never guessed, and the name never carries the host."""
 from __future__ import annotations
 
 import pytest
+from dpone_embedded import member_names
 
 from airflow_provider_dpone.cluster.protocol.runtime_admission import admit_inventory
 from airflow_provider_dpone.cluster.values.authority.phases import Phase
@@ -58,3 +59,12 @@ def test_a_receipt_names_each_member_with_the_bound_position_and_no_host() -> No
     assert "host-" not in receipt.to_json()
     unproven = external_receipt(record, 3, {})
     assert {(member.shard_num, member.replica_num) for member in unproven.members} == {(None, None)}
+
+
+def test_the_embedded_cluster_computes_the_provider_member_id_and_name_on_its_own() -> None:
+    """The double never imports the provider, yet its CLI prints the product's name of each member: its own
+    computation (``dpone_embedded.member_names``) equals the provider's ``member_id`` and ``member_label``."""
+    for shard in (1, 2, 7):
+        for replica in range(1, 21):
+            assert member_names.member_id(shard, replica) == member_id(shard, replica)
+            assert member_names.member_label(shard, replica) == member_label(member_id(shard, replica), shard, replica)

@@ -14,6 +14,9 @@ import dpone_embedded
 import pytest
 from dpone_embedded.launcher import alive
 
+from airflow_provider_dpone.cluster.values.identities import member_id
+from airflow_provider_dpone.cluster.values.inventory import member_label
+
 pytestmark = pytest.mark.embedded
 
 ROOT = str(Path(dpone_embedded.__file__).resolve().parent.parent)
@@ -48,6 +51,11 @@ def test_up_status_fault_down(tmp_path: Path) -> None:
             ("member2", "shard 1, replica 2"),
             ("member3", "shard 1, replica 3"),
         ]
+        # the product's one name of each member, as the provider computes it (the double computes it on its own)
+        assert [m["label"] for m in described["members"]] == [
+            member_label(member_id(1, replica), 1, replica) for replica in (1, 2, 3)
+        ]
+        assert [m["member_id"] for m in described["members"]] == [member_id(1, replica) for replica in (1, 2, 3)]
         password = described["airflow_connection_json"]["password"]
         assert len(password) >= 20, "the demo runs with a generated password"
         assert described["airflow_connection_uri"].startswith("dpone-clickhouse://default:")
@@ -69,6 +77,8 @@ def test_up_status_fault_down(tmp_path: Path) -> None:
         assert sorted(status["processes"]) == ["coordinator", "member1", "member2", "member3"]
         assert all(process["alive"] for process in status["processes"].values())
 
+        armed = _cli("fault", "--dir", directory, "pause", member_id(1, 2))  # the name a task log gives the member
+        assert [(f["target"], f["kind"]) for f in armed["armed"]] == [("member2", "pause")]
         armed = _cli("fault", "--dir", directory, "pause", "2")
         assert [(f["target"], f["kind"]) for f in armed["armed"]] == [("member2", "pause")]
         armed = _cli("fault", "--dir", directory, "lose-response", "coordinator", "--match", "INSERT")

@@ -59,10 +59,10 @@ def abort_before_publication(ctx: Context, held: Held, mode: ModeBehaviour) -> H
         if not obs.exists:
             continue
         if obs.uuid not in mode.owned_uuids(record, member_id) or obs.uuid is None:
-            raise DponeError("DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_FOREIGN", f"member {member_id}")
+            raise DponeError("DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_FOREIGN", f"member {ctx.label(member_id)}")
         _drop_exact(ctx, member_id, record.candidate_name, obs.uuid)
         if observe_candidate(ctx, member_id).exists:
-            raise DponeError("DPONE_CLICKHOUSE_CLUSTER_MEMBER_OUTCOME_UNKNOWN", f"member {member_id}: drop")
+            raise DponeError("DPONE_CLICKHOUSE_CLUSTER_MEMBER_OUTCOME_UNKNOWN", f"member {ctx.label(member_id)}: drop")
     _require_no_create_in_flight(ctx, record, mode)
     return ctx.commit(held, phase=Phase.ABORTED)
 
@@ -84,7 +84,7 @@ def _require_no_create_in_flight(ctx: Context, record: AuthorityRecord, mode: Mo
 
 def _drop_exact(ctx: Context, member_id: str, name: str, uuid: str) -> None:
     session = ctx.session(member_id)
-    mutate_once(member_id, "drop", lambda: session.drop_table(ctx.request.database, name, uuid))
+    mutate_once(ctx.label(member_id), "drop", lambda: session.drop_table(ctx.request.database, name, uuid))
 
 
 def _require_no_queued_candidate_ddl(ctx: Context, record: AuthorityRecord, mode: ModeBehaviour) -> None:

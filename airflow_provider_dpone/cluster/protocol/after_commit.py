@@ -17,6 +17,7 @@ from airflow_provider_dpone.cluster.protocol.context import Context
 from airflow_provider_dpone.cluster.protocol.observe import is_exact, observe_published
 from airflow_provider_dpone.cluster.protocol.results import Committed
 from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecord
+from airflow_provider_dpone.cluster.values.inventory import member_label
 from airflow_provider_dpone.cluster.values.publication_receipts import AfterCommit, MemberLook
 from airflow_provider_dpone.core.alerts import PUBLISHED_CHANGED_AFTER_COMMIT
 from airflow_provider_dpone.core.errors import DponeError
@@ -65,5 +66,6 @@ def require_unchanged(committed: Committed) -> Committed:
     look = committed.receipt.after_commit
     if look is None or look.matched:
         return committed
-    changed = [member.member_id for member in look.members if not member.matched]
+    labels = {member.member_id: member.label for member in committed.receipt.members}  # the bound positions
+    changed = [labels.get(m.member_id, member_label(m.member_id, None, None)) for m in look.members if not m.matched]
     raise ChangedAfterCommitError(committed, f"members {', '.join(changed)} of {len(look.members)}; it stays COMMITTED")

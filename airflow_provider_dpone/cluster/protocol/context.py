@@ -23,7 +23,7 @@ from airflow_provider_dpone.cluster.protocol.request import PublicationRequest
 from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecord
 from airflow_provider_dpone.cluster.values.authority.generation import DdlBinding, ErrorClassification
 from airflow_provider_dpone.cluster.values.authority.phases import Phase, is_allowed, require_write
-from airflow_provider_dpone.cluster.values.inventory import AdmittedInventory
+from airflow_provider_dpone.cluster.values.inventory import AdmittedInventory, member_label
 from airflow_provider_dpone.core.alerts import Alert, AlertSink, Fact, emit
 from airflow_provider_dpone.core.clock import Clock
 from airflow_provider_dpone.core.errors import DponeError
@@ -131,13 +131,27 @@ class Context:
         request: PublicationRequest,
         inventory: AdmittedInventory,
         settings: ProtocolSettings,
+        *,
+        bound_digest: str | None = None,
     ) -> None:
         self.ports = ports
         self.request = request
         self.inventory = inventory
         self.settings = settings
+        self.bound_digest = inventory.digest if bound_digest is None else bound_digest
+        """The digest of the inventory the operation bound (its record's; a new operation binds the live one)."""
         self._sessions: dict[str, MemberSession] = {}
         self._permits: set[str] = set()
+
+    def label(self, member_id: str) -> str:
+        """The member's one name, ``m<16 hex> (shard S, replica R)``, with its position in the inventory the operation
+        bound (:meth:`AdmittedInventory.positions`): when the live inventory is not that one, no position is proven
+        and the name says so (:func:`~airflow_provider_dpone.cluster.values.inventory.member_label`)."""
+        return member_label(member_id, *self.inventory.positions(self.bound_digest).get(member_id, (None, None)))
+
+    def labels(self, member_ids: Iterable[str]) -> str:
+        """Several members' names (:meth:`label`), in the order given, comma-separated."""
+        return ", ".join(self.label(member_id) for member_id in member_ids)
 
     def session(self, member_id: str) -> MemberSession:
         if member_id not in self._sessions:

@@ -69,7 +69,7 @@ def require_before(ctx: Context, held: Held, step: DdlStep) -> dict[str, Any]:
     """The default barrier: every member is still exactly as the step expects before its DDL; nothing to record."""
     for member_id, side in observe_sides(ctx, held, step):
         if side is not Side.BEFORE:
-            raise DponeError(step.foreign_code, f"{step.what}: member {member_id} is not as bound")
+            raise DponeError(step.foreign_code, f"{step.what}: member {ctx.label(member_id)} is not as bound")
     return {}
 
 
@@ -146,7 +146,7 @@ def reconcile_step(ctx: Context, held: Held, step: DdlStep) -> StepProgress:
     sides: dict[str, Side] = {}
     for member_id, side in observe_sides(ctx, held, step):
         if side is None:
-            raise ctx.fail_closed(held, step.foreign_code, f"{step.what}: member {member_id}")
+            raise ctx.fail_closed(held, step.foreign_code, f"{step.what}: member {ctx.label(member_id)}")
         sides[member_id] = side
     try:
         outcome = decide(
@@ -155,6 +155,7 @@ def reconcile_step(ctx: Context, held: Held, step: DdlStep) -> StepProgress:
             entry=entry,
             sides=sides,
             members=held.record.member_ids(),
+            label=ctx.label,
             now_ms=ctx.now(),
             quiet_ms=ctx.settings.dispatch_quiet_ms,
         )

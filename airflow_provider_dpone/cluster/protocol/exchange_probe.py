@@ -65,50 +65,50 @@ def _prove(ctx: Context, member_id: str, uuids: tuple[str, str]) -> None:
     session = ctx.session(member_id)
     database = ctx.request.database
     names = scratch_names(ctx.request.operation_id)
-    _clear(session, database, names, member_id)
+    label = ctx.label(member_id)
+    _clear(session, database, names, label)
     for name, uuid in zip(names, uuids, strict=True):
-        mutate_once(
-            member_id, "exchange probe create", partial(session.create_table, database, name, uuid, SCRATCH_SPEC)
-        )
-    if _observe(session, database, names, member_id) != uuids:
-        raise DponeError(UNKNOWN, f"member {member_id}: the exchange probe's scratch tables did not settle")
+        mutate_once(label, "exchange probe create", partial(session.create_table, database, name, uuid, SCRATCH_SPEC))
+    if _observe(session, database, names, label) != uuids:
+        raise DponeError(UNKNOWN, f"member {label}: the exchange probe's scratch tables did not settle")
     try:
         session.exchange_tables(database, *names)
     except ExchangeUnsupportedError:
-        _clear(session, database, names, member_id)
-        raise DponeError(EXCHANGE_UNSUPPORTED, f"member {member_id}: EXCHANGE TABLES is not supported there") from None
+        _clear(session, database, names, label)
+        raise DponeError(EXCHANGE_UNSUPPORTED, f"member {label}: EXCHANGE TABLES is not supported there") from None
     except MutationRejectedError:
-        raise DponeError(REJECTED, f"exchange probe on member {member_id}") from None
+        raise DponeError(REJECTED, f"exchange probe on member {label}") from None
     except OutcomeUnknownError:
         pass  # observed next
-    swapped = _observe(session, database, names, member_id)
+    swapped = _observe(session, database, names, label)
     if swapped != (uuids[1], uuids[0]):
-        raise DponeError(UNKNOWN, f"member {member_id}: the exchange probe's outcome is not proven")
-    _clear(session, database, names, member_id, seen=swapped)
+        raise DponeError(UNKNOWN, f"member {label}: the exchange probe's outcome is not proven")
+    _clear(session, database, names, label, seen=swapped)
 
 
 def _clear(
     session: MemberSession,
     database: str,
     names: tuple[str, str],
-    member_id: str,
+    label: str,
     *,
     seen: tuple[str | None, ...] | None = None,
 ) -> None:
-    """Drop whatever the scratch names hold, each by its observed UUID (``seen``: observed just before, with no
-    mutation since); then require both names free. Names observed free need no drop and no second look."""
-    observed = _observe(session, database, names, member_id) if seen is None else seen
+    """Drop whatever the scratch names hold on the member named ``label``, each by its observed UUID (``seen``:
+    observed just before, with no mutation since); then require both names free. Names observed free need no drop
+    and no second look."""
+    observed = _observe(session, database, names, label) if seen is None else seen
     if observed == (None, None):
         return
     for name, uuid in zip(names, observed, strict=True):
         if uuid is not None:
-            mutate_once(member_id, "exchange probe drop", partial(session.drop_table, database, name, uuid))
-    if _observe(session, database, names, member_id) != (None, None):
-        raise DponeError(UNKNOWN, f"member {member_id}: the exchange probe's scratch tables were not dropped")
+            mutate_once(label, "exchange probe drop", partial(session.drop_table, database, name, uuid))
+    if _observe(session, database, names, label) != (None, None):
+        raise DponeError(UNKNOWN, f"member {label}: the exchange probe's scratch tables were not dropped")
 
 
-def _observe(session: MemberSession, database: str, names: tuple[str, str], member_id: str) -> tuple[str | None, ...]:
+def _observe(session: MemberSession, database: str, names: tuple[str, str], label: str) -> tuple[str | None, ...]:
     try:
         return session.table_uuids(database, names)
     except UnavailableError:
-        raise DponeError(UNAVAILABLE, f"member {member_id}: the exchange probe could not observe") from None
+        raise DponeError(UNAVAILABLE, f"member {label}: the exchange probe could not observe") from None

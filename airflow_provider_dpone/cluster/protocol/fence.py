@@ -158,7 +158,9 @@ def _adopt_physical_truth(ctx: Context, previous: AuthorityRecord) -> None:
             if observations[member.member_id].uuid != member.published_uuid
         )
         if moved:
-            raise DponeError(TARGET_DIVERGENT, f"mode migration: target changed since the previous commit on {moved}")
+            raise DponeError(
+                TARGET_DIVERGENT, f"mode migration: target changed since the previous commit on {ctx.labels(moved)}"
+            )
 
 
 def _new_record(ctx: Context, previous: AuthorityRecord | None, mode: ModeBehaviour) -> AuthorityRecord:

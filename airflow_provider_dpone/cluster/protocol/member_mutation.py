@@ -20,14 +20,15 @@ from airflow_provider_dpone.core.errors import (
 )
 
 
-def mutate_once(member_id: str, what: str, action: Callable[[], None]) -> bool:
-    """Run ``action`` once. True if acknowledged, False if the outcome is unknown (observe next)."""
+def mutate_once(member: str, what: str, action: Callable[[], None]) -> bool:
+    """Run ``action`` once on ``member`` (its one name, :meth:`Context.label`). True if acknowledged, False if the
+    outcome is unknown (observe next)."""
     try:
         action()
     except OutcomeUnknownError:
         return False
     except MutationRejectedError:
-        raise DponeError("DPONE_CLICKHOUSE_CLUSTER_MEMBER_MUTATION_REJECTED", f"{what} on member {member_id}") from None
+        raise DponeError("DPONE_CLICKHOUSE_CLUSTER_MEMBER_MUTATION_REJECTED", f"{what} on member {member}") from None
     return True
 
 
@@ -55,7 +56,7 @@ def load_once(ctx: Context, member_id: str, candidate_uuid: str, artifact: Artif
     database, name = ctx.request.database, ctx.request.candidate_name
     try:
         return mutate_once(
-            member_id,
+            ctx.label(member_id),
             "load",
             lambda: session.load(database, name, candidate_uuid, handle, query_id=query_id, dedup_token=token),
         )

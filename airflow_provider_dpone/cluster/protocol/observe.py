@@ -48,11 +48,11 @@ def observe(
         )
     except VerificationBudgetExceededError:
         raise DponeError(
-            "DPONE_CLICKHOUSE_CLUSTER_VERIFICATION_BUDGET_EXCEEDED", f"member {member_id}, table {table}"
+            "DPONE_CLICKHOUSE_CLUSTER_VERIFICATION_BUDGET_EXCEEDED", f"member {ctx.label(member_id)}, table {table}"
         ) from None
     except UnavailableError:
         raise DponeError(
-            "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_INCOMPLETE", f"member {member_id} did not answer"
+            "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_INCOMPLETE", f"member {ctx.label(member_id)} did not answer"
         ) from None
 
 
@@ -202,7 +202,7 @@ def drifted(ctx: Context, held: Held | None, member_id: str, detail: str) -> Dpo
     """Alert that ``member_id``'s live target was written or altered in place since its baseline; the
     ``TARGET_DRIFT`` error to raise (recorded as the last error with ``held``, where its phase may loop)."""
     ctx.alert(TARGET_DRIFT, member_id=member_id, code=DRIFT)
-    message = f"member {member_id}: {detail}"
+    message = f"member {ctx.label(member_id)}: {detail}"
     return DponeError(DRIFT, message) if held is None else ctx.fail_closed(held, DRIFT, message)
 
 
@@ -238,5 +238,5 @@ def diverged(ctx: Context, held: Held | None, member_id: str, detail: str) -> Dp
     error to raise (recorded as the last error with ``held``, where its phase may loop)."""
     ctx.alert(STAGING_DIVERGENCE, member_id=member_id, code=CANDIDATE_DIVERGENT)
     if held is None:
-        return DponeError(CANDIDATE_DIVERGENT, f"member {member_id}: {detail}")
-    return ctx.fail_closed(held, CANDIDATE_DIVERGENT, f"member {member_id}: {detail}")
+        return DponeError(CANDIDATE_DIVERGENT, f"member {ctx.label(member_id)}: {detail}")
+    return ctx.fail_closed(held, CANDIDATE_DIVERGENT, f"member {ctx.label(member_id)}: {detail}")

@@ -113,7 +113,8 @@ def _barrier(ctx: Context, held: Held, _step: DdlStep) -> dict[str, Any]:
         target, candidate = observed[member.member_id]
         if target.uuid != member.target_uuid:
             raise DponeError(
-                "DPONE_CLICKHOUSE_CLUSTER_TARGET_DIVERGENT", f"member {member.member_id}: target changed since baseline"
+                "DPONE_CLICKHOUSE_CLUSTER_TARGET_DIVERGENT",
+                f"member {ctx.label(member.member_id)}: target changed since baseline",
             )
         drift = baseline_drift(target, member)
         if drift is not None:
@@ -147,7 +148,9 @@ def _require_published_as_verified(ctx: Context, held: Held) -> None:
     for member in record.members:
         published, predecessor = observed[member.member_id]
         if not is_exact(published, member, artifact):
-            raise ctx.fail_closed(held, PUBLISHED_DIVERGENT, f"member {member.member_id}: published content differs")
+            raise ctx.fail_closed(
+                held, PUBLISHED_DIVERGENT, f"member {ctx.label(member.member_id)}: published content differs"
+            )
         drift = None if predecessor is None else baseline_drift(predecessor, member)
         if drift is not None:
             detail = f"the predecessor (now under the candidate name) changed since its baseline: {drift}"

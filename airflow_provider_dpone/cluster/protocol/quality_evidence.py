@@ -191,7 +191,9 @@ def _staged_observation(
     )
     counts = counts_of(ctx, request, Budget(ctx))
     if counts.row_count != artifact.row_count or counts.content_digest != artifact.content_digest:
-        raise DponeError(MISMATCH, f"replica {plan.replicas[0]}: the staged candidate changed after verification")
+        raise DponeError(
+            MISMATCH, f"replica {ctx.label(plan.replicas[0])}: the staged candidate changed after verification"
+        )
     return counts
 
 

@@ -137,12 +137,12 @@ def observe_guarded_target(ctx: Context, held: Held, binding: QualityBinding) ->
         ctx, ctx.request.target, core.generation_uuid, digest_version=version, guard=reads, scan=(member_id, plan)
     )
     observation = observe_read(ctx, request, budget)
-    judge(core, reads, observation.before, plan.columns)
-    judge(core, reads, observation.after, plan.columns)
+    judge(ctx, core, reads, observation.before, plan.columns)
+    judge(ctx, core, reads, observation.after, plan.columns)
     counts = observation.counts
     assert counts is not None  # answers() of a scan plan
     if counts.generation_uuid != core.generation_uuid:
-        raise DponeError(MISMATCH, f"replica {member_id} moved off the managed generation during the scan")
+        raise DponeError(MISMATCH, f"replica {ctx.label(member_id)} moved off the managed generation during the scan")
     return TargetObservation(
         member_id=member_id,
         generation_uuid=counts.generation_uuid,

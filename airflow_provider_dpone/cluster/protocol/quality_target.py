@@ -130,7 +130,7 @@ def observe_read(ctx: Context, plan: TargetReadPlan, budget: Budget) -> Observat
         raise DponeError(UNSUPPORTED, "no bounded acceptance reader is configured for target observations")
     for member_id in plan.member_ids:
         if member_id not in ctx.inventory.member_ids:
-            raise DponeError(MISMATCH, f"sealed replica {member_id} is not in the live inventory")
+            raise DponeError(MISMATCH, f"sealed replica {ctx.label(member_id)} is not in the live inventory")
     members = tuple(ctx.inventory.member(member_id) for member_id in plan.member_ids)
     remaining = budget.check("observation")
     try:
@@ -146,13 +146,14 @@ def observe_read(ctx: Context, plan: TargetReadPlan, budget: Budget) -> Observat
 def counts_of(ctx: Context, plan: TargetReadPlan, budget: Budget) -> TargetCounts:
     """The counts of a scan plan, on the exact generation."""
     counts = observe_read(ctx, plan, budget).counts
-    assert counts is not None  # answers() of a scan plan
+    assert counts is not None and plan.scan is not None  # answers() of a scan plan
     if counts.generation_uuid != plan.generation_uuid:
-        raise DponeError(MISMATCH, f"replica {plan.scan} does not hold the managed generation")
+        raise DponeError(MISMATCH, f"replica {ctx.label(plan.scan)} does not hold the managed generation")
     return counts
 
 
 def judge(
+    ctx: Context,
     core: QualityCore,
     reads: tuple[ReplicaRead, ...],
     facts: tuple[ReplicaFacts, ...],
@@ -162,15 +163,17 @@ def judge(
     for read, fact in zip(reads, facts, strict=True):
         member_id = fact.member_id
         if not fact.exists or fact.uuid != core.generation_uuid:
-            raise DponeError(MISMATCH, f"replica {member_id} does not hold the managed generation")
+            raise DponeError(MISMATCH, f"replica {ctx.label(member_id)} does not hold the managed generation")
         if fact.parts_digest is None or (fact.parts_digest != read.verified_parts and fact.content_digest is None):
-            raise DponeError(INCOMPLETE, f"replica {member_id}: parts changed but no content digest was answered")
+            raise DponeError(
+                INCOMPLETE, f"replica {ctx.label(member_id)}: parts changed but no content digest was answered"
+            )
         if fact.columns != columns:
-            raise DponeError(MISMATCH, f"replica {member_id}: schema differs from the sealed schema")
+            raise DponeError(MISMATCH, f"replica {ctx.label(member_id)}: schema differs from the sealed schema")
         if fact.content_digest is not None and fact.content_digest != core.source_digests[1]:
-            raise DponeError(MISMATCH, f"replica {member_id}: content differs from the managed generation")
+            raise DponeError(MISMATCH, f"replica {ctx.label(member_id)}: content differs from the managed generation")
         if fact.zookeeper_path is None or fact.readonly is not False:
-            raise DponeError(INCOMPLETE, f"replica {member_id} is not a healthy writable replica")
+            raise DponeError(INCOMPLETE, f"replica {ctx.label(member_id)} is not a healthy writable replica")
     if len({fact.zookeeper_path for fact in facts}) != 1:
         raise DponeError(MISMATCH, "the replicas are not one replicated table")
 
@@ -184,18 +187,18 @@ def guard(ctx: Context, record: AuthorityRecord, core: QualityCore) -> None:
     reads = guarded(record, replicas)
     request = read_plan(ctx, ctx.request.target, core.generation_uuid, digest_version=version, guard=reads)
     if core.target_plan is not None:
-        judge(core, reads, observe_read(ctx, request, Budget(ctx)).before, columns)
+        judge(ctx, core, reads, observe_read(ctx, request, Budget(ctx)).before, columns)
         return
     budget = Budget(ctx)
     for member_id in replicas:
         if member_id not in ctx.inventory.member_ids:
-            raise DponeError(MISMATCH, f"sealed replica {member_id} is not in the live inventory")
+            raise DponeError(MISMATCH, f"sealed replica {ctx.label(member_id)} is not in the live inventory")
     try:
         facts = tuple(replica_facts(ctx.session(read.member_id), request, read) for read in reads)
     except UnavailableError as error:
         raise DponeError(INCOMPLETE, f"the generation guard did not answer ({error})") from None
     budget.check("answer of the generation guard")
-    judge(core, reads, facts, columns)
+    judge(ctx, core, reads, facts, columns)
 
 
 def store_write(write: Callable[[], Held]) -> Held:

@@ -16,7 +16,7 @@ Nothing here mutates; the caller (:mod:`~airflow_provider_dpone.cluster.protocol
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -93,7 +93,7 @@ def observe_pair(ctx: Context, member_id: str) -> tuple[str | None, str | None]:
         )
     except UnavailableError:
         raise DponeError(
-            "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_INCOMPLETE", f"member {member_id} did not answer"
+            "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_INCOMPLETE", f"member {ctx.label(member_id)} did not answer"
         ) from None
     return target, candidate
 
@@ -105,6 +105,7 @@ def decide(
     entry: QueueEntry | None,
     sides: Mapping[str, Side],
     members: Sequence[str],
+    label: Callable[[str], str],
     now_ms: int,
     quiet_ms: int,
 ) -> Reconciliation:
@@ -128,12 +129,17 @@ def decide(
         host = hosts[member]
         if sides[member] is Side.BEFORE:
             if host.state is HostDdlState.FINISHED:
-                raise DponeError("DPONE_CLICKHOUSE_CLUSTER_PUBLICATION_MIXED", f"{what}: member {member} unchanged")
+                raise DponeError(
+                    "DPONE_CLICKHOUSE_CLUSTER_PUBLICATION_MIXED", f"{what}: member {label(member)} unchanged"
+                )
             if host.state in (HostDdlState.REMOVING, HostDdlState.UNKNOWN):
                 raise DponeError(
-                    "DPONE_CLICKHOUSE_CLUSTER_PUBLICATION_EVIDENCE_MISSING", f"{what}: member {member} {host.state}"
+                    "DPONE_CLICKHOUSE_CLUSTER_PUBLICATION_EVIDENCE_MISSING",
+                    f"{what}: member {label(member)} {host.state}",
                 )
         elif host.failed:
-            raise DponeError("DPONE_CLICKHOUSE_CLUSTER_PUBLICATION_MIXED", f"{what}: member {member} reports failure")
+            raise DponeError(
+                "DPONE_CLICKHOUSE_CLUSTER_PUBLICATION_MIXED", f"{what}: member {label(member)} reports failure"
+            )
     verdict = Verdict.IN_PROGRESS if before else Verdict.COMPLETE
     return Reconciliation(verdict, entry.entry, before)

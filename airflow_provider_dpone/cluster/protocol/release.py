@@ -69,9 +69,9 @@ def release(ctx: Context, held: Held, decision: ReleaseDecision, accepted_row_co
     members = tuple(seen[member.member_id] for member in record.members)
     for member, observed in zip(record.members, members, strict=True):
         if decision == "restored":
-            _require_restored(member, observed, written=stopped.code == DRIFT)
+            _require_restored(ctx.label(member.member_id), member, observed, written=stopped.code == DRIFT)
         else:
-            _require_accepted(member, observed, accepted_row_count)
+            _require_accepted(ctx.label(member.member_id), member, observed, accepted_row_count)
     digests = {observed.content_digest for observed in members}
     if decision == "accepted" and len(digests) != 1:
         raise DponeError(NOT_ACCEPTED, f"the members hold {len(digests)} different contents")
@@ -97,7 +97,9 @@ def _require_finished(ctx: Context, record: AuthorityRecord, binding: DdlBinding
     states = {host.member_id: host.state for host in entry.hosts}
     unfinished = [m for m in record.member_ids() if states.get(m) is not HostDdlState.FINISHED]
     if unfinished:
-        raise DponeError(RELEASE_DDL_PENDING, f"publication epoch {binding.epoch}: not finished on {unfinished}")
+        raise DponeError(
+            RELEASE_DDL_PENDING, f"publication epoch {binding.epoch}: not finished on {ctx.labels(unfinished)}"
+        )
 
 
 def _observe(ctx: Context, record: AuthorityRecord, member_id: str, refusal: str) -> ReleasedMember:
@@ -113,9 +115,9 @@ def _observe(ctx: Context, record: AuthorityRecord, member_id: str, refusal: str
             ctx, member_id, ctx.request.target, with_content=True, digest_version=artifact.content_digest_version
         )
         if not obs.exists or obs.uuid != target_uuid:
-            raise DponeError(refusal, f"member {member_id}: the target changed while it was observed")
+            raise DponeError(refusal, f"member {ctx.label(member_id)}: the target changed while it was observed")
         if target_uuid == record.member(member_id).candidate_uuid and obs.columns != artifact.schema_pairs:
-            raise DponeError(refusal, f"member {member_id}: the published candidate's schema changed")
+            raise DponeError(refusal, f"member {ctx.label(member_id)}: the published candidate's schema changed")
         rows, digest = obs.row_count, obs.content_digest
     return ReleasedMember(
         member_id=member_id,
@@ -126,19 +128,17 @@ def _observe(ctx: Context, record: AuthorityRecord, member_id: str, refusal: str
     )
 
 
-def _require_restored(member: MemberGeneration, observed: ReleasedMember, *, written: bool) -> None:
+def _require_restored(label: str, member: MemberGeneration, observed: ReleasedMember, *, written: bool) -> None:
     """The pre-publication UUID pair, and the baseline's content under the target, unless the stop was that very
     content changing in place (``TARGET_DRIFT``: the predecessor restored holds the write; its digest is recorded)."""
     if (observed.target_uuid, observed.candidate_uuid) != (member.target_uuid, member.candidate_uuid):
-        raise DponeError(NOT_RESTORED, f"member {member.member_id}: the tables are not as before the publication")
+        raise DponeError(NOT_RESTORED, f"member {label}: the tables are not as before the publication")
     if member.target_uuid is not None and not written and observed.content_digest != member.target_content_digest:
-        raise DponeError(NOT_RESTORED, f"member {member.member_id}: the target's content is not the baseline's")
+        raise DponeError(NOT_RESTORED, f"member {label}: the target's content is not the baseline's")
 
 
-def _require_accepted(member: MemberGeneration, observed: ReleasedMember, rows: int | None) -> None:
+def _require_accepted(label: str, member: MemberGeneration, observed: ReleasedMember, rows: int | None) -> None:
     if (observed.target_uuid, observed.candidate_uuid) != (member.candidate_uuid, member.target_uuid):
-        raise DponeError(NOT_ACCEPTED, f"member {member.member_id}: the tables are not as after the publication")
+        raise DponeError(NOT_ACCEPTED, f"member {label}: the tables are not as after the publication")
     if observed.row_count != rows:
-        raise DponeError(
-            NOT_ACCEPTED, f"member {member.member_id}: the target holds {observed.row_count} rows, {rows} declared"
-        )
+        raise DponeError(NOT_ACCEPTED, f"member {label}: the target holds {observed.row_count} rows, {rows} declared")

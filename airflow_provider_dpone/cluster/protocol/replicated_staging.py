@@ -211,7 +211,7 @@ def _converge(ctx: Context, held: Held) -> Held | None:
     present = {mid: status for mid, status in statuses.items() if status is not None}
     if len(present) != len(statuses):
         missing = sorted(set(statuses) - set(present))
-        raise ctx.fail_closed(held, REPLICA_SET, f"no replica of the candidate on members {missing}")
+        raise ctx.fail_closed(held, REPLICA_SET, f"no replica of the candidate on members {ctx.labels(missing)}")
     paths = {status.zookeeper_path for status in present.values()}
     names = {status.replica_name for status in present.values()}
     totals = {status.total_replicas for status in present.values()}
@@ -219,20 +219,20 @@ def _converge(ctx: Context, held: Held) -> Held | None:
         raise ctx.fail_closed(held, REPLICA_SET, f"{len(paths)} paths, {len(names)} names, totals {sorted(totals)}")
     readonly = sorted(mid for mid, status in present.items() if status.is_readonly)
     if readonly:
-        raise DponeError(NOT_CONVERGED, f"read-only replicas {readonly}")
+        raise DponeError(NOT_CONVERGED, f"read-only replicas {ctx.labels(readonly)}")
     timeout = ctx.settings.replica_sync_timeout_seconds
     artifact = _artifact(record)
     caught_up = ctx.each_member(lambda mid: _caught_up_content(ctx, mid, artifact, timeout), record.member_ids())
     contents = {}
     for member_id, observed in caught_up.items():
         if observed is None:
-            raise DponeError(NOT_CONVERGED, f"member {member_id} not caught up within {timeout:g} s")
+            raise DponeError(NOT_CONVERGED, f"member {ctx.label(member_id)} not caught up within {timeout:g} s")
         contents[member_id] = observed
     verified = []
     for member in record.members:
         observed = contents[member.member_id]
         if observed.uuid != member.candidate_uuid:
-            raise ctx.fail_closed(held, CANDIDATE_FOREIGN, f"member {member.member_id}")
+            raise ctx.fail_closed(held, CANDIDATE_FOREIGN, f"member {ctx.label(member.member_id)}")
         if not is_exact(observed, member, artifact):
             reason = unexplained(observed, artifact)
             if reason is not None:
@@ -264,7 +264,7 @@ def _replica_status(ctx: Context, member_id: str) -> ReplicaStatus | None:
         return ctx.session(member_id).replica_status(ctx.request.database, ctx.request.candidate_name)
     except UnavailableError:
         raise DponeError(
-            "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_INCOMPLETE", f"member {member_id} did not answer"
+            "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_INCOMPLETE", f"member {ctx.label(member_id)} did not answer"
         ) from None
 
 
@@ -285,11 +285,11 @@ def _sync(ctx: Context, member_id: str, timeout: float) -> bool:
         )
     except AccessDeniedError:
         raise DponeError(
-            "DPONE_CLICKHOUSE_CLUSTER_MEMBER_ACCESS_DENIED", f"member {member_id}: SYSTEM SYNC REPLICA"
+            "DPONE_CLICKHOUSE_CLUSTER_MEMBER_ACCESS_DENIED", f"member {ctx.label(member_id)}: SYSTEM SYNC REPLICA"
         ) from None
     except UnavailableError:
         raise DponeError(
-            "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_INCOMPLETE", f"member {member_id} did not answer"
+            "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_INCOMPLETE", f"member {ctx.label(member_id)} did not answer"
         ) from None
 
 

@@ -114,7 +114,7 @@ def require_member_identities(local: Mapping[AdmittedMember, Sequence[tuple[int,
     ``(shard_num, replica_num)`` local. Another member's position, none, or several (one server behind two
     positions) refuses before anything is created."""
     wrong = sorted(
-        member.member_id
+        f"member {member.label}"
         for member, positions in local.items()
         if tuple(positions) != ((member.shard_num, member.replica_num),)
     )
@@ -182,8 +182,9 @@ def admit_runtime(catalog: ClusterCatalog, request: PublicationRequest, *, paral
 
     read = concurrently(admission_facts, inventory.members, parallelism)
     require_member_identities({member: fact.local_positions for member, fact in read.items()})
-    require_atomic_databases({member.member_id: fact.database_engine for member, fact in read.items()})
-    facts = {member.member_id: fact.table for member, fact in read.items()}
+    names = {member: f"member {member.label}" for member in read}  # as the connection check names its facades
+    require_atomic_databases({names[member]: fact.database_engine for member, fact in read.items()})
+    facts = {names[member]: fact.table for member, fact in read.items()}
     try:
         require_authority_table(facts)
     except DponeError as error:

@@ -141,7 +141,9 @@ def observe_baseline(
     kinds = {mid: classify_engine(obs.engine or "") for mid, obs in observations.items()}
     bad = sorted(mid for mid, kind in kinds.items() if kind not in engines)
     if bad or len(set(kinds.values())) != 1:
-        raise DponeError("DPONE_CLICKHOUSE_CLUSTER_TARGET_ENGINE_UNSUPPORTED", f"target on members {bad or 'mixed'}")
+        raise DponeError(
+            "DPONE_CLICKHOUSE_CLUSTER_TARGET_ENGINE_UNSUPPORTED", f"target on members {ctx.labels(bad) or 'mixed'}"
+        )
     return observations
 
 

@@ -81,7 +81,7 @@ from airflow_provider_dpone.cluster.protocol.results import (
 from airflow_provider_dpone.cluster.protocol.runtime_admission import admit_quality_selection, admit_runtime
 from airflow_provider_dpone.cluster.protocol.seal import bind_artifact_and_baseline
 from airflow_provider_dpone.cluster.protocol.void_permit import require_voidable, void_permit
-from airflow_provider_dpone.cluster.values.authority.phases import Phase
+from airflow_provider_dpone.cluster.values.authority.phases import TERMINAL_PHASES, Phase
 from airflow_provider_dpone.cluster.values.authority.release import ReleaseDecision
 from airflow_provider_dpone.cluster.values.inventory import AdmittedInventory
 from airflow_provider_dpone.cluster.values.publication_receipts import PublicationReceipt
@@ -252,9 +252,12 @@ class PublicationService:
             raise DponeError("DPONE_CLICKHOUSE_CLUSTER_PHASE_NOT_READY", "no operation of this mode holds the target")
         record = before = current.record
         if record.operation_id != self.request.operation_id:
-            raise fenced(
-                ctx, record, "DPONE_CLICKHOUSE_CLUSTER_OPERATION_FENCED", "release only the operation of this run"
-            )
+            holder = f"operation {record.operation_id[:16]} in phase {record.phase}"
+            if record.phase in TERMINAL_PHASES:  # an ended holder: the run's operation holds nothing
+                raise DponeError(
+                    "DPONE_CLICKHOUSE_CLUSTER_RELEASE_NOTHING_TO_RELEASE", f"the target's record is {holder}"
+                )
+            raise fenced(ctx, record, "DPONE_CLICKHOUSE_CLUSTER_OPERATION_FENCED", f"held by {holder}")
         if record.phase is not Phase.RELEASED and (
             record.inventory_digest != ctx.inventory.digest or record.member_ids() != ctx.inventory.member_ids
         ):
@@ -280,7 +283,10 @@ class PublicationService:
         begun, self._begun = self._begun, None
         if begun is None:
             begun = begin(self.ports, self.request, self.settings)
-        return Context(self.ports, self.request, begun.inventory, self.settings), begun.current
+        current, bound = begun.current, None
+        if current is not None and current.record.operation_id == self.request.operation_id:
+            bound = current.record.inventory_digest  # the operation's; with no record yet, a fence binds the live one
+        return Context(self.ports, self.request, begun.inventory, self.settings, bound_digest=bound), current
 
     def _publication(self, *, allow_dispatch: bool) -> PublishResult:
         ctx, current = self._begin()

@@ -108,7 +108,9 @@ def stage_member(
             )
         if obs.exists:
             if obs.uuid not in member.owned_candidate_uuids:
-                raise ctx.fail_closed(held, "DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_FOREIGN", f"member {member_id}")
+                raise ctx.fail_closed(
+                    held, "DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_FOREIGN", f"member {ctx.label(member_id)}"
+                )
             if obs.uuid != member.candidate_uuid_intent:
                 _drop_stale(ctx, member_id, obs)
                 continue
@@ -145,7 +147,7 @@ def stage_member(
             if reason is not None:
                 raise diverged(ctx, held, member_id, reason)
             held = _intend(ctx, held, member, rebuild=True)  # incomplete after an ambiguous load
-    raise DponeError("DPONE_CLICKHOUSE_CLUSTER_MEMBER_OUTCOME_UNKNOWN", f"member {member_id} did not settle")
+    raise DponeError("DPONE_CLICKHOUSE_CLUSTER_MEMBER_OUTCOME_UNKNOWN", f"member {ctx.label(member_id)} did not settle")
 
 
 def _external(held: Held) -> ExternalAuthorityRecord:
@@ -162,7 +164,9 @@ def _artifact(held: Held) -> ArtifactReceipt:
 def _intend(ctx: Context, held: Held, member: MemberRecord, *, rebuild: bool) -> Held:
     """Persist a fresh candidate UUID intent; on rebuild the previous UUID becomes stale (dropped next step)."""
     if rebuild and member.rebuilds >= MAX_REBUILDS_PER_MEMBER:
-        raise ctx.fail_closed(held, "DPONE_CLICKHOUSE_CLUSTER_STAGING_REBUILD_LIMIT", f"member {member.member_id}")
+        raise ctx.fail_closed(
+            held, "DPONE_CLICKHOUSE_CLUSTER_STAGING_REBUILD_LIMIT", f"member {ctx.label(member.member_id)}"
+        )
     intent = ctx.ports.entropy.uuid()
     updated = MemberRecord(
         member_id=member.member_id,
@@ -209,7 +213,7 @@ def _create(ctx: Context, member: MemberRecord, artifact: ArtifactReceipt) -> No
     request = ctx.request
     table = request.candidate_table(artifact.schema_pairs)
     mutate_once(
-        member.member_id,
+        ctx.label(member.member_id),
         "create",
         lambda: session.create_table(request.database, request.candidate_name, intent, table),
     )
@@ -219,7 +223,11 @@ def _drop_stale(ctx: Context, member_id: str, obs: TableObservation) -> None:
     stale = obs.uuid
     assert stale is not None
     session = ctx.session(member_id)
-    mutate_once(member_id, "drop", lambda: session.drop_table(ctx.request.database, ctx.request.candidate_name, stale))
+    mutate_once(
+        ctx.label(member_id),
+        "drop",
+        lambda: session.drop_table(ctx.request.database, ctx.request.candidate_name, stale),
+    )
 
 
 def _create_and_observe(

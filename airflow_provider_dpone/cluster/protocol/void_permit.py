@@ -172,5 +172,5 @@ def _unchanged(ctx: Context, record: AuthorityRecord, step: DdlStep, member_id: 
     """The member's UUID pair, required to be exactly what the step expects before its DDL."""
     target, candidate = observe_pair(ctx, member_id)
     if step.classify(ctx, record, member_id) is not Side.BEFORE:
-        raise DponeError(EFFECT, f"{step.what}: member {member_id} is not as before the DDL")
+        raise DponeError(EFFECT, f"{step.what}: member {ctx.label(member_id)} is not as before the DDL")
     return MemberUuids(member_id=member_id, target_uuid=target, candidate_uuid=candidate)

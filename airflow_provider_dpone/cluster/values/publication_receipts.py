@@ -249,9 +249,10 @@ def _committed(
         raise DponeError("DPONE_CLICKHOUSE_CLUSTER_RECEIPT_INVALID", f"phase {record.phase} has no commit receipt")
     replicas = []
     for member in record.members:
-        if member.content_digest != artifact.content_digest or member.row_count != artifact.row_count:
-            raise DponeError("DPONE_CLICKHOUSE_CLUSTER_RECEIPT_INVALID", f"member {member.member_id} differs")
         shard_num, replica_num = positions.get(member.member_id, (None, None))
+        if member.content_digest != artifact.content_digest or member.row_count != artifact.row_count:
+            label = member_label(member.member_id, shard_num, replica_num)
+            raise DponeError("DPONE_CLICKHOUSE_CLUSTER_RECEIPT_INVALID", f"member {label} differs")
         replicas.append(
             ReplicaReceipt(
                 member_id=member.member_id,

@@ -27,6 +27,9 @@ class ClusterMember(Protocol):
     def member_id(self) -> str: ...
 
     @property
+    def label(self) -> str: ...
+
+    @property
     def shard_num(self) -> int: ...
 
     @property
@@ -75,7 +78,9 @@ class ResolvedConnection:
         if endpoints is not None:
             key = f"{member.shard_num}:{member.replica_num}"
             if key not in endpoints:
-                raise DponeError("DPONE_CLICKHOUSE_MEMBER_ENDPOINT_UNRESOLVED", f"member {member.member_id}")
+                raise DponeError(
+                    "DPONE_CLICKHOUSE_MEMBER_ENDPOINT_UNRESOLVED", f"member {member.label}: no key {key!r}"
+                )
             host, _, port = endpoints[key].rpartition(":")
             return replace(self.at(host.removeprefix("[").removesuffix("]"), int(port)), database="")
         return replace(self.at(member.endpoint.host, self.options.member_http_port or self.port), database="")

@@ -596,6 +596,16 @@ RUNTIME_ADMISSION: tuple[ErrorCode, ...] = (
         retryable=False,
     ),
     ErrorCode(
+        "DPONE_CLICKHOUSE_CLUSTER_RELEASE_NOTHING_TO_RELEASE",
+        "the release action found no record of the run's operation: the target's record is another operation's, "
+        "which has ended (ABORTED, COMPLETED or RELEASED, named in the detail), so the run holds nothing to release "
+        "(nothing changed)",
+        "check that target_dag_id, target_run_id and the manifest name the run whose publish stopped after its swap "
+        "(its log and receipt give its operation id); an ended holder needs no release: a new DAG run takes the "
+        "target",
+        retryable=False,
+    ),
+    ErrorCode(
         "DPONE_CLICKHOUSE_CLUSTER_RELEASE_DDL_PENDING",
         "the release action found the bound publication's queue entry missing or not finished on every member's "
         "host: the EXCHANGE/RENAME may still run, so nothing changed",

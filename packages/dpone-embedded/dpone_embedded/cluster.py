@@ -11,11 +11,27 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import quote
 
-from dpone_embedded import launcher
+from dpone_embedded import launcher, member_names
 from dpone_embedded.faults import Faults, target_name
 from dpone_embedded.layout import COORDINATOR, ProcessSpec
 
 CONN_TYPE = "dpone_clickhouse"
+
+CONNECTION_OPTION_DEFAULTS: dict[str, Any] = {
+    "secure": False,
+    "allow_plaintext": False,
+    "verify": True,
+    "ca_cert": None,
+    "member_http_port": None,
+    "member_endpoints": None,
+    "connect_timeout_seconds": 10,
+    "send_receive_timeout_seconds": 300,
+    "cluster": None,
+    "authority_database": None,
+}
+"""Every extra key of the provider's ``dpone_clickhouse`` connection with its default (docs/connections.md; a test
+holds it equal to the provider's options). The connection carries them all because Airflow's Edit form lists only
+the extra fields a connection's extra holds: a connection created from this JSON or URI shows every field there."""
 
 
 @dataclass(frozen=True)
@@ -42,10 +58,19 @@ class Endpoint:
     @property
     def position(self) -> str:
         """``'shard <shard_num>, replica <replica_num>'``: the member's position as the provider's task logs and Test
-        button write it inside their one name of a member, ``member m<16 hex> (shard S, replica R)``; the double does
-        not compute the provider's opaque id (it does not depend on the provider), so the position is what ties a
-        ``memberN`` handle to a log line."""
+        button write it inside their one name of a member, ``member m<16 hex> (shard S, replica R)``."""
         return f"shard {self.shard_num}, replica {self.replica_num}"
+
+    @property
+    def member_id(self) -> str:
+        """The provider's opaque id of this member (:mod:`dpone_embedded.member_names`)."""
+        return member_names.member_id(self.shard_num, self.replica_num)
+
+    @property
+    def label(self) -> str:
+        """The member's one name, as the provider's task logs, errors and Test button write it:
+        ``m<16 hex> (shard S, replica R)``; ``name`` (``memberN``) is the double's local alias."""
+        return member_names.member_label(self.shard_num, self.replica_num)
 
     @property
     def address(self) -> str:
@@ -175,8 +200,9 @@ class EmbeddedCluster:
         )
 
     def connection_extra(self) -> dict[str, Any]:
-        """The ``dpone_clickhouse`` extra: members are reached through ``member_endpoints`` (ports differ)."""
-        return {"member_endpoints": {m.member_key: m.address for m in self.members}}
+        """The ``dpone_clickhouse`` extra: members are reached through ``member_endpoints`` (ports differ); every
+        other option of the connection type is written with its default (:data:`CONNECTION_OPTION_DEFAULTS`)."""
+        return {**CONNECTION_OPTION_DEFAULTS, "member_endpoints": {m.member_key: m.address for m in self.members}}
 
     def connection_json(self, database: str | None = None) -> dict[str, Any]:
         """The Airflow connection as JSON (e.g. for ``AIRFLOW_CONN_<ID>``)."""
@@ -207,7 +233,10 @@ class EmbeddedCluster:
             "internal_replication": self.internal_replication,
             "directory": str(self.directory),
             "coordinator": asdict(self.coordinator),
-            "members": [{**asdict(member), "position": member.position} for member in self.members],
+            "members": [
+                {**asdict(member), "position": member.position, "member_id": member.member_id, "label": member.label}
+                for member in self.members
+            ],
             "airflow_connection_uri": self.connection_uri(),
             "airflow_connection_json": self.connection_json(),
         }

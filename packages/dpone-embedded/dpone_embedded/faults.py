@@ -2,8 +2,8 @@
 
 Armed faults live in the cluster's shared state, so they take effect in whichever process they target, survive a
 restart of that process, and can be armed from any process (a test, the CLI). A *target* is a process name
-(``"coordinator"``, ``"member1"``...), an :class:`~dpone_embedded.cluster.Endpoint`, or a member's
-``replica_num``. ``match`` is a regular expression searched (case-insensitively) in the statement text -- for an
+(``"coordinator"``, ``"member1"``...), the provider's id of a member (``m<16 hex>``, as its task logs name it), an
+:class:`~dpone_embedded.cluster.Endpoint`, or a member's ``replica_num``. ``match`` is a regular expression searched (case-insensitively) in the statement text -- for an
 ``INSERT`` the statement without its data; empty matches every statement.
 """
 
@@ -14,7 +14,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from dpone_embedded import launcher
+from dpone_embedded import launcher, member_names
 from dpone_embedded.layout import COORDINATOR
 from dpone_embedded.store import Store
 
@@ -48,6 +48,13 @@ class Faults:
     def _known(self, target: Any, *, member_only: bool = False) -> str:
         name = target_name(target)
         names = launcher.read_state(self._directory)["processes"]
+        if member_names.MEMBER_ID_PATTERN.match(name):  # the provider's id of a member, as its logs name it
+            ids = {
+                member_names.member_id(s.shard_num, s.replica_num): n
+                for n, s in launcher.specs_of(self._directory).items()
+                if n != COORDINATOR
+            }
+            name = ids.get(name, name)
         if name not in names or (member_only and name == COORDINATOR):
             raise ValueError(f"unknown {'member' if member_only else 'process'}: {name}")
         return name

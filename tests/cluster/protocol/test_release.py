@@ -36,6 +36,7 @@ PENDING = "DPONE_CLICKHOUSE_CLUSTER_RELEASE_DDL_PENDING"
 NOT_RESTORED = "DPONE_CLICKHOUSE_CLUSTER_RELEASE_NOT_RESTORED"
 NOT_ACCEPTED = "DPONE_CLICKHOUSE_CLUSTER_RELEASE_NOT_ACCEPTED"
 DECIDED = "DPONE_CLICKHOUSE_CLUSTER_RELEASE_DECIDED_OTHERWISE"
+NOTHING_TO_RELEASE = "DPONE_CLICKHOUSE_CLUSTER_RELEASE_NOTHING_TO_RELEASE"
 STRAY = (99, "written-after-the-barrier")
 SUCCESSOR_ROWS = ((1, "third"), (2, "third"), (3, "third"))
 
@@ -259,6 +260,22 @@ def test_release_acts_only_on_the_operation_of_its_run() -> None:
     later = successor(sim)
     assert error_code(lambda: later.service().release("restored")) == FENCED
     assert sim.record().phase is Phase.PUBLICATION_DISPATCHING
+
+
+def test_release_of_a_run_whose_target_record_is_another_ended_operation_says_nothing_to_release() -> None:
+    """The target's record is another operation's, ABORTED: that holder is resolved, not fencing anyone, and the
+    run named holds no record, so the release says there is nothing to release (not the fence's wording)."""
+    sim = Sim.build()
+    sim.service().fence()
+    sim.service().abort()
+    later = successor(sim)
+    with pytest.raises(DponeError) as caught:
+        later.service().release("restored")
+    assert caught.value.code == NOTHING_TO_RELEASE
+    assert f"operation {sim.request.operation_id[:16]} in phase ABORTED" in caught.value.detail
+    assert error_code(lambda: sim.service().release("restored")) == NOT_STOPPED  # the aborted run's own release
+    assert sim.record().phase is Phase.ABORTED
+    assert sim.record().operation_id == sim.request.operation_id  # nothing changed
 
 
 # --- the release CAS in the fault matrix ---------------------------------------------------------------------------
