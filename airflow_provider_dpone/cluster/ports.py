@@ -21,6 +21,7 @@ within the budget (timeout, cancellation, a crashed worker, a partial, malformed
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Literal, Protocol
 
@@ -77,6 +78,21 @@ class DeclaredTable(BaseModel):
     engine: StrictStr = "MergeTree"
     order_by: tuple[StrictStr, ...] = ()
     partition_by: StrictStr | None = None
+
+
+@dataclass(frozen=True)
+class TableRead:
+    """What one observation of a member's table asks for: ``database.table``; its content digest only when
+    ``with_content``, computed with the function of ``digest_version`` (the one the record's artifact receipt names);
+    its parts digest when ``with_content`` or ``with_parts``. ``known_parts`` are facts recorded earlier with the same
+    digest version: an active part among them (same name and checksum) is not read again."""
+
+    database: str
+    table: str
+    with_content: bool
+    with_parts: bool = False
+    digest_version: ContentDigestVersion = CURRENT_CONTENT_DIGEST
+    known_parts: tuple[PartDigest, ...] = ()
 
 
 class TableObservation(BaseModel):
@@ -318,23 +334,12 @@ class ArtifactHandle(Protocol):
 class MemberSession(Protocol):
     """A direct connection to one member (no load balancer, no retries, no async insert)."""
 
-    def observe_table(
-        self,
-        database: str,
-        table: str,
-        *,
-        with_content: bool,
-        with_parts: bool = False,
-        digest_version: ContentDigestVersion = CURRENT_CONTENT_DIGEST,
-        known_parts: tuple[PartDigest, ...] = (),
-    ) -> TableObservation:
-        """What the member holds under ``database.table`` (content digest only when ``with_content``, computed with
-        the function of ``digest_version``: the one the record's artifact receipt names; parts digest when
-        ``with_content`` or ``with_parts``).
+    def observe_table(self, read: TableRead) -> TableObservation:
+        """What the member holds under ``read.database``.``read.table``, with what ``read`` asks for
+        (:class:`TableRead`).
 
-        ``known_parts`` are facts recorded earlier with the same digest version: an active part among them (same
-        name and checksum) is not read again; the digest is still exactly the one a read of every row would give, of
-        one moment's part set (parts replaced while it was read: read again, at worst the whole table)."""
+        The digest is exactly the one a read of every row would give, of one moment's part set, even when known parts
+        are not read again (parts replaced while it was read: read again, at worst the whole table)."""
         ...
 
     def table_uuids(self, database: str, tables: tuple[str, ...]) -> tuple[str | None, ...]:
