@@ -67,7 +67,10 @@ def progress_line(fact: ProgressFact) -> tuple[str, str] | None:
             return WARNING, f"member {member}: load unanswered or refused ({failure})"
         case CandidateRebuilt(member, rebuild, limit):
             reason = rebuild_reason(fact)
-            return WARNING, f"member {member}: rebuild {rebuild} of at most {limit}: {reason.headline()}"
+            return (
+                WARNING,
+                f"member {member}: rebuild {rebuild} of at most {limit}: {reason.headline()} [{reason.detail}]",
+            )
         case CheckpointReached(point):
             return (INFO, f"route checkpoint {point}") if point in CHECKPOINTS_LOGGED else None
         case JournalRecorded(kind):

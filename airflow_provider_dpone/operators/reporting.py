@@ -13,9 +13,9 @@ Outcomes: the registry decides (``ErrorCode.retryable``, printed in docs/errors.
 decision onto Airflow. A retryable code raises :class:`DponeRetryableError` (an ``AirflowException``: Airflow retries
 while the task has retries left, and every entry point resumes by observation). A terminal code raises
 :class:`DponeTerminalError` (an ``AirflowFailException``), so Airflow does not spend retries on what only a human can
-fix. The task log gets two lines per failure, so a log view that cuts long lines still shows the code and the
-advice: ``dpone <task_id>: CODE: cause [detail] (retryable)`` then ``dpone <task_id>: Next: action``
-(:meth:`DponeError.headline` and :meth:`DponeError.advice`); the exception message is the registry's one line.
+fix. A failure is a block of short lines, so a log view that cuts long lines hides none of it:
+``dpone <task_id>: CODE: summary (retryable)``, then the detail ``  [detail]`` and the cause, indented, then
+``dpone <task_id>: Next: action`` (:meth:`DponeError.lines`); the exception message is the same block, code first.
 """
 
 from __future__ import annotations
@@ -74,21 +74,21 @@ class DponeTerminalError(AirflowFailException):
 
 
 def airflow_failure(error: DponeError) -> DponeRetryableError | DponeTerminalError:
-    """The Airflow exception for ``error``, as its registered code says (the one classification of every operator)."""
-    line = error.render()
-    return DponeRetryableError(line) if error.retryable else DponeTerminalError(line)
+    """The Airflow exception for ``error``, as its registered code says (the one classification of every operator);
+    its message is the error's block (:meth:`DponeError.lines`), the code first."""
+    message = "\n".join(error.lines())
+    return DponeRetryableError(message) if error.retryable else DponeTerminalError(message)
 
 
 def raise_for(error: DponeError, log: TaskLog) -> NoReturn:
-    """Log the code, cause and outcome on one line and the advice on the next, and raise the matching Airflow
-    exception (no chained traceback)."""
+    """Log the failure's block, one log line per line (the code, the short cause and the outcome first; the detail,
+    the cause and the advice below), and raise the matching Airflow exception (no chained traceback)."""
     failure = airflow_failure(error)
-    if isinstance(failure, DponeRetryableError):
-        log.warning("%s (retryable)", error.headline())
-        log.warning("%s", error.advice())
-    else:
-        log.error("%s (terminal: no retry)", error.headline())
-        log.error("%s", error.advice())
+    first, *rest = error.lines()
+    write = log.warning if isinstance(failure, DponeRetryableError) else log.error
+    write("%s (%s)", first, "retryable" if error.retryable else "terminal: no retry")
+    for line in rest:
+        write("%s", line)
     raise failure from None
 
 
