@@ -7,8 +7,8 @@ The task runs the native transfer route once per try:
   resume is source-free (it completes from the durable stage); a failure before EOF was settled by the failing try,
   and the next try re-extracts as a new invocation (``native_transfer.reextract_required``);
 * a failure's code decides the outcome, as for every operator (:mod:`~airflow_provider_dpone.operators.reporting`):
-  retryable codes let Airflow retry, terminal codes fail without retry, each as one line with the code, the cause
-  and the next action;
+  retryable codes let Airflow retry, terminal codes fail without retry, each as the coded block of short lines (the
+  code and a few words of the cause first, the detail, the cause and the next action below);
 * XCom gets redacted evidence only: ids, counts, digests, phase names. Never hosts, credentials, SQL, values or rows;
 * the log shows the phases and each chunk's progress (rows, bytes);
 * the source table is the task's Airflow Asset inlet (:func:`source_asset`), so the Asset graph shows what it reads.

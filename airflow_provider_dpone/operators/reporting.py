@@ -95,7 +95,7 @@ def raise_for(error: DponeError, log: TaskLog) -> NoReturn:
 def on_coordinator(conn_id: str, task_id: str, step: Callable[[Any], T]) -> T:
     """Run ``step`` (an example DAG's demo setup) with a one-shot client of the connection's coordinator.
 
-    Any failure is the provider's one coded line, logged and raised as :func:`raise_for` does (refused credentials
+    Any failure is the provider's coded block, logged and raised as :func:`raise_for` does (refused credentials
     are terminal: no retry), never a driver traceback: an invalid or undefined connection, refused credentials, a
     coordinator that does not answer, or a refused statement (``DPONE_EXAMPLE_SETUP_REFUSED``).
     """
