@@ -235,9 +235,10 @@ class Counting:
 
         def wrapped(*args: Any, **kwargs: Any) -> Any:
             key = f"{self._prefix}.{name}"
-            if name == "observe_table" and kwargs.get("with_content"):
-                key += "+digest-changed-parts" if kwargs.get("known_parts") else "+digest"  # whole or partial read
-                key += ":candidate" if "__dpone_" in str(args[1]) else ":target"
+            read = args[0] if name == "observe_table" else None
+            if read is not None and read.with_content:
+                key += "+digest-changed-parts" if read.known_parts else "+digest"  # whole or partial read
+                key += ":candidate" if "__dpone_" in read.table else ":target"
             started = time.perf_counter()
             try:
                 result = value(*args, **kwargs)
@@ -246,7 +247,7 @@ class Counting:
                 self._seconds[key] += time.perf_counter() - started
             if "+digest" in key:  # how many parts and rows the digest read (the others' recorded sums were reused)
                 self._calls[f"parts-read:{key}"] += result.parts_read or 0
-                known = {fact.part for fact in kwargs.get("known_parts", ())}
+                known = {fact.part for fact in read.known_parts} if read is not None else set()
                 fresh = [fact.rows for fact in result.part_digests or () if fact.part not in known]
                 self._calls[f"rows-read:{key}"] += sum(fresh) if result.part_digests else result.row_count or 0
             if name == "session":

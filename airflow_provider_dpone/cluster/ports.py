@@ -80,6 +80,21 @@ class DeclaredTable(BaseModel):
     partition_by: StrictStr | None = None
 
 
+@dataclass(frozen=True)
+class TableRead:
+    """What one observation of a member's table asks for: ``database.table``; its content digest only when
+    ``with_content``, computed with the function of ``digest_version`` (the one the record's artifact receipt names);
+    its parts digest when ``with_content`` or ``with_parts``. ``known_parts`` are facts recorded earlier with the same
+    digest version: an active part among them (same name and checksum) is not read again."""
+
+    database: str
+    table: str
+    with_content: bool
+    with_parts: bool = False
+    digest_version: ContentDigestVersion = CURRENT_CONTENT_DIGEST
+    known_parts: tuple[PartDigest, ...] = ()
+
+
 class TableObservation(BaseModel):
     """What one member holds under one name: physical UUID, engine, ordered schema, and (if asked) content.
 
@@ -346,24 +361,13 @@ class ArtifactHandle(Protocol):
 class MemberSession(Protocol):
     """A direct connection to one member (no load balancer, no retries, no async insert)."""
 
-    def observe_table(
-        self,
-        database: str,
-        table: str,
-        *,
-        with_content: bool,
-        with_parts: bool = False,
-        digest_version: ContentDigestVersion = CURRENT_CONTENT_DIGEST,
-        known_parts: tuple[PartDigest, ...] = (),
-    ) -> TableObservation:
-        """What the member holds under ``database.table`` (content digest only when ``with_content``, computed with
-        the function of ``digest_version``: the one the record's artifact receipt names; parts digest when
-        ``with_content`` or ``with_parts``). With the parts of a MergeTree table and no content, the row count is
+    def observe_table(self, read: TableRead) -> TableObservation:
+        """What the member holds under ``read.database``.``read.table``, with what ``read`` asks for
+        (:class:`TableRead`). With the parts of a MergeTree table and no content, the row count is
         the rows its active parts hold as listed with them (a lightweight delete's masked rows included).
 
-        ``known_parts`` are facts recorded earlier with the same digest version: an active part among them (same
-        name and checksum) is not read again; the digest is still exactly the one a read of every row would give, of
-        one moment's part set (parts replaced while it was read: read again, at worst the whole table)."""
+        The digest is exactly the one a read of every row would give, of one moment's part set, even when known parts
+        are not read again (parts replaced while it was read: read again, at worst the whole table)."""
         ...
 
     def table_uuids(self, database: str, tables: tuple[str, ...]) -> tuple[str | None, ...]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 
 from airflow.sdk import BaseHook
 
@@ -30,11 +30,11 @@ from airflow_provider_dpone.core.connection_options import bare_host
 from airflow_provider_dpone.core.errors import DponeError
 from airflow_provider_dpone.core.manifest import normalized_plan_digest
 from airflow_provider_dpone.core.manifest.transfer import MssqlSink, NativeTransferManifest, PostgresSink
+from airflow_provider_dpone.core.progress import ProgressSink
 from airflow_provider_dpone.hooks.alerts import count_alert
 from airflow_provider_dpone.hooks.clickhouse import CONNECTION_TYPES, DponeClickHouseHook
 from airflow_provider_dpone.transfer.ports import JournalStore, SnapshotSourceConnector, TransferTarget
 from airflow_provider_dpone.transfer.route.admission import SourceRequest
-from airflow_provider_dpone.transfer.route.extraction import Checkpoint
 from airflow_provider_dpone.transfer.route.route import NativeTransferRoute
 from airflow_provider_dpone.transfer.route.target_custody import TargetCustody, transfer_target_key
 from airflow_provider_dpone.transfer.source.session import (
@@ -44,6 +44,7 @@ from airflow_provider_dpone.transfer.source.session import (
 )
 from airflow_provider_dpone.transfer.storage import ObjectJournalStore, ObjectStageStore
 from airflow_provider_dpone.transfer.values.chunk import RelationRef, transfer_operation_id
+from airflow_provider_dpone.transfer.values.progress import OnCheckpoint
 from airflow_provider_dpone.transfer.values.row_digest import RowDigest
 from airflow_provider_dpone.transfer.values.target import TargetTable
 from airflow_provider_dpone.transfer.values.utc_window import UtcWindow
@@ -51,12 +52,6 @@ from airflow_provider_dpone.transfer.values.utc_window import UtcWindow
 _POSTGRES_EXTRAS: Final = frozenset(
     {"sslmode", "sslrootcert", "sslcert", "sslkey", "sslcrl", "target_session_attrs", "connect_timeout"}
 )
-
-P = TypeVar("P")
-
-
-def _as_is(port: P) -> P:
-    return port
 
 
 class OperationIdentity:
@@ -85,21 +80,20 @@ class DponeNativeTransferHook(BaseHook):
         base: str,
         *,
         lease: dt.timedelta,
-        checkpoint: Checkpoint,
+        checkpoint: OnCheckpoint | None = None,
         connector: SnapshotSourceConnector | None = None,
         target: Callable[[], TransferTarget] | None = None,
-        journal_wrapper: Callable[[JournalStore], JournalStore] = _as_is,
-        target_wrapper: Callable[[TransferTarget], TransferTarget] = _as_is,
+        progress: ProgressSink | None = None,
     ) -> tuple[NativeTransferRoute, JournalStore]:
         """The route of one task try of ``identity``'s operation under the stage/journal ``base``, and its journal.
 
         The operation's journal and stage live under ``base``; the target table's custody under ``base/targets``, so
         two operations never work on one target table at once. ``connector`` and ``target`` replace the manifest's
         connections (default: :meth:`source_connector`, :meth:`target`; the target is built when the route needs
-        it). The wrappers see every journal record and target call (the operator's progress log).
+        it). ``progress`` receives the route's progress facts (the operator's task log).
         """
         clock = SystemClock()
-        journal = journal_wrapper(ObjectJournalStore(base, identity.operation_id))
+        journal = ObjectJournalStore(base, identity.operation_id)
         custody = TargetCustody(
             ObjectJournalStore(f"{base}/targets", identity.target_key),
             identity.operation_id,
@@ -115,12 +109,13 @@ class DponeNativeTransferHook(BaseHook):
             connector=self.source_connector() if connector is None else connector,
             journal_store=journal,
             stage=ObjectStageStore(base, identity.operation_id),
-            target_factory=lambda: target_wrapper(build_target()),
+            target_factory=build_target,
             clock=clock,
             lease_duration=lease,
-            checkpoint=checkpoint,
             target_custody=custody,
             alerts=count_alert,
+            progress=progress,
+            checkpoint=checkpoint,
         )
         return route, journal
 

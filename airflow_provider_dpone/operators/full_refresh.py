@@ -14,6 +14,7 @@ of the whole run is a same-operation retry that resumes wherever the authority s
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,7 +48,6 @@ from airflow_provider_dpone.hooks.publication import (
 )
 from airflow_provider_dpone.operators.lineage import Moved
 from airflow_provider_dpone.operators.reporting import (
-    StageProgress,
     TaskLog,
     XCom,
     fence_xcom,
@@ -298,11 +298,10 @@ class DponeStageOperator(DponePublicationOperator):
         return None if self._lineage is None else publication_lineage(*self._lineage, published=False)
 
     def _stage(self, session: TaskSession) -> XCom:
-        inventory = None if session.begun is None else session.begun.inventory
-        progress = StageProgress(session.environment.ports, self.task_log, inventory)
-        service = publication_service(
-            progress.ports, session.request, session.environment.settings, begun=session.begun
-        )
+        from airflow_provider_dpone.operators.progress import task_progress
+
+        ports = dataclasses.replace(session.environment.ports, progress=task_progress(self.task_log))
+        service = publication_service(ports, session.request, session.environment.settings, begun=session.begun)
         assert session.columns is not None  # resolved for every stage task
         result = service.stage(session.environment.source(session.request, session.columns))
         log_transition(self.task_log, result.phase_before, result.phase, result.operation_id)

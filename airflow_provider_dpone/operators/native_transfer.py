@@ -7,8 +7,8 @@ The task runs the native transfer route once per try:
   resume is source-free (it completes from the durable stage); a failure before EOF was settled by the failing try,
   and the next try re-extracts as a new invocation (``native_transfer.reextract_required``);
 * a failure's code decides the outcome, as for every operator (:mod:`~airflow_provider_dpone.operators.reporting`):
-  retryable codes let Airflow retry, terminal codes fail without retry, each as one line with the code, the cause
-  and the next action;
+  retryable codes let Airflow retry, terminal codes fail without retry, each as the coded block of short lines (the
+  code and a few words of the cause first, the detail, the cause and the next action below);
 * XCom gets redacted evidence only: ids, counts, digests, phase names. Never hosts, credentials, SQL, values or rows;
 * the log shows the phases and each chunk's progress (rows, bytes);
 * the source table is the task's Airflow Asset inlet (:func:`source_asset`), so the Asset graph shows what it reads.
@@ -38,7 +38,6 @@ if TYPE_CHECKING:  # the route's modules are imported when a task runs, never wh
 
 ConnectorFactory = Callable[["NativeTransferManifest"], "SnapshotSourceConnector"]
 ManifestTargetFactory = Callable[["NativeTransferManifest"], "TransferTarget"]
-_PHASES_LOGGED = frozenset({"admitted", "eof", "stage_complete", "prepared", "loaded", "publish_intent", "succeeded"})
 
 
 DEFAULT_LEASE_MINUTES: Final = 5.0
@@ -133,23 +132,17 @@ class DponeNativeTransferOperator(BaseOperator):
     ) -> tuple[NativeTransferRoute, JournalStore]:
         """The hook's route of this try, with the operator's factories (if given) and its progress log."""
         from airflow_provider_dpone.hooks.native_transfer import DponeNativeTransferHook
-        from airflow_provider_dpone.operators.native_transfer_support import ProgressJournal, ProgressTarget
+        from airflow_provider_dpone.operators.progress import task_progress
 
         connector_factory, target_factory = self.connector_factory, self.target_factory
         return DponeNativeTransferHook(manifest).route(
             identity,
             base,
             lease=dt.timedelta(minutes=self.lease_minutes),
-            checkpoint=self._checkpoint,
             connector=None if connector_factory is None else connector_factory(manifest),
             target=None if target_factory is None else lambda: target_factory(manifest),
-            journal_wrapper=lambda store: ProgressJournal(store, self.task_log),
-            target_wrapper=lambda target: ProgressTarget(target, self.task_log),
+            progress=task_progress(self.task_log),
         )
-
-    def _checkpoint(self, point: str) -> None:
-        if point in _PHASES_LOGGED:
-            self.task_log.info("route checkpoint %s", point)
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """OpenLineage: the ClickHouse source table and the SQL Server or PostgreSQL target, with the rows moved."""

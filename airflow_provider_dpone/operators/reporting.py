@@ -5,48 +5,31 @@ only: operation id, target-key digest, phases before and after, generation id, c
 host, a credential, SQL, a path, a physical UUID or a row value. A line that names a member names it one way,
 ``member m<16 hex> (shard S, replica R)`` (:func:`~airflow_provider_dpone.cluster.values.inventory.member_label`), the position
 read from the inventory the operation bound, as the Test button and the admission lines do. The facts come from what the protocol
-returned (its results carry the phases and each member's progress), so no task reads a port to report them, and no
-later task trusts any of them: every task re-reads the authority.
-
-:class:`StageProgress` follows the stage task's work on the ports it hands the protocol: each member's load as it
-starts and ends, and every candidate rebuild with its code, without a single extra read.
+returned (its results carry the phases and each member's progress) and from the progress facts it reports while it
+works (:mod:`~airflow_provider_dpone.operators.progress` words those), so no task reads or wraps a port to report
+them, and no later task trusts any of them: every task re-reads the authority.
 
 Outcomes: the registry decides (``ErrorCode.retryable``, printed in docs/errors.md); :func:`raise_for` only maps that
 decision onto Airflow. A retryable code raises :class:`DponeRetryableError` (an ``AirflowException``: Airflow retries
 while the task has retries left, and every entry point resumes by observation). A terminal code raises
 :class:`DponeTerminalError` (an ``AirflowFailException``), so Airflow does not spend retries on what only a human can
-fix. The task log gets two lines per failure, so a log view that cuts long lines still shows the code and the
-advice: ``dpone <task_id>: CODE: cause [detail] (retryable)`` then ``dpone <task_id>: Next: action``
-(:meth:`DponeError.headline` and :meth:`DponeError.advice`); the exception message is the registry's one line.
+fix. A failure is a block of short lines, so a log view that cuts long lines hides none of it:
+``dpone <task_id>: CODE: summary (retryable)``, then the detail ``  [detail]`` and the cause, indented, then
+``dpone <task_id>: Next: action`` (:meth:`DponeError.lines`); the exception message is the same block, code first.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
 
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowNotFoundException
 
-from airflow_provider_dpone.cluster.values.inventory import member_label
-from airflow_provider_dpone.cluster.values.receipts import CURRENT_CONTENT_DIGEST, ContentDigestVersion
 from airflow_provider_dpone.core.errors import DponeError
 
 if TYPE_CHECKING:  # the native transfer's DAG file imports this module: the publication's models load when used
-    from airflow_provider_dpone.cluster.ports import (
-        ArtifactHandle,
-        AuthorityStore,
-        MemberSession,
-        MemberSessions,
-        TableObservation,
-    )
-    from airflow_provider_dpone.cluster.protocol.context import PublicationPorts
     from airflow_provider_dpone.cluster.protocol.results import FenceResult, InProgress, StageResult
-    from airflow_provider_dpone.cluster.values.authority.external import ExternalAuthorityRecord
-    from airflow_provider_dpone.cluster.values.authority.row import AuthorityRow, VersionedAuthorityRow
-    from airflow_provider_dpone.cluster.values.inventory import AdmittedInventory, AdmittedMember
-    from airflow_provider_dpone.cluster.values.part_digests import PartDigest
     from airflow_provider_dpone.cluster.values.publication_receipts import PublicationReceipt, QualityReceipt
 
 XCom = dict[str, Any]
@@ -91,28 +74,28 @@ class DponeTerminalError(AirflowFailException):
 
 
 def airflow_failure(error: DponeError) -> DponeRetryableError | DponeTerminalError:
-    """The Airflow exception for ``error``, as its registered code says (the one classification of every operator)."""
-    line = error.render()
-    return DponeRetryableError(line) if error.retryable else DponeTerminalError(line)
+    """The Airflow exception for ``error``, as its registered code says (the one classification of every operator);
+    its message is the error's block (:meth:`DponeError.lines`), the code first."""
+    message = "\n".join(error.lines())
+    return DponeRetryableError(message) if error.retryable else DponeTerminalError(message)
 
 
 def raise_for(error: DponeError, log: TaskLog) -> NoReturn:
-    """Log the code, cause and outcome on one line and the advice on the next, and raise the matching Airflow
-    exception (no chained traceback)."""
+    """Log the failure's block, one log line per line (the code, the short cause and the outcome first; the detail,
+    the cause and the advice below), and raise the matching Airflow exception (no chained traceback)."""
     failure = airflow_failure(error)
-    if isinstance(failure, DponeRetryableError):
-        log.warning("%s (retryable)", error.headline())
-        log.warning("%s", error.advice())
-    else:
-        log.error("%s (terminal: no retry)", error.headline())
-        log.error("%s", error.advice())
+    first, *rest = error.lines()
+    write = log.warning if isinstance(failure, DponeRetryableError) else log.error
+    write("%s (%s)", first, "retryable" if error.retryable else "terminal: no retry")
+    for line in rest:
+        write("%s", line)
     raise failure from None
 
 
 def on_coordinator(conn_id: str, task_id: str, step: Callable[[Any], T]) -> T:
     """Run ``step`` (an example DAG's demo setup) with a one-shot client of the connection's coordinator.
 
-    Any failure is the provider's one coded line, logged and raised as :func:`raise_for` does (refused credentials
+    Any failure is the provider's coded block, logged and raised as :func:`raise_for` does (refused credentials
     are terminal: no retry), never a driver traceback: an invalid or undefined connection, refused credentials, a
     coordinator that does not answer, or a refused statement (``DPONE_EXAMPLE_SETUP_REFUSED``).
     """
@@ -280,143 +263,3 @@ def in_progress_line(progress: InProgress) -> str:
     pending = ", ".join(f"member {label}" for label in progress.pending_labels) or "none reported"
     entry = progress.entry or "not yet observed"
     return f"{progress.stage} epoch {progress.epoch} in progress (queue entry {entry}); pending members: {pending}"
-
-
-# --- the stage task's progress ------------------------------------------------------------------------------------
-
-
-class StageProgress:
-    """Logging views of one stage try's ports (``ports``), sharing what they observed."""
-
-    def __init__(self, ports: PublicationPorts, log: Log, inventory: AdmittedInventory | None) -> None:
-        self.log = log
-        self.inventory = inventory
-        self.observed: dict[str, TableObservation] = {}
-        self.rebuilds: dict[str, int] = {}
-        self.ports = dataclasses.replace(
-            ports, authority=_Authority(ports.authority, self), sessions=_Sessions(ports.sessions, self)
-        )
-
-    def seen(self, record: ExternalAuthorityRecord, *, committed: bool) -> None:
-        """Track rebuild counts; log each increase a committed write made."""
-        from airflow_provider_dpone.cluster.values.authority.external import MAX_REBUILDS_PER_MEMBER
-
-        artifact_rows = record.artifact.row_count if record.artifact is not None else None
-        positions = {} if self.inventory is None else self.inventory.positions(record.inventory_digest)
-        for member in record.members:
-            before = self.rebuilds.get(member.member_id, member.rebuilds)
-            self.rebuilds[member.member_id] = member.rebuilds
-            if committed and member.rebuilds > before:
-                reason = DponeError(
-                    "DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_REBUILT", self._observation(member.member_id, artifact_rows)
-                )
-                self.log.warning(
-                    "member %s: rebuild %d of at most %d: %s",
-                    member_label(member.member_id, *positions.get(member.member_id, (None, None))),
-                    member.rebuilds,
-                    MAX_REBUILDS_PER_MEMBER,
-                    reason.headline(),
-                )
-
-    def _observation(self, member_id: str, artifact_rows: int | None) -> str:
-        observed = self.observed.get(member_id)
-        if observed is None or not observed.exists:
-            return "candidate absent"
-        expected = "?" if artifact_rows is None else str(artifact_rows)
-        return f"candidate held {observed.row_count} of {expected} rows"
-
-
-class _Authority:
-    def __init__(self, inner: AuthorityStore, progress: StageProgress) -> None:
-        self._inner = inner
-        self._progress = progress
-
-    def _note(self, row: AuthorityRow, *, committed: bool) -> None:
-        from airflow_provider_dpone.cluster.values.authority.codec import decode
-        from airflow_provider_dpone.cluster.values.authority.external import ExternalAuthorityRecord
-
-        try:
-            record = decode(row)
-        except DponeError:
-            return  # the protocol reports a malformed row itself
-        if isinstance(record, ExternalAuthorityRecord):
-            self._progress.seen(record, committed=committed)
-
-    def read(self, target_key: str) -> VersionedAuthorityRow | None:
-        current = self._inner.read(target_key)
-        if current is not None:
-            self._note(current.row, committed=False)
-        return current
-
-    def create(self, row: AuthorityRow) -> None:
-        self._inner.create(row)
-        self._note(row, committed=True)
-
-    def compare_and_set(self, row: AuthorityRow, expected_version: int) -> None:
-        self._inner.compare_and_set(row, expected_version)
-        self._note(row, committed=True)
-
-
-class _Sessions:
-    def __init__(self, inner: MemberSessions, progress: StageProgress) -> None:
-        self._inner = inner
-        self._progress = progress
-
-    def session(self, member: AdmittedMember) -> MemberSession:
-        return _Session(self._inner.session(member), member, self._progress)
-
-
-class _Session:
-    """A member session that logs its load and remembers the last observation; everything else passes through."""
-
-    def __init__(self, inner: MemberSession, member: AdmittedMember, progress: StageProgress) -> None:
-        self._inner = inner
-        self._member_id = member.member_id
-        self._label = (
-            member.label
-        )  # a member of the live inventory, which the stage entry point proved is the bound one
-        self._progress = progress
-
-    def observe_table(
-        self,
-        database: str,
-        table: str,
-        *,
-        with_content: bool,
-        with_parts: bool = False,
-        digest_version: ContentDigestVersion = CURRENT_CONTENT_DIGEST,
-        known_parts: tuple[PartDigest, ...] = (),
-    ) -> TableObservation:
-        observation = self._inner.observe_table(
-            database,
-            table,
-            with_content=with_content,
-            with_parts=with_parts,
-            digest_version=digest_version,
-            known_parts=known_parts,
-        )
-        self._progress.observed[self._member_id] = observation
-        return observation
-
-    def load(
-        self, database: str, table: str, uuid: str, artifact: ArtifactHandle, *, query_id: str, dedup_token: str
-    ) -> None:
-        receipt = artifact.receipt
-        log = self._progress.log
-        log.info(
-            "member %s: loading artifact %s (%d rows, %d bytes)",
-            self._label,
-            receipt.sha256[:16],
-            receipt.row_count,
-            receipt.byte_size,
-        )
-        started = time.monotonic()
-        try:
-            self._inner.load(database, table, uuid, artifact, query_id=query_id, dedup_token=dedup_token)
-        except Exception as error:
-            log.warning("member %s: load unanswered or refused (%s)", self._label, type(error).__name__)
-            raise
-        log.info("member %s: load answered in %.1f s", self._label, time.monotonic() - started)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)

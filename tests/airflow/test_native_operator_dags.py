@@ -121,7 +121,7 @@ def test_postgres_example_dag_runs_and_an_airflow_retry_is_source_free(
 
 
 def test_a_transfer_alert_reaches_airflow_metrics_once_and_a_clean_run_raises_none(
-    admin, native_dags_folder, public_table, alert_metrics
+    admin, native_dags_folder, public_table, alert_metrics, capfd
 ):
     counted = alert_metrics
     module = load_dag_module(native_dags_folder, "clickhouse_to_postgres_raw_snapshot.py")
@@ -129,8 +129,23 @@ def test_a_transfer_alert_reaches_airflow_metrics_once_and_a_clean_run_raises_no
     assert isinstance(task, DponeNativeTransferOperator)
     task.connector_factory = SourceSeam()
     task.target_factory = None
+    capfd.readouterr()
     assert run_dag(module, 3)[:2] == ("success", 1)
     assert counted == [], "a clean run raises no alert"
+    log = capfd.readouterr().out
+    for line in (  # the route's progress facts, one line each, in the order the route passed them
+        "dpone transfer: phase plan",
+        "dpone transfer: route checkpoint admitted",
+        "dpone transfer: chunk 0 sealed: ",
+        "dpone transfer: route checkpoint eof",
+        "dpone transfer: phase stage_complete",
+        "dpone transfer: chunk 0 loaded into target staging: ",
+        "dpone transfer: chunk 0 verified by the target: ",
+        "dpone transfer: phase publish_intent",
+        "dpone transfer: phase succeeded",
+    ):
+        assert line in log, line
+        log = log[log.index(line) :]
 
     manifest = load_manifest(task.manifest)
     assert isinstance(manifest, NativeTransferManifest)

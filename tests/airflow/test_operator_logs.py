@@ -136,7 +136,7 @@ def test_refused_credentials_fail_without_retry_and_an_unreachable_coordinator_i
     wrong = {**embedded_cluster.connection_json(), "password": "not-the-password"}
     monkeypatch.setenv("AIRFLOW_CONN_DPONE_CLICKHOUSE_DEFAULT", json.dumps(wrong))
     capfd.readouterr()
-    with pytest.raises(DponeTerminalError, match=r"^DPONE_CLICKHOUSE_AUTHENTICATION_FAILED: .*Code 516"):
+    with pytest.raises(DponeTerminalError, match=r"(?s)^DPONE_CLICKHOUSE_AUTHENTICATION_FAILED: .*Code 516"):
         fence.execute(context())
     log = capfd.readouterr().out
     assert len(lines_with("dpone fence: DPONE_CLICKHOUSE_AUTHENTICATION_FAILED", log)) == 1
@@ -169,10 +169,14 @@ def test_a_cluster_name_the_coordinator_does_not_define_fails_at_once_and_is_nam
 ) -> None:
     manifest["physical_design"]["storage"]["clickhouse"]["cluster"]["name"] = "dpone_clustr"
     capfd.readouterr()
-    with pytest.raises(DponeTerminalError, match=r"^DPONE_CLICKHOUSE_CLUSTER_NOT_DEFINED: .*\[cluster dpone_clustr\]"):
+    with pytest.raises(
+        DponeTerminalError, match=r"(?s)^DPONE_CLICKHOUSE_CLUSTER_NOT_DEFINED: .*\n  \[cluster dpone_clustr\]\n"
+    ):
         DponeFenceOperator(task_id="fence", manifest=manifest).execute(context())
     log = capfd.readouterr().out
-    assert len(lines_with("[cluster dpone_clustr] (terminal: no retry)", log)) == 1
+    (headline,) = lines_with("dpone fence: DPONE_CLICKHOUSE_CLUSTER_NOT_DEFINED: ", log)
+    assert "(terminal: no retry)" in headline and "dpone_clustr" not in headline, "the detail has its own line"
+    assert len(lines_with("dpone fence:   [cluster dpone_clustr]", log)) == 1
 
 
 def test_a_member_that_is_down_is_named_with_its_cluster(
@@ -186,6 +190,10 @@ def test_a_member_that_is_down_is_named_with_its_cluster(
         with pytest.raises(DponeRetryableError, match=r"^DPONE_CLICKHOUSE_CLUSTER_INVENTORY_INCOMPLETE: "):
             DponeFenceOperator(task_id="fence", manifest=manifest).execute(context())
         log = capfd.readouterr().out
-        assert f"[cluster {embedded_cluster.cluster_name}: {label} did not answer] (retryable)" in log
+        assert f"[cluster {embedded_cluster.cluster_name}: {label} did not answer]" in log
+        assert (
+            len(lines_with("DPONE_CLICKHOUSE_CLUSTER_INVENTORY_INCOMPLETE: a member did not answer (retryable)", log))
+            == 1
+        )
     finally:
         embedded_cluster.faults.reset()

@@ -165,20 +165,21 @@ def test_publish_declares_the_target_asset_without_any_host() -> None:
 
 @pytest.mark.parametrize("code", sorted(REGISTRY))
 def test_every_code_is_either_retryable_or_terminal_with_the_advice_on_its_own_line(code: str) -> None:
-    """The code, cause and outcome on one line, the next action on the next: a log view that cuts long lines at its
-    edge still shows the code and the advice."""
+    """The code, short cause and outcome on the first line; the detail, the cause and the next action below it, each
+    on lines of their own: a log view that cuts long lines at its edge still shows the code, detail and advice."""
     log = _Log()
     error = DponeError(code, "member 1:2 (m0123456789abcdef)")
     with pytest.raises(AirflowException) as caught:
         raise_for(error, log)
     outcome = "retryable" if error.retryable else "terminal: no retry"
     entry = REGISTRY[code]
-    assert log.lines == [
-        f"{code}: {entry.cause} [member 1:2 (m0123456789abcdef)] ({outcome})",
-        f"Next: {entry.action}",
-    ]
-    assert error.render() == f"{log.lines[0].removesuffix(f' ({outcome})')}. {log.lines[1]}"
-    assert str(caught.value) == error.render()
+    assert log.lines[0] == f"{code}: {entry.summary} ({outcome})"
+    assert log.lines[1] == "  [member 1:2 (m0123456789abcdef)]"
+    advice = log.lines.index(next(line for line in log.lines if line.startswith("Next: ")))
+    assert " ".join(line.strip() for line in log.lines[2:advice]) == entry.cause
+    assert " ".join(line.strip() for line in log.lines[advice:]) == f"Next: {entry.action}"
+    assert all(len(line) <= 100 or " " not in line.strip() for line in log.lines)
+    assert str(caught.value) == "\n".join(error.lines()) and str(caught.value).startswith(f"{code}: ")
     if REGISTRY[code].retryable:
         assert isinstance(caught.value, DponeRetryableError)
         assert not isinstance(caught.value, AirflowFailException)
@@ -373,7 +374,7 @@ def test_a_templated_manifest_is_refused_with_durable_quality_replay(operator: t
     templated = {**content, "sink": {**content["sink"], "table": "{{ params.table }}"}}
     task = operator(task_id="t", manifest=templated, ports_factory=_no_environment)
     task.render_template_fields({"params": {"table": content["sink"]["table"]}})
-    with pytest.raises(AirflowFailException, match=r"DPONE_REPLAY_QUALITY_EVIDENCE_UNSUPPORTED.*templated"):
+    with pytest.raises(AirflowFailException, match=r"(?s)DPONE_REPLAY_QUALITY_EVIDENCE_UNSUPPORTED.*templated"):
         task.execute(_task_context())
 
     plain = operator(task_id="t", manifest=content, ports_factory=_no_environment)

@@ -25,6 +25,7 @@ from airflow_provider_dpone.cluster.ports import (
     DispatchSettings,
     MemberSession,
     ReadIncompleteError,
+    TableRead,
     TableSpec,
 )
 from airflow_provider_dpone.cluster.values.quality_read import ColumnCounts, Observation, ReplicaRead, TargetReadPlan
@@ -137,7 +138,9 @@ def test_counts_of_nulls_and_duplicates_on_one_replica_between_guard_facts_of_ev
 ) -> None:
     generation = replicated_with(backend, ROWS)
     verified = {
-        mid: session(backend, mid).observe_table(backend.database, "accepted", with_content=False, with_parts=True)
+        mid: session(backend, mid).observe_table(
+            TableRead(backend.database, "accepted", with_content=False, with_parts=True)
+        )
         for mid in backend.inventory.member_ids
     }
     guard = tuple(ReplicaRead(member_id=mid, verified_parts=obs.parts_digest) for mid, obs in verified.items())
@@ -151,7 +154,7 @@ def test_counts_of_nulls_and_duplicates_on_one_replica_between_guard_facts_of_ev
         ColumnCounts(name="s", null_count=2, distinct_count=2),
     )
     digest = session(backend, backend.inventory.member_ids[0]).observe_table(
-        backend.database, "accepted", with_content=True
+        TableRead(backend.database, "accepted", with_content=True)
     )
     assert counts.content_digest == digest.content_digest
     for facts in (observation.before, observation.after):
@@ -168,7 +171,9 @@ def test_the_scan_and_a_changed_replica_are_digested_with_the_plans_digest_versi
     first = backend.inventory.member_ids[0]
     request = plan(backend, generation, guard=(ReplicaRead(member_id=first, verified_parts="0" * 64),))
     observation = observe(backend, request)
-    expected = session(backend, first).observe_table(backend.database, "accepted", with_content=True).content_digest
+    expected = (
+        session(backend, first).observe_table(TableRead(backend.database, "accepted", with_content=True)).content_digest
+    )
     assert observation.counts is not None and observation.counts.content_digest == expected
     assert [fact.content_digest for fact in observation.before] == [expected]
 
@@ -178,7 +183,9 @@ def test_a_replica_whose_parts_differ_from_the_verified_ones_is_digested(backend
     first, second = backend.inventory.member_ids
     guard = (ReplicaRead(member_id=first, verified_parts="0" * 64), ReplicaRead(member_id=second))
     observation = observe(backend, plan(backend, generation, guard=guard, scan=False))
-    digest = session(backend, first).observe_table(backend.database, "accepted", with_content=True).content_digest
+    digest = (
+        session(backend, first).observe_table(TableRead(backend.database, "accepted", with_content=True)).content_digest
+    )
     assert [fact.content_digest for fact in observation.before] == [digest, digest]
     assert observation.counts is None and observation.after == ()
 

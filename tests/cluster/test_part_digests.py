@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from airflow_provider_dpone.cluster.ports import TableObservation
+from airflow_provider_dpone.cluster.ports import TableObservation, TableRead
 from airflow_provider_dpone.cluster.values.part_digests import MAX_PART_DIGESTS, PartDigest
 from tests.cluster.test_publication_ports import COLUMNS, ROWS, candidate, members, session
 from tests.cluster.test_publication_ports import backend as backend  # the same fake and embedded backends
@@ -41,7 +41,7 @@ class Table:
 
     def observe(self, known: tuple[PartDigest, ...] = ()) -> TableObservation:
         member = session(self.backend, self.member_id)
-        return member.observe_table(self.backend.database, "cand", with_content=True, known_parts=known)
+        return member.observe_table(TableRead(self.backend.database, "cand", with_content=True, known_parts=known))
 
     def expected(self) -> str:
         """The reference digest of the rows the table should hold (sealed from the rows, not read from the table)."""

@@ -20,6 +20,7 @@ from airflow_provider_dpone.cluster.ports import (
     ExchangeTables,
     HostDdlState,
     RenameTable,
+    TableRead,
     TableSpec,
 )
 from airflow_provider_dpone.cluster.values.authority.row import AUTHORITY_COLUMNS, AUTHORITY_TABLE, AuthorityRow
@@ -225,7 +226,7 @@ def test_create_with_an_exact_uuid_shows_that_uuid_and_no_rows(backend: PortBack
     empty = backend.seal(COLUMNS, ())
     for member_id in members(backend):
         value = candidate(backend, member_id)
-        observed = session(backend, member_id).observe_table(backend.database, "cand", with_content=True)
+        observed = session(backend, member_id).observe_table(TableRead(backend.database, "cand", with_content=True))
         assert (observed.exists, observed.uuid, observed.engine) == (True, value, "MergeTree")
         assert observed.columns == COLUMNS and observed.row_count == 0
         assert observed.content_digest == empty.content_digest
@@ -235,7 +236,7 @@ def test_declared_types_are_reported_as_clickhouse_spells_them(backend: PortBack
     spec = TableSpec(columns=(ColumnSpec(name="id", type="UInt64"), ColumnSpec(name="d", type="Decimal(18,4)")))
     member_id = members(backend)[0]
     candidate(backend, member_id, "typed", spec)
-    observed = session(backend, member_id).observe_table(backend.database, "typed", with_content=False)
+    observed = session(backend, member_id).observe_table(TableRead(backend.database, "typed", with_content=False))
     assert observed.columns == (("id", "UInt64"), ("d", "Decimal(18, 4)"))
 
 
@@ -244,7 +245,9 @@ def test_a_taken_name_is_refused_and_keeps_its_table(backend: PortBackend) -> No
     first = candidate(backend, member_id)
     with pytest.raises(MutationRejectedError):
         session(backend, member_id).create_table(backend.database, "cand", new_uuid(), SPEC)
-    assert session(backend, member_id).observe_table(backend.database, "cand", with_content=False).uuid == first
+    assert (
+        session(backend, member_id).observe_table(TableRead(backend.database, "cand", with_content=False)).uuid == first
+    )
 
 
 def test_a_uuid_in_use_on_the_member_is_refused(backend: PortBackend) -> None:
@@ -252,7 +255,9 @@ def test_a_uuid_in_use_on_the_member_is_refused(backend: PortBackend) -> None:
     used = candidate(backend, member_id)
     with pytest.raises(MutationRejectedError):
         session(backend, member_id).create_table(backend.database, "other", used, SPEC)
-    assert not session(backend, member_id).observe_table(backend.database, "other", with_content=False).exists
+    assert (
+        not session(backend, member_id).observe_table(TableRead(backend.database, "other", with_content=False)).exists
+    )
 
 
 def test_load_then_observe_equals_the_artifact(backend: PortBackend) -> None:
@@ -264,7 +269,7 @@ def test_load_then_observe_equals_the_artifact(backend: PortBackend) -> None:
         session(backend, member_id).load(
             backend.database, "cand", value, handle, query_id=f"dpone-load-{uuid.uuid4().hex}", dedup_token="t"
         )
-        observed = session(backend, member_id).observe_table(backend.database, "cand", with_content=True)
+        observed = session(backend, member_id).observe_table(TableRead(backend.database, "cand", with_content=True))
         assert (observed.uuid, observed.row_count, observed.content_digest) == (value, 3, receipt.content_digest)
 
 
@@ -279,7 +284,7 @@ def test_the_content_digest_is_the_typed_multiset_digest_of_the_rows(backend: Po
     member = session(backend, member_id)
     handle = backend.ports.artifacts.open(receipt)
     member.load(backend.database, "cand", value, handle, query_id=f"dpone-load-{uuid.uuid4().hex}", dedup_token="t")
-    current = member.observe_table(backend.database, "cand", with_content=True)
+    current = member.observe_table(TableRead(backend.database, "cand", with_content=True))
     assert current.content_digest == receipt.content_digest and current.row_count == 3
 
 
@@ -295,7 +300,7 @@ def test_an_empty_artifact_is_a_complete_generation(backend: PortBackend) -> Non
         query_id=f"dpone-load-{uuid.uuid4().hex}",
         dedup_token="t",
     )
-    observed = session(backend, member_id).observe_table(backend.database, "cand", with_content=True)
+    observed = session(backend, member_id).observe_table(TableRead(backend.database, "cand", with_content=True))
     assert (receipt.row_count, observed.row_count, observed.content_digest) == (0, 0, receipt.content_digest)
 
 
@@ -320,7 +325,7 @@ def test_the_parts_digest_is_stable_until_rows_are_written(backend: PortBackend)
     member = session(backend, member_id)
 
     def parts(**flags: bool) -> str | None:
-        return member.observe_table(backend.database, "cand", with_content=False, **flags).parts_digest
+        return member.observe_table(TableRead(backend.database, "cand", with_content=False, **flags)).parts_digest
 
     assert parts() is None
     empty = parts(with_parts=True)
@@ -333,10 +338,10 @@ def test_the_parts_digest_is_stable_until_rows_are_written(backend: PortBackend)
             query_id=f"dpone-load-{uuid.uuid4().hex}",
             dedup_token=token,
         )
-        loaded = member.observe_table(backend.database, "cand", with_content=True)
+        loaded = member.observe_table(TableRead(backend.database, "cand", with_content=True))
         assert loaded.parts_digest is not None and loaded.parts_digest == parts(with_parts=True) != empty
         empty = loaded.parts_digest
-    assert member.observe_table(backend.database, "cand", with_content=True).row_count == 6
+    assert member.observe_table(TableRead(backend.database, "cand", with_content=True)).row_count == 6
 
 
 def test_an_added_column_keeps_every_part_and_changes_the_schema_and_the_content(backend: PortBackend) -> None:
@@ -348,9 +353,9 @@ def test_an_added_column_keeps_every_part_and_changes_the_schema_and_the_content
     handle = backend.ports.artifacts.open(receipt)
     query_id = f"dpone-load-{uuid.uuid4().hex}"
     member.load(backend.database, "cand", candidate(backend, member_id), handle, query_id=query_id, dedup_token="t")
-    before = member.observe_table(backend.database, "cand", with_content=True)
+    before = member.observe_table(TableRead(backend.database, "cand", with_content=True))
     backend.add_column(member_id, "cand", ("added", "UInt64"), 7)
-    after = member.observe_table(backend.database, "cand", with_content=True)
+    after = member.observe_table(TableRead(backend.database, "cand", with_content=True))
     assert (after.uuid, after.parts_digest, after.row_count) == (before.uuid, before.parts_digest, len(ROWS))
     assert after.columns == (*COLUMNS, ("added", "UInt64")) != before.columns
     expected = typed_multiset_digest((*COLUMNS, ("added", "UInt64")), tuple((*row, 7) for row in ROWS))
@@ -370,7 +375,10 @@ def test_a_load_is_refused_unless_the_name_holds_the_uuid(backend: PortBackend) 
             query_id=f"dpone-load-{uuid.uuid4().hex}",
             dedup_token="t",
         )
-    assert session(backend, member_id).observe_table(backend.database, "cand", with_content=False).row_count == 0
+    assert (
+        session(backend, member_id).observe_table(TableRead(backend.database, "cand", with_content=False)).row_count
+        == 0
+    )
 
 
 def test_drop_with_a_wrong_uuid_is_refused_and_with_the_exact_uuid_drops(backend: PortBackend) -> None:
@@ -378,9 +386,11 @@ def test_drop_with_a_wrong_uuid_is_refused_and_with_the_exact_uuid_drops(backend
     value = candidate(backend, member_id)
     with pytest.raises(MutationRejectedError):
         session(backend, member_id).drop_table(backend.database, "cand", new_uuid())
-    assert session(backend, member_id).observe_table(backend.database, "cand", with_content=False).uuid == value
+    assert (
+        session(backend, member_id).observe_table(TableRead(backend.database, "cand", with_content=False)).uuid == value
+    )
     session(backend, member_id).drop_table(backend.database, "cand", value)
-    assert not session(backend, member_id).observe_table(backend.database, "cand", with_content=False).exists
+    assert not session(backend, member_id).observe_table(TableRead(backend.database, "cand", with_content=False)).exists
 
 
 def test_a_lost_load_response_is_unknown_and_the_rows_landed_once(backend: PortBackend) -> None:
@@ -397,7 +407,7 @@ def test_a_lost_load_response_is_unknown_and_the_rows_landed_once(backend: PortB
             query_id=f"dpone-load-{uuid.uuid4().hex}",
             dedup_token="t",
         )
-    observed = session(backend, member_id).observe_table(backend.database, "cand", with_content=True)
+    observed = session(backend, member_id).observe_table(TableRead(backend.database, "cand", with_content=True))
     assert (observed.row_count, observed.content_digest) == (3, receipt.content_digest)
 
 
@@ -407,7 +417,9 @@ def test_a_lost_create_response_is_unknown_and_the_table_is_observable(backend: 
     backend.lose_next_response("create", member_id)
     with pytest.raises(OutcomeUnknownError):
         session(backend, member_id).create_table(backend.database, "cand", value, SPEC)
-    assert session(backend, member_id).observe_table(backend.database, "cand", with_content=False).uuid == value
+    assert (
+        session(backend, member_id).observe_table(TableRead(backend.database, "cand", with_content=False)).uuid == value
+    )
 
 
 # --- cluster DDL -------------------------------------------------------------------------------------------------
@@ -420,8 +432,8 @@ def test_exchange_swaps_the_uuids_on_every_member(backend: PortBackend) -> None:
     assert sorted(outcome.finished) == members(backend) and not outcome.failed and not outcome.timed_out
     for member_id, (target_uuid, candidate_uuid) in before.items():
         observe = session(backend, member_id).observe_table
-        assert observe(backend.database, "target", with_content=False).uuid == candidate_uuid
-        assert observe(backend.database, "cand", with_content=False).uuid == target_uuid
+        assert observe(TableRead(backend.database, "target", with_content=False)).uuid == candidate_uuid
+        assert observe(TableRead(backend.database, "cand", with_content=False)).uuid == target_uuid
         pair = session(backend, member_id).table_uuids(backend.database, ("target", "cand"))
         assert pair == (candidate_uuid, target_uuid)
 
@@ -439,12 +451,12 @@ def test_an_exchanged_table_keeps_its_parts_digest_under_the_new_name(backend: P
         member.load(
             backend.database, "cand", value, artifact, query_id=f"dpone-load-{uuid.uuid4().hex}", dedup_token="t"
         )
-        verified[member_id] = member.observe_table(backend.database, "cand", with_content=True)
+        verified[member_id] = member.observe_table(TableRead(backend.database, "cand", with_content=True))
     intent = ExchangeTables(cluster=backend.cluster, database=backend.database, left="target", right="cand")
     outcome = backend.ports.ddl.dispatch(backend.inventory, intent, settings())
     assert sorted(outcome.finished) == members(backend) and not outcome.failed
     for member_id, before in verified.items():
-        after = session(backend, member_id).observe_table(backend.database, "target", with_content=True)
+        after = session(backend, member_id).observe_table(TableRead(backend.database, "target", with_content=True))
         assert before.parts_digest is not None and after.uuid == before.uuid
         assert (after.parts_digest, after.row_count, after.content_digest) == (
             before.parts_digest,
@@ -459,8 +471,8 @@ def test_rename_moves_the_uuid_on_every_member(backend: PortBackend) -> None:
     backend.ports.ddl.dispatch(backend.inventory, intent, settings())
     for member_id, value in before.items():
         observe = session(backend, member_id).observe_table
-        assert observe(backend.database, "target", with_content=False).uuid == value
-        assert not observe(backend.database, "cand", with_content=False).exists
+        assert observe(TableRead(backend.database, "target", with_content=False)).uuid == value
+        assert not observe(TableRead(backend.database, "cand", with_content=False)).exists
         assert session(backend, member_id).table_uuids(backend.database, ("cand", "target", "other")) == (
             None,
             value,
@@ -475,7 +487,11 @@ def test_drop_on_cluster_removes_the_table_everywhere(backend: PortBackend) -> N
         backend.inventory, DropTable(cluster=backend.cluster, database=backend.database, table="cand"), settings()
     )
     for member_id in members(backend):
-        assert not session(backend, member_id).observe_table(backend.database, "cand", with_content=False).exists
+        assert (
+            not session(backend, member_id)
+            .observe_table(TableRead(backend.database, "cand", with_content=False))
+            .exists
+        )
 
 
 def test_queue_status_finds_exactly_the_entry_of_a_token(backend: PortBackend) -> None:
@@ -524,7 +540,7 @@ def test_each_statement_kind_sent_on_cluster_is_found_in_the_queue_by_its_token(
     assert all(host.succeeded for host in status.hosts)
     cand_gone = kind != "exchange"
     for member_id in members(backend):
-        observed = session(backend, member_id).observe_table(backend.database, "cand", with_content=False)
+        observed = session(backend, member_id).observe_table(TableRead(backend.database, "cand", with_content=False))
         assert observed.exists is not cand_gone, member_id
 
 
@@ -542,7 +558,9 @@ def test_a_host_failure_is_unknown_to_the_initiator_and_visible_in_the_queue(bac
     by_member = {host.member_id: host for host in status.hosts}
     assert by_member[first].succeeded
     assert by_member[second].state is HostDdlState.FINISHED and by_member[second].failed
-    assert session(backend, first).observe_table(backend.database, "target", with_content=False).uuid == moved
+    assert (
+        session(backend, first).observe_table(TableRead(backend.database, "target", with_content=False)).uuid == moved
+    )
 
 
 def test_a_host_that_does_not_run_the_entry_times_out_and_stays_queued_until_it_does(backend: PortBackend) -> None:
@@ -559,7 +577,7 @@ def test_a_host_that_does_not_run_the_entry_times_out_and_stays_queued_until_it_
     by_member = {host.member_id: host for host in status.hosts}
     assert by_member[first].succeeded
     assert by_member[second].state in (HostDdlState.INACTIVE, HostDdlState.ACTIVE)
-    assert session(backend, second).observe_table(backend.database, "cand", with_content=False).exists
+    assert session(backend, second).observe_table(TableRead(backend.database, "cand", with_content=False)).exists
     backend.resume(second)
     deadline = time.monotonic() + 10
     while True:
@@ -569,7 +587,7 @@ def test_a_host_that_does_not_run_the_entry_times_out_and_stays_queued_until_it_
             break
         time.sleep(0.05)
     assert all(host.succeeded for host in status.hosts)
-    assert not session(backend, second).observe_table(backend.database, "cand", with_content=False).exists
+    assert not session(backend, second).observe_table(TableRead(backend.database, "cand", with_content=False)).exists
 
 
 def test_a_lost_dispatch_response_is_unknown_and_the_entry_and_effect_are_observable(backend: PortBackend) -> None:
@@ -583,7 +601,11 @@ def test_a_lost_dispatch_response_is_unknown_and_the_entry_and_effect_are_observ
     status = backend.ports.ddl.queue_status(backend.inventory, token.correlation_token)
     assert status is not None and all(host.succeeded for host in status.hosts)
     for member_id in before:
-        assert not session(backend, member_id).observe_table(backend.database, "cand", with_content=False).exists
+        assert (
+            not session(backend, member_id)
+            .observe_table(TableRead(backend.database, "cand", with_content=False))
+            .exists
+        )
 
 
 def test_the_coordinator_start_time_is_a_lower_bound_that_a_restart_moves_forward(backend: PortBackend) -> None:
@@ -641,7 +663,9 @@ def test_a_pinned_dispatch_runs_in_its_identity_session_and_is_refused_unrun_aft
         ddl.dispatch(backend.inventory, drop_b, lost.model_copy(update={"session_id": lost_session}))
     assert ddl.queue_status(backend.inventory, lost.correlation_token) is None
     for member_id in members(backend):
-        assert session(backend, member_id).observe_table(backend.database, "cand_b", with_content=False).exists
+        assert (
+            session(backend, member_id).observe_table(TableRead(backend.database, "cand_b", with_content=False)).exists
+        )
 
 
 def _stalled_exchange(backend: PortBackend) -> tuple[DispatchSettings, list[BaseException], threading.Thread]:

@@ -27,6 +27,7 @@ from airflow_provider_dpone.cluster.ports import (
     DropTable,
     HostDdlState,
     MemberSession,
+    TableRead,
     TableSpec,
 )
 from airflow_provider_dpone.core.errors import OutcomeUnknownError, UnavailableError
@@ -117,7 +118,7 @@ def test_create_on_cluster_registers_one_replica_per_member_under_one_path(repli
     value = create_replicated(backend)
     statuses = []
     for member_id in members(backend):
-        observed = session(backend, member_id).observe_table(backend.database, "cand", with_content=True)
+        observed = session(backend, member_id).observe_table(TableRead(backend.database, "cand", with_content=True))
         assert (observed.uuid, observed.engine, observed.row_count) == (value, "ReplicatedMergeTree", 0)
         assert observed.columns == COLUMNS
         status = session(backend, member_id).replica_status(backend.database, "cand")
@@ -153,7 +154,7 @@ def test_an_insert_on_one_replica_reaches_every_replica_after_sync(replicated: P
     expected = backend.seal(COLUMNS, ROWS)
     for member_id in (second, first):
         assert session(backend, member_id).sync_replica(backend.database, "cand", timeout_seconds=SYNC_SECONDS)
-        observed = session(backend, member_id).observe_table(backend.database, "cand", with_content=True)
+        observed = session(backend, member_id).observe_table(TableRead(backend.database, "cand", with_content=True))
         assert (observed.row_count, observed.content_digest) == (3, expected.content_digest)
         status = session(backend, member_id).replica_status(backend.database, "cand")
         assert status is not None and status.queue_size == 0 and status.log_pointer > status.log_max_index
@@ -167,7 +168,7 @@ def test_the_same_token_and_the_same_blocks_are_inserted_once(replicated: PortBa
     load(backend, first, value, ROWS, "same-token")
     assert session(backend, second).sync_replica(backend.database, "cand", timeout_seconds=SYNC_SECONDS)
     for member_id in (first, second):
-        observed = session(backend, member_id).observe_table(backend.database, "cand", with_content=True)
+        observed = session(backend, member_id).observe_table(TableRead(backend.database, "cand", with_content=True))
         assert observed.row_count == 3
 
 
@@ -180,12 +181,16 @@ def test_sync_replica_answers_false_within_the_bound_while_the_replica_cannot_fe
     started = time.monotonic()
     assert session(backend, second).sync_replica(backend.database, "cand", timeout_seconds=1) is False
     assert time.monotonic() - started < SYNC_SECONDS
-    assert session(backend, second).observe_table(backend.database, "cand", with_content=False).row_count == 0
+    assert (
+        session(backend, second).observe_table(TableRead(backend.database, "cand", with_content=False)).row_count == 0
+    )
     status = session(backend, second).replica_status(backend.database, "cand")
     assert status is not None and status.queue_size >= 1
     backend.start_fetches(second, "cand")
     assert session(backend, second).sync_replica(backend.database, "cand", timeout_seconds=SYNC_SECONDS)
-    assert session(backend, second).observe_table(backend.database, "cand", with_content=False).row_count == 3
+    assert (
+        session(backend, second).observe_table(TableRead(backend.database, "cand", with_content=False)).row_count == 3
+    )
 
 
 def test_a_taken_name_fails_the_create_on_that_host_only(replicated: PortBackend) -> None:
@@ -204,8 +209,8 @@ def test_a_taken_name_fails_the_create_on_that_host_only(replicated: PortBackend
     assert status is not None
     hosts = {host.member_id: host for host in status.hosts}
     assert hosts[first].succeeded and hosts[second].state is HostDdlState.FINISHED and hosts[second].failed
-    assert session(backend, first).observe_table(backend.database, "cand", with_content=False).uuid == value
-    assert session(backend, second).observe_table(backend.database, "cand", with_content=False).uuid != value
+    assert session(backend, first).observe_table(TableRead(backend.database, "cand", with_content=False)).uuid == value
+    assert session(backend, second).observe_table(TableRead(backend.database, "cand", with_content=False)).uuid != value
 
 
 def test_drop_on_cluster_removes_every_replica_and_frees_the_path(replicated: PortBackend) -> None:
@@ -214,7 +219,11 @@ def test_drop_on_cluster_removes_every_replica_and_frees_the_path(replicated: Po
     drop = DropTable(cluster=backend.cluster, database=backend.database, table="cand")
     backend.ports.ddl.dispatch(backend.inventory, drop, settings())
     for member_id in members(backend):
-        assert not session(backend, member_id).observe_table(backend.database, "cand", with_content=False).exists
+        assert (
+            not session(backend, member_id)
+            .observe_table(TableRead(backend.database, "cand", with_content=False))
+            .exists
+        )
         assert session(backend, member_id).replica_status(backend.database, "cand") is None
     intent = CreateReplicatedTable(
         cluster=backend.cluster, database=backend.database, table="cand", uuid=value, spec=SPEC
@@ -235,7 +244,7 @@ def test_a_lost_load_response_on_a_replica_is_unknown_and_every_replica_gets_the
     expected = backend.seal(COLUMNS, ROWS)
     for member_id in (first, second):
         assert session(backend, member_id).sync_replica(backend.database, "cand", timeout_seconds=SYNC_SECONDS)
-        observed = session(backend, member_id).observe_table(backend.database, "cand", with_content=True)
+        observed = session(backend, member_id).observe_table(TableRead(backend.database, "cand", with_content=True))
         assert (observed.row_count, observed.content_digest) == (3, expected.content_digest), member_id
 
 
@@ -253,7 +262,7 @@ def test_a_resend_with_the_same_token_through_the_other_replica_is_deduplicated_
     doubled = backend.seal(COLUMNS, (*ROWS, *ROWS))
     for member_id in (first, second):
         assert session(backend, member_id).sync_replica(backend.database, "cand", timeout_seconds=SYNC_SECONDS)
-        observed = session(backend, member_id).observe_table(backend.database, "cand", with_content=True)
+        observed = session(backend, member_id).observe_table(TableRead(backend.database, "cand", with_content=True))
         assert (observed.row_count, observed.content_digest) == (6, doubled.content_digest), member_id
 
 

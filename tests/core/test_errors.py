@@ -21,6 +21,30 @@ def test_every_code_is_well_formed_and_documented(code: str) -> None:
     assert "\n" not in entry.cause + entry.action
 
 
+REPRESENTATIVE_DETAILS = (
+    "cluster dpone_clustr",
+    "member m0123456789abcdef (shard 1, replica 2) did not answer",
+    "held by operation 8871b566d6b01c13 in phase STAGING",
+    "chunk 3: 100000 rows staged, 99999 verified",
+)
+
+
+@pytest.mark.parametrize("code", sorted(REGISTRY))
+def test_every_headline_fits_a_short_first_line_and_the_detail_and_advice_have_their_own(code: str) -> None:
+    """A log view cuts lines at about 119 characters, after the time stamp and the task prefix: the first line of a
+    failure, the code, its short cause and the outcome, stays within 100 characters, and with any detail every line
+    of the block does (a detail or advice runs on over more lines, never past the width)."""
+    outcome = " (retryable)" if REGISTRY[code].retryable else " (terminal: no retry)"
+    for detail in REPRESENTATIVE_DETAILS:
+        error = DponeError(code, detail)
+        first, *rest = error.lines()
+        assert first == error.headline() and first.startswith(f"{code}: ")
+        assert len(first + outcome) <= 100, first + outcome
+        assert detail not in first and rest[0] == f"  [{detail}]"
+        assert all(len(line) <= 100 for line in rest), rest
+        assert [line for line in rest if line.startswith("Next: ")] == [error.advice()[0]]
+
+
 def test_unregistered_code_fails_at_raise_site() -> None:
     with pytest.raises(KeyError):
         DponeError("DPONE_NOT_A_CODE")

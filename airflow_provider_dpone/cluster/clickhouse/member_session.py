@@ -44,11 +44,9 @@ from airflow_provider_dpone.cluster.clickhouse.oneshot import (
     mutation_query_id,
     sanitized,
 )
-from airflow_provider_dpone.cluster.ports import ArtifactHandle, ReplicaStatus, TableObservation, TableSpec
+from airflow_provider_dpone.cluster.ports import ArtifactHandle, ReplicaStatus, TableObservation, TableRead, TableSpec
 from airflow_provider_dpone.cluster.values.clickhouse_engines import EngineClass, classify_engine
 from airflow_provider_dpone.cluster.values.inventory import AdmittedMember
-from airflow_provider_dpone.cluster.values.part_digests import PartDigest
-from airflow_provider_dpone.cluster.values.receipts import CURRENT_CONTENT_DIGEST, ContentDigestVersion
 from airflow_provider_dpone.core.clickhouse.server_codes import ACCESS_DENIED
 from airflow_provider_dpone.core.errors import (
     AccessDeniedError,
@@ -132,16 +130,9 @@ class ClickHouseMemberSession:
         found = {str(name): str(uuid) for name, uuid in rows}
         return tuple(found.get(table) for table in tables)
 
-    def observe_table(
-        self,
-        database: str,
-        table: str,
-        *,
-        with_content: bool,
-        with_parts: bool = False,
-        digest_version: ContentDigestVersion = CURRENT_CONTENT_DIGEST,
-        known_parts: tuple[PartDigest, ...] = (),
-    ) -> TableObservation:
+    def observe_table(self, read: TableRead) -> TableObservation:
+        database, table, with_content = read.database, read.table, read.with_content
+        with_parts, digest_version, known_parts = read.with_parts, read.digest_version, read.known_parts
         parts_read = with_content or with_parts  # in the metadata statement, before the content: sql_digest
         meta = self._rows(sql_member.observe_metadata(database, table, with_parts=parts_read), "metadata read")
         if not meta:
@@ -181,8 +172,8 @@ class ClickHouseMemberSession:
                 }
             )
         statement = sql_digest.table_content(database, table, schema if with_content else None, digest_version)
-        read = self._content_rows if with_content else self._rows
-        count, *digest, bound_uuid = read(statement, "content read")[0]
+        reader = self._content_rows if with_content else self._rows
+        count, *digest, bound_uuid = reader(statement, "content read")[0]
         if bound_uuid != uuid:
             raise UnavailableError(f"member {self.member_id}: the table changed during observation")
         content_digest = None

@@ -27,6 +27,7 @@ from airflow_provider_dpone.cluster.values.inventory import AdmittedInventory, m
 from airflow_provider_dpone.core.alerts import Alert, AlertSink, Fact, emit
 from airflow_provider_dpone.core.clock import Clock
 from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.progress import ProgressFact, ProgressSink, report
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -47,6 +48,9 @@ class PublicationPorts:
     alerts: AlertSink | None = None
     """Where the protocol's alerts go after their log record (:mod:`airflow_provider_dpone.core.alerts`; the hook
     counts them with Airflow's ``Stats``); ``None``: the log record only."""
+    progress: ProgressSink | None = None
+    """Where the protocol's progress facts go (:mod:`airflow_provider_dpone.cluster.values.progress`; the operators
+    log them); ``None``: nowhere."""
 
 
 @dataclass(frozen=True)
@@ -205,6 +209,10 @@ class Context:
             target_key=self.request.target_key,
             **facts,
         )
+
+    def report(self, fact: ProgressFact) -> None:
+        """Hand a progress fact to the progress sink (it only observes)."""
+        report(self.ports.progress, fact)
 
     def commit(self, held: Held, **changes: Any) -> Held:
         """CAS the held record to a validated copy with ``changes``, a fresh write identity and timestamp; what a

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from airflow_provider_dpone.cluster.ports import ArtifactHandle
 from airflow_provider_dpone.cluster.protocol.context import Context
 from airflow_provider_dpone.cluster.values.identities import load_dedup_token, load_query_id
+from airflow_provider_dpone.cluster.values.progress import MemberLoadAnswered, MemberLoadStarted, MemberLoadUnanswered
 from airflow_provider_dpone.cluster.values.receipts import ArtifactReceipt
 from airflow_provider_dpone.core.errors import (
     ArtifactInvalidError,
@@ -54,11 +55,19 @@ def load_once(ctx: Context, member_id: str, candidate_uuid: str, artifact: Artif
     query_id, token = load_identity(ctx.request.operation_id, member_id, candidate_uuid, artifact)
     session = ctx.session(member_id)
     database, name = ctx.request.database, ctx.request.candidate_name
+    label = ctx.label(member_id)
+    ctx.report(MemberLoadStarted(label, artifact.sha256, artifact.row_count, artifact.byte_size))
+    started = ctx.now()
+
+    def load() -> None:
+        try:
+            session.load(database, name, candidate_uuid, handle, query_id=query_id, dedup_token=token)
+        except Exception as error:
+            ctx.report(MemberLoadUnanswered(label, type(error).__name__))
+            raise
+        ctx.report(MemberLoadAnswered(label, ctx.now() - started))
+
     try:
-        return mutate_once(
-            ctx.label(member_id),
-            "load",
-            lambda: session.load(database, name, candidate_uuid, handle, query_id=query_id, dedup_token=token),
-        )
+        return mutate_once(label, "load", load)
     except ArtifactInvalidError:  # verified while streamed: the candidate may hold part of it (never READY)
         raise DponeError("DPONE_CLICKHOUSE_CLUSTER_ARTIFACT_INVALID", f"sha256 {artifact.sha256[:16]}") from None

@@ -6,9 +6,9 @@ their own function); before a receipt exists (the baseline) with the current one
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from airflow_provider_dpone.cluster.ports import TableObservation
+from airflow_provider_dpone.cluster.ports import TableObservation, TableRead
 from airflow_provider_dpone.cluster.protocol.authority_io import Held
 from airflow_provider_dpone.cluster.protocol.context import Context
 from airflow_provider_dpone.cluster.values.authority.generation import (
@@ -26,29 +26,13 @@ CANDIDATE_DIVERGENT = "DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_DIVERGENT"
 DRIFT = "DPONE_CLICKHOUSE_CLUSTER_TARGET_DRIFT"
 
 
-def observe(
-    ctx: Context,
-    member_id: str,
-    table: str,
-    *,
-    with_content: bool,
-    with_parts: bool = False,
-    digest_version: ContentDigestVersion = CURRENT_CONTENT_DIGEST,
-    known_parts: tuple[PartDigest, ...] = (),
-) -> TableObservation:
+def observe(ctx: Context, member_id: str, read: TableRead) -> TableObservation:
     try:
-        session = ctx.session(member_id)
-        return session.observe_table(
-            ctx.request.database,
-            table,
-            with_content=with_content,
-            with_parts=with_parts,
-            digest_version=digest_version,
-            known_parts=known_parts,
-        )
+        return ctx.session(member_id).observe_table(read)
     except VerificationBudgetExceededError:
         raise DponeError(
-            "DPONE_CLICKHOUSE_CLUSTER_VERIFICATION_BUDGET_EXCEEDED", f"member {ctx.label(member_id)}, table {table}"
+            "DPONE_CLICKHOUSE_CLUSTER_VERIFICATION_BUDGET_EXCEEDED",
+            f"member {ctx.label(member_id)}, table {read.table}",
         ) from None
     except UnavailableError:
         raise DponeError(
@@ -58,7 +42,7 @@ def observe(
 
 def observe_target(ctx: Context, member_id: str, *, with_content: bool = False) -> TableObservation:
     """The target (its content digest, for the baseline, with the current digest version)."""
-    return observe(ctx, member_id, ctx.request.target, with_content=with_content)
+    return observe(ctx, member_id, TableRead(ctx.request.database, ctx.request.target, with_content=with_content))
 
 
 def observe_candidate(
@@ -72,14 +56,9 @@ def observe_candidate(
     """The candidate; its content (``with_content``) digested with the function the bound ``artifact`` names."""
     if with_content and artifact is None:
         raise ValueError("a candidate's content is digested with its artifact's digest version")
-    return observe(
-        ctx,
-        member_id,
-        ctx.request.candidate_name,
-        with_content=with_content,
-        with_parts=with_parts,
-        digest_version=CURRENT_CONTENT_DIGEST if artifact is None else artifact.content_digest_version,
-    )
+    version = CURRENT_CONTENT_DIGEST if artifact is None else artifact.content_digest_version
+    read = TableRead(ctx.request.database, ctx.request.candidate_name, with_content, with_parts, version)
+    return observe(ctx, member_id, read)
 
 
 @dataclass(frozen=True)
@@ -101,13 +80,14 @@ def observe_unchanged(
     (one metadata read). When only its parts changed (a merge, a write), the server reads just the parts not among
     ``known``'s part digests and sums them with the recorded ones: exactly the digest of every row, of one moment's
     part set (``MemberSession.observe_table``). Another table, or nothing known, is digested whole."""
+    whole = TableRead(ctx.request.database, table, with_content=True, digest_version=digest_version)
     if known is None:
-        return observe(ctx, member_id, table, with_content=True, digest_version=digest_version)
-    obs = observe(ctx, member_id, table, with_content=False, with_parts=True, digest_version=digest_version)
+        return observe(ctx, member_id, whole)
+    obs = observe(ctx, member_id, replace(whole, with_content=False, with_parts=True))
     if obs.exists and (obs.uuid, obs.row_count, obs.parts_digest) == (known.uuid, known.row_count, known.parts_digest):
         return obs.model_copy(update={"content_digest": known.content_digest})
     reusable = known.part_digests if obs.exists and obs.uuid == known.uuid else ()
-    return observe(ctx, member_id, table, with_content=True, digest_version=digest_version, known_parts=reusable)
+    return observe(ctx, member_id, replace(whole, known_parts=reusable))
 
 
 def observe_verified(ctx: Context, member: MemberGeneration, artifact: ArtifactReceipt) -> TableObservation:
@@ -167,10 +147,12 @@ def observe_baseline_held(ctx: Context, record: GenerationRecord, member_id: str
     assert artifact is not None  # the barrier runs from STAGED, which binds it
     version = artifact.content_digest_version
     if member.target_uuid is None:
-        return observe(ctx, member_id, table, with_content=False)
+        return observe(ctx, member_id, TableRead(ctx.request.database, table, with_content=False))
     rows, parts, digest = member.target_row_count, member.target_parts_digest, member.target_content_digest
     if rows is None or parts is None or digest is None:
-        return observe(ctx, member_id, table, with_content=True, digest_version=version)
+        return observe(
+            ctx, member_id, TableRead(ctx.request.database, table, with_content=True, digest_version=version)
+        )
     this_table = (member_id, member.target_uuid, version)
     facts = next(
         (

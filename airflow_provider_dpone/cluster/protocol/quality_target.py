@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from airflow_provider_dpone.cluster.ports import MemberSession, ReadIncompleteError
+from airflow_provider_dpone.cluster.ports import MemberSession, ReadIncompleteError, TableRead
 from airflow_provider_dpone.cluster.protocol.authority_io import Held
 from airflow_provider_dpone.cluster.protocol.context import Context
 from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecord
@@ -87,11 +87,10 @@ def replica_facts(session: MemberSession, plan: TargetReadPlan, read: ReplicaRea
     """One guarded replica's facts as every reader takes them (the real worker and the fake alike): metadata and
     active parts, the content digest (in the plan's version) only where the parts differ from the verified ones, and
     the replica's health."""
-    observed = session.observe_table(plan.database, plan.table, with_content=False, with_parts=True)
+    observed = session.observe_table(TableRead(plan.database, plan.table, with_content=False, with_parts=True))
     if observed.exists and observed.uuid == plan.generation_uuid and observed.parts_digest != read.verified_parts:
-        observed = session.observe_table(
-            plan.database, plan.table, with_content=True, digest_version=plan.digest_version
-        )
+        content = TableRead(plan.database, plan.table, with_content=True, digest_version=plan.digest_version)
+        observed = session.observe_table(content)
     status = session.replica_status(plan.database, plan.table) if observed.exists else None
     return ReplicaFacts(
         member_id=read.member_id,

@@ -24,7 +24,7 @@ in the record, for the operator to inspect and drop by its UUID.
 
 from __future__ import annotations
 
-from airflow_provider_dpone.cluster.ports import HostDdlState
+from airflow_provider_dpone.cluster.ports import HostDdlState, TableRead
 from airflow_provider_dpone.cluster.protocol.authority_io import Held
 from airflow_provider_dpone.cluster.protocol.context import Context
 from airflow_provider_dpone.cluster.protocol.ddl_step import MIXED
@@ -111,9 +111,8 @@ def _observe(ctx: Context, record: AuthorityRecord, member_id: str, refusal: str
     target_uuid, candidate_uuid = observe_pair(ctx, member_id)
     rows = digest = None
     if target_uuid is not None:
-        obs = observe(
-            ctx, member_id, ctx.request.target, with_content=True, digest_version=artifact.content_digest_version
-        )
+        version = artifact.content_digest_version
+        obs = observe(ctx, member_id, TableRead(ctx.request.database, ctx.request.target, True, digest_version=version))
         if not obs.exists or obs.uuid != target_uuid:
             raise DponeError(refusal, f"member {ctx.label(member_id)}: the target changed while it was observed")
         if target_uuid == record.member(member_id).candidate_uuid and obs.columns != artifact.schema_pairs:

@@ -48,6 +48,7 @@ from airflow_provider_dpone.cluster.values.authority.external import (
     as_external,
 )
 from airflow_provider_dpone.cluster.values.authority.phases import MemberStage, Phase
+from airflow_provider_dpone.cluster.values.progress import CandidateRebuilt
 from airflow_provider_dpone.cluster.values.receipts import ArtifactReceipt
 from airflow_provider_dpone.core.errors import DponeError
 
@@ -147,6 +148,12 @@ def stage_member(
             if reason is not None:
                 raise diverged(ctx, held, member_id, reason)
             held = _intend(ctx, held, member, rebuild=True)  # incomplete after an ambiguous load
+            rebuilt = _external(held).member(member_id).rebuilds
+            held_rows = obs.row_count if obs.exists else None
+            artifact_rows = _artifact(held).row_count
+            ctx.report(
+                CandidateRebuilt(ctx.label(member_id), rebuilt, MAX_REBUILDS_PER_MEMBER, held_rows, artifact_rows)
+            )
     raise DponeError("DPONE_CLICKHOUSE_CLUSTER_MEMBER_OUTCOME_UNKNOWN", f"member {ctx.label(member_id)} did not settle")
 
 

@@ -17,6 +17,7 @@ observation, never by repeating it); a read raises :class:`UnavailableError` whe
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Iterable
 
 from airflow_provider_dpone.core.errors import adapters, cluster, general, native_transfer, replay
@@ -60,11 +61,28 @@ def lookup(code: str) -> ErrorCode:
         raise KeyError(f"unregistered error code {code!r}: add it to core/errors") from None
 
 
+LINE_WIDTH = 100
+"""The widest line of a failure's block (:meth:`DponeError.lines`): a log view that cuts long lines shows all of it."""
+
+
+def _wrapped(text: str, first: str) -> list[str]:
+    return textwrap.wrap(
+        text,
+        LINE_WIDTH,
+        initial_indent=first,
+        subsequent_indent="  ",
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+
+
 class DponeError(Exception):
     """A failure with a stable, registered code.
 
-    ``str(error)`` is one line: ``CODE: cause [detail]. Next: action``. Raising with an unregistered code fails
-    loudly at the raise site, so every code that can reach a user is documented.
+    ``str(error)`` is one line: ``CODE: cause [detail]. Next: action`` (the CLI, the Test button). A task log and
+    the exception Airflow shows get the block of :meth:`lines`: the code and the short cause first, then the detail,
+    the full cause and the advice on lines of their own. Raising with an unregistered code fails loudly at the raise
+    site, so every code that can reach a user is documented.
     """
 
     def __init__(self, code: str, detail: str = "") -> None:
@@ -79,17 +97,26 @@ class DponeError(Exception):
         return self.error.retryable
 
     def headline(self) -> str:
-        """``CODE: cause [detail]``: what happened (a log's first line of the failure)."""
-        detail = f" [{self.detail}]" if self.detail else ""
-        return f"{self.code}: {self.error.cause}{detail}"
+        """``CODE: summary``: what happened, in a few words (the first line of the block)."""
+        return f"{self.code}: {self.error.summary}"
 
-    def advice(self) -> str:
-        """``Next: action``: what to do (a log's own line, below the headline)."""
-        return f"Next: {self.error.action}"
+    def explanation(self) -> list[str]:
+        """The detail (``  [detail]``) and the full cause, indented, on lines of at most :data:`LINE_WIDTH`."""
+        detail = _wrapped(f"[{self.detail}]", "  ") if self.detail else []
+        return [*detail, *_wrapped(self.error.cause, "  ")]
+
+    def advice(self) -> list[str]:
+        """``Next: action``: what to do, on lines of at most :data:`LINE_WIDTH` (the continuation indented)."""
+        return _wrapped(f"Next: {self.error.action}", "")
+
+    def lines(self) -> list[str]:
+        """The block a log or an Airflow failure shows: headline, explanation, advice."""
+        return [self.headline(), *self.explanation(), *self.advice()]
 
     def render(self) -> str:
-        """The one-line form (exception message, Test button, CLI): the headline and the advice."""
-        return f"{self.headline()}. {self.advice()}"
+        """The one-line form (Test button, CLI): ``CODE: cause [detail]. Next: action``."""
+        detail = f" [{self.detail}]" if self.detail else ""
+        return f"{self.code}: {self.error.cause}{detail}. Next: {self.error.action}"
 
     def as_dict(self) -> dict[str, str]:
         """Structured form for stderr JSON and XCom."""

@@ -26,6 +26,9 @@ class ErrorCode:
     cause: str
     action: str
     retryable: bool
+    summary: str
+    """The cause in a few words: with the code and the outcome, the first line of a failure in a task log, short
+    enough for a log view that cuts long lines (the full ``cause`` follows on lines of its own)."""
 
     @property
     def family(self) -> str:

@@ -12,24 +12,28 @@ CODES: tuple[ErrorCode, ...] = (
         "exact durable quality evidence is absent",
         "preserve state; verify the original producer and store selection",
         retryable=False,
+        summary="no durable quality evidence",
     ),
     ErrorCode(
         "DPONE_REPLAY_QUALITY_EVIDENCE_MISMATCH",
         "identity, generation, report or authority-version continuity differs from the evidence",
         "compare the original invocation and configuration with the platform observations",
         retryable=False,
+        summary="quality evidence does not match",
     ),
     ErrorCode(
         "DPONE_REPLAY_QUALITY_EVIDENCE_INVALID",
         "the evidence is malformed, oversized, non-canonical or impossible",
         "preserve the original bytes; investigate producer and storage integrity",
         retryable=False,
+        summary="quality evidence is malformed",
     ),
     ErrorCode(
         "DPONE_REPLAY_QUALITY_EVIDENCE_FAILED",
         "the original quality result or the durable terminal state failed",
         "resolve the quality failure; do not relabel the evidence",
         retryable=False,
+        summary="the quality result failed",
     ),
     ErrorCode(
         "DPONE_REPLAY_QUALITY_EVIDENCE_INCOMPLETE",
@@ -37,12 +41,14 @@ CODES: tuple[ErrorCode, ...] = (
         "follow the retained-state recovery procedure in docs/runbook.md (a retry of the same run resumes from the "
         "retained capsule state)",
         retryable=True,
+        summary="quality evidence is unresolved",
     ),
     ErrorCode(
         "DPONE_REPLAY_QUALITY_EVIDENCE_UNSUPPORTED",
         "the store, policy, configuration or bounded observation capability is unavailable for this route",
         "use only an admitted integration (the internal replicated full refresh); plan explicit capability work",
         retryable=False,
+        summary="quality replay unavailable",
     ),
 )
 

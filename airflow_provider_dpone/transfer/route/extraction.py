@@ -25,7 +25,6 @@ physical profile, seals the EOF descriptor and writes stage-complete with the ex
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Final
@@ -51,6 +50,7 @@ from airflow_provider_dpone.transfer.values.chunk import (
     typed_sum_hex,
     workload_totals,
 )
+from airflow_provider_dpone.transfer.values.progress import Checkpoint, OnCheckpoint
 from airflow_provider_dpone.transfer.values.raw_snapshot_eof import (
     SourceEof,
     SourceSnapshotExtension,
@@ -61,7 +61,6 @@ from airflow_provider_dpone.transfer.values.source_observation import SelectedRo
 
 SLICE_ROWS: Final = 1024
 STAGE_WRITES_IN_FLIGHT: Final = 2
-Checkpoint = Callable[[str], None]
 
 
 _STREAM_DRIFT: Final[dict[str, str]] = {
@@ -120,7 +119,7 @@ class Producer:
         journal: RouteJournal,
         stage: StageStore,
         lease: LeaseKeeper,
-        checkpoint: Checkpoint,
+        checkpoint: OnCheckpoint,
         alerts: AlertSink | None = None,
     ) -> None:
         self._alerts = alerts
@@ -136,7 +135,7 @@ class Producer:
         self._journal.append("plan", plan)
         before = capture_physical(session, admitted) if admitted.requirement.raw else None
         tracker = CoverageTracker(before) if before is not None else None
-        self._checkpoint("admitted")
+        self._checkpoint(Checkpoint.ADMITTED)
         receipts: list[ChunkReceipt] = []
         streamed = 0
         self._stage.open_prefix(stage_prefix(plan.invocation_id))
@@ -151,7 +150,7 @@ class Producer:
                             tracker.observe(block.parts, block.offsets, block.rows)
                         streamed += block.rows
                         buffer = self._add(block, buffer, writer, receipts, admitted)
-                        self._checkpoint("block")
+                        self._checkpoint(Checkpoint.BLOCK)
             except DponeError as error:
                 self._alert_stream_drift(admitted, error)
                 raise
@@ -161,7 +160,7 @@ class Producer:
                 self._record(writer.oldest(), receipts, admitted)
         finally:
             writer.close()
-        self._checkpoint("eof")
+        self._checkpoint(Checkpoint.EOF)
         if sum(receipt.rows for receipt in receipts) != streamed:
             raise DponeError("native_transfer.source_eof_mismatch", "sealed rows differ from streamed rows")
         if selected.rows != streamed:
@@ -182,7 +181,7 @@ class Producer:
         self._journal.append("stage_complete", complete)
         if extension is not None and extension.source_eof.rows != complete.rows:
             raise DponeError("native_transfer.source_eof_mismatch", "source EOF rows differ from stage-complete rows")
-        self._checkpoint("stage_complete")
+        self._checkpoint(Checkpoint.STAGE_COMPLETE)
         return complete
 
     def _alert_stream_drift(self, admitted: AdmittedSnapshot, error: DponeError) -> None:
@@ -251,7 +250,7 @@ class Producer:
         self._lease.ensure()
         self._journal.append("chunk", receipt)
         receipts.append(receipt)
-        self._checkpoint("chunk_sealed")
+        self._checkpoint(Checkpoint.CHUNK_SEALED)
 
     def _seal_snapshot(
         self,

@@ -27,10 +27,11 @@ from pydantic import BaseModel
 from airflow_provider_dpone.core.alerts import CLEANUP_FAILED, PUBLICATION_UNKNOWN, AlertSink, emit
 from airflow_provider_dpone.core.canonical import canonical_json_bytes, sha256_hex
 from airflow_provider_dpone.core.errors import DponeError
+from airflow_provider_dpone.core.progress import ProgressSink, report
 from airflow_provider_dpone.core.typed_digest import MODULUS
 from airflow_provider_dpone.transfer.ports import StageStore, TargetInvocation, TransferTarget
 from airflow_provider_dpone.transfer.route.custody import LeaseKeeper
-from airflow_provider_dpone.transfer.route.extraction import Checkpoint, evidence_key, evidence_prefix, stage_prefix
+from airflow_provider_dpone.transfer.route.extraction import evidence_key, evidence_prefix, stage_prefix
 from airflow_provider_dpone.transfer.route.journal import RouteJournal
 from airflow_provider_dpone.transfer.route.recovery import load_verified_chunk
 from airflow_provider_dpone.transfer.route.states import InvocationView, apply_record
@@ -39,11 +40,13 @@ from airflow_provider_dpone.transfer.values.journal_records import (
     PublishAbsent,
     Published,
     PublishIntent,
+    RecordKind,
     Succeeded,
     TargetCleaned,
     TargetPrepareIntent,
     TargetVerified,
 )
+from airflow_provider_dpone.transfer.values.progress import Checkpoint, ChunkLoaded, ChunkVerified, OnCheckpoint
 from airflow_provider_dpone.transfer.values.target_receipts import ChunkEvidence, TargetPublicationReceipt
 
 EVIDENCE_KIND: Final = "dpone.native-transfer-evidence.v1"
@@ -90,12 +93,14 @@ class Publisher:
         stage: StageStore,
         target: TransferTarget,
         lease: LeaseKeeper,
-        checkpoint: Checkpoint,
+        checkpoint: OnCheckpoint,
         *,
         pipeline_depth: int = PIPELINE_DEPTH,
         alerts: AlertSink | None = None,
+        progress: ProgressSink | None = None,
     ) -> None:
         self._alerts = alerts
+        self._progress = progress
         self._journal = journal
         self._stage = stage
         self._target = target
@@ -112,7 +117,7 @@ class Publisher:
             self._publish_fresh(view, complete, invocation)
         return self._finish(view, complete, invocation)
 
-    def _append(self, view: InvocationView, kind: str, body: BaseModel) -> None:
+    def _append(self, view: InvocationView, kind: RecordKind, body: BaseModel) -> None:
         self._lease.ensure()
         record = self._journal.append(kind, body)
         apply_record(view, record.body, kind)
@@ -151,7 +156,7 @@ class Publisher:
             view, "target_prepare_intent", TargetPrepareIntent(invocation_id=view.invocation_id, attempt=attempt)
         )
         self._target.prepare(invocation)
-        self._checkpoint("prepared")
+        self._checkpoint(Checkpoint.PREPARED)
         differing = self._load_and_verify(view, invocation)
         if differing is not None:
             self._target.cleanup(invocation)
@@ -163,7 +168,7 @@ class Publisher:
         for evidence in chunk_evidence(view):
             rows += evidence.rows
             total = (total + int(evidence.typed_sum, 16)) % MODULUS
-        self._checkpoint("loaded")
+        self._checkpoint(Checkpoint.LOADED)
         if rows != complete.rows or typed_sum_hex(total) != complete.typed_sum:
             raise DponeError("native_transfer.target_verification_failed", "target totals differ from stage-complete")
         verified = TargetVerified(
@@ -171,7 +176,7 @@ class Publisher:
         )
         self._append(view, "target_verified", verified)
         self._append(view, "publish_intent", PublishIntent(invocation_id=view.invocation_id, attempt=attempt))
-        self._checkpoint("publish_intent")
+        self._checkpoint(Checkpoint.PUBLISH_INTENT)
         receipt: TargetPublicationReceipt | None
         refusal: DponeError | None = None
         try:
@@ -180,7 +185,7 @@ class Publisher:
             if isinstance(failure, DponeError) and failure.code in DEFINITE_REFUSALS:
                 refusal = failure
             receipt = self._reconcile(view, invocation)
-        self._checkpoint("publish_acknowledged")
+        self._checkpoint(Checkpoint.PUBLISH_ACKNOWLEDGED)
         self._record_outcome(view, complete, attempt, receipt, refusal)
 
     def _reconcile(self, view: InvocationView, invocation: TargetInvocation) -> TargetPublicationReceipt | None:
@@ -224,11 +229,15 @@ class Publisher:
             return load_verified_chunk(view, evidence.ordinal, self._stage, decode_rows=True).table
 
         def load(evidence: ChunkEvidence, table: Future[pa.Table]) -> None:
-            self._target.load_chunk(invocation, evidence.ordinal, table.result())
+            rows = table.result()
+            self._target.load_chunk(invocation, evidence.ordinal, rows)
+            report(self._progress, ChunkLoaded(evidence.ordinal, rows.num_rows))
 
         def verify(evidence: ChunkEvidence, loaded: Future[None]) -> bool:
             loaded.result()
-            return self._target.verify_chunk(invocation, evidence) == evidence
+            observed = self._target.verify_chunk(invocation, evidence)
+            report(self._progress, ChunkVerified(observed.ordinal, observed.rows))
+            return observed == evidence
 
         in_flight: deque[tuple[int, Future[bool]]] = deque()
         try:
@@ -285,7 +294,7 @@ class Publisher:
             evidence_sha256=sha256_hex(evidence),
         )
         self._append(view, "succeeded", succeeded)
-        self._checkpoint("succeeded")
+        self._checkpoint(Checkpoint.SUCCEEDED)
         return succeeded
 
     def retire(self, view: InvocationView) -> bool:

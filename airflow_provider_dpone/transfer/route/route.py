@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from airflow_provider_dpone.core.alerts import REASONS, REEXTRACT_REQUIRED, AlertSink, emit
 from airflow_provider_dpone.core.clock import Clock
 from airflow_provider_dpone.core.errors import REGISTRY, DponeError
+from airflow_provider_dpone.core.progress import ProgressSink, report
 from airflow_provider_dpone.transfer.ports import (
     JournalStore,
     SnapshotSourceConnector,
@@ -33,7 +34,7 @@ from airflow_provider_dpone.transfer.ports import (
 )
 from airflow_provider_dpone.transfer.route.admission import SourceRequest, admit
 from airflow_provider_dpone.transfer.route.custody import LeaseKeeper
-from airflow_provider_dpone.transfer.route.extraction import Checkpoint, Producer, stage_prefix
+from airflow_provider_dpone.transfer.route.extraction import Producer, stage_prefix
 from airflow_provider_dpone.transfer.route.journal import RouteJournal
 from airflow_provider_dpone.transfer.route.publication import Publisher, TargetFactory
 from airflow_provider_dpone.transfer.route.recovery import validate_sealed_bindings, validate_stage
@@ -41,6 +42,7 @@ from airflow_provider_dpone.transfer.route.states import InvocationView, RouteSt
 from airflow_provider_dpone.transfer.route.target_custody import TargetCustody
 from airflow_provider_dpone.transfer.values.chunk import NativeStageComplete
 from airflow_provider_dpone.transfer.values.journal_records import InvocationSettled
+from airflow_provider_dpone.transfer.values.progress import Checkpoint, CheckpointReached, OnCheckpoint
 from airflow_provider_dpone.transfer.values.raw_snapshot import decode_source_marker
 
 
@@ -58,10 +60,6 @@ class RouteResult:
     stage_retired: bool
 
 
-def _no_checkpoint(name: str) -> None:
-    return None
-
-
 def _new_id() -> str:
     return uuid.uuid4().hex
 
@@ -77,17 +75,19 @@ class NativeTransferRoute:
         target_factory: TargetFactory,
         clock: Clock,
         lease_duration: dt.timedelta = dt.timedelta(minutes=10),
-        checkpoint: Checkpoint = _no_checkpoint,
+        checkpoint: OnCheckpoint | None = None,
         new_id: Callable[[], str] = _new_id,
         target_custody: TargetCustody | None = None,
         alerts: AlertSink | None = None,
+        progress: ProgressSink | None = None,
     ) -> None:
         self._request = request
         self._connector = connector
-        self._journal = RouteJournal(journal_store)
+        self._journal = RouteJournal(journal_store, progress)
         self._stage = stage
         self._target_factory = target_factory
-        self._checkpoint = checkpoint
+        self._on_checkpoint = checkpoint
+        self._progress = progress
         self._new_id = new_id
         self._alerts = alerts
         self._lease = LeaseKeeper(
@@ -96,6 +96,12 @@ class NativeTransferRoute:
         self._target_custody = target_custody
         self.source_connections = 0
         self._bound_target: TransferTarget | None = None
+
+    def _checkpoint(self, point: Checkpoint) -> None:
+        """Report ``point`` as progress, then hand it to the checkpoint hook."""
+        report(self._progress, CheckpointReached(point))
+        if self._on_checkpoint is not None:
+            self._on_checkpoint(point)
 
     def _target(self) -> TransferTarget:
         """Bind the target (runtime bindings, connection) on first use only."""
@@ -126,7 +132,13 @@ class NativeTransferRoute:
                 complete = validate_sealed_bindings(current, self._request)
                 validate_stage(current, self._stage)
             publisher = Publisher(
-                self._journal, self._stage, self._target(), self._lease, self._checkpoint, alerts=self._alerts
+                self._journal,
+                self._stage,
+                self._target(),
+                self._lease,
+                self._checkpoint,
+                alerts=self._alerts,
+                progress=self._progress,
             )
             publisher.complete(current, complete)
             retired = publisher.retire(current)

@@ -20,7 +20,7 @@ from airflow_provider_dpone.cluster.clickhouse.artifact_store import ObjectStora
 from airflow_provider_dpone.cluster.clickhouse.endpoint import Endpoint
 from airflow_provider_dpone.cluster.clickhouse.member_session import ClickHouseMemberSession
 from airflow_provider_dpone.cluster.clickhouse.oneshot import MutationGuard, MutationReplayRefusedError
-from airflow_provider_dpone.cluster.ports import ColumnSpec, TableSpec
+from airflow_provider_dpone.cluster.ports import ColumnSpec, TableRead, TableSpec
 from airflow_provider_dpone.core.clickhouse.clients import Purpose, build_async_client, build_client, close_client
 from airflow_provider_dpone.core.clickhouse.connection import ResolvedConnection
 from airflow_provider_dpone.core.connection_options import ClickHouseConnectionOptions
@@ -484,17 +484,18 @@ def test_an_observation_with_parts_of_a_mergetree_table_reads_no_count(
     try:
         value = str(uuid.uuid4())
         session.create_table(fresh_database, "cand", value, SPEC)
-        empty = session.observe_table(fresh_database, "cand", with_content=False, with_parts=True)
+        empty = session.observe_table(TableRead(fresh_database, "cand", with_content=False, with_parts=True))
         assert (empty.exists, empty.uuid, empty.engine, empty.row_count) == (True, value, "MergeTree", 0)
         assert empty.columns == COLUMNS and empty.parts_digest is not None and len(statements) == 1
-        digested = session.observe_table(fresh_database, "cand", with_content=True)  # parts read with the content
+        # the parts are read with the content
+        digested = session.observe_table(TableRead(fresh_database, "cand", with_content=True))
         assert (digested.row_count, digested.parts_digest) == (0, empty.parts_digest) and len(statements) == 2
         nothing = seal_query(coordinator, store, f"{QUERY} LIMIT 0")
         assert digested.content_digest == nothing.content_digest
         receipt = seal_query(coordinator, store)
         load_once(session, fresh_database, value, store.open(receipt))
         statements.clear()
-        loaded = session.observe_table(fresh_database, "cand", with_content=False, with_parts=True)
+        loaded = session.observe_table(TableRead(fresh_database, "cand", with_content=False, with_parts=True))
         assert loaded.row_count == count_rows(embedded_cluster, "member1", fresh_database, "cand") == 10_000
         assert loaded.parts_digest != empty.parts_digest and len(statements) == 1
         client = embedded_cluster.client("member1")
@@ -534,9 +535,9 @@ def test_the_server_stops_a_content_digest_at_the_verification_budget(
     try:
         tight = ClickHouseMemberSession(member, "m0000000000000001", verification_seconds=1)
         with pytest.raises(VerificationBudgetExceededError, match="VERIFICATION_BUDGET_EXCEEDED"):
-            tight.observe_table(fresh_database, "cand", with_content=True)
+            tight.observe_table(TableRead(fresh_database, "cand", with_content=True))
         observed = ClickHouseMemberSession(member, "m0000000000000001").observe_table(
-            fresh_database, "cand", with_content=True
+            TableRead(fresh_database, "cand", with_content=True)
         )
         assert observed.row_count == 40_000_000 and observed.content_digest is not None
     finally:

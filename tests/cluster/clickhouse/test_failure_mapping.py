@@ -22,7 +22,14 @@ from airflow_provider_dpone.cluster.clickhouse.member_session import (
     sync_bound,
 )
 from airflow_provider_dpone.cluster.clickhouse.oneshot import MutationGuard
-from airflow_provider_dpone.cluster.ports import ColumnSpec, DispatchSettings, DropTable, HostDdlState, TableSpec
+from airflow_provider_dpone.cluster.ports import (
+    ColumnSpec,
+    DispatchSettings,
+    DropTable,
+    HostDdlState,
+    TableRead,
+    TableSpec,
+)
 from airflow_provider_dpone.cluster.values.authority.row import AuthorityRow
 from airflow_provider_dpone.cluster.values.identities import member_id
 from airflow_provider_dpone.cluster.values.inventory import AdmittedInventory, AdmittedMember, MemberEndpoint
@@ -314,7 +321,7 @@ def test_observation_refuses_content_of_a_table_that_changed_meanwhile(parts_uui
         rows(([("all_1_1_0", 3, "7")], content_uuid)),  # the per-part content read (sql_digest.part_content)
     ]
     with pytest.raises(UnavailableError):
-        session(client).observe_table("db", "cand", with_content=True)
+        session(client).observe_table(TableRead("db", "cand", with_content=True))
 
 
 def test_observation_refuses_parts_listed_after_a_partial_read_of_another_table() -> None:
@@ -329,7 +336,7 @@ def test_observation_refuses_parts_listed_after_a_partial_read_of_another_table(
         rows(((listed, 4, "another-uuid"),)),  # the listing after it: another table under the name
     ]
     with pytest.raises(UnavailableError):
-        session(client).observe_table("db", "cand", with_content=True, known_parts=known)
+        session(client).observe_table(TableRead("db", "cand", with_content=True, known_parts=known))
     assert "WHERE _part IN ('all_2_2_0')" in client.queries[1]
 
 
@@ -449,7 +456,7 @@ def test_every_content_read_carries_the_server_side_verification_budget(engine: 
         rows(([("all_1_1_0", 3, "7")], UUID)) if engine == "MergeTree" else rows((3, "7", UUID)),
     ]
     budgeted = ClickHouseMemberSession(Endpoint.over(client), "m0000000000000001", verification_seconds=7)
-    budgeted.observe_table("db", "cand", with_content=True)
+    budgeted.observe_table(TableRead("db", "cand", with_content=True))
     assert client.read_settings[-1] == {"max_execution_time": 7, "timeout_overflow_mode": "throw"}
     assert "max_execution_time" not in client.read_settings[0]  # the metadata read is not a content read
 
@@ -464,11 +471,11 @@ def test_a_content_read_stopped_at_the_budget_is_the_coded_unavailable_read(engi
         fail(refused(159, "Code: 159. DB::Exception: Timeout exceeded: elapsed 1.0 seconds. (TIMEOUT_EXCEEDED)")),
     ]
     with pytest.raises(VerificationBudgetExceededError, match="DPONE_CLICKHOUSE_CLUSTER_VERIFICATION_BUDGET_EXCEEDED"):
-        session(client).observe_table("db", "cand", with_content=True)
+        session(client).observe_table(TableRead("db", "cand", with_content=True))
     other = Scripted()
     other.reads += [rows((UUID, engine, [("id", "UInt64", "")], ([("all_1_1_0", "ab")], 3, UUID))), fail(refused(60))]
     with pytest.raises(UnavailableError) as plain:
-        session(other).observe_table("db", "cand", with_content=True)
+        session(other).observe_table(TableRead("db", "cand", with_content=True))
     assert not isinstance(plain.value, VerificationBudgetExceededError)
 
 

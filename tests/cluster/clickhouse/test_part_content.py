@@ -11,6 +11,7 @@ import pytest
 
 from airflow_provider_dpone.cluster.clickhouse import part_content
 from airflow_provider_dpone.cluster.clickhouse.member_session import ClickHouseMemberSession
+from airflow_provider_dpone.cluster.ports import TableRead
 from tests.cluster.test_part_digests import Table, facts
 from tests.support.cluster.port_backends import EmbeddedBackend, open_backend
 
@@ -53,7 +54,7 @@ def racing_reads(table: Table, races: int, *, merge: bool) -> tuple[ClickHouseMe
 
 
 def observe(session: ClickHouseMemberSession, table: Table, known: Any) -> Any:
-    return session.observe_table(table.backend.database, "cand", with_content=True, known_parts=known)
+    return session.observe_table(TableRead(table.backend.database, "cand", with_content=True, known_parts=known))
 
 
 def test_an_insert_during_the_partial_read_is_retried_with_the_known_parts(table: Table) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_dpone.cluster.ports import ColumnSpec, TableSpec
+from airflow_provider_dpone.cluster.ports import ColumnSpec, TableRead, TableSpec
 from airflow_provider_dpone.cluster.values.receipts import CONTENT_DIGEST_V2, ArtifactReceipt
 from airflow_provider_dpone.core.column_profile import unsupported_type
 from tests.support.cluster.port_backends import EmbeddedBackend, open_backend
@@ -123,7 +123,7 @@ def test_reference_digest_from_the_artifact_equals_every_member_digest(backend: 
     assert (receipt.row_count, receipt.content_digest_version) == (3, CONTENT_DIGEST_V2)
     for member_id, name in zip(backend.inventory.member_ids, _load_everywhere(backend, receipt), strict=True):
         session = backend.ports.sessions.session(backend.inventory.member(member_id))
-        observed = session.observe_table(backend.database, name, with_content=True)
+        observed = session.observe_table(TableRead(backend.database, name, with_content=True))
         assert (observed.row_count, observed.content_digest) == (3, receipt.content_digest), name
 
 

@@ -6,11 +6,9 @@ dpone never published) is digested again, and the baseline rules (uniform, equal
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
-from airflow_provider_dpone.cluster.ports import TableObservation
+from airflow_provider_dpone.cluster.ports import TableObservation, TableRead
 from airflow_provider_dpone.cluster.protocol.seal import TARGET_DIVERGENT
 from airflow_provider_dpone.cluster.values.authority.codec import AuthorityRecord, encode
 from airflow_provider_dpone.core.errors import DponeError
@@ -31,10 +29,10 @@ def digested(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
     seen: list[tuple[str, str]] = []
     original = FakeMemberSession.observe_table
 
-    def observe_table(self: FakeMemberSession, database: str, table: str, **kwargs: Any) -> TableObservation:
-        if kwargs.get("with_content"):
-            seen.append((self.member.member_id, table))
-        return original(self, database, table, **kwargs)
+    def observe_table(self: FakeMemberSession, read: TableRead) -> TableObservation:
+        if read.with_content:
+            seen.append((self.member.member_id, read.table))
+        return original(self, read)
 
     monkeypatch.setattr(FakeMemberSession, "observe_table", observe_table)
     return seen
@@ -117,10 +115,10 @@ def test_a_partly_merged_target_reads_only_the_merged_part(
     read: list[tuple[str, str, int | None]] = []
     original = FakeMemberSession.observe_table
 
-    def observe_table(self: FakeMemberSession, database: str, table: str, **kwargs: Any) -> TableObservation:
-        observed = original(self, database, table, **kwargs)
-        if kwargs.get("with_content"):
-            read.append((self.member.member_id, table, observed.parts_read))
+    def observe_table(self: FakeMemberSession, request: TableRead) -> TableObservation:
+        observed = original(self, request)
+        if request.with_content:
+            read.append((self.member.member_id, request.table, observed.parts_read))
         return observed
 
     monkeypatch.setattr(FakeMemberSession, "observe_table", observe_table)

@@ -17,6 +17,7 @@ from airflow_provider_dpone.cluster.ports import (
     ExchangeTables,
     HostDdlState,
     RenameTable,
+    TableRead,
     TableSpec,
 )
 from airflow_provider_dpone.cluster.protocol.runtime_admission import admit_inventory
@@ -79,7 +80,7 @@ def test_create_with_exact_uuid_observe_and_refusals() -> None:
     world, _, (session, other) = _setup()
     uuid = world.entropy.uuid()
     session.create_table(DB, "cand", uuid, SPEC)
-    obs = session.observe_table(DB, "cand", with_content=True)
+    obs = session.observe_table(TableRead(DB, "cand", with_content=True))
     assert (obs.exists, obs.uuid, obs.engine, obs.columns, obs.row_count) == (True, uuid, "MergeTree", COLUMNS, 0)
     assert obs.content_digest == content_digest(COLUMNS, ())
     with pytest.raises(MutationRejectedError):
@@ -87,8 +88,8 @@ def test_create_with_exact_uuid_observe_and_refusals() -> None:
     with pytest.raises(MutationRejectedError):
         session.create_table(DB, "other_name", uuid, SPEC)
     other.create_table(DB, "cand", world.entropy.uuid(), SPEC)
-    assert other.observe_table(DB, "cand", with_content=False).uuid != uuid
-    assert session.observe_table(DB, "absent", with_content=True).exists is False
+    assert other.observe_table(TableRead(DB, "cand", with_content=False)).uuid != uuid
+    assert session.observe_table(TableRead(DB, "absent", with_content=True)).exists is False
 
 
 def test_load_appends_without_deduplication_and_checks_the_uuid() -> None:
@@ -98,13 +99,13 @@ def test_load_appends_without_deduplication_and_checks_the_uuid() -> None:
     uuid = world.entropy.uuid()
     session.create_table(DB, "cand", uuid, SPEC)
     session.load(DB, "cand", uuid, handle, query_id="q1", dedup_token="t")
-    assert session.observe_table(DB, "cand", with_content=True).content_digest == receipt.content_digest
+    assert session.observe_table(TableRead(DB, "cand", with_content=True)).content_digest == receipt.content_digest
     session.load(DB, "cand", uuid, handle, query_id="q2", dedup_token="t")
-    obs = session.observe_table(DB, "cand", with_content=True)
+    obs = session.observe_table(TableRead(DB, "cand", with_content=True))
     assert obs.row_count == 2 * len(NEW_ROWS) and obs.content_digest != receipt.content_digest
     with pytest.raises(MutationRejectedError):
         session.load(DB, "cand", world.entropy.uuid(), handle, query_id="q3", dedup_token="t")
-    assert session.observe_table(DB, "cand", with_content=False).row_count == 2 * len(NEW_ROWS)
+    assert session.observe_table(TableRead(DB, "cand", with_content=False)).row_count == 2 * len(NEW_ROWS)
 
 
 def test_drop_is_exact_by_uuid() -> None:
@@ -114,7 +115,7 @@ def test_drop_is_exact_by_uuid() -> None:
     with pytest.raises(MutationRejectedError):
         session.drop_table(DB, "cand", world.entropy.uuid())
     session.drop_table(DB, "cand", uuid)
-    assert not session.observe_table(DB, "cand", with_content=False).exists
+    assert not session.observe_table(TableRead(DB, "cand", with_content=False)).exists
     with pytest.raises(MutationRejectedError):
         session.drop_table(DB, "cand", uuid)
 
@@ -135,8 +136,8 @@ def test_on_cluster_exchange_rename_and_drop_with_queue_status() -> None:
     )
     assert outcome.entry == "query-0000000000" and not outcome.timed_out and len(outcome.finished) == 3
     for index, session in enumerate(sessions):
-        assert session.observe_table(DB, "t", with_content=False).uuid == before[index][1]
-        assert session.observe_table(DB, "c", with_content=False).uuid == before[index][0]
+        assert session.observe_table(TableRead(DB, "t", with_content=False)).uuid == before[index][1]
+        assert session.observe_table(TableRead(DB, "c", with_content=False)).uuid == before[index][0]
     status = ddl.queue_status(inventory, _token(1))
     assert status is not None and all(host.succeeded for host in status.hosts)
     assert ddl.queue_status(inventory, "unknown") is None
@@ -151,8 +152,8 @@ def test_on_cluster_exchange_rename_and_drop_with_queue_status() -> None:
         _settings(3),
     )
     for index, session in enumerate(sessions):
-        assert not session.observe_table(DB, "c", with_content=False).exists
-        assert session.observe_table(DB, "u", with_content=False).uuid == before[index][1]
+        assert not session.observe_table(TableRead(DB, "c", with_content=False)).exists
+        assert session.observe_table(TableRead(DB, "u", with_content=False)).uuid == before[index][1]
     with pytest.raises(OutcomeUnknownError):  # throw mode: a host's error is the initiator's answer
         ddl.dispatch(
             inventory,
@@ -203,7 +204,7 @@ def test_fault_kinds_on_a_mutation(kind: FaultKind, raised: type[BaseException],
     world.faults.schedule([(0, kind)])
     with pytest.raises(raised):
         session.create_table(DB, "cand", world.entropy.uuid(), SPEC)
-    assert session.observe_table(DB, "cand", with_content=False).exists is applied
+    assert session.observe_table(TableRead(DB, "cand", with_content=False)).exists is applied
     assert world.faults.fired == [(0, "member.create", kind)]
 
 
@@ -216,7 +217,7 @@ def test_partial_fault_applies_half_a_load() -> None:
     world.faults.schedule([(1, FaultKind.PARTIAL)])
     with pytest.raises(OutcomeUnknownError):
         session.load(DB, "cand", uuid, handle, query_id="q", dedup_token="t")
-    assert session.observe_table(DB, "cand", with_content=False).row_count == 5
+    assert session.observe_table(TableRead(DB, "cand", with_content=False)).row_count == 5
 
 
 def test_lost_queue_read_is_an_unanswered_read() -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_dpone.cluster.ports import TableObservation
+from airflow_provider_dpone.cluster.ports import TableObservation, TableRead
 from airflow_provider_dpone.cluster.protocol.context import ProtocolSettings
 from airflow_provider_dpone.cluster.protocol.results import Committed, Completed, InProgress
 from airflow_provider_dpone.cluster.values.authority.internal import InternalAuthorityRecordV1
@@ -412,9 +412,9 @@ def test_replicas_are_awaited_at_once_and_the_loading_replica_is_digested_while_
                 raise TimeoutError("the loading replica was not digested while the others waited")
         return sync(self, *args, **kwargs)
 
-    def watched_observe(self: FakeMemberSession, database: str, table: str, **kwargs: Any) -> TableObservation:
-        observed = observe(self, database, table, **kwargs)
-        if self.member.member_id == loader and table == sim.request.candidate_name and kwargs["with_content"]:
+    def watched_observe(self: FakeMemberSession, read: TableRead) -> TableObservation:
+        observed = observe(self, read)
+        if self.member.member_id == loader and read.table == sim.request.candidate_name and read.with_content:
             loader_digested.set()
         return observed
 

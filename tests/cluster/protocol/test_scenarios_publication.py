@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 
-from airflow_provider_dpone.cluster.ports import TableObservation
+from airflow_provider_dpone.cluster.ports import TableObservation, TableRead
 from airflow_provider_dpone.cluster.protocol.results import Committed, Completed, InProgress
 from airflow_provider_dpone.cluster.values.authority.codec import encode
 from airflow_provider_dpone.cluster.values.authority.phases import Phase
@@ -310,9 +309,9 @@ def _staged_counting_digests(
     digested: list[str] = []
     original = FakeMemberSession.observe_table
 
-    def observe_table(self: FakeMemberSession, *args: Any, **kwargs: Any) -> TableObservation:
-        observed = original(self, *args, **kwargs)
-        if kwargs.get("with_content"):
+    def observe_table(self: FakeMemberSession, read: TableRead) -> TableObservation:
+        observed = original(self, read)
+        if read.with_content:
             digested.append(self.member.member_id)
             if parts_read is not None:
                 parts_read.append(observed.parts_read or 0)
@@ -551,9 +550,9 @@ def _target_reads(sim: Sim, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, 
     seen: list[tuple[str, int | None]] = []
     original = FakeMemberSession.observe_table
 
-    def observe_table(self: FakeMemberSession, database: str, table: str, **kwargs: Any) -> TableObservation:
-        observed = original(self, database, table, **kwargs)
-        if kwargs.get("with_content") and table == sim.request.target:
+    def observe_table(self: FakeMemberSession, read: TableRead) -> TableObservation:
+        observed = original(self, read)
+        if read.with_content and read.table == sim.request.target:
             seen.append((self.member.member_id, observed.parts_read))
         return observed
 

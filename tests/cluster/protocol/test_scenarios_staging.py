@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import re
 import threading
 from collections import Counter
 from typing import Any
@@ -9,10 +11,18 @@ from typing import Any
 import pytest
 
 from airflow_provider_dpone.cluster.protocol.context import ProtocolSettings
+from airflow_provider_dpone.cluster.protocol.service import PublicationService
 from airflow_provider_dpone.cluster.values.authority.external import MAX_REBUILDS_PER_MEMBER
 from airflow_provider_dpone.cluster.values.authority.phases import MemberStage, Phase
+from airflow_provider_dpone.cluster.values.progress import (
+    CandidateRebuilt,
+    MemberLoadAnswered,
+    MemberLoadStarted,
+    MemberLoadUnanswered,
+)
 from airflow_provider_dpone.core.errors import ArtifactInvalidError, DponeError
 from airflow_provider_dpone.core.manifest.cluster import ReplicationMode
+from airflow_provider_dpone.core.progress import ProgressFact
 from tests.support.cluster.sim import (
     BASELINE_ROWS,
     COLUMNS,
@@ -343,3 +353,32 @@ def test_an_incomplete_candidate_is_rebuilt_at_most_max_rebuilds_times() -> None
     assert error_code(lambda: sim.service().stage(sim.source)) == "DPONE_CLICKHOUSE_CLUSTER_STAGING_REBUILD_LIMIT"
     assert sim.world.calls["member.load"] == loads and sim.source.seals == 1
     assert sum(1 for table in (sim.world.table(m, sim.request.candidate_name) for m in sim.world.members) if table)
+
+
+def test_the_stage_reports_each_load_and_a_rebuild_with_what_the_candidate_held() -> None:
+    """The progress facts a stage reports (what its task log shows): each load as it starts and as it is answered or
+    not, and the rebuild of a partially loaded candidate with its row counts; members by their one label."""
+    sim = Sim.build(members=3)
+    sim.world.faults.schedule([(point_of(sim, "member.load", 1), FaultKind.PARTIAL)])
+    sim.service().fence()
+    facts: list[ProgressFact] = []
+    ports = dataclasses.replace(sim.world.ports(), progress=facts.append)
+    PublicationService(ports, sim.request, sim.settings).stage(sim.source)
+    record = sim.record()
+    labels = {member.member_id: member.label for member in sim.service()._begin()[0].inventory.members}
+    rebuilt = labels[record.members[1].member_id]
+    assert all(re.fullmatch(r"m[0-9a-f]{16} \(shard \d+, replica \d+\)", label) for label in labels.values())
+    started = [fact.member for fact in facts if isinstance(fact, MemberLoadStarted)]
+    assert sorted(started) == sorted([*labels.values(), rebuilt]), "one load per member, and the rebuilt one again"
+    assert all(
+        (fact.artifact_sha256, fact.rows) == (record.artifact.sha256, len(NEW_ROWS))  # type: ignore[union-attr]
+        for fact in facts
+        if isinstance(fact, MemberLoadStarted)
+    )
+    assert [fact.member for fact in facts if isinstance(fact, MemberLoadUnanswered)] == [rebuilt]
+    (rebuild,) = [fact for fact in facts if isinstance(fact, CandidateRebuilt)]
+    assert (rebuild.member, rebuild.rebuild, rebuild.limit) == (rebuilt, 1, MAX_REBUILDS_PER_MEMBER)
+    assert rebuild.held_rows is not None and 0 < rebuild.held_rows < len(NEW_ROWS) == rebuild.artifact_rows
+    answered = [fact.member for fact in facts if isinstance(fact, MemberLoadAnswered)]
+    assert sorted(answered) == sorted(labels.values())
+    assert facts.index(rebuild) < max(i for i, fact in enumerate(facts) if isinstance(fact, MemberLoadStarted))

@@ -23,6 +23,7 @@ from airflow_provider_dpone.cluster.ports import (
     ReplicaStatus,
     ServerIdentity,
     TableObservation,
+    TableRead,
     TableSpec,
 )
 from airflow_provider_dpone.cluster.values.authority.row import (
@@ -41,12 +42,11 @@ from airflow_provider_dpone.cluster.values.inventory import (
     MemberFacts,
     TableFacts,
 )
-from airflow_provider_dpone.cluster.values.part_digests import MAX_PART_DIGESTS, PartDigest
+from airflow_provider_dpone.cluster.values.part_digests import MAX_PART_DIGESTS
 from airflow_provider_dpone.cluster.values.receipts import (
     CURRENT_CONTENT_DIGEST,
     ArtifactColumn,
     ArtifactReceipt,
-    ContentDigestVersion,
 )
 from airflow_provider_dpone.core.errors import (
     ArtifactInvalidError,
@@ -176,16 +176,9 @@ class FakeMemberSession:
         self.world = world
         self.member = member
 
-    def observe_table(
-        self,
-        database: str,
-        table: str,
-        *,
-        with_content: bool,
-        with_parts: bool = False,
-        digest_version: ContentDigestVersion = CURRENT_CONTENT_DIGEST,
-        known_parts: tuple[PartDigest, ...] = (),
-    ) -> TableObservation:
+    def observe_table(self, read: TableRead) -> TableObservation:
+        database, table, with_content = read.database, read.table, read.with_content
+        with_parts, digest_version, known_parts = read.with_parts, read.digest_version, read.known_parts
         self.world.calls["member.observe"] += 1
         found = self.member.tables.get((database, table))
         if found is None:
@@ -200,12 +193,12 @@ class FakeMemberSession:
         )
         if not with_content:
             return observed
-        digest, facts, read = parts.content(found, digest_version, known_parts)
+        digest, facts, parts_read = parts.content(found, digest_version, known_parts)
         return observed.model_copy(
             update={
                 "content_digest": digest,
                 "part_digests": facts if len(facts) <= MAX_PART_DIGESTS else None,
-                "parts_read": read,
+                "parts_read": parts_read,
             }
         )
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_dpone.cluster.ports import TableRead
 from airflow_provider_dpone.core.errors import DponeError, VerificationBudgetExceededError
 from tests.support.cluster.sim import BASELINE_ROWS, NEW_ROWS, Sim, rows_of
 from tests.support.fakes.ports import FakeMemberSession
@@ -21,10 +22,10 @@ def test_a_candidate_digest_stopped_at_the_budget_fails_the_try_and_the_retry_pu
     sim = Sim.build(members=2, baseline=BASELINE_ROWS, mode="internal")
     observe = FakeMemberSession.observe_table
 
-    def stopped(self: FakeMemberSession, database: str, table: str, **kwargs: Any) -> Any:
-        if kwargs.get("with_content") and table == sim.request.candidate_name:
+    def stopped(self: FakeMemberSession, read: TableRead) -> Any:
+        if read.with_content and read.table == sim.request.candidate_name:
             raise VerificationBudgetExceededError("DPONE_CLICKHOUSE_CLUSTER_VERIFICATION_BUDGET_EXCEEDED: stopped")
-        return observe(self, database, table, **kwargs)
+        return observe(self, read)
 
     sim.service().fence()
     monkeypatch.setattr(FakeMemberSession, "observe_table", stopped)
