@@ -687,7 +687,7 @@ RUNTIME_ADMISSION: tuple[ErrorCode, ...] = (
         "(its log and receipt give its operation id); an ended holder needs no release: a new DAG run takes the "
         "target",
         retryable=False,
-        summary="an ended operation holds the target",
+        summary="nothing to release",
     ),
     ErrorCode(
         "DPONE_CLICKHOUSE_CLUSTER_RELEASE_DDL_PENDING",
