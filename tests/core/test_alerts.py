@@ -6,7 +6,6 @@ the events the protocol handed its sink, and one reads the log record ``emit`` w
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections import Counter
 from collections.abc import Callable
@@ -353,7 +352,7 @@ def test_a_target_receipt_that_differs_from_the_stage_alerts_publication_unknown
 
     def other_rows(invocation):  # type: ignore[no-untyped-def]
         receipt = reconcile(invocation)
-        return dataclasses.replace(receipt, rows=receipt.rows + 1)
+        return receipt.model_copy(update={"rows": receipt.rows + 1})
 
     monkeypatch.setattr(harness.target, "reconcile", other_rows)
     with pytest.raises(DponeError) as unknown:

@@ -503,7 +503,7 @@ def test_an_observation_with_parts_of_a_mergetree_table_reads_no_count(
             client.command(f"DELETE FROM `{fresh_database}`.`cand` WHERE id < 10", settings={"mutations_sync": 2})
         finally:
             client.close()
-        masked = session.observe_table(fresh_database, "cand", with_content=False, with_parts=True)
+        masked = session.observe_table(TableRead(fresh_database, "cand", with_content=False, with_parts=True))
         assert masked.uuid == value and masked.parts_digest != loaded.parts_digest
         assert count_rows(embedded_cluster, "member1", fresh_database, "cand") == 9_990
     finally:
