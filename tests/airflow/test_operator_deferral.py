@@ -169,7 +169,7 @@ def test_a_non_deferrable_publish_waits_in_the_worker_bounded_and_a_retry_resume
     capfd.readouterr()
     started = time.monotonic()
     with pytest.raises(
-        DponeRetryableError, match=r"DPONE_CLICKHOUSE_CLUSTER_DDL_WAIT_EXHAUSTED.*still in progress after 1 s"
+        DponeRetryableError, match=r"(?s)DPONE_CLICKHOUSE_CLUSTER_DDL_WAIT_EXHAUSTED.*still in progress after 1 s"
     ):
         publish.execute(context())
     elapsed = time.monotonic() - started
