@@ -42,6 +42,9 @@ _CODE_RE = re.compile(r"Code: (\d+)\.")
 _NAME_RE = re.compile(r"\(([A-Z][A-Z0-9_]+)\)\s*$")
 _SETTING_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
+_KEEPS_SESSION_SETTINGS = RESULT_KEYWORDS | {"INSERT"}
+"""Statements that cannot change a session's own settings (a ``SETTINGS`` clause binds only its statement)."""
+
 SEEK_FORMATS = frozenset({"parquet", "arrow", "orc", "npy"})
 """Input formats whose readers need a seekable file: their bodies are spooled to a file, not streamed via a FIFO."""
 
@@ -80,11 +83,18 @@ class EngineResult:
 
 
 class Handle:
-    """One chdb connection: a session's (or one request's) ``USE``/``SET`` state."""
+    """One chdb connection: a session's (or one request's) ``USE``/``SET`` state.
+
+    ``settings`` remembers the session's own value of each setting a request has overridden (value, ``changed``), so
+    the next request that overrides it restores it without reading ``system.settings`` again (a read of that table
+    costs the engine about four times a ``SELECT 1``). Only the session's own statements change those values: any
+    statement that is not a read or an ``INSERT`` forgets them (``SET``, ``SET ROLE``, ``USE`` ...).
+    """
 
     def __init__(self, connection: Any) -> None:
         self.connection = connection
         self.database: str | None = None
+        self.settings: dict[str, tuple[str, bool]] = {}
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -127,7 +137,7 @@ class EngineStream:
         self.cancel()
         with self._engine.lock:
             if self._restore:
-                self._engine._restore(self._handle.connection, self._restore)
+                self._engine._restore(self._handle, self._restore)
             if self._own:
                 self._handle.close()
 
@@ -210,12 +220,12 @@ class Engine:
                 values = self._prepare(current, own, sql, database, dict(settings or {}))
                 if values:
                     if not own:
-                        restore = self._snapshot(current.connection, values)
+                        restore = self._snapshot(current, values)
                     current.connection.query("SET " + _assignments(values), "TabSeparated")
                 result = current.connection.send_query(sql, fmt, params=dict(params or {}))
             except Exception as exc:
                 if restore:
-                    self._restore(current.connection, restore)
+                    self._restore(current, restore)
                 if own:
                     current.close()
                 if isinstance(exc, EngineError):
@@ -293,13 +303,15 @@ class Engine:
             restore: dict[str, tuple[str, bool]] = {}
             if settings:
                 if not own:
-                    restore = self._snapshot(connection, settings)
+                    restore = self._snapshot(handle, settings)
                 connection.query("SET " + _assignments(settings), "TabSeparated")
+            if not own and first_keyword(sql) not in _KEEPS_SESSION_SETTINGS:
+                handle.settings.clear()
             try:
                 result = connection.query(sql, fmt, params=params)
             finally:
                 if restore:
-                    self._restore(connection, restore)
+                    self._restore(handle, restore)
         except EngineError:
             raise
         except Exception as exc:  # noqa: BLE001 - chdb raises plain exceptions carrying ClickHouse errors
@@ -332,23 +344,29 @@ class Engine:
         return settings
 
     @staticmethod
-    def _snapshot(connection: Any, settings: Mapping[str, str]) -> dict[str, tuple[str, bool]]:
-        names = ", ".join(quote_string(_setting_name(name)) for name in settings)
-        rows = connection.query(
-            f"SELECT name, value, changed FROM system.settings WHERE name IN ({names})", "TabSeparatedRaw"
-        )
-        snapshot = dict.fromkeys(settings, ("", False))
-        for line in rows.bytes().decode().splitlines():
-            name, value, changed = line.split("\t")
-            snapshot[name] = (value, changed == "1")
-        return snapshot
+    def _snapshot(handle: Handle, settings: Mapping[str, str]) -> dict[str, tuple[str, bool]]:
+        """The session's own value of each setting a request overrides: remembered, or read once."""
+        unknown = [_setting_name(name) for name in settings if name not in handle.settings]
+        if unknown:
+            names = ", ".join(quote_string(name) for name in unknown)
+            rows = handle.connection.query(
+                f"SELECT name, value, changed FROM system.settings WHERE name IN ({names})", "TabSeparatedRaw"
+            )
+            read = dict.fromkeys(unknown, ("", False))
+            for line in rows.bytes().decode().splitlines():
+                name, value, changed = line.split("\t")
+                read[name] = (value, changed == "1")
+            handle.settings.update(read)
+        return {name: handle.settings[name] for name in settings}
 
     @staticmethod
-    def _restore(connection: Any, snapshot: Mapping[str, tuple[str, bool]]) -> None:
+    def _restore(handle: Handle, snapshot: Mapping[str, tuple[str, bool]]) -> None:
         for name, (value, changed) in snapshot.items():
-            with contextlib.suppress(Exception):
+            try:
                 literal = quote_string(value) if changed else "DEFAULT"
-                connection.query(f"SET {name} = {literal}", "TabSeparated")
+                handle.connection.query(f"SET {name} = {literal}", "TabSeparated")
+            except Exception:  # noqa: BLE001 - the session keeps whatever value it has; it is read again next time
+                handle.settings.pop(name, None)
 
 
 def _setting_name(name: str) -> str:
