@@ -14,6 +14,8 @@ import pytest
 from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError
 from dpone_embedded import EmbeddedCluster
 
+from tests.support.embedded import session_checks
+
 pytestmark = pytest.mark.embedded
 
 ROWS = [
@@ -99,19 +101,9 @@ def test_settings_query_id_and_summary_round_trip(embedded_cluster: EmbeddedClus
 
 
 def test_a_session_keeps_its_own_set_across_requests_that_override_it(embedded_cluster: EmbeddedCluster) -> None:
-    """A request's settings bind that request only (HTTPHandler applies them to the query's context, never to the
-    session's), whatever the session set before or after it."""
+    """On real servers too: ``test_real_cluster.py``."""
     client = embedded_cluster.client("coordinator", session_id=f"s-{uuid.uuid4()}")
-    current = "SELECT getSetting('log_comment'), getSetting('max_threads')"
-    assert client.query(current, settings={"log_comment": "one", "max_threads": 2}).result_rows == [("one", 2)]
-    default_threads = client.query(current).result_rows[0][1]
-    assert client.query(current).result_rows == [("", default_threads)]
-    client.command("SET log_comment = 'session'")
-    assert client.query(current, settings={"log_comment": "two"}).result_rows == [("two", default_threads)]
-    assert client.query(current).result_rows == [("session", default_threads)]
-    client.command("SET max_threads = 3")
-    assert client.query(current, settings={"max_threads": 1}).result_rows == [("session", 1)]
-    assert client.query(current).result_rows == [("session", 3)]
+    session_checks.check_request_settings_bind_only_the_request(client)
 
 
 def test_server_side_parameters(embedded_cluster: EmbeddedCluster) -> None:

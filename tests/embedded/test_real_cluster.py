@@ -16,6 +16,7 @@ from clickhouse_connect.driver.exceptions import DatabaseError
 from dpone_embedded.topology import CLICKHOUSE_VERSION
 
 from tests.support.embedded import replication_checks as checks
+from tests.support.embedded import session_checks
 from tests.support.fixtures.real_cluster import DESCRIPTION, RealCluster, compose_cluster, require_reachable
 
 pytestmark = [pytest.mark.embedded, pytest.mark.real_cluster]
@@ -119,6 +120,15 @@ def test_member_error_keeps_its_code(real_cluster: RealCluster, real_database: s
             f"CREATE TABLE `{real_database}`.dup ON CLUSTER {real_cluster.cluster_name} (a UInt8) ENGINE = Memory"
         )
     assert error.value.code == 57
+
+
+def test_request_settings_bind_only_the_request_like_the_embedded_cluster(real_cluster: RealCluster) -> None:
+    """The embedded cluster's session check (``tests/embedded/test_http_contract.py``), on a real server."""
+    client = real_cluster.client(real_cluster.coordinator, session_id=f"s-{uuid.uuid4()}")
+    try:
+        session_checks.check_request_settings_bind_only_the_request(client)
+    finally:
+        client.close()
 
 
 def test_keeper_map_cas(real_cluster: RealCluster, real_database: str) -> None:
